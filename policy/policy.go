@@ -1,0 +1,80 @@
+// Package policy holds the proxy's pure decisions: how an attempt's outcome is
+// classified, how long to wait before the next attempt, when a callout is
+// exhausted, and how the circuit breaker moves. It does no I/O and imports
+// nothing of ours; the clock and the random source are always passed in.
+//
+// The rules come from the product contract (SPEC.md §2, §3, §6) and the RFCs
+// each function names.
+package policy
+
+import "time"
+
+// Policy is the retry, breaker and size policy in force, as configured under
+// the `policy:` key (SPEC.md §10). Durations are Go durations; sizes are bytes.
+// The zero value is not useful: start from Defaults and override.
+type Policy struct {
+	// MaxAttempts is the number of real dispatches a callout may have in all,
+	// inline ones included (SPEC §3). Default 12.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+	// MaxAge is how long after its first attempt a callout may still be
+	// attempted (SPEC §3). Default 72h.
+	MaxAge time.Duration `yaml:"max_age" json:"max_age"`
+	// BaseDelay is the backoff ceiling before attempt 2. Default 5s.
+	BaseDelay time.Duration `yaml:"base_delay" json:"base_delay"`
+	// Multiplier grows the ceiling between attempts. Default 2.
+	Multiplier float64 `yaml:"multiplier" json:"multiplier"`
+	// MaxDelay caps the backoff ceiling. Default 6h.
+	MaxDelay time.Duration `yaml:"max_delay" json:"max_delay"`
+	// RetryAfterCap caps how long an upstream's Retry-After is honoured
+	// (RFC 9110 §10.2.3). Default 1h.
+	RetryAfterCap time.Duration `yaml:"retry_after_cap" json:"retry_after_cap"`
+	// ConnectTimeout limits the TCP (and TLS) connect of one attempt. Default 5s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout" json:"connect_timeout"`
+	// HeaderTimeout limits the wait for response headers after the request
+	// was written. Default 10s.
+	HeaderTimeout time.Duration `yaml:"header_timeout" json:"header_timeout"`
+	// AttemptTimeout limits one whole attempt, body included. Default 15s.
+	AttemptTimeout time.Duration `yaml:"attempt_timeout" json:"attempt_timeout"`
+	// BreakerFailures is the number of consecutive retryable failures that
+	// opens an endpoint's circuit breaker (SPEC §6). Default 20.
+	BreakerFailures int `yaml:"breaker_failures" json:"breaker_failures"`
+	// BreakerProbeInterval is how long an open breaker waits before it lets
+	// one probe through, and again after a failed probe. Default 5m.
+	BreakerProbeInterval time.Duration `yaml:"breaker_probe_interval" json:"breaker_probe_interval"`
+	// DisableAfter disables an endpoint that has failed with no success for
+	// this long (SPEC §6). Default 72h.
+	DisableAfter time.Duration `yaml:"disable_after" json:"disable_after"`
+	// DeadLetterRetention is how long the proxy keeps a dead letter. Default 720h.
+	DeadLetterRetention time.Duration `yaml:"dead_letter_retention" json:"dead_letter_retention"`
+	// IdempotencyRetention is how long an idempotency record outlives its
+	// finished callout (SPEC §5). Default 24h.
+	IdempotencyRetention time.Duration `yaml:"idempotency_retention" json:"idempotency_retention"`
+	// MaxRequestBytes is the largest request body accepted, in bytes.
+	// Default 12582912 (12 MiB, Apex's asynchronous heap limit).
+	MaxRequestBytes int64 `yaml:"max_request_bytes" json:"max_request_bytes"`
+	// MaxResponseBytes is the largest upstream response body buffered, in
+	// bytes; a larger one is a permanent failure. Default 12582912.
+	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
+}
+
+// Defaults returns the contract's default policy (SPEC.md §10).
+func Defaults() Policy {
+	return Policy{
+		MaxAttempts:          12,
+		MaxAge:               72 * time.Hour,
+		BaseDelay:            5 * time.Second,
+		Multiplier:           2,
+		MaxDelay:             6 * time.Hour,
+		RetryAfterCap:        time.Hour,
+		ConnectTimeout:       5 * time.Second,
+		HeaderTimeout:        10 * time.Second,
+		AttemptTimeout:       15 * time.Second,
+		BreakerFailures:      20,
+		BreakerProbeInterval: 5 * time.Minute,
+		DisableAfter:         72 * time.Hour,
+		DeadLetterRetention:  720 * time.Hour,
+		IdempotencyRetention: 24 * time.Hour,
+		MaxRequestBytes:      12 << 20,
+		MaxResponseBytes:     12 << 20,
+	}
+}

@@ -1,0 +1,147 @@
+// Package problem is the proxy's one error type and its one mapping to HTTP:
+// every proxy-made error leaves as application/problem+json (RFC 9457) with
+// the outcome class of SPEC.md §2, so nobody confuses the proxy's own 503
+// with an upstream's.
+package problem
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+)
+
+// Code names a problem type. It is the last segment of the problem's `type`
+// URI (TypeBase + Code) and is stable: callers and the Apex client match on it.
+type Code string
+
+// TypeBase prefixes every problem `type` URI.
+const TypeBase = "https://callout-proxy.dev/problems/"
+
+// The problem codes. Each maps to one HTTP status in Status.
+const (
+	Unauthorized          Code = "unauthorized"            // 401: missing or bad bearer token
+	Forbidden             Code = "forbidden"               // 403: caller not allowed on the endpoint / scope
+	UnknownEndpoint       Code = "unknown-endpoint"        // 404: not in the allow-list
+	NotFound              Code = "not-found"               // 404: no such callout or route
+	EndpointDisabled      Code = "endpoint-disabled"       // 503: auto- or admin-disabled endpoint
+	InvalidRequest        Code = "invalid-request"         // 400: malformed request
+	PathEscape            Code = "path-escape"             // 400: caller path could leave the endpoint's base path
+	AbsoluteForm          Code = "absolute-form"           // 400: absolute-form request target
+	MethodNotAllowed      Code = "method-not-allowed"      // 405: TRACE, CONNECT
+	BodyTooLarge          Code = "body-too-large"          // 413: request over max_request_bytes
+	IdempotencyKeyMissing Code = "idempotency-key-missing" // 400: POST/PATCH without a key
+	IdempotencyKeyInvalid Code = "idempotency-key-invalid" // 400: key syntax
+	IdempotencyMismatch   Code = "idempotency-key-reused"  // 422: same key, other request
+	InFlight              Code = "in-flight"               // 409: same key, first attempt running
+	DeadLettered          Code = "dead-lettered"           // 409: same key, chain dead-lettered
+	BlockedAddress        Code = "blocked-address"         // 403: SSRF guard refused the address
+	BreakerOpen           Code = "breaker-open"            // 503: reads while the breaker is open
+	BacklogFull           Code = "backlog-full"            // 503: endpoint backlog cap reached
+	StoreUnavailable      Code = "store-unavailable"       // 503: Redis unreachable
+	ResponseTooLarge      Code = "response-too-large"      // 502: upstream body over max_response_bytes
+	UpstreamUnavailable   Code = "upstream-unavailable"    // 502: no upstream response (read, not scheduled)
+	Internal              Code = "internal"                // 500
+)
+
+var statuses = map[Code]int{
+	Unauthorized: 401, Forbidden: 403, UnknownEndpoint: 404, NotFound: 404,
+	EndpointDisabled: 503, InvalidRequest: 400, PathEscape: 400, AbsoluteForm: 400,
+	MethodNotAllowed: 405, BodyTooLarge: 413, IdempotencyKeyMissing: 400,
+	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 409,
+	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, BacklogFull: 503,
+	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, Internal: 500,
+}
+
+// Status returns the HTTP status for a code; 500 for an unknown one.
+func (c Code) Status() int {
+	if s, ok := statuses[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Error is the proxy's error: a code, a human detail that never contains
+// secrets or bodies, and an optional wrapped cause (logged, never sent).
+type Error struct {
+	Code   Code
+	Detail string
+	// Outcome overrides the default outcome class (Rejected); a response over
+	// max_response_bytes is Permanent, for instance.
+	Outcome policy.Outcome
+	// RetryAfter, when > 0, is sent as Retry-After in seconds.
+	RetryAfter int
+	// CalloutID, when set, is sent as Callout-Id and in the body.
+	CalloutID string
+	Err       error
+}
+
+// Errorf returns an *Error with the code and a detail.
+func Errorf(code Code, detail string) *Error { return &Error{Code: code, Detail: detail} }
+
+// Wrap returns an *Error with the code and detail, wrapping cause.
+func Wrap(code Code, detail string, cause error) *Error {
+	return &Error{Code: code, Detail: detail, Err: cause}
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return string(e.Code) + ": " + e.Detail + ": " + e.Err.Error()
+	}
+	return string(e.Code) + ": " + e.Detail
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Body is the RFC 9457 problem document the proxy sends.
+type Body struct {
+	Type      string         `json:"type"`
+	Title     string         `json:"title"`
+	Status    int            `json:"status"`
+	Detail    string         `json:"detail"`
+	Outcome   policy.Outcome `json:"outcome"`
+	CalloutID string         `json:"callout_id,omitempty"`
+}
+
+// From turns any error into an *Error; errors that are not ours become
+// Internal, with their text kept out of the detail.
+func From(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &Error{Code: Internal, Detail: "internal error", Err: err}
+}
+
+// Write sends err as application/problem+json with Callout-Outcome (and
+// Callout-Id, Retry-After when known). It is the one place where a proxy
+// error becomes an HTTP response; it never looks at the caller's Accept.
+func Write(w http.ResponseWriter, err error) {
+	pe := From(err)
+	out := pe.Outcome
+	if out == "" {
+		out = policy.Rejected
+	}
+	status := pe.Code.Status()
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Callout-Outcome", string(out))
+	if pe.CalloutID != "" {
+		h.Set("Callout-Id", pe.CalloutID)
+	}
+	if pe.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(pe.RetryAfter))
+	}
+	b, _ := json.Marshal(Body{
+		Type: TypeBase + string(pe.Code), Title: http.StatusText(status), Status: status,
+		Detail: pe.Detail, Outcome: out, CalloutID: pe.CalloutID,
+	})
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
