@@ -18,7 +18,7 @@ import (
 type Code string
 
 // TypeBase prefixes every problem `type` URI.
-const TypeBase = "https://callout-proxy.dev/problems/"
+const TypeBase = "urn:callout-proxy:problem:"
 
 // The problem codes. Each maps to one HTTP status in Status.
 const (
