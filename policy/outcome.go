@@ -27,9 +27,10 @@ type Classification struct {
 	// Reason is a short, stable, machine-readable word for why, used in
 	// attempt records, logs and metrics: "status_2xx", "status_5xx",
 	// "status_408", "status_429", "status_4xx", "status_3xx", "status_1xx",
-	// "status_501", "status_505", "dns", "connect_refused", "connect_timeout",
-	// "reset", "tls", "header_timeout", "attempt_timeout", "eof", "network",
-	// "response_too_large", "canceled".
+	// "status_501", "status_505", "status_invalid", "dns", "connect_refused",
+	// "unreachable", "connect_timeout", "reset", "tls", "header_timeout",
+	// "attempt_timeout", "eof", "network", "response_too_large", "canceled".
+	// The Reason* constants (reasons.go) spell each one.
 	Reason string
 }
 
@@ -40,7 +41,8 @@ var ErrResponseTooLarge = errors.New("upstream response larger than max_response
 // TimeoutError marks one of the per-attempt limits of SPEC.md §3 running out.
 // The forwarder wraps the transport's error in it so the reason is exact.
 type TimeoutError struct {
-	// Limit is "connect", "header" or "attempt".
+	// Limit is "connect", "header" or "attempt"; Classify turns it into the
+	// reason "<limit>_timeout" (any other value gives "attempt_timeout").
 	Limit string
 	// Err is the underlying error.
 	Err error
