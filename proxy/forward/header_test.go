@@ -1,0 +1,127 @@
+package forward
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+func TestOutboundHeader(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       http.Header
+		injected http.Header
+		want     http.Header
+	}{
+		{
+			name: "end-to-end fields pass, values untouched",
+			in: http.Header{
+				"Accept":                {"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"},
+				"Content-Type":          {"application/x-www-form-urlencoded"},
+				"User-Agent":            {"SFDC-Callout/68.0"},
+				"Sfdc_stack_depth":      {"1"},
+				"Idempotency-Key":       {`"abc-123"`},
+				"Callout-Source-Record": {"001000000000001AAA"},
+			},
+			want: http.Header{
+				"Accept":                {"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"},
+				"Content-Type":          {"application/x-www-form-urlencoded"},
+				"User-Agent":            {"SFDC-Callout/68.0"},
+				"Sfdc_stack_depth":      {"1"},
+				"Idempotency-Key":       {`"abc-123"`},
+				"Callout-Source-Record": {"001000000000001AAA"},
+			},
+		},
+		{
+			name: "non-canonical keys are canonicalised and merged in key order",
+			in:   http.Header{"SFDC_STACK_DEPTH": {"1"}, "x-trace": {"a"}, "X-Trace": {"b"}},
+			want: http.Header{"Sfdc_stack_depth": {"1"}, "X-Trace": {"b", "a"}},
+		},
+		{
+			name: "hop-by-hop fields are dropped",
+			in: http.Header{
+				"Connection": {"keep-alive"}, "Proxy-Connection": {"keep-alive"}, "Keep-Alive": {"timeout=5"},
+				"Proxy-Authenticate": {"Basic"}, "Proxy-Authorization": {"Basic Zm9vOmJhcg=="},
+				"Te": {"trailers"}, "Trailer": {"X-Sum"}, "Transfer-Encoding": {"chunked"},
+				"Upgrade": {"h2c"}, "Http2-Settings": {"AAMAAABkAARAAAAAAAIAAAAA"}, "X-Keep": {"1"},
+			},
+			want: http.Header{"X-Keep": {"1"}},
+		},
+		{
+			name: "caller credentials and proxy-addressed fields are dropped",
+			in: http.Header{
+				"Authorization": {"Bearer caller.jwt"}, "Cookie": {"sid=1"}, "Prefer": {"respond-async, wait=5"},
+				"Expect": {"100-continue"}, "Host": {"proxy.example.com"}, "Content-Length": {"99"},
+				"Accept": {"*/*"},
+			},
+			want: http.Header{"Accept": {"*/*"}},
+		},
+		{
+			name: "every field named in Connection, several fields, lists, empty members",
+			in: http.Header{
+				"Connection": {"", "X-Api-Key", " x-one ,, X-Two ", ","},
+				"X-Api-Key":  {"k"}, "X-One": {"1"}, "X-Two": {"2"}, "X-Three": {"3"},
+			},
+			want: http.Header{"X-Three": {"3"}},
+		},
+		{
+			name:     "Connection: Authorization cannot strip the injected Authorization",
+			in:       http.Header{"Connection": {"Authorization"}, "Authorization": {"Bearer caller"}},
+			injected: http.Header{"Authorization": {"Bearer upstream"}},
+			want:     http.Header{"Authorization": {"Bearer upstream"}},
+		},
+		{
+			name:     "the caller can neither override nor remove an injected field",
+			in:       http.Header{"x-api-key": {"evil"}, "X-Api-Key": {"evil2"}, "Connection": {"x-api-key"}},
+			injected: http.Header{"X-Api-Key": {"secret"}},
+			want:     http.Header{"X-Api-Key": {"secret"}},
+		},
+		{
+			name:     "injected names are canonicalised",
+			in:       http.Header{"X-Tenant": {"caller"}},
+			injected: http.Header{"x-tenant": {"configured"}},
+			want:     http.Header{"X-Tenant": {"configured"}},
+		},
+		{
+			name: "nil in",
+			want: http.Header{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.in.Clone()
+			got := OutboundHeader(tt.in, tt.injected)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("OutboundHeader =\n %v\nwant\n %v", got, tt.want)
+			}
+			if !reflect.DeepEqual(tt.in, before) {
+				t.Errorf("OutboundHeader modified its input: %v, was %v", tt.in, before)
+			}
+		})
+	}
+}
+
+func TestOutboundHeaderSharesNoSlices(t *testing.T) {
+	in := http.Header{"X-A": {"1"}}
+	injected := http.Header{"X-B": {"2"}}
+	out := OutboundHeader(in, injected)
+	out["X-A"][0] = "changed"
+	out["X-B"][0] = "changed"
+	if in["X-A"][0] != "1" || injected["X-B"][0] != "2" {
+		t.Fatalf("the result shares slices with its arguments: in=%v injected=%v", in, injected)
+	}
+}
+
+func TestInboundHeader(t *testing.T) {
+	in := http.Header{
+		"Connection": {"X-Internal, close"}, "X-Internal": {"hop"}, "Keep-Alive": {"timeout=5"},
+		"Transfer-Encoding": {"chunked"}, "Trailer": {"X-Sum"}, "Upgrade": {"h2c"},
+		"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "retry-after": {"120"},
+	}
+	want := http.Header{
+		"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "Retry-After": {"120"},
+	}
+	if got := inboundHeader(in); !reflect.DeepEqual(got, want) {
+		t.Errorf("inboundHeader =\n %v\nwant\n %v", got, want)
+	}
+}
