@@ -43,6 +43,7 @@ const (
 	StoreUnavailable      Code = "store-unavailable"       // 503: Redis unreachable
 	ResponseTooLarge      Code = "response-too-large"      // 502: upstream body over max_response_bytes
 	UpstreamUnavailable   Code = "upstream-unavailable"    // 502: no upstream response (read, not scheduled)
+	UpstreamTimeout       Code = "upstream-timeout"        // 504: a per-attempt limit ran out (read, not scheduled)
 	Internal              Code = "internal"                // 500
 )
 
@@ -52,7 +53,8 @@ var statuses = map[Code]int{
 	MethodNotAllowed: 405, BodyTooLarge: 413, IdempotencyKeyMissing: 400,
 	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 409,
 	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, BacklogFull: 503,
-	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, Internal: 500,
+	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, UpstreamTimeout: 504,
+	Internal: 500,
 }
 
 // Status returns the HTTP status for a code; 500 for an unknown one.
@@ -133,6 +135,10 @@ func Write(w http.ResponseWriter, err error) {
 	h.Set("Callout-Outcome", string(out))
 	if pe.CalloutID != "" {
 		h.Set("Callout-Id", pe.CalloutID)
+	}
+	if pe.Code == Unauthorized {
+		// RFC 6750 §3: a 401 names the scheme it wants.
+		h.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	}
 	if pe.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(pe.RetryAfter))

@@ -1,0 +1,69 @@
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestQuote(t *testing.T) {
+	long := strings.Repeat("a", maxQuoted-1) + "é" + "tail"
+	tests := []struct {
+		name, in, want string
+	}{
+		{"short", "https://x", `"https://x"`},
+		{"control characters escaped", "a\nb", `"a\nb"`},
+		{"at the limit", strings.Repeat("b", maxQuoted), `"` + strings.Repeat("b", maxQuoted) + `"`},
+		{"cut on a rune boundary", long, `"` + strings.Repeat("a", maxQuoted-1) + `"…`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := quote(tt.in)
+			if got != tt.want {
+				t.Errorf("quote = %q, want %q", got, tt.want)
+			}
+			if !utf8.ValidString(got) {
+				t.Errorf("quote = %q is not valid UTF-8", got)
+			}
+		})
+	}
+}
+
+// TestRSAKeysForOrder checks the rotation rule: keys labelled with the kid
+// come first, every other key follows, none is dropped.
+func TestRSAKeysForOrder(t *testing.T) {
+	var keys []rsaKey
+	for _, label := range []string{"old", "current", "spare"} {
+		k, err := rsa.GenerateKey(rand.Reader, 1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, rsaKey{info: KeyInfo{Labels: []string{label}}, pub: &k.PublicKey})
+	}
+	v := &Verifier{keys: keys}
+	tests := []struct {
+		kid  string
+		want []int // indices into keys
+	}{
+		{"", []int{0, 1, 2}},
+		{"current", []int{1, 0, 2}},
+		{"CURRENT", []int{1, 0, 2}},
+		{"spare", []int{2, 0, 1}},
+		{"unknown", []int{0, 1, 2}},
+	}
+	for _, tt := range tests {
+		t.Run("kid "+tt.kid, func(t *testing.T) {
+			got := v.rsaKeysFor(tt.kid)
+			if len(got) != len(tt.want) {
+				t.Fatalf("rsaKeysFor(%q) = %d keys, want %d", tt.kid, len(got), len(tt.want))
+			}
+			for i, idx := range tt.want {
+				if got[i] != keys[idx].pub {
+					t.Errorf("rsaKeysFor(%q)[%d] is not key %q", tt.kid, i, keys[idx].info.Labels[0])
+				}
+			}
+		})
+	}
+}

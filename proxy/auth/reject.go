@@ -1,0 +1,94 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// unauthorized returns a 401 problem with detail.
+func unauthorized(detail string) *problem.Error {
+	return problem.Errorf(problem.Unauthorized, detail)
+}
+
+// reject turns a jwt parse error into an Unauthorized problem whose detail
+// names the failed check. tok and c hold what the parser decoded before it
+// failed (tok may be nil). The jwt error is kept as the cause for logs; it
+// never carries the token or the key material.
+func (v *Verifier) reject(tok *jwt.Token, c *jwt.RegisteredClaims, err error) error {
+	detail := v.rejectDetail(tok, c, err)
+	return problem.Wrap(problem.Unauthorized, detail, err)
+}
+
+// rejectDetail picks the detail for a parse error, most basic cause first.
+func (v *Verifier) rejectDetail(tok *jwt.Token, c *jwt.RegisteredClaims, err error) string {
+	if errors.Is(err, jwt.ErrTokenMalformed) || tok == nil {
+		return "malformed token: not a compact JWS (three base64url segments, JSON header and claims)"
+	}
+	alg, ok := tok.Header["alg"].(string)
+	switch {
+	case !ok:
+		return "token header has no alg"
+	case !slices.Contains(v.algorithms, alg):
+		return fmt.Sprintf("algorithm %s is not allowed (allowed: %s)",
+			quote(alg), strings.Join(v.algorithms, ", "))
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return v.signatureDetail(alg)
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return fmt.Sprintf("token signed with %s cannot be verified", alg)
+	}
+	return claimsDetail(c, v.audience, err)
+}
+
+// signatureDetail says which key material the signature failed against.
+func (v *Verifier) signatureDetail(alg string) string {
+	if alg == HS256 {
+		return "invalid signature: HS256 signature does not verify with the configured secret"
+	}
+	return fmt.Sprintf("invalid signature: %s signature does not verify under any of the %d configured RSA keys",
+		alg, len(v.keys))
+}
+
+// maxAudiences bounds how many `aud` values a detail lists.
+const maxAudiences = 5
+
+// claimsDetail describes a failed registered-claims check (RFC 7519 §4.1).
+func claimsDetail(c *jwt.RegisteredClaims, audience string, err error) string {
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "token expired at " + stamp(c.ExpiresAt)
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return "token not valid yet: nbf is " + stamp(c.NotBefore)
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "token issued in the future: iat is " + stamp(c.IssuedAt)
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing) && c.ExpiresAt == nil:
+		return "token has no exp claim"
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return fmt.Sprintf("token has no aud claim; %q is required", audience)
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		var auds []string
+		for i, a := range c.Audience {
+			if i == maxAudiences {
+				auds = append(auds, "…")
+				break
+			}
+			auds = append(auds, quote(a))
+		}
+		return fmt.Sprintf("audience [%s] does not include %q", strings.Join(auds, ", "), audience)
+	}
+	return "token rejected: invalid claims"
+}
+
+// stamp formats a NumericDate as RFC 3339 UTC ("2026-11-29T10:00:00Z").
+func stamp(d *jwt.NumericDate) string {
+	if d == nil {
+		return "absent"
+	}
+	return d.UTC().Format(time.RFC3339)
+}

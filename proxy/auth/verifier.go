@@ -1,0 +1,310 @@
+// Package auth authenticates callers and admins (SPEC.md §9).
+//
+// Callers send a JWT as `Authorization: Bearer <jwt>` (RFC 6750 §2.1):
+// Salesforce Named Credentials with the JWT protocol sign it RS256 or RS512
+// with a certificate, send `kid`, and set nbf = iat; development set-ups may
+// use HS256 with a shared secret. A Verifier checks the algorithm, the
+// signature, `iss`, `aud`, `exp`/`nbf` with a leeway and the token's
+// lifetime. Admins send named bearer tokens scoped read or write, checked by
+// AdminTokens in constant time.
+//
+// Every failure is a *problem.Error (Unauthorized or Forbidden) whose detail
+// says what was wrong and never contains the token or a secret.
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// Algorithms the proxy can verify (SPEC.md §9). Anything else, `none`
+// included, is refused at configuration time and at verification time.
+const (
+	RS256 = config.AlgRS256
+	RS512 = config.AlgRS512
+	HS256 = config.AlgHS256
+)
+
+// Caller is an authenticated caller: a Salesforce org (Issuer) and the
+// token's subject (the running user, as the Named Credential puts it).
+// Idempotency keys and callout ownership are scoped by Issuer (SPEC.md §5).
+type Caller struct {
+	// Issuer is the token's `iss`, one of auth.issuers.
+	Issuer string
+	// Subject is the token's `sub`; it may be empty.
+	Subject string
+	// IssuedAt is the token's `iat`, or its `nbf` when it has no `iat`.
+	IssuedAt time.Time
+	// ExpiresAt is the token's `exp`.
+	ExpiresAt time.Time
+}
+
+// Verifier checks caller JWTs against config.Auth. It is safe for
+// concurrent use and holds no mutable state.
+type Verifier struct {
+	algorithms  []string
+	keys        []rsaKey
+	secret      []byte
+	issuers     []string
+	audience    string
+	maxLifetime time.Duration
+	parser      *jwt.Parser
+}
+
+// NewVerifier builds a Verifier from cfg (SPEC.md §9, §10 `auth:`).
+//
+// It reads every file of cfg.CertificateFiles: PEM, one or more CERTIFICATE,
+// PUBLIC KEY or RSA PUBLIC KEY blocks per file, RSA of at least MinRSABits.
+// The HS256 secret comes from config.Auth.HS256Secret (getenv of
+// cfg.HS256SecretEnv, or the file cfg.HS256SecretFile) and must be at least
+// MinSecretBytes long and not a PEM block. As in config, a zero Leeway or
+// MaxTokenLifetime means the default, config.DefaultLeeway (30s) or
+// config.DefaultMaxTokenLifetime (1h). now is the clock used for exp, nbf
+// and iat; nil means time.Now.
+//
+// It returns an error naming the config key when issuers, audience or
+// algorithms are empty, an algorithm is not RS256, RS512 or HS256, an
+// algorithm has no key material, key material is configured for no allowed
+// algorithm, a duration is negative, or a key file or secret is unusable.
+func NewVerifier(cfg config.Auth, getenv func(string) string, now func() time.Time) (*Verifier, error) {
+	if now == nil {
+		now = time.Now
+	}
+	v := &Verifier{
+		issuers: slices.Clone(cfg.Issuers), audience: cfg.Audience,
+		maxLifetime: cfg.MaxTokenLifetime,
+	}
+	if err := v.checkClaimsConfig(cfg); err != nil {
+		return nil, err
+	}
+	if err := v.loadKeyMaterial(cfg, getenv); err != nil {
+		return nil, err
+	}
+	leeway := cfg.Leeway
+	switch {
+	case leeway < 0:
+		return nil, fmt.Errorf("auth.leeway: %s is negative", leeway)
+	case leeway == 0:
+		leeway = config.DefaultLeeway
+	}
+	v.parser = jwt.NewParser(
+		jwt.WithValidMethods(v.algorithms),
+		jwt.WithTimeFunc(now),
+		jwt.WithLeeway(leeway),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithAudience(v.audience),
+	)
+	return v, nil
+}
+
+// checkClaimsConfig validates issuers, audience and max_token_lifetime.
+func (v *Verifier) checkClaimsConfig(cfg config.Auth) error {
+	if len(cfg.Issuers) == 0 {
+		return errors.New("auth.issuers: at least one issuer is required")
+	}
+	for i, iss := range cfg.Issuers {
+		if iss == "" {
+			return fmt.Errorf("auth.issuers[%d]: empty issuer", i)
+		}
+	}
+	if cfg.Audience == "" {
+		return errors.New("auth.audience: required")
+	}
+	switch {
+	case v.maxLifetime < 0:
+		return fmt.Errorf("auth.max_token_lifetime: %s is negative", v.maxLifetime)
+	case v.maxLifetime == 0:
+		v.maxLifetime = config.DefaultMaxTokenLifetime
+	}
+	return nil
+}
+
+// loadKeyMaterial validates algorithms and loads the RSA keys and the HS256
+// secret each of them needs.
+func (v *Verifier) loadKeyMaterial(cfg config.Auth, getenv func(string) string) error {
+	if len(cfg.Algorithms) == 0 {
+		return errors.New("auth.algorithms: at least one of RS256, RS512, HS256 is required")
+	}
+	var rsa, hs bool
+	for i, alg := range cfg.Algorithms {
+		switch alg {
+		case RS256, RS512:
+			rsa = true
+		case HS256:
+			hs = true
+		default:
+			return fmt.Errorf("auth.algorithms[%d]: %q is not one of RS256, RS512, HS256", i, alg)
+		}
+		if !slices.Contains(v.algorithms, alg) {
+			v.algorithms = append(v.algorithms, alg)
+		}
+	}
+	hasSecret := cfg.HS256SecretEnv != "" || cfg.HS256SecretFile != ""
+	switch {
+	case rsa && len(cfg.CertificateFiles) == 0:
+		return errors.New("auth.certificate_files: required for RS256/RS512")
+	case !rsa && len(cfg.CertificateFiles) > 0:
+		return errors.New("auth.certificate_files: set, but auth.algorithms has no RS256/RS512")
+	case hs && !hasSecret:
+		return errors.New("auth.hs256_secret_env or auth.hs256_secret_file: required for HS256")
+	case !hs && hasSecret:
+		return errors.New("auth.hs256_secret_env/hs256_secret_file: set, but auth.algorithms has no HS256")
+	}
+	var err error
+	if rsa {
+		if v.keys, err = loadRSAKeys(cfg.CertificateFiles); err != nil {
+			return err
+		}
+	}
+	if hs {
+		v.secret, err = loadHS256Secret(cfg, getenv)
+	}
+	return err
+}
+
+// Keys describes the configured RSA verification keys, in configuration
+// order, for the start-up log (for instance a warning on an expired
+// certificate).
+func (v *Verifier) Keys() []KeyInfo {
+	out := make([]KeyInfo, len(v.keys))
+	for i, k := range v.keys {
+		out[i] = k.info
+		out[i].Labels = slices.Clone(k.info.Labels)
+	}
+	return out
+}
+
+// Verify authenticates an Authorization header value, `Bearer <jwt>`
+// (SPEC.md §9), and returns the caller.
+//
+// Checks, in order: the Bearer scheme (RFC 6750 §2.1); the compact JWS form;
+// `alg` among auth.algorithms (`none` never); the signature — RS256/RS512
+// against the configured RSA keys, HS256 against the secret, each algorithm
+// only with its own key type, so a token HMAC-signed with a public key's PEM
+// bytes fails; `exp` present and not past (RFC 7519 §4.1.4), `nbf` and `iat`
+// not in the future, each with the leeway; `aud` containing auth.audience
+// (§4.1.3); `iss` exactly one of auth.issuers (§4.1.1); `iat` or `nbf`
+// present and exp − max(iat, nbf) at most auth.max_token_lifetime.
+//
+// Key rotation: when the token has a `kid` header, the keys labelled with it
+// (see KeyInfo.Labels) are tried first, then every other configured key; a
+// signature valid under any configured key passes. Salesforce names its
+// certificate in `kid`, a name the certificate file itself need not carry,
+// so `kid` only orders the search and never narrows it: every configured
+// key is trusted alike, and a kid matching no label costs at most one RSA
+// verification per configured key.
+//
+// Every error is a *problem.Error with Code problem.Unauthorized and a detail
+// naming the failed check, never the token or a secret.
+func (v *Verifier) Verify(authorization string) (Caller, error) {
+	raw, err := bearerToken(authorization)
+	if err != nil {
+		return Caller{}, err
+	}
+	var claims jwt.RegisteredClaims
+	tok, err := v.parser.ParseWithClaims(raw, &claims, v.keyFor)
+	if err != nil {
+		return Caller{}, v.reject(tok, &claims, err)
+	}
+	return v.checkClaims(&claims)
+}
+
+// keyFor is the jwt.Keyfunc. It hands out key material by the type of the
+// signing method, never by the token's say-so alone: RSA keys only to
+// *jwt.SigningMethodRSA, the HMAC secret only to HS256. The parser has
+// already refused algorithms outside auth.algorithms; keyFor checks again.
+func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
+	alg := t.Method.Alg()
+	if !slices.Contains(v.algorithms, alg) {
+		return nil, fmt.Errorf("algorithm %s not allowed", alg)
+	}
+	switch t.Method.(type) {
+	case *jwt.SigningMethodRSA:
+		if len(v.keys) == 0 {
+			return nil, errors.New("no RSA keys configured")
+		}
+		kid, _ := t.Header["kid"].(string)
+		return jwt.VerificationKeySet{Keys: v.rsaKeysFor(kid)}, nil
+	case *jwt.SigningMethodHMAC:
+		if alg != HS256 || len(v.secret) == 0 {
+			return nil, errors.New("no HS256 secret configured")
+		}
+		return v.secret, nil
+	}
+	return nil, fmt.Errorf("signing method %T not supported", t.Method)
+}
+
+// rsaKeysFor returns every RSA key, those labelled kid first.
+func (v *Verifier) rsaKeysFor(kid string) []jwt.VerificationKey {
+	keys := make([]jwt.VerificationKey, 0, len(v.keys))
+	if kid != "" {
+		for _, k := range v.keys {
+			if k.matches(kid) {
+				keys = append(keys, k.pub)
+			}
+		}
+	}
+	for _, k := range v.keys {
+		if kid == "" || !k.matches(kid) {
+			keys = append(keys, k.pub)
+		}
+	}
+	return keys
+}
+
+// checkClaims applies the checks the jwt parser does not: issuer allow-list
+// and maximum lifetime. It returns the Caller when both pass.
+func (v *Verifier) checkClaims(c *jwt.RegisteredClaims) (Caller, error) {
+	switch {
+	case c.ExpiresAt == nil: // the parser requires exp; kept for safety
+		return Caller{}, unauthorized("token has no exp claim")
+	case c.Issuer == "":
+		return Caller{}, unauthorized("token has no iss claim")
+	case !slices.Contains(v.issuers, c.Issuer):
+		return Caller{}, unauthorized(fmt.Sprintf("issuer %s is not allowed", quote(c.Issuer)))
+	}
+	var start time.Time
+	if c.IssuedAt != nil {
+		start = c.IssuedAt.Time
+	}
+	if c.NotBefore != nil && c.NotBefore.After(start) {
+		start = c.NotBefore.Time
+	}
+	if start.IsZero() {
+		return Caller{}, unauthorized("token has neither iat nor nbf claim; its lifetime cannot be checked")
+	}
+	if life := c.ExpiresAt.Sub(start); life > v.maxLifetime {
+		return Caller{}, unauthorized(fmt.Sprintf(
+			"token lifetime %s (exp − max(iat, nbf)) exceeds max_token_lifetime %s", life, v.maxLifetime))
+	}
+	caller := Caller{Issuer: c.Issuer, Subject: c.Subject, ExpiresAt: c.ExpiresAt.Time}
+	if c.IssuedAt != nil {
+		caller.IssuedAt = c.IssuedAt.Time
+	} else {
+		caller.IssuedAt = c.NotBefore.Time
+	}
+	return caller, nil
+}
+
+// AllowedOn reports whether c may call ep: always when ep.AllowedIssuers is
+// empty, otherwise only when c.Issuer is in it (SPEC.md §9, endpoint
+// `allowed_issuers`). It returns a *problem.Error with Code problem.Forbidden
+// naming the issuer and endpoint, or Code problem.Internal when ep is nil.
+func (v *Verifier) AllowedOn(c Caller, ep *config.Endpoint) error {
+	if ep == nil {
+		return problem.Errorf(problem.Internal, "no endpoint to check the caller against")
+	}
+	if len(ep.AllowedIssuers) == 0 || slices.Contains(ep.AllowedIssuers, c.Issuer) {
+		return nil
+	}
+	return problem.Errorf(problem.Forbidden,
+		fmt.Sprintf("issuer %s is not allowed on endpoint %q", quote(c.Issuer), ep.Name))
+}
