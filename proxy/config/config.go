@@ -1,11 +1,20 @@
 // Package config reads the proxy's YAML configuration (SPEC.md §10), fills in
 // defaults and validates it, naming the key and what is wrong. Secrets are
-// never inline: they are SecretRefs to an environment variable or a file.
+// never inline: they are SecretRefs to an environment variable or a file,
+// and nothing in this package ever prints a secret's value.
+//
+// Load (or Parse) is the one entry point: it decodes strictly (an unknown key
+// is an error with its line), fills in every default, validates every key,
+// and checks that every secret and file the configuration names can be read,
+// reporting all problems at once. A *Config it returns is complete: the
+// derived fields (Endpoint.Name, BaseURL, Networks, the effective per-endpoint
+// limits) are set and need no further checks.
 package config
 
 import (
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -13,14 +22,22 @@ import (
 
 // Config is the whole configuration file. Load returns it with every default
 // filled in and every endpoint's effective per-attempt and breaker limits set.
+// It holds no secret values, only references to them.
+//
+// A field added here (or in the types it holds, policy.Policy included) is
+// read from the file only if it has a `yaml:"key"` tag: the strict check
+// knows keys by their tags and reports any other key as unknown.
 type Config struct {
-	// Listen is the callout listener (callouts, /v1/, /healthz, /readyz).
+	// Listen is the callout listener (callouts, /v1/, /healthz, /readyz), a
+	// host:port for net.Listen; port 0 picks a free port.
 	// Default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
-	// AdminListen is the admin listener (/admin/v1/, /metrics).
-	// Default 127.0.0.1:8081.
+	// AdminListen is the admin listener (/admin/v1/, /metrics), a host:port.
+	// It must differ from Listen. Default 127.0.0.1:8081.
 	AdminListen string `yaml:"admin_listen"`
-	// TLSCertFile and TLSKeyFile, both set, serve Listen over TLS.
+	// TLSCertFile and TLSKeyFile, both set, serve Listen over TLS (PEM files;
+	// Load checks they load as a matching pair). Both empty: plain HTTP, TLS
+	// terminated by the ingress (SPEC §10).
 	TLSCertFile string `yaml:"tls_cert_file"`
 	TLSKeyFile  string `yaml:"tls_key_file"`
 	// Redis says where the store is; neither URL nor Cluster: embedded.
@@ -29,23 +46,59 @@ type Config struct {
 	Auth Auth `yaml:"auth"`
 	// Admin configures the admin API's bearer tokens.
 	Admin Admin `yaml:"admin"`
-	// Policy is the retry, breaker and size policy; defaults per SPEC §10.
+	// Policy is the retry, breaker and size policy; every key not given keeps
+	// its default from policy.Defaults (SPEC §3, §10).
 	Policy policy.Policy `yaml:"policy"`
 	// Endpoints is the allow-list, by endpoint name
-	// (^[a-z0-9][a-z0-9-]{0,62}$).
+	// (^[a-z0-9][a-z0-9-]{0,62}$). At least one is required.
 	Endpoints map[string]*Endpoint `yaml:"endpoints"`
-	// Salesforce, when nil, keeps dead letters in the proxy's own store.
+	// Salesforce, when nil, keeps dead letters in the proxy's own store. An
+	// empty `salesforce:` key is the same as none.
 	Salesforce *Salesforce `yaml:"salesforce"`
+}
+
+// Default returns what an empty file decodes to before validation: Listen
+// 127.0.0.1:8080, AdminListen 127.0.0.1:8081, Policy policy.Defaults(),
+// Auth.MaxTokenLifetime 1h and Auth.Leeway 30s. Parse decodes the file onto
+// it, so a key given in the file (even as 0) replaces the default and a key
+// left out keeps it.
+func Default() *Config {
+	return &Config{
+		Listen:      "127.0.0.1:8080",
+		AdminListen: "127.0.0.1:8081",
+		Auth:        Auth{MaxTokenLifetime: DefaultMaxTokenLifetime, Leeway: DefaultLeeway},
+		Policy:      policy.Defaults(),
+	}
+}
+
+// Endpoint returns the endpoint called name, and whether there is one.
+// Names are case-sensitive: "Payment-API" is not "payment-api".
+func (c *Config) Endpoint(name string) (*Endpoint, bool) {
+	if c == nil {
+		return nil, false
+	}
+	e, ok := c.Endpoints[name]
+	return e, ok && e != nil
+}
+
+// EndpointNames returns the endpoint names in ascending byte order.
+func (c *Config) EndpointNames() []string {
+	if c == nil {
+		return nil
+	}
+	return sortedKeys(c.Endpoints)
 }
 
 // Redis locates the store. At most one of URL and Cluster is set.
 type Redis struct {
-	// URL is a redis:// or rediss:// URL for a single node.
+	// URL is a redis:// or rediss:// URL for a single node, with an optional
+	// database number as its path (redis://host:6379/0). A password may sit
+	// in the URL's user info, but PasswordEnv keeps it out of the file.
 	URL string `yaml:"url"`
 	// Cluster lists host:port seeds of a Redis Cluster.
 	Cluster []string `yaml:"cluster"`
 	// PasswordEnv names an environment variable holding the password, for
-	// when it should not sit in the URL.
+	// when it should not sit in the URL. Not with a password in URL.
 	PasswordEnv string `yaml:"password_env"`
 }
 
@@ -53,39 +106,65 @@ type Redis struct {
 // non-durable in-memory store must be used.
 func (r Redis) Embedded() bool { return r.URL == "" && len(r.Cluster) == 0 }
 
+// String describes the store for logs: "embedded", the URL with any
+// password replaced by "xxxxx" (url.URL.Redacted), or "cluster [seeds]".
+// fmt uses it for Redis values nested in a printed Config, too.
+func (r Redis) String() string {
+	switch {
+	case r.URL != "":
+		u, err := url.Parse(r.URL)
+		if err != nil {
+			return "redis (unparsable url)"
+		}
+		return u.Redacted()
+	case len(r.Cluster) > 0:
+		return "cluster [" + strings.Join(r.Cluster, ", ") + "]"
+	}
+	return "embedded"
+}
+
 // Auth configures caller authentication (SPEC §9).
 type Auth struct {
-	// Issuers are the allowed `iss` values: one per Salesforce org.
+	// Issuers are the allowed `iss` values: one per Salesforce org. At least
+	// one is required.
 	Issuers []string `yaml:"issuers"`
 	// Audience is the required `aud`.
 	Audience string `yaml:"audience"`
 	// Algorithms allowed: RS256, RS512 (need CertificateFiles) and HS256
-	// (needs HS256SecretEnv or HS256SecretFile).
+	// (needs HS256SecretEnv or HS256SecretFile). Default [RS256] when
+	// CertificateFiles are given; otherwise it must be set.
 	Algorithms []string `yaml:"algorithms"`
 	// CertificateFiles are PEM files, each a CERTIFICATE or PUBLIC KEY block;
 	// several allow rotation.
 	CertificateFiles []string `yaml:"certificate_files"`
-	// HS256SecretEnv names the environment variable holding the HS256 secret.
+	// HS256SecretEnv names the environment variable holding the HS256 secret
+	// (at least 32 bytes, RFC 7518 §3.2).
 	HS256SecretEnv string `yaml:"hs256_secret_env"`
 	// HS256SecretFile is a file holding the HS256 secret (alternative to env).
 	HS256SecretFile string `yaml:"hs256_secret_file"`
-	// MaxTokenLifetime bounds exp − iat (or exp − nbf). Default 1h.
+	// MaxTokenLifetime bounds exp − iat (or exp − nbf). Default 1h; 0 means
+	// the default.
 	MaxTokenLifetime time.Duration `yaml:"max_token_lifetime"`
-	// Leeway tolerated on exp, nbf and iat for clock skew. Default 30s.
+	// Leeway tolerated on exp, nbf and iat for clock skew. Default 30s; 0
+	// means the default (use 1s for almost none). Must be below
+	// MaxTokenLifetime.
 	Leeway time.Duration `yaml:"leeway"`
 }
 
 // Admin configures the admin API.
 type Admin struct {
-	// Tokens are the named bearer tokens of the admin API.
+	// Tokens are the named bearer tokens of the admin API. None: only
+	// /metrics (which needs no token) is usable on admin_listen.
 	Tokens []AdminToken `yaml:"tokens"`
 }
 
 // AdminToken is one named admin bearer token.
 type AdminToken struct {
-	// Name identifies the token in the audit log.
+	// Name identifies the token in the audit log; unique among tokens.
 	Name string `yaml:"name"`
 	// TokenEnv and TokenFile say where the token's value is (one of them).
+	// The value must be at least 16 characters long and differ from every
+	// other token's.
 	TokenEnv  string `yaml:"token_env"`
 	TokenFile string `yaml:"token_file"`
 	// Scope is "read" or "write"; write includes read.
@@ -95,8 +174,25 @@ type AdminToken struct {
 // SecretRef points at a secret value: an environment variable or a file
 // (whose content is trimmed of one trailing newline). Exactly one is set.
 type SecretRef struct {
-	Env  string `yaml:"env"`
+	// Env names an environment variable that must be set and non-empty.
+	Env string `yaml:"env"`
+	// File is a path to a file holding the value (at most 64 KiB). Load
+	// resolves a relative path against the configuration file's directory.
 	File string `yaml:"file"`
+}
+
+// String describes where the secret is ("env NAME", "file PATH"), never
+// what it is.
+func (s SecretRef) String() string {
+	switch {
+	case s.Env != "" && s.File != "":
+		return "env " + s.Env + " and file " + s.File
+	case s.Env != "":
+		return "env " + s.Env
+	case s.File != "":
+		return "file " + s.File
+	}
+	return "no secret"
 }
 
 // Endpoint is one allow-listed upstream API.
@@ -108,19 +204,25 @@ type Endpoint struct {
 	URL string `yaml:"url"`
 	// BaseURL is URL parsed (filled in by Load).
 	BaseURL *url.URL `yaml:"-"`
-	// Owner is the Salesforce user id told of outages.
+	// Owner is the Salesforce user id (15 or 18 characters, prefix 005)
+	// told of outages. Optional.
 	Owner string `yaml:"owner"`
 	// Idempotency is "honoured" (default) or "ignored" (SPEC §3).
 	Idempotency string `yaml:"idempotency"`
 	// AllowedNetworks are CIDRs besides public addresses that this
 	// endpoint may reach (loopback and private ranges are blocked otherwise).
+	// Each must be a network address (10.20.0.0/16, not 10.20.1.2/16).
+	// Cloud metadata addresses stay blocked whatever is listed (SPEC §10).
 	AllowedNetworks []string `yaml:"allowed_networks"`
 	// Networks is AllowedNetworks parsed (filled in by Load).
 	Networks []netip.Prefix `yaml:"-"`
-	// AllowedIssuers restricts callers to these issuers; empty: all.
+	// AllowedIssuers restricts callers to these issuers, each one of
+	// auth.issuers; empty: all.
 	AllowedIssuers []string `yaml:"allowed_issuers"`
 	// Per-attempt limits and breaker settings; zero inherits Policy. After
-	// Load they hold the effective values.
+	// Load they hold the effective values. Negative values are errors, and
+	// the effective connect and header timeouts may not exceed the effective
+	// attempt timeout.
 	ConnectTimeout       time.Duration `yaml:"connect_timeout"`
 	HeaderTimeout        time.Duration `yaml:"header_timeout"`
 	AttemptTimeout       time.Duration `yaml:"attempt_timeout"`
@@ -130,25 +232,41 @@ type Endpoint struct {
 	// per replica; zero: the dispatcher's default.
 	MaxConcurrency int `yaml:"max_concurrency"`
 	// Headers are injected upstream on every attempt; callers can neither
-	// override nor remove them.
+	// override nor remove them. Load canonicalises the names
+	// (http.CanonicalHeaderKey); hop-by-hop headers (RFC 9110 §7.6.1) and
+	// Host, Content-Length and Idempotency-Key are refused.
 	Headers map[string]SecretRef `yaml:"headers"`
 	// Redact names what is hidden on every way out (SPEC §7).
 	Redact Redact `yaml:"redact"`
 }
 
 // Redact lists per-endpoint secrets to hide in status documents, logs,
-// dead letters and Salesforce records.
+// dead letters and Salesforce records, on top of the fixed list of SPEC §7
+// (Authorization, Cookie, Set-Cookie, Proxy-Authorization).
 type Redact struct {
-	Headers    []string `yaml:"headers"`
-	Query      []string `yaml:"query"`
+	// Headers are header names (canonicalised by Load), request and response.
+	Headers []string `yaml:"headers"`
+	// Query are query parameter names, matched exactly.
+	Query []string `yaml:"query"`
+	// JSONFields are dot-separated paths into a JSON body, e.g. card.number.
 	JSONFields []string `yaml:"json_fields"`
 }
 
 // Salesforce configures the Salesforce REST connection (JWT bearer flow).
 type Salesforce struct {
-	LoginURL       string `yaml:"login_url"`
-	ClientIDEnv    string `yaml:"client_id_env"`
-	Username       string `yaml:"username"`
+	// LoginURL is the https URL tokens are minted at and the JWT's `aud`:
+	// https://login.salesforce.com, https://test.salesforce.com or a My
+	// Domain URL. No path, query or fragment.
+	LoginURL string `yaml:"login_url"`
+	// ClientIDEnv names the environment variable holding the connected
+	// app's consumer key (the JWT's `iss`).
+	ClientIDEnv string `yaml:"client_id_env"`
+	// Username is the integration user (the JWT's `sub`), an email-shaped
+	// Salesforce username.
+	Username string `yaml:"username"`
+	// PrivateKeyFile is the PEM private key (PRIVATE KEY or RSA PRIVATE KEY)
+	// that signs the JWT bearer assertion.
 	PrivateKeyFile string `yaml:"private_key_file"`
-	APIVersion     string `yaml:"api_version"`
+	// APIVersion is the REST API version, "NN.0". Default "68.0".
+	APIVersion string `yaml:"api_version"`
 }

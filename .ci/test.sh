@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs what it needs, starts a
+# throwaway Redis (a single node and a 3-master Redis Cluster on free loopback
+# ports), runs the Go checks and tests against them, and cleans up.
+#   bash .ci/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+if ((${#need_apt[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "== installing ${need_apt[*]}"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+work=$(mktemp -d)
+cleanup() {
+  bash proxy/internal/redistest/start-redis.sh --stop "$work" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
+echo "== go vet"
+go vet ./...
+
+echo "== starting throwaway Redis (single node + 3-master cluster)"
+eval "$(bash proxy/internal/redistest/start-redis.sh "$work")"
+export CALLOUT_TEST_REQUIRE_REAL=1
+
+echo "== go test (unit and integration)"
+go test -race -count=1 -timeout 15m ./...

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+)
+
+// testSecret is the HS256 secret of the test configurations.
+const testSecret = "test-secret-of-at-least-32-bytes-long!!"
+
+// testIssuer is the org every test token comes from unless a test says otherwise.
+const testIssuer = "https://test.my.salesforce.com"
+
+// proxyUnderTest is one run of the whole program on loopback port 0.
+type proxyUnderTest struct {
+	URL      string // base URL of the callout listener
+	AdminURL string // base URL of the admin listener
+	logs     *syncBuffer
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+// syncBuffer collects the JSON log lines the program writes to stderr.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startProxy writes yaml to a config file, runs the program with env as its
+// environment and waits until it logs its listening addresses. The program
+// is stopped (as by SIGTERM) when the test ends.
+func startProxy(t *testing.T, yaml string, env map[string]string) *proxyUnderTest {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string { return env[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	p := &proxyUnderTest{logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		err := run(ctx, []string{"--config", path}, getenv, io.Discard, pw)
+		pw.CloseWithError(fmt.Errorf("run returned: %v", err))
+		p.done <- err
+	}()
+	addrs := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.Write([]byte(line + "\n"))
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "listening" {
+				addrs <- [2]string{rec["listen"].(string), rec["admin_listen"].(string)}
+			}
+		}
+	}()
+	select {
+	case a := <-addrs:
+		p.URL, p.AdminURL = "http://"+a[0], "http://"+a[1]
+	case err := <-p.done:
+		t.Fatalf("proxy exited before listening: %v\nlogs:\n%s", err, p.logs)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("proxy did not start listening; logs:\n%s", p.logs)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-p.done:
+			if err != nil {
+				t.Errorf("run returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("proxy did not stop")
+		}
+	})
+	return p
+}
+
+// devConfig is a configuration with HS256 auth, no Redis (embedded) and the
+// given endpoints block (already indented by two spaces per level).
+func devConfig(endpoints string) string {
+	return `listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+auth:
+  issuers: [` + testIssuer + `, https://sandbox--uat.sandbox.my.salesforce.com]
+  audience: callout-proxy
+  algorithms: [HS256]
+  hs256_secret_env: TEST_JWT_SECRET
+admin:
+  tokens:
+    - {name: ops, token_env: TEST_ADMIN_TOKEN, scope: write}
+    - {name: viewer, token_env: TEST_VIEWER_TOKEN, scope: read}
+endpoints:
+` + endpoints
+}
+
+// testEnv is the environment of devConfig.
+func testEnv() map[string]string {
+	return map[string]string{
+		"TEST_JWT_SECRET":   testSecret,
+		"TEST_ADMIN_TOKEN":  "admin-token-value",
+		"TEST_VIEWER_TOKEN": "viewer-token-value",
+	}
+}
+
+// bearer returns an Authorization value with a fresh HS256 token for iss.
+func bearer(t *testing.T, iss string) string {
+	t.Helper()
+	tok, err := auth.MintHS256([]byte(testSecret), iss, "callout-proxy", "005000000000001AAA",
+		10*time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "Bearer " + tok
+}
+
+// call sends one request to the proxy with a valid token unless the caller
+// set Authorization itself, and returns the response with its body read.
+func (p *proxyUnderTest) call(t *testing.T, method, path string, body io.Reader, hdr http.Header) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	if _, ok := req.Header["Authorization"]; !ok {
+		req.Header.Set("Authorization", bearer(t, testIssuer))
+	}
+	resp, err := noRedirectClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// noRedirectClient never follows redirects, so tests see what the proxy sent.
+var noRedirectClient = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Transport:     &http.Transport{DisableCompression: true, Proxy: nil},
+	Timeout:       60 * time.Second,
+}

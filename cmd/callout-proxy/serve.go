@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
+)
+
+// serve is the composition root: it loads the configuration, wires every
+// dependency, listens on both listeners and shuts down gracefully when ctx
+// ends (SIGTERM): /readyz turns 503, new connections stop, in-flight
+// callouts get up to their attempt limit to finish.
+func serve(ctx context.Context, configPath string, getenv func(string) string, stderr io.Writer) error {
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, err := config.Load(configPath, getenv)
+	if err != nil {
+		return usageError{err}
+	}
+	rdb, closeRedis, err := openRedis(cfg.Redis, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+
+	callers, err := auth.NewVerifier(cfg.Auth, getenv, time.Now)
+	if err != nil {
+		return usageError{err}
+	}
+	admins, err := auth.NewAdminTokens(cfg.Admin, getenv)
+	if err != nil {
+		return usageError{err}
+	}
+	reg := prometheus.NewRegistry()
+	metrics, err := proxy.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	fwd := forward.New(forward.Options{
+		Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
+	})
+	defer fwd.CloseIdleConnections()
+
+	srv := proxy.New(proxy.Deps{
+		Config: cfg, Callers: callers, Admin: admins, Upstream: fwd,
+		Store: redisPinger{rdb}, Metrics: metrics, Gatherer: reg, Logger: logger,
+		Version: version(),
+	})
+	return listenAndServe(ctx, cfg, srv, logger)
+}
+
+// listenAndServe runs both listeners until ctx ends, then drains.
+func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, logger *slog.Logger) error {
+	main, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	admin, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		main.Close()
+		return fmt.Errorf("admin_listen: %w", err)
+	}
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			main.Close()
+			admin.Close()
+			return usageError{fmt.Errorf("tls_cert_file/tls_key_file: %w", err)}
+		}
+		main = tls.NewListener(main, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	// The read-header limit guards against slow-loris callers; bodies are
+	// bounded by max_request_bytes instead of a time.
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	as := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(main) }()
+	go func() { errc <- as.Serve(admin) }()
+	logger.Info("listening", slog.String("listen", main.Addr().String()),
+		slog.String("admin_listen", admin.Addr().String()), slog.Bool("tls", cfg.TLSCertFile != ""))
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	srv.Drain()
+	grace := cfg.Policy.AttemptTimeout + 5*time.Second
+	logger.Info("draining", slog.Duration("grace", grace))
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err = errors.Join(hs.Shutdown(sctx), as.Shutdown(sctx))
+	logger.Info("stopped")
+	return err
+}
+
+// openRedis connects to the configured Redis (single node or Cluster), or
+// starts the embedded in-memory one with a loud warning when none is set.
+func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger) (redis.UniversalClient, func(), error) {
+	password := ""
+	if rc.PasswordEnv != "" {
+		password = getenv(rc.PasswordEnv)
+	}
+	switch {
+	case rc.URL != "":
+		opt, err := redis.ParseURL(rc.URL)
+		if err != nil {
+			return nil, nil, usageError{fmt.Errorf("redis.url: %w", err)}
+		}
+		if password != "" {
+			opt.Password = password
+		}
+		c := redis.NewClient(opt)
+		return c, func() { c.Close() }, nil
+	case len(rc.Cluster) > 0:
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Password: password})
+		return c, func() { c.Close() }, nil
+	}
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, nil, fmt.Errorf("embedded redis: %w", err)
+	}
+	logger.Warn("NO REDIS CONFIGURED: running on an embedded in-memory Redis. NOTHING IS DURABLE: " +
+		"scheduled retries, idempotency records and dead letters are lost when this process exits, " +
+		"and only this one replica can use them. Set redis.url or redis.cluster for production.")
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	return c, func() { c.Close(); m.Close() }, nil
+}
+
+// redisPinger adapts a Redis client to proxy.Store until the full store is
+// wired.
+type redisPinger struct{ rdb redis.UniversalClient }
+
+func (p redisPinger) Ping(ctx context.Context) error { return p.rdb.Ping(ctx).Err() }

@@ -1,0 +1,105 @@
+package config
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// DefaultAPIVersion is the Salesforce REST API version used when the
+// salesforce block gives none (DESIGN.md, "Salesforce facts").
+const DefaultAPIVersion = "68.0"
+
+// Auth defaults (SPEC §9, §10). A zero value, given or not, means the
+// default; proxy/auth treats zero the same way.
+const (
+	DefaultMaxTokenLifetime = time.Hour
+	DefaultLeeway           = 30 * time.Second
+)
+
+// Idempotency values of Endpoint.Idempotency (SPEC §3).
+const (
+	// IdempotencyHonoured: the upstream deduplicates on Idempotency-Key, so
+	// an attempt that got no answer may be retried. The default.
+	IdempotencyHonoured = "honoured"
+	// IdempotencyIgnored: the upstream does not; a write that was sent but
+	// got no answer becomes a dead letter with reason `ambiguous`.
+	IdempotencyIgnored = "ignored"
+)
+
+// Admin token scopes of AdminToken.Scope (SPEC §9).
+const (
+	// ScopeRead allows the admin API's GET routes.
+	ScopeRead = "read"
+	// ScopeWrite allows everything, reads included.
+	ScopeWrite = "write"
+)
+
+// JWT algorithms accepted in auth.algorithms (RFC 7518 §3.1 names).
+const (
+	AlgRS256 = "RS256"
+	AlgRS512 = "RS512"
+	AlgHS256 = "HS256"
+)
+
+// applyDefaults fills zero auth durations and what depends on other keys:
+// the algorithm list, each endpoint's name, idempotency and inherited
+// limits, the Salesforce API version. Negative limits are left for validate
+// to report. An endpoint shared through a YAML alias is copied first.
+func (c *Config) applyDefaults() {
+	inherit(&c.Auth.MaxTokenLifetime, DefaultMaxTokenLifetime)
+	inherit(&c.Auth.Leeway, DefaultLeeway)
+	if len(c.Auth.Algorithms) == 0 && len(c.Auth.CertificateFiles) > 0 {
+		c.Auth.Algorithms = []string{AlgRS256}
+	}
+	shared := map[*Endpoint]bool{}
+	for name, e := range c.Endpoints {
+		if e == nil {
+			continue
+		}
+		if shared[e] { // `b: *a` decodes to a's very pointer
+			e = e.clone()
+			c.Endpoints[name] = e
+		}
+		shared[e] = true
+		e.Name = name
+		if e.Idempotency == "" {
+			e.Idempotency = IdempotencyHonoured
+		}
+		inherit(&e.ConnectTimeout, c.Policy.ConnectTimeout)
+		inherit(&e.HeaderTimeout, c.Policy.HeaderTimeout)
+		inherit(&e.AttemptTimeout, c.Policy.AttemptTimeout)
+		inherit(&e.BreakerFailures, c.Policy.BreakerFailures)
+		inherit(&e.BreakerProbeInterval, c.Policy.BreakerProbeInterval)
+	}
+	if c.Salesforce != nil && c.Salesforce.APIVersion == "" {
+		c.Salesforce.APIVersion = DefaultAPIVersion
+	}
+}
+
+// inherit sets *v to def when *v is zero.
+func inherit[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// clone returns a copy of e that shares no slice or map with it.
+func (e *Endpoint) clone() *Endpoint {
+	n := *e
+	n.AllowedNetworks = slices.Clone(e.AllowedNetworks)
+	n.Networks = slices.Clone(e.Networks)
+	n.AllowedIssuers = slices.Clone(e.AllowedIssuers)
+	n.Headers = maps.Clone(e.Headers)
+	n.Redact = Redact{
+		Headers:    slices.Clone(e.Redact.Headers),
+		Query:      slices.Clone(e.Redact.Query),
+		JSONFields: slices.Clone(e.Redact.JSONFields),
+	}
+	if e.BaseURL != nil {
+		u := *e.BaseURL
+		n.BaseURL = &u
+	}
+	return &n
+}

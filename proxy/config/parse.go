@@ -1,0 +1,173 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Load reads the configuration file at path and does what Parse does, with
+// two differences: every *Error carries File = path, and relative file paths
+// in the configuration (certificate_files, hs256_secret_file, token_file,
+// header `file:` refs, tls_cert_file, tls_key_file, private_key_file) are
+// resolved against the directory of path, not the working directory, and
+// stored resolved in the returned Config.
+//
+// getenv looks up environment variables (os.Getenv in production, a map in
+// tests; nil means os.Getenv). Every error matches ErrInvalid.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is already the Error's File
+		}
+		return nil, &Error{File: path, Msg: "cannot read the configuration file: " + err.Error()}
+	}
+	return parse(data, getenv, path, filepath.Dir(path))
+}
+
+// Parse decodes a YAML configuration (SPEC.md §10) and returns it complete,
+// or every problem found, joined with errors.Join, one *Error per line.
+//
+// Steps: the YAML is checked strictly (unknown keys, wrong kinds and
+// durations that are not Go duration strings such as "5s" or "72h" are
+// errors naming the key and its line); it is decoded onto Default(), so a key
+// left out keeps its default (a partial policy block keeps the other policy
+// defaults); then Prepare fills the derived values, validates, and checks
+// every secret and file. Problems of the first step (YAML syntax and shape)
+// are reported without going further, since the values cannot be trusted;
+// problems of the later steps are all reported together. Relative file
+// paths are read from the working directory. A nil getenv means os.Getenv.
+// Every error matches ErrInvalid.
+func Parse(data []byte, getenv func(string) string) (*Config, error) {
+	return parse(data, getenv, "", "")
+}
+
+// Prepare completes a Config built in code or decoded by Parse: it fills the
+// derived values and defaults (Auth.Algorithms, Endpoint.Name, Idempotency,
+// BaseURL, Networks, canonical header names, inherited per-endpoint limits,
+// Salesforce.APIVersion), validates every key, and checks that every secret
+// resolves (through getenv; nil means os.Getenv) and every file it names can
+// be read. It does not fill what Default() fills: start from Default().
+// It returns every problem joined, each an *Error matching ErrInvalid.
+func (c *Config) Prepare(getenv func(string) string) error {
+	col := newCollector("")
+	c.prepare(getenv, col)
+	return col.err()
+}
+
+func (c *Config) prepare(getenv func(string) string, col *collector) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c.applyDefaults()
+	c.validate(col)
+	c.checkResources(getenv, col)
+}
+
+func parse(data []byte, getenv func(string) string, file, baseDir string) (*Config, error) {
+	col := newCollector(file)
+	cfg := Default()
+	body := parseYAML(data, col)
+	if col.failed() {
+		return nil, col.err()
+	}
+	if body != nil {
+		body = col.walk(body, reflect.TypeFor[Config](), "")
+		if col.failed() {
+			return nil, col.err()
+		}
+		if err := yaml.NodeToValue(body, cfg, yaml.Strict()); err != nil {
+			decodeError(err, col)
+			return nil, col.err()
+		}
+	}
+	if baseDir != "" {
+		cfg.resolvePaths(baseDir)
+	}
+	cfg.prepare(getenv, col)
+	if col.failed() {
+		return nil, col.err()
+	}
+	return cfg, nil
+}
+
+// parseYAML parses data into one document's body; nil for an empty file.
+func parseYAML(data []byte, col *collector) ast.Node {
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		decodeError(err, col)
+		return nil
+	}
+	var body ast.Node
+	for _, doc := range f.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if body != nil {
+			col.at(line(doc.Body), "", "only one YAML document is allowed")
+			return nil
+		}
+		body = doc.Body
+	}
+	if body != nil {
+		if _, ok := mappingPairs(body); !ok {
+			col.at(line(body), "", "the configuration must be a mapping of keys (listen, auth, endpoints, ...)")
+			return nil
+		}
+	}
+	return body
+}
+
+// decodeError records a YAML library error by its message and line only:
+// the library's full rendering quotes the source around the line, which may
+// hold something that should not be in a log.
+func decodeError(err error, col *collector) {
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		l := 0
+		if tk := ye.GetToken(); tk != nil {
+			l = tk.Position.Line
+		}
+		col.at(l, "", "%s", ye.GetMessage())
+		return
+	}
+	col.at(0, "", "%s", err.Error())
+}
+
+// resolvePaths makes every relative file path in c relative to base.
+func (c *Config) resolvePaths(base string) {
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(base, *p)
+		}
+	}
+	abs(&c.TLSCertFile)
+	abs(&c.TLSKeyFile)
+	for i := range c.Auth.CertificateFiles {
+		abs(&c.Auth.CertificateFiles[i])
+	}
+	abs(&c.Auth.HS256SecretFile)
+	for i := range c.Admin.Tokens {
+		abs(&c.Admin.Tokens[i].TokenFile)
+	}
+	for _, e := range c.Endpoints {
+		if e == nil {
+			continue
+		}
+		for name, ref := range e.Headers {
+			abs(&ref.File)
+			e.Headers[name] = ref
+		}
+	}
+	if c.Salesforce != nil {
+		abs(&c.Salesforce.PrivateKeyFile)
+	}
+}

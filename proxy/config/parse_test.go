@@ -1,0 +1,245 @@
+package config_test
+
+import (
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+)
+
+func TestParseFillsDefaults(t *testing.T) {
+	cfg := mustParse(t, doc(map[string]string{"listen": ""}, ""), baseEnv().get)
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"listen", cfg.Listen, "127.0.0.1:8080"},
+		{"admin_listen", cfg.AdminListen, "127.0.0.1:8081"},
+		{"policy", cfg.Policy, policy.Defaults()},
+		{"max_token_lifetime", cfg.Auth.MaxTokenLifetime, time.Hour},
+		{"leeway", cfg.Auth.Leeway, 30 * time.Second},
+		{"redis embedded", cfg.Redis.Embedded(), true},
+		{"no salesforce", cfg.Salesforce == nil, true},
+		{"endpoint name", cfg.Endpoints["payment-api"].Name, "payment-api"},
+		{"idempotency", cfg.Endpoints["payment-api"].Idempotency, config.IdempotencyHonoured},
+		{"base url", cfg.Endpoints["payment-api"].BaseURL.String(), "https://api.example.com/v2"},
+		{"connect", cfg.Endpoints["payment-api"].ConnectTimeout, 5 * time.Second},
+		{"header", cfg.Endpoints["payment-api"].HeaderTimeout, 10 * time.Second},
+		{"attempt", cfg.Endpoints["payment-api"].AttemptTimeout, 15 * time.Second},
+		{"breaker failures", cfg.Endpoints["payment-api"].BreakerFailures, 20},
+		{"probe interval", cfg.Endpoints["payment-api"].BreakerProbeInterval, 5 * time.Minute},
+		{"networks", len(cfg.Endpoints["payment-api"].Networks), 0},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			if !reflect.DeepEqual(c.got, c.want) {
+				t.Errorf("got %v, want %v", c.got, c.want)
+			}
+		})
+	}
+}
+
+func TestParseDefaultsAlgorithmsFromCertificates(t *testing.T) {
+	dir := keyFiles(t)
+	cfg := mustParse(t, doc(authWith("  certificate_files: [{{dir}}/cert.pem]\n"), dir), baseEnv().get)
+	if want := []string{"RS256"}; !reflect.DeepEqual(cfg.Auth.Algorithms, want) {
+		t.Errorf("algorithms = %v, want %v", cfg.Auth.Algorithms, want)
+	}
+}
+
+func TestParseSalesforceDefaults(t *testing.T) {
+	dir := keyFiles(t)
+	cfg := mustParse(t, doc(map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n  client_id_env: SF_CLIENT_ID\n  username: a@example.com\n  private_key_file: {{dir}}/key.pem\n"}, dir), baseEnv().get)
+	if cfg.Salesforce.APIVersion != "68.0" {
+		t.Errorf("api_version = %q, want 68.0", cfg.Salesforce.APIVersion)
+	}
+}
+
+// TestParsePartialPolicy: keys given replace their default, even with an
+// explicit value equal to zero's neighbour; the others keep theirs.
+func TestParsePartialPolicy(t *testing.T) {
+	cfg := mustParse(t, doc(map[string]string{"policy": "policy:\n  max_attempts: 3\n  base_delay: 250ms\n  multiplier: 1.5\n"}, ""), baseEnv().get)
+	want := policy.Defaults()
+	want.MaxAttempts, want.BaseDelay, want.Multiplier = 3, 250*time.Millisecond, 1.5
+	if cfg.Policy != want {
+		t.Errorf("policy = %+v\nwant     %+v", cfg.Policy, want)
+	}
+}
+
+func TestParseEndpointOverrides(t *testing.T) {
+	cfg := mustParse(t, doc(map[string]string{
+		"policy": "policy:\n  connect_timeout: 2s\n  breaker_failures: 7\n",
+		"endpoints": `endpoints:
+  inherits:
+    url: https://a.example.com
+  overrides:
+    url: http://10.20.1.5:8443/api/
+    idempotency: ignored
+    allowed_networks: [10.20.0.0/16, "fd00::/8"]
+    connect_timeout: 1s
+    header_timeout: 30s
+    attempt_timeout: 45s
+    breaker_failures: 3
+    breaker_probe_interval: 1m
+    max_concurrency: 4
+`,
+	}, ""), baseEnv().get)
+	in, out := cfg.Endpoints["inherits"], cfg.Endpoints["overrides"]
+	type limits struct {
+		connect, header, attempt, probe time.Duration
+		failures                        int
+	}
+	tests := []struct {
+		name string
+		got  limits
+		want limits
+	}{
+		{"inherits", limits{in.ConnectTimeout, in.HeaderTimeout, in.AttemptTimeout, in.BreakerProbeInterval, in.BreakerFailures},
+			limits{2 * time.Second, 10 * time.Second, 15 * time.Second, 5 * time.Minute, 7}},
+		{"overrides", limits{out.ConnectTimeout, out.HeaderTimeout, out.AttemptTimeout, out.BreakerProbeInterval, out.BreakerFailures},
+			limits{time.Second, 30 * time.Second, 45 * time.Second, time.Minute, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %+v, want %+v", tt.got, tt.want)
+			}
+		})
+	}
+	wantNets := []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00::/8")}
+	if !reflect.DeepEqual(out.Networks, wantNets) || out.Idempotency != "ignored" || out.MaxConcurrency != 4 {
+		t.Errorf("networks %v idempotency %q concurrency %d", out.Networks, out.Idempotency, out.MaxConcurrency)
+	}
+	if out.BaseURL.Host != "10.20.1.5:8443" || out.BaseURL.Path != "/api/" {
+		t.Errorf("base url %v", out.BaseURL)
+	}
+}
+
+// TestParseCanonicalisesHeaders: injected and redacted header names are
+// canonical after Load.
+func TestParseCanonicalisesHeaders(t *testing.T) {
+	cfg := mustParse(t, doc(endpoint("    url: https://api.example.com/\n    headers:\n      x-api-key: {env: PAYMENT_AUTH}\n    redact: {headers: [x-card-token]}\n"), ""), baseEnv().get)
+	e := cfg.Endpoints["payment-api"]
+	if _, ok := e.Headers["X-Api-Key"]; !ok || len(e.Headers) != 1 {
+		t.Errorf("headers = %v, want X-Api-Key only", e.Headers)
+	}
+	if !reflect.DeepEqual(e.Redact.Headers, []string{"X-Card-Token"}) {
+		t.Errorf("redact headers = %v", e.Redact.Headers)
+	}
+}
+
+// TestParseLiteralStrings: a plain scalar in a string field keeps its
+// source text instead of being read as a number first.
+func TestParseLiteralStrings(t *testing.T) {
+	dir := keyFiles(t)
+	cfg := mustParse(t, doc(map[string]string{
+		"endpoints":  "endpoints:\n  a:\n    url: https://a.example.com\n    owner: 005000000000001\n",
+		"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n  client_id_env: SF_CLIENT_ID\n  username: a@example.com\n  private_key_file: {{dir}}/key.pem\n  api_version: 61.0\n",
+	}, dir), baseEnv().get)
+	if got := cfg.Salesforce.APIVersion; got != "61.0" {
+		t.Errorf("api_version = %q, want 61.0", got)
+	}
+	if got := cfg.Endpoints["a"].Owner; got != "005000000000001" {
+		t.Errorf("owner = %q, want 005000000000001", got)
+	}
+}
+
+// TestParseAliasedEndpoints: an endpoint that is a YAML alias of another
+// gets its own copy, with its own name.
+func TestParseAliasedEndpoints(t *testing.T) {
+	cfg := mustParse(t, doc(map[string]string{"endpoints": "endpoints:\n  a: &shared {url: https://a.example.com}\n  b: *shared\n"}, ""), baseEnv().get)
+	a, _ := cfg.Endpoint("a")
+	b, _ := cfg.Endpoint("b")
+	if a == b || a.Name != "a" || b.Name != "b" || b.URL != "https://a.example.com" {
+		t.Errorf("a=%p %q, b=%p %q %q", a, a.Name, b, b.Name, b.URL)
+	}
+}
+
+func TestEndpointLookup(t *testing.T) {
+	cfg := mustParse(t, doc(nil, ""), baseEnv().get)
+	tests := []struct {
+		name string
+		ok   bool
+	}{{"payment-api", true}, {"Payment-API", false}, {"", false}, {"other", false}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := cfg.Endpoint(tt.name)
+			if ok != tt.ok || (ok && e.Name != tt.name) || (!ok && e != nil) {
+				t.Errorf("Endpoint(%q) = %v, %v", tt.name, e, ok)
+			}
+		})
+	}
+	if got := cfg.EndpointNames(); !reflect.DeepEqual(got, []string{"payment-api"}) {
+		t.Errorf("EndpointNames = %v", got)
+	}
+	var none *config.Config
+	if _, ok := none.Endpoint("payment-api"); ok {
+		t.Error("nil Config found an endpoint")
+	}
+}
+
+// TestLoadResolvesRelativePaths: Load reads relative paths from the
+// configuration file's directory, and prefixes problems with the file.
+func TestLoadResolvesRelativePaths(t *testing.T) {
+	dir := keyFiles(t)
+	text := doc(map[string]string{
+		"auth":      "auth:\n  issuers: [https://a.my.salesforce.com]\n  audience: x\n  certificate_files: [cert.pem]\n",
+		"endpoints": "endpoints:\n  a:\n    url: https://a.example.com\n    headers:\n      X-Key: {file: secret.txt}\n",
+	}, dir)
+	path := writeFile(t, dir, "config.yaml", text)
+	cfg, err := config.Load(path, baseEnv().get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.Auth.CertificateFiles[0], filepath.Join(dir, "cert.pem"); got != want {
+		t.Errorf("certificate file = %q, want %q", got, want)
+	}
+	ref := cfg.Endpoints["a"].Headers["X-Key"]
+	if v, err := ref.Resolve(nil); err != nil || v != fileSecret {
+		t.Errorf("header secret resolved to %v (err %v)", v == fileSecret, err)
+	}
+
+	bad := writeFile(t, dir, "bad.yaml", strings.Replace(text, "audience: x", "audience: ''", 1))
+	_, err = config.Load(bad, baseEnv().get)
+	ps := problems(t, err)
+	if len(ps) != 1 || ps[0].Error() != bad+":5: auth.audience: required" {
+		t.Errorf("got %q", err)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "absent.yaml")
+	_, err := config.Load(path, nil)
+	ps := problems(t, err)
+	if len(ps) != 1 || ps[0].File != path || !strings.Contains(ps[0].Msg, "no such file") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestPrepareCodeBuiltConfig: a Config built in code from Default gets the
+// same derived values as a parsed one.
+func TestPrepareCodeBuiltConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.Auth.Issuers = []string{"https://a.my.salesforce.com"}
+	cfg.Auth.Audience = "callout-proxy"
+	cfg.Auth.Algorithms = []string{"HS256"}
+	cfg.Auth.HS256SecretEnv = "JWT_SECRET"
+	cfg.Endpoints = map[string]*config.Endpoint{"up": {URL: "http://127.0.0.1:9/x", AllowedNetworks: []string{"127.0.0.0/8"}}}
+	if err := cfg.Prepare(baseEnv().get); err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Endpoints["up"]
+	if e.Name != "up" || e.BaseURL == nil || len(e.Networks) != 1 || e.AttemptTimeout != 15*time.Second {
+		t.Errorf("endpoint not prepared: %+v", e)
+	}
+	cfg.Endpoints["up"].URL = "ftp://x"
+	ps := problems(t, cfg.Prepare(baseEnv().get))
+	if len(ps) != 1 || ps[0].Error() != "endpoints.up.url: scheme must be http or https" {
+		t.Errorf("got %v", ps)
+	}
+}

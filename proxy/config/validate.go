@@ -1,0 +1,260 @@
+package config
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+)
+
+// apiVersionRE is the shape of a Salesforce REST API version ("68.0").
+var apiVersionRE = regexp.MustCompile(`^[1-9][0-9]*\.0$`)
+
+// validate checks every key of an already defaulted Config and records each
+// problem under its key path. It does no I/O (checkResources does).
+func (c *Config) validate(col *collector) {
+	validateListen(col, "listen", c.Listen)
+	validateListen(col, "admin_listen", c.AdminListen)
+	if c.Listen != "" && c.Listen == c.AdminListen && !strings.HasSuffix(c.Listen, ":0") {
+		col.add("admin_listen", "must differ from listen (%s)", c.Listen)
+	}
+	switch {
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		col.add("tls_key_file", "required when tls_cert_file is set")
+	case c.TLSCertFile == "" && c.TLSKeyFile != "":
+		col.add("tls_cert_file", "required when tls_key_file is set")
+	}
+	c.Redis.validate(col)
+	c.Auth.validate(col)
+	c.Admin.validate(col)
+	validatePolicy(col, c.Policy)
+	c.validateEndpoints(col)
+	if c.Salesforce != nil {
+		c.Salesforce.validate(col)
+	}
+}
+
+// validateListen accepts host:port with a numeric port 0–65535; the host
+// may be empty (all interfaces).
+func validateListen(col *collector, key, addr string) {
+	if addr == "" {
+		col.add(key, "required: a host:port such as 127.0.0.1:8080 or :8080")
+		return
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		col.add(key, "%q is not a host:port such as 127.0.0.1:8080 or :8080", addr)
+	}
+}
+
+// validate checks the Redis location. The URL is never quoted back: it may
+// carry a password.
+func (r Redis) validate(col *collector) {
+	if r.URL != "" && len(r.Cluster) > 0 {
+		col.add("redis", "set url or cluster, not both")
+	}
+	if r.URL != "" {
+		validateRedisURL(col, r)
+	}
+	for i, seed := range r.Cluster {
+		host, port, err := net.SplitHostPort(seed)
+		if err == nil {
+			var p uint64
+			p, err = strconv.ParseUint(port, 10, 16)
+			if host == "" || p == 0 {
+				err = errors.New("bad host or port")
+			}
+		}
+		if err != nil {
+			col.add(index("redis.cluster", i), "%q is not host:port", seed)
+		}
+	}
+}
+
+func validateRedisURL(col *collector, r Redis) {
+	u, err := url.Parse(r.URL)
+	switch {
+	case err != nil:
+		col.add("redis.url", "is not a URL (redis://host:6379/0)")
+		return
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		col.add("redis.url", "scheme must be redis or rediss, not %q", u.Scheme)
+	case u.Hostname() == "":
+		col.add("redis.url", "has no host (redis://host:6379/0)")
+	case u.Fragment != "":
+		col.add("redis.url", "must not have a fragment")
+	}
+	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+		if _, err := strconv.ParseUint(db, 10, 16); err != nil {
+			col.add("redis.url", "path must be a database number such as /0")
+		}
+	}
+	if _, hasPassword := u.User.Password(); hasPassword && r.PasswordEnv != "" {
+		col.add("redis.password_env", "set, but redis.url carries a password too; keep one")
+	}
+}
+
+// validate checks caller authentication (SPEC §9): issuers, audience,
+// algorithms and their key material, lifetime and leeway.
+func (a Auth) validate(col *collector) {
+	if len(a.Issuers) == 0 {
+		col.add("auth.issuers", "at least one issuer is required")
+	}
+	for i, iss := range a.Issuers {
+		switch {
+		case iss == "":
+			col.add(index("auth.issuers", i), "must not be empty")
+		case slices.Index(a.Issuers, iss) < i:
+			col.add(index("auth.issuers", i), "%q is listed twice", iss)
+		}
+	}
+	if a.Audience == "" {
+		col.add("auth.audience", "required")
+	}
+	a.validateAlgorithms(col)
+	if a.MaxTokenLifetime < 0 {
+		col.add("auth.max_token_lifetime", "must not be negative")
+	}
+	switch {
+	case a.Leeway < 0:
+		col.add("auth.leeway", "must not be negative")
+	case a.MaxTokenLifetime > 0 && a.Leeway >= a.MaxTokenLifetime:
+		col.add("auth.leeway", "%s must be shorter than auth.max_token_lifetime (%s)", a.Leeway, a.MaxTokenLifetime)
+	}
+}
+
+func (a Auth) validateAlgorithms(col *collector) {
+	if len(a.Algorithms) == 0 {
+		col.add("auth.algorithms", "required: RS256 or RS512 with auth.certificate_files, HS256 with auth.hs256_secret_env or hs256_secret_file")
+		return
+	}
+	var rsa string
+	var hs bool
+	for i, alg := range a.Algorithms {
+		switch {
+		case alg != AlgRS256 && alg != AlgRS512 && alg != AlgHS256:
+			col.add(index("auth.algorithms", i), "%q is not allowed (RS256, RS512, HS256)", alg)
+		case slices.Index(a.Algorithms, alg) < i:
+			col.add(index("auth.algorithms", i), "%q is listed twice", alg)
+		case alg == AlgHS256:
+			hs = true
+		case rsa == "":
+			rsa = alg
+		}
+	}
+	hasSecret := a.HS256SecretEnv != "" || a.HS256SecretFile != ""
+	switch {
+	case rsa != "" && len(a.CertificateFiles) == 0:
+		col.add("auth.algorithms", "%s needs auth.certificate_files", rsa)
+	case rsa == "" && len(a.CertificateFiles) > 0:
+		col.add("auth.certificate_files", "set, but auth.algorithms has no RS256 or RS512")
+	}
+	switch {
+	case hs && !hasSecret:
+		col.add("auth.algorithms", "HS256 needs auth.hs256_secret_env or hs256_secret_file")
+	case !hs && hasSecret:
+		col.add("auth.hs256_secret_env", "set (or hs256_secret_file), but auth.algorithms has no HS256")
+	case a.HS256SecretEnv != "" && a.HS256SecretFile != "":
+		col.add("auth.hs256_secret_file", "set one of auth.hs256_secret_env and auth.hs256_secret_file, not both")
+	}
+}
+
+// validate checks the admin tokens' names, scopes and secret references.
+func (a Admin) validate(col *collector) {
+	for i, t := range a.Tokens {
+		key := index("admin.tokens", i)
+		switch {
+		case t.Name == "":
+			col.add(key+".name", "required")
+		case slices.IndexFunc(a.Tokens, func(o AdminToken) bool { return o.Name == t.Name }) < i:
+			col.add(key+".name", "%q is used by an earlier token; names must be unique", t.Name)
+		}
+		switch t.Scope {
+		case ScopeRead, ScopeWrite:
+		case "":
+			col.add(key+".scope", "required: read or write")
+		default:
+			col.add(key+".scope", "%q is not a scope; use read or write", t.Scope)
+		}
+		if (t.TokenEnv == "") == (t.TokenFile == "") {
+			col.add(key, "set exactly one of token_env and token_file")
+		}
+	}
+}
+
+// validatePolicy reports policy.Validate's problems under their keys, and
+// per-attempt limits that exceed the attempt timeout.
+func validatePolicy(col *collector, p policy.Policy) {
+	var fe *policy.FieldError
+	for _, err := range unjoin(p.Validate()) {
+		if errors.As(err, &fe) {
+			col.add(fe.Key, "%s", fe.Problem)
+		} else {
+			col.add("policy", "%s", err.Error())
+		}
+	}
+	checkLimits(col, "policy", p.ConnectTimeout, p.HeaderTimeout, p.AttemptTimeout)
+}
+
+// checkLimits reports a connect or header timeout longer than the attempt
+// timeout that contains it (SPEC §3: the attempt limit covers the whole
+// attempt). Non-positive values are reported elsewhere.
+func checkLimits(col *collector, prefix string, connect, header, attempt time.Duration) {
+	if attempt <= 0 {
+		return
+	}
+	if connect > attempt {
+		col.add(prefix+".connect_timeout", "%s exceeds the attempt_timeout in force (%s)", connect, attempt)
+	}
+	if header > attempt {
+		col.add(prefix+".header_timeout", "%s exceeds the attempt_timeout in force (%s)", header, attempt)
+	}
+}
+
+// unjoin returns the errors joined in err (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// validate checks the Salesforce connection settings.
+func (s *Salesforce) validate(col *collector) {
+	u, err := url.Parse(s.LoginURL)
+	switch {
+	case s.LoginURL == "":
+		col.add("salesforce.login_url", "required, e.g. https://login.salesforce.com")
+	case err != nil || u.Scheme != "https" || u.Hostname() == "":
+		col.add("salesforce.login_url", "must be an https URL such as https://login.salesforce.com")
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Trim(u.Path, "/") != "":
+		col.add("salesforce.login_url", "must be scheme and host only, e.g. https://login.salesforce.com")
+	}
+	if s.ClientIDEnv == "" {
+		col.add("salesforce.client_id_env", "required: the environment variable holding the connected app's consumer key")
+	}
+	switch {
+	case s.Username == "":
+		col.add("salesforce.username", "required")
+	case !strings.Contains(s.Username, "@"):
+		col.add("salesforce.username", "must be a Salesforce username, which has the form of an email address")
+	}
+	if s.PrivateKeyFile == "" {
+		col.add("salesforce.private_key_file", "required: the PEM key that signs the JWT bearer assertion")
+	}
+	if !apiVersionRE.MatchString(s.APIVersion) {
+		col.add("salesforce.api_version", "%q is not an API version such as \"68.0\"", s.APIVersion)
+	}
+}

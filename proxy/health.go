@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// handleHealthz answers 200 while the process serves HTTP (liveness).
+func (s *Server) handleHealthz() http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.d.Version})
+	}
+}
+
+// handleReadyz answers 200 when started and not draining, 503 while
+// draining. It reports Redis reachability in its body but never fails on it:
+// a Redis outage must not take every replica out of the load balancer at
+// once (SPEC §9), since reads without a key still pass through.
+func (s *Server) handleReadyz() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		redis := "ok"
+		if err := s.d.Store.Ping(ctx); err != nil {
+			redis = "unreachable"
+		}
+		body := map[string]string{"status": "ready", "redis": redis}
+		status := http.StatusOK
+		if s.draining.Load() {
+			body["status"], status = "draining", http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, body)
+	}
+}
+
+// writeJSON sends v as application/json with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// routes lists every route of the callout listener.
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(rejectUnroutable)
+	r.Get("/healthz", s.handleHealthz())
+	r.Get("/readyz", s.handleReadyz())
+	r.Handle("/callout/*", s.handleCallout())
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		problem.Write(w, problem.Errorf(problem.NotFound, "no such route"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		problem.Write(w, problem.Errorf(problem.MethodNotAllowed, "method not allowed on this route"))
+	})
+	return r
+}
+
+// adminRoutes lists every route of the admin listener.
+func (s *Server) adminRoutes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(rejectUnroutable)
+	if s.d.Gatherer != nil {
+		r.Handle("/metrics", promhttp.HandlerFor(s.d.Gatherer, promhttp.HandlerOpts{}))
+	}
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		problem.Write(w, problem.Errorf(problem.NotFound, "no such route"))
+	})
+	return r
+}
+
+// rejectUnroutable refuses TRACE and CONNECT (405) and absolute-form or
+// authority-form request targets (400) before any routing (SPEC §4).
+func rejectUnroutable(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodTrace || r.Method == http.MethodConnect:
+			w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE")
+			problem.Write(w, problem.Errorf(problem.MethodNotAllowed, r.Method+" is never forwarded"))
+		case !strings.HasPrefix(r.RequestURI, "/"):
+			problem.Write(w, problem.Errorf(problem.AbsoluteForm,
+				"the request target must be origin-form (a path), not absolute-form"))
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}

@@ -1,0 +1,86 @@
+// Package proxy is the Callout Proxy runtime: the callout ingress, the
+// status and policy documents, health, and the admin API. Sub-packages hold
+// what it wraps: forward (the upstream client and SSRF guard), auth (caller
+// JWTs, admin tokens), redisstore (every Redis key and script), config.
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
+)
+
+// CallerAuth authenticates callers (SPEC §9). *auth.Verifier implements it.
+type CallerAuth interface {
+	// Verify checks an Authorization header value; errors are *problem.Error.
+	Verify(authorization string) (auth.Caller, error)
+	// AllowedOn refuses a caller whose issuer the endpoint does not accept.
+	AllowedOn(c auth.Caller, ep *config.Endpoint) error
+}
+
+// AdminAuth checks admin bearer tokens. *auth.AdminTokens implements it.
+type AdminAuth interface {
+	// Check returns the token's name, or a 401/403 *problem.Error.
+	Check(authorization string, need auth.Scope) (name string, err error)
+}
+
+// Upstream makes one attempt. *forward.Forwarder implements it.
+type Upstream interface {
+	Do(ctx context.Context, ep *config.Endpoint, req *forward.Request) forward.Attempt
+}
+
+// Store is what the ingress needs of the Redis store.
+type Store interface {
+	// Ping reports whether Redis answers; the error wraps the cause.
+	Ping(ctx context.Context) error
+}
+
+// Deps are the server's dependencies; every one is explicit. Config,
+// Callers, Upstream, Store, Metrics and Logger are required.
+type Deps struct {
+	Config   *config.Config
+	Callers  CallerAuth
+	Admin    AdminAuth
+	Upstream Upstream
+	Store    Store
+	Metrics  *Metrics
+	// Gatherer serves /metrics on the admin listener.
+	Gatherer prometheus.Gatherer
+	Logger   *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Server serves the callout listener and the admin listener.
+type Server struct {
+	d        Deps
+	draining atomic.Bool
+}
+
+// New returns a Server over d, filling Now with time.Now when nil.
+func New(d Deps) *Server {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Server{d: d}
+}
+
+// Drain makes /readyz fail so load balancers stop sending new callouts
+// while in-flight ones finish (graceful shutdown on SIGTERM).
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Handler is the callout listener: /callout/, /v1/, /healthz, /readyz.
+func (s *Server) Handler() http.Handler { return s.routes() }
+
+// AdminHandler is the admin listener: /admin/v1/ and /metrics.
+func (s *Server) AdminHandler() http.Handler { return s.adminRoutes() }
