@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -49,7 +50,7 @@ func (s *Server) handleCallout() http.HandlerFunc {
 			return
 		}
 		if isWrite(r.Method) {
-			if err := s.d.Store.Ping(r.Context()); err != nil {
+			if err := s.pingStore(r.Context()); err != nil {
 				s.reject(w, r, ep.Name, problem.Wrap(problem.StoreUnavailable,
 					"the callout store (Redis) is unreachable; writes are not forwarded", err))
 				return
@@ -81,6 +82,18 @@ func (s *Server) handleCallout() http.HandlerFunc {
 		cls := s.observe(ep, att, "first")
 		s.respond(w, ep, att, cls)
 	}
+}
+
+// storeCheckTimeout bounds one reachability check of Redis (/readyz and
+// the write path), so a hung Redis answers 503 store-unavailable well within
+// Apex's default 10 s callout timeout and a probe's timeout.
+const storeCheckTimeout = time.Second
+
+// pingStore checks that Redis answers within storeCheckTimeout.
+func (s *Server) pingStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	return s.d.Store.Ping(ctx)
 }
 
 // observe classifies an attempt, counts it in the metrics and logs it.
@@ -122,13 +135,33 @@ func (s *Server) respond(w http.ResponseWriter, ep *config.Endpoint,
 	}
 }
 
+// proxyOwned reports the response fields of SPEC §2, §4 and §5 that only
+// the proxy sets (canonical names, as the forwarder returns them): an
+// upstream sending one, by accident or to mislead the caller, must not be
+// believed.
+func proxyOwned(canonical string) bool {
+	switch canonical {
+	case "Callout-Outcome", "Callout-Id", "Callout-Record", "Idempotent-Replayed":
+		return true
+	}
+	return false
+}
+
 // writeUpstream passes an upstream response through with its outcome class.
 // The forwarder already removed hop-by-hop headers and set Content-Length
-// (left as the upstream sent it for HEAD, 1xx, 204 and 304).
+// (left as the upstream sent it for HEAD, 1xx, 204 and 304). A response
+// without Content-Type keeps none: net/http would otherwise sniff one from
+// the body and invent a type the upstream never declared. The fields the
+// proxy speaks for itself (proxyOwned) are never taken from the upstream.
 func writeUpstream(w http.ResponseWriter, resp *forward.Response, out policy.Outcome) {
 	h := w.Header()
 	for k, vs := range resp.Header {
-		h[k] = append([]string(nil), vs...)
+		if !proxyOwned(k) {
+			h[k] = append([]string(nil), vs...)
+		}
+	}
+	if _, ok := h["Content-Type"]; !ok {
+		h["Content-Type"] = nil // present but empty: net/http sends none and does not sniff
 	}
 	h.Set("Callout-Outcome", string(out))
 	w.WriteHeader(resp.Status)

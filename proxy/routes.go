@@ -39,13 +39,29 @@ func (s *Server) adminRoutes() http.Handler {
 	return r
 }
 
-// rejectUnroutable refuses TRACE and CONNECT (405) and absolute-form or
+// allowedMethods are the methods of SPEC §4's request-flow table, the only
+// ones the proxy serves: reads, then writes.
+const allowedMethods = "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE"
+
+// isAllowedMethod reports whether method is one of allowedMethods. Methods
+// are case-sensitive (RFC 9110 §9.1): "trace" or "TRACK" is not served.
+func isAllowedMethod(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions,
+		http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// rejectUnroutable refuses TRACE, CONNECT and every method outside
+// allowedMethods (405 with Allow, RFC 9110 §15.5.6) and absolute-form or
 // authority-form request targets (400) before any routing (SPEC §4).
 func rejectUnroutable(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case r.Method == http.MethodTrace || r.Method == http.MethodConnect:
-			w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE")
+		case !isAllowedMethod(r.Method):
+			w.Header().Set("Allow", allowedMethods)
 			problem.Write(w, problem.Errorf(problem.MethodNotAllowed, r.Method+" is never forwarded"))
 		case !strings.HasPrefix(r.RequestURI, "/"):
 			problem.Write(w, problem.Errorf(problem.AbsoluteForm,

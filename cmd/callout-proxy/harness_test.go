@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,18 +31,65 @@ type proxyUnderTest struct {
 	logs     *syncBuffer
 	cancel   context.CancelFunc
 	done     chan error
+
+	stopOnce sync.Once
+	runErr   error // what run returned, set by stop
+}
+
+// stop cancels the run context (as SIGTERM does) and waits up to 30 s for
+// run to return; it returns run's error. It may be called more than once:
+// later calls return the first result.
+func (p *proxyUnderTest) stop() error {
+	p.stopOnce.Do(func() {
+		p.cancel()
+		select {
+		case p.runErr = <-p.done:
+		case <-time.After(30 * time.Second):
+			p.runErr = errors.New("proxy did not stop within 30s")
+		}
+	})
+	return p.runErr
 }
 
 // syncBuffer collects the JSON log lines the program writes to stderr.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
+	mu      sync.Mutex
+	buf     strings.Builder
+	changed chan struct{} // closed and replaced on every Write
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.changed != nil {
+		close(b.changed)
+	}
+	b.changed = make(chan struct{})
 	return b.buf.Write(p)
+}
+
+// waitFor waits until the collected logs contain s, woken by each write;
+// it fails the test if they do not within timeout.
+func (b *syncBuffer) waitFor(t *testing.T, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		b.mu.Lock()
+		found := strings.Contains(b.buf.String(), s)
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("logs do not contain %q after %s:\n%s", s, timeout, b.String())
+		}
+	}
 }
 
 func (b *syncBuffer) String() string {
@@ -90,14 +138,8 @@ func startProxy(t *testing.T, yaml string, env map[string]string) *proxyUnderTes
 		t.Fatalf("proxy did not start listening; logs:\n%s", p.logs)
 	}
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Errorf("run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("proxy did not stop")
+		if err := p.stop(); err != nil {
+			t.Errorf("run returned %v", err)
 		}
 	})
 	return p

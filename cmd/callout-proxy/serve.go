@@ -101,13 +101,26 @@ func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, 
 	case <-ctx.Done():
 	}
 	srv.Drain()
-	grace := cfg.Policy.AttemptTimeout + 5*time.Second
+	grace := drainGrace(cfg)
 	logger.Info("draining", slog.Duration("grace", grace))
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err = errors.Join(hs.Shutdown(sctx), as.Shutdown(sctx))
 	logger.Info("stopped")
 	return err
+}
+
+// drainGrace is how long shutdown waits for in-flight callouts: the longest
+// attempt limit in force, the policy's or any endpoint's override (Load
+// sets each endpoint's effective value), plus 5 s to write the answer.
+func drainGrace(cfg *config.Config) time.Duration {
+	longest := cfg.Policy.AttemptTimeout
+	for _, ep := range cfg.Endpoints {
+		if ep != nil && ep.AttemptTimeout > longest {
+			longest = ep.AttemptTimeout
+		}
+	}
+	return longest + 5*time.Second
 }
 
 // openRedis connects to the configured Redis (single node or Cluster), or
@@ -126,10 +139,16 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 		if password != "" {
 			opt.Password = password
 		}
+		// Honour context deadlines on the socket, not only the 3–5 s
+		// read/dial timeouts: /readyz and the write path bound their Redis
+		// check, and a hung Redis must not make them outwait a probe's or
+		// an Apex callout's timeout (SPEC §4, §9).
+		opt.ContextTimeoutEnabled = true
 		c := redis.NewClient(opt)
 		return c, func() { c.Close() }, nil
 	case len(rc.Cluster) > 0:
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Password: password})
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Password: password,
+			ContextTimeoutEnabled: true})
 		return c, func() { c.Close() }, nil
 	}
 	m := miniredis.NewMiniRedis()

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// loopbackNets lets an endpoint reach the httptest upstreams on 127.0.0.1,
+// which the SSRF guard refuses otherwise.
+const loopbackNets = "allowed_networks: [127.0.0.0/8]"
+
+// upstream is a real HTTP server on 127.0.0.1 standing in for an API behind
+// the proxy. It records every request it receives, body included, before
+// its handler runs.
+type upstream struct {
+	URL string
+
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+// seenRequest is one request as the upstream received it.
+type seenRequest struct {
+	Method     string
+	RequestURI string
+	Header     http.Header
+	Body       []byte
+}
+
+// newUpstream starts an upstream that records each request and then calls
+// h. It is closed when the test ends; a test whose handler blocks must
+// unblock it in a Cleanup registered after this call (Cleanups run last
+// registered first), since closing waits for running handlers.
+func newUpstream(t *testing.T, h http.HandlerFunc) *upstream {
+	t.Helper()
+	u := &upstream{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("upstream: read body: %v", err)
+		}
+		u.mu.Lock()
+		u.seen = append(u.seen, seenRequest{
+			Method: r.Method, RequestURI: r.RequestURI, Header: r.Header.Clone(), Body: body,
+		})
+		u.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	u.URL = srv.URL
+	return u
+}
+
+// hits is the number of requests the upstream received.
+func (u *upstream) hits() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.seen)
+}
+
+// hitsFor is the number of requests the upstream received for requestURI.
+func (u *upstream) hitsFor(requestURI string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, s := range u.seen {
+		if s.RequestURI == requestURI {
+			n++
+		}
+	}
+	return n
+}
+
+// request returns the one request received for requestURI, failing the
+// test when there is not exactly one.
+func (u *upstream) request(t *testing.T, requestURI string) seenRequest {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var found []seenRequest
+	for _, s := range u.seen {
+		if s.RequestURI == requestURI {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("upstream received %d requests for %s, want 1", len(found), requestURI)
+	}
+	return found[0]
+}
+
+// okHandler answers 200 with a small text body.
+func okHandler(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "upstream ok")
+}
+
+// endpoint renders one entry of devConfig's endpoints block: name, url and
+// extra keys such as loopbackNets, each one "key: value" line.
+func endpoint(name, url string, extra ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %s:\n    url: %s\n", name, url)
+	for _, e := range extra {
+		b.WriteString("    " + e + "\n")
+	}
+	return b.String()
+}
+
+// withPolicy appends a policy section with lines ("key: value") to cfg.
+func withPolicy(cfg string, lines ...string) string {
+	cfg += "policy:\n"
+	for _, l := range lines {
+		cfg += "  " + l + "\n"
+	}
+	return cfg
+}
+
+// envWith is testEnv plus key, value pairs.
+func envWith(kv ...string) map[string]string {
+	env := testEnv()
+	for i := 0; i+1 < len(kv); i += 2 {
+		env[kv[i]] = kv[i+1]
+	}
+	return env
+}
+
+// writeConfig writes yaml to a new config file and returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// closedPort returns a loopback TCP port nothing listens on (it was free a
+// moment ago and is closed again).
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// noAuth is a header for call that sends no Authorization at all.
+func noAuth() http.Header { return http.Header{"Authorization": nil} }
+
+// authHeader is a header for call with the given Authorization value.
+func authHeader(v string) http.Header { return http.Header{"Authorization": {v}} }
+
+// raw sends head (request line and header fields, each line ending in
+// "\r\n", without the blank line) and body over a new TCP connection to
+// the proxy's callout listener, exactly as written, and reads one response.
+// It is for requests net/http would not send as they are: absolute-form
+// targets, CONNECT, a backslash in the path, repeated Connection fields.
+func (p *proxyUnderTest) raw(t *testing.T, head string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(append([]byte(head+"\r\n"), body...)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("read response to %q: %v", strings.SplitN(head, "\r\n", 2)[0], err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// wantProblem asserts a proxy-made error (SPEC §2): the status, the
+// Callout-Outcome header, application/problem+json, and a body whose type,
+// status and outcome agree. It returns the decoded body.
+func wantProblem(t *testing.T, resp *http.Response, body []byte, status int, code problem.Code,
+	out policy.Outcome) problem.Body {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Errorf("status = %d, want %d; body %s", resp.StatusCode, status, body)
+	}
+	if got := resp.Header.Get("Callout-Outcome"); got != string(out) {
+		t.Errorf("Callout-Outcome = %q, want %q", got, out)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var pb problem.Body
+	if err := json.Unmarshal(body, &pb); err != nil {
+		t.Fatalf("problem body %q: %v", body, err)
+	}
+	if want := problem.TypeBase + string(code); pb.Type != want {
+		t.Errorf("problem type = %q, want %q (detail %q)", pb.Type, want, pb.Detail)
+	}
+	if pb.Status != status {
+		t.Errorf("problem status = %d, want %d", pb.Status, status)
+	}
+	if pb.Outcome != out {
+		t.Errorf("problem outcome = %q, want %q", pb.Outcome, out)
+	}
+	if pb.Title == "" || pb.Detail == "" {
+		t.Errorf("problem title %q / detail %q: both must be set", pb.Title, pb.Detail)
+	}
+	return pb
+}
+
+// wantUpstream asserts an upstream answer passed through: the status, the
+// outcome class, and no problem document in its place.
+func wantUpstream(t *testing.T, resp *http.Response, body []byte, status int, out policy.Outcome) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Errorf("status = %d, want %d; body %s", resp.StatusCode, status, body)
+	}
+	if got := resp.Header.Get("Callout-Outcome"); got != string(out) {
+		t.Errorf("Callout-Outcome = %q, want %q", got, out)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct == "application/problem+json" {
+		t.Errorf("an upstream answer came back as a proxy problem: %s", body)
+	}
+}

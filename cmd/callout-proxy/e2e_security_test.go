@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// TestE2ERequestTargets: nothing in the request target can leave the
+// endpoint's base path or reach another host, and TRACE and CONNECT are
+// never forwarded (SPEC §4; RFC 9112 §3.2).
+func TestE2ERequestTargets(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, okHandler)
+	p := startProxy(t, devConfig(endpoint("ok", up.URL+"/base", loopbackNets)), testEnv())
+	token := "Authorization: " + bearer(t, testIssuer)
+
+	tests := []struct {
+		name   string
+		head   string
+		status int
+		code   problem.Code
+	}{
+		{"dot-dot", rawHead("GET", "/callout/ok/a/../b", token), 400, problem.PathEscape},
+		{"trailing dot-dot", rawHead("GET", "/callout/ok/a/..", token), 400, problem.PathEscape},
+		{"%2e%2e", rawHead("GET", "/callout/ok/a/%2e%2e/b", token), 400, problem.PathEscape},
+		{"%2E%2e", rawHead("GET", "/callout/ok/%2E%2e/admin", token), 400, problem.PathEscape},
+		{"double slash host", rawHead("GET", "/callout/ok//evil.example/x", token), 400, problem.PathEscape},
+		{"%2F", rawHead("GET", "/callout/ok/a%2Fb", token), 400, problem.PathEscape},
+		{"%5C", rawHead("GET", "/callout/ok/a%5C..%5Cb", token), 400, problem.PathEscape},
+		{"backslash", rawHead("GET", `/callout/ok/a\..\b`, token), 400, problem.PathEscape},
+		{"at sign", rawHead("GET", "/callout/ok/@evil.example/x", token), 400, problem.PathEscape},
+		{"absolute-form", "GET http://evil.example/x HTTP/1.1\r\nHost: evil.example\r\n" + token + "\r\n",
+			400, problem.AbsoluteForm},
+		{"absolute-form to a callout path",
+			"GET http://evil.example/callout/ok/x HTTP/1.1\r\nHost: evil.example\r\n" + token + "\r\n",
+			400, problem.AbsoluteForm},
+		{"CONNECT authority-form", "CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n" +
+			token + "\r\n", 405, problem.MethodNotAllowed},
+		{"CONNECT to a callout path", rawHead("CONNECT", "/callout/ok/x", token), 405, problem.MethodNotAllowed},
+		{"TRACE", rawHead("TRACE", "/callout/ok/x", token), 405, problem.MethodNotAllowed},
+		{"lower-case trace", rawHead("trace", "/callout/ok/x", token), 405, problem.MethodNotAllowed},
+		{"TRACK (IIS's TRACE)", rawHead("TRACK", "/callout/ok/x", token), 405, problem.MethodNotAllowed},
+		{"lower-case get", rawHead("get", "/callout/ok/x", token), 405, problem.MethodNotAllowed},
+	}
+	t.Run("targets", func(t *testing.T) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				resp, body := p.raw(t, tt.head, nil)
+				wantProblem(t, resp, body, tt.status, tt.code, policy.Rejected)
+				if tt.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
+					t.Errorf("405 without Allow (RFC 9110 §15.5.6)")
+				}
+			})
+		}
+		t.Run("TRACE through net/http", func(t *testing.T) {
+			t.Parallel()
+			resp, body := p.call(t, http.MethodTrace, "/callout/ok/x", nil, nil)
+			wantProblem(t, resp, body, http.StatusMethodNotAllowed, problem.MethodNotAllowed, policy.Rejected)
+		})
+	})
+	if n := up.hits(); n != 0 {
+		t.Errorf("upstream called %d times for refused targets", n)
+	}
+	resp, body := p.call(t, http.MethodGet, "/callout/ok/a/b.c/%7Euser/x;y=1?q=%2F", nil, nil)
+	wantUpstream(t, resp, body, http.StatusOK, policy.Success)
+	up.request(t, "/base/a/b.c/%7Euser/x;y=1?q=%2F")
+}
+
+// TestE2ERedirectsNotFollowed: an upstream redirect, even to a metadata
+// address or to Redis, goes back to the caller as it is (SPEC §2).
+func TestE2ERedirectsNotFollowed(t *testing.T) {
+	t.Parallel()
+	trap := newUpstream(t, okHandler)
+	targets := map[string]struct {
+		status   int
+		location string
+	}{
+		"/metadata": {http.StatusFound, "http://169.254.169.254/latest/meta-data/"},
+		"/redis":    {http.StatusTemporaryRedirect, "http://127.0.0.1:6379/"},
+		"/trap":     {http.StatusPermanentRedirect, trap.URL + "/stolen"},
+	}
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		tg := targets[r.URL.Path]
+		w.Header().Set("Location", tg.location)
+		w.WriteHeader(tg.status)
+	})
+	p := startProxy(t, devConfig(endpoint("redir", up.URL, loopbackNets)), testEnv())
+	t.Run("redirects", func(t *testing.T) {
+		for path, tg := range targets {
+			t.Run(path, func(t *testing.T) {
+				t.Parallel()
+				resp, body := p.call(t, http.MethodGet, "/callout/redir"+path, nil, nil)
+				wantUpstream(t, resp, body, tg.status, policy.Permanent)
+				if loc := resp.Header.Get("Location"); loc != tg.location {
+					t.Errorf("Location = %q, want %q", loc, tg.location)
+				}
+				if n := up.hitsFor(path); n != 1 {
+					t.Errorf("upstream got %d requests for %s, want 1", n, path)
+				}
+			})
+		}
+	})
+	if n := trap.hits(); n != 0 {
+		t.Errorf("the redirect target was called %d times", n)
+	}
+	if n := up.hits(); n != len(targets) {
+		t.Errorf("upstream got %d requests, want %d", n, len(targets))
+	}
+}
+
+// TestE2EBlockedAddress: the SSRF guard refuses a host that resolves to a
+// private address unless the endpoint's allowed_networks cover it, and
+// metadata addresses always (SPEC §2 "blocked address", §10).
+func TestE2EBlockedAddress(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, okHandler)
+	viaLocalhost := strings.Replace(up.URL, "127.0.0.1", "localhost", 1)
+	p := startProxy(t, devConfig(
+		endpoint("private", viaLocalhost)+
+			endpoint("allowed", viaLocalhost, loopbackNets)+
+			endpoint("metadata", "http://169.254.169.254/latest", "allowed_networks: [169.254.0.0/16]")),
+		testEnv())
+	t.Run("cases", func(t *testing.T) {
+		for _, ep := range []string{"private", "metadata"} {
+			t.Run(ep, func(t *testing.T) {
+				t.Parallel()
+				resp, body := p.call(t, http.MethodGet, "/callout/"+ep+"/x", nil, nil)
+				wantProblem(t, resp, body, http.StatusForbidden, problem.BlockedAddress, policy.Rejected)
+			})
+		}
+		t.Run("allowed", func(t *testing.T) {
+			t.Parallel()
+			resp, body := p.call(t, http.MethodGet, "/callout/allowed/y", nil, nil)
+			wantUpstream(t, resp, body, http.StatusOK, policy.Success)
+		})
+	})
+	if n, m := up.hits(), up.hitsFor("/y"); n != 1 || m != 1 {
+		t.Errorf("upstream got %d requests (%d for /y), want only the allowed one", n, m)
+	}
+}
+
+// TestE2EBodyLimit: a body over max_request_bytes is a 413 rejection and
+// the upstream is not called; auth is checked before the body is read
+// (SPEC §2, §9).
+func TestE2EBodyLimit(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, okHandler)
+	p := startProxy(t, withPolicy(devConfig(endpoint("ok", up.URL, loopbackNets)), "max_request_bytes: 1024"),
+		testEnv())
+	t.Run("cases", func(t *testing.T) {
+		t.Run("declared length over the limit", func(t *testing.T) {
+			t.Parallel()
+			resp, body := p.call(t, http.MethodPut, "/callout/ok/big", bytes.NewReader(make([]byte, 1025)), nil)
+			wantProblem(t, resp, body, http.StatusRequestEntityTooLarge, problem.BodyTooLarge, policy.Rejected)
+		})
+		t.Run("chunked body over the limit", func(t *testing.T) {
+			t.Parallel()
+			chunked := io.MultiReader(bytes.NewReader(make([]byte, 4096))) // hides the length: chunked
+			resp, body := p.call(t, http.MethodPut, "/callout/ok/chunked", chunked, nil)
+			wantProblem(t, resp, body, http.StatusRequestEntityTooLarge, problem.BodyTooLarge, policy.Rejected)
+		})
+		t.Run("bad token and a huge body", func(t *testing.T) {
+			t.Parallel()
+			resp, body := p.call(t, http.MethodPut, "/callout/ok/auth-first",
+				bytes.NewReader(make([]byte, 1<<20)), authHeader("Bearer forged"))
+			wantProblem(t, resp, body, http.StatusUnauthorized, problem.Unauthorized, policy.Rejected)
+		})
+		t.Run("bad token, body never sent", func(t *testing.T) {
+			t.Parallel()
+			// With Expect: 100-continue the body is sent only once the
+			// server starts reading it; a 100 Continue here would mean the
+			// body was read before the token was checked.
+			head := rawHead("PUT", "/callout/ok/auth-first", "Authorization: Bearer forged",
+				"Content-Length: 1000", "Expect: 100-continue")
+			resp, body := p.raw(t, head, nil)
+			wantProblem(t, resp, body, http.StatusUnauthorized, problem.Unauthorized, policy.Rejected)
+		})
+		t.Run("body of exactly the limit", func(t *testing.T) {
+			t.Parallel()
+			payload := bytes.Repeat([]byte("b"), 1024)
+			resp, body := p.call(t, http.MethodPut, "/callout/ok/exact", bytes.NewReader(payload), nil)
+			wantUpstream(t, resp, body, http.StatusOK, policy.Success)
+			if got := up.request(t, "/exact").Body; !bytes.Equal(got, payload) {
+				t.Errorf("upstream got %d bytes, want the 1024 sent", len(got))
+			}
+		})
+	})
+	if n := up.hits(); n != 1 {
+		t.Errorf("upstream called %d times, want 1 (only the body within the limit)", n)
+	}
+}
