@@ -30,6 +30,9 @@ if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; 
 echo "== go vet"
 go vet ./...
 
+echo "== Apex checks (parse, format, metadata)"
+bash apex-stubs/check.sh
+
 echo "== starting throwaway Redis (single node + 3-master cluster)"
 eval "$(bash proxy/internal/redistest/start-redis.sh "$work")"
 export CALLOUT_TEST_REQUIRE_REAL=1

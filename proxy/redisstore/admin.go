@@ -1,0 +1,110 @@
+package redisstore
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// drainBatch is how many callouts one drain.lua run dead-letters, so one
+// script run stays short.
+const drainBatch = 100
+
+// DisableResult is what Disable did.
+type DisableResult struct {
+	// Newly is true when this call disabled the endpoint (its reason and
+	// time were written); false when it already was disabled. The owner is
+	// notified once per disable (SPEC §6): only when Newly.
+	Newly bool
+	// DeadLettered are the pending callouts turned into dead letters with
+	// reason endpoint_disabled; mirror them like any dead letter.
+	DeadLettered []string
+}
+
+// Disable disables endpoint (SPEC §6: auto-disable after disable_after, or
+// an admin): new callouts are refused with ErrDisabled, claims return
+// GateDisabled, and every pending callout in the due set (scheduled or
+// held) becomes a dead letter with reason endpoint_disabled, in batches of
+// 100 per script run. Callouts in flight finish with their worker; a retry
+// of one becomes a dead letter then. Calling it again drains what remains.
+// Errors: ErrUnavailable.
+func (s *Store) Disable(ctx context.Context, endpoint, reason string) (DisableResult, error) {
+	k := keysOf(endpoint)
+	v, err := s.run(ctx, "disable", s.lua.disable, []string{k.ep}, msArg(s.now()), reason)
+	if err != nil {
+		return DisableResult{}, err
+	}
+	res := DisableResult{Newly: replyInt(v) == 1}
+	for {
+		ids, err := s.rdb.ZRange(ctx, k.due, 0, drainBatch-1).Result()
+		if err != nil {
+			return res, s.wrap("disable", err)
+		}
+		if len(ids) == 0 {
+			return res, nil
+		}
+		moved, err := s.drain(ctx, k, ids)
+		res.DeadLettered = append(res.DeadLettered, moved...)
+		if err != nil || len(moved) == 0 {
+			return res, err
+		}
+	}
+}
+
+// drain dead-letters the given due callouts of a disabled endpoint
+// (drain.lua). It first reads their issuers and keys (one pipelined round
+// trip) to name their reservations in KEYS.
+func (s *Store) drain(ctx context.Context, k epKeys, ids []string) ([]string, error) {
+	cmds := make([]*redis.SliceCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HMGet(ctx, k.callout(id), fIssuer, fKey)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("drain", err)
+	}
+	now := s.now()
+	keys := []string{k.ep, k.due, k.dl}
+	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL))}
+	for i, id := range ids {
+		ik := k.ep // placeholder: no reservation
+		if f := cmds[i].Val(); len(f) == 2 {
+			if key := replyStr(f[1]); key != "" {
+				ik = k.idem(replyStr(f[0]), key)
+			}
+		}
+		keys = append(append(keys, k.parts(id)...), ik)
+		args = append(args, id)
+	}
+	v, err := s.run(ctx, "drain", s.lua.drain, keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, x := range replyArr(v) {
+		out = append(out, replyStr(x))
+	}
+	return out, nil
+}
+
+// Enable re-enables a disabled endpoint (SPEC §6 "Only an admin re-enables
+// it") and gives it a fresh start: disable fields, breaker, failure count,
+// pause and outage are all cleared. Its dead letters stay; replay them.
+// One HDEL. Errors: ErrUnavailable.
+func (s *Store) Enable(ctx context.Context, endpoint string) error {
+	err := s.rdb.HDel(ctx, keysOf(endpoint).ep, eDisabled, eDisReason, eDisAt, eBreaker,
+		eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, eOutage, eNotified).Err()
+	return s.wrap("enable", err)
+}
+
+// ResetBreaker closes endpoint's breaker and lifts its pause (calloutctl
+// endpoints reset): state, failure count, opened/probe times, probe token
+// and pause are cleared; the outage (if any) and the disable flag stay.
+// One HDEL. Errors: ErrUnavailable.
+func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
+	err := s.rdb.HDel(ctx, keysOf(endpoint).ep, eBreaker, eFailures, eOpenedAt, eProbeAt,
+		eProbeToken, eProbeUntil, ePaused).Err()
+	return s.wrap("reset breaker", err)
+}

@@ -1,0 +1,258 @@
+package redisstore
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+)
+
+func TestBreakerCounting(t *testing.T) {
+	tests := []struct {
+		name       string
+		counts     bool
+		n          int
+		wantOpen   bool
+		wantFailed int
+	}{
+		{"20 counting failures open it", true, 20, true, 20},
+		{"19 counting failures do not", true, 19, false, 19},
+		{"429-style failures never count", false, 25, false, 0},
+	}
+	forEachBackend(t, func(t *testing.T, e *env) {
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := e.store()
+				ep := fmt.Sprintf("count-api-%d", i)
+				var last CompleteResult
+				for range tt.n {
+					mustEnqueue(t, s, ep, 1)
+					c := mustClaim(t, s, ep, claimOpts).Claimed[0]
+					comp := failure(e.clk.Now().Add(time.Hour))
+					comp.CountsTowardBreaker = tt.counts
+					last = mustComplete(t, s, c, comp)
+				}
+				st := mustState(t, s, ep)
+				if (st.Breaker == BreakerOpen) != tt.wantOpen || last.Breaker.Opened != tt.wantOpen ||
+					st.ConsecutiveFailures != tt.wantFailed {
+					t.Fatalf("state = %+v, last = %+v", st, last)
+				}
+				if tt.wantOpen && (!st.OpenedAt.Equal(e.clk.Now()) || !st.ProbeAt.Equal(e.clk.Now().Add(5*time.Minute)) ||
+					last.State != Held || st.Gate.State != GateBreakerOpen) {
+					t.Fatalf("open state = %+v, last = %+v", st, last)
+				}
+			})
+		}
+	})
+}
+
+func TestBreakerSuccessResets(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		first := openBreaker(t, e, s, "reset-api", 1)
+		if !first.Breaker.OutageBegan || !first.Breaker.OutageStartedAt.Equal(t0) {
+			t.Fatalf("first failure = %+v, want an outage begun", first)
+		}
+		openBreaker(t, e, s, "reset-api", 18)
+		mustEnqueue(t, s, "reset-api", 1)
+		e.clk.Advance(time.Second)
+		c := mustClaim(t, s, "reset-api", claimOpts).Claimed
+		r := mustComplete(t, s, c[len(c)-1], success())
+		if !r.Breaker.OutageEnded || r.Breaker.ConsecutiveFailures != 0 || r.Breaker.Closed {
+			t.Fatalf("success = %+v, want outage ended, count 0", r)
+		}
+		st := mustState(t, s, "reset-api")
+		if st.ConsecutiveFailures != 0 || !st.LastSuccessAt.Equal(e.clk.Now()) || !st.OutageStartedAt.IsZero() {
+			t.Fatalf("state after success = %+v", st)
+		}
+		if last := openBreaker(t, e, s, "reset-api", 19); last.Breaker.Opened || last.Breaker.ConsecutiveFailures != 19 {
+			t.Fatalf("19 failures after a success = %+v, want still closed", last)
+		}
+	})
+}
+
+// TestBreakerOpensOnceAtThreshold: two completions race at the threshold;
+// exactly one opens the breaker and opened_at is the opener's time.
+func TestBreakerOpensOnceAtThreshold(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		openBreaker(t, e, s, "race-api", 19)
+		mustEnqueue(t, s, "race-api", 3)
+		cl := mustClaim(t, s, "race-api", claimOpts).Claimed
+		opener := mustComplete(t, s, cl[0], failure(e.clk.Now().Add(time.Hour)))
+		openedAt := e.clk.Now()
+		e.clk.Advance(time.Second)
+		late := mustComplete(t, s, cl[1], failure(e.clk.Now().Add(time.Hour)))
+		if !opener.Breaker.Opened || late.Breaker.Opened || late.Breaker.ConsecutiveFailures != 21 {
+			t.Fatalf("opener = %+v, late = %+v", opener, late)
+		}
+		if st := mustState(t, s, "race-api"); !st.OpenedAt.Equal(openedAt) || !st.ProbeAt.Equal(openedAt.Add(5*time.Minute)) {
+			t.Fatalf("opened_at/probe_at = %v/%v, want written once at %v", st.OpenedAt, st.ProbeAt, openedAt)
+		}
+		if !e.b.Real() {
+			return
+		}
+		// Concurrently, on a fresh endpoint: N workers at the threshold at once.
+		openBreaker(t, e, s, "race2-api", 15)
+		mustEnqueue(t, s, "race2-api", 10)
+		claimed := mustClaim(t, s, "race2-api", claimOpts).Claimed
+		results := make([]CompleteResult, len(claimed))
+		var wg sync.WaitGroup
+		for i, c := range claimed {
+			wg.Go(func() {
+				r, err := e.store().Complete(ctxT(t), c, failure(e.clk.Now().Add(time.Hour)))
+				if err != nil {
+					t.Error(err)
+				}
+				results[i] = r
+			})
+		}
+		wg.Wait()
+		opened := 0
+		for _, r := range results {
+			if r.Breaker.Opened {
+				opened++
+			}
+		}
+		if opened != 1 {
+			t.Fatalf("%d concurrent completions opened the breaker, want 1", opened)
+		}
+	})
+}
+
+func TestProbeTakenByExactlyOneClaimer(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		openBreaker(t, e, s, "probe-api", 20)
+		mustEnqueue(t, s, "probe-api", 5)
+		e.clk.Advance(5 * time.Minute)
+
+		var probes []*Claimed
+		for _, r := range claimConcurrently(t, e, "probe-api", 8) {
+			for _, c := range r.Claimed {
+				probes = append(probes, c)
+			}
+			if len(r.Claimed) == 0 && r.Gate.State != GateProbing {
+				t.Fatalf("loser gate = %+v, want probing", r.Gate)
+			}
+		}
+		if len(probes) != 1 || probes[0].Kind != KindProbe {
+			t.Fatalf("probes = %+v, want exactly one of kind probe", probes)
+		}
+		st := mustState(t, s, "probe-api")
+		if st.Breaker != BreakerHalfOpen || !st.ProbeOut {
+			t.Fatalf("state = %+v, want half_open with the probe out", st)
+		}
+
+		// The probe fails: open again for another interval; opened_at kept.
+		e.clk.Advance(time.Second)
+		r := mustComplete(t, s, probes[0], failure(e.clk.Now().Add(time.Minute)))
+		if !r.Breaker.Probe || r.State != Held || r.Breaker.Opened {
+			t.Fatalf("failed probe = %+v", r)
+		}
+		st = mustState(t, s, "probe-api")
+		if st.Breaker != BreakerOpen || !st.ProbeAt.Equal(e.clk.Now().Add(5*time.Minute)) || st.ProbeOut || !st.OpenedAt.Equal(t0) {
+			t.Fatalf("after failed probe = %+v", st)
+		}
+		if got := mustClaim(t, s, "probe-api", claimOpts); len(got.Claimed) != 0 || got.Gate.State != GateBreakerOpen {
+			t.Fatalf("claim after failed probe = %+v", got)
+		}
+
+		// A successful probe closes it and the backlog flows again.
+		e.clk.Advance(5 * time.Minute)
+		p := mustClaim(t, s, "probe-api", claimOpts).Claimed
+		if len(p) != 1 || p[0].Kind != KindProbe {
+			t.Fatalf("second probe = %+v", p)
+		}
+		if r := mustComplete(t, s, p[0], success()); !r.Breaker.Closed || !r.Breaker.Probe || !r.Breaker.OutageEnded {
+			t.Fatalf("successful probe = %+v", r)
+		}
+		if got := mustClaim(t, s, "probe-api", claimOpts); len(got.Claimed) != 4 || got.Gate.State != GateOpen {
+			t.Fatalf("claim after close = %d, gate %+v", len(got.Claimed), got.Gate)
+		}
+	})
+}
+
+func TestDeadProberTokenExpires(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		openBreaker(t, e, s, "dead-probe-api", 20)
+		mustEnqueue(t, s, "dead-probe-api", 2)
+		e.clk.Advance(5 * time.Minute)
+		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: Breaker{ProbeLease: 10 * time.Second}}
+		dead := mustClaim(t, s, "dead-probe-api", opts).Claimed
+		if len(dead) != 1 {
+			t.Fatalf("first probe = %+v", dead)
+		}
+		e.clk.Advance(9 * time.Second)
+		if got := mustClaim(t, s, "dead-probe-api", opts); len(got.Claimed) != 0 || got.Gate.State != GateProbing {
+			t.Fatalf("claim while the probe token is held = %+v", got)
+		}
+		e.clk.Advance(time.Second)
+		next := mustClaim(t, s, "dead-probe-api", opts).Claimed
+		if len(next) != 1 || next[0].Kind != KindProbe || next[0].ID == dead[0].ID {
+			t.Fatalf("probe after the token expired = %+v", next)
+		}
+		// The dead prober's lease expires too; reaping it must not release
+		// the new prober's token.
+		e.clk.Advance(testLease)
+		if ids, _ := s.Reap(ctxT(t), "dead-probe-api", 10); len(ids) != 2 {
+			t.Fatalf("reaped %v, want both leases", ids)
+		}
+		if st := mustState(t, s, "dead-probe-api"); st.ProbeOut {
+			t.Fatalf("probe token survived its holder's reaping: %+v", st)
+		}
+	})
+}
+
+func TestPauseGate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		ids := mustEnqueue(t, s, "pause-api", 3)
+		c := mustClaim(t, s, "pause-api", ClaimOptions{Batch: 1, Lease: testLease}).Claimed[0]
+		until := e.clk.Now().Add(30 * time.Second)
+		r := mustComplete(t, s, c, Completion{
+			Action: ActionRetry, NextAttemptAt: e.clk.Now().Add(time.Second), PausedUntil: until,
+			Attempt: &Attempt{StartedAt: t0, Status: 429, Outcome: policy.Retryable, Error: "status_429"},
+		})
+		if r.State != Held || r.Breaker.ConsecutiveFailures != 0 {
+			t.Fatalf("429 completion = %+v, want held and not counted", r)
+		}
+		if rec := mustGet(t, s, c.ID); !rec.NextAttemptAt.Equal(until) {
+			t.Fatalf("held until %v, want %v", rec.NextAttemptAt, until)
+		}
+		// A callout scheduled before the pause reads as held while it lasts.
+		if rec := mustGet(t, s, ids[2]); rec.State != Held {
+			t.Fatalf("scheduled callout during a pause reads %s, want held", rec.State)
+		}
+		got := mustClaim(t, s, "pause-api", claimOpts)
+		if len(got.Claimed) != 0 || got.Gate.State != GatePaused || !got.Gate.Until.Equal(until) {
+			t.Fatalf("claim while paused = %+v", got)
+		}
+		e.clk.Advance(30 * time.Second)
+		if got := mustClaim(t, s, "pause-api", claimOpts); len(got.Claimed) != 3 {
+			t.Fatalf("claim after the pause = %d, want 3", len(got.Claimed))
+		}
+	})
+}
+
+// claimConcurrently has n replicas (Stores) claim endpoint at once.
+func claimConcurrently(t *testing.T, e *env, endpoint string, n int) []ClaimResult {
+	t.Helper()
+	results := make([]ClaimResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		replica := e.store()
+		wg.Go(func() {
+			r, err := replica.Claim(ctxT(t), endpoint, ClaimOptions{Batch: 10, Lease: testLease})
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = r
+		})
+	}
+	wg.Wait()
+	return results
+}

@@ -1,0 +1,197 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+)
+
+// t0 is a round Unix-ms instant on purpose: a Lua number like 1.7e12 must
+// never reach Redis in exponent form.
+var t0 = time.UnixMilli(1_700_000_000_000)
+
+const (
+	testLease = 30 * time.Second
+	day       = 24 * time.Hour
+)
+
+// clock is the injected test clock shared by the stores of one test.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is one backend under test with its clock.
+type env struct {
+	b     redistest.Backend
+	clk   *clock
+	seeds atomic.Uint64
+}
+
+// store returns a new Store (a "replica") on the backend with its own
+// deterministic random source.
+func (e *env) store() *Store {
+	var seed [32]byte
+	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
+	return New(e.b.Client, Options{
+		Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
+	})
+}
+
+// forEachBackend runs fn as a subtest on every backend redistest offers.
+func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			fn(t, &env{b: b, clk: &clock{t: t0}})
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// req returns a new callout of endpoint with an idempotency key.
+func req(endpoint, key string, body string) NewCallout {
+	return NewCallout{
+		Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,
+		Path: "/v1/charges", Query: "a=1",
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   []byte(body), IdempotencyKey: key, SourceRecord: "001000000000001AAA",
+	}
+}
+
+var (
+	claimOpts = ClaimOptions{Batch: 10, Lease: testLease}
+	enqOpts   = EnqueueOptions{}
+)
+
+// failure is a retryable attempt that counts toward the breaker.
+func failure(next time.Time) Completion {
+	return Completion{
+		Action: ActionRetry, CountsTowardBreaker: true, NextAttemptAt: next,
+		Attempt:  &Attempt{StartedAt: t0, Duration: time.Second, Status: 503, Outcome: policy.Retryable, Error: "status_5xx"},
+		Response: &Response{Status: 503, Body: []byte("unavailable")}, Error: "status_5xx",
+	}
+}
+
+// success is a 2xx attempt that ends the callout.
+func success() Completion {
+	return Completion{
+		Action:   ActionSucceed,
+		Attempt:  &Attempt{StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success},
+		Response: &Response{Status: 201, Header: http.Header{"X-Id": {"7"}}, Body: []byte(`{"id":7}`)},
+	}
+}
+
+// mustEnqueue enqueues n callouts due now and returns their ids.
+func mustEnqueue(t *testing.T, s *Store, endpoint string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		r, err := s.Enqueue(ctxT(t), req(endpoint, "", "{}"), enqOpts)
+		if err != nil {
+			t.Fatalf("enqueue %d: %v", i, err)
+		}
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// mustClaim claims and fails the test on error.
+func mustClaim(t *testing.T, s *Store, endpoint string, opts ClaimOptions) ClaimResult {
+	t.Helper()
+	r, err := s.Claim(ctxT(t), endpoint, opts)
+	if err != nil {
+		t.Fatalf("claim %s: %v", endpoint, err)
+	}
+	return r
+}
+
+// mustComplete completes and fails the test on error.
+func mustComplete(t *testing.T, s *Store, c *Claimed, comp Completion) CompleteResult {
+	t.Helper()
+	r, err := s.Complete(ctxT(t), c, comp)
+	if err != nil {
+		t.Fatalf("complete %s: %v", c.ID, err)
+	}
+	return r
+}
+
+// mustGet gets a callout and fails the test on error.
+func mustGet(t *testing.T, s *Store, id string) *Callout {
+	t.Helper()
+	c, err := s.Get(ctxT(t), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return c
+}
+
+// mustState reads an endpoint's state.
+func mustState(t *testing.T, s *Store, endpoint string) EndpointState {
+	t.Helper()
+	st, err := s.EndpointState(ctxT(t), endpoint)
+	if err != nil {
+		t.Fatalf("endpoint state %s: %v", endpoint, err)
+	}
+	return st
+}
+
+// openBreaker drives n counting failures through endpoint and returns the
+// result of the last.
+func openBreaker(t *testing.T, e *env, s *Store, endpoint string, n int) CompleteResult {
+	t.Helper()
+	var last CompleteResult
+	for i := range n {
+		mustEnqueue(t, s, endpoint, 1)
+		cl := mustClaim(t, s, endpoint, ClaimOptions{Batch: 1, Lease: testLease})
+		if len(cl.Claimed) != 1 {
+			t.Fatalf("failure %d: claimed %d (gate %+v)", i, len(cl.Claimed), cl.Gate)
+		}
+		last = mustComplete(t, s, cl.Claimed[0], failure(e.clk.Now().Add(time.Hour)))
+	}
+	return last
+}
+
+func wantErr(t *testing.T, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("error = %v, want %v", err, target)
+	}
+}
+
+// pttl returns a key's remaining TTL (-1: none, -2: no key).
+func pttl(t *testing.T, e *env, key string) time.Duration {
+	t.Helper()
+	d, err := e.b.Client.PTTL(ctxT(t), key).Result()
+	if err != nil {
+		t.Fatalf("pttl %s: %v", key, err)
+	}
+	return d
+}

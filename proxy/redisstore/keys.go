@@ -1,0 +1,182 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
+)
+
+// The Redis data model. Every key of one endpoint carries the hash tag of the
+// endpoint's shard, {sN} with N = crc32.ChecksumIEEE(endpoint) % Shards, so
+// all keys one script touches are in one Redis Cluster slot; every script
+// receives every key it touches in KEYS (DESIGN.md "Redis data model").
+// These are all of the proxy's keys; no other package names a Redis key.
+//
+//	cp:{sN}:c:{id}        HASH  one callout's small fields (the f* constants
+//	                            in record.go). Every value is short, so Redis
+//	                            keeps the hash in its compact listpack
+//	                            encoding (values of at most 64 bytes by
+//	                            default): that is why headers are one field
+//	                            each and the large parts have keys of their
+//	                            own, below. A pending callout with an empty
+//	                            body costs about 850 bytes in all (record,
+//	                            due entry, reservation; TestPendingCalloutMemory).
+//	cp:{sN}:c:{id}:b      STRING the request body, raw (absent when empty).
+//	cp:{sN}:c:{id}:l      STRING the attempt log, one JSON object per line,
+//	                            appended (absent before the first attempt).
+//	cp:{sN}:c:{id}:r      STRING the last upstream response: "status cut\n"
+//	                            header JSON "\n" body (capped) (absent before
+//	                            the first response).
+//	                            TTL of all four: none while pending
+//	                            (scheduled, held, in_flight); succeeded or
+//	                            failed: the idempotency retention (24 h);
+//	                            dead_lettered: the dead-letter retention
+//	                            (720 h). Set together in one script.
+//	cp:{sN}:due:{ep}      ZSET  callout id -> due time (Unix ms): scheduled
+//	                            AND held callouts. Held ones are simply not
+//	                            claimed while the endpoint's gate is shut.
+//	                            No TTL.
+//	cp:{sN}:lease:{ep}    ZSET  callout id -> lease expiry (Unix ms) of
+//	                            in_flight callouts. No TTL.
+//	cp:{sN}:ep:{ep}       HASH  endpoint state: circuit breaker, pause,
+//	                            disable, outage, backlog bytes (the e*
+//	                            constants in record.go). No TTL.
+//	cp:{sN}:dl:{ep}       ZSET  callout id -> dead-lettered at (Unix ms):
+//	                            the index for listing dead letters; entries
+//	                            older than the dead-letter retention are
+//	                            pruned whenever a new dead letter is added.
+//	                            No TTL.
+//	cp:{sN}:idem:{ep}:{h} HASH  idempotency reservation {id, fp}; h is
+//	                            base64url(sha256(issuer "\x00" key)), so the
+//	                            scope is (issuer, endpoint, key) (SPEC §5).
+//	                            TTL: the same as its callout's, set in the
+//	                            same script.
+//	cp:endpoints          SET   names of every endpoint this store has seen.
+//	                            Not hash-tagged (it lives in its own slot and
+//	                            no script touches it); read only by the
+//	                            backlog gatherer and the admin API. No TTL.
+const (
+	// Shards is the number of endpoint shards (hash tags).
+	Shards = 128
+	// keyPrefix starts every key.
+	keyPrefix = "cp:"
+	// endpointsKey is the SET of endpoint names seen.
+	endpointsKey = keyPrefix + "endpoints"
+)
+
+// IDLen is the length of a callout id: two hex digits of the shard and 22
+// base64url characters of 16 random bytes.
+const IDLen = 24
+
+// ShardOf returns the shard (0 … Shards-1) of an endpoint:
+// crc32.ChecksumIEEE(endpoint) % Shards.
+func ShardOf(endpoint string) int {
+	return int(crc32.ChecksumIEEE([]byte(endpoint)) % Shards)
+}
+
+// NewCalloutID returns a fresh callout id for endpoint: two lowercase hex
+// digits of the endpoint's shard followed by base64url (RFC 4648 §5, no
+// padding) of 16 bytes read from rnd — 128 random bits, URL-safe, IDLen (24)
+// characters (SPEC §2 "Callout-Id"). The shard prefix lets
+// GET /v1/callouts/{id} find the record from the id alone. It returns an
+// error only when rnd fails.
+func NewCalloutID(endpoint string, rnd io.Reader) (string, error) {
+	var b [16]byte
+	if _, err := io.ReadFull(rnd, b[:]); err != nil {
+		return "", fmt.Errorf("redisstore: callout id: %w", err)
+	}
+	return fmt.Sprintf("%02x", ShardOf(endpoint)) + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// ShardOfID returns the shard encoded in a callout id, and false when id is
+// not shaped like one NewCalloutID makes (length, lowercase hex shard below
+// Shards, canonical base64url of 16 bytes).
+func ShardOfID(id string) (int, bool) {
+	if len(id) != IDLen {
+		return 0, false
+	}
+	for _, c := range id[:2] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(id[:2], 16, 8)
+	if err != nil || n >= Shards {
+		return 0, false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(id[2:])
+	if err != nil || len(b) != 16 {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// tag returns the hash tag of shard n, e.g. "{s17}".
+func tag(n int) string { return "{s" + strconv.Itoa(n) + "}" }
+
+// epKeys are the per-endpoint keys of one endpoint.
+type epKeys struct {
+	endpoint string
+	tag      string
+	due      string
+	lease    string
+	ep       string
+	dl       string
+}
+
+func keysOf(endpoint string) epKeys {
+	t := keyPrefix + tag(ShardOf(endpoint)) + ":"
+	return epKeys{
+		endpoint: endpoint,
+		tag:      t,
+		due:      t + "due:" + endpoint,
+		lease:    t + "lease:" + endpoint,
+		ep:       t + "ep:" + endpoint,
+		dl:       t + "dl:" + endpoint,
+	}
+}
+
+// callout returns the record key of a callout of this endpoint.
+func (k epKeys) callout(id string) string { return k.tag + "c:" + id }
+
+// parts returns the record key of a callout and its body, attempt-log and
+// response keys, in that order (the order the scripts take them in).
+func (k epKeys) parts(id string) []string { return partKeys(k.callout(id)) }
+
+// partKeys returns a record key and its body, attempt-log and response keys.
+func partKeys(c string) []string { return []string{c, c + ":b", c + ":l", c + ":r"} }
+
+// idem returns the idempotency reservation key of (issuer, this endpoint,
+// key), or "" when key is empty (no reservation).
+func (k epKeys) idem(issuer, key string) string {
+	if key == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(issuer + "\x00" + key))
+	return k.tag + "idem:" + k.endpoint + ":" + base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+// calloutKeyOfID returns the record key of a callout id, and false when the
+// id is malformed.
+func calloutKeyOfID(id string) (string, bool) {
+	n, ok := ShardOfID(id)
+	if !ok {
+		return "", false
+	}
+	return keyPrefix + tag(n) + ":c:" + id, true
+}
+
+// Fingerprint returns the request fingerprint of SPEC §5: base64url (no
+// padding) of SHA-256 over the method, path, query and body bytes, each
+// length-prefixed so no two requests share one. Content-Type is ignored.
+func Fingerprint(method, path, query string, body []byte) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(method), []byte(path), []byte(query), body} {
+		_, _ = fmt.Fprintf(h, "%d:", len(part))
+		_, _ = h.Write(part)
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,217 @@
+package redisstore
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+)
+
+func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		nc := req("payment-api", "key-1", `{"amount":100}`)
+		res, err := s.Begin(ctxT(t), nc, BeginOptions{Lease: testLease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := res.Claimed
+		if cl == nil || cl.Kind != KindFirst || cl.Attempt != 1 || !cl.FirstAttemptAt.Equal(t0) {
+			t.Fatalf("claimed = %+v, want first attempt 1 at t0", cl)
+		}
+		if !cl.LeaseExpiresAt.Equal(t0.Add(testLease)) || cl.IdempotencyKey != "key-1" {
+			t.Fatalf("lease/key = %v %q", cl.LeaseExpiresAt, cl.IdempotencyKey)
+		}
+		k := keysOf("payment-api")
+		if d := pttl(t, e, k.callout(cl.ID)); d != -1 {
+			t.Fatalf("pending callout TTL = %v, want none", d)
+		}
+		e.clk.Advance(time.Second)
+		r := mustComplete(t, s, cl, success())
+		if r.State != Succeeded || r.Attempts != 1 {
+			t.Fatalf("result = %+v", r)
+		}
+		for _, key := range []string{k.callout(cl.ID), k.idem(nc.Issuer, nc.IdempotencyKey)} {
+			if d := pttl(t, e, key); d <= day-time.Minute || d > day {
+				t.Fatalf("%s TTL = %v, want ~24h", key, d)
+			}
+		}
+		got := mustGet(t, s, cl.ID)
+		wantLog := []Attempt{{N: 1, Kind: KindFirst, StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success}}
+		if !reflect.DeepEqual(got.AttemptLog, wantLog) {
+			t.Fatalf("attempt log = %+v, want %+v", got.AttemptLog, wantLog)
+		}
+		if got.State != Succeeded || !got.FinishedAt.Equal(t0.Add(time.Second)) || got.Response == nil ||
+			got.Response.Status != 201 || string(got.Response.Body) != `{"id":7}` || got.Response.Header.Get("X-Id") != "7" {
+			t.Fatalf("record = %+v (response %+v)", got, got.Response)
+		}
+		if string(got.Body) != `{"amount":100}` || got.Header.Get("Content-Type") != "application/json" ||
+			got.Query != "a=1" || got.SourceRecord != "001000000000001AAA" || got.Fingerprint != Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body) {
+			t.Fatalf("request fields = %+v", got)
+		}
+		if items, bytes, err := s.Backlog(ctxT(t), "payment-api"); err != nil || items != 0 || bytes != 0 {
+			t.Fatalf("backlog = %d items %d bytes %v, want 0 0", items, bytes, err)
+		}
+		if e.b.Mini != nil {
+			e.b.Mini.FastForward(day + time.Second)
+			_, err := s.Get(ctxT(t), cl.ID)
+			wantErr(t, err, ErrNotFound)
+			if e.b.Mini.Exists(k.idem(nc.Issuer, nc.IdempotencyKey)) {
+				t.Fatal("idempotency key outlived its TTL")
+			}
+		}
+	})
+}
+
+func TestResponseBodyCapped(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store() // cap 16 bytes
+		res, err := s.Begin(ctxT(t), req("cap-api", "k", "x"), BeginOptions{Lease: testLease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := success()
+		c.Response.Body = []byte("0123456789abcdefTAIL")
+		mustComplete(t, s, res.Claimed, c)
+		got := mustGet(t, s, res.Claimed.ID).Response
+		if string(got.Body) != "0123456789abcdef" || !got.Truncated {
+			t.Fatalf("response = %q truncated=%v", got.Body, got.Truncated)
+		}
+	})
+}
+
+func TestEnqueueThenClaimRespectsDueTime(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		r, err := s.Enqueue(ctxT(t), req("due-api", "", "{}"), EnqueueOptions{DueAt: t0.Add(10 * time.Second)})
+		if err != nil || r.State != Scheduled || !r.DueAt.Equal(t0.Add(10*time.Second)) {
+			t.Fatalf("enqueue = %+v, %v", r, err)
+		}
+		if got := mustClaim(t, s, "due-api", claimOpts); len(got.Claimed) != 0 {
+			t.Fatalf("claimed %d before due", len(got.Claimed))
+		}
+		if c := mustGet(t, s, r.ID); c.State != Scheduled || c.Attempts != 0 || !c.NextAttemptAt.Equal(r.DueAt) {
+			t.Fatalf("scheduled record = %+v", c)
+		}
+		e.clk.Advance(10 * time.Second)
+		got := mustClaim(t, s, "due-api", claimOpts)
+		if len(got.Claimed) != 1 {
+			t.Fatalf("claimed %d at due time", len(got.Claimed))
+		}
+		c := got.Claimed[0]
+		if c.ID != r.ID || c.Kind != KindFirst || c.Attempt != 1 || !c.FirstAttemptAt.Equal(e.clk.Now()) ||
+			!c.DueAt.Equal(r.DueAt) || !c.StartedAt.Equal(e.clk.Now()) ||
+			c.Method != http.MethodPost || c.Path != "/v1/charges" || string(c.Body) != "{}" {
+			t.Fatalf("claimed = %+v", c)
+		}
+		if rec := mustGet(t, s, r.ID); rec.State != InFlight || rec.Attempts != 1 || !rec.LeaseExpiresAt.Equal(e.clk.Now().Add(testLease)) {
+			t.Fatalf("in-flight record = %+v", rec)
+		}
+	})
+}
+
+func TestClaimNeverReturnsMoreThanBatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		mustEnqueue(t, s, "batch-api", 25)
+		seen := map[string]bool{}
+		for i, want := range []int{10, 10, 5, 0} {
+			got := mustClaim(t, s, "batch-api", ClaimOptions{Batch: 10, Lease: testLease})
+			if len(got.Claimed) != want {
+				t.Fatalf("round %d: claimed %d, want %d", i, len(got.Claimed), want)
+			}
+			for _, c := range got.Claimed {
+				if seen[c.ID] {
+					t.Fatalf("round %d: %s claimed twice", i, c.ID)
+				}
+				seen[c.ID] = true
+			}
+		}
+	})
+}
+
+func TestRetryReschedulesAndCountsAttemptsAtClaim(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		mustEnqueue(t, s, "retry-api", 1)
+		c := mustClaim(t, s, "retry-api", claimOpts).Claimed[0]
+		next := e.clk.Now().Add(5 * time.Second)
+		r := mustComplete(t, s, c, failure(next))
+		if r.State != Scheduled || r.Attempts != 1 {
+			t.Fatalf("result = %+v", r)
+		}
+		rec := mustGet(t, s, c.ID)
+		if !rec.NextAttemptAt.Equal(next) || rec.LastError != "status_5xx" || rec.Response.Status != 503 || len(rec.AttemptLog) != 1 {
+			t.Fatalf("record = %+v", rec)
+		}
+		if got := mustClaim(t, s, "retry-api", claimOpts); len(got.Claimed) != 0 {
+			t.Fatal("claimed before the retry was due")
+		}
+		e.clk.Advance(5 * time.Second)
+		c2 := mustClaim(t, s, "retry-api", claimOpts).Claimed[0]
+		if c2.ID != c.ID || c2.Attempt != 2 || c2.Kind != KindRetry || !c2.FirstAttemptAt.Equal(t0) {
+			t.Fatalf("second claim = %+v", c2)
+		}
+		if rec := mustGet(t, s, c.ID); rec.Attempts != 2 || !rec.NextAttemptAt.IsZero() {
+			t.Fatalf("attempts at claim = %d, next = %v", rec.Attempts, rec.NextAttemptAt)
+		}
+	})
+}
+
+func TestDeadLetterIndexedWithTTL(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		nc := req("dl-api", "dl-key", "{}")
+		r, err := s.Enqueue(ctxT(t), nc, enqOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := mustClaim(t, s, "dl-api", claimOpts).Claimed[0]
+		comp := failure(time.Time{})
+		comp.Action, comp.Reason = ActionDeadLetter, ReasonExhausted
+		res := mustComplete(t, s, c, comp)
+		if res.State != DeadLettered || !res.NotifyOwner {
+			t.Fatalf("result = %+v, want dead_lettered and notify (first dead letter of the outage)", res)
+		}
+		k := keysOf("dl-api")
+		for _, key := range []string{k.callout(r.ID), k.idem(nc.Issuer, nc.IdempotencyKey)} {
+			if d := pttl(t, e, key); d <= 30*day-time.Minute || d > 30*day {
+				t.Fatalf("%s TTL = %v, want ~720h", key, d)
+			}
+		}
+		page, err := s.DeadLetters(ctxT(t), DeadLetterQuery{Endpoint: "dl-api"})
+		if err != nil || len(page.Items) != 1 || page.Next != "" {
+			t.Fatalf("dead letters = %+v, %v", page, err)
+		}
+		dl := page.Items[0]
+		if dl.ID != r.ID || dl.Reason != ReasonExhausted || dl.Status != 503 || !dl.DeadLetteredAt.Equal(t0) || dl.Attempts != 1 {
+			t.Fatalf("dead letter = %+v", dl)
+		}
+		if rec := mustGet(t, s, r.ID); rec.DeadLetterReason != ReasonExhausted || rec.State != DeadLettered {
+			t.Fatalf("record = %+v", rec)
+		}
+		// A second dead letter in the same outage does not notify again.
+		mustEnqueue(t, s, "dl-api", 1)
+		c2 := mustClaim(t, s, "dl-api", claimOpts).Claimed[0]
+		if res := mustComplete(t, s, c2, comp); res.NotifyOwner {
+			t.Fatal("owner notified twice in one outage")
+		}
+	})
+}
+
+func TestNotDispatchedCompletionUndoesCount(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		mustEnqueue(t, s, "nd-api", 1)
+		c := mustClaim(t, s, "nd-api", claimOpts).Claimed[0]
+		res := mustComplete(t, s, c, Completion{Action: ActionDeadLetter, Reason: ReasonExhausted})
+		if res.State != DeadLettered || res.Attempts != 0 || res.Breaker.ConsecutiveFailures != 0 {
+			t.Fatalf("result = %+v", res)
+		}
+		if rec := mustGet(t, s, c.ID); len(rec.AttemptLog) != 0 {
+			t.Fatalf("attempt log = %+v, want empty", rec.AttemptLog)
+		}
+	})
+}

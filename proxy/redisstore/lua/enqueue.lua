@@ -1,0 +1,36 @@
+-- enqueue.lua: create a callout whose first attempt the dispatcher makes:
+-- `scheduled` at a due time, or `held` when the gate is shut (breaker open,
+-- probe out, endpoint paused). Same idempotency and cap checks as begin.lua.
+-- A replay chain (SPEC §8) takes over the reservation held by the dead
+-- letter it replays.
+--
+-- KEYS: 1 callout record, 2 its body, 3 due, 4 lease, 5 endpoint hash,
+--       6 idempotency key (optional)
+-- ARGV: 1 now ms, 2 id, 3 fingerprint, 4 body, 5 max items (0: no cap),
+--       6 max bytes (0: no cap), 7 due ms, 8 replay_of id or '',
+--       9 stale id (a reservation held by it counts as free),
+--       10.. the request's field/value pairs
+-- Returns one of:
+--   {'exists', id, fingerprint}, {'disabled'}, {'backlog_full'}
+--   {'created', state, gate, due}            state 'scheduled' or 'held'
+local c, b, due, lease, ep, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local now = tonumber(ARGV[1])
+local id, fp, body = ARGV[2], ARGV[3], ARGV[4]
+
+local ex = idem_lookup(idem, ARGV[9], ARGV[8])
+if ex then return {'exists', ex[1], ex[2]} end
+local g, g_until = gate(ep, now)
+if g == 'disabled' then return {'disabled'} end
+if backlog_full(due, lease, ep, tonumber(ARGV[5]), tonumber(ARGV[6]), #body) then
+  return {'backlog_full'}
+end
+
+create(c, b, ep, idem, id, fp, body, 10)
+local state, at = 'scheduled', ARGV[7]
+if shut(g) then
+  state = 'held'
+  if g_until > tonumber(at) then at = str(g_until) end
+end
+redis.call('HSET', c, 's', state, 'na', at)
+redis.call('ZADD', due, at, id)
+return {'created', state, g, at}

@@ -1,0 +1,257 @@
+// Package redisstore is the proxy's durable state in Redis: the per-endpoint
+// delay queue with leases, the callout records, the idempotency
+// reservations, the per-endpoint gate (circuit breaker, pause, disable,
+// backlog) and the dead-letter index (SPEC.md §3–§7, DESIGN.md "Redis data
+// model"). All Redis keys and Lua scripts of the proxy live here: keys.go
+// documents every key once, lua/ holds one file per script.
+//
+// Every key of one endpoint shares a hash tag and every script receives all
+// keys it touches in KEYS, so the store works unchanged on a single node,
+// Redis Cluster and the embedded miniredis. Time always comes from the
+// injected clock and is passed to scripts in ARGV (never TIME).
+//
+// A callout's life: Begin (synchronous first attempt, leased to the
+// ingress) or Enqueue (scheduled or held); Claim leases due callouts to a
+// dispatcher worker; Complete fences on the lease token and acks,
+// reschedules, continues inline or dead-letters, updating the breaker in
+// the same script; Reap returns expired leases.
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors returned by the store. Test with errors.Is.
+var (
+	// ErrUnavailable: Redis could not be reached or is not serving (network
+	// error, closed client, pool timeout, LOADING, CLUSTERDOWN, MASTERDOWN,
+	// TRYAGAIN, READONLY). The ingress answers 503 store-unavailable
+	// (SPEC §4). The underlying error is wrapped too.
+	ErrUnavailable = errors.New("redisstore: store unavailable")
+	// ErrNotFound: no callout with that id (or a malformed id).
+	ErrNotFound = errors.New("redisstore: callout not found")
+	// ErrStaleLease: the lease token is no longer the callout's current one
+	// (the lease expired and was reaped, or the callout finished); nothing
+	// was changed. A worker getting it must drop the result.
+	ErrStaleLease = errors.New("redisstore: stale lease")
+	// ErrDisabled: the endpoint is disabled; nothing was created (SPEC §4, §6).
+	ErrDisabled = errors.New("redisstore: endpoint disabled")
+	// ErrBacklogFull: the endpoint's backlog cap (Limits) is reached;
+	// nothing was created (DESIGN "Fairness").
+	ErrBacklogFull = errors.New("redisstore: endpoint backlog full")
+	// ErrNotDeadLettered: Discard of a callout that is not a dead letter.
+	ErrNotDeadLettered = errors.New("redisstore: callout is not a dead letter")
+)
+
+// Options configures a Store. The zero value works.
+type Options struct {
+	// Now is the clock; every time the store writes comes from it.
+	// Default time.Now.
+	Now func() time.Time
+	// Rand is the source of callout ids and lease tokens (16 bytes each).
+	// It need not be safe for concurrent use. Default crypto/rand.Reader.
+	Rand io.Reader
+	// ResponseBodyCap is the most bytes of an upstream response body kept
+	// on a callout record (SPEC §5 "a stored body is kept only up to a
+	// cap"). Zero: 64 KiB. Negative: no body is kept.
+	ResponseBodyCap int64
+	// IdempotencyRetention is the TTL of a succeeded or failed callout and
+	// its reservation (policy idempotency_retention, SPEC §5). Default 24h.
+	IdempotencyRetention time.Duration
+	// DeadLetterRetention is the TTL of a dead letter and its reservation
+	// (policy dead_letter_retention, SPEC §7). Default 720h.
+	DeadLetterRetention time.Duration
+	// Logger receives the store's rare warnings. Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
+const DefaultResponseBodyCap = 64 << 10
+
+// maxBatch bounds one claim, reap or drain script run.
+const maxBatch = 1000
+
+// Store is the Redis store. It is safe for concurrent use.
+type Store struct {
+	rdb     redis.UniversalClient
+	now     func() time.Time
+	randMu  sync.Mutex
+	rand    io.Reader
+	bodyCap int64
+	idemTTL time.Duration
+	dlTTL   time.Duration
+	log     *slog.Logger
+	lua     scripts
+	// seen remembers endpoints already added to cp:endpoints by this Store.
+	seen sync.Map
+}
+
+// New returns a Store on client (a *redis.Client or *redis.ClusterClient),
+// filling Options defaults. It does not contact Redis (see Ping).
+func New(client redis.UniversalClient, opts Options) *Store {
+	lua, err := loadScripts()
+	if err != nil {
+		panic(err) // the scripts are embedded: a build defect, not a runtime condition
+	}
+	s := &Store{
+		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
+		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
+		log: opts.Logger, lua: lua,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	if s.bodyCap == 0 {
+		s.bodyCap = DefaultResponseBodyCap
+	}
+	if s.idemTTL <= 0 {
+		s.idemTTL = 24 * time.Hour
+	}
+	if s.dlTTL <= 0 {
+		s.dlTTL = 720 * time.Hour
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// Ping checks that Redis answers. It returns ErrUnavailable when not.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.wrap("ping", s.rdb.Ping(ctx).Err())
+}
+
+// Endpoints returns the names of every endpoint this store has created a
+// callout for (the cp:endpoints set), unordered.
+func (s *Store) Endpoints(ctx context.Context) ([]string, error) {
+	v, err := s.rdb.SMembers(ctx, endpointsKey).Result()
+	return v, s.wrap("endpoints", err)
+}
+
+// remember adds endpoint to cp:endpoints once per Store. The set is in its
+// own slot, so it cannot join the create script; a failure is logged and
+// retried on the next create.
+func (s *Store) remember(ctx context.Context, endpoint string) {
+	if _, ok := s.seen.Load(endpoint); ok {
+		return
+	}
+	if err := s.rdb.SAdd(ctx, endpointsKey, endpoint).Err(); err != nil {
+		s.log.Warn("redisstore: remember endpoint", "endpoint", endpoint, "err", err)
+		return
+	}
+	s.seen.Store(endpoint, struct{}{})
+}
+
+// token returns 16 random bytes as base64url (22 characters): a lease or
+// probe token.
+func (s *Store) token() (string, error) {
+	var b [16]byte
+	s.randMu.Lock()
+	_, err := io.ReadFull(s.rand, b[:])
+	s.randMu.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("redisstore: token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// newID returns a fresh callout id for endpoint.
+func (s *Store) newID(endpoint string) (string, error) {
+	s.randMu.Lock()
+	defer s.randMu.Unlock()
+	return NewCalloutID(endpoint, s.rand)
+}
+
+// run runs a script and wraps its error.
+func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []string, args ...any) (any, error) {
+	v, err := sc.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return nil, s.wrap(op, err)
+	}
+	return v, nil
+}
+
+// wrap turns a Redis error into the store's: connection-level failures
+// wrap ErrUnavailable; context cancellation and script/reply errors are
+// wrapped as they are. nil stays nil.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if unavailable(err) {
+		return fmt.Errorf("redisstore: %s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}
+
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, redis.Nil) {
+		return false
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return redis.IsLoadingError(err) || redis.IsClusterDownError(err) ||
+			redis.IsMasterDownError(err) || redis.IsTryAgainError(err) || redis.IsReadOnlyError(err)
+	}
+	return true // network errors, EOF, closed client, pool timeout, deadline
+}
+
+// Reply decoding helpers for script results (RESP arrays of strings and
+// integers; nil for absent hash fields).
+
+func replyStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	default:
+		return ""
+	}
+}
+
+func replyInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	default:
+		return 0
+	}
+}
+
+func replyArr(v any) []any {
+	a, _ := v.([]any)
+	return a
+}
+
+// replyN returns a script's array reply, checking it has at least n
+// elements (a shorter one means the script and this code disagree).
+func replyN(op string, v any, n int) ([]any, error) {
+	a := replyArr(v)
+	if len(a) < n {
+		return nil, fmt.Errorf("redisstore: %s: unexpected reply %v", op, v)
+	}
+	return a, nil
+}
+
+// msArg formats a time as the Unix ms argument of a script.
+func msArg(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+func durMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
