@@ -55,6 +55,13 @@ type Policy struct {
 	// MaxResponseBytes is the largest upstream response body buffered, in
 	// bytes; a larger one is a permanent failure. Default 12582912.
 	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
+	// MaxBacklogItems caps one endpoint's pending callouts (scheduled, held,
+	// in flight); past it new callouts are rejected backlog-full. Default
+	// 100000.
+	MaxBacklogItems int64 `yaml:"max_backlog_items" json:"max_backlog_items"`
+	// MaxBacklogBytes caps the request-body bytes of one endpoint's pending
+	// callouts. Default 1073741824 (1 GiB).
+	MaxBacklogBytes int64 `yaml:"max_backlog_bytes" json:"max_backlog_bytes"`
 }
 
 // Defaults returns the contract's default policy (SPEC.md §10).
@@ -76,5 +83,7 @@ func Defaults() Policy {
 		IdempotencyRetention: 24 * time.Hour,
 		MaxRequestBytes:      12 << 20,
 		MaxResponseBytes:     12 << 20,
+		MaxBacklogItems:      100000,
+		MaxBacklogBytes:      1 << 30,
 	}
 }

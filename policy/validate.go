@@ -72,5 +72,11 @@ func (p Policy) Validate() error {
 	if p.MaxResponseBytes < 1 {
 		bad("max_response_bytes", "must be at least 1 byte")
 	}
+	if p.MaxBacklogItems < 1 {
+		bad("max_backlog_items", "must be at least 1")
+	}
+	if p.MaxBacklogBytes < 1 {
+		bad("max_backlog_bytes", "must be at least 1 byte")
+	}
 	return errors.Join(errs...)
 }

@@ -108,6 +108,8 @@ func TestValidateAllProblems(t *testing.T) {
 		"policy.idempotency_retention: must be a positive duration",
 		"policy.max_request_bytes: must be at least 1 byte",
 		"policy.max_response_bytes: must be at least 1 byte",
+		"policy.max_backlog_items: must be at least 1",
+		"policy.max_backlog_bytes: must be at least 1 byte",
 	}
 	if got := strings.Split(err.Error(), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Validate() lines:\n%s\nwant:\n%s", err, strings.Join(want, "\n"))

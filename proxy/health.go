@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 )
 
 // handleHealthz answers 200 while the process serves HTTP (liveness).
@@ -41,4 +43,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// storeCheckTimeout bounds a readiness check of Redis, so a hung Redis
+// cannot make /readyz slower than a probe's timeout.
+const storeCheckTimeout = time.Second
+
+// pingStore asks Redis for a PONG within storeCheckTimeout.
+func (s *Server) pingStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	return s.d.Store.Ping(ctx)
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,7 +10,9 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
@@ -21,92 +22,96 @@ import (
 const calloutPrefix = "/callout/"
 
 // handleCallout serves ANY /callout/{endpoint}/{path...} (SPEC §4): auth
-// before the body is read, the allow-list, path checks, the body limit, one
-// attempt, and the outcome class on every answer.
+// before the body is read, the allow-list, path and key checks, the body
+// limit, then the read or the write path. Every answer carries its outcome.
 func (s *Server) handleCallout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name, suffix, err := splitCalloutPath(r.URL.EscapedPath())
+		in, err := s.admitRequest(w, r)
 		if err != nil {
-			s.reject(w, r, "", err)
-			return
-		}
-		caller, err := s.d.Callers.Verify(r.Header.Get("Authorization"))
-		if err != nil {
-			s.reject(w, r, "", err)
-			return
-		}
-		ep, ok := s.d.Config.Endpoint(name)
-		if !ok {
-			s.reject(w, r, "", problem.Errorf(problem.UnknownEndpoint,
-				"endpoint "+strconv.Quote(name)+" is not configured"))
-			return
-		}
-		if err := s.d.Callers.AllowedOn(caller, ep); err != nil {
-			s.reject(w, r, ep.Name, err)
-			return
-		}
-		if _, err := forward.UpstreamURL(ep.BaseURL, suffix, r.URL.RawQuery); err != nil {
-			s.reject(w, r, ep.Name, err)
-			return
-		}
-		if isWrite(r.Method) {
-			if err := s.pingStore(r.Context()); err != nil {
-				s.reject(w, r, ep.Name, problem.Wrap(problem.StoreUnavailable,
-					"the callout store (Redis) is unreachable; writes are not forwarded", err))
-				return
+			endpoint := ""
+			if in != nil {
+				endpoint = in.ep.Name
 			}
-		}
-		body, err := readBody(w, r, s.d.Config.Policy.MaxRequestBytes)
-		if err != nil {
-			s.reject(w, r, ep.Name, err)
+			s.reject(w, r, endpoint, err)
 			return
 		}
-		req := &forward.Request{
-			Method: r.Method, Path: suffix, RawQuery: r.URL.RawQuery,
-			Header: r.Header, Body: body,
-		}
-		ctx := r.Context()
-		if isWrite(r.Method) {
-			// A write's attempt runs to its own limit even if the caller
-			// hangs up: its outcome must be recorded.
-			ctx = context.WithoutCancel(ctx)
-		}
-		att := s.d.Upstream.Do(ctx, ep, req)
-		var pe *problem.Error
-		if errors.As(att.Err, &pe) {
-			// Refused before anything was dispatched (blocked address,
-			// unresolvable injected header): not an attempt.
-			s.reject(w, r, ep.Name, pe)
+		if dispatch.IsWrite(r.Method) || in.prefs.respondAsync {
+			s.write(w, r, in)
 			return
 		}
-		cls := s.observe(ep, att, "first")
-		s.respond(w, ep, att, cls)
+		s.read(w, r, in)
 	}
 }
 
-// storeCheckTimeout bounds one reachability check of Redis (/readyz and
-// the write path), so a hung Redis answers 503 store-unavailable well within
-// Apex's default 10 s callout timeout and a probe's timeout.
-const storeCheckTimeout = time.Second
+// inbound is a callout request that passed every check before dispatch.
+type inbound struct {
+	ep     *config.Endpoint
+	caller auth.Caller
+	suffix string
+	key    string
+	source string
+	prefs  preferences
+	body   []byte
+	start  time.Time
+}
 
-// pingStore checks that Redis answers within storeCheckTimeout.
-func (s *Server) pingStore(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
-	defer cancel()
-	return s.d.Store.Ping(ctx)
+// request is the forwarder's view of in.
+func (in *inbound) request(r *http.Request) *forward.Request {
+	return &forward.Request{Method: r.Method, Path: in.suffix, RawQuery: r.URL.RawQuery,
+		Header: r.Header, Body: in.body}
+}
+
+// admitRequest runs the checks of SPEC §4 that come before dispatch, in an
+// order that reads the body last: path, token, endpoint, issuer, escape,
+// key rules, source record, then the body within max_request_bytes. The
+// returned inbound is non-nil once the endpoint is known.
+func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound, error) {
+	name, suffix, err := splitCalloutPath(r.URL.EscapedPath())
+	if err != nil {
+		return nil, err
+	}
+	caller, err := s.d.Callers.Verify(r.Header.Get("Authorization"))
+	if err != nil {
+		return nil, err
+	}
+	ep, ok := s.d.Config.Endpoint(name)
+	if !ok {
+		return nil, problem.Errorf(problem.UnknownEndpoint, "endpoint "+strconv.Quote(name)+" is not configured")
+	}
+	in := &inbound{ep: ep, caller: caller, suffix: suffix, start: s.d.Now(),
+		prefs: parsePrefer(r.Header.Values("Prefer"))}
+	if err := s.d.Callers.AllowedOn(caller, ep); err != nil {
+		return in, err
+	}
+	if _, err := forward.UpstreamURL(ep.BaseURL, suffix, r.URL.RawQuery); err != nil {
+		return in, err
+	}
+	if in.key, err = parseIdempotencyKey(r.Header.Values("Idempotency-Key")); err != nil {
+		return in, err
+	}
+	if in.key == "" && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
+		return in, problem.Errorf(problem.IdempotencyKeyMissing, r.Method+
+			" needs an Idempotency-Key header (SPEC §4: POST and PATCH are not idempotent, so the proxy "+
+			"only retries them with a key the upstream can deduplicate on)")
+	}
+	if in.source, err = sourceRecord(r.Header.Get("Callout-Source-Record")); err != nil {
+		return in, err
+	}
+	if in.body, err = readBody(w, r, s.d.Config.Policy.MaxRequestBytes); err != nil {
+		return in, err
+	}
+	return in, nil
 }
 
 // observe classifies an attempt, counts it in the metrics and logs it.
-func (s *Server) observe(ep *config.Endpoint, att forward.Attempt, kind string) policy.Classification {
+func (s *Server) observe(ep *config.Endpoint, calloutID string, att forward.Attempt, kind string) policy.Classification {
+	cls := s.d.Metrics.Observe(ep.Name, kind, att)
 	status := 0
 	if att.Response != nil {
 		status = att.Response.Status
 	}
-	cls := policy.Classify(status, att.Err)
-	s.d.Metrics.Attempts.WithLabelValues(ep.Name, string(cls.Outcome), kind).Inc()
-	s.d.Metrics.AttemptDuration.WithLabelValues(ep.Name, string(cls.Outcome)).Observe(att.Duration.Seconds())
 	s.d.Logger.Info("attempt",
-		slog.String("endpoint", ep.Name), slog.String("kind", kind),
+		slog.String("endpoint", ep.Name), slog.String("callout_id", calloutID), slog.String("kind", kind),
 		slog.Int("status", status), slog.String("outcome", string(cls.Outcome)),
 		slog.String("reason", cls.Reason), slog.Int64("duration_ms", att.Duration.Milliseconds()))
 	return cls
@@ -200,16 +205,6 @@ func splitCalloutPath(escaped string) (name, suffix string, err error) {
 		return "", "", problem.Errorf(problem.UnknownEndpoint, "the path names no endpoint")
 	}
 	return name, suffix, nil
-}
-
-// isWrite reports whether method is a write in SPEC §4's sense: anything
-// but GET, HEAD and OPTIONS.
-func isWrite(method string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return false
-	}
-	return true
 }
 
 // readBody reads the request body up to limit bytes; a larger body is a

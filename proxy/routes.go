@@ -17,6 +17,8 @@ func (s *Server) routes() http.Handler {
 	r.Get("/healthz", s.handleHealthz())
 	r.Get("/readyz", s.handleReadyz())
 	r.Handle("/callout/*", s.handleCallout())
+	r.Get("/v1/callouts/{id}", s.handleGetCallout())
+	r.Get("/v1/policy", s.handleGetPolicy())
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		problem.Write(w, problem.Errorf(problem.NotFound, "no such route"))
 	})

@@ -7,7 +7,10 @@ package proxy
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +18,11 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/redact"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // CallerAuth authenticates callers (SPEC §9). *auth.Verifier implements it.
@@ -38,25 +45,43 @@ type Upstream interface {
 }
 
 // Store is what the ingress needs of the Redis store.
+// *redisstore.Store implements it.
 type Store interface {
 	// Ping reports whether Redis answers; the error wraps the cause.
 	Ping(ctx context.Context) error
+	Admit(ctx context.Context, endpoint string, br redisstore.Breaker) (redisstore.Admission, error)
+	RecordResult(ctx context.Context, endpoint string, r redisstore.ReadResult) (redisstore.BreakerChange, error)
+	Begin(ctx context.Context, nc redisstore.NewCallout, o redisstore.BeginOptions) (redisstore.BeginResult, error)
+	Enqueue(ctx context.Context, nc redisstore.NewCallout, o redisstore.EnqueueOptions) (redisstore.EnqueueResult, error)
+	Complete(ctx context.Context, cl *redisstore.Claimed, c redisstore.Completion) (redisstore.CompleteResult, error)
+	Release(ctx context.Context, cl *redisstore.Claimed) error
+	Get(ctx context.Context, id string) (*redisstore.Callout, error)
 }
 
-// Deps are the server's dependencies; every one is explicit. Config,
-// Callers, Upstream, Store, Metrics and Logger are required.
+// Deps are the server's dependencies; every one is explicit. All are
+// required unless their comment says otherwise.
 type Deps struct {
 	Config   *config.Config
 	Callers  CallerAuth
 	Admin    AdminAuth
 	Upstream Upstream
 	Store    Store
-	Metrics  *Metrics
-	// Gatherer serves /metrics on the admin listener.
+	Metrics  *metrics.Metrics
+	// Breakers is told what each result did to its endpoint's breaker.
+	Breakers dispatch.BreakerWatcher
+	// Events is told of callouts that ended as dead letters on the
+	// synchronous path (an ambiguous write).
+	Events dispatch.Events
+	// Wake, optional, starts this replica's dispatcher at once after a
+	// respond-async callout was recorded.
+	Wake func()
+	// Gatherer, optional, serves /metrics on the admin listener.
 	Gatherer prometheus.Gatherer
 	Logger   *slog.Logger
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Now is the clock (time.Now when nil); Rand the jitter source in
+	// [0,1) (math/rand/v2 when nil).
+	Now  func() time.Time
+	Rand func() float64
 	// Version is reported by /healthz.
 	Version string
 }
@@ -64,6 +89,7 @@ type Deps struct {
 // Server serves the callout listener and the admin listener.
 type Server struct {
 	d        Deps
+	rules    map[string]*redact.Rules // endpoint -> redaction
 	draining atomic.Bool
 }
 
@@ -72,7 +98,15 @@ func New(d Deps) *Server {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Server{d: d}
+	if d.Rand == nil {
+		d.Rand = rand.Float64
+	}
+	rules := map[string]*redact.Rules{}
+	for _, name := range d.Config.EndpointNames() {
+		ep, _ := d.Config.Endpoint(name)
+		rules[name] = redact.New(ep.Redact, slices.Collect(maps.Keys(ep.Headers)))
+	}
+	return &Server{d: d, rules: rules}
 }
 
 // Drain makes /readyz fail so load balancers stop sending new callouts

@@ -40,7 +40,10 @@ func statusHandler(w http.ResponseWriter, r *http.Request) {
 func TestE2EStatusPassThrough(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, statusHandler)
-	p := startProxy(t, devConfig(endpoint("status-api", up.URL, loopbackNets)), testEnv())
+	// 429 with Retry-After pauses its whole endpoint (SPEC §3), so it has
+	// an endpoint of its own.
+	p := startProxy(t, devConfig(endpoint("status-api", up.URL, loopbackNets)+
+		endpoint("pause-api", up.URL, loopbackNets)), testEnv())
 
 	tests := []struct {
 		status int
@@ -58,7 +61,11 @@ func TestE2EStatusPassThrough(t *testing.T) {
 		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
 			t.Parallel()
 			path := "/status/" + strconv.Itoa(tt.status)
-			resp, body := p.call(t, http.MethodGet, "/callout/status-api"+path, nil, nil)
+			name := "status-api"
+			if tt.status == http.StatusTooManyRequests {
+				name = "pause-api"
+			}
+			resp, body := p.call(t, http.MethodGet, "/callout/"+name+path, nil, nil)
 			wantUpstream(t, resp, body, tt.status, tt.want)
 			if got := resp.Header.Get("X-Upstream-Status"); got != strconv.Itoa(tt.status) {
 				t.Errorf("X-Upstream-Status = %q: the upstream's headers were not passed through", got)
@@ -78,6 +85,13 @@ func TestE2EStatusPassThrough(t *testing.T) {
 			case 429:
 				if ra := resp.Header.Get("Retry-After"); ra != "7" {
 					t.Errorf("Retry-After = %q, want the upstream's 7", ra)
+				}
+				// The pause now holds the endpoint: the next read is
+				// refused before dispatch, with the time left.
+				again, body := p.call(t, http.MethodGet, "/callout/pause-api/status/200", nil, nil)
+				wantProblem(t, again, body, http.StatusServiceUnavailable, problem.EndpointPaused, policy.Rejected)
+				if ra, _ := strconv.Atoi(again.Header.Get("Retry-After")); ra < 1 || ra > 7 {
+					t.Errorf("paused Retry-After = %q, want 1..7", again.Header.Get("Retry-After"))
 				}
 			}
 			if n := up.hitsFor(path); n != 1 {

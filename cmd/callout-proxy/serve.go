@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -18,7 +21,10 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // serve is the composition root: it loads the configuration, wires every
@@ -46,7 +52,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		return usageError{err}
 	}
 	reg := prometheus.NewRegistry()
-	metrics, err := proxy.NewMetrics(reg)
+	m, err := metrics.New(reg)
 	if err != nil {
 		return err
 	}
@@ -55,12 +61,47 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	})
 	defer fwd.CloseIdleConnections()
 
-	srv := proxy.New(proxy.Deps{
-		Config: cfg, Callers: callers, Admin: admins, Upstream: fwd,
-		Store: redisPinger{rdb}, Metrics: metrics, Gatherer: reg, Logger: logger,
-		Version: version(),
+	store := redisstore.New(rdb, redisstore.Options{
+		Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
+		DeadLetterRetention: cfg.Policy.DeadLetterRetention,
 	})
-	return listenAndServe(ctx, cfg, srv, logger)
+	events := logEvents{}
+	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Events: events}
+	disp := dispatch.New(dispatch.Options{
+		Config: cfg, Store: store, Upstream: fwd, Metrics: m, Logger: logger,
+		Events: events, Breakers: watcher,
+	})
+	srv := proxy.New(proxy.Deps{
+		Config: cfg, Callers: callers, Admin: admins, Upstream: fwd, Store: store,
+		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
+		Gatherer: reg, Logger: logger, Version: version(),
+	})
+	gatherer := &dispatch.Gatherer{Config: cfg, Store: store, Metrics: m, Logger: logger, Owner: randomToken()}
+
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { disp.Run(bg) })
+	wg.Go(func() { gatherer.Run(bg) })
+	err = listenAndServe(ctx, cfg, srv, logger)
+	// The listeners are closed: stop claiming, let attempts under way
+	// finish and be recorded (each is bounded by its attempt limit).
+	stopBackground()
+	wg.Wait()
+	return err
+}
+
+// logEvents is the dead-letter and completion sink while no Salesforce
+// section is configured: the dispatcher already logged each ending, and the
+// dead letters stay in the proxy's own store (SPEC §10).
+type logEvents struct{}
+
+func (logEvents) Finished(context.Context, dispatch.Finished) {}
+
+// randomToken is 16 random bytes, hex: this replica's name in locks.
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // listenAndServe runs both listeners until ctx ends, then drains.
@@ -162,9 +203,3 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	return c, func() { c.Close(); m.Close() }, nil
 }
-
-// redisPinger adapts a Redis client to proxy.Store until the full store is
-// wired.
-type redisPinger struct{ rdb redis.UniversalClient }
-
-func (p redisPinger) Ping(ctx context.Context) error { return p.rdb.Ping(ctx).Err() }

@@ -231,6 +231,11 @@ type Endpoint struct {
 	// MaxConcurrency bounds concurrent dispatcher attempts to this endpoint
 	// per replica; zero: the dispatcher's default.
 	MaxConcurrency int `yaml:"max_concurrency"`
+	// MaxBacklogItems and MaxBacklogBytes cap this endpoint's pending
+	// callouts (scheduled, held, in flight) and their request bodies'
+	// bytes; zero inherits policy.max_backlog_items / max_backlog_bytes.
+	MaxBacklogItems int64 `yaml:"max_backlog_items"`
+	MaxBacklogBytes int64 `yaml:"max_backlog_bytes"`
 	// Headers are injected upstream on every attempt; callers can neither
 	// override nor remove them. Load canonicalises the names
 	// (http.CanonicalHeaderKey); hop-by-hop headers (RFC 9110 §7.6.1) and

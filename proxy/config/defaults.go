@@ -71,6 +71,8 @@ func (c *Config) applyDefaults() {
 		inherit(&e.AttemptTimeout, c.Policy.AttemptTimeout)
 		inherit(&e.BreakerFailures, c.Policy.BreakerFailures)
 		inherit(&e.BreakerProbeInterval, c.Policy.BreakerProbeInterval)
+		inherit(&e.MaxBacklogItems, c.Policy.MaxBacklogItems)
+		inherit(&e.MaxBacklogBytes, c.Policy.MaxBacklogBytes)
 	}
 	if c.Salesforce != nil && c.Salesforce.APIVersion == "" {
 		c.Salesforce.APIVersion = DefaultAPIVersion

@@ -131,6 +131,9 @@ func (c *Config) validateEndpointLimits(col *collector, key string, e *Endpoint)
 	if e.BreakerFailures < 0 {
 		col.add(key+".breaker_failures", hint, "breaker_failures")
 	}
+	if e.MaxBacklogItems < 0 || e.MaxBacklogBytes < 0 {
+		col.add(key+".max_backlog_items", "max_backlog_items and max_backlog_bytes must not be negative; leave them out to inherit policy")
+	}
 	if e.MaxConcurrency < 0 {
 		col.add(key+".max_concurrency", "must not be negative; 0 means the dispatcher's default")
 	}

@@ -1,13 +1,18 @@
-package proxy
+// Package metrics holds the proxy's Prometheus metrics. Names and labels are
+// part of the operating contract: the alert rules and dashboard in deploy/
+// depend on them.
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
 )
 
-// Metrics are the proxy's Prometheus metrics, registered on the registry the
-// composition root passes in (no global registry). Names and labels are part
-// of the operating contract: the alert rules in deploy/ depend on them.
+// Metrics are registered on the registry the composition root passes in
+// (no global registry).
 type Metrics struct {
 	// Attempts counts real upstream dispatches by endpoint, outcome class
 	// (SPEC §2) and kind (first|retry|probe|replay): the retry-share alarm
@@ -19,11 +24,37 @@ type Metrics struct {
 	// Rejected counts requests refused before dispatch, by endpoint (empty
 	// when unknown) and problem code.
 	Rejected *prometheus.CounterVec
+	// RetriesScheduled counts retries put back in the delay queue, by
+	// endpoint and the failed attempt's reason (policy reason words).
+	RetriesScheduled *prometheus.CounterVec
+	// BacklogItems is each endpoint's pending callouts (scheduled, held and
+	// in flight), gathered on a timer by one replica at a time.
+	BacklogItems *prometheus.GaugeVec
+	// ScheduleLag observes, in seconds, how late a due callout was
+	// dispatched (claim time minus due time).
+	ScheduleLag prometheus.Histogram
+	// DeadLetters counts callouts that became dead letters, by endpoint and
+	// reason (exhausted|permanent|ambiguous|endpoint_disabled).
+	DeadLetters *prometheus.CounterVec
+	// Idempotency counts keyed-write handling by result: new, replayed
+	// (answered from the record), conflict (409), mismatch (422), missing
+	// (a write without a key).
+	Idempotency *prometheus.CounterVec
+	// BreakerState is 1 for each endpoint's current breaker state
+	// (closed|open|half_open|disabled) and 0 for the others, gathered on a
+	// timer by one replica at a time.
+	BreakerState *prometheus.GaugeVec
+	// BreakerTransitions counts breaker transitions by endpoint and the
+	// state entered (open|closed|disabled).
+	BreakerTransitions *prometheus.CounterVec
+	// Deferred counts requests held back by a shut gate, by endpoint and
+	// reason (breaker_open|paused|probing): reads refused, writes held.
+	Deferred *prometheus.CounterVec
 }
 
-// NewMetrics creates the metrics and registers them, with the Go and process
+// New creates the metrics and registers them, with the Go and process
 // collectors, on reg. It returns an error if any name is already registered.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_attempts_total",
@@ -38,9 +69,43 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "callout_rejected_total",
 			Help: "Requests rejected before dispatch, by endpoint and problem code.",
 		}, []string{"endpoint", "code"}),
+		RetriesScheduled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callout_retries_scheduled_total",
+			Help: "Retries put in the delay queue, by endpoint and the failed attempt's reason.",
+		}, []string{"endpoint", "reason"}),
+		BacklogItems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "callout_backlog_items",
+			Help: "Pending callouts (scheduled, held, in flight) per endpoint.",
+		}, []string{"endpoint"}),
+		ScheduleLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "callout_schedule_lag_seconds",
+			Help:    "How late due callouts were dispatched, in seconds (claim time minus due time).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callout_dead_letters_total",
+			Help: "Callouts that became dead letters, by endpoint and reason.",
+		}, []string{"endpoint", "reason"}),
+		Idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callout_idempotency_total",
+			Help: "Keyed-write handling by result (new|replayed|conflict|mismatch|missing).",
+		}, []string{"result"}),
+		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "callout_breaker_state",
+			Help: "1 for the endpoint's current breaker state (closed|open|half_open|disabled), 0 for the others.",
+		}, []string{"endpoint", "state"}),
+		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callout_breaker_transitions_total",
+			Help: "Circuit-breaker transitions by endpoint and the state entered (open|closed|disabled).",
+		}, []string{"endpoint", "to"}),
+		Deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callout_deferred_total",
+			Help: "Requests held back by a shut gate, by endpoint and reason (breaker_open|paused|probing).",
+		}, []string{"endpoint", "reason"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.Attempts, m.AttemptDuration, m.Rejected,
+		m.Attempts, m.AttemptDuration, m.Rejected, m.RetriesScheduled, m.BacklogItems,
+		m.ScheduleLag, m.DeadLetters, m.Idempotency, m.BreakerState, m.BreakerTransitions, m.Deferred,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -49,4 +114,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// Observe classifies one attempt (policy.Classify) and counts it with its
+// kind (first|retry|probe|replay) and duration. It returns the class.
+func (m *Metrics) Observe(endpoint, kind string, att forward.Attempt) policy.Classification {
+	status := 0
+	if att.Response != nil {
+		status = att.Response.Status
+	}
+	cls := policy.Classify(status, att.Err)
+	m.Attempts.WithLabelValues(endpoint, string(cls.Outcome), kind).Inc()
+	m.AttemptDuration.WithLabelValues(endpoint, string(cls.Outcome)).Observe(att.Duration.Seconds())
+	return cls
 }

@@ -39,6 +39,8 @@ const (
 	DeadLettered          Code = "dead-lettered"           // 409: same key, chain dead-lettered
 	BlockedAddress        Code = "blocked-address"         // 403: SSRF guard refused the address
 	BreakerOpen           Code = "breaker-open"            // 503: reads while the breaker is open
+	EndpointPaused        Code = "endpoint-paused"         // 503: reads while a 429 Retry-After pause lasts
+	Ambiguous             Code = "ambiguous"               // 502: a write to an idempotency-ignored upstream got no answer
 	BacklogFull           Code = "backlog-full"            // 503: endpoint backlog cap reached
 	StoreUnavailable      Code = "store-unavailable"       // 503: Redis unreachable
 	ResponseTooLarge      Code = "response-too-large"      // 502: upstream body over max_response_bytes
@@ -52,7 +54,7 @@ var statuses = map[Code]int{
 	EndpointDisabled: 503, InvalidRequest: 400, PathEscape: 400, AbsoluteForm: 400,
 	MethodNotAllowed: 405, BodyTooLarge: 413, IdempotencyKeyMissing: 400,
 	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 409,
-	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, BacklogFull: 503,
+	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, EndpointPaused: 503, Ambiguous: 502, BacklogFull: 503,
 	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, UpstreamTimeout: 504,
 	Internal: 500,
 }

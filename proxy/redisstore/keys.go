@@ -54,6 +54,8 @@ import (
 //	                            scope is (issuer, endpoint, key) (SPEC §5).
 //	                            TTL: the same as its callout's, set in the
 //	                            same script.
+//	cp:lock:{name}        STRING a replica-wide lock's holder (TryLock);
+//	                            TTL: the lock's. Not hash-tagged.
 //	cp:endpoints          SET   names of every endpoint this store has seen.
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the

@@ -20,7 +20,7 @@ var luaFS embed.FS
 type scripts struct {
 	begin, enqueue, claim, complete, reap *redis.Script
 	disable, drain, admit, outcome        *redis.Script
-	discard, deadLetters                  *redis.Script
+	discard, deadLetters, release, lock   *redis.Script
 }
 
 func loadScripts() (scripts, error) {
@@ -44,6 +44,7 @@ func loadScripts() (scripts, error) {
 		{&s.complete, "complete"}, {&s.reap, "reap"}, {&s.disable, "disable"},
 		{&s.drain, "drain"}, {&s.admit, "admit"}, {&s.outcome, "outcome"},
 		{&s.discard, "discard"}, {&s.deadLetters, "dead_letters"},
+		{&s.release, "release"}, {&s.lock, "lock"},
 	} {
 		if *p.dst, err = load(p.name); err != nil {
 			return scripts{}, err

@@ -1,0 +1,94 @@
+package dispatch
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// Disabler disables an endpoint in the store. *redisstore.Store implements it.
+type Disabler interface {
+	Disable(ctx context.Context, endpoint, reason string) (redisstore.DisableResult, error)
+}
+
+// Notifier tells an endpoint's owner (SPEC §6: once per outage, on its
+// first dead letter, and once per disable). The Salesforce writer
+// implements it with a custom notification; nil: logged only.
+type Notifier interface {
+	EndpointDisabled(ctx context.Context, ep *config.Endpoint, reason string)
+}
+
+// Watcher reacts to what each result did to its endpoint's circuit breaker:
+// it counts and logs transitions, and applies auto-disable (SPEC §6): an
+// endpoint whose current outage — from its first counting failure after a
+// success — has lasted disable_after is disabled, its pending callouts
+// become dead letters (reason endpoint_disabled), and its owner is told.
+type Watcher struct {
+	Config   *config.Config
+	Store    Disabler
+	Metrics  *metrics.Metrics
+	Logger   *slog.Logger
+	Notifier Notifier
+	Events   Events
+	Now      func() time.Time
+}
+
+// Changed is called after every result that went through the breaker.
+func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch redisstore.BreakerChange) {
+	log := w.Logger.With(slog.String("endpoint", ep.Name))
+	switch {
+	case ch.Opened:
+		w.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "open").Inc()
+		log.Warn("circuit breaker opened", slog.Int("consecutive_failures", ch.ConsecutiveFailures))
+	case ch.Closed:
+		w.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
+		log.Info("circuit breaker closed")
+	}
+	if ch.OutageBegan {
+		log.Warn("outage began")
+	}
+	if ch.OutageEnded {
+		log.Info("outage ended")
+	}
+	if ch.OutageStartedAt.IsZero() || w.now().Sub(ch.OutageStartedAt) < w.Config.Policy.DisableAfter {
+		return
+	}
+	w.disable(ctx, ep, "auto: no success since "+ch.OutageStartedAt.UTC().Format(time.RFC3339))
+}
+
+// disable disables ep and hands on its new dead letters.
+func (w *Watcher) disable(ctx context.Context, ep *config.Endpoint, reason string) {
+	res, err := w.Store.Disable(ctx, ep.Name, reason)
+	if err != nil {
+		w.Logger.Error("auto-disable failed", slog.String("endpoint", ep.Name), slog.Any("error", err))
+		return
+	}
+	if !res.Newly {
+		return
+	}
+	w.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "disabled").Inc()
+	w.Logger.Error("endpoint disabled: it failed for disable_after without a success; an admin must re-enable it",
+		slog.String("endpoint", ep.Name), slog.String("reason", reason),
+		slog.Int("dead_lettered", len(res.DeadLettered)))
+	for _, id := range res.DeadLettered {
+		w.Metrics.DeadLetters.WithLabelValues(ep.Name, string(redisstore.ReasonEndpointDisabled)).Inc()
+		if w.Events != nil {
+			w.Events.Finished(ctx, Finished{ID: id, Endpoint: ep.Name, State: redisstore.DeadLettered,
+				Reason: redisstore.ReasonEndpointDisabled})
+		}
+	}
+	if w.Notifier != nil {
+		w.Notifier.EndpointDisabled(ctx, ep, reason)
+	}
+}
+
+func (w *Watcher) now() time.Time {
+	if w.Now == nil {
+		return time.Now()
+	}
+	return w.Now()
+}

@@ -1,0 +1,331 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// Store is what the dispatcher needs of the delay queue.
+// *redisstore.Store implements it.
+type Store interface {
+	Claim(ctx context.Context, endpoint string, opts redisstore.ClaimOptions) (redisstore.ClaimResult, error)
+	Complete(ctx context.Context, cl *redisstore.Claimed, c redisstore.Completion) (redisstore.CompleteResult, error)
+	Reap(ctx context.Context, endpoint string, limit int) ([]string, error)
+}
+
+// Upstream makes one attempt. *forward.Forwarder implements it.
+type Upstream interface {
+	Do(ctx context.Context, ep *config.Endpoint, req *forward.Request) forward.Attempt
+}
+
+// Finished describes a callout that ended while nobody was waiting for it:
+// succeeded, or dead-lettered (SPEC §7, §8 "Async completion").
+type Finished struct {
+	ID       string
+	Endpoint string
+	State    redisstore.State
+	// Reason is the dead-letter reason; "" when it succeeded.
+	Reason redisstore.DeadLetterReason
+	// NotifyOwner: the first dead letter of the endpoint's outage (SPEC §6).
+	NotifyOwner bool
+}
+
+// Events is told of every callout that ended asynchronously, once per
+// ending that this replica completed. The Salesforce writer implements it;
+// implementations must not block (they append to a durable outbox).
+type Events interface {
+	Finished(ctx context.Context, f Finished)
+}
+
+// BreakerWatcher is told what each result did to its endpoint's breaker.
+// *Watcher implements it.
+type BreakerWatcher interface {
+	Changed(ctx context.Context, ep *config.Endpoint, ch redisstore.BreakerChange)
+}
+
+// Options configure a Dispatcher. Config, Store, Upstream, Metrics and
+// Logger are required.
+type Options struct {
+	Config   *config.Config
+	Store    Store
+	Upstream Upstream
+	Metrics  *metrics.Metrics
+	Logger   *slog.Logger
+	// Events receives endings; nil: they are only logged.
+	Events Events
+	// Breakers is told of breaker changes; nil: ignored.
+	Breakers BreakerWatcher
+	// Now is the clock (time.Now when nil); Rand the jitter source in
+	// [0,1) (math/rand/v2 when nil).
+	Now  func() time.Time
+	Rand func() float64
+	// Concurrency bounds attempts in flight in this replica. Default 64.
+	Concurrency int
+	// PerEndpoint bounds attempts in flight to one endpoint in this replica
+	// unless the endpoint sets max_concurrency. Default 16.
+	PerEndpoint int
+	// Batch is the most callouts claimed from one endpoint per round
+	// (DESIGN "Fairness"). Default 16.
+	Batch int
+	// Idle is how long Run waits after a round that claimed nothing.
+	// Default 50ms.
+	Idle time.Duration
+	// ReapEvery is how often each endpoint's expired leases are reaped.
+	// Default 1s.
+	ReapEvery time.Duration
+}
+
+// Dispatcher claims due callouts fairly across endpoints and makes their
+// attempts with bounded concurrency. Every replica runs one; the store's
+// leases make sure no callout runs in two places at once.
+type Dispatcher struct {
+	o        Options
+	slots    chan struct{}
+	mu       sync.Mutex
+	inFlight map[string]int       // endpoint -> attempts in flight here
+	shutTill map[string]time.Time // endpoint -> gate shut until (from the last claim)
+	reapedAt map[string]time.Time
+	next     int // round-robin start
+	wg       sync.WaitGroup
+	wake     chan struct{}
+}
+
+// New returns a Dispatcher with o's defaults filled in.
+func New(o Options) *Dispatcher {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	o.Concurrency = orDefault(o.Concurrency, 64)
+	o.PerEndpoint = orDefault(o.PerEndpoint, 16)
+	o.Batch = orDefault(o.Batch, 16)
+	if o.Idle <= 0 {
+		o.Idle = 50 * time.Millisecond
+	}
+	if o.ReapEvery <= 0 {
+		o.ReapEvery = time.Second
+	}
+	return &Dispatcher{
+		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{},
+		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{},
+		wake: make(chan struct{}, 1),
+	}
+}
+
+func orDefault(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// Wake makes a waiting Run start its next round now (after this replica
+// scheduled something due immediately). It never blocks.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run dispatches until ctx ends, then waits for the attempts in flight to
+// complete (each is bounded by its endpoint's attempt limit) and returns.
+func (d *Dispatcher) Run(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.wg.Wait()
+			return
+		case <-t.C:
+		case <-d.wake:
+		}
+		wait := d.o.Idle
+		if d.Round(ctx) > 0 {
+			wait = 0
+		}
+		t.Reset(wait)
+	}
+}
+
+// Wait blocks until every attempt started by Round has completed.
+func (d *Dispatcher) Wait() { d.wg.Wait() }
+
+// Round visits every endpoint once, starting one further each round:
+// reaps its expired leases when due, then claims a bounded batch that fits
+// its free slots and starts their attempts. It returns how many it claimed.
+// Attempts run in goroutines; Wait waits for them.
+func (d *Dispatcher) Round(ctx context.Context) int {
+	names := d.o.Config.EndpointNames()
+	if len(names) == 0 {
+		return 0
+	}
+	claimed := 0
+	start := d.next % len(names)
+	d.next++
+	for i := range names {
+		ep, _ := d.o.Config.Endpoint(names[(start+i)%len(names)])
+		d.reap(ctx, ep)
+		claimed += d.claim(ctx, ep)
+	}
+	return claimed
+}
+
+// reap returns ep's expired leases to the due set, at most every ReapEvery.
+func (d *Dispatcher) reap(ctx context.Context, ep *config.Endpoint) {
+	now := d.o.Now()
+	d.mu.Lock()
+	due := now.Sub(d.reapedAt[ep.Name]) >= d.o.ReapEvery
+	if due {
+		d.reapedAt[ep.Name] = now
+	}
+	d.mu.Unlock()
+	if !due {
+		return
+	}
+	ids, err := d.o.Store.Reap(ctx, ep.Name, 100)
+	if err != nil {
+		d.o.Logger.Warn("reap failed", slog.String("endpoint", ep.Name), slog.Any("error", err))
+		return
+	}
+	for _, id := range ids {
+		d.o.Logger.Warn("lease expired; callout returned to the queue",
+			slog.String("endpoint", ep.Name), slog.String("callout_id", id))
+	}
+}
+
+// free is how many more attempts to ep may start now.
+func (d *Dispatcher) free(ep *config.Endpoint) int {
+	limit := d.o.PerEndpoint
+	if ep.MaxConcurrency > 0 {
+		limit = ep.MaxConcurrency
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.o.Now().Before(d.shutTill[ep.Name]) {
+		return 0
+	}
+	return min(limit-d.inFlight[ep.Name], cap(d.slots)-len(d.slots), d.o.Batch)
+}
+
+// claim leases up to the free slots of ep and starts their attempts.
+func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
+	n := d.free(ep)
+	if n <= 0 {
+		return 0
+	}
+	res, err := d.o.Store.Claim(ctx, ep.Name, redisstore.ClaimOptions{
+		Batch: n, Lease: Lease(ep), Breaker: Breaker(ep),
+	})
+	if err != nil {
+		d.o.Logger.Warn("claim failed", slog.String("endpoint", ep.Name), slog.Any("error", err))
+		return 0
+	}
+	d.mu.Lock()
+	if res.Gate.Shut() && !res.Gate.Until.IsZero() {
+		d.shutTill[ep.Name] = res.Gate.Until
+	}
+	d.mu.Unlock()
+	for _, id := range res.DeadLettered {
+		d.finished(ctx, Finished{ID: id, Endpoint: ep.Name, State: redisstore.DeadLettered,
+			Reason: redisstore.ReasonEndpointDisabled})
+	}
+	for _, cl := range res.Claimed {
+		d.start(ep, cl)
+	}
+	return len(res.Claimed)
+}
+
+// start runs one claimed attempt in its own goroutine, holding a slot.
+func (d *Dispatcher) start(ep *config.Endpoint, cl *redisstore.Claimed) {
+	d.slots <- struct{}{}
+	d.mu.Lock()
+	d.inFlight[ep.Name]++
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go func() {
+		defer func() {
+			d.mu.Lock()
+			d.inFlight[ep.Name]--
+			d.mu.Unlock()
+			<-d.slots
+			d.wg.Done()
+		}()
+		// Detached from Run's context: an attempt under way finishes and
+		// is recorded even while the replica shuts down.
+		d.attempt(context.WithoutCancel(context.Background()), ep, cl)
+	}()
+}
+
+// attempt dispatches cl, decides and completes it.
+func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *redisstore.Claimed) {
+	d.o.Metrics.ScheduleLag.Observe(max(0, cl.StartedAt.Sub(cl.DueAt).Seconds()))
+	att := d.o.Upstream.Do(ctx, ep, &forward.Request{
+		Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body,
+	})
+	var comp redisstore.Completion
+	var pe *problem.Error
+	if errors.As(att.Err, &pe) {
+		// Refused before sending (blocked address, unresolvable injected
+		// header): retrying cannot help, so it ends as a permanent dead letter.
+		comp = redisstore.Completion{
+			Action: redisstore.ActionDeadLetter, Reason: redisstore.ReasonPermanent,
+			Error: string(pe.Code), Breaker: Breaker(ep), Lease: Lease(ep),
+			Attempt: &redisstore.Attempt{StartedAt: att.Started, Outcome: policy.Rejected, Error: string(pe.Code)},
+		}
+	} else {
+		cls := d.o.Metrics.Observe(ep.Name, string(cl.Kind), att)
+		comp = Decide(Input{Policy: d.o.Config.Policy, Endpoint: ep, Claimed: cl, Attempt: att,
+			Class: cls, Now: d.o.Now(), Rand: d.o.Rand})
+	}
+	res, err := d.o.Store.Complete(ctx, cl, comp)
+	log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
+		slog.Int("attempt", cl.Attempt))
+	switch {
+	case errors.Is(err, redisstore.ErrStaleLease):
+		log.Warn("lease lost before completion; another replica owns the callout now")
+		return
+	case err != nil:
+		// The lease will expire and the reaper will return the callout.
+		log.Error("completion failed; the callout will be re-dispatched after its lease", slog.Any("error", err))
+		return
+	}
+	if d.o.Breakers != nil {
+		d.o.Breakers.Changed(ctx, ep, res.Breaker)
+	}
+	if comp.Action == redisstore.ActionRetry {
+		d.o.Metrics.RetriesScheduled.WithLabelValues(ep.Name, comp.Error).Inc()
+	}
+	if res.State == redisstore.Succeeded || res.State == redisstore.DeadLettered {
+		d.finished(ctx, Finished{ID: cl.ID, Endpoint: ep.Name, State: res.State,
+			Reason: comp.Reason, NotifyOwner: res.NotifyOwner})
+	}
+}
+
+// finished records an asynchronous ending in metrics and logs and passes
+// it on to Events.
+func (d *Dispatcher) finished(ctx context.Context, f Finished) {
+	if f.State == redisstore.DeadLettered {
+		d.o.Metrics.DeadLetters.WithLabelValues(f.Endpoint, string(f.Reason)).Inc()
+		d.o.Logger.Warn("dead letter", slog.String("endpoint", f.Endpoint),
+			slog.String("callout_id", f.ID), slog.String("reason", string(f.Reason)),
+			slog.Bool("notify_owner", f.NotifyOwner))
+	}
+	if d.o.Events != nil {
+		d.o.Events.Finished(ctx, f)
+	}
+}

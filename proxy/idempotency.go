@@ -1,0 +1,83 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/redact"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// duplicate answers a request whose idempotency key is already reserved in
+// its scope (issuer, endpoint, key), with Stripe's semantics as SPEC §5
+// states them; the upstream is never called:
+//   - another request (method, path, query or body differ): 422;
+//   - finished (succeeded or failed): the stored response, replayed with
+//     Idempotent-Replayed: true;
+//   - scheduled, held, or in flight on a dispatcher: 202, same Callout-Id;
+//   - its synchronous first attempt still running: 409, Retry-After: 1;
+//   - dead-lettered: 409 dead-lettered with the Callout-Id.
+func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, ex *redisstore.Existing) {
+	count := func(result string) { s.d.Metrics.Idempotency.WithLabelValues(result).Inc() }
+	if !ex.SameRequest {
+		count("mismatch")
+		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.IdempotencyMismatch, CalloutID: ex.ID,
+			Detail: "this Idempotency-Key was used for a different request (method, path, query or body " +
+				"differ); use a new key for a new request"})
+		return
+	}
+	c := ex.Callout
+	switch {
+	case c.State == redisstore.Succeeded || c.State == redisstore.Failed:
+		count("replayed")
+		replayStored(w, c, s.rulesFor(c.Endpoint))
+	case c.State == redisstore.DeadLettered:
+		count("conflict")
+		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.DeadLettered, CalloutID: c.ID,
+			Detail: "the callout with this Idempotency-Key ended as a dead letter (" + string(c.DeadLetterReason) +
+				"); replay it with calloutctl or from Salesforce, or send a new key"})
+	case c.State == redisstore.InFlight && len(c.AttemptLog) == 0:
+		count("conflict")
+		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.InFlight, CalloutID: c.ID, RetryAfter: 1,
+			Detail: "the first attempt of the request with this Idempotency-Key is still running"})
+	default: // scheduled, held, or a later attempt in flight
+		count("replayed")
+		s.accepted(r.Context(), w, in.ep.Name, c.ID, "")
+	}
+}
+
+// replayStored sends the stored final response of c again (SPEC §5). A
+// body the store cut at its cap is not sent half: the replay carries the
+// original status and headers, no body, and Callout-Replay-Body: omitted.
+func replayStored(w http.ResponseWriter, c *redisstore.Callout, rules *redact.Rules) {
+	h := w.Header()
+	h.Set("Callout-Id", c.ID)
+	h.Set("Idempotent-Replayed", "true")
+	out := stateOutcome(c.State)
+	resp := c.Response
+	if resp == nil {
+		// Ended without an upstream answer (inline exhaustion of a read
+		// cannot happen; kept for safety): the status document says why.
+		h.Set("Callout-Outcome", string(out))
+		writeJSON(w, http.StatusOK, statusDocument(c, rules))
+		return
+	}
+	for k, vs := range resp.Header {
+		if !proxyOwned(k) {
+			h[k] = append([]string(nil), vs...)
+		}
+	}
+	h.Set("Callout-Outcome", string(out))
+	body := resp.Body
+	if resp.Truncated {
+		body = nil
+		h.Set("Callout-Replay-Body", "omitted")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if _, ok := resp.Header["Content-Type"]; !ok {
+		h["Content-Type"] = nil
+	}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,248 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// write serves a write (POST, PUT, PATCH, DELETE) and any request with
+// Prefer: respond-async (SPEC §4): the callout is recorded — and its
+// idempotency key reserved — before anything is dispatched, so nothing
+// answered with a 202 can be lost, and a duplicate is answered from the
+// record (SPEC §5).
+func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
+	nc := redisstore.NewCallout{
+		Endpoint: in.ep.Name, Issuer: in.caller.Issuer, Method: r.Method, Path: in.suffix,
+		Query: r.URL.RawQuery, Header: forward.OutboundHeader(r.Header, nil), Body: in.body,
+		IdempotencyKey: in.key, SourceRecord: in.source,
+	}
+	// The record and the attempt outlive a caller that hangs up.
+	ctx := context.WithoutCancel(r.Context())
+	if in.prefs.respondAsync {
+		s.enqueue(ctx, w, r, in, nc)
+		return
+	}
+	bctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+	defer cancel()
+	res, err := s.d.Store.Begin(bctx, nc, redisstore.BeginOptions{
+		Lease: dispatch.Lease(in.ep), Breaker: dispatch.Breaker(in.ep), Limits: s.limits(in.ep),
+	})
+	switch {
+	case err != nil:
+		s.reject(w, r, in.ep.Name, storeProblem(err))
+	case res.Existing != nil:
+		s.duplicate(w, r, in, res.Existing)
+	case res.Held != nil:
+		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
+		s.accepted(ctx, w, in.ep.Name, res.Held.ID, "")
+	default:
+		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
+		s.attemptInline(ctx, w, r, in, res.Claimed)
+	}
+}
+
+// enqueue records a Prefer: respond-async callout for the dispatcher and
+// answers 202 at once.
+func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Request, in *inbound,
+	nc redisstore.NewCallout) {
+	ectx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+	defer cancel()
+	res, err := s.d.Store.Enqueue(ectx, nc, redisstore.EnqueueOptions{Limits: s.limits(in.ep)})
+	switch {
+	case err != nil:
+		s.reject(w, r, in.ep.Name, storeProblem(err))
+	case res.Existing != nil:
+		s.duplicate(w, r, in, res.Existing)
+	default:
+		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
+		if s.d.Wake != nil {
+			s.d.Wake()
+		}
+		s.accepted(ctx, w, in.ep.Name, res.ID, "respond-async")
+	}
+}
+
+// attemptInline makes the first attempt of a recorded callout while the
+// caller waits, then inline retries while Prefer: wait=N allows (SPEC §4),
+// and completes it: the upstream's answer goes back when the callout
+// ended (succeeded, failed); a 202 when it was scheduled.
+func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *http.Request,
+	in *inbound, cl *redisstore.Claimed) {
+	applied := ""
+	for {
+		att := s.d.Upstream.Do(ctx, in.ep, in.request(r))
+		var pe *problem.Error
+		if errors.As(att.Err, &pe) {
+			s.abandon(ctx, cl, in, pe)
+			s.reject(w, r, in.ep.Name, pe)
+			return
+		}
+		cls := s.observe(in.ep, cl.ID, att, string(cl.Kind))
+		comp := dispatch.Decide(dispatch.Input{Policy: s.d.Config.Policy, Endpoint: in.ep, Claimed: cl,
+			Attempt: att, Class: cls, Now: s.d.Now(), Rand: s.d.Rand, Sync: true})
+		wait, inline := s.inlineDelay(in, comp, att)
+		if inline {
+			comp.Action = redisstore.ActionRetryInline
+			applied = "wait=" + formatSeconds(in.prefs.wait)
+		}
+		cctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+		res, err := s.d.Store.Complete(cctx, cl, comp)
+		cancel()
+		if err != nil {
+			s.unrecorded(w, r, in, cl, att, cls, err)
+			return
+		}
+		s.d.Breakers.Changed(ctx, in.ep, res.Breaker)
+		if res.State == redisstore.InFlight {
+			sleep(ctx, wait)
+			continue
+		}
+		s.finishSync(ctx, w, in, cl, att, cls, comp, res, applied)
+		return
+	}
+}
+
+// finishSync answers after the last synchronous attempt's completion.
+func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbound, cl *redisstore.Claimed,
+	att forward.Attempt, cls policy.Classification, comp redisstore.Completion, res redisstore.CompleteResult,
+	applied string) {
+	switch res.State {
+	case redisstore.Succeeded, redisstore.Failed:
+		w.Header().Set("Callout-Id", cl.ID)
+		if applied != "" {
+			w.Header().Set("Preference-Applied", applied)
+		}
+		s.respond(w, in.ep, att, cls)
+	case redisstore.DeadLettered:
+		s.d.Events.Finished(ctx, dispatch.Finished{ID: cl.ID, Endpoint: in.ep.Name,
+			State: res.State, Reason: comp.Reason, NotifyOwner: res.NotifyOwner})
+		s.deadOnArrival(w, in, cl.ID, comp, att, cls)
+	default: // scheduled or held
+		s.d.Metrics.RetriesScheduled.WithLabelValues(in.ep.Name, cls.Reason).Inc()
+		s.accepted(ctx, w, in.ep.Name, cl.ID, applied)
+	}
+}
+
+// deadOnArrival answers a synchronous attempt whose callout became a dead
+// letter at once: an ambiguous write (sent to an `idempotency: ignored`
+// upstream, no answer) or one that exhausted its attempts inline.
+func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, comp redisstore.Completion,
+	att forward.Attempt, cls policy.Classification) {
+	if att.Response != nil {
+		w.Header().Set("Callout-Id", id)
+		writeUpstream(w, att.Response, cls.Outcome)
+		return
+	}
+	detail := "the upstream did not answer and the callout was dead-lettered (" + string(comp.Reason) + ")"
+	if comp.Reason == redisstore.ReasonAmbiguous {
+		detail = "the request was sent to endpoint " + in.ep.Name + " but got no answer (" + cls.Reason +
+			"); the upstream does not honour Idempotency-Key, so the proxy will not retry it: it is a dead " +
+			"letter with reason ambiguous — check the upstream before replaying it"
+	}
+	problem.Write(w, &problem.Error{Code: problem.Ambiguous, Outcome: policy.Permanent, CalloutID: id, Detail: detail})
+}
+
+// unrecorded answers when the completion of a synchronous attempt could not
+// be written. With a final upstream answer it goes back, marked
+// `Callout-Record: unrecorded` (SPEC §4). Otherwise the callout is still
+// recorded in flight: its lease expires and a dispatcher retries it, so the
+// caller gets the 202 it would have had.
+func (s *Server) unrecorded(w http.ResponseWriter, r *http.Request, in *inbound, cl *redisstore.Claimed,
+	att forward.Attempt, cls policy.Classification, err error) {
+	s.d.Logger.Error("completion not recorded", "endpoint", in.ep.Name, "callout_id", cl.ID, "error", err)
+	if cls.Outcome != policy.Retryable {
+		w.Header().Set("Callout-Id", cl.ID)
+		w.Header().Set("Callout-Record", "unrecorded")
+		s.respond(w, in.ep, att, cls)
+		return
+	}
+	writeAccepted(w, cl.ID, "", nil)
+}
+
+// abandon deletes a callout whose dispatch was refused before anything was
+// sent (a blocked address), with its reservation: a rejection before
+// dispatch is never the key's result (SPEC §5).
+func (s *Server) abandon(ctx context.Context, cl *redisstore.Claimed, in *inbound, pe *problem.Error) {
+	if err := s.d.Store.Release(ctx, cl); err != nil {
+		s.d.Logger.Warn("releasing a refused callout failed", "endpoint", in.ep.Name,
+			"callout_id", cl.ID, "code", string(pe.Code), "error", err)
+	}
+}
+
+// storeOpTimeout bounds one store operation on the request path, so a hung
+// Redis turns into a prompt 503 store-unavailable (SPEC §4) instead of an
+// answer later than the caller's own timeout (Apex: 10 s by default).
+const storeOpTimeout = 2 * time.Second
+
+// inlinePolicy is the short schedule of inline retries under Prefer: wait.
+func inlinePolicy(p policy.Policy) policy.Policy {
+	p.BaseDelay, p.MaxDelay = 100*time.Millisecond, 2*time.Second
+	return p
+}
+
+// inlineDelay decides whether the next attempt is made inline: only for a
+// retry, only under Prefer: wait=N, and only while the wait before it plus
+// one whole attempt still fits in N from the request's arrival.
+func (s *Server) inlineDelay(in *inbound, comp redisstore.Completion, att forward.Attempt) (time.Duration, bool) {
+	if comp.Action != redisstore.ActionRetry || in.prefs.wait <= 0 {
+		return 0, false
+	}
+	now := s.d.Now()
+	ra, haveRA := time.Duration(0), false
+	if att.Response != nil {
+		ra, haveRA = policy.ParseRetryAfter(att.Response.Header.Get("Retry-After"), now)
+	}
+	d := policy.NextDelay(inlinePolicy(s.d.Config.Policy), 1, ra, haveRA, s.d.Rand)
+	fits := now.Add(d+in.ep.AttemptTimeout).Sub(in.start) <= in.prefs.wait
+	return d, fits
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// limits is ep's backlog cap (max_backlog_items, max_backlog_bytes).
+func (s *Server) limits(ep *config.Endpoint) redisstore.Limits {
+	return redisstore.Limits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}
+}
+
+// storeProblem maps a store error to the refusal the caller gets.
+func storeProblem(err error) error {
+	switch {
+	case errors.Is(err, redisstore.ErrDisabled):
+		return problem.Errorf(problem.EndpointDisabled, "the endpoint is disabled; an admin must re-enable it")
+	case errors.Is(err, redisstore.ErrBacklogFull):
+		return problem.Errorf(problem.BacklogFull,
+			"the endpoint's backlog of pending callouts is full; try again later")
+	default:
+		return problem.Wrap(problem.StoreUnavailable,
+			"the callout store (Redis) is unreachable; writes are not forwarded", err)
+	}
+}
+
+// keyResult labels callout_idempotency_total: "missing" for a write
+// without a key, else result.
+func keyResult(key, result string) string {
+	if key == "" {
+		return "missing"
+	}
+	return result
+}
