@@ -35,7 +35,9 @@ func (s *Server) handleCallout() http.HandlerFunc {
 			s.reject(w, r, endpoint, err)
 			return
 		}
-		if dispatch.IsWrite(r.Method) || in.prefs.respondAsync {
+		// Reads take the recorded path too when the caller asked for
+		// asynchronous handling or inline retries (SPEC §4 Prefer rows).
+		if dispatch.IsWrite(r.Method) || in.prefs.respondAsync || in.prefs.wait > 0 {
 			s.write(w, r, in)
 			return
 		}
