@@ -33,6 +33,9 @@ go vet ./...
 echo "== Apex checks (parse, format, metadata)"
 bash apex-stubs/check.sh
 
+echo "== deploy checks (static builds, promtool, metrics named by alerts, kustomize, compose)"
+bash deploy/check.sh
+
 echo "== starting throwaway Redis (single node + 3-master cluster)"
 eval "$(bash proxy/internal/redistest/start-redis.sh "$work")"
 export CALLOUT_TEST_REQUIRE_REAL=1

@@ -136,26 +136,18 @@ func (b Breaker) Record(p Policy, c Classification, probe bool, now time.Time) B
 }
 
 // AutoDisable reports whether an endpoint is to be disabled (SPEC.md §6):
-// it has failed and has had no success for DisableAfter, measured, as the
-// contract says, by the time since the last success — from lastSuccess when
-// set, else (never a success) from firstFailure. The bound is inclusive.
+// it has failed for DisableAfter without a single success. The time is
+// measured from the start of the current outage — firstFailure, the first
+// counted failure after the last success — so an endpoint that was idle
+// after its last success is not disabled by its next failure: the product
+// promise is "an endpoint that fails for 72 h without a single success".
+// The bound is inclusive.
 //
-// firstFailure is the first counted failure of the current outage, zero when
-// there is none; a firstFailure at or before lastSuccess belongs to an
-// earlier outage and means no failure since the last success: false.
-//
-// Note the consequence of measuring from the last success: an endpoint idle
-// for DisableAfter after a success is disabled by its next failure.
+// firstFailure is zero when there is no outage; a firstFailure at or before
+// lastSuccess belongs to an earlier outage: false.
 func AutoDisable(p Policy, lastSuccess, firstFailure, now time.Time) bool {
-	if firstFailure.IsZero() {
+	if firstFailure.IsZero() || (!lastSuccess.IsZero() && !firstFailure.After(lastSuccess)) {
 		return false
 	}
-	since := firstFailure
-	if !lastSuccess.IsZero() {
-		if !firstFailure.After(lastSuccess) {
-			return false
-		}
-		since = lastSuccess
-	}
-	return now.Sub(since) >= p.DisableAfter
+	return now.Sub(firstFailure) >= p.DisableAfter
 }

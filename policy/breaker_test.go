@@ -36,6 +36,7 @@ func TestCountsAndResets(t *testing.T) {
 		{Classification{Retryable, ReasonHeaderTimeout}, true, false},
 		{Classification{Retryable, ReasonAttemptTimeout}, true, false},
 		{Classification{Retryable, ReasonNetwork}, true, false},
+		{Classification{Retryable, ReasonCredentials}, true, false},
 		{Classification{Retryable, ReasonCanceled}, false, false},
 		{Classification{Rejected, "breaker_open"}, false, false},
 		{Classification{}, false, false},
@@ -177,12 +178,13 @@ func TestAutoDisable(t *testing.T) {
 		{"never a success, failing 71h", never, at(0), at(71), false},
 		{"never a success, failing exactly 72h", never, at(0), at(72), true},
 		{"never a success, failing 73h", never, at(0), at(73), true},
-		{"success 71h ago, failing since", at(0), at(1), at(71), false},
-		{"success exactly 72h ago, failing since", at(0), at(1), at(72), true},
-		{"success 100h ago, first failure just now", at(0), at(100), at(100), true},
+		{"success 71h ago, failing for 70h", at(0), at(1), at(71), false},
+		{"success 73h ago, failing for exactly 72h", at(0), at(1), at(73), true},
+		{"success 100h ago, first failure just now: idle is not failing", at(0), at(100), at(100), false},
+		{"success 100h ago, failing for 72h since", at(0), at(100), at(172), true},
 		{"failure before the last success is an old outage", at(10), at(5), at(200), false},
 		{"failure at the same instant as the success", at(10), at(10), at(200), false},
-		{"1ns short", at(0), at(1), at(72).Add(-1), false},
+		{"1ns short", at(0), at(1), at(73).Add(-1), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -33,6 +33,8 @@ import (
 //   - ErrResponseTooLarge: Permanent "response_too_large".
 //   - *TimeoutError: Retryable "<Limit>_timeout" (connect, header, attempt).
 //   - context.Canceled: Retryable "canceled".
+//   - ErrCredentials: Retryable "credentials" (the upstream was not called;
+//     whatever failed on the way to a token is inside).
 //   - *net.DNSError of any kind (not found, timeout, temporary, server
 //     misbehaving): Retryable "dns".
 //   - TLS: tls.RecordHeaderError, http.ErrSchemeMismatch (what http.Client
@@ -102,6 +104,8 @@ func classifyError(err error) Classification {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return retryable(ReasonCanceled)
+	case errors.Is(err, ErrCredentials):
+		return retryable(ReasonCredentials)
 	case isDNSError(err):
 		return retryable(ReasonDNS)
 	case isTLSError(err):

@@ -102,6 +102,15 @@ func TestClassifyErrors(t *testing.T) {
 		{"canceled", urlErr(context.Canceled), ReasonCanceled},
 		{"canceled dial", urlErr(opErr("dial", fmt.Errorf("operation was canceled: %w", context.Canceled))), ReasonCanceled},
 		{"canceled dns", dnsErr(net.DNSError{Err: "operation was canceled", UnwrapErr: context.Canceled}), ReasonCanceled},
+		// Credentials: the token endpoint's own failure never reads as the
+		// upstream's; only a cancellation beats it.
+		{"credentials", ErrCredentials, ReasonCredentials},
+		{"credentials wrapping refused", fmt.Errorf("%w: token endpoint: %w", ErrCredentials,
+			opErr("dial", sysErr("connect", syscall.ECONNREFUSED))), ReasonCredentials},
+		{"credentials wrapping deadline", fmt.Errorf("%w: %w", ErrCredentials, context.DeadlineExceeded), ReasonCredentials},
+		{"credentials wrapping tls", fmt.Errorf("%w: %w", ErrCredentials, &tls.CertificateVerificationError{Err: x509Unknown}), ReasonCredentials},
+		{"credentials wrapping dns", fmt.Errorf("%w: %w", ErrCredentials, dnsErr(net.DNSError{Err: "no such host", IsNotFound: true})), ReasonCredentials},
+		{"canceled beats credentials", fmt.Errorf("%w: %w", ErrCredentials, context.Canceled), ReasonCanceled},
 		// Anything else.
 		{"unknown", errors.New("something odd"), ReasonNetwork},
 		{"unknown wrapped", urlErr(errors.New("net/http: HTTP/1.x transport connection broken: malformed HTTP response")), ReasonNetwork},

@@ -29,7 +29,8 @@ type Classification struct {
 	// "status_408", "status_429", "status_4xx", "status_3xx", "status_1xx",
 	// "status_501", "status_505", "status_invalid", "dns", "connect_refused",
 	// "unreachable", "connect_timeout", "reset", "tls", "header_timeout",
-	// "attempt_timeout", "eof", "network", "response_too_large", "canceled".
+	// "attempt_timeout", "eof", "network", "response_too_large", "canceled",
+	// "credentials".
 	// The Reason* constants (reasons.go) spell each one.
 	Reason string
 }
@@ -37,6 +38,13 @@ type Classification struct {
 // ErrResponseTooLarge marks an upstream response whose body exceeded
 // max_response_bytes. Classify maps it to Permanent (SPEC.md §2).
 var ErrResponseTooLarge = errors.New("upstream response larger than max_response_bytes")
+
+// ErrCredentials marks an attempt that could not be made because the
+// endpoint's upstream credentials could not be obtained, e.g. its OAuth 2.0
+// token endpoint was unreachable or refused the client. Classify maps it to
+// Retryable "credentials": no request reached the upstream, and a later
+// attempt may get a token.
+var ErrCredentials = errors.New("upstream credentials unavailable")
 
 // TimeoutError marks one of the per-attempt limits of SPEC.md §3 running out.
 // The forwarder wraps the transport's error in it so the reason is exact.

@@ -60,6 +60,11 @@ const (
 	// example by shutdown; no answer, so Retryable, but it says nothing about
 	// the upstream and never counts toward the breaker.
 	ReasonCanceled = "canceled"
+	// ReasonCredentials: the endpoint's upstream credentials could not be
+	// obtained for this attempt — its OAuth 2.0 token endpoint was down,
+	// slow or refused the client (an error matching ErrCredentials). Nothing
+	// reached the upstream; a later attempt may get a token, so Retryable.
+	ReasonCredentials = "credentials"
 	// ReasonNetwork: any other transport failure. An unknown failure is no
 	// answer, hence Retryable.
 	ReasonNetwork = "network"

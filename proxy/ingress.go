@@ -92,6 +92,9 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 		return in, err
 	}
 	if in.key == "" && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
+		// A refused write without a key is the case the "missing" count
+		// exists for (Apex code that forgot its key), so it is counted too.
+		s.d.Metrics.Idempotency.WithLabelValues("missing").Inc()
 		return in, problem.Errorf(problem.IdempotencyKeyMissing, r.Method+
 			" needs an Idempotency-Key header (SPEC §4: POST and PATCH are not idempotent, so the proxy "+
 			"only retries them with a key the upstream can deduplicate on)")

@@ -35,6 +35,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		s.d.Logger.Warn("store unreachable; read passed through without the breaker",
 			"endpoint", ep.Name, "error", err)
 	case adm.Gate.Shut():
+		s.countDeferred(ep.Name, adm.Gate)
 		s.reject(w, r, ep.Name, gateProblem(adm.Gate, s.d.Now()))
 		return
 	}

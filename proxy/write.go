@@ -42,6 +42,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	case res.Existing != nil:
 		s.duplicate(w, r, in, res.Existing)
 	case res.Held != nil:
+		s.countDeferred(in.ep.Name, res.Held.Gate)
 		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
 		s.accepted(ctx, w, in.ep.Name, res.Held.ID, "")
 	default:
@@ -64,6 +65,9 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.duplicate(w, r, in, res.Existing)
 	default:
 		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
+		if res.State == redisstore.Held {
+			s.countDeferred(in.ep.Name, res.Gate)
+		}
 		if s.d.Wake != nil {
 			s.d.Wake()
 		}
@@ -89,7 +93,7 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 		cls := s.observe(in.ep, cl.ID, att, string(cl.Kind))
 		comp := dispatch.Decide(dispatch.Input{Policy: s.d.Config.Policy, Endpoint: in.ep, Claimed: cl,
 			Attempt: att, Class: cls, Now: s.d.Now(), Rand: s.d.Rand, Sync: true})
-		wait, inline := s.inlineDelay(in, comp, att)
+		wait, inline := s.inlineDelay(in, cl.Attempt, comp, att)
 		if inline {
 			comp.Action = redisstore.ActionRetryInline
 			applied = "wait=" + formatSeconds(in.prefs.wait)
@@ -123,6 +127,12 @@ func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbo
 		}
 		s.respond(w, in.ep, att, cls)
 	case redisstore.DeadLettered:
+		if comp.Action != redisstore.ActionDeadLetter {
+			// A retry the store turned into a dead letter: the endpoint was
+			// disabled while the attempt ran.
+			comp.Reason = redisstore.ReasonEndpointDisabled
+		}
+		s.d.Metrics.DeadLetters.WithLabelValues(in.ep.Name, string(comp.Reason)).Inc()
 		s.d.Events.Finished(ctx, dispatch.Finished{ID: cl.ID, Endpoint: in.ep.Name,
 			State: res.State, Reason: comp.Reason, NotifyOwner: res.NotifyOwner})
 		s.deadOnArrival(w, in, cl.ID, comp, att, cls)
@@ -183,7 +193,9 @@ func (s *Server) abandon(ctx context.Context, cl *redisstore.Claimed, in *inboun
 // answer later than the caller's own timeout (Apex: 10 s by default).
 const storeOpTimeout = 2 * time.Second
 
-// inlinePolicy is the short schedule of inline retries under Prefer: wait.
+// inlinePolicy is the short schedule of inline retries under Prefer: wait:
+// the policy's full-jitter backoff (SPEC §3) with a 100 ms base and a 2 s
+// ceiling.
 func inlinePolicy(p policy.Policy) policy.Policy {
 	p.BaseDelay, p.MaxDelay = 100*time.Millisecond, 2*time.Second
 	return p
@@ -191,8 +203,11 @@ func inlinePolicy(p policy.Policy) policy.Policy {
 
 // inlineDelay decides whether the next attempt is made inline: only for a
 // retry, only under Prefer: wait=N, and only while the wait before it plus
-// one whole attempt still fits in N from the request's arrival.
-func (s *Server) inlineDelay(in *inbound, comp redisstore.Completion, att forward.Attempt) (time.Duration, bool) {
+// one whole attempt still fits in N from the request's arrival. n is the
+// number of the attempt just made: the delay backs off like the policy's
+// (uniform(0, min(2 s, 100 ms · multiplier^(n−1)))), so a fast-failing
+// upstream is not hammered every 100 ms until its attempts run out.
+func (s *Server) inlineDelay(in *inbound, n int, comp redisstore.Completion, att forward.Attempt) (time.Duration, bool) {
 	if comp.Action != redisstore.ActionRetry || in.prefs.wait <= 0 {
 		return 0, false
 	}
@@ -201,7 +216,7 @@ func (s *Server) inlineDelay(in *inbound, comp redisstore.Completion, att forwar
 	if att.Response != nil {
 		ra, haveRA = policy.ParseRetryAfter(att.Response.Header.Get("Retry-After"), now)
 	}
-	d := policy.NextDelay(inlinePolicy(s.d.Config.Policy), 1, ra, haveRA, s.d.Rand)
+	d := policy.NextDelay(inlinePolicy(s.d.Config.Policy), n, ra, haveRA, s.d.Rand)
 	fits := now.Add(d+in.ep.AttemptTimeout).Sub(in.start) <= in.prefs.wait
 	return d, fits
 }

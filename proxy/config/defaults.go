@@ -10,6 +10,16 @@ import (
 // salesforce block gives none (DESIGN.md, "Salesforce facts").
 const DefaultAPIVersion = "68.0"
 
+// Salesforce outbox defaults (config.Salesforce).
+const (
+	DefaultOutboxInterval   = time.Second
+	DefaultPollInterval     = time.Minute
+	DefaultAPIUsageSlowdown = 0.8
+	DefaultSlowdownInterval = 30 * time.Second
+	DefaultLimitPause       = 15 * time.Minute
+	DefaultRequestTimeout   = 30 * time.Second
+)
+
 // Auth defaults (SPEC §9, §10). A zero value, given or not, means the
 // default; proxy/auth treats zero the same way.
 const (
@@ -66,16 +76,32 @@ func (c *Config) applyDefaults() {
 		if e.Idempotency == "" {
 			e.Idempotency = IdempotencyHonoured
 		}
+		ownConnect, ownHeader := e.ConnectTimeout != 0, e.HeaderTimeout != 0
 		inherit(&e.ConnectTimeout, c.Policy.ConnectTimeout)
 		inherit(&e.HeaderTimeout, c.Policy.HeaderTimeout)
 		inherit(&e.AttemptTimeout, c.Policy.AttemptTimeout)
+		// An endpoint may lower its attempt limit alone (SPEC §3): the
+		// connect and header limits it inherits shrink to fit inside it.
+		// Limits it sets itself are validated as written.
+		if !ownConnect && e.AttemptTimeout > 0 {
+			e.ConnectTimeout = min(e.ConnectTimeout, e.AttemptTimeout)
+		}
+		if !ownHeader && e.AttemptTimeout > 0 {
+			e.HeaderTimeout = min(e.HeaderTimeout, e.AttemptTimeout)
+		}
 		inherit(&e.BreakerFailures, c.Policy.BreakerFailures)
 		inherit(&e.BreakerProbeInterval, c.Policy.BreakerProbeInterval)
 		inherit(&e.MaxBacklogItems, c.Policy.MaxBacklogItems)
 		inherit(&e.MaxBacklogBytes, c.Policy.MaxBacklogBytes)
 	}
-	if c.Salesforce != nil && c.Salesforce.APIVersion == "" {
-		c.Salesforce.APIVersion = DefaultAPIVersion
+	if sf := c.Salesforce; sf != nil {
+		inherit(&sf.APIVersion, DefaultAPIVersion)
+		inherit(&sf.OutboxInterval, DefaultOutboxInterval)
+		inherit(&sf.PollInterval, DefaultPollInterval)
+		inherit(&sf.APIUsageSlowdown, DefaultAPIUsageSlowdown)
+		inherit(&sf.SlowdownInterval, DefaultSlowdownInterval)
+		inherit(&sf.LimitPause, DefaultLimitPause)
+		inherit(&sf.RequestTimeout, DefaultRequestTimeout)
 	}
 }
 
@@ -94,6 +120,8 @@ func (e *Endpoint) clone() *Endpoint {
 	n.Networks = slices.Clone(e.Networks)
 	n.AllowedIssuers = slices.Clone(e.AllowedIssuers)
 	n.Headers = maps.Clone(e.Headers)
+	n.OAuth2 = e.OAuth2.clone()
+	n.TLS = e.TLS.clone()
 	n.Redact = Redact{
 		Headers:    slices.Clone(e.Redact.Headers),
 		Query:      slices.Clone(e.Redact.Query),

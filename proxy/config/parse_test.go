@@ -58,6 +58,20 @@ func TestParseSalesforceDefaults(t *testing.T) {
 	if cfg.Salesforce.APIVersion != "68.0" {
 		t.Errorf("api_version = %q, want 68.0", cfg.Salesforce.APIVersion)
 	}
+	sf := cfg.Salesforce
+	for _, c := range []struct {
+		key       string
+		got, want any
+	}{
+		{"outbox_interval", sf.OutboxInterval, time.Second}, {"poll_interval", sf.PollInterval, time.Minute},
+		{"api_usage_slowdown", sf.APIUsageSlowdown, 0.8}, {"slowdown_interval", sf.SlowdownInterval, 30 * time.Second},
+		{"limit_pause", sf.LimitPause, 15 * time.Minute}, {"request_timeout", sf.RequestTimeout, 30 * time.Second},
+		{"webhook_url", sf.WebhookURL, ""},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.key, c.got, c.want)
+		}
+	}
 }
 
 // TestParsePartialPolicy: keys given replace their default, even with an
@@ -241,5 +255,31 @@ func TestPrepareCodeBuiltConfig(t *testing.T) {
 	ps := problems(t, cfg.Prepare(baseEnv().get))
 	if len(ps) != 1 || ps[0].Error() != "endpoints.up.url: scheme must be http or https" {
 		t.Errorf("got %v", ps)
+	}
+}
+
+// TestEndpointLowersAttemptTimeoutAlone: an endpoint that sets only
+// attempt_timeout below the inherited connect and header limits is valid;
+// those inherited limits shrink to fit (SPEC §3: an endpoint may lower its
+// limits), while limits it sets itself are still checked as written.
+func TestEndpointLowersAttemptTimeoutAlone(t *testing.T) {
+	base := `auth: {issuers: [https://a.my.salesforce.com], audience: x, algorithms: [HS256], hs256_secret_env: S}
+endpoints:
+  fast:
+    url: https://api.example.com
+    attempt_timeout: 2s
+`
+	env := func(k string) string { return strings.Repeat("s", 40) }
+	cfg, err := config.Parse([]byte(base), env)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	ep, _ := cfg.Endpoint("fast")
+	if ep.AttemptTimeout != 2*time.Second || ep.HeaderTimeout != 2*time.Second || ep.ConnectTimeout != 2*time.Second {
+		t.Errorf("limits = connect %s, header %s, attempt %s; want all 2s", ep.ConnectTimeout, ep.HeaderTimeout, ep.AttemptTimeout)
+	}
+	_, err = config.Parse([]byte(base+"    header_timeout: 3s\n"), env)
+	if err == nil || !strings.Contains(err.Error(), "header_timeout") {
+		t.Errorf("an explicit header_timeout over attempt_timeout: err = %v, want one naming header_timeout", err)
 	}
 }

@@ -103,7 +103,7 @@ func TestValidateEndpointSettings(t *testing.T) {
 				"endpoints.payment-api.max_concurrency: must not be negative"}},
 		{"connect over attempt", endpoint(url + "    connect_timeout: 20s\n"),
 			[]string{"endpoints.payment-api.connect_timeout: 20s exceeds the attempt_timeout in force (15s)"}},
-		{"attempt under header", endpoint(url + "    attempt_timeout: 8s\n"),
+		{"attempt under an explicit header limit", endpoint(url + "    attempt_timeout: 8s\n    header_timeout: 10s\n"),
 			[]string{"endpoints.payment-api.header_timeout: 10s exceeds the attempt_timeout in force (8s)"}},
 	})
 }
@@ -196,5 +196,12 @@ func TestValidateSalesforce(t *testing.T) {
 				"salesforce.private_key_file: required", `salesforce.api_version: "68" is not an API version such as "68.0"`}},
 		{"username not an email", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n  client_id_env: SF_CLIENT_ID\n  username: integration\n  private_key_file: {{dir}}/key.pem\n"},
 			[]string{"salesforce.username: must be a Salesforce username"}},
+		{"outbox settings", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n" + rest +
+			"  api_usage_slowdown: 1.5\n  limit_pause: -1m\n  poll_interval: -1s\n  webhook_url: ftp://hooks.example.com/x\n"},
+			[]string{"salesforce.api_usage_slowdown: must be a share of the daily limit", "salesforce.limit_pause: must not be negative",
+				"salesforce.poll_interval: must not be negative", "salesforce.webhook_url: must be an absolute http or https URL"}},
+		{"webhook with user info", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n" + rest +
+			"  webhook_url: https://u:p@hooks.example.com/x\n  api_usage_slowdown: -0.1\n"},
+			[]string{"salesforce.webhook_url: must be an absolute http or https URL", "salesforce.api_usage_slowdown: must be a share"}},
 	})
 }

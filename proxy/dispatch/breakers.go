@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
@@ -54,7 +55,7 @@ func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch redisstor
 	if ch.OutageEnded {
 		log.Info("outage ended")
 	}
-	if ch.OutageStartedAt.IsZero() || w.now().Sub(ch.OutageStartedAt) < w.Config.Policy.DisableAfter {
+	if !policy.AutoDisable(w.Config.Policy, time.Time{}, ch.OutageStartedAt, w.now()) {
 		return
 	}
 	w.disable(ctx, ep, "auto: no success since "+ch.OutageStartedAt.UTC().Format(time.RFC3339))

@@ -94,7 +94,7 @@ type Dispatcher struct {
 	slots    chan struct{}
 	mu       sync.Mutex
 	inFlight map[string]int       // endpoint -> attempts in flight here
-	shutTill map[string]time.Time // endpoint -> gate shut until (from the last claim)
+	shutTill map[string]time.Time // endpoint -> skip claims until (a shut gate, at most GateRecheck)
 	reapedAt map[string]time.Time
 	next     int // round-robin start
 	wg       sync.WaitGroup
@@ -208,6 +208,21 @@ func (d *Dispatcher) reap(ctx context.Context, ep *config.Endpoint) {
 	}
 }
 
+// GateRecheck is the longest a dispatcher trusts a shut gate it learnt
+// from a claim before asking Redis again (DESIGN "Hot-path budget": gate
+// state may be cached briefly). A pause or an open breaker is skipped
+// without a round trip until then, yet an admin's reset (calloutctl
+// endpoints reset) or enable takes effect within GateRecheck instead of at
+// the old probe time or pause end (up to retry_after_cap).
+const GateRecheck = time.Second
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // free is how many more attempts to ep may start now.
 func (d *Dispatcher) free(ep *config.Endpoint) int {
 	limit := d.o.PerEndpoint
@@ -237,7 +252,7 @@ func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
 	}
 	d.mu.Lock()
 	if res.Gate.Shut() && !res.Gate.Until.IsZero() {
-		d.shutTill[ep.Name] = res.Gate.Until
+		d.shutTill[ep.Name] = minTime(res.Gate.Until, d.o.Now().Add(GateRecheck))
 	}
 	d.mu.Unlock()
 	for _, id := range res.DeadLettered {
@@ -271,27 +286,10 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *redisstore.Claimed) {
 	}()
 }
 
-// attempt dispatches cl, decides and completes it.
+// attempt dispatches cl (unless it is already exhausted), decides and
+// completes it.
 func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *redisstore.Claimed) {
-	d.o.Metrics.ScheduleLag.Observe(max(0, cl.StartedAt.Sub(cl.DueAt).Seconds()))
-	att := d.o.Upstream.Do(ctx, ep, &forward.Request{
-		Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body,
-	})
-	var comp redisstore.Completion
-	var pe *problem.Error
-	if errors.As(att.Err, &pe) {
-		// Refused before sending (blocked address, unresolvable injected
-		// header): retrying cannot help, so it ends as a permanent dead letter.
-		comp = redisstore.Completion{
-			Action: redisstore.ActionDeadLetter, Reason: redisstore.ReasonPermanent,
-			Error: string(pe.Code), Breaker: Breaker(ep), Lease: Lease(ep),
-			Attempt: &redisstore.Attempt{StartedAt: att.Started, Outcome: policy.Rejected, Error: string(pe.Code)},
-		}
-	} else {
-		cls := d.o.Metrics.Observe(ep.Name, string(cl.Kind), att)
-		comp = Decide(Input{Policy: d.o.Config.Policy, Endpoint: ep, Claimed: cl, Attempt: att,
-			Class: cls, Now: d.o.Now(), Rand: d.o.Rand})
-	}
+	comp := d.outcome(ctx, ep, cl)
 	res, err := d.o.Store.Complete(ctx, cl, comp)
 	log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
 		slog.Int("attempt", cl.Attempt))
@@ -304,16 +302,51 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *redis
 		log.Error("completion failed; the callout will be re-dispatched after its lease", slog.Any("error", err))
 		return
 	}
-	if d.o.Breakers != nil {
+	if d.o.Breakers != nil && comp.Attempt != nil {
 		d.o.Breakers.Changed(ctx, ep, res.Breaker)
 	}
-	if comp.Action == redisstore.ActionRetry {
+	reason := comp.Reason
+	if res.State == redisstore.DeadLettered && comp.Action != redisstore.ActionDeadLetter {
+		// The endpoint was disabled while the attempt ran: the store made
+		// the retry a dead letter (complete.lua; Store.Disable).
+		reason = redisstore.ReasonEndpointDisabled
+	}
+	if comp.Action == redisstore.ActionRetry && (res.State == redisstore.Scheduled || res.State == redisstore.Held) {
 		d.o.Metrics.RetriesScheduled.WithLabelValues(ep.Name, comp.Error).Inc()
 	}
 	if res.State == redisstore.Succeeded || res.State == redisstore.DeadLettered {
 		d.finished(ctx, Finished{ID: cl.ID, Endpoint: ep.Name, State: res.State,
-			Reason: comp.Reason, NotifyOwner: res.NotifyOwner})
+			Reason: reason, NotifyOwner: res.NotifyOwner})
 	}
+}
+
+// outcome makes cl's attempt and returns the completion to apply. A
+// callout whose window closed while it waited (held by a breaker or a
+// pause, or reaped, past max_age; or over max_attempts) is exhausted
+// (SPEC §3) and is not dispatched: its completion has no Attempt, so the
+// store undoes the claim's count and leaves the breaker alone.
+func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *redisstore.Claimed) redisstore.Completion {
+	if policy.Exhausted(d.o.Config.Policy, cl.Attempt-1, cl.FirstAttemptAt, d.o.Now()) {
+		return redisstore.Completion{Action: redisstore.ActionDeadLetter, Reason: redisstore.ReasonExhausted,
+			Breaker: Breaker(ep), Lease: Lease(ep)}
+	}
+	d.o.Metrics.ScheduleLag.Observe(max(0, cl.StartedAt.Sub(cl.DueAt).Seconds()))
+	att := d.o.Upstream.Do(ctx, ep, &forward.Request{
+		Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body,
+	})
+	var pe *problem.Error
+	if errors.As(att.Err, &pe) {
+		// Refused before sending (blocked address, unresolvable injected
+		// header): retrying cannot help, so it ends as a permanent dead letter.
+		return redisstore.Completion{
+			Action: redisstore.ActionDeadLetter, Reason: redisstore.ReasonPermanent,
+			Error: string(pe.Code), Breaker: Breaker(ep), Lease: Lease(ep),
+			Attempt: &redisstore.Attempt{StartedAt: att.Started, Outcome: policy.Rejected, Error: string(pe.Code)},
+		}
+	}
+	cls := d.o.Metrics.Observe(ep.Name, string(cl.Kind), att)
+	return Decide(Input{Policy: d.o.Config.Policy, Endpoint: ep, Claimed: cl, Attempt: att,
+		Class: cls, Now: d.o.Now(), Rand: d.o.Rand})
 }
 
 // finished records an asynchronous ending in metrics and logs and passes

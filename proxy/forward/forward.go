@@ -3,7 +3,8 @@
 // attempt (SPEC.md §3, §4). It builds the upstream URL so that nothing in
 // the caller's path can leave the endpoint's base path, forwards the
 // caller's request minus hop-by-hop and caller-only headers plus the
-// endpoint's injected headers, dials only through an SSRF guard
+// endpoint's credentials (static headers, an OAuth 2.0 token, a client
+// certificate: package credentials), dials only through an SSRF guard
 // (code.dny.dev/ssrf, with the endpoint's port and allowed_networks, cloud
 // metadata addresses always refused), never follows redirects, enforces the
 // connect, response-header and whole-attempt limits, and buffers the
@@ -23,8 +24,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,12 +74,18 @@ type Attempt struct {
 	// Response is the upstream's response; nil when there was none.
 	Response *Response
 	// Err is why there is no Response; nil when Response is set. Its text
-	// never contains the upstream URL (whose query may hold secrets). Its
-	// forms, which the caller maps before or with policy.Classify:
+	// never contains the upstream URL (whose query may hold secrets) nor a
+	// credential. Its forms, which the caller maps before or with
+	// policy.Classify:
 	//   - *problem.Error, nothing dispatched or a refused dial: code
-	//     BlockedAddress (403; also matches ErrBlockedAddress), PathEscape
-	//     or InvalidRequest (400, from UpstreamURL or a bad method),
-	//     Internal (500: the endpoint's headers could not be resolved);
+	//     BlockedAddress (403; also matches ErrBlockedAddress; the token
+	//     URL's dial too), PathEscape or InvalidRequest (400, from
+	//     UpstreamURL or a bad method), Internal (500: a credential of the
+	//     endpoint — header value, OAuth2 client id or secret, certificate,
+	//     CA bundle — was never loadable, see credentials.ConfigError);
+	//   - an error matching policy.ErrCredentials (*credentials.Error): the
+	//     OAuth 2.0 token could not be obtained; nothing reached the
+	//     upstream; Retryable "credentials";
 	//   - *policy.TimeoutError with Limit "connect", "header" or "attempt";
 	//   - an error wrapping policy.ErrResponseTooLarge (permanent);
 	//   - an error matching context.Canceled when ctx was canceled;
@@ -86,7 +95,9 @@ type Attempt struct {
 	// Sent is true once the whole request was written to the upstream
 	// (httptrace WroteRequest), even if no response followed: a write to an
 	// endpoint with `idempotency: ignored` that was sent but not answered
-	// is ambiguous and is not retried (SPEC.md §3).
+	// is ambiguous and is not retried (SPEC.md §3). After a 401 re-send
+	// (OAuth2 endpoints) it describes the re-sent request: the first one
+	// was answered.
 	Sent bool
 	// Started is when the attempt began, from Options.Now.
 	Started time.Time
@@ -99,49 +110,64 @@ type Options struct {
 	// Now is the clock for Attempt.Started and Duration; time.Now if nil.
 	Now func() time.Time
 	// Logger receives one debug record per attempt (endpoint, status,
-	// duration_ms; never bodies or header values). Discarded if nil.
+	// duration_ms; never bodies or header values) and the credentials'
+	// events: a credential file rotated (info) or unusable (error), a
+	// token request failed (warn) — never a value. Discarded if nil.
 	Logger *slog.Logger
-	// HeaderValues returns the headers to inject for an endpoint, values
-	// resolved. If nil, ep.Headers' SecretRefs are resolved on every
-	// attempt through Getenv (env) or by reading the file (one trailing
-	// newline trimmed); an unset or empty secret fails the attempt.
+	// HeaderValues returns the static headers to inject for an endpoint,
+	// values resolved. If nil, ep.Headers' SecretRefs are resolved on every
+	// attempt (credentials.Set.Header): an environment variable through
+	// Getenv, a file polled for changes at most every RecheckInterval
+	// (one trailing newline trimmed; a bad new file keeps the old value).
+	// The OAuth2 Authorization header is added either way.
 	HeaderValues func(ep *config.Endpoint) (http.Header, error)
-	// Getenv reads environment variables for the default HeaderValues;
-	// os.Getenv if nil.
+	// Getenv reads environment variables of credentials; os.Getenv if nil.
 	Getenv func(string) string
+	// RecheckInterval is the least time between two reads of one credential
+	// file (secret, certificate, key, CA bundle), on Now's clock;
+	// credentials.DefaultRecheckInterval (1 s) if zero.
+	RecheckInterval time.Duration
 	// MaxResponseBytes is the largest response body buffered, in bytes;
 	// a larger one fails the attempt with policy.ErrResponseTooLarge
 	// (SPEC.md §2, permanent). Default 12582912 (12 MiB).
 	MaxResponseBytes int64
-	// TLSClientConfig is the base TLS configuration, cloned per endpoint,
-	// e.g. to trust a private CA; nil: system roots, TLS 1.2 at least.
+	// TLSClientConfig is the base TLS configuration, cloned per endpoint
+	// and per token endpoint; an endpoint's tls.ca_file and oauth2.ca_file
+	// replace its RootCAs, tls.client_cert_file adds a client certificate.
+	// nil: system roots, TLS 1.2 at least.
 	TLSClientConfig *tls.Config
 	// MaxIdleConnsPerHost is the keep-alive pool size per endpoint;
 	// default 32.
 	MaxIdleConnsPerHost int
 }
 
-// Forwarder makes attempts. It keeps one HTTP transport per endpoint name
-// (endpoints differ in port, networks and limits) and is safe for
-// concurrent use.
+// Forwarder makes attempts. It keeps, per endpoint name, one HTTP transport
+// for the upstream (endpoints differ in port, networks, limits and TLS
+// material), one for its token endpoint, and its credentials.Set; it is
+// safe for concurrent use.
 type Forwarder struct {
 	now            func() time.Time
 	logger         *slog.Logger
 	headerValues   func(ep *config.Endpoint) (http.Header, error)
+	getenv         func(string) string
+	recheck        time.Duration
 	maxResponse    int64
 	tlsConfig      *tls.Config
 	maxIdlePerHost int
 
-	mu      sync.Mutex
-	clients map[string]*endpointClient // by endpoint name
+	mu           sync.Mutex
+	clients      map[string]*endpointClient  // by endpoint name
+	tokenClients map[string]*endpointClient  // by endpoint name
+	creds        map[string]*endpointSecrets // by endpoint name
 }
 
 // New returns a Forwarder with opts' defaults filled in.
 func New(opts Options) *Forwarder {
 	f := &Forwarder{
-		now: opts.Now, logger: opts.Logger, headerValues: opts.HeaderValues,
-		maxResponse: opts.MaxResponseBytes, tlsConfig: opts.TLSClientConfig,
+		now: opts.Now, logger: opts.Logger, headerValues: opts.HeaderValues, getenv: opts.Getenv,
+		recheck: opts.RecheckInterval, maxResponse: opts.MaxResponseBytes, tlsConfig: opts.TLSClientConfig,
 		maxIdlePerHost: opts.MaxIdleConnsPerHost, clients: map[string]*endpointClient{},
+		tokenClients: map[string]*endpointClient{}, creds: map[string]*endpointSecrets{},
 	}
 	if f.now == nil {
 		f.now = time.Now
@@ -149,14 +175,8 @@ func New(opts Options) *Forwarder {
 	if f.logger == nil {
 		f.logger = slog.New(slog.DiscardHandler)
 	}
-	if f.headerValues == nil {
-		getenv := opts.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		f.headerValues = func(ep *config.Endpoint) (http.Header, error) {
-			return resolveHeaders(ep.Headers, getenv)
-		}
+	if f.getenv == nil {
+		f.getenv = os.Getenv
 	}
 	if f.maxResponse <= 0 {
 		f.maxResponse = policy.Defaults().MaxResponseBytes
@@ -170,8 +190,11 @@ func New(opts Options) *Forwarder {
 // Do makes one attempt of req against ep (SPEC.md §3, §4) and returns its
 // result; it never panics on a bad request, it reports it in Attempt.Err.
 // The attempt is bounded by ep's attempt limit (AttemptTimeout; the policy
-// default if zero) around the request and the body read, and ends early if
-// ctx is canceled. ep must be a loaded endpoint (BaseURL set).
+// default if zero) around the OAuth2 token request (when one is needed),
+// the request and the body read — and, when an OAuth2 endpoint answers
+// 401, one token refresh and one immediate re-send (RFC 6750 §3.1), whose
+// result is the attempt's. It ends early if ctx is canceled. ep must be a
+// loaded endpoint (BaseURL set).
 func (f *Forwarder) Do(ctx context.Context, ep *config.Endpoint, req *Request) Attempt {
 	started := f.now()
 	a := f.attempt(ctx, ep, req)
@@ -187,18 +210,58 @@ func (f *Forwarder) Do(ctx context.Context, ep *config.Endpoint, req *Request) A
 	return a
 }
 
-// attempt is Do without the clock and the log.
+// attempt is Do without the clock and the log. The token request, the
+// request and, on an OAuth2 endpoint's 401, one token refresh and one
+// immediate re-send all run within the one attempt limit: a lease never
+// expires under them (SPEC.md §3), and the re-send is no retry of the
+// callout's schedule. The Attempt is the last response's.
 func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Request) Attempt {
-	hreq, err := f.newRequest(ctx, ep, req)
+	u, err := UpstreamURL(ep.BaseURL, req.Path, req.RawQuery)
 	if err != nil {
 		return Attempt{Err: err}
 	}
-	c, err := f.client(ep)
+	creds := f.credentials(ep)
+	static, err := f.staticHeaders(ep, creds)
 	if err != nil {
-		return Attempt{Err: problem.Wrap(problem.Internal, "the endpoint's transport could not be built", err)}
+		return Attempt{Err: problem.Wrap(problem.Internal,
+			"the configured headers of endpoint "+ep.Name+" could not be resolved", err)}
+	}
+	hreq, err := newRequest(ctx, u, req, static)
+	if err != nil {
+		return Attempt{Err: err}
+	}
+	c, err := f.client(ep, creds)
+	if err != nil {
+		return Attempt{Err: problem.Wrap(problem.Internal,
+			"the transport of endpoint "+ep.Name+" could not be built (its TLS files?)", err)}
 	}
 	actx, cancel := context.WithTimeout(ctx, limitsOf(ep).attempt)
 	defer cancel()
+	tok, err := creds.Token(actx)
+	if err != nil {
+		return Attempt{Err: tokenFailure(ctx, ep, err)}
+	}
+	if tok != nil {
+		tok.SetHeader(hreq.Header)
+	}
+	a := f.send(ctx, actx, c, req.Method, hreq)
+	if tok == nil || a.Response == nil || a.Response.Status != http.StatusUnauthorized {
+		return a
+	}
+	// RFC 6750 §3.1: the token was refused (revoked, rotated, expired
+	// early). One refresh, one re-send; a second 401 is the answer.
+	creds.Unauthorized(tok)
+	if tok, err = creds.Token(actx); err != nil {
+		return Attempt{Err: tokenFailure(ctx, ep, err)}
+	}
+	hreq, _ = newRequest(ctx, u, req, static) // it built once already
+	tok.SetHeader(hreq.Header)
+	return f.send(ctx, actx, c, req.Method, hreq)
+}
+
+// send makes one HTTP exchange of an attempt under actx (the attempt
+// limit; parent is the caller's context) and buffers the response.
+func (f *Forwarder) send(parent, actx context.Context, c *http.Client, method string, hreq *http.Request) Attempt {
 	var sent atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
 		if i.Err == nil {
@@ -207,50 +270,69 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 	}}
 	resp, err := c.Do(hreq.WithContext(httptrace.WithClientTrace(actx, trace)))
 	if err != nil {
-		return Attempt{Err: transportError(ctx, actx, err), Sent: sent.Load()}
+		return Attempt{Err: transportError(parent, actx, err), Sent: sent.Load()}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxResponse+1))
 	switch {
 	case err != nil:
-		return Attempt{Err: transportError(ctx, actx, err), Sent: true}
+		return Attempt{Err: transportError(parent, actx, err), Sent: true}
 	case int64(len(body)) > f.maxResponse:
 		return Attempt{Sent: true, Err: fmt.Errorf("%w: more than %d bytes",
 			policy.ErrResponseTooLarge, f.maxResponse)}
 	}
 	return Attempt{Sent: true, Response: &Response{
 		Status: resp.StatusCode,
-		Header: responseHeader(req.Method, resp, len(body)),
+		Header: responseHeader(method, resp, len(body)),
 		Body:   body,
 	}}
 }
 
-// newRequest builds the outbound request: the checked upstream URL, the
+// newRequest builds the outbound request: the checked upstream URL u, the
 // outbound header with the endpoint's injected fields, and the body with an
 // exact Content-Length. The caller's User-Agent is kept, and when the
-// caller sent none, none is sent (Go would add its own otherwise).
-func (f *Forwarder) newRequest(ctx context.Context, ep *config.Endpoint, req *Request) (*http.Request, error) {
-	u, err := UpstreamURL(ep.BaseURL, req.Path, req.RawQuery)
-	if err != nil {
-		return nil, err
-	}
-	injected, err := f.headerValues(ep)
-	if err != nil {
-		return nil, problem.Wrap(problem.Internal,
-			"the configured headers of endpoint "+ep.Name+" could not be resolved", err)
-	}
+// caller sent none, none is sent (Go would add its own otherwise). A bad
+// method is a *problem.Error of code InvalidRequest.
+//
+// A write is never re-sent by the transport on its own: net/http replays a
+// request that has a rewindable body, or an empty one with an
+// Idempotency-Key, when a reused keep-alive connection dies after the
+// request was written — which would hide an attempt and break SPEC §3's
+// "ambiguous" rule. So a write with a body gets an opaque reader without
+// GetBody and its exact Content-Length; an empty write keeps no body, and its
+// Idempotency-Key travels under the lower-case field name, which net/http's
+// replay rule does not look up (field names are case-insensitive, RFC 9110
+// §5.1: the upstream sees the same field and value). The transport may then
+// retry only what it never wrote.
+func newRequest(ctx context.Context, u *url.URL, req *Request, injected http.Header) (*http.Request, error) {
+	write := req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions
 	var body io.Reader
-	if len(req.Body) > 0 {
+	switch {
+	case write && len(req.Body) > 0:
+		body = io.NopCloser(bytes.NewReader(req.Body))
+	case len(req.Body) > 0:
 		body = bytes.NewReader(req.Body)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
 	if err != nil {
 		return nil, problem.Wrap(problem.InvalidRequest, "the request cannot be forwarded", err)
 	}
+	if write {
+		hreq.GetBody = nil
+		hreq.ContentLength = int64(len(req.Body))
+	}
 	hreq.URL = u // keep RawPath exactly; String/Parse could re-escape
 	hreq.Header = OutboundHeader(req.Header, injected)
 	if _, ok := hreq.Header["User-Agent"]; !ok {
 		hreq.Header["User-Agent"] = nil // present but empty: Go sends no User-Agent
+	}
+	if write && len(req.Body) == 0 {
+		for _, k := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+			if v, ok := hreq.Header[k]; ok {
+				delete(hreq.Header, k)
+				hreq.Header[strings.ToLower(k)] = v
+			}
+		}
 	}
 	return hreq, nil
 }
@@ -269,11 +351,15 @@ func responseHeader(method string, resp *http.Response, bodyLen int) http.Header
 }
 
 // CloseIdleConnections closes the idle keep-alive connections of every
-// endpoint's transport, e.g. on shutdown or after a configuration reload.
+// endpoint's and token endpoint's transport, e.g. on shutdown or after a
+// configuration reload.
 func (f *Forwarder) CloseIdleConnections() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, c := range f.clients {
+		c.tr.CloseIdleConnections()
+	}
+	for _, c := range f.tokenClients {
 		c.tr.CloseIdleConnections()
 	}
 }

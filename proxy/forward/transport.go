@@ -2,14 +2,19 @@ package forward
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials"
 )
 
 // Transport constants shared by every endpoint.
@@ -54,62 +59,119 @@ func limitsOf(ep *config.Endpoint) limits {
 	}
 }
 
-// clientKey is everything a transport is built from; a reloaded endpoint
-// whose key changed gets a new transport.
-func clientKey(ep *config.Endpoint) string {
-	l := limitsOf(ep)
-	return fmt.Sprint(ep.BaseURL.Scheme, " ", ep.BaseURL.Host, " ", ep.Networks, " ", l.connect, " ", l.header)
+// clientKey is everything a transport is built from but the TLS material;
+// a reloaded endpoint whose key changed gets a new transport.
+func clientKey(base *url.URL, networks []netip.Prefix, l limits) string {
+	return fmt.Sprint(base.Scheme, " ", base.Host, " ", networks, " ", l.connect, " ", l.header)
 }
 
 // client returns the endpoint's HTTP client, building it on first use and
-// again when the endpoint's URL host, networks or limits changed.
-func (f *Forwarder) client(ep *config.Endpoint) (*http.Client, error) {
+// again when the endpoint's URL host, networks or limits changed, or its
+// client certificate or CA bundle was rotated (a new transport, so the next
+// connection uses the new files; the old one's idle connections close).
+func (f *Forwarder) client(ep *config.Endpoint, creds *credentials.Set) (*http.Client, error) {
 	if ep.BaseURL == nil {
 		return nil, errors.New("endpoint has no parsed base URL")
 	}
-	key := clientKey(ep)
+	mat, err := creds.TLS()
+	if err != nil {
+		return nil, err
+	}
+	l := limitsOf(ep)
+	key := clientKey(ep.BaseURL, ep.Networks, l) + " tls " + mat.ID
+	return f.cached(f.clients, ep.Name, key, func() (*endpointClient, error) {
+		tlsConf := f.baseTLS()
+		if mat.RootCAs != nil {
+			tlsConf.RootCAs = mat.RootCAs
+		}
+		if cert := mat.Certificate; cert != nil {
+			// Always present it, whatever CAs the server's request names:
+			// the upstream decides (crypto/tls would send none on a mismatch).
+			tlsConf.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				return cert, nil
+			}
+		}
+		return newClient(ep.BaseURL, ep.Networks, l, tlsConf, f.maxIdlePerHost, key)
+	})
+}
+
+// tokenClient is credentials.Options.TokenClient: the HTTP client of ep's
+// token endpoint. It follows the endpoint's own rules — the SSRF guard
+// with the token URL's port and the endpoint's allowed_networks (metadata
+// addresses never), no proxy from the environment, no redirects, the
+// endpoint's connect and header limits — and trusts roots when set (the
+// endpoint's oauth2.ca_file).
+func (f *Forwarder) tokenClient(ep *config.Endpoint, roots *x509.CertPool, rootsID uint64) (*http.Client, error) {
+	if ep.OAuth2 == nil {
+		return nil, errors.New("endpoint has no oauth2 block")
+	}
+	tu, err := url.Parse(ep.OAuth2.TokenURL)
+	if err != nil || tu.Scheme == "" || tu.Host == "" {
+		return nil, errors.New("oauth2 token_url is not an absolute URL")
+	}
+	l := limitsOf(ep)
+	key := clientKey(tu, ep.Networks, l) + " roots " + strconv.FormatUint(rootsID, 10)
+	return f.cached(f.tokenClients, ep.Name, key, func() (*endpointClient, error) {
+		tlsConf := f.baseTLS()
+		if roots != nil {
+			tlsConf.RootCAs = roots
+		}
+		return newClient(tu, ep.Networks, l, tlsConf, 2, key)
+	})
+}
+
+// cached returns m[name]'s client when it was built for key, else builds
+// one, stores it and closes the idle connections of the one it replaces.
+func (f *Forwarder) cached(m map[string]*endpointClient, name, key string,
+	build func() (*endpointClient, error)) (*http.Client, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	old, ok := f.clients[ep.Name]
+	old, ok := m[name]
 	if ok && old.key == key {
 		return old.client, nil
 	}
-	c, err := f.newClient(ep, key)
+	c, err := build()
 	if err != nil {
 		return nil, err
 	}
 	if ok {
 		old.tr.CloseIdleConnections()
 	}
-	f.clients[ep.Name] = c
+	m[name] = c
 	return c.client, nil
 }
 
-// newClient builds an endpoint's client: no proxy from the environment, no
+// baseTLS is a copy of Options.TLSClientConfig, or TLS 1.2 at least with
+// the system roots.
+func (f *Forwarder) baseTLS() *tls.Config {
+	if f.tlsConfig != nil {
+		return f.tlsConfig.Clone()
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12}
+}
+
+// newClient builds a client for base: no proxy from the environment, no
 // transparent gzip (the caller gets the upstream's bytes and
-// Content-Encoding as they are), the SSRF guard on every dial, the connect
-// limit on TCP and TLS, the header limit after the request is written, and
-// redirects never followed (a 3xx goes back to the caller as is, SPEC.md §2).
-func (f *Forwarder) newClient(ep *config.Endpoint, key string) (*endpointClient, error) {
-	g, err := newGuard(ep.BaseURL, ep.Networks)
+// Content-Encoding as they are), the SSRF guard (base's port, networks) on
+// every dial, the connect limit on TCP and TLS, the header limit after the
+// request is written, and redirects never followed (a 3xx goes back to the
+// caller as is, SPEC.md §2).
+func newClient(base *url.URL, networks []netip.Prefix, l limits, tlsConf *tls.Config,
+	maxIdle int, key string) (*endpointClient, error) {
+	g, err := newGuard(base, networks)
 	if err != nil {
 		return nil, err
 	}
-	l := limitsOf(ep)
 	dialer := &net.Dialer{Timeout: l.connect, KeepAlive: keepAlive, Control: g.control}
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.tlsConfig != nil {
-		tlsConf = f.tlsConfig.Clone()
-	}
 	tr := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            dialer.DialContext,
 		TLSClientConfig:        tlsConf,
 		TLSHandshakeTimeout:    l.connect,
-		ForceAttemptHTTP2:      ep.BaseURL.Scheme == "https",
+		ForceAttemptHTTP2:      base.Scheme == "https",
 		DisableCompression:     true,
 		ResponseHeaderTimeout:  l.header,
-		MaxIdleConnsPerHost:    f.maxIdlePerHost,
+		MaxIdleConnsPerHost:    maxIdle,
 		IdleConnTimeout:        idleConnTimeout,
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 	}

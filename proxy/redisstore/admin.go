@@ -25,12 +25,15 @@ type DisableResult struct {
 // an admin): new callouts are refused with ErrDisabled, claims return
 // GateDisabled, and every pending callout in the due set (scheduled or
 // held) becomes a dead letter with reason endpoint_disabled, in batches of
-// 100 per script run. Callouts in flight finish with their worker; a retry
+// 100 per script run. With Options.Outbox, the owner notification and each
+// dead letter's Salesforce writes are queued in the same scripts (outbox.go). Callouts in flight finish with their worker; a retry
 // of one becomes a dead letter then. Calling it again drains what remains.
 // Errors: ErrUnavailable.
 func (s *Store) Disable(ctx context.Context, endpoint, reason string) (DisableResult, error) {
 	k := keysOf(endpoint)
-	v, err := s.run(ctx, "disable", s.lua.disable, []string{k.ep}, msArg(s.now()), reason)
+	sfo, _ := k.outbox()
+	v, err := s.run(ctx, "disable", s.lua.disable, []string{k.ep, sfo}, msArg(s.now()), reason,
+		endpoint, flag(s.outbox))
 	if err != nil {
 		return DisableResult{}, err
 	}
@@ -66,8 +69,9 @@ func (s *Store) drain(ctx context.Context, k epKeys, ids []string) ([]string, er
 		return nil, s.wrap("drain", err)
 	}
 	now := s.now()
-	keys := []string{k.ep, k.due, k.dl}
-	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL))}
+	sfo, sfx := k.outbox()
+	keys := []string{k.ep, k.due, k.dl, sfo, sfx}
+	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), flag(s.outbox)}
 	for i, id := range ids {
 		ik := k.ep // placeholder: no reservation
 		if f := cmds[i].Val(); len(f) == 2 {
@@ -92,19 +96,29 @@ func (s *Store) drain(ctx context.Context, k epKeys, ids []string) ([]string, er
 // Enable re-enables a disabled endpoint (SPEC §6 "Only an admin re-enables
 // it") and gives it a fresh start: disable fields, breaker, failure count,
 // pause and outage are all cleared. Its dead letters stay; replay them.
-// One HDEL. Errors: ErrUnavailable.
+// Callouts held behind the old gate become due now. One HDEL, then the
+// held-callout release. Errors: ErrUnavailable.
 func (s *Store) Enable(ctx context.Context, endpoint string) error {
 	err := s.rdb.HDel(ctx, keysOf(endpoint).ep, eDisabled, eDisReason, eDisAt, eBreaker,
 		eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, eOutage, eNotified).Err()
-	return s.wrap("enable", err)
+	if err != nil {
+		return s.wrap("enable", err)
+	}
+	_, err = s.releaseHeld(ctx, endpoint)
+	return err
 }
 
 // ResetBreaker closes endpoint's breaker and lifts its pause (calloutctl
 // endpoints reset): state, failure count, opened/probe times, probe token
 // and pause are cleared; the outage (if any) and the disable flag stay.
-// One HDEL. Errors: ErrUnavailable.
+// Callouts held behind the breaker or the pause become due now. One HDEL,
+// then the held-callout release. Errors: ErrUnavailable.
 func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
 	err := s.rdb.HDel(ctx, keysOf(endpoint).ep, eBreaker, eFailures, eOpenedAt, eProbeAt,
 		eProbeToken, eProbeUntil, ePaused).Err()
-	return s.wrap("reset breaker", err)
+	if err != nil {
+		return s.wrap("reset breaker", err)
+	}
+	_, err = s.releaseHeld(ctx, endpoint)
+	return err
 }

@@ -97,6 +97,53 @@ func TestResetBreaker(t *testing.T) {
 	})
 }
 
+// TestResetAndEnableReleaseHeld: callouts held behind an open breaker are
+// due at the probe time; a reset (or an enable) makes them due now, while a
+// callout waiting for its backoff keeps its due time.
+func TestResetAndEnableReleaseHeld(t *testing.T) {
+	for _, action := range []string{"reset", "enable"} {
+		t.Run(action, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, e *env) {
+				s := e.store()
+				ep := "held-" + action
+				// 20 failures reschedule 20 callouts an hour out (scheduled,
+				// backoff) and open the breaker.
+				last := openBreaker(t, e, s, ep, 20)
+				if last.State != Held {
+					t.Fatalf("the failure that opened the breaker left its callout %s, want held", last.State)
+				}
+				held := mustEnqueue(t, s, ep, 3)
+				for _, id := range held {
+					if c := mustGet(t, s, id); c.State != Held {
+						t.Fatalf("enqueued behind an open breaker: state %s, want held", c.State)
+					}
+				}
+				var err error
+				if action == "reset" {
+					err = s.ResetBreaker(ctxT(t), ep)
+				} else {
+					err = s.Enable(ctxT(t), ep)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := mustClaim(t, s, ep, ClaimOptions{Batch: 100, Lease: testLease})
+				// The three enqueued while open, and the one whose failure
+				// opened the breaker (held too); the 19 before it wait for
+				// their backoff.
+				if n := len(got.Claimed); n != len(held)+1 {
+					t.Fatalf("claimed after %s: %d, want the %d held ones (backoff ones keep their time)", action, n, len(held)+1)
+				}
+				for _, id := range held {
+					if !slices.ContainsFunc(got.Claimed, func(c *Claimed) bool { return c.ID == id }) {
+						t.Errorf("held callout %s not released by %s", id, action)
+					}
+				}
+			})
+		})
+	}
+}
+
 func TestDeadLettersPagination(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()

@@ -256,3 +256,60 @@ func claimConcurrently(t *testing.T, e *env, endpoint string, n int) []ClaimResu
 	wg.Wait()
 	return results
 }
+
+// TestProbeThatDoesNotCount: a probe answered with something that does not
+// count toward the breaker (a permanent answer, a 429, a canceled read)
+// gives no verdict on the upstream: the token is released and the breaker
+// stays half-open, so the next request or held callout probes at once
+// (policy Breaker.Record). A counting failure still reopens it.
+func TestProbeThatDoesNotCount(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		br := Breaker{Failures: 20, ProbeInterval: 5 * time.Minute, ProbeLease: 10 * time.Second}
+		openBreaker(t, e, s, "nc-probe-api", 20)
+		mustEnqueue(t, s, "nc-probe-api", 2)
+		e.clk.Advance(5 * time.Minute)
+		probeAt := e.clk.Now()
+
+		// A read probe answered 404.
+		ad, err := s.Admit(ctxT(t), "nc-probe-api", br)
+		if err != nil || ad.ProbeToken == "" {
+			t.Fatalf("admit at the probe time = %+v, %v", ad, err)
+		}
+		ch, err := s.RecordResult(ctxT(t), "nc-probe-api", ReadResult{ProbeToken: ad.ProbeToken, Breaker: br})
+		if err != nil || !ch.Probe || ch.Opened || ch.Closed || ch.ConsecutiveFailures != 20 {
+			t.Fatalf("404 probe = %+v, %v", ch, err)
+		}
+		st := mustState(t, s, "nc-probe-api")
+		if st.Breaker != BreakerHalfOpen || st.ProbeOut || !st.ProbeAt.Equal(probeAt) || st.Gate.State != GateHalfOpen {
+			t.Fatalf("after a 404 probe = %+v, want half-open, token free, probe time unchanged", st)
+		}
+
+		// The next held callout is the probe; its permanent answer
+		// dead-letters it and again leaves the breaker half-open.
+		p := mustClaim(t, s, "nc-probe-api", claimOpts).Claimed
+		if len(p) != 1 || p[0].Kind != KindProbe {
+			t.Fatalf("claim after a 404 probe = %+v, want one probe", p)
+		}
+		r := mustComplete(t, s, p[0], Completion{Action: ActionDeadLetter, Reason: ReasonPermanent,
+			Attempt: &Attempt{StartedAt: e.clk.Now(), Status: 403, Outcome: policy.Permanent, Error: "status_4xx"}})
+		if r.State != DeadLettered || !r.Breaker.Probe {
+			t.Fatalf("403 probe = %+v", r)
+		}
+		if st := mustState(t, s, "nc-probe-api"); st.Breaker != BreakerHalfOpen || st.ProbeOut {
+			t.Fatalf("after a 403 probe = %+v, want half-open, token free", st)
+		}
+
+		// A counting failure of the next probe reopens it for an interval.
+		p = mustClaim(t, s, "nc-probe-api", claimOpts).Claimed
+		if len(p) != 1 || p[0].Kind != KindProbe {
+			t.Fatalf("claim after a 403 probe = %+v, want one probe", p)
+		}
+		e.clk.Advance(time.Second)
+		mustComplete(t, s, p[0], failure(e.clk.Now().Add(time.Minute)))
+		if st := mustState(t, s, "nc-probe-api"); st.Breaker != BreakerOpen ||
+			!st.ProbeAt.Equal(e.clk.Now().Add(5*time.Minute)) || st.ProbeOut {
+			t.Fatalf("after a failed probe = %+v, want open for another interval", st)
+		}
+	})
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# deploy/check.sh — offline checks of everything under deploy/, run by the
+# test command (.ci/test.sh) from the repository root:
+#
+#   bash deploy/check.sh
+#
+#  1. Dockerfile: multi-stage, non-root USER, distroless runtime stage, and
+#     its build step is deploy/build.sh.
+#  2. deploy/build.sh builds the binaries the image ships; they must be
+#     static (no ELF interpreter, CGO_ENABLED=0).
+#  3. promtool check rules and promtool test rules on deploy/prometheus.
+#  4. Every metric named by the rules, their tests and the Grafana dashboard
+#     is exported by the proxy: declared in proxy/ or salesforce/ source
+#     (Name: "callout_..."), or seen on /metrics of the real binary after a
+#     few callouts (histograms may be named with _bucket, _sum, _count).
+#  5. The dashboard is valid JSON with panels and queries.
+#  6. deploy/k8s-check (its own Go module): kustomize renders the base and
+#     the example overlay, every object decodes strictly into k8s.io/api
+#     types and keeps the runbook's promises; the compose file's structure.
+#
+# Installs promtool (Debian package prometheus) and jq with apt when missing.
+# Idempotent; stops what it starts and removes its temporary files.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+work=$(mktemp -d)
+proxy_pid=""
+cleanup() {
+	if [ -n "$proxy_pid" ] && kill -0 "$proxy_pid" 2>/dev/null; then
+		kill "$proxy_pid" 2>/dev/null || true
+		wait "$proxy_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+step() { echo "== deploy: $*"; }
+fail() { echo "deploy/check.sh: $*" >&2; exit 1; }
+
+install_missing() {
+	local need=() sudo=""
+	command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+	command -v jq >/dev/null 2>&1 || need+=(jq)
+	command -v curl >/dev/null 2>&1 || need+=(curl)
+	((${#need[@]})) || return 0
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	step "installing ${need[*]}"
+	$sudo apt-get update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+check_dockerfile() {
+	step "Dockerfile"
+	local df=deploy/Dockerfile froms last_from user
+	froms=$(grep -cE '^FROM ' "$df")
+	[ "$froms" -ge 2 ] || fail "$df: $froms FROM lines; want a multi-stage build"
+	last_from=$(grep -E '^FROM ' "$df" | tail -1)
+	case "$last_from" in *distroless/static*) ;; *) fail "$df: runtime stage is '$last_from', want distroless/static" ;; esac
+	user=$(awk '/^FROM /{u=""} /^USER /{u=$2} END{print u}' "$df")
+	case "$user" in "" | root | 0 | 0:* | root:*) fail "$df: runtime stage USER is '${user:-unset}', want non-root" ;; esac
+	grep -qE '^RUN bash deploy/build.sh ' "$df" || fail "$df: the build stage must run deploy/build.sh"
+	grep -q "CGO_ENABLED=0 go build -trimpath" deploy/build.sh || fail "deploy/build.sh: not a CGO_ENABLED=0 -trimpath build"
+}
+
+check_binaries() {
+	step "static binaries (deploy/build.sh)"
+	bash deploy/build.sh "$work/bin"
+	local b linkage settings
+	for b in "$work"/bin/*; do
+		# ldd exits 1 on a static binary: read its words, not its status.
+		linkage=$(ldd "$b" 2>&1 || true)
+		grep -qE 'not a dynamic executable|statically linked' <<<"$linkage" ||
+			fail "$b is dynamically linked: $linkage"
+		settings=$(go version -m "$b")
+		grep -qE '^\s+build\s+CGO_ENABLED=0$' <<<"$settings" || fail "$b was not built with CGO_ENABLED=0"
+		echo "static: $(basename "$b")"
+	done
+}
+
+check_rules() {
+	step "promtool check rules / test rules"
+	promtool check rules deploy/prometheus/alerts.yaml
+	(cd deploy/prometheus && promtool test rules alerts_test.yaml)
+}
+
+# live_metrics runs the built proxy on deploy/examples/dev.yaml (ports 0,
+# upstream on a closed port), sends a read, a keyed write and an
+# unauthenticated request, and writes the metric names of /metrics to $1.
+live_metrics() {
+	local out=$1 cfg=$work/dev.yaml log=$work/proxy.log line listen admin token i
+	grep -q '^listen: 127.0.0.1:8080' deploy/examples/dev.yaml &&
+		grep -q '^admin_listen: 127.0.0.1:8081' deploy/examples/dev.yaml &&
+		grep -q 'url: http://127.0.0.1:9000' deploy/examples/dev.yaml ||
+		fail "deploy/examples/dev.yaml changed shape; update live_metrics in deploy/check.sh"
+	sed -e 's/^listen: 127.0.0.1:8080/listen: 127.0.0.1:0/' \
+		-e 's/^admin_listen: 127.0.0.1:8081/admin_listen: 127.0.0.1:0/' \
+		-e 's#url: http://127.0.0.1:9000#url: http://127.0.0.1:1#' deploy/examples/dev.yaml >"$cfg"
+	export CALLOUT_PROXY_JWT_SECRET="deploy-check-jwt-secret-0123456789abcdef"
+	export CALLOUT_PROXY_ADMIN_TOKEN="deploy-check-admin-token"
+	"$work/bin/callout-proxy" --config "$cfg" 2>"$log" &
+	proxy_pid=$!
+	for i in $(seq 1 100); do
+		line=$(grep -m1 '"msg":"listening"' "$log" || true)
+		[ -n "$line" ] && break
+		kill -0 "$proxy_pid" 2>/dev/null || fail "the proxy exited: $(cat "$log")"
+		sleep 0.1
+	done
+	[ -n "$line" ] || fail "the proxy did not log \"listening\" within 10 s"
+	listen=$(jq -r .listen <<<"$line")
+	admin=$(jq -r .admin_listen <<<"$line")
+	token=$("$work/bin/callout-proxy" token --config "$cfg")
+	curl -sS -o /dev/null -H "Authorization: Bearer $token" "http://$listen/callout/httpbin-local/status.json"
+	curl -sS -o /dev/null -X POST -H "Authorization: Bearer $token" -H 'Idempotency-Key: "deploy-check-1"' \
+		--data '{}' "http://$listen/callout/httpbin-local/orders"
+	curl -sS -o /dev/null "http://$listen/callout/httpbin-local/status.json"
+	curl -sS "http://$admin/metrics" >"$work/metrics.txt"
+	kill "$proxy_pid"
+	wait "$proxy_pid" 2>/dev/null || true
+	proxy_pid=""
+	grep -q '^callout_attempts_total{' "$work/metrics.txt" || fail "no callout_attempts_total series after a callout"
+	grep -oE '^callout_[a-z0-9_]+' "$work/metrics.txt" | sort -u >"$out"
+}
+
+check_metric_names() {
+	step "metrics named by rules and dashboard are exported"
+	local exported=$work/exported used=$work/used missing="" name base
+	grep -rhoE --include='*.go' --exclude='*_test.go' 'Name: *"callout_[a-z0-9_]+"' proxy salesforce |
+		grep -oE 'callout_[a-z0-9_]+' | sort -u >"$work/declared"
+	live_metrics "$work/live"
+	sort -u "$work/declared" "$work/live" >"$exported"
+	echo "declared $(wc -l <"$work/declared"), live $(wc -l <"$work/live"), exported $(wc -l <"$exported")"
+	grep -ohE '\bcallout_[a-z0-9_]+' deploy/prometheus/alerts.yaml deploy/prometheus/alerts_test.yaml \
+		deploy/grafana/callout-proxy.json | sort -u >"$used"
+	while read -r name; do
+		base=$(sed -E 's/_(bucket|sum|count)$//' <<<"$name")
+		grep -qxF "$name" "$exported" || grep -qxF "$base" "$exported" || missing+=" $name"
+	done <"$used"
+	[ -z "$missing" ] || fail "named by rules or dashboard but not exported by the proxy:$missing"
+	echo "all $(wc -l <"$used") metric names are exported"
+}
+
+check_dashboard() {
+	step "Grafana dashboard"
+	local d=deploy/grafana/callout-proxy.json panels exprs
+	panels=$(jq '[.panels[] | select(.type != "row")] | length' "$d")
+	exprs=$(jq '[.. | .expr? // empty] | length' "$d")
+	[ "$panels" -gt 0 ] && [ "$exprs" -gt 0 ] || fail "$d: $panels panels, $exprs queries"
+	[ "$(jq '[.panels[] | select(.type != "row") | select((.targets // []) | length == 0)] | length' "$d")" -eq 0 ] ||
+		fail "$d: a panel without queries"
+	echo "$panels panels, $exprs queries"
+}
+
+check_k8s_and_compose() {
+	step "kustomize render, strict decoding, manifest and compose checks (deploy/k8s-check)"
+	(cd deploy/k8s-check && go vet ./... && go test -count=1 ./...)
+}
+
+install_missing
+check_dockerfile
+check_binaries
+check_rules
+check_metric_names
+check_dashboard
+check_k8s_and_compose
+step "all checks passed"

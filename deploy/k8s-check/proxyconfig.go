@@ -1,0 +1,203 @@
+package k8scheck
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// ProxyConfig is what a deployment must provide for one Callout Proxy
+// configuration file: its listeners, its store, the environment variables
+// and files it reads secrets from, and its longest attempt limit. The proxy
+// itself validates the file fully (config.Load; deploy/configs_test.go in
+// the main module loads every configuration under deploy/); this is only
+// the part a manifest or a compose file has to agree with.
+type ProxyConfig struct {
+	// Listen and AdminListen are host:port as written (README "Top level").
+	Listen, AdminListen string
+	// Redis is true when redis.url or redis.cluster is set: without it the
+	// proxy runs on an embedded, non-durable store that no two replicas
+	// share.
+	Redis bool
+	// RedisHosts are the hosts of redis.url and redis.cluster.
+	RedisHosts []string
+	// Env are the environment variables the file names (every *_env key and
+	// every {env: VAR} secret), sorted, without duplicates.
+	Env []string
+	// Files are the absolute paths the file names (every *_file and *_files
+	// key and every {file: PATH} secret), sorted, without duplicates.
+	Files []string
+	// LongestAttempt is the longest attempt_timeout in force: the policy's
+	// (default 15 s, SPEC §3) or any endpoint's override.
+	LongestAttempt time.Duration
+	// HasAdminToken, HasCallerKey and HasSalesforce report an admin token,
+	// caller-JWT key material (certificate_files or an HS256 secret) and a
+	// salesforce section.
+	HasAdminToken, HasCallerKey, HasSalesforce bool
+}
+
+// defaultAttemptTimeout is policy.attempt_timeout's default (SPEC §3).
+const defaultAttemptTimeout = 15 * time.Second
+
+// ParseProxyConfig reads the parts of a Callout Proxy configuration that a
+// deployment must agree with. It returns an error when the text is not a
+// YAML mapping or a duration in it does not parse.
+func ParseProxyConfig(text []byte) (*ProxyConfig, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(text, &doc); err != nil {
+		return nil, fmt.Errorf("proxy configuration: %w", err)
+	}
+	c := &ProxyConfig{
+		Listen: str(doc["listen"]), AdminListen: str(doc["admin_listen"]),
+		HasSalesforce: doc["salesforce"] != nil,
+	}
+	redis, _ := doc["redis"].(map[string]any)
+	if u := str(redis["url"]); u != "" {
+		c.Redis = true
+		c.RedisHosts = append(c.RedisHosts, redisURLHost(u))
+	}
+	if seeds, ok := redis["cluster"].([]any); ok && len(seeds) > 0 {
+		c.Redis = true
+		for _, s := range seeds {
+			host, _, _ := net.SplitHostPort(str(s))
+			c.RedisHosts = append(c.RedisHosts, host)
+		}
+	}
+	auth, _ := doc["auth"].(map[string]any)
+	c.HasCallerKey = auth["certificate_files"] != nil || auth["hs256_secret_env"] != nil ||
+		auth["hs256_secret_file"] != nil
+	admin, _ := doc["admin"].(map[string]any)
+	tokens, _ := admin["tokens"].([]any)
+	c.HasAdminToken = len(tokens) > 0
+	env, files := map[string]bool{}, map[string]bool{}
+	collectSecrets(doc, env, files)
+	c.Env, c.Files = sortedKeys(env), sortedKeys(files)
+	longest, err := longestAttempt(doc)
+	if err != nil {
+		return nil, err
+	}
+	c.LongestAttempt = longest
+	return c, nil
+}
+
+// collectSecrets walks v and records every environment variable and file
+// the configuration reads: keys ending in _env, _file and _files, and the
+// {env: VAR} / {file: PATH} secret references (README "Configuration
+// reference").
+func collectSecrets(v any, env, files map[string]bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			s, isString := child.(string)
+			switch {
+			case isString && (k == "env" || strings.HasSuffix(k, "_env")):
+				env[s] = true
+			case isString && (k == "file" || strings.HasSuffix(k, "_file")):
+				files[s] = true
+			case strings.HasSuffix(k, "_files"):
+				list, _ := child.([]any)
+				for _, f := range list {
+					files[str(f)] = true
+				}
+			default:
+				collectSecrets(child, env, files)
+			}
+		}
+	case []any:
+		for _, child := range t {
+			collectSecrets(child, env, files)
+		}
+	}
+}
+
+// longestAttempt returns the longest attempt_timeout of the policy and the
+// endpoints' overrides.
+func longestAttempt(doc map[string]any) (time.Duration, error) {
+	policy, _ := doc["policy"].(map[string]any)
+	longest, err := duration(policy, "attempt_timeout", "policy", defaultAttemptTimeout)
+	if err != nil {
+		return 0, err
+	}
+	endpoints, _ := doc["endpoints"].(map[string]any)
+	for name, e := range endpoints {
+		ep, _ := e.(map[string]any)
+		d, err := duration(ep, "attempt_timeout", "endpoints."+name, 0)
+		if err != nil {
+			return 0, err
+		}
+		longest = max(longest, d)
+	}
+	return longest, nil
+}
+
+// duration reads m[key] as a Go duration string (the proxy's only duration
+// form), def when absent. A bare number is an error, as it is to the proxy.
+func duration(m map[string]any, key, at string, def time.Duration) (time.Duration, error) {
+	v, ok := m[key]
+	if !ok {
+		return def, nil
+	}
+	s, isString := v.(string)
+	if !isString {
+		return 0, fmt.Errorf("%s.%s: %v is not a duration string such as 15s", at, key, v)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s.%s: %w", at, key, err)
+	}
+	return d, nil
+}
+
+// ListenPort returns the port of a host:port listener address, or an error
+// when addr is not host:port with a numeric port.
+func ListenPort(addr string) (int, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(p)
+}
+
+// ListensOnAllInterfaces reports whether a listener address accepts
+// connections from outside the container (host empty, 0.0.0.0 or ::).
+func ListensOnAllInterfaces(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && (host == "" || host == "0.0.0.0" || host == "::")
+}
+
+// redisURLHost returns the host of redis://host:port/db, or "" when the URL
+// does not have that shape.
+func redisURLHost(u string) string {
+	_, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return ""
+	}
+	hostport, _, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndex(hostport, "@"); at >= 0 {
+		hostport = hostport[at+1:]
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return hostport
+	}
+	return host
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,261 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// endpointFor returns a loaded-looking endpoint with the given idempotency
+// setting and the default limits.
+func endpointFor(idempotency string) *config.Endpoint {
+	return &config.Endpoint{
+		Name: "pay", Idempotency: idempotency, AttemptTimeout: 15 * time.Second,
+		BreakerFailures: 20, BreakerProbeInterval: 5 * time.Minute,
+	}
+}
+
+// decideCase is one attempt fed to Decide, and what must come out.
+type decideCase struct {
+	name        string
+	idempotency string // default honoured
+	method      string // default POST
+	sync        bool
+	attempt     int           // default 1
+	age         time.Duration // now − FirstAttemptAt
+	status      int           // 0: no response
+	retryAfter  string
+	err         error // the transport error when status is 0
+	sent        bool
+	rand        float64 // default 0.5
+
+	action redisstore.Action
+	reason redisstore.DeadLetterReason
+	next   time.Duration // NextAttemptAt − now (only for ActionRetry)
+	paused time.Duration // PausedUntil − now (0: no pause)
+	counts bool          // CountsTowardBreaker
+}
+
+// input builds Decide's input for c at now under p.
+func (c decideCase) input(p policy.Policy, now time.Time) dispatch.Input {
+	idem, method, attempt, rnd := c.idempotency, c.method, c.attempt, c.rand
+	if idem == "" {
+		idem = config.IdempotencyHonoured
+	}
+	if method == "" {
+		method = http.MethodPost
+	}
+	if attempt == 0 {
+		attempt = 1
+	}
+	if rnd == 0 {
+		rnd = 0.5
+	}
+	att := forward.Attempt{Err: c.err, Sent: c.sent, Started: now.Add(-time.Second), Duration: time.Second}
+	if c.status != 0 {
+		h := http.Header{"Content-Type": {"text/plain"}}
+		if c.retryAfter != "" {
+			h.Set("Retry-After", c.retryAfter)
+		}
+		att.Response, att.Err, att.Sent = &forward.Response{Status: c.status, Header: h, Body: []byte("answer")}, nil, true
+	}
+	return dispatch.Input{
+		Policy: p, Endpoint: endpointFor(idem), Attempt: att, Now: now, Rand: fixed(rnd), Sync: c.sync,
+		Claimed: &redisstore.Claimed{ID: "c1", Endpoint: "pay", Method: method, Attempt: attempt,
+			FirstAttemptAt: now.Add(-c.age)},
+		Class: policy.Classify(c.status, att.Err),
+	}
+}
+
+var (
+	attemptTimeout = &policy.TimeoutError{Limit: "attempt", Err: context.DeadlineExceeded}
+	refused        = syscall.ECONNREFUSED
+)
+
+// TestDecide is the policy after one attempt (SPEC §3, §6, §7), with the
+// defaults: base 5s ×2, jitter 0.5, 12 attempts, 72h, Retry-After cap 1h.
+func TestDecide(t *testing.T) {
+	now := t0
+	s := time.Second
+	cases := []decideCase{
+		{name: "2xx async succeeds", status: 201, action: redisstore.ActionSucceed},
+		{name: "2xx sync succeeds", status: 200, sync: true, action: redisstore.ActionSucceed},
+		{name: "sync permanent fails", status: 404, sync: true, action: redisstore.ActionFail},
+		{name: "async permanent dead letter", status: 403, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonPermanent},
+		{name: "async 501 dead letter", status: 501, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonPermanent},
+		{name: "async 3xx dead letter", status: 302, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonPermanent},
+		{name: "503 retry after jittered base", status: 503, action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "503 sync retries too", status: 503, sync: true, action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "503 attempt 3 ceiling 20s", status: 503, attempt: 3, action: redisstore.ActionRetry, next: 10 * s, counts: true},
+		{name: "503 jitter 0.999", status: 503, attempt: 2, rand: 0.999, action: redisstore.ActionRetry, next: 9990 * time.Millisecond, counts: true},
+		{name: "503 attempt 11 still fits", status: 503, attempt: 11, action: redisstore.ActionRetry, next: 2560 * s, counts: true},
+		{name: "503 attempt 12 exhausted", status: 503, attempt: 12, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonExhausted, counts: true},
+		{name: "next attempt past max_age exhausted", status: 503, attempt: 4, age: 72*time.Hour - 5*s,
+			action: redisstore.ActionDeadLetter, reason: redisstore.ReasonExhausted, counts: true},
+		{name: "next attempt inside max_age retries", status: 503, age: 72*time.Hour - 30*s,
+			action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "no answer retries", err: refused, action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "429 Retry-After 30 pauses the endpoint", status: 429, retryAfter: "30",
+			action: redisstore.ActionRetry, next: 30 * s, paused: 30 * s},
+		{name: "429 Retry-After 7200 capped at 1h", status: 429, retryAfter: "7200",
+			action: redisstore.ActionRetry, next: time.Hour, paused: time.Hour},
+		{name: "429 without Retry-After no pause", status: 429, action: redisstore.ActionRetry, next: 2500 * time.Millisecond},
+		{name: "429 invalid Retry-After no pause", status: 429, retryAfter: "-5", action: redisstore.ActionRetry, next: 2500 * time.Millisecond},
+		{name: "503 Retry-After delays only the callout", status: 503, retryAfter: "30",
+			action: redisstore.ActionRetry, next: 30 * s, counts: true},
+		{name: "ignored POST sent no answer ambiguous", idempotency: config.IdempotencyIgnored, err: attemptTimeout, sent: true,
+			action: redisstore.ActionDeadLetter, reason: redisstore.ReasonAmbiguous, counts: true},
+		{name: "ignored PUT sent no answer ambiguous", idempotency: config.IdempotencyIgnored, method: http.MethodPut,
+			err: attemptTimeout, sent: true, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonAmbiguous, counts: true},
+		{name: "ignored GET sent no answer retries", idempotency: config.IdempotencyIgnored, method: http.MethodGet,
+			err: attemptTimeout, sent: true, action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "ignored POST never sent retries", idempotency: config.IdempotencyIgnored, err: refused,
+			action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "ignored POST answered 503 retries", idempotency: config.IdempotencyIgnored, status: 503,
+			action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "honoured POST sent no answer retries", err: attemptTimeout, sent: true,
+			action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := c.input(policy.Defaults(), now)
+			got := dispatch.Decide(in)
+			checkDecision(t, c, in, got, now)
+		})
+	}
+}
+
+// checkDecision compares one Decide result with its case.
+func checkDecision(t *testing.T, c decideCase, in dispatch.Input, got redisstore.Completion, now time.Time) {
+	t.Helper()
+	if got.Action != c.action || got.Reason != c.reason {
+		t.Fatalf("action, reason = %q, %q; want %q, %q", got.Action, got.Reason, c.action, c.reason)
+	}
+	wantNext := time.Time{}
+	if c.action == redisstore.ActionRetry {
+		wantNext = now.Add(c.next)
+	}
+	if !got.NextAttemptAt.Equal(wantNext) {
+		t.Errorf("NextAttemptAt = now%+v, want now%+v", got.NextAttemptAt.Sub(now), c.next)
+	}
+	wantPause := time.Time{}
+	if c.paused > 0 {
+		wantPause = now.Add(c.paused)
+	}
+	if !got.PausedUntil.Equal(wantPause) {
+		t.Errorf("PausedUntil = %v, want %v", got.PausedUntil, wantPause)
+	}
+	if got.CountsTowardBreaker != c.counts {
+		t.Errorf("CountsTowardBreaker = %v, want %v", got.CountsTowardBreaker, c.counts)
+	}
+	if got.Lease != 25*time.Second || got.Breaker.Failures != 20 || got.Breaker.ProbeLease != 25*time.Second {
+		t.Errorf("lease %v, breaker %+v; want 15s+10s and the endpoint's breaker", got.Lease, got.Breaker)
+	}
+	a := got.Attempt
+	if a == nil || a.Status != c.status || a.Outcome != in.Class.Outcome || !a.StartedAt.Equal(in.Attempt.Started) || a.Duration != time.Second {
+		t.Fatalf("attempt record = %+v, want status %d outcome %s", a, c.status, in.Class.Outcome)
+	}
+	wantErr := in.Class.Reason
+	if in.Class.Outcome == policy.Success {
+		wantErr = ""
+	}
+	if got.Error != wantErr || a.Error != wantErr {
+		t.Errorf("error = %q (attempt %q), want %q", got.Error, a.Error, wantErr)
+	}
+	if c.status == 0 && got.Response != nil {
+		t.Errorf("response = %+v, want none", got.Response)
+	}
+	if c.status != 0 && (got.Response == nil || got.Response.Status != c.status || !bytes.Equal(got.Response.Body, []byte("answer"))) {
+		t.Errorf("response = %+v, want the upstream's %d", got.Response, c.status)
+	}
+}
+
+// TestDecideAttemptNumbers feeds corrupted and huge attempt numbers to
+// Decide (DESIGN: attempt numbers 0, 1, 12, 31, 64, 1000): the delay stays
+// within [0, max_delay], never negative, never a panic; with the default
+// 12 attempts every count at or over the limit is exhausted.
+func TestDecideAttemptNumbers(t *testing.T) {
+	now := t0
+	unlimited := policy.Defaults()
+	unlimited.MaxAttempts = math.MaxInt
+	for _, n := range []int{12, 31, 40, 63, 64, 65, 1000, 0, -1, math.MaxInt, math.MinInt} {
+		for _, rnd := range []float64{0, 0.5, 0.999999, 1, math.NaN()} {
+			c := decideCase{attempt: n, status: 503}
+			in := c.input(unlimited, now)
+			in.Rand = fixed(rnd)
+			got := dispatch.Decide(in)
+			if n == unlimited.MaxAttempts {
+				if got.Reason != redisstore.ReasonExhausted {
+					t.Errorf("attempt %d of %d: reason %q, want exhausted", n, n, got.Reason)
+				}
+			} else if got.Action != redisstore.ActionRetry {
+				t.Fatalf("attempt %d rand %v: action %q, want retry with unlimited attempts", n, rnd, got.Action)
+			} else if d := got.NextAttemptAt.Sub(now); d < 0 || d > unlimited.MaxDelay {
+				t.Errorf("attempt %d rand %v: delay %v outside [0, %v]", n, rnd, d, unlimited.MaxDelay)
+			}
+			in = c.input(policy.Defaults(), now)
+			in.Rand = fixed(rnd)
+			got = dispatch.Decide(in)
+			exhausted := n >= 12
+			if (got.Action == redisstore.ActionDeadLetter) != exhausted ||
+				(exhausted && got.Reason != redisstore.ReasonExhausted) {
+				t.Errorf("attempt %d with 12 allowed: action %q reason %q, exhausted %v", n, got.Action, got.Reason, exhausted)
+			}
+		}
+	}
+}
+
+// TestPauseUntil is the endpoint-wide pause (SPEC §3): only a 429 with a
+// valid, positive Retry-After, capped at retry_after_cap.
+func TestPauseUntil(t *testing.T) {
+	p := policy.Defaults()
+	resp := func(code int, ra string) *forward.Response {
+		return &forward.Response{Status: code, Header: http.Header{"Retry-After": {ra}}}
+	}
+	for _, c := range []struct {
+		name string
+		resp *forward.Response
+		want time.Duration // 0: no pause
+	}{
+		{"no response", nil, 0},
+		{"429 delta", resp(429, "60"), time.Minute},
+		{"429 zero", resp(429, "0"), 0},
+		{"429 over cap", resp(429, "999999"), time.Hour},
+		{"429 date", resp(429, t0.Add(90*time.Second).UTC().Format(http.TimeFormat)), 90 * time.Second},
+		{"429 past date", resp(429, t0.Add(-time.Minute).UTC().Format(http.TimeFormat)), 0},
+		{"429 garbage", resp(429, "soon"), 0},
+		{"503 delta", resp(503, "60"), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := dispatch.PauseUntil(p, c.resp, t0)
+			want := time.Time{}
+			if c.want > 0 {
+				want = t0.Add(c.want)
+			}
+			if !got.Equal(want) {
+				t.Fatalf("PauseUntil = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestIsWrite(t *testing.T) {
+	for m, want := range map[string]bool{
+		http.MethodGet: false, http.MethodHead: false, http.MethodOptions: false,
+		http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true,
+	} {
+		if got := dispatch.IsWrite(m); got != want {
+			t.Errorf("IsWrite(%s) = %v, want %v", m, got, want)
+		}
+	}
+}

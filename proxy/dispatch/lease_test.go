@@ -1,0 +1,138 @@
+package dispatch_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// TestLeaseExpiryRedispatches: replica 1 claims a callout whose upstream
+// call hangs; its lease (attempt limit + 10s) runs out on the injected
+// clock; replica 2's Round reaps it and dispatches it again (SPEC §1: a
+// replica may die at any moment, no accepted callout is lost). When
+// replica 1's call finally returns, its Complete gets ErrStaleLease and
+// changes nothing: the final state is replica 2's, the attempt count is 2
+// (both were real dispatches), and the upstream saw the same
+// Idempotency-Key twice (SPEC §5).
+func TestLeaseExpiryRedispatches(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+		up := newUpstream(t, func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+			if n == 1 {
+				u.hold(r)
+				_, _ = io.WriteString(w, "late")
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "second")
+		})
+		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL, extra: []string{"header_timeout: 5s", "attempt_timeout: 5s"}}))
+		rec1 := &recStore{Store: h.store}
+		rec2 := &recStore{Store: h.newStore()}
+		d1 := h.dispatcher(rec1, dispatchOpts())
+		d2 := h.dispatcher(rec2, dispatchOpts())
+		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "order-42", time.Time{})
+
+		if n := d1.Round(ctxT(t)); n != 1 {
+			t.Fatalf("replica 1 claimed %d, want 1", n)
+		}
+		eventually(t, "replica 1's request at the upstream", func() bool { return up.hits() == 1 })
+		if n := h.round(d2); n != 0 {
+			t.Fatalf("replica 2 claimed %d while the lease is live, want 0", n)
+		}
+		h.clk.Advance(5*time.Second + dispatch.LeaseGrace)
+		if n := h.round(d2); n != 1 {
+			t.Fatalf("replica 2 claimed %d after the lease expired, want 1", n)
+		}
+		want := h.get(id)
+		if want.State != redisstore.Succeeded || want.Attempts != 2 || want.Response == nil ||
+			string(want.Response.Body) != "second" {
+			t.Fatalf("after replica 2: state %s attempts %d response %+v, want succeeded after 2 with its answer",
+				want.State, want.Attempts, want.Response)
+		}
+		checkLeaseLog(t, want.AttemptLog)
+
+		up.release()
+		d1.Wait()
+		errs := rec1.completeErrs()
+		if len(errs) != 1 {
+			t.Fatalf("replica 1 completed %d times, want 1", len(errs))
+		}
+		wantErrIs(t, errs[0], redisstore.ErrStaleLease)
+		got := h.get(id)
+		if got.State != want.State || got.Attempts != 2 || len(got.AttemptLog) != 2 ||
+			string(got.Response.Body) != "second" || !got.FinishedAt.Equal(want.FinishedAt) {
+			t.Fatalf("replica 1's stale completion changed the callout: %+v", got)
+		}
+		reqs := up.requests()
+		if len(reqs) != 2 || reqs[0].Key != `"order-42"` || reqs[1].Key != `"order-42"` {
+			t.Fatalf("upstream requests = %+v, want two with Idempotency-Key \"order-42\"", reqs)
+		}
+		if f := h.events.of(id); len(f) != 1 || f[0].State != redisstore.Succeeded {
+			t.Errorf("events = %+v, want exactly one ending (replica 2's)", f)
+		}
+	})
+}
+
+// checkLeaseLog checks the log of a callout reaped once and then
+// succeeded: the lost attempt (lease_expired) and replica 2's success.
+func checkLeaseLog(t *testing.T, log []redisstore.Attempt) {
+	t.Helper()
+	if len(log) != 2 {
+		t.Fatalf("attempt log = %+v, want 2 entries", log)
+	}
+	if a := log[0]; a.N != 1 || a.Kind != redisstore.KindFirst || a.Error != "lease_expired" || a.Outcome != policy.Retryable {
+		t.Errorf("attempt 1 = %+v, want the first attempt, lease_expired", a)
+	}
+	if a := log[1]; a.N != 2 || a.Kind != redisstore.KindRetry || a.Status != 201 || a.Outcome != policy.Success {
+		t.Errorf("attempt 2 = %+v, want a retry answered 201", a)
+	}
+}
+
+// TestConcurrentRoundsClaimOnce: two replicas Round at the same time over
+// the same due callouts; every callout is dispatched exactly once (SPEC
+// §1: none ever runs in two places at once) and counts one attempt.
+func TestConcurrentRoundsClaimOnce(t *testing.T) {
+	const n = 40
+	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+		up := newUpstream(t, status(http.StatusOK))
+		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
+		opts := dispatch.Options{Concurrency: 16, PerEndpoint: 16, Batch: 3}
+		ds := []*dispatch.Dispatcher{h.dispatcher(h.store, opts), h.dispatcher(h.newStore(), opts)}
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = h.enqueue("pay", http.MethodPost, fmt.Sprintf("/c/%d", i), "", time.Time{})
+		}
+		claimed := 0
+		for claimed < n {
+			var wg sync.WaitGroup
+			counts := make([]int, len(ds))
+			for i, d := range ds {
+				wg.Go(func() { counts[i] = h.round(d) })
+			}
+			wg.Wait()
+			if counts[0]+counts[1] == 0 {
+				t.Fatalf("no progress after %d of %d claimed", claimed, n)
+			}
+			claimed += counts[0] + counts[1]
+		}
+		if claimed != n {
+			t.Fatalf("claimed %d in all, want %d", claimed, n)
+		}
+		for i, id := range ids {
+			if got := up.hitsFor(fmt.Sprintf("/c/%d", i)); got != 1 {
+				t.Errorf("callout %d dispatched %d times, want 1", i, got)
+			}
+			if c := h.get(id); c.State != redisstore.Succeeded || c.Attempts != 1 {
+				t.Errorf("callout %d: state %s attempts %d, want succeeded after 1", i, c.State, c.Attempts)
+			}
+		}
+	})
+}

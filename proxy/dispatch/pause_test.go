@@ -1,0 +1,121 @@
+package dispatch_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// TestPauseOn429: a 429 with Retry-After: 60 on endpoint E pauses all of E
+// until then (SPEC §3): E's other due callouts are not claimed and keep
+// their attempt counts (a pause consumes no attempt), the paused 429 does
+// not count toward the breaker (SPEC §6), and endpoint F is unaffected.
+// When the clock reaches the pause's end everything on E is dispatched.
+func TestPauseOn429(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+		eUp := newUpstream(t, func(_ *upstream, w http.ResponseWriter, r *http.Request, n int) {
+			if r.URL.Path == "/first" && n == 1 {
+				w.Header().Set("Retry-After", "60")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		fUp := newUpstream(t, status(http.StatusOK))
+		h := newHarness(t, b, newConfig(t, nil, ep{name: "e", url: eUp.URL}, ep{name: "f", url: fUp.URL}))
+		d := h.dispatcher(h.store, dispatchOpts())
+		first := h.enqueue("e", http.MethodPost, "/first", "", time.Time{})
+		later := []string{
+			h.enqueue("e", http.MethodPost, "/later", "", t0.Add(time.Second)),
+			h.enqueue("e", http.MethodPost, "/later", "", t0.Add(2*time.Second)),
+		}
+		other := h.enqueue("f", http.MethodPost, "/other", "", t0.Add(time.Second))
+
+		if n := h.round(d); n != 1 {
+			t.Fatalf("first round claimed %d, want 1 (the 429)", n)
+		}
+		checkPaused(t, h, first)
+
+		h.clk.Advance(2 * time.Second)
+		if n := h.round(d); n != 1 {
+			t.Fatalf("round during the pause claimed %d, want 1 (f's)", n)
+		}
+		if c := h.get(other); c.State != redisstore.Succeeded {
+			t.Fatalf("f's callout: state %s, want succeeded: f is not paused", c.State)
+		}
+		h.clk.Advance(57*time.Second + 999*time.Millisecond) // t0+59.999s
+		if n := h.round(d); n != 0 {
+			t.Fatalf("round 1ms before the pause ends claimed %d, want 0", n)
+		}
+		for _, id := range later {
+			if c := h.get(id); c.Attempts != 0 || c.State != redisstore.Held {
+				t.Fatalf("e's waiting callout during the pause: state %s attempts %d, want held with 0", c.State, c.Attempts)
+			}
+		}
+		if eUp.hitsFor("/later") != 0 {
+			t.Fatalf("e's upstream saw %d requests during the pause", eUp.hitsFor("/later"))
+		}
+
+		h.clk.Advance(time.Millisecond) // t0+60s: the pause is over
+		if n := h.round(d); n != 3 {
+			t.Fatalf("round at the pause's end claimed %d, want 3", n)
+		}
+		wantAttempts := map[string]int{first: 2, later[0]: 1, later[1]: 1}
+		for id, n := range wantAttempts {
+			if c := h.get(id); c.State != redisstore.Succeeded || c.Attempts != n {
+				t.Errorf("e's callout %s: state %s attempts %d, want succeeded after %d", id, c.State, c.Attempts, n)
+			}
+		}
+		wantCounter(t, "retries after 429", h.m.RetriesScheduled.WithLabelValues("e", "status_429"), 1)
+	})
+}
+
+// checkPaused checks endpoint e right after the 429 to first: paused until
+// t0+60s, no counting failure, first held until then.
+func checkPaused(t *testing.T, h *harness, first string) {
+	t.Helper()
+	st := h.state("e")
+	if st.Gate.State != redisstore.GatePaused || !st.PausedUntil.Equal(t0.Add(time.Minute)) || st.ConsecutiveFailures != 0 {
+		t.Fatalf("e after the 429: gate %+v paused until %v failures %d; want paused until t0+60s, 0 failures",
+			st.Gate, st.PausedUntil, st.ConsecutiveFailures)
+	}
+	if c := h.get(first); c.State != redisstore.Held || !c.NextAttemptAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("the 429'd callout: state %s next %v, want held until t0+60s", c.State, c.NextAttemptAt)
+	}
+}
+
+// TestShutGateCachedBriefly: once a claim has seen an endpoint paused for
+// an hour, the dispatcher skips it without asking Redis, but only for
+// GateRecheck; then it claims again (so an admin's reset is seen).
+func TestShutGateCachedBriefly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+		up := newUpstream(t, func(_ *upstream, w http.ResponseWriter, _ *http.Request, _ int) {
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusTooManyRequests)
+		})
+		h := newHarness(t, b, newConfig(t, nil, ep{name: "e", url: up.URL}))
+		rec := &recStore{Store: h.store}
+		d := h.dispatcher(rec, dispatchOpts())
+		h.enqueue("e", http.MethodPost, "/a", "", time.Time{})
+		h.enqueue("e", http.MethodPost, "/b", "", t0.Add(time.Millisecond))
+		if n := h.round(d); n != 1 {
+			t.Fatalf("first round claimed %d, want 1", n)
+		}
+		h.clk.Advance(time.Millisecond)
+		h.round(d) // sees the pause
+		seen := rec.claimsOf("e")
+		for range 5 {
+			h.clk.Advance(dispatch.GateRecheck / 5)
+			if n := h.round(d); n != 0 {
+				t.Fatalf("round during the pause claimed %d", n)
+			}
+		}
+		if got := rec.claimsOf("e") - seen; got != 1 {
+			t.Fatalf("%d claims within GateRecheck and at its end, want 1 (at its end)", got)
+		}
+	})
+}

@@ -1,0 +1,248 @@
+package multiproc
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+const (
+	// testSecret is the HS256 secret every replica verifies tokens with.
+	testSecret = "multiproc-test-secret-of-at-least-32-bytes"
+	// prodIssuer and sandboxIssuer are the two orgs of the configuration.
+	prodIssuer    = "https://test.my.salesforce.com"
+	sandboxIssuer = "https://test--uat.sandbox.my.salesforce.com"
+	// loopbackNets lets an endpoint reach the httptest upstreams on
+	// 127.0.0.1, which the SSRF guard refuses otherwise.
+	loopbackNets = "allowed_networks: [127.0.0.0/8]"
+	// replicaHeader injects the replica's name upstream on every attempt,
+	// so an upstream can tell which process dispatched a request.
+	replicaHeader = "headers: {X-Replica: {env: REPLICA}}"
+	// finalDeadline bounds the wait for a chain with a millisecond policy
+	// to end; generous for -race on two busy cores.
+	finalDeadline = 20 * time.Second
+)
+
+// msPolicy is a retry policy in milliseconds (base 10 ms, ×2, at most
+// 50 ms), so an asynchronous chain of 12 attempts ends within a second.
+func msPolicy() []string {
+	return []string{"base_delay: 10ms", "max_delay: 50ms", "connect_timeout: 1s",
+		"header_timeout: 5s", "attempt_timeout: 5s"}
+}
+
+// statusDoc is the status document of GET /v1/callouts/{id} and of a 202.
+type statusDoc = proxy.StatusDocument
+
+// harness is one test's view of the shared real Redis and the replicas.
+type harness struct {
+	// redisURL is the real single-node Redis every replica of the test uses.
+	redisURL string
+	// store reads the shared Redis directly (backlog figures).
+	store  *redisstore.Store
+	client *http.Client
+}
+
+// newHarness takes the real single-node Redis for the whole test
+// (redistest.Backends: exclusive across test processes, flushed first). It
+// skips the test when no real Redis is configured and
+// CALLOUT_TEST_REQUIRE_REAL is not "1"; with it, a missing Redis fails.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	url := os.Getenv(redistest.EnvURL)
+	if url == "" && os.Getenv(redistest.EnvRequireReal) != "1" {
+		t.Skipf("no real Redis: set %s (proxy/internal/redistest/start-redis.sh)", redistest.EnvURL)
+	}
+	var single *redistest.Backend
+	for _, b := range redistest.Backends(t) {
+		if b.Name == "single" {
+			single = &b
+		}
+	}
+	if single == nil || url == "" {
+		t.Fatalf("no real single-node Redis (%s=%q)", redistest.EnvURL, url)
+	}
+	if proxyBinary == "" {
+		t.Fatal("TestMain did not build the binary")
+	}
+	tr := &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 8}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &harness{
+		redisURL: url,
+		store:    redisstore.New(single.Client, redisstore.Options{}),
+		client: &http.Client{Transport: tr, Timeout: 60 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+	}
+}
+
+// config is a whole configuration on port 0 for the shared Redis, with
+// HS256 auth for both orgs, the policy lines and the endpoints.
+func (h *harness) config(policy []string, endpoints ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nredis:\n  url: %s\n", h.redisURL)
+	fmt.Fprintf(&b, "auth:\n  issuers: [%s, %s]\n  audience: callout-proxy\n", prodIssuer, sandboxIssuer)
+	b.WriteString("  algorithms: [HS256]\n  hs256_secret_env: TEST_JWT_SECRET\n")
+	b.WriteString("policy:\n")
+	for _, l := range policy {
+		b.WriteString("  " + l + "\n")
+	}
+	b.WriteString("endpoints:\n")
+	for _, e := range endpoints {
+		b.WriteString(e)
+	}
+	return b.String()
+}
+
+// endpoint renders one entry of the endpoints block: its url and extra
+// "key: value" lines.
+func endpoint(name, url string, extra ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %s:\n    url: %s\n", name, url)
+	for _, e := range extra {
+		b.WriteString("    " + e + "\n")
+	}
+	return b.String()
+}
+
+// replicaEnv is the environment of replica name.
+func replicaEnv(name string) map[string]string {
+	return map[string]string{"TEST_JWT_SECRET": testSecret, "REPLICA": name}
+}
+
+// bearer returns an Authorization value with a fresh token from iss.
+func bearer(t *testing.T, iss string) string {
+	t.Helper()
+	tok, err := auth.MintHS256([]byte(testSecret), iss, "callout-proxy", "005000000000001AAA",
+		10*time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "Bearer " + tok
+}
+
+// response is a proxy answer with its body read.
+type response struct {
+	Status  int
+	Header  http.Header
+	Body    []byte
+	Elapsed time.Duration
+}
+
+// send makes one request to base+path with a token from prodIssuer
+// unless hdr sets Authorization. It returns errors instead of failing, so
+// it may run on any goroutine.
+func (h *harness) send(base, method, path string, hdr http.Header, body string) (response, error) {
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	if body == "" {
+		req.Body, req.ContentLength = http.NoBody, 0
+	}
+	start := time.Now()
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b, Elapsed: time.Since(start)}, err
+}
+
+// call is send on the test goroutine, authenticated as prodIssuer unless
+// hdr has Authorization; it fails the test on a transport error.
+func (h *harness) call(t *testing.T, r *replica, method, path string, hdr http.Header, body string) response {
+	t.Helper()
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	if _, ok := hdr["Authorization"]; !ok {
+		hdr = hdr.Clone()
+		hdr.Set("Authorization", bearer(t, prodIssuer))
+	}
+	resp, err := h.send(r.URL, method, path, hdr, body)
+	if err != nil {
+		t.Fatalf("%s %s on %s: %v", method, path, r.Name, err)
+	}
+	return resp
+}
+
+// status fetches GET /v1/callouts/{id} from r as iss.
+func (h *harness) status(t *testing.T, r *replica, id, iss string) (response, statusDoc) {
+	t.Helper()
+	resp := h.call(t, r, http.MethodGet, "/v1/callouts/"+id, http.Header{"Authorization": {bearer(t, iss)}}, "")
+	var doc statusDoc
+	if resp.Status == http.StatusOK {
+		if err := json.Unmarshal(resp.Body, &doc); err != nil {
+			t.Fatalf("status document %s: %v", resp.Body, err)
+		}
+	}
+	return resp, doc
+}
+
+// waitFinal polls GET /v1/callouts/{id} on r every 25 ms until the callout
+// is finished (succeeded, failed, dead_lettered), failing the test after
+// deadline. It returns the final status document.
+func (h *harness) waitFinal(t *testing.T, r *replica, id string, deadline time.Duration) statusDoc {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		resp, doc := h.status(t, r, id, prodIssuer)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("GET /v1/callouts/%s = %d: %s", id, resp.Status, resp.Body)
+		}
+		if doc.State.Finished() {
+			return doc
+		}
+		if time.Now().After(end) {
+			t.Fatalf("callout %s still %s after %s: %s", id, doc.State, deadline, resp.Body)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// decodeDoc decodes a 202's status document.
+func decodeDoc(t *testing.T, body []byte) statusDoc {
+	t.Helper()
+	var doc statusDoc
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("status document %q: %v", body, err)
+	}
+	return doc
+}
+
+// closedPort returns a loopback TCP port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// hdr builds a request header from name, value pairs.
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
