@@ -241,6 +241,14 @@ type Endpoint struct {
 	// (http.CanonicalHeaderKey); hop-by-hop headers (RFC 9110 §7.6.1) and
 	// Host, Content-Length and Idempotency-Key are refused.
 	Headers map[string]SecretRef `yaml:"headers"`
+	// OAuth2, when set, makes the proxy authenticate to the upstream with
+	// an OAuth 2.0 access token of the client credentials grant (RFC 6749
+	// §4.4), sent as Authorization on every attempt; nil: no token.
+	OAuth2 *OAuth2 `yaml:"oauth2"`
+	// TLS, when set, configures mutual TLS (a client certificate) and a
+	// private CA bundle for this https upstream; nil: system roots, no
+	// client certificate.
+	TLS *UpstreamTLS `yaml:"tls"`
 	// Redact names what is hidden on every way out (SPEC §7).
 	Redact Redact `yaml:"redact"`
 }
@@ -274,4 +282,27 @@ type Salesforce struct {
 	PrivateKeyFile string `yaml:"private_key_file"`
 	// APIVersion is the REST API version, "NN.0". Default "68.0".
 	APIVersion string `yaml:"api_version"`
+	// OutboxInterval is how often every replica looks for due writes in
+	// the Salesforce outbox (SPEC §7). Default 1s.
+	OutboxInterval time.Duration `yaml:"outbox_interval"`
+	// PollInterval is how often one replica asks Salesforce (SOQL) for the
+	// Failed_Callout__c records an admin changed: Discarded ones make the
+	// proxy delete its copy (SPEC §7). Default 1m.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// APIUsageSlowdown is the share of the org's daily API limit
+	// (Sforce-Limit-Info api-usage=N/M) above which writes slow down to one
+	// call per SlowdownInterval: 0 < x ≤ 1. Default 0.8.
+	APIUsageSlowdown float64 `yaml:"api_usage_slowdown"`
+	// SlowdownInterval is the least time between two Salesforce calls while
+	// usage is above APIUsageSlowdown. Default 30s.
+	SlowdownInterval time.Duration `yaml:"slowdown_interval"`
+	// LimitPause is how long every replica pauses writes after Salesforce
+	// answered REQUEST_LIMIT_EXCEEDED. Default 15m.
+	LimitPause time.Duration `yaml:"limit_pause"`
+	// RequestTimeout bounds one Salesforce HTTP call, the token call
+	// included. Default 30s.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// WebhookURL, when set, also receives every owner notification (SPEC
+	// §6) as a JSON POST: an absolute http or https URL without user info.
+	WebhookURL string `yaml:"webhook_url"`
 }

@@ -103,7 +103,10 @@ func TestExampleProduction(t *testing.T) {
 		{"erp breaker", erp.BreakerFailures, 10},
 		{"erp issuers", erp.AllowedIssuers, []string{"https://example.my.salesforce.com"}},
 		{"salesforce", *cfg.Salesforce, config.Salesforce{LoginURL: "https://login.salesforce.com", ClientIDEnv: "SF_CLIENT_ID",
-			Username: "integration@example.com", PrivateKeyFile: filepath.Join(dir, "sf-jwt.key"), APIVersion: "68.0"}},
+			Username: "integration@example.com", PrivateKeyFile: filepath.Join(dir, "sf-jwt.key"), APIVersion: "68.0",
+			OutboxInterval: config.DefaultOutboxInterval, PollInterval: config.DefaultPollInterval,
+			APIUsageSlowdown: config.DefaultAPIUsageSlowdown, SlowdownInterval: config.DefaultSlowdownInterval,
+			LimitPause: config.DefaultLimitPause, RequestTimeout: config.DefaultRequestTimeout}},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -166,6 +166,7 @@ func (c *Config) resolvePaths(base string) {
 			abs(&ref.File)
 			e.Headers[name] = ref
 		}
+		e.resolveCredentialPaths(abs)
 	}
 	if c.Salesforce != nil {
 		abs(&c.Salesforce.PrivateKeyFile)

@@ -55,6 +55,7 @@ func (c *Config) checkResources(getenv func(string) string, col *collector) {
 				col.add(hk, "the value from %s contains a control character (a stray newline?)", ref)
 			}
 		}
+		checkCredentialResources(col, join("endpoints", name), e, getenv)
 	}
 	if sf := c.Salesforce; sf != nil {
 		if sf.ClientIDEnv != "" {

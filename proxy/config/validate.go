@@ -257,4 +257,31 @@ func (s *Salesforce) validate(col *collector) {
 	if !apiVersionRE.MatchString(s.APIVersion) {
 		col.add("salesforce.api_version", "%q is not an API version such as \"68.0\"", s.APIVersion)
 	}
+	s.validateOutbox(col)
+}
+
+// validateOutbox checks the outbox settings of the salesforce block.
+func (s *Salesforce) validateOutbox(col *collector) {
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"outbox_interval", s.OutboxInterval}, {"poll_interval", s.PollInterval},
+		{"slowdown_interval", s.SlowdownInterval}, {"limit_pause", s.LimitPause},
+		{"request_timeout", s.RequestTimeout},
+	} {
+		if d.v < 0 {
+			col.add("salesforce."+d.key, "must not be negative")
+		}
+	}
+	if !(s.APIUsageSlowdown > 0 && s.APIUsageSlowdown <= 1) {
+		col.add("salesforce.api_usage_slowdown", "must be a share of the daily limit: more than 0, at most 1")
+	}
+	if s.WebhookURL == "" {
+		return
+	}
+	u, err := url.Parse(s.WebhookURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		col.add("salesforce.webhook_url", "must be an absolute http or https URL without user info")
+	}
 }
