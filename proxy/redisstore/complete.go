@@ -84,7 +84,10 @@ type CompleteResult struct {
 // Complete applies c to the claimed attempt in one script (complete.lua):
 // fencing on the lease token, attempt log, last response, breaker, pause,
 // then the action; finishing sets the TTLs of the record and its
-// reservation. It updates cl in place after an accepted ActionRetryInline
+// reservation. With Options.Outbox, the same script queues the Salesforce
+// writes the ending causes (outbox.go): the dead letter's mirror, expiry
+// check and owner notification, and the completion event of a scheduled
+// callout. It updates cl in place after an accepted ActionRetryInline
 // (Attempt, Kind, StartedAt, LeaseExpiresAt). Errors: ErrStaleLease when the
 // lease is no longer cl's (nothing changed), ErrUnavailable.
 func (s *Store) Complete(ctx context.Context, cl *Claimed, c Completion) (CompleteResult, error) {
@@ -95,7 +98,8 @@ func (s *Store) Complete(ctx context.Context, cl *Claimed, c Completion) (Comple
 		return CompleteResult{}, err
 	}
 	k := keysOf(cl.Endpoint)
-	keys := append(k.parts(cl.ID), k.due, k.lease, k.ep, k.dl)
+	sfo, sfx := k.outbox()
+	keys := append(k.parts(cl.ID), k.due, k.lease, k.ep, k.dl, sfo, sfx)
 	if ik := k.idem(cl.Issuer, cl.IdempotencyKey); ik != "" {
 		keys = append(keys, ik)
 	}
@@ -165,7 +169,7 @@ func (s *Store) completeArgs(cl *Claimed, c Completion, br Breaker, now time.Tim
 		msArg(now.Add(br.ProbeInterval)), msArg(next), string(c.Reason),
 		durMs(s.idemTTL), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), paused,
 		msArg(now.Add(c.Lease))}
-	return append(append(args, resp...), c.Error), nil
+	return append(append(args, resp...), c.Error, flag(s.outbox)), nil
 }
 
 // responseArgs returns ARGV 17–18: the status and the encoded response

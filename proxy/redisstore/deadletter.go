@@ -39,6 +39,11 @@ type DeadLetter struct {
 	SourceRecord   string
 	ReplayOf       string
 	LastError      string
+	// ReplayedBy and ReplayedAt name the latest replay chain of this dead
+	// letter and when it was created (ReplayStore.MarkReplayed); empty
+	// when it was never replayed.
+	ReplayedBy string
+	ReplayedAt time.Time
 }
 
 // DeadLetterPage is one page of dead letters, oldest first.
@@ -102,7 +107,7 @@ func (s *Store) deadLetterSummaries(ctx context.Context, k epKeys, a []any) ([]D
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = p.HMGet(ctx, k.callout(replyStr(a[2*i])), fState, fReason, fRespStatus,
-				fMethod, fPath, fAttempts, fKey, fSource, fReplayOf, fLastError)
+				fMethod, fPath, fAttempts, fKey, fSource, fReplayOf, fLastError, fReplayedBy, fReplayedAt)
 		}
 		return nil
 	})
@@ -121,6 +126,7 @@ func (s *Store) deadLetterSummaries(ctx context.Context, k epKeys, a []any) ([]D
 			Method: replyStr(f[3]), Path: replyStr(f[4]), Attempts: atoi(replyStr(f[5])),
 			IdempotencyKey: replyStr(f[6]), SourceRecord: replyStr(f[7]),
 			ReplayOf: replyStr(f[8]), LastError: replyStr(f[9]),
+			ReplayedBy: replyStr(f[10]), ReplayedAt: fromMs(replyStr(f[11])),
 		})
 	}
 	return out, nil

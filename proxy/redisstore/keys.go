@@ -16,8 +16,10 @@ import (
 // These are all of the proxy's keys; no other package names a Redis key.
 //
 //	cp:{sN}:c:{id}        HASH  one callout's small fields (the f* constants
-//	                            in record.go). Every value is short, so Redis
-//	                            keeps the hash in its compact listpack
+//	                            in record.go; a replayed dead letter also
+//	                            names its latest replay chain, replaymark.go).
+//	                            Every value is short, so Redis keeps the hash
+//	                            in its compact listpack
 //	                            encoding (values of at most 64 bytes by
 //	                            default): that is why headers are one field
 //	                            each and the large parts have keys of their
@@ -47,15 +49,68 @@ import (
 //	cp:{sN}:dl:{ep}       ZSET  callout id -> dead-lettered at (Unix ms):
 //	                            the index for listing dead letters; entries
 //	                            older than the dead-letter retention are
-//	                            pruned whenever a new dead letter is added.
-//	                            No TTL.
+//	                            pruned whenever a new dead letter is added,
+//	                            and by the replay runner's hourly sweep
+//	                            (ReplayStore.PruneDeadLetters). No TTL.
 //	cp:{sN}:idem:{ep}:{h} HASH  idempotency reservation {id, fp}; h is
 //	                            base64url(sha256(issuer "\x00" key)), so the
 //	                            scope is (issuer, endpoint, key) (SPEC §5).
 //	                            TTL: the same as its callout's, set in the
 //	                            same script.
+//	cp:{sN}:sfo           ZSET  the shard's Salesforce outbox (outbox.go):
+//	                            entry name -> due time (Unix ms); while
+//	                            claimed, its lease expiry. Names are kind ":"
+//	                            keys (m: e: o: d: s: and the salesforce
+//	                            package's own). Queued in the same script as
+//	                            the dead letter, disable or ending that
+//	                            causes them (only with Options.Outbox).
+//	                            No TTL: an entry goes when written.
+//	cp:{sN}:sfo:d         HASH  per outbox entry: p:{entry} its payload,
+//	                            n:{entry} failed tries, e:{entry} last error.
+//	                            Fields go with their entry. No TTL.
+//	cp:{sN}:sfx           ZSET  dead-letter copy id -> when its record's TTL
+//	                            ends (Unix ms): the expiry check that marks
+//	                            its Failed_Callout__c Expired without
+//	                            keyspace notifications. No TTL.
+//	cp:{sN}:sfs           HASH  Failed_Callout__c record state by root id:
+//	                            s:{root} status, t:{root} its event ms,
+//	                            rc:{root} latest replay chain, v:{root}
+//	                            version; r:{copy} -> root of a replay dead
+//	                            letter. Dropped with the record's last
+//	                            write or final status. No TTL.
+//	cp:sf:pause           STRING Unix ms until which Salesforce writes pause
+//	                            (REQUEST_LIMIT_EXCEEDED). Not hash-tagged.
+//	                            TTL: until then.
+//	cp:sf:wm:{name}       STRING a Salesforce poll's watermark (Unix ms),
+//	                            e.g. of Discarded records. Not hash-tagged.
+//	                            No TTL.
 //	cp:lock:{name}        STRING a replica-wide lock's holder (TryLock);
 //	                            TTL: the lock's. Not hash-tagged.
+//	cp:job:{J}            HASH  one replay job (SPEC §8; replayjob.go, the j*
+//	                            constants): its spec, state, phase, counters,
+//	                            collect and send positions and the lease of
+//	                            the replica running it (owner token, expiry
+//	                            ms). The hash tag is the job id J (base64url
+//	                            of 16 random bytes), so its three keys share a
+//	                            slot. TTL: none until the job ends; then the
+//	                            job retention (7 days by default), set on all
+//	                            three in the script that ends it.
+//	cp:job:{J}:items      HASH  dead-letter id -> its state in the job ("q"
+//	                            queued, "p" sending, "w" would-send in a dry
+//	                            run, or "status|replay id|detail" once
+//	                            handled): the set of dead letters the job has
+//	                            taken, so each is replayed at most once per
+//	                            job however its filters overlap. TTL: the
+//	                            job's.
+//	cp:job:{J}:queue      LIST  the job's dead-letter ids in collection order;
+//	                            the job's send position indexes it. TTL: the
+//	                            job's.
+//	cp:jobs               ZSET  job id -> created (Unix ms): every job, for
+//	                            listing; entries of expired jobs are dropped
+//	                            when listed. Not hash-tagged. No TTL.
+//	cp:jobs:active        SET   ids of jobs that have not ended: what the
+//	                            replicas' job runners look at. Not
+//	                            hash-tagged. No TTL.
 //	cp:endpoints          SET   names of every endpoint this store has seen.
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the

@@ -38,6 +38,10 @@ const (
 	fToken       = "lt" // lease token of the current claim (in_flight only)
 	fLeaseStart  = "ls" // ms the current claim started (in_flight only)
 	fLeaseKind   = "lk" // Kind of the current claim (in_flight only)
+	// fScheduled is "1" once a dispatcher claimed the callout (claim.lua):
+	// it was scheduled or held, not only synchronous, so its ending
+	// publishes a Callout_Result__e (SPEC §8; complete.lua, outbox.go).
+	fScheduled = "sd"
 	// fHeaderPrefix + canonical name: one request header, its values joined
 	// by "\n" (which no header value can contain, RFC 9110 §5.5).
 	fHeaderPrefix = "h:"

@@ -21,6 +21,7 @@ type scripts struct {
 	begin, enqueue, claim, complete, reap *redis.Script
 	disable, drain, admit, outcome        *redis.Script
 	discard, deadLetters, release, lock   *redis.Script
+	releaseHeld                           *redis.Script
 }
 
 func loadScripts() (scripts, error) {
@@ -44,7 +45,7 @@ func loadScripts() (scripts, error) {
 		{&s.complete, "complete"}, {&s.reap, "reap"}, {&s.disable, "disable"},
 		{&s.drain, "drain"}, {&s.admit, "admit"}, {&s.outcome, "outcome"},
 		{&s.discard, "discard"}, {&s.deadLetters, "dead_letters"},
-		{&s.release, "release"}, {&s.lock, "lock"},
+		{&s.release, "release"}, {&s.lock, "lock"}, {&s.releaseHeld, "release_held"},
 	} {
 		if *p.dst, err = load(p.name); err != nil {
 			return scripts{}, err

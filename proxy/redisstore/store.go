@@ -74,6 +74,12 @@ type Options struct {
 	DeadLetterRetention time.Duration
 	// Logger receives the store's rare warnings. Default: discard.
 	Logger *slog.Logger
+	// Outbox, when true, makes the scripts that end callouts queue the
+	// Salesforce writes they cause in the same script (outbox.go, SPEC §7
+	// "durable outbox"): set it when a salesforce section is configured
+	// and an Outbox consumer runs. False: nothing is queued (dead letters
+	// stay in the proxy's own store, SPEC §10).
+	Outbox bool
 }
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
@@ -93,6 +99,7 @@ type Store struct {
 	dlTTL   time.Duration
 	log     *slog.Logger
 	lua     scripts
+	outbox  bool
 	// seen remembers endpoints already added to cp:endpoints by this Store.
 	seen sync.Map
 }
@@ -107,7 +114,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua,
+		log: opts.Logger, lua: lua, outbox: opts.Outbox,
 	}
 	if s.now == nil {
 		s.now = time.Now

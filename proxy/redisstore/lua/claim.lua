@@ -40,8 +40,10 @@ for i = 1, (#KEYS - 3) / 2 do
         if f[3] then kind = 'replay' end
       end
       redis.call('ZADD', lease, ARGV[2], id)
+      -- 'sd': a dispatcher claimed it, so it was scheduled (complete.lua
+      -- publishes its completion event, SPEC §8)
       redis.call('HSET', c, 's', 'in_flight', 'n', str(n), 'lt', token, 'lx', ARGV[2],
-        'ls', now_s, 'lk', kind)
+        'ls', now_s, 'lk', kind, 'sd', '1')
       redis.call('HSETNX', c, 'fa', now_s)
       redis.call('HDEL', c, 'na')
       out[#out + 1] = {id, kind, redis.call('GET', b), score, unpack(redis.call('HGETALL', c))}

@@ -5,7 +5,8 @@
 --
 -- KEYS: 1 callout record, 2 its body, 3 its attempt log, 4 its response,
 --       5 due, 6 lease, 7 endpoint hash, 8 dead-letter index,
---       9 idempotency key (optional)
+--       9 Salesforce outbox, 10 its expiry schedule (outbox.go),
+--       11 idempotency key (optional)
 -- ARGV: 1 now ms, 2 id, 3 lease token, 4 action: succeeded|failed|retry|again|dead,
 --       5 attempt JSON ('' = never dispatched: the claim's count is undone),
 --       6 success '1'|'0', 7 counts toward the breaker '1'|'0',
@@ -14,12 +15,15 @@
 --       12 finished TTL ms, 13 dead-letter TTL ms, 14 prune index before ms,
 --       15 paused until ms (0: none), 16 lease until ms (again),
 --       17 response status ('' = no response), 18 the response, encoded
---       (keys.go), 19 last error
+--       (keys.go), 19 last error, 20 Salesforce outbox on '1'|'0'
 -- Returns {'stale'} when the token is not the callout's current lease, else
 --   {state, opened, closed, outage_began, outage_ended, notify, failures,
 --    outage_started_ms, probe, attempts}
 local p = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}
-local c, due, lease, ep, dl, idem = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local c, due, lease, ep, dl, idem = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[11]
+-- The Salesforce outbox (outbox.go): written in this script so that no
+-- dead letter, outage or completion can end without its Salesforce write.
+local sfo, sfx, outbox = KEYS[9], KEYS[10], ARGV[20] == '1'
 local now_s = ARGV[1]
 local now = tonumber(now_s)
 local id, token, action, reason = ARGV[2], ARGV[3], ARGV[4], ARGV[11]
@@ -84,9 +88,20 @@ elseif action == 'dead' then
       and redis.call('HSETNX', ep, 'on', '1') == 1 then
     notify = 1
   end
+  if outbox then
+    -- 'sd' marks a callout a dispatcher claimed: only those were scheduled
+    -- and publish a completion event (SPEC §8).
+    outbox_dead_letter(c, sfo, sfx, id, now_s, ARGV[13], redis.call('HEXISTS', c, 'sd') == 1)
+    if notify == 1 then
+      redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. redis.call('HGET', c, 'ep') .. ':' .. id)
+    end
+  end
 else
   redis.call('ZREM', lease, id)
   finish(p, ep, idem, id, action, now_s, ARGV[12])
+  if outbox and action == 'succeeded' and redis.call('HEXISTS', c, 'sd') == 1 then
+    redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)
+  end
 end
 
 local e = redis.call('HMGET', ep, 'cf', 'os')

@@ -117,8 +117,11 @@ end
 --   success: failures reset, breaker closed, outage ended, last success
 --     recorded; no write at all when nothing was failing (DESIGN: a success
 --     costs no write when the failure count is already 0).
---   is_probe and not success: the breaker reopens for another interval
---     (probe_next) and the probe token is released.
+--   is_probe and not success: the probe token is released; a counting
+--     failure reopens the breaker for another interval (probe_next), an
+--     answer that does not count (permanent, 429, canceled) leaves it
+--     half-open, so the next request or held callout probes (policy
+--     Breaker.Record: such a result is no verdict on the upstream's health).
 --   counts: consecutive failures + 1; the first one after a success starts
 --     an outage; at threshold a closed breaker opens, opened_at written once.
 local function breaker_update(ep, now_s, is_probe, success, counts, threshold, probe_next)
@@ -133,8 +136,8 @@ local function breaker_update(ep, now_s, is_probe, success, counts, threshold, p
     return 0, closed, 0, ended
   end
   if is_probe then
-    redis.call('HSET', ep, 'pa', probe_next)
     redis.call('HDEL', ep, 'pt', 'pe')
+    if counts then redis.call('HSET', ep, 'pa', probe_next) end
   end
   if not counts then return 0, 0, 0, 0 end
   local opened, began = 0, 0
@@ -156,3 +159,15 @@ local function pause(ep, until_s)
   end
 end
 
+
+-- outbox_dead_letter queues, in the same script as the dead letter, the
+-- Salesforce writes it causes (outbox.go, SPEC §7, §8): the
+-- Failed_Callout__c mirror ('m:' id, due now), the check of its copy's
+-- expiry (sfx, due when its TTL ends) and, when the callout was scheduled,
+-- its Callout_Result__e ('e:' id). c is the record, sfo the outbox, sfx the
+-- expiry schedule of the callout's shard.
+local function outbox_dead_letter(c, sfo, sfx, id, now_s, ttl, scheduled)
+  redis.call('ZADD', sfo, 'NX', now_s, 'm:' .. id)
+  redis.call('ZADD', sfx, str(tonumber(now_s) + tonumber(ttl)), id)
+  if scheduled then redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id) end
+end

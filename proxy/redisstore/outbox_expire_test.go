@@ -1,0 +1,180 @@
+package redisstore
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// expireAll runs Expire on every shard with a due copy and returns the
+// roots marked Expired, sorted.
+func expireAll(t *testing.T, o *Outbox) []string {
+	t.Helper()
+	shards, err := o.ExpiryShards(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range shards {
+		got, err := o.Expire(ctxT(t), n, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, got...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// gone deletes a callout's keys, as their TTL would (the tests' clock is
+// not the server's).
+func gone(t *testing.T, e *env, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		key, _ := calloutKeyOfID(id)
+		if err := e.b.Client.Del(ctxT(t), partKeys(key)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOutboxExpire walks the expiry check of SPEC §7 without keyspace
+// notifications: nothing happens before the copy's expiry time; a copy
+// still present is checked again when its TTL ends; a copy that is gone
+// marks its record Expired once, unless a later replay chain is the
+// record's copy or the record is Reprocessed or Discarded.
+func TestOutboxExpire(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s, o := e.outboxStore()
+		ids, _ := scheduledDeadLetters(t, s, "payments", 4)
+		plain, replayed, reprocessed, discarded := ids[0], ids[1], ids[2], ids[3]
+		claimAll(t, o)
+		// The replayed record's latest copy is a replay chain that
+		// dead-lettered later (its own copy expires later).
+		chain, _ := scheduledDeadLetters(t, s, "payments", 1)
+		claimAll(t, o)
+		mustStatus(t, o, replayed, StatusChange{Status: "Failed Again", Replay: chain[0], Copy: chain[0]})
+		mustStatus(t, o, reprocessed, StatusChange{Status: RecordReprocessed, Replay: "x"})
+		mustStatus(t, o, discarded, StatusChange{Status: RecordDiscarded})
+		claimAll(t, o)
+
+		e.clk.Advance(30*day - time.Second)
+		if got := expireAll(t, o); len(got) != 0 {
+			t.Fatalf("expired before their time: %v", got)
+		}
+		e.clk.Advance(time.Second)
+		// plain is still there (its TTL was extended): checked again later.
+		gone(t, e, replayed, reprocessed, discarded)
+		if got := expireAll(t, o); len(got) != 0 {
+			t.Fatalf("expired %v; none is the latest copy of a live record", got)
+		}
+		if at, ok, _ := o.ExpiresAt(ctxT(t), plain); !ok || !at.After(e.clk.Now()) {
+			t.Errorf("a copy still present must be checked again later, got %v %v", at, ok)
+		}
+		for _, id := range []string{reprocessed, discarded} {
+			if st, _ := o.RecordState(ctxT(t), id); st != (RecordState{}) {
+				t.Errorf("state of final record %s kept: %+v", id, st)
+			}
+		}
+		gone(t, e, plain, chain[0])
+		e.clk.Advance(30 * day)
+		want := []string{plain, replayed}
+		slices.Sort(want)
+		if got := expireAll(t, o); !slices.Equal(got, want) {
+			t.Fatalf("expired %v, want %v", got, want)
+		}
+		if got := expireAll(t, o); len(got) != 0 {
+			t.Errorf("expired twice: %v", got)
+		}
+		if got, want := claimAll(t, o), sorted(names(EntryStatus, plain, replayed)); !slices.Equal(got, want) {
+			t.Errorf("queued %v, want %v", got, want)
+		}
+		if st, _ := o.RecordState(ctxT(t), replayed); st.Status != RecordExpired || st.Replay != chain[0] {
+			t.Errorf("state of %s = %+v, want Expired", replayed, st)
+		}
+		if root, _ := o.RootOf(ctxT(t), chain[0]); root != "" {
+			t.Errorf("link of the expired chain kept: %q", root)
+		}
+	})
+}
+
+func mustStatus(t *testing.T, o *Outbox, root string, ch StatusChange) {
+	t.Helper()
+	if _, err := o.SetRecordStatus(ctxT(t), root, ch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOutboxKeysShareTheEndpointSlot(t *testing.T) {
+	for _, ep := range []string{"payments", "erp", "a"} {
+		k := keysOf(ep)
+		sfo, sfx := k.outbox()
+		ok := outboxKeysOf(ShardOf(ep))
+		for _, key := range []string{sfo, sfx, ok.sfd, ok.sfs} {
+			if keySlot(key) != keySlot(k.ep) {
+				t.Errorf("%s: slot %d, endpoint hash %d", key, keySlot(key), keySlot(k.ep))
+			}
+		}
+		if sfo != ok.sfo || sfx != ok.sfx {
+			t.Errorf("%s: outbox keys disagree: %s %s vs %+v", ep, sfo, sfx, ok)
+		}
+	}
+}
+
+func TestEntryNames(t *testing.T) {
+	id, _ := NewCalloutID("payments", fixedReader{})
+	for _, tc := range []struct {
+		name  string
+		shard int
+		ok    bool
+	}{
+		{EntryName(EntryMirror, id), ShardOf("payments"), true},
+		{EntryName(EntryOutage, "payments", id), ShardOf("payments"), true},
+		{EntryName(EntryDisabled, "erp", "1700000000000"), ShardOf("erp"), true},
+		{EntryName(EntryStatus, "not-an-id"), 0, false},
+		{"m:", 0, false},
+	} {
+		n, ok := EntryShard(tc.name)
+		if n != tc.shard || ok != tc.ok {
+			t.Errorf("EntryShard(%q) = %d %v, want %d %v", tc.name, n, ok, tc.shard, tc.ok)
+		}
+	}
+	kind, keys := SplitEntry(EntryName(EntryOutage, "payments", id))
+	if kind != EntryOutage || !slices.Equal(keys, []string{"payments", id}) {
+		t.Errorf("SplitEntry = %q %q", kind, keys)
+	}
+}
+
+type fixedReader struct{}
+
+func (fixedReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(i)
+	}
+	return len(p), nil
+}
+
+func TestOutboxPauseAndWatermark(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		_, o := e.outboxStore()
+		if u, err := o.PausedUntil(ctxT(t)); err != nil || !u.IsZero() {
+			t.Fatalf("paused until = %v %v, want zero", u, err)
+		}
+		until := t0.Add(15 * time.Minute)
+		if err := o.Pause(ctxT(t), until); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := o.PausedUntil(ctxT(t)); err != nil || !u.Equal(until) {
+			t.Errorf("paused until = %v %v, want %v", u, err, until)
+		}
+		if w, err := o.Watermark(ctxT(t), "discarded"); err != nil || !w.IsZero() {
+			t.Fatalf("watermark = %v %v", w, err)
+		}
+		if err := o.SetWatermark(ctxT(t), "discarded", t0); err != nil {
+			t.Fatal(err)
+		}
+		if w, _ := o.Watermark(ctxT(t), "discarded"); !w.Equal(t0) {
+			t.Errorf("watermark = %v, want %v", w, t0)
+		}
+	})
+}

@@ -1,0 +1,106 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Fields a replay adds to a dead letter's record cp:{sN}:c:{id} (record.go
+// lists the others). The record keeps its TTL: a replayed dead letter keeps
+// its history until the dead-letter retention ends (SPEC §7).
+const (
+	fReplayedBy = "rb" // callout id of the latest replay chain of this dead letter
+	fReplayedAt = "rt" // when that chain was created, ms
+)
+
+// MarkReplayed notes on dead letter id that replayID is its latest replay
+// chain (SPEC §8), keeping the record's TTL. It reports false, changing
+// nothing, when id is no longer a dead letter (expired, discarded). One
+// round trip. Errors: ErrNotFound for a malformed id, ErrUnavailable.
+func (r *ReplayStore) MarkReplayed(ctx context.Context, id, replayID string) (bool, error) {
+	key, ok := calloutKeyOfID(id)
+	if !ok {
+		return false, fmt.Errorf("redisstore: mark replayed %q: %w", id, ErrNotFound)
+	}
+	v, err := r.s.run(ctx, "mark replayed", r.lua.mark, []string{key}, replayID, msArg(r.s.now()))
+	if err != nil {
+		return false, err
+	}
+	return replyInt(v) == 1, nil
+}
+
+// ReplayMark is what MarkReplayed noted on a dead letter.
+type ReplayMark struct {
+	// ReplayedBy is the latest replay chain's callout id; "" when the dead
+	// letter was never replayed.
+	ReplayedBy string
+	// ReplayedAt is when that chain was created; zero when never.
+	ReplayedAt time.Time
+}
+
+// ReplayMarkOf reads the replay mark of callout id (zero when it has none
+// or does not exist). One round trip. Errors: ErrUnavailable.
+func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (ReplayMark, error) {
+	key, ok := calloutKeyOfID(id)
+	if !ok {
+		return ReplayMark{}, nil
+	}
+	f, err := r.s.rdb.HMGet(ctx, key, fReplayedBy, fReplayedAt).Result()
+	if err != nil {
+		return ReplayMark{}, r.s.wrap("replay mark", err)
+	}
+	return ReplayMark{ReplayedBy: replyStr(f[0]), ReplayedAt: fromMs(replyStr(f[1]))}, nil
+}
+
+// PruneDeadLetters drops the entries older than the dead-letter retention
+// from endpoint's dead-letter index (SPEC §7: dead letters expire after
+// dead_letter_retention; their records expire by TTL, and a new dead letter
+// prunes its own endpoint's index, but an endpoint that stopped failing
+// would keep stale entries without this sweep). It returns how many were
+// dropped. One round trip. Errors: ErrUnavailable.
+func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (int64, error) {
+	before := r.s.now().Add(-r.s.dlTTL)
+	n, err := r.s.rdb.ZRemRangeByScore(ctx, keysOf(endpoint).dl, "-inf", "("+msArg(before)).Result()
+	return n, r.s.wrap("prune dead letters", err)
+}
+
+// Summaries reads the dead-letter summaries of ids, in order: one
+// pipelined HMGET each. An entry is nil when that id is not a dead letter
+// (any more). DeadLetteredAt is the record's finish time, which is the
+// index's score. Errors: ErrUnavailable.
+func (r *ReplayStore) Summaries(ctx context.Context, ids []string) ([]*DeadLetter, error) {
+	cmds := make([]*redis.SliceCmd, len(ids))
+	_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			if key, ok := calloutKeyOfID(id); ok {
+				cmds[i] = p.HMGet(ctx, key, fState, fEndpoint, fFinished, fReason, fRespStatus, fMethod,
+					fPath, fAttempts, fKey, fSource, fReplayOf, fLastError, fReplayedBy, fReplayedAt)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, r.s.wrap("dead-letter summaries", err)
+	}
+	out := make([]*DeadLetter, len(ids))
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		f := cmd.Val()
+		if replyStr(f[0]) != string(DeadLettered) {
+			continue
+		}
+		out[i] = &DeadLetter{
+			ID: ids[i], Endpoint: replyStr(f[1]), DeadLetteredAt: fromMs(replyStr(f[2])),
+			Reason: DeadLetterReason(replyStr(f[3])), Status: atoi(replyStr(f[4])),
+			Method: replyStr(f[5]), Path: replyStr(f[6]), Attempts: atoi(replyStr(f[7])),
+			IdempotencyKey: replyStr(f[8]), SourceRecord: replyStr(f[9]), ReplayOf: replyStr(f[10]),
+			LastError: replyStr(f[11]), ReplayedBy: replyStr(f[12]), ReplayedAt: fromMs(replyStr(f[13])),
+		}
+	}
+	return out, nil
+}
