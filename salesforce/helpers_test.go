@@ -1,0 +1,305 @@
+package salesforce
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"crypto/rsa"
+	"encoding/binary"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth/authtest"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
+)
+
+// t0 is a round Unix-ms instant.
+var t0 = time.UnixMilli(1_700_000_000_000).UTC()
+
+const (
+	owner    = "005000000000001AAA"
+	clientID = "3MVG9-test-consumer-key"
+	username = "integration@example.com"
+	day      = 24 * time.Hour
+)
+
+// testKey is the connected app's key, generated once per test binary: RSA
+// key generation would otherwise dominate the tests' time.
+var testKey = sync.OnceValue(func() *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(crand.Reader, authtest.KeyBits)
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+// clock is the injected test clock shared by store, writer and emulator.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is one proxy replica's Salesforce side against an emulator: a store
+// with the outbox on (miniredis), a client and a writer.
+type env struct {
+	t       *testing.T
+	clk     *clock
+	mini    *miniredis.Miniredis
+	rdb     redis.UniversalClient
+	store   *redisstore.Store
+	outbox  *redisstore.Outbox
+	emu     *sfemu.Server
+	client  *Client
+	writer  *Writer
+	cfg     *config.Config
+	metrics *Metrics
+	reg     *prometheus.Registry
+	logs    *syncBuffer
+}
+
+// envOption changes the configuration before the writer is built.
+type envOption func(*config.Config)
+
+func withWebhook(url string) envOption {
+	return func(c *config.Config) { c.Salesforce.WebhookURL = url }
+}
+
+// newEnv starts an emulator and builds a replica against it.
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	e := &env{t: t, clk: &clock{t: t0}, logs: &syncBuffer{}}
+	key := testKey()
+	e.emu = sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
+		Objects: schema(), Now: e.clk.Now})
+	e.mini = miniredis.RunT(t)
+	e.rdb = redis.NewClient(&redis.Options{Addr: e.mini.Addr(), DisableIdentity: true})
+	t.Cleanup(func() { _ = e.rdb.Close() })
+	e.cfg = testConfig(e.emu.URL)
+	for _, o := range opts {
+		o(e.cfg)
+	}
+	var seed [32]byte
+	binary.LittleEndian.PutUint64(seed[:], 42)
+	e.store = redisstore.New(e.rdb, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
+		DeadLetterRetention: e.cfg.Policy.DeadLetterRetention, Outbox: true})
+	e.outbox = redisstore.NewOutbox(e.store)
+	e.reg = prometheus.NewRegistry()
+	var err error
+	if e.metrics, err = NewMetrics(e.reg); err != nil {
+		t.Fatal(err)
+	}
+	e.client, err = NewClient(Options{
+		Credentials: Credentials{LoginURL: e.emu.URL, ClientID: clientID, Username: username, Key: key},
+		Transport:   e.emu.Client().Transport, Now: e.clk.Now, OnResult: e.metrics.Result,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.writer = e.newWriter()
+	return e
+}
+
+// newWriter builds a writer (a replica) on the env's store and client.
+func (e *env) newWriter() *Writer {
+	e.t.Helper()
+	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Config: e.cfg,
+		Metrics: e.metrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-1",
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return w
+}
+
+// schema declares the objects of apex-stubs/ to the emulator, with the
+// field lengths of fields.go (what fields_apex_test.go checks against the
+// metadata).
+func schema() map[string]map[string]int {
+	fields := func(fs []Field) map[string]int {
+		m := map[string]int{}
+		for _, f := range fs {
+			m[f.Name] = 0
+			if f.Type == Text || f.Type == LongTextArea {
+				m[f.Name] = f.Length
+			}
+		}
+		return m
+	}
+	return map[string]map[string]int{
+		FailedCalloutObject:      fields(FailedCalloutFields),
+		CalloutResultEvent:       fields(CalloutResultFields),
+		"CustomNotificationType": {"Id": 0, "DeveloperName": 0},
+	}
+}
+
+func testConfig(loginURL string) *config.Config {
+	p := policy.Defaults()
+	return &config.Config{
+		Policy: p,
+		Endpoints: map[string]*config.Endpoint{
+			"payments": {Name: "payments", Owner: owner,
+				Headers: map[string]config.SecretRef{"X-Api-Key": {Env: "PAYMENTS_KEY"}},
+				Redact:  config.Redact{Headers: []string{"X-Card-Token"}, Query: []string{"api_key"}, JSONFields: []string{"card.number"}}},
+			"orders": {Name: "orders"},
+		},
+		Salesforce: &config.Salesforce{LoginURL: loginURL, ClientIDEnv: "SF_CLIENT_ID", Username: username,
+			APIVersion: config.DefaultAPIVersion, OutboxInterval: config.DefaultOutboxInterval,
+			PollInterval: config.DefaultPollInterval, APIUsageSlowdown: config.DefaultAPIUsageSlowdown,
+			SlowdownInterval: config.DefaultSlowdownInterval, LimitPause: config.DefaultLimitPause,
+			RequestTimeout: config.DefaultRequestTimeout},
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newCallout is a callout of endpoint as a caller sends it, with secrets to
+// redact: a card number in the body, a card token header, an api_key in
+// the query.
+func newCallout(endpoint string) redisstore.NewCallout {
+	return redisstore.NewCallout{
+		Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,
+		Path: "/v1/charges", Query: "api_key=s3cret&x=1",
+		Header: http.Header{"Content-Type": {"application/json"}, "X-Card-Token": {"tok_123"}},
+		Body:   []byte(`{"amount":5,"card":{"number":"4242424242424242"}}`), IdempotencyKey: "key-1",
+		SourceRecord: "a01000000000001AAA",
+	}
+}
+
+// failed503 is a completion of a retryable 503 that counts toward the
+// breaker, ending as action.
+func failed503(action redisstore.Action, reason redisstore.DeadLetterReason) redisstore.Completion {
+	return redisstore.Completion{
+		Action: action, Reason: reason, CountsTowardBreaker: true, NextAttemptAt: t0.Add(time.Hour),
+		Attempt: &redisstore.Attempt{StartedAt: t0, Duration: time.Second, Status: 503, Outcome: policy.Retryable,
+			Error: "status_5xx"},
+		Response: &redisstore.Response{Status: 503, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: []byte(`{"error":"unavailable","card":{"number":"4242"}}`)},
+		Error: "status_5xx", Lease: time.Minute,
+	}
+}
+
+// deadLetters enqueues n callouts of endpoint, claims them as the
+// dispatcher does and ends each as an exhausted dead letter, as one outage.
+func (e *env) deadLetters(endpoint string, n int) []string {
+	e.t.Helper()
+	return e.scheduled(endpoint, n, func(nc *redisstore.NewCallout) {}, failed503(redisstore.ActionDeadLetter,
+		redisstore.ReasonExhausted))
+}
+
+// scheduled enqueues n callouts (changed by edit), claims them and
+// completes each with comp.
+func (e *env) scheduled(endpoint string, n int, edit func(*redisstore.NewCallout), comp redisstore.Completion) []string {
+	e.t.Helper()
+	ctx := ctxT(e.t)
+	for range n {
+		nc := newCallout(endpoint)
+		nc.IdempotencyKey = ""
+		edit(&nc)
+		if _, err := e.store.Enqueue(ctx, nc, redisstore.EnqueueOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	var ids []string
+	for len(ids) < n {
+		res, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1000, Lease: time.Minute})
+		if err != nil || len(res.Claimed) == 0 {
+			e.t.Fatalf("claim: %v (%d claimed of %d)", err, len(ids), n)
+		}
+		for _, cl := range res.Claimed {
+			if _, err := e.store.Complete(ctx, cl, comp); err != nil {
+				e.t.Fatal(err)
+			}
+			ids = append(ids, cl.ID)
+		}
+	}
+	return ids
+}
+
+// drain runs rounds until one claims nothing (at most 20).
+func (e *env) drain() {
+	e.t.Helper()
+	for range 20 {
+		rep, err := e.writer.Round(ctxT(e.t))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if rep.Claimed == 0 {
+			return
+		}
+	}
+	e.t.Fatal("the outbox never drained")
+}
+
+// entry reads an outbox entry and fails when it is not queued.
+func (e *env) entry(name string) redisstore.OutboxInfo {
+	e.t.Helper()
+	info, ok, err := e.outbox.Entry(ctxT(e.t), name)
+	if err != nil || !ok {
+		e.t.Fatalf("outbox entry %s: %v (queued %v)", name, err, ok)
+	}
+	return info
+}
+
+func (e *env) outboxLen() int64 {
+	e.t.Helper()
+	n, err := e.outbox.Len(ctxT(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// record returns the emulator's Failed_Callout__c of id.
+func (e *env) record(id string) sfemu.Record {
+	e.t.Helper()
+	r, ok := e.emu.Record(FailedCalloutObject, ExternalIDField, id)
+	if !ok {
+		e.t.Fatalf("no Failed_Callout__c for %s", id)
+	}
+	return r
+}

@@ -1,0 +1,55 @@
+package salesforce
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Salesforce writer's Prometheus metrics, registered on
+// the registry the composition root passes in (no global registry). Names
+// and labels are part of the operating contract (deploy/ alert rules).
+type Metrics struct {
+	// OutboxItems is the number of entries in the outbox (due, being
+	// written, or waiting to be retried), summed over every shard. Every
+	// replica reports the same total: aggregate with max, not sum.
+	OutboxItems prometheus.Gauge
+	// Requests counts Salesforce API calls by result: ok, retryable,
+	// invalid_session, limit_exceeded, rejected (Class); and failed token
+	// calls, as auth_failed or retryable.
+	Requests *prometheus.CounterVec
+	// APIUsage is the last api-usage share of the org's daily API limit
+	// Salesforce reported (Sforce-Limit-Info used/limit), 0–1.
+	APIUsage prometheus.Gauge
+}
+
+// NewMetrics creates the metrics and registers them on reg. It returns an
+// error if any name is already registered.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		OutboxItems: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "callout_salesforce_outbox_items",
+			Help: "Entries in the Salesforce outbox (due, being written or waiting to be retried), all shards.",
+		}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callout_salesforce_requests_total",
+			Help: "Salesforce calls by result (ok|retryable|invalid_session|limit_exceeded|auth_failed|rejected).",
+		}, []string{"result"}),
+		APIUsage: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "callout_salesforce_api_usage_ratio",
+			Help: "Share of the org's daily API limit used, as Salesforce last reported it (Sforce-Limit-Info).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.OutboxItems, m.Requests, m.APIUsage} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Result counts one call's result; use it as Options.OnResult. A nil
+// *Metrics counts nothing.
+func (m *Metrics) Result(result string) {
+	if m != nil {
+		m.Requests.WithLabelValues(result).Inc()
+	}
+}

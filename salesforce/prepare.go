@@ -1,0 +1,224 @@
+package salesforce
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// plan is what one round sends: one write per Failed_Callout__c record
+// (whatever number of entries asked for it), the events and the
+// notifications.
+type plan struct {
+	records []*recordWrite
+	byRoot  map[string]*recordWrite
+	events  []*eventWrite
+	notes   []*noteWrite
+}
+
+// recordWrite is the write of one record and the entries it settles.
+type recordWrite struct {
+	root string
+	rec  Record
+	// full: built from a dead-letter copy (all fields); else status only.
+	full bool
+	// source is when the copy it was built from dead-lettered.
+	source time.Time
+	// version is the record state's version the write was built from: the
+	// entries are fenced on it.
+	version int64
+	// forget: its status is Expired, the record's last write.
+	forget bool
+	items  []*item
+}
+
+type eventWrite struct {
+	rec Record
+	it  *item
+}
+
+// prepare turns claimed entries into a plan, settling at once the entries
+// that need no call (their callout is gone, a malformed name, a store
+// error to retry).
+func (w *Writer) prepare(ctx context.Context, items []*item) *plan {
+	p := &plan{byRoot: map[string]*recordWrite{}}
+	for _, it := range items {
+		var err error
+		switch {
+		case len(it.keys) == 0 || it.keys[0] == "":
+			err = errMalformed
+		case it.kind == redisstore.EntryMirror:
+			err = w.prepMirror(ctx, p, it, it.keys[0])
+		case it.kind == redisstore.EntryStatus:
+			err = w.prepStatus(ctx, p, it, it.keys[0])
+		case it.kind == redisstore.EntryResult:
+			err = w.prepResult(ctx, p, it, it.keys[0])
+		case it.kind == redisstore.EntryOutage || it.kind == redisstore.EntryDisabled:
+			err = w.prepNotify(ctx, p, it)
+		default:
+			err = errMalformed
+		}
+		switch {
+		case errors.Is(err, errMalformed):
+			w.log.Error("outbox entry of an unknown kind kept; it is tried again hourly", slog.String("entry", it.Name))
+			w.retry(it, &Error{Op: "outbox", Class: Rejected, Message: "unknown entry"})
+		case err != nil:
+			w.log.Warn("reading the store for an outbox entry failed; trying again shortly",
+				slog.String("entry", it.Name), slog.Any("error", err))
+			it.later(w.o.Now().Add(BaseBackoff))
+		}
+	}
+	return p
+}
+
+// errMalformed marks an entry this version cannot handle.
+var errMalformed = errors.New("malformed outbox entry")
+
+// get reads a callout; (nil, nil) when it is gone.
+func (w *Writer) get(ctx context.Context, id string) (*redisstore.Callout, error) {
+	c, err := w.o.Store.Get(ctx, id)
+	if errors.Is(err, redisstore.ErrNotFound) {
+		return nil, nil
+	}
+	return c, err
+}
+
+// rootOf returns the root of c's record: c itself, or for a replay chain
+// the first dead letter it replays, following ReplayOf (through the links
+// SetRecordStatus kept, or the records while they exist; at most 8 hops).
+func (w *Writer) rootOf(ctx context.Context, c *redisstore.Callout) (string, error) {
+	id, parent := c.ID, c.ReplayOf
+	for hops := 0; parent != "" && hops < 8; hops++ {
+		root, err := w.o.Outbox.RootOf(ctx, parent)
+		if err != nil || root != "" {
+			return root, err
+		}
+		p, err := w.get(ctx, parent)
+		if err != nil {
+			return "", err
+		}
+		if p == nil {
+			return parent, nil
+		}
+		id, parent = p.ID, p.ReplayOf
+	}
+	return id, nil
+}
+
+// rootOfID is rootOf for an id; an id whose record is gone is its own
+// root unless a link says otherwise.
+func (w *Writer) rootOfID(ctx context.Context, id string) (string, error) {
+	if root, err := w.o.Outbox.RootOf(ctx, id); err != nil || root != "" {
+		return root, err
+	}
+	c, err := w.get(ctx, id)
+	if err != nil || c == nil {
+		return id, err
+	}
+	return w.rootOf(ctx, c)
+}
+
+// prepMirror: m:{id}, a dead letter to mirror. A replay chain's dead
+// letter writes its root's record, marked Failed Again with the chain's
+// attempts; a copy older than what the record shows writes the status
+// only.
+func (w *Writer) prepMirror(ctx context.Context, p *plan, it *item, id string) error {
+	c, err := w.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		w.log.Warn("dead letter gone before it was mirrored to Salesforce", slog.String("callout_id", id))
+		it.done("", 0, false)
+		return nil
+	}
+	root, err := w.rootOf(ctx, c)
+	if err != nil {
+		return err
+	}
+	current := true
+	if root != id {
+		current, err = w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{
+			Status: StatusFailedAgain, Replay: id, Copy: id, At: c.FinishedAt})
+		if err != nil {
+			return err
+		}
+	}
+	st, err := w.o.Outbox.RecordState(ctx, root)
+	if err != nil {
+		return err
+	}
+	if !current {
+		p.addRecord(&recordWrite{root: root, rec: StatusOnly(root, st.Status, st.Replay), version: st.Version}, it)
+		return nil
+	}
+	status := st.Status
+	if status == "" {
+		status = StatusNew
+	}
+	rec := FailedCallout(root, c, status, st.Replay, w.rulesOf(c.Endpoint), w.o.Config.Policy.DeadLetterRetention)
+	p.addRecord(&recordWrite{root: root, rec: rec, full: true, source: c.FinishedAt, version: st.Version}, it)
+	return nil
+}
+
+// prepStatus: s:{root}, the record's status as its state says.
+func (w *Writer) prepStatus(ctx context.Context, p *plan, it *item, root string) error {
+	st, err := w.o.Outbox.RecordState(ctx, root)
+	if err != nil {
+		return err
+	}
+	if st.Version == 0 || st.Status == "" {
+		it.done("", 0, false) // the state is gone: its copies expired and it was cleaned up
+		return nil
+	}
+	p.addRecord(&recordWrite{root: root, rec: StatusOnly(root, st.Status, st.Replay), version: st.Version,
+		forget: st.Status == StatusExpired}, it)
+	return nil
+}
+
+// addRecord adds a record write, merging with the round's other write of
+// the same root: a full write wins over a status-only one, and of two full
+// writes the one from the later dead letter; the entries of both are
+// settled by the one sent.
+func (p *plan) addRecord(rw *recordWrite, it *item) {
+	cur := p.byRoot[rw.root]
+	if cur == nil {
+		rw.items = []*item{it}
+		p.byRoot[rw.root] = rw
+		p.records = append(p.records, rw)
+		return
+	}
+	cur.items = append(cur.items, it)
+	if rw.full && (!cur.full || rw.source.After(cur.source)) || !cur.full && !rw.full && rw.version > cur.version {
+		cur.rec, cur.full, cur.source, cur.version, cur.forget = rw.rec, rw.full, rw.source, rw.version, rw.forget
+	}
+}
+
+// prepResult: e:{id}, a scheduled callout's completion event. A replay
+// chain that succeeded also marks its root's record Reprocessed.
+func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) error {
+	c, err := w.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		w.log.Warn("callout gone before its completion event was published", slog.String("callout_id", id))
+		it.done("", 0, false)
+		return nil
+	}
+	if c.ReplayOf != "" && c.State == redisstore.Succeeded {
+		root, err := w.rootOf(ctx, c)
+		if err != nil {
+			return err
+		}
+		if _, err := w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{
+			Status: StatusReprocessed, Replay: id, At: c.FinishedAt, Write: true}); err != nil {
+			return err
+		}
+	}
+	p.events = append(p.events, &eventWrite{rec: ResultEvent(c, w.rulesOf(c.Endpoint)), it: it})
+	return nil
+}

@@ -1,0 +1,163 @@
+package salesforce
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// item is one claimed outbox entry and how it will be settled.
+type item struct {
+	redisstore.OutboxEntry
+	kind string
+	keys []string
+	ack  redisstore.OutboxAck
+	set  bool
+}
+
+func (it *item) settle(a redisstore.OutboxAck) {
+	a.Name = it.Name
+	it.ack, it.set = a, true
+}
+
+// done settles a written entry; root and version fence a record write.
+func (it *item) done(root string, version int64, forget bool) {
+	it.settle(redisstore.OutboxAck{Verdict: redisstore.VerdictDone, Root: root, Version: version, Forget: forget})
+}
+
+// later settles an entry that was not tried, due again at at.
+func (it *item) later(at time.Time) {
+	it.settle(redisstore.OutboxAck{Verdict: redisstore.VerdictDefer, At: at})
+}
+
+// Report is what one Round did.
+type Report struct {
+	// Claimed entries, and how they were settled.
+	Claimed, Done, Retried, Deferred int
+}
+
+// Round claims up to PerRound due entries across the shards' outboxes,
+// writes them to Salesforce in batches (up to 200 records per collection
+// call) and settles each: done, retried with backoff, or deferred. It does
+// nothing while writes are paused (REQUEST_LIMIT_EXCEEDED). Run calls it;
+// tests call it directly. Errors: only the outbox's (Redis unavailable);
+// Salesforce failures are settled on the entries and logged.
+func (w *Writer) Round(ctx context.Context) (Report, error) {
+	if paused, err := w.paused(ctx); paused || err != nil {
+		return Report{}, err
+	}
+	items, err := w.claim(ctx)
+	if len(items) == 0 {
+		return Report{}, err
+	}
+	p := w.prepare(ctx, items)
+	w.send(ctx, p)
+	rep := Report{Claimed: len(items)}
+	w.settleAll(ctx, items, &rep)
+	return rep, err
+}
+
+// paused reports whether writes are paused now, from this replica's memory
+// or the pause another replica stored.
+func (w *Writer) paused(ctx context.Context) (bool, error) {
+	now := w.o.Now()
+	w.mu.Lock()
+	till := w.pausedTill
+	w.mu.Unlock()
+	if till.After(now) {
+		return true, nil
+	}
+	till, err := w.o.Outbox.PausedUntil(ctx)
+	if err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	w.pausedTill = till
+	w.mu.Unlock()
+	return till.After(now), nil
+}
+
+// pause pauses writes of every replica for limit_pause and returns when
+// they resume.
+func (w *Writer) pause(ctx context.Context) time.Time {
+	till := w.o.Now().Add(w.sf.LimitPause)
+	w.mu.Lock()
+	w.pausedTill = till
+	w.mu.Unlock()
+	if err := w.o.Outbox.Pause(ctx, till); err != nil {
+		w.log.Warn("storing the Salesforce pause failed; this replica pauses alone", slog.Any("error", err))
+	}
+	w.log.Warn("Salesforce API limit exceeded (REQUEST_LIMIT_EXCEEDED): writes paused",
+		slog.Time("until", till))
+	return till
+}
+
+// claim leases due entries shard by shard until PerRound are claimed,
+// starting each round one shard further, so that a busy shard cannot keep
+// the others waiting.
+func (w *Writer) claim(ctx context.Context) ([]*item, error) {
+	shards, err := w.o.Outbox.DueShards(ctx)
+	if err != nil || len(shards) == 0 {
+		return nil, err
+	}
+	w.mu.Lock()
+	start := w.rr % len(shards)
+	w.rr++
+	w.mu.Unlock()
+	var items []*item
+	for _, n := range slices.Concat(shards[start:], shards[:start]) {
+		left := PerRound - len(items)
+		if left <= 0 {
+			break
+		}
+		got, err := w.o.Outbox.Claim(ctx, n, left, w.o.Lease)
+		if err != nil {
+			return items, err
+		}
+		for _, e := range got {
+			kind, keys := redisstore.SplitEntry(e.Name)
+			items = append(items, &item{OutboxEntry: e, kind: kind, keys: keys})
+		}
+	}
+	return items, nil
+}
+
+// settleAll acks every item, shard by shard. An item left unsettled (a
+// bug) is deferred briefly rather than lost. A failed ack is logged: the
+// entries' leases end and they are tried again (at least once).
+func (w *Writer) settleAll(ctx context.Context, items []*item, rep *Report) {
+	type group struct {
+		lease time.Time
+		acks  []redisstore.OutboxAck
+	}
+	byShard := map[int]*group{}
+	for _, it := range items {
+		if !it.set {
+			w.log.Error("outbox entry left unsettled; trying it again shortly", slog.String("entry", it.Name))
+			it.later(w.o.Now().Add(BaseBackoff))
+		}
+		switch it.ack.Verdict {
+		case redisstore.VerdictDone:
+			rep.Done++
+		case redisstore.VerdictRetry:
+			rep.Retried++
+		default:
+			rep.Deferred++
+		}
+		g := byShard[it.Shard]
+		if g == nil {
+			g = &group{lease: it.Lease}
+			byShard[it.Shard] = g
+		}
+		g.acks = append(g.acks, it.ack)
+	}
+	for n, g := range byShard {
+		if _, err := w.o.Outbox.Ack(ctx, n, g.lease, g.acks); err != nil {
+			w.log.Error("settling outbox entries failed; they are tried again when their lease ends",
+				slog.Int("entries", len(g.acks)), slog.Any("error", err))
+		}
+	}
+}

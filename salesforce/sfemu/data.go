@@ -1,0 +1,297 @@
+package sfemu
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf16"
+)
+
+// maxCollection is the sObject Collections limit per call.
+const maxCollection = 200
+
+// kindOf names a data request's kind (Server.Calls).
+func kindOf(method string, p []string) string {
+	switch {
+	case method == http.MethodPatch && len(p) == 4 && p[0] == "composite" && p[1] == "sobjects":
+		return "upsert"
+	case method == http.MethodPost && len(p) == 2 && p[0] == "composite" && p[1] == "sobjects":
+		return "create"
+	case method == http.MethodPatch && len(p) == 4 && p[0] == "sobjects":
+		return "upsert1"
+	case method == http.MethodPost && len(p) == 2 && p[0] == "sobjects":
+		return "create1"
+	case method == http.MethodGet && (len(p) == 1 || len(p) == 2) && p[0] == "query":
+		return "query"
+	case method == http.MethodPost && len(p) == 3 && p[0] == "actions" && p[1] == "standard":
+		return "action"
+	}
+	return "unknown"
+}
+
+// data serves /services/data/vNN.0/…: usage header, faults, session check,
+// then the resource.
+func (s *Server) data(w http.ResponseWriter, r *http.Request) {
+	p := segments(r)
+	kind := kindOf(r.Method, p)
+	s.mu.Lock()
+	s.used++
+	w.Header().Set("Sforce-Limit-Info", fmt.Sprintf("api-usage=%d/%d", s.used, s.o.DailyLimit))
+	s.mu.Unlock()
+	handled, drop := s.fault(w, kind)
+	if handled || !s.authorized(w, r) {
+		return
+	}
+	if v := r.PathValue("version"); !strings.HasPrefix(v, "v") || !strings.HasSuffix(v, ".0") {
+		apiError(w, http.StatusNotFound, "NOT_FOUND", "The requested resource does not exist")
+		return
+	}
+	switch kind {
+	case "upsert":
+		s.upsertCollection(w, r, drop, p[2], p[3])
+	case "create":
+		s.createCollection(w, r, drop)
+	case "upsert1":
+		s.upsertOne(w, r, drop, p[1], p[2], p[3])
+	case "create1":
+		s.createOne(w, r, drop, p[1])
+	case "query":
+		s.query(w, r, drop, p)
+	case "action":
+		s.action(w, r, drop, p[2])
+	default:
+		apiError(w, http.StatusNotFound, "NOT_FOUND", "The requested resource does not exist")
+	}
+}
+
+// segments returns the path segments after /services/data/vNN.0/, each
+// unescaped on its own (an external id may hold an escaped '/').
+func segments(r *http.Request) []string {
+	parts := strings.Split(r.URL.EscapedPath(), "/")
+	if len(parts) < 4 {
+		return nil
+	}
+	out := parts[4:] // "", "services", "data", version
+	for i, seg := range out {
+		if u, err := url.PathUnescape(seg); err == nil {
+			out[i] = u
+		}
+	}
+	return out
+}
+
+// saveError is one error of a save result (statusCode, as collections say).
+type saveError struct {
+	StatusCode string   `json:"statusCode"`
+	Message    string   `json:"message"`
+	Fields     []string `json:"fields"`
+}
+
+// saveResult is one element of a collection's answer.
+type saveResult struct {
+	ID      string      `json:"id,omitempty"`
+	Success bool        `json:"success"`
+	Errors  []saveError `json:"errors"`
+	Created *bool       `json:"created,omitempty"`
+}
+
+func failed(code, message string, fields ...string) saveResult {
+	if fields == nil {
+		fields = []string{}
+	}
+	return saveResult{Errors: []saveError{{StatusCode: code, Message: message, Fields: fields}}}
+}
+
+// collectionBody is the body of a collection create or upsert.
+type collectionBody struct {
+	AllOrNone bool     `json:"allOrNone"`
+	Records   []Record `json:"records"`
+}
+
+// readCollection decodes a collection body, answering 400 when it is not
+// one or holds more than 200 records.
+func readCollection(w http.ResponseWriter, r *http.Request) ([]Record, bool) {
+	var body collectionBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		apiError(w, http.StatusBadRequest, "JSON_PARSER_ERROR", "malformed JSON: "+err.Error())
+		return nil, false
+	}
+	if len(body.Records) > maxCollection {
+		apiError(w, http.StatusBadRequest, "EXCEEDED_ID_LIMIT",
+			"record limit reached. cannot submit more than 200 records into this call")
+		return nil, false
+	}
+	return body.Records, true
+}
+
+// typeOf returns a collection record's attributes.type and the record
+// without its attributes.
+func typeOf(rec Record) (string, Record) {
+	attrs, _ := rec["attributes"].(map[string]any)
+	t, _ := attrs["type"].(string)
+	out := Record{}
+	for k, v := range rec {
+		if k != "attributes" {
+			out[k] = v
+		}
+	}
+	return t, out
+}
+
+func (s *Server) upsertCollection(w http.ResponseWriter, r *http.Request, drop bool, object, extField string) {
+	records, ok := readCollection(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	results := make([]saveResult, len(records))
+	seen := map[string]bool{}
+	for i, rec := range records {
+		t, fields := typeOf(rec)
+		extID, _ := fields[extField].(string)
+		switch {
+		case t != object:
+			results[i] = failed("INVALID_TYPE", "record type does not match the URI's sObject")
+		case extID == "":
+			results[i] = failed("MISSING_ARGUMENT", extField+" not specified", extField)
+		case seen[extID]:
+			results[i] = failed("DUPLICATE_VALUE", "Duplicate external id specified: "+extID, extField)
+		default:
+			seen[extID] = true
+			results[i] = s.upsertLocked(object, extField, extID, fields)
+		}
+	}
+	s.mu.Unlock()
+	reply(w, drop, http.StatusOK, results)
+}
+
+func (s *Server) upsertOne(w http.ResponseWriter, r *http.Request, drop bool, object, extField, extID string) {
+	var fields Record
+	if err := json.NewDecoder(r.Body).Decode(&fields); err != nil {
+		apiError(w, http.StatusBadRequest, "JSON_PARSER_ERROR", "malformed JSON")
+		return
+	}
+	fields[extField] = extID
+	s.mu.Lock()
+	res := s.upsertLocked(object, extField, extID, fields)
+	s.mu.Unlock()
+	switch {
+	case !res.Success:
+		e := res.Errors[0]
+		apiError(w, http.StatusBadRequest, e.StatusCode, e.Message, e.Fields...)
+	case *res.Created:
+		reply(w, drop, http.StatusCreated, saveResult{ID: res.ID, Success: true, Errors: []saveError{}, Created: res.Created})
+	default:
+		reply(w, drop, http.StatusNoContent, nil)
+	}
+}
+
+// upsertLocked writes fields to the record of object whose extField is
+// extID, creating it when there is none; a null value clears a field.
+func (s *Server) upsertLocked(object, extField, extID string, fields Record) saveResult {
+	if res, bad := s.checkLocked(object, fields); bad {
+		return res
+	}
+	if rf := s.recordFaultLocked(extID); rf != nil {
+		return failed(rf.Code, rf.Message)
+	}
+	for _, rec := range s.records[object] {
+		if rec[extField] == extID {
+			merge(rec, fields)
+			rec["SystemModstamp"] = s.stamp()
+			created := false
+			return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
+		}
+	}
+	rec := Record{"Id": s.newID("a00"), "CreatedDate": s.stamp(), "SystemModstamp": s.stamp()}
+	merge(rec, fields)
+	s.records[object] = append(s.records[object], rec)
+	created := true
+	return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
+}
+
+func merge(rec, fields Record) {
+	for k, v := range fields {
+		if v == nil {
+			delete(rec, k)
+		} else {
+			rec[k] = v
+		}
+	}
+}
+
+// checkLocked validates fields against Options.Objects.
+func (s *Server) checkLocked(object string, fields Record) (saveResult, bool) {
+	if s.o.Objects == nil {
+		return saveResult{}, false
+	}
+	decl, ok := s.o.Objects[object]
+	if !ok {
+		return failed("INVALID_TYPE", "sObject type '"+object+"' is not supported"), true
+	}
+	for _, name := range sortedKeys(fields) {
+		max, ok := decl[name]
+		if !ok {
+			return failed("INVALID_FIELD", "No such column '"+name+"' on sobject of type "+object, name), true
+		}
+		if str, isStr := fields[name].(string); isStr && max > 0 && len(utf16.Encode([]rune(str))) > max {
+			return failed("STRING_TOO_LONG", fmt.Sprintf("%s: data value too large (max length=%d)", name, max), name), true
+		}
+	}
+	return saveResult{}, false
+}
+
+func (s *Server) createCollection(w http.ResponseWriter, r *http.Request, drop bool) {
+	records, ok := readCollection(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	results := make([]saveResult, len(records))
+	for i, rec := range records {
+		t, fields := typeOf(rec)
+		results[i] = s.createLocked(t, fields)
+	}
+	s.mu.Unlock()
+	reply(w, drop, http.StatusOK, results)
+}
+
+func (s *Server) createOne(w http.ResponseWriter, r *http.Request, drop bool, object string) {
+	var fields Record
+	if err := json.NewDecoder(r.Body).Decode(&fields); err != nil {
+		apiError(w, http.StatusBadRequest, "JSON_PARSER_ERROR", "malformed JSON")
+		return
+	}
+	s.mu.Lock()
+	res := s.createLocked(object, fields)
+	s.mu.Unlock()
+	if !res.Success {
+		e := res.Errors[0]
+		apiError(w, http.StatusBadRequest, e.StatusCode, e.Message, e.Fields...)
+		return
+	}
+	reply(w, drop, http.StatusCreated, res)
+}
+
+// createLocked creates a record, or publishes an event (object ending in
+// __e: its id has the key prefix e00).
+func (s *Server) createLocked(object string, fields Record) saveResult {
+	if object == "" {
+		return failed("INVALID_TYPE", "attributes.type is required")
+	}
+	if res, bad := s.checkLocked(object, fields); bad {
+		return res
+	}
+	if strings.HasSuffix(object, "__e") {
+		ev := Record{"ReplayId": fmt.Sprint(len(s.events[object]) + 1)}
+		merge(ev, fields)
+		s.events[object] = append(s.events[object], ev)
+		return saveResult{ID: s.newID("e00"), Success: true, Errors: []saveError{}}
+	}
+	rec := Record{"Id": s.newID("a00"), "CreatedDate": s.stamp(), "SystemModstamp": s.stamp()}
+	merge(rec, fields)
+	s.records[object] = append(s.records[object], rec)
+	return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}}
+}

@@ -1,0 +1,217 @@
+// Package sfemu is a Salesforce REST API emulator for tests. It speaks the
+// documented shapes the proxy relies on (REST API Developer Guide):
+//
+//   - POST /services/oauth2/token, the OAuth 2.0 JWT bearer flow: the
+//     assertion is verified (RS256 against the connected app's certificate,
+//     iss, sub, aud, exp at most 3 minutes ahead); a refusal is 400
+//     {"error":"invalid_grant","error_description":…};
+//   - PATCH …/sobjects/{object}/{extField}/{id} (single upsert: 201 created,
+//     204 updated) and PATCH …/composite/sobjects/{object}/{extField}
+//     (collection upsert of up to 200 records, per-record results whose
+//     errors carry statusCode);
+//   - POST …/composite/sobjects and POST …/sobjects/{object} (create;
+//     publishes platform events, objects ending in __e);
+//   - GET …/query?q=SOQL with paging through nextRecordsUrl, for the SOQL
+//     subset the proxy writes (see query);
+//   - POST …/actions/standard/customNotificationAction;
+//   - errors as [{"message","errorCode","fields"}], 401 INVALID_SESSION_ID
+//     for an unknown token, Sforce-Limit-Info: api-usage=N/M on every
+//     data answer;
+//   - fault injection (Inject): any status and body, or committing a
+//     request and then dropping the connection unanswered.
+//
+// It is a test helper: state lives in memory, guarded by one mutex.
+package sfemu
+
+import (
+	"crypto/rsa"
+	"fmt"
+	"io"
+	"log"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Record is one stored record or event: field name -> JSON value.
+type Record map[string]any
+
+// Options configure a Server.
+type Options struct {
+	// PublicKey verifies JWT bearer assertions (the certificate uploaded to
+	// the connected app). Required.
+	PublicKey *rsa.PublicKey
+	// ClientID and Username are the accepted `iss` and `sub`.
+	ClientID, Username string
+	// Objects declares the custom objects and events records may be written
+	// to, each field with its most characters (0: any). A write of an
+	// undeclared field fails with INVALID_FIELD, a longer string with
+	// STRING_TOO_LONG. Nil: any object and field is accepted.
+	Objects map[string]map[string]int
+	// DailyLimit is the M of Sforce-Limit-Info api-usage=N/M. Default 15000.
+	DailyLimit int64
+	// PageSize is the most records of one query page. Default 2000.
+	PageSize int
+	// Now is the clock of SystemModstamp and assertion checks. Default
+	// time.Now.
+	Now func() time.Time
+}
+
+// Server is a running emulator, served over TLS. Use Client (or
+// Client().Transport) to reach it.
+type Server struct {
+	*httptest.Server
+	o Options
+
+	mu        sync.Mutex
+	tokens    map[string]bool
+	tokenSeq  int
+	idSeq     int
+	records   map[string][]Record // object -> records (each with Id, SystemModstamp)
+	events    map[string][]Record // event -> published events
+	notes     []Record            // custom notifications sent
+	used      int64
+	faults    []*Fault
+	recFaults []*RecordFault
+	calls     map[string]int
+	cursors   map[string][]Record
+	cursorSeq int
+}
+
+// New starts an emulator; it is closed when the test ends. The org has the
+// custom notification type Callout_Proxy_Alert.
+func New(t testing.TB, o Options) *Server {
+	t.Helper()
+	if o.PublicKey == nil {
+		t.Fatal("sfemu: Options.PublicKey is required")
+	}
+	if o.DailyLimit <= 0 {
+		o.DailyLimit = 15000
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = 2000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Server{o: o, tokens: map[string]bool{}, records: map[string][]Record{},
+		events: map[string][]Record{}, calls: map[string]int{}, cursors: map[string][]Record{}}
+	s.records["CustomNotificationType"] = []Record{{
+		"Id": "0MLEMU000000001AAA", "DeveloperName": "Callout_Proxy_Alert", "MasterLabel": "Callout Proxy Alert",
+	}}
+	s.Server = httptest.NewUnstartedServer(s.routes())
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // dropped connections are on purpose
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// routes is the emulator's handler.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /services/oauth2/token", s.token)
+	mux.HandleFunc("/services/data/{version}/{rest...}", s.data)
+	return mux
+}
+
+// Calls returns how many requests of a kind reached the emulator: "token",
+// "upsert" (collection), "upsert1" (single), "create" (collection),
+// "create1" (single), "query", "action", "unknown". Requests answered by a
+// fault count too.
+func (s *Server) Calls(kind string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[kind]
+}
+
+// Records returns copies of object's records.
+func (s *Server) Records(object string) []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneAll(s.records[object])
+}
+
+// Record returns a copy of the record of object whose field equals value.
+func (s *Server) Record(object, field, value string) (Record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.records[object] {
+		if r[field] == value {
+			return maps.Clone(r), true
+		}
+	}
+	return nil, false
+}
+
+// Events returns copies of the published events of event.
+func (s *Server) Events(event string) []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneAll(s.events[event])
+}
+
+// Notifications returns copies of the custom notifications sent (the
+// action's inputs).
+func (s *Server) Notifications() []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneAll(s.notes)
+}
+
+// Set sets a field of the record of object whose extField is extID, as an
+// admin editing it would (SystemModstamp moves). It fails the test when
+// there is no such record.
+func (s *Server) Set(t testing.TB, object, extField, extID, field string, value any) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.records[object] {
+		if r[extField] == extID {
+			r[field] = value
+			r["SystemModstamp"] = s.stamp()
+			return
+		}
+	}
+	t.Fatalf("sfemu: no %s with %s = %s", object, extField, extID)
+}
+
+// SetUsage sets the api usage N reported in Sforce-Limit-Info.
+func (s *Server) SetUsage(used int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used = used
+}
+
+// ExpireSessions invalidates every access token minted so far (a session
+// timeout, or an admin revoking them).
+func (s *Server) ExpireSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.tokens)
+}
+
+// stamp is now as a Salesforce dateTime.
+func (s *Server) stamp() string {
+	return s.o.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// newID returns a fresh 18-character record id with the key prefix.
+func (s *Server) newID(prefix string) string {
+	s.idSeq++
+	return fmt.Sprintf("%s%012dAAA", prefix, s.idSeq)
+}
+
+func cloneAll(rs []Record) []Record {
+	out := make([]Record, len(rs))
+	for i, r := range rs {
+		out[i] = maps.Clone(r)
+	}
+	return out
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

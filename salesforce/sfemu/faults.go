@@ -1,0 +1,147 @@
+package sfemu
+
+import (
+	"net/http"
+)
+
+// Fault is a failure the emulator injects into the next requests of a
+// kind (see Server.Calls for the kinds; "" matches any).
+type Fault struct {
+	// Kind is the request kind it applies to; "" any.
+	Kind string
+	// Times is how many requests it applies to. Default 1.
+	Times int
+	// Status and Body answer the request instead of handling it (Body is
+	// sent as application/json). Ignored when Drop is set.
+	Status int
+	Body   string
+	// Drop handles the request normally — records are committed — and
+	// then closes the connection without answering.
+	Drop bool
+}
+
+// Canned fault bodies in Salesforce's documented shapes.
+const (
+	// SessionExpired is the 401 body of an expired or revoked token.
+	SessionExpired = `[{"message":"Session expired or invalid","errorCode":"INVALID_SESSION_ID"}]`
+	// LimitExceeded is the 403 body of an org over its daily API limit.
+	LimitExceeded = `[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`
+	// ServerError is a 500 body.
+	ServerError = `[{"message":"An unexpected error occurred.","errorCode":"UNKNOWN_EXCEPTION"}]`
+	// InvalidGrant is the token endpoint's 400 body for a refused assertion.
+	InvalidGrant = `{"error":"invalid_grant","error_description":"user hasn't approved this consumer"}`
+)
+
+// Inject queues f; faults apply in the order injected.
+func (s *Server) Inject(f Fault) {
+	if f.Times <= 0 {
+		f.Times = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &f)
+}
+
+// ClearFaults drops every fault and record fault not yet used up.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults, s.recFaults = nil, nil
+}
+
+// takeFault counts a request of kind and returns the fault that applies to
+// it, if any, using one of its times.
+func (s *Server) takeFault(kind string) *Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[kind]++
+	for i, f := range s.faults {
+		if f.Kind != "" && f.Kind != kind {
+			continue
+		}
+		f.Times--
+		if f.Times <= 0 {
+			s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
+		}
+		copy := *f
+		return &copy
+	}
+	return nil
+}
+
+// fault counts the request and, when a status fault applies, answers it
+// (handled true). drop is true when a Drop fault applies: the caller
+// handles the request and then calls reply with drop set.
+func (s *Server) fault(w http.ResponseWriter, kind string) (handled, drop bool) {
+	f := s.takeFault(kind)
+	switch {
+	case f == nil:
+		return false, false
+	case f.Drop:
+		return false, true
+	}
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.WriteHeader(f.Status)
+	_, _ = w.Write([]byte(f.Body))
+	return true, false
+}
+
+// reply answers v as JSON with status, or, when drop is set, closes the
+// connection without answering (the work is already done).
+func reply(w http.ResponseWriter, drop bool, status int, v any) {
+	if drop {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler) // HTTP/2: abort the stream instead
+	}
+	if v == nil {
+		w.WriteHeader(status)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+// RecordFault fails the write of one record (by its external id value) in
+// collection and single upserts with a Salesforce statusCode, as a
+// validation rule, a lock or a trigger would.
+type RecordFault struct {
+	// ExtID is the record's external id value.
+	ExtID string
+	// Code and Message are the error's statusCode and message, e.g.
+	// UNABLE_TO_LOCK_ROW or FIELD_CUSTOM_VALIDATION_EXCEPTION.
+	Code, Message string
+	// Times is how many writes it fails; default 1, negative: every one.
+	Times int
+}
+
+// InjectRecord queues a record fault.
+func (s *Server) InjectRecord(f RecordFault) {
+	if f.Times == 0 {
+		f.Times = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recFaults = append(s.recFaults, &f)
+}
+
+// recordFaultLocked returns the fault for a write of extID, using one of
+// its times.
+func (s *Server) recordFaultLocked(extID string) *RecordFault {
+	for i, f := range s.recFaults {
+		if f.ExtID != extID {
+			continue
+		}
+		if f.Times > 0 {
+			f.Times--
+			if f.Times == 0 {
+				s.recFaults = append(s.recFaults[:i:i], s.recFaults[i+1:]...)
+			}
+		}
+		return f
+	}
+	return nil
+}
