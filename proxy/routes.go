@@ -28,15 +28,32 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
-// adminRoutes lists every route of the admin listener.
+// adminRoutes lists every route of the admin listener (SPEC §9): /metrics
+// without a token; under /admin/v1/ the endpoint routes (admin.go, when
+// Deps.AdminStore is set) and the dead-letter, callout and replay-job
+// routes (admin_deadletters.go, when Deps.DeadLetters is set), each with a
+// named bearer token: scope read for GETs, write for changes.
 func (s *Server) adminRoutes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(rejectUnroutable)
 	if s.d.Gatherer != nil {
 		r.Handle("/metrics", promhttp.HandlerFor(s.d.Gatherer, promhttp.HandlerOpts{}))
 	}
+	r.Route("/admin/v1", func(r chi.Router) {
+		if s.d.AdminStore != nil {
+			r.Get("/endpoints", s.handleListEndpoints())
+			r.Get("/endpoints/{name}", s.handleGetEndpoint())
+			r.Post("/endpoints/{name}/enable", s.handleEndpointAction(actionEnable, s.enableEndpoint))
+			r.Post("/endpoints/{name}/disable", s.handleEndpointAction(actionDisable, s.disableEndpoint))
+			r.Post("/endpoints/{name}/breaker/reset", s.handleEndpointAction(actionBreakerReset, s.resetBreaker))
+		}
+		s.mountDeadLetterRoutes(r)
+	})
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		problem.Write(w, problem.Errorf(problem.NotFound, "no such route"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		problem.Write(w, problem.Errorf(problem.MethodNotAllowed, "method not allowed on this route"))
 	})
 	return r
 }

@@ -75,6 +75,14 @@ type Deps struct {
 	// Wake, optional, starts this replica's dispatcher at once after a
 	// respond-async callout was recorded.
 	Wake func()
+	// AdminStore, optional, serves the admin API's endpoint routes
+	// (/admin/v1/endpoints…); nil: those routes answer 404.
+	// *redisstore.Store implements it.
+	AdminStore AdminStore
+	// DeadLetters, optional, serves the admin API's dead-letter, callout
+	// and replay-job routes (mountDeadLetterRoutes, SPEC §7–§9); nil: those
+	// routes answer 404. *replay.Service implements it.
+	DeadLetters DeadLetterAdmin
 	// Gatherer, optional, serves /metrics on the admin listener.
 	Gatherer prometheus.Gatherer
 	Logger   *slog.Logger

@@ -1,0 +1,198 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/replay"
+)
+
+var _ DeadLetterAdmin = (*replay.Service)(nil)
+
+// dltBody is a seeded request body with a card number to redact.
+const dltBody = `{"card":{"number":"4111111111111111"},"amount":5}`
+
+const (
+	dltWrite = "dlt-write-token-0123456789"
+	dltRead  = "dlt-read-token-0123456789"
+)
+
+// dltClock is the injected clock; Sleep advances it at once.
+type dltClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *dltClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *dltClock) Sleep(_ context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return nil
+}
+
+// dltEnv is the dead-letter admin routes over a real store on one backend.
+type dltEnv struct {
+	h     http.Handler
+	clk   *dltClock
+	store *redisstore.Store
+	svc   *replay.Service
+	logs  *bytes.Buffer
+	mu    sync.Mutex
+}
+
+// dltConfig has pay-api (with redaction rules) and crm-api.
+func dltConfig() *config.Config {
+	p := policy.Defaults()
+	ep := func(name string) *config.Endpoint {
+		return &config.Endpoint{Name: name, AttemptTimeout: p.AttemptTimeout,
+			BreakerFailures: p.BreakerFailures, BreakerProbeInterval: p.BreakerProbeInterval}
+	}
+	pay := ep("pay-api")
+	pay.Redact = config.Redact{Headers: []string{"X-Card-Token"}, Query: []string{"api_key"},
+		JSONFields: []string{"card.number"}}
+	return &config.Config{Policy: p, Endpoints: map[string]*config.Endpoint{"pay-api": pay, "crm-api": ep("crm-api")}}
+}
+
+// forEachDLT runs fn on every backend with a fresh dltEnv.
+func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
+	t.Helper()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) { fn(t, newDLTEnv(t, b)) })
+	}
+}
+
+func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
+	t.Helper()
+	e := &dltEnv{clk: &dltClock{t: time.UnixMilli(1_700_000_000_000)}, logs: &bytes.Buffer{}}
+	e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now})
+	env := map[string]string{"OPS": dltWrite, "VIEWER": dltRead}
+	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
+		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
+	}}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, e.logs}, nil))
+	cfg := dltConfig()
+	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, Owner: "A", Logger: logger,
+		Jobs: redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{}), Now: e.clk.Now, Sleep: e.clk.Sleep})
+	srv := New(Deps{Config: cfg, Admin: tokens, DeadLetters: e.svc, Logger: logger, Now: e.clk.Now})
+	r := chi.NewRouter()
+	r.Route("/admin/v1", srv.mountDeadLetterRoutes)
+	e.h = r
+	return e
+}
+
+// lockedWriter serialises log writes from the job runner and handlers.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (e *dltEnv) do(t *testing.T, method, path, token, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	var rd io.Reader = http.NoBody
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r := httptest.NewRequest(method, path, rd)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	return w
+}
+
+// audits returns the "audit" log lines.
+func (e *dltEnv) audits(t *testing.T) []map[string]any {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		var m map[string]any
+		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "audit" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// dltDecode asserts a JSON answer's status and decodes it into v.
+func dltDecode(t *testing.T, w *httptest.ResponseRecorder, status int, v any) {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status %d, want %d; body %s", w.Code, status, w.Body)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), v); err != nil {
+		t.Fatalf("body %s: %v", w.Body, err)
+	}
+}
+
+// dltProblem asserts a problem+json answer of code and returns it.
+func dltProblem(t *testing.T, w *httptest.ResponseRecorder, code problem.Code) problem.Body {
+	t.Helper()
+	var pb problem.Body
+	dltDecode(t, w, code.Status(), &pb)
+	if pb.Type != problem.TypeBase+string(code) || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("problem %+v (%s), want %s", pb, w.Header().Get("Content-Type"), code)
+	}
+	return pb
+}
+
+// seed makes a dead letter of endpoint carrying secrets in its header,
+// query and body, with the last response status.
+func (e *dltEnv) seed(t *testing.T, endpoint, key string, status int) string {
+	t.Helper()
+	ctx := t.Context()
+	nc := redisstore.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: "POST",
+		Path: "/v1/charges", Query: "api_key=s3cret&x=1",
+		Header: http.Header{"Content-Type": {"application/json"}, "X-Card-Token": {"tok_123"},
+			"Idempotency-Key": {`"` + key + `"`}},
+		Body: []byte(dltBody), IdempotencyKey: key}
+	if _, err := e.store.Enqueue(ctx, nc, redisstore.EnqueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: time.Minute})
+	if err != nil || len(cr.Claimed) != 1 {
+		t.Fatalf("claim: %+v %v", cr, err)
+	}
+	_, err = e.store.Complete(ctx, cr.Claimed[0], redisstore.Completion{Action: redisstore.ActionDeadLetter,
+		Reason: redisstore.ReasonPermanent, Error: "auth Bearer leaked-token",
+		Attempt:  &redisstore.Attempt{StartedAt: e.clk.Now(), Status: status, Outcome: policy.Permanent},
+		Response: &redisstore.Response{Status: status, Header: http.Header{"Set-Cookie": {"sid=1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr.Claimed[0].ID
+}

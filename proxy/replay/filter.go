@@ -1,0 +1,198 @@
+package replay
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// Filter selects dead letters (SPEC §8 "filtered (endpoint, time range,
+// status code, reason)"). Every part that is set must match; an empty
+// part matches everything.
+type Filter struct {
+	// Endpoints are endpoint names; none: every endpoint (the configured
+	// ones and any the store still holds dead letters of).
+	Endpoints []string `json:"endpoints,omitempty"`
+	// Since and Until bound the time the callout became a dead letter,
+	// both inclusive (millisecond precision); zero: unbounded.
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	// Statuses are the last upstream response's status codes (100–599);
+	// 0 matches a dead letter that never got a response.
+	Statuses []int `json:"statuses,omitempty"`
+	// Reasons are dead-letter reasons: exhausted, permanent, ambiguous,
+	// endpoint_disabled.
+	Reasons []redisstore.DeadLetterReason `json:"reasons,omitempty"`
+}
+
+// endpointName is SPEC §10's endpoint name rule.
+var endpointName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// MaxFilterValues bounds the endpoints, statuses and reasons of a filter.
+const MaxFilterValues = 100
+
+// Validate reports the first malformed part of f, wrapping ErrInvalid.
+func (f Filter) Validate() error {
+	if len(f.Endpoints) > MaxFilterValues || len(f.Statuses) > MaxFilterValues || len(f.Reasons) > MaxFilterValues {
+		return fmt.Errorf("%w: a filter takes at most %d endpoints, statuses and reasons each", ErrInvalid, MaxFilterValues)
+	}
+	for _, e := range f.Endpoints {
+		if !endpointName.MatchString(e) {
+			return fmt.Errorf("%w: %q is not an endpoint name (^[a-z0-9][a-z0-9-]{0,62}$)", ErrInvalid, e)
+		}
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Before(f.Since) {
+		return fmt.Errorf("%w: until (%s) is before since (%s)", ErrInvalid,
+			f.Until.Format(time.RFC3339Nano), f.Since.Format(time.RFC3339Nano))
+	}
+	for _, st := range f.Statuses {
+		if st != 0 && (st < 100 || st > 599) {
+			return fmt.Errorf("%w: status %d is not 0 (no response) or 100–599", ErrInvalid, st)
+		}
+	}
+	for _, r := range f.Reasons {
+		switch r {
+		case redisstore.ReasonExhausted, redisstore.ReasonPermanent, redisstore.ReasonAmbiguous,
+			redisstore.ReasonEndpointDisabled:
+		default:
+			return fmt.Errorf("%w: reason %q is not exhausted, permanent, ambiguous or endpoint_disabled", ErrInvalid, r)
+		}
+	}
+	return nil
+}
+
+// Match reports whether d's status and reason pass f (its endpoint and
+// time are selected by the store query).
+func (f Filter) Match(d redisstore.DeadLetter) bool {
+	return (len(f.Statuses) == 0 || slices.Contains(f.Statuses, d.Status)) &&
+		(len(f.Reasons) == 0 || slices.Contains(f.Reasons, d.Reason))
+}
+
+// Query is one page of a dead-letter listing.
+type Query struct {
+	Filter Filter
+	// Cursor is the previous page's Next; "" for the first page.
+	Cursor string
+	// Limit is the page size: 1–1000, default 100.
+	Limit int
+}
+
+// Page is one page of dead letters: by endpoint name, then oldest first.
+type Page struct {
+	Items []redisstore.DeadLetter
+	// Next is the cursor of the following page; "" when this is the last.
+	// A page may hold fewer than Limit items (even none) and still have a
+	// Next: the status and reason filters are applied after reading, and
+	// one page reads at most scanFactor×Limit entries.
+	Next string
+}
+
+// scanFactor bounds the index entries one page reads: scanFactor × Limit.
+const scanFactor = 20
+
+// cursor is the decoded form of a Page.Next: the endpoint the page
+// stopped in and the store's cursor within it.
+type cursor struct {
+	Endpoint string `json:"e"`
+	Store    string `json:"c,omitempty"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	if s == "" {
+		return c, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil || c.Endpoint == "" {
+		return c, fmt.Errorf("%w: malformed cursor %q", ErrInvalid, s)
+	}
+	return c, nil
+}
+
+// DeadLetters lists dead letters matching q.Filter (SPEC §7, §8): endpoint
+// by endpoint in name order, oldest first within one, with a stable cursor
+// (entries added or removed between pages neither repeat nor skip others).
+// Errors: ErrInvalid (filter or cursor), redisstore.ErrUnavailable.
+func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
+	if err := q.Filter.Validate(); err != nil {
+		return Page{}, err
+	}
+	cur, err := decodeCursor(q.Cursor)
+	if err != nil {
+		return Page{}, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	eps, err := s.endpoints(ctx, q.Filter.Endpoints)
+	if err != nil {
+		return Page{}, err
+	}
+	i, _ := slices.BinarySearch(eps, cur.Endpoint)
+	page := Page{Items: []redisstore.DeadLetter{}}
+	budget := scanFactor * limit
+	for ; i < len(eps); i++ {
+		sc := ""
+		if eps[i] == cur.Endpoint {
+			sc = cur.Store
+		}
+		for {
+			want := limit - len(page.Items)
+			sp, err := s.o.Store.DeadLetters(ctx, redisstore.DeadLetterQuery{Endpoint: eps[i],
+				Since: q.Filter.Since, Until: q.Filter.Until, Cursor: sc, Limit: want})
+			if err != nil {
+				return Page{}, err
+			}
+			budget -= want
+			for _, d := range sp.Items {
+				if q.Filter.Match(d) {
+					page.Items = append(page.Items, d)
+				}
+			}
+			sc = sp.Next
+			if sc == "" {
+				break
+			}
+			if len(page.Items) == limit || budget <= 0 {
+				page.Next = cursor{Endpoint: eps[i], Store: sc}.encode()
+				return page, nil
+			}
+		}
+		if (len(page.Items) == limit || budget <= 0) && i+1 < len(eps) {
+			page.Next = cursor{Endpoint: eps[i+1]}.encode()
+			return page, nil
+		}
+	}
+	return page, nil
+}
+
+// endpoints returns names sorted and deduplicated, or, when names is
+// empty, every configured endpoint and every endpoint the store has seen.
+func (s *Service) endpoints(ctx context.Context, names []string) ([]string, error) {
+	out := slices.Clone(names)
+	if len(out) == 0 {
+		seen, err := s.o.Store.Endpoints(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(s.o.Config.EndpointNames(), seen...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}

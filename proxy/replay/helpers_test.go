@@ -1,0 +1,246 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// t0 is a round Unix-ms instant.
+var t0 = time.UnixMilli(1_700_000_000_000)
+
+const testLease = 30 * time.Second
+
+// fakeClock is the injected clock; its Sleep advances it at once, so
+// pacing is measured in clock time, never wall time. With a gate set,
+// a Sleep that would reach the gate blocks (signalling blocked) until
+// release is closed, then advances.
+type fakeClock struct {
+	mu      sync.Mutex
+	t       time.Time
+	slept   time.Duration
+	gate    time.Time
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// gateAt makes the first Sleep that would reach at block until the
+// returned release function is called; blocked is closed when it blocks.
+func (c *fakeClock) gateAt(at time.Time) (blocked <-chan struct{}, release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gate, c.blocked, c.release = at, make(chan struct{}), make(chan struct{})
+	return c.blocked, sync.OnceFunc(func() { close(c.release) })
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	if !c.gate.IsZero() && !c.t.Add(d).Before(c.gate) {
+		c.gate = time.Time{}
+		blocked, release := c.blocked, c.release
+		c.mu.Unlock()
+		close(blocked)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	c.slept += d
+	return ctx.Err()
+}
+
+// testEnv is one backend with a store, a replay store and a service.
+type testEnv struct {
+	b     redistest.Backend
+	clk   *fakeClock
+	store *redisstore.Store
+	jobs  *redisstore.ReplayStore
+	cfg   *config.Config
+	logs  *syncBuffer
+	seeds atomic.Uint64
+}
+
+// syncBuffer is a log sink safe for the runner's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// audits returns the decoded "audit" lines.
+func (b *syncBuffer) audits(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(b.buf.String(), "\n") {
+		var m map[string]any
+		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "audit" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// testConfig has pay-api and crm-api, with the default policy.
+func testConfig() *config.Config {
+	p := policy.Defaults()
+	ep := func(name string) *config.Endpoint {
+		return &config.Endpoint{Name: name, AttemptTimeout: p.AttemptTimeout,
+			BreakerFailures: p.BreakerFailures, BreakerProbeInterval: p.BreakerProbeInterval}
+	}
+	return &config.Config{Policy: p, Endpoints: map[string]*config.Endpoint{
+		"pay-api": ep("pay-api"), "crm-api": ep("crm-api"),
+	}}
+}
+
+// forEachBackend runs fn as a subtest on every backend redistest offers.
+func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
+	t.Helper()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := &testEnv{b: b, clk: &fakeClock{t: t0}, cfg: testConfig(), logs: &syncBuffer{}}
+			var seed [32]byte
+			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
+			e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
+				DeadLetterRetention: 30 * 24 * time.Hour})
+			e.jobs = redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{})
+			fn(t, e)
+		})
+	}
+}
+
+// service returns a Service of replica owner over e.
+func (e *testEnv) service(owner string) *Service {
+	return New(Options{Config: e.cfg, Store: e.store, Jobs: e.jobs, Owner: owner,
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Now: e.clk.Now, Sleep: e.clk.Sleep,
+		PollEvery: 10 * time.Millisecond})
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// seeded is a dead letter made by seed.
+type seeded struct {
+	ID, Endpoint, Key string
+	Status            int
+	Reason            redisstore.DeadLetterReason
+}
+
+// seed makes a dead letter of endpoint at the clock's time, with an
+// Idempotency-Key, the last response status (0: none) and reason.
+func (e *testEnv) seed(t *testing.T, endpoint, key string, status int, reason redisstore.DeadLetterReason) seeded {
+	t.Helper()
+	ctx := ctxT(t)
+	nc := redisstore.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com",
+		Method: http.MethodPost, Path: "/v1/charges",
+		Header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {`"` + key + `"`}},
+		Body:   []byte(`{"key":"` + key + `"}`), IdempotencyKey: key}
+	if _, err := e.store.Enqueue(ctx, nc, redisstore.EnqueueOptions{}); err != nil {
+		t.Fatalf("seed %s: %v", key, err)
+	}
+	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: testLease})
+	if err != nil || len(cr.Claimed) != 1 {
+		t.Fatalf("seed claim %s: %+v, %v", key, cr, err)
+	}
+	comp := redisstore.Completion{Action: redisstore.ActionDeadLetter, Reason: reason, Error: "seeded",
+		Attempt: &redisstore.Attempt{StartedAt: e.clk.Now(), Status: status, Outcome: policy.Permanent}}
+	if status != 0 {
+		comp.Response = &redisstore.Response{Status: status, Body: []byte("no")}
+	}
+	if _, err := e.store.Complete(ctx, cr.Claimed[0], comp); err != nil {
+		t.Fatalf("seed complete %s: %v", key, err)
+	}
+	return seeded{ID: cr.Claimed[0].ID, Endpoint: endpoint, Key: key, Status: status, Reason: reason}
+}
+
+// seedN makes n dead letters of endpoint, step apart in time, keys
+// prefix-0…; the clock ends after the last.
+func (e *testEnv) seedN(t *testing.T, endpoint, prefix string, n int, step time.Duration) []seeded {
+	t.Helper()
+	out := make([]seeded, n)
+	for i := range out {
+		out[i] = e.seed(t, endpoint, fmt.Sprintf("%s-%d", prefix, i), 503, redisstore.ReasonExhausted)
+		e.clk.Advance(step)
+	}
+	return out
+}
+
+// replayChains returns, for each replay chain in endpoint's due set, the
+// dead letter it replays -> the chain's record.
+func (e *testEnv) replayChains(t *testing.T, endpoint string) map[string]*redisstore.Callout {
+	t.Helper()
+	ctx := ctxT(t)
+	out := map[string]*redisstore.Callout{}
+	for {
+		cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1000, Lease: testLease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cr.Claimed) == 0 {
+			return out
+		}
+		for _, cl := range cr.Claimed {
+			if _, dup := out[cl.ReplayOf]; dup {
+				t.Errorf("dead letter %s replayed twice", cl.ReplayOf)
+			}
+			c, err := e.store.Get(ctx, cl.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[cl.ReplayOf] = c
+		}
+	}
+}
+
+// wantJob reads a job and checks its state and counters.
+func wantJob(t *testing.T, s *Service, id string, state redisstore.JobState, total, sent, skipped, refused int) Job {
+	t.Helper()
+	j, err := s.Job(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != state || j.Total != total || j.Sent != sent || j.Skipped != skipped || j.Refused != refused || j.Failed != 0 {
+		t.Fatalf("job = %+v\nwant state %s total %d sent %d skipped %d refused %d", j, state, total, sent, skipped, refused)
+	}
+	return j
+}

@@ -1,0 +1,249 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// Spec is what a replay job replays (SPEC §8 "filtered ... and bulk"):
+// every dead letter matching any of Filters, and every dead letter of IDs,
+// each at most once however they overlap.
+type Spec struct {
+	Filters []Filter `json:"filters,omitempty"`
+	IDs     []string `json:"ids,omitempty"`
+	// DryRun collects what would be replayed and sends nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Rate is how many dead letters are replayed per second, at most
+	// (0.1–1000; 0 means DefaultRate).
+	Rate float64 `json:"rate,omitempty"`
+}
+
+// Limits of a Spec.
+const (
+	// DefaultRate is a job's rate when none is given, per second.
+	DefaultRate = 10
+	// MinRate and MaxRate bound a job's rate, per second.
+	MinRate = 0.1
+	MaxRate = 1000
+	// MaxFilters bounds a job's filters; MaxIDs its ids.
+	MaxFilters = 20
+	MaxIDs     = 10_000
+)
+
+// Validate reports the first malformed part of sp, wrapping ErrInvalid.
+func (sp Spec) Validate() error {
+	switch {
+	case len(sp.Filters) == 0 && len(sp.IDs) == 0:
+		return fmt.Errorf("%w: a replay job needs filters or ids", ErrInvalid)
+	case len(sp.Filters) > MaxFilters:
+		return fmt.Errorf("%w: at most %d filters", ErrInvalid, MaxFilters)
+	case len(sp.IDs) > MaxIDs:
+		return fmt.Errorf("%w: at most %d ids; use filters", ErrInvalid, MaxIDs)
+	case sp.Rate != 0 && (math.IsNaN(sp.Rate) || sp.Rate < MinRate || sp.Rate > MaxRate):
+		return fmt.Errorf("%w: rate %g is not %g–%d per second", ErrInvalid, sp.Rate, MinRate, MaxRate)
+	}
+	for i, f := range sp.Filters {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("filters[%d]: %w", i, err)
+		}
+	}
+	for _, id := range sp.IDs {
+		if _, ok := redisstore.ShardOfID(id); !ok {
+			return fmt.Errorf("%w: %q is not a callout id", ErrInvalid, id)
+		}
+	}
+	return nil
+}
+
+// interval is the pause between two sends at sp's rate.
+func (sp Spec) interval() time.Duration {
+	rate := sp.Rate
+	if !(rate >= MinRate) { // zero, negative or NaN: an unreadable spec
+		rate = DefaultRate
+	}
+	return time.Duration(float64(time.Second) / rate)
+}
+
+// Job is a replay job and its progress. Total counts the dead letters
+// collected (known once Phase is send or the job ended); every handled
+// one is exactly one of Sent, Skipped, Refused, Failed.
+type Job struct {
+	ID          string
+	Spec        Spec
+	State       redisstore.JobState
+	Phase       redisstore.JobPhase
+	CreatedBy   string
+	CreatedAt   time.Time
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	UpdatedAt   time.Time
+	CancelledBy string
+	CancelledAt time.Time
+	Total       int
+	Sent        int
+	Skipped     int
+	Refused     int
+	Failed      int
+	Error       string
+}
+
+// Done is how many items were handled.
+func (j Job) Done() int { return j.Sent + j.Skipped + j.Refused + j.Failed }
+
+// jobOf decodes a stored job.
+func jobOf(r redisstore.Job) Job {
+	j := Job{
+		ID: r.ID, State: r.State, Phase: r.Phase, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
+		CancelledBy: r.CancelledBy, CancelledAt: r.CancelledAt, Total: r.Total, Sent: r.Sent,
+		Skipped: r.Skipped, Refused: r.Refused, Failed: r.Failed, Error: r.Error,
+	}
+	if err := json.Unmarshal([]byte(r.Spec), &j.Spec); err != nil && j.Error == "" {
+		j.Error = "unreadable spec"
+	}
+	return j
+}
+
+// CreateJob records a replay job of sp made by the admin token by and
+// wakes this replica's runner. A filter without Until gets the creation
+// time, so a job never picks up dead letters that arrive while it runs
+// (its own failed replays among them); a zero Rate gets DefaultRate. The
+// caller audit-logs it. Errors: ErrInvalid, redisstore.ErrUnavailable.
+func (s *Service) CreateJob(ctx context.Context, sp Spec, by string) (Job, error) {
+	if err := sp.Validate(); err != nil {
+		return Job{}, err
+	}
+	now := s.o.Now()
+	if sp.Rate == 0 {
+		sp.Rate = DefaultRate
+	}
+	sp.Filters = append([]Filter(nil), sp.Filters...)
+	for i := range sp.Filters {
+		if sp.Filters[i].Until.IsZero() {
+			sp.Filters[i].Until = now
+		}
+	}
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return Job{}, err
+	}
+	r, err := s.o.Jobs.CreateJob(ctx, string(b), by)
+	if err != nil {
+		return Job{}, err
+	}
+	s.Wake()
+	return jobOf(r), nil
+}
+
+// Job reads replay job id. Errors: redisstore.ErrJobNotFound,
+// redisstore.ErrUnavailable.
+func (s *Service) Job(ctx context.Context, id string) (Job, error) {
+	r, err := s.o.Jobs.Job(ctx, id)
+	if err != nil {
+		return Job{}, err
+	}
+	return jobOf(r), nil
+}
+
+// Jobs lists up to limit replay jobs, newest first. Errors:
+// redisstore.ErrUnavailable.
+func (s *Service) Jobs(ctx context.Context, limit int) ([]Job, error) {
+	rs, err := s.o.Jobs.Jobs(ctx, limit)
+	out := make([]Job, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, jobOf(r))
+	}
+	return out, err
+}
+
+// CancelJob asks replay job id to stop on behalf of by and returns it as
+// it is then: cancelled at once when no replica works on it, else
+// cancelling until its replica stops, before its next send (poll Job). A
+// job that ended is returned unchanged. The caller audit-logs it. Errors:
+// redisstore.ErrJobNotFound, redisstore.ErrUnavailable.
+func (s *Service) CancelJob(ctx context.Context, id, by string) (Job, error) {
+	if _, err := s.o.Jobs.CancelJob(ctx, id, by); err != nil {
+		return Job{}, err
+	}
+	return s.Job(ctx, id)
+}
+
+// Item is one dead letter of a replay job: its state or result and, while
+// the dead letter is kept, its summary.
+type Item struct {
+	redisstore.JobItem
+	// DeadLetter is the dead letter's summary; nil when it expired or was
+	// discarded.
+	DeadLetter *redisstore.DeadLetter
+}
+
+// ItemPage is one page of a job's items, in collection order.
+type ItemPage struct {
+	Items []Item
+	// Next is the offset of the following page; 0 when this is the last.
+	Next int
+}
+
+// JobItems returns up to limit (1–1000, default 100) items of job id from
+// offset on. An item still sending in a job that ended was interrupted
+// (its replica died; whether it was sent is unknown): it is reported
+// failed, "interrupted"; one still queued in a cancelled or failed job is
+// reported skipped, "not_sent". Errors: redisstore.ErrJobNotFound,
+// redisstore.ErrUnavailable.
+func (s *Service) JobItems(ctx context.Context, id string, offset, limit int) (ItemPage, error) {
+	j, err := s.o.Jobs.Job(ctx, id)
+	if err != nil {
+		return ItemPage{}, err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	its, err := s.o.Jobs.Items(ctx, id, offset, limit)
+	if err != nil {
+		return ItemPage{}, err
+	}
+	ids := make([]string, len(its))
+	for i, it := range its {
+		ids[i] = it.DeadLetterID
+	}
+	sums, err := s.o.Jobs.Summaries(ctx, ids)
+	if err != nil {
+		return ItemPage{}, err
+	}
+	page := ItemPage{Items: make([]Item, len(its))}
+	for i, it := range its {
+		it = settled(it, j.State)
+		if it.Status == redisstore.ItemWouldSend && sums[i] == nil {
+			it.Status, it.Detail = redisstore.ItemSkipped, "not_found" // a dry run would skip it
+		}
+		page.Items[i] = Item{JobItem: it, DeadLetter: sums[i]}
+	}
+	if len(its) == limit && offset+limit < j.Total {
+		page.Next = offset + limit
+	}
+	return page, nil
+}
+
+// settled reports an item of a job that ended as what became of it.
+func settled(it redisstore.JobItem, st redisstore.JobState) redisstore.JobItem {
+	if !st.Final() {
+		return it
+	}
+	switch it.Status {
+	case redisstore.ItemSending:
+		it.Status, it.Detail = redisstore.ItemFailed, "interrupted"
+	case redisstore.ItemQueued:
+		it.Status, it.Detail = redisstore.ItemSkipped, "not_sent"
+	}
+	return it
+}
+
+// IsJobNotFound reports whether err says there is no such replay job.
+func IsJobNotFound(err error) bool { return errors.Is(err, redisstore.ErrJobNotFound) }

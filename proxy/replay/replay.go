@@ -1,0 +1,338 @@
+// Package replay replays dead letters (SPEC.md §7, §8): one at a time
+// (ReplayOne, for the admin API and the Salesforce reprocess poller) or in
+// bulk through replay jobs that survive the replica running them, run in
+// one replica at a time and are paced by a rate. It also lists dead letters
+// across endpoints with the filters of SPEC §8 and sweeps the dead-letter
+// indexes of expired entries (SPEC §7 dead_letter_retention).
+//
+// A replay is a new attempt chain (redisstore.Enqueue with ReplayOf): a
+// fresh attempt count and max_age window, the original request and its
+// original Idempotency-Key, whose reservation the chain takes over. The
+// dead letter itself is kept, with its history, until its retention ends.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// Errors of Replay and ReplayOne. Test with errors.Is.
+var (
+	// ErrNotDeadLetter: no callout with that id, or it is not a dead letter
+	// (pending, succeeded, failed, expired or discarded).
+	ErrNotDeadLetter = errors.New("replay: no such dead letter")
+	// ErrUnknownEndpoint: the dead letter's endpoint is no longer
+	// configured, so nothing could dispatch a replay.
+	ErrUnknownEndpoint = errors.New("replay: endpoint not configured")
+	// ErrEndpointDisabled: the endpoint is disabled; replays are refused
+	// until an admin re-enables it (SPEC §6).
+	ErrEndpointDisabled = errors.New("replay: endpoint disabled")
+	// ErrBacklogFull: the endpoint's backlog cap is reached; try later.
+	ErrBacklogFull = errors.New("replay: endpoint backlog full")
+	// ErrSuperseded: the dead letter's Idempotency-Key now belongs to a
+	// newer dead letter (a later replay of it that failed too);
+	// Result.ReplayID names it: replay that one instead.
+	ErrSuperseded = errors.New("replay: idempotency key belongs to a newer dead letter")
+	// ErrAlreadyReplayed (ReplayOne only): a replay chain already holds
+	// the dead letter's Idempotency-Key and has not dead-lettered; nothing
+	// new was created.
+	ErrAlreadyReplayed = errors.New("replay: already replayed")
+	// ErrInvalid: a filter, job spec or cursor is malformed; the error's
+	// text says which part.
+	ErrInvalid = errors.New("replay: invalid request")
+)
+
+// Store is what the service needs of the callout store.
+// *redisstore.Store implements it.
+type Store interface {
+	Get(ctx context.Context, id string) (*redisstore.Callout, error)
+	Enqueue(ctx context.Context, nc redisstore.NewCallout, o redisstore.EnqueueOptions) (redisstore.EnqueueResult, error)
+	DeadLetters(ctx context.Context, q redisstore.DeadLetterQuery) (redisstore.DeadLetterPage, error)
+	Discard(ctx context.Context, id string) error
+	Endpoints(ctx context.Context) ([]string, error)
+	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+}
+
+// Jobs is what the service needs of the replay-job store.
+// *redisstore.ReplayStore implements it; its methods document themselves.
+type Jobs interface {
+	CreateJob(ctx context.Context, spec, createdBy string) (redisstore.Job, error)
+	Job(ctx context.Context, id string) (redisstore.Job, error)
+	Jobs(ctx context.Context, limit int) ([]redisstore.Job, error)
+	ActiveJobs(ctx context.Context) ([]string, error)
+	Forget(ctx context.Context, id string) error
+	CancelJob(ctx context.Context, id, by string) (redisstore.JobState, error)
+	Acquire(ctx context.Context, id, owner string, lease time.Duration) (redisstore.Job, error)
+	Collect(ctx context.Context, id, owner string, lease time.Duration, position string, dryRun bool, ids []string) (int, error)
+	StartSending(ctx context.Context, id, owner string, lease time.Duration) error
+	Queue(ctx context.Context, id string, from, n int) ([]string, error)
+	ClaimItem(ctx context.Context, id, owner string, lease time.Duration, index int, dl string) (bool, redisstore.ItemStatus, error)
+	FinishItem(ctx context.Context, id string, it redisstore.JobItem) (bool, error)
+	Finish(ctx context.Context, id, owner string, state redisstore.JobState, errText string) error
+	Release(ctx context.Context, id, owner string) error
+	Items(ctx context.Context, id string, offset, limit int) ([]redisstore.JobItem, error)
+	Summaries(ctx context.Context, ids []string) ([]*redisstore.DeadLetter, error)
+	MarkReplayed(ctx context.Context, id, replayID string) (bool, error)
+	ReplayMarkOf(ctx context.Context, id string) (redisstore.ReplayMark, error)
+	PruneDeadLetters(ctx context.Context, endpoint string) (int64, error)
+	MaxItems() int
+}
+
+// Options configure a Service. Config, Store and Jobs are required.
+type Options struct {
+	Config *config.Config
+	Store  Store
+	Jobs   Jobs
+	// Logger receives the audit lines (msg "audit") and the runner's
+	// warnings. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock; pacing and the default job window come from it.
+	// Default time.Now.
+	Now func() time.Time
+	// Sleep waits d or until ctx ends (returning ctx's error): the pacing
+	// of replay jobs. Tests pass one that advances their clock. Default: a
+	// timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Owner is this replica's token in job leases and locks (random,
+	// unique per replica). Required for Run.
+	Owner string
+	// Wake, optional, starts this replica's dispatcher at once after a
+	// replay chain was created.
+	Wake func()
+	// OnReplay, optional, is told of every replay chain created (the
+	// Salesforce writer marks the dead letter's record Reprocessing,
+	// SPEC §8). It must not block.
+	OnReplay func(ctx context.Context, r Result)
+	// PollEvery is how often Run looks for jobs to run. Default 2s.
+	PollEvery time.Duration
+	// MaxJobs bounds the jobs one replica runs at a time. Default 4.
+	MaxJobs int
+	// SweepEvery is how often one replica prunes the dead-letter indexes
+	// of entries past the retention. Default 1h.
+	SweepEvery time.Duration
+}
+
+// Service replays dead letters and runs replay jobs. It is safe for
+// concurrent use.
+type Service struct {
+	o       Options
+	wake    chan struct{}
+	mu      sync.Mutex
+	running map[string]bool // job ids this replica is running
+	swept   time.Time       // last retention sweep by this replica
+}
+
+// New returns a Service over o, filling its defaults.
+func New(o Options) *Service {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
+	if o.PollEvery <= 0 {
+		o.PollEvery = 2 * time.Second
+	}
+	if o.MaxJobs <= 0 {
+		o.MaxJobs = 4
+	}
+	if o.SweepEvery <= 0 {
+		o.SweepEvery = time.Hour
+	}
+	return &Service{o: o, wake: make(chan struct{}, 1), running: map[string]bool{}}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Result is what a replay did.
+type Result struct {
+	DeadLetterID string
+	Endpoint     string
+	// ReplayID is the new chain's callout id when Created; otherwise the
+	// callout already holding the dead letter's Idempotency-Key (an
+	// earlier replay; or, with ErrSuperseded, a newer dead letter).
+	ReplayID string
+	// Created is true when this call created a replay chain.
+	Created bool
+	// State is ReplayID's state: scheduled or held for a new chain.
+	State redisstore.State
+}
+
+// ReplayOne replays dead letter id on behalf of by (an admin token's name,
+// or e.g. "salesforce:<user id>" for the reprocess poller) and returns the
+// new chain's callout id. The audit log gets one line. Errors:
+// ErrNotDeadLetter, ErrUnknownEndpoint, ErrEndpointDisabled,
+// ErrBacklogFull, ErrSuperseded (newID is then the newer dead letter to
+// replay instead), ErrAlreadyReplayed (newID is then the chain already
+// replaying it), redisstore.ErrUnavailable.
+func (s *Service) ReplayOne(ctx context.Context, id, by string) (newID string, err error) {
+	r, err := s.Replay(ctx, id, by, "")
+	if err != nil {
+		return r.ReplayID, err
+	}
+	if !r.Created {
+		return r.ReplayID, fmt.Errorf("%w: dead letter %s by callout %s (%s)", ErrAlreadyReplayed, id, r.ReplayID, r.State)
+	}
+	return r.ReplayID, nil
+}
+
+// Replay replays dead letter id (SPEC §8) on behalf of by, as part of job
+// jobID ("" when alone): a new chain with the original request and
+// Idempotency-Key, replay_of id, a fresh attempt count and window, due at
+// once (held when the endpoint's breaker is open). When a chain that has
+// not dead-lettered already holds the key, nothing is created and Result
+// names that chain (Created false, no error). Every call is audit-logged
+// with by. Errors as ReplayOne's, except ErrAlreadyReplayed.
+func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, error) {
+	r, err := s.replay(ctx, id)
+	result := "replayed"
+	switch {
+	case err != nil:
+		result = refusal(err)
+	case !r.Created:
+		result = "already_replayed"
+	}
+	attrs := []slog.Attr{slog.String("token", by), slog.String("action", "replay"),
+		slog.String("endpoint", r.Endpoint), slog.String("result", result),
+		slog.String("dead_letter_id", id), slog.String("replay_id", r.ReplayID)}
+	if jobID != "" {
+		attrs = append(attrs, slog.String("job_id", jobID))
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("detail", err.Error()))
+	}
+	s.o.Logger.LogAttrs(ctx, level, "audit", attrs...)
+	return r, err
+}
+
+// replay does Replay's work.
+func (s *Service) replay(ctx context.Context, id string) (Result, error) {
+	c, err := s.o.Store.Get(ctx, id)
+	if errors.Is(err, redisstore.ErrNotFound) {
+		return Result{DeadLetterID: id}, fmt.Errorf("%w: %s", ErrNotDeadLetter, id)
+	}
+	if err != nil {
+		return Result{DeadLetterID: id}, err
+	}
+	r := Result{DeadLetterID: id, Endpoint: c.Endpoint}
+	if c.State != redisstore.DeadLettered {
+		return r, fmt.Errorf("%w: callout %s is %s", ErrNotDeadLetter, id, c.State)
+	}
+	ep, ok := s.o.Config.Endpoint(c.Endpoint)
+	if !ok {
+		return r, fmt.Errorf("%w: %s", ErrUnknownEndpoint, c.Endpoint)
+	}
+	res, err := s.o.Store.Enqueue(ctx, redisstore.NewCallout{
+		Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
+		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
+		ReplayOf: c.ID,
+	}, redisstore.EnqueueOptions{Limits: redisstore.Limits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}})
+	switch {
+	case errors.Is(err, redisstore.ErrDisabled):
+		return r, fmt.Errorf("%w: %s (re-enable it to replay its dead letters)", ErrEndpointDisabled, c.Endpoint)
+	case errors.Is(err, redisstore.ErrBacklogFull):
+		return r, fmt.Errorf("%w: %s", ErrBacklogFull, c.Endpoint)
+	case err != nil:
+		return r, err
+	case res.Existing != nil:
+		r.ReplayID = res.Existing.ID
+		if res.Existing.Callout != nil {
+			r.State = res.Existing.Callout.State
+		}
+		if r.State == redisstore.DeadLettered {
+			return r, fmt.Errorf("%w: %s holds the key of %s", ErrSuperseded, r.ReplayID, id)
+		}
+		return r, nil
+	}
+	r.ReplayID, r.Created, r.State = res.ID, true, res.State
+	if _, err := s.o.Jobs.MarkReplayed(ctx, id, res.ID); err != nil {
+		s.o.Logger.Warn("replay: could not note the replay on its dead letter", slog.String("callout_id", id),
+			slog.String("replay_id", res.ID), slog.Any("error", err))
+	}
+	if s.o.Wake != nil {
+		s.o.Wake()
+	}
+	if s.o.OnReplay != nil {
+		s.o.OnReplay(ctx, r)
+	}
+	return r, nil
+}
+
+// refusal is the short code of a replay error, as audit result and job
+// item detail.
+func refusal(err error) string {
+	switch {
+	case errors.Is(err, ErrNotDeadLetter):
+		return "not_found"
+	case errors.Is(err, ErrUnknownEndpoint):
+		return "unknown_endpoint"
+	case errors.Is(err, ErrEndpointDisabled):
+		return "endpoint_disabled"
+	case errors.Is(err, ErrBacklogFull):
+		return "backlog_full"
+	case errors.Is(err, ErrSuperseded):
+		return "superseded"
+	case errors.Is(err, redisstore.ErrUnavailable):
+		return "store_unavailable"
+	}
+	return "error"
+}
+
+// DeadLetter returns dead letter id's record and replay mark. Errors:
+// ErrNotDeadLetter, redisstore.ErrUnavailable.
+func (s *Service) DeadLetter(ctx context.Context, id string) (*redisstore.Callout, redisstore.ReplayMark, error) {
+	c, m, err := s.Callout(ctx, id)
+	switch {
+	case errors.Is(err, redisstore.ErrNotFound):
+		return nil, m, fmt.Errorf("%w: %s", ErrNotDeadLetter, id)
+	case err == nil && c.State != redisstore.DeadLettered:
+		return nil, m, fmt.Errorf("%w: callout %s is %s", ErrNotDeadLetter, id, c.State)
+	}
+	return c, m, err
+}
+
+// Callout returns callout id's record, whatever its state, and its replay
+// mark (zero unless it is a replayed dead letter). Errors:
+// redisstore.ErrNotFound, redisstore.ErrUnavailable.
+func (s *Service) Callout(ctx context.Context, id string) (*redisstore.Callout, redisstore.ReplayMark, error) {
+	c, err := s.o.Store.Get(ctx, id)
+	if err != nil {
+		return nil, redisstore.ReplayMark{}, err
+	}
+	m, err := s.o.Jobs.ReplayMarkOf(ctx, id)
+	return c, m, err
+}
+
+// Discard deletes dead letter id (SPEC §7 "Discarded ... deletes the
+// proxy's copy"). The caller audit-logs it. Errors: ErrNotDeadLetter,
+// redisstore.ErrUnavailable.
+func (s *Service) Discard(ctx context.Context, id string) error {
+	err := s.o.Store.Discard(ctx, id)
+	if errors.Is(err, redisstore.ErrNotFound) || errors.Is(err, redisstore.ErrNotDeadLettered) {
+		return fmt.Errorf("%w: %s", ErrNotDeadLetter, err)
+	}
+	return err
+}
