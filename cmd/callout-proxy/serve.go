@@ -25,6 +25,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
 // serve is the composition root: it loads the configuration, wires every
@@ -63,18 +64,33 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 
 	store := redisstore.New(rdb, redisstore.Options{
 		Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
-		DeadLetterRetention: cfg.Policy.DeadLetterRetention,
+		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil,
 	})
-	events := logEvents{}
-	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Events: events}
+	// With a salesforce section, dead letters, completions and owner
+	// notifications go through the durable outbox to Salesforce.
+	sf, err := newSalesforceWriter(cfg, store, reg, getenv, logger, randomToken())
+	if err != nil {
+		return usageError{err}
+	}
+	var events dispatch.Events = logEvents{}
+	var notifier dispatch.Notifier
+	if sf != nil {
+		events, notifier = sfEvents{sf}, sfEvents{sf}
+	}
+	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Events: events,
+		Notifier: notifier}
 	disp := dispatch.New(dispatch.Options{
 		Config: cfg, Store: store, Upstream: fwd, Metrics: m, Logger: logger,
 		Events: events, Breakers: watcher,
 	})
+	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
+		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
+		OnReplay: onReplay(sf, logger)})
 	srv := proxy.New(proxy.Deps{
 		Config: cfg, Callers: callers, Admin: admins, Upstream: fwd, Store: store,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
 		Gatherer: reg, Logger: logger, Version: version(),
+		AdminStore: store, DeadLetters: replays,
 	})
 	gatherer := &dispatch.Gatherer{Config: cfg, Store: store, Metrics: m, Logger: logger, Owner: randomToken()}
 
@@ -82,6 +98,10 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	var wg sync.WaitGroup
 	wg.Go(func() { disp.Run(bg) })
 	wg.Go(func() { gatherer.Run(bg) })
+	if sf != nil {
+		wg.Go(func() { sf.Run(bg) })
+	}
+	wg.Go(func() { replays.Run(bg) })
 	err = listenAndServe(ctx, cfg, srv, logger)
 	// The listeners are closed: stop claiming, let attempts under way
 	// finish and be recorded (each is bounded by its attempt limit).

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/replay"
+	"github.com/calloutproxy/callout-proxy/salesforce"
+)
+
+// newSalesforceWriter builds the Salesforce writer of the salesforce
+// section (SPEC §7, §8): the JWT bearer client and the outbox consumer,
+// with its metrics on reg. It returns nil when the section is absent: dead
+// letters then stay in the proxy's own store (SPEC §10). store must have
+// been made with redisstore.Options.Outbox set. Errors: an unreadable key
+// or client id (a configuration error).
+func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, reg prometheus.Registerer,
+	getenv func(string) string, logger *slog.Logger, owner string) (*salesforce.Writer, error) {
+	sf := cfg.Salesforce
+	if sf == nil {
+		return nil, nil
+	}
+	clientID, err := sf.ClientID(getenv)
+	if err != nil {
+		return nil, err
+	}
+	pem, err := os.ReadFile(sf.PrivateKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("salesforce.private_key_file: %w", err)
+	}
+	key, err := jwt.ParseRSAPrivateKeyFromPEM(pem)
+	if err != nil {
+		return nil, fmt.Errorf("salesforce.private_key_file: %w", err)
+	}
+	m, err := salesforce.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := salesforce.NewClient(salesforce.Options{
+		Credentials: salesforce.Credentials{LoginURL: sf.LoginURL, ClientID: clientID, Username: sf.Username, Key: key},
+		APIVersion:  sf.APIVersion, RequestTimeout: sf.RequestTimeout, OnResult: m.Result,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return salesforce.NewWriter(salesforce.WriterOptions{
+		API: client, Store: store, Outbox: redisstore.NewOutbox(store), Config: cfg, Metrics: m,
+		Logger: logger, Owner: owner,
+	})
+}
+
+// sfEvents wakes the Salesforce writer when a callout ends or an endpoint
+// is disabled (dispatch.Events, dispatch.Notifier): the store queued the
+// writes in the same script already, so nothing is lost if this call never
+// happens; it only saves waiting for the writer's next tick.
+type sfEvents struct{ w *salesforce.Writer }
+
+var (
+	_ dispatch.Events   = sfEvents{}
+	_ dispatch.Notifier = sfEvents{}
+)
+
+func (e sfEvents) Finished(context.Context, dispatch.Finished)                { e.w.Wake() }
+func (e sfEvents) EndpointDisabled(context.Context, *config.Endpoint, string) { e.w.Wake() }
+
+// onReplay marks a replayed dead letter's Failed_Callout__c record
+// Reprocessing, naming the new chain (SPEC §8); the chain's ending then
+// makes it Reprocessed or Failed Again. Nil without Salesforce.
+func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, replay.Result) {
+	if sf == nil {
+		return nil
+	}
+	return func(ctx context.Context, r replay.Result) {
+		if !r.Created {
+			return
+		}
+		if err := sf.StatusChanged(ctx, r.DeadLetterID, salesforce.StatusReprocessing, r.ReplayID); err != nil {
+			logger.Warn("queuing the Reprocessing status failed", slog.String("callout_id", r.DeadLetterID),
+				slog.Any("error", err))
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// client calls the proxy's admin API (SPEC §9) with a named bearer token.
+type client struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+}
+
+// apiError is a refusal or failure the admin API answered with.
+type apiError struct {
+	Status  int
+	Problem problemDoc
+}
+
+func (e *apiError) Error() string {
+	code := strings.TrimPrefix(e.Problem.Type, "urn:callout-proxy:problem:")
+	if code == "" {
+		code = http.StatusText(e.Status)
+	}
+	msg := fmt.Sprintf("%d %s: %s", e.Status, code, e.Problem.Detail)
+	if e.Problem.CalloutID != "" {
+		msg += " (callout " + e.Problem.CalloutID + ")"
+	}
+	return msg
+}
+
+// code is the problem's code, the last segment of its type.
+func (e *apiError) code() string {
+	return strings.TrimPrefix(e.Problem.Type, "urn:callout-proxy:problem:")
+}
+
+// exitCode maps the answer to calloutctl's exit codes.
+func (e *apiError) exitCode() int {
+	switch {
+	case e.Status == http.StatusNotFound:
+		return exitNotFound
+	case e.Status == http.StatusUnauthorized, e.Status == http.StatusForbidden, e.Status == http.StatusConflict,
+		e.code() == "endpoint-disabled", e.code() == "backlog-full":
+		return exitRefused
+	case e.Status == http.StatusBadRequest || e.Status == http.StatusUnprocessableEntity:
+		return exitUsage
+	}
+	return exitError
+}
+
+// call sends one request; body, when not nil, is sent as JSON. The
+// answer's body is returned raw (for -o json) and, on a 2xx with out not
+// nil, decoded into out. A non-2xx answer is an *apiError.
+func (c *client) call(ctx context.Context, method, path string, query url.Values, body, out any) ([]byte, int, error) {
+	u := c.base.JoinPath(path)
+	u.RawQuery = query.Encode()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, 0, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, 0, err // a *url.Error naming the method and URL
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("%s %s: reading the answer: %w", method, u.Redacted(), err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		ae := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(raw, &ae.Problem) != nil || ae.Problem.Detail == "" {
+			ae.Problem.Detail = strings.TrimSpace(string(raw))
+		}
+		return raw, resp.StatusCode, ae
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return raw, resp.StatusCode, fmt.Errorf("%s %s: unexpected answer: %w", method, u.Redacted(), err)
+		}
+	}
+	return raw, resp.StatusCode, nil
+}

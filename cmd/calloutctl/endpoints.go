@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/urfave/cli/v3"
+)
+
+func (a *app) endpointsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "endpoints",
+		Usage: "list endpoints; enable, disable or reset one",
+		Commands: []*cli.Command{
+			{Name: "list", Usage: "every configured endpoint: gate, breaker, backlog, dead letters",
+				Action: a.listEndpoints},
+			{Name: "enable", Usage: "re-enable a disabled endpoint (its dead letters can then be replayed)",
+				ArgsUsage: "NAME", Action: a.endpointAction("enable", "enable")},
+			{Name: "disable", Usage: "disable an endpoint: its pending callouts become dead letters",
+				ArgsUsage: "NAME", Flags: []cli.Flag{
+					&cli.StringFlag{Name: "reason", Usage: "why, kept with the disable"},
+					&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"},
+				}, Action: a.endpointAction("disable", "disable")},
+			{Name: "reset", Usage: "close an endpoint's circuit breaker and lift its pause",
+				ArgsUsage: "NAME", Action: a.endpointAction("reset", "breaker/reset")},
+		},
+	}
+}
+
+// listEndpoints is `endpoints list`.
+func (a *app) listEndpoints(ctx context.Context, c *cli.Command) error {
+	cl, asJSON, err := a.setup(c)
+	if err != nil {
+		return err
+	}
+	var l endpointList
+	raw, _, err := cl.call(ctx, "GET", "endpoints", nil, nil, &l)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(a.stdout, raw, nil)
+	}
+	t := newTable(a.stdout, "NAME", "GATE", "BREAKER", "FAILURES", "DISABLED", "BACKLOG", "IN-FLIGHT",
+		"DEAD-LETTERS", "NEXT-PROBE")
+	for _, e := range l.Endpoints {
+		dis := ""
+		if e.Disabled {
+			dis = "yes: " + e.DisabledReason
+		}
+		t.row(e.Name, e.Gate, e.Breaker, strconv.Itoa(e.ConsecutiveFailures), dis,
+			strconv.FormatInt(e.BacklogItems, 10), strconv.FormatInt(e.InFlight, 10),
+			strconv.FormatInt(e.DeadLetters, 10), tsp(e.NextProbeAt))
+	}
+	return t.flush()
+}
+
+// endpointAction is `endpoints enable|disable|reset NAME`, POSTing to
+// endpoints/NAME/route. Disabling asks first (unless --yes): it turns the
+// endpoint's whole backlog into dead letters.
+func (a *app) endpointAction(verb, route string) cli.ActionFunc {
+	return func(ctx context.Context, c *cli.Command) error {
+		name, err := oneArg(c, "endpoint NAME")
+		if err != nil {
+			return err
+		}
+		cl, asJSON, err := a.setup(c)
+		if err != nil {
+			return err
+		}
+		path := "endpoints/" + url.PathEscape(name)
+		if verb == "disable" && !c.Bool("yes") {
+			var e endpointDoc
+			if _, _, err := cl.call(ctx, "GET", path, nil, nil, &e); err != nil {
+				return err
+			}
+			q := fmt.Sprintf("Disable %s? Its %d pending callouts become dead letters.", name, e.BacklogItems)
+			if err := a.confirm(q); err != nil {
+				return err
+			}
+		}
+		var body any
+		if r := c.String("reason"); verb == "disable" && r != "" {
+			body = map[string]string{"reason": r}
+		}
+		var res endpointAction
+		raw, _, err := cl.call(ctx, "POST", path+"/"+route, nil, body, &res)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(a.stdout, raw, nil)
+		}
+		done := map[string]string{"enable": "enabled", "disable": "disabled", "reset": "breaker reset"}[verb]
+		if !res.Changed {
+			done = map[string]string{"enable": "was already enabled", "disable": "was already disabled",
+				"reset": "had nothing to reset"}[verb]
+		}
+		a.printf("endpoint %s %s", name, done)
+		if n := len(res.DeadLettered); n > 0 {
+			a.printf("; %d pending callouts became dead letters", n)
+		}
+		a.printf("\n")
+		return nil
+	}
+}
+
+func (a *app) calloutsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "callouts",
+		Usage: "show callouts of any organisation",
+		Commands: []*cli.Command{
+			{Name: "get", Usage: "show one callout: state, request, attempts, last response (redacted)",
+				ArgsUsage: "ID", Action: a.getCallout("callouts")},
+		},
+	}
+}

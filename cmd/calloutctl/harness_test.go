@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/replay"
+)
+
+// Secrets of the test configuration.
+const (
+	jwtSecret   = "calloutctl-test-secret-of-32-bytes!!"
+	opsToken    = "ops-token-0123456789abcdef"
+	viewerToken = "viewer-token-0123456789abcdef"
+	testIssuer  = "https://test.my.salesforce.com"
+)
+
+// clock is the proxy's injected clock. Sleep (the replay runner's pacing)
+// advances it at once; with a gate set, the Sleep that would reach the
+// gate blocks until released, so a test can act at an exact point of a
+// job.
+type clock struct {
+	mu      sync.Mutex
+	t       time.Time
+	gate    time.Time
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// gateAt arms the gate at t; blocked is closed when a Sleep blocks on it.
+func (c *clock) gateAt(t time.Time) (blocked <-chan struct{}, release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gate, c.blocked, c.release = t, make(chan struct{}), make(chan struct{})
+	return c.blocked, sync.OnceFunc(func() { close(c.release) })
+}
+
+func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	if !c.gate.IsZero() && !c.t.Add(d).Before(c.gate) {
+		c.gate = time.Time{}
+		blocked, release := c.blocked, c.release
+		c.mu.Unlock()
+		close(blocked)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return ctx.Err()
+}
+
+// upstream records what it receives; it answers 400 (a permanent failure,
+// so an asynchronous callout becomes a dead letter) until ok is set.
+type upstream struct {
+	url  string
+	ok   atomic.Bool
+	mu   sync.Mutex
+	keys []string // Idempotency-Key of every request, in arrival order
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		u.mu.Lock()
+		u.keys = append(u.keys, r.Header.Get("Idempotency-Key"))
+		u.mu.Unlock()
+		if u.ok.Load() {
+			_, _ = io.WriteString(w, `{"ok":true}`)
+			return
+		}
+		http.Error(w, `{"error":"card declined"}`, http.StatusBadRequest)
+	}))
+	t.Cleanup(srv.Close)
+	u.url = srv.URL
+	return u
+}
+
+// received returns the keys received so far.
+func (u *upstream) received() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.keys...)
+}
+
+// proxyEnv is a whole proxy running in-process, wired as
+// cmd/callout-proxy/serve.go wires it, on the injected clock.
+type proxyEnv struct {
+	up     *upstream
+	clk    *clock
+	store  *redisstore.Store
+	jobs   *redisstore.ReplayStore
+	logs   *logBuffer
+	admin  string // base URL of the admin listener
+	callee string // base URL of the callout listener
+}
+
+// logBuffer collects the proxy's JSON log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// audits returns the "audit" lines.
+func (b *logBuffer) audits() []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(b.buf.String(), "\n") {
+		var m map[string]any
+		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "audit" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// testConfig is the proxy's configuration: pay-api and crm-api on the
+// upstream, HS256 callers, tokens ops (write) and viewer (read).
+func testConfig(upstreamURL string) string {
+	ep := func(name string) string {
+		return "  " + name + ":\n    url: " + upstreamURL + "\n    allowed_networks: [127.0.0.0/8]\n"
+	}
+	return `listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+auth:
+  issuers: [` + testIssuer + `]
+  audience: callout-proxy
+  algorithms: [HS256]
+  hs256_secret_env: JWT_SECRET
+admin:
+  tokens:
+    - {name: ops, token_env: OPS_TOKEN, scope: write}
+    - {name: viewer, token_env: VIEWER_TOKEN, scope: read}
+endpoints:
+` + ep("pay-api") + ep("crm-api")
+}
+
+// startProxy runs a proxy until the test ends.
+func startProxy(t *testing.T) *proxyEnv {
+	t.Helper()
+	env := map[string]string{"JWT_SECRET": jwtSecret, "OPS_TOKEN": opsToken, "VIEWER_TOKEN": viewerToken}
+	getenv := func(k string) string { return env[k] }
+	p := &proxyEnv{up: newUpstream(t), clk: &clock{t: time.UnixMilli(1_700_000_000_000)}, logs: &logBuffer{}}
+	cfg, err := config.Parse([]byte(testConfig(p.up.url)), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := testRedis(t)
+	logger := slog.New(slog.NewJSONHandler(p.logs, nil))
+	p.store = redisstore.New(rdb, redisstore.Options{Now: p.clk.Now, Logger: logger})
+	p.jobs = redisstore.NewReplayStore(p.store, redisstore.ReplayStoreOptions{})
+	callers, err := auth.NewVerifier(cfg.Auth, getenv, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admins, err := auth.NewAdminTokens(cfg.Admin, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, Now: p.clk.Now,
+		MaxResponseBytes: cfg.Policy.MaxResponseBytes})
+	t.Cleanup(fwd.CloseIdleConnections)
+	events := noEvents{}
+	watcher := &dispatch.Watcher{Config: cfg, Store: p.store, Metrics: m, Logger: logger, Events: events, Now: p.clk.Now}
+	disp := dispatch.New(dispatch.Options{Config: cfg, Store: p.store, Upstream: fwd, Metrics: m, Logger: logger,
+		Events: events, Breakers: watcher, Now: p.clk.Now, Idle: 5 * time.Millisecond})
+	replays := replay.New(replay.Options{Config: cfg, Store: p.store, Jobs: p.jobs, Logger: logger,
+		Now: p.clk.Now, Sleep: p.clk.Sleep, Owner: "replica-1", Wake: disp.Wake, PollEvery: 20 * time.Millisecond})
+	srv := proxy.New(proxy.Deps{Config: cfg, Callers: callers, Admin: admins, Upstream: fwd, Store: p.store,
+		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake, Logger: logger, Now: p.clk.Now,
+		AdminStore: p.store, DeadLetters: replays})
+	adminSrv := httptest.NewServer(srv.AdminHandler())
+	calloutSrv := httptest.NewServer(srv.Handler())
+	p.admin, p.callee = adminSrv.URL, calloutSrv.URL
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { disp.Run(ctx) })
+	wg.Go(func() { replays.Run(ctx) })
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+		adminSrv.Close()
+		calloutSrv.Close()
+	})
+	return p
+}
+
+// noEvents drops endings (no Salesforce section).
+type noEvents struct{}
+
+func (noEvents) Finished(context.Context, dispatch.Finished) {}
+
+// ctlResult is one calloutctl run.
+type ctlResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// ctl runs calloutctl against the proxy with the ops token (unless args
+// give --token) and stdin.
+func (p *proxyEnv) ctl(t *testing.T, stdin string, args ...string) ctlResult {
+	t.Helper()
+	return p.ctlWith(t, false, stdin, &syncWriter{}, args...)
+}
+
+// ctlWith runs calloutctl with stderr going to errw and, when terminal,
+// stderr taken for a terminal (the progress bar is drawn).
+func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *syncWriter, args ...string) ctlResult {
+	t.Helper()
+	env := map[string]string{envServer: p.admin, envToken: opsToken}
+	var out syncWriter
+	a := newApp(func(k string) string { return env[k] }, strings.NewReader(stdin), &out, errw)
+	a.pollEvery, a.throttle = 5*time.Millisecond, 0
+	a.isTerminal = func(io.Writer) bool { return terminal }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := a.run(ctx, args)
+	if err != nil {
+		fmt.Fprintln(errw, "calloutctl:", err)
+	}
+	return ctlResult{stdout: out.String(), stderr: errw.String(), code: exitCode(err)}
+}
+
+// syncWriter is a buffer safe to read while calloutctl writes it.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// want asserts a run's exit code and that stdout contains each of subs.
+func (r ctlResult) want(t *testing.T, code int, subs ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+	for _, s := range subs {
+		if !strings.Contains(r.stdout, s) {
+			t.Fatalf("stdout lacks %q:\n%s\nstderr:\n%s", s, r.stdout, r.stderr)
+		}
+	}
+}
+
+// eventually polls cond every 5 ms until it holds, failing after 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
