@@ -34,7 +34,7 @@ func parseIdempotencyKey(values []string) (string, error) {
 		key = k
 	} else {
 		if !isSfToken(v) {
-			return "", keyErr(`the key must be an sf-string ("abc-123") or a token of letters, digits and !#$%&'*+-.^_` + "`|~:/")
+			return "", keyErr(`send the key quoted, as an RFC 8941 sf-string ("3f2b8c1e-…"); unquoted, it must be an sf-token, which starts with a letter or * (a UUID starting with a digit must be quoted)`)
 		}
 		key = v
 	}

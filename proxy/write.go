@@ -203,7 +203,11 @@ func inlinePolicy(p policy.Policy) policy.Policy {
 
 // inlineDelay decides whether the next attempt is made inline: only for a
 // retry, only under Prefer: wait=N, and only while the wait before it plus
-// one whole attempt still fits in N from the request's arrival. n is the
+// an attempt as long as the one just made still fits in N from the
+// request's arrival (SPEC §4 "while they fit in N seconds"). Predicting by
+// the last attempt lets a fast-failing upstream be retried inline under a
+// wait shorter than the attempt limit; an upstream that suddenly slows down
+// can make the answer late by at most one attempt limit. n is the
 // number of the attempt just made: the delay backs off like the policy's
 // (uniform(0, min(2 s, 100 ms · multiplier^(n−1)))), so a fast-failing
 // upstream is not hammered every 100 ms until its attempts run out.
@@ -217,7 +221,7 @@ func (s *Server) inlineDelay(in *inbound, n int, comp redisstore.Completion, att
 		ra, haveRA = policy.ParseRetryAfter(att.Response.Header.Get("Retry-After"), now)
 	}
 	d := policy.NextDelay(inlinePolicy(s.d.Config.Policy), n, ra, haveRA, s.d.Rand)
-	fits := now.Add(d+in.ep.AttemptTimeout).Sub(in.start) <= in.prefs.wait
+	fits := now.Add(d+att.Duration).Sub(in.start) <= in.prefs.wait
 	return d, fits
 }
 

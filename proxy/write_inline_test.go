@@ -15,7 +15,9 @@ import (
 // inline retry is the policy's full jitter over a 100 ms base and a 2 s
 // ceiling, growing with the number of the attempt just made (SPEC §3, §4
 // "inline retries with a short schedule"), honours Retry-After, and is
-// only granted while it and one whole attempt fit in the wait.
+// only granted while it and an attempt as long as the last one (here 1 s)
+// fit in the wait — so a wait shorter than the attempt limit still allows
+// inline retries of a fast-failing upstream.
 func TestInlineDelayBacksOff(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	s := &Server{d: Deps{Config: &config.Config{Policy: policy.Defaults()},
@@ -39,12 +41,15 @@ func TestInlineDelayBacksOff(t *testing.T) {
 		{"exactly fits the wait", 4, time.Second + 400*time.Millisecond, retry, nil, 400 * time.Millisecond, true},
 		{"not a retry", 1, time.Minute, redisstore.Completion{Action: redisstore.ActionSucceed}, nil, 0, false},
 		{"no wait preference", 1, 0, retry, nil, 0, false},
+		{"fast failure under a wait shorter than the attempt limit", 1, 3 * time.Second, retry, nil, 50 * time.Millisecond, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := &inbound{ep: &config.Endpoint{AttemptTimeout: time.Second}, start: t0,
+			// The attempt limit (15 s) is longer than several waits
+			// above: the prediction uses the last attempt's 1 s.
+			in := &inbound{ep: &config.Endpoint{AttemptTimeout: 15 * time.Second}, start: t0,
 				prefs: preferences{wait: tt.wait}}
-			att := forward.Attempt{Response: &forward.Response{Status: 503, Header: tt.header}}
+			att := forward.Attempt{Response: &forward.Response{Status: 503, Header: tt.header}, Duration: time.Second}
 			d, fits := s.inlineDelay(in, tt.n, tt.comp, att)
 			if d != tt.want || fits != tt.wantFits {
 				t.Errorf("inlineDelay(n=%d) = %s, %v; want %s, %v", tt.n, d, fits, tt.want, tt.wantFits)

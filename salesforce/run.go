@@ -167,20 +167,26 @@ func (w *Writer) discard(ctx context.Context, id string) error {
 	return err
 }
 
+// ErrPollAgain is what a PollSince callback returns (alone or wrapped) for
+// a record it cannot handle now but should see again: the poll goes on
+// with the next records, and its watermark stops at that record's stamp.
+var ErrPollAgain = errors.New("salesforce: poll this record again")
+
 // PollSince runs a watermark poll named name: it selects fields (and
 // SystemModstamp) of object's records matching where (a SOQL condition)
 // changed since the poll's watermark minus PollOverlap, oldest first,
 // following nextRecordsUrl, and calls each with every record and its
 // SystemModstamp. When every call succeeded it moves the watermark to the
-// newest stamp seen. The Discarded poll uses it; a reprocess poll (records
-// set to Reprocess Requested) can too. Errors: the query's (an *Error),
-// each's, the outbox's.
+// newest stamp seen; not past the oldest record whose call returned
+// ErrPollAgain. The Discarded and reprocess polls use it. Errors: the
+// query's (an *Error), each's (but ErrPollAgain), the outbox's.
 func (w *Writer) PollSince(ctx context.Context, name, object string, fields []string, where string,
 	each func(r Record, stamp time.Time) error) error {
 	mark, err := w.o.Outbox.Watermark(ctx, name)
 	if err != nil {
 		return err
 	}
+	var hold time.Time // the oldest stamp to see again
 	stmt := fmt.Sprintf("SELECT %s, SystemModstamp FROM %s WHERE %s", strings.Join(fields, ", "), object, where)
 	if !mark.IsZero() {
 		stmt += " AND SystemModstamp >= " + mark.Add(-PollOverlap).UTC().Format(time.RFC3339)
@@ -193,7 +199,11 @@ func (w *Writer) PollSince(ctx context.Context, name, object string, fields []st
 		if perr != nil {
 			return fmt.Errorf("salesforce: poll %s: SystemModstamp %q: %w", name, s, perr)
 		}
-		if err := each(r, stamp); err != nil {
+		if err := each(r, stamp); errors.Is(err, ErrPollAgain) {
+			if hold.IsZero() || stamp.Before(hold) {
+				hold = stamp
+			}
+		} else if err != nil {
 			return err
 		}
 		if stamp.After(newest) {
@@ -203,6 +213,9 @@ func (w *Writer) PollSince(ctx context.Context, name, object string, fields []st
 	})
 	if err != nil {
 		return err
+	}
+	if !hold.IsZero() && newest.After(hold) {
+		newest = hold
 	}
 	if newest.After(mark) {
 		return w.o.Outbox.SetWatermark(ctx, name, newest)

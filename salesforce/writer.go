@@ -176,6 +176,12 @@ func (w *Writer) Wake() {
 // Errors: an unknown status, redisstore.ErrNotFound for a malformed id,
 // redisstore.ErrUnavailable.
 func (w *Writer) StatusChanged(ctx context.Context, id, status, replay string) error {
+	return w.statusAt(ctx, id, status, replay, w.o.Now())
+}
+
+// statusAt is StatusChanged for an event that happened at at: a change
+// older than the record's current status is ignored.
+func (w *Writer) statusAt(ctx context.Context, id, status, replay string, at time.Time) error {
 	if !slices.Contains(Statuses, status) {
 		return fmt.Errorf("salesforce: status %q is not a Failed_Callout__c status", status)
 	}
@@ -184,7 +190,7 @@ func (w *Writer) StatusChanged(ctx context.Context, id, status, replay string) e
 		return err
 	}
 	_, err = w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{Status: status, Replay: replay,
-		At: w.o.Now(), Write: true})
+		At: at, Write: true})
 	w.Wake()
 	return err
 }

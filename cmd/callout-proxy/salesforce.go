@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -87,4 +88,50 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 				slog.Any("error", err))
 		}
 	}
+}
+
+// newReprocessor builds the poller of Reprocess Requested records (SPEC §8
+// "Admins reprocess from Salesforce") over the writer, the replay service
+// and the store's request claims. Nil without Salesforce.
+func newReprocessor(sf *salesforce.Writer, replays *replay.Service, store *redisstore.Store) (*salesforce.Reprocessor, error) {
+	if sf == nil {
+		return nil, nil
+	}
+	return salesforce.NewReprocessor(salesforce.ReprocessOptions{Writer: sf, Replayer: reprocessReplayer{replays},
+		Requests: store})
+}
+
+// reprocessReplayer is the replay service as the reprocess poller needs it:
+// its errors also wrap the salesforce package's (reprocessError).
+type reprocessReplayer struct{ s *replay.Service }
+
+var _ salesforce.Replayer = reprocessReplayer{}
+
+func (r reprocessReplayer) ReplayOne(ctx context.Context, id, by string) (string, error) {
+	newID, err := r.s.ReplayOne(ctx, id, by)
+	return newID, reprocessError(err)
+}
+
+// reprocessError wraps a replay error in the salesforce.ErrReplay* error
+// that says how the poller answers it, keeping the original (errors.Is
+// finds both); other errors (the store's) are returned as they are.
+func reprocessError(err error) error {
+	var kind error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replay.ErrNotDeadLetter):
+		kind = salesforce.ErrReplayNoCopy
+	case errors.Is(err, replay.ErrAlreadyReplayed):
+		kind = salesforce.ErrReplayInFlight
+	case errors.Is(err, replay.ErrSuperseded):
+		kind = salesforce.ErrReplaySuperseded
+	case errors.Is(err, replay.ErrEndpointDisabled), errors.Is(err, replay.ErrUnknownEndpoint):
+		kind = salesforce.ErrReplayRefused
+	case errors.Is(err, replay.ErrBacklogFull):
+		kind = salesforce.ErrReplayBusy
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", kind, err)
 }

@@ -86,6 +86,10 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger)})
+	reprocessor, err := newReprocessor(sf, replays, store)
+	if err != nil {
+		return err
+	}
 	srv := proxy.New(proxy.Deps{
 		Config: cfg, Callers: callers, Admin: admins, Upstream: fwd, Store: store,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
@@ -100,6 +104,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	wg.Go(func() { gatherer.Run(bg) })
 	if sf != nil {
 		wg.Go(func() { sf.Run(bg) })
+		wg.Go(func() { reprocessor.Run(bg) })
 	}
 	wg.Go(func() { replays.Run(bg) })
 	err = listenAndServe(ctx, cfg, srv, logger)
@@ -107,6 +112,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	// finish and be recorded (each is bounded by its attempt limit).
 	stopBackground()
 	wg.Wait()
+	logger.Info("stopped")
 	return err
 }
 
@@ -146,8 +152,11 @@ func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, 
 	}
 	// The read-header limit guards against slow-loris callers; bodies are
 	// bounded by max_request_bytes instead of a time.
+	// DisableGeneralOptionsHandler: "OPTIONS *" reaches the proxy's own
+	// checks (400 absolute-form, problem+json) instead of net/http's bare 200.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	as := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 2)
@@ -167,7 +176,7 @@ func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, 
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err = errors.Join(hs.Shutdown(sctx), as.Shutdown(sctx))
-	logger.Info("stopped")
+	logger.Info("listeners closed")
 	return err
 }
 

@@ -289,6 +289,11 @@ type Salesforce struct {
 	// Failed_Callout__c records an admin changed: Discarded ones make the
 	// proxy delete its copy (SPEC §7). Default 1m.
 	PollInterval time.Duration `yaml:"poll_interval"`
+	// ReprocessInterval is how often one replica asks Salesforce (SOQL)
+	// for the Failed_Callout__c records an admin set to Reprocess
+	// Requested and replays them (SPEC §8 "Admins reprocess from
+	// Salesforce"). Default 1m.
+	ReprocessInterval time.Duration `yaml:"reprocess_interval"`
 	// APIUsageSlowdown is the share of the org's daily API limit
 	// (Sforce-Limit-Info api-usage=N/M) above which writes slow down to one
 	// call per SlowdownInterval: 0 < x ≤ 1. Default 0.8.

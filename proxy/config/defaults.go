@@ -12,12 +12,13 @@ const DefaultAPIVersion = "68.0"
 
 // Salesforce outbox defaults (config.Salesforce).
 const (
-	DefaultOutboxInterval   = time.Second
-	DefaultPollInterval     = time.Minute
-	DefaultAPIUsageSlowdown = 0.8
-	DefaultSlowdownInterval = 30 * time.Second
-	DefaultLimitPause       = 15 * time.Minute
-	DefaultRequestTimeout   = 30 * time.Second
+	DefaultOutboxInterval    = time.Second
+	DefaultPollInterval      = time.Minute
+	DefaultReprocessInterval = time.Minute
+	DefaultAPIUsageSlowdown  = 0.8
+	DefaultSlowdownInterval  = 30 * time.Second
+	DefaultLimitPause        = 15 * time.Minute
+	DefaultRequestTimeout    = 30 * time.Second
 )
 
 // Auth defaults (SPEC §9, §10). A zero value, given or not, means the
@@ -98,6 +99,7 @@ func (c *Config) applyDefaults() {
 		inherit(&sf.APIVersion, DefaultAPIVersion)
 		inherit(&sf.OutboxInterval, DefaultOutboxInterval)
 		inherit(&sf.PollInterval, DefaultPollInterval)
+		inherit(&sf.ReprocessInterval, DefaultReprocessInterval)
 		inherit(&sf.APIUsageSlowdown, DefaultAPIUsageSlowdown)
 		inherit(&sf.SlowdownInterval, DefaultSlowdownInterval)
 		inherit(&sf.LimitPause, DefaultLimitPause)

@@ -105,7 +105,8 @@ func TestExampleProduction(t *testing.T) {
 		{"salesforce", *cfg.Salesforce, config.Salesforce{LoginURL: "https://login.salesforce.com", ClientIDEnv: "SF_CLIENT_ID",
 			Username: "integration@example.com", PrivateKeyFile: filepath.Join(dir, "sf-jwt.key"), APIVersion: "68.0",
 			OutboxInterval: config.DefaultOutboxInterval, PollInterval: config.DefaultPollInterval,
-			APIUsageSlowdown: config.DefaultAPIUsageSlowdown, SlowdownInterval: config.DefaultSlowdownInterval,
+			ReprocessInterval: config.DefaultReprocessInterval,
+			APIUsageSlowdown:  config.DefaultAPIUsageSlowdown, SlowdownInterval: config.DefaultSlowdownInterval,
 			LimitPause: config.DefaultLimitPause, RequestTimeout: config.DefaultRequestTimeout}},
 	}
 	for _, c := range checks {

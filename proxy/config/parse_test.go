@@ -64,6 +64,7 @@ func TestParseSalesforceDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"outbox_interval", sf.OutboxInterval, time.Second}, {"poll_interval", sf.PollInterval, time.Minute},
+		{"reprocess_interval", sf.ReprocessInterval, time.Minute},
 		{"api_usage_slowdown", sf.APIUsageSlowdown, 0.8}, {"slowdown_interval", sf.SlowdownInterval, 30 * time.Second},
 		{"limit_pause", sf.LimitPause, 15 * time.Minute}, {"request_timeout", sf.RequestTimeout, 30 * time.Second},
 		{"webhook_url", sf.WebhookURL, ""},

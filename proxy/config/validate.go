@@ -267,6 +267,7 @@ func (s *Salesforce) validateOutbox(col *collector) {
 		v   time.Duration
 	}{
 		{"outbox_interval", s.OutboxInterval}, {"poll_interval", s.PollInterval},
+		{"reprocess_interval", s.ReprocessInterval},
 		{"slowdown_interval", s.SlowdownInterval}, {"limit_pause", s.LimitPause},
 		{"request_timeout", s.RequestTimeout},
 	} {

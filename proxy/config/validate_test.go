@@ -197,9 +197,10 @@ func TestValidateSalesforce(t *testing.T) {
 		{"username not an email", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n  client_id_env: SF_CLIENT_ID\n  username: integration\n  private_key_file: {{dir}}/key.pem\n"},
 			[]string{"salesforce.username: must be a Salesforce username"}},
 		{"outbox settings", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n" + rest +
-			"  api_usage_slowdown: 1.5\n  limit_pause: -1m\n  poll_interval: -1s\n  webhook_url: ftp://hooks.example.com/x\n"},
+			"  api_usage_slowdown: 1.5\n  limit_pause: -1m\n  poll_interval: -1s\n  reprocess_interval: -1m\n  webhook_url: ftp://hooks.example.com/x\n"},
 			[]string{"salesforce.api_usage_slowdown: must be a share of the daily limit", "salesforce.limit_pause: must not be negative",
-				"salesforce.poll_interval: must not be negative", "salesforce.webhook_url: must be an absolute http or https URL"}},
+				"salesforce.poll_interval: must not be negative", "salesforce.reprocess_interval: must not be negative",
+				"salesforce.webhook_url: must be an absolute http or https URL"}},
 		{"webhook with user info", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n" + rest +
 			"  webhook_url: https://u:p@hooks.example.com/x\n  api_usage_slowdown: -0.1\n"},
 			[]string{"salesforce.webhook_url: must be an absolute http or https URL", "salesforce.api_usage_slowdown: must be a share"}},

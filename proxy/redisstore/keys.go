@@ -84,6 +84,12 @@ import (
 //	cp:sf:wm:{name}       STRING a Salesforce poll's watermark (Unix ms),
 //	                            e.g. of Discarded records. Not hash-tagged.
 //	                            No TTL.
+//	cp:sf:rq:{root}:{ms}  STRING a reprocess request from Salesforce: the
+//	                            record of root seen as Reprocess Requested
+//	                            with SystemModstamp ms (sfreprocess.go).
+//	                            The claiming replica's token (TTL: its
+//	                            lease), then "done" (TTL: the dead-letter
+//	                            retention). Not hash-tagged.
 //	cp:lock:{name}        STRING a replica-wide lock's holder (TryLock);
 //	                            TTL: the lock's. Not hash-tagged.
 //	cp:job:{J}            HASH  one replay job (SPEC §8; replayjob.go, the j*

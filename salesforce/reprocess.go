@@ -1,0 +1,289 @@
+package salesforce
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// Replayer replays one dead letter (SPEC §8): a new attempt chain with the
+// original request and Idempotency-Key. by names who asked, for the audit
+// log ("salesforce:<user id>" here). It returns the new chain's callout
+// id, or with ErrReplayInFlight the chain already holding the dead
+// letter's key, with ErrReplaySuperseded the newer dead letter to replay
+// instead. Errors wrap ErrReplayNoCopy, ErrReplayInFlight,
+// ErrReplaySuperseded, ErrReplayRefused or ErrReplayBusy so that the
+// poller can answer the request; any other error is taken as the store's
+// (transient). The composition root adapts *replay.Service to it.
+type Replayer interface {
+	ReplayOne(ctx context.Context, id, by string) (newID string, err error)
+}
+
+// Errors a Replayer wraps (test with errors.Is).
+var (
+	// ErrReplayNoCopy: the id is not a dead letter in the proxy's store:
+	// its copy expired or was discarded, or it is a replay chain that has
+	// not dead-lettered (replay.ErrNotDeadLetter).
+	ErrReplayNoCopy = errors.New("salesforce: no dead letter to replay")
+	// ErrReplayInFlight: a replay chain that has not dead-lettered holds
+	// the dead letter's Idempotency-Key; nothing was created
+	// (replay.ErrAlreadyReplayed).
+	ErrReplayInFlight = errors.New("salesforce: a replay chain already holds the dead letter's key")
+	// ErrReplaySuperseded: a newer dead letter (a later replay that failed
+	// too) holds the key (replay.ErrSuperseded).
+	ErrReplaySuperseded = errors.New("salesforce: a newer dead letter holds the dead letter's key")
+	// ErrReplayRefused: the endpoint is disabled or no longer configured
+	// (replay.ErrEndpointDisabled, replay.ErrUnknownEndpoint).
+	ErrReplayRefused = errors.New("salesforce: the endpoint refuses replays")
+	// ErrReplayBusy: the endpoint's backlog cap is reached; try later
+	// (replay.ErrBacklogFull).
+	ErrReplayBusy = errors.New("salesforce: the endpoint's backlog is full")
+)
+
+// ReprocessRequests keeps each reprocess request to one replay across
+// replicas. *redisstore.Store implements it (ClaimReprocess documents the
+// rule).
+type ReprocessRequests interface {
+	ClaimReprocess(ctx context.Context, root string, stamp time.Time, owner string, lease time.Duration) (bool, error)
+	FinishReprocess(ctx context.Context, root string, stamp time.Time) error
+}
+
+// ReprocessLease is how long a replica holds a reprocess request it
+// claimed: far longer than one replay (a few Redis round trips). A request
+// whose replica died, or whose endpoint's backlog was full, is taken again
+// by the first poll after it lapses.
+const ReprocessLease = time.Minute
+
+// reprocessPoll names the reprocess poll's lock and watermark.
+const reprocessPoll = "reprocess"
+
+// maxSupersededHops bounds how far a request follows newer dead letters
+// of its record (each failed replay adds one).
+const maxSupersededHops = 8
+
+// ReprocessOptions configure a Reprocessor. All are required.
+type ReprocessOptions struct {
+	// Writer queries Salesforce and queues the status writes; its
+	// salesforce section's reprocess_interval paces Run, its Owner names
+	// this replica in the poll lock and the request claims.
+	Writer   *Writer
+	Replayer Replayer
+	Requests ReprocessRequests
+}
+
+// Reprocessor picks up the Failed_Callout__c records an admin set to
+// Reprocess Requested (SPEC §8) and replays them: one replica polls at a
+// time (a lock in Redis), and each request — a record and its
+// SystemModstamp — is replayed once even if two replicas poll at once
+// (ReprocessRequests). The record shows Reprocessing while the new chain
+// runs; the Writer then writes Reprocessed or Failed Again when it ends.
+//
+// The replayed copy is the record's latest (Replay_Callout_Id__c, else
+// Callout_Id__c), following newer dead letters (ErrReplaySuperseded). The
+// replay comes first and Reprocessing is queued after it, dated from just
+// before it, so that a record never shows Reprocessing without a chain and
+// a chain that ended first is never shown as running. A request that
+// makes no chain is answered: Expired when the proxy's copy is gone;
+// Reprocessing or Reprocessed from the state of a chain that already
+// holds the key or is the latest copy; Failed Again when the endpoint is
+// disabled or no longer configured (re-enable it, then request again;
+// the picklist has no better value and a kept request would be polled
+// forever). A full backlog defers the request (ErrPollAgain). A replica
+// that dies between the replay and its claim's end leaves the request to
+// be taken again after ReprocessLease: a dead letter with an
+// Idempotency-Key is then found in flight; one without (PUT or DELETE,
+// idempotent by HTTP semantics, SPEC §5) may be replayed a second time.
+type Reprocessor struct {
+	w     *Writer
+	r     Replayer
+	q     ReprocessRequests
+	every time.Duration
+	log   *slog.Logger
+}
+
+// NewReprocessor returns a Reprocessor. Errors: a missing dependency.
+func NewReprocessor(o ReprocessOptions) (*Reprocessor, error) {
+	if o.Writer == nil || o.Replayer == nil || o.Requests == nil {
+		return nil, fmt.Errorf("salesforce: reprocessor needs a writer, a replayer and a request store")
+	}
+	every := o.Writer.sf.ReprocessInterval
+	if every <= 0 {
+		every = time.Minute
+	}
+	return &Reprocessor{w: o.Writer, r: o.Replayer, q: o.Requests, every: every,
+		log: o.Writer.log.With(slog.String("poll", reprocessPoll))}, nil
+}
+
+// ReprocessReport is what one Poll did.
+type ReprocessReport struct {
+	// Polled is false when another replica holds the poll lock, or while
+	// Salesforce writes are paused (REQUEST_LIMIT_EXCEEDED).
+	Polled bool
+	// Requests is the records seen as Reprocess Requested.
+	Requests int
+	// Replayed requests made a new replay chain (Reprocessing).
+	Replayed int
+	// Answered requests were answered without one: Expired (the proxy's
+	// copy is gone), Reprocessing or Reprocessed (a chain already holds
+	// the key), Failed Again (the endpoint refuses replays).
+	Answered int
+	// Skipped requests were claimed by another replica or handled before.
+	Skipped int
+	// Deferred requests wait for their endpoint's backlog to drain; the
+	// first poll after ReprocessLease tries them again.
+	Deferred int
+}
+
+// Run polls every reprocess_interval until ctx ends.
+func (p *Reprocessor) Run(ctx context.Context) {
+	t := time.NewTicker(p.every)
+	defer t.Stop()
+	for {
+		rep, err := p.Poll(ctx)
+		switch {
+		case err != nil:
+			p.log.Warn("polling Reprocess Requested Failed_Callout__c records failed", slog.Any("error", err))
+		case rep.Requests > rep.Skipped:
+			p.log.Info("Salesforce reprocess requests handled", slog.Int("replayed", rep.Replayed),
+				slog.Int("answered", rep.Answered), slog.Int("deferred", rep.Deferred))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Poll asks Salesforce, when this replica holds the poll lock (for two
+// intervals, renewed by each poll), for the records set to Reprocess
+// Requested since the last poll and handles each (see Reprocessor).
+// Errors: the lock's, the query's, the store's; the watermark then stays
+// and the next poll looks again (a handled request is skipped).
+func (p *Reprocessor) Poll(ctx context.Context) (ReprocessReport, error) {
+	var rep ReprocessReport
+	if paused, err := p.w.paused(ctx); paused || err != nil {
+		return rep, err
+	}
+	held, err := p.w.o.Store.TryLock(ctx, "sf-poll-"+reprocessPoll, p.w.o.Owner, 2*p.every)
+	if err != nil || !held {
+		return rep, err
+	}
+	rep.Polled = true
+	err = p.w.PollSince(ctx, reprocessPoll, FailedCalloutObject,
+		[]string{ExternalIDField, "Replay_Callout_Id__c", "LastModifiedById"},
+		"Status__c = "+QuoteSOQL(StatusReprocessRequested), func(r Record, stamp time.Time) error {
+			return p.handle(ctx, r, stamp, &rep)
+		})
+	return rep, err
+}
+
+// answer is what a request comes to: the record's status, its latest
+// replay chain ("" keep) and the event time.
+type answer struct {
+	status, replay string
+	at             time.Time
+}
+
+// handle claims one request, replays it and queues the record's status.
+func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep *ReprocessReport) error {
+	root, _ := r[ExternalIDField].(string)
+	if root == "" {
+		return nil
+	}
+	rep.Requests++
+	took, err := p.q.ClaimReprocess(ctx, root, stamp, p.w.o.Owner, ReprocessLease)
+	if err != nil {
+		return err
+	}
+	if !took {
+		rep.Skipped++
+		return nil
+	}
+	latest, _ := r["Replay_Callout_Id__c"].(string)
+	by := "salesforce"
+	if user, _ := r["LastModifiedById"].(string); user != "" {
+		by += ":" + user
+	}
+	a, created, err := p.reprocess(ctx, root, cmp.Or(latest, root), by)
+	if errors.Is(err, ErrReplayBusy) {
+		rep.Deferred++
+		p.log.Warn("reprocess request deferred: the endpoint's backlog is full", slog.String("callout_id", root),
+			slog.Duration("retry_after", ReprocessLease))
+		return ErrPollAgain // the claim lapses after ReprocessLease
+	}
+	if err != nil {
+		return err
+	}
+	err = p.w.statusAt(ctx, root, a.status, a.replay, a.at)
+	if errors.Is(err, redisstore.ErrNotFound) {
+		p.log.Warn("reprocess request for a record that is not the proxy's", slog.String("callout_id", root))
+	} else if err != nil {
+		return err
+	}
+	if created {
+		rep.Replayed++
+	} else {
+		rep.Answered++
+	}
+	return p.q.FinishReprocess(ctx, root, stamp)
+}
+
+// reprocess replays target (the record's latest copy), following newer
+// dead letters of the record, and returns the answer and whether a chain
+// was created. Status events of the replay are dated from before it
+// started, so that a chain that ends first is never shown as running.
+func (p *Reprocessor) reprocess(ctx context.Context, root, target, by string) (answer, bool, error) {
+	started := p.w.o.Now()
+	for hops := 0; ; hops++ {
+		newID, err := p.r.ReplayOne(ctx, target, by)
+		switch {
+		case err == nil:
+			p.log.Info("reprocess requested in Salesforce: replaying", slog.String("callout_id", root),
+				slog.String("dead_letter_id", target), slog.String("replay_id", newID))
+			return answer{StatusReprocessing, newID, started}, true, nil
+		case errors.Is(err, ErrReplaySuperseded) && newID != "" && newID != target && hops < maxSupersededHops:
+			target = newID
+		case errors.Is(err, ErrReplayInFlight) && newID != "":
+			return p.copyAnswer(ctx, newID, started)
+		case errors.Is(err, ErrReplayNoCopy):
+			return p.copyAnswer(ctx, target, started)
+		case errors.Is(err, ErrReplayRefused), errors.Is(err, ErrReplaySuperseded):
+			p.log.Warn("reprocess request refused: Failed Again", slog.String("callout_id", root),
+				slog.String("dead_letter_id", target), slog.Any("error", err))
+			return answer{StatusFailedAgain, "", started}, false, nil
+		default:
+			return answer{}, false, err
+		}
+	}
+}
+
+// copyAnswer answers a request that made no chain from the state of the
+// copy id: gone, Expired; a chain still running, Reprocessing; one that
+// succeeded, Reprocessed; else Failed Again.
+func (p *Reprocessor) copyAnswer(ctx context.Context, id string, at time.Time) (answer, bool, error) {
+	c, err := p.w.o.Store.Get(ctx, id)
+	if errors.Is(err, redisstore.ErrNotFound) {
+		p.log.Info("reprocess request for an expired dead letter: Expired", slog.String("callout_id", id))
+		return answer{StatusExpired, "", p.w.o.Now()}, false, nil
+	}
+	if err != nil {
+		return answer{}, false, err
+	}
+	var chain string
+	if c.ReplayOf != "" {
+		chain = c.ID
+	}
+	switch c.State {
+	case redisstore.Scheduled, redisstore.Held, redisstore.InFlight:
+		return answer{StatusReprocessing, chain, at}, false, nil
+	case redisstore.Succeeded:
+		return answer{StatusReprocessed, chain, at}, false, nil
+	}
+	return answer{StatusFailedAgain, chain, at}, false, nil
+}

@@ -1,0 +1,122 @@
+package salesforce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/replay"
+)
+
+// replica is another proxy replica on the env's store, emulator and clock:
+// its own writer (owner names it in the poll lock and the request claims)
+// and reprocessor over rp.
+func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
+	e.t.Helper()
+	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Config: e.cfg,
+		Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: owner,
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, err := NewReprocessor(ReprocessOptions{Writer: w, Replayer: rp, Requests: e.store})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return w, p
+}
+
+// replays is a replay service on the env's store and clock, as one
+// replica runs it (no OnReplay hook: the poller marks Reprocessing
+// itself).
+func (e *env) replays(owner string) *replay.Service {
+	return replay.New(replay.Options{Config: e.cfg, Store: e.store, Now: e.clk.Now, Owner: owner,
+		Jobs: redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{})})
+}
+
+// request sets the record of root to Reprocess Requested, as an admin's
+// Reprocess action does (its SystemModstamp moves).
+func (e *env) request(root string) {
+	e.t.Helper()
+	e.emu.Set(e.t, FailedCalloutObject, ExternalIDField, root, "Status__c", StatusReprocessRequested)
+}
+
+// countingReplayer is the replay service behind the adapter the
+// composition root uses (cmd/callout-proxy reprocessError: the same
+// mapping), counting the calls per dead-letter id. Safe for concurrent
+// use; several replicas may share one.
+type countingReplayer struct {
+	mu    sync.Mutex
+	calls map[string]int
+	svc   *replay.Service
+}
+
+var _ Replayer = (*countingReplayer)(nil)
+
+func newCounting(svc *replay.Service) *countingReplayer {
+	return &countingReplayer{calls: map[string]int{}, svc: svc}
+}
+
+func (c *countingReplayer) ReplayOne(ctx context.Context, id, by string) (string, error) {
+	c.mu.Lock()
+	c.calls[id]++
+	c.mu.Unlock()
+	newID, err := c.svc.ReplayOne(ctx, id, by)
+	var kind error
+	switch {
+	case err == nil:
+		return newID, nil
+	case errors.Is(err, replay.ErrNotDeadLetter):
+		kind = ErrReplayNoCopy
+	case errors.Is(err, replay.ErrAlreadyReplayed):
+		kind = ErrReplayInFlight
+	case errors.Is(err, replay.ErrSuperseded):
+		kind = ErrReplaySuperseded
+	case errors.Is(err, replay.ErrEndpointDisabled), errors.Is(err, replay.ErrUnknownEndpoint):
+		kind = ErrReplayRefused
+	case errors.Is(err, replay.ErrBacklogFull):
+		kind = ErrReplayBusy
+	default:
+		return newID, err
+	}
+	return newID, fmt.Errorf("%w: %w", kind, err)
+}
+
+// count returns how often id was replayed.
+func (c *countingReplayer) count(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[id]
+}
+
+// fakeReplayer answers ReplayOne with its Fn and records each call's
+// target and by.
+type fakeReplayer struct {
+	ReplayOneFn func(id string) (string, error)
+	mu          sync.Mutex
+	targets     []string
+	by          []string
+}
+
+var _ Replayer = (*fakeReplayer)(nil)
+
+func (f *fakeReplayer) ReplayOne(_ context.Context, id, by string) (string, error) {
+	f.mu.Lock()
+	f.targets, f.by = append(f.targets, id), append(f.by, by)
+	f.mu.Unlock()
+	return f.ReplayOneFn(id)
+}
+
+// poll runs one Poll of p and fails the test on an error.
+func poll(t *testing.T, p *Reprocessor) ReprocessReport {
+	t.Helper()
+	rep, err := p.Poll(ctxT(t))
+	if err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	return rep
+}
