@@ -42,3 +42,6 @@ export CALLOUT_TEST_REQUIRE_REAL=1
 
 echo "== go test (unit and integration)"
 go test -race -count=1 -timeout 15m ./...
+
+echo "== fault suite (SIGKILLed replicas and Redis, Salesforce down, toxiproxy)"
+bash .ci/fault.sh

@@ -279,6 +279,9 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *redisstore.Claimed) {
 			d.mu.Unlock()
 			<-d.slots
 			d.wg.Done()
+			// A slot is free: Run starts its next round now instead of
+			// after its idle wait, so a busy endpoint is refilled at once.
+			d.Wake()
 		}()
 		// Detached from Run's context: an attempt under way finishes and
 		// is recorded even while the replica shuts down.

@@ -1,0 +1,13 @@
+// Package fault is the fault suite of issue 10 (SPEC §1: "any replica may
+// die at any moment: no accepted callout is lost and none ever runs in two
+// places at once"). Its tests sit behind the build tag "fault" and are run
+// by .ci/fault.sh: they build cmd/callout-proxy once, start their own
+// redis-server processes (appendonly yes, appendfsync always) on free
+// loopback ports, SIGKILL replicas and Redis under bounded load, take the
+// Salesforce emulator (salesforce/sfemu) down for a while, and put
+// toxiproxy (github.com/Shopify/toxiproxy/v2, in-process) between the
+// proxy and its upstream. Every scenario sends a fixed number of requests,
+// stops by itself and polls with deadlines; it asserts the final state of
+// every accepted callout through GET /v1/callouts/{id} and that the
+// upstream never saw two concurrent attempts carrying one Idempotency-Key.
+package fault

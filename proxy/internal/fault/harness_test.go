@@ -1,0 +1,284 @@
+//go:build fault
+
+package fault
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+const (
+	// testSecret is the HS256 secret every replica verifies tokens with.
+	testSecret = "fault-suite-secret-of-at-least-32-bytes!"
+	issuer     = "https://fault.my.salesforce.com"
+	// loopback lets an endpoint reach upstreams on 127.0.0.1.
+	loopback = "allowed_networks: [127.0.0.0/8]"
+)
+
+// replicaEnv is the environment of every replica.
+var replicaEnv = map[string]string{"TEST_JWT_SECRET": testSecret}
+
+// config is a whole configuration on port 0 for redisURL with HS256
+// auth, a millisecond retry policy plus policy lines, and the endpoints.
+func config(redisURL string, policy []string, endpoints ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nredis:\n  url: %s\n", redisURL)
+	fmt.Fprintf(&b, "auth:\n  issuers: [%s]\n  audience: callout-proxy\n", issuer)
+	b.WriteString("  algorithms: [HS256]\n  hs256_secret_env: TEST_JWT_SECRET\npolicy:\n")
+	lines := []string{"base_delay: 20ms", "max_delay: 200ms", "max_attempts: 30", "breaker_failures: 100000"}
+	for _, l := range policy { // a line for the same key replaces the default
+		k, _, _ := strings.Cut(l, ":")
+		lines = slices.DeleteFunc(lines, func(d string) bool { return strings.HasPrefix(d, k+":") })
+		lines = append(lines, l)
+	}
+	for _, l := range lines {
+		b.WriteString("  " + l + "\n")
+	}
+	b.WriteString("endpoints:\n")
+	for _, e := range endpoints {
+		b.WriteString(e)
+	}
+	return b.String()
+}
+
+// endpoint renders one entry of the endpoints block.
+func endpoint(name, url string, extra ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %s:\n    url: %s\n    %s\n", name, url, loopback)
+	for _, e := range extra {
+		b.WriteString("    " + e + "\n")
+	}
+	return b.String()
+}
+
+// upstream is a real HTTP server that answers with its handler and records,
+// per Idempotency-Key, how many attempts it saw and whether two ever ran
+// at the same time.
+type upstream struct {
+	URL string
+	// handle answers one request; nil answers 200 {"ok":true}.
+	handle func(w http.ResponseWriter, r *http.Request)
+
+	mu       sync.Mutex
+	active   map[string]int
+	hits     map[string]int
+	overlaps []string
+	inFlight atomic.Int64
+	peak     atomic.Int64
+}
+
+func newUpstream(t *testing.T, handle func(http.ResponseWriter, *http.Request)) *upstream {
+	t.Helper()
+	u := &upstream{handle: handle, active: map[string]int{}, hits: map[string]int{}}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	srv.Config.ErrorLog = nil
+	srv.Start()
+	t.Cleanup(srv.Close)
+	u.URL = srv.URL
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	key := r.Header.Get("Idempotency-Key")
+	n := u.inFlight.Add(1)
+	defer u.inFlight.Add(-1)
+	for p := u.peak.Load(); n > p && !u.peak.CompareAndSwap(p, n); p = u.peak.Load() {
+	}
+	if key != "" {
+		u.mu.Lock()
+		u.hits[key]++
+		u.active[key]++
+		if u.active[key] > 1 {
+			u.overlaps = append(u.overlaps, key)
+		}
+		u.mu.Unlock()
+		defer func() {
+			u.mu.Lock()
+			u.active[key]--
+			u.mu.Unlock()
+		}()
+	}
+	if u.handle != nil {
+		u.handle(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"ok":true}`)
+}
+
+// checkNoOverlap fails the test when any key had two attempts at once.
+func (u *upstream) checkNoOverlap(t *testing.T) {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.overlaps) > 0 {
+		t.Errorf("%d concurrent attempts of one key at the upstream: %v", len(u.overlaps), u.overlaps)
+	}
+}
+
+// attempts returns how many requests carried key.
+func (u *upstream) attempts(key string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.hits[key]
+}
+
+// client talks to the replicas as Apex does.
+type client struct {
+	http  *http.Client
+	token string
+}
+
+func newClient(t *testing.T) *client {
+	t.Helper()
+	tok, err := auth.MintHS256([]byte(testSecret), issuer, "callout-proxy", "005000000000001AAA",
+		30*time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &client{token: "Bearer " + tok, http: &http.Client{Transport: tr, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// do sends one request and returns the status, headers and body.
+func (c *client) do(method, url string, hdr http.Header, body string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Authorization", c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b, err
+}
+
+// accepted is a callout the proxy answered 202 for.
+type accepted struct{ ID, Key string }
+
+// postAsync sends n POSTs with Prefer: respond-async to endpoint ep,
+// keys prefix-0 … prefix-(n-1), from workers goroutines, each to
+// target(i) (a replica base URL, "" to skip). It returns the accepted
+// callouts and the count of requests not accepted (transport errors and
+// non-202 answers). between runs after request i was answered.
+func (c *client) postAsync(n, workers int, ep, prefix string, target func(i int) string, between func(i int)) ([]accepted, int) {
+	var (
+		mu      sync.Mutex
+		out     []accepted
+		refused int
+		next    atomic.Int64
+		wg      sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				key := fmt.Sprintf("%s-%d", prefix, i)
+				base := target(i)
+				status, _, body, err := c.do(http.MethodPost, base+"/callout/"+ep+"/v1/charges",
+					http.Header{"Idempotency-Key": {`"` + key + `"`}, "Prefer": {"respond-async"},
+						"Content-Type": {"application/json"}}, `{"n":`+fmt.Sprint(i)+`}`)
+				var doc proxy.StatusDocument
+				ok := err == nil && status == http.StatusAccepted && json.Unmarshal(body, &doc) == nil && doc.ID != ""
+				mu.Lock()
+				if ok {
+					out = append(out, accepted{ID: doc.ID, Key: `"` + key + `"`})
+				} else {
+					refused++
+				}
+				mu.Unlock()
+				if between != nil {
+					between(i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out, refused
+}
+
+// status fetches the status document of id from base.
+func (c *client) status(base, id string) (proxy.StatusDocument, error) {
+	var doc proxy.StatusDocument
+	code, _, body, err := c.do(http.MethodGet, base+"/v1/callouts/"+id, nil, "")
+	if err != nil {
+		return doc, err
+	}
+	if code != http.StatusOK {
+		return doc, fmt.Errorf("GET /v1/callouts/%s = %d: %s", id, code, body)
+	}
+	return doc, json.Unmarshal(body, &doc)
+}
+
+// waitFinal polls every accepted callout on base until each is finished,
+// failing the test after deadline, and returns the final documents by id.
+func (c *client) waitFinal(t *testing.T, base string, cs []accepted, deadline time.Duration) map[string]proxy.StatusDocument {
+	t.Helper()
+	final := map[string]proxy.StatusDocument{}
+	end := time.Now().Add(deadline)
+	for {
+		var pending []string
+		for _, a := range cs {
+			if _, ok := final[a.ID]; ok {
+				continue
+			}
+			doc, err := c.status(base, a.ID)
+			switch {
+			case err != nil:
+				t.Fatalf("callout %s (key %s): %v", a.ID, a.Key, err)
+			case doc.State.Finished():
+				final[a.ID] = doc
+			default:
+				pending = append(pending, a.ID+"="+string(doc.State))
+			}
+		}
+		if len(pending) == 0 {
+			return final
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d callouts not finished after %s: %v", len(pending), len(cs), deadline,
+				pending[:min(10, len(pending))])
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// wantAll fails the test unless every document is in state want.
+func wantAll(t *testing.T, final map[string]proxy.StatusDocument, want redisstore.State) {
+	t.Helper()
+	bad := 0
+	for id, doc := range final {
+		if doc.State != want {
+			bad++
+			if bad <= 5 {
+				t.Errorf("callout %s ended %s (%s), want %s", id, doc.State, doc.LastError, want)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d callouts did not end %s", bad, len(final), want)
+	}
+}

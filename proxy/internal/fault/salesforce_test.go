@@ -1,0 +1,118 @@
+//go:build fault
+
+package fault
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/salesforce"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
+)
+
+// TestSalesforceDownDeadLettersArriveOnce: the upstream always answers
+// 500, so 60 asynchronous writes (max_attempts 2) all end dead-lettered
+// while the Salesforce emulator answers every request 503. Once it is back
+// (faults cleared), every dead letter arrives as exactly one
+// Failed_Callout__c record (SPEC §7: the outbox is durable and the upsert
+// keys on Callout_Id__c). The replicas run the real binary, trusting the
+// emulator's certificate through SSL_CERT_FILE. It logs the Salesforce API
+// calls made per dead letter (BENCHMARKS.md).
+func TestSalesforceDownDeadLettersArriveOnce(t *testing.T) {
+	rs := startRedis(t)
+	emu, env := startEmulator(t)
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+	sf := fmt.Sprintf("salesforce:\n  login_url: %s\n  client_id_env: SF_CLIENT_ID\n  username: %s\n"+
+		"  private_key_file: %s\n  outbox_interval: 200ms\n", emu.URL, "proxy@fault.test", env["KEY_FILE"])
+	cfg := config(rs.URL(), slices.Concat(timeouts, []string{"max_attempts: 2"}), endpoint("pay", up.URL)) + sf
+	reps := startReplicas(t, 2, cfg, env)
+	c := newClient(t)
+
+	emu.Inject(sfemu.Fault{Status: http.StatusServiceUnavailable, Body: sfemu.ServerError, Times: 1 << 30})
+	down := time.Now()
+	acc, refused := c.postAsync(60, 8, "pay", "sf", func(i int) string { return reps[i%2].URL }, nil)
+	if refused > 0 {
+		t.Fatalf("%d of 60 writes were not accepted", refused)
+	}
+	wantAll(t, c.waitFinal(t, reps[0].URL, acc, 60*time.Second), redisstore.DeadLettered)
+	time.Sleep(time.Until(down.Add(4 * time.Second)))
+	failedWhileDown := totalCalls(emu)
+	emu.ClearFaults()
+	t.Logf("Salesforce down for %s; %d requests refused meanwhile", time.Since(down), failedWhileDown)
+
+	end := time.Now().Add(90 * time.Second)
+	for {
+		counts := map[string]int{}
+		for _, r := range emu.Records(salesforce.FailedCalloutObject) {
+			id, _ := r[salesforce.ExternalIDField].(string)
+			counts[id]++
+		}
+		missing := 0
+		for _, a := range acc {
+			switch counts[a.ID] {
+			case 0:
+				missing++
+			case 1:
+			default:
+				t.Fatalf("dead letter %s arrived as %d records, want 1", a.ID, counts[a.ID])
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d dead letters never reached Salesforce", missing, len(acc))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	after := totalCalls(emu) - failedWhileDown
+	t.Logf("Salesforce API calls after recovery: %d for %d dead letters (%.2f per dead letter; token %d, "+
+		"upsert %d, upsert1 %d, create %d, create1 %d, query %d, action %d)", after, len(acc),
+		float64(after)/float64(len(acc)), emu.Calls("token"), emu.Calls("upsert"), emu.Calls("upsert1"),
+		emu.Calls("create"), emu.Calls("create1"), emu.Calls("query"), emu.Calls("action"))
+}
+
+// startEmulator starts the emulator with a fresh connected-app key and
+// returns it and a replica environment that trusts its certificate
+// (SSL_CERT_FILE), names its client id and the key file (KEY_FILE).
+func startEmulator(t *testing.T) (*sfemu.Server, map[string]string) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu := sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: "fault-client", Username: "proxy@fault.test"})
+	dir := t.TempDir()
+	keyFile, certFile := filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: emu.Certificate().Raw})
+	for f, b := range map[string][]byte{keyFile: keyPEM, certFile: certPEM} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"SF_CLIENT_ID": "fault-client", "SSL_CERT_FILE": certFile, "KEY_FILE": keyFile}
+	for k, v := range replicaEnv {
+		env[k] = v
+	}
+	return emu, env
+}
+
+// totalCalls is every request the emulator has seen, of every kind.
+func totalCalls(emu *sfemu.Server) int {
+	n := 0
+	for _, k := range []string{"token", "upsert", "upsert1", "create", "create1", "query", "action", "unknown"} {
+		n += emu.Calls(k)
+	}
+	return n
+}
