@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The benchmark harness (issue 10), one command: bash deploy/bench/run.sh
-# Loopback only; about 4 minutes. Starts a durable redis-server, the fast
+# Loopback only; about 6 minutes. Starts a durable redis-server, the fast
 # upstream, the bare ReverseProxy baseline and the proxy, measures peak
-# throughput and fixed-rate latency (half the bare proxy's peak) for reads
-# and keyed writes against both baselines, then seeds 100,000 callouts and
-# times their drain, with Redis commandstats and memory. Prints JSON lines
-# and writes them to $OUT (default /tmp/callout-bench.jsonl).
+# throughput and fixed-rate latency at two rates (half the bare proxy's
+# peak, the issue's wording; and half the proxy's own peak, below its
+# saturation) for reads and keyed writes against both baselines, then seeds
+# 100,000 callouts and times their drain. Around each phase (reads, keyed
+# writes, drain) it takes INFO commandstats/stats deltas, and a short
+# MONITOR sample of each splits the commands the clients sent from those
+# Lua scripts ran. Prints JSON lines and writes them to $OUT (default
+# /tmp/callout-bench.jsonl).
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
@@ -36,37 +40,88 @@ TOKEN=$("$work/callout-proxy" token --config "$work/proxy.yaml" --lifetime 1h)
 : >"$OUT"
 emit() { echo "$1" | tee -a "$OUT"; }
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime in clock ticks
+
+# snap FILE: INFO commandstats calls per command plus INFO stats counters, as JSON.
+snap() { { redis-cli -p "$RP" INFO commandstats; redis-cli -p "$RP" INFO stats; } | tr -d '\r' | python3 -c '
+import json,re,sys
+calls,st={},{}
+for l in sys.stdin:
+    m=re.match(r"cmdstat_([^:]+):calls=(\d+)",l)
+    if m: calls[m.group(1)]=int(m.group(2))
+    m=re.match(r"(total_commands_processed|total_reads_processed|total_writes_processed):(\d+)",l)
+    if m: st[m.group(1)]=int(m.group(2))
+print(json.dumps({"calls":calls,"stats":st}))' >"$1"; }
+# delta A B: B minus A, without the harness's own INFO/CONFIG calls.
+delta() { python3 - "$1" "$2" <<'PY'
+import json,sys
+a,b=(json.load(open(f)) for f in sys.argv[1:3])
+c={k:v-a["calls"].get(k,0) for k,v in b["calls"].items() if k not in("info","config") and v-a["calls"].get(k,0)}
+print(json.dumps({"calls":c,"stats":{k:v-a["stats"].get(k,0) for k,v in b["stats"].items()}}))
+PY
+}
+# mon_start FILE / mon_stop FILE: a redis-cli MONITOR capture, summarised as
+# commands per source ("client": sent over a connection; "lua": run by a script).
+mon_start() { redis-cli -p "$RP" MONITOR >"$1" & MON=$!; sleep 0.5; }
+mon_stop() { sleep 0.5; kill "$MON"; wait "$MON" 2>/dev/null || true; python3 - "$1" <<'PY'
+import collections,json,re,sys
+c={"client":collections.Counter(),"lua":collections.Counter()}
+for l in open(sys.argv[1],errors="replace"):
+    m=re.match(r'\S+ \[\d+ ([^\]]+)\] "([^"]+)"',l)
+    if m and m.group(2).lower() not in ("info","config","monitor"):
+        c["lua" if m.group(1)=="lua" else "client"][m.group(2).lower()]+=1
+print(json.dumps({k:dict(v) for k,v in c.items()}))
+PY
+}
+url() { case $1 in direct) echo "http://127.0.0.1:$UP/v1/charges";; bare) echo "http://127.0.0.1:$BP/v1/charges";; proxy) echo "http://127.0.0.1:$PP/callout/up/v1/charges";; esac; }
+# Background commands of the idle proxy (dispatcher rounds), per second.
+mon_start "$work/mon-idle"; sleep 3; emit "{\"kind\":\"monitor\",\"phase\":\"idle\",\"seconds\":4,\"commands\":$(mon_stop "$work/mon-idle")}"
 for method in GET POST; do
   declare -A peak=()
+  phase=$([ $method = GET ] && echo reads || echo keyed_writes)
   for t in direct bare proxy; do
-    case $t in direct) u="http://127.0.0.1:$UP/v1/charges";; bare) u="http://127.0.0.1:$BP/v1/charges";; proxy) u="http://127.0.0.1:$PP/callout/up/v1/charges";; esac
-    c0=$(cpu "$PROXY"); r=$("$work/bench" load -url "$u" -method $method -duration "$DUR" -token "$TOKEN"); c1=$(cpu "$PROXY")
+    snap "$work/s0"; c0=$(cpu "$PROXY"); r=$("$work/bench" load -url "$(url $t)" -method $method -duration "$DUR" -token "$TOKEN"); c1=$(cpu "$PROXY"); snap "$work/s1"
     peak[$t]=$(echo "$r" | python3 -c 'import json,sys;print(int(json.load(sys.stdin)["throughput_rps"]))')
     emit "{\"kind\":\"peak\",\"target\":\"$t\",\"proxy_cpu_ticks\":$((c1-c0)),\"result\":$r}"
+    if [ $t = proxy ]; then
+      n=$(echo "$r" | python3 -c 'import json,sys;print(json.load(sys.stdin)["requests"])')
+      emit "{\"kind\":\"commandstats\",\"phase\":\"$phase\",\"requests\":$n,\"delta\":$(delta "$work/s0" "$work/s1")}"
+    fi
   done
-  rate=$(( ${peak[bare]} / 2 ))
-  for t in direct bare proxy; do
-    case $t in direct) u="http://127.0.0.1:$UP/v1/charges";; bare) u="http://127.0.0.1:$BP/v1/charges";; proxy) u="http://127.0.0.1:$PP/callout/up/v1/charges";; esac
-    r=$("$work/bench" load -url "$u" -method $method -rate "$rate" -duration "$DUR" -token "$TOKEN")
-    emit "{\"kind\":\"fixed\",\"target\":\"$t\",\"result\":$r}"
+  # Fixed rate 1: half the bare proxy's peak (the issue's wording); fixed
+  # rate 2: half the proxy's own peak, so the proxy is below saturation.
+  for basis in half_bare_peak half_proxy_peak; do
+    rate=$([ $basis = half_bare_peak ] && echo $(( ${peak[bare]} / 2 )) || echo $(( ${peak[proxy]} / 2 )))
+    for t in direct bare proxy; do
+      r=$("$work/bench" load -url "$(url $t)" -method $method -rate "$rate" -duration "$DUR" -token "$TOKEN")
+      emit "{\"kind\":\"fixed\",\"basis\":\"$basis\",\"target\":\"$t\",\"result\":$r}"
+    done
   done
+  # Which commands the proxy sends vs its scripts run (MONITOR slows Redis:
+  # a split only, at a low fixed rate, never timed).
+  mon_start "$work/mon-$phase"; r=$("$work/bench" load -url "$(url proxy)" -method $method -rate 300 -duration 4s -token "$TOKEN")
+  emit "{\"kind\":\"monitor\",\"phase\":\"$phase\",\"result\":$r,\"commands\":$(mon_stop "$work/mon-$phase")}"
 done
 emit "{\"kind\":\"cpu_sync\",\"clk_tck\":$(getconf CLK_TCK),\"redis\":$(cpu $REDIS),\"upstream\":$(cpu $UPID),\"bare\":$(cpu $BPID),\"proxy\":$(cpu $PROXY)}"
-# Asynchronous drain: stop the proxy, seed, reset stats, start 2 replicas.
+# Asynchronous drain: stop the proxy, seed, start 2 replicas.
 kill "$PROXY"; wait "$PROXY" 2>/dev/null || true
 redis-cli -p "$RP" FLUSHALL >/dev/null
 emit "{\"kind\":\"seed\",\"result\":$("$work/bench" seed -redis "redis://127.0.0.1:$RP/0" -n "$N")}"
-redis-cli -p "$RP" CONFIG RESETSTAT >/dev/null
-t0=$(awk '{print $1}' /proc/uptime)
+emit "{\"kind\":\"cpu_drain_start\",\"clk_tck\":$(getconf CLK_TCK),\"redis\":$(cpu $REDIS),\"upstream\":$(cpu $UPID)}"
+snap "$work/d0"
 reps=(); adm=()
-for i in 1 2; do
-  adm[$i]=$(port)
-  sed "s/127.0.0.1:$PP/127.0.0.1:0/; s/127.0.0.1:$AP/127.0.0.1:${adm[$i]}/" "$work/proxy.yaml" >"$work/r$i.yaml"
-  "$work/callout-proxy" --config "$work/r$i.yaml" 2>"$work/r$i.log" & pids+=($!); reps+=($!)
-done
-emit "{\"kind\":\"drain\",\"replicas\":2,\"result\":$("$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -n "$N")}"
-redis-cli -p "$RP" INFO commandstats | tr -d '\r' | grep '^cmdstat' | sed 's/^cmdstat_//' >"$work/cmdstats"
-emit "{\"kind\":\"commandstats\",\"attempts\":$N,\"calls\":{$(awk -F'[:=,]' '{printf "%s\"%s\":%s", (NR>1?",":""), $1, $3}' "$work/cmdstats")}}"
+start_replicas() {
+  reps=()
+  for i in 1 2; do
+    adm[$i]=$(port)
+    sed "s/127.0.0.1:$PP/127.0.0.1:0/; s/127.0.0.1:$AP/127.0.0.1:${adm[$i]}/" "$work/proxy.yaml" >"$work/r$i.yaml"
+    "$work/callout-proxy" --config "$work/r$i.yaml" 2>>"$work/r$i.log" & pids+=($!); reps+=($!)
+  done
+}
+start_replicas
+d=$("$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -n "$N")
+snap "$work/d1"
+emit "{\"kind\":\"drain\",\"replicas\":2,\"result\":$d}"
+emit "{\"kind\":\"commandstats\",\"phase\":\"drain\",\"attempts\":$N,\"delta\":$(delta "$work/d0" "$work/d1")}"
 u1=$(cpu $UPID); r1=$(cpu $REDIS)
 emit "{\"kind\":\"cpu_total\",\"clk_tck\":$(getconf CLK_TCK),\"redis\":$r1,\"upstream\":$u1,\"replica1\":$(cpu ${reps[0]}),\"replica2\":$(cpu ${reps[1]})}"
 # Schedule lag p99 (SPEC metric callout_schedule_lag_seconds, both replicas' buckets summed).
@@ -81,3 +136,12 @@ if not b: print("null"); sys.exit()
 tot=b[float("inf")]; k=next((k for k in sorted(b) if b[k]>=0.99*tot),None); print("null" if k is None or k==float("inf") else k)
 PY
 )}"
+
+# MONITOR split of the drain: stop the replicas, seed a small backlog, drain it under MONITOR.
+for p in "${reps[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+M=${M:-5000}
+redis-cli -p "$RP" FLUSHALL >/dev/null
+"$work/bench" seed -redis "redis://127.0.0.1:$RP/0" -n "$M" >/dev/null
+mon_start "$work/mon-drain"; start_replicas
+d=$("$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -n "$M")
+emit "{\"kind\":\"monitor\",\"phase\":\"drain\",\"attempts\":$M,\"drain\":$d,\"commands\":$(mon_stop "$work/mon-drain")}"
