@@ -20,7 +20,7 @@ import (
 const drainEndpoint = "drain"
 
 // seed enqueues -n callouts due now on drainEndpoint, each with an
-// Idempotency-Key and a 32-byte body, with no proxy running, and prints the
+// Idempotency-Key and a 31-byte body, with no proxy running, and prints the
 // Redis memory they take (INFO memory used_memory before and after).
 func seed(args []string) error {
 	fs := flag.NewFlagSet("seed", flag.ExitOnError)
@@ -74,7 +74,7 @@ func seed(args []string) error {
 		"bytes_per_pending_callout_besides_body": per - float64(len(body))})
 }
 
-// drain polls the backlog of drainEndpoint every 50 ms until it is empty
+// drain polls the backlog of -endpoint (default drainEndpoint) every 50 ms until it is empty
 // and prints the elapsed time, attempts per second, and the number of polls
 // (each one pipeline of ZCARD, ZCARD, HGET: 3 commands, 1 round trip), so
 // run.sh can subtract the poller's own commands from INFO commandstats.
@@ -82,6 +82,7 @@ func drain(args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ExitOnError)
 	rurl := fs.String("redis", "redis://127.0.0.1:6390/0", "Redis URL")
 	n := fs.Int("n", 100000, "callouts seeded")
+	endpoint := fs.String("endpoint", drainEndpoint, "endpoint whose backlog to wait for")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after")
 	_ = fs.Parse(args)
 	ctx := context.Background()
@@ -94,7 +95,7 @@ func drain(args []string) error {
 	polls := 0
 	for {
 		polls++
-		items, _, err := store.Backlog(ctx, drainEndpoint)
+		items, _, err := store.Backlog(ctx, *endpoint)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,7 +32,8 @@ type result struct {
 
 // load attacks -url with vegeta for -duration at -rate (0: peak, with
 // -workers concurrent connections) and prints a result. POSTs carry a
-// fresh Idempotency-Key each and a 32-byte JSON body.
+// fresh Idempotency-Key each and a 31-byte JSON body; -header adds headers
+// to every request.
 func load(args []string) error {
 	fs := flag.NewFlagSet("load", flag.ExitOnError)
 	u := fs.String("url", "", "target URL")
@@ -40,6 +42,15 @@ func load(args []string) error {
 	dur := fs.Duration("duration", 10*time.Second, "attack duration")
 	workers := fs.Uint64("workers", 64, "connections for a peak run")
 	token := fs.String("token", "", "bearer token")
+	var extra []string
+	fs.Func("header", `extra request header "Name: value" (repeatable), e.g. "Prefer: respond-async"`,
+		func(v string) error {
+			if !strings.Contains(v, ":") {
+				return fmt.Errorf("header %q: want Name: value", v)
+			}
+			extra = append(extra, v)
+			return nil
+		})
 	_ = fs.Parse(args)
 	var seq atomic.Int64
 	run := time.Now().UnixNano()
@@ -48,6 +59,10 @@ func load(args []string) error {
 		t.Header = http.Header{}
 		if *token != "" {
 			t.Header.Set("Authorization", "Bearer "+*token)
+		}
+		for _, h := range extra {
+			name, value, _ := strings.Cut(h, ":")
+			t.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 		}
 		if *method == http.MethodPost {
 			t.Header.Set("Content-Type", "application/json")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark harness (issue 10), one command: bash deploy/bench/run.sh
-# Loopback only; about 6 minutes. Starts a durable redis-server, the fast
+# Loopback only; about 7 minutes. Starts a durable redis-server, the fast
 # upstream, the bare ReverseProxy baseline and the proxy, measures peak
 # throughput and fixed-rate latency at two rates (half the bare proxy's
 # peak, the issue's wording; and half the proxy's own peak, below its
@@ -8,12 +8,22 @@
 # 100,000 callouts and times their drain. Around each phase (reads, keyed
 # writes, drain) it takes INFO commandstats/stats deltas, and a short
 # MONITOR sample of each splits the commands the clients sent from those
-# Lua scripts ran. Prints JSON lines and writes them to $OUT (default
-# /tmp/callout-bench.jsonl).
+# Lua scripts ran. Peaks are measured twice: vegeta's max-rate mode and wrk
+# (wrk.lua; apt-get install -y wrk when missing), both with 64 connections.
+# Last, a steady-state schedule-lag phase: Prefer: respond-async keyed POSTs
+# at LAG_RATE/s (default 500) for LAG_DUR (20s) into 2 replicas, and the
+# delta of both replicas' callout_schedule_lag_seconds histograms. Prints
+# JSON lines and writes them to $OUT (default /tmp/callout-bench.jsonl).
+# PHASES (default "sync wrk drain lag") selects phases: sync = vegeta peaks,
+# fixed rates and MONITOR samples; wrk = wrk peaks; drain = the 100,000 drain
+# and its MONITOR sample; lag = the steady-state schedule lag.
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
 OUT=${OUT:-/tmp/callout-bench.jsonl}; DUR=${DUR:-10s}; N=${N:-100000}
+PHASES=" ${PHASES:-sync wrk drain lag} "; LAG_RATE=${LAG_RATE:-500}; LAG_DUR=${LAG_DUR:-20s}
+on() { [[ $PHASES == *" $1 "* ]]; }
+if on wrk && ! command -v wrk >/dev/null; then apt-get install -y wrk >/dev/null; fi
 work=$(mktemp -d); pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
@@ -74,6 +84,7 @@ PY
 }
 url() { case $1 in direct) echo "http://127.0.0.1:$UP/v1/charges";; bare) echo "http://127.0.0.1:$BP/v1/charges";; proxy) echo "http://127.0.0.1:$PP/callout/up/v1/charges";; esac; }
 # Background commands of the idle proxy (dispatcher rounds), per second.
+if on sync; then
 mon_start "$work/mon-idle"; sleep 3; emit "{\"kind\":\"monitor\",\"phase\":\"idle\",\"seconds\":4,\"commands\":$(mon_stop "$work/mon-idle")}"
 for method in GET POST; do
   declare -A peak=()
@@ -101,22 +112,37 @@ for method in GET POST; do
   mon_start "$work/mon-$phase"; r=$("$work/bench" load -url "$(url proxy)" -method $method -rate 300 -duration 4s -token "$TOKEN")
   emit "{\"kind\":\"monitor\",\"phase\":\"$phase\",\"result\":$r,\"commands\":$(mon_stop "$work/mon-$phase")}"
 done
+fi
+# Peaks with wrk: 2 threads, 64 connections (as vegeta's peak runs), DUR each.
+if on wrk; then
+  for method in GET POST; do
+    for t in direct bare proxy; do
+      c0=$(cpu "$PROXY")
+      r=$(WRK_METHOD=$method WRK_TOKEN="$TOKEN" WRK_RUN=$(date +%s%N) \
+        wrk -t2 -c64 -d"$DUR" -s wrk.lua "$(url $t)" | sed -n 's/^WRKJSON //p')
+      emit "{\"kind\":\"wrk_peak\",\"target\":\"$t\",\"method\":\"$method\",\"connections\":64,\"threads\":2,\"proxy_cpu_ticks\":$(( $(cpu "$PROXY") - c0 )),\"result\":$r}"
+    done
+  done
+fi
 emit "{\"kind\":\"cpu_sync\",\"clk_tck\":$(getconf CLK_TCK),\"redis\":$(cpu $REDIS),\"upstream\":$(cpu $UPID),\"bare\":$(cpu $BPID),\"proxy\":$(cpu $PROXY)}"
-# Asynchronous drain: stop the proxy, seed, start 2 replicas.
 kill "$PROXY"; wait "$PROXY" 2>/dev/null || true
+reps=(); adm=(); lst=()
+# start_replicas: 2 proxies on the same Redis, listening on lst[i], admin adm[i].
+start_replicas() {
+  reps=()
+  for i in 1 2; do
+    adm[$i]=$(port); lst[$i]=$(port)
+    sed "s/127.0.0.1:$PP/127.0.0.1:${lst[$i]}/; s/127.0.0.1:$AP/127.0.0.1:${adm[$i]}/" "$work/proxy.yaml" >"$work/r$i.yaml"
+    "$work/callout-proxy" --config "$work/r$i.yaml" 2>>"$work/r$i.log" & pids+=($!); reps+=($!)
+  done
+}
+stop_replicas() { for p in "${reps[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done; reps=(); }
+if on drain; then
+# Asynchronous drain: with the proxy stopped, seed, start 2 replicas.
 redis-cli -p "$RP" FLUSHALL >/dev/null
 emit "{\"kind\":\"seed\",\"result\":$("$work/bench" seed -redis "redis://127.0.0.1:$RP/0" -n "$N")}"
 emit "{\"kind\":\"cpu_drain_start\",\"clk_tck\":$(getconf CLK_TCK),\"redis\":$(cpu $REDIS),\"upstream\":$(cpu $UPID)}"
 snap "$work/d0"
-reps=(); adm=()
-start_replicas() {
-  reps=()
-  for i in 1 2; do
-    adm[$i]=$(port)
-    sed "s/127.0.0.1:$PP/127.0.0.1:0/; s/127.0.0.1:$AP/127.0.0.1:${adm[$i]}/" "$work/proxy.yaml" >"$work/r$i.yaml"
-    "$work/callout-proxy" --config "$work/r$i.yaml" 2>>"$work/r$i.log" & pids+=($!); reps+=($!)
-  done
-}
 start_replicas
 d=$("$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -n "$N")
 snap "$work/d1"
@@ -138,10 +164,58 @@ PY
 )}"
 
 # MONITOR split of the drain: stop the replicas, seed a small backlog, drain it under MONITOR.
-for p in "${reps[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+stop_replicas
 M=${M:-5000}
 redis-cli -p "$RP" FLUSHALL >/dev/null
 "$work/bench" seed -redis "redis://127.0.0.1:$RP/0" -n "$M" >/dev/null
 mon_start "$work/mon-drain"; start_replicas
 d=$("$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -n "$M")
 emit "{\"kind\":\"monitor\",\"phase\":\"drain\",\"attempts\":$M,\"drain\":$d,\"commands\":$(mon_stop "$work/mon-drain")}"
+stop_replicas
+fi
+# Steady-state schedule lag: Prefer: respond-async keyed POSTs at LAG_RATE/s
+# for LAG_DUR, split over both replicas' listeners (each dispatcher claims
+# from the shared Redis), the fast upstream behind. Waits until the
+# endpoint's backlog is empty, then takes the delta of both replicas'
+# callout_schedule_lag_seconds histograms (summed) over the phase; p50/p99
+# are given as the bucket they fall in (gt < value <= le).
+if on lag; then
+  redis-cli -p "$RP" FLUSHALL >/dev/null
+  start_replicas; sleep 2
+  lagsnap() { for i in 1 2; do curl -s "http://127.0.0.1:${adm[$i]}/metrics"; done | grep '^callout_schedule_lag_seconds' >"$1" || true; }
+  lagsnap "$work/lag0"; c0="$(cpu $REDIS) $(cpu ${reps[0]}) $(cpu ${reps[1]}) $(cpu $UPID)"
+  half=$((LAG_RATE / 2)); lp=()
+  for i in 1 2; do
+    "$work/bench" load -url "http://127.0.0.1:${lst[$i]}/callout/up/v1/charges" -method POST \
+      -rate $([ $i = 1 ] && echo $half || echo $((LAG_RATE - half))) -duration "$LAG_DUR" -token "$TOKEN" \
+      -header "Prefer: respond-async" >"$work/lagload$i" & lp+=($!)
+  done
+  wait "${lp[@]}"
+  d=$("$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -endpoint up -n 0)
+  lagsnap "$work/lag1"; c1="$(cpu $REDIS) $(cpu ${reps[0]}) $(cpu ${reps[1]}) $(cpu $UPID)"
+  lag=$(python3 - "$work/lag0" "$work/lag1" <<'PY'
+import collections,json,re,sys
+def read(f):
+    b,sc=collections.Counter(),{}
+    for l in open(f):
+        m=re.match(r'callout_schedule_lag_seconds_bucket\{le="([^"]+)"\}\s+(\S+)',l)
+        if m: b[float(m.group(1))]+=float(m.group(2)); continue
+        m=re.match(r'callout_schedule_lag_seconds_(sum|count)\s+(\S+)',l)
+        if m: sc[m.group(1)]=sc.get(m.group(1),0)+float(m.group(2))
+    return b,sc
+(b0,s0),(b1,s1)=read(sys.argv[1]),read(sys.argv[2])
+d={k:b1[k]-b0.get(k,0) for k in sorted(b1)}
+n=s1.get("count",0)-s0.get("count",0); tot=s1.get("sum",0)-s0.get("sum",0)
+def q(p):
+    prev=0.0
+    for k in sorted(d):
+        if d[k]>=p*n: return {"gt":prev,"le":None if k==float("inf") else k}
+        prev=k
+print(json.dumps({"observations":int(n),"mean_s":tot/n if n else None,"p50_bucket":q(.5) if n else None,
+  "p99_bucket":q(.99) if n else None,"max_bucket":q(1.0) if n else None,
+  "cumulative":{("+Inf" if k==float("inf") else repr(k)):int(v) for k,v in d.items()}}))
+PY
+)
+  emit "{\"kind\":\"schedule_lag_steady\",\"rate\":$LAG_RATE,\"duration\":\"$LAG_DUR\",\"replicas\":2,\"loads\":[$(cat "$work/lagload1"),$(cat "$work/lagload2")],\"backlog_wait_after_load\":$d,\"cpu_ticks\":{\"clk_tck\":$(getconf CLK_TCK),\"before\":\"$c0\",\"after\":\"$c1\",\"order\":\"redis replica1 replica2 upstream\"},\"lag\":$lag}"
+  stop_replicas
+fi
