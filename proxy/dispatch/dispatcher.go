@@ -95,10 +95,16 @@ type Dispatcher struct {
 	mu       sync.Mutex
 	inFlight map[string]int       // endpoint -> attempts in flight here
 	shutTill map[string]time.Time // endpoint -> skip claims until (a shut gate, at most GateRecheck)
-	reapedAt map[string]time.Time
-	next     int // round-robin start
-	wg       sync.WaitGroup
-	wake     chan struct{}
+	// wasShut and reopenedAt: when this replica last saw an endpoint's gate
+	// open again after seeing it shut. Schedule lag counts from there for
+	// callouts that fell due while the gate held them: waiting behind a
+	// breaker or a pause is the policy at work, not dispatcher lag.
+	wasShut    map[string]bool
+	reopenedAt map[string]time.Time
+	reapedAt   map[string]time.Time
+	next       int // round-robin start
+	wg         sync.WaitGroup
+	wake       chan struct{}
 }
 
 // New returns a Dispatcher with o's defaults filled in.
@@ -121,6 +127,7 @@ func New(o Options) *Dispatcher {
 	return &Dispatcher{
 		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{},
 		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{},
+		wasShut: map[string]bool{}, reopenedAt: map[string]time.Time{},
 		wake: make(chan struct{}, 1),
 	}
 }
@@ -251,8 +258,15 @@ func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
 		return 0
 	}
 	d.mu.Lock()
-	if res.Gate.Shut() && !res.Gate.Until.IsZero() {
-		d.shutTill[ep.Name] = minTime(res.Gate.Until, d.o.Now().Add(GateRecheck))
+	switch {
+	case res.Gate.Shut():
+		d.wasShut[ep.Name] = true
+		if !res.Gate.Until.IsZero() {
+			d.shutTill[ep.Name] = minTime(res.Gate.Until, d.o.Now().Add(GateRecheck))
+		}
+	case d.wasShut[ep.Name] && len(res.Claimed) > 0:
+		d.wasShut[ep.Name] = false
+		d.reopenedAt[ep.Name] = d.o.Now()
 	}
 	d.mu.Unlock()
 	for _, id := range res.DeadLettered {
@@ -323,6 +337,19 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *redis
 	}
 }
 
+// lag is how late cl was claimed: from its due time, or from when this
+// replica saw its endpoint's gate reopen when that came later (a callout
+// held behind a breaker or a pause), never negative.
+func (d *Dispatcher) lag(ep *config.Endpoint, cl *redisstore.Claimed) time.Duration {
+	d.mu.Lock()
+	from := cl.DueAt
+	if r := d.reopenedAt[ep.Name]; r.After(from) {
+		from = r
+	}
+	d.mu.Unlock()
+	return max(0, cl.StartedAt.Sub(from))
+}
+
 // outcome makes cl's attempt and returns the completion to apply. A
 // callout whose window closed while it waited (held by a breaker or a
 // pause, or reaped, past max_age; or over max_attempts) is exhausted
@@ -333,7 +360,7 @@ func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *redis
 		return redisstore.Completion{Action: redisstore.ActionDeadLetter, Reason: redisstore.ReasonExhausted,
 			Breaker: Breaker(ep), Lease: Lease(ep)}
 	}
-	d.o.Metrics.ScheduleLag.Observe(max(0, cl.StartedAt.Sub(cl.DueAt).Seconds()))
+	d.o.Metrics.ScheduleLag.Observe(d.lag(ep, cl).Seconds())
 	att := d.o.Upstream.Do(ctx, ep, &forward.Request{
 		Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body,
 	})

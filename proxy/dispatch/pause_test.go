@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
@@ -71,6 +73,17 @@ func TestPauseOn429(t *testing.T) {
 			}
 		}
 		wantCounter(t, "retries after 429", h.m.RetriesScheduled.WithLabelValues("e", "status_429"), 1)
+
+		// Schedule lag counts from the pause's end for callouts the pause
+		// held, not from their due time: 5 claims, and only f's callout
+		// (due t0+1s, claimed t0+2s) was late, by 1 s.
+		var lag dto.Metric
+		if err := h.m.ScheduleLag.Write(&lag); err != nil {
+			t.Fatal(err)
+		}
+		if n, sum := lag.GetHistogram().GetSampleCount(), lag.GetHistogram().GetSampleSum(); n != 5 || sum > 1.01 {
+			t.Errorf("schedule lag: %d samples summing %.3fs, want 5 summing about 1s (held time is not lag)", n, sum)
+		}
 	})
 }
 
