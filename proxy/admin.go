@@ -13,11 +13,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // AdminStore is what the admin API's endpoint routes need of the store
@@ -25,14 +25,14 @@ import (
 type AdminStore interface {
 	// EndpointState reads an endpoint's breaker, pause, disable flag and
 	// queue sizes in one pipelined round trip. Errors: ErrUnavailable.
-	EndpointState(ctx context.Context, endpoint string) (redisstore.EndpointState, error)
+	EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error)
 	// Enable re-enables an endpoint with a fresh breaker, failure count,
 	// pause and outage. Errors: ErrUnavailable.
 	Enable(ctx context.Context, endpoint string) error
 	// Disable disables an endpoint (reason and time written once) and turns
 	// its pending callouts into dead letters, reason endpoint_disabled; the
 	// ids are returned even with an error. Errors: ErrUnavailable.
-	Disable(ctx context.Context, endpoint, reason string) (redisstore.DisableResult, error)
+	Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error)
 	// ResetBreaker closes the breaker and lifts a pause; the disable flag
 	// and the outage stay. Errors: ErrUnavailable.
 	ResetBreaker(ctx context.Context, endpoint string) error
@@ -161,7 +161,7 @@ func (s *Server) handleGetEndpoint() http.HandlerFunc {
 }
 
 // endpointDoc renders st of ep as of now.
-func (s *Server) endpointDoc(ep *config.Endpoint, st redisstore.EndpointState) EndpointDoc {
+func (s *Server) endpointDoc(ep *config.Endpoint, st policy.EndpointState) EndpointDoc {
 	now := s.d.Now()
 	d := EndpointDoc{
 		Name: ep.Name, Gate: string(st.Gate.State), Breaker: string(st.Breaker),
@@ -173,7 +173,7 @@ func (s *Server) endpointDoc(ep *config.Endpoint, st redisstore.EndpointState) E
 		BreakerProbeInterval: ep.BreakerProbeInterval.String(),
 		DisableAfter:         s.d.Config.Policy.DisableAfter.String(),
 	}
-	if st.Breaker != redisstore.BreakerClosed {
+	if st.Breaker != policy.BreakerClosed {
 		d.NextProbeAt = timeOrNil(st.ProbeAt)
 	}
 	if st.ProbeOut {
@@ -210,7 +210,7 @@ type actionOutcome struct {
 
 // actionFunc performs an admin action on ep, whose state just before was
 // before; token is the admin token's name.
-type actionFunc func(ctx context.Context, ep *config.Endpoint, before redisstore.EndpointState,
+type actionFunc func(ctx context.Context, ep *config.Endpoint, before policy.EndpointState,
 	token, reason string) (actionOutcome, error)
 
 // handleEndpointAction serves POST /admin/v1/endpoints/{name}/{action}: a
@@ -293,12 +293,12 @@ func actionReason(r *http.Request) (string, error) {
 // enableEndpoint re-enables ep (SPEC §6 "Only an admin re-enables it").
 // Enabling also closes the breaker and clears the failure count, pause and
 // outage: the endpoint starts afresh.
-func (s *Server) enableEndpoint(ctx context.Context, ep *config.Endpoint, before redisstore.EndpointState,
+func (s *Server) enableEndpoint(ctx context.Context, ep *config.Endpoint, before policy.EndpointState,
 	_, _ string) (actionOutcome, error) {
 	if err := s.d.AdminStore.Enable(ctx, ep.Name); err != nil {
 		return actionOutcome{}, err
 	}
-	if before.Breaker != redisstore.BreakerClosed {
+	if before.Breaker != policy.BreakerClosed {
 		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
 	}
 	return actionOutcome{changed: before.Disabled}, nil
@@ -307,7 +307,7 @@ func (s *Server) enableEndpoint(ctx context.Context, ep *config.Endpoint, before
 // disableEndpoint disables ep; its pending callouts become dead letters
 // with reason endpoint_disabled (SPEC §6). The stored reason names the
 // token: "admin <token>" or "admin <token>: <reason>".
-func (s *Server) disableEndpoint(ctx context.Context, ep *config.Endpoint, _ redisstore.EndpointState,
+func (s *Server) disableEndpoint(ctx context.Context, ep *config.Endpoint, _ policy.EndpointState,
 	token, reason string) (actionOutcome, error) {
 	why := "admin " + token
 	if reason != "" {
@@ -322,15 +322,15 @@ func (s *Server) disableEndpoint(ctx context.Context, ep *config.Endpoint, _ red
 
 // resetBreaker closes ep's breaker and lifts its pause (calloutctl
 // endpoints reset); a disabled endpoint stays disabled.
-func (s *Server) resetBreaker(ctx context.Context, ep *config.Endpoint, before redisstore.EndpointState,
+func (s *Server) resetBreaker(ctx context.Context, ep *config.Endpoint, before policy.EndpointState,
 	_, _ string) (actionOutcome, error) {
 	if err := s.d.AdminStore.ResetBreaker(ctx, ep.Name); err != nil {
 		return actionOutcome{}, err
 	}
-	if before.Breaker != redisstore.BreakerClosed {
+	if before.Breaker != policy.BreakerClosed {
 		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
 	}
-	changed := before.Breaker != redisstore.BreakerClosed || before.ConsecutiveFailures > 0 ||
+	changed := before.Breaker != policy.BreakerClosed || before.ConsecutiveFailures > 0 ||
 		before.PausedUntil.After(s.d.Now())
 	return actionOutcome{changed: changed}, nil
 }
@@ -339,10 +339,10 @@ func (s *Server) resetBreaker(ctx context.Context, ep *config.Endpoint, before r
 // into dead letters, as the breaker Watcher does for an auto-disable.
 func (s *Server) deadLettered(ctx context.Context, ep *config.Endpoint, ids []string) {
 	for _, id := range ids {
-		s.d.Metrics.DeadLetters.WithLabelValues(ep.Name, string(redisstore.ReasonEndpointDisabled)).Inc()
+		s.d.Metrics.DeadLetters.WithLabelValues(ep.Name, string(policy.DeadLetterEndpointDisabled)).Inc()
 		if s.d.Events != nil {
 			s.d.Events.Finished(ctx, dispatch.Finished{ID: id, Endpoint: ep.Name,
-				State: redisstore.DeadLettered, Reason: redisstore.ReasonEndpointDisabled})
+				State: policy.DeadLettered, Reason: policy.DeadLetterEndpointDisabled})
 		}
 	}
 }
@@ -397,8 +397,8 @@ func storeDown(err error) error {
 // accepted held (SPEC §4 "breaker open"). reason is the gate state
 // (breaker_open, probing or paused); a disabled endpoint refuses rather
 // than defers, so it is not counted here (callout_rejected_total is).
-func (s *Server) countDeferred(endpoint string, g redisstore.Gate) {
-	if g.State == redisstore.GateDisabled || !g.Shut() {
+func (s *Server) countDeferred(endpoint string, g policy.Gate) {
+	if g.State == policy.GateDisabled || !g.Shut() {
 		return
 	}
 	s.d.Metrics.Deferred.WithLabelValues(endpoint, string(g.State)).Inc()

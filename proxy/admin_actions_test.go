@@ -7,9 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // TestAdminDisableEnable: disabling dead-letters every pending callout
@@ -22,9 +22,9 @@ func TestAdminDisableEnable(t *testing.T) {
 			e.openPayBreaker(t)
 			var ids []string
 			for _, key := range []string{"k1", "k2", "k3"} {
-				r, err := e.store.Enqueue(t.Context(), redisstore.NewCallout{Endpoint: "pay-api", Issuer: "org",
+				r, err := e.store.Enqueue(t.Context(), policy.NewCallout{Endpoint: "pay-api", Issuer: "org",
 					Method: "POST", Path: "/v1/charges", Body: []byte("{}"), IdempotencyKey: key},
-					redisstore.EnqueueOptions{})
+					policy.EnqueueOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -42,12 +42,12 @@ func TestAdminDisableEnable(t *testing.T) {
 			}
 			for _, id := range ids {
 				c, err := e.store.Get(t.Context(), id)
-				if err != nil || c.State != redisstore.DeadLettered || c.DeadLetterReason != redisstore.ReasonEndpointDisabled {
+				if err != nil || c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterEndpointDisabled {
 					t.Fatalf("callout %s after disable = %+v, %v", id, c, err)
 				}
 			}
-			if len(e.events.got) != 3 || e.events.got[0].Reason != redisstore.ReasonEndpointDisabled ||
-				e.events.got[0].State != redisstore.DeadLettered {
+			if len(e.events.got) != 3 || e.events.got[0].Reason != policy.DeadLetterEndpointDisabled ||
+				e.events.got[0].State != policy.DeadLettered {
 				t.Fatalf("events = %+v, want 3 endpoint_disabled dead letters", e.events.got)
 			}
 			if n := testutil.ToFloat64(e.metrics.DeadLetters.WithLabelValues("pay-api", "endpoint_disabled")); n != 3 {
@@ -83,8 +83,8 @@ func TestAdminBreakerReset(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newAdmEnv(t, b, nil)
 			e.openPayBreaker(t)
-			if _, err := e.store.RecordResult(t.Context(), "pay-api", redisstore.ReadResult{
-				PausedUntil: admT0.Add(time.Hour), Breaker: redisstore.Breaker{Failures: 2}}); err != nil {
+			if _, err := e.store.RecordResult(t.Context(), "pay-api", policy.ReadResult{
+				PausedUntil: admT0.Add(time.Hour), Breaker: policy.BreakerSettings{Failures: 2}}); err != nil {
 				t.Fatal(err)
 			}
 			res := e.action(t, "/admin/v1/endpoints/pay-api/breaker/reset", "")
@@ -114,20 +114,20 @@ func TestAdminBreakerReset(t *testing.T) {
 // dead-lettered one callout, as a drain cut short does.
 type admFailingStore struct{ stateErr, actionErr error }
 
-func (f admFailingStore) EndpointState(context.Context, string) (redisstore.EndpointState, error) {
-	return redisstore.EndpointState{Breaker: redisstore.BreakerClosed}, f.stateErr
+func (f admFailingStore) EndpointState(context.Context, string) (policy.EndpointState, error) {
+	return policy.EndpointState{Breaker: policy.BreakerClosed}, f.stateErr
 }
 func (f admFailingStore) Enable(context.Context, string) error       { return f.actionErr }
 func (f admFailingStore) ResetBreaker(context.Context, string) error { return f.actionErr }
-func (f admFailingStore) Disable(context.Context, string, string) (redisstore.DisableResult, error) {
-	return redisstore.DisableResult{Newly: true, DeadLettered: []string{"dl-1"}}, f.actionErr
+func (f admFailingStore) Disable(context.Context, string, string) (policy.DisableResult, error) {
+	return policy.DisableResult{Newly: true, DeadLettered: []string{"dl-1"}}, f.actionErr
 }
 
 // TestAdminStoreErrors: a store failure is a 503 store-unavailable problem
 // and an audit line with that result; dead letters made before a failed
 // drain are still handed on.
 func TestAdminStoreErrors(t *testing.T) {
-	down := redisstore.ErrUnavailable
+	down := policy.ErrUnavailable
 	tests := []struct {
 		name, method, path string
 		store              admFailingStore
@@ -166,17 +166,17 @@ func TestAdminStoreErrors(t *testing.T) {
 
 func TestCountDeferred(t *testing.T) {
 	tests := []struct {
-		state redisstore.GateState
+		state policy.GateState
 		want  float64
 	}{
-		{redisstore.GateBreakerOpen, 1}, {redisstore.GateProbing, 1}, {redisstore.GatePaused, 1},
-		{redisstore.GateDisabled, 0}, {redisstore.GateOpen, 0}, {redisstore.GateHalfOpen, 0},
+		{policy.GateBreakerOpen, 1}, {policy.GateProbing, 1}, {policy.GatePaused, 1},
+		{policy.GateDisabled, 0}, {policy.GateOpen, 0}, {policy.GateHalfOpen, 0},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.state), func(t *testing.T) {
 			e := newAdmEnv(t, redistest.Backend{}, admFailingStore{})
 			s := &Server{d: Deps{Metrics: e.metrics}}
-			s.countDeferred("pay-api", redisstore.Gate{State: tt.state, Until: admT0})
+			s.countDeferred("pay-api", policy.Gate{State: tt.state, Until: admT0})
 			if n := testutil.ToFloat64(e.metrics.Deferred.WithLabelValues("pay-api", string(tt.state))); n != tt.want {
 				t.Fatalf("callout_deferred_total{reason=%q} = %v, want %v", tt.state, n, tt.want)
 			}

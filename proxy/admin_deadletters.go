@@ -14,9 +14,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -25,8 +25,8 @@ import (
 // methods document their errors.
 type DeadLetterAdmin interface {
 	DeadLetters(ctx context.Context, q replay.Query) (replay.Page, error)
-	DeadLetter(ctx context.Context, id string) (*redisstore.Callout, redisstore.ReplayMark, error)
-	Callout(ctx context.Context, id string) (*redisstore.Callout, redisstore.ReplayMark, error)
+	DeadLetter(ctx context.Context, id string) (*policy.Callout, policy.ReplayMark, error)
+	Callout(ctx context.Context, id string) (*policy.Callout, policy.ReplayMark, error)
 	Replay(ctx context.Context, id, by, jobID string) (replay.Result, error)
 	Discard(ctx context.Context, id string) error
 	CreateJob(ctx context.Context, sp replay.Spec, by string) (replay.Job, error)
@@ -158,7 +158,7 @@ func (s *Server) handleListDeadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 // summaryDoc renders a dead letter's summary, redacted.
-func (s *Server) summaryDoc(d redisstore.DeadLetter) DeadLetterSummaryDoc {
+func (s *Server) summaryDoc(d policy.DeadLetter) DeadLetterSummaryDoc {
 	return DeadLetterSummaryDoc{
 		ID: d.ID, Endpoint: d.Endpoint, DeadLetteredAt: d.DeadLetteredAt.UTC(), Reason: string(d.Reason),
 		Status: d.Status, Method: d.Method, Path: d.Path, Attempts: d.Attempts,
@@ -193,7 +193,7 @@ func (s *Server) handleAdminGetCallout(w http.ResponseWriter, r *http.Request) {
 }
 
 // calloutDoc renders c with its endpoint's redaction rules.
-func (s *Server) calloutDoc(c *redisstore.Callout, m redisstore.ReplayMark) CalloutDoc {
+func (s *Server) calloutDoc(c *policy.Callout, m policy.ReplayMark) CalloutDoc {
 	rules := s.rulesFor(c.Endpoint)
 	body, _ := rules.JSONBody(c.Header.Get("Content-Type"), c.Body)
 	req := RequestDoc{Method: c.Method, Path: c.Path, Query: rules.Query(c.Query),
@@ -288,9 +288,9 @@ func replayProblem(err error) error {
 		return problem.Errorf(problem.InvalidRequest, strings.ReplaceAll(err.Error(), "replay: invalid request: ", ""))
 	case errors.Is(err, replay.ErrNotDeadLetter):
 		return problem.Errorf(problem.NotFound, "no such dead letter: "+detailAfter(err))
-	case errors.Is(err, redisstore.ErrNotFound):
+	case errors.Is(err, policy.ErrNotFound):
 		return problem.Errorf(problem.NotFound, "no such callout")
-	case errors.Is(err, redisstore.ErrJobNotFound):
+	case errors.Is(err, policy.ErrJobNotFound):
 		return problem.Errorf(problem.NotFound, "no such replay job")
 	case errors.Is(err, replay.ErrUnknownEndpoint):
 		return problem.Errorf(problem.UnknownEndpoint, "the dead letter's endpoint is no longer configured: "+detailAfter(err))
@@ -301,7 +301,7 @@ func replayProblem(err error) error {
 	case errors.Is(err, replay.ErrSuperseded):
 		return problem.Errorf(problem.DeadLettered,
 			"its Idempotency-Key now belongs to a newer dead letter (callout_id); replay that one")
-	case errors.Is(err, redisstore.ErrUnavailable):
+	case errors.Is(err, policy.ErrUnavailable):
 		return problem.Wrap(problem.StoreUnavailable, "the callout store (Redis) is unreachable", err)
 	}
 	return problem.Wrap(problem.Internal, "internal error", err)
@@ -321,7 +321,7 @@ func filterOf(q url.Values) (replay.Filter, error) {
 	var f replay.Filter
 	f.Endpoints = listParam(q, "endpoint")
 	for _, r := range listParam(q, "reason") {
-		f.Reasons = append(f.Reasons, redisstore.DeadLetterReason(r))
+		f.Reasons = append(f.Reasons, policy.DeadLetterReason(r))
 	}
 	for _, v := range listParam(q, "status") {
 		n, err := strconv.Atoi(v)

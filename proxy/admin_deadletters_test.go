@@ -175,22 +175,22 @@ func dltProblem(t *testing.T, w *httptest.ResponseRecorder, code problem.Code) p
 func (e *dltEnv) seed(t *testing.T, endpoint, key string, status int) string {
 	t.Helper()
 	ctx := t.Context()
-	nc := redisstore.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: "POST",
+	nc := policy.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: "POST",
 		Path: "/v1/charges", Query: "api_key=s3cret&x=1",
 		Header: http.Header{"Content-Type": {"application/json"}, "X-Card-Token": {"tok_123"},
 			"Idempotency-Key": {`"` + key + `"`}},
 		Body: []byte(dltBody), IdempotencyKey: key}
-	if _, err := e.store.Enqueue(ctx, nc, redisstore.EnqueueOptions{}); err != nil {
+	if _, err := e.store.Enqueue(ctx, nc, policy.EnqueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: time.Minute})
 	if err != nil || len(cr.Claimed) != 1 {
 		t.Fatalf("claim: %+v %v", cr, err)
 	}
-	_, err = e.store.Complete(ctx, cr.Claimed[0], redisstore.Completion{Action: redisstore.ActionDeadLetter,
-		Reason: redisstore.ReasonPermanent, Error: "auth Bearer leaked-token",
-		Attempt:  &redisstore.Attempt{StartedAt: e.clk.Now(), Status: status, Outcome: policy.Permanent},
-		Response: &redisstore.Response{Status: status, Header: http.Header{"Set-Cookie": {"sid=1"}}}})
+	_, err = e.store.Complete(ctx, cr.Claimed[0], policy.Completion{Action: policy.ActionDeadLetter,
+		Reason: policy.DeadLetterPermanent, Error: "auth Bearer leaked-token",
+		Attempt:  &policy.Attempt{StartedAt: e.clk.Now(), Status: status, Outcome: policy.Permanent},
+		Response: &policy.Response{Status: status, Header: http.Header{"Set-Cookie": {"sid=1"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -220,7 +220,7 @@ func (s *Server) handleCancelReplayJob(w http.ResponseWriter, r *http.Request) {
 	au.log(slog.LevelInfo, "ok", slog.String("job_id", id), slog.String("state", string(j.State)),
 		slog.Int("sent", j.Sent), slog.Int("total", j.Total))
 	status := http.StatusAccepted
-	if j.State == redisstore.JobCompleted || j.State == redisstore.JobFailed {
+	if j.State == policy.JobCompleted || j.State == policy.JobFailed {
 		status = http.StatusOK // it ended before the cancel
 	}
 	w.Header().Set("Cache-Control", "no-store")

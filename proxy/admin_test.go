@@ -183,10 +183,10 @@ func (e *admEnv) action(t *testing.T, path, body string) EndpointActionResult {
 // openPayBreaker records two counting read failures on pay-api.
 func (e *admEnv) openPayBreaker(t *testing.T) {
 	t.Helper()
-	br := redisstore.Breaker{Failures: 2, ProbeInterval: time.Minute}
+	br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
 	for range 2 {
 		if _, err := e.store.RecordResult(t.Context(), "pay-api",
-			redisstore.ReadResult{CountsTowardBreaker: true, Breaker: br}); err != nil {
+			policy.ReadResult{CountsTowardBreaker: true, Breaker: br}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // duplicate answers a request whose idempotency key is already reserved in
@@ -18,7 +18,7 @@ import (
 //   - scheduled, held, or in flight on a dispatcher: 202, same Callout-Id;
 //   - its synchronous first attempt still running: 409, Retry-After: 1;
 //   - dead-lettered: 409 dead-lettered with the Callout-Id.
-func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, ex *redisstore.Existing) {
+func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, ex *policy.Existing) {
 	count := func(result string) { s.d.Metrics.Idempotency.WithLabelValues(result).Inc() }
 	if !ex.SameRequest {
 		count("mismatch")
@@ -29,15 +29,15 @@ func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, 
 	}
 	c := ex.Callout
 	switch {
-	case c.State == redisstore.Succeeded || c.State == redisstore.Failed:
+	case c.State == policy.Succeeded || c.State == policy.Failed:
 		count("replayed")
 		replayStored(w, c, s.rulesFor(c.Endpoint))
-	case c.State == redisstore.DeadLettered:
+	case c.State == policy.DeadLettered:
 		count("conflict")
 		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.DeadLettered, CalloutID: c.ID,
 			Detail: "the callout with this Idempotency-Key ended as a dead letter (" + string(c.DeadLetterReason) +
 				"); replay it with calloutctl or from Salesforce, or send a new key"})
-	case c.State == redisstore.InFlight && len(c.AttemptLog) == 0:
+	case c.State == policy.InFlight && len(c.AttemptLog) == 0:
 		count("conflict")
 		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.InFlight, CalloutID: c.ID, RetryAfter: 1,
 			Detail: "the first attempt of the request with this Idempotency-Key is still running"})
@@ -50,7 +50,7 @@ func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, 
 // replayStored sends the stored final response of c again (SPEC §5). A
 // body the store cut at its cap is not sent half: the replay carries the
 // original status and headers, no body, and Callout-Replay-Body: omitted.
-func replayStored(w http.ResponseWriter, c *redisstore.Callout, rules *redact.Rules) {
+func replayStored(w http.ResponseWriter, c *policy.Callout, rules *redact.Rules) {
 	h := w.Header()
 	h.Set("Callout-Id", c.ID)
 	h.Set("Idempotent-Replayed", "true")

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
@@ -191,7 +192,7 @@ func TestSameKeyWhileRetrying30HoursLater(t *testing.T) {
 	if err := json.Unmarshal(again.Body.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.ID != id || doc.State != redisstore.Scheduled || len(doc.Attempts) != 2 {
+	if doc.ID != id || doc.State != policy.Scheduled || len(doc.Attempts) != 2 {
 		t.Errorf("status document: id %s, state %s, %d attempts; want %s scheduled after 2", doc.ID, doc.State,
 			len(doc.Attempts), id)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // read serves a read (GET, HEAD, OPTIONS) without Prefer: respond-async:
@@ -39,9 +38,9 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		s.reject(w, r, ep.Name, gateProblem(adm.Gate, s.d.Now()))
 		return
 	}
-	kind := string(redisstore.KindFirst)
+	kind := string(policy.KindFirst)
 	if adm.ProbeToken != "" {
-		kind = string(redisstore.KindProbe)
+		kind = string(policy.KindProbe)
 	}
 	att := s.d.Upstream.Do(r.Context(), ep, in.request(r))
 	var pe *problem.Error
@@ -58,9 +57,9 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 
 // recordRead tells the breaker (and the 429 pause) of a read's result. A
 // failure here is logged, not returned: the caller already has its answer.
-func (s *Server) recordRead(ctx context.Context, in *inbound, adm redisstore.Admission,
+func (s *Server) recordRead(ctx context.Context, in *inbound, adm policy.Admission,
 	att forward.Attempt, cls policy.Classification) {
-	rr := redisstore.ReadResult{
+	rr := policy.ReadResult{
 		ProbeToken: adm.ProbeToken, Success: cls.Outcome == policy.Success,
 		CountsTowardBreaker: policy.CountsTowardBreaker(cls), Breaker: dispatch.Breaker(in.ep),
 		PausedUntil: dispatch.PauseUntil(s.d.Config.Policy, att.Response, s.d.Now()),
@@ -75,16 +74,16 @@ func (s *Server) recordRead(ctx context.Context, in *inbound, adm redisstore.Adm
 
 // gateProblem is the refusal of a request meeting a shut gate: 503 with
 // Retry-After in whole seconds until the gate may reopen (SPEC §4).
-func gateProblem(g redisstore.Gate, now time.Time) *problem.Error {
+func gateProblem(g policy.Gate, now time.Time) *problem.Error {
 	retry := 0
 	if !g.Until.IsZero() {
 		retry = int((g.Until.Sub(now) + time.Second - 1) / time.Second)
 		retry = max(retry, 1)
 	}
 	switch g.State {
-	case redisstore.GateDisabled:
+	case policy.GateDisabled:
 		return problem.Errorf(problem.EndpointDisabled, "the endpoint is disabled; an admin must re-enable it")
-	case redisstore.GatePaused:
+	case policy.GatePaused:
 		return &problem.Error{Code: problem.EndpointPaused, RetryAfter: retry,
 			Detail: "the upstream asked for a pause (429 Retry-After); retry in " + strconv.Itoa(retry) + " s"}
 	default:

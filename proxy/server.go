@@ -16,13 +16,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // CallerAuth authenticates callers (SPEC §9). *auth.Verifier implements it.
@@ -49,13 +49,13 @@ type Upstream interface {
 type Store interface {
 	// Ping reports whether Redis answers; the error wraps the cause.
 	Ping(ctx context.Context) error
-	Admit(ctx context.Context, endpoint string, br redisstore.Breaker) (redisstore.Admission, error)
-	RecordResult(ctx context.Context, endpoint string, r redisstore.ReadResult) (redisstore.BreakerChange, error)
-	Begin(ctx context.Context, nc redisstore.NewCallout, o redisstore.BeginOptions) (redisstore.BeginResult, error)
-	Enqueue(ctx context.Context, nc redisstore.NewCallout, o redisstore.EnqueueOptions) (redisstore.EnqueueResult, error)
-	Complete(ctx context.Context, cl *redisstore.Claimed, c redisstore.Completion) (redisstore.CompleteResult, error)
-	Release(ctx context.Context, cl *redisstore.Claimed) error
-	Get(ctx context.Context, id string) (*redisstore.Callout, error)
+	Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error)
+	RecordResult(ctx context.Context, endpoint string, r policy.ReadResult) (policy.BreakerChange, error)
+	Begin(ctx context.Context, nc policy.NewCallout, o policy.BeginOptions) (policy.BeginResult, error)
+	Enqueue(ctx context.Context, nc policy.NewCallout, o policy.EnqueueOptions) (policy.EnqueueResult, error)
+	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
+	Release(ctx context.Context, cl *policy.Claimed) error
+	Get(ctx context.Context, id string) (*policy.Callout, error)
 }
 
 // Deps are the server's dependencies; every one is explicit. All are

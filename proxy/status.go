@@ -15,27 +15,26 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // StatusDocument is the JSON of GET /v1/callouts/{id} and of every 202
 // (SPEC §4). Times are RFC 3339 with milliseconds, durations whole
 // milliseconds. Secrets are redacted (SPEC §7).
 type StatusDocument struct {
-	ID               string           `json:"id"`
-	Endpoint         string           `json:"endpoint"`
-	Method           string           `json:"method"`
-	Path             string           `json:"path"`
-	IdempotencyKey   string           `json:"idempotency_key,omitempty"`
-	SourceRecord     string           `json:"source_record,omitempty"`
-	State            redisstore.State `json:"state"`
-	Outcome          policy.Outcome   `json:"outcome"`
-	Attempts         []AttemptDoc     `json:"attempts"`
-	NextAttemptAt    *time.Time       `json:"next_attempt_at,omitempty"`
-	ReplayOf         string           `json:"replay_of,omitempty"`
-	DeadLetterReason string           `json:"dead_letter_reason,omitempty"`
-	LastError        string           `json:"last_error,omitempty"`
-	Response         *ResponseDoc     `json:"response,omitempty"`
+	ID               string         `json:"id"`
+	Endpoint         string         `json:"endpoint"`
+	Method           string         `json:"method"`
+	Path             string         `json:"path"`
+	IdempotencyKey   string         `json:"idempotency_key,omitempty"`
+	SourceRecord     string         `json:"source_record,omitempty"`
+	State            policy.State   `json:"state"`
+	Outcome          policy.Outcome `json:"outcome"`
+	Attempts         []AttemptDoc   `json:"attempts"`
+	NextAttemptAt    *time.Time     `json:"next_attempt_at,omitempty"`
+	ReplayOf         string         `json:"replay_of,omitempty"`
+	DeadLetterReason string         `json:"dead_letter_reason,omitempty"`
+	LastError        string         `json:"last_error,omitempty"`
+	Response         *ResponseDoc   `json:"response,omitempty"`
 }
 
 // AttemptDoc is one attempt of a status document.
@@ -63,18 +62,18 @@ type ResponseDoc struct {
 // stateOutcome is the outcome class a callout in state st reports: work
 // that continues is retryable (SPEC §2: every 202), a dead letter is
 // permanent (the proxy will not try it again; a replay is a new chain).
-func stateOutcome(st redisstore.State) policy.Outcome {
+func stateOutcome(st policy.State) policy.Outcome {
 	switch st {
-	case redisstore.Succeeded:
+	case policy.Succeeded:
 		return policy.Success
-	case redisstore.Failed, redisstore.DeadLettered:
+	case policy.Failed, policy.DeadLettered:
 		return policy.Permanent
 	}
 	return policy.Retryable
 }
 
 // statusDocument renders c with ep's redaction rules.
-func statusDocument(c *redisstore.Callout, rules *redact.Rules) StatusDocument {
+func statusDocument(c *policy.Callout, rules *redact.Rules) StatusDocument {
 	d := StatusDocument{
 		ID: c.ID, Endpoint: c.Endpoint, Method: c.Method, Path: c.Path, IdempotencyKey: c.IdempotencyKey,
 		SourceRecord: c.SourceRecord, State: c.State, Outcome: stateOutcome(c.State), ReplayOf: c.ReplayOf,
@@ -141,7 +140,7 @@ func writeAccepted(w http.ResponseWriter, id, applied string, doc *StatusDocumen
 		h.Set("Preference-Applied", applied)
 	}
 	if doc == nil {
-		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "state": string(redisstore.Scheduled),
+		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "state": string(policy.Scheduled),
 			"outcome": string(policy.Retryable)})
 		return
 	}
@@ -161,7 +160,7 @@ func (s *Server) handleGetCallout() http.HandlerFunc {
 		id := chi.URLParam(r, "id")
 		c, err := s.d.Store.Get(r.Context(), id)
 		switch {
-		case errors.Is(err, redisstore.ErrNotFound) || (err == nil && c.Issuer != caller.Issuer):
+		case errors.Is(err, policy.ErrNotFound) || (err == nil && c.Issuer != caller.Issuer):
 			problem.Write(w, problem.Errorf(problem.NotFound, "no callout "+strconv.Quote(id)+" for this organisation"))
 			return
 		case err != nil:

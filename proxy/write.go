@@ -11,7 +11,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // write serves a write (POST, PUT, PATCH, DELETE) and any request with
@@ -20,7 +19,7 @@ import (
 // answered with a 202 can be lost, and a duplicate is answered from the
 // record (SPEC §5).
 func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
-	nc := redisstore.NewCallout{
+	nc := policy.NewCallout{
 		Endpoint: in.ep.Name, Issuer: in.caller.Issuer, Method: r.Method, Path: in.suffix,
 		Query: r.URL.RawQuery, Header: forward.OutboundHeader(r.Header, nil), Body: in.body,
 		IdempotencyKey: in.key, SourceRecord: in.source,
@@ -33,7 +32,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	}
 	bctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
-	res, err := s.d.Store.Begin(bctx, nc, redisstore.BeginOptions{
+	res, err := s.d.Store.Begin(bctx, nc, policy.BeginOptions{
 		Lease: dispatch.Lease(in.ep), Breaker: dispatch.Breaker(in.ep), Limits: s.limits(in.ep),
 	})
 	switch {
@@ -54,10 +53,10 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 // enqueue records a Prefer: respond-async callout for the dispatcher and
 // answers 202 at once.
 func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Request, in *inbound,
-	nc redisstore.NewCallout) {
+	nc policy.NewCallout) {
 	ectx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
-	res, err := s.d.Store.Enqueue(ectx, nc, redisstore.EnqueueOptions{Limits: s.limits(in.ep)})
+	res, err := s.d.Store.Enqueue(ectx, nc, policy.EnqueueOptions{Limits: s.limits(in.ep)})
 	switch {
 	case err != nil:
 		s.reject(w, r, in.ep.Name, storeProblem(err))
@@ -65,7 +64,7 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.duplicate(w, r, in, res.Existing)
 	default:
 		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
-		if res.State == redisstore.Held {
+		if res.State == policy.Held {
 			s.countDeferred(in.ep.Name, res.Gate)
 		}
 		if s.d.Wake != nil {
@@ -80,7 +79,7 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 // and completes it: the upstream's answer goes back when the callout
 // ended (succeeded, failed); a 202 when it was scheduled.
 func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *http.Request,
-	in *inbound, cl *redisstore.Claimed) {
+	in *inbound, cl *policy.Claimed) {
 	applied := ""
 	for {
 		att := s.d.Upstream.Do(ctx, in.ep, in.request(r))
@@ -95,7 +94,7 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 			Attempt: att, Class: cls, Now: s.d.Now(), Rand: s.d.Rand, Sync: true})
 		wait, inline := s.inlineDelay(in, cl.Attempt, comp, att)
 		if inline {
-			comp.Action = redisstore.ActionRetryInline
+			comp.Action = policy.ActionRetryInline
 			applied = "wait=" + formatSeconds(in.prefs.wait)
 		}
 		cctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
@@ -106,7 +105,7 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 			return
 		}
 		s.d.Breakers.Changed(ctx, in.ep, res.Breaker)
-		if res.State == redisstore.InFlight {
+		if res.State == policy.InFlight {
 			sleep(ctx, wait)
 			continue
 		}
@@ -116,21 +115,21 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 }
 
 // finishSync answers after the last synchronous attempt's completion.
-func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbound, cl *redisstore.Claimed,
-	att forward.Attempt, cls policy.Classification, comp redisstore.Completion, res redisstore.CompleteResult,
+func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbound, cl *policy.Claimed,
+	att forward.Attempt, cls policy.Classification, comp policy.Completion, res policy.CompleteResult,
 	applied string) {
 	switch res.State {
-	case redisstore.Succeeded, redisstore.Failed:
+	case policy.Succeeded, policy.Failed:
 		w.Header().Set("Callout-Id", cl.ID)
 		if applied != "" {
 			w.Header().Set("Preference-Applied", applied)
 		}
 		s.respond(w, in.ep, att, cls)
-	case redisstore.DeadLettered:
-		if comp.Action != redisstore.ActionDeadLetter {
+	case policy.DeadLettered:
+		if comp.Action != policy.ActionDeadLetter {
 			// A retry the store turned into a dead letter: the endpoint was
 			// disabled while the attempt ran.
-			comp.Reason = redisstore.ReasonEndpointDisabled
+			comp.Reason = policy.DeadLetterEndpointDisabled
 		}
 		s.d.Metrics.DeadLetters.WithLabelValues(in.ep.Name, string(comp.Reason)).Inc()
 		s.d.Events.Finished(ctx, dispatch.Finished{ID: cl.ID, Endpoint: in.ep.Name,
@@ -145,7 +144,7 @@ func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbo
 // deadOnArrival answers a synchronous attempt whose callout became a dead
 // letter at once: an ambiguous write (sent to an `idempotency: ignored`
 // upstream, no answer) or one that exhausted its attempts inline.
-func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, comp redisstore.Completion,
+func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, comp policy.Completion,
 	att forward.Attempt, cls policy.Classification) {
 	if att.Response != nil {
 		w.Header().Set("Callout-Id", id)
@@ -153,7 +152,7 @@ func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, co
 		return
 	}
 	detail := "the upstream did not answer and the callout was dead-lettered (" + string(comp.Reason) + ")"
-	if comp.Reason == redisstore.ReasonAmbiguous {
+	if comp.Reason == policy.DeadLetterAmbiguous {
 		detail = "the request was sent to endpoint " + in.ep.Name + " but got no answer (" + cls.Reason +
 			"); the upstream does not honour Idempotency-Key, so the proxy will not retry it: it is a dead " +
 			"letter with reason ambiguous — check the upstream before replaying it"
@@ -166,7 +165,7 @@ func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, co
 // `Callout-Record: unrecorded` (SPEC §4). Otherwise the callout is still
 // recorded in flight: its lease expires and a dispatcher retries it, so the
 // caller gets the 202 it would have had.
-func (s *Server) unrecorded(w http.ResponseWriter, r *http.Request, in *inbound, cl *redisstore.Claimed,
+func (s *Server) unrecorded(w http.ResponseWriter, r *http.Request, in *inbound, cl *policy.Claimed,
 	att forward.Attempt, cls policy.Classification, err error) {
 	s.d.Logger.Error("completion not recorded", "endpoint", in.ep.Name, "callout_id", cl.ID, "error", err)
 	if cls.Outcome != policy.Retryable {
@@ -181,7 +180,7 @@ func (s *Server) unrecorded(w http.ResponseWriter, r *http.Request, in *inbound,
 // abandon deletes a callout whose dispatch was refused before anything was
 // sent (a blocked address), with its reservation: a rejection before
 // dispatch is never the key's result (SPEC §5).
-func (s *Server) abandon(ctx context.Context, cl *redisstore.Claimed, in *inbound, pe *problem.Error) {
+func (s *Server) abandon(ctx context.Context, cl *policy.Claimed, in *inbound, pe *problem.Error) {
 	if err := s.d.Store.Release(ctx, cl); err != nil {
 		s.d.Logger.Warn("releasing a refused callout failed", "endpoint", in.ep.Name,
 			"callout_id", cl.ID, "code", string(pe.Code), "error", err)
@@ -211,8 +210,8 @@ func inlinePolicy(p policy.Policy) policy.Policy {
 // number of the attempt just made: the delay backs off like the policy's
 // (uniform(0, min(2 s, 100 ms · multiplier^(n−1)))), so a fast-failing
 // upstream is not hammered every 100 ms until its attempts run out.
-func (s *Server) inlineDelay(in *inbound, n int, comp redisstore.Completion, att forward.Attempt) (time.Duration, bool) {
-	if comp.Action != redisstore.ActionRetry || in.prefs.wait <= 0 {
+func (s *Server) inlineDelay(in *inbound, n int, comp policy.Completion, att forward.Attempt) (time.Duration, bool) {
+	if comp.Action != policy.ActionRetry || in.prefs.wait <= 0 {
 		return 0, false
 	}
 	now := s.d.Now()
@@ -239,16 +238,16 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // limits is ep's backlog cap (max_backlog_items, max_backlog_bytes).
-func (s *Server) limits(ep *config.Endpoint) redisstore.Limits {
-	return redisstore.Limits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}
+func (s *Server) limits(ep *config.Endpoint) policy.BacklogLimits {
+	return policy.BacklogLimits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}
 }
 
 // storeProblem maps a store error to the refusal the caller gets.
 func storeProblem(err error) error {
 	switch {
-	case errors.Is(err, redisstore.ErrDisabled):
+	case errors.Is(err, policy.ErrDisabled):
 		return problem.Errorf(problem.EndpointDisabled, "the endpoint is disabled; an admin must re-enable it")
-	case errors.Is(err, redisstore.ErrBacklogFull):
+	case errors.Is(err, policy.ErrBacklogFull):
 		return problem.Errorf(problem.BacklogFull,
 			"the endpoint's backlog of pending callouts is full; try again later")
 	default:

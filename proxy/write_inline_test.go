@@ -8,7 +8,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // TestInlineDelayBacksOff: under Prefer: wait=N the delay before the next
@@ -22,12 +21,12 @@ func TestInlineDelayBacksOff(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	s := &Server{d: Deps{Config: &config.Config{Policy: policy.Defaults()},
 		Now: func() time.Time { return t0 }, Rand: func() float64 { return 0.5 }}}
-	retry := redisstore.Completion{Action: redisstore.ActionRetry}
+	retry := policy.Completion{Action: policy.ActionRetry}
 	tests := []struct {
 		name     string
 		n        int
 		wait     time.Duration
-		comp     redisstore.Completion
+		comp     policy.Completion
 		header   http.Header
 		want     time.Duration
 		wantFits bool
@@ -39,7 +38,7 @@ func TestInlineDelayBacksOff(t *testing.T) {
 		{"Retry-After honoured", 1, time.Minute, retry, http.Header{"Retry-After": {"3"}}, 3 * time.Second, true},
 		{"does not fit the wait", 4, time.Second + 399*time.Millisecond, retry, nil, 400 * time.Millisecond, false},
 		{"exactly fits the wait", 4, time.Second + 400*time.Millisecond, retry, nil, 400 * time.Millisecond, true},
-		{"not a retry", 1, time.Minute, redisstore.Completion{Action: redisstore.ActionSucceed}, nil, 0, false},
+		{"not a retry", 1, time.Minute, policy.Completion{Action: policy.ActionSucceed}, nil, 0, false},
 		{"no wait preference", 1, 0, retry, nil, 0, false},
 		{"fast failure under a wait shorter than the attempt limit", 1, 3 * time.Second, retry, nil, 50 * time.Millisecond, true},
 	}

@@ -200,8 +200,8 @@ func ctxT(t *testing.T) context.Context {
 // newCallout is a callout of endpoint as a caller sends it, with secrets to
 // redact: a card number in the body, a card token header, an api_key in
 // the query.
-func newCallout(endpoint string) redisstore.NewCallout {
-	return redisstore.NewCallout{
+func newCallout(endpoint string) policy.NewCallout {
+	return policy.NewCallout{
 		Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,
 		Path: "/v1/charges", Query: "api_key=s3cret&x=1",
 		Header: http.Header{"Content-Type": {"application/json"}, "X-Card-Token": {"tok_123"}},
@@ -212,12 +212,12 @@ func newCallout(endpoint string) redisstore.NewCallout {
 
 // failed503 is a completion of a retryable 503 that counts toward the
 // breaker, ending as action.
-func failed503(action redisstore.Action, reason redisstore.DeadLetterReason) redisstore.Completion {
-	return redisstore.Completion{
+func failed503(action policy.Action, reason policy.DeadLetterReason) policy.Completion {
+	return policy.Completion{
 		Action: action, Reason: reason, CountsTowardBreaker: true, NextAttemptAt: t0.Add(time.Hour),
-		Attempt: &redisstore.Attempt{StartedAt: t0, Duration: time.Second, Status: 503, Outcome: policy.Retryable,
+		Attempt: &policy.Attempt{StartedAt: t0, Duration: time.Second, Status: 503, Outcome: policy.Retryable,
 			Error: "status_5xx"},
-		Response: &redisstore.Response{Status: 503, Header: http.Header{"Content-Type": {"application/json"}},
+		Response: &policy.Response{Status: 503, Header: http.Header{"Content-Type": {"application/json"}},
 			Body: []byte(`{"error":"unavailable","card":{"number":"4242"}}`)},
 		Error: "status_5xx", Lease: time.Minute,
 	}
@@ -227,20 +227,20 @@ func failed503(action redisstore.Action, reason redisstore.DeadLetterReason) red
 // dispatcher does and ends each as an exhausted dead letter, as one outage.
 func (e *env) deadLetters(endpoint string, n int) []string {
 	e.t.Helper()
-	return e.scheduled(endpoint, n, func(nc *redisstore.NewCallout) {}, failed503(redisstore.ActionDeadLetter,
-		redisstore.ReasonExhausted))
+	return e.scheduled(endpoint, n, func(nc *policy.NewCallout) {}, failed503(policy.ActionDeadLetter,
+		policy.DeadLetterExhausted))
 }
 
 // scheduled enqueues n callouts (changed by edit), claims them and
 // completes each with comp.
-func (e *env) scheduled(endpoint string, n int, edit func(*redisstore.NewCallout), comp redisstore.Completion) []string {
+func (e *env) scheduled(endpoint string, n int, edit func(*policy.NewCallout), comp policy.Completion) []string {
 	e.t.Helper()
 	ctx := ctxT(e.t)
 	for range n {
 		nc := newCallout(endpoint)
 		nc.IdempotencyKey = ""
 		edit(&nc)
-		if _, err := e.store.Enqueue(ctx, nc, redisstore.EnqueueOptions{}); err != nil {
+		if _, err := e.store.Enqueue(ctx, nc, policy.EnqueueOptions{}); err != nil {
 			e.t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
@@ -112,7 +113,7 @@ func TestNotificationTargetsRetriedSeparately(t *testing.T) {
 func TestDisableNotification(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	if _, err := e.store.Enqueue(ctx, newCallout("payments"), redisstore.EnqueueOptions{}); err != nil {
+	if _, err := e.store.Enqueue(ctx, newCallout("payments"), policy.EnqueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.store.Disable(ctx, "payments", "auto: no success since 2023-11-11T22:13:20Z")

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -78,9 +79,9 @@ func (w *Writer) prepare(ctx context.Context, items []*item) *plan {
 var errMalformed = errors.New("malformed outbox entry")
 
 // get reads a callout; (nil, nil) when it is gone.
-func (w *Writer) get(ctx context.Context, id string) (*redisstore.Callout, error) {
+func (w *Writer) get(ctx context.Context, id string) (*policy.Callout, error) {
 	c, err := w.o.Store.Get(ctx, id)
-	if errors.Is(err, redisstore.ErrNotFound) {
+	if errors.Is(err, policy.ErrNotFound) {
 		return nil, nil
 	}
 	return c, err
@@ -89,7 +90,7 @@ func (w *Writer) get(ctx context.Context, id string) (*redisstore.Callout, error
 // rootOf returns the root of c's record: c itself, or for a replay chain
 // the first dead letter it replays, following ReplayOf (through the links
 // SetRecordStatus kept, or the records while they exist; at most 8 hops).
-func (w *Writer) rootOf(ctx context.Context, c *redisstore.Callout) (string, error) {
+func (w *Writer) rootOf(ctx context.Context, c *policy.Callout) (string, error) {
 	id, parent := c.ID, c.ReplayOf
 	for hops := 0; parent != "" && hops < 8; hops++ {
 		root, err := w.o.Outbox.RootOf(ctx, parent)
@@ -209,7 +210,7 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 		it.done("", 0, false)
 		return nil
 	}
-	if c.ReplayOf != "" && c.State == redisstore.Succeeded {
+	if c.ReplayOf != "" && c.State == policy.Succeeded {
 		root, err := w.rootOf(ctx, c)
 		if err != nil {
 			return err

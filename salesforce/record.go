@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // The values of Failed_Callout__c.Status__c (Statuses, SPEC §7, §8).
@@ -71,7 +71,7 @@ func text(field, s string) any {
 // latest replay chain ("" none). retention is the dead-letter retention,
 // for Expires_At__c. Fields the copy has no value for are sent as null so
 // that the record shows this copy, not a mix.
-func FailedCallout(root string, c *redisstore.Callout, status, replay string, rules *redact.Rules,
+func FailedCallout(root string, c *policy.Callout, status, replay string, rules *redact.Rules,
 	retention time.Duration) Record {
 	r := Record{
 		ExternalIDField: root, "Status__c": status, "Replay_Callout_Id__c": orNil(replay),
@@ -89,7 +89,7 @@ func FailedCallout(root string, c *redisstore.Callout, status, replay string, ru
 	if n := len(c.AttemptLog); n > 0 {
 		r["Last_Attempt_At__c"] = sfTime(c.AttemptLog[n-1].StartedAt)
 	}
-	if c.State == redisstore.DeadLettered && !c.FinishedAt.IsZero() {
+	if c.State == policy.DeadLettered && !c.FinishedAt.IsZero() {
 		r["Dead_Lettered_At__c"] = sfTime(c.FinishedAt)
 		r["Expires_At__c"] = sfTime(c.FinishedAt.Add(retention))
 	}
@@ -126,7 +126,7 @@ func bodyField(rules *redact.Rules, contentType string, b []byte, capped bool) B
 }
 
 // pathWithQuery is the request's path and redacted query.
-func pathWithQuery(c *redisstore.Callout, rules *redact.Rules) string {
+func pathWithQuery(c *policy.Callout, rules *redact.Rules) string {
 	if c.Query == "" {
 		return c.Path
 	}
@@ -147,7 +147,7 @@ func headerLines(h http.Header) string {
 
 // attemptLog writes the attempt log one line per attempt:
 // "#n kind started_at status outcome duration error".
-func attemptLog(log []redisstore.Attempt) string {
+func attemptLog(log []policy.Attempt) string {
 	var b strings.Builder
 	for _, a := range log {
 		status := "-"
@@ -169,7 +169,7 @@ func attemptLog(log []redisstore.Attempt) string {
 // at most ResultBodyMax characters of its redacted final body. A body that
 // is not UTF-8 is left out (Body_Truncated__c true): the caller can read it
 // with GET /v1/callouts/{id}.
-func ResultEvent(c *redisstore.Callout, rules *redact.Rules) Record {
+func ResultEvent(c *policy.Callout, rules *redact.Rules) Record {
 	r := Record{"Callout_Id__c": c.ID, "Endpoint__c": cleanText(c.Endpoint, 63),
 		"State__c": string(c.State), "Body_Truncated__c": false}
 	if c.SourceRecord != "" {

@@ -29,20 +29,20 @@ func TestStatusConstantsArePicklist(t *testing.T) {
 }
 
 // deadLetterCopy is a stored dead letter with every part set.
-func deadLetterCopy(body, respBody []byte) *redisstore.Callout {
-	return &redisstore.Callout{
+func deadLetterCopy(body, respBody []byte) *policy.Callout {
+	return &policy.Callout{
 		ID: "c1", Endpoint: "payments", Method: "POST", Path: "/v1/charges", Query: "api_key=k&a=1",
 		Header:         http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {"injected-looking"}},
 		Body:           body,
 		IdempotencyKey: strings.Repeat("k", 300), SourceRecord: "a01000000000001AAA",
-		State: redisstore.DeadLettered, Attempts: 2, FirstAttemptAt: t0, FinishedAt: t0.Add(time.Minute),
-		AttemptLog: []redisstore.Attempt{
-			{N: 1, Kind: redisstore.KindFirst, StartedAt: t0, Duration: time.Second, Outcome: policy.Retryable, Error: "connect_timeout"},
-			{N: 2, Kind: redisstore.KindRetry, StartedAt: t0.Add(time.Minute), Duration: 2 * time.Second, Status: 400, Outcome: policy.Permanent},
+		State: policy.DeadLettered, Attempts: 2, FirstAttemptAt: t0, FinishedAt: t0.Add(time.Minute),
+		AttemptLog: []policy.Attempt{
+			{N: 1, Kind: policy.KindFirst, StartedAt: t0, Duration: time.Second, Outcome: policy.Retryable, Error: "connect_timeout"},
+			{N: 2, Kind: policy.KindRetry, StartedAt: t0.Add(time.Minute), Duration: 2 * time.Second, Status: 400, Outcome: policy.Permanent},
 		},
-		Response:         &redisstore.Response{Status: 400, Header: http.Header{"Content-Type": {"text/plain"}}, Body: respBody, Truncated: true},
+		Response:         &policy.Response{Status: 400, Header: http.Header{"Content-Type": {"text/plain"}}, Body: respBody, Truncated: true},
 		LastError:        "got 401 for Bearer eyJhbGci.x.y",
-		DeadLetterReason: redisstore.ReasonPermanent,
+		DeadLetterReason: policy.DeadLetterPermanent,
 	}
 }
 
@@ -107,7 +107,7 @@ func TestResultEvent(t *testing.T) {
 	if r["Body_Truncated__c"] != true || len(r["Body__c"].(string)) != ResultBodyMax || r["State__c"] != "dead_lettered" {
 		t.Errorf("event = %v", r)
 	}
-	c.Response = &redisstore.Response{Status: 200, Body: []byte{0xff}}
+	c.Response = &policy.Response{Status: 200, Body: []byte{0xff}}
 	if r := ResultEvent(c, nil); r["Body__c"] != nil || r["Body_Truncated__c"] != true {
 		t.Errorf("binary body: %v", r)
 	}

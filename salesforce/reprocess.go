@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // Replayer replays one dead letter (SPEC §8): a new attempt chain with the
@@ -221,7 +221,7 @@ func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep
 		return err
 	}
 	err = p.w.statusAt(ctx, root, a.status, a.replay, a.at)
-	if errors.Is(err, redisstore.ErrNotFound) {
+	if errors.Is(err, policy.ErrNotFound) {
 		p.log.Warn("reprocess request for a record that is not the proxy's", slog.String("callout_id", root))
 	} else if err != nil {
 		return err
@@ -268,7 +268,7 @@ func (p *Reprocessor) reprocess(ctx context.Context, root, target, by string) (a
 // succeeded, Reprocessed; else Failed Again.
 func (p *Reprocessor) copyAnswer(ctx context.Context, id string, at time.Time) (answer, bool, error) {
 	c, err := p.w.o.Store.Get(ctx, id)
-	if errors.Is(err, redisstore.ErrNotFound) {
+	if errors.Is(err, policy.ErrNotFound) {
 		p.log.Info("reprocess request for an expired dead letter: Expired", slog.String("callout_id", id))
 		return answer{StatusExpired, "", p.w.o.Now()}, false, nil
 	}
@@ -280,9 +280,9 @@ func (p *Reprocessor) copyAnswer(ctx context.Context, id string, at time.Time) (
 		chain = c.ID
 	}
 	switch c.State {
-	case redisstore.Scheduled, redisstore.Held, redisstore.InFlight:
+	case policy.Scheduled, policy.Held, policy.InFlight:
 		return answer{StatusReprocessing, chain, at}, false, nil
-	case redisstore.Succeeded:
+	case policy.Succeeded:
 		return answer{StatusReprocessed, chain, at}, false, nil
 	}
 	return answer{StatusFailedAgain, chain, at}, false, nil

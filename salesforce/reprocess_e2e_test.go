@@ -12,11 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // statusUpstream is a real HTTP upstream answering its current status and
@@ -105,7 +105,7 @@ func TestReprocessEndToEnd(t *testing.T) {
 	nc := newCallout("orders")
 	nc.IdempotencyKey = "order-42"
 	nc.Header.Set("Idempotency-Key", `"order-42"`)
-	if _, err := e.store.Enqueue(ctxT(t), nc, redisstore.EnqueueOptions{}); err != nil {
+	if _, err := e.store.Enqueue(ctxT(t), nc, policy.EnqueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	round()
@@ -137,7 +137,7 @@ func TestReprocessEndToEnd(t *testing.T) {
 	status(StatusReprocessing, second)
 	round()
 	status(StatusReprocessed, second)
-	if c, err := e.store.Get(ctxT(t), second); err != nil || c.State != redisstore.Succeeded || c.ReplayOf != first {
+	if c, err := e.store.Get(ctxT(t), second); err != nil || c.State != policy.Succeeded || c.ReplayOf != first {
 		t.Errorf("second chain: %+v, %v", c, err)
 	}
 	if keys := up.seen(); !slices.Equal(keys, []string{`"order-42"`, `"order-42"`, `"order-42"`}) {

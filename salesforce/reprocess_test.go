@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // TestReprocessTwoReplicasAtOnce: two replicas polling Salesforce at the
@@ -70,7 +70,7 @@ func TestReprocessTwoReplicasAtOnce(t *testing.T) {
 				r := e.record(root)
 				chain, _ := r["Replay_Callout_Id__c"].(string)
 				c, err := e.store.Get(ctxT(t), chain)
-				if r["Status__c"] != StatusReprocessing || err != nil || c.ReplayOf != root || c.State != redisstore.Scheduled {
+				if r["Status__c"] != StatusReprocessing || err != nil || c.ReplayOf != root || c.State != policy.Scheduled {
 					t.Errorf("record %s: %v (chain %+v, %v), want Reprocessing naming a scheduled replay", root, r, c, err)
 				}
 			}
@@ -213,7 +213,7 @@ func enqueueChain(e *env, root string) string {
 	e.t.Helper()
 	nc := newCallout("orders")
 	nc.IdempotencyKey, nc.ReplayOf = "", root
-	res, err := e.store.Enqueue(ctxT(e.t), nc, redisstore.EnqueueOptions{})
+	res, err := e.store.Enqueue(ctxT(e.t), nc, policy.EnqueueOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestReprocessRetries(t *testing.T) {
 		meanwhile int
 	}{
 		{"backlog full", ErrReplayBusy, false, 0},
-		{"store unavailable", redisstore.ErrUnavailable, true, 1},
+		{"store unavailable", policy.ErrUnavailable, true, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)

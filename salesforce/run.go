@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -142,7 +143,7 @@ func (w *Writer) PollDiscarded(ctx context.Context) (int, error) {
 			}
 			n++
 			_, err := w.o.Outbox.SetRecordStatus(ctx, id, redisstore.StatusChange{Status: StatusDiscarded, At: stamp})
-			if errors.Is(err, redisstore.ErrNotFound) {
+			if errors.Is(err, policy.ErrNotFound) {
 				return nil // not an id of ours
 			}
 			return err
@@ -161,7 +162,7 @@ func (w *Writer) discard(ctx context.Context, id string) error {
 	case err == nil:
 		w.log.Info("dead letter discarded by a Salesforce admin", slog.String("callout_id", id))
 		return nil
-	case errors.Is(err, redisstore.ErrNotFound), errors.Is(err, redisstore.ErrNotDeadLettered):
+	case errors.Is(err, policy.ErrNotFound), errors.Is(err, policy.ErrNotDeadLettered):
 		return nil
 	}
 	return err

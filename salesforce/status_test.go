@@ -11,16 +11,16 @@ import (
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
-func succeeded() redisstore.Completion {
-	return redisstore.Completion{
-		Action:   redisstore.ActionSucceed,
-		Attempt:  &redisstore.Attempt{StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success},
-		Response: &redisstore.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":7}`)},
+func succeeded() policy.Completion {
+	return policy.Completion{
+		Action:   policy.ActionSucceed,
+		Attempt:  &policy.Attempt{StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success},
+		Response: &policy.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":7}`)},
 	}
 }
 
-func replayOf(id string) func(*redisstore.NewCallout) {
-	return func(nc *redisstore.NewCallout) { nc.ReplayOf = id }
+func replayOf(id string) func(*policy.NewCallout) {
+	return func(nc *policy.NewCallout) { nc.ReplayOf = id }
 }
 
 // TestReplayStatuses walks a record's life around replays (SPEC §8): New;
@@ -45,7 +45,7 @@ func TestReplayStatuses(t *testing.T) {
 	}
 
 	e.clk.Advance(time.Minute)
-	again := failed503(redisstore.ActionDeadLetter, redisstore.ReasonExhausted)
+	again := failed503(policy.ActionDeadLetter, policy.DeadLetterExhausted)
 	again.Response.Status, again.Attempt.Status = 502, 502
 	chain := e.scheduled("orders", 1, replayOf(root), again)[0]
 	e.drain()
@@ -153,10 +153,10 @@ func TestExpiredAndDiscarded(t *testing.T) {
 func TestCompletionEvents(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	sync := func(c redisstore.Completion) string {
+	sync := func(c policy.Completion) string {
 		nc := newCallout("orders")
 		nc.IdempotencyKey = ""
-		res, err := e.store.Begin(ctx, nc, redisstore.BeginOptions{Lease: time.Minute})
+		res, err := e.store.Begin(ctx, nc, policy.BeginOptions{Lease: time.Minute})
 		if err != nil || res.Claimed == nil {
 			t.Fatalf("begin: %+v %v", res, err)
 		}
@@ -166,8 +166,8 @@ func TestCompletionEvents(t *testing.T) {
 		return res.Claimed.ID
 	}
 	sync(succeeded())
-	ambiguous := sync(failed503(redisstore.ActionDeadLetter, redisstore.ReasonAmbiguous))
-	async := e.scheduled("orders", 1, func(*redisstore.NewCallout) {}, succeeded())[0]
+	ambiguous := sync(failed503(policy.ActionDeadLetter, policy.DeadLetterAmbiguous))
+	async := e.scheduled("orders", 1, func(*policy.NewCallout) {}, succeeded())[0]
 	e.drain()
 	evs := e.emu.Events(CalloutResultEvent)
 	if len(evs) != 1 || evs[0]["Callout_Id__c"] != async || evs[0]["State__c"] != "succeeded" ||

@@ -19,9 +19,9 @@ import (
 // Store is what the writer reads and changes in the proxy's own store.
 // *redisstore.Store implements it.
 type Store interface {
-	Get(ctx context.Context, id string) (*redisstore.Callout, error)
+	Get(ctx context.Context, id string) (*policy.Callout, error)
 	Discard(ctx context.Context, id string) error
-	EndpointState(ctx context.Context, endpoint string) (redisstore.EndpointState, error)
+	EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error)
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
 }
 

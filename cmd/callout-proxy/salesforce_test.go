@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 )
@@ -25,7 +25,7 @@ func TestReprocessError(t *testing.T) {
 		{"endpoint disabled", replay.ErrEndpointDisabled, salesforce.ErrReplayRefused},
 		{"endpoint not configured", replay.ErrUnknownEndpoint, salesforce.ErrReplayRefused},
 		{"backlog full", replay.ErrBacklogFull, salesforce.ErrReplayBusy},
-		{"store unavailable", redisstore.ErrUnavailable, nil},
+		{"store unavailable", policy.ErrUnavailable, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

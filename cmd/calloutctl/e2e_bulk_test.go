@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // jobCreated finds the job id in calloutctl's "replay job ID created" note.
@@ -46,7 +46,7 @@ func TestBulkReplayPacedShowsProgressAndCancels(t *testing.T) {
 	go func() { cancelled <- p.ctl(t, "", "replay-jobs", "cancel", id) }()
 	eventually(t, "the job cancelling", func() bool {
 		j, err := p.jobs.Job(t.Context(), id)
-		return err == nil && j.State == redisstore.JobCancelling
+		return err == nil && j.State == policy.JobCancelling
 	})
 	release()
 	(<-cancelled).want(t, exitOK, "replay job "+id+" cancelled by ops: 400 of 1000 sent")

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // seeded is a dead letter a test made.
@@ -60,7 +60,7 @@ func (p *proxyEnv) seedDeadLetters(t *testing.T, endpoint, prefix string, n int,
 		id := p.submit(t, endpoint, key)
 		eventually(t, key+" dead-lettered", func() bool {
 			c, err := p.store.Get(t.Context(), id)
-			return err == nil && c.State == redisstore.DeadLettered
+			return err == nil && c.State == policy.DeadLettered
 		})
 		out[i] = seeded{id: id, endpoint: endpoint, key: key, at: p.clk.Now()}
 		p.clk.Advance(step)
@@ -75,10 +75,10 @@ func (p *proxyEnv) seedMany(t *testing.T, endpoint, prefix string, n int) {
 	t.Helper()
 	for i := range n {
 		key := fmt.Sprintf("%s-%d", prefix, i)
-		_, err := p.store.Enqueue(t.Context(), redisstore.NewCallout{Endpoint: endpoint, Issuer: testIssuer,
+		_, err := p.store.Enqueue(t.Context(), policy.NewCallout{Endpoint: endpoint, Issuer: testIssuer,
 			Method: "POST", Path: "/v1/charges", Body: []byte(`{"key":"` + key + `"}`), IdempotencyKey: key,
 			Header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {`"` + key + `"`}}},
-			redisstore.EnqueueOptions{})
+			policy.EnqueueOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

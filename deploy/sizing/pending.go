@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -35,9 +36,9 @@ func measurePending(ctx context.Context, r *redisServer, n, bodyBytes int) (pend
 		return pendingResult{}, err
 	}
 	body := []byte(strings.Repeat("x", bodyBytes))
-	var last redisstore.EnqueueResult
+	var last policy.EnqueueResult
 	for i := range n {
-		last, err = store.Enqueue(ctx, sampleCallout(i, body), redisstore.EnqueueOptions{})
+		last, err = store.Enqueue(ctx, sampleCallout(i, body), policy.EnqueueOptions{})
 		if err != nil {
 			return pendingResult{}, fmt.Errorf("enqueue %d: %w", i, err)
 		}
@@ -67,8 +68,8 @@ func (r *redisServer) keysOf(ctx context.Context, id string) (record, reservatio
 }
 
 // sampleCallout is the i-th callout of a measurement.
-func sampleCallout(i int, body []byte) redisstore.NewCallout {
-	return redisstore.NewCallout{
+func sampleCallout(i int, body []byte) policy.NewCallout {
+	return policy.NewCallout{
 		Endpoint: "payment-api", Issuer: "https://example.my.salesforce.com",
 		Method: http.MethodPost, Path: "/v1/charges",
 		Header: http.Header{

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // BenchmarkDispatch measures how fast one replica drains due callouts
@@ -61,7 +61,7 @@ func forEachBackendB(b *testing.B, fn func(b *testing.B, h *harness, names []str
 			}
 			h := newHarness(b, be, newConfig(b, nil, eps...))
 			fn(b, h, names)
-			if got := h.events.count(redisstore.Succeeded); got != b.N {
+			if got := h.events.count(policy.Succeeded); got != b.N {
 				b.Fatalf("%d callouts succeeded, want %d", got, b.N)
 			}
 		})

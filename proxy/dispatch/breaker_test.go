@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // changes records what the dispatcher told its BreakerWatcher.
@@ -20,7 +20,7 @@ type changes struct {
 	opened, closed int
 }
 
-func (c *changes) Changed(_ context.Context, _ *config.Endpoint, ch redisstore.BreakerChange) {
+func (c *changes) Changed(_ context.Context, _ *config.Endpoint, ch policy.BreakerChange) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ch.Opened {
@@ -59,7 +59,7 @@ func openBreaker(t *testing.T, h *harness, d *dispatch.Dispatcher, n int) []stri
 	if got := h.round(d); got != n {
 		t.Fatalf("round claimed %d, want %d", got, n)
 	}
-	if st := h.state("pay"); st.Breaker != redisstore.BreakerOpen || !st.ProbeAt.Equal(t0.Add(5*time.Minute)) {
+	if st := h.state("pay"); st.Breaker != policy.BreakerOpen || !st.ProbeAt.Equal(t0.Add(5*time.Minute)) {
 		t.Fatalf("breaker %s probe at %v, want open with its probe at t0+5m", st.Breaker, st.ProbeAt)
 	}
 	return ids
@@ -86,7 +86,7 @@ func TestBreakerHoldsAndProbes(t *testing.T) {
 			t.Fatalf("round while the breaker is open claimed %d", n)
 		}
 		for _, id := range ids {
-			if c := h.get(id); c.State != redisstore.Held || c.Attempts != 1 {
+			if c := h.get(id); c.State != policy.Held || c.Attempts != 1 {
 				t.Fatalf("while open: state %s attempts %d, want held with 1", c.State, c.Attempts)
 			}
 		}
@@ -95,13 +95,13 @@ func TestBreakerHoldsAndProbes(t *testing.T) {
 		if n := h.round(d); n != 1 {
 			t.Fatalf("round at the probe time claimed %d, want exactly 1 probe", n)
 		}
-		if st := h.state("pay"); st.Breaker != redisstore.BreakerClosed {
+		if st := h.state("pay"); st.Breaker != policy.BreakerClosed {
 			t.Fatalf("breaker %s after the probe succeeded, want closed", st.Breaker)
 		}
 		probes := 0
 		for _, id := range ids {
 			c := h.get(id)
-			if c.State == redisstore.Succeeded && c.AttemptLog[len(c.AttemptLog)-1].Kind == redisstore.KindProbe {
+			if c.State == policy.Succeeded && c.AttemptLog[len(c.AttemptLog)-1].Kind == policy.KindProbe {
 				probes++
 			}
 		}
@@ -112,7 +112,7 @@ func TestBreakerHoldsAndProbes(t *testing.T) {
 			t.Fatalf("round after the breaker closed claimed %d, want the other 3", n)
 		}
 		for _, id := range ids {
-			if c := h.get(id); c.State != redisstore.Succeeded || c.Attempts != 2 {
+			if c := h.get(id); c.State != policy.Succeeded || c.Attempts != 2 {
 				t.Errorf("state %s attempts %d, want succeeded after 2", c.State, c.Attempts)
 			}
 		}

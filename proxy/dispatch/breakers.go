@@ -8,12 +8,11 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // Disabler disables an endpoint in the store. *redisstore.Store implements it.
 type Disabler interface {
-	Disable(ctx context.Context, endpoint, reason string) (redisstore.DisableResult, error)
+	Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error)
 }
 
 // Notifier tells an endpoint's owner (SPEC §6: once per outage, on its
@@ -39,7 +38,7 @@ type Watcher struct {
 }
 
 // Changed is called after every result that went through the breaker.
-func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch redisstore.BreakerChange) {
+func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange) {
 	log := w.Logger.With(slog.String("endpoint", ep.Name))
 	switch {
 	case ch.Opened:
@@ -76,10 +75,10 @@ func (w *Watcher) disable(ctx context.Context, ep *config.Endpoint, reason strin
 		slog.String("endpoint", ep.Name), slog.String("reason", reason),
 		slog.Int("dead_lettered", len(res.DeadLettered)))
 	for _, id := range res.DeadLettered {
-		w.Metrics.DeadLetters.WithLabelValues(ep.Name, string(redisstore.ReasonEndpointDisabled)).Inc()
+		w.Metrics.DeadLetters.WithLabelValues(ep.Name, string(policy.DeadLetterEndpointDisabled)).Inc()
 		if w.Events != nil {
-			w.Events.Finished(ctx, Finished{ID: id, Endpoint: ep.Name, State: redisstore.DeadLettered,
-				Reason: redisstore.ReasonEndpointDisabled})
+			w.Events.Finished(ctx, Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
+				Reason: policy.DeadLetterEndpointDisabled})
 		}
 	}
 	if w.Notifier != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // LeaseGrace is added to an endpoint's attempt limit to make a lease (SPEC
@@ -25,8 +24,8 @@ func Lease(ep *config.Endpoint) time.Duration { return ep.AttemptTimeout + Lease
 
 // Breaker is ep's circuit-breaker settings for the store (SPEC §6), with
 // the probe token leased like an attempt.
-func Breaker(ep *config.Endpoint) redisstore.Breaker {
-	return redisstore.Breaker{
+func Breaker(ep *config.Endpoint) policy.BreakerSettings {
+	return policy.BreakerSettings{
 		Failures: ep.BreakerFailures, ProbeInterval: ep.BreakerProbeInterval, ProbeLease: Lease(ep),
 	}
 }
@@ -35,7 +34,7 @@ func Breaker(ep *config.Endpoint) redisstore.Breaker {
 type Input struct {
 	Policy   policy.Policy
 	Endpoint *config.Endpoint
-	Claimed  *redisstore.Claimed
+	Claimed  *policy.Claimed
 	Attempt  forward.Attempt
 	// Class is policy.Classify of Attempt.
 	Class policy.Classification
@@ -62,15 +61,15 @@ type Input struct {
 // A 429 with a valid Retry-After also pauses the whole endpoint until then
 // (capped). Whether the attempt counts toward the breaker is
 // policy.CountsTowardBreaker.
-func Decide(in Input) redisstore.Completion {
-	c := redisstore.Completion{
+func Decide(in Input) policy.Completion {
+	c := policy.Completion{
 		Attempt:             attemptRecord(in),
 		CountsTowardBreaker: policy.CountsTowardBreaker(in.Class),
 		Breaker:             Breaker(in.Endpoint),
 		Lease:               Lease(in.Endpoint),
 	}
 	if r := in.Attempt.Response; r != nil {
-		c.Response = &redisstore.Response{Status: r.Status, Header: r.Header, Body: r.Body}
+		c.Response = &policy.Response{Status: r.Status, Header: r.Header, Body: r.Body}
 	}
 	if in.Class.Outcome != policy.Success {
 		c.Error = in.Class.Reason
@@ -79,27 +78,27 @@ func Decide(in Input) redisstore.Completion {
 	c.PausedUntil = PauseUntil(in.Policy, in.Attempt.Response, in.Now)
 	switch {
 	case in.Class.Outcome == policy.Success:
-		c.Action = redisstore.ActionSucceed
+		c.Action = policy.ActionSucceed
 	case in.Class.Outcome != policy.Retryable && in.Sync:
-		c.Action = redisstore.ActionFail
+		c.Action = policy.ActionFail
 	case in.Class.Outcome != policy.Retryable:
-		c.Action, c.Reason = redisstore.ActionDeadLetter, redisstore.ReasonPermanent
+		c.Action, c.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
 	case ambiguous(in):
-		c.Action, c.Reason = redisstore.ActionDeadLetter, redisstore.ReasonAmbiguous
+		c.Action, c.Reason = policy.ActionDeadLetter, policy.DeadLetterAmbiguous
 	default:
 		next := in.Now.Add(policy.NextDelay(in.Policy, in.Claimed.Attempt, retryAfter, haveRA, in.Rand))
 		if !policy.NextAttemptFits(in.Policy, in.Claimed.Attempt, in.Claimed.FirstAttemptAt, next) {
-			c.Action, c.Reason = redisstore.ActionDeadLetter, redisstore.ReasonExhausted
+			c.Action, c.Reason = policy.ActionDeadLetter, policy.DeadLetterExhausted
 			break
 		}
-		c.Action, c.NextAttemptAt = redisstore.ActionRetry, next
+		c.Action, c.NextAttemptAt = policy.ActionRetry, next
 	}
 	return c
 }
 
 // attemptRecord is the attempt-log entry of in.Attempt.
-func attemptRecord(in Input) *redisstore.Attempt {
-	a := &redisstore.Attempt{
+func attemptRecord(in Input) *policy.Attempt {
+	a := &policy.Attempt{
 		StartedAt: in.Attempt.Started, Duration: in.Attempt.Duration,
 		Outcome: in.Class.Outcome,
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // endpointFor returns a loaded-looking endpoint with the given idempotency
@@ -39,8 +38,8 @@ type decideCase struct {
 	sent        bool
 	rand        float64 // default 0.5
 
-	action redisstore.Action
-	reason redisstore.DeadLetterReason
+	action policy.Action
+	reason policy.DeadLetterReason
 	next   time.Duration // NextAttemptAt − now (only for ActionRetry)
 	paused time.Duration // PausedUntil − now (0: no pause)
 	counts bool          // CountsTowardBreaker
@@ -71,7 +70,7 @@ func (c decideCase) input(p policy.Policy, now time.Time) dispatch.Input {
 	}
 	return dispatch.Input{
 		Policy: p, Endpoint: endpointFor(idem), Attempt: att, Now: now, Rand: fixed(rnd), Sync: c.sync,
-		Claimed: &redisstore.Claimed{ID: "c1", Endpoint: "pay", Method: method, Attempt: attempt,
+		Claimed: &policy.Claimed{ID: "c1", Endpoint: "pay", Method: method, Attempt: attempt,
 			FirstAttemptAt: now.Add(-c.age)},
 		Class: policy.Classify(c.status, att.Err),
 	}
@@ -88,43 +87,43 @@ func TestDecide(t *testing.T) {
 	now := t0
 	s := time.Second
 	cases := []decideCase{
-		{name: "2xx async succeeds", status: 201, action: redisstore.ActionSucceed},
-		{name: "2xx sync succeeds", status: 200, sync: true, action: redisstore.ActionSucceed},
-		{name: "sync permanent fails", status: 404, sync: true, action: redisstore.ActionFail},
-		{name: "async permanent dead letter", status: 403, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonPermanent},
-		{name: "async 501 dead letter", status: 501, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonPermanent},
-		{name: "async 3xx dead letter", status: 302, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonPermanent},
-		{name: "503 retry after jittered base", status: 503, action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
-		{name: "503 sync retries too", status: 503, sync: true, action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
-		{name: "503 attempt 3 ceiling 20s", status: 503, attempt: 3, action: redisstore.ActionRetry, next: 10 * s, counts: true},
-		{name: "503 jitter 0.999", status: 503, attempt: 2, rand: 0.999, action: redisstore.ActionRetry, next: 9990 * time.Millisecond, counts: true},
-		{name: "503 attempt 11 still fits", status: 503, attempt: 11, action: redisstore.ActionRetry, next: 2560 * s, counts: true},
-		{name: "503 attempt 12 exhausted", status: 503, attempt: 12, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonExhausted, counts: true},
+		{name: "2xx async succeeds", status: 201, action: policy.ActionSucceed},
+		{name: "2xx sync succeeds", status: 200, sync: true, action: policy.ActionSucceed},
+		{name: "sync permanent fails", status: 404, sync: true, action: policy.ActionFail},
+		{name: "async permanent dead letter", status: 403, action: policy.ActionDeadLetter, reason: policy.DeadLetterPermanent},
+		{name: "async 501 dead letter", status: 501, action: policy.ActionDeadLetter, reason: policy.DeadLetterPermanent},
+		{name: "async 3xx dead letter", status: 302, action: policy.ActionDeadLetter, reason: policy.DeadLetterPermanent},
+		{name: "503 retry after jittered base", status: 503, action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "503 sync retries too", status: 503, sync: true, action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "503 attempt 3 ceiling 20s", status: 503, attempt: 3, action: policy.ActionRetry, next: 10 * s, counts: true},
+		{name: "503 jitter 0.999", status: 503, attempt: 2, rand: 0.999, action: policy.ActionRetry, next: 9990 * time.Millisecond, counts: true},
+		{name: "503 attempt 11 still fits", status: 503, attempt: 11, action: policy.ActionRetry, next: 2560 * s, counts: true},
+		{name: "503 attempt 12 exhausted", status: 503, attempt: 12, action: policy.ActionDeadLetter, reason: policy.DeadLetterExhausted, counts: true},
 		{name: "next attempt past max_age exhausted", status: 503, attempt: 4, age: 72*time.Hour - 5*s,
-			action: redisstore.ActionDeadLetter, reason: redisstore.ReasonExhausted, counts: true},
+			action: policy.ActionDeadLetter, reason: policy.DeadLetterExhausted, counts: true},
 		{name: "next attempt inside max_age retries", status: 503, age: 72*time.Hour - 30*s,
-			action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
-		{name: "no answer retries", err: refused, action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "no answer retries", err: refused, action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
 		{name: "429 Retry-After 30 pauses the endpoint", status: 429, retryAfter: "30",
-			action: redisstore.ActionRetry, next: 30 * s, paused: 30 * s},
+			action: policy.ActionRetry, next: 30 * s, paused: 30 * s},
 		{name: "429 Retry-After 7200 capped at 1h", status: 429, retryAfter: "7200",
-			action: redisstore.ActionRetry, next: time.Hour, paused: time.Hour},
-		{name: "429 without Retry-After no pause", status: 429, action: redisstore.ActionRetry, next: 2500 * time.Millisecond},
-		{name: "429 invalid Retry-After no pause", status: 429, retryAfter: "-5", action: redisstore.ActionRetry, next: 2500 * time.Millisecond},
+			action: policy.ActionRetry, next: time.Hour, paused: time.Hour},
+		{name: "429 without Retry-After no pause", status: 429, action: policy.ActionRetry, next: 2500 * time.Millisecond},
+		{name: "429 invalid Retry-After no pause", status: 429, retryAfter: "-5", action: policy.ActionRetry, next: 2500 * time.Millisecond},
 		{name: "503 Retry-After delays only the callout", status: 503, retryAfter: "30",
-			action: redisstore.ActionRetry, next: 30 * s, counts: true},
+			action: policy.ActionRetry, next: 30 * s, counts: true},
 		{name: "ignored POST sent no answer ambiguous", idempotency: config.IdempotencyIgnored, err: attemptTimeout, sent: true,
-			action: redisstore.ActionDeadLetter, reason: redisstore.ReasonAmbiguous, counts: true},
+			action: policy.ActionDeadLetter, reason: policy.DeadLetterAmbiguous, counts: true},
 		{name: "ignored PUT sent no answer ambiguous", idempotency: config.IdempotencyIgnored, method: http.MethodPut,
-			err: attemptTimeout, sent: true, action: redisstore.ActionDeadLetter, reason: redisstore.ReasonAmbiguous, counts: true},
+			err: attemptTimeout, sent: true, action: policy.ActionDeadLetter, reason: policy.DeadLetterAmbiguous, counts: true},
 		{name: "ignored GET sent no answer retries", idempotency: config.IdempotencyIgnored, method: http.MethodGet,
-			err: attemptTimeout, sent: true, action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+			err: attemptTimeout, sent: true, action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
 		{name: "ignored POST never sent retries", idempotency: config.IdempotencyIgnored, err: refused,
-			action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
 		{name: "ignored POST answered 503 retries", idempotency: config.IdempotencyIgnored, status: 503,
-			action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
 		{name: "honoured POST sent no answer retries", err: attemptTimeout, sent: true,
-			action: redisstore.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -136,13 +135,13 @@ func TestDecide(t *testing.T) {
 }
 
 // checkDecision compares one Decide result with its case.
-func checkDecision(t *testing.T, c decideCase, in dispatch.Input, got redisstore.Completion, now time.Time) {
+func checkDecision(t *testing.T, c decideCase, in dispatch.Input, got policy.Completion, now time.Time) {
 	t.Helper()
 	if got.Action != c.action || got.Reason != c.reason {
 		t.Fatalf("action, reason = %q, %q; want %q, %q", got.Action, got.Reason, c.action, c.reason)
 	}
 	wantNext := time.Time{}
-	if c.action == redisstore.ActionRetry {
+	if c.action == policy.ActionRetry {
 		wantNext = now.Add(c.next)
 	}
 	if !got.NextAttemptAt.Equal(wantNext) {
@@ -195,10 +194,10 @@ func TestDecideAttemptNumbers(t *testing.T) {
 			in.Rand = fixed(rnd)
 			got := dispatch.Decide(in)
 			if n == unlimited.MaxAttempts {
-				if got.Reason != redisstore.ReasonExhausted {
+				if got.Reason != policy.DeadLetterExhausted {
 					t.Errorf("attempt %d of %d: reason %q, want exhausted", n, n, got.Reason)
 				}
-			} else if got.Action != redisstore.ActionRetry {
+			} else if got.Action != policy.ActionRetry {
 				t.Fatalf("attempt %d rand %v: action %q, want retry with unlimited attempts", n, rnd, got.Action)
 			} else if d := got.NextAttemptAt.Sub(now); d < 0 || d > unlimited.MaxDelay {
 				t.Errorf("attempt %d rand %v: delay %v outside [0, %v]", n, rnd, d, unlimited.MaxDelay)
@@ -207,8 +206,8 @@ func TestDecideAttemptNumbers(t *testing.T) {
 			in.Rand = fixed(rnd)
 			got = dispatch.Decide(in)
 			exhausted := n >= 12
-			if (got.Action == redisstore.ActionDeadLetter) != exhausted ||
-				(exhausted && got.Reason != redisstore.ReasonExhausted) {
+			if (got.Action == policy.ActionDeadLetter) != exhausted ||
+				(exhausted && got.Reason != policy.DeadLetterExhausted) {
 				t.Errorf("attempt %d with 12 allowed: action %q reason %q, exhausted %v", n, got.Action, got.Reason, exhausted)
 			}
 		}

@@ -20,7 +20,7 @@ import (
 // *redisstore.Store implements it.
 type Store interface {
 	Claim(ctx context.Context, endpoint string, opts redisstore.ClaimOptions) (redisstore.ClaimResult, error)
-	Complete(ctx context.Context, cl *redisstore.Claimed, c redisstore.Completion) (redisstore.CompleteResult, error)
+	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
 	Reap(ctx context.Context, endpoint string, limit int) ([]string, error)
 }
 
@@ -34,9 +34,9 @@ type Upstream interface {
 type Finished struct {
 	ID       string
 	Endpoint string
-	State    redisstore.State
+	State    policy.State
 	// Reason is the dead-letter reason; "" when it succeeded.
-	Reason redisstore.DeadLetterReason
+	Reason policy.DeadLetterReason
 	// NotifyOwner: the first dead letter of the endpoint's outage (SPEC §6).
 	NotifyOwner bool
 }
@@ -51,7 +51,7 @@ type Events interface {
 // BreakerWatcher is told what each result did to its endpoint's breaker.
 // *Watcher implements it.
 type BreakerWatcher interface {
-	Changed(ctx context.Context, ep *config.Endpoint, ch redisstore.BreakerChange)
+	Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange)
 }
 
 // Options configure a Dispatcher. Config, Store, Upstream, Metrics and
@@ -270,8 +270,8 @@ func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
 	}
 	d.mu.Unlock()
 	for _, id := range res.DeadLettered {
-		d.finished(ctx, Finished{ID: id, Endpoint: ep.Name, State: redisstore.DeadLettered,
-			Reason: redisstore.ReasonEndpointDisabled})
+		d.finished(ctx, Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
+			Reason: policy.DeadLetterEndpointDisabled})
 	}
 	for _, cl := range res.Claimed {
 		d.start(ep, cl)
@@ -280,7 +280,7 @@ func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
 }
 
 // start runs one claimed attempt in its own goroutine, holding a slot.
-func (d *Dispatcher) start(ep *config.Endpoint, cl *redisstore.Claimed) {
+func (d *Dispatcher) start(ep *config.Endpoint, cl *policy.Claimed) {
 	d.slots <- struct{}{}
 	d.mu.Lock()
 	d.inFlight[ep.Name]++
@@ -305,13 +305,13 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *redisstore.Claimed) {
 
 // attempt dispatches cl (unless it is already exhausted), decides and
 // completes it.
-func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *redisstore.Claimed) {
+func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) {
 	comp := d.outcome(ctx, ep, cl)
 	res, err := d.o.Store.Complete(ctx, cl, comp)
 	log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
 		slog.Int("attempt", cl.Attempt))
 	switch {
-	case errors.Is(err, redisstore.ErrStaleLease):
+	case errors.Is(err, policy.ErrStaleLease):
 		log.Warn("lease lost before completion; another replica owns the callout now")
 		return
 	case err != nil:
@@ -323,15 +323,15 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *redis
 		d.o.Breakers.Changed(ctx, ep, res.Breaker)
 	}
 	reason := comp.Reason
-	if res.State == redisstore.DeadLettered && comp.Action != redisstore.ActionDeadLetter {
+	if res.State == policy.DeadLettered && comp.Action != policy.ActionDeadLetter {
 		// The endpoint was disabled while the attempt ran: the store made
 		// the retry a dead letter (complete.lua; Store.Disable).
-		reason = redisstore.ReasonEndpointDisabled
+		reason = policy.DeadLetterEndpointDisabled
 	}
-	if comp.Action == redisstore.ActionRetry && (res.State == redisstore.Scheduled || res.State == redisstore.Held) {
+	if comp.Action == policy.ActionRetry && (res.State == policy.Scheduled || res.State == policy.Held) {
 		d.o.Metrics.RetriesScheduled.WithLabelValues(ep.Name, comp.Error).Inc()
 	}
-	if res.State == redisstore.Succeeded || res.State == redisstore.DeadLettered {
+	if res.State == policy.Succeeded || res.State == policy.DeadLettered {
 		d.finished(ctx, Finished{ID: cl.ID, Endpoint: ep.Name, State: res.State,
 			Reason: reason, NotifyOwner: res.NotifyOwner})
 	}
@@ -340,7 +340,7 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *redis
 // lag is how late cl was claimed: from its due time, or from when this
 // replica saw its endpoint's gate reopen when that came later (a callout
 // held behind a breaker or a pause), never negative.
-func (d *Dispatcher) lag(ep *config.Endpoint, cl *redisstore.Claimed) time.Duration {
+func (d *Dispatcher) lag(ep *config.Endpoint, cl *policy.Claimed) time.Duration {
 	d.mu.Lock()
 	from := cl.DueAt
 	if r := d.reopenedAt[ep.Name]; r.After(from) {
@@ -355,9 +355,9 @@ func (d *Dispatcher) lag(ep *config.Endpoint, cl *redisstore.Claimed) time.Durat
 // pause, or reaped, past max_age; or over max_attempts) is exhausted
 // (SPEC §3) and is not dispatched: its completion has no Attempt, so the
 // store undoes the claim's count and leaves the breaker alone.
-func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *redisstore.Claimed) redisstore.Completion {
+func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) policy.Completion {
 	if policy.Exhausted(d.o.Config.Policy, cl.Attempt-1, cl.FirstAttemptAt, d.o.Now()) {
-		return redisstore.Completion{Action: redisstore.ActionDeadLetter, Reason: redisstore.ReasonExhausted,
+		return policy.Completion{Action: policy.ActionDeadLetter, Reason: policy.DeadLetterExhausted,
 			Breaker: Breaker(ep), Lease: Lease(ep)}
 	}
 	d.o.Metrics.ScheduleLag.Observe(d.lag(ep, cl).Seconds())
@@ -368,10 +368,10 @@ func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *redis
 	if errors.As(att.Err, &pe) {
 		// Refused before sending (blocked address, unresolvable injected
 		// header): retrying cannot help, so it ends as a permanent dead letter.
-		return redisstore.Completion{
-			Action: redisstore.ActionDeadLetter, Reason: redisstore.ReasonPermanent,
+		return policy.Completion{
+			Action: policy.ActionDeadLetter, Reason: policy.DeadLetterPermanent,
 			Error: string(pe.Code), Breaker: Breaker(ep), Lease: Lease(ep),
-			Attempt: &redisstore.Attempt{StartedAt: att.Started, Outcome: policy.Rejected, Error: string(pe.Code)},
+			Attempt: &policy.Attempt{StartedAt: att.Started, Outcome: policy.Rejected, Error: string(pe.Code)},
 		}
 	}
 	cls := d.o.Metrics.Observe(ep.Name, string(cl.Kind), att)
@@ -382,7 +382,7 @@ func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *redis
 // finished records an asynchronous ending in metrics and logs and passes
 // it on to Events.
 func (d *Dispatcher) finished(ctx context.Context, f Finished) {
-	if f.State == redisstore.DeadLettered {
+	if f.State == policy.DeadLettered {
 		d.o.Metrics.DeadLetters.WithLabelValues(f.Endpoint, string(f.Reason)).Inc()
 		d.o.Logger.Warn("dead letter", slog.String("endpoint", f.Endpoint),
 			slog.String("callout_id", f.ID), slog.String("reason", string(f.Reason)),

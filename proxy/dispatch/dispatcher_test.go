@@ -12,7 +12,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // msPolicy is a policy whose backoff is milliseconds, so a test walks a
@@ -48,7 +47,7 @@ func TestRetryChainSucceeds(t *testing.T) {
 			t.Fatalf("a finished chain was claimed again (%d)", n)
 		}
 		c := h.get(id)
-		if c.State != redisstore.Succeeded || c.Attempts != 4 {
+		if c.State != policy.Succeeded || c.Attempts != 4 {
 			t.Fatalf("state %s after %d attempts, want succeeded after 4", c.State, c.Attempts)
 		}
 		if c.Response == nil || c.Response.Status != 201 || string(c.Response.Body) != `{"id":"ch_1"}` ||
@@ -68,22 +67,22 @@ func TestRetryChainSucceeds(t *testing.T) {
 		wantCounter(t, "attempts retry retryable", h.m.Attempts.WithLabelValues("pay", "retryable", "retry"), 2)
 		wantCounter(t, "attempts retry success", h.m.Attempts.WithLabelValues("pay", "success", "retry"), 1)
 		wantCounter(t, "retries scheduled", h.m.RetriesScheduled.WithLabelValues("pay", "status_5xx"), 3)
-		if f := h.events.of(id); len(f) != 1 || f[0].State != redisstore.Succeeded || f[0].Reason != "" {
+		if f := h.events.of(id); len(f) != 1 || f[0].State != policy.Succeeded || f[0].Reason != "" {
 			t.Errorf("events = %+v, want one succeeded", f)
 		}
 	})
 }
 
 // checkChainLog checks the attempt log of three 503s then a 201.
-func checkChainLog(t *testing.T, log []redisstore.Attempt) {
+func checkChainLog(t *testing.T, log []policy.Attempt) {
 	t.Helper()
 	wantLog := []struct {
-		kind   redisstore.Kind
+		kind   policy.Kind
 		status int
 		out    policy.Outcome
 	}{
-		{redisstore.KindFirst, 503, policy.Retryable}, {redisstore.KindRetry, 503, policy.Retryable},
-		{redisstore.KindRetry, 503, policy.Retryable}, {redisstore.KindRetry, 201, policy.Success},
+		{policy.KindFirst, 503, policy.Retryable}, {policy.KindRetry, 503, policy.Retryable},
+		{policy.KindRetry, 503, policy.Retryable}, {policy.KindRetry, 201, policy.Success},
 	}
 	if len(log) != len(wantLog) {
 		t.Fatalf("attempt log has %d entries, want 4: %+v", len(log), log)
@@ -115,7 +114,7 @@ func TestAmbiguousWrite(t *testing.T) {
 			t.Fatalf("round claimed %d, want 2", n)
 		}
 		c := h.get(ign)
-		if c.State != redisstore.DeadLettered || c.DeadLetterReason != redisstore.ReasonAmbiguous || c.Attempts != 1 {
+		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterAmbiguous || c.Attempts != 1 {
 			t.Fatalf("ignored: state %s reason %q attempts %d, want dead_lettered ambiguous after 1",
 				c.State, c.DeadLetterReason, c.Attempts)
 		}
@@ -123,7 +122,7 @@ func TestAmbiguousWrite(t *testing.T) {
 			t.Errorf("ignored: last error %q, want %s", c.LastError, policy.ReasonHeaderTimeout)
 		}
 		c = h.get(hon)
-		if c.State != redisstore.Scheduled || c.Attempts != 1 || c.NextAttemptAt.IsZero() {
+		if c.State != policy.Scheduled || c.Attempts != 1 || c.NextAttemptAt.IsZero() {
 			t.Fatalf("honoured: state %s attempts %d next %v, want scheduled after 1", c.State, c.Attempts, c.NextAttemptAt)
 		}
 		h.clk.Advance(time.Hour)
@@ -133,7 +132,7 @@ func TestAmbiguousWrite(t *testing.T) {
 		if up.hitsFor("/ignored") != 1 || up.hitsFor("/honoured") != 2 {
 			t.Errorf("upstream saw ignored %d, honoured %d; want 1 and 2", up.hitsFor("/ignored"), up.hitsFor("/honoured"))
 		}
-		if f := h.events.of(ign); len(f) != 1 || f[0].Reason != redisstore.ReasonAmbiguous {
+		if f := h.events.of(ign); len(f) != 1 || f[0].Reason != policy.DeadLetterAmbiguous {
 			t.Errorf("events for the ambiguous write = %+v", f)
 		}
 		wantCounter(t, "dead letters ambiguous", h.m.DeadLetters.WithLabelValues("ignored", "ambiguous"), 1)
@@ -160,7 +159,7 @@ func TestPermanentDeadLetteredAtOnce(t *testing.T) {
 			}
 		}
 		c := h.get(id)
-		if c.State != redisstore.DeadLettered || c.DeadLetterReason != redisstore.ReasonPermanent ||
+		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterPermanent ||
 			c.Attempts != 1 || c.Response == nil || c.Response.Status != 403 {
 			t.Fatalf("state %s reason %q attempts %d response %+v, want dead_lettered permanent after one 403",
 				c.State, c.DeadLetterReason, c.Attempts, c.Response)

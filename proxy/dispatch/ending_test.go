@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // TestDisabledDuringAttempt: the endpoint is disabled while an attempt is
@@ -29,11 +29,11 @@ func TestDisabledDuringAttempt(t *testing.T) {
 		up.release()
 		d.Wait()
 		c := h.get(id)
-		if c.State != redisstore.DeadLettered || c.DeadLetterReason != redisstore.ReasonEndpointDisabled {
+		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterEndpointDisabled {
 			t.Fatalf("state %s reason %q, want dead_lettered endpoint_disabled", c.State, c.DeadLetterReason)
 		}
 		f := h.events.of(id)
-		if len(f) != 1 || f[0].State != redisstore.DeadLettered || f[0].Reason != redisstore.ReasonEndpointDisabled {
+		if len(f) != 1 || f[0].State != policy.DeadLettered || f[0].Reason != policy.DeadLetterEndpointDisabled {
 			t.Errorf("events = %+v, want one dead letter, reason endpoint_disabled", f)
 		}
 		wantCounter(t, "dead letters endpoint_disabled", h.m.DeadLetters.WithLabelValues("pay", "endpoint_disabled"), 1)
@@ -64,7 +64,7 @@ func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
 		if n := h.round(d); n != 2 {
 			t.Fatalf("round claimed %d, want 2", n)
 		}
-		if c := h.get(id); c.State != redisstore.Held {
+		if c := h.get(id); c.State != policy.Held {
 			t.Fatalf("after the 503: state %s, want held by the pause", c.State)
 		}
 		h.clk.Advance(time.Hour - time.Millisecond)
@@ -76,7 +76,7 @@ func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
 			t.Fatalf("round after the pause claimed %d, want 1", n)
 		}
 		c := h.get(id)
-		if c.State != redisstore.DeadLettered || c.DeadLetterReason != redisstore.ReasonExhausted {
+		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterExhausted {
 			t.Fatalf("state %s reason %q, want dead_lettered exhausted", c.State, c.DeadLetterReason)
 		}
 		if c.Attempts != 1 || len(c.AttemptLog) != 1 || up.hitsFor("/v1/charges") != 1 {
@@ -112,7 +112,7 @@ func TestReapedLastAttemptNotRepeated(t *testing.T) {
 			t.Fatalf("replica 2 claimed %d after the lease expired, want 1", n)
 		}
 		c := h.get(id)
-		if c.State != redisstore.DeadLettered || c.DeadLetterReason != redisstore.ReasonExhausted || c.Attempts != 1 {
+		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterExhausted || c.Attempts != 1 {
 			t.Fatalf("state %s reason %q attempts %d, want dead_lettered exhausted after 1",
 				c.State, c.DeadLetterReason, c.Attempts)
 		}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // hungBacklog is how many due callouts the dead endpoint holds.
@@ -89,7 +89,7 @@ func TestBatchBoundServesOtherEndpoints(t *testing.T) {
 		f.bUp.release()
 		d.Wait()
 		for i, id := range f.bIDs {
-			if c := h.get(id); c.State != redisstore.Succeeded {
+			if c := h.get(id); c.State != policy.Succeeded {
 				t.Errorf("b's callout %d: state %s, want succeeded", i, c.State)
 			}
 		}

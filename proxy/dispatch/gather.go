@@ -5,16 +5,16 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // StateReader is what the Gatherer needs of the store.
 // *redisstore.Store implements it.
 type StateReader interface {
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
-	EndpointState(ctx context.Context, endpoint string) (redisstore.EndpointState, error)
+	EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error)
 }
 
 // Gatherer sets the backlog and breaker-state gauges from the store every

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
@@ -186,10 +187,10 @@ func (h *harness) enqueue(endpoint, method, path, key string, due time.Time) str
 	if key != "" {
 		hdr.Set("Idempotency-Key", `"`+key+`"`)
 	}
-	res, err := h.store.Enqueue(ctxT(h.t), redisstore.NewCallout{
+	res, err := h.store.Enqueue(ctxT(h.t), policy.NewCallout{
 		Endpoint: endpoint, Issuer: testIssuer, Method: method, Path: path, Header: hdr,
 		Body: []byte(`{"amount":42}`), IdempotencyKey: key, SourceRecord: "001000000000001AAA",
-	}, redisstore.EnqueueOptions{DueAt: due})
+	}, policy.EnqueueOptions{DueAt: due})
 	if err != nil || res.ID == "" {
 		h.t.Fatalf("enqueue %s %s: %+v, %v", endpoint, path, res, err)
 	}
@@ -206,10 +207,10 @@ func (h *harness) enqueueMany(endpoint string, n int) []string {
 	for range 8 {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				res, err := h.store.Enqueue(ctxT(h.t), redisstore.NewCallout{
+				res, err := h.store.Enqueue(ctxT(h.t), policy.NewCallout{
 					Endpoint: endpoint, Issuer: testIssuer, Method: http.MethodPost,
 					Path: fmt.Sprintf("/%s/%d", endpoint, i), Body: []byte(`{}`),
-				}, redisstore.EnqueueOptions{})
+				}, policy.EnqueueOptions{})
 				ids[i], errs[i] = res.ID, err
 			}
 		})
@@ -222,7 +223,7 @@ func (h *harness) enqueueMany(endpoint string, n int) []string {
 }
 
 // get reads a callout, failing the test on error.
-func (h *harness) get(id string) *redisstore.Callout {
+func (h *harness) get(id string) *policy.Callout {
 	h.t.Helper()
 	c, err := h.store.Get(ctxT(h.t), id)
 	if err != nil {
@@ -232,7 +233,7 @@ func (h *harness) get(id string) *redisstore.Callout {
 }
 
 // state reads an endpoint's state, failing the test on error.
-func (h *harness) state(endpoint string) redisstore.EndpointState {
+func (h *harness) state(endpoint string) policy.EndpointState {
 	h.t.Helper()
 	st, err := h.store.EndpointState(ctxT(h.t), endpoint)
 	if err != nil {
@@ -273,7 +274,7 @@ func (e *events) of(id string) []dispatch.Finished {
 }
 
 // count returns how many endings were reported in state st.
-func (e *events) count(st redisstore.State) int {
+func (e *events) count(st policy.State) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
@@ -311,7 +312,7 @@ func (s *recStore) claimsOf(endpoint string) int {
 	return s.claims[endpoint]
 }
 
-func (s *recStore) Complete(ctx context.Context, cl *redisstore.Claimed, c redisstore.Completion) (redisstore.CompleteResult, error) {
+func (s *recStore) Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error) {
 	res, err := s.Store.Complete(ctx, cl, c)
 	s.mu.Lock()
 	s.errs = append(s.errs, err)

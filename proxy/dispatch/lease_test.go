@@ -11,7 +11,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // TestLeaseExpiryRedispatches: replica 1 claims a callout whose upstream
@@ -52,7 +51,7 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 			t.Fatalf("replica 2 claimed %d after the lease expired, want 1", n)
 		}
 		want := h.get(id)
-		if want.State != redisstore.Succeeded || want.Attempts != 2 || want.Response == nil ||
+		if want.State != policy.Succeeded || want.Attempts != 2 || want.Response == nil ||
 			string(want.Response.Body) != "second" {
 			t.Fatalf("after replica 2: state %s attempts %d response %+v, want succeeded after 2 with its answer",
 				want.State, want.Attempts, want.Response)
@@ -65,7 +64,7 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 		if len(errs) != 1 {
 			t.Fatalf("replica 1 completed %d times, want 1", len(errs))
 		}
-		wantErrIs(t, errs[0], redisstore.ErrStaleLease)
+		wantErrIs(t, errs[0], policy.ErrStaleLease)
 		got := h.get(id)
 		if got.State != want.State || got.Attempts != 2 || len(got.AttemptLog) != 2 ||
 			string(got.Response.Body) != "second" || !got.FinishedAt.Equal(want.FinishedAt) {
@@ -75,7 +74,7 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 		if len(reqs) != 2 || reqs[0].Key != `"order-42"` || reqs[1].Key != `"order-42"` {
 			t.Fatalf("upstream requests = %+v, want two with Idempotency-Key \"order-42\"", reqs)
 		}
-		if f := h.events.of(id); len(f) != 1 || f[0].State != redisstore.Succeeded {
+		if f := h.events.of(id); len(f) != 1 || f[0].State != policy.Succeeded {
 			t.Errorf("events = %+v, want exactly one ending (replica 2's)", f)
 		}
 	})
@@ -83,15 +82,15 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 
 // checkLeaseLog checks the log of a callout reaped once and then
 // succeeded: the lost attempt (lease_expired) and replica 2's success.
-func checkLeaseLog(t *testing.T, log []redisstore.Attempt) {
+func checkLeaseLog(t *testing.T, log []policy.Attempt) {
 	t.Helper()
 	if len(log) != 2 {
 		t.Fatalf("attempt log = %+v, want 2 entries", log)
 	}
-	if a := log[0]; a.N != 1 || a.Kind != redisstore.KindFirst || a.Error != "lease_expired" || a.Outcome != policy.Retryable {
+	if a := log[0]; a.N != 1 || a.Kind != policy.KindFirst || a.Error != "lease_expired" || a.Outcome != policy.Retryable {
 		t.Errorf("attempt 1 = %+v, want the first attempt, lease_expired", a)
 	}
-	if a := log[1]; a.N != 2 || a.Kind != redisstore.KindRetry || a.Status != 201 || a.Outcome != policy.Success {
+	if a := log[1]; a.N != 2 || a.Kind != policy.KindRetry || a.Status != 201 || a.Outcome != policy.Success {
 		t.Errorf("attempt 2 = %+v, want a retry answered 201", a)
 	}
 }
@@ -130,7 +129,7 @@ func TestConcurrentRoundsClaimOnce(t *testing.T) {
 			if got := up.hitsFor(fmt.Sprintf("/c/%d", i)); got != 1 {
 				t.Errorf("callout %d dispatched %d times, want 1", i, got)
 			}
-			if c := h.get(id); c.State != redisstore.Succeeded || c.Attempts != 1 {
+			if c := h.get(id); c.State != policy.Succeeded || c.Attempts != 1 {
 				t.Errorf("callout %d: state %s attempts %d, want succeeded after 1", i, c.State, c.Attempts)
 			}
 		}

@@ -7,9 +7,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // TestPauseOn429: a 429 with Retry-After: 60 on endpoint E pauses all of E
@@ -46,7 +46,7 @@ func TestPauseOn429(t *testing.T) {
 		if n := h.round(d); n != 1 {
 			t.Fatalf("round during the pause claimed %d, want 1 (f's)", n)
 		}
-		if c := h.get(other); c.State != redisstore.Succeeded {
+		if c := h.get(other); c.State != policy.Succeeded {
 			t.Fatalf("f's callout: state %s, want succeeded: f is not paused", c.State)
 		}
 		h.clk.Advance(57*time.Second + 999*time.Millisecond) // t0+59.999s
@@ -54,7 +54,7 @@ func TestPauseOn429(t *testing.T) {
 			t.Fatalf("round 1ms before the pause ends claimed %d, want 0", n)
 		}
 		for _, id := range later {
-			if c := h.get(id); c.Attempts != 0 || c.State != redisstore.Held {
+			if c := h.get(id); c.Attempts != 0 || c.State != policy.Held {
 				t.Fatalf("e's waiting callout during the pause: state %s attempts %d, want held with 0", c.State, c.Attempts)
 			}
 		}
@@ -68,7 +68,7 @@ func TestPauseOn429(t *testing.T) {
 		}
 		wantAttempts := map[string]int{first: 2, later[0]: 1, later[1]: 1}
 		for id, n := range wantAttempts {
-			if c := h.get(id); c.State != redisstore.Succeeded || c.Attempts != n {
+			if c := h.get(id); c.State != policy.Succeeded || c.Attempts != n {
 				t.Errorf("e's callout %s: state %s attempts %d, want succeeded after %d", id, c.State, c.Attempts, n)
 			}
 		}
@@ -92,11 +92,11 @@ func TestPauseOn429(t *testing.T) {
 func checkPaused(t *testing.T, h *harness, first string) {
 	t.Helper()
 	st := h.state("e")
-	if st.Gate.State != redisstore.GatePaused || !st.PausedUntil.Equal(t0.Add(time.Minute)) || st.ConsecutiveFailures != 0 {
+	if st.Gate.State != policy.GatePaused || !st.PausedUntil.Equal(t0.Add(time.Minute)) || st.ConsecutiveFailures != 0 {
 		t.Fatalf("e after the 429: gate %+v paused until %v failures %d; want paused until t0+60s, 0 failures",
 			st.Gate, st.PausedUntil, st.ConsecutiveFailures)
 	}
-	if c := h.get(first); c.State != redisstore.Held || !c.NextAttemptAt.Equal(t0.Add(time.Minute)) {
+	if c := h.get(first); c.State != policy.Held || !c.NextAttemptAt.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("the 429'd callout: state %s next %v, want held until t0+60s", c.State, c.NextAttemptAt)
 	}
 }

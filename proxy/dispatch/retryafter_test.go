@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // HTTP-date layouts of RFC 9110 §5.6.7.
@@ -58,7 +58,7 @@ func TestRetryAfterDateHonoured(t *testing.T) {
 					t.Fatalf("first round claimed %d, want 1", n)
 				}
 				c := h.get(id)
-				if c.State != redisstore.Scheduled || !c.NextAttemptAt.Equal(start.Add(f.wait)) {
+				if c.State != policy.Scheduled || !c.NextAttemptAt.Equal(start.Add(f.wait)) {
 					t.Fatalf("after 503: state %s next %v, want scheduled at start+%v (got start+%v)",
 						c.State, c.NextAttemptAt, f.wait, c.NextAttemptAt.Sub(start))
 				}
@@ -73,7 +73,7 @@ func TestRetryAfterDateHonoured(t *testing.T) {
 				if n := h.round(d); n != 1 {
 					t.Fatalf("round at the date claimed %d, want 1", n)
 				}
-				if c := h.get(id); c.State != redisstore.Succeeded || c.Attempts != 2 {
+				if c := h.get(id); c.State != policy.Succeeded || c.Attempts != 2 {
 					t.Fatalf("after the date: state %s attempts %d, want succeeded after 2", c.State, c.Attempts)
 				}
 				// next form starts on a whole second, as HTTP-dates are

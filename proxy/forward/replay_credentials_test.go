@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
@@ -65,14 +66,14 @@ func TestReplayAfterSecretRotation(t *testing.T) {
 
 func replayAfterRotation(t *testing.T, b redistest.Backend) {
 	r := newReplayRig(t, b)
-	id := r.enqueue(redisstore.NewCallout{
+	id := r.enqueue(policy.NewCallout{
 		Endpoint: "pay", Issuer: replayIssuer, Method: http.MethodPost, Path: "/charges",
 		Header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {`"charge-42"`}},
 		Body:   []byte(`{"amount":42}`), IdempotencyKey: "charge-42",
 	})
 	r.round()
 	dead, err := r.store.Get(r.ctx, id)
-	if err != nil || dead.State != redisstore.DeadLettered {
+	if err != nil || dead.State != policy.DeadLettered {
 		t.Fatalf("after the failing attempt: %+v, %v; want a dead letter", dead, err)
 	}
 
@@ -83,14 +84,14 @@ func replayAfterRotation(t *testing.T, b redistest.Backend) {
 	r.status.Store(http.StatusCreated)
 	r.clock.Advance(10 * time.Minute)
 
-	rep := r.enqueue(redisstore.NewCallout{
+	rep := r.enqueue(policy.NewCallout{
 		Endpoint: dead.Endpoint, Issuer: dead.Issuer, Method: dead.Method, Path: dead.Path, Query: dead.Query,
 		Header: dead.Header, Body: dead.Body, IdempotencyKey: dead.IdempotencyKey, SourceRecord: dead.SourceRecord,
 		ReplayOf: dead.ID,
 	})
 	r.round()
 	done, err := r.store.Get(r.ctx, rep)
-	if err != nil || done.State != redisstore.Succeeded || done.ReplayOf != dead.ID {
+	if err != nil || done.State != policy.Succeeded || done.ReplayOf != dead.ID {
 		t.Fatalf("replay: %+v, %v; want succeeded, replay_of %s", done, err, dead.ID)
 	}
 
@@ -106,7 +107,7 @@ func replayAfterRotation(t *testing.T, b redistest.Backend) {
 	if n := len(reqs); n != 2 || reqs[1].Secret != newSecret {
 		t.Errorf("token requests = %d, want 2, the second with the new secret", n)
 	}
-	for _, c := range []*redisstore.Callout{dead, done} {
+	for _, c := range []*policy.Callout{dead, done} {
 		if _, ok := c.Header["Authorization"]; ok {
 			t.Errorf("stored callout %s keeps an Authorization header", c.ID)
 		}
@@ -179,10 +180,10 @@ func newReplayRig(t *testing.T, b redistest.Backend) *replayRig {
 }
 
 // enqueue records nc due now, as the ingress (respond-async) or a replay does.
-func (r *replayRig) enqueue(nc redisstore.NewCallout) string {
+func (r *replayRig) enqueue(nc policy.NewCallout) string {
 	r.t.Helper()
-	res, err := r.store.Enqueue(r.ctx, nc, redisstore.EnqueueOptions{
-		Limits: redisstore.Limits{MaxItems: r.ep.MaxBacklogItems, MaxBytes: r.ep.MaxBacklogBytes}})
+	res, err := r.store.Enqueue(r.ctx, nc, policy.EnqueueOptions{
+		Limits: policy.BacklogLimits{MaxItems: r.ep.MaxBacklogItems, MaxBytes: r.ep.MaxBacklogBytes}})
 	if err != nil || res.ID == "" {
 		r.t.Fatalf("enqueue: %+v, %v", res, err)
 	}

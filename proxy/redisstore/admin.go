@@ -3,23 +3,13 @@ package redisstore
 import (
 	"context"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
 // drainBatch is how many callouts one drain.lua run dead-letters, so one
 // script run stays short.
 const drainBatch = 100
-
-// DisableResult is what Disable did.
-type DisableResult struct {
-	// Newly is true when this call disabled the endpoint (its reason and
-	// time were written); false when it already was disabled. The owner is
-	// notified once per disable (SPEC §6): only when Newly.
-	Newly bool
-	// DeadLettered are the pending callouts turned into dead letters with
-	// reason endpoint_disabled; mirror them like any dead letter.
-	DeadLettered []string
-}
 
 // Disable disables endpoint (SPEC §6: auto-disable after disable_after, or
 // an admin): new callouts are refused with ErrDisabled, claims return
@@ -29,15 +19,15 @@ type DisableResult struct {
 // dead letter's Salesforce writes are queued in the same scripts (outbox.go). Callouts in flight finish with their worker; a retry
 // of one becomes a dead letter then. Calling it again drains what remains.
 // Errors: ErrUnavailable.
-func (s *Store) Disable(ctx context.Context, endpoint, reason string) (DisableResult, error) {
+func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {
 	k := keysOf(endpoint)
 	sfo, _ := k.outbox()
 	v, err := s.run(ctx, "disable", s.lua.disable, []string{k.ep, sfo}, msArg(s.now()), reason,
 		endpoint, flag(s.outbox))
 	if err != nil {
-		return DisableResult{}, err
+		return policy.DisableResult{}, err
 	}
-	res := DisableResult{Newly: replyInt(v) == 1}
+	res := policy.DisableResult{Newly: replyInt(v) == 1}
 	for {
 		ids, err := s.rdb.ZRange(ctx, k.due, 0, drainBatch-1).Result()
 		if err != nil {

@@ -5,13 +5,15 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 func TestDisableDeadLettersPending(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
 		pending := mustEnqueue(t, s, "off-api", 250) // more than one drain batch
-		keyed, _ := s.Enqueue(ctxT(t), req("off-api", "kk", "{}"), EnqueueOptions{DueAt: t0.Add(time.Hour)})
+		keyed, _ := s.Enqueue(ctxT(t), req("off-api", "kk", "{}"), policy.EnqueueOptions{DueAt: t0.Add(time.Hour)})
 		pending = append(pending, keyed.ID)
 		inflight := mustClaim(t, s, "off-api", ClaimOptions{Batch: 1, Lease: testLease}).Claimed[0]
 		pending = slices.DeleteFunc(pending, func(id string) bool { return id == inflight.ID })
@@ -27,7 +29,7 @@ func TestDisableDeadLettersPending(t *testing.T) {
 			t.Fatalf("dead-lettered %d, want the %d pending", len(got), len(pending))
 		}
 		rec := mustGet(t, s, keyed.ID)
-		if rec.State != DeadLettered || rec.DeadLetterReason != ReasonEndpointDisabled {
+		if rec.State != policy.DeadLettered || rec.DeadLetterReason != policy.DeadLetterEndpointDisabled {
 			t.Fatalf("record = %+v", rec)
 		}
 		k := keysOf("off-api")
@@ -36,29 +38,29 @@ func TestDisableDeadLettersPending(t *testing.T) {
 		}
 		st := mustState(t, s, "off-api")
 		if !st.Disabled || st.DisabledReason != "no success for 72h" || !st.DisabledAt.Equal(t0.Add(time.Second)) ||
-			st.Due != 0 || st.Leased != 1 || st.DeadLetters != int64(len(pending)) || st.Gate.State != GateDisabled {
+			st.Due != 0 || st.Leased != 1 || st.DeadLetters != int64(len(pending)) || st.Gate.State != policy.GateDisabled {
 			t.Fatalf("state = %+v", st)
 		}
 		if again, _ := s.Disable(ctxT(t), "off-api", "other"); again.Newly {
 			t.Fatal("second disable reported newly")
 		}
-		_, err = s.Begin(ctxT(t), req("off-api", "", "{}"), BeginOptions{Lease: testLease})
-		wantErr(t, err, ErrDisabled)
+		_, err = s.Begin(ctxT(t), req("off-api", "", "{}"), policy.BeginOptions{Lease: testLease})
+		wantErr(t, err, policy.ErrDisabled)
 		_, err = s.Enqueue(ctxT(t), req("off-api", "", "{}"), enqOpts)
-		wantErr(t, err, ErrDisabled)
+		wantErr(t, err, policy.ErrDisabled)
 
 		// The in-flight attempt fails retryably: it becomes a dead letter.
-		if r := mustComplete(t, s, inflight, failure(e.clk.Now())); r.State != DeadLettered {
+		if r := mustComplete(t, s, inflight, failure(e.clk.Now())); r.State != policy.DeadLettered {
 			t.Fatalf("retry on a disabled endpoint = %+v", r)
 		}
-		if rec := mustGet(t, s, inflight.ID); rec.DeadLetterReason != ReasonEndpointDisabled {
+		if rec := mustGet(t, s, inflight.ID); rec.DeadLetterReason != policy.DeadLetterEndpointDisabled {
 			t.Fatalf("reason = %q", rec.DeadLetterReason)
 		}
 
 		if err := s.Enable(ctxT(t), "off-api"); err != nil {
 			t.Fatal(err)
 		}
-		if r, err := s.Begin(ctxT(t), req("off-api", "", "{}"), BeginOptions{Lease: testLease}); err != nil || r.Claimed == nil {
+		if r, err := s.Begin(ctxT(t), req("off-api", "", "{}"), policy.BeginOptions{Lease: testLease}); err != nil || r.Claimed == nil {
 			t.Fatalf("begin after enable = %+v, %v", r, err)
 		}
 	})
@@ -77,7 +79,7 @@ func TestReapedCalloutOfDisabledEndpointIsDrainedByClaim(t *testing.T) {
 			t.Fatalf("reaped %v", ids)
 		}
 		got := mustClaim(t, s, "off2-api", claimOpts)
-		if got.Gate.State != GateDisabled || len(got.Claimed) != 0 || !slices.Equal(got.DeadLettered, []string{c.ID}) {
+		if got.Gate.State != policy.GateDisabled || len(got.Claimed) != 0 || !slices.Equal(got.DeadLettered, []string{c.ID}) {
 			t.Fatalf("claim = %+v", got)
 		}
 	})
@@ -91,7 +93,7 @@ func TestResetBreaker(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := mustState(t, s, "rst-api")
-		if st.Breaker != BreakerClosed || st.ConsecutiveFailures != 0 || !st.OpenedAt.IsZero() || st.Gate.State != GateOpen {
+		if st.Breaker != policy.BreakerClosed || st.ConsecutiveFailures != 0 || !st.OpenedAt.IsZero() || st.Gate.State != policy.GateOpen {
 			t.Fatalf("state after reset = %+v", st)
 		}
 	})
@@ -109,12 +111,12 @@ func TestResetAndEnableReleaseHeld(t *testing.T) {
 				// 20 failures reschedule 20 callouts an hour out (scheduled,
 				// backoff) and open the breaker.
 				last := openBreaker(t, e, s, ep, 20)
-				if last.State != Held {
+				if last.State != policy.Held {
 					t.Fatalf("the failure that opened the breaker left its callout %s, want held", last.State)
 				}
 				held := mustEnqueue(t, s, ep, 3)
 				for _, id := range held {
-					if c := mustGet(t, s, id); c.State != Held {
+					if c := mustGet(t, s, id); c.State != policy.Held {
 						t.Fatalf("enqueued behind an open breaker: state %s, want held", c.State)
 					}
 				}
@@ -135,7 +137,7 @@ func TestResetAndEnableReleaseHeld(t *testing.T) {
 					t.Fatalf("claimed after %s: %d, want the %d held ones (backoff ones keep their time)", action, n, len(held)+1)
 				}
 				for _, id := range held {
-					if !slices.ContainsFunc(got.Claimed, func(c *Claimed) bool { return c.ID == id }) {
+					if !slices.ContainsFunc(got.Claimed, func(c *policy.Claimed) bool { return c.ID == id }) {
 						t.Errorf("held callout %s not released by %s", id, action)
 					}
 				}
@@ -153,7 +155,7 @@ func TestDeadLettersPagination(t *testing.T) {
 			cl := mustClaim(t, s, "page-api", claimOpts).Claimed
 			for _, c := range cl {
 				comp := failure(time.Time{})
-				comp.Action, comp.Reason = ActionDeadLetter, ReasonExhausted
+				comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterExhausted
 				mustComplete(t, s, c, comp)
 			}
 			ids := []string{cl[0].ID, cl[1].ID, cl[2].ID} // same ms: ordered by id
@@ -163,7 +165,7 @@ func TestDeadLettersPagination(t *testing.T) {
 			}
 			e.clk.Advance(time.Second)
 		}
-		q := DeadLetterQuery{Endpoint: "page-api", Since: t0.Add(2 * time.Second), Until: t0.Add(5 * time.Second), Limit: 5}
+		q := policy.DeadLetterQuery{Endpoint: "page-api", Since: t0.Add(2 * time.Second), Until: t0.Add(5 * time.Second), Limit: 5}
 		var got []string
 		for pages := 0; ; pages++ {
 			page, err := s.DeadLetters(ctxT(t), q)
@@ -196,17 +198,17 @@ func TestDiscard(t *testing.T) {
 		s := e.store()
 		nc := req("disc-api", "key", "{}")
 		r, _ := s.Enqueue(ctxT(t), nc, enqOpts)
-		wantErr(t, s.Discard(ctxT(t), r.ID), ErrNotDeadLettered)
+		wantErr(t, s.Discard(ctxT(t), r.ID), policy.ErrNotDeadLettered)
 		c := mustClaim(t, s, "disc-api", claimOpts).Claimed[0]
 		comp := failure(time.Time{})
-		comp.Action, comp.Reason = ActionDeadLetter, ReasonAmbiguous
+		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterAmbiguous
 		mustComplete(t, s, c, comp)
 		if err := s.Discard(ctxT(t), r.ID); err != nil {
 			t.Fatal(err)
 		}
 		_, err := s.Get(ctxT(t), r.ID)
-		wantErr(t, err, ErrNotFound)
-		wantErr(t, s.Discard(ctxT(t), r.ID), ErrNotFound)
+		wantErr(t, err, policy.ErrNotFound)
+		wantErr(t, s.Discard(ctxT(t), r.ID), policy.ErrNotFound)
 		k := keysOf("disc-api")
 		if n := e.b.Client.Exists(ctxT(t), k.idem(nc.Issuer, "key")).Val(); n != 0 {
 			t.Fatal("reservation outlived the discarded dead letter")

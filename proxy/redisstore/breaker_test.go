@@ -26,7 +26,7 @@ func TestBreakerCounting(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				s := e.store()
 				ep := fmt.Sprintf("count-api-%d", i)
-				var last CompleteResult
+				var last policy.CompleteResult
 				for range tt.n {
 					mustEnqueue(t, s, ep, 1)
 					c := mustClaim(t, s, ep, claimOpts).Claimed[0]
@@ -35,12 +35,12 @@ func TestBreakerCounting(t *testing.T) {
 					last = mustComplete(t, s, c, comp)
 				}
 				st := mustState(t, s, ep)
-				if (st.Breaker == BreakerOpen) != tt.wantOpen || last.Breaker.Opened != tt.wantOpen ||
+				if (st.Breaker == policy.BreakerOpen) != tt.wantOpen || last.Breaker.Opened != tt.wantOpen ||
 					st.ConsecutiveFailures != tt.wantFailed {
 					t.Fatalf("state = %+v, last = %+v", st, last)
 				}
 				if tt.wantOpen && (!st.OpenedAt.Equal(e.clk.Now()) || !st.ProbeAt.Equal(e.clk.Now().Add(5*time.Minute)) ||
-					last.State != Held || st.Gate.State != GateBreakerOpen) {
+					last.State != policy.Held || st.Gate.State != policy.GateBreakerOpen) {
 					t.Fatalf("open state = %+v, last = %+v", st, last)
 				}
 			})
@@ -98,7 +98,7 @@ func TestBreakerOpensOnceAtThreshold(t *testing.T) {
 		openBreaker(t, e, s, "race2-api", 15)
 		mustEnqueue(t, s, "race2-api", 10)
 		claimed := mustClaim(t, s, "race2-api", claimOpts).Claimed
-		results := make([]CompleteResult, len(claimed))
+		results := make([]policy.CompleteResult, len(claimed))
 		var wg sync.WaitGroup
 		for i, c := range claimed {
 			wg.Go(func() {
@@ -129,47 +129,47 @@ func TestProbeTakenByExactlyOneClaimer(t *testing.T) {
 		mustEnqueue(t, s, "probe-api", 5)
 		e.clk.Advance(5 * time.Minute)
 
-		var probes []*Claimed
+		var probes []*policy.Claimed
 		for _, r := range claimConcurrently(t, e, "probe-api", 8) {
 			for _, c := range r.Claimed {
 				probes = append(probes, c)
 			}
-			if len(r.Claimed) == 0 && r.Gate.State != GateProbing {
+			if len(r.Claimed) == 0 && r.Gate.State != policy.GateProbing {
 				t.Fatalf("loser gate = %+v, want probing", r.Gate)
 			}
 		}
-		if len(probes) != 1 || probes[0].Kind != KindProbe {
+		if len(probes) != 1 || probes[0].Kind != policy.KindProbe {
 			t.Fatalf("probes = %+v, want exactly one of kind probe", probes)
 		}
 		st := mustState(t, s, "probe-api")
-		if st.Breaker != BreakerHalfOpen || !st.ProbeOut {
+		if st.Breaker != policy.BreakerHalfOpen || !st.ProbeOut {
 			t.Fatalf("state = %+v, want half_open with the probe out", st)
 		}
 
 		// The probe fails: open again for another interval; opened_at kept.
 		e.clk.Advance(time.Second)
 		r := mustComplete(t, s, probes[0], failure(e.clk.Now().Add(time.Minute)))
-		if !r.Breaker.Probe || r.State != Held || r.Breaker.Opened {
+		if !r.Breaker.Probe || r.State != policy.Held || r.Breaker.Opened {
 			t.Fatalf("failed probe = %+v", r)
 		}
 		st = mustState(t, s, "probe-api")
-		if st.Breaker != BreakerOpen || !st.ProbeAt.Equal(e.clk.Now().Add(5*time.Minute)) || st.ProbeOut || !st.OpenedAt.Equal(t0) {
+		if st.Breaker != policy.BreakerOpen || !st.ProbeAt.Equal(e.clk.Now().Add(5*time.Minute)) || st.ProbeOut || !st.OpenedAt.Equal(t0) {
 			t.Fatalf("after failed probe = %+v", st)
 		}
-		if got := mustClaim(t, s, "probe-api", claimOpts); len(got.Claimed) != 0 || got.Gate.State != GateBreakerOpen {
+		if got := mustClaim(t, s, "probe-api", claimOpts); len(got.Claimed) != 0 || got.Gate.State != policy.GateBreakerOpen {
 			t.Fatalf("claim after failed probe = %+v", got)
 		}
 
 		// A successful probe closes it and the backlog flows again.
 		e.clk.Advance(5 * time.Minute)
 		p := mustClaim(t, s, "probe-api", claimOpts).Claimed
-		if len(p) != 1 || p[0].Kind != KindProbe {
+		if len(p) != 1 || p[0].Kind != policy.KindProbe {
 			t.Fatalf("second probe = %+v", p)
 		}
 		if r := mustComplete(t, s, p[0], success()); !r.Breaker.Closed || !r.Breaker.Probe || !r.Breaker.OutageEnded {
 			t.Fatalf("successful probe = %+v", r)
 		}
-		if got := mustClaim(t, s, "probe-api", claimOpts); len(got.Claimed) != 4 || got.Gate.State != GateOpen {
+		if got := mustClaim(t, s, "probe-api", claimOpts); len(got.Claimed) != 4 || got.Gate.State != policy.GateOpen {
 			t.Fatalf("claim after close = %d, gate %+v", len(got.Claimed), got.Gate)
 		}
 	})
@@ -181,18 +181,18 @@ func TestDeadProberTokenExpires(t *testing.T) {
 		openBreaker(t, e, s, "dead-probe-api", 20)
 		mustEnqueue(t, s, "dead-probe-api", 2)
 		e.clk.Advance(5 * time.Minute)
-		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: Breaker{ProbeLease: 10 * time.Second}}
+		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: policy.BreakerSettings{ProbeLease: 10 * time.Second}}
 		dead := mustClaim(t, s, "dead-probe-api", opts).Claimed
 		if len(dead) != 1 {
 			t.Fatalf("first probe = %+v", dead)
 		}
 		e.clk.Advance(9 * time.Second)
-		if got := mustClaim(t, s, "dead-probe-api", opts); len(got.Claimed) != 0 || got.Gate.State != GateProbing {
+		if got := mustClaim(t, s, "dead-probe-api", opts); len(got.Claimed) != 0 || got.Gate.State != policy.GateProbing {
 			t.Fatalf("claim while the probe token is held = %+v", got)
 		}
 		e.clk.Advance(time.Second)
 		next := mustClaim(t, s, "dead-probe-api", opts).Claimed
-		if len(next) != 1 || next[0].Kind != KindProbe || next[0].ID == dead[0].ID {
+		if len(next) != 1 || next[0].Kind != policy.KindProbe || next[0].ID == dead[0].ID {
 			t.Fatalf("probe after the token expired = %+v", next)
 		}
 		// The dead prober's lease expires too; reaping it must not release
@@ -213,22 +213,22 @@ func TestPauseGate(t *testing.T) {
 		ids := mustEnqueue(t, s, "pause-api", 3)
 		c := mustClaim(t, s, "pause-api", ClaimOptions{Batch: 1, Lease: testLease}).Claimed[0]
 		until := e.clk.Now().Add(30 * time.Second)
-		r := mustComplete(t, s, c, Completion{
-			Action: ActionRetry, NextAttemptAt: e.clk.Now().Add(time.Second), PausedUntil: until,
-			Attempt: &Attempt{StartedAt: t0, Status: 429, Outcome: policy.Retryable, Error: "status_429"},
+		r := mustComplete(t, s, c, policy.Completion{
+			Action: policy.ActionRetry, NextAttemptAt: e.clk.Now().Add(time.Second), PausedUntil: until,
+			Attempt: &policy.Attempt{StartedAt: t0, Status: 429, Outcome: policy.Retryable, Error: "status_429"},
 		})
-		if r.State != Held || r.Breaker.ConsecutiveFailures != 0 {
+		if r.State != policy.Held || r.Breaker.ConsecutiveFailures != 0 {
 			t.Fatalf("429 completion = %+v, want held and not counted", r)
 		}
 		if rec := mustGet(t, s, c.ID); !rec.NextAttemptAt.Equal(until) {
 			t.Fatalf("held until %v, want %v", rec.NextAttemptAt, until)
 		}
 		// A callout scheduled before the pause reads as held while it lasts.
-		if rec := mustGet(t, s, ids[2]); rec.State != Held {
+		if rec := mustGet(t, s, ids[2]); rec.State != policy.Held {
 			t.Fatalf("scheduled callout during a pause reads %s, want held", rec.State)
 		}
 		got := mustClaim(t, s, "pause-api", claimOpts)
-		if len(got.Claimed) != 0 || got.Gate.State != GatePaused || !got.Gate.Until.Equal(until) {
+		if len(got.Claimed) != 0 || got.Gate.State != policy.GatePaused || !got.Gate.Until.Equal(until) {
 			t.Fatalf("claim while paused = %+v", got)
 		}
 		e.clk.Advance(30 * time.Second)
@@ -265,7 +265,7 @@ func claimConcurrently(t *testing.T, e *env, endpoint string, n int) []ClaimResu
 func TestProbeThatDoesNotCount(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		br := Breaker{Failures: 20, ProbeInterval: 5 * time.Minute, ProbeLease: 10 * time.Second}
+		br := policy.BreakerSettings{Failures: 20, ProbeInterval: 5 * time.Minute, ProbeLease: 10 * time.Second}
 		openBreaker(t, e, s, "nc-probe-api", 20)
 		mustEnqueue(t, s, "nc-probe-api", 2)
 		e.clk.Advance(5 * time.Minute)
@@ -276,38 +276,38 @@ func TestProbeThatDoesNotCount(t *testing.T) {
 		if err != nil || ad.ProbeToken == "" {
 			t.Fatalf("admit at the probe time = %+v, %v", ad, err)
 		}
-		ch, err := s.RecordResult(ctxT(t), "nc-probe-api", ReadResult{ProbeToken: ad.ProbeToken, Breaker: br})
+		ch, err := s.RecordResult(ctxT(t), "nc-probe-api", policy.ReadResult{ProbeToken: ad.ProbeToken, Breaker: br})
 		if err != nil || !ch.Probe || ch.Opened || ch.Closed || ch.ConsecutiveFailures != 20 {
 			t.Fatalf("404 probe = %+v, %v", ch, err)
 		}
 		st := mustState(t, s, "nc-probe-api")
-		if st.Breaker != BreakerHalfOpen || st.ProbeOut || !st.ProbeAt.Equal(probeAt) || st.Gate.State != GateHalfOpen {
+		if st.Breaker != policy.BreakerHalfOpen || st.ProbeOut || !st.ProbeAt.Equal(probeAt) || st.Gate.State != policy.GateHalfOpen {
 			t.Fatalf("after a 404 probe = %+v, want half-open, token free, probe time unchanged", st)
 		}
 
 		// The next held callout is the probe; its permanent answer
 		// dead-letters it and again leaves the breaker half-open.
 		p := mustClaim(t, s, "nc-probe-api", claimOpts).Claimed
-		if len(p) != 1 || p[0].Kind != KindProbe {
+		if len(p) != 1 || p[0].Kind != policy.KindProbe {
 			t.Fatalf("claim after a 404 probe = %+v, want one probe", p)
 		}
-		r := mustComplete(t, s, p[0], Completion{Action: ActionDeadLetter, Reason: ReasonPermanent,
-			Attempt: &Attempt{StartedAt: e.clk.Now(), Status: 403, Outcome: policy.Permanent, Error: "status_4xx"}})
-		if r.State != DeadLettered || !r.Breaker.Probe {
+		r := mustComplete(t, s, p[0], policy.Completion{Action: policy.ActionDeadLetter, Reason: policy.DeadLetterPermanent,
+			Attempt: &policy.Attempt{StartedAt: e.clk.Now(), Status: 403, Outcome: policy.Permanent, Error: "status_4xx"}})
+		if r.State != policy.DeadLettered || !r.Breaker.Probe {
 			t.Fatalf("403 probe = %+v", r)
 		}
-		if st := mustState(t, s, "nc-probe-api"); st.Breaker != BreakerHalfOpen || st.ProbeOut {
+		if st := mustState(t, s, "nc-probe-api"); st.Breaker != policy.BreakerHalfOpen || st.ProbeOut {
 			t.Fatalf("after a 403 probe = %+v, want half-open, token free", st)
 		}
 
 		// A counting failure of the next probe reopens it for an interval.
 		p = mustClaim(t, s, "nc-probe-api", claimOpts).Claimed
-		if len(p) != 1 || p[0].Kind != KindProbe {
+		if len(p) != 1 || p[0].Kind != policy.KindProbe {
 			t.Fatalf("claim after a 403 probe = %+v, want one probe", p)
 		}
 		e.clk.Advance(time.Second)
 		mustComplete(t, s, p[0], failure(e.clk.Now().Add(time.Minute)))
-		if st := mustState(t, s, "nc-probe-api"); st.Breaker != BreakerOpen ||
+		if st := mustState(t, s, "nc-probe-api"); st.Breaker != policy.BreakerOpen ||
 			!st.ProbeAt.Equal(e.clk.Now().Add(5*time.Minute)) || st.ProbeOut {
 			t.Fatalf("after a failed probe = %+v, want open for another interval", st)
 		}

@@ -3,50 +3,12 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
-
-// Claimed is one attempt leased to a worker (or, from Begin, to the
-// synchronous ingress): everything needed to dispatch it and to Complete
-// it. Only the holder of LeaseToken can complete it.
-type Claimed struct {
-	ID       string
-	Endpoint string
-	Issuer   string
-	Method   string
-	Path     string
-	Query    string
-	// Header is the caller's stored request header.
-	Header http.Header
-	// Body is the caller's request body.
-	Body []byte
-	// IdempotencyKey is forwarded upstream unchanged on every attempt
-	// (SPEC §5); "" when the request had none.
-	IdempotencyKey string
-	SourceRecord   string
-	ReplayOf       string
-	// Attempt is this attempt's number: the count of real dispatches,
-	// this one included (SPEC §3 "every real dispatch counts").
-	Attempt int
-	// Kind is why this attempt is made: first, retry, probe or replay.
-	Kind Kind
-	// LeaseToken fences Complete: a reaped lease's token is void.
-	LeaseToken string
-	// LeaseExpiresAt is when the reaper may take the callout back.
-	LeaseExpiresAt time.Time
-	// StartedAt is when the lease was taken (ms precision).
-	StartedAt time.Time
-	// DueAt is when the attempt was due (its due-set score; for Begin, the
-	// creation time): StartedAt − DueAt is the scheduling lag.
-	DueAt time.Time
-	// FirstAttemptAt starts the max_age window (SPEC §3).
-	FirstAttemptAt time.Time
-	CreatedAt      time.Time
-}
 
 // ClaimOptions are the per-endpoint settings of one claim.
 type ClaimOptions struct {
@@ -57,19 +19,19 @@ type ClaimOptions struct {
 	// attempt limit plus a grace period (SPEC §3). Required (> 0).
 	Lease time.Duration
 	// Breaker supplies ProbeLease, the probe token's lease.
-	Breaker Breaker
+	Breaker policy.BreakerSettings
 }
 
 // ClaimResult is what one Claim did.
 type ClaimResult struct {
 	// Claimed are the leased callouts, at most Batch (exactly one, Kind
 	// probe, when the gate was half-open).
-	Claimed []*Claimed
+	Claimed []*policy.Claimed
 	// Gate is the endpoint's gate as the claim saw it. A shut gate claims
 	// nothing and touches no callout; Gate.Until says when to look again.
 	// GateOpen with nothing claimed can also mean nothing was due (then the
 	// gate was not read).
-	Gate Gate
+	Gate policy.Gate
 	// DeadLettered lists callouts turned into dead letters (reason
 	// endpoint_disabled) because the endpoint is disabled and they were due
 	// (callouts reaped or returned after Disable). They must be mirrored
@@ -87,12 +49,12 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 		return ClaimResult{}, fmt.Errorf("redisstore: claim: lease must be > 0")
 	}
 	batch := min(max(opts.Batch, 1), maxBatch)
-	br := opts.Breaker.withDefaults(opts.Lease)
+	br := opts.Breaker.WithDefaults(opts.Lease)
 	now := s.now()
 	k := keysOf(endpoint)
 	ids, err := s.rdb.ZRangeByScore(ctx, k.due, dueBy(now, batch)).Result()
 	if err != nil || len(ids) == 0 {
-		return ClaimResult{Gate: Gate{State: GateOpen}}, s.wrap("claim", err)
+		return ClaimResult{Gate: policy.Gate{State: policy.GateOpen}}, s.wrap("claim", err)
 	}
 	// One random base per claim; candidate i's lease token is base.i.
 	base, err := s.token()
@@ -114,8 +76,8 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	res := ClaimResult{Gate: Gate{State: GateState(replyStr(a[0])), Until: fromMs(replyStr(a[1]))}}
-	if res.Gate.State == GateDisabled {
+	res := ClaimResult{Gate: policy.Gate{State: policy.GateState(replyStr(a[0])), Until: fromMs(replyStr(a[1]))}}
+	if res.Gate.State == policy.GateDisabled {
 		res.DeadLettered, err = s.drain(ctx, k, ids)
 		return res, err
 	}
@@ -131,7 +93,7 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 
 // decodeClaimed decodes one claimed entry of claim.lua:
 // {id, kind, body or nil, due ms, field, value, ...}.
-func decodeClaimed(r []any) (*Claimed, error) {
+func decodeClaimed(r []any) (*policy.Claimed, error) {
 	if len(r) < 4 || len(r)%2 != 0 {
 		return nil, fmt.Errorf("redisstore: claim: unexpected entry of %d values", len(r))
 	}
@@ -143,8 +105,8 @@ func decodeClaimed(r []any) (*Claimed, error) {
 	if b, ok := r[2].(string); ok {
 		body = []byte(b)
 	}
-	return &Claimed{
-		ID: replyStr(r[0]), Kind: Kind(replyStr(r[1])), Attempt: atoi(m[fAttempts]),
+	return &policy.Claimed{
+		ID: replyStr(r[0]), Kind: policy.Kind(replyStr(r[1])), Attempt: atoi(m[fAttempts]),
 		LeaseToken: m[fToken], FirstAttemptAt: fromMs(m[fFirst]), Endpoint: m[fEndpoint],
 		Issuer: m[fIssuer], Method: m[fMethod], Path: m[fPath], Query: m[fQuery],
 		Header: headerOf(m), Body: body, IdempotencyKey: m[fKey], SourceRecord: m[fSource],

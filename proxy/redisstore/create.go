@@ -4,145 +4,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
-
-// NewCallout is a request to record: what Begin and Enqueue store.
-type NewCallout struct {
-	// Endpoint is the endpoint name (^[a-z0-9][a-z0-9-]{0,62}$, SPEC §10).
-	Endpoint string
-	// Issuer is the caller's JWT issuer: with Endpoint and IdempotencyKey
-	// the scope of the reservation (SPEC §5).
-	Issuer string
-	Method string
-	// Path is the path below the endpoint's base URL, with a leading "/".
-	Path string
-	// Query is the raw query string without "?".
-	Query string
-	// Header is the caller's header as received, already without
-	// Authorization, Cookie, Proxy-Authorization and hop-by-hop headers.
-	Header http.Header
-	// Body is the request body; it counts toward Limits.MaxBytes.
-	Body []byte
-	// IdempotencyKey, when set, is reserved atomically with the creation.
-	IdempotencyKey string
-	// SourceRecord is the Callout-Source-Record header (a Salesforce id).
-	SourceRecord string
-	// ReplayOf (Enqueue only) is the dead letter this new chain replays
-	// (SPEC §8); the chain takes over that dead letter's reservation.
-	ReplayOf string
-}
-
-// Existing is the callout already holding an idempotency reservation.
-type Existing struct {
-	// ID is the holder's callout id.
-	ID string
-	// SameRequest reports whether the holder's fingerprint equals the new
-	// request's (SPEC §5: else 422).
-	SameRequest bool
-	// Callout is the holder's record as read just after the reservation
-	// check (a second round trip, only on this path).
-	Callout *Callout
-	// LeaseExpired is true when the holder is in_flight but its lease has
-	// expired (its worker is presumably gone; the reaper will requeue it).
-	LeaseExpired bool
-}
-
-// BeginOptions are the per-endpoint settings Begin needs.
-type BeginOptions struct {
-	// Lease is how long the first attempt is leased to the caller: at least
-	// the attempt limit plus a grace period (SPEC §3). Required (> 0).
-	Lease time.Duration
-	// Breaker supplies ProbeLease for a request that becomes the probe.
-	Breaker Breaker
-	// Limits is the endpoint's backlog cap.
-	Limits Limits
-}
-
-// BeginResult is what Begin did; exactly one of its fields is set.
-type BeginResult struct {
-	// Claimed: the callout was created in_flight and its first attempt
-	// (Kind first, or probe when the breaker was half-open and this request
-	// took the probe token) is leased to the caller, who must Complete it.
-	Claimed *Claimed
-	// Held: the callout was created held (breaker open, probe out or
-	// endpoint paused); no attempt is consumed (SPEC §4 "breaker open").
-	Held *HeldCallout
-	// Existing: the idempotency key is already reserved; nothing created.
-	Existing *Existing
-}
-
-// HeldCallout is a callout created in state held.
-type HeldCallout struct {
-	ID string
-	// Gate is why it is held and until when.
-	Gate Gate
-	// DueAt is when it becomes due (the gate's reopening time).
-	DueAt time.Time
-}
 
 // Begin creates a callout for the synchronous ingress (SPEC §4) and, in the
 // same script, reserves its idempotency key (SPEC §5) and checks the gate
 // and the backlog cap. One round trip; two when the key is already
 // reserved. Errors: ErrDisabled, ErrBacklogFull, ErrUnavailable.
-func (s *Store) Begin(ctx context.Context, nc NewCallout, opts BeginOptions) (BeginResult, error) {
+func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.BeginOptions) (policy.BeginResult, error) {
 	if opts.Lease <= 0 {
-		return BeginResult{}, fmt.Errorf("redisstore: begin: lease must be > 0")
+		return policy.BeginResult{}, fmt.Errorf("redisstore: begin: lease must be > 0")
 	}
-	br := opts.Breaker.withDefaults(opts.Lease)
+	br := opts.Breaker.WithDefaults(opts.Lease)
 	token, err := s.token()
 	if err != nil {
-		return BeginResult{}, err
+		return policy.BeginResult{}, err
 	}
 	now := s.now()
 	extra := []any{msArg(now.Add(opts.Lease)), msArg(now.Add(br.ProbeLease)), token}
 	rep, id, err := s.create(ctx, "begin", nc, opts.Limits, now, extra)
 	if err != nil || rep.existing != nil {
-		return BeginResult{Existing: rep.existing}, err
+		return policy.BeginResult{Existing: rep.existing}, err
 	}
-	if rep.state == Held {
-		return BeginResult{Held: &HeldCallout{ID: id, Gate: rep.gate, DueAt: rep.at}}, nil
+	if rep.state == policy.Held {
+		return policy.BeginResult{Held: &policy.HeldCallout{ID: id, Gate: rep.gate, DueAt: rep.at}}, nil
 	}
-	c := &Claimed{
+	c := &policy.Claimed{
 		ID: id, Endpoint: nc.Endpoint, Issuer: nc.Issuer, Method: nc.Method, Path: nc.Path,
 		Query: nc.Query, Header: nc.Header, Body: nc.Body, IdempotencyKey: nc.IdempotencyKey,
 		SourceRecord: nc.SourceRecord, Attempt: 1, Kind: rep.kind, LeaseToken: token,
 		LeaseExpiresAt: rep.at, StartedAt: msTime(now), FirstAttemptAt: msTime(now),
 		CreatedAt: msTime(now), DueAt: msTime(now),
 	}
-	return BeginResult{Claimed: c}, nil
-}
-
-// EnqueueOptions are the settings Enqueue needs.
-type EnqueueOptions struct {
-	// DueAt is when the first attempt is due; zero: now (respond-async).
-	DueAt time.Time
-	// Limits is the endpoint's backlog cap.
-	Limits Limits
-}
-
-// EnqueueResult is what Enqueue did.
-type EnqueueResult struct {
-	// ID is the new callout's id ("" when Existing is set).
-	ID string
-	// State is Scheduled, or Held when the gate is shut.
-	State State
-	// Gate is the gate the script saw.
-	Gate Gate
-	// DueAt is when the callout becomes due; a held callout is due when
-	// its gate reopens, at the earliest.
-	DueAt time.Time
-	// Existing: the idempotency key is already reserved; nothing created.
-	Existing *Existing
+	return policy.BeginResult{Claimed: c}, nil
 }
 
 // Enqueue creates a callout whose first attempt the dispatcher makes
 // (Prefer: respond-async, SPEC §4; a replay chain, SPEC §8), scheduled at
 // opts.DueAt or held when the gate is shut. Same reservation, gate and cap
 // checks as Begin. Errors: ErrDisabled, ErrBacklogFull, ErrUnavailable.
-func (s *Store) Enqueue(ctx context.Context, nc NewCallout, opts EnqueueOptions) (EnqueueResult, error) {
+func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.EnqueueOptions) (policy.EnqueueResult, error) {
 	now := s.now()
 	due := opts.DueAt
 	if due.IsZero() || due.Before(now) {
@@ -150,17 +54,17 @@ func (s *Store) Enqueue(ctx context.Context, nc NewCallout, opts EnqueueOptions)
 	}
 	rep, id, err := s.create(ctx, "enqueue", nc, opts.Limits, now, []any{msArg(due), nc.ReplayOf})
 	if err != nil || rep.existing != nil {
-		return EnqueueResult{Existing: rep.existing}, err
+		return policy.EnqueueResult{Existing: rep.existing}, err
 	}
-	return EnqueueResult{ID: id, State: rep.state, Gate: rep.gate, DueAt: rep.at}, nil
+	return policy.EnqueueResult{ID: id, State: rep.state, Gate: rep.gate, DueAt: rep.at}, nil
 }
 
 // createReply is a decoded begin/enqueue reply.
 type createReply struct {
-	existing *Existing
-	state    State
-	kind     Kind
-	gate     Gate
+	existing *policy.Existing
+	state    policy.State
+	kind     policy.Kind
+	gate     policy.Gate
 	at       time.Time
 }
 
@@ -168,12 +72,12 @@ type createReply struct {
 // op-specific ARGV between the caps and the stale id. When the reservation
 // points at a callout whose record is gone (both carry the same TTL, but
 // expiry is not simultaneous), it retries once treating it as free.
-func (s *Store) create(ctx context.Context, op string, nc NewCallout, lim Limits, now time.Time, extra []any) (createReply, string, error) {
+func (s *Store) create(ctx context.Context, op string, nc policy.NewCallout, lim policy.BacklogLimits, now time.Time, extra []any) (createReply, string, error) {
 	id, err := s.newID(nc.Endpoint)
 	if err != nil {
 		return createReply{}, "", err
 	}
-	fp := Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body)
+	fp := policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body)
 	fields := requestFields(id, nc, fp, now)
 	k := keysOf(nc.Endpoint)
 	parts := k.parts(id)
@@ -215,9 +119,9 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, fp string, n
 	}
 	switch replyStr(a[0]) {
 	case "disabled":
-		return rep, "", fmt.Errorf("redisstore: %s: %w", op, ErrDisabled)
+		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrDisabled)
 	case "backlog_full":
-		return rep, "", fmt.Errorf("redisstore: %s: %w", op, ErrBacklogFull)
+		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrBacklogFull)
 	case "exists":
 		ex, err := s.existing(ctx, replyStr(a[1]), replyStr(a[2]) == fp, now)
 		if err != nil || ex == nil {
@@ -225,16 +129,16 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, fp string, n
 		}
 		return createReply{existing: ex}, "", nil
 	case "created":
-		rep.state = State(replyStr(a[1]))
+		rep.state = policy.State(replyStr(a[1]))
 		rep.at = fromMs(replyStr(a[3]))
-		if rep.state == InFlight {
-			rep.kind = Kind(replyStr(a[2]))
-			rep.gate = Gate{State: GateOpen}
-			if rep.kind == KindProbe {
-				rep.gate = Gate{State: GateHalfOpen}
+		if rep.state == policy.InFlight {
+			rep.kind = policy.Kind(replyStr(a[2]))
+			rep.gate = policy.Gate{State: policy.GateOpen}
+			if rep.kind == policy.KindProbe {
+				rep.gate = policy.Gate{State: policy.GateHalfOpen}
 			}
 		} else {
-			rep.gate = Gate{State: GateState(replyStr(a[2]))}
+			rep.gate = policy.Gate{State: policy.GateState(replyStr(a[2]))}
 			if rep.gate.Shut() {
 				rep.gate.Until = rep.at
 			}
@@ -245,16 +149,16 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, fp string, n
 }
 
 // existing reads the callout holding a reservation; nil when it is gone.
-func (s *Store) existing(ctx context.Context, id string, same bool, now time.Time) (*Existing, error) {
+func (s *Store) existing(ctx context.Context, id string, same bool, now time.Time) (*policy.Existing, error) {
 	c, err := s.Get(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, policy.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	ex := &Existing{ID: id, SameRequest: same, Callout: c}
-	ex.LeaseExpired = c.State == InFlight && !c.LeaseExpiresAt.After(now)
+	ex := &policy.Existing{ID: id, SameRequest: same, Callout: c}
+	ex.LeaseExpired = c.State == policy.InFlight && !c.LeaseExpiresAt.After(now)
 	return ex, nil
 }
 

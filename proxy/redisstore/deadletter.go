@@ -7,58 +7,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
-
-// DeadLetterQuery selects one page of an endpoint's dead letters.
-type DeadLetterQuery struct {
-	Endpoint string
-	// Since and Until bound the dead-lettered-at time, both inclusive;
-	// zero: unbounded.
-	Since, Until time.Time
-	// Cursor is the previous page's Next; "" for the first page.
-	Cursor string
-	// Limit is the page size: 1–1000, default 100.
-	Limit int
-}
-
-// DeadLetter is a dead letter's summary, enough to list and filter them
-// (SPEC §8 filtered replay: endpoint, time range, status code, reason).
-// Get returns the whole record.
-type DeadLetter struct {
-	ID             string
-	Endpoint       string
-	DeadLetteredAt time.Time
-	Reason         DeadLetterReason
-	// Status is the last upstream response's status, 0 when none.
-	Status         int
-	Method         string
-	Path           string
-	Attempts       int
-	IdempotencyKey string
-	SourceRecord   string
-	ReplayOf       string
-	LastError      string
-	// ReplayedBy and ReplayedAt name the latest replay chain of this dead
-	// letter and when it was created (ReplayStore.MarkReplayed); empty
-	// when it was never replayed.
-	ReplayedBy string
-	ReplayedAt time.Time
-}
-
-// DeadLetterPage is one page of dead letters, oldest first.
-type DeadLetterPage struct {
-	Items []DeadLetter
-	// Next is the cursor of the following page; "" when this is the last.
-	Next string
-}
 
 // DeadLetters lists an endpoint's dead letters in dead-lettered-at order
 // with a stable cursor: entries added or pruned between pages neither
 // repeat nor skip the others. Index entries whose record has expired are
 // left out. Two round trips (dead_letters.lua, then one pipelined HMGET per
 // item). Errors: ErrUnavailable, or an error for a malformed cursor.
-func (s *Store) DeadLetters(ctx context.Context, q DeadLetterQuery) (DeadLetterPage, error) {
+func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 100
@@ -70,17 +28,17 @@ func (s *Store) DeadLetters(ctx context.Context, q DeadLetterQuery) (DeadLetterP
 	}
 	curMs, curID, err := parseCursor(q.Cursor)
 	if err != nil {
-		return DeadLetterPage{}, err
+		return policy.DeadLetterPage{}, err
 	}
 	k := keysOf(q.Endpoint)
 	v, err := s.run(ctx, "dead letters", s.lua.deadLetters, []string{k.dl},
 		strconv.FormatInt(q.Since.UnixMilli(), 10), strconv.FormatInt(until, 10), curMs, curID,
 		strconv.Itoa(limit))
 	if err != nil {
-		return DeadLetterPage{}, err
+		return policy.DeadLetterPage{}, err
 	}
 	a := replyArr(v)
-	var page DeadLetterPage
+	var page policy.DeadLetterPage
 	if len(a)/2 > limit {
 		a = a[:2*limit]
 		page.Next = strconv.FormatInt(scoreMs(a[2*limit-1]), 10) + "." + replyStr(a[2*limit-2])
@@ -102,7 +60,7 @@ func parseCursor(c string) (ms, id string, err error) {
 }
 
 // deadLetterSummaries reads the summary fields of {id, ms, ...} entries.
-func (s *Store) deadLetterSummaries(ctx context.Context, k epKeys, a []any) ([]DeadLetter, error) {
+func (s *Store) deadLetterSummaries(ctx context.Context, k epKeys, a []any) ([]policy.DeadLetter, error) {
 	cmds := make([]*redis.SliceCmd, len(a)/2)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range cmds {
@@ -114,15 +72,15 @@ func (s *Store) deadLetterSummaries(ctx context.Context, k epKeys, a []any) ([]D
 	if err != nil {
 		return nil, s.wrap("dead letters", err)
 	}
-	out := make([]DeadLetter, 0, len(cmds))
+	out := make([]policy.DeadLetter, 0, len(cmds))
 	for i, cmd := range cmds {
 		f := cmd.Val()
-		if replyStr(f[0]) != string(DeadLettered) {
+		if replyStr(f[0]) != string(policy.DeadLettered) {
 			continue // expired, discarded, or being replayed in place (never)
 		}
-		out = append(out, DeadLetter{
+		out = append(out, policy.DeadLetter{
 			ID: replyStr(a[2*i]), Endpoint: k.endpoint, DeadLetteredAt: time.UnixMilli(scoreMs(a[2*i+1])),
-			Reason: DeadLetterReason(replyStr(f[1])), Status: atoi(replyStr(f[2])),
+			Reason: policy.DeadLetterReason(replyStr(f[1])), Status: atoi(replyStr(f[2])),
 			Method: replyStr(f[3]), Path: replyStr(f[4]), Attempts: atoi(replyStr(f[5])),
 			IdempotencyKey: replyStr(f[6]), SourceRecord: replyStr(f[7]),
 			ReplayOf: replyStr(f[8]), LastError: replyStr(f[9]),
@@ -139,7 +97,7 @@ func (s *Store) deadLetterSummaries(ctx context.Context, k epKeys, a []any) ([]D
 func (s *Store) Discard(ctx context.Context, id string) error {
 	key, ok := calloutKeyOfID(id)
 	if !ok {
-		return fmt.Errorf("redisstore: discard %q: %w", id, ErrNotFound)
+		return fmt.Errorf("redisstore: discard %q: %w", id, policy.ErrNotFound)
 	}
 	f, err := s.rdb.HMGet(ctx, key, fEndpoint, fIssuer, fKey).Result()
 	if err != nil {
@@ -147,7 +105,7 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	}
 	endpoint := replyStr(f[0])
 	if endpoint == "" {
-		return fmt.Errorf("redisstore: discard %s: %w", id, ErrNotFound)
+		return fmt.Errorf("redisstore: discard %s: %w", id, policy.ErrNotFound)
 	}
 	k := keysOf(endpoint)
 	ik := k.idem(replyStr(f[1]), replyStr(f[2]))
@@ -162,9 +120,9 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	case "ok":
 		return nil
 	case "missing":
-		return fmt.Errorf("redisstore: discard %s: %w", id, ErrNotFound)
+		return fmt.Errorf("redisstore: discard %s: %w", id, policy.ErrNotFound)
 	default:
-		return fmt.Errorf("redisstore: discard %s (%s): %w", id, r, ErrNotDeadLettered)
+		return fmt.Errorf("redisstore: discard %s (%s): %w", id, r, policy.ErrNotDeadLettered)
 	}
 }
 

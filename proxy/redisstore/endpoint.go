@@ -5,61 +5,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
-// BreakerState is a circuit breaker's state (SPEC §6).
-type BreakerState string
-
-// The breaker states. Stored as "open" or nothing; half_open is an open
-// breaker whose probe time has come.
-const (
-	BreakerClosed   BreakerState = "closed"
-	BreakerOpen     BreakerState = "open"
-	BreakerHalfOpen BreakerState = "half_open"
-)
-
-// EndpointState is an endpoint's shared state (the cp:{sN}:ep hash) and its
-// queue sizes, as read at one moment.
-type EndpointState struct {
-	Endpoint string
-	// Gate is what a claim would see now.
-	Gate Gate
-	// Breaker is closed, open or half_open.
-	Breaker BreakerState
-	// ConsecutiveFailures counts counting failures since the last success.
-	ConsecutiveFailures int
-	// OpenedAt is when the breaker opened (written once by the opener).
-	OpenedAt time.Time
-	// ProbeAt is when the open breaker admits its probe.
-	ProbeAt time.Time
-	// ProbeOut is true while a probe holds the token, until ProbeUntil.
-	ProbeOut   bool
-	ProbeUntil time.Time
-	// PausedUntil is the end of an endpoint-wide 429 pause (may be past).
-	PausedUntil time.Time
-	// Disabled, with its reason and time (SPEC §6 auto-disable or admin).
-	Disabled       bool
-	DisabledReason string
-	DisabledAt     time.Time
-	// LastSuccessAt is the success that last ended a failure streak (a
-	// success while nothing fails writes nothing, so it can be older than
-	// the latest success).
-	LastSuccessAt time.Time
-	// OutageStartedAt is the first counting failure after a success (zero:
-	// no outage); auto-disable measures disable_after from it.
-	OutageStartedAt time.Time
-	// OutageNotified is true once the owner heard of the current outage.
-	OutageNotified bool
-	// Due (scheduled and held), Leased (in flight) and DeadLetters (index
-	// entries) are queue sizes; BacklogBytes sums pending request bodies.
-	Due, Leased, DeadLetters int64
-	BacklogBytes             int64
-}
-
 // EndpointState reads endpoint's state: one pipelined round trip (HGETALL
 // and three ZCARDs). Errors: ErrUnavailable.
-func (s *Store) EndpointState(ctx context.Context, endpoint string) (EndpointState, error) {
+func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error) {
 	now := s.now()
 	k := keysOf(endpoint)
 	var h *redis.MapStringStringCmd
@@ -70,11 +22,11 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (EndpointSta
 		return nil
 	})
 	if err != nil {
-		return EndpointState{}, s.wrap("endpoint state", err)
+		return policy.EndpointState{}, s.wrap("endpoint state", err)
 	}
 	m := h.Val()
-	st := EndpointState{
-		Endpoint: endpoint, Gate: gateFromHash(m, now), Breaker: BreakerClosed,
+	st := policy.EndpointState{
+		Endpoint: endpoint, Gate: gateFromHash(m, now), Breaker: policy.BreakerClosed,
 		ConsecutiveFailures: atoi(m[eFailures]), OpenedAt: fromMs(m[eOpenedAt]),
 		ProbeAt: fromMs(m[eProbeAt]), ProbeUntil: fromMs(m[eProbeUntil]),
 		PausedUntil: fromMs(m[ePaused]), Disabled: m[eDisabled] == "1",
@@ -85,9 +37,9 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (EndpointSta
 	}
 	st.ProbeOut = m[eProbeToken] != "" && st.ProbeUntil.After(now)
 	if m[eBreaker] == "open" {
-		st.Breaker = BreakerOpen
+		st.Breaker = policy.BreakerOpen
 		if !st.ProbeAt.After(now) {
-			st.Breaker = BreakerHalfOpen
+			st.Breaker = policy.BreakerHalfOpen
 		}
 	}
 	return st, nil
@@ -95,22 +47,22 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (EndpointSta
 
 // gateFromHash computes the gate from an endpoint hash exactly as
 // lib.lua's gate() does.
-func gateFromHash(m map[string]string, now time.Time) Gate {
+func gateFromHash(m map[string]string, now time.Time) policy.Gate {
 	nowMs := now.UnixMilli()
 	at := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
 	switch {
 	case m[eDisabled] == "1":
-		return Gate{State: GateDisabled}
+		return policy.Gate{State: policy.GateDisabled}
 	case at(ePaused) > nowMs:
-		return Gate{State: GatePaused, Until: time.UnixMilli(at(ePaused))}
+		return policy.Gate{State: policy.GatePaused, Until: time.UnixMilli(at(ePaused))}
 	case m[eBreaker] != "open":
-		return Gate{State: GateOpen}
+		return policy.Gate{State: policy.GateOpen}
 	case at(eProbeAt) > nowMs:
-		return Gate{State: GateBreakerOpen, Until: time.UnixMilli(at(eProbeAt))}
+		return policy.Gate{State: policy.GateBreakerOpen, Until: time.UnixMilli(at(eProbeAt))}
 	case m[eProbeToken] != "" && at(eProbeUntil) > nowMs:
-		return Gate{State: GateProbing, Until: time.UnixMilli(at(eProbeUntil))}
+		return policy.Gate{State: policy.GateProbing, Until: time.UnixMilli(at(eProbeUntil))}
 	}
-	return Gate{State: GateHalfOpen}
+	return policy.Gate{State: policy.GateHalfOpen}
 }
 
 // Backlog returns endpoint's pending items (due + leased callouts) and the

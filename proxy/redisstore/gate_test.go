@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,7 +28,7 @@ func TestShutGateClaimIsO1(t *testing.T) {
 		ids := make([]string, 0, held)
 		for range held {
 			r, err := s.Enqueue(ctxT(t), req("held-api", "", "{}"), enqOpts)
-			if err != nil || r.State != Held {
+			if err != nil || r.State != policy.Held {
 				t.Fatalf("enqueue while open = %+v, %v", r, err)
 			}
 			ids = append(ids, r.ID)
@@ -36,7 +37,7 @@ func TestShutGateClaimIsO1(t *testing.T) {
 		// reopens for another interval with every other held callout due.
 		e.clk.Advance(5 * time.Minute)
 		probe := mustClaim(t, s, "held-api", claimOpts).Claimed
-		if len(probe) != 1 || probe[0].Kind != KindProbe {
+		if len(probe) != 1 || probe[0].Kind != policy.KindProbe {
 			t.Fatalf("probe = %+v", probe)
 		}
 		mustComplete(t, s, probe[0], failure(e.clk.Now().Add(time.Hour)))
@@ -48,7 +49,7 @@ func TestShutGateClaimIsO1(t *testing.T) {
 		elapsed := time.Since(start)
 		t.Logf("claim with %d held callouts, batch 1000: %v", held, elapsed)
 
-		if len(got.Claimed) != 0 || got.Gate.State != GateBreakerOpen || !got.Gate.Until.Equal(t0.Add(10*time.Minute)) {
+		if len(got.Claimed) != 0 || got.Gate.State != policy.GateBreakerOpen || !got.Gate.Until.Equal(t0.Add(10*time.Minute)) {
 			t.Fatalf("claim = %+v", got)
 		}
 		if after := snapshot(t, e, ids); !reflect.DeepEqual(before, after) {
@@ -119,14 +120,14 @@ func commandCalls(t *testing.T, e *env) map[string]int64 {
 func TestAdmitAndRecordResultForReads(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		br := Breaker{Failures: 3, ProbeInterval: time.Minute, ProbeLease: 10 * time.Second}
+		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute, ProbeLease: 10 * time.Second}
 		ad, err := s.Admit(ctxT(t), "read-api", br)
-		if err != nil || ad.Gate.State != GateOpen || ad.ProbeToken != "" || ad.ConsecutiveFailures != 0 {
+		if err != nil || ad.Gate.State != policy.GateOpen || ad.ProbeToken != "" || ad.ConsecutiveFailures != 0 {
 			t.Fatalf("admit healthy = %+v, %v", ad, err)
 		}
-		var ch BreakerChange
+		var ch policy.BreakerChange
 		for range 3 {
-			ch, err = s.RecordResult(ctxT(t), "read-api", ReadResult{CountsTowardBreaker: true, Breaker: br})
+			ch, err = s.RecordResult(ctxT(t), "read-api", policy.ReadResult{CountsTowardBreaker: true, Breaker: br})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,20 +136,20 @@ func TestAdmitAndRecordResultForReads(t *testing.T) {
 			t.Fatalf("third failure = %+v, want opened", ch)
 		}
 		ad, _ = s.Admit(ctxT(t), "read-api", br)
-		if ad.Gate.State != GateBreakerOpen || !ad.Gate.Until.Equal(t0.Add(time.Minute)) {
+		if ad.Gate.State != policy.GateBreakerOpen || !ad.Gate.Until.Equal(t0.Add(time.Minute)) {
 			t.Fatalf("admit while open = %+v", ad)
 		}
 		e.clk.Advance(time.Minute)
 		probe, _ := s.Admit(ctxT(t), "read-api", br)
 		other, _ := s.Admit(ctxT(t), "read-api", br)
-		if probe.Gate.State != GateHalfOpen || probe.ProbeToken == "" || other.Gate.State != GateProbing || other.ProbeToken != "" {
+		if probe.Gate.State != policy.GateHalfOpen || probe.ProbeToken == "" || other.Gate.State != policy.GateProbing || other.ProbeToken != "" {
 			t.Fatalf("half-open admits = %+v, %+v", probe, other)
 		}
-		ch, err = s.RecordResult(ctxT(t), "read-api", ReadResult{ProbeToken: probe.ProbeToken, Success: true, Breaker: br})
+		ch, err = s.RecordResult(ctxT(t), "read-api", policy.ReadResult{ProbeToken: probe.ProbeToken, Success: true, Breaker: br})
 		if err != nil || !ch.Closed || !ch.Probe || !ch.OutageEnded {
 			t.Fatalf("probe success = %+v, %v", ch, err)
 		}
-		if ad, _ := s.Admit(ctxT(t), "read-api", br); ad.Gate.State != GateOpen {
+		if ad, _ := s.Admit(ctxT(t), "read-api", br); ad.Gate.State != policy.GateOpen {
 			t.Fatalf("admit after close = %+v", ad)
 		}
 	})
@@ -159,24 +160,24 @@ func TestAdmitAndRecordResultForReads(t *testing.T) {
 func TestBeginFollowsTheGate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		opts := BeginOptions{Lease: testLease, Breaker: Breaker{ProbeLease: 10 * time.Second}}
+		opts := policy.BeginOptions{Lease: testLease, Breaker: policy.BreakerSettings{ProbeLease: 10 * time.Second}}
 		openBreaker(t, e, s, "wgate-api", 20)
 
 		r, err := s.Begin(ctxT(t), req("wgate-api", "a", "{}"), opts)
-		if err != nil || r.Held == nil || r.Held.Gate.State != GateBreakerOpen || !r.Held.DueAt.Equal(t0.Add(5*time.Minute)) {
+		if err != nil || r.Held == nil || r.Held.Gate.State != policy.GateBreakerOpen || !r.Held.DueAt.Equal(t0.Add(5*time.Minute)) {
 			t.Fatalf("begin while open = %+v, %v", r, err)
 		}
-		if rec := mustGet(t, s, r.Held.ID); rec.State != Held || rec.Attempts != 0 || !rec.FirstAttemptAt.IsZero() {
+		if rec := mustGet(t, s, r.Held.ID); rec.State != policy.Held || rec.Attempts != 0 || !rec.FirstAttemptAt.IsZero() {
 			t.Fatalf("held record = %+v", rec)
 		}
 
 		e.clk.Advance(5 * time.Minute)
 		p, err := s.Begin(ctxT(t), req("wgate-api", "b", "{}"), opts)
-		if err != nil || p.Claimed == nil || p.Claimed.Kind != KindProbe {
+		if err != nil || p.Claimed == nil || p.Claimed.Kind != policy.KindProbe {
 			t.Fatalf("begin at half-open = %+v, %v", p, err)
 		}
 		q, err := s.Begin(ctxT(t), req("wgate-api", "c", "{}"), opts)
-		if err != nil || q.Held == nil || q.Held.Gate.State != GateProbing || !q.Held.DueAt.Equal(e.clk.Now().Add(10*time.Second)) {
+		if err != nil || q.Held == nil || q.Held.Gate.State != policy.GateProbing || !q.Held.DueAt.Equal(e.clk.Now().Add(10*time.Second)) {
 			t.Fatalf("begin while probing = %+v, %v", q, err)
 		}
 		if res := mustComplete(t, s, p.Claimed, success()); !res.Breaker.Closed || !res.Breaker.Probe {
@@ -184,7 +185,7 @@ func TestBeginFollowsTheGate(t *testing.T) {
 		}
 		e.clk.Advance(10 * time.Second)
 		got := mustClaim(t, s, "wgate-api", ClaimOptions{Batch: 100, Lease: testLease})
-		if len(got.Claimed) != 2 || got.Claimed[0].Kind != KindFirst {
+		if len(got.Claimed) != 2 || got.Claimed[0].Kind != policy.KindFirst {
 			t.Fatalf("held writes after close = %+v", got.Claimed)
 		}
 	})
@@ -194,15 +195,15 @@ func TestEnqueueWhilePausedIsHeldUntilPauseEnds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
 		until := t0.Add(time.Minute)
-		if _, err := s.RecordResult(ctxT(t), "ep-pause", ReadResult{PausedUntil: until}); err != nil {
+		if _, err := s.RecordResult(ctxT(t), "ep-pause", policy.ReadResult{PausedUntil: until}); err != nil {
 			t.Fatal(err)
 		}
 		r, err := s.Enqueue(ctxT(t), req("ep-pause", "", "{}"), enqOpts)
-		if err != nil || r.State != Held || r.Gate.State != GatePaused || !r.DueAt.Equal(until) {
+		if err != nil || r.State != policy.Held || r.Gate.State != policy.GatePaused || !r.DueAt.Equal(until) {
 			t.Fatalf("enqueue while paused = %+v, %v", r, err)
 		}
 		// A shorter pause never shortens the longer one.
-		if _, err := s.RecordResult(ctxT(t), "ep-pause", ReadResult{PausedUntil: t0.Add(time.Second)}); err != nil {
+		if _, err := s.RecordResult(ctxT(t), "ep-pause", policy.ReadResult{PausedUntil: t0.Add(time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 		if st := mustState(t, s, "ep-pause"); !st.PausedUntil.Equal(until) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,10 +16,10 @@ import (
 // state it had when it last moved). One pipelined round trip, two for a
 // waiting callout. Errors: ErrNotFound (also
 // for a malformed id), ErrUnavailable.
-func (s *Store) Get(ctx context.Context, id string) (*Callout, error) {
+func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 	key, ok := calloutKeyOfID(id)
 	if !ok {
-		return nil, fmt.Errorf("redisstore: get %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("redisstore: get %q: %w", id, policy.ErrNotFound)
 	}
 	var h *redis.MapStringStringCmd
 	var b, l, r *redis.StringCmd
@@ -33,7 +34,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Callout, error) {
 	}
 	m := h.Val()
 	if len(m) == 0 || m[fState] == "" {
-		return nil, fmt.Errorf("redisstore: get %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("redisstore: get %s: %w", id, policy.ErrNotFound)
 	}
 	parts := storedParts{hash: m, log: l.Val(), resp: r.Val()}
 	if b.Err() == nil {
@@ -46,14 +47,14 @@ func (s *Store) Get(ctx context.Context, id string) (*Callout, error) {
 	if c.ID == "" {
 		c.ID = id
 	}
-	if c.State == Scheduled || c.State == Held {
+	if c.State == policy.Scheduled || c.State == policy.Held {
 		m, err := s.rdb.HGetAll(ctx, keysOf(c.Endpoint).ep).Result()
 		if err != nil {
 			return nil, s.wrap("get", err)
 		}
-		c.State = Scheduled
+		c.State = policy.Scheduled
 		if gateFromHash(m, s.now()).Shut() {
-			c.State = Held
+			c.State = policy.Held
 		}
 	}
 	return c, nil

@@ -77,8 +77,8 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // req returns a new callout of endpoint with an idempotency key.
-func req(endpoint, key string, body string) NewCallout {
-	return NewCallout{
+func req(endpoint, key string, body string) policy.NewCallout {
+	return policy.NewCallout{
 		Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,
 		Path: "/v1/charges", Query: "a=1",
 		Header: http.Header{"Content-Type": {"application/json"}},
@@ -88,24 +88,24 @@ func req(endpoint, key string, body string) NewCallout {
 
 var (
 	claimOpts = ClaimOptions{Batch: 10, Lease: testLease}
-	enqOpts   = EnqueueOptions{}
+	enqOpts   = policy.EnqueueOptions{}
 )
 
 // failure is a retryable attempt that counts toward the breaker.
-func failure(next time.Time) Completion {
-	return Completion{
-		Action: ActionRetry, CountsTowardBreaker: true, NextAttemptAt: next,
-		Attempt:  &Attempt{StartedAt: t0, Duration: time.Second, Status: 503, Outcome: policy.Retryable, Error: "status_5xx"},
-		Response: &Response{Status: 503, Body: []byte("unavailable")}, Error: "status_5xx",
+func failure(next time.Time) policy.Completion {
+	return policy.Completion{
+		Action: policy.ActionRetry, CountsTowardBreaker: true, NextAttemptAt: next,
+		Attempt:  &policy.Attempt{StartedAt: t0, Duration: time.Second, Status: 503, Outcome: policy.Retryable, Error: "status_5xx"},
+		Response: &policy.Response{Status: 503, Body: []byte("unavailable")}, Error: "status_5xx",
 	}
 }
 
 // success is a 2xx attempt that ends the callout.
-func success() Completion {
-	return Completion{
-		Action:   ActionSucceed,
-		Attempt:  &Attempt{StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success},
-		Response: &Response{Status: 201, Header: http.Header{"X-Id": {"7"}}, Body: []byte(`{"id":7}`)},
+func success() policy.Completion {
+	return policy.Completion{
+		Action:   policy.ActionSucceed,
+		Attempt:  &policy.Attempt{StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success},
+		Response: &policy.Response{Status: 201, Header: http.Header{"X-Id": {"7"}}, Body: []byte(`{"id":7}`)},
 	}
 }
 
@@ -134,7 +134,7 @@ func mustClaim(t *testing.T, s *Store, endpoint string, opts ClaimOptions) Claim
 }
 
 // mustComplete completes and fails the test on error.
-func mustComplete(t *testing.T, s *Store, c *Claimed, comp Completion) CompleteResult {
+func mustComplete(t *testing.T, s *Store, c *policy.Claimed, comp policy.Completion) policy.CompleteResult {
 	t.Helper()
 	r, err := s.Complete(ctxT(t), c, comp)
 	if err != nil {
@@ -144,7 +144,7 @@ func mustComplete(t *testing.T, s *Store, c *Claimed, comp Completion) CompleteR
 }
 
 // mustGet gets a callout and fails the test on error.
-func mustGet(t *testing.T, s *Store, id string) *Callout {
+func mustGet(t *testing.T, s *Store, id string) *policy.Callout {
 	t.Helper()
 	c, err := s.Get(ctxT(t), id)
 	if err != nil {
@@ -154,7 +154,7 @@ func mustGet(t *testing.T, s *Store, id string) *Callout {
 }
 
 // mustState reads an endpoint's state.
-func mustState(t *testing.T, s *Store, endpoint string) EndpointState {
+func mustState(t *testing.T, s *Store, endpoint string) policy.EndpointState {
 	t.Helper()
 	st, err := s.EndpointState(ctxT(t), endpoint)
 	if err != nil {
@@ -165,9 +165,9 @@ func mustState(t *testing.T, s *Store, endpoint string) EndpointState {
 
 // openBreaker drives n counting failures through endpoint and returns the
 // result of the last.
-func openBreaker(t *testing.T, e *env, s *Store, endpoint string, n int) CompleteResult {
+func openBreaker(t *testing.T, e *env, s *Store, endpoint string, n int) policy.CompleteResult {
 	t.Helper()
-	var last CompleteResult
+	var last policy.CompleteResult
 	for i := range n {
 		mustEnqueue(t, s, endpoint, 1)
 		cl := mustClaim(t, s, endpoint, ClaimOptions{Batch: 1, Lease: testLease})

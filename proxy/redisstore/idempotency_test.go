@@ -3,12 +3,14 @@ package redisstore
 import (
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 func TestIdempotencyReservation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		opts := BeginOptions{Lease: testLease}
+		opts := policy.BeginOptions{Lease: testLease}
 		first, err := s.Begin(ctxT(t), req("idem-api", "order-1", `{"a":1}`), opts)
 		if err != nil || first.Claimed == nil {
 			t.Fatalf("first = %+v, %v", first, err)
@@ -17,13 +19,13 @@ func TestIdempotencyReservation(t *testing.T) {
 
 		tests := []struct {
 			name     string
-			nc       NewCallout
+			nc       policy.NewCallout
 			wantID   string // "" = a new callout is created
 			wantSame bool
 		}{
 			{"same issuer, endpoint, key, request", req("idem-api", "order-1", `{"a":1}`), id, true},
 			{"same key, other body", req("idem-api", "order-1", `{"a":2}`), id, false},
-			{"other issuer", func() NewCallout {
+			{"other issuer", func() policy.NewCallout {
 				nc := req("idem-api", "order-1", `{"a":1}`)
 				nc.Issuer = "https://other.my.salesforce.com"
 				return nc
@@ -45,7 +47,7 @@ func TestIdempotencyReservation(t *testing.T) {
 				}
 				ex := r.Existing
 				if ex == nil || ex.ID != tt.wantID || ex.SameRequest != tt.wantSame || ex.Callout == nil ||
-					ex.Callout.State != InFlight || ex.LeaseExpired {
+					ex.Callout.State != policy.InFlight || ex.LeaseExpired {
 					t.Fatalf("existing = %+v", ex)
 				}
 			})
@@ -63,11 +65,11 @@ func TestIdempotencyReservation(t *testing.T) {
 func TestIdempotencyFinishedAndVanished(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		opts := BeginOptions{Lease: testLease}
+		opts := policy.BeginOptions{Lease: testLease}
 		first, _ := s.Begin(ctxT(t), req("fin-api", "k", "{}"), opts)
 		mustComplete(t, s, first.Claimed, success())
 		r, err := s.Begin(ctxT(t), req("fin-api", "k", "{}"), opts)
-		if err != nil || r.Existing == nil || r.Existing.Callout.State != Succeeded || r.Existing.Callout.Response.Status != 201 {
+		if err != nil || r.Existing == nil || r.Existing.Callout.State != policy.Succeeded || r.Existing.Callout.Response.Status != 201 {
 			t.Fatalf("replay lookup = %+v, %v", r.Existing, err)
 		}
 		// The record expires a moment before its reservation: the key is free.
@@ -88,25 +90,25 @@ func TestReplayTakesOverReservation(t *testing.T) {
 		orig, _ := s.Enqueue(ctxT(t), nc, enqOpts)
 		c := mustClaim(t, s, "replay-api", claimOpts).Claimed[0]
 		comp := failure(time.Time{})
-		comp.Action, comp.Reason = ActionDeadLetter, ReasonPermanent
+		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
 		mustComplete(t, s, c, comp)
 
 		replay := nc
 		replay.ReplayOf = orig.ID
 		r, err := s.Enqueue(ctxT(t), replay, enqOpts)
-		if err != nil || r.Existing != nil || r.State != Scheduled {
+		if err != nil || r.Existing != nil || r.State != policy.Scheduled {
 			t.Fatalf("replay = %+v, %v", r, err)
 		}
 		k := keysOf("replay-api")
 		if d := pttl(t, e, k.idem(nc.Issuer, nc.IdempotencyKey)); d != -1 {
 			t.Fatalf("reservation TTL = %v, want none while the replay is pending", d)
 		}
-		got, _ := s.Begin(ctxT(t), nc, BeginOptions{Lease: testLease})
+		got, _ := s.Begin(ctxT(t), nc, policy.BeginOptions{Lease: testLease})
 		if got.Existing == nil || got.Existing.ID != r.ID {
 			t.Fatalf("key now points at %+v, want the replay %s", got.Existing, r.ID)
 		}
 		rc := mustClaim(t, s, "replay-api", claimOpts).Claimed
-		if len(rc) != 1 || rc[0].Kind != KindReplay || rc[0].Attempt != 1 || rc[0].ReplayOf != orig.ID || rc[0].IdempotencyKey != "k" {
+		if len(rc) != 1 || rc[0].Kind != policy.KindReplay || rc[0].Attempt != 1 || rc[0].ReplayOf != orig.ID || rc[0].IdempotencyKey != "k" {
 			t.Fatalf("replay claim = %+v", rc)
 		}
 		// A second replay of the original, while the first is pending, conflicts.
@@ -120,12 +122,12 @@ func TestReplayTakesOverReservation(t *testing.T) {
 func TestBacklogCap(t *testing.T) {
 	tests := []struct {
 		name   string
-		limits Limits
+		limits policy.BacklogLimits
 		bodies []string
 		full   int // index of the first refused create
 	}{
-		{"items", Limits{MaxItems: 3}, []string{"a", "b", "c", "d"}, 3},
-		{"bytes", Limits{MaxBytes: 10}, []string{"123456", "1234", "1"}, 2},
+		{"items", policy.BacklogLimits{MaxItems: 3}, []string{"a", "b", "c", "d"}, 3},
+		{"bytes", policy.BacklogLimits{MaxBytes: 10}, []string{"123456", "1234", "1"}, 2},
 	}
 	forEachBackend(t, func(t *testing.T, e *env) {
 		for _, tt := range tests {
@@ -133,21 +135,21 @@ func TestBacklogCap(t *testing.T) {
 				s := e.store()
 				ep := "cap-" + tt.name
 				for i, body := range tt.bodies {
-					_, err := s.Enqueue(ctxT(t), req(ep, "", body), EnqueueOptions{Limits: tt.limits})
+					_, err := s.Enqueue(ctxT(t), req(ep, "", body), policy.EnqueueOptions{Limits: tt.limits})
 					if i == tt.full {
-						wantErr(t, err, ErrBacklogFull)
+						wantErr(t, err, policy.ErrBacklogFull)
 						continue
 					}
 					if err != nil {
 						t.Fatalf("create %d: %v", i, err)
 					}
 				}
-				_, err := s.Begin(ctxT(t), req(ep, "", "z"), BeginOptions{Lease: testLease, Limits: tt.limits})
-				wantErr(t, err, ErrBacklogFull)
+				_, err := s.Begin(ctxT(t), req(ep, "", "z"), policy.BeginOptions{Lease: testLease, Limits: tt.limits})
+				wantErr(t, err, policy.ErrBacklogFull)
 				// Finishing one frees room.
 				c := mustClaim(t, s, ep, ClaimOptions{Batch: 1, Lease: testLease}).Claimed[0]
 				mustComplete(t, s, c, success())
-				if _, err := s.Enqueue(ctxT(t), req(ep, "", "z"), EnqueueOptions{Limits: tt.limits}); err != nil {
+				if _, err := s.Enqueue(ctxT(t), req(ep, "", "z"), policy.EnqueueOptions{Limits: tt.limits}); err != nil {
 					t.Fatalf("after a finish: %v", err)
 				}
 			})

@@ -231,15 +231,3 @@ func calloutKeyOfID(id string) (string, bool) {
 	}
 	return keyPrefix + tag(n) + ":c:" + id, true
 }
-
-// Fingerprint returns the request fingerprint of SPEC §5: base64url (no
-// padding) of SHA-256 over the method, path, query and body bytes, each
-// length-prefixed so no two requests share one. Content-Type is ignored.
-func Fingerprint(method, path, query string, body []byte) string {
-	h := sha256.New()
-	for _, part := range [][]byte{[]byte(method), []byte(path), []byte(query), body} {
-		_, _ = fmt.Fprintf(h, "%d:", len(part))
-		_, _ = h.Write(part)
-	}
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
-}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -49,19 +50,19 @@ func TestCalloutIDShape(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	base := Fingerprint("POST", "/a", "q=1", []byte("body"))
+	base := policy.Fingerprint("POST", "/a", "q=1", []byte("body"))
 	for _, other := range []string{
-		Fingerprint("PUT", "/a", "q=1", []byte("body")),
-		Fingerprint("POST", "/a/", "q=1", []byte("body")),
-		Fingerprint("POST", "/a", "q=2", []byte("body")),
-		Fingerprint("POST", "/a", "q=1", []byte("body!")),
-		Fingerprint("POST", "/aq=1", "", []byte("body")), // length prefixes keep fields apart
+		policy.Fingerprint("PUT", "/a", "q=1", []byte("body")),
+		policy.Fingerprint("POST", "/a/", "q=1", []byte("body")),
+		policy.Fingerprint("POST", "/a", "q=2", []byte("body")),
+		policy.Fingerprint("POST", "/a", "q=1", []byte("body!")),
+		policy.Fingerprint("POST", "/aq=1", "", []byte("body")), // length prefixes keep fields apart
 	} {
 		if other == base {
 			t.Fatalf("fingerprint collision: %s", base)
 		}
 	}
-	if Fingerprint("POST", "/a", "q=1", []byte("body")) != base || len(base) != 43 {
+	if policy.Fingerprint("POST", "/a", "q=1", []byte("body")) != base || len(base) != 43 {
 		t.Fatalf("fingerprint unstable or wrong length: %s", base)
 	}
 }
@@ -139,7 +140,7 @@ func TestUnavailable(t *testing.T) {
 		ops := map[string]func() error{
 			"ping": func() error { return s.Ping(ctxT(t)) },
 			"begin": func() error {
-				_, err := s.Begin(ctxT(t), req("x", "k", ""), BeginOptions{Lease: testLease})
+				_, err := s.Begin(ctxT(t), req("x", "k", ""), policy.BeginOptions{Lease: testLease})
 				return err
 			},
 			"claim": func() error { _, err := s.Claim(ctxT(t), "x", claimOpts); return err },
@@ -147,13 +148,13 @@ func TestUnavailable(t *testing.T) {
 			"state": func() error { _, err := s.EndpointState(ctxT(t), "x"); return err },
 		}
 		for name, op := range ops {
-			if err := op(); !errors.Is(err, ErrUnavailable) {
+			if err := op(); !errors.Is(err, policy.ErrUnavailable) {
 				t.Errorf("%s: error = %v, want ErrUnavailable", name, err)
 			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := s.Ping(ctx); errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		if err := s.Ping(ctx); errors.Is(err, policy.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 			t.Errorf("canceled ping = %v, want context.Canceled only", err)
 		}
 	})

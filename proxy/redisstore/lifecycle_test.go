@@ -13,12 +13,12 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
 		nc := req("payment-api", "key-1", `{"amount":100}`)
-		res, err := s.Begin(ctxT(t), nc, BeginOptions{Lease: testLease})
+		res, err := s.Begin(ctxT(t), nc, policy.BeginOptions{Lease: testLease})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cl := res.Claimed
-		if cl == nil || cl.Kind != KindFirst || cl.Attempt != 1 || !cl.FirstAttemptAt.Equal(t0) {
+		if cl == nil || cl.Kind != policy.KindFirst || cl.Attempt != 1 || !cl.FirstAttemptAt.Equal(t0) {
 			t.Fatalf("claimed = %+v, want first attempt 1 at t0", cl)
 		}
 		if !cl.LeaseExpiresAt.Equal(t0.Add(testLease)) || cl.IdempotencyKey != "key-1" {
@@ -30,7 +30,7 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 		}
 		e.clk.Advance(time.Second)
 		r := mustComplete(t, s, cl, success())
-		if r.State != Succeeded || r.Attempts != 1 {
+		if r.State != policy.Succeeded || r.Attempts != 1 {
 			t.Fatalf("result = %+v", r)
 		}
 		for _, key := range []string{k.callout(cl.ID), k.idem(nc.Issuer, nc.IdempotencyKey)} {
@@ -39,16 +39,16 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 			}
 		}
 		got := mustGet(t, s, cl.ID)
-		wantLog := []Attempt{{N: 1, Kind: KindFirst, StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success}}
+		wantLog := []policy.Attempt{{N: 1, Kind: policy.KindFirst, StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success}}
 		if !reflect.DeepEqual(got.AttemptLog, wantLog) {
 			t.Fatalf("attempt log = %+v, want %+v", got.AttemptLog, wantLog)
 		}
-		if got.State != Succeeded || !got.FinishedAt.Equal(t0.Add(time.Second)) || got.Response == nil ||
+		if got.State != policy.Succeeded || !got.FinishedAt.Equal(t0.Add(time.Second)) || got.Response == nil ||
 			got.Response.Status != 201 || string(got.Response.Body) != `{"id":7}` || got.Response.Header.Get("X-Id") != "7" {
 			t.Fatalf("record = %+v (response %+v)", got, got.Response)
 		}
 		if string(got.Body) != `{"amount":100}` || got.Header.Get("Content-Type") != "application/json" ||
-			got.Query != "a=1" || got.SourceRecord != "001000000000001AAA" || got.Fingerprint != Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body) {
+			got.Query != "a=1" || got.SourceRecord != "001000000000001AAA" || got.Fingerprint != policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body) {
 			t.Fatalf("request fields = %+v", got)
 		}
 		if items, bytes, err := s.Backlog(ctxT(t), "payment-api"); err != nil || items != 0 || bytes != 0 {
@@ -57,7 +57,7 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 		if e.b.Mini != nil {
 			e.b.Mini.FastForward(day + time.Second)
 			_, err := s.Get(ctxT(t), cl.ID)
-			wantErr(t, err, ErrNotFound)
+			wantErr(t, err, policy.ErrNotFound)
 			if e.b.Mini.Exists(k.idem(nc.Issuer, nc.IdempotencyKey)) {
 				t.Fatal("idempotency key outlived its TTL")
 			}
@@ -68,7 +68,7 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 func TestResponseBodyCapped(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store() // cap 16 bytes
-		res, err := s.Begin(ctxT(t), req("cap-api", "k", "x"), BeginOptions{Lease: testLease})
+		res, err := s.Begin(ctxT(t), req("cap-api", "k", "x"), policy.BeginOptions{Lease: testLease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,14 +85,14 @@ func TestResponseBodyCapped(t *testing.T) {
 func TestEnqueueThenClaimRespectsDueTime(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		r, err := s.Enqueue(ctxT(t), req("due-api", "", "{}"), EnqueueOptions{DueAt: t0.Add(10 * time.Second)})
-		if err != nil || r.State != Scheduled || !r.DueAt.Equal(t0.Add(10*time.Second)) {
+		r, err := s.Enqueue(ctxT(t), req("due-api", "", "{}"), policy.EnqueueOptions{DueAt: t0.Add(10 * time.Second)})
+		if err != nil || r.State != policy.Scheduled || !r.DueAt.Equal(t0.Add(10*time.Second)) {
 			t.Fatalf("enqueue = %+v, %v", r, err)
 		}
 		if got := mustClaim(t, s, "due-api", claimOpts); len(got.Claimed) != 0 {
 			t.Fatalf("claimed %d before due", len(got.Claimed))
 		}
-		if c := mustGet(t, s, r.ID); c.State != Scheduled || c.Attempts != 0 || !c.NextAttemptAt.Equal(r.DueAt) {
+		if c := mustGet(t, s, r.ID); c.State != policy.Scheduled || c.Attempts != 0 || !c.NextAttemptAt.Equal(r.DueAt) {
 			t.Fatalf("scheduled record = %+v", c)
 		}
 		e.clk.Advance(10 * time.Second)
@@ -101,12 +101,12 @@ func TestEnqueueThenClaimRespectsDueTime(t *testing.T) {
 			t.Fatalf("claimed %d at due time", len(got.Claimed))
 		}
 		c := got.Claimed[0]
-		if c.ID != r.ID || c.Kind != KindFirst || c.Attempt != 1 || !c.FirstAttemptAt.Equal(e.clk.Now()) ||
+		if c.ID != r.ID || c.Kind != policy.KindFirst || c.Attempt != 1 || !c.FirstAttemptAt.Equal(e.clk.Now()) ||
 			!c.DueAt.Equal(r.DueAt) || !c.StartedAt.Equal(e.clk.Now()) ||
 			c.Method != http.MethodPost || c.Path != "/v1/charges" || string(c.Body) != "{}" {
 			t.Fatalf("claimed = %+v", c)
 		}
-		if rec := mustGet(t, s, r.ID); rec.State != InFlight || rec.Attempts != 1 || !rec.LeaseExpiresAt.Equal(e.clk.Now().Add(testLease)) {
+		if rec := mustGet(t, s, r.ID); rec.State != policy.InFlight || rec.Attempts != 1 || !rec.LeaseExpiresAt.Equal(e.clk.Now().Add(testLease)) {
 			t.Fatalf("in-flight record = %+v", rec)
 		}
 	})
@@ -139,7 +139,7 @@ func TestRetryReschedulesAndCountsAttemptsAtClaim(t *testing.T) {
 		c := mustClaim(t, s, "retry-api", claimOpts).Claimed[0]
 		next := e.clk.Now().Add(5 * time.Second)
 		r := mustComplete(t, s, c, failure(next))
-		if r.State != Scheduled || r.Attempts != 1 {
+		if r.State != policy.Scheduled || r.Attempts != 1 {
 			t.Fatalf("result = %+v", r)
 		}
 		rec := mustGet(t, s, c.ID)
@@ -151,7 +151,7 @@ func TestRetryReschedulesAndCountsAttemptsAtClaim(t *testing.T) {
 		}
 		e.clk.Advance(5 * time.Second)
 		c2 := mustClaim(t, s, "retry-api", claimOpts).Claimed[0]
-		if c2.ID != c.ID || c2.Attempt != 2 || c2.Kind != KindRetry || !c2.FirstAttemptAt.Equal(t0) {
+		if c2.ID != c.ID || c2.Attempt != 2 || c2.Kind != policy.KindRetry || !c2.FirstAttemptAt.Equal(t0) {
 			t.Fatalf("second claim = %+v", c2)
 		}
 		if rec := mustGet(t, s, c.ID); rec.Attempts != 2 || !rec.NextAttemptAt.IsZero() {
@@ -170,9 +170,9 @@ func TestDeadLetterIndexedWithTTL(t *testing.T) {
 		}
 		c := mustClaim(t, s, "dl-api", claimOpts).Claimed[0]
 		comp := failure(time.Time{})
-		comp.Action, comp.Reason = ActionDeadLetter, ReasonExhausted
+		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterExhausted
 		res := mustComplete(t, s, c, comp)
-		if res.State != DeadLettered || !res.NotifyOwner {
+		if res.State != policy.DeadLettered || !res.NotifyOwner {
 			t.Fatalf("result = %+v, want dead_lettered and notify (first dead letter of the outage)", res)
 		}
 		k := keysOf("dl-api")
@@ -181,15 +181,15 @@ func TestDeadLetterIndexedWithTTL(t *testing.T) {
 				t.Fatalf("%s TTL = %v, want ~720h", key, d)
 			}
 		}
-		page, err := s.DeadLetters(ctxT(t), DeadLetterQuery{Endpoint: "dl-api"})
+		page, err := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "dl-api"})
 		if err != nil || len(page.Items) != 1 || page.Next != "" {
 			t.Fatalf("dead letters = %+v, %v", page, err)
 		}
 		dl := page.Items[0]
-		if dl.ID != r.ID || dl.Reason != ReasonExhausted || dl.Status != 503 || !dl.DeadLetteredAt.Equal(t0) || dl.Attempts != 1 {
+		if dl.ID != r.ID || dl.Reason != policy.DeadLetterExhausted || dl.Status != 503 || !dl.DeadLetteredAt.Equal(t0) || dl.Attempts != 1 {
 			t.Fatalf("dead letter = %+v", dl)
 		}
-		if rec := mustGet(t, s, r.ID); rec.DeadLetterReason != ReasonExhausted || rec.State != DeadLettered {
+		if rec := mustGet(t, s, r.ID); rec.DeadLetterReason != policy.DeadLetterExhausted || rec.State != policy.DeadLettered {
 			t.Fatalf("record = %+v", rec)
 		}
 		// A second dead letter in the same outage does not notify again.
@@ -206,8 +206,8 @@ func TestNotDispatchedCompletionUndoesCount(t *testing.T) {
 		s := e.store()
 		mustEnqueue(t, s, "nd-api", 1)
 		c := mustClaim(t, s, "nd-api", claimOpts).Claimed[0]
-		res := mustComplete(t, s, c, Completion{Action: ActionDeadLetter, Reason: ReasonExhausted})
-		if res.State != DeadLettered || res.Attempts != 0 || res.Breaker.ConsecutiveFailures != 0 {
+		res := mustComplete(t, s, c, policy.Completion{Action: policy.ActionDeadLetter, Reason: policy.DeadLetterExhausted})
+		if res.State != policy.DeadLettered || res.Attempts != 0 || res.Breaker.ConsecutiveFailures != 0 {
 			t.Fatalf("result = %+v", res)
 		}
 		if rec := mustGet(t, s, c.ID); len(rec.AttemptLog) != 0 {

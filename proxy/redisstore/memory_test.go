@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // TestPendingCalloutMemory measures what a pending callout costs on a real
@@ -26,7 +28,7 @@ func TestPendingCalloutMemory(t *testing.T) {
 		before := usedMemory(t, e)
 		var last string
 		for i := range n {
-			nc := NewCallout{
+			nc := policy.NewCallout{
 				Endpoint: "payment-api", Issuer: "https://example.my.salesforce.com", Method: http.MethodPost,
 				Path: "/v1/charges", Header: http.Header{
 					"Content-Type": {"application/json"}, "Accept": {"application/json"},
@@ -43,7 +45,7 @@ func TestPendingCalloutMemory(t *testing.T) {
 		perCallout := (usedMemory(t, e) - before) / n
 		k := keysOf("payment-api")
 		record := e.b.Client.MemoryUsage(ctx, k.callout(last), 0).Val()
-		nc := NewCallout{Issuer: "https://example.my.salesforce.com"}
+		nc := policy.NewCallout{Issuer: "https://example.my.salesforce.com"}
 		idem := e.b.Client.MemoryUsage(ctx, k.idem(nc.Issuer, fmt.Sprintf("7d3c1f0e-4b8a-4c7e-9f21-%012d", n-1)), 0).Val()
 		due := e.b.Client.MemoryUsage(ctx, k.due, 0).Val() / n
 		t.Logf("pending callout, 0-byte body: %d bytes by used_memory delta (record %d + reservation %d + due entry ~%d by MEMORY USAGE)",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,7 +36,7 @@ type RecordState struct {
 func (o *Outbox) RecordState(ctx context.Context, root string) (RecordState, error) {
 	n, ok := ShardOfID(root)
 	if !ok {
-		return RecordState{}, fmt.Errorf("redisstore: record state %q: %w", root, ErrNotFound)
+		return RecordState{}, fmt.Errorf("redisstore: record state %q: %w", root, policy.ErrNotFound)
 	}
 	f, err := o.s.rdb.HMGet(ctx, outboxKeysOf(n).sfs, "s:"+root, "rc:"+root, "t:"+root, "v:"+root).Result()
 	if err != nil {
@@ -68,7 +69,7 @@ type StatusChange struct {
 func (o *Outbox) SetRecordStatus(ctx context.Context, root string, ch StatusChange) (bool, error) {
 	n, ok := ShardOfID(root)
 	if !ok {
-		return false, fmt.Errorf("redisstore: record status %q: %w", root, ErrNotFound)
+		return false, fmt.Errorf("redisstore: record status %q: %w", root, policy.ErrNotFound)
 	}
 	now := o.s.now()
 	at := ch.At

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // outboxStore is e.store() with the Salesforce outbox on.
@@ -21,9 +23,9 @@ func (e *env) outboxStore() (*Store, *Outbox) {
 
 // deadCompletion ends a claimed attempt as a dead letter after a
 // retryable failure that counts toward the breaker.
-func deadCompletion(reason DeadLetterReason) Completion {
+func deadCompletion(reason policy.DeadLetterReason) policy.Completion {
 	c := failure(t0)
-	c.Action, c.Reason = ActionDeadLetter, reason
+	c.Action, c.Reason = policy.ActionDeadLetter, reason
 	return c
 }
 
@@ -35,7 +37,7 @@ func scheduledDeadLetters(t *testing.T, s *Store, endpoint string, n int) (ids [
 	mustEnqueue(t, s, endpoint, n)
 	for _, cl := range mustClaim(t, s, endpoint, ClaimOptions{Batch: n, Lease: testLease}).Claimed {
 		ids = append(ids, cl.ID)
-		if mustComplete(t, s, cl, deadCompletion(ReasonExhausted)).NotifyOwner {
+		if mustComplete(t, s, cl, deadCompletion(policy.DeadLetterExhausted)).NotifyOwner {
 			notified = append(notified, cl.ID)
 		}
 	}
@@ -121,8 +123,8 @@ func TestOutboxQueuedWithTheEnding(t *testing.T) {
 		mustComplete(t, s, cl, success())
 		// Synchronous endings (Begin): a success queues nothing, a dead
 		// letter its mirror and expiry check but no event.
-		sync := func(c Completion) string {
-			r, err := s.Begin(ctxT(t), req("orders", "", "{}"), BeginOptions{Lease: testLease})
+		sync := func(c policy.Completion) string {
+			r, err := s.Begin(ctxT(t), req("orders", "", "{}"), policy.BeginOptions{Lease: testLease})
 			if err != nil || r.Claimed == nil {
 				t.Fatalf("begin: %v %+v", err, r)
 			}
@@ -132,7 +134,7 @@ func TestOutboxQueuedWithTheEnding(t *testing.T) {
 		sync(success())
 		// The synchronous dead letter's failure began an outage on orders:
 		// its owner is told, as for any first dead letter of an outage.
-		amb := sync(deadCompletion(ReasonAmbiguous))
+		amb := sync(deadCompletion(policy.DeadLetterAmbiguous))
 		want = sorted([]string{EntryName(EntryResult, ok), EntryName(EntryMirror, amb),
 			EntryName(EntryOutage, "orders", amb)})
 		if got := claimAll(t, o); !slices.Equal(got, want) {

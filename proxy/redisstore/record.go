@@ -68,7 +68,7 @@ const (
 // attemptJSON is the stored form of an Attempt.
 type attemptJSON struct {
 	N          int            `json:"n"`
-	Kind       Kind           `json:"kind"`
+	Kind       policy.Kind    `json:"kind"`
 	StartedAt  int64          `json:"started_at"`
 	DurationMs int64          `json:"duration_ms"`
 	Status     int            `json:"status,omitempty"`
@@ -76,7 +76,7 @@ type attemptJSON struct {
 	Error      string         `json:"error,omitempty"`
 }
 
-func encodeAttempt(a Attempt) (string, error) {
+func encodeAttempt(a policy.Attempt) (string, error) {
 	b, err := json.Marshal(attemptJSON{
 		N: a.N, Kind: a.Kind, StartedAt: a.StartedAt.UnixMilli(), DurationMs: a.Duration.Milliseconds(),
 		Status: a.Status, Outcome: a.Outcome, Error: a.Error,
@@ -85,8 +85,8 @@ func encodeAttempt(a Attempt) (string, error) {
 }
 
 // decodeAttempts parses the attempt log (key :l), one JSON object a line.
-func decodeAttempts(s string) ([]Attempt, error) {
-	var out []Attempt
+func decodeAttempts(s string) ([]policy.Attempt, error) {
+	var out []policy.Attempt
 	for line := range strings.SplitSeq(s, "\n") {
 		if line == "" {
 			continue
@@ -95,7 +95,7 @@ func decodeAttempts(s string) ([]Attempt, error) {
 		if err := json.Unmarshal([]byte(line), &a); err != nil {
 			return nil, err
 		}
-		out = append(out, Attempt{
+		out = append(out, policy.Attempt{
 			N: a.N, Kind: a.Kind, StartedAt: time.UnixMilli(a.StartedAt),
 			Duration: time.Duration(a.DurationMs) * time.Millisecond,
 			Status:   a.Status, Outcome: a.Outcome, Error: a.Error,
@@ -124,7 +124,7 @@ func decodeHeader(s string) (http.Header, error) {
 
 // encodeResponse is the stored form of a response (key :r):
 // "status cut\n" + header JSON + "\n" + body, cut being 0 or 1.
-func encodeResponse(r *Response, body []byte, cut bool) ([]byte, error) {
+func encodeResponse(r *policy.Response, body []byte, cut bool) ([]byte, error) {
 	h, err := encodeHeader(r.Header)
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func encodeResponse(r *Response, body []byte, cut bool) ([]byte, error) {
 	return append(out, body...), nil
 }
 
-func decodeResponse(b string) (*Response, error) {
+func decodeResponse(b string) (*policy.Response, error) {
 	head, rest, ok1 := strings.Cut(b, "\n")
 	h, body, ok2 := strings.Cut(rest, "\n")
 	status, cut, ok3 := strings.Cut(head, " ")
@@ -144,7 +144,7 @@ func decodeResponse(b string) (*Response, error) {
 	if !ok1 || !ok2 || !ok3 || err != nil {
 		return nil, fmt.Errorf("malformed stored response")
 	}
-	r := &Response{Status: n, Truncated: cut == "1", Body: []byte(body)}
+	r := &policy.Response{Status: n, Truncated: cut == "1", Body: []byte(body)}
 	if r.Header, err = decodeHeader(h); err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func atoi(s string) int {
 
 // requestFields returns the immutable request fields of a new callout as
 // HSET pairs, leaving empty ones out. The body is not among them (key :b).
-func requestFields(id string, nc NewCallout, fp string, now time.Time) []any {
+func requestFields(id string, nc policy.NewCallout, fp string, now time.Time) []any {
 	pairs := []struct{ f, v string }{
 		{fID, id}, {fEndpoint, nc.Endpoint}, {fIssuer, nc.Issuer}, {fMethod, nc.Method},
 		{fPath, nc.Path}, {fQuery, nc.Query}, {fKey, nc.IdempotencyKey}, {fFingerprint, fp},
@@ -211,16 +211,16 @@ type storedParts struct {
 }
 
 // decodeCallout turns the stored parts of a callout into a Callout.
-func decodeCallout(p storedParts) (*Callout, error) {
+func decodeCallout(p storedParts) (*policy.Callout, error) {
 	m := p.hash
-	c := &Callout{
+	c := &policy.Callout{
 		ID: m[fID], Endpoint: m[fEndpoint], Issuer: m[fIssuer], Method: m[fMethod],
 		Path: m[fPath], Query: m[fQuery], IdempotencyKey: m[fKey], Fingerprint: m[fFingerprint],
-		SourceRecord: m[fSource], State: State(m[fState]), Attempts: atoi(m[fAttempts]),
+		SourceRecord: m[fSource], State: policy.State(m[fState]), Attempts: atoi(m[fAttempts]),
 		CreatedAt: fromMs(m[fCreated]), FirstAttemptAt: fromMs(m[fFirst]),
 		NextAttemptAt: fromMs(m[fNext]), LeaseExpiresAt: fromMs(m[fLeaseUntil]),
 		FinishedAt: fromMs(m[fFinished]), ReplayOf: m[fReplayOf], LastError: m[fLastError],
-		DeadLetterReason: DeadLetterReason(m[fReason]), Header: headerOf(m), Body: p.body,
+		DeadLetterReason: policy.DeadLetterReason(m[fReason]), Header: headerOf(m), Body: p.body,
 	}
 	var err error
 	if c.AttemptLog, err = decodeAttempts(p.log); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // Release deletes a callout created by Begin whose dispatch was refused
@@ -12,7 +14,7 @@ import (
 // dispatch are never stored as the key's result"). One round trip
 // (release.lua). Errors: ErrStaleLease when cl's lease is no longer valid
 // (nothing changed), ErrUnavailable.
-func (s *Store) Release(ctx context.Context, cl *Claimed) error {
+func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	k := keysOf(cl.Endpoint)
 	parts := k.parts(cl.ID)
 	idem := k.idem(cl.Issuer, cl.IdempotencyKey)
@@ -25,7 +27,7 @@ func (s *Store) Release(ctx context.Context, cl *Claimed) error {
 		return err
 	}
 	if replyStr(v) == "stale" {
-		return fmt.Errorf("redisstore: release %s: %w", cl.ID, ErrStaleLease)
+		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
 	return nil
 }

@@ -3,68 +3,12 @@ package redisstore
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
-)
-
-// Errors of the replay-job store. Test with errors.Is.
-var (
-	// ErrJobNotFound: no replay job with that id (or a malformed id, or one
-	// whose record expired after the job retention).
-	ErrJobNotFound = errors.New("redisstore: replay job not found")
-	// ErrJobCancelled: an admin asked to cancel the job; the caller must
-	// stop and end it with Finish(JobCancelled). Nothing was changed.
-	ErrJobCancelled = errors.New("redisstore: replay job cancel requested")
-	// ErrJobLost: the caller no longer holds the job's lease (another
-	// replica took it over after the lease expired, or the job ended); the
-	// caller must stop working on it. Nothing was changed.
-	ErrJobLost = errors.New("redisstore: replay job lease lost")
-	// ErrJobBusy: another replica holds a live lease on the job.
-	ErrJobBusy = errors.New("redisstore: replay job held by another replica")
-	// ErrJobFinal: the job has ended (completed, cancelled or failed).
-	ErrJobFinal = errors.New("redisstore: replay job has ended")
-	// ErrJobFull: the job already holds ReplayStoreOptions.MaxItems dead letters.
-	ErrJobFull = errors.New("redisstore: replay job item cap reached")
-)
-
-// JobState is a replay job's state (SPEC §8 "replay jobs").
-type JobState string
-
-// The replay-job states.
-const (
-	// JobQueued: created; no replica has started it yet.
-	JobQueued JobState = "queued"
-	// JobRunning: a replica is collecting or sending its dead letters.
-	JobRunning JobState = "running"
-	// JobCancelling: an admin asked to cancel it; its replica stops before
-	// its next item.
-	JobCancelling JobState = "cancelling"
-	// JobCancelled: stopped by an admin part-way (or before it started).
-	JobCancelled JobState = "cancelled"
-	// JobCompleted: every collected dead letter was handled (for a dry
-	// run: collected, nothing sent).
-	JobCompleted JobState = "completed"
-	// JobFailed: stopped by an error that retrying cannot fix (Job.Error
-	// says which, e.g. more dead letters match than a job may hold).
-	JobFailed JobState = "failed"
-)
-
-// Final reports whether the state is final.
-func (s JobState) Final() bool { return s == JobCancelled || s == JobCompleted || s == JobFailed }
-
-// JobPhase is what a running job is doing.
-type JobPhase string
-
-// The phases of a running job: first every matching dead letter is
-// collected into the job's queue (so its total is known before anything is
-// sent, and a dry run stops there), then the queue is sent in order.
-const (
-	PhaseCollect JobPhase = "collect"
-	PhaseSend    JobPhase = "send"
 )
 
 // ReplayStoreOptions configures a ReplayStore. The zero value works.
@@ -112,42 +56,6 @@ func NewReplayStore(s *Store, o ReplayStoreOptions) *ReplayStore {
 
 // MaxItems is the most dead letters one job may hold.
 func (j *ReplayStore) MaxItems() int { return j.maxItems }
-
-// Job is a replay job as stored. Counters count items: Total collected,
-// then each handled item is exactly one of Sent, Skipped, Refused, Failed.
-type Job struct {
-	ID string
-	// Spec is what to replay, as its creator encoded it (the replay
-	// package's JSON); the store does not read it.
-	Spec      string
-	State     JobState
-	Phase     JobPhase
-	CreatedBy string
-	CreatedAt time.Time
-	// StartedAt is when a replica first took it; zero while queued.
-	StartedAt time.Time
-	// FinishedAt is when it ended; zero until then.
-	FinishedAt time.Time
-	// UpdatedAt is its last change (progress included).
-	UpdatedAt   time.Time
-	CancelledBy string
-	CancelledAt time.Time
-	Total       int
-	Sent        int
-	Skipped     int
-	Refused     int
-	Failed      int
-	// Error says why a job failed.
-	Error string
-	// Position is where collection got to (opaque, the collector's).
-	Position string
-	// Index is the send position: the queue index of the next item.
-	Index int
-	// Owner is the token of the replica holding its lease ("" when none),
-	// until LeaseExpiresAt.
-	Owner          string
-	LeaseExpiresAt time.Time
-}
 
 // Fields of a job hash cp:job:{J} (keys.go). Times are Unix ms.
 const (
@@ -202,15 +110,15 @@ func validJobID(id string) bool {
 // three slots: not atomic; a failure after the record was written leaves a
 // record no runner sees, which is deleted on the way out when possible.
 // Errors: ErrUnavailable.
-func (j *ReplayStore) CreateJob(ctx context.Context, spec, createdBy string) (Job, error) {
+func (j *ReplayStore) CreateJob(ctx context.Context, spec, createdBy string) (policy.ReplayJob, error) {
 	id, err := j.s.token()
 	if err != nil {
-		return Job{}, err
+		return policy.ReplayJob{}, err
 	}
 	now := msTime(j.s.now())
 	k := keysOfJob(id)
 	_, err = j.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k.job, jSpec, spec, jState, string(JobQueued), jBy, createdBy,
+		p.HSet(ctx, k.job, jSpec, spec, jState, string(policy.JobQueued), jBy, createdBy,
 			jCreated, msArg(now), jUpdated, msArg(now))
 		p.ZAdd(ctx, jobsKey, redis.Z{Score: float64(now.UnixMilli()), Member: id})
 		p.SAdd(ctx, activeJobsKey, id)
@@ -218,22 +126,22 @@ func (j *ReplayStore) CreateJob(ctx context.Context, spec, createdBy string) (Jo
 	})
 	if err != nil {
 		_ = j.s.rdb.Del(context.WithoutCancel(ctx), k.job).Err()
-		return Job{}, j.s.wrap("create job", err)
+		return policy.ReplayJob{}, j.s.wrap("create job", err)
 	}
-	return Job{ID: id, Spec: spec, State: JobQueued, CreatedBy: createdBy, CreatedAt: now, UpdatedAt: now}, nil
+	return policy.ReplayJob{ID: id, Spec: spec, State: policy.JobQueued, CreatedBy: createdBy, CreatedAt: now, UpdatedAt: now}, nil
 }
 
 // Job reads a job. One round trip. Errors: ErrJobNotFound, ErrUnavailable.
-func (j *ReplayStore) Job(ctx context.Context, id string) (Job, error) {
+func (j *ReplayStore) Job(ctx context.Context, id string) (policy.ReplayJob, error) {
 	if !validJobID(id) {
-		return Job{}, fmt.Errorf("redisstore: job %q: %w", id, ErrJobNotFound)
+		return policy.ReplayJob{}, fmt.Errorf("redisstore: job %q: %w", id, policy.ErrJobNotFound)
 	}
 	m, err := j.s.rdb.HGetAll(ctx, keysOfJob(id).job).Result()
 	if err != nil {
-		return Job{}, j.s.wrap("job", err)
+		return policy.ReplayJob{}, j.s.wrap("job", err)
 	}
 	if m[jState] == "" {
-		return Job{}, fmt.Errorf("redisstore: job %s: %w", id, ErrJobNotFound)
+		return policy.ReplayJob{}, fmt.Errorf("redisstore: job %s: %w", id, policy.ErrJobNotFound)
 	}
 	return decodeJob(id, m), nil
 }
@@ -241,7 +149,7 @@ func (j *ReplayStore) Job(ctx context.Context, id string) (Job, error) {
 // Jobs lists up to limit jobs (1–1000, default 100), newest first. Index
 // entries of jobs that expired are dropped on the way. Two round trips.
 // Errors: ErrUnavailable.
-func (j *ReplayStore) Jobs(ctx context.Context, limit int) ([]Job, error) {
+func (j *ReplayStore) Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -259,7 +167,7 @@ func (j *ReplayStore) Jobs(ctx context.Context, limit int) ([]Job, error) {
 	if err != nil {
 		return nil, j.s.wrap("jobs", err)
 	}
-	out := make([]Job, 0, len(ids))
+	out := make([]policy.ReplayJob, 0, len(ids))
 	for i, cmd := range cmds {
 		if m := cmd.Val(); m[jState] != "" {
 			out = append(out, decodeJob(ids[i], m))
@@ -286,9 +194,9 @@ func (j *ReplayStore) Forget(ctx context.Context, id string) error {
 }
 
 // decodeJob turns a job hash into a Job.
-func decodeJob(id string, m map[string]string) Job {
-	return Job{
-		ID: id, Spec: m[jSpec], State: JobState(m[jState]), Phase: JobPhase(m[jPhase]),
+func decodeJob(id string, m map[string]string) policy.ReplayJob {
+	return policy.ReplayJob{
+		ID: id, Spec: m[jSpec], State: policy.JobState(m[jState]), Phase: policy.JobPhase(m[jPhase]),
 		CreatedBy: m[jBy], CreatedAt: fromMs(m[jCreated]), StartedAt: fromMs(m[jStarted]),
 		FinishedAt: fromMs(m[jFinished]), UpdatedAt: fromMs(m[jUpdated]),
 		CancelledBy: m[jCancelledBy], CancelledAt: fromMs(m[jCancelledAt]),
@@ -305,20 +213,20 @@ func decodeJob(id string, m map[string]string) Job {
 // ends it JobCancelled before sending anything more. Cancelling a job that
 // is cancelling or has ended changes nothing. It returns the job's state
 // afterwards. Errors: ErrJobNotFound, ErrUnavailable.
-func (j *ReplayStore) CancelJob(ctx context.Context, id, by string) (JobState, error) {
+func (j *ReplayStore) CancelJob(ctx context.Context, id, by string) (policy.JobState, error) {
 	if !validJobID(id) {
-		return "", fmt.Errorf("redisstore: cancel job %q: %w", id, ErrJobNotFound)
+		return "", fmt.Errorf("redisstore: cancel job %q: %w", id, policy.ErrJobNotFound)
 	}
 	v, err := j.s.run(ctx, "cancel job", j.lua.cancel, keysOfJob(id).all(),
 		msArg(j.s.now()), by, durMs(j.ttl))
 	if err != nil {
 		return "", err
 	}
-	st := JobState(replyStr(v))
+	st := policy.JobState(replyStr(v))
 	switch {
 	case st == "missing":
-		return "", fmt.Errorf("redisstore: cancel job %s: %w", id, ErrJobNotFound)
-	case st == JobCancelled:
+		return "", fmt.Errorf("redisstore: cancel job %s: %w", id, policy.ErrJobNotFound)
+	case st == policy.JobCancelled:
 		_ = j.Forget(ctx, id)
 	}
 	return st, nil
@@ -330,17 +238,17 @@ func jobRefusal(op, id, r string) error {
 	case "ok":
 		return nil
 	case "missing":
-		return fmt.Errorf("redisstore: %s %s: %w", op, id, ErrJobNotFound)
+		return fmt.Errorf("redisstore: %s %s: %w", op, id, policy.ErrJobNotFound)
 	case "cancel":
-		return fmt.Errorf("redisstore: %s %s: %w", op, id, ErrJobCancelled)
+		return fmt.Errorf("redisstore: %s %s: %w", op, id, policy.ErrJobCancelled)
 	case "lost":
-		return fmt.Errorf("redisstore: %s %s: %w", op, id, ErrJobLost)
+		return fmt.Errorf("redisstore: %s %s: %w", op, id, policy.ErrJobLost)
 	case "busy":
-		return fmt.Errorf("redisstore: %s %s: %w", op, id, ErrJobBusy)
+		return fmt.Errorf("redisstore: %s %s: %w", op, id, policy.ErrJobBusy)
 	case "final":
-		return fmt.Errorf("redisstore: %s %s: %w", op, id, ErrJobFinal)
+		return fmt.Errorf("redisstore: %s %s: %w", op, id, policy.ErrJobFinal)
 	case "full":
-		return fmt.Errorf("redisstore: %s %s: %w", op, id, ErrJobFull)
+		return fmt.Errorf("redisstore: %s %s: %w", op, id, policy.ErrJobFull)
 	}
 	return fmt.Errorf("redisstore: %s %s: unexpected reply %q", op, id, r)
 }

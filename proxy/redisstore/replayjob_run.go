@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -49,22 +50,22 @@ func loadJobScripts() (jobScripts, error) {
 // fenced on this lease and renews it by the same lease. One round trip.
 // Errors: ErrJobNotFound, ErrJobFinal, ErrJobBusy (another replica holds a
 // live lease), ErrUnavailable.
-func (j *ReplayStore) Acquire(ctx context.Context, id, owner string, lease time.Duration) (Job, error) {
+func (j *ReplayStore) Acquire(ctx context.Context, id, owner string, lease time.Duration) (policy.ReplayJob, error) {
 	if !validJobID(id) {
-		return Job{}, fmt.Errorf("redisstore: acquire job %q: %w", id, ErrJobNotFound)
+		return policy.ReplayJob{}, fmt.Errorf("redisstore: acquire job %q: %w", id, policy.ErrJobNotFound)
 	}
 	now := j.s.now()
 	v, err := j.s.run(ctx, "acquire job", j.lua.acquire, []string{keysOfJob(id).job},
 		msArg(now), owner, msArg(now.Add(lease)))
 	if err != nil {
-		return Job{}, err
+		return policy.ReplayJob{}, err
 	}
 	a, err := replyN("acquire job", v, 1)
 	if err != nil {
-		return Job{}, err
+		return policy.ReplayJob{}, err
 	}
 	if err := jobRefusal("acquire job", id, replyStr(a[0])); err != nil {
-		return Job{}, err
+		return policy.ReplayJob{}, err
 	}
 	m := make(map[string]string, (len(a)-1)/2)
 	for i := 1; i+1 < len(a); i += 2 {
@@ -136,7 +137,7 @@ func (j *ReplayStore) Queue(ctx context.Context, id string, from, n int) ([]stri
 // is honoured here, before anything more is sent.
 // Errors: ErrJobCancelled, ErrJobLost, ErrJobNotFound, ErrUnavailable.
 func (j *ReplayStore) ClaimItem(ctx context.Context, id, owner string, lease time.Duration, index int,
-	dl string) (claimed bool, prev ItemStatus, err error) {
+	dl string) (claimed bool, prev policy.ItemStatus, err error) {
 	now := j.s.now()
 	k := keysOfJob(id)
 	v, err := j.s.run(ctx, "claim item", j.lua.claim, []string{k.job, k.items},
@@ -166,7 +167,7 @@ func (j *ReplayStore) ClaimItem(ctx context.Context, id, owner string, lease tim
 // replay it records has happened. It reports false, changing nothing, when
 // the item was not pending (already recorded). Errors: ErrUnavailable, or
 // an error for a Status that is not a result.
-func (j *ReplayStore) FinishItem(ctx context.Context, id string, it JobItem) (bool, error) {
+func (j *ReplayStore) FinishItem(ctx context.Context, id string, it policy.ReplayItem) (bool, error) {
 	counter := resultCounter(it.Status)
 	if counter == "" {
 		return false, fmt.Errorf("redisstore: finish item %s: %q is not a result", it.DeadLetterID, it.Status)
@@ -185,7 +186,7 @@ func (j *ReplayStore) FinishItem(ctx context.Context, id string, it JobItem) (bo
 // active set; its keys expire after the job retention. Errors: ErrJobLost
 // (the caller does not hold it, or it already ended), ErrJobNotFound,
 // ErrUnavailable.
-func (j *ReplayStore) Finish(ctx context.Context, id, owner string, state JobState, errText string) error {
+func (j *ReplayStore) Finish(ctx context.Context, id, owner string, state policy.JobState, errText string) error {
 	if !state.Final() {
 		return fmt.Errorf("redisstore: finish job %s: %q is not a final state", id, state)
 	}
@@ -211,7 +212,7 @@ func (j *ReplayStore) Release(ctx context.Context, id, owner string) error {
 // Items returns up to limit (1–1000, default 100) items of job id's queue
 // from index offset, in collection order, with their states. Two round
 // trips. Errors: ErrUnavailable.
-func (j *ReplayStore) Items(ctx context.Context, id string, offset, limit int) ([]JobItem, error) {
+func (j *ReplayStore) Items(ctx context.Context, id string, offset, limit int) ([]policy.ReplayItem, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -223,27 +224,12 @@ func (j *ReplayStore) Items(ctx context.Context, id string, offset, limit int) (
 	if err != nil {
 		return nil, j.s.wrap("job items", err)
 	}
-	out := make([]JobItem, len(ids))
+	out := make([]policy.ReplayItem, len(ids))
 	for i, dl := range ids {
 		out[i] = decodeItem(dl, replyStr(vals[i]))
 	}
 	return out, nil
 }
-
-// ItemStatus is the state of one dead letter in a replay job.
-type ItemStatus string
-
-// The item states: queued, sending and would-send before a result; sent,
-// skipped, refused and failed are results (JobItem.Detail says why).
-const (
-	ItemQueued    ItemStatus = "queued"     // collected, not yet sent
-	ItemSending   ItemStatus = "sending"    // claimed by a replica, result not yet recorded
-	ItemWouldSend ItemStatus = "would_send" // a dry run's item: nothing is sent
-	ItemSent      ItemStatus = "sent"       // a new replay chain was created (JobItem.ReplayID)
-	ItemSkipped   ItemStatus = "skipped"    // nothing to do: already replayed, or gone
-	ItemRefused   ItemStatus = "refused"    // the endpoint is disabled or unknown, or its backlog full
-	ItemFailed    ItemStatus = "failed"     // a store error, or its replica died while sending it
-)
 
 // Stored forms of the states before a result (the items hash).
 const (
@@ -254,56 +240,44 @@ const (
 
 // resultCounter is the job counter field of a result; "" for a state that
 // is not a result.
-func resultCounter(st ItemStatus) string {
+func resultCounter(st policy.ItemStatus) string {
 	switch st {
-	case ItemSent:
+	case policy.ItemSent:
 		return jSent
-	case ItemSkipped:
+	case policy.ItemSkipped:
 		return jSkipped
-	case ItemRefused:
+	case policy.ItemRefused:
 		return jRefused
-	case ItemFailed:
+	case policy.ItemFailed:
 		return jFailed
 	}
 	return ""
 }
 
-// JobItem is one dead letter of a replay job.
-type JobItem struct {
-	DeadLetterID string
-	Status       ItemStatus
-	// ReplayID is the replay chain's callout id: the new one (sent), or
-	// the chain already holding the dead letter's key (skipped).
-	ReplayID string
-	// Detail is a short code saying why (e.g. already_replayed,
-	// endpoint_disabled, interrupted); "" for a plain send.
-	Detail string
-}
-
 // encodeItem is the stored form of a result: "status|replay id|detail".
-func encodeItem(it JobItem) string {
+func encodeItem(it policy.ReplayItem) string {
 	return string(it.Status) + "|" + it.ReplayID + "|" + strings.ReplaceAll(it.Detail, "|", "/")
 }
 
 // decodeItem parses a stored item state ("" when the item is unknown:
 // reported as failed, "missing").
-func decodeItem(dl, v string) JobItem {
-	it := JobItem{DeadLetterID: dl}
+func decodeItem(dl, v string) policy.ReplayItem {
+	it := policy.ReplayItem{DeadLetterID: dl}
 	switch v {
 	case itemQueued:
-		it.Status = ItemQueued
+		it.Status = policy.ItemQueued
 	case itemSending:
-		it.Status = ItemSending
+		it.Status = policy.ItemSending
 	case itemWouldSend:
-		it.Status = ItemWouldSend
+		it.Status = policy.ItemWouldSend
 	case "":
-		it.Status, it.Detail = ItemFailed, "missing"
+		it.Status, it.Detail = policy.ItemFailed, "missing"
 	default:
 		parts := strings.SplitN(v, "|", 3)
 		for len(parts) < 3 {
 			parts = append(parts, "")
 		}
-		it.Status, it.ReplayID, it.Detail = ItemStatus(parts[0]), parts[1], parts[2]
+		it.Status, it.ReplayID, it.Detail = policy.ItemStatus(parts[0]), parts[1], parts[2]
 	}
 	return it
 }

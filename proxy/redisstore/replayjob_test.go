@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 const jobLease = 10 * time.Second
@@ -12,7 +14,7 @@ const jobLease = 10 * time.Second
 func (e *env) replays(o ReplayStoreOptions) *ReplayStore { return NewReplayStore(e.store(), o) }
 
 // mustJob creates a job and fails the test on error.
-func mustJob(t *testing.T, r *ReplayStore, spec string) Job {
+func mustJob(t *testing.T, r *ReplayStore, spec string) policy.ReplayJob {
 	t.Helper()
 	j, err := r.CreateJob(ctxT(t), spec, "ops")
 	if err != nil {
@@ -22,7 +24,7 @@ func mustJob(t *testing.T, r *ReplayStore, spec string) Job {
 }
 
 // mustAcquire acquires a job for owner and fails the test on error.
-func mustAcquire(t *testing.T, r *ReplayStore, id, owner string) Job {
+func mustAcquire(t *testing.T, r *ReplayStore, id, owner string) policy.ReplayJob {
 	t.Helper()
 	j, err := r.Acquire(ctxT(t), id, owner, jobLease)
 	if err != nil {
@@ -32,7 +34,7 @@ func mustAcquire(t *testing.T, r *ReplayStore, id, owner string) Job {
 }
 
 // mustClaimItem claims queue item index of a job and fails on error.
-func mustClaimItem(t *testing.T, r *ReplayStore, id, owner string, index int, dl string) (bool, ItemStatus) {
+func mustClaimItem(t *testing.T, r *ReplayStore, id, owner string, index int, dl string) (bool, policy.ItemStatus) {
 	t.Helper()
 	ok, prev, err := r.ClaimItem(ctxT(t), id, owner, jobLease, index, dl)
 	if err != nil {
@@ -45,7 +47,7 @@ func TestReplayJobLifecycle(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		r := e.replays(ReplayStoreOptions{})
 		j := mustJob(t, r, `{"ids":["x"]}`)
-		if j.State != JobQueued || j.CreatedBy != "ops" || !j.CreatedAt.Equal(t0) || !validJobID(j.ID) {
+		if j.State != policy.JobQueued || j.CreatedBy != "ops" || !j.CreatedAt.Equal(t0) || !validJobID(j.ID) {
 			t.Fatalf("created = %+v", j)
 		}
 		if active, _ := r.ActiveJobs(ctxT(t)); !slices.Equal(active, []string{j.ID}) {
@@ -53,12 +55,12 @@ func TestReplayJobLifecycle(t *testing.T) {
 		}
 		e.clk.Advance(time.Second)
 		got := mustAcquire(t, r, j.ID, "A")
-		if got.State != JobRunning || got.Phase != PhaseCollect || !got.StartedAt.Equal(t0.Add(time.Second)) ||
+		if got.State != policy.JobRunning || got.Phase != policy.PhaseCollect || !got.StartedAt.Equal(t0.Add(time.Second)) ||
 			got.Owner != "A" || got.Spec != `{"ids":["x"]}` {
 			t.Fatalf("acquired = %+v", got)
 		}
 		_, err := r.Acquire(ctxT(t), j.ID, "B", jobLease)
-		wantErr(t, err, ErrJobBusy)
+		wantErr(t, err, policy.ErrJobBusy)
 
 		// Overlapping batches: every dead letter is taken once.
 		for _, batch := range [][]string{{"d1", "d2", "d3"}, {"d2", "d3", "d4"}, {"d1"}} {
@@ -73,11 +75,11 @@ func TestReplayJobLifecycle(t *testing.T) {
 		if !slices.Equal(q, []string{"d1", "d2", "d3", "d4"}) {
 			t.Fatalf("queue = %v", q)
 		}
-		results := []JobItem{
-			{DeadLetterID: "d1", Status: ItemSent, ReplayID: "r1"},
-			{DeadLetterID: "d2", Status: ItemSkipped, ReplayID: "r0", Detail: "already_replayed"},
-			{DeadLetterID: "d3", Status: ItemRefused, Detail: "endpoint_disabled"},
-			{DeadLetterID: "d4", Status: ItemFailed, Detail: "store|unavailable"},
+		results := []policy.ReplayItem{
+			{DeadLetterID: "d1", Status: policy.ItemSent, ReplayID: "r1"},
+			{DeadLetterID: "d2", Status: policy.ItemSkipped, ReplayID: "r0", Detail: "already_replayed"},
+			{DeadLetterID: "d3", Status: policy.ItemRefused, Detail: "endpoint_disabled"},
+			{DeadLetterID: "d4", Status: policy.ItemFailed, Detail: "store|unavailable"},
 		}
 		for i, it := range results {
 			if ok, _ := mustClaimItem(t, r, j.ID, "A", i, it.DeadLetterID); !ok {
@@ -88,10 +90,10 @@ func TestReplayJobLifecycle(t *testing.T) {
 			}
 		}
 		// A second claim or result of a handled item changes nothing.
-		if ok, prev := mustClaimItem(t, r, j.ID, "A", 0, "d1"); ok || prev != ItemSent {
+		if ok, prev := mustClaimItem(t, r, j.ID, "A", 0, "d1"); ok || prev != policy.ItemSent {
 			t.Fatalf("second claim = %v, %q", ok, prev)
 		}
-		if ok, _ := r.FinishItem(ctxT(t), j.ID, JobItem{DeadLetterID: "d1", Status: ItemFailed}); ok {
+		if ok, _ := r.FinishItem(ctxT(t), j.ID, policy.ReplayItem{DeadLetterID: "d1", Status: policy.ItemFailed}); ok {
 			t.Fatal("a handled item was recorded twice")
 		}
 		items, _ := r.Items(ctxT(t), j.ID, 0, 10)
@@ -108,11 +110,11 @@ func TestReplayJobLifecycle(t *testing.T) {
 // leaves the active set and cannot be taken again, and is still listed.
 func wantFinished(t *testing.T, e *env, r *ReplayStore, id string) {
 	t.Helper()
-	if err := r.Finish(ctxT(t), id, "A", JobCompleted, ""); err != nil {
+	if err := r.Finish(ctxT(t), id, "A", policy.JobCompleted, ""); err != nil {
 		t.Fatal(err)
 	}
 	done, _ := r.Job(ctxT(t), id)
-	if done.State != JobCompleted || done.Total != 4 || done.Sent != 1 || done.Skipped != 1 ||
+	if done.State != policy.JobCompleted || done.Total != 4 || done.Sent != 1 || done.Skipped != 1 ||
 		done.Refused != 1 || done.Failed != 1 || done.Index != 1 || done.Owner != "" || done.FinishedAt.IsZero() {
 		t.Fatalf("finished = %+v", done)
 	}
@@ -125,7 +127,7 @@ func wantFinished(t *testing.T, e *env, r *ReplayStore, id string) {
 		t.Fatalf("active after finish = %v", active)
 	}
 	_, err := r.Acquire(ctxT(t), id, "A", jobLease)
-	wantErr(t, err, ErrJobFinal)
+	wantErr(t, err, policy.ErrJobFinal)
 	if list, _ := r.Jobs(ctxT(t), 10); len(list) != 1 || list[0].ID != id {
 		t.Fatalf("jobs = %+v", list)
 	}
@@ -135,7 +137,7 @@ func TestReplayJobCancel(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		r := e.replays(ReplayStoreOptions{})
 		queued := mustJob(t, r, "{}")
-		if st, err := r.CancelJob(ctxT(t), queued.ID, "ops"); err != nil || st != JobCancelled {
+		if st, err := r.CancelJob(ctxT(t), queued.ID, "ops"); err != nil || st != policy.JobCancelled {
 			t.Fatalf("cancel queued = %q, %v", st, err)
 		}
 		j := mustJob(t, r, "{}")
@@ -147,29 +149,29 @@ func TestReplayJobCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustClaimItem(t, r, j.ID, "A", 0, "d1")
-		if st, err := r.CancelJob(ctxT(t), j.ID, "viewer-ops"); err != nil || st != JobCancelling {
+		if st, err := r.CancelJob(ctxT(t), j.ID, "viewer-ops"); err != nil || st != policy.JobCancelling {
 			t.Fatalf("cancel running = %q, %v", st, err)
 		}
 		// The item in flight still records its result; the next is refused.
-		if ok, _ := r.FinishItem(ctxT(t), j.ID, JobItem{DeadLetterID: "d1", Status: ItemSent, ReplayID: "r"}); !ok {
+		if ok, _ := r.FinishItem(ctxT(t), j.ID, policy.ReplayItem{DeadLetterID: "d1", Status: policy.ItemSent, ReplayID: "r"}); !ok {
 			t.Fatal("in-flight result lost")
 		}
 		_, _, err := r.ClaimItem(ctxT(t), j.ID, "A", jobLease, 1, "d2")
-		wantErr(t, err, ErrJobCancelled)
-		if err := r.Finish(ctxT(t), j.ID, "A", JobCancelled, ""); err != nil {
+		wantErr(t, err, policy.ErrJobCancelled)
+		if err := r.Finish(ctxT(t), j.ID, "A", policy.JobCancelled, ""); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := r.Job(ctxT(t), j.ID)
-		if got.State != JobCancelled || got.Sent != 1 || got.CancelledBy != "viewer-ops" || got.Index != 1 {
+		if got.State != policy.JobCancelled || got.Sent != 1 || got.CancelledBy != "viewer-ops" || got.Index != 1 {
 			t.Fatalf("cancelled = %+v", got)
 		}
-		if st, _ := r.CancelJob(ctxT(t), j.ID, "ops"); st != JobCancelled {
+		if st, _ := r.CancelJob(ctxT(t), j.ID, "ops"); st != policy.JobCancelled {
 			t.Fatalf("cancel again = %q", st)
 		}
 		_, err = r.CancelJob(ctxT(t), "AAAAAAAAAAAAAAAAAAAAAA", "ops")
-		wantErr(t, err, ErrJobNotFound)
+		wantErr(t, err, policy.ErrJobNotFound)
 		_, err = r.Job(ctxT(t), "not a job id")
-		wantErr(t, err, ErrJobNotFound)
+		wantErr(t, err, policy.ErrJobNotFound)
 	})
 }
 
@@ -187,14 +189,14 @@ func TestReplayJobLeaseTakeover(t *testing.T) {
 		mustClaimItem(t, r, j.ID, "A", 0, "d1") // A dies while sending d1
 		e.clk.Advance(jobLease + time.Millisecond)
 		got := mustAcquire(t, r, j.ID, "B")
-		if got.Phase != PhaseSend || got.Index != 1 || got.State != JobRunning {
+		if got.Phase != policy.PhaseSend || got.Index != 1 || got.State != policy.JobRunning {
 			t.Fatalf("taken over = %+v", got)
 		}
 		_, _, err := r.ClaimItem(ctxT(t), j.ID, "A", jobLease, 1, "d2")
-		wantErr(t, err, ErrJobLost)
-		wantErr(t, r.Finish(ctxT(t), j.ID, "A", JobCompleted, ""), ErrJobLost)
+		wantErr(t, err, policy.ErrJobLost)
+		wantErr(t, r.Finish(ctxT(t), j.ID, "A", policy.JobCompleted, ""), policy.ErrJobLost)
 		// B finds d1 still sending: it never claims it again.
-		if ok, prev := mustClaimItem(t, r, j.ID, "B", 0, "d1"); ok || prev != ItemSending {
+		if ok, prev := mustClaimItem(t, r, j.ID, "B", 0, "d1"); ok || prev != policy.ItemSending {
 			t.Fatalf("claim of the interrupted item = %v, %q", ok, prev)
 		}
 		if err := r.Release(ctxT(t), j.ID, "B"); err != nil {
@@ -212,13 +214,13 @@ func TestReplayJobItemCapAndDryRun(t *testing.T) {
 		j := mustJob(t, r, "{}")
 		mustAcquire(t, r, j.ID, "A")
 		total, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "p1", true, []string{"a", "b", "a", "c", "d", "e"})
-		wantErr(t, err, ErrJobFull)
+		wantErr(t, err, policy.ErrJobFull)
 		if total != 3 {
 			t.Fatalf("total = %d, want 3", total)
 		}
 		got, _ := r.Job(ctxT(t), j.ID)
 		items, _ := r.Items(ctxT(t), j.ID, 1, 5)
-		want := []JobItem{{DeadLetterID: "b", Status: ItemWouldSend}, {DeadLetterID: "c", Status: ItemWouldSend}}
+		want := []policy.ReplayItem{{DeadLetterID: "b", Status: policy.ItemWouldSend}, {DeadLetterID: "c", Status: policy.ItemWouldSend}}
 		if got.Total != 3 || got.Position != "" || !slices.Equal(items, want) {
 			t.Fatalf("job %+v items %+v", got, items)
 		}
@@ -227,7 +229,7 @@ func TestReplayJobItemCapAndDryRun(t *testing.T) {
 
 // deadLetter records a keyed callout of endpoint and makes it a dead
 // letter (reason permanent) at the clock's time; it returns its request.
-func deadLetter(t *testing.T, s *Store, endpoint, key string) (NewCallout, string) {
+func deadLetter(t *testing.T, s *Store, endpoint, key string) (policy.NewCallout, string) {
 	t.Helper()
 	nc := req(endpoint, key, `{"n":1}`)
 	if _, err := s.Enqueue(ctxT(t), nc, enqOpts); err != nil {
@@ -235,7 +237,7 @@ func deadLetter(t *testing.T, s *Store, endpoint, key string) (NewCallout, strin
 	}
 	c := mustClaim(t, s, endpoint, ClaimOptions{Batch: 1, Lease: testLease}).Claimed[0]
 	comp := failure(time.Time{})
-	comp.Action, comp.Reason = ActionDeadLetter, ReasonPermanent
+	comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
 	mustComplete(t, s, c, comp)
 	return nc, c.ID
 }
@@ -259,22 +261,22 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 			t.Fatalf("mark = %v, %v", ok, err)
 		}
 		cl := mustClaim(t, s, "hist-api", claimOpts).Claimed[0]
-		if cl.Kind != KindReplay || cl.Attempt != 1 || !cl.FirstAttemptAt.Equal(t0.Add(time.Hour)) ||
+		if cl.Kind != policy.KindReplay || cl.Attempt != 1 || !cl.FirstAttemptAt.Equal(t0.Add(time.Hour)) ||
 			cl.ReplayOf != dl || cl.IdempotencyKey != "key-7" || string(cl.Body) != `{"n":1}` {
 			t.Fatalf("replay claim = %+v", cl)
 		}
-		if out := mustComplete(t, s, cl, success()); out.State != Succeeded || out.Attempts != 1 {
+		if out := mustComplete(t, s, cl, success()); out.State != policy.Succeeded || out.Attempts != 1 {
 			t.Fatalf("replay completion = %+v", out)
 		}
 		chain := mustGet(t, s, res.ID)
-		if chain.State != Succeeded || len(chain.AttemptLog) != 1 || chain.AttemptLog[0].Kind != KindReplay {
+		if chain.State != policy.Succeeded || len(chain.AttemptLog) != 1 || chain.AttemptLog[0].Kind != policy.KindReplay {
 			t.Fatalf("chain = %+v", chain)
 		}
 		orig := mustGet(t, s, dl)
-		if orig.State != DeadLettered || len(orig.AttemptLog) != 1 || orig.DeadLetterReason != ReasonPermanent {
+		if orig.State != policy.DeadLettered || len(orig.AttemptLog) != 1 || orig.DeadLetterReason != policy.DeadLetterPermanent {
 			t.Fatalf("replayed dead letter = %+v", orig)
 		}
-		page, _ := s.DeadLetters(ctxT(t), DeadLetterQuery{Endpoint: "hist-api"})
+		page, _ := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "hist-api"})
 		if len(page.Items) != 1 || page.Items[0].ReplayedBy != res.ID || !page.Items[0].ReplayedAt.Equal(t0.Add(time.Hour)) {
 			t.Fatalf("listing = %+v", page.Items)
 		}
@@ -288,12 +290,12 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 			return
 		}
 		e.b.Mini.FastForward(30*day - 2*time.Hour)
-		if got := mustGet(t, s, dl); got.State != DeadLettered {
+		if got := mustGet(t, s, dl); got.State != policy.DeadLettered {
 			t.Fatalf("before the retention ends: %+v", got)
 		}
 		e.b.Mini.FastForward(2 * time.Hour)
 		_, err = s.Get(ctxT(t), dl)
-		wantErr(t, err, ErrNotFound)
+		wantErr(t, err, policy.ErrNotFound)
 		e.clk.Advance(30 * day)
 		if n, err := r.PruneDeadLetters(ctxT(t), "hist-api"); n != 1 || err != nil {
 			t.Fatalf("prune = %d, %v", n, err)
@@ -313,7 +315,7 @@ func TestMarkReplayedOnlyDeadLetters(t *testing.T) {
 			t.Fatalf("mark of a scheduled callout = %v, %v", ok, err)
 		}
 		_, err := r.MarkReplayed(ctxT(t), "bad", "x")
-		wantErr(t, err, ErrNotFound)
+		wantErr(t, err, policy.ErrNotFound)
 		if m, err := r.ReplayMarkOf(ctxT(t), ids[0]); m.ReplayedBy != "" || err != nil {
 			t.Fatalf("mark = %+v, %v", m, err)
 		}

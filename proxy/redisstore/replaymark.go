@@ -3,8 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,7 +23,7 @@ const (
 func (r *ReplayStore) MarkReplayed(ctx context.Context, id, replayID string) (bool, error) {
 	key, ok := calloutKeyOfID(id)
 	if !ok {
-		return false, fmt.Errorf("redisstore: mark replayed %q: %w", id, ErrNotFound)
+		return false, fmt.Errorf("redisstore: mark replayed %q: %w", id, policy.ErrNotFound)
 	}
 	v, err := r.s.run(ctx, "mark replayed", r.lua.mark, []string{key}, replayID, msArg(r.s.now()))
 	if err != nil {
@@ -32,27 +32,18 @@ func (r *ReplayStore) MarkReplayed(ctx context.Context, id, replayID string) (bo
 	return replyInt(v) == 1, nil
 }
 
-// ReplayMark is what MarkReplayed noted on a dead letter.
-type ReplayMark struct {
-	// ReplayedBy is the latest replay chain's callout id; "" when the dead
-	// letter was never replayed.
-	ReplayedBy string
-	// ReplayedAt is when that chain was created; zero when never.
-	ReplayedAt time.Time
-}
-
 // ReplayMarkOf reads the replay mark of callout id (zero when it has none
 // or does not exist). One round trip. Errors: ErrUnavailable.
-func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (ReplayMark, error) {
+func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error) {
 	key, ok := calloutKeyOfID(id)
 	if !ok {
-		return ReplayMark{}, nil
+		return policy.ReplayMark{}, nil
 	}
 	f, err := r.s.rdb.HMGet(ctx, key, fReplayedBy, fReplayedAt).Result()
 	if err != nil {
-		return ReplayMark{}, r.s.wrap("replay mark", err)
+		return policy.ReplayMark{}, r.s.wrap("replay mark", err)
 	}
-	return ReplayMark{ReplayedBy: replyStr(f[0]), ReplayedAt: fromMs(replyStr(f[1]))}, nil
+	return policy.ReplayMark{ReplayedBy: replyStr(f[0]), ReplayedAt: fromMs(replyStr(f[1]))}, nil
 }
 
 // PruneDeadLetters drops the entries older than the dead-letter retention
@@ -71,7 +62,7 @@ func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (in
 // pipelined HMGET each. An entry is nil when that id is not a dead letter
 // (any more). DeadLetteredAt is the record's finish time, which is the
 // index's score. Errors: ErrUnavailable.
-func (r *ReplayStore) Summaries(ctx context.Context, ids []string) ([]*DeadLetter, error) {
+func (r *ReplayStore) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
 	cmds := make([]*redis.SliceCmd, len(ids))
 	_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
@@ -85,18 +76,18 @@ func (r *ReplayStore) Summaries(ctx context.Context, ids []string) ([]*DeadLette
 	if err != nil {
 		return nil, r.s.wrap("dead-letter summaries", err)
 	}
-	out := make([]*DeadLetter, len(ids))
+	out := make([]*policy.DeadLetter, len(ids))
 	for i, cmd := range cmds {
 		if cmd == nil {
 			continue
 		}
 		f := cmd.Val()
-		if replyStr(f[0]) != string(DeadLettered) {
+		if replyStr(f[0]) != string(policy.DeadLettered) {
 			continue
 		}
-		out[i] = &DeadLetter{
+		out[i] = &policy.DeadLetter{
 			ID: ids[i], Endpoint: replyStr(f[1]), DeadLetteredAt: fromMs(replyStr(f[2])),
-			Reason: DeadLetterReason(replyStr(f[3])), Status: atoi(replyStr(f[4])),
+			Reason: policy.DeadLetterReason(replyStr(f[3])), Status: atoi(replyStr(f[4])),
 			Method: replyStr(f[5]), Path: replyStr(f[6]), Attempts: atoi(replyStr(f[7])),
 			IdempotencyKey: replyStr(f[8]), SourceRecord: replyStr(f[9]), ReplayOf: replyStr(f[10]),
 			LastError: replyStr(f[11]), ReplayedBy: replyStr(f[12]), ReplayedAt: fromMs(replyStr(f[13])),

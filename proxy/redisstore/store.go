@@ -29,29 +29,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
-)
-
-// Errors returned by the store. Test with errors.Is.
-var (
-	// ErrUnavailable: Redis could not be reached or is not serving (network
-	// error, closed client, pool timeout, LOADING, CLUSTERDOWN, MASTERDOWN,
-	// TRYAGAIN, READONLY). The ingress answers 503 store-unavailable
-	// (SPEC §4). The underlying error is wrapped too.
-	ErrUnavailable = errors.New("redisstore: store unavailable")
-	// ErrNotFound: no callout with that id (or a malformed id).
-	ErrNotFound = errors.New("redisstore: callout not found")
-	// ErrStaleLease: the lease token is no longer the callout's current one
-	// (the lease expired and was reaped, or the callout finished); nothing
-	// was changed. A worker getting it must drop the result.
-	ErrStaleLease = errors.New("redisstore: stale lease")
-	// ErrDisabled: the endpoint is disabled; nothing was created (SPEC §4, §6).
-	ErrDisabled = errors.New("redisstore: endpoint disabled")
-	// ErrBacklogFull: the endpoint's backlog cap (Limits) is reached;
-	// nothing was created (DESIGN "Fairness").
-	ErrBacklogFull = errors.New("redisstore: endpoint backlog full")
-	// ErrNotDeadLettered: Discard of a callout that is not a dead letter.
-	ErrNotDeadLettered = errors.New("redisstore: callout is not a dead letter")
 )
 
 // Options configures a Store. The zero value works.
@@ -200,7 +179,7 @@ func (s *Store) wrap(op string, err error) error {
 		return nil
 	}
 	if unavailable(err) {
-		return fmt.Errorf("redisstore: %s: %w: %w", op, ErrUnavailable, err)
+		return fmt.Errorf("redisstore: %s: %w: %w", op, policy.ErrUnavailable, err)
 	}
 	return fmt.Errorf("redisstore: %s: %w", op, err)
 }

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // Filter selects dead letters (SPEC §8 "filtered (endpoint, time range,
@@ -28,7 +28,7 @@ type Filter struct {
 	Statuses []int `json:"statuses,omitempty"`
 	// Reasons are dead-letter reasons: exhausted, permanent, ambiguous,
 	// endpoint_disabled.
-	Reasons []redisstore.DeadLetterReason `json:"reasons,omitempty"`
+	Reasons []policy.DeadLetterReason `json:"reasons,omitempty"`
 }
 
 // endpointName is SPEC §10's endpoint name rule.
@@ -58,8 +58,8 @@ func (f Filter) Validate() error {
 	}
 	for _, r := range f.Reasons {
 		switch r {
-		case redisstore.ReasonExhausted, redisstore.ReasonPermanent, redisstore.ReasonAmbiguous,
-			redisstore.ReasonEndpointDisabled:
+		case policy.DeadLetterExhausted, policy.DeadLetterPermanent, policy.DeadLetterAmbiguous,
+			policy.DeadLetterEndpointDisabled:
 		default:
 			return fmt.Errorf("%w: reason %q is not exhausted, permanent, ambiguous or endpoint_disabled", ErrInvalid, r)
 		}
@@ -69,7 +69,7 @@ func (f Filter) Validate() error {
 
 // Match reports whether d's status and reason pass f (its endpoint and
 // time are selected by the store query).
-func (f Filter) Match(d redisstore.DeadLetter) bool {
+func (f Filter) Match(d policy.DeadLetter) bool {
 	return (len(f.Statuses) == 0 || slices.Contains(f.Statuses, d.Status)) &&
 		(len(f.Reasons) == 0 || slices.Contains(f.Reasons, d.Reason))
 }
@@ -85,7 +85,7 @@ type Query struct {
 
 // Page is one page of dead letters: by endpoint name, then oldest first.
 type Page struct {
-	Items []redisstore.DeadLetter
+	Items []policy.DeadLetter
 	// Next is the cursor of the following page; "" when this is the last.
 	// A page may hold fewer than Limit items (even none) and still have a
 	// Next: the status and reason filters are applied after reading, and
@@ -145,7 +145,7 @@ func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
 		return Page{}, err
 	}
 	i, _ := slices.BinarySearch(eps, cur.Endpoint)
-	page := Page{Items: []redisstore.DeadLetter{}}
+	page := Page{Items: []policy.DeadLetter{}}
 	budget := scanFactor * limit
 	for ; i < len(eps); i++ {
 		sc := ""
@@ -154,7 +154,7 @@ func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
 		}
 		for {
 			want := limit - len(page.Items)
-			sp, err := s.o.Store.DeadLetters(ctx, redisstore.DeadLetterQuery{Endpoint: eps[i],
+			sp, err := s.o.Store.DeadLetters(ctx, policy.DeadLetterQuery{Endpoint: eps[i],
 				Since: q.Filter.Since, Until: q.Filter.Until, Cursor: sc, Limit: want})
 			if err != nil {
 				return Page{}, err

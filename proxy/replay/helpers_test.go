@@ -163,29 +163,29 @@ func ctxT(t *testing.T) context.Context {
 type seeded struct {
 	ID, Endpoint, Key string
 	Status            int
-	Reason            redisstore.DeadLetterReason
+	Reason            policy.DeadLetterReason
 }
 
 // seed makes a dead letter of endpoint at the clock's time, with an
 // Idempotency-Key, the last response status (0: none) and reason.
-func (e *testEnv) seed(t *testing.T, endpoint, key string, status int, reason redisstore.DeadLetterReason) seeded {
+func (e *testEnv) seed(t *testing.T, endpoint, key string, status int, reason policy.DeadLetterReason) seeded {
 	t.Helper()
 	ctx := ctxT(t)
-	nc := redisstore.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com",
+	nc := policy.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com",
 		Method: http.MethodPost, Path: "/v1/charges",
 		Header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {`"` + key + `"`}},
 		Body:   []byte(`{"key":"` + key + `"}`), IdempotencyKey: key}
-	if _, err := e.store.Enqueue(ctx, nc, redisstore.EnqueueOptions{}); err != nil {
+	if _, err := e.store.Enqueue(ctx, nc, policy.EnqueueOptions{}); err != nil {
 		t.Fatalf("seed %s: %v", key, err)
 	}
 	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: testLease})
 	if err != nil || len(cr.Claimed) != 1 {
 		t.Fatalf("seed claim %s: %+v, %v", key, cr, err)
 	}
-	comp := redisstore.Completion{Action: redisstore.ActionDeadLetter, Reason: reason, Error: "seeded",
-		Attempt: &redisstore.Attempt{StartedAt: e.clk.Now(), Status: status, Outcome: policy.Permanent}}
+	comp := policy.Completion{Action: policy.ActionDeadLetter, Reason: reason, Error: "seeded",
+		Attempt: &policy.Attempt{StartedAt: e.clk.Now(), Status: status, Outcome: policy.Permanent}}
 	if status != 0 {
-		comp.Response = &redisstore.Response{Status: status, Body: []byte("no")}
+		comp.Response = &policy.Response{Status: status, Body: []byte("no")}
 	}
 	if _, err := e.store.Complete(ctx, cr.Claimed[0], comp); err != nil {
 		t.Fatalf("seed complete %s: %v", key, err)
@@ -199,7 +199,7 @@ func (e *testEnv) seedN(t *testing.T, endpoint, prefix string, n int, step time.
 	t.Helper()
 	out := make([]seeded, n)
 	for i := range out {
-		out[i] = e.seed(t, endpoint, fmt.Sprintf("%s-%d", prefix, i), 503, redisstore.ReasonExhausted)
+		out[i] = e.seed(t, endpoint, fmt.Sprintf("%s-%d", prefix, i), 503, policy.DeadLetterExhausted)
 		e.clk.Advance(step)
 	}
 	return out
@@ -207,10 +207,10 @@ func (e *testEnv) seedN(t *testing.T, endpoint, prefix string, n int, step time.
 
 // replayChains returns, for each replay chain in endpoint's due set, the
 // dead letter it replays -> the chain's record.
-func (e *testEnv) replayChains(t *testing.T, endpoint string) map[string]*redisstore.Callout {
+func (e *testEnv) replayChains(t *testing.T, endpoint string) map[string]*policy.Callout {
 	t.Helper()
 	ctx := ctxT(t)
-	out := map[string]*redisstore.Callout{}
+	out := map[string]*policy.Callout{}
 	for {
 		cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1000, Lease: testLease})
 		if err != nil {
@@ -233,7 +233,7 @@ func (e *testEnv) replayChains(t *testing.T, endpoint string) map[string]*rediss
 }
 
 // wantJob reads a job and checks its state and counters.
-func wantJob(t *testing.T, s *Service, id string, state redisstore.JobState, total, sent, skipped, refused int) Job {
+func wantJob(t *testing.T, s *Service, id string, state policy.JobState, total, sent, skipped, refused int) Job {
 	t.Helper()
 	j, err := s.Job(ctxT(t), id)
 	if err != nil {

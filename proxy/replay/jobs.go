@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -76,8 +77,8 @@ func (sp Spec) interval() time.Duration {
 type Job struct {
 	ID          string
 	Spec        Spec
-	State       redisstore.JobState
-	Phase       redisstore.JobPhase
+	State       policy.JobState
+	Phase       policy.JobPhase
 	CreatedBy   string
 	CreatedAt   time.Time
 	StartedAt   time.Time
@@ -97,7 +98,7 @@ type Job struct {
 func (j Job) Done() int { return j.Sent + j.Skipped + j.Refused + j.Failed }
 
 // jobOf decodes a stored job.
-func jobOf(r redisstore.Job) Job {
+func jobOf(r policy.ReplayJob) Job {
 	j := Job{
 		ID: r.ID, State: r.State, Phase: r.Phase, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
@@ -177,10 +178,10 @@ func (s *Service) CancelJob(ctx context.Context, id, by string) (Job, error) {
 // Item is one dead letter of a replay job: its state or result and, while
 // the dead letter is kept, its summary.
 type Item struct {
-	redisstore.JobItem
+	policy.ReplayItem
 	// DeadLetter is the dead letter's summary; nil when it expired or was
 	// discarded.
-	DeadLetter *redisstore.DeadLetter
+	DeadLetter *policy.DeadLetter
 }
 
 // ItemPage is one page of a job's items, in collection order.
@@ -220,10 +221,10 @@ func (s *Service) JobItems(ctx context.Context, id string, offset, limit int) (I
 	page := ItemPage{Items: make([]Item, len(its))}
 	for i, it := range its {
 		it = settled(it, j.State)
-		if it.Status == redisstore.ItemWouldSend && sums[i] == nil {
-			it.Status, it.Detail = redisstore.ItemSkipped, "not_found" // a dry run would skip it
+		if it.Status == policy.ItemWouldSend && sums[i] == nil {
+			it.Status, it.Detail = policy.ItemSkipped, "not_found" // a dry run would skip it
 		}
-		page.Items[i] = Item{JobItem: it, DeadLetter: sums[i]}
+		page.Items[i] = Item{ReplayItem: it, DeadLetter: sums[i]}
 	}
 	if len(its) == limit && offset+limit < j.Total {
 		page.Next = offset + limit
@@ -232,18 +233,18 @@ func (s *Service) JobItems(ctx context.Context, id string, offset, limit int) (I
 }
 
 // settled reports an item of a job that ended as what became of it.
-func settled(it redisstore.JobItem, st redisstore.JobState) redisstore.JobItem {
+func settled(it policy.ReplayItem, st policy.JobState) policy.ReplayItem {
 	if !st.Final() {
 		return it
 	}
 	switch it.Status {
-	case redisstore.ItemSending:
-		it.Status, it.Detail = redisstore.ItemFailed, "interrupted"
-	case redisstore.ItemQueued:
-		it.Status, it.Detail = redisstore.ItemSkipped, "not_sent"
+	case policy.ItemSending:
+		it.Status, it.Detail = policy.ItemFailed, "interrupted"
+	case policy.ItemQueued:
+		it.Status, it.Detail = policy.ItemSkipped, "not_sent"
 	}
 	return it
 }
 
 // IsJobNotFound reports whether err says there is no such replay job.
-func IsJobNotFound(err error) bool { return errors.Is(err, redisstore.ErrJobNotFound) }
+func IsJobNotFound(err error) bool { return errors.Is(err, policy.ErrJobNotFound) }

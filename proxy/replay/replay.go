@@ -20,8 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // Errors of Replay and ReplayOne. Test with errors.Is.
@@ -53,9 +53,9 @@ var (
 // Store is what the service needs of the callout store.
 // *redisstore.Store implements it.
 type Store interface {
-	Get(ctx context.Context, id string) (*redisstore.Callout, error)
-	Enqueue(ctx context.Context, nc redisstore.NewCallout, o redisstore.EnqueueOptions) (redisstore.EnqueueResult, error)
-	DeadLetters(ctx context.Context, q redisstore.DeadLetterQuery) (redisstore.DeadLetterPage, error)
+	Get(ctx context.Context, id string) (*policy.Callout, error)
+	Enqueue(ctx context.Context, nc policy.NewCallout, o policy.EnqueueOptions) (policy.EnqueueResult, error)
+	DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error)
 	Discard(ctx context.Context, id string) error
 	Endpoints(ctx context.Context) ([]string, error)
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
@@ -64,24 +64,24 @@ type Store interface {
 // Jobs is what the service needs of the replay-job store.
 // *redisstore.ReplayStore implements it; its methods document themselves.
 type Jobs interface {
-	CreateJob(ctx context.Context, spec, createdBy string) (redisstore.Job, error)
-	Job(ctx context.Context, id string) (redisstore.Job, error)
-	Jobs(ctx context.Context, limit int) ([]redisstore.Job, error)
+	CreateJob(ctx context.Context, spec, createdBy string) (policy.ReplayJob, error)
+	Job(ctx context.Context, id string) (policy.ReplayJob, error)
+	Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, error)
 	ActiveJobs(ctx context.Context) ([]string, error)
 	Forget(ctx context.Context, id string) error
-	CancelJob(ctx context.Context, id, by string) (redisstore.JobState, error)
-	Acquire(ctx context.Context, id, owner string, lease time.Duration) (redisstore.Job, error)
+	CancelJob(ctx context.Context, id, by string) (policy.JobState, error)
+	Acquire(ctx context.Context, id, owner string, lease time.Duration) (policy.ReplayJob, error)
 	Collect(ctx context.Context, id, owner string, lease time.Duration, position string, dryRun bool, ids []string) (int, error)
 	StartSending(ctx context.Context, id, owner string, lease time.Duration) error
 	Queue(ctx context.Context, id string, from, n int) ([]string, error)
-	ClaimItem(ctx context.Context, id, owner string, lease time.Duration, index int, dl string) (bool, redisstore.ItemStatus, error)
-	FinishItem(ctx context.Context, id string, it redisstore.JobItem) (bool, error)
-	Finish(ctx context.Context, id, owner string, state redisstore.JobState, errText string) error
+	ClaimItem(ctx context.Context, id, owner string, lease time.Duration, index int, dl string) (bool, policy.ItemStatus, error)
+	FinishItem(ctx context.Context, id string, it policy.ReplayItem) (bool, error)
+	Finish(ctx context.Context, id, owner string, state policy.JobState, errText string) error
 	Release(ctx context.Context, id, owner string) error
-	Items(ctx context.Context, id string, offset, limit int) ([]redisstore.JobItem, error)
-	Summaries(ctx context.Context, ids []string) ([]*redisstore.DeadLetter, error)
+	Items(ctx context.Context, id string, offset, limit int) ([]policy.ReplayItem, error)
+	Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error)
 	MarkReplayed(ctx context.Context, id, replayID string) (bool, error)
-	ReplayMarkOf(ctx context.Context, id string) (redisstore.ReplayMark, error)
+	ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error)
 	PruneDeadLetters(ctx context.Context, endpoint string) (int64, error)
 	MaxItems() int
 }
@@ -176,7 +176,7 @@ type Result struct {
 	// Created is true when this call created a replay chain.
 	Created bool
 	// State is ReplayID's state: scheduled or held for a new chain.
-	State redisstore.State
+	State policy.State
 }
 
 // ReplayOne replays dead letter id on behalf of by (an admin token's name,
@@ -231,29 +231,29 @@ func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, err
 // replay does Replay's work.
 func (s *Service) replay(ctx context.Context, id string) (Result, error) {
 	c, err := s.o.Store.Get(ctx, id)
-	if errors.Is(err, redisstore.ErrNotFound) {
+	if errors.Is(err, policy.ErrNotFound) {
 		return Result{DeadLetterID: id}, fmt.Errorf("%w: %s", ErrNotDeadLetter, id)
 	}
 	if err != nil {
 		return Result{DeadLetterID: id}, err
 	}
 	r := Result{DeadLetterID: id, Endpoint: c.Endpoint}
-	if c.State != redisstore.DeadLettered {
+	if c.State != policy.DeadLettered {
 		return r, fmt.Errorf("%w: callout %s is %s", ErrNotDeadLetter, id, c.State)
 	}
 	ep, ok := s.o.Config.Endpoint(c.Endpoint)
 	if !ok {
 		return r, fmt.Errorf("%w: %s", ErrUnknownEndpoint, c.Endpoint)
 	}
-	res, err := s.o.Store.Enqueue(ctx, redisstore.NewCallout{
+	res, err := s.o.Store.Enqueue(ctx, policy.NewCallout{
 		Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
 		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
 		ReplayOf: c.ID,
-	}, redisstore.EnqueueOptions{Limits: redisstore.Limits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}})
+	}, policy.EnqueueOptions{Limits: policy.BacklogLimits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}})
 	switch {
-	case errors.Is(err, redisstore.ErrDisabled):
+	case errors.Is(err, policy.ErrDisabled):
 		return r, fmt.Errorf("%w: %s (re-enable it to replay its dead letters)", ErrEndpointDisabled, c.Endpoint)
-	case errors.Is(err, redisstore.ErrBacklogFull):
+	case errors.Is(err, policy.ErrBacklogFull):
 		return r, fmt.Errorf("%w: %s", ErrBacklogFull, c.Endpoint)
 	case err != nil:
 		return r, err
@@ -262,7 +262,7 @@ func (s *Service) replay(ctx context.Context, id string) (Result, error) {
 		if res.Existing.Callout != nil {
 			r.State = res.Existing.Callout.State
 		}
-		if r.State == redisstore.DeadLettered {
+		if r.State == policy.DeadLettered {
 			return r, fmt.Errorf("%w: %s holds the key of %s", ErrSuperseded, r.ReplayID, id)
 		}
 		return r, nil
@@ -295,7 +295,7 @@ func refusal(err error) string {
 		return "backlog_full"
 	case errors.Is(err, ErrSuperseded):
 		return "superseded"
-	case errors.Is(err, redisstore.ErrUnavailable):
+	case errors.Is(err, policy.ErrUnavailable):
 		return "store_unavailable"
 	}
 	return "error"
@@ -303,12 +303,12 @@ func refusal(err error) string {
 
 // DeadLetter returns dead letter id's record and replay mark. Errors:
 // ErrNotDeadLetter, redisstore.ErrUnavailable.
-func (s *Service) DeadLetter(ctx context.Context, id string) (*redisstore.Callout, redisstore.ReplayMark, error) {
+func (s *Service) DeadLetter(ctx context.Context, id string) (*policy.Callout, policy.ReplayMark, error) {
 	c, m, err := s.Callout(ctx, id)
 	switch {
-	case errors.Is(err, redisstore.ErrNotFound):
+	case errors.Is(err, policy.ErrNotFound):
 		return nil, m, fmt.Errorf("%w: %s", ErrNotDeadLetter, id)
-	case err == nil && c.State != redisstore.DeadLettered:
+	case err == nil && c.State != policy.DeadLettered:
 		return nil, m, fmt.Errorf("%w: callout %s is %s", ErrNotDeadLetter, id, c.State)
 	}
 	return c, m, err
@@ -317,10 +317,10 @@ func (s *Service) DeadLetter(ctx context.Context, id string) (*redisstore.Callou
 // Callout returns callout id's record, whatever its state, and its replay
 // mark (zero unless it is a replayed dead letter). Errors:
 // redisstore.ErrNotFound, redisstore.ErrUnavailable.
-func (s *Service) Callout(ctx context.Context, id string) (*redisstore.Callout, redisstore.ReplayMark, error) {
+func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, policy.ReplayMark, error) {
 	c, err := s.o.Store.Get(ctx, id)
 	if err != nil {
-		return nil, redisstore.ReplayMark{}, err
+		return nil, policy.ReplayMark{}, err
 	}
 	m, err := s.o.Jobs.ReplayMarkOf(ctx, id)
 	return c, m, err
@@ -331,7 +331,7 @@ func (s *Service) Callout(ctx context.Context, id string) (*redisstore.Callout, 
 // redisstore.ErrUnavailable.
 func (s *Service) Discard(ctx context.Context, id string) error {
 	err := s.o.Store.Discard(ctx, id)
-	if errors.Is(err, redisstore.ErrNotFound) || errors.Is(err, redisstore.ErrNotDeadLettered) {
+	if errors.Is(err, policy.ErrNotFound) || errors.Is(err, policy.ErrNotDeadLettered) {
 		return fmt.Errorf("%w: %s", ErrNotDeadLetter, err)
 	}
 	return err

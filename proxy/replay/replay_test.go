@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -16,15 +17,15 @@ var (
 
 // completeChain claims the replay chain of endpoint and ends it as action
 // (a dead letter, permanent, or succeeded).
-func (e *testEnv) completeChain(t *testing.T, endpoint string, action redisstore.Action) string {
+func (e *testEnv) completeChain(t *testing.T, endpoint string, action policy.Action) string {
 	t.Helper()
 	cr, err := e.store.Claim(ctxT(t), endpoint, redisstore.ClaimOptions{Batch: 1, Lease: testLease})
 	if err != nil || len(cr.Claimed) != 1 {
 		t.Fatalf("claim chain: %+v, %v", cr, err)
 	}
-	c := redisstore.Completion{Action: action, Attempt: &redisstore.Attempt{StartedAt: e.clk.Now(), Status: 200}}
-	if action == redisstore.ActionDeadLetter {
-		c.Reason, c.Attempt.Status = redisstore.ReasonPermanent, 400
+	c := policy.Completion{Action: action, Attempt: &policy.Attempt{StartedAt: e.clk.Now(), Status: 200}}
+	if action == policy.ActionDeadLetter {
+		c.Reason, c.Attempt.Status = policy.DeadLetterPermanent, 400
 	}
 	if _, err := e.store.Complete(ctxT(t), cr.Claimed[0], c); err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func TestReplayOne(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *testEnv) {
 		s := e.service("A")
 		ctx := ctxT(t)
-		d := e.seed(t, "pay-api", "k1", 503, redisstore.ReasonExhausted)
+		d := e.seed(t, "pay-api", "k1", 503, policy.DeadLetterExhausted)
 		e.clk.Advance(time.Minute)
 
 		first, err := s.ReplayOne(ctx, d.ID, "ops")
@@ -45,7 +46,7 @@ func TestReplayOne(t *testing.T) {
 		}
 		chain, _ := e.store.Get(ctx, first)
 		if chain.ReplayOf != d.ID || chain.IdempotencyKey != "k1" || chain.Header.Get("Idempotency-Key") != `"k1"` ||
-			string(chain.Body) != `{"key":"k1"}` || chain.Attempts != 0 || chain.State != redisstore.Scheduled {
+			string(chain.Body) != `{"key":"k1"}` || chain.Attempts != 0 || chain.State != policy.Scheduled {
 			t.Fatalf("chain = %+v", chain)
 		}
 		again, err := s.ReplayOne(ctx, d.ID, "ops")
@@ -53,7 +54,7 @@ func TestReplayOne(t *testing.T) {
 			t.Fatalf("second replay = %q, %v; want %s, ErrAlreadyReplayed", again, err, first)
 		}
 		// The chain dead-letters too: the original is superseded by it.
-		e.completeChain(t, "pay-api", redisstore.ActionDeadLetter)
+		e.completeChain(t, "pay-api", policy.ActionDeadLetter)
 		got, err := s.ReplayOne(ctx, d.ID, "ops")
 		if !errors.Is(err, ErrSuperseded) || got != first {
 			t.Fatalf("replay of the superseded = %q, %v", got, err)
@@ -83,10 +84,10 @@ func TestReplayOneRefusals(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *testEnv) {
 		s := e.service("A")
 		ctx := ctxT(t)
-		dis := e.seed(t, "crm-api", "k2", 0, redisstore.ReasonAmbiguous)
-		gone := e.seed(t, "old-api", "k3", 500, redisstore.ReasonExhausted)
-		pending, err := e.store.Enqueue(ctx, redisstore.NewCallout{Endpoint: "pay-api", Method: "PUT", Path: "/x"},
-			redisstore.EnqueueOptions{})
+		dis := e.seed(t, "crm-api", "k2", 0, policy.DeadLetterAmbiguous)
+		gone := e.seed(t, "old-api", "k3", 500, policy.DeadLetterExhausted)
+		pending, err := e.store.Enqueue(ctx, policy.NewCallout{Endpoint: "pay-api", Method: "PUT", Path: "/x"},
+			policy.EnqueueOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,9 +127,9 @@ func TestDeadLettersFilterAndCursor(t *testing.T) {
 		s := e.service("A")
 		var all []seeded
 		for i, st := range []int{503, 400, 0, 503, 429} {
-			reason := redisstore.ReasonExhausted
+			reason := policy.DeadLetterExhausted
 			if st == 400 {
-				reason = redisstore.ReasonPermanent
+				reason = policy.DeadLetterPermanent
 			}
 			all = append(all, e.seed(t, "pay-api", "p"+string(rune('a'+i)), st, reason))
 			all = append(all, e.seed(t, "crm-api", "c"+string(rune('a'+i)), st, reason))
@@ -154,8 +155,8 @@ func TestDeadLettersFilterAndCursor(t *testing.T) {
 			{"one endpoint", Filter{Endpoints: []string{"pay-api"}}, func(d seeded) bool { return d.Endpoint == "pay-api" }},
 			{"status 503", Filter{Statuses: []int{503}}, func(d seeded) bool { return d.Status == 503 }},
 			{"no response", Filter{Statuses: []int{0}}, func(d seeded) bool { return d.Status == 0 }},
-			{"reason permanent", Filter{Reasons: []redisstore.DeadLetterReason{redisstore.ReasonPermanent}},
-				func(d seeded) bool { return d.Reason == redisstore.ReasonPermanent }},
+			{"reason permanent", Filter{Reasons: []policy.DeadLetterReason{policy.DeadLetterPermanent}},
+				func(d seeded) bool { return d.Reason == policy.DeadLetterPermanent }},
 			{"window", Filter{Since: t0.Add(time.Second), Until: t0.Add(3 * time.Second)}, func(d seeded) bool {
 				i := slices.IndexFunc(all, func(x seeded) bool { return x.ID == d.ID }) / 2
 				return i >= 1 && i <= 3
@@ -196,12 +197,12 @@ func TestFilterValidate(t *testing.T) {
 	}{
 		{"empty", Filter{}, true},
 		{"full", Filter{Endpoints: []string{"pay-api"}, Since: t0, Until: t0, Statuses: []int{0, 100, 599},
-			Reasons: []redisstore.DeadLetterReason{"exhausted", "permanent", "ambiguous", "endpoint_disabled"}}, true},
+			Reasons: []policy.DeadLetterReason{"exhausted", "permanent", "ambiguous", "endpoint_disabled"}}, true},
 		{"bad endpoint", Filter{Endpoints: []string{"Pay_API"}}, false},
 		{"until before since", Filter{Since: t0, Until: t0.Add(-time.Millisecond)}, false},
 		{"status 99", Filter{Statuses: []int{99}}, false},
 		{"status 600", Filter{Statuses: []int{600}}, false},
-		{"unknown reason", Filter{Reasons: []redisstore.DeadLetterReason{"timeout"}}, false},
+		{"unknown reason", Filter{Reasons: []policy.DeadLetterReason{"timeout"}}, false},
 		{"too many", Filter{Statuses: make([]int, MaxFilterValues+1)}, false},
 	}
 	for _, tt := range tests {

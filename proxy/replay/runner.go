@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // Wake makes Run look for jobs now (after a job was created here). It
@@ -94,10 +94,10 @@ type jobRun struct {
 func (s *Service) RunJob(ctx context.Context, id string) {
 	rec, err := s.o.Jobs.Acquire(ctx, id, s.o.Owner, baseLease)
 	switch {
-	case errors.Is(err, redisstore.ErrJobFinal) || errors.Is(err, redisstore.ErrJobNotFound):
+	case errors.Is(err, policy.ErrJobFinal) || errors.Is(err, policy.ErrJobNotFound):
 		_ = s.o.Jobs.Forget(ctx, id)
 		return
-	case errors.Is(err, redisstore.ErrJobBusy):
+	case errors.Is(err, policy.ErrJobBusy):
 		return
 	case err != nil:
 		s.o.Logger.Warn("replay: taking a job failed", slog.String("job_id", id), slog.Any("error", err))
@@ -113,8 +113,8 @@ func (s *Service) RunJob(ctx context.Context, id string) {
 	switch {
 	case j.Error != "":
 		err = fmt.Errorf("%w: %s", errUnrunnable, j.Error)
-	case j.State == redisstore.JobCancelling:
-		err = redisstore.ErrJobCancelled
+	case j.State == policy.JobCancelling:
+		err = policy.ErrJobCancelled
 	default:
 		err = r.run(ctx, rec)
 	}
@@ -125,8 +125,8 @@ func (s *Service) RunJob(ctx context.Context, id string) {
 var errUnrunnable = errors.New("replay: job cannot run")
 
 // run collects (when not done yet) and sends.
-func (r *jobRun) run(ctx context.Context, rec redisstore.Job) error {
-	if rec.Phase != redisstore.PhaseSend {
+func (r *jobRun) run(ctx context.Context, rec policy.ReplayJob) error {
+	if rec.Phase != policy.PhaseSend {
 		if err := r.collect(ctx, rec.Position); err != nil {
 			return err
 		}
@@ -145,17 +145,17 @@ func (r *jobRun) run(ctx context.Context, rec redisstore.Job) error {
 // reached, unrunnable); a lost lease or a transient error leaves it to the
 // next poll (of this or another replica).
 func (r *jobRun) end(ctx context.Context, err error) {
-	state, why := redisstore.JobCompleted, ""
+	state, why := policy.JobCompleted, ""
 	switch {
 	case err == nil:
-	case errors.Is(err, redisstore.ErrJobCancelled):
-		state = redisstore.JobCancelled
-	case errors.Is(err, redisstore.ErrJobFull):
-		state = redisstore.JobFailed
+	case errors.Is(err, policy.ErrJobCancelled):
+		state = policy.JobCancelled
+	case errors.Is(err, policy.ErrJobFull):
+		state = policy.JobFailed
 		why = fmt.Sprintf("more than %d dead letters match; narrow the filters", r.s.o.Jobs.MaxItems())
 	case errors.Is(err, errUnrunnable):
-		state, why = redisstore.JobFailed, err.Error()
-	case errors.Is(err, redisstore.ErrJobLost):
+		state, why = policy.JobFailed, err.Error()
+	case errors.Is(err, policy.ErrJobLost):
 		return
 	default:
 		if ctx.Err() == nil {
@@ -259,8 +259,8 @@ func (r *jobRun) send(ctx context.Context, index int) error {
 			switch {
 			case claimed:
 				r.replayItem(ctx, dl)
-			case prev == redisstore.ItemSending:
-				r.record(ctx, redisstore.JobItem{DeadLetterID: dl, Status: redisstore.ItemFailed, Detail: "interrupted"})
+			case prev == policy.ItemSending:
+				r.record(ctx, policy.ReplayItem{DeadLetterID: dl, Status: policy.ItemFailed, Detail: "interrupted"})
 			}
 		}
 	}
@@ -293,25 +293,25 @@ func (r *jobRun) replayItem(ctx context.Context, dl string) {
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), itemTimeout)
 	defer cancel()
 	res, err := r.s.Replay(ictx, dl, r.by, r.id)
-	it := redisstore.JobItem{DeadLetterID: dl, ReplayID: res.ReplayID}
+	it := policy.ReplayItem{DeadLetterID: dl, ReplayID: res.ReplayID}
 	switch {
 	case err == nil && res.Created:
-		it.Status = redisstore.ItemSent
+		it.Status = policy.ItemSent
 	case err == nil:
-		it.Status, it.Detail = redisstore.ItemSkipped, "already_replayed"
+		it.Status, it.Detail = policy.ItemSkipped, "already_replayed"
 	case errors.Is(err, ErrNotDeadLetter) || errors.Is(err, ErrSuperseded):
-		it.Status, it.Detail = redisstore.ItemSkipped, refusal(err)
+		it.Status, it.Detail = policy.ItemSkipped, refusal(err)
 	case errors.Is(err, ErrEndpointDisabled) || errors.Is(err, ErrUnknownEndpoint) || errors.Is(err, ErrBacklogFull):
-		it.Status, it.Detail = redisstore.ItemRefused, refusal(err)
+		it.Status, it.Detail = policy.ItemRefused, refusal(err)
 	default:
-		it.Status, it.Detail = redisstore.ItemFailed, refusal(err)
+		it.Status, it.Detail = policy.ItemFailed, refusal(err)
 	}
 	r.record(ictx, it)
 }
 
 // record stores an item's result; a failure is logged (the item then shows
 // as interrupted once the job ends).
-func (r *jobRun) record(ctx context.Context, it redisstore.JobItem) {
+func (r *jobRun) record(ctx context.Context, it policy.ReplayItem) {
 	if _, err := r.s.o.Jobs.FinishItem(ctx, r.id, it); err != nil {
 		r.s.o.Logger.Warn("replay: recording an item failed", slog.String("job_id", r.id),
 			slog.String("callout_id", it.DeadLetterID), slog.Any("error", err))

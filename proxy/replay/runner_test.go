@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // TestJobWindowOnceEach: a job of overlapping filters and ids replays
@@ -27,7 +27,7 @@ func TestJobWindowOnceEach(t *testing.T) {
 		}
 		s.RunJob(ctxT(t), j.ID)
 		want := []string{pay[2].ID, pay[3].ID, pay[4].ID, pay[5].ID, pay[6].ID, pay[8].ID}
-		wantJob(t, s, j.ID, redisstore.JobCompleted, 6, 6, 0, 0)
+		wantJob(t, s, j.ID, policy.JobCompleted, 6, 6, 0, 0)
 		chains := e.replayChains(t, "pay-api")
 		got := make([]string, 0, len(chains))
 		for dl, c := range chains {
@@ -68,7 +68,7 @@ func TestJobPacedByRate(t *testing.T) {
 		}
 		start := e.clk.Now()
 		s.RunJob(ctxT(t), j.ID)
-		wantJob(t, s, j.ID, redisstore.JobCompleted, 100, 100, 0, 0)
+		wantJob(t, s, j.ID, policy.JobCompleted, 100, 100, 0, 0)
 		if want := 99 * 20 * time.Millisecond; e.clk.slept != want {
 			t.Fatalf("slept %v on the clock, want %v (99 gaps of 1/50 s)", e.clk.slept, want)
 		}
@@ -99,17 +99,17 @@ func TestJobCancelPartWay(t *testing.T) {
 		done := make(chan struct{})
 		go func() { s.RunJob(ctxT(t), j.ID); close(done) }()
 		<-blocked
-		mid := wantJob(t, s, j.ID, redisstore.JobRunning, 50, 20, 0, 0)
-		if mid.Phase != redisstore.PhaseSend {
+		mid := wantJob(t, s, j.ID, policy.JobRunning, 50, 20, 0, 0)
+		if mid.Phase != policy.PhaseSend {
 			t.Fatalf("phase = %s", mid.Phase)
 		}
 		got, err := s.CancelJob(ctxT(t), j.ID, "ops")
-		if err != nil || got.State != redisstore.JobCancelling {
+		if err != nil || got.State != policy.JobCancelling {
 			t.Fatalf("cancel = %+v, %v", got, err)
 		}
 		release()
 		<-done
-		end := wantJob(t, s, j.ID, redisstore.JobCancelled, 50, 20, 0, 0)
+		end := wantJob(t, s, j.ID, policy.JobCancelled, 50, 20, 0, 0)
 		if end.CancelledBy != "ops" {
 			t.Fatalf("cancelled by %q", end.CancelledBy)
 		}
@@ -120,11 +120,11 @@ func TestJobCancelPartWay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st []redisstore.ItemStatus
+		var st []policy.ItemStatus
 		for _, it := range page.Items {
 			st = append(st, it.Status)
 		}
-		want := []redisstore.ItemStatus{redisstore.ItemSent, redisstore.ItemSent, redisstore.ItemSkipped, redisstore.ItemSkipped}
+		want := []policy.ItemStatus{policy.ItemSent, policy.ItemSent, policy.ItemSkipped, policy.ItemSkipped}
 		if !slices.Equal(st, want) || page.Next != 22 || page.Items[2].Detail != "not_sent" || page.Items[0].DeadLetter == nil {
 			t.Fatalf("items = %+v (next %d)", page.Items, page.Next)
 		}
@@ -149,9 +149,9 @@ func TestJobResumesInAnotherReplica(t *testing.T) {
 		<-blocked
 		stop() // replica A shuts down while pacing
 		<-done
-		wantJob(t, a, j.ID, redisstore.JobRunning, 30, 10, 0, 0)
+		wantJob(t, a, j.ID, policy.JobRunning, 30, 10, 0, 0)
 		b.RunJob(ctxT(t), j.ID)
-		wantJob(t, b, j.ID, redisstore.JobCompleted, 30, 30, 0, 0)
+		wantJob(t, b, j.ID, policy.JobCompleted, 30, 30, 0, 0)
 		if n := len(e.replayChains(t, "pay-api")); n != 30 {
 			t.Fatalf("%d replays, want 30 (each once)", n)
 		}
@@ -169,19 +169,19 @@ func TestJobDryRunSendsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.RunJob(ctxT(t), j.ID)
-		wantJob(t, s, j.ID, redisstore.JobCompleted, 4, 0, 0, 0)
+		wantJob(t, s, j.ID, policy.JobCompleted, 4, 0, 0, 0)
 		if items, bytes, _ := e.store.Backlog(ctxT(t), "pay-api"); items != 0 || bytes != 0 || e.clk.slept != 0 {
 			t.Fatalf("a dry run sent something: backlog %d, slept %v", items, e.clk.slept)
 		}
 		page, _ := s.JobItems(ctxT(t), j.ID, 0, 10)
 		var got []string
 		for _, it := range page.Items {
-			if it.Status == redisstore.ItemWouldSend {
+			if it.Status == policy.ItemWouldSend {
 				got = append(got, it.DeadLetterID)
 			}
 		}
 		last := page.Items[3]
-		if !slices.Equal(got, []string{ds[0].ID, ds[1].ID, ds[2].ID}) || last.Status != redisstore.ItemSkipped ||
+		if !slices.Equal(got, []string{ds[0].ID, ds[1].ID, ds[2].ID}) || last.Status != policy.ItemSkipped ||
 			last.Detail != "not_found" {
 			t.Fatalf("would send %v; last %+v", got, last)
 		}
@@ -206,9 +206,9 @@ func TestJobRefusesDisabledEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.RunJob(ctxT(t), j.ID)
-		wantJob(t, s, j.ID, redisstore.JobCompleted, 5, 2, 0, 3)
+		wantJob(t, s, j.ID, policy.JobCompleted, 5, 2, 0, 3)
 		page, _ := s.JobItems(ctxT(t), j.ID, 0, 10)
-		if it := page.Items[0]; it.Status != redisstore.ItemRefused || it.Detail != "endpoint_disabled" {
+		if it := page.Items[0]; it.Status != policy.ItemRefused || it.Detail != "endpoint_disabled" {
 			t.Fatalf("first item (crm-api sorts first) = %+v", it)
 		}
 	})
@@ -230,7 +230,7 @@ func TestRunPicksUpJobsAndSweeps(t *testing.T) {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			got, _ := s.Job(ctxT(t), j.ID)
-			if got.State == redisstore.JobCompleted {
+			if got.State == policy.JobCompleted {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -240,7 +240,7 @@ func TestRunPicksUpJobsAndSweeps(t *testing.T) {
 		}
 		stop()
 		<-done
-		wantJob(t, s, j.ID, redisstore.JobCompleted, 3, 3, 0, 0)
+		wantJob(t, s, j.ID, policy.JobCompleted, 3, 3, 0, 0)
 		// Past the retention, the sweep drops the index entries.
 		e.clk.Advance(31 * 24 * time.Hour)
 		s.sweep(ctxT(t))

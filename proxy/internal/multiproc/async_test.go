@@ -11,7 +11,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // asyncSetup is two replicas and the upstreams of TestAsyncRetriesAcrossReplicas.
@@ -81,26 +80,26 @@ func (s *asyncSetup) retryableWrite(t *testing.T) {
 	resp := h.call(t, s.a, http.MethodPost, "/callout/recovering/v1/orders",
 		hdr("Idempotency-Key", key, "Content-Type", "application/json"), `{"sku":"A1"}`)
 	id, doc := wantAccepted(t, resp)
-	if doc.State != redisstore.Scheduled || len(doc.Attempts) != 1 {
+	if doc.State != policy.Scheduled || len(doc.Attempts) != 1 {
 		t.Fatalf("202 document: state %s, %d attempts; want scheduled after 1: %s", doc.State, len(doc.Attempts), resp.Body)
 	}
 	first := doc.Attempts[0]
-	wantAttempt(t, first, 1, redisstore.KindFirst, http.StatusServiceUnavailable, policy.Retryable)
+	wantAttempt(t, first, 1, policy.KindFirst, http.StatusServiceUnavailable, policy.Retryable)
 	if doc.NextAttemptAt == nil || doc.NextAttemptAt.Before(first.StartedAt.Add(time.Second)) {
 		t.Errorf("next_attempt_at = %v, want at least Retry-After (1 s) after %v", doc.NextAttemptAt, first.StartedAt)
 	}
 
 	final := h.waitFinal(t, s.b, id, time.Second+finalDeadline) // the other replica reports it
-	if final.State != redisstore.Succeeded || len(final.Attempts) != 4 {
+	if final.State != policy.Succeeded || len(final.Attempts) != 4 {
 		t.Fatalf("final: state %s, attempts %+v; want succeeded after 4", final.State, final.Attempts)
 	}
 	for i, want := range []struct {
-		kind   redisstore.Kind
+		kind   policy.Kind
 		status int
 		out    policy.Outcome
 	}{
-		{redisstore.KindFirst, 503, policy.Retryable}, {redisstore.KindRetry, 503, policy.Retryable},
-		{redisstore.KindRetry, 503, policy.Retryable}, {redisstore.KindRetry, 200, policy.Success},
+		{policy.KindFirst, 503, policy.Retryable}, {policy.KindRetry, 503, policy.Retryable},
+		{policy.KindRetry, 503, policy.Retryable}, {policy.KindRetry, 200, policy.Success},
 	} {
 		wantAttempt(t, final.Attempts[i], i+1, want.kind, want.status, want.out)
 	}
@@ -127,15 +126,15 @@ func (s *asyncSetup) respondAsync(t *testing.T) {
 		t.Errorf("Preference-Applied = %q, want respond-async", got)
 	}
 	// The upstream cannot have answered: it waits for release.
-	if len(doc.Attempts) != 0 || (doc.State != redisstore.Scheduled && doc.State != redisstore.InFlight) {
+	if len(doc.Attempts) != 0 || (doc.State != policy.Scheduled && doc.State != policy.InFlight) {
 		t.Errorf("202 document: state %s, attempts %+v; want scheduled (or just claimed) with none", doc.State, doc.Attempts)
 	}
 	s.release()
 	final := h.waitFinal(t, s.b, id, finalDeadline)
-	if final.State != redisstore.Succeeded || len(final.Attempts) != 1 {
+	if final.State != policy.Succeeded || len(final.Attempts) != 1 {
 		t.Fatalf("final: state %s, attempts %+v; want succeeded after 1", final.State, final.Attempts)
 	}
-	wantAttempt(t, final.Attempts[0], 1, redisstore.KindFirst, http.StatusOK, policy.Success)
+	wantAttempt(t, final.Attempts[0], 1, policy.KindFirst, http.StatusOK, policy.Success)
 
 	// A read asks for it too (SPEC §4: "same" for reads).
 	resp = h.call(t, s.b, http.MethodGet, "/callout/gated/v1/jobs/1", hdr("Prefer", "respond-async"), "")
@@ -143,7 +142,7 @@ func (s *asyncSetup) respondAsync(t *testing.T) {
 	if got := resp.Header.Get("Preference-Applied"); got != "respond-async" {
 		t.Errorf("read: Preference-Applied = %q, want respond-async", got)
 	}
-	if final := h.waitFinal(t, s.a, id, finalDeadline); final.State != redisstore.Succeeded || final.Method != http.MethodGet {
+	if final := h.waitFinal(t, s.a, id, finalDeadline); final.State != policy.Succeeded || final.Method != http.MethodGet {
 		t.Errorf("read: final state %s, method %s; want a succeeded GET", final.State, final.Method)
 	}
 }
@@ -163,12 +162,12 @@ func (s *asyncSetup) waitInline(t *testing.T) {
 	}
 	id := resp.Header.Get("Callout-Id")
 	got, doc := h.status(t, s.b, id, prodIssuer)
-	if got.Status != http.StatusOK || doc.State != redisstore.Succeeded || len(doc.Attempts) != 3 {
+	if got.Status != http.StatusOK || doc.State != policy.Succeeded || len(doc.Attempts) != 3 {
 		t.Fatalf("GET %s: %d, state %s, attempts %+v; want succeeded after 3", id, got.Status, doc.State, doc.Attempts)
 	}
-	wantAttempt(t, doc.Attempts[0], 1, redisstore.KindFirst, 503, policy.Retryable)
-	wantAttempt(t, doc.Attempts[1], 2, redisstore.KindRetry, 503, policy.Retryable)
-	wantAttempt(t, doc.Attempts[2], 3, redisstore.KindRetry, 200, policy.Success)
+	wantAttempt(t, doc.Attempts[0], 1, policy.KindFirst, 503, policy.Retryable)
+	wantAttempt(t, doc.Attempts[1], 2, policy.KindRetry, 503, policy.Retryable)
+	wantAttempt(t, doc.Attempts[2], 3, policy.KindRetry, 200, policy.Success)
 	if n := len(s.waitOK.snapshot("")); n != 3 {
 		t.Errorf("upstream hits = %d, want 3", n)
 	}
@@ -189,8 +188,8 @@ func (s *asyncSetup) waitFallback(t *testing.T) {
 	if len(doc.Attempts) < 2 {
 		t.Fatalf("attempts %+v: want the first and at least one inline retry", doc.Attempts)
 	}
-	wantAttempt(t, doc.Attempts[0], 1, redisstore.KindFirst, 503, policy.Retryable)
-	wantAttempt(t, doc.Attempts[1], 2, redisstore.KindRetry, 503, policy.Retryable)
+	wantAttempt(t, doc.Attempts[0], 1, policy.KindFirst, 503, policy.Retryable)
+	wantAttempt(t, doc.Attempts[1], 2, policy.KindRetry, 503, policy.Retryable)
 }
 
 func (s *asyncSetup) readNotScheduled(t *testing.T) {
@@ -237,7 +236,7 @@ func (s *asyncSetup) policyDocument(t *testing.T) {
 }
 
 // wantAttempt asserts one attempt of a status document.
-func wantAttempt(t *testing.T, a proxy.AttemptDoc, n int, kind redisstore.Kind, status int, out policy.Outcome) {
+func wantAttempt(t *testing.T, a proxy.AttemptDoc, n int, kind policy.Kind, status int, out policy.Outcome) {
 	t.Helper()
 	if a.N != n || a.Kind != string(kind) || a.Status != status || a.Outcome != out {
 		t.Errorf("attempt = %+v, want n %d, kind %s, status %d, outcome %s", a, n, kind, status, out)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // idemSetup is two replicas and the upstreams of TestIdempotencyAcrossReplicas.
@@ -108,7 +107,7 @@ func (s *idemSetup) concurrent(t *testing.T) {
 	default:
 		t.Errorf("duplicate answered %d %s, want 409 in-flight or the first result", loser.Status, loser.Body)
 	}
-	if _, doc := h.status(t, s.b, id, prodIssuer); doc.State != redisstore.Succeeded || len(doc.Attempts) != 1 {
+	if _, doc := h.status(t, s.b, id, prodIssuer); doc.State != policy.Succeeded || len(doc.Attempts) != 1 {
 		t.Errorf("callout %s: state %s, %d attempts; want succeeded after 1", id, doc.State, len(doc.Attempts))
 	}
 }
@@ -144,7 +143,7 @@ func (s *idemSetup) resetRetried(t *testing.T) {
 		t.Errorf("202 document attempts %+v: want a first attempt without response, retryable, with its error", doc.Attempts)
 	}
 	final := h.waitFinal(t, s.b, id, finalDeadline)
-	if final.State != redisstore.Succeeded || len(final.Attempts) != 2 {
+	if final.State != policy.Succeeded || len(final.Attempts) != 2 {
 		t.Fatalf("final: state %s, attempts %+v; want succeeded after 2", final.State, final.Attempts)
 	}
 	hits := s.reset.snapshot("")
@@ -209,7 +208,7 @@ func (s *idemSetup) deadLettered(t *testing.T) {
 		hdr("Idempotency-Key", `"dead-1"`, "Prefer", "respond-async"), `{"amount":1}`)
 	id, _ := wantAccepted(t, resp)
 	final := h.waitFinal(t, s.b, id, finalDeadline)
-	if final.State != redisstore.DeadLettered || final.DeadLetterReason != string(redisstore.ReasonPermanent) ||
+	if final.State != policy.DeadLettered || final.DeadLetterReason != string(policy.DeadLetterPermanent) ||
 		len(final.Attempts) != 1 || final.Attempts[0].Status != http.StatusForbidden {
 		t.Fatalf("final: state %s, reason %s, attempts %+v; want dead_lettered, permanent, one 403",
 			final.State, final.DeadLetterReason, final.Attempts)

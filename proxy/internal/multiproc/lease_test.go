@@ -8,7 +8,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes is issue 3's
@@ -94,18 +93,18 @@ func checkCrashHits(t *testing.T, hits []hit, key, victim string, work, lease ti
 // the lost attempt recorded as lease_expired, then the successful retry.
 func checkCrashDocument(t *testing.T, doc statusDoc) {
 	t.Helper()
-	if doc.State != redisstore.Succeeded {
+	if doc.State != policy.Succeeded {
 		t.Fatalf("state = %s, want succeeded: %+v", doc.State, doc)
 	}
 	if len(doc.Attempts) != 2 {
 		t.Fatalf("attempts = %+v, want 2", doc.Attempts)
 	}
 	lost, ok := doc.Attempts[0], doc.Attempts[1]
-	if lost.N != 1 || lost.Kind != string(redisstore.KindFirst) || lost.Outcome != policy.Retryable ||
+	if lost.N != 1 || lost.Kind != string(policy.KindFirst) || lost.Outcome != policy.Retryable ||
 		lost.Error != "lease_expired" {
 		t.Errorf("attempt 1 = %+v, want n 1, kind first, retryable, lease_expired", lost)
 	}
-	if ok.N != 2 || ok.Kind != string(redisstore.KindRetry) || ok.Status != http.StatusOK ||
+	if ok.N != 2 || ok.Kind != string(policy.KindRetry) || ok.Status != http.StatusOK ||
 		ok.Outcome != policy.Success {
 		t.Errorf("attempt 2 = %+v, want n 2, kind retry, 200, success", ok)
 	}

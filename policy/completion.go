@@ -1,0 +1,95 @@
+package policy
+
+import "time"
+
+// Action is what a completion does with the callout. The policy (attempts,
+// max_age, outcome class, idempotency: ignored) decides; the store applies.
+type Action string
+
+// Completion is the result of one leased attempt, applied atomically by
+// Complete.
+type Completion struct {
+	// Action is what to do with the callout.
+	Action Action
+	// Attempt is the attempt just made (its N and Kind are taken from the
+	// claim). Nil when the claimed callout was never dispatched (e.g. found
+	// exhausted before sending): its attempt count is then undone and the
+	// breaker untouched.
+	Attempt *Attempt
+	// Response is the upstream's response to the attempt, nil when there
+	// was none; its body is cut to Options.ResponseBodyCap.
+	Response *Response
+	// Error is the attempt's error text (no secrets); "" when none.
+	Error string
+	// CountsTowardBreaker: a retryable failure that counts toward the
+	// breaker (SPEC §6: 429 and permanent answers never count).
+	CountsTowardBreaker bool
+	// NextAttemptAt is when a retry is due (ActionRetry, and
+	// ActionRetryInline when refused).
+	NextAttemptAt time.Time
+	// Reason is the dead-letter reason (ActionDeadLetter).
+	Reason DeadLetterReason
+	// PausedUntil, when set, pauses the whole endpoint until then (429 with
+	// Retry-After, capped by the caller at retry_after_cap, SPEC §3). An
+	// existing longer pause is kept.
+	PausedUntil time.Time
+	// Lease is the renewed lease for ActionRetryInline.
+	Lease time.Duration
+	// Breaker is the endpoint's breaker settings (threshold, interval).
+	Breaker BreakerSettings
+}
+
+// CompleteResult is what a completion changed.
+type CompleteResult struct {
+	// State is the callout's new state: succeeded, failed, scheduled, held,
+	// dead_lettered, or in_flight after an accepted ActionRetryInline.
+	State State
+	// Attempts is the callout's attempt count afterwards.
+	Attempts int
+	// NotifyOwner: this is the first dead letter of the current outage; the
+	// owner must be told (exactly one completion per outage gets it, SPEC §6).
+	NotifyOwner bool
+	// Breaker is what the completion did to the endpoint's breaker.
+	Breaker BreakerChange
+}
+
+// BreakerChange is what one result did to an endpoint's circuit breaker
+// and outage (SPEC §6).
+type BreakerChange struct {
+	// Opened: this result opened the breaker. When completions race at the
+	// threshold exactly one gets it, and only it wrote opened_at.
+	Opened bool
+	// Closed: this result closed an open breaker.
+	Closed bool
+	// OutageBegan / OutageEnded: this result began an outage (first
+	// counting failure after a success) or ended one (the next success).
+	OutageBegan, OutageEnded bool
+	// Probe: the result was the probe's (it held the probe token).
+	Probe bool
+	// ConsecutiveFailures is the endpoint's count afterwards.
+	ConsecutiveFailures int
+	// OutageStartedAt is when the current outage began (zero: none); the
+	// auto-disable rule (disable_after) measures from it.
+	OutageStartedAt time.Time
+}
+
+// The completion actions.
+const (
+	// ActionSucceed: 2xx; the callout ends succeeded.
+	ActionSucceed Action = "succeeded"
+	// ActionFail: a synchronous permanent answer returned to the caller;
+	// the callout ends failed (recorded for idempotent replay, SPEC §7).
+	ActionFail Action = "failed"
+	// ActionRetry: reschedule at Completion.NextAttemptAt (held instead when
+	// the gate is now shut; dead-lettered endpoint_disabled when the
+	// endpoint is disabled).
+	ActionRetry Action = "retry"
+	// ActionRetryInline (Prefer: wait=N, SPEC §4): keep the lease and make
+	// the next attempt now; the attempt is counted and the lease renewed
+	// to now+Completion.Lease. When the gate is no longer open the store
+	// refuses and reschedules at Completion.NextAttemptAt instead (the
+	// result's State says which).
+	ActionRetryInline Action = "again"
+	// ActionDeadLetter: end as a dead letter with Completion.Reason.
+	ActionDeadLetter Action = "dead"
+)
