@@ -46,6 +46,11 @@ type CompleteResult struct {
 	State State
 	// Attempts is the callout's attempt count afterwards.
 	Attempts int
+	// Reason is the dead-letter reason when State is DeadLettered ("" for
+	// any other state). It is the store's final word, not necessarily
+	// Completion.Reason: a retry whose endpoint was disabled while the
+	// attempt ran ends DeadLetterEndpointDisabled (SPEC §6).
+	Reason DeadLetterReason
 	// NotifyOwner: this is the first dead letter of the current outage; the
 	// owner must be told (exactly one completion per outage gets it, SPEC §6).
 	NotifyOwner bool

@@ -16,7 +16,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
@@ -341,7 +340,7 @@ func (s *Server) deadLettered(ctx context.Context, ep *config.Endpoint, ids []st
 	for _, id := range ids {
 		s.d.Metrics.DeadLetters.WithLabelValues(ep.Name, string(policy.DeadLetterEndpointDisabled)).Inc()
 		if s.d.Events != nil {
-			s.d.Events.Finished(ctx, dispatch.Finished{ID: id, Endpoint: ep.Name,
+			s.d.Events.Finished(ctx, policy.Finished{ID: id, Endpoint: ep.Name,
 				State: policy.DeadLettered, Reason: policy.DeadLetterEndpointDisabled})
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
@@ -50,10 +49,10 @@ type admEnv struct {
 // admEvents records what the admin API hands to Events.
 type admEvents struct {
 	mu  sync.Mutex
-	got []dispatch.Finished
+	got []policy.Finished
 }
 
-func (e *admEvents) Finished(_ context.Context, f dispatch.Finished) {
+func (e *admEvents) Finished(_ context.Context, f policy.Finished) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.got = append(e.got, f)

@@ -12,7 +12,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
@@ -37,7 +36,7 @@ func (s *Server) handleCallout() http.HandlerFunc {
 		}
 		// Reads take the recorded path too when the caller asked for
 		// asynchronous handling or inline retries (SPEC §4 Prefer rows).
-		if dispatch.IsWrite(r.Method) || in.prefs.respondAsync || in.prefs.wait > 0 {
+		if policy.IsWrite(r.Method) || in.prefs.respondAsync || in.prefs.wait > 0 {
 			s.write(w, r, in)
 			return
 		}
@@ -110,7 +109,8 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 
 // observe classifies an attempt, counts it in the metrics and logs it.
 func (s *Server) observe(ep *config.Endpoint, calloutID string, att forward.Attempt, kind string) policy.Classification {
-	cls := s.d.Metrics.Observe(ep.Name, kind, att)
+	cls := att.Classify()
+	s.d.Metrics.ObserveAttempt(ep.Name, kind, cls, att.Duration)
 	status := 0
 	if att.Response != nil {
 		status = att.Response.Status

@@ -66,7 +66,7 @@ type clockRig struct {
 // noEvents drops dispatch endings (the rig has no Salesforce).
 type noEvents struct{}
 
-func (noEvents) Finished(context.Context, dispatch.Finished) {}
+func (noEvents) Finished(context.Context, policy.Finished) {}
 
 // newClockRig builds a rig whose one endpoint "api" forwards to an
 // upstream answering with status, under the default policy (72 h max_age).

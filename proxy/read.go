@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
@@ -20,7 +19,7 @@ import (
 // passes through, without the breaker; a read with a key is refused.
 func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	ep := in.ep
-	br := dispatch.Breaker(ep)
+	br := ep.Rules().Breaker()
 	actx, cancel := context.WithTimeout(r.Context(), storeOpTimeout)
 	adm, err := s.d.Store.Admit(actx, ep.Name, br)
 	cancel()
@@ -61,8 +60,8 @@ func (s *Server) recordRead(ctx context.Context, in *inbound, adm policy.Admissi
 	att forward.Attempt, cls policy.Classification) {
 	rr := policy.ReadResult{
 		ProbeToken: adm.ProbeToken, Success: cls.Outcome == policy.Success,
-		CountsTowardBreaker: policy.CountsTowardBreaker(cls), Breaker: dispatch.Breaker(in.ep),
-		PausedUntil: dispatch.PauseUntil(s.d.Config.Policy, att.Response, s.d.Now()),
+		CountsTowardBreaker: policy.CountsTowardBreaker(cls), Breaker: in.ep.Rules().Breaker(),
+		PausedUntil: policy.PauseUntil(s.d.Config.Policy, att.Result().Response, s.d.Now()),
 	}
 	change, err := s.d.Store.RecordResult(ctx, in.ep.Name, rr)
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
@@ -58,6 +57,18 @@ type Store interface {
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 }
 
+// BreakerWatcher is told what each result did to its endpoint's breaker
+// (metrics, logs, auto-disable); *dispatch.Watcher implements it.
+type BreakerWatcher interface {
+	Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange)
+}
+
+// Events is told of every callout that ended (succeeded or dead-lettered)
+// on this replica; the Salesforce writer implements it and must not block.
+type Events interface {
+	Finished(ctx context.Context, f policy.Finished)
+}
+
 // Deps are the server's dependencies; every one is explicit. All are
 // required unless their comment says otherwise.
 type Deps struct {
@@ -68,10 +79,10 @@ type Deps struct {
 	Store    Store
 	Metrics  *metrics.Metrics
 	// Breakers is told what each result did to its endpoint's breaker.
-	Breakers dispatch.BreakerWatcher
+	Breakers BreakerWatcher
 	// Events is told of callouts that ended as dead letters on the
 	// synchronous path (an ambiguous write).
-	Events dispatch.Events
+	Events Events
 	// Wake, optional, starts this replica's dispatcher at once after a
 	// respond-async callout was recorded.
 	Wake func()

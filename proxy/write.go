@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
@@ -33,7 +31,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	bctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
 	res, err := s.d.Store.Begin(bctx, nc, policy.BeginOptions{
-		Lease: dispatch.Lease(in.ep), Breaker: dispatch.Breaker(in.ep), Limits: s.limits(in.ep),
+		Lease: in.ep.Rules().Lease(), Breaker: in.ep.Rules().Breaker(), Limits: in.ep.Rules().Backlog,
 	})
 	switch {
 	case err != nil:
@@ -56,7 +54,7 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 	nc policy.NewCallout) {
 	ectx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
-	res, err := s.d.Store.Enqueue(ectx, nc, policy.EnqueueOptions{Limits: s.limits(in.ep)})
+	res, err := s.d.Store.Enqueue(ectx, nc, policy.EnqueueOptions{Limits: in.ep.Rules().Backlog})
 	switch {
 	case err != nil:
 		s.reject(w, r, in.ep.Name, storeProblem(err))
@@ -90,8 +88,8 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 			return
 		}
 		cls := s.observe(in.ep, cl.ID, att, string(cl.Kind))
-		comp := dispatch.Decide(dispatch.Input{Policy: s.d.Config.Policy, Endpoint: in.ep, Claimed: cl,
-			Attempt: att, Class: cls, Now: s.d.Now(), Rand: s.d.Rand, Sync: true})
+		comp := policy.Decide(policy.DecideInput{Policy: s.d.Config.Policy, Rules: in.ep.Rules(), Claimed: cl,
+			Result: att.Result(), Class: cls, Now: s.d.Now(), Rand: s.d.Rand, Sync: true})
 		wait, inline := s.inlineDelay(in, cl.Attempt, comp, att)
 		if inline {
 			comp.Action = policy.ActionRetryInline
@@ -126,15 +124,10 @@ func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbo
 		}
 		s.respond(w, in.ep, att, cls)
 	case policy.DeadLettered:
-		if comp.Action != policy.ActionDeadLetter {
-			// A retry the store turned into a dead letter: the endpoint was
-			// disabled while the attempt ran.
-			comp.Reason = policy.DeadLetterEndpointDisabled
-		}
-		s.d.Metrics.DeadLetters.WithLabelValues(in.ep.Name, string(comp.Reason)).Inc()
-		s.d.Events.Finished(ctx, dispatch.Finished{ID: cl.ID, Endpoint: in.ep.Name,
-			State: res.State, Reason: comp.Reason, NotifyOwner: res.NotifyOwner})
-		s.deadOnArrival(w, in, cl.ID, comp, att, cls)
+		s.d.Metrics.DeadLetters.WithLabelValues(in.ep.Name, string(res.Reason)).Inc()
+		s.d.Events.Finished(ctx, policy.Finished{ID: cl.ID, Endpoint: in.ep.Name,
+			State: res.State, Reason: res.Reason, NotifyOwner: res.NotifyOwner})
+		s.deadOnArrival(w, in, cl.ID, res.Reason, att, cls)
 	default: // scheduled or held
 		s.d.Metrics.RetriesScheduled.WithLabelValues(in.ep.Name, cls.Reason).Inc()
 		s.accepted(ctx, w, in.ep.Name, cl.ID, applied)
@@ -144,15 +137,15 @@ func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbo
 // deadOnArrival answers a synchronous attempt whose callout became a dead
 // letter at once: an ambiguous write (sent to an `idempotency: ignored`
 // upstream, no answer) or one that exhausted its attempts inline.
-func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, comp policy.Completion,
+func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, reason policy.DeadLetterReason,
 	att forward.Attempt, cls policy.Classification) {
 	if att.Response != nil {
 		w.Header().Set("Callout-Id", id)
 		writeUpstream(w, att.Response, cls.Outcome)
 		return
 	}
-	detail := "the upstream did not answer and the callout was dead-lettered (" + string(comp.Reason) + ")"
-	if comp.Reason == policy.DeadLetterAmbiguous {
+	detail := "the upstream did not answer and the callout was dead-lettered (" + string(reason) + ")"
+	if reason == policy.DeadLetterAmbiguous {
 		detail = "the request was sent to endpoint " + in.ep.Name + " but got no answer (" + cls.Reason +
 			"); the upstream does not honour Idempotency-Key, so the proxy will not retry it: it is a dead " +
 			"letter with reason ambiguous — check the upstream before replaying it"
@@ -235,11 +228,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// limits is ep's backlog cap (max_backlog_items, max_backlog_bytes).
-func (s *Server) limits(ep *config.Endpoint) policy.BacklogLimits {
-	return policy.BacklogLimits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}
 }
 
 // storeProblem maps a store error to the refusal the caller gets.

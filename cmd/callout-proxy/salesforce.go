@@ -10,6 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
@@ -69,7 +70,7 @@ var (
 	_ dispatch.Notifier = sfEvents{}
 )
 
-func (e sfEvents) Finished(context.Context, dispatch.Finished)                { e.w.Wake() }
+func (e sfEvents) Finished(context.Context, policy.Finished)                  { e.w.Wake() }
 func (e sfEvents) EndpointDisabled(context.Context, *config.Endpoint, string) { e.w.Wake() }
 
 // onReplay marks a replayed dead letter's Failed_Callout__c record

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -121,7 +122,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 // dead letters stay in the proxy's own store (SPEC §10).
 type logEvents struct{}
 
-func (logEvents) Finished(context.Context, dispatch.Finished) {}
+func (logEvents) Finished(context.Context, policy.Finished) {}
 
 // randomToken is 16 random bytes, hex: this replica's name in locks.
 func randomToken() string {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -236,7 +237,7 @@ func startProxy(t *testing.T) *proxyEnv {
 // noEvents drops endings (no Salesforce section).
 type noEvents struct{}
 
-func (noEvents) Finished(context.Context, dispatch.Finished) {}
+func (noEvents) Finished(context.Context, policy.Finished) {}
 
 // ctlResult is one calloutctl run.
 type ctlResult struct {

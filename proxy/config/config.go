@@ -311,3 +311,14 @@ type Salesforce struct {
 	// §6) as a JSON POST: an absolute http or https URL without user info.
 	WebhookURL string `yaml:"webhook_url"`
 }
+
+// Rules are the endpoint's settings that the callout's life depends on
+// (attempt limit, breaker, idempotency, backlog caps), for policy.Decide and
+// the store. Valid after Load, which fills in inherited values.
+func (e *Endpoint) Rules() policy.EndpointRules {
+	return policy.EndpointRules{
+		AttemptTimeout: e.AttemptTimeout, BreakerFailures: e.BreakerFailures,
+		BreakerProbeInterval: e.BreakerProbeInterval, IdempotencyIgnored: e.Idempotency == IdempotencyIgnored,
+		Backlog: policy.BacklogLimits{MaxItems: e.MaxBacklogItems, MaxBytes: e.MaxBacklogBytes},
+	}
+}

@@ -77,7 +77,7 @@ func (w *Watcher) disable(ctx context.Context, ep *config.Endpoint, reason strin
 	for _, id := range res.DeadLettered {
 		w.Metrics.DeadLetters.WithLabelValues(ep.Name, string(policy.DeadLetterEndpointDisabled)).Inc()
 		if w.Events != nil {
-			w.Events.Finished(ctx, Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
+			w.Events.Finished(ctx, policy.Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
 				Reason: policy.DeadLetterEndpointDisabled})
 		}
 	}

@@ -29,23 +29,11 @@ type Upstream interface {
 	Do(ctx context.Context, ep *config.Endpoint, req *forward.Request) forward.Attempt
 }
 
-// Finished describes a callout that ended while nobody was waiting for it:
-// succeeded, or dead-lettered (SPEC §7, §8 "Async completion").
-type Finished struct {
-	ID       string
-	Endpoint string
-	State    policy.State
-	// Reason is the dead-letter reason; "" when it succeeded.
-	Reason policy.DeadLetterReason
-	// NotifyOwner: the first dead letter of the endpoint's outage (SPEC §6).
-	NotifyOwner bool
-}
-
 // Events is told of every callout that ended asynchronously, once per
 // ending that this replica completed. The Salesforce writer implements it;
 // implementations must not block (they append to a durable outbox).
 type Events interface {
-	Finished(ctx context.Context, f Finished)
+	Finished(ctx context.Context, f policy.Finished)
 }
 
 // BreakerWatcher is told what each result did to its endpoint's breaker.
@@ -251,7 +239,7 @@ func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
 		return 0
 	}
 	res, err := d.o.Store.Claim(ctx, ep.Name, redisstore.ClaimOptions{
-		Batch: n, Lease: Lease(ep), Breaker: Breaker(ep),
+		Batch: n, Lease: ep.Rules().Lease(), Breaker: ep.Rules().Breaker(),
 	})
 	if err != nil {
 		d.o.Logger.Warn("claim failed", slog.String("endpoint", ep.Name), slog.Any("error", err))
@@ -270,7 +258,7 @@ func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
 	}
 	d.mu.Unlock()
 	for _, id := range res.DeadLettered {
-		d.finished(ctx, Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
+		d.finished(ctx, policy.Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
 			Reason: policy.DeadLetterEndpointDisabled})
 	}
 	for _, cl := range res.Claimed {
@@ -322,18 +310,12 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *polic
 	if d.o.Breakers != nil && comp.Attempt != nil {
 		d.o.Breakers.Changed(ctx, ep, res.Breaker)
 	}
-	reason := comp.Reason
-	if res.State == policy.DeadLettered && comp.Action != policy.ActionDeadLetter {
-		// The endpoint was disabled while the attempt ran: the store made
-		// the retry a dead letter (complete.lua; Store.Disable).
-		reason = policy.DeadLetterEndpointDisabled
-	}
 	if comp.Action == policy.ActionRetry && (res.State == policy.Scheduled || res.State == policy.Held) {
 		d.o.Metrics.RetriesScheduled.WithLabelValues(ep.Name, comp.Error).Inc()
 	}
 	if res.State == policy.Succeeded || res.State == policy.DeadLettered {
-		d.finished(ctx, Finished{ID: cl.ID, Endpoint: ep.Name, State: res.State,
-			Reason: reason, NotifyOwner: res.NotifyOwner})
+		d.finished(ctx, policy.Finished{ID: cl.ID, Endpoint: ep.Name, State: res.State,
+			Reason: res.Reason, NotifyOwner: res.NotifyOwner})
 	}
 }
 
@@ -358,7 +340,7 @@ func (d *Dispatcher) lag(ep *config.Endpoint, cl *policy.Claimed) time.Duration 
 func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) policy.Completion {
 	if policy.Exhausted(d.o.Config.Policy, cl.Attempt-1, cl.FirstAttemptAt, d.o.Now()) {
 		return policy.Completion{Action: policy.ActionDeadLetter, Reason: policy.DeadLetterExhausted,
-			Breaker: Breaker(ep), Lease: Lease(ep)}
+			Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease()}
 	}
 	d.o.Metrics.ScheduleLag.Observe(d.lag(ep, cl).Seconds())
 	att := d.o.Upstream.Do(ctx, ep, &forward.Request{
@@ -370,18 +352,19 @@ func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *polic
 		// header): retrying cannot help, so it ends as a permanent dead letter.
 		return policy.Completion{
 			Action: policy.ActionDeadLetter, Reason: policy.DeadLetterPermanent,
-			Error: string(pe.Code), Breaker: Breaker(ep), Lease: Lease(ep),
+			Error: string(pe.Code), Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease(),
 			Attempt: &policy.Attempt{StartedAt: att.Started, Outcome: policy.Rejected, Error: string(pe.Code)},
 		}
 	}
-	cls := d.o.Metrics.Observe(ep.Name, string(cl.Kind), att)
-	return Decide(Input{Policy: d.o.Config.Policy, Endpoint: ep, Claimed: cl, Attempt: att,
-		Class: cls, Now: d.o.Now(), Rand: d.o.Rand})
+	cls := att.Classify()
+	d.o.Metrics.ObserveAttempt(ep.Name, string(cl.Kind), cls, att.Duration)
+	return policy.Decide(policy.DecideInput{Policy: d.o.Config.Policy, Rules: ep.Rules(), Claimed: cl,
+		Result: att.Result(), Class: cls, Now: d.o.Now(), Rand: d.o.Rand})
 }
 
 // finished records an asynchronous ending in metrics and logs and passes
 // it on to Events.
-func (d *Dispatcher) finished(ctx context.Context, f Finished) {
+func (d *Dispatcher) finished(ctx context.Context, f policy.Finished) {
 	if f.State == policy.DeadLettered {
 		d.o.Metrics.DeadLetters.WithLabelValues(f.Endpoint, string(f.Reason)).Inc()
 		d.o.Logger.Warn("dead letter", slog.String("endpoint", f.Endpoint),

@@ -251,20 +251,20 @@ func ctxT(t testing.TB) context.Context {
 // events records every Finished the dispatchers report.
 type events struct {
 	mu  sync.Mutex
-	got []dispatch.Finished
+	got []policy.Finished
 }
 
-func (e *events) Finished(_ context.Context, f dispatch.Finished) {
+func (e *events) Finished(_ context.Context, f policy.Finished) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.got = append(e.got, f)
 }
 
 // of returns the endings reported for id.
-func (e *events) of(id string) []dispatch.Finished {
+func (e *events) of(id string) []policy.Finished {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []dispatch.Finished
+	var out []policy.Finished
 	for _, f := range e.got {
 		if f.ID == id {
 			out = append(out, f)

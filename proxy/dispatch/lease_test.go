@@ -46,7 +46,7 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 		if n := h.round(d2); n != 0 {
 			t.Fatalf("replica 2 claimed %d while the lease is live, want 0", n)
 		}
-		h.clk.Advance(5*time.Second + dispatch.LeaseGrace)
+		h.clk.Advance(5*time.Second + policy.LeaseGrace)
 		if n := h.round(d2); n != 1 {
 			t.Fatalf("replica 2 claimed %d after the lease expired, want 1", n)
 		}

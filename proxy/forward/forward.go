@@ -363,3 +363,22 @@ func (f *Forwarder) CloseIdleConnections() {
 		c.tr.CloseIdleConnections()
 	}
 }
+
+// Classify is the classification step of one attempt (policy.Classify of
+// its status and error, SPEC §2): the outcome class and its reason word.
+func (a Attempt) Classify() policy.Classification {
+	status := 0
+	if a.Response != nil {
+		status = a.Response.Status
+	}
+	return policy.Classify(status, a.Err)
+}
+
+// Result is the attempt as policy.Decide reads it.
+func (a Attempt) Result() policy.AttemptResult {
+	r := policy.AttemptResult{Sent: a.Sent, Started: a.Started, Duration: a.Duration}
+	if a.Response != nil {
+		r.Response = &policy.Response{Status: a.Response.Status, Header: a.Response.Header, Body: a.Response.Body}
+	}
+	return r
+}

@@ -4,11 +4,12 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/forward"
 )
 
 // Metrics are registered on the registry the composition root passes in
@@ -116,15 +117,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Observe classifies one attempt (policy.Classify) and counts it with its
-// kind (first|retry|probe|replay) and duration. It returns the class.
-func (m *Metrics) Observe(endpoint, kind string, att forward.Attempt) policy.Classification {
-	status := 0
-	if att.Response != nil {
-		status = att.Response.Status
-	}
-	cls := policy.Classify(status, att.Err)
+// ObserveAttempt counts one attempt with its class (SPEC §2), kind
+// (first|retry|probe|replay) and duration.
+func (m *Metrics) ObserveAttempt(endpoint, kind string, cls policy.Classification, d time.Duration) {
 	m.Attempts.WithLabelValues(endpoint, string(cls.Outcome), kind).Inc()
-	m.AttemptDuration.WithLabelValues(endpoint, string(cls.Outcome)).Observe(att.Duration.Seconds())
-	return cls
+	m.AttemptDuration.WithLabelValues(endpoint, string(cls.Outcome)).Observe(d.Seconds())
 }

@@ -42,12 +42,12 @@ func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Compl
 	if replyStr(a[0]) == "stale" {
 		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete %s: %w", cl.ID, policy.ErrStaleLease)
 	}
-	if len(a) < 10 {
+	if len(a) < 11 {
 		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete: unexpected reply %v", a)
 	}
 	res := policy.CompleteResult{
 		State: policy.State(replyStr(a[0])), NotifyOwner: replyInt(a[5]) == 1,
-		Attempts: int(replyInt(a[9])), Breaker: decodeBreakerChange(a[1:5], a[6], a[7], a[8]),
+		Attempts: int(replyInt(a[9])), Reason: policy.DeadLetterReason(replyStr(a[10])), Breaker: decodeBreakerChange(a[1:5], a[6], a[7], a[8]),
 	}
 	if c.Action == policy.ActionRetryInline && res.State == policy.InFlight {
 		cl.Attempt, cl.Kind = res.Attempts, policy.KindRetry

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -18,7 +18,7 @@ import (
 // succeeded (the upstream always answers 200) — none lost — and no key is
 // ever attempted twice at once (SPEC §1, §3 leases: the dead replica's
 // claims are re-dispatched only once their lease of attempt_timeout +
-// dispatch.LeaseGrace has run out).
+// policy.LeaseGrace has run out).
 func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 	rs := startRedis(t)
 	up := newUpstream(t, nil)
@@ -46,7 +46,7 @@ func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 	if len(acc) < n-32 {
 		t.Fatalf("accepted only %d of %d", len(acc), n)
 	}
-	final := c.waitFinal(t, reps[1].URL, acc, 1*time.Second+dispatch.LeaseGrace+60*time.Second)
+	final := c.waitFinal(t, reps[1].URL, acc, 1*time.Second+policy.LeaseGrace+60*time.Second)
 	wantAll(t, final, redisstore.Succeeded)
 	up.checkNoOverlap(t)
 	for _, a := range acc {
@@ -87,7 +87,7 @@ func TestRedisSIGKILLUnderLoad(t *testing.T) {
 	if len(acc) < n/2 {
 		t.Fatalf("accepted only %d of %d", len(acc), n)
 	}
-	final := c.waitFinal(t, reps[0].URL, acc, 1*time.Second+dispatch.LeaseGrace+60*time.Second)
+	final := c.waitFinal(t, reps[0].URL, acc, 1*time.Second+policy.LeaseGrace+60*time.Second)
 	wantAll(t, final, redisstore.Succeeded)
 	up.checkNoOverlap(t)
 }

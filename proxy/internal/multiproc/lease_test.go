@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 )
 
 // TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes is issue 3's
@@ -32,7 +31,7 @@ func TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes(t *testing.T) {
 	cfg := h.config(msPolicy(), endpoint("slow", up.URL, loopbackNets, replicaHeader,
 		"attempt_timeout: 3s", "header_timeout: 3s"))
 	reps := startReplicas(t, 3, cfg)
-	lease := 3*time.Second + dispatch.LeaseGrace
+	lease := 3*time.Second + policy.LeaseGrace
 
 	const key = `"kill-1"`
 	resp := h.call(t, reps[0], http.MethodPost, "/callout/slow/v1/charges",

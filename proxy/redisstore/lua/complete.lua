@@ -18,7 +18,9 @@
 --       (keys.go), 19 last error, 20 Salesforce outbox on '1'|'0'
 -- Returns {'stale'} when the token is not the callout's current lease, else
 --   {state, opened, closed, outage_began, outage_ended, notify, failures,
---    outage_started_ms, probe, attempts}
+--    outage_started_ms, probe, attempts, dead-letter reason}: the state and
+--   reason are this script's decision (it may turn a retry into a dead
+--   letter endpoint_disabled); callers read them and derive nothing.
 local p = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}
 local c, due, lease, ep, dl, idem = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[11]
 -- The Salesforce outbox (outbox.go): written in this script so that no
@@ -107,5 +109,7 @@ end
 local e = redis.call('HMGET', ep, 'cf', 'os')
 local probe = 0
 if is_probe then probe = 1 end
+local why = ''
+if state == 'dead_lettered' then why = reason end
 return {state, opened, closed, began, ended, notify, num(e[1]), num(e[2]), probe,
-  num(redis.call('HGET', c, 'n'))}
+  num(redis.call('HGET', c, 'n')), why}

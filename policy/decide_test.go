@@ -1,4 +1,4 @@
-package dispatch_test
+package policy_test
 
 import (
 	"bytes"
@@ -10,19 +10,28 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
-	"github.com/calloutproxy/callout-proxy/proxy/forward"
 )
 
-// endpointFor returns a loaded-looking endpoint with the given idempotency
-// setting and the default limits.
-func endpointFor(idempotency string) *config.Endpoint {
-	return &config.Endpoint{
-		Name: "pay", Idempotency: idempotency, AttemptTimeout: 15 * time.Second,
-		BreakerFailures: 20, BreakerProbeInterval: 5 * time.Minute,
+// Idempotency settings of an endpoint (SPEC §3), as config spells them.
+const (
+	honoured = "honoured"
+	ignored  = "ignored"
+)
+
+// rulesFor returns an endpoint's rules with the given idempotency setting
+// and the default limits.
+func rulesFor(idempotency string) policy.EndpointRules {
+	return policy.EndpointRules{
+		AttemptTimeout: 15 * time.Second, BreakerFailures: 20, BreakerProbeInterval: 5 * time.Minute,
+		IdempotencyIgnored: idempotency == ignored,
 	}
 }
+
+// fixed is a random source that always returns v.
+func fixed(v float64) func() float64 { return func() float64 { return v } }
+
+// t0 is the tests' clock origin.
+var t0 = time.UnixMilli(1_700_000_000_000)
 
 // decideCase is one attempt fed to Decide, and what must come out.
 type decideCase struct {
@@ -46,10 +55,10 @@ type decideCase struct {
 }
 
 // input builds Decide's input for c at now under p.
-func (c decideCase) input(p policy.Policy, now time.Time) dispatch.Input {
+func (c decideCase) input(p policy.Policy, now time.Time) policy.DecideInput {
 	idem, method, attempt, rnd := c.idempotency, c.method, c.attempt, c.rand
 	if idem == "" {
-		idem = config.IdempotencyHonoured
+		idem = honoured
 	}
 	if method == "" {
 		method = http.MethodPost
@@ -60,19 +69,20 @@ func (c decideCase) input(p policy.Policy, now time.Time) dispatch.Input {
 	if rnd == 0 {
 		rnd = 0.5
 	}
-	att := forward.Attempt{Err: c.err, Sent: c.sent, Started: now.Add(-time.Second), Duration: time.Second}
+	att := policy.AttemptResult{Sent: c.sent, Started: now.Add(-time.Second), Duration: time.Second}
+	err := c.err
 	if c.status != 0 {
 		h := http.Header{"Content-Type": {"text/plain"}}
 		if c.retryAfter != "" {
 			h.Set("Retry-After", c.retryAfter)
 		}
-		att.Response, att.Err, att.Sent = &forward.Response{Status: c.status, Header: h, Body: []byte("answer")}, nil, true
+		att.Response, err, att.Sent = &policy.Response{Status: c.status, Header: h, Body: []byte("answer")}, nil, true
 	}
-	return dispatch.Input{
-		Policy: p, Endpoint: endpointFor(idem), Attempt: att, Now: now, Rand: fixed(rnd), Sync: c.sync,
+	return policy.DecideInput{
+		Policy: p, Rules: rulesFor(idem), Result: att, Now: now, Rand: fixed(rnd), Sync: c.sync,
 		Claimed: &policy.Claimed{ID: "c1", Endpoint: "pay", Method: method, Attempt: attempt,
 			FirstAttemptAt: now.Add(-c.age)},
-		Class: policy.Classify(c.status, att.Err),
+		Class: policy.Classify(c.status, err),
 	}
 }
 
@@ -112,15 +122,15 @@ func TestDecide(t *testing.T) {
 		{name: "429 invalid Retry-After no pause", status: 429, retryAfter: "-5", action: policy.ActionRetry, next: 2500 * time.Millisecond},
 		{name: "503 Retry-After delays only the callout", status: 503, retryAfter: "30",
 			action: policy.ActionRetry, next: 30 * s, counts: true},
-		{name: "ignored POST sent no answer ambiguous", idempotency: config.IdempotencyIgnored, err: attemptTimeout, sent: true,
+		{name: "ignored POST sent no answer ambiguous", idempotency: ignored, err: attemptTimeout, sent: true,
 			action: policy.ActionDeadLetter, reason: policy.DeadLetterAmbiguous, counts: true},
-		{name: "ignored PUT sent no answer ambiguous", idempotency: config.IdempotencyIgnored, method: http.MethodPut,
+		{name: "ignored PUT sent no answer ambiguous", idempotency: ignored, method: http.MethodPut,
 			err: attemptTimeout, sent: true, action: policy.ActionDeadLetter, reason: policy.DeadLetterAmbiguous, counts: true},
-		{name: "ignored GET sent no answer retries", idempotency: config.IdempotencyIgnored, method: http.MethodGet,
+		{name: "ignored GET sent no answer retries", idempotency: ignored, method: http.MethodGet,
 			err: attemptTimeout, sent: true, action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
-		{name: "ignored POST never sent retries", idempotency: config.IdempotencyIgnored, err: refused,
+		{name: "ignored POST never sent retries", idempotency: ignored, err: refused,
 			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
-		{name: "ignored POST answered 503 retries", idempotency: config.IdempotencyIgnored, status: 503,
+		{name: "ignored POST answered 503 retries", idempotency: ignored, status: 503,
 			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
 		{name: "honoured POST sent no answer retries", err: attemptTimeout, sent: true,
 			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
@@ -128,14 +138,14 @@ func TestDecide(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			in := c.input(policy.Defaults(), now)
-			got := dispatch.Decide(in)
+			got := policy.Decide(in)
 			checkDecision(t, c, in, got, now)
 		})
 	}
 }
 
 // checkDecision compares one Decide result with its case.
-func checkDecision(t *testing.T, c decideCase, in dispatch.Input, got policy.Completion, now time.Time) {
+func checkDecision(t *testing.T, c decideCase, in policy.DecideInput, got policy.Completion, now time.Time) {
 	t.Helper()
 	if got.Action != c.action || got.Reason != c.reason {
 		t.Fatalf("action, reason = %q, %q; want %q, %q", got.Action, got.Reason, c.action, c.reason)
@@ -161,7 +171,7 @@ func checkDecision(t *testing.T, c decideCase, in dispatch.Input, got policy.Com
 		t.Errorf("lease %v, breaker %+v; want 15s+10s and the endpoint's breaker", got.Lease, got.Breaker)
 	}
 	a := got.Attempt
-	if a == nil || a.Status != c.status || a.Outcome != in.Class.Outcome || !a.StartedAt.Equal(in.Attempt.Started) || a.Duration != time.Second {
+	if a == nil || a.Status != c.status || a.Outcome != in.Class.Outcome || !a.StartedAt.Equal(in.Result.Started) || a.Duration != time.Second {
 		t.Fatalf("attempt record = %+v, want status %d outcome %s", a, c.status, in.Class.Outcome)
 	}
 	wantErr := in.Class.Reason
@@ -192,7 +202,7 @@ func TestDecideAttemptNumbers(t *testing.T) {
 			c := decideCase{attempt: n, status: 503}
 			in := c.input(unlimited, now)
 			in.Rand = fixed(rnd)
-			got := dispatch.Decide(in)
+			got := policy.Decide(in)
 			if n == unlimited.MaxAttempts {
 				if got.Reason != policy.DeadLetterExhausted {
 					t.Errorf("attempt %d of %d: reason %q, want exhausted", n, n, got.Reason)
@@ -204,7 +214,7 @@ func TestDecideAttemptNumbers(t *testing.T) {
 			}
 			in = c.input(policy.Defaults(), now)
 			in.Rand = fixed(rnd)
-			got = dispatch.Decide(in)
+			got = policy.Decide(in)
 			exhausted := n >= 12
 			if (got.Action == policy.ActionDeadLetter) != exhausted ||
 				(exhausted && got.Reason != policy.DeadLetterExhausted) {
@@ -218,12 +228,12 @@ func TestDecideAttemptNumbers(t *testing.T) {
 // valid, positive Retry-After, capped at retry_after_cap.
 func TestPauseUntil(t *testing.T) {
 	p := policy.Defaults()
-	resp := func(code int, ra string) *forward.Response {
-		return &forward.Response{Status: code, Header: http.Header{"Retry-After": {ra}}}
+	resp := func(code int, ra string) *policy.Response {
+		return &policy.Response{Status: code, Header: http.Header{"Retry-After": {ra}}}
 	}
 	for _, c := range []struct {
 		name string
-		resp *forward.Response
+		resp *policy.Response
 		want time.Duration // 0: no pause
 	}{
 		{"no response", nil, 0},
@@ -236,7 +246,7 @@ func TestPauseUntil(t *testing.T) {
 		{"503 delta", resp(503, "60"), 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := dispatch.PauseUntil(p, c.resp, t0)
+			got := policy.PauseUntil(p, c.resp, t0)
 			want := time.Time{}
 			if c.want > 0 {
 				want = t0.Add(c.want)
@@ -253,7 +263,7 @@ func TestIsWrite(t *testing.T) {
 		http.MethodGet: false, http.MethodHead: false, http.MethodOptions: false,
 		http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true,
 	} {
-		if got := dispatch.IsWrite(m); got != want {
+		if got := policy.IsWrite(m); got != want {
 			t.Errorf("IsWrite(%s) = %v, want %v", m, got, want)
 		}
 	}
