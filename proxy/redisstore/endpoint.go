@@ -25,8 +25,12 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 		return policy.EndpointState{}, s.wrap("endpoint state", err)
 	}
 	m := h.Val()
+	g, br, err := s.gate(ctx, endpoint, now)
+	if err != nil {
+		return policy.EndpointState{}, err
+	}
 	st := policy.EndpointState{
-		Endpoint: endpoint, Gate: gateFromHash(m, now), Breaker: policy.BreakerClosed,
+		Endpoint: endpoint, Gate: g, Breaker: br,
 		ConsecutiveFailures: atoi(m[eFailures]), OpenedAt: fromMs(m[eOpenedAt]),
 		ProbeAt: fromMs(m[eProbeAt]), ProbeUntil: fromMs(m[eProbeUntil]),
 		PausedUntil: fromMs(m[ePaused]), Disabled: m[eDisabled] == "1",
@@ -36,33 +40,26 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 		DeadLetters: dl.Val(), BacklogBytes: int64(atoi(m[eBytes])),
 	}
 	st.ProbeOut = m[eProbeToken] != "" && st.ProbeUntil.After(now)
-	if m[eBreaker] == "open" {
-		st.Breaker = policy.BreakerOpen
-		if !st.ProbeAt.After(now) {
-			st.Breaker = policy.BreakerHalfOpen
-		}
-	}
 	return st, nil
 }
 
-// gateFromHash computes the gate from an endpoint hash exactly as
-// lib.lua's gate() does.
-func gateFromHash(m map[string]string, now time.Time) policy.Gate {
-	nowMs := now.UnixMilli()
-	at := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
-	switch {
-	case m[eDisabled] == "1":
-		return policy.Gate{State: policy.GateDisabled}
-	case at(ePaused) > nowMs:
-		return policy.Gate{State: policy.GatePaused, Until: time.UnixMilli(at(ePaused))}
-	case m[eBreaker] != "open":
-		return policy.Gate{State: policy.GateOpen}
-	case at(eProbeAt) > nowMs:
-		return policy.Gate{State: policy.GateBreakerOpen, Until: time.UnixMilli(at(eProbeAt))}
-	case m[eProbeToken] != "" && at(eProbeUntil) > nowMs:
-		return policy.Gate{State: policy.GateProbing, Until: time.UnixMilli(at(eProbeUntil))}
+// gate is endpoint's gate and breaker state at now as lib.lua computes them
+// (gate_read.lua): Go never derives the gate from the stored fields itself.
+// One round trip. Errors: ErrUnavailable.
+func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, error) {
+	v, err := s.run(ctx, "gate_read", s.lua.gateRead, []string{keysOf(endpoint).ep}, msArg(now))
+	if err != nil {
+		return policy.Gate{}, "", err
 	}
-	return policy.Gate{State: policy.GateHalfOpen}
+	a, err := replyN("gate_read", v, 3)
+	if err != nil {
+		return policy.Gate{}, "", err
+	}
+	g := policy.Gate{State: policy.GateState(replyStr(a[0]))}
+	if ms := replyStr(a[1]); ms != "0" {
+		g.Until = fromMs(ms)
+	}
+	return g, policy.BreakerState(replyStr(a[2])), nil
 }
 
 // Backlog returns endpoint's pending items (due + leased callouts) and the

@@ -48,12 +48,12 @@ func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 		c.ID = id
 	}
 	if c.State == policy.Scheduled || c.State == policy.Held {
-		m, err := s.rdb.HGetAll(ctx, keysOf(c.Endpoint).ep).Result()
+		g, _, err := s.gate(ctx, c.Endpoint, s.now())
 		if err != nil {
-			return nil, s.wrap("get", err)
+			return nil, err
 		}
 		c.State = policy.Scheduled
-		if gateFromHash(m, s.now()).Shut() {
+		if g.Shut() {
 			c.State = policy.Held
 		}
 	}

@@ -20,14 +20,23 @@ end
 -- gate reads the endpoint hash and returns the gate state (disabled,
 -- paused, breaker_open, probing, half_open, open) and when it may open
 -- again (ms; 0 when not known).
+-- breaker_state is the breaker's state at now from its stored fields
+-- (SPEC §6): 'closed'; 'open' until the probe time pa; 'half_open' from
+-- then on. The one place this rule lives (ARCHITECTURE.md).
+local function breaker_state(bs, pa, now)
+  if bs ~= 'open' then return 'closed' end
+  if num(pa) > now then return 'open' end
+  return 'half_open'
+end
+
 local function gate(ep, now)
   local f = redis.call('HMGET', ep, 'dis', 'pu', 'bs', 'pa', 'pt', 'pe')
   if f[1] == '1' then return 'disabled', 0 end
   local pu = num(f[2])
   if pu > now then return 'paused', pu end
-  if f[3] == 'open' then
-    local pa = num(f[4])
-    if pa > now then return 'breaker_open', pa end
+  local b = breaker_state(f[3], f[4], now)
+  if b == 'open' then return 'breaker_open', num(f[4]) end
+  if b == 'half_open' then
     local pe = num(f[6])
     if f[5] and pe > now then return 'probing', pe end
     return 'half_open', 0
