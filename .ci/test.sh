@@ -43,5 +43,8 @@ export CALLOUT_TEST_REQUIRE_REAL=1
 echo "== go test (unit and integration)"
 go test -race -count=1 -timeout 15m ./...
 
+echo "== sizing measurement (Redis round trips per request, bytes per record; behind the sizing build tag)"
+go test -count=1 -timeout 10m -tags sizing ./deploy/sizing/
+
 echo "== fault suite (SIGKILLed replicas and Redis, Salesforce down, toxiproxy)"
 bash .ci/fault.sh

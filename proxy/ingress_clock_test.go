@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
@@ -32,30 +32,11 @@ const clockRigSecret = "clock-rig-secret-of-at-least-32-bytes!"
 // clockRigIssuer is the org of clockRig's tokens.
 const clockRigIssuer = "https://clock.my.salesforce.com"
 
-// rigClock is a settable clock shared by the server, the store, the
-// dispatcher and the token verifier.
-type rigClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *rigClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *rigClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // clockRig is the whole ingress in process: proxy.New over a real
 // redisstore on miniredis, a real forwarder to an httptest upstream, a
 // dispatcher, and one injected clock for all of them.
 type clockRig struct {
-	clock    *rigClock
+	clock    *clocktest.Clock
 	srv      *Server
 	store    *redisstore.Store
 	disp     *dispatch.Dispatcher
@@ -72,7 +53,7 @@ func (noEvents) Finished(context.Context, policy.Finished) {}
 // upstream answering with status, under the default policy (72 h max_age).
 func newClockRig(t *testing.T, status int) *clockRig {
 	t.Helper()
-	rig := &clockRig{clock: &rigClock{now: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}}
+	rig := &clockRig{clock: clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		rig.hits.Add(1)
@@ -178,7 +159,7 @@ func TestSameKeyWhileRetrying30HoursLater(t *testing.T) {
 	}
 	id := first.Header().Get("Callout-Id")
 
-	rig.clock.advance(30 * time.Hour)
+	rig.clock.Advance(30 * time.Hour)
 	if n := rig.disp.Round(context.Background()); n != 1 {
 		t.Fatalf("dispatcher claimed %d callouts 30 h later, want the 1 due retry", n)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -131,7 +132,7 @@ func TestSimpleforceLogsNoBodyOrToken(t *testing.T) {
 
 func TestQueryPages(t *testing.T) {
 	key := testKey()
-	clk := &clock{t: t0}
+	clk := clocktest.New(t0)
 	emu := sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
 		PageSize: 2, Now: clk.Now})
 	c, err := NewClient(Options{Credentials: Credentials{LoginURL: emu.URL, ClientID: clientID, Username: username, Key: key},

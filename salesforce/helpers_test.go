@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/auth/authtest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
@@ -44,24 +45,6 @@ var testKey = sync.OnceValue(func() *rsa.PrivateKey {
 	return k
 })
 
-// clock is the injected test clock shared by store, writer and emulator.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // syncBuffer is a log sink safe for concurrent writes.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -84,7 +67,7 @@ func (s *syncBuffer) String() string {
 // with the outbox on (miniredis), a client and a writer.
 type env struct {
 	t       *testing.T
-	clk     *clock
+	clk     *clocktest.Clock
 	mini    *miniredis.Miniredis
 	rdb     redis.UniversalClient
 	store   *redisstore.Store
@@ -108,7 +91,7 @@ func withWebhook(url string) envOption {
 // newEnv starts an emulator and builds a replica against it.
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, clk: &clock{t: t0}, logs: &syncBuffer{}}
+	e := &env{t: t, clk: clocktest.New(t0), logs: &syncBuffer{}}
 	key := testKey()
 	e.emu = sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
 		Objects: schema(), Now: e.clk.Now})

@@ -25,7 +25,7 @@ func TestBulkReplayPacedShowsProgressAndCancels(t *testing.T) {
 	before := len(p.up.received())
 	start := p.clk.Now()
 	// The 401st send is due at start + 400 × 5 ms = 2 s: it waits there.
-	blocked, release := p.clk.gateAt(start.Add(2 * time.Second))
+	blocked, release := p.clk.GateAt(start.Add(2 * time.Second))
 	defer release()
 
 	var errw syncWriter

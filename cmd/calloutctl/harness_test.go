@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -35,57 +36,6 @@ const (
 	viewerToken = "viewer-token-0123456789abcdef"
 	testIssuer  = "https://test.my.salesforce.com"
 )
-
-// clock is the proxy's injected clock. Sleep (the replay runner's pacing)
-// advances it at once; with a gate set, the Sleep that would reach the
-// gate blocks until released, so a test can act at an exact point of a
-// job.
-type clock struct {
-	mu      sync.Mutex
-	t       time.Time
-	gate    time.Time
-	blocked chan struct{}
-	release chan struct{}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// gateAt arms the gate at t; blocked is closed when a Sleep blocks on it.
-func (c *clock) gateAt(t time.Time) (blocked <-chan struct{}, release func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gate, c.blocked, c.release = t, make(chan struct{}), make(chan struct{})
-	return c.blocked, sync.OnceFunc(func() { close(c.release) })
-}
-
-func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	if !c.gate.IsZero() && !c.t.Add(d).Before(c.gate) {
-		c.gate = time.Time{}
-		blocked, release := c.blocked, c.release
-		c.mu.Unlock()
-		close(blocked)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		c.mu.Lock()
-	}
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return ctx.Err()
-}
 
 // upstream records what it receives; it answers 400 (a permanent failure,
 // so an asynchronous callout becomes a dead letter) until ok is set.
@@ -125,7 +75,7 @@ func (u *upstream) received() []string {
 // cmd/callout-proxy/serve.go wires it, on the injected clock.
 type proxyEnv struct {
 	up     *upstream
-	clk    *clock
+	clk    *clocktest.Clock
 	store  *redisstore.Store
 	jobs   *redisstore.ReplayStore
 	logs   *logBuffer
@@ -185,7 +135,7 @@ func startProxy(t *testing.T) *proxyEnv {
 	t.Helper()
 	env := map[string]string{"JWT_SECRET": jwtSecret, "OPS_TOKEN": opsToken, "VIEWER_TOKEN": viewerToken}
 	getenv := func(k string) string { return env[k] }
-	p := &proxyEnv{up: newUpstream(t), clk: &clock{t: time.UnixMilli(1_700_000_000_000)}, logs: &logBuffer{}}
+	p := &proxyEnv{up: newUpstream(t), clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &logBuffer{}}
 	cfg, err := config.Parse([]byte(testConfig(p.up.url)), getenv)
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,5 @@
+//go:build sizing
+
 package main
 
 import (

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
@@ -36,28 +37,7 @@ const (
 	loopback = "allowed_networks: [127.0.0.0/8]"
 )
 
-// clock is the injected clock shared by the stores, the dispatchers, the
-// forwarders and the upstreams of one test. It only moves when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: t0} }
-
-// Now returns the current fake time.
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clocktest.Clock { return clocktest.New(t0) }
 
 // fixed returns a jitter source that always answers v.
 func fixed(v float64) func() float64 { return func() float64 { return v } }
@@ -108,7 +88,7 @@ func newConfig(t testing.TB, policyLines []string, eps ...ep) *config.Config {
 type harness struct {
 	t      testing.TB
 	b      redistest.Backend
-	clk    *clock
+	clk    *clocktest.Clock
 	cfg    *config.Config
 	store  *redisstore.Store
 	m      *metrics.Metrics

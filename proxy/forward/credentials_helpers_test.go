@@ -4,11 +4,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 )
@@ -21,24 +21,8 @@ const (
 	secretTwo    = "s3cr3t-two-VALUE-9876543210"
 )
 
-// fakeClock is an injected clock that moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+func newFakeClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // oauthRig is an OAuth2 endpoint under test: a token server, an upstream
@@ -48,7 +32,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 type oauthRig struct {
 	t          *testing.T
 	refuse     atomic.Bool // the upstream answers 401 to every request
-	clock      *fakeClock
+	clock      *clocktest.Clock
 	ts         *credtest.TokenServer
 	rc         *recorder
 	f          *Forwarder

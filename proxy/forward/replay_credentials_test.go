@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
@@ -31,25 +32,6 @@ const (
 	oldSecret    = "replay-secret-OLD-0123456789"
 	newSecret    = "replay-secret-NEW-9876543210"
 )
-
-// replayClock is the injected clock of the store, the dispatcher and the
-// forwarder.
-type replayClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *replayClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *replayClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // TestReplayAfterSecretRotation is the "done" case at the store and
 // dispatcher level: a callout of an OAuth2 endpoint is dead-lettered; the
@@ -132,7 +114,7 @@ type replayRig struct {
 	ts     *credtest.TokenServer
 	status atomic.Int32
 	dir    string
-	clock  *replayClock
+	clock  *clocktest.Clock
 	logs   *credtest.Logs
 	ep     *config.Endpoint
 	store  *redisstore.Store
@@ -144,7 +126,7 @@ type replayRig struct {
 
 func newReplayRig(t *testing.T, b redistest.Backend) *replayRig {
 	r := &replayRig{t: t, dir: t.TempDir(), logs: &credtest.Logs{},
-		clock: &replayClock{t: time.UnixMilli(1_700_000_000_000)}}
+		clock: clocktest.New(time.UnixMilli(1_700_000_000_000))}
 	r.ts = credtest.NewTokenServer(t, "replay-client", oldSecret)
 	r.status.Store(http.StatusServiceUnavailable)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

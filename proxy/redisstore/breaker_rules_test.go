@@ -110,9 +110,7 @@ func TestBreakerTransitionsInLua(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				s := e.store()
 				ep := fmt.Sprintf("rules-api-%d", i)
-				e.clk.mu.Lock()
-				e.clk.t = t0
-				e.clk.mu.Unlock()
+				e.clk.Set(t0)
 				for _, ev := range tt.start {
 					apply(t, e, s, ep, tt.br, ev)
 				}
@@ -190,9 +188,7 @@ func TestBreakerStateAtProbeTime(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				s := e.store()
 				ep := fmt.Sprintf("probe-time-api-%d", i)
-				e.clk.mu.Lock()
-				e.clk.t = t0
-				e.clk.mu.Unlock()
+				e.clk.Set(t0)
 				for _, ev := range failures(20) {
 					apply(t, e, s, ep, settings, ev)
 				}

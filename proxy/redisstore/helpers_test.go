@@ -6,12 +6,12 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 )
 
@@ -24,28 +24,10 @@ const (
 	day       = 24 * time.Hour
 )
 
-// clock is the injected test clock shared by the stores of one test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is one backend under test with its clock.
 type env struct {
 	b     redistest.Backend
-	clk   *clock
+	clk   *clocktest.Clock
 	seeds atomic.Uint64
 }
 
@@ -65,7 +47,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			fn(t, &env{b: b, clk: &clock{t: t0}})
+			fn(t, &env{b: b, clk: clocktest.New(t0)})
 		})
 	}
 }

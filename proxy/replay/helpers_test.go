@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
@@ -26,64 +27,10 @@ var t0 = time.UnixMilli(1_700_000_000_000)
 
 const testLease = 30 * time.Second
 
-// fakeClock is the injected clock; its Sleep advances it at once, so
-// pacing is measured in clock time, never wall time. With a gate set,
-// a Sleep that would reach the gate blocks (signalling blocked) until
-// release is closed, then advances.
-type fakeClock struct {
-	mu      sync.Mutex
-	t       time.Time
-	slept   time.Duration
-	gate    time.Time
-	blocked chan struct{}
-	release chan struct{}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// gateAt makes the first Sleep that would reach at block until the
-// returned release function is called; blocked is closed when it blocks.
-func (c *fakeClock) gateAt(at time.Time) (blocked <-chan struct{}, release func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gate, c.blocked, c.release = at, make(chan struct{}), make(chan struct{})
-	return c.blocked, sync.OnceFunc(func() { close(c.release) })
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	if !c.gate.IsZero() && !c.t.Add(d).Before(c.gate) {
-		c.gate = time.Time{}
-		blocked, release := c.blocked, c.release
-		c.mu.Unlock()
-		close(blocked)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		c.mu.Lock()
-	}
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	c.slept += d
-	return ctx.Err()
-}
-
 // testEnv is one backend with a store, a replay store and a service.
 type testEnv struct {
 	b     redistest.Backend
-	clk   *fakeClock
+	clk   *clocktest.Clock
 	store *redisstore.Store
 	jobs  *redisstore.ReplayStore
 	cfg   *config.Config
@@ -135,7 +82,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 	t.Helper()
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			e := &testEnv{b: b, clk: &fakeClock{t: t0}, cfg: testConfig(), logs: &syncBuffer{}}
+			e := &testEnv{b: b, clk: clocktest.New(t0), cfg: testConfig(), logs: &syncBuffer{}}
 			var seed [32]byte
 			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 			e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed),

@@ -69,8 +69,8 @@ func TestJobPacedByRate(t *testing.T) {
 		start := e.clk.Now()
 		s.RunJob(ctxT(t), j.ID)
 		wantJob(t, s, j.ID, policy.JobCompleted, 100, 100, 0, 0)
-		if want := 99 * 20 * time.Millisecond; e.clk.slept != want {
-			t.Fatalf("slept %v on the clock, want %v (99 gaps of 1/50 s)", e.clk.slept, want)
+		if want := 99 * 20 * time.Millisecond; e.clk.Slept() != want {
+			t.Fatalf("slept %v on the clock, want %v (99 gaps of 1/50 s)", e.clk.Slept(), want)
 		}
 		chains := e.replayChains(t, "pay-api")
 		for i, d := range ds {
@@ -95,7 +95,7 @@ func TestJobCancelPartWay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocked, release := e.clk.gateAt(e.clk.Now().Add(2 * time.Second)) // before the 21st send
+		blocked, release := e.clk.GateAt(e.clk.Now().Add(2 * time.Second)) // before the 21st send
 		done := make(chan struct{})
 		go func() { s.RunJob(ctxT(t), j.ID); close(done) }()
 		<-blocked
@@ -141,7 +141,7 @@ func TestJobResumesInAnotherReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocked, release := e.clk.gateAt(e.clk.Now().Add(time.Second))
+		blocked, release := e.clk.GateAt(e.clk.Now().Add(time.Second))
 		defer release()
 		ctx, stop := context.WithCancel(ctxT(t))
 		done := make(chan struct{})
@@ -170,8 +170,8 @@ func TestJobDryRunSendsNothing(t *testing.T) {
 		}
 		s.RunJob(ctxT(t), j.ID)
 		wantJob(t, s, j.ID, policy.JobCompleted, 4, 0, 0, 0)
-		if items, bytes, _ := e.store.Backlog(ctxT(t), "pay-api"); items != 0 || bytes != 0 || e.clk.slept != 0 {
-			t.Fatalf("a dry run sent something: backlog %d, slept %v", items, e.clk.slept)
+		if items, bytes, _ := e.store.Backlog(ctxT(t), "pay-api"); items != 0 || bytes != 0 || e.clk.Slept() != 0 {
+			t.Fatalf("a dry run sent something: backlog %d, slept %v", items, e.clk.Slept())
 		}
 		page, _ := s.JobItems(ctxT(t), j.ID, 0, 10)
 		var got []string

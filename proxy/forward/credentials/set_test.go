@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 )
 
 // newOAuthSet returns the Set of an OAuth2 endpoint against ts, on clock.
-func newOAuthSet(t *testing.T, ts *credtest.TokenServer, clock *testClock, logs *logBuffer) *Set {
+func newOAuthSet(t *testing.T, ts *credtest.TokenServer, clock *clocktest.Clock, logs *logBuffer) *Set {
 	t.Helper()
 	ep := &config.Endpoint{Name: "pay", AttemptTimeout: 5 * time.Second, OAuth2: &config.OAuth2{
 		TokenURL: ts.URL, ClientID: config.SecretRef{Env: "ID"}, ClientSecret: config.SecretRef{Env: "SECRET"},
@@ -38,7 +39,7 @@ func TestTokenFallsBackWhileUsable(t *testing.T) {
 	ts := credtest.NewTokenServer(t, "client", "secret-1")
 	ts.SetLifetime(60)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock, logs := &testClock{t: t0}, &logBuffer{}
+	clock, logs := clocktest.New(t0), &logBuffer{}
 	s := newOAuthSet(t, ts, clock, logs)
 	ctx := context.Background()
 	first, err := s.Token(ctx)
@@ -63,7 +64,7 @@ func TestTokenFallsBackWhileUsable(t *testing.T) {
 // already replaced does not cause another token request.
 func TestUnauthorizedDropsOnlyItsToken(t *testing.T) {
 	ts := credtest.NewTokenServer(t, "client", "secret-1")
-	s := newOAuthSet(t, ts, &testClock{t: time.Now()}, &logBuffer{})
+	s := newOAuthSet(t, ts, clocktest.New(time.Now()), &logBuffer{})
 	ctx := context.Background()
 	first, err := s.Token(ctx)
 	if err != nil {

@@ -10,26 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
-
-// testClock is an injected clock that moves only when told.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 // logBuffer collects log output safely.
 type logBuffer struct {
@@ -65,7 +48,7 @@ func TestWatchedSecret(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "secret")
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := &testClock{t: t0}
+	clock := clocktest.New(t0)
 	logs := &logBuffer{}
 	parses := 0
 	parse := parseSecret(path)
