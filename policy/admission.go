@@ -132,10 +132,23 @@ type ReadResult struct {
 	Breaker BreakerSettings
 }
 
-// BacklogLimits is an endpoint's backlog cap (DESIGN "Fairness"): pending items
-// (due + leased callouts) and the bytes of their request bodies. A create
-// that would go over either is refused with ErrBacklogFull. Zero: no cap.
+// BacklogLimits are an endpoint's backlog caps (DESIGN "Fairness", SPEC
+// §10): pending items (scheduled, held and in-flight callouts) and the bytes
+// Redis holds for its pending callouts and dead letters (method, path,
+// headers, body, attempt log, last response and a fixed per-record
+// overhead), in all and per caller organisation (JWT issuer). A create that
+// would go over one is refused before anything is stored: ErrBacklogFull,
+// or ErrIssuerBacklogFull for an issuer's share. Zero: no cap.
 type BacklogLimits struct {
+	// MaxItems caps pending callouts (max_backlog_items).
 	MaxItems int64
+	// MaxBytes caps stored bytes of pending callouts and dead letters
+	// (max_backlog_bytes).
 	MaxBytes int64
+	// MaxItemsPerIssuer caps one issuer's pending callouts
+	// (max_backlog_items_per_issuer).
+	MaxItemsPerIssuer int64
+	// MaxBytesPerIssuer caps one issuer's stored bytes
+	// (max_backlog_bytes_per_issuer).
+	MaxBytesPerIssuer int64
 }

@@ -1,6 +1,9 @@
 package policy
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors of the replay-job store. Test with errors.Is.
 var (
@@ -40,6 +43,10 @@ var (
 	// ErrBacklogFull: the endpoint's backlog cap (Limits) is reached;
 	// nothing was created (DESIGN "Fairness").
 	ErrBacklogFull = errors.New("endpoint backlog full")
+	// ErrIssuerBacklogFull: one caller organisation (JWT issuer) used its
+	// share of the endpoint's backlog (BacklogLimits.MaxItemsPerIssuer,
+	// MaxBytesPerIssuer). It matches ErrBacklogFull too.
+	ErrIssuerBacklogFull = fmt.Errorf("organisation's share of the %w", ErrBacklogFull)
 	// ErrNotDeadLettered: Discard of a callout that is not a dead letter.
 	ErrNotDeadLettered = errors.New("callout is not a dead letter")
 )

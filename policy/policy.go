@@ -59,9 +59,21 @@ type Policy struct {
 	// in flight); past it new callouts are rejected backlog-full. Default
 	// 100000.
 	MaxBacklogItems int64 `yaml:"max_backlog_items" json:"max_backlog_items"`
-	// MaxBacklogBytes caps the request-body bytes of one endpoint's pending
-	// callouts. Default 1073741824 (1 GiB).
+	// MaxBacklogBytes caps the bytes Redis holds for one endpoint's pending
+	// callouts and dead letters: method, path, headers, body, attempt log,
+	// last response and a fixed per-record overhead (SPEC §10). Default
+	// 1073741824 (1 GiB).
 	MaxBacklogBytes int64 `yaml:"max_backlog_bytes" json:"max_backlog_bytes"`
+	// MaxBacklogItemsPerIssuer caps one caller organisation's (JWT issuer's)
+	// pending callouts on one endpoint, so one org cannot fill an endpoint
+	// that others share (SPEC §10). Default 0: a fair share, the endpoint's
+	// max_backlog_items divided by the number of issuers allowed on it (no
+	// separate cap when only one is).
+	MaxBacklogItemsPerIssuer int64 `yaml:"max_backlog_items_per_issuer" json:"max_backlog_items_per_issuer"`
+	// MaxBacklogBytesPerIssuer caps one organisation's stored bytes on one
+	// endpoint, as MaxBacklogBytes counts them. Default 0: a fair share of
+	// max_backlog_bytes, as for items.
+	MaxBacklogBytesPerIssuer int64 `yaml:"max_backlog_bytes_per_issuer" json:"max_backlog_bytes_per_issuer"`
 }
 
 // Defaults returns the contract's default policy (SPEC.md §10).

@@ -78,5 +78,11 @@ func (p Policy) Validate() error {
 	if p.MaxBacklogBytes < 1 {
 		bad("max_backlog_bytes", "must be at least 1 byte")
 	}
+	if p.MaxBacklogItemsPerIssuer < 0 {
+		bad("max_backlog_items_per_issuer", "must not be negative; 0 means a fair share")
+	}
+	if p.MaxBacklogBytesPerIssuer < 0 {
+		bad("max_backlog_bytes_per_issuer", "must not be negative; 0 means a fair share")
+	}
 	return errors.Join(errs...)
 }

@@ -236,6 +236,12 @@ type Endpoint struct {
 	// bytes; zero inherits policy.max_backlog_items / max_backlog_bytes.
 	MaxBacklogItems int64 `yaml:"max_backlog_items"`
 	MaxBacklogBytes int64 `yaml:"max_backlog_bytes"`
+	// MaxBacklogItemsPerIssuer and MaxBacklogBytesPerIssuer cap one caller
+	// organisation's (JWT issuer's) share of this endpoint's backlog; zero
+	// inherits policy, and zero there is a fair share (Load: the endpoint's
+	// cap divided by the issuers allowed on it; no separate cap for one).
+	MaxBacklogItemsPerIssuer int64 `yaml:"max_backlog_items_per_issuer"`
+	MaxBacklogBytesPerIssuer int64 `yaml:"max_backlog_bytes_per_issuer"`
 	// Headers are injected upstream on every attempt; callers can neither
 	// override nor remove them. Load canonicalises the names
 	// (http.CanonicalHeaderKey); hop-by-hop headers (RFC 9110 §7.6.1) and
@@ -319,6 +325,7 @@ func (e *Endpoint) Rules() policy.EndpointRules {
 	return policy.EndpointRules{
 		AttemptTimeout: e.AttemptTimeout, BreakerFailures: e.BreakerFailures,
 		BreakerProbeInterval: e.BreakerProbeInterval, IdempotencyIgnored: e.Idempotency == IdempotencyIgnored,
-		Backlog: policy.BacklogLimits{MaxItems: e.MaxBacklogItems, MaxBytes: e.MaxBacklogBytes},
+		Backlog: policy.BacklogLimits{MaxItems: e.MaxBacklogItems, MaxBytes: e.MaxBacklogBytes,
+			MaxItemsPerIssuer: e.MaxBacklogItemsPerIssuer, MaxBytesPerIssuer: e.MaxBacklogBytesPerIssuer},
 	}
 }

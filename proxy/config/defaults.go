@@ -94,6 +94,17 @@ func (c *Config) applyDefaults() {
 		inherit(&e.BreakerProbeInterval, c.Policy.BreakerProbeInterval)
 		inherit(&e.MaxBacklogItems, c.Policy.MaxBacklogItems)
 		inherit(&e.MaxBacklogBytes, c.Policy.MaxBacklogBytes)
+		inherit(&e.MaxBacklogItemsPerIssuer, c.Policy.MaxBacklogItemsPerIssuer)
+		inherit(&e.MaxBacklogBytesPerIssuer, c.Policy.MaxBacklogBytesPerIssuer)
+		// A fair share by default (SPEC §10): with n organisations allowed
+		// on the endpoint, none may hold more than 1/n of its backlog.
+		if n := int64(len(e.AllowedIssuers)); n > 1 || (n == 0 && len(c.Auth.Issuers) > 1) {
+			if n == 0 {
+				n = int64(len(c.Auth.Issuers))
+			}
+			inherit(&e.MaxBacklogItemsPerIssuer, max(e.MaxBacklogItems/n, 1))
+			inherit(&e.MaxBacklogBytesPerIssuer, max(e.MaxBacklogBytes/n, 1))
+		}
 	}
 	if sf := c.Salesforce; sf != nil {
 		inherit(&sf.APIVersion, DefaultAPIVersion)

@@ -284,3 +284,46 @@ endpoints:
 		t.Errorf("an explicit header_timeout over attempt_timeout: err = %v, want one naming header_timeout", err)
 	}
 }
+
+// The per-organisation backlog shares (SPEC §10) default to a fair share:
+// the endpoint's cap divided by the issuers allowed on it, no separate cap
+// when only one organisation may use it, and an explicit value as written.
+func TestParseBacklogSharesPerIssuer(t *testing.T) {
+	endpoints := `endpoints:
+  shared:
+    url: https://api.example.com/v2
+    max_backlog_items: 1000
+    max_backlog_bytes: 1000000
+  one-org:
+    url: https://api.example.com/v2
+    allowed_issuers: [https://example.my.salesforce.com]
+  set:
+    url: https://api.example.com/v2
+    max_backlog_items_per_issuer: 7
+    max_backlog_bytes_per_issuer: 4096
+`
+	cfg := mustParse(t, doc(map[string]string{"endpoints": endpoints}, ""), baseEnv().get)
+	tests := []struct {
+		endpoint     string
+		items, bytes int64
+	}{
+		{"shared", 500, 500000}, // two issuers in auth.issuers
+		{"one-org", 0, 0},
+		{"set", 7, 4096},
+	}
+	for _, tt := range tests {
+		t.Run(tt.endpoint, func(t *testing.T) {
+			b := cfg.Endpoints[tt.endpoint].Rules().Backlog
+			if b.MaxItemsPerIssuer != tt.items || b.MaxBytesPerIssuer != tt.bytes {
+				t.Errorf("per-issuer caps = %d items %d bytes, want %d and %d", b.MaxItemsPerIssuer, b.MaxBytesPerIssuer, tt.items, tt.bytes)
+			}
+		})
+	}
+	if _, err := config.Parse([]byte(doc(map[string]string{"endpoints": `endpoints:
+  neg:
+    url: https://api.example.com/v2
+    max_backlog_bytes_per_issuer: -1
+`}, "")), baseEnv().get); err == nil || !strings.Contains(err.Error(), "endpoints.neg.max_backlog_items_per_issuer") {
+		t.Errorf("a negative share: %v, want an error naming the key", err)
+	}
+}

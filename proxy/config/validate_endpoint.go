@@ -135,6 +135,9 @@ func (c *Config) validateEndpointLimits(col *collector, key string, e *Endpoint)
 	if e.MaxBacklogItems < 0 || e.MaxBacklogBytes < 0 {
 		col.add(key+".max_backlog_items", "max_backlog_items and max_backlog_bytes must not be negative; leave them out to inherit policy")
 	}
+	if e.MaxBacklogItemsPerIssuer < 0 || e.MaxBacklogBytesPerIssuer < 0 {
+		col.add(key+".max_backlog_items_per_issuer", "max_backlog_items_per_issuer and max_backlog_bytes_per_issuer must not be negative; leave them out for a fair share")
+	}
 	if e.MaxConcurrency < 0 {
 		col.add(key+".max_concurrency", "must not be negative; 0 means the dispatcher's default")
 	}

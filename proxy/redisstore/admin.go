@@ -60,7 +60,7 @@ func (s *Store) drain(ctx context.Context, k epKeys, ids []string) ([]string, er
 	}
 	now := s.now()
 	sfo, sfx := k.outbox()
-	keys := []string{k.ep, k.due, k.dl, sfo, sfx}
+	keys := []string{k.ep, k.due, k.dl, sfo, sfx, k.dlb}
 	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), flag(s.outbox)}
 	for i, id := range ids {
 		ik := k.ep // placeholder: no reservation

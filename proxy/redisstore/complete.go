@@ -27,7 +27,7 @@ func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Compl
 	}
 	k := keysOf(cl.Endpoint)
 	sfo, sfx := k.outbox()
-	keys := append(k.parts(cl.ID), k.due, k.lease, k.ep, k.dl, sfo, sfx)
+	keys := append(k.parts(cl.ID), k.due, k.lease, k.ep, k.dl, sfo, sfx, k.dlb)
 	if ik := k.idem(cl.Issuer, cl.IdempotencyKey); ik != "" {
 		keys = append(keys, ik)
 	}

@@ -92,7 +92,9 @@ func (s *Store) create(ctx context.Context, op string, nc policy.NewCallout, lim
 	stale := ""
 	for range 2 {
 		args := append([]any{msArg(now), id, fp, nc.Body,
-			strconv.FormatInt(lim.MaxItems, 10), strconv.FormatInt(lim.MaxBytes, 10)}, extra...)
+			strconv.FormatInt(lim.MaxItems, 10), strconv.FormatInt(lim.MaxBytes, 10),
+			strconv.FormatInt(lim.MaxItemsPerIssuer, 10), strconv.FormatInt(lim.MaxBytesPerIssuer, 10),
+			issuerTag(nc.Issuer)}, extra...)
 		args = append(append(args, stale), fields...)
 		v, err := s.run(ctx, op, sc, keys, args...)
 		if err != nil {
@@ -122,6 +124,8 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, fp string, n
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrDisabled)
 	case "backlog_full":
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrBacklogFull)
+	case "issuer_backlog_full":
+		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrIssuerBacklogFull)
 	case "exists":
 		ex, err := s.existing(ctx, replyStr(a[1]), replyStr(a[2]) == fp, now)
 		if err != nil || ex == nil {

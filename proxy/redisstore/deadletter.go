@@ -112,7 +112,7 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	if ik == "" {
 		ik = key
 	}
-	v, err := s.run(ctx, "discard", s.lua.discard, append(k.parts(id), k.dl, ik), id)
+	v, err := s.run(ctx, "discard", s.lua.discard, append(k.parts(id), k.dl, ik, k.ep, k.dlb), id)
 	if err != nil {
 		return err
 	}

@@ -127,11 +127,17 @@ func TestBacklogCap(t *testing.T) {
 		full   int // index of the first refused create
 	}{
 		{"items", policy.BacklogLimits{MaxItems: 3}, []string{"a", "b", "c", "d"}, 3},
+		// MaxBytes counts everything a record stores: two records' fields
+		// and overhead (base each, measured below) plus 10 body bytes.
 		{"bytes", policy.BacklogLimits{MaxBytes: 10}, []string{"123456", "1234", "1"}, 2},
 	}
 	forEachBackend(t, func(t *testing.T, e *env) {
+		base := recordBytes(t, e.store(), "cap-probe")
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
+				if tt.limits.MaxBytes > 0 {
+					tt.limits.MaxBytes += 2 * base
+				}
 				s := e.store()
 				ep := "cap-" + tt.name
 				for i, body := range tt.bodies {
@@ -155,4 +161,25 @@ func TestBacklogCap(t *testing.T) {
 			})
 		}
 	})
+}
+
+// recordBytes is what one bodiless req() callout is charged in its
+// endpoint's backlog bytes: its fields and the per-record overhead.
+func recordBytes(t *testing.T, s *Store, endpoint string) int64 {
+	t.Helper()
+	mustEnqueueReq(t, s, req(endpoint, "", ""))
+	_, n, err := s.Backlog(ctxT(t), endpoint)
+	if err != nil || n < 256 {
+		t.Fatalf("a bodiless callout is charged %d bytes (%v), want at least the 256-byte overhead", n, err)
+	}
+	return n
+}
+
+func mustEnqueueReq(t *testing.T, s *Store, nc policy.NewCallout) string {
+	t.Helper()
+	res, err := s.Enqueue(ctxT(t), nc, policy.EnqueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.ID
 }

@@ -52,6 +52,12 @@ import (
 //	                            pruned whenever a new dead letter is added,
 //	                            and by the replay runner's hourly sweep
 //	                            (ReplayStore.PruneDeadLetters). No TTL.
+//	cp:{sN}:dlb:{ep}      HASH  dead-letter id -> "bytes tag": what the dead
+//	                            letter is charged in the endpoint's backlog
+//	                            bytes ('bb') and its issuer's ('ib:' tag),
+//	                            released when its index entry is pruned
+//	                            (expiry) or it is discarded. No TTL: fields
+//	                            go with their index entries.
 //	cp:{sN}:idem:{ep}:{h} HASH  idempotency reservation {id, fp}; h is
 //	                            base64url(sha256(issuer "\x00" key)), so the
 //	                            scope is (issuer, endpoint, key) (SPEC §5).
@@ -188,6 +194,7 @@ type epKeys struct {
 	lease    string
 	ep       string
 	dl       string
+	dlb      string
 }
 
 func keysOf(endpoint string) epKeys {
@@ -199,6 +206,7 @@ func keysOf(endpoint string) epKeys {
 		lease:    t + "lease:" + endpoint,
 		ep:       t + "ep:" + endpoint,
 		dl:       t + "dl:" + endpoint,
+		dlb:      t + "dlb:" + endpoint,
 	}
 }
 
@@ -230,4 +238,16 @@ func calloutKeyOfID(id string) (string, bool) {
 		return "", false
 	}
 	return keyPrefix + tag(n) + ":c:" + id, true
+}
+
+// issuerTag is the short tag of a caller organisation (JWT issuer) in the
+// endpoint hash's per-issuer backlog counters ('ii:' items, 'ib:' bytes)
+// and the record's 'it' field: 11 base64url characters (66 bits) of
+// sha256(issuer), "" for no issuer.
+func issuerTag(issuer string) string {
+	if issuer == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(issuer))
+	return base64.RawURLEncoding.EncodeToString(h[:])[:11]
 }

@@ -51,11 +51,25 @@ func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.Repla
 // dead_letter_retention; their records expire by TTL, and a new dead letter
 // prunes its own endpoint's index, but an endpoint that stopped failing
 // would keep stale entries without this sweep). It returns how many were
-// dropped. One round trip. Errors: ErrUnavailable.
+// dropped, and releases the backlog bytes their records were charged
+// (dl_prune.lua, 100 entries a round trip, at most 100 round trips a call).
+// Errors: ErrUnavailable.
 func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (int64, error) {
-	before := r.s.now().Add(-r.s.dlTTL)
-	n, err := r.s.rdb.ZRemRangeByScore(ctx, keysOf(endpoint).dl, "-inf", "("+msArg(before)).Result()
-	return n, r.s.wrap("prune dead letters", err)
+	before := msArg(r.s.now().Add(-r.s.dlTTL))
+	k := keysOf(endpoint)
+	var total int64
+	for range 100 {
+		v, err := r.s.run(ctx, "dl_prune", r.s.lua.dlPrune, []string{k.ep, k.dl, k.dlb}, before)
+		if err != nil {
+			return total, err
+		}
+		n := replyInt(v)
+		total += n
+		if n < 100 {
+			break
+		}
+	}
+	return total, nil
 }
 
 // Summaries reads the dead-letter summaries of ids, in order: one

@@ -21,7 +21,7 @@ type scripts struct {
 	begin, enqueue, claim, complete, reap *redis.Script
 	disable, drain, admit, outcome        *redis.Script
 	discard, deadLetters, release, lock   *redis.Script
-	releaseHeld, gateRead                 *redis.Script
+	releaseHeld, gateRead, dlPrune        *redis.Script
 }
 
 func loadScripts() (scripts, error) {
@@ -46,7 +46,7 @@ func loadScripts() (scripts, error) {
 		{&s.drain, "drain"}, {&s.admit, "admit"}, {&s.outcome, "outcome"},
 		{&s.discard, "discard"}, {&s.deadLetters, "dead_letters"},
 		{&s.release, "release"}, {&s.lock, "lock"}, {&s.releaseHeld, "release_held"},
-		{&s.gateRead, "gate_read"},
+		{&s.gateRead, "gate_read"}, {&s.dlPrune, "dl_prune"},
 	} {
 		if *p.dst, err = load(p.name); err != nil {
 			return scripts{}, err

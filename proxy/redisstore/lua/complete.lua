@@ -6,7 +6,7 @@
 -- KEYS: 1 callout record, 2 its body, 3 its attempt log, 4 its response,
 --       5 due, 6 lease, 7 endpoint hash, 8 dead-letter index,
 --       9 Salesforce outbox, 10 its expiry schedule (outbox.go),
---       11 idempotency key (optional)
+--       11 dead-letter bytes, 12 idempotency key (optional)
 -- ARGV: 1 now ms, 2 id, 3 lease token, 4 action: succeeded|failed|retry|again|dead,
 --       5 attempt JSON ('' = never dispatched: the claim's count is undone),
 --       6 success '1'|'0', 7 counts toward the breaker '1'|'0',
@@ -22,7 +22,7 @@
 --   reason are this script's decision (it may turn a retry into a dead
 --   letter endpoint_disabled); callers read them and derive nothing.
 local p = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}
-local c, due, lease, ep, dl, idem = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[11]
+local c, due, lease, ep, dl, dlb, idem = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[11], KEYS[12]
 -- The Salesforce outbox (outbox.go): written in this script so that no
 -- dead letter, outage or completion can end without its Salesforce write.
 local sfo, sfx, outbox = KEYS[9], KEYS[10], ARGV[20] == '1'
@@ -35,13 +35,15 @@ if cur[1] ~= 'in_flight' or cur[2] ~= token then return {'stale'} end
 
 local dispatched = ARGV[5] ~= ''
 if dispatched then
-  append_attempt(p[3], ARGV[5])
+  append_attempt(c, ep, p[3], ARGV[5])
 else
   redis.call('HINCRBY', c, 'n', -1)
 end
 if ARGV[17] ~= '' then
   redis.call('HSET', c, 'rs', ARGV[17])
+  local before = redis.call('STRLEN', p[4])
   redis.call('SET', p[4], ARGV[18])
+  charge(c, ep, #ARGV[18] - before)
 end
 if ARGV[19] ~= '' then
   redis.call('HSET', c, 'le', ARGV[19])
@@ -85,7 +87,7 @@ elseif action == 'retry' or action == 'again_refused' then
 elseif action == 'dead' then
   state = 'dead_lettered'
   redis.call('ZREM', lease, id)
-  dead_letter(p, ep, dl, idem, id, now_s, reason, ARGV[13], ARGV[14])
+  dead_letter(p, ep, dl, dlb, idem, id, now_s, reason, ARGV[13], ARGV[14])
   if reason ~= 'endpoint_disabled' and redis.call('HEXISTS', ep, 'os') == 1
       and redis.call('HSETNX', ep, 'on', '1') == 1 then
     notify = 1

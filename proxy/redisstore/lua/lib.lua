@@ -49,17 +49,74 @@ local function shut(g)
   return g == 'paused' or g == 'breaker_open' or g == 'probing'
 end
 
--- backlog_full reports whether one more callout with add_bytes of body
--- would exceed the endpoint's caps (0: no cap). Items are due + leased.
-local function backlog_full(due, lease, ep, max_items, max_bytes, add_bytes)
-  if max_items > 0 then
+-- record_overhead is what one stored callout costs Redis besides its field
+-- names, values and body (key names, its due or lease entry, its
+-- reservation), in bytes: a round figure of TestPendingCalloutMemory's
+-- measure, so the byte caps count what Redis really holds.
+local record_overhead = 256
+
+-- backlog_full reports which backlog cap one more callout of add_bytes
+-- stored bytes, from the issuer tagged tag, would pass (0: no cap), or
+-- false: 'backlog_full' for the endpoint's caps (items: due + leased;
+-- bytes: everything its pending callouts and dead letters store, 'bb'),
+-- 'issuer_backlog_full' for the issuer's share of them ('ii:'/'ib:' tag,
+-- SPEC §10 per-org shares).
+-- lim = {max items, max bytes, max items per issuer, max bytes per issuer}.
+local function backlog_full(due, lease, ep, lim, add_bytes, tag)
+  if lim[1] > 0 then
     local items = redis.call('ZCARD', due) + redis.call('ZCARD', lease)
-    if items + 1 > max_items then return true end
+    if items + 1 > lim[1] then return 'backlog_full' end
   end
-  if max_bytes > 0 and num(redis.call('HGET', ep, 'bb')) + add_bytes > max_bytes then
-    return true
+  local f = redis.call('HMGET', ep, 'bb', 'ii:' .. tag, 'ib:' .. tag)
+  if lim[2] > 0 and num(f[1]) + add_bytes > lim[2] then return 'backlog_full' end
+  if tag ~= '' then
+    if lim[3] > 0 and num(f[2]) + 1 > lim[3] then return 'issuer_backlog_full' end
+    if lim[4] > 0 and num(f[3]) + add_bytes > lim[4] then return 'issuer_backlog_full' end
   end
   return false
+end
+
+-- stored_size is the bytes a new callout will store: its record's field
+-- names and values (ARGV from first on), its body and record_overhead.
+local function stored_size(body, first)
+  local n = #body + record_overhead
+  for i = first, #ARGV do n = n + #ARGV[i] end
+  return n
+end
+
+-- add is HINCRBY that drops the field when it reaches 0 or less, so an
+-- idle endpoint keeps no counter fields.
+local function add(h, f, n)
+  if n ~= 0 and redis.call('HINCRBY', h, f, n) <= 0 then redis.call('HDEL', h, f) end
+end
+
+-- charge counts n more stored bytes of callout c (record field 'cb') in its
+-- endpoint's and its issuer's backlog bytes; a record written before byte
+-- accounting (no 'cb' and no 'it') is not charged further.
+local function charge(c, ep, n)
+  local f = redis.call('HMGET', c, 'cb', 'it')
+  if not f[1] and not f[2] then return end
+  redis.call('HINCRBY', c, 'cb', n)
+  add(ep, 'bb', n)
+  if f[2] and f[2] ~= '' then add(ep, 'ib:' .. f[2], n) end
+end
+
+-- uncharge releases every byte callout c was charged ('cb'; a record from
+-- before byte accounting: its body's length, as that version counted) from
+-- the endpoint's and issuer's backlog bytes, and returns its issuer tag.
+local function uncharge(c, b, ep)
+  local f = redis.call('HMGET', c, 'cb', 'it')
+  local n = num(f[1])
+  if not f[1] then n = redis.call('STRLEN', b) end
+  add(ep, 'bb', -n)
+  if f[2] and f[2] ~= '' then add(ep, 'ib:' .. f[2], -n) end
+  redis.call('HDEL', c, 'cb')
+  return f[2] or ''
+end
+
+-- unpend counts one pending callout of issuer tag less ('ii:' tag).
+local function unpend(ep, tag)
+  if tag and tag ~= '' then add(ep, 'ii:' .. tag, -1) end
 end
 
 -- idem_lookup returns {id, fingerprint} of the callout holding the
@@ -74,13 +131,18 @@ end
 
 -- create writes a new callout: its request fields (ARGV pairs from index
 -- first on) into the record c, its body into b (when not empty); reserves
--- its idempotency key (pending: no TTL) and counts the body's bytes in the
--- endpoint's backlog.
-local function create(c, b, ep, idem, id, fp, body, first)
+-- its idempotency key (pending: no TTL) and charges everything it stores
+-- (stored_size) to the endpoint's and its issuer's (tag) backlog, and one
+-- pending item to the issuer.
+local function create(c, b, ep, idem, id, fp, body, first, tag)
+  local n = stored_size(body, first)
   redis.call('HSET', c, unpack(ARGV, first))
-  if #body > 0 then
-    redis.call('SET', b, body)
-    redis.call('HINCRBY', ep, 'bb', #body)
+  redis.call('HSET', c, 'cb', n, 'it', tag)
+  if #body > 0 then redis.call('SET', b, body) end
+  add(ep, 'bb', n)
+  if tag ~= '' then
+    add(ep, 'ib:' .. tag, n)
+    add(ep, 'ii:' .. tag, 1)
   end
   if idem and idem ~= '' then
     redis.call('HSET', idem, 'id', id, 'fp', fp)
@@ -88,36 +150,85 @@ local function create(c, b, ep, idem, id, fp, body, first)
   end
 end
 
--- append_attempt appends one JSON attempt object, as a line, to the log l.
-local function append_attempt(l, entry)
+-- append_attempt appends one JSON attempt object, as a line, to the log l
+-- of callout c, charged to its backlog bytes.
+local function append_attempt(c, ep, l, entry)
   redis.call('APPEND', l, entry .. '\n')
+  charge(c, ep, #entry + 1)
 end
 
 -- finish ends a callout whose parts are p = {record, body, log, response}:
--- final state and time, lease fields gone, body bytes released from the
--- backlog, TTL on every part and on its reservation (when that still points
--- at it).
+-- final state and time, lease fields gone, one pending item less for its
+-- issuer, TTL on every part and on its reservation (when that still points
+-- at it). A callout that ended succeeded or failed keeps what an idempotent
+-- replay and its status document need (fingerprint, status, response,
+-- attempts, times) but not the request: its headers and body are deleted
+-- and its bytes released from the backlog (SPEC §5). A dead letter keeps
+-- everything, still charged, until discard or expiry (dl_release).
 local function finish(p, ep, idem, id, state, now_s, ttl)
   local c = p[1]
   redis.call('HSET', c, 's', state, 'ft', now_s)
   redis.call('HDEL', c, 'lt', 'lx', 'ls', 'lk', 'na')
-  local n = redis.call('STRLEN', p[2])
-  if n > 0 and redis.call('HINCRBY', ep, 'bb', -n) <= 0 then
-    redis.call('HDEL', ep, 'bb')
+  local tag
+  if state == 'dead_lettered' and redis.call('HEXISTS', c, 'cb') == 1 then
+    tag = redis.call('HGET', c, 'it')
+  else
+    -- (A dead letter from before byte accounting releases its body's
+    -- bytes here, as that version did.)
+    tag = uncharge(c, p[2], ep)
   end
+  if state ~= 'dead_lettered' then
+    redis.call('DEL', p[2])
+    local drop = {}
+    for _, f in ipairs(redis.call('HKEYS', c)) do
+      if string.sub(f, 1, 2) == 'h:' then drop[#drop + 1] = f end
+    end
+    if #drop > 0 then redis.call('HDEL', c, unpack(drop)) end
+  end
+  unpend(ep, tag)
   for i = 1, 4 do redis.call('PEXPIRE', p[i], ttl) end
   if idem and idem ~= '' and redis.call('HGET', idem, 'id') == id then
     redis.call('PEXPIRE', idem, ttl)
   end
 end
 
--- dead_letter finishes a callout as a dead letter and indexes it; index
--- entries older than prune_before (ms) are dropped on the way.
-local function dead_letter(p, ep, dl, idem, id, now_s, reason, ttl, prune_before)
+-- dl_release releases the backlog bytes of the dead letters whose index
+-- entries are in ids (their records are gone or going: discarded, or
+-- expired by TTL), as noted in the endpoint's dead-letter bytes hash dlb
+-- ("bytes tag" per id), and drops their index entries.
+local function dl_release(ep, dl, dlb, ids)
+  for _, id in ipairs(ids) do
+    local v = redis.call('HGET', dlb, id)
+    if v then
+      local n, tag = string.match(v, '^(%d+) ?(.*)$')
+      add(ep, 'bb', -tonumber(n))
+      if tag ~= '' then add(ep, 'ib:' .. tag, -tonumber(n)) end
+      redis.call('HDEL', dlb, id)
+    end
+    redis.call('ZREM', dl, id)
+  end
+end
+
+-- dl_prune drops up to 100 index entries older than prune_before (ms),
+-- releasing their bytes (dl_release); a larger backlog of expired entries
+-- goes with the next dead letters and the hourly sweep.
+local function dl_prune(ep, dl, dlb, prune_before)
+  local ids = redis.call('ZRANGEBYSCORE', dl, '-inf', '(' .. prune_before, 'LIMIT', 0, 100)
+  dl_release(ep, dl, dlb, ids)
+  return #ids
+end
+
+-- dead_letter finishes a callout as a dead letter, indexes it and notes its
+-- charged bytes for their release at expiry; index entries older than
+-- prune_before (ms) are dropped on the way. dlb is the dead-letter bytes
+-- hash, or '' for a caller from before byte accounting.
+local function dead_letter(p, ep, dl, dlb, idem, id, now_s, reason, ttl, prune_before)
   redis.call('HSET', p[1], 'dr', reason)
   finish(p, ep, idem, id, 'dead_lettered', now_s, ttl)
   redis.call('ZADD', dl, now_s, id)
-  redis.call('ZREMRANGEBYSCORE', dl, '-inf', '(' .. prune_before)
+  local f = redis.call('HMGET', p[1], 'cb', 'it')
+  if f[1] then redis.call('HSET', dlb, id, f[1] .. ' ' .. (f[2] or '')) end
+  dl_prune(ep, dl, dlb, prune_before)
 end
 
 -- breaker_update applies one attempt's result to the endpoint's circuit

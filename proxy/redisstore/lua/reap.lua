@@ -26,7 +26,7 @@ for i = 1, (#KEYS - 3) / 2 do
     local f = redis.call('HMGET', c, 's', 'lt', 'n', 'lk', 'ls')
     if f[1] == 'in_flight' then
       local started = num(f[5])
-      append_attempt(l, '{"n":' .. str(num(f[3])) .. ',"kind":"' .. (f[4] or 'retry') ..
+      append_attempt(c, ep, l, '{"n":' .. str(num(f[3])) .. ',"kind":"' .. (f[4] or 'retry') ..
         '","started_at":' .. str(started) .. ',"duration_ms":' .. str(now - started) ..
         ',"outcome":"retryable","error":"lease_expired"}')
       if f[2] and redis.call('HGET', ep, 'pt') == f[2] then
