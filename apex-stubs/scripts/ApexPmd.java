@@ -138,9 +138,8 @@ public class ApexPmd {
       if (match >= 0 && !STRICT.contains(category)) {
         used[match]++;
         counts.get(category)[1]++;
-        listed.add("  suppressed  " + line);
       } else {
-        listed.add("  VIOLATION   " + line);
+        listed.add("  VIOLATION " + line);
         problems.add(line);
       }
     }
@@ -154,6 +153,13 @@ public class ApexPmd {
 
     listed.sort(null);
     listed.forEach(System.out::println);
+    for (int i = 0; i < suppressions.size(); i++) {
+      if (used[i] > 0) {
+        Suppression s = suppressions.get(i);
+        System.out.println("  suppressed " + used[i] + " x " + s.rule() + " in " + s.path()
+            + " (" + args[0] + ":" + s.line() + ")");
+      }
+    }
     StringBuilder summary = new StringBuilder("pmd: " + files + " files, " + categoryOfRule.size() + " rules;");
     for (String c : CATEGORIES) {
       int[] n = counts.get(c);
