@@ -17,13 +17,16 @@
 #      zero errors, warnings listed - on the whole project, then on
 #      force-app alone (what a production deploy ships must not need the
 #      example);
-#   6. PMD 7's Apex rules, categories security, errorprone, bestpractices and
+#   6. scripts/check-soql-fields.mjs: every custom object and custom field
+#      that a static [SELECT ...] names exists in the project's metadata
+#      (apex-ls does not look inside SOQL), on both runs of 5;
+#   7. PMD 7's Apex rules, categories security, errorprone, bestpractices and
 #      performance (scripts/ApexPmd.java): zero security and errorprone
 #      violations, every other one justified in pmd-suppressions.txt;
-#   7. scripts/prove-checks-bite.sh: in temporary copies of the project, a
-#      bad method call, an unknown custom field, a force-app class that needs
-#      the example, and a SOQL injection each make 5 or 6 fail, and the clean
-#      copy passes.
+#   8. scripts/prove-checks-bite.sh: in temporary copies of the project, a
+#      bad method call, an unknown custom field in Apex and in SOQL, a
+#      force-app class that needs the example, and a SOQL injection each make
+#      5, 6 or 7 fail, and the clean copy passes.
 # The Go test salesforce/fields_apex_test.go compares the object's field
 # files with the Go side's field mapping (run by `go test ./salesforce/`).
 #
@@ -118,6 +121,10 @@ node -e '
   fs.writeFileSync(process.argv[1], JSON.stringify(p, null, 2));
 ' "$solo/sfdx-project.json"
 bash scripts/apex-semantic.sh "$solo" "force-app alone"
+
+echo "== apex-stubs: custom objects and fields named in static SOQL (apex-ls leaves SOQL unchecked)"
+node scripts/check-soql-fields.mjs .
+node scripts/check-soql-fields.mjs "$solo"
 
 echo "== apex-stubs: PMD Apex rules (security, errorprone, bestpractices, performance)"
 "$JAVA" -cp "$APEX_JARS/*" scripts/ApexPmd.java pmd-suppressions.txt force-app example-app

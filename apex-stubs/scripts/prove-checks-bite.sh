@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves that the semantic check and PMD catch what they are there for, so a
+# Proves that the semantic checks and PMD catch what they are there for, so a
 # green check.sh means something. Each case copies the project (sources and
 # metadata, no node_modules) into a fresh temporary directory, adds one small
 # probe class, and runs the same check check.sh runs:
@@ -10,6 +10,9 @@
 #                  with "No matching method found for 'valueOfx'";
 #   unknown field  the example-app probe reading Payment_Request__c.Amount_Typo__c:
 #                  apex-ls must fail with "Unknown field 'Amount_Typo__c'";
+#   SOQL field     an example-app probe selecting Payment_Request__c.Amount_Typo__c
+#                  in a static query, which apex-ls does not check:
+#                  scripts/check-soql-fields.mjs must fail;
 #   isolation      force-app alone (sfdx-project.json without example-app) with
 #                  a force-app probe that names Payment_Request__c: apex-ls must
 #                  fail, so the force-app-only run in check.sh would catch a
@@ -109,6 +112,18 @@ else
   expect_fail "unknown field" "$work/field.log" "Unknown field 'Amount_Typo__c'"
 fi
 
+ws=$(copy soql-field)
+probe "$ws" example-app ExampleCheckProbe "public with sharing class ExampleCheckProbe {
+  public static List<Payment_Request__c> amounts() {
+    return [SELECT Amount_Typo__c FROM Payment_Request__c LIMIT 10];
+  }
+}"
+if node scripts/check-soql-fields.mjs "$ws" >"$work/soql.log" 2>&1; then
+  echo "bite [SOQL field]: check-soql-fields passed SELECT Amount_Typo__c" >&2; failures=$((failures + 1))
+else
+  expect_fail "SOQL field" "$work/soql.log" "Unknown field 'Amount_Typo__c' on Payment_Request__c in SOQL"
+fi
+
 ws=$(copy isolation force-app credentials)
 probe "$ws" force-app CheckProbe "$(example_probe Amount__c | sed 's/ExampleCheckProbe/CheckProbe/')"
 if bash scripts/apex-semantic.sh "$ws" "bite: force-app alone" >"$work/isolation.log" 2>&1; then
@@ -135,4 +150,4 @@ if [ "$failures" -ne 0 ]; then
   echo "prove-checks-bite: $failures case(s) did not behave" >&2
   exit 1
 fi
-echo "prove-checks-bite: 5 cases behaved (clean passes; bad method, unknown field, force-app isolation and SOQL injection fail)"
+echo "prove-checks-bite: 6 cases behaved (clean passes; bad method, unknown field, unknown SOQL field, force-app isolation and SOQL injection fail)"
