@@ -6,10 +6,5 @@ trigger PaymentRequestTrigger on Payment_Request__c(
   before insert,
   after insert
 ) {
-  PaymentRequestTriggerHandler handler = new PaymentRequestTriggerHandler();
-  if (Trigger.isBefore) {
-    handler.beforeInsert(Trigger.new);
-  } else {
-    handler.afterInsert(Trigger.new);
-  }
+  new PaymentRequestTriggerHandler().handle(Trigger.operationType, Trigger.new);
 }

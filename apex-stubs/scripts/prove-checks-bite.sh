@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Proves that the semantic checks and PMD catch what they are there for, so a
+# green check.sh means something. Each case copies the project (sources and
+# metadata, no node_modules) into a fresh temporary directory, adds one small
+# probe class, and runs the same check check.sh runs:
+#   clean          a probe that calls String.valueOf and reads
+#                  Failed_Callout__c.Status__c and Payment_Request__c.Amount__c:
+#                  apex-ls must pass (the copy and the probe are sound);
+#   bad method     the same probe calling String.valueOfx(1): apex-ls must fail
+#                  with "No matching method found for 'valueOfx'";
+#   unknown field  the example-app probe reading Payment_Request__c.Amount_Typo__c:
+#                  apex-ls must fail with "Unknown field 'Amount_Typo__c'";
+#   SOQL field     an example-app probe selecting Payment_Request__c.Amount_Typo__c
+#                  in a static query, which apex-ls does not check:
+#                  scripts/check-soql-fields.mjs must fail;
+#   isolation      force-app alone (sfdx-project.json without example-app) with
+#                  a force-app probe that names Payment_Request__c: apex-ls must
+#                  fail, so the force-app-only run in check.sh would catch a
+#                  production package that needs the example;
+#   SOQL injection a probe that concatenates a parameter into Database.query:
+#                  PMD must fail with ApexSOQLInjection (security).
+# Exits 1 naming the case that did not behave.
+#
+# Needs JAVA and APEX_JARS (see scripts/apex-semantic.sh); check.sh sets them.
+#   scripts/prove-checks-bite.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${JAVA:?JAVA must name a Java 17 binary}" "${APEX_JARS:?APEX_JARS must name the jar directory}"
+here=$(pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# copy NAME [DIR...]: the project's metadata into $work/NAME; with DIRs, only
+# those package directories, in sfdx-project.json too.
+copy() {
+  local name=$1; shift
+  local dest="$work/$name"
+  mkdir -p "$dest"
+  if [ "$#" -eq 0 ]; then
+    cp -R sfdx-project.json pmd-suppressions.txt force-app credentials example-app "$dest/"
+  else
+    cp -R pmd-suppressions.txt "$@" "$dest/"
+    node -e '
+      const fs = require("node:fs");
+      const [src, dst, ...keep] = process.argv.slice(1);
+      const p = JSON.parse(fs.readFileSync(src, "utf8"));
+      p.packageDirectories = p.packageDirectories.filter((d) => keep.includes(d.path));
+      if (!p.packageDirectories.some((d) => d.default)) p.packageDirectories[0].default = true;
+      fs.writeFileSync(dst, JSON.stringify(p, null, 2));
+    ' sfdx-project.json "$dest/sfdx-project.json" "$@"
+  fi
+  echo "$dest"
+}
+
+# probe WORKSPACE PACKAGE_DIR CLASS BODY: adds a class and its meta file.
+probe() {
+  local dir="$1/$2/main/default/classes"
+  mkdir -p "$dir"
+  printf '%s\n' "$4" >"$dir/$3.cls"
+  cat >"$dir/$3.cls-meta.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<ApexClass xmlns="http://soap.sforce.com/2006/04/metadata">
+    <apiVersion>68.0</apiVersion>
+    <status>Active</status>
+</ApexClass>
+XML
+}
+
+force_probe() { # the force-app probe, with $1 as the String method it calls
+  printf 'public with sharing class CheckProbe {\n  public static String describe(Failed_Callout__c record) {\n    return String.%s(1) + record.Status__c;\n  }\n}' "$1"
+}
+example_probe() { # the example-app probe, reading field $1 of Payment_Request__c
+  printf 'public with sharing class ExampleCheckProbe {\n  public static Object amount(Payment_Request__c payment) {\n    return payment.%s;\n  }\n}' "$1"
+}
+
+failures=0
+# expect_fail LABEL LOG WANT: the check failed and LOG names WANT.
+expect_fail() {
+  if grep -qF -- "$3" "$2"; then
+    echo "bite [$1]: failed as it must ($3)"
+  else
+    echo "bite [$1]: did NOT fail with \"$3\"; output:" >&2
+    cat "$2" >&2
+    failures=$((failures + 1))
+  fi
+}
+
+ws=$(copy clean)
+probe "$ws" force-app CheckProbe "$(force_probe valueOf)"
+probe "$ws" example-app ExampleCheckProbe "$(example_probe Amount__c)"
+if bash scripts/apex-semantic.sh "$ws" "bite: clean copy with probes" >"$work/clean.log" 2>&1; then
+  cat "$work/clean.log"
+else
+  echo "bite [clean]: the clean copy with valid probes did not pass:" >&2
+  cat "$work/clean.log" >&2
+  failures=$((failures + 1))
+fi
+
+ws=$(copy bad-method)
+probe "$ws" force-app CheckProbe "$(force_probe valueOfx)"
+if bash scripts/apex-semantic.sh "$ws" "bite: bad method" >"$work/method.log" 2>&1; then
+  echo "bite [bad method]: apex-ls passed String.valueOfx(1)" >&2; failures=$((failures + 1))
+else
+  expect_fail "bad method" "$work/method.log" "No matching method found for 'valueOfx'"
+fi
+
+ws=$(copy unknown-field)
+probe "$ws" example-app ExampleCheckProbe "$(example_probe Amount_Typo__c)"
+if bash scripts/apex-semantic.sh "$ws" "bite: unknown field" >"$work/field.log" 2>&1; then
+  echo "bite [unknown field]: apex-ls passed Payment_Request__c.Amount_Typo__c" >&2; failures=$((failures + 1))
+else
+  expect_fail "unknown field" "$work/field.log" "Unknown field 'Amount_Typo__c'"
+fi
+
+ws=$(copy soql-field)
+probe "$ws" example-app ExampleCheckProbe "public with sharing class ExampleCheckProbe {
+  public static List<Payment_Request__c> amounts() {
+    return [SELECT Amount_Typo__c FROM Payment_Request__c LIMIT 10];
+  }
+}"
+if node scripts/check-soql-fields.mjs "$ws" >"$work/soql.log" 2>&1; then
+  echo "bite [SOQL field]: check-soql-fields passed SELECT Amount_Typo__c" >&2; failures=$((failures + 1))
+else
+  expect_fail "SOQL field" "$work/soql.log" "Unknown field 'Amount_Typo__c' on Payment_Request__c in SOQL"
+fi
+
+ws=$(copy isolation force-app credentials)
+probe "$ws" force-app CheckProbe "$(example_probe Amount__c | sed 's/ExampleCheckProbe/CheckProbe/')"
+if bash scripts/apex-semantic.sh "$ws" "bite: force-app alone" >"$work/isolation.log" 2>&1; then
+  echo "bite [isolation]: force-app alone compiled a reference to Payment_Request__c" >&2; failures=$((failures + 1))
+else
+  expect_fail "isolation" "$work/isolation.log" "No type declaration found for 'Schema.Payment_Request__c'"
+fi
+
+ws=$(copy soql-injection)
+probe "$ws" force-app CheckProbe "public with sharing class CheckProbe {
+  public static List<Failed_Callout__c> byEndpoint(String endpoint) {
+    return Database.query(
+      'SELECT Id FROM Failed_Callout__c WHERE Endpoint__c = \\'' + endpoint + '\\''
+    );
+  }
+}"
+if (cd "$ws" && "$JAVA" -cp "$APEX_JARS/*" "$here/scripts/ApexPmd.java" pmd-suppressions.txt force-app example-app) >"$work/pmd.log" 2>&1; then
+  echo "bite [SOQL injection]: PMD passed a concatenated Database.query" >&2; failures=$((failures + 1))
+else
+  expect_fail "SOQL injection" "$work/pmd.log" "CheckProbe.cls:4: ApexSOQLInjection (security)"
+fi
+
+if [ "$failures" -ne 0 ]; then
+  echo "prove-checks-bite: $failures case(s) did not behave" >&2
+  exit 1
+fi
+echo "prove-checks-bite: 6 cases behaved (clean passes; bad method, unknown field, unknown SOQL field, force-app isolation and SOQL injection fail)"
