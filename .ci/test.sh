@@ -27,8 +27,9 @@ trap cleanup EXIT
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
-echo "== go vet"
+echo "== go vet (and the files behind the fault and sizing build tags)"
 go vet ./...
+go vet -tags fault,sizing ./proxy/internal/fault/ ./deploy/sizing/
 
 echo "== Apex checks (parse, format, metadata)"
 bash apex-stubs/check.sh

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 const (
@@ -267,7 +267,7 @@ func (c *client) waitFinal(t *testing.T, base string, cs []accepted, deadline ti
 }
 
 // wantAll fails the test unless every document is in state want.
-func wantAll(t *testing.T, final map[string]proxy.StatusDocument, want redisstore.State) {
+func wantAll(t *testing.T, final map[string]proxy.StatusDocument, want policy.State) {
 	t.Helper()
 	bad := 0
 	for id, doc := range final {

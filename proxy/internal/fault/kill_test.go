@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // TestReplicaSIGKILLUnderLoad: three replicas share a durable Redis; 600
@@ -47,7 +46,7 @@ func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 		t.Fatalf("accepted only %d of %d", len(acc), n)
 	}
 	final := c.waitFinal(t, reps[1].URL, acc, 1*time.Second+policy.LeaseGrace+60*time.Second)
-	wantAll(t, final, redisstore.Succeeded)
+	wantAll(t, final, policy.Succeeded)
 	up.checkNoOverlap(t)
 	for _, a := range acc {
 		if up.attempts(a.Key) == 0 {
@@ -88,6 +87,6 @@ func TestRedisSIGKILLUnderLoad(t *testing.T) {
 		t.Fatalf("accepted only %d of %d", len(acc), n)
 	}
 	final := c.waitFinal(t, reps[0].URL, acc, 1*time.Second+policy.LeaseGrace+60*time.Second)
-	wantAll(t, final, redisstore.Succeeded)
+	wantAll(t, final, policy.Succeeded)
 	up.checkNoOverlap(t)
 }

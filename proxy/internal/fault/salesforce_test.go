@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
@@ -44,7 +44,7 @@ func TestSalesforceDownDeadLettersArriveOnce(t *testing.T) {
 	if refused > 0 {
 		t.Fatalf("%d of 60 writes were not accepted", refused)
 	}
-	wantAll(t, c.waitFinal(t, reps[0].URL, acc, 60*time.Second), redisstore.DeadLettered)
+	wantAll(t, c.waitFinal(t, reps[0].URL, acc, 60*time.Second), policy.DeadLettered)
 	time.Sleep(time.Until(down.Add(4 * time.Second)))
 	failedWhileDown := totalCalls(emu)
 	emu.ClearFaults()

@@ -12,10 +12,9 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // toxic is an in-process toxiproxy proxy in front of an upstream.
@@ -89,7 +88,7 @@ func TestToxicWritesEndCorrectly(t *testing.T) {
 			if refused > 0 {
 				t.Errorf("%d of 150 writes were not accepted", refused)
 			}
-			wantAll(t, c.waitFinal(t, r.URL, acc, 90*time.Second), redisstore.Succeeded)
+			wantAll(t, c.waitFinal(t, r.URL, acc, 90*time.Second), policy.Succeeded)
 			up.checkNoOverlap(t)
 		})
 	}
@@ -153,13 +152,13 @@ func TestSlowUpstreamDoesNotExhaustWorkers(t *testing.T) {
 	if refused > 0 {
 		t.Fatalf("%d of 50 fast writes were not accepted", refused)
 	}
-	wantAll(t, c.waitFinal(t, r.URL, fast, 5*time.Second), redisstore.Succeeded)
+	wantAll(t, c.waitFinal(t, r.URL, fast, 5*time.Second), policy.Succeeded)
 	busy := slowUp.inFlight.Load()
 	t.Logf("50 healthy callouts done in %s while %d slow attempts were in flight", time.Since(start), busy)
 	if busy == 0 {
 		t.Error("no slow attempt was in flight while the healthy callouts ran: the scenario proved nothing")
 	}
-	wantAll(t, c.waitFinal(t, r.URL, slow, 60*time.Second), redisstore.Succeeded)
+	wantAll(t, c.waitFinal(t, r.URL, slow, 60*time.Second), policy.Succeeded)
 	if p := slowUp.peak.Load(); p > 50 {
 		t.Errorf("slow upstream saw %d attempts at once, want at most max_concurrency 50", p)
 	}
