@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -133,7 +132,7 @@ func (s *Server) handleListEndpoints() http.HandlerFunc {
 			ep, _ := s.d.Config.Endpoint(name)
 			st, err := s.d.AdminStore.EndpointState(r.Context(), name)
 			if err != nil {
-				problem.Write(w, storeDown(err))
+				problem.Write(w, problem.FromStore(err))
 				return
 			}
 			list.Endpoints = append(list.Endpoints, s.endpointDoc(ep, st))
@@ -152,7 +151,7 @@ func (s *Server) handleGetEndpoint() http.HandlerFunc {
 		}
 		st, err := s.d.AdminStore.EndpointState(r.Context(), ep.Name)
 		if err != nil {
-			problem.Write(w, storeDown(err))
+			problem.Write(w, problem.FromStore(err))
 			return
 		}
 		writeJSON(w, http.StatusOK, s.endpointDoc(ep, st))
@@ -242,13 +241,13 @@ func (s *Server) handleEndpointAction(action string, do actionFunc) http.Handler
 		defer cancel()
 		before, err := s.d.AdminStore.EndpointState(ctx, ep.Name)
 		if err != nil {
-			au.refused(w, storeDown(err))
+			au.refused(w, problem.FromStore(err))
 			return
 		}
 		out, err := do(ctx, ep, before, token, reason)
 		s.deadLettered(ctx, ep, out.deadLettered)
 		if err != nil {
-			au.refused(w, storeDown(err), slog.Int("dead_lettered", len(out.deadLettered)))
+			au.refused(w, problem.FromStore(err), slog.Int("dead_lettered", len(out.deadLettered)))
 			return
 		}
 		if s.d.Wake != nil && action != actionDisable {
@@ -380,15 +379,6 @@ func (a audit) refused(w http.ResponseWriter, err error, attrs ...slog.Attr) {
 // unknownEndpoint is the 404 of an admin route naming no configured endpoint.
 func unknownEndpoint(name string) error {
 	return problem.Errorf(problem.UnknownEndpoint, "no endpoint "+strconv.Quote(name)+" is configured")
-}
-
-// storeDown is the 503 of an admin route whose store call failed.
-func storeDown(err error) error {
-	var pe *problem.Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	return problem.Wrap(problem.StoreUnavailable, "the callout store (Redis) is unreachable", err)
 }
 
 // countDeferred counts a request held back by a shut gate in

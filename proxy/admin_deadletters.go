@@ -147,7 +147,7 @@ func (s *Server) handleListDeadLetters(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := s.d.DeadLetters.DeadLetters(r.Context(), replay.Query{Filter: f, Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
-		problem.Write(w, replayProblem(err))
+		problem.Write(w, problem.From(err))
 		return
 	}
 	out := DeadLetterList{Items: make([]DeadLetterSummaryDoc, 0, len(page.Items)), NextCursor: page.Next}
@@ -173,7 +173,7 @@ func (s *Server) summaryDoc(d policy.DeadLetter) DeadLetterSummaryDoc {
 func (s *Server) handleGetDeadLetter(w http.ResponseWriter, r *http.Request) {
 	c, m, err := s.d.DeadLetters.DeadLetter(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
-		problem.Write(w, replayProblem(err))
+		problem.Write(w, problem.From(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.calloutDoc(c, m))
@@ -185,7 +185,7 @@ func (s *Server) handleGetDeadLetter(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleAdminGetCallout(w http.ResponseWriter, r *http.Request) {
 	c, m, err := s.d.DeadLetters.Callout(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
-		problem.Write(w, replayProblem(err))
+		problem.Write(w, problem.From(err))
 		return
 	}
 	w.Header().Set("Callout-Id", c.ID)
@@ -226,7 +226,7 @@ func (s *Server) handleReplayDeadLetter(w http.ResponseWriter, r *http.Request) 
 	defer cancel()
 	res, err := s.d.DeadLetters.Replay(ctx, id, token, "")
 	if err != nil {
-		pe := problem.From(replayProblem(err))
+		pe := problem.From(err)
 		if errors.Is(err, replay.ErrSuperseded) {
 			pe.CalloutID = res.ReplayID
 		}
@@ -256,7 +256,7 @@ func (s *Server) handleDiscardDeadLetter(w http.ResponseWriter, r *http.Request)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeOpTimeout)
 	defer cancel()
 	if err := s.d.DeadLetters.Discard(ctx, id); err != nil {
-		au.refused(w, replayProblem(err), slog.String("dead_letter_id", id))
+		au.refused(w, problem.From(err), slog.String("dead_letter_id", id))
 		return
 	}
 	au.log(slog.LevelInfo, "ok", slog.String("dead_letter_id", id))
@@ -276,44 +276,6 @@ func (s *Server) adminWrite(w http.ResponseWriter, r *http.Request, action, key,
 	au.token, _ = s.d.Admin.Check(r.Header.Get("Authorization"), auth.ScopeRead)
 	au.refused(w, err, slog.String(key, value))
 	return "", false
-}
-
-// replayProblem maps a replay or store error to the admin API's problem.
-func replayProblem(err error) error {
-	var pe *problem.Error
-	switch {
-	case errors.As(err, &pe):
-		return pe
-	case errors.Is(err, replay.ErrInvalid):
-		return problem.Errorf(problem.InvalidRequest, strings.ReplaceAll(err.Error(), "replay: invalid request: ", ""))
-	case errors.Is(err, replay.ErrNotDeadLetter):
-		return problem.Errorf(problem.NotFound, "no such dead letter: "+detailAfter(err))
-	case errors.Is(err, policy.ErrNotFound):
-		return problem.Errorf(problem.NotFound, "no such callout")
-	case errors.Is(err, policy.ErrJobNotFound):
-		return problem.Errorf(problem.NotFound, "no such replay job")
-	case errors.Is(err, replay.ErrUnknownEndpoint):
-		return problem.Errorf(problem.UnknownEndpoint, "the dead letter's endpoint is no longer configured: "+detailAfter(err))
-	case errors.Is(err, replay.ErrEndpointDisabled):
-		return problem.Errorf(problem.EndpointDisabled, "the endpoint is disabled; replays are refused until it is re-enabled")
-	case errors.Is(err, replay.ErrBacklogFull):
-		return problem.Errorf(problem.BacklogFull, "the endpoint's backlog is full; replay later or at a lower rate")
-	case errors.Is(err, replay.ErrSuperseded):
-		return problem.Errorf(problem.DeadLettered,
-			"its Idempotency-Key now belongs to a newer dead letter (callout_id); replay that one")
-	case errors.Is(err, policy.ErrUnavailable):
-		return problem.Wrap(problem.StoreUnavailable, "the callout store (Redis) is unreachable", err)
-	}
-	return problem.Wrap(problem.Internal, "internal error", err)
-}
-
-// detailAfter is the text after the sentinel's own, e.g. the id or state.
-func detailAfter(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		return s[i+2:]
-	}
-	return s
 }
 
 // filterOf reads a replay.Filter from list query parameters.

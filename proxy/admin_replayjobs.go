@@ -108,7 +108,7 @@ func (s *Server) handleCreateReplayJob(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	j, err := s.d.DeadLetters.CreateJob(ctx, sp, token)
 	if err != nil {
-		au.refused(w, replayProblem(err))
+		au.refused(w, problem.From(err))
 		return
 	}
 	filters, _ := json.Marshal(j.Spec.Filters)
@@ -146,7 +146,7 @@ func (s *Server) handleListReplayJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	js, err := s.d.DeadLetters.Jobs(r.Context(), limit)
 	if err != nil {
-		problem.Write(w, replayProblem(err))
+		problem.Write(w, problem.From(err))
 		return
 	}
 	out := ReplayJobList{Jobs: make([]ReplayJobDoc, 0, len(js))}
@@ -160,7 +160,7 @@ func (s *Server) handleListReplayJobs(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGetReplayJob(w http.ResponseWriter, r *http.Request) {
 	j, err := s.d.DeadLetters.Job(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
-		problem.Write(w, replayProblem(err))
+		problem.Write(w, problem.From(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, jobDoc(j))
@@ -182,7 +182,7 @@ func (s *Server) handleReplayJobItems(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := s.d.DeadLetters.JobItems(r.Context(), chi.URLParam(r, "id"), offset, limit)
 	if err != nil {
-		problem.Write(w, replayProblem(err))
+		problem.Write(w, problem.From(err))
 		return
 	}
 	out := ReplayJobItems{Items: make([]ReplayJobItemDoc, 0, len(page.Items)), NextOffset: page.Next}
@@ -214,7 +214,7 @@ func (s *Server) handleCancelReplayJob(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	j, err := s.d.DeadLetters.CancelJob(ctx, id, token)
 	if err != nil {
-		au.refused(w, replayProblem(err), slog.String("job_id", id))
+		au.refused(w, problem.From(err), slog.String("job_id", id))
 		return
 	}
 	au.log(slog.LevelInfo, "ok", slog.String("job_id", id), slog.String("state", string(j.State)),

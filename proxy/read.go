@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
@@ -26,15 +24,14 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	storeDown := err != nil
 	switch {
 	case storeDown && in.key != "":
-		s.reject(w, r, ep.Name, problem.Wrap(problem.StoreUnavailable,
-			"the callout store (Redis) is unreachable; reads with an Idempotency-Key are not forwarded", err))
+		s.reject(w, r, ep.Name, storeRefusal(err, "reads with an Idempotency-Key are not forwarded"))
 		return
 	case storeDown:
 		s.d.Logger.Warn("store unreachable; read passed through without the breaker",
 			"endpoint", ep.Name, "error", err)
 	case adm.Gate.Shut():
 		s.countDeferred(ep.Name, adm.Gate)
-		s.reject(w, r, ep.Name, gateProblem(adm.Gate, s.d.Now()))
+		s.reject(w, r, ep.Name, problem.FromGate(adm.Gate, s.d.Now()))
 		return
 	}
 	kind := string(policy.KindFirst)
@@ -69,24 +66,4 @@ func (s *Server) recordRead(ctx context.Context, in *inbound, adm policy.Admissi
 		return
 	}
 	s.d.Breakers.Changed(ctx, in.ep, change)
-}
-
-// gateProblem is the refusal of a request meeting a shut gate: 503 with
-// Retry-After in whole seconds until the gate may reopen (SPEC §4).
-func gateProblem(g policy.Gate, now time.Time) *problem.Error {
-	retry := 0
-	if !g.Until.IsZero() {
-		retry = int((g.Until.Sub(now) + time.Second - 1) / time.Second)
-		retry = max(retry, 1)
-	}
-	switch g.State {
-	case policy.GateDisabled:
-		return problem.Errorf(problem.EndpointDisabled, "the endpoint is disabled; an admin must re-enable it")
-	case policy.GatePaused:
-		return &problem.Error{Code: problem.EndpointPaused, RetryAfter: retry,
-			Detail: "the upstream asked for a pause (429 Retry-After); retry in " + strconv.Itoa(retry) + " s"}
-	default:
-		return &problem.Error{Code: problem.BreakerOpen, RetryAfter: retry,
-			Detail: "the endpoint's circuit breaker is open; the next probe is in " + strconv.Itoa(retry) + " s"}
-	}
 }

@@ -164,7 +164,7 @@ func (s *Server) handleGetCallout() http.HandlerFunc {
 			problem.Write(w, problem.Errorf(problem.NotFound, "no callout "+strconv.Quote(id)+" for this organisation"))
 			return
 		case err != nil:
-			problem.Write(w, problem.Wrap(problem.StoreUnavailable, "the callout store (Redis) is unreachable", err))
+			problem.Write(w, problem.FromStore(err))
 			return
 		}
 		w.Header().Set("Callout-Id", c.ID)

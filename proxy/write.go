@@ -35,7 +35,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	})
 	switch {
 	case err != nil:
-		s.reject(w, r, in.ep.Name, storeProblem(err))
+		s.reject(w, r, in.ep.Name, storeRefusal(err, "writes are not forwarded"))
 	case res.Existing != nil:
 		s.duplicate(w, r, in, res.Existing)
 	case res.Held != nil:
@@ -57,7 +57,7 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 	res, err := s.d.Store.Enqueue(ectx, nc, policy.EnqueueOptions{Limits: in.ep.Rules().Backlog})
 	switch {
 	case err != nil:
-		s.reject(w, r, in.ep.Name, storeProblem(err))
+		s.reject(w, r, in.ep.Name, storeRefusal(err, "writes are not forwarded"))
 	case res.Existing != nil:
 		s.duplicate(w, r, in, res.Existing)
 	default:
@@ -230,18 +230,18 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// storeProblem maps a store error to the refusal the caller gets.
-func storeProblem(err error) error {
-	switch {
-	case errors.Is(err, policy.ErrDisabled):
-		return problem.Errorf(problem.EndpointDisabled, "the endpoint is disabled; an admin must re-enable it")
-	case errors.Is(err, policy.ErrBacklogFull):
-		return problem.Errorf(problem.BacklogFull,
-			"the endpoint's backlog of pending callouts is full; try again later")
-	default:
-		return problem.Wrap(problem.StoreUnavailable,
-			"the callout store (Redis) is unreachable; writes are not forwarded", err)
+// storeRefusal is the refusal of a request whose store call failed: the
+// problem of problem.FromStore (the one table of domain errors), saying
+// what the proxy did not do (notDone) when the store is unreachable
+// (SPEC §4 "Redis unreachable").
+func storeRefusal(err error, notDone string) *problem.Error {
+	pe := problem.FromStore(err)
+	if pe.Code != problem.StoreUnavailable {
+		return pe
 	}
+	cp := *pe
+	cp.Detail += "; " + notDone
+	return &cp
 }
 
 // keyResult labels callout_idempotency_total: "missing" for a write

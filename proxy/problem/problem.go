@@ -6,7 +6,6 @@ package problem
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -111,11 +110,11 @@ type Body struct {
 	CalloutID string         `json:"callout_id,omitempty"`
 }
 
-// From turns any error into an *Error; errors that are not ours become
-// Internal, with their text kept out of the detail.
+// From turns any error into an *Error: the *Error in err's chain as it
+// is; a domain error (policy.Err*, replay.Err*) by the one table of
+// domain.go; anything else Internal, with its text kept out of the detail.
 func From(err error) *Error {
-	var pe *Error
-	if errors.As(err, &pe) {
+	if pe, ok := lookup(err); ok {
 		return pe
 	}
 	return &Error{Code: Internal, Detail: "internal error", Err: err}

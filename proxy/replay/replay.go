@@ -24,30 +24,32 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
-// Errors of Replay and ReplayOne. Test with errors.Is.
+// Errors of Replay and ReplayOne, the domain's (policy.ErrReplay*)
+// re-exported under the names this package's callers know, as os
+// re-exports io/fs's errors. Test with errors.Is.
 var (
 	// ErrNotDeadLetter: no callout with that id, or it is not a dead letter
 	// (pending, succeeded, failed, expired or discarded).
-	ErrNotDeadLetter = errors.New("replay: no such dead letter")
+	ErrNotDeadLetter = policy.ErrReplayNotDeadLetter
 	// ErrUnknownEndpoint: the dead letter's endpoint is no longer
 	// configured, so nothing could dispatch a replay.
-	ErrUnknownEndpoint = errors.New("replay: endpoint not configured")
+	ErrUnknownEndpoint = policy.ErrReplayUnknownEndpoint
 	// ErrEndpointDisabled: the endpoint is disabled; replays are refused
 	// until an admin re-enables it (SPEC §6).
-	ErrEndpointDisabled = errors.New("replay: endpoint disabled")
+	ErrEndpointDisabled = policy.ErrReplayEndpointDisabled
 	// ErrBacklogFull: the endpoint's backlog cap is reached; try later.
-	ErrBacklogFull = errors.New("replay: endpoint backlog full")
+	ErrBacklogFull = policy.ErrReplayBacklogFull
 	// ErrSuperseded: the dead letter's Idempotency-Key now belongs to a
 	// newer dead letter (a later replay of it that failed too);
 	// Result.ReplayID names it: replay that one instead.
-	ErrSuperseded = errors.New("replay: idempotency key belongs to a newer dead letter")
+	ErrSuperseded = policy.ErrReplaySuperseded
 	// ErrAlreadyReplayed (ReplayOne only): a replay chain already holds
 	// the dead letter's Idempotency-Key and has not dead-lettered; nothing
 	// new was created.
-	ErrAlreadyReplayed = errors.New("replay: already replayed")
+	ErrAlreadyReplayed = policy.ErrReplayAlreadyReplayed
 	// ErrInvalid: a filter, job spec or cursor is malformed; the error's
 	// text says which part.
-	ErrInvalid = errors.New("replay: invalid request")
+	ErrInvalid = policy.ErrReplayInvalid
 )
 
 // Store is what the service needs of the callout store.

@@ -1,0 +1,133 @@
+package problem
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+)
+
+// domainError is one row of domainErrors: an error of the domain, the
+// problem code it is answered with (its HTTP status is Code.Status), and
+// the detail that answer carries, made from the error's text where it
+// names the id or endpoint concerned.
+type domainError struct {
+	target error
+	code   Code
+	detail func(err error) string
+	// cause keeps err as the problem's Err (logged, never sent).
+	cause bool
+}
+
+// domainErrors is the one table from the domain's errors (policy.Err*,
+// which the replay service re-exports as replay.Err*) to problem codes,
+// for both listeners (WTF Dial keeps its error-code-to-status table in one
+// place the same way). Rows are tried in order with errors.Is; none of
+// these errors wraps another, so the order only says which row a reader
+// meets first. An error no row matches is not the domain's: From answers
+// it Internal, FromStore store-unavailable.
+var domainErrors = [...]domainError{
+	// The replay service (SPEC §8).
+	{target: policy.ErrReplayInvalid, code: InvalidRequest, detail: func(err error) string {
+		return strings.ReplaceAll(err.Error(), policy.ErrReplayInvalid.Error()+": ", "")
+	}},
+	{target: policy.ErrReplayNotDeadLetter, code: NotFound, detail: func(err error) string {
+		return "no such dead letter: " + lastPart(err)
+	}},
+	// The stores.
+	{target: policy.ErrNotFound, code: NotFound, detail: fixed("no such callout")},
+	{target: policy.ErrJobNotFound, code: NotFound, detail: fixed("no such replay job")},
+	// The replay service again: its refusals of one dead letter.
+	{target: policy.ErrReplayUnknownEndpoint, code: UnknownEndpoint, detail: func(err error) string {
+		return "the dead letter's endpoint is no longer configured: " + lastPart(err)
+	}},
+	{target: policy.ErrReplayEndpointDisabled, code: EndpointDisabled,
+		detail: fixed("the endpoint is disabled; replays are refused until it is re-enabled")},
+	{target: policy.ErrReplayBacklogFull, code: BacklogFull,
+		detail: fixed("the endpoint's backlog is full; replay later or at a lower rate")},
+	{target: policy.ErrReplaySuperseded, code: DeadLettered,
+		detail: fixed("its Idempotency-Key now belongs to a newer dead letter (callout_id); replay that one")},
+	// The callout store's refusals of a new callout (SPEC §4, §6).
+	{target: policy.ErrDisabled, code: EndpointDisabled, detail: fixed(disabledDetail)},
+	{target: policy.ErrBacklogFull, code: BacklogFull,
+		detail: fixed("the endpoint's backlog of pending callouts is full; try again later")},
+	{target: policy.ErrUnavailable, code: StoreUnavailable, detail: fixed(unreachableDetail), cause: true},
+}
+
+// The details shared by a table row and another answer.
+const (
+	// disabledDetail: a disabled endpoint, met by a new callout (ErrDisabled)
+	// or by a read at the gate (FromGate).
+	disabledDetail = "the endpoint is disabled; an admin must re-enable it"
+	// unreachableDetail: Redis could not be reached (ErrUnavailable, and
+	// FromStore's answer to any error of a store call not in the table).
+	unreachableDetail = "the callout store (Redis) is unreachable"
+)
+
+// fixed is a detail that does not depend on the error.
+func fixed(detail string) func(error) string { return func(error) string { return detail } }
+
+// lastPart is the text after the error's last ": ", e.g. the id or
+// endpoint the replay service wrapped its error with.
+func lastPart(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		return s[i+2:]
+	}
+	return s
+}
+
+// lookup is the problem err means: the *Error in err's chain as it is;
+// else a new *Error from the first row of domainErrors that err matches.
+// ok is false when neither applies.
+func lookup(err error) (pe *Error, ok bool) {
+	if errors.As(err, &pe) {
+		return pe, true
+	}
+	for _, row := range domainErrors {
+		if errors.Is(err, row.target) {
+			pe = &Error{Code: row.code, Detail: row.detail(err)}
+			if row.cause {
+				pe.Err = err
+			}
+			return pe, true
+		}
+	}
+	return nil, false
+}
+
+// FromStore is From for the error of a call to a store (the callout store,
+// the replay service over it): an error the table does not know is the
+// store failing, answered 503 store-unavailable with the error as cause
+// (SPEC §4 "Redis unreachable"), not 500. A returned *Error that came from
+// the table is new; one found in err's chain is err's own.
+func FromStore(err error) *Error {
+	if pe, ok := lookup(err); ok {
+		return pe
+	}
+	return Wrap(StoreUnavailable, unreachableDetail, err)
+}
+
+// FromGate is the refusal of a request meeting a shut gate (SPEC §4, §6):
+// 503 endpoint-disabled; or 503 endpoint-paused (a 429 Retry-After pause)
+// or breaker-open (open, or its one probe out), each with Retry-After in
+// whole seconds, at least 1, until g.Until, when the gate may reopen.
+func FromGate(g policy.Gate, now time.Time) *Error {
+	retry := 0
+	if !g.Until.IsZero() {
+		retry = int((g.Until.Sub(now) + time.Second - 1) / time.Second)
+		retry = max(retry, 1)
+	}
+	switch g.State {
+	case policy.GateDisabled:
+		return Errorf(EndpointDisabled, disabledDetail)
+	case policy.GatePaused:
+		return &Error{Code: EndpointPaused, RetryAfter: retry,
+			Detail: "the upstream asked for a pause (429 Retry-After); retry in " + strconv.Itoa(retry) + " s"}
+	default:
+		return &Error{Code: BreakerOpen, RetryAfter: retry,
+			Detail: "the endpoint's circuit breaker is open; the next probe is in " + strconv.Itoa(retry) + " s"}
+	}
+}
