@@ -15,9 +15,11 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
+	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
 
 // DeadLetterAdmin is what the admin API's dead-letter, callout and replay
@@ -92,7 +94,7 @@ type DeadLetterList struct {
 // the record's times. Secrets are redacted (SPEC §7); the stored copy
 // keeps them for the replay.
 type CalloutDoc struct {
-	StatusDocument
+	api.StatusDocument
 	Issuer         string     `json:"issuer"`
 	CreatedAt      time.Time  `json:"created_at"`
 	FirstAttemptAt *time.Time `json:"first_attempt_at,omitempty"`
@@ -163,7 +165,7 @@ func (s *Server) summaryDoc(d policy.DeadLetter) DeadLetterSummaryDoc {
 		ID: d.ID, Endpoint: d.Endpoint, DeadLetteredAt: d.DeadLetteredAt.UTC(), Reason: string(d.Reason),
 		Status: d.Status, Method: d.Method, Path: d.Path, Attempts: d.Attempts,
 		IdempotencyKey: d.IdempotencyKey, SourceRecord: d.SourceRecord, ReplayOf: d.ReplayOf,
-		LastError: s.rulesFor(d.Endpoint).Text(d.LastError), ReplayedBy: d.ReplayedBy,
+		LastError: s.redactions.For(d.Endpoint).Text(d.LastError), ReplayedBy: d.ReplayedBy,
 		ReplayedAt: timeOrNil(d.ReplayedAt),
 	}
 }
@@ -194,7 +196,7 @@ func (s *Server) handleAdminGetCallout(w http.ResponseWriter, r *http.Request) {
 
 // calloutDoc renders c with its endpoint's redaction rules.
 func (s *Server) calloutDoc(c *policy.Callout, m policy.ReplayMark) CalloutDoc {
-	rules := s.rulesFor(c.Endpoint)
+	rules := s.redactions.For(c.Endpoint)
 	body, _ := rules.JSONBody(c.Header.Get("Content-Type"), c.Body)
 	req := RequestDoc{Method: c.Method, Path: c.Path, Query: rules.Query(c.Query),
 		Headers: rules.Header(c.Header), BodyBytes: len(c.Body)}
@@ -207,7 +209,7 @@ func (s *Server) calloutDoc(c *policy.Callout, m policy.ReplayMark) CalloutDoc {
 		req.Body, req.BodyEncoding = base64.StdEncoding.EncodeToString(body), "base64"
 	}
 	return CalloutDoc{
-		StatusDocument: statusDocument(c, rules), Issuer: c.Issuer, CreatedAt: c.CreatedAt.UTC(),
+		StatusDocument: statusdoc.Render(c, rules), Issuer: c.Issuer, CreatedAt: c.CreatedAt.UTC(),
 		FirstAttemptAt: timeOrNil(c.FirstAttemptAt), FinishedAt: timeOrNil(c.FinishedAt), Request: req,
 		ReplayedBy: m.ReplayedBy, ReplayedAt: timeOrNil(m.ReplayedAt),
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
+	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
 
 // duplicate answers a request whose idempotency key is already reserved in
@@ -31,7 +32,7 @@ func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, 
 	switch {
 	case c.State == policy.Succeeded || c.State == policy.Failed:
 		count("replayed")
-		replayStored(w, c, s.rulesFor(c.Endpoint))
+		replayStored(w, c, s.redactions.For(c.Endpoint))
 	case c.State == policy.DeadLettered:
 		count("conflict")
 		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.DeadLettered, CalloutID: c.ID,
@@ -54,13 +55,13 @@ func replayStored(w http.ResponseWriter, c *policy.Callout, rules *redact.Rules)
 	h := w.Header()
 	h.Set("Callout-Id", c.ID)
 	h.Set("Idempotent-Replayed", "true")
-	out := stateOutcome(c.State)
+	out := statusdoc.Outcome(c.State)
 	resp := c.Response
 	if resp == nil {
 		// Ended without an upstream answer (inline exhaustion of a read
 		// cannot happen; kept for safety): the status document says why.
 		h.Set("Callout-Outcome", string(out))
-		writeJSON(w, http.StatusOK, statusDocument(c, rules))
+		writeJSON(w, http.StatusOK, statusdoc.Render(c, rules))
 		return
 	}
 	for k, vs := range resp.Header {

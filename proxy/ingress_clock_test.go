@@ -18,6 +18,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
@@ -169,7 +170,7 @@ func TestSameKeyWhileRetrying30HoursLater(t *testing.T) {
 	if again.Code != http.StatusAccepted || again.Header().Get("Callout-Id") != id {
 		t.Fatalf("again: %d, Callout-Id %q; want 202 with %q: %s", again.Code, again.Header().Get("Callout-Id"), id, again.Body)
 	}
-	var doc StatusDocument
+	var doc api.StatusDocument
 	if err := json.Unmarshal(again.Body.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}

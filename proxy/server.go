@@ -7,10 +7,8 @@ package proxy
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +19,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
-	"github.com/calloutproxy/callout-proxy/proxy/redact"
+	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
 
 // CallerAuth authenticates callers (SPEC §9). *auth.Verifier implements it.
@@ -107,9 +105,10 @@ type Deps struct {
 
 // Server serves the callout listener and the admin listener.
 type Server struct {
-	d        Deps
-	rules    map[string]*redact.Rules // endpoint -> redaction
-	draining atomic.Bool
+	d Deps
+	// redactions are the endpoints' redaction rules (SPEC §7).
+	redactions statusdoc.Redactions
+	draining   atomic.Bool
 }
 
 // New returns a Server over d, filling Now with time.Now when nil.
@@ -120,12 +119,7 @@ func New(d Deps) *Server {
 	if d.Rand == nil {
 		d.Rand = rand.Float64
 	}
-	rules := map[string]*redact.Rules{}
-	for _, name := range d.Config.EndpointNames() {
-		ep, _ := d.Config.Endpoint(name)
-		rules[name] = redact.New(ep.Redact, slices.Collect(maps.Keys(ep.Headers)))
-	}
-	return &Server{d: d, rules: rules}
+	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config)}
 }
 
 // Drain makes /readyz fail so load balancers stop sending new callouts

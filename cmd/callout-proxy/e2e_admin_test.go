@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
@@ -21,9 +21,9 @@ func auditLine(token, action, endpoint, result string) string {
 
 // adminAction POSTs an admin action with the ops (write) token and decodes its
 // 200 answer.
-func adminAction(t *testing.T, p *proxyUnderTest, path string) proxy.EndpointActionResult {
+func adminAction(t *testing.T, p *proxyUnderTest, path string) api.EndpointActionResult {
 	t.Helper()
-	var res proxy.EndpointActionResult
+	var res api.EndpointActionResult
 	if resp, body := admin(t, p.AdminURL, http.MethodPost, path, opsToken, &res); resp.StatusCode != http.StatusOK ||
 		res.Endpoint == nil {
 		t.Fatalf("POST %s = %d %s", path, resp.StatusCode, body)
@@ -53,7 +53,7 @@ func TestE2EAdminEndpoints(t *testing.T) {
 		held = append(held, statusDoc(t, body).ID)
 	}
 
-	var list proxy.EndpointList
+	var list api.EndpointList
 	if resp, body := admin(t, p.AdminURL, http.MethodGet, "/admin/v1/endpoints", viewerToken, &list); resp.StatusCode != 200 {
 		t.Fatalf("list with the read token = %d %s", resp.StatusCode, body)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
@@ -69,9 +69,9 @@ func doRequest(t *testing.T, req *http.Request) (*http.Response, []byte) {
 }
 
 // endpointDoc reads one endpoint's state from the admin API of base.
-func endpointDoc(t *testing.T, base, name string) proxy.EndpointDoc {
+func endpointDoc(t *testing.T, base, name string) api.EndpointDoc {
 	t.Helper()
-	var doc proxy.EndpointDoc
+	var doc api.EndpointDoc
 	if resp, body := admin(t, base, http.MethodGet, "/admin/v1/endpoints/"+name, viewerToken, &doc); resp.StatusCode != 200 {
 		t.Fatalf("GET endpoint %s = %d %s", name, resp.StatusCode, body)
 	}
@@ -179,9 +179,9 @@ func metricValue(t *testing.T, p *proxyUnderTest, name string, labels ...string)
 }
 
 // statusDoc decodes a status document (a 202's body or GET /v1/callouts/{id}).
-func statusDoc(t *testing.T, body []byte) proxy.StatusDocument {
+func statusDoc(t *testing.T, body []byte) api.StatusDocument {
 	t.Helper()
-	var d proxy.StatusDocument
+	var d api.StatusDocument
 	if err := json.Unmarshal(body, &d); err != nil {
 		t.Fatalf("status document %s: %v", body, err)
 	}
@@ -264,7 +264,7 @@ func TestE2EPermanentScheduledCalloutDeadLettersAtOnce(t *testing.T) {
 		t.Fatalf("respond-async write = %d %s, want 202", resp.StatusCode, body)
 	}
 	id := statusDoc(t, body).ID
-	var doc proxy.StatusDocument
+	var doc api.StatusDocument
 	pollUntil(t, 10*time.Second, "the callout did not become a dead letter", func() bool {
 		_, b := p.call(t, http.MethodGet, "/v1/callouts/"+id, nil, nil)
 		doc = statusDoc(t, b)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
@@ -186,7 +186,7 @@ func TestE2EReplayAfterSecretRotation(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	})
 
-	var res proxy.ReplayResultDoc
+	var res api.ReplayResultDoc
 	resp, body = admin(t, p.AdminURL, http.MethodPost, "/admin/v1/dead-letters/"+id+"/replay", opsToken, nil)
 	if err := json.Unmarshal(body, &res); err != nil || resp.StatusCode != http.StatusAccepted || res.ReplayID == "" {
 		t.Fatalf("replay = %d %s, want 202 with a replay id", resp.StatusCode, body)

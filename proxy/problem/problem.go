@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 // Code names a problem type. It is the last segment of the problem's `type`
@@ -100,15 +101,9 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Body is the RFC 9457 problem document the proxy sends.
-type Body struct {
-	Type      string         `json:"type"`
-	Title     string         `json:"title"`
-	Status    int            `json:"status"`
-	Detail    string         `json:"detail"`
-	Outcome   policy.Outcome `json:"outcome"`
-	CalloutID string         `json:"callout_id,omitempty"`
-}
+// Body is the RFC 9457 problem document the proxy sends: the wire type
+// api.Problem, under the name this package's callers know.
+type Body = api.Problem
 
 // From turns any error into an *Error: the *Error in err's chain as it
 // is; a domain error (policy.Err*, replay.Err*) by the one table of

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 )
 
@@ -201,7 +201,7 @@ func (c *client) postAsync(n, workers int, ep, prefix string, target func(i int)
 				status, _, body, err := c.do(http.MethodPost, base+"/callout/"+ep+"/v1/charges",
 					http.Header{"Idempotency-Key": {`"` + key + `"`}, "Prefer": {"respond-async"},
 						"Content-Type": {"application/json"}}, `{"n":`+fmt.Sprint(i)+`}`)
-				var doc proxy.StatusDocument
+				var doc api.StatusDocument
 				ok := err == nil && status == http.StatusAccepted && json.Unmarshal(body, &doc) == nil && doc.ID != ""
 				mu.Lock()
 				if ok {
@@ -221,8 +221,8 @@ func (c *client) postAsync(n, workers int, ep, prefix string, target func(i int)
 }
 
 // status fetches the status document of id from base.
-func (c *client) status(base, id string) (proxy.StatusDocument, error) {
-	var doc proxy.StatusDocument
+func (c *client) status(base, id string) (api.StatusDocument, error) {
+	var doc api.StatusDocument
 	code, _, body, err := c.do(http.MethodGet, base+"/v1/callouts/"+id, nil, "")
 	if err != nil {
 		return doc, err
@@ -235,9 +235,9 @@ func (c *client) status(base, id string) (proxy.StatusDocument, error) {
 
 // waitFinal polls every accepted callout on base until each is finished,
 // failing the test after deadline, and returns the final documents by id.
-func (c *client) waitFinal(t *testing.T, base string, cs []accepted, deadline time.Duration) map[string]proxy.StatusDocument {
+func (c *client) waitFinal(t *testing.T, base string, cs []accepted, deadline time.Duration) map[string]api.StatusDocument {
 	t.Helper()
-	final := map[string]proxy.StatusDocument{}
+	final := map[string]api.StatusDocument{}
 	end := time.Now().Add(deadline)
 	for {
 		var pending []string
@@ -267,7 +267,7 @@ func (c *client) waitFinal(t *testing.T, base string, cs []accepted, deadline ti
 }
 
 // wantAll fails the test unless every document is in state want.
-func wantAll(t *testing.T, final map[string]proxy.StatusDocument, want policy.State) {
+func wantAll(t *testing.T, final map[string]api.StatusDocument, want policy.State) {
 	t.Helper()
 	bad := 0
 	for id, doc := range final {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
@@ -221,7 +221,7 @@ func (s *asyncSetup) policyDocument(t *testing.T) {
 	if resp.Status != http.StatusOK {
 		t.Fatalf("GET /v1/policy = %d: %s", resp.Status, resp.Body)
 	}
-	var doc proxy.PolicyDocument
+	var doc api.PolicyDocument
 	if err := json.Unmarshal(resp.Body, &doc); err != nil {
 		t.Fatalf("policy document %s: %v", resp.Body, err)
 	}
@@ -236,7 +236,7 @@ func (s *asyncSetup) policyDocument(t *testing.T) {
 }
 
 // wantAttempt asserts one attempt of a status document.
-func wantAttempt(t *testing.T, a proxy.AttemptDoc, n int, kind policy.Kind, status int, out policy.Outcome) {
+func wantAttempt(t *testing.T, a api.AttemptDoc, n int, kind policy.Kind, status int, out policy.Outcome) {
 	t.Helper()
 	if a.N != n || a.Kind != string(kind) || a.Status != status || a.Outcome != out {
 		t.Errorf("attempt = %+v, want n %d, kind %s, status %d, outcome %s", a, n, kind, status, out)

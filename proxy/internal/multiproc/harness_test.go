@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
@@ -42,7 +42,7 @@ func msPolicy() []string {
 }
 
 // statusDoc is the status document of GET /v1/callouts/{id} and of a 202.
-type statusDoc = proxy.StatusDocument
+type statusDoc = api.StatusDocument
 
 // harness is one test's view of the shared real Redis and the replicas.
 type harness struct {

@@ -1,0 +1,99 @@
+// Package statusdoc renders a callout record (policy.Callout) as the
+// status document of SPEC.md §4 (api.StatusDocument), with its endpoint's
+// secrets redacted (SPEC §7). Both listeners use it: the callout listener
+// (proxy) for GET /v1/callouts/{id}, every 202 and a replayed answer
+// without a stored response; the admin listener (proxy/admin) inside its
+// callout documents.
+package statusdoc
+
+import (
+	"encoding/base64"
+	"maps"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/redact"
+)
+
+// Redactions are the redaction rules of every configured endpoint: its
+// redact section plus the names of the headers the proxy injects upstream
+// (SPEC §7). The zero value redacts every endpoint by the defaults only.
+// Safe for concurrent use once made.
+type Redactions struct {
+	rules map[string]*redact.Rules // endpoint -> its rules
+}
+
+// NewRedactions builds the rules of cfg's endpoints.
+func NewRedactions(cfg *config.Config) Redactions {
+	rules := map[string]*redact.Rules{}
+	for _, name := range cfg.EndpointNames() {
+		ep, _ := cfg.Endpoint(name)
+		rules[name] = redact.New(ep.Redact, slices.Collect(maps.Keys(ep.Headers)))
+	}
+	return Redactions{rules: rules}
+}
+
+// For is the redaction of endpoint name; the defaults (Authorization,
+// Cookie, Set-Cookie, Proxy-Authorization) when it is no longer configured.
+func (r Redactions) For(name string) *redact.Rules {
+	if rules, ok := r.rules[name]; ok {
+		return rules
+	}
+	return redact.New(config.Redact{}, nil)
+}
+
+// Outcome is the outcome class a callout in state st reports (SPEC §2):
+// work that continues is retryable (every 202), a success success, a
+// failed callout or a dead letter permanent (the proxy will not try it
+// again; a replay is a new chain).
+func Outcome(st policy.State) policy.Outcome {
+	switch st {
+	case policy.Succeeded:
+		return policy.Success
+	case policy.Failed, policy.DeadLettered:
+		return policy.Permanent
+	}
+	return policy.Retryable
+}
+
+// Body is b as a document carries a body: the text itself when it is valid
+// UTF-8 (encoding ""), else standard base64 with encoding "base64".
+func Body(b []byte) (body, encoding string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// Render is the status document of c, redacted by rules: the query of its
+// path, its last error and each attempt's error, and the headers and JSON
+// body of the final response, which is shown only once c finished.
+func Render(c *policy.Callout, rules *redact.Rules) api.StatusDocument {
+	d := api.StatusDocument{
+		ID: c.ID, Endpoint: c.Endpoint, Method: c.Method, Path: c.Path, IdempotencyKey: c.IdempotencyKey,
+		SourceRecord: c.SourceRecord, State: c.State, Outcome: Outcome(c.State), ReplayOf: c.ReplayOf,
+		DeadLetterReason: string(c.DeadLetterReason), LastError: rules.Text(c.LastError),
+		Attempts: make([]api.AttemptDoc, 0, len(c.AttemptLog)),
+	}
+	if c.Query != "" {
+		d.Path += "?" + rules.Query(c.Query)
+	}
+	for _, a := range c.AttemptLog {
+		d.Attempts = append(d.Attempts, api.AttemptDoc{N: a.N, Kind: string(a.Kind), StartedAt: a.StartedAt.UTC(),
+			DurationMs: a.Duration.Milliseconds(), Status: a.Status, Outcome: a.Outcome, Error: rules.Text(a.Error)})
+	}
+	if !c.NextAttemptAt.IsZero() && !c.State.Finished() {
+		t := c.NextAttemptAt.UTC()
+		d.NextAttemptAt = &t
+	}
+	if r := c.Response; r != nil && c.State.Finished() {
+		body, _ := rules.JSONBody(r.Header.Get("Content-Type"), r.Body)
+		rd := &api.ResponseDoc{Status: r.Status, Headers: rules.Header(r.Header), BodyTruncated: r.Truncated}
+		rd.Body, rd.BodyEncoding = Body(body)
+		d.Response = rd
+	}
+	return d
+}
