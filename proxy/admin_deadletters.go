@@ -31,11 +31,11 @@ type DeadLetterAdmin interface {
 	Callout(ctx context.Context, id string) (*policy.Callout, policy.ReplayMark, error)
 	Replay(ctx context.Context, id, by, jobID string) (replay.Result, error)
 	Discard(ctx context.Context, id string) error
-	CreateJob(ctx context.Context, sp replay.Spec, by string) (replay.Job, error)
-	Job(ctx context.Context, id string) (replay.Job, error)
-	Jobs(ctx context.Context, limit int) ([]replay.Job, error)
+	CreateJob(ctx context.Context, sp replay.Spec, by string) (policy.ReplayJob, error)
+	Job(ctx context.Context, id string) (policy.ReplayJob, error)
+	Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, error)
 	JobItems(ctx context.Context, id string, offset, limit int) (replay.ItemPage, error)
-	CancelJob(ctx context.Context, id, by string) (replay.Job, error)
+	CancelJob(ctx context.Context, id, by string) (policy.ReplayJob, error)
 }
 
 // mountDeadLetterRoutes adds the dead-letter, callout and replay-job

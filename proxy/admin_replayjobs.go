@@ -111,10 +111,11 @@ func (s *Server) handleCreateReplayJob(w http.ResponseWriter, r *http.Request) {
 		au.refused(w, problem.From(err))
 		return
 	}
-	filters, _ := json.Marshal(j.Spec.Filters)
-	au.log(slog.LevelInfo, "ok", slog.String("job_id", j.ID), slog.Bool("dry_run", j.Spec.DryRun),
-		slog.Float64("rate", j.Spec.Rate), slog.String("filters", string(filters)),
-		slog.Int("ids", len(j.Spec.IDs)))
+	created, _ := replay.SpecOf(j)
+	filters, _ := json.Marshal(created.Filters)
+	au.log(slog.LevelInfo, "ok", slog.String("job_id", j.ID), slog.Bool("dry_run", created.DryRun),
+		slog.Float64("rate", created.Rate), slog.String("filters", string(filters)),
+		slog.Int("ids", len(created.IDs)))
 	w.Header().Set("Location", "/admin/v1/replay-jobs/"+j.ID)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, jobDoc(j))
@@ -227,16 +228,22 @@ func (s *Server) handleCancelReplayJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, jobDoc(j))
 }
 
-// jobDoc renders a replay job.
-func jobDoc(j replay.Job) ReplayJobDoc {
+// jobDoc renders a replay job. A spec that cannot be read (SpecOf) shows
+// as the job's error, replay.UnreadableSpec, unless it has one.
+func jobDoc(j policy.ReplayJob) ReplayJobDoc {
+	sp, err := replay.SpecOf(j)
+	if err != nil && j.Error == "" {
+		j.Error = replay.UnreadableSpec
+	}
 	d := ReplayJobDoc{
-		ID: j.ID, State: string(j.State), Phase: string(j.Phase), DryRun: j.Spec.DryRun, Rate: j.Spec.Rate,
-		IDCount: len(j.Spec.IDs), CreatedBy: j.CreatedBy, CreatedAt: j.CreatedAt.UTC(),
+		ID: j.ID, State: string(j.State), Phase: string(j.Phase), DryRun: sp.DryRun, Rate: sp.Rate,
+		IDCount: len(sp.IDs), CreatedBy: j.CreatedBy, CreatedAt: j.CreatedAt.UTC(),
 		StartedAt: timeOrNil(j.StartedAt), FinishedAt: timeOrNil(j.FinishedAt), UpdatedAt: j.UpdatedAt.UTC(),
-		CancelledBy: j.CancelledBy, CancelledAt: timeOrNil(j.CancelledAt), Total: j.Total, Done: j.Done(),
+		CancelledBy: j.CancelledBy, CancelledAt: timeOrNil(j.CancelledAt), Total: j.Total,
+		Done: j.Sent + j.Skipped + j.Refused + j.Failed,
 		Sent: j.Sent, Skipped: j.Skipped, Refused: j.Refused, Failed: j.Failed, Error: j.Error,
 	}
-	for _, f := range j.Spec.Filters {
+	for _, f := range sp.Filters {
 		if !f.Since.IsZero() {
 			f.Since = f.Since.UTC()
 		}

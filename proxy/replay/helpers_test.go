@@ -180,7 +180,7 @@ func (e *testEnv) replayChains(t *testing.T, endpoint string) map[string]*policy
 }
 
 // wantJob reads a job and checks its state and counters.
-func wantJob(t *testing.T, s *Service, id string, state policy.JobState, total, sent, skipped, refused int) Job {
+func wantJob(t *testing.T, s *Service, id string, state policy.JobState, total, sent, skipped, refused int) policy.ReplayJob {
 	t.Helper()
 	j, err := s.Job(ctxT(t), id)
 	if err != nil {

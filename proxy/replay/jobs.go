@@ -71,54 +71,30 @@ func (sp Spec) interval() time.Duration {
 	return time.Duration(float64(time.Second) / rate)
 }
 
-// Job is a replay job and its progress. Total counts the dead letters
-// collected (known once Phase is send or the job ended); every handled
-// one is exactly one of Sent, Skipped, Refused, Failed.
-type Job struct {
-	ID          string
-	Spec        Spec
-	State       policy.JobState
-	Phase       policy.JobPhase
-	CreatedBy   string
-	CreatedAt   time.Time
-	StartedAt   time.Time
-	FinishedAt  time.Time
-	UpdatedAt   time.Time
-	CancelledBy string
-	CancelledAt time.Time
-	Total       int
-	Sent        int
-	Skipped     int
-	Refused     int
-	Failed      int
-	Error       string
+// SpecOf decodes the spec a replay job was created with (CreateJob
+// encodes it into policy.ReplayJob.Spec, which the store does not read).
+// Errors: the JSON decoder's, for a spec this package did not write; the
+// Spec is then as far as it could be read, and the job can never run
+// (RunJob ends it failed, its error UnreadableSpec).
+func SpecOf(j policy.ReplayJob) (Spec, error) {
+	var sp Spec
+	err := json.Unmarshal([]byte(j.Spec), &sp)
+	return sp, err
 }
 
-// Done is how many items were handled.
-func (j Job) Done() int { return j.Sent + j.Skipped + j.Refused + j.Failed }
-
-// jobOf decodes a stored job.
-func jobOf(r policy.ReplayJob) Job {
-	j := Job{
-		ID: r.ID, State: r.State, Phase: r.Phase, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
-		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
-		CancelledBy: r.CancelledBy, CancelledAt: r.CancelledAt, Total: r.Total, Sent: r.Sent,
-		Skipped: r.Skipped, Refused: r.Refused, Failed: r.Failed, Error: r.Error,
-	}
-	if err := json.Unmarshal([]byte(r.Spec), &j.Spec); err != nil && j.Error == "" {
-		j.Error = "unreadable spec"
-	}
-	return j
-}
+// UnreadableSpec is the error text of a job whose spec SpecOf cannot
+// decode: what RunJob ends it with, and what a document of it shows.
+const UnreadableSpec = "unreadable spec"
 
 // CreateJob records a replay job of sp made by the admin token by and
 // wakes this replica's runner. A filter without Until gets the creation
 // time, so a job never picks up dead letters that arrive while it runs
 // (its own failed replays among them); a zero Rate gets DefaultRate. The
-// caller audit-logs it. Errors: ErrInvalid, redisstore.ErrUnavailable.
-func (s *Service) CreateJob(ctx context.Context, sp Spec, by string) (Job, error) {
+// caller audit-logs it; SpecOf reads the spec back from the job.
+// Errors: ErrInvalid, policy.ErrUnavailable.
+func (s *Service) CreateJob(ctx context.Context, sp Spec, by string) (policy.ReplayJob, error) {
 	if err := sp.Validate(); err != nil {
-		return Job{}, err
+		return policy.ReplayJob{}, err
 	}
 	now := s.o.Now()
 	if sp.Rate == 0 {
@@ -132,45 +108,36 @@ func (s *Service) CreateJob(ctx context.Context, sp Spec, by string) (Job, error
 	}
 	b, err := json.Marshal(sp)
 	if err != nil {
-		return Job{}, err
+		return policy.ReplayJob{}, err
 	}
 	r, err := s.o.Jobs.CreateJob(ctx, string(b), by)
 	if err != nil {
-		return Job{}, err
+		return policy.ReplayJob{}, err
 	}
 	s.Wake()
-	return jobOf(r), nil
+	return r, nil
 }
 
-// Job reads replay job id. Errors: redisstore.ErrJobNotFound,
-// redisstore.ErrUnavailable.
-func (s *Service) Job(ctx context.Context, id string) (Job, error) {
-	r, err := s.o.Jobs.Job(ctx, id)
-	if err != nil {
-		return Job{}, err
-	}
-	return jobOf(r), nil
+// Job reads replay job id. Errors: policy.ErrJobNotFound,
+// policy.ErrUnavailable.
+func (s *Service) Job(ctx context.Context, id string) (policy.ReplayJob, error) {
+	return s.o.Jobs.Job(ctx, id)
 }
 
 // Jobs lists up to limit replay jobs, newest first. Errors:
-// redisstore.ErrUnavailable.
-func (s *Service) Jobs(ctx context.Context, limit int) ([]Job, error) {
-	rs, err := s.o.Jobs.Jobs(ctx, limit)
-	out := make([]Job, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, jobOf(r))
-	}
-	return out, err
+// policy.ErrUnavailable.
+func (s *Service) Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, error) {
+	return s.o.Jobs.Jobs(ctx, limit)
 }
 
 // CancelJob asks replay job id to stop on behalf of by and returns it as
 // it is then: cancelled at once when no replica works on it, else
 // cancelling until its replica stops, before its next send (poll Job). A
 // job that ended is returned unchanged. The caller audit-logs it. Errors:
-// redisstore.ErrJobNotFound, redisstore.ErrUnavailable.
-func (s *Service) CancelJob(ctx context.Context, id, by string) (Job, error) {
+// policy.ErrJobNotFound, policy.ErrUnavailable.
+func (s *Service) CancelJob(ctx context.Context, id, by string) (policy.ReplayJob, error) {
 	if _, err := s.o.Jobs.CancelJob(ctx, id, by); err != nil {
-		return Job{}, err
+		return policy.ReplayJob{}, err
 	}
 	return s.Job(ctx, id)
 }
@@ -195,8 +162,8 @@ type ItemPage struct {
 // offset on. An item still sending in a job that ended was interrupted
 // (its replica died; whether it was sent is unknown): it is reported
 // failed, "interrupted"; one still queued in a cancelled or failed job is
-// reported skipped, "not_sent". Errors: redisstore.ErrJobNotFound,
-// redisstore.ErrUnavailable.
+// reported skipped, "not_sent". Errors: policy.ErrJobNotFound,
+// policy.ErrUnavailable.
 func (s *Service) JobItems(ctx context.Context, id string, offset, limit int) (ItemPage, error) {
 	j, err := s.o.Jobs.Job(ctx, id)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // Errors of Replay and ReplayOne, the domain's (policy.ErrReplay*)
@@ -63,36 +64,16 @@ type Store interface {
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
 }
 
-// Jobs is what the service needs of the replay-job store.
-// *redisstore.ReplayStore implements it; its methods document themselves.
-type Jobs interface {
-	CreateJob(ctx context.Context, spec, createdBy string) (policy.ReplayJob, error)
-	Job(ctx context.Context, id string) (policy.ReplayJob, error)
-	Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, error)
-	ActiveJobs(ctx context.Context) ([]string, error)
-	Forget(ctx context.Context, id string) error
-	CancelJob(ctx context.Context, id, by string) (policy.JobState, error)
-	Acquire(ctx context.Context, id, owner string, lease time.Duration) (policy.ReplayJob, error)
-	Collect(ctx context.Context, id, owner string, lease time.Duration, position string, dryRun bool, ids []string) (int, error)
-	StartSending(ctx context.Context, id, owner string, lease time.Duration) error
-	Queue(ctx context.Context, id string, from, n int) ([]string, error)
-	ClaimItem(ctx context.Context, id, owner string, lease time.Duration, index int, dl string) (bool, policy.ItemStatus, error)
-	FinishItem(ctx context.Context, id string, it policy.ReplayItem) (bool, error)
-	Finish(ctx context.Context, id, owner string, state policy.JobState, errText string) error
-	Release(ctx context.Context, id, owner string) error
-	Items(ctx context.Context, id string, offset, limit int) ([]policy.ReplayItem, error)
-	Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error)
-	MarkReplayed(ctx context.Context, id, replayID string) (bool, error)
-	ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error)
-	PruneDeadLetters(ctx context.Context, endpoint string) (int64, error)
-	MaxItems() int
-}
-
 // Options configure a Service. Config, Store and Jobs are required.
 type Options struct {
 	Config *config.Config
 	Store  Store
-	Jobs   Jobs
+	// Jobs is the replay-job store: jobs, their leases, queues and items,
+	// the dead letters' replay marks and the retention sweep. The service
+	// uses nearly all of it and it has one implementation, tested against
+	// every Redis backend, so it is taken as it is rather than behind an
+	// interface that would copy its twenty methods.
+	Jobs *redisstore.ReplayStore
 	// Logger receives the audit lines (msg "audit") and the runner's
 	// warnings. Default: discard.
 	Logger *slog.Logger

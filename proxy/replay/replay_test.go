@@ -10,10 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
-var (
-	_ Store = (*redisstore.Store)(nil)
-	_ Jobs  = (*redisstore.ReplayStore)(nil)
-)
+var _ Store = (*redisstore.Store)(nil)
 
 // completeChain claims the replay chain of endpoint and ends it as action
 // (a dead letter, permanent, or succeeded).

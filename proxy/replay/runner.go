@@ -108,12 +108,14 @@ func (s *Service) RunJob(ctx context.Context, id string) {
 		defer cancel()
 		_ = s.o.Jobs.Release(rctx, id, s.o.Owner)
 	}()
-	j := jobOf(rec)
-	r := &jobRun{s: s, id: id, by: j.CreatedBy, spec: j.Spec, lease: baseLease + 3*j.Spec.interval()}
+	sp, spErr := SpecOf(rec)
+	r := &jobRun{s: s, id: id, by: rec.CreatedBy, spec: sp, lease: baseLease + 3*sp.interval()}
 	switch {
-	case j.Error != "":
-		err = fmt.Errorf("%w: %s", errUnrunnable, j.Error)
-	case j.State == policy.JobCancelling:
+	case rec.Error != "":
+		err = fmt.Errorf("%w: %s", errUnrunnable, rec.Error)
+	case spErr != nil:
+		err = fmt.Errorf("%w: %s", errUnrunnable, UnreadableSpec)
+	case rec.State == policy.JobCancelling:
 		err = policy.ErrJobCancelled
 	default:
 		err = r.run(ctx, rec)

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,6 +251,31 @@ func TestRunPicksUpJobsAndSweeps(t *testing.T) {
 		st, err := e.store.EndpointState(ctxT(t), "pay-api")
 		if err != nil || st.DeadLetters != 0 {
 			t.Fatalf("index after the sweep: %d entries, %v", st.DeadLetters, err)
+		}
+	})
+}
+
+// TestJobUnreadableSpec: a job whose stored spec this package did not
+// write (SpecOf fails) never sends anything: RunJob ends it failed with
+// UnreadableSpec in its error.
+func TestJobUnreadableSpec(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *testEnv) {
+		s := e.service("A")
+		e.seedN(t, "pay-api", "u", 2, 0)
+		rec, err := e.jobs.CreateJob(ctxT(t), `{"filters": "not a list"}`, "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := SpecOf(rec); err == nil {
+			t.Fatal("SpecOf read a malformed spec")
+		}
+		s.RunJob(ctxT(t), rec.ID)
+		j := wantJob(t, s, rec.ID, policy.JobFailed, 0, 0, 0, 0)
+		if !strings.Contains(j.Error, UnreadableSpec) {
+			t.Fatalf("job error %q, want it to say %q", j.Error, UnreadableSpec)
+		}
+		if n := len(e.replayChains(t, "pay-api")); n != 0 {
+			t.Fatalf("%d replays sent from an unreadable spec", n)
 		}
 	})
 }
