@@ -2,15 +2,16 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/httpx"
 )
 
 // handleHealthz answers 200 while the process serves HTTP (liveness).
 func (s *Server) handleHealthz() http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.d.Version})
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.d.Version})
 	}
 }
 
@@ -29,20 +30,8 @@ func (s *Server) handleReadyz() http.HandlerFunc {
 		if s.draining.Load() {
 			body["status"], status = "draining", http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, body)
+		httpx.WriteJSON(w, status, body)
 	}
-}
-
-// writeJSON sends v as application/json with status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 }
 
 // storeCheckTimeout bounds a readiness check of Redis, so a hung Redis

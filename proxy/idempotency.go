@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/httpx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
@@ -61,7 +62,7 @@ func replayStored(w http.ResponseWriter, c *policy.Callout, rules *redact.Rules)
 		// Ended without an upstream answer (inline exhaustion of a read
 		// cannot happen; kept for safety): the status document says why.
 		h.Set("Callout-Outcome", string(out))
-		writeJSON(w, http.StatusOK, statusdoc.Render(c, rules))
+		httpx.WriteJSON(w, http.StatusOK, statusdoc.Render(c, rules))
 		return
 	}
 	for k, vs := range resp.Header {

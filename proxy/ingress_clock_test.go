@@ -89,10 +89,6 @@ endpoints:
 	if err != nil {
 		t.Fatal(err)
 	}
-	admins, err := auth.NewAdminTokens(cfg.Admin, getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes})
 	t.Cleanup(fwd.CloseIdleConnections)
 	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger, Events: noEvents{},
@@ -100,7 +96,7 @@ endpoints:
 	half := func() float64 { return 0.5 }
 	rig.disp = dispatch.New(dispatch.Options{Config: cfg, Store: rig.store, Upstream: fwd, Metrics: m,
 		Logger: logger, Events: noEvents{}, Breakers: watcher, Now: rig.clock.Now, Rand: half})
-	rig.srv = New(Deps{Config: cfg, Callers: callers, Admin: admins, Upstream: fwd, Store: rig.store,
+	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store,
 		Metrics: m, Breakers: watcher, Events: noEvents{}, Logger: logger, Now: rig.clock.Now, Rand: half})
 	return rig
 }

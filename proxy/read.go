@@ -67,3 +67,15 @@ func (s *Server) recordRead(ctx context.Context, in *inbound, adm policy.Admissi
 	}
 	s.d.Breakers.Changed(ctx, in.ep, change)
 }
+
+// countDeferred counts a request held back by a shut gate in
+// callout_deferred_total{endpoint,reason}: a read refused, or a write
+// accepted held (SPEC §4 "breaker open"). reason is the gate state
+// (breaker_open, probing or paused); a disabled endpoint refuses rather
+// than defers, so it is not counted here (callout_rejected_total is).
+func (s *Server) countDeferred(endpoint string, g policy.Gate) {
+	if g.State == policy.GateDisabled || !g.Shut() {
+		return
+	}
+	s.d.Metrics.Deferred.WithLabelValues(endpoint, string(g.State)).Inc()
+}

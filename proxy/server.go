@@ -1,7 +1,11 @@
-// Package proxy is the Callout Proxy runtime: the callout ingress, the
-// status and policy documents, health, and the admin API. Sub-packages hold
-// what it wraps: forward (the upstream client and SSRF guard), auth (caller
-// JWTs, admin tokens), redisstore (every Redis key and script), config.
+// Package proxy is the callout listener (SPEC.md §4, §9): the callout
+// ingress (/callout/…), the caller-facing status and policy documents
+// (/v1/…) and health. Its routes are in routes.go. Sub-packages hold what
+// it uses: forward (the upstream client and SSRF guard), auth (caller
+// JWTs, admin tokens), redisstore (every Redis key and script), config,
+// api (the wire documents), statusdoc (a callout's status document),
+// problem (errors as problem+json) and httpx (what both listeners share).
+// The admin listener is proxy/admin; cmd/callout-proxy wires both.
 package proxy
 
 import (
@@ -11,8 +15,6 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
@@ -28,12 +30,6 @@ type CallerAuth interface {
 	Verify(authorization string) (auth.Caller, error)
 	// AllowedOn refuses a caller whose issuer the endpoint does not accept.
 	AllowedOn(c auth.Caller, ep *config.Endpoint) error
-}
-
-// AdminAuth checks admin bearer tokens. *auth.AdminTokens implements it.
-type AdminAuth interface {
-	// Check returns the token's name, or a 401/403 *problem.Error.
-	Check(authorization string, need auth.Scope) (name string, err error)
 }
 
 // Upstream makes one attempt. *forward.Forwarder implements it.
@@ -72,7 +68,6 @@ type Events interface {
 type Deps struct {
 	Config   *config.Config
 	Callers  CallerAuth
-	Admin    AdminAuth
 	Upstream Upstream
 	Store    Store
 	Metrics  *metrics.Metrics
@@ -83,18 +78,8 @@ type Deps struct {
 	Events Events
 	// Wake, optional, starts this replica's dispatcher at once after a
 	// respond-async callout was recorded.
-	Wake func()
-	// AdminStore, optional, serves the admin API's endpoint routes
-	// (/admin/v1/endpoints…); nil: those routes answer 404.
-	// *redisstore.Store implements it.
-	AdminStore AdminStore
-	// DeadLetters, optional, serves the admin API's dead-letter, callout
-	// and replay-job routes (mountDeadLetterRoutes, SPEC §7–§9); nil: those
-	// routes answer 404. *replay.Service implements it.
-	DeadLetters DeadLetterAdmin
-	// Gatherer, optional, serves /metrics on the admin listener.
-	Gatherer prometheus.Gatherer
-	Logger   *slog.Logger
+	Wake   func()
+	Logger *slog.Logger
 	// Now is the clock (time.Now when nil); Rand the jitter source in
 	// [0,1) (math/rand/v2 when nil).
 	Now  func() time.Time
@@ -103,7 +88,7 @@ type Deps struct {
 	Version string
 }
 
-// Server serves the callout listener and the admin listener.
+// Server serves the callout listener.
 type Server struct {
 	d Deps
 	// redactions are the endpoints' redaction rules (SPEC §7).
@@ -128,6 +113,3 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 // Handler is the callout listener: /callout/, /v1/, /healthz, /readyz.
 func (s *Server) Handler() http.Handler { return s.routes() }
-
-// AdminHandler is the admin listener: /admin/v1/ and /metrics.
-func (s *Server) AdminHandler() http.Handler { return s.adminRoutes() }

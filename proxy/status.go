@@ -11,6 +11,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/httpx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
@@ -42,11 +43,11 @@ func writeAccepted(w http.ResponseWriter, id, applied string, doc *api.StatusDoc
 		h.Set("Preference-Applied", applied)
 	}
 	if doc == nil {
-		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "state": string(policy.Scheduled),
+		httpx.WriteJSON(w, http.StatusAccepted, map[string]string{"id": id, "state": string(policy.Scheduled),
 			"outcome": string(policy.Retryable)})
 		return
 	}
-	writeJSON(w, http.StatusAccepted, doc)
+	httpx.WriteJSON(w, http.StatusAccepted, doc)
 }
 
 // handleGetCallout serves GET /v1/callouts/{id}: the status document, only
@@ -71,7 +72,7 @@ func (s *Server) handleGetCallout() http.HandlerFunc {
 		}
 		w.Header().Set("Callout-Id", c.ID)
 		w.Header().Set("Callout-Outcome", string(statusdoc.Outcome(c.State)))
-		writeJSON(w, http.StatusOK, statusdoc.Render(c, s.redactions.For(c.Endpoint)))
+		httpx.WriteJSON(w, http.StatusOK, statusdoc.Render(c, s.redactions.For(c.Endpoint)))
 	}
 }
 
@@ -83,7 +84,7 @@ func (s *Server) handleGetPolicy() http.HandlerFunc {
 			return
 		}
 		p := s.d.Config.Policy
-		writeJSON(w, http.StatusOK, api.PolicyDocument{
+		httpx.WriteJSON(w, http.StatusOK, api.PolicyDocument{
 			MaxAttempts: p.MaxAttempts, MaxAge: p.MaxAge.String(), BaseDelay: p.BaseDelay.String(),
 			Multiplier: p.Multiplier, MaxDelay: p.MaxDelay.String(), RetryAfterCap: p.RetryAfterCap.String(),
 			ConnectTimeout: p.ConnectTimeout.String(), HeaderTimeout: p.HeaderTimeout.String(),

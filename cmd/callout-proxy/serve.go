@@ -20,6 +20,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy"
+	adminapi "github.com/calloutproxy/callout-proxy/proxy/admin"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
@@ -92,10 +93,13 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		return err
 	}
 	srv := proxy.New(proxy.Deps{
-		Config: cfg, Callers: callers, Admin: admins, Upstream: fwd, Store: store,
+		Config: cfg, Callers: callers, Upstream: fwd, Store: store,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
-		Gatherer: reg, Logger: logger, Version: version(),
-		AdminStore: store, DeadLetters: replays,
+		Logger: logger, Version: version(),
+	})
+	adminAPI := adminapi.New(adminapi.Deps{
+		Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
+		Events: events, Metrics: m, Gatherer: reg, Wake: disp.Wake, Logger: logger,
 	})
 	gatherer := &dispatch.Gatherer{Config: cfg, Store: store, Metrics: m, Logger: logger, Owner: randomToken()}
 
@@ -108,7 +112,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		wg.Go(func() { reprocessor.Run(bg) })
 	}
 	wg.Go(func() { replays.Run(bg) })
-	err = listenAndServe(ctx, cfg, srv, logger)
+	err = listenAndServe(ctx, cfg, srv, adminAPI, logger)
 	// The listeners are closed: stop claiming, let attempts under way
 	// finish and be recorded (each is bounded by its attempt limit).
 	stopBackground()
@@ -131,8 +135,10 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// listenAndServe runs both listeners until ctx ends, then drains.
-func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, logger *slog.Logger) error {
+// listenAndServe runs both listeners until ctx ends, then drains: srv on
+// listen, adminAPI on admin_listen.
+func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, adminAPI http.Handler,
+	logger *slog.Logger) error {
 	main, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -158,7 +164,7 @@ func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	as := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second,
+	as := &http.Server{Handler: adminAPI, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(main) }()

@@ -20,6 +20,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy"
+	"github.com/calloutproxy/callout-proxy/proxy/admin"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
@@ -165,10 +166,11 @@ func startProxy(t *testing.T) *proxyEnv {
 		Events: events, Breakers: watcher, Now: p.clk.Now, Idle: 5 * time.Millisecond})
 	replays := replay.New(replay.Options{Config: cfg, Store: p.store, Jobs: p.jobs, Logger: logger,
 		Now: p.clk.Now, Sleep: p.clk.Sleep, Owner: "replica-1", Wake: disp.Wake, PollEvery: 20 * time.Millisecond})
-	srv := proxy.New(proxy.Deps{Config: cfg, Callers: callers, Admin: admins, Upstream: fwd, Store: p.store,
-		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake, Logger: logger, Now: p.clk.Now,
-		AdminStore: p.store, DeadLetters: replays})
-	adminSrv := httptest.NewServer(srv.AdminHandler())
+	srv := proxy.New(proxy.Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: p.store,
+		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake, Logger: logger, Now: p.clk.Now})
+	adminSrv := httptest.NewServer(admin.New(admin.Deps{Config: cfg, Tokens: admins, Endpoints: p.store,
+		DeadLetters: replays, ReplayJobs: replays, Events: events, Metrics: m, Wake: disp.Wake, Logger: logger,
+		Now: p.clk.Now}))
 	calloutSrv := httptest.NewServer(srv.Handler())
 	p.admin, p.callee = adminSrv.URL, calloutSrv.URL
 	ctx, stop := context.WithCancel(context.Background())

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 )
@@ -60,7 +61,7 @@ func TestDeadLetterRoutesAuth(t *testing.T) {
 func TestDeadLetterListAndGetRedacted(t *testing.T) {
 	forEachDLT(t, func(t *testing.T, e *dltEnv) {
 		a := e.seed(t, "pay-api", "k1", 503)
-		e.clk.t = e.clk.t.Add(time.Minute)
+		e.clk.Advance(time.Minute)
 		b := e.seed(t, "pay-api", "k2", 400)
 		c := e.seed(t, "crm-api", "k3", 503)
 		tests := []struct {
@@ -71,15 +72,15 @@ func TestDeadLetterListAndGetRedacted(t *testing.T) {
 			{"?endpoint=pay-api", []string{a, b}},
 			{"?status=503", []string{c, a}},
 			{"?endpoint=pay-api,crm-api&status=400&reason=permanent", []string{b}},
-			{"?since=" + e.clk.t.UTC().Format(time.RFC3339Nano), []string{c, b}},
-			{"?until=" + e.clk.t.Add(-time.Second).UTC().Format(time.RFC3339Nano), []string{a}},
+			{"?since=" + e.clk.Now().UTC().Format(time.RFC3339Nano), []string{c, b}},
+			{"?until=" + e.clk.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano), []string{a}},
 			{"?reason=exhausted", nil},
 		}
 		for _, tt := range tests {
 			var got []string
 			cursor := ""
 			for range 5 {
-				var list DeadLetterList
+				var list api.DeadLetterList
 				dltDecode(t, e.do(t, "GET", "/admin/v1/dead-letters"+tt.query+sep(tt.query)+"limit=1&cursor="+cursor, dltRead, ""), 200, &list)
 				for _, d := range list.Items {
 					got = append(got, d.ID)
@@ -95,7 +96,7 @@ func TestDeadLetterListAndGetRedacted(t *testing.T) {
 				t.Fatalf("%q: got %v, want %v", tt.query, got, tt.want)
 			}
 		}
-		var doc CalloutDoc
+		var doc api.CalloutDoc
 		dltDecode(t, e.do(t, "GET", "/admin/v1/dead-letters/"+a, dltRead, ""), 200, &doc)
 		req := doc.Request
 		if req.Headers.Get("X-Card-Token") != redact.Mask || req.Query != "api_key="+redact.Mask+"&x=1" ||
@@ -125,23 +126,23 @@ func TestReplayRoute(t *testing.T) {
 	forEachDLT(t, func(t *testing.T, e *dltEnv) {
 		id := e.seed(t, "pay-api", "k1", 503)
 		w := e.do(t, "POST", "/admin/v1/dead-letters/"+id+"/replay", dltWrite, "")
-		var res ReplayResultDoc
+		var res api.ReplayResultDoc
 		dltDecode(t, w, http.StatusAccepted, &res)
 		if !res.Created || res.ReplayID == "" || res.State != "scheduled" ||
 			w.Header().Get("Location") != "/admin/v1/callouts/"+res.ReplayID {
 			t.Fatalf("replay = %+v (Location %q)", res, w.Header().Get("Location"))
 		}
-		var again ReplayResultDoc
+		var again api.ReplayResultDoc
 		dltDecode(t, e.do(t, "POST", "/admin/v1/dead-letters/"+id+"/replay", dltWrite, ""), http.StatusOK, &again)
 		if again.Created || again.ReplayID != res.ReplayID {
 			t.Fatalf("second replay = %+v", again)
 		}
-		var chain CalloutDoc
+		var chain api.CalloutDoc
 		dltDecode(t, e.do(t, "GET", "/admin/v1/callouts/"+res.ReplayID, dltRead, ""), http.StatusOK, &chain)
 		if chain.ReplayOf != id || chain.IdempotencyKey != "k1" || chain.State != "scheduled" {
 			t.Fatalf("chain = %+v", chain)
 		}
-		var dl CalloutDoc
+		var dl api.CalloutDoc
 		dltDecode(t, e.do(t, "GET", "/admin/v1/dead-letters/"+id, dltRead, ""), http.StatusOK, &dl)
 		if dl.ReplayedBy != res.ReplayID || dl.ReplayedAt == nil {
 			t.Fatalf("dead letter after replay = %+v", dl)
@@ -193,7 +194,7 @@ func TestReplayJobRoutes(t *testing.T) {
 		ids := []string{e.seed(t, "pay-api", "k1", 503), e.seed(t, "pay-api", "k2", 503), e.seed(t, "crm-api", "k3", 500)}
 		body := `{"filters":[{"endpoints":["pay-api"],"statuses":[503]}],"ids":["` + ids[1] + `","` + ids[2] + `"],"rate":200}`
 		w := e.do(t, "POST", "/admin/v1/replay-jobs", dltWrite, body)
-		var job ReplayJobDoc
+		var job api.ReplayJob
 		dltDecode(t, w, http.StatusCreated, &job)
 		if job.State != "queued" || job.Rate != 200 || job.IDCount != 2 || job.CreatedBy != "ops" ||
 			len(job.Filters) != 1 || !job.Filters[0].Until.Equal(e.clk.Now()) ||
@@ -205,13 +206,13 @@ func TestReplayJobRoutes(t *testing.T) {
 		if job.State != "completed" || job.Total != 3 || job.Sent != 3 || job.Done != 3 || job.FinishedAt == nil {
 			t.Fatalf("job = %+v", job)
 		}
-		var items ReplayJobItems
+		var items api.ReplayJobItems
 		dltDecode(t, e.do(t, "GET", "/admin/v1/replay-jobs/"+job.ID+"/items?limit=2", dltRead, ""), http.StatusOK, &items)
 		if len(items.Items) != 2 || items.NextOffset != 2 || items.Items[0].Status != "sent" ||
 			items.Items[0].ReplayID == "" || items.Items[0].DeadLetter == nil || items.Items[0].DeadLetter.ReplayedBy == "" {
 			t.Fatalf("items = %+v", items)
 		}
-		var list ReplayJobList
+		var list api.ReplayJobList
 		dltDecode(t, e.do(t, "GET", "/admin/v1/replay-jobs", dltRead, ""), http.StatusOK, &list)
 		if len(list.Jobs) != 1 || list.Jobs[0].ID != job.ID {
 			t.Fatalf("list = %+v", list)

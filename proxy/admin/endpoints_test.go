@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
@@ -25,7 +26,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
-var _ AdminStore = (*redisstore.Store)(nil)
+var _ EndpointStore = (*redisstore.Store)(nil)
 
 // admT0 is the admin tests' clock start, a round Unix-ms instant.
 var admT0 = time.UnixMilli(1_700_000_000_000)
@@ -72,7 +73,7 @@ func admConfig() *config.Config {
 
 // newAdmEnv builds the admin handler over store (nil: a real store on b)
 // with the tokens ops (write) and viewer (read).
-func newAdmEnv(t *testing.T, b redistest.Backend, store AdminStore) *admEnv {
+func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 	t.Helper()
 	e := &admEnv{now: admT0, logs: &bytes.Buffer{}, events: &admEvents{}}
 	clock := func() time.Time { return e.now }
@@ -92,8 +93,8 @@ func newAdmEnv(t *testing.T, b redistest.Backend, store AdminStore) *admEnv {
 	if e.metrics, err = metrics.New(prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)
 	}
-	e.h = New(Deps{Config: admConfig(), Admin: tokens, AdminStore: store, Metrics: e.metrics,
-		Events: e.events, Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Now: clock}).AdminHandler()
+	e.h = New(Deps{Config: admConfig(), Tokens: tokens, Endpoints: store, Metrics: e.metrics,
+		Events: e.events, Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Now: clock})
 	return e
 }
 
@@ -169,9 +170,9 @@ func admWantProblem(t *testing.T, w *httptest.ResponseRecorder, code problem.Cod
 }
 
 // action POSTs an admin action with the write token and decodes its 200.
-func (e *admEnv) action(t *testing.T, path, body string) EndpointActionResult {
+func (e *admEnv) action(t *testing.T, path, body string) api.EndpointActionResult {
 	t.Helper()
-	var res EndpointActionResult
+	var res api.EndpointActionResult
 	admDecode(t, e.do(t, "POST", path, admWriteToken, body), http.StatusOK, "application/json", &res)
 	if res.Endpoint == nil {
 		t.Fatalf("action %s answered without the endpoint's state: %+v", path, res)
@@ -216,7 +217,7 @@ func TestAdminAuthAndAudit(t *testing.T) {
 		{"body not JSON", "POST", "/admin/v1/endpoints/pay-api/disable", admWriteToken, "{not json",
 			problem.InvalidRequest, &admAudit{"ops", "disable", "pay-api", "invalid-request"}},
 		{"body too large", "POST", "/admin/v1/endpoints/pay-api/disable", admWriteToken,
-			`{"reason":"` + strings.Repeat("x", maxAdminBody) + `"}`,
+			`{"reason":"` + strings.Repeat("x", maxActionBody) + `"}`,
 			problem.InvalidRequest, &admAudit{"ops", "disable", "pay-api", "invalid-request"}},
 		{"GET on an action", "GET", "/admin/v1/endpoints/pay-api/enable", admWriteToken, "",
 			problem.MethodNotAllowed, nil},
@@ -230,7 +231,7 @@ func TestAdminAuthAndAudit(t *testing.T) {
 					before := len(e.audits(t))
 					w := e.do(t, tt.method, tt.path, tt.token, tt.body)
 					if tt.want == "" {
-						var list EndpointList
+						var list api.EndpointList
 						admDecode(t, w, http.StatusOK, "application/json", &list)
 						if len(list.Endpoints) != 2 || list.Endpoints[0].Name != "crm-api" ||
 							list.Endpoints[1].Name != "pay-api" {
@@ -261,7 +262,7 @@ func TestAdminEndpointState(t *testing.T) {
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newAdmEnv(t, b, nil)
-			var doc EndpointDoc
+			var doc api.EndpointDoc
 			admDecode(t, e.do(t, "GET", "/admin/v1/endpoints/pay-api", admReadToken, ""), 200, "application/json", &doc)
 			if doc.Breaker != "closed" || doc.Gate != "open" || doc.OpenedAt != nil || doc.NextProbeAt != nil ||
 				doc.BreakerFailures != 2 || doc.BreakerProbeInterval != "1m0s" || doc.DisableAfter != "72h0m0s" {

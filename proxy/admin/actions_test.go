@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"context"
@@ -110,17 +110,22 @@ func TestAdminBreakerReset(t *testing.T) {
 	}
 }
 
-// admFailingStore is an AdminStore whose calls fail: Disable after having
-// dead-lettered one callout, as a drain cut short does.
+// admFailingStore describes an EndpointStore whose calls fail: Disable
+// after having dead-lettered one callout, as a drain cut short does.
 type admFailingStore struct{ stateErr, actionErr error }
 
-func (f admFailingStore) EndpointState(context.Context, string) (policy.EndpointState, error) {
-	return policy.EndpointState{Breaker: policy.BreakerClosed}, f.stateErr
-}
-func (f admFailingStore) Enable(context.Context, string) error       { return f.actionErr }
-func (f admFailingStore) ResetBreaker(context.Context, string) error { return f.actionErr }
-func (f admFailingStore) Disable(context.Context, string, string) (policy.DisableResult, error) {
-	return policy.DisableResult{Newly: true, DeadLettered: []string{"dl-1"}}, f.actionErr
+// fake is the store f describes.
+func (f admFailingStore) fake() *fakeEndpointStore {
+	return &fakeEndpointStore{
+		EndpointStateFn: func(context.Context, string) (policy.EndpointState, error) {
+			return policy.EndpointState{Breaker: policy.BreakerClosed}, f.stateErr
+		},
+		EnableFn:       func(context.Context, string) error { return f.actionErr },
+		ResetBreakerFn: func(context.Context, string) error { return f.actionErr },
+		DisableFn: func(context.Context, string, string) (policy.DisableResult, error) {
+			return policy.DisableResult{Newly: true, DeadLettered: []string{"dl-1"}}, f.actionErr
+		},
+	}
 }
 
 // TestAdminStoreErrors: a store failure is a 503 store-unavailable problem
@@ -145,7 +150,7 @@ func TestAdminStoreErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newAdmEnv(t, redistest.Backend{}, tt.store)
+			e := newAdmEnv(t, redistest.Backend{}, tt.store.fake())
 			admWantProblem(t, e.do(t, tt.method, tt.path, admWriteToken, ""), problem.StoreUnavailable)
 			if len(e.events.got) != tt.wantEvents {
 				t.Errorf("events = %+v, want %d", e.events.got, tt.wantEvents)
@@ -159,26 +164,6 @@ func TestAdminStoreErrors(t *testing.T) {
 			e.wantAudit(t, "ops", tt.action, "pay-api", "store-unavailable")
 			if last := e.audits(t)[0]; last["cause"] == nil || last["level"] != "WARN" {
 				t.Errorf("audit line %v, want level WARN with the cause", last)
-			}
-		})
-	}
-}
-
-func TestCountDeferred(t *testing.T) {
-	tests := []struct {
-		state policy.GateState
-		want  float64
-	}{
-		{policy.GateBreakerOpen, 1}, {policy.GateProbing, 1}, {policy.GatePaused, 1},
-		{policy.GateDisabled, 0}, {policy.GateOpen, 0}, {policy.GateHalfOpen, 0},
-	}
-	for _, tt := range tests {
-		t.Run(string(tt.state), func(t *testing.T) {
-			e := newAdmEnv(t, redistest.Backend{}, admFailingStore{})
-			s := &Server{d: Deps{Metrics: e.metrics}}
-			s.countDeferred("pay-api", policy.Gate{State: tt.state, Until: admT0})
-			if n := testutil.ToFloat64(e.metrics.Deferred.WithLabelValues("pay-api", string(tt.state))); n != tt.want {
-				t.Fatalf("callout_deferred_total{reason=%q} = %v, want %v", tt.state, n, tt.want)
 			}
 		})
 	}

@@ -1,8 +1,7 @@
-package proxy
+package admin
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -13,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
@@ -24,7 +22,10 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
-var _ DeadLetterAdmin = (*replay.Service)(nil)
+var (
+	_ DeadLetters = (*replay.Service)(nil)
+	_ ReplayJobs  = (*replay.Service)(nil)
+)
 
 // dltBody is a seeded request body with a card number to redact.
 const dltBody = `{"card":{"number":"4111111111111111"},"amount":5}`
@@ -34,29 +35,10 @@ const (
 	dltRead  = "dlt-read-token-0123456789"
 )
 
-// dltClock is the injected clock; Sleep advances it at once.
-type dltClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *dltClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *dltClock) Sleep(_ context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return nil
-}
-
-// dltEnv is the dead-letter admin routes over a real store on one backend.
+// dltEnv is the dead-letter and replay-job routes over a real store on one backend.
 type dltEnv struct {
 	h     http.Handler
-	clk   *dltClock
+	clk   *clocktest.Clock
 	store *redisstore.Store
 	svc   *replay.Service
 	logs  *bytes.Buffer
@@ -86,7 +68,7 @@ func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
 
 func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	t.Helper()
-	e := &dltEnv{clk: &dltClock{t: time.UnixMilli(1_700_000_000_000)}, logs: &bytes.Buffer{}}
+	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &bytes.Buffer{}}
 	e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now})
 	env := map[string]string{"OPS": dltWrite, "VIEWER": dltRead}
 	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
@@ -99,10 +81,8 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	cfg := dltConfig()
 	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, Owner: "A", Logger: logger,
 		Jobs: redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{}), Now: e.clk.Now, Sleep: e.clk.Sleep})
-	srv := New(Deps{Config: cfg, Admin: tokens, DeadLetters: e.svc, Logger: logger, Now: e.clk.Now})
-	r := chi.NewRouter()
-	r.Route("/admin/v1", srv.mountDeadLetterRoutes)
-	e.h = r
+	e.h = New(Deps{Config: cfg, Tokens: tokens, DeadLetters: e.svc, ReplayJobs: e.svc, Logger: logger,
+		Now: e.clk.Now})
 	return e
 }
 

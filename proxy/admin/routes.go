@@ -1,0 +1,49 @@
+package admin
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/calloutproxy/callout-proxy/proxy/httpx"
+)
+
+// routes lists every route of the admin listener (SPEC §9): /metrics
+// without a token; under /admin/v1/ the endpoint routes (Deps.Endpoints),
+// the dead-letter and callout routes (Deps.DeadLetters) and the replay-job
+// routes (Deps.ReplayJobs), each with a named bearer token: scope read for
+// GETs (requireRead), write for changes (requireWrite, audit-logged).
+func (s *server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(httpx.Guard)
+	if s.d.Gatherer != nil {
+		r.Handle("/metrics", promhttp.HandlerFor(s.d.Gatherer, promhttp.HandlerOpts{}))
+	}
+	r.Route("/admin/v1", func(r chi.Router) {
+		if s.d.Endpoints != nil {
+			r.Get("/endpoints", s.requireRead(s.handleListEndpoints))
+			r.Get("/endpoints/{name}", s.requireRead(s.handleGetEndpoint))
+			r.Post("/endpoints/{name}/enable", s.handleEndpointAction(actionEnable, s.enableEndpoint))
+			r.Post("/endpoints/{name}/disable", s.handleEndpointAction(actionDisable, s.disableEndpoint))
+			r.Post("/endpoints/{name}/breaker/reset", s.handleEndpointAction(actionBreakerReset, s.resetBreaker))
+		}
+		if s.d.DeadLetters != nil {
+			r.Get("/dead-letters", s.requireRead(s.handleListDeadLetters))
+			r.Get("/dead-letters/{id}", s.requireRead(s.handleGetDeadLetter))
+			r.Post("/dead-letters/{id}/replay", s.handleReplayDeadLetter)
+			r.Delete("/dead-letters/{id}", s.handleDiscardDeadLetter)
+			r.Get("/callouts/{id}", s.requireRead(s.handleGetCallout))
+		}
+		if s.d.ReplayJobs != nil {
+			r.Get("/replay-jobs", s.requireRead(s.handleListReplayJobs))
+			r.Post("/replay-jobs", s.handleCreateReplayJob)
+			r.Get("/replay-jobs/{id}", s.requireRead(s.handleGetReplayJob))
+			r.Get("/replay-jobs/{id}/items", s.requireRead(s.handleReplayJobItems))
+			r.Post("/replay-jobs/{id}/cancel", s.handleCancelReplayJob)
+		}
+	})
+	r.NotFound(httpx.NotFound)
+	r.MethodNotAllowed(httpx.MethodNotAllowed)
+	return r
+}
