@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 // client calls the proxy's admin API (SPEC §9) with a named bearer token.
@@ -21,7 +23,7 @@ type client struct {
 // apiError is a refusal or failure the admin API answered with.
 type apiError struct {
 	Status  int
-	Problem problemDoc
+	Problem api.Problem
 }
 
 func (e *apiError) Error() string {

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 // filterFlags are the dead-letter filters of SPEC §8, shared by
@@ -25,31 +28,32 @@ func filterFlags() []cli.Flag {
 }
 
 // filterOf reads the filter flags of c.
-func (a *app) filterOf(c *cli.Command) (filter, error) {
-	f := filter{Endpoints: c.StringSlice("endpoint"), Statuses: c.IntSlice("status"), Reasons: c.StringSlice("reason")}
+func (a *app) filterOf(c *cli.Command) (api.ReplayFilter, error) {
+	f := api.ReplayFilter{Endpoints: c.StringSlice("endpoint"), Statuses: c.IntSlice("status")}
+	for _, r := range c.StringSlice("reason") {
+		f.Reasons = append(f.Reasons, policy.DeadLetterReason(r))
+	}
 	for _, p := range []struct {
 		name string
-		dst  **time.Time
+		dst  *time.Time
 	}{{"since", &f.Since}, {"until", &f.Until}} {
 		t, err := parseTime(p.name, c.String(p.name), a.now())
 		if err != nil {
 			return f, err
 		}
-		if !t.IsZero() {
-			t := t
-			*p.dst = &t
-		}
+		*p.dst = t
 	}
 	return f, nil
 }
 
-// empty reports whether f selects everything.
-func (f filter) empty() bool {
-	return len(f.Endpoints) == 0 && f.Since == nil && f.Until == nil && len(f.Statuses) == 0 && len(f.Reasons) == 0
+// filterEmpty reports whether f selects everything.
+func filterEmpty(f api.ReplayFilter) bool {
+	return len(f.Endpoints) == 0 && f.Since.IsZero() && f.Until.IsZero() && len(f.Statuses) == 0 &&
+		len(f.Reasons) == 0
 }
 
-// query is f as list query parameters.
-func (f filter) query() url.Values {
+// filterQuery is f as the list query parameters of GET /admin/v1/dead-letters.
+func filterQuery(f api.ReplayFilter) url.Values {
 	q := url.Values{}
 	for _, e := range f.Endpoints {
 		q.Add("endpoint", e)
@@ -58,12 +62,12 @@ func (f filter) query() url.Values {
 		q.Add("status", strconv.Itoa(s))
 	}
 	for _, r := range f.Reasons {
-		q.Add("reason", r)
+		q.Add("reason", string(r))
 	}
-	if f.Since != nil {
+	if !f.Since.IsZero() {
 		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
 	}
-	if f.Until != nil {
+	if !f.Until.IsZero() {
 		q.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
 	}
 	return q
@@ -104,15 +108,15 @@ func (a *app) listDeadLetters(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	q := f.query()
+	q := filterQuery(f)
 	q.Set("limit", strconv.Itoa(c.Int("limit")))
 	cursor := c.String("cursor")
-	var all deadLetterList
+	var all api.DeadLetterList
 	for {
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var page deadLetterList
+		var page api.DeadLetterList
 		if _, _, err := cl.call(ctx, "GET", "dead-letters", q, nil, &page); err != nil {
 			return err
 		}
@@ -123,7 +127,7 @@ func (a *app) listDeadLetters(ctx context.Context, c *cli.Command) error {
 		}
 	}
 	if all.Items == nil {
-		all.Items = []deadLetter{}
+		all.Items = []api.DeadLetterSummaryDoc{}
 	}
 	if asJSON {
 		return writeJSON(a.stdout, nil, all)
@@ -131,7 +135,7 @@ func (a *app) listDeadLetters(ctx context.Context, c *cli.Command) error {
 	t := newTable(a.stdout, "ID", "ENDPOINT", "DEAD-LETTERED", "REASON", "STATUS", "REQUEST", "ATTEMPTS",
 		"IDEMPOTENCY-KEY", "REPLAYED-BY")
 	for _, d := range all.Items {
-		t.row(d.ID, d.Endpoint, ts(d.DeadLetteredAt), d.Reason, status(d.Status), d.Method+" "+d.Path,
+		t.row(d.ID, d.Endpoint, ts(d.DeadLetteredAt), string(d.Reason), status(d.Status), d.Method+" "+d.Path,
 			strconv.Itoa(d.Attempts), d.IdempotencyKey, d.ReplayedBy)
 	}
 	if err := t.flush(); err != nil {
@@ -155,7 +159,7 @@ func (a *app) getCallout(route string) cli.ActionFunc {
 		if err != nil {
 			return err
 		}
-		var d calloutDoc
+		var d api.CalloutDoc
 		raw, _, err := cl.call(ctx, "GET", route+"/"+url.PathEscape(id), nil, nil, &d)
 		if err != nil {
 			return err
@@ -168,11 +172,11 @@ func (a *app) getCallout(route string) cli.ActionFunc {
 }
 
 // printCallout writes a callout document as fields, then its attempts.
-func (a *app) printCallout(d calloutDoc) error {
+func (a *app) printCallout(d api.CalloutDoc) error {
 	t := newTable(a.stdout, "FIELD", "VALUE")
 	t.row("id", d.ID)
 	t.row("endpoint", d.Endpoint)
-	t.row("state", d.State)
+	t.row("state", string(d.State))
 	t.row("reason", d.DeadLetterReason)
 	t.row("request", d.Method+" "+d.Path)
 	t.row("idempotency key", d.IdempotencyKey)
@@ -199,7 +203,7 @@ func (a *app) printCallout(d calloutDoc) error {
 	at := newTable(a.stdout, "N", "KIND", "STARTED", "DURATION", "STATUS", "OUTCOME", "ERROR")
 	for _, x := range d.Attempts {
 		at.row(strconv.Itoa(x.N), x.Kind, ts(x.StartedAt), strconv.FormatInt(x.DurationMs, 10)+"ms",
-			status(x.Status), x.Outcome, x.Error)
+			status(x.Status), string(x.Outcome), x.Error)
 	}
 	return at.flush()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 // jobCreated finds the job id in calloutctl's "replay job ID created" note.
@@ -55,7 +56,7 @@ func TestBulkReplayPacedShowsProgressAndCancels(t *testing.T) {
 	r := p.ctl(t, "", "-o", "json", "replay-jobs", "get", id, "--items")
 	r.want(t, exitOK)
 	var out struct {
-		Items []jobItem `json:"items"`
+		Items []api.ReplayJobItemDoc `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Items) != 1000 {
 		t.Fatalf("items: %v (%d)", err, len(out.Items))

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 // TestOperatorFindsAndReplaysWithCalloutctlAlone: list, inspect, replay,
@@ -19,7 +21,7 @@ func TestOperatorFindsAndReplaysWithCalloutctlAlone(t *testing.T) {
 
 	p.ctl(t, "", "dead-letters", "list", "--endpoint", "pay-api").want(t, exitOK,
 		"IDEMPOTENCY-KEY", pay[0].id, pay[1].id, "pay-0", "permanent", "400", "POST /v1/charges")
-	var list deadLetterList
+	var list api.DeadLetterList
 	r := p.ctl(t, "", "-o", "json", "dead-letters", "list", "--status", "400", "--limit", "1", "--all")
 	r.want(t, exitOK)
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Items) != 3 {

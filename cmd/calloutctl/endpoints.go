@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 func (a *app) endpointsCommand() *cli.Command {
@@ -35,7 +37,7 @@ func (a *app) listEndpoints(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	var l endpointList
+	var l api.EndpointList
 	raw, _, err := cl.call(ctx, "GET", "endpoints", nil, nil, &l)
 	if err != nil {
 		return err
@@ -50,7 +52,7 @@ func (a *app) listEndpoints(ctx context.Context, c *cli.Command) error {
 		if e.Disabled {
 			dis = "yes: " + e.DisabledReason
 		}
-		t.row(e.Name, e.Gate, e.Breaker, strconv.Itoa(e.ConsecutiveFailures), dis,
+		t.row(e.Name, string(e.Gate), string(e.Breaker), strconv.Itoa(e.ConsecutiveFailures), dis,
 			strconv.FormatInt(e.BacklogItems, 10), strconv.FormatInt(e.InFlight, 10),
 			strconv.FormatInt(e.DeadLetters, 10), tsp(e.NextProbeAt))
 	}
@@ -72,7 +74,7 @@ func (a *app) endpointAction(verb, route string) cli.ActionFunc {
 		}
 		path := "endpoints/" + url.PathEscape(name)
 		if verb == "disable" && !c.Bool("yes") {
-			var e endpointDoc
+			var e api.EndpointDoc
 			if _, _, err := cl.call(ctx, "GET", path, nil, nil, &e); err != nil {
 				return err
 			}
@@ -85,7 +87,7 @@ func (a *app) endpointAction(verb, route string) cli.ActionFunc {
 		if r := c.String("reason"); verb == "disable" && r != "" {
 			body = map[string]string{"reason": r}
 		}
-		var res endpointAction
+		var res api.EndpointActionResult
 		raw, _, err := cl.call(ctx, "POST", path+"/"+route, nil, body, &res)
 		if err != nil {
 			return err

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 func (a *app) replayJobsCommand() *cli.Command {
@@ -36,7 +39,7 @@ func (a *app) listJobs(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	var l jobList
+	var l api.ReplayJobList
 	raw, _, err := cl.call(ctx, "GET", "replay-jobs", url.Values{"limit": {strconv.Itoa(c.Int("limit"))}}, nil, &l)
 	if err != nil {
 		return err
@@ -47,7 +50,7 @@ func (a *app) listJobs(ctx context.Context, c *cli.Command) error {
 	t := newTable(a.stdout, "ID", "STATE", "DRY-RUN", "RATE", "CREATED-BY", "CREATED", "TOTAL", "SENT",
 		"SKIPPED", "REFUSED", "FAILED")
 	for _, j := range l.Jobs {
-		t.row(j.ID, j.State, strconv.FormatBool(j.DryRun), strconv.FormatFloat(j.Rate, 'g', -1, 64),
+		t.row(j.ID, string(j.State), strconv.FormatBool(j.DryRun), strconv.FormatFloat(j.Rate, 'g', -1, 64),
 			j.CreatedBy, ts(j.CreatedAt), strconv.Itoa(j.Total), strconv.Itoa(j.Sent),
 			strconv.Itoa(j.Skipped), strconv.Itoa(j.Refused), strconv.Itoa(j.Failed))
 	}
@@ -67,12 +70,12 @@ func (a *app) getJob(ctx context.Context, c *cli.Command) error {
 	if c.Bool("wait") {
 		return a.follow(ctx, cl, asJSON, id)
 	}
-	var j job
+	var j api.ReplayJob
 	raw, _, err := cl.call(ctx, "GET", "replay-jobs/"+url.PathEscape(id), nil, nil, &j)
 	if err != nil {
 		return err
 	}
-	var items []jobItem
+	var items []api.ReplayJobItemDoc
 	if c.Bool("items") {
 		if items, err = a.items(ctx, cl, id); err != nil {
 			return err
@@ -95,15 +98,15 @@ func (a *app) getJob(ctx context.Context, c *cli.Command) error {
 }
 
 // printJob writes a job as fields.
-func (a *app) printJob(j job) error {
+func (a *app) printJob(j api.ReplayJob) error {
 	t := newTable(a.stdout, "FIELD", "VALUE")
 	t.row("id", j.ID)
-	t.row("state", j.State)
-	t.row("phase", j.Phase)
+	t.row("state", string(j.State))
+	t.row("phase", string(j.Phase))
 	t.row("dry run", strconv.FormatBool(j.DryRun))
 	t.row("rate", strconv.FormatFloat(j.Rate, 'g', -1, 64)+"/s")
 	for i, f := range j.Filters {
-		t.row("filter "+strconv.Itoa(i+1), describe(jobSpec{Filters: []filter{f}}))
+		t.row("filter "+strconv.Itoa(i+1), describe(api.ReplayJobSpec{Filters: []api.ReplayFilter{f}}))
 	}
 	if j.IDCount > 0 {
 		t.row("ids", strconv.Itoa(j.IDCount))
@@ -119,11 +122,11 @@ func (a *app) printJob(j job) error {
 }
 
 // items reads every item of job id.
-func (a *app) items(ctx context.Context, cl *client, id string) ([]jobItem, error) {
-	var out []jobItem
+func (a *app) items(ctx context.Context, cl *client, id string) ([]api.ReplayJobItemDoc, error) {
+	var out []api.ReplayJobItemDoc
 	offset := 0
 	for {
-		var page jobItems
+		var page api.ReplayJobItems
 		q := url.Values{"offset": {strconv.Itoa(offset)}, "limit": {"1000"}}
 		if _, _, err := cl.call(ctx, "GET", "replay-jobs/"+url.PathEscape(id)+"/items", q, nil, &page); err != nil {
 			return nil, err
@@ -137,15 +140,15 @@ func (a *app) items(ctx context.Context, cl *client, id string) ([]jobItem, erro
 }
 
 // itemTable writes job items with their dead letters' summaries.
-func (a *app) itemTable(items []jobItem) error {
+func (a *app) itemTable(items []api.ReplayJobItemDoc) error {
 	t := newTable(a.stdout, "DEAD-LETTER", "ENDPOINT", "DEAD-LETTERED", "STATUS", "REASON", "REQUEST",
 		"IDEMPOTENCY-KEY", "RESULT", "REPLAY")
 	for _, it := range items {
 		d := it.DeadLetter
 		if d == nil {
-			d = &deadLetter{}
+			d = &api.DeadLetterSummaryDoc{}
 		}
-		result := it.Status
+		result := string(it.Status)
 		if it.Detail != "" {
 			result += " (" + it.Detail + ")"
 		}
@@ -157,7 +160,7 @@ func (a *app) itemTable(items []jobItem) error {
 		if d.ID != "" {
 			st = status(d.Status)
 		}
-		t.row(it.DeadLetterID, d.Endpoint, ts(d.DeadLetteredAt), st, d.Reason, req, d.IdempotencyKey,
+		t.row(it.DeadLetterID, d.Endpoint, ts(d.DeadLetteredAt), st, string(d.Reason), req, d.IdempotencyKey,
 			result, it.ReplayID)
 	}
 	return t.flush()
@@ -174,12 +177,12 @@ func (a *app) cancelJob(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	var j job
+	var j api.ReplayJob
 	if _, _, err := cl.call(ctx, "POST", "replay-jobs/"+url.PathEscape(id)+"/cancel", nil, nil, &j); err != nil {
 		return err
 	}
-	ended := j.State == "completed" || j.State == "failed"
-	if !j.final() {
+	ended := j.State == policy.JobCompleted || j.State == policy.JobFailed
+	if !j.State.Final() {
 		if j, err = a.wait(ctx, cl, id, nil); err != nil {
 			return err
 		}
@@ -202,8 +205,8 @@ func (a *app) cancelJob(ctx context.Context, c *cli.Command) error {
 // or it was cancelled part-way, 1 when it failed.
 func (a *app) follow(ctx context.Context, cl *client, asJSON bool, id string) error {
 	var bar *progress
-	j, err := a.wait(ctx, cl, id, func(j job) {
-		if bar == nil && (j.Phase == "send" || j.final()) && j.Total > 0 && !j.DryRun {
+	j, err := a.wait(ctx, cl, id, func(j api.ReplayJob) {
+		if bar == nil && (j.Phase == policy.PhaseSend || j.State.Final()) && j.Total > 0 && !j.DryRun {
 			bar = a.newProgress(j.Total, "replaying")
 		}
 		bar.set(j.Done)
@@ -223,9 +226,9 @@ func (a *app) follow(ctx context.Context, cl *client, asJSON bool, id string) er
 		a.printf("%s\n", summary(j))
 	}
 	switch {
-	case j.State == "failed":
+	case j.State == policy.JobFailed:
 		return fmt.Errorf("replay job %s failed: %s", j.ID, j.Error)
-	case j.State == "cancelled":
+	case j.State == policy.JobCancelled:
 		return withCode(exitPartial, fmt.Errorf("cancelled part-way: %d of %d dead letters not sent", j.Total-j.Sent, j.Total))
 	case j.Sent < j.Total:
 		return withCode(exitPartial, fmt.Errorf("partially done: %d of %d dead letters not sent (see replay-jobs get %s --items)",
@@ -236,18 +239,18 @@ func (a *app) follow(ctx context.Context, cl *client, asJSON bool, id string) er
 
 // wait polls job id every pollEvery until it ends, calling seen (when not
 // nil) with each reading.
-func (a *app) wait(ctx context.Context, cl *client, id string, seen func(job)) (job, error) {
+func (a *app) wait(ctx context.Context, cl *client, id string, seen func(api.ReplayJob)) (api.ReplayJob, error) {
 	t := time.NewTicker(a.pollEvery)
 	defer t.Stop()
 	for {
-		var j job
+		var j api.ReplayJob
 		if _, _, err := cl.call(ctx, "GET", "replay-jobs/"+url.PathEscape(id), nil, nil, &j); err != nil {
 			return j, err
 		}
 		if seen != nil {
 			seen(j)
 		}
-		if j.final() {
+		if j.State.Final() {
 			return j, nil
 		}
 		select {
@@ -259,7 +262,7 @@ func (a *app) wait(ctx context.Context, cl *client, id string, seen func(job)) (
 }
 
 // summary is one line saying how a job ended.
-func summary(j job) string {
+func summary(j api.ReplayJob) string {
 	s := fmt.Sprintf("replay job %s %s", j.ID, j.State)
 	if j.CancelledBy != "" {
 		s += " by " + j.CancelledBy

@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 func (a *app) replayCommand() *cli.Command {
@@ -41,16 +44,16 @@ func (a *app) replay(ctx context.Context, c *cli.Command) error {
 	}
 	ids := c.Args().Slice()
 	switch {
-	case len(ids) == 0 && f.empty():
+	case len(ids) == 0 && filterEmpty(f):
 		return usagef("replay: give dead-letter IDs or at least one filter (--endpoint, --since, --until, --status, --reason)")
-	case len(ids) > 0 && !f.empty():
+	case len(ids) > 0 && !filterEmpty(f):
 		return usagef("replay: give IDs or filters, not both")
 	case len(ids) == 1 && !c.Bool("dry-run"):
 		return a.replayOne(ctx, cl, asJSON, ids[0])
 	}
-	sp := jobSpec{IDs: ids, Rate: c.Float("rate")}
+	sp := api.ReplayJobSpec{IDs: ids, Rate: c.Float("rate")}
 	if len(ids) == 0 {
-		sp.Filters = []filter{f}
+		sp.Filters = []api.ReplayFilter{f}
 	}
 	if c.Bool("dry-run") {
 		return a.dryRun(ctx, cl, asJSON, sp)
@@ -69,7 +72,7 @@ func (a *app) replay(ctx context.Context, c *cli.Command) error {
 			return err
 		}
 	}
-	var j job
+	var j api.ReplayJob
 	if _, _, err := cl.call(ctx, "POST", "replay-jobs", nil, sp, &j); err != nil {
 		return err
 	}
@@ -83,7 +86,7 @@ func (a *app) replay(ctx context.Context, c *cli.Command) error {
 
 // replayOne replays one dead letter at once.
 func (a *app) replayOne(ctx context.Context, cl *client, asJSON bool, id string) error {
-	var r replayResult
+	var r api.ReplayResultDoc
 	raw, _, err := cl.call(ctx, "POST", "dead-letters/"+url.PathEscape(id)+"/replay", nil, nil, &r)
 	if err != nil {
 		return err
@@ -104,9 +107,9 @@ func (a *app) replayOne(ctx context.Context, cl *client, asJSON bool, id string)
 }
 
 // count runs a dry-run job of sp to count what it would replay.
-func (a *app) count(ctx context.Context, cl *client, sp jobSpec) (job, error) {
+func (a *app) count(ctx context.Context, cl *client, sp api.ReplayJobSpec) (api.ReplayJob, error) {
 	sp.DryRun = true
-	var j job
+	var j api.ReplayJob
 	if _, _, err := cl.call(ctx, "POST", "replay-jobs", nil, sp, &j); err != nil {
 		return j, err
 	}
@@ -114,7 +117,7 @@ func (a *app) count(ctx context.Context, cl *client, sp jobSpec) (job, error) {
 }
 
 // dryRun lists what sp would replay, sending nothing.
-func (a *app) dryRun(ctx context.Context, cl *client, asJSON bool, sp jobSpec) error {
+func (a *app) dryRun(ctx context.Context, cl *client, asJSON bool, sp api.ReplayJobSpec) error {
 	j, err := a.count(ctx, cl, sp)
 	if err != nil {
 		return err
@@ -123,9 +126,9 @@ func (a *app) dryRun(ctx context.Context, cl *client, asJSON bool, sp jobSpec) e
 	if err != nil {
 		return err
 	}
-	var would []jobItem
+	var would []api.ReplayJobItemDoc
 	for _, it := range items {
-		if it.Status == "would_send" {
+		if it.Status == policy.ItemWouldSend {
 			would = append(would, it)
 		}
 	}
@@ -148,7 +151,7 @@ func orEmpty[T any](s []T) []T {
 }
 
 // describe says what a job's filters select, for the confirmation.
-func describe(sp jobSpec) string {
+func describe(sp api.ReplayJobSpec) string {
 	if len(sp.Filters) == 0 {
 		return ""
 	}
@@ -157,17 +160,21 @@ func describe(sp jobSpec) string {
 	if len(f.Endpoints) > 0 {
 		parts = append(parts, "of "+strings.Join(f.Endpoints, ", "))
 	}
-	if f.Since != nil {
-		parts = append(parts, "since "+ts(*f.Since))
+	if !f.Since.IsZero() {
+		parts = append(parts, "since "+ts(f.Since))
 	}
-	if f.Until != nil {
-		parts = append(parts, "until "+ts(*f.Until))
+	if !f.Until.IsZero() {
+		parts = append(parts, "until "+ts(f.Until))
 	}
 	if len(f.Statuses) > 0 {
 		parts = append(parts, fmt.Sprintf("status %v", f.Statuses))
 	}
 	if len(f.Reasons) > 0 {
-		parts = append(parts, "reason "+strings.Join(f.Reasons, ", "))
+		reasons := make([]string, len(f.Reasons))
+		for i, r := range f.Reasons {
+			reasons[i] = string(r)
+		}
+		parts = append(parts, "reason "+strings.Join(reasons, ", "))
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
 }
