@@ -2,10 +2,11 @@
 // ingress (/callout/…), the caller-facing status and policy documents
 // (/v1/…) and health. Its routes are in routes.go. Sub-packages hold what
 // it uses: forward (the upstream client and SSRF guard), auth (caller
-// JWTs, admin tokens), redisstore (every Redis key and script), config,
-// api (the wire documents), statusdoc (a callout's status document),
-// problem (errors as problem+json) and httpx (what both listeners share).
-// The admin listener is proxy/admin; cmd/callout-proxy wires both.
+// JWTs), config, api (the wire documents), statusdoc (a callout's status
+// document), problem (errors as problem+json, domain errors by one table)
+// and httpx (what both listeners share). The store comes in through the
+// Store interface (proxy/redisstore implements it). The admin listener is
+// proxy/admin; cmd/callout-proxy wires both.
 package proxy
 
 import (

@@ -71,6 +71,11 @@ func TestFromUnknownAndOwnErrors(t *testing.T) {
 		!errors.Is(pe, odd) {
 		t.Errorf("FromStore(unknown) = %+v, want store-unavailable with the cause", pe)
 	}
+	// An organisation's share of the backlog is the endpoint's backlog
+	// row (ErrIssuerBacklogFull wraps ErrBacklogFull).
+	if pe := FromStore(fmt.Errorf("redisstore: begin: %w", policy.ErrIssuerBacklogFull)); pe.Code != BacklogFull {
+		t.Errorf("FromStore(issuer backlog full) = %+v, want backlog-full", pe)
+	}
 	own := &Error{Code: Forbidden, Detail: "scope write needed"}
 	wrapped := fmt.Errorf("admin: %w", own)
 	for name, fn := range map[string]func(error) *Error{"From": From, "FromStore": FromStore} {

@@ -1,7 +1,9 @@
 // Package problem is the proxy's one error type and its one mapping to HTTP:
 // every proxy-made error leaves as application/problem+json (RFC 9457) with
 // the outcome class of SPEC.md §2, so nobody confuses the proxy's own 503
-// with an upstream's.
+// with an upstream's. The domain's errors (policy.Err*) become problems by
+// one table (domain.go), which both listeners use through From and
+// FromStore; a shut gate through FromGate.
 package problem
 
 import (
