@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -70,8 +71,10 @@ type Client struct {
 	timeout    time.Duration
 	tokens     *tokens
 	onResult   func(string)
-	// used and limit are the last Sforce-Limit-Info api-usage=used/limit.
+	// used and limit are the last Sforce-Limit-Info api-usage=used/limit;
+	// appRatio the float64 bits of the highest per-app-api-usage share.
 	used, limit atomic.Int64
+	appRatio    atomic.Uint64
 }
 
 // NewClient returns a Client. It does not contact Salesforce; the first
@@ -127,13 +130,17 @@ func (c *Client) APIVersion() string { return c.apiVersion }
 // first answer.
 func (c *Client) Usage() (used, limit int64) { return c.used.Load(), c.limit.Load() }
 
-// UsageRatio is used/limit of Usage; 0 when unknown.
+// UsageRatio is the larger of the org's used/limit (Usage) and the
+// connected app's per-app-api-usage share, as the last answer's
+// Sforce-Limit-Info reported them; 0 when unknown. Either allocation
+// running out stops the writes, so api_usage_slowdown compares with both.
 func (c *Client) UsageRatio() float64 {
 	used, limit := c.Usage()
-	if limit <= 0 {
-		return 0
+	org := 0.0
+	if limit > 0 {
+		org = float64(used) / float64(limit)
 	}
-	return float64(used) / float64(limit)
+	return max(org, math.Float64frombits(c.appRatio.Load()))
 }
 
 func (c *Client) result(r string) {
@@ -230,34 +237,23 @@ func guard(f func()) (err error) {
 	return nil
 }
 
-// noteLimit records Sforce-Limit-Info's api-usage=used/limit, e.g.
-// "api-usage=18/5000" (it may list per-app usage after a comma).
+// noteLimit records the Sforce-Limit-Info of an answer (every documented
+// form, ParseLimitInfoHeader): the org's api-usage and the highest share
+// of any per-app-api-usage quota.
 func (c *Client) noteLimit(h http.Header) {
-	used, limit, ok := ParseLimitInfo(h.Get("Sforce-Limit-Info"))
-	if ok {
-		c.used.Store(used)
-		c.limit.Store(limit)
+	info, ok := ParseLimitInfoHeader(h.Get("Sforce-Limit-Info"))
+	if !ok {
+		return
 	}
-}
-
-// ParseLimitInfo reads the api-usage entry of a Sforce-Limit-Info header
-// value ("api-usage=18/5000", possibly followed by ", per-app-api-usage=…"):
-// the calls used in the last 24 hours and the org's daily limit. ok is
-// false when there is no well-formed api-usage entry.
-func ParseLimitInfo(v string) (used, limit int64, ok bool) {
-	for part := range strings.SplitSeq(v, ",") {
-		u, found := strings.CutPrefix(strings.TrimSpace(part), "api-usage=")
-		if !found {
-			continue
-		}
-		a, b, cut := strings.Cut(u, "/")
-		x, err1 := strconv.ParseInt(a, 10, 64)
-		y, err2 := strconv.ParseInt(b, 10, 64)
-		if cut && err1 == nil && err2 == nil && x >= 0 && y > 0 {
-			return x, y, true
-		}
+	if info.APIUsage.Limit > 0 {
+		c.used.Store(info.APIUsage.Used)
+		c.limit.Store(info.APIUsage.Limit)
 	}
-	return 0, 0, false
+	var app float64
+	for _, a := range info.PerApp {
+		app = max(app, a.Ratio())
+	}
+	c.appRatio.Store(math.Float64bits(app))
 }
 
 // recorder is the RoundTripper of one call: it attaches the call's

@@ -91,10 +91,21 @@ func withWebhook(url string) envOption {
 // newEnv starts an emulator and builds a replica against it.
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
+	return newEnvWith(t, nil, opts...)
+}
+
+// newEnvWith is newEnv with the emulator's options changed by emu (nil:
+// none).
+func newEnvWith(t *testing.T, emu func(*sfemu.Options), opts ...envOption) *env {
+	t.Helper()
 	e := &env{t: t, clk: clocktest.New(t0), logs: &syncBuffer{}}
 	key := testKey()
-	e.emu = sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
-		Objects: schema(), Now: e.clk.Now})
+	eo := sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
+		Objects: schema(), Now: e.clk.Now}
+	if emu != nil {
+		emu(&eo)
+	}
+	e.emu = sfemu.New(t, eo)
 	e.mini = miniredis.RunT(t)
 	e.rdb = redis.NewClient(&redis.Options{Addr: e.mini.Addr(), DisableIdentity: true})
 	t.Cleanup(func() { _ = e.rdb.Close() })

@@ -84,6 +84,17 @@ func (w *Writer) noteUsage(now time.Time) {
 	}
 }
 
+// nextCall is the earliest next call while writes are slowed down; the
+// zero time when they are not.
+func (w *Writer) nextCall() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.slowed {
+		return time.Time{}
+	}
+	return w.nextCallAt
+}
+
 // notTried reports whether err means the write was not made (so the entry
 // is deferred, not counted as a failed try): not tried this round, or the
 // API limit.

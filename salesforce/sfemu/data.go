@@ -38,7 +38,8 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 	kind := kindOf(r.Method, p)
 	s.mu.Lock()
 	s.used++
-	w.Header().Set("Sforce-Limit-Info", fmt.Sprintf("api-usage=%d/%d", s.used, s.o.DailyLimit))
+	s.apiCalls++
+	w.Header().Set("Sforce-Limit-Info", s.limitInfoLocked())
 	s.mu.Unlock()
 	handled, drop := s.fault(w, kind)
 	if handled || !s.authorized(w, r) {
@@ -64,6 +65,22 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 	default:
 		apiError(w, http.StatusNotFound, "NOT_FOUND", "The requested resource does not exist")
 	}
+}
+
+// limitInfoLocked is the Sforce-Limit-Info value of an answer, in the
+// documented form ("Limit Info Header", REST API Developer Guide): entries
+// separated by "; " — api-usage=N/M always; api-bursts=1/750 once the org
+// is past its daily allocation; per-app-api-usage=N/M(appName=…) when the
+// connected app has a quota (Options.AppName, AppLimit).
+func (s *Server) limitInfoLocked() string {
+	v := fmt.Sprintf("api-usage=%d/%d", s.used, s.o.DailyLimit)
+	if s.used > s.o.DailyLimit {
+		v += "; api-bursts=1/750"
+	}
+	if s.o.AppName != "" && s.o.AppLimit > 0 {
+		v += fmt.Sprintf("; per-app-api-usage=%d/%d(appName=%s)", s.apiCalls, s.o.AppLimit, s.o.AppName)
+	}
+	return v
 }
 
 // segments returns the path segments after /services/data/vNN.0/, each

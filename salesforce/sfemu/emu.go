@@ -54,6 +54,10 @@ type Options struct {
 	Objects map[string]map[string]int
 	// DailyLimit is the M of Sforce-Limit-Info api-usage=N/M. Default 15000.
 	DailyLimit int64
+	// AppName and AppLimit, when both set, add the connected app's quota
+	// to Sforce-Limit-Info: per-app-api-usage=N/AppLimit(appName=AppName).
+	AppName  string
+	AppLimit int64
 	// PageSize is the most records of one query page. Default 2000.
 	PageSize int
 	// Now is the clock of SystemModstamp and assertion checks. Default
@@ -74,7 +78,8 @@ type Server struct {
 	records   map[string][]Record // object -> records (each with Id, SystemModstamp)
 	events    map[string][]Record // event -> published events
 	notes     []Record            // custom notifications sent
-	used      int64
+	used      int64 // api-usage N: apiCalls plus SetUsage's offset
+	apiCalls  int64 // data requests received (each one API call)
 	faults    []*Fault
 	recFaults []*RecordFault
 	calls     map[string]int
@@ -177,6 +182,16 @@ func (s *Server) Set(t testing.TB, object, extField, extID, field string, value 
 		}
 	}
 	t.Fatalf("sfemu: no %s with %s = %s", object, extField, extID)
+}
+
+// APICalls returns how many API calls the emulator received: every
+// request under /services/data/, a Composite request counting once
+// ("Send Multiple Requests Using Composite": the entire series counts as a
+// single call toward your API limits). Token requests are not API calls.
+func (s *Server) APICalls() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.apiCalls
 }
 
 // SetUsage sets the api usage N reported in Sforce-Limit-Info.
