@@ -78,8 +78,8 @@ type Server struct {
 	records   map[string][]Record // object -> records (each with Id, SystemModstamp)
 	events    map[string][]Record // event -> published events
 	notes     []Record            // custom notifications sent
-	used      int64 // api-usage N: apiCalls plus SetUsage's offset
-	apiCalls  int64 // data requests received (each one API call)
+	used      int64               // api-usage N: apiCalls plus SetUsage's offset
+	apiCalls  int64               // data requests received (each one API call)
 	faults    []*Fault
 	recFaults []*RecordFault
 	calls     map[string]int
