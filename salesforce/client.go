@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -46,6 +47,9 @@ type Options struct {
 	// OnResult, when set, is told the result of every call: "ok" or a
 	// Class (metrics: callout_salesforce_requests_total{result}).
 	OnResult func(result string)
+	// Logger receives the token failures (one line per streak). Default:
+	// discard.
+	Logger *slog.Logger
 }
 
 // Client calls the Salesforce REST API as the integration user, with one
@@ -96,9 +100,12 @@ func NewClient(o Options) (*Client, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	c := &Client{apiVersion: strings.TrimPrefix(o.APIVersion, "v"), transport: o.Transport,
 		timeout: o.RequestTimeout, onResult: o.OnResult}
-	c.tokens = &tokens{creds: cr, now: o.Now,
+	c.tokens = &tokens{creds: cr, now: o.Now, log: o.Logger.With(slog.String("component", "salesforce")),
 		http: &http.Client{Transport: o.Transport, Timeout: o.RequestTimeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		onMint: func(err *Error) {

@@ -126,6 +126,7 @@ func newEnvWith(t *testing.T, emu func(*sfemu.Options), opts ...envOption) *env 
 	e.client, err = NewClient(Options{
 		Credentials: Credentials{LoginURL: e.emu.URL, ClientID: clientID, Username: username, Key: key},
 		Transport:   e.emu.Client().Transport, Now: e.clk.Now, OnResult: e.metrics.Result,
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -47,8 +47,9 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, reg promet
 		return nil, err
 	}
 	client, err := salesforce.NewClient(salesforce.Options{
-		Credentials: salesforce.Credentials{LoginURL: sf.LoginURL, ClientID: clientID, Username: sf.Username, Key: key},
-		APIVersion:  sf.APIVersion, RequestTimeout: sf.RequestTimeout, OnResult: m.Result,
+		Credentials: salesforce.Credentials{LoginURL: sf.LoginURL, Audience: sf.Audience, ClientID: clientID,
+			Username: sf.Username, Key: key},
+		APIVersion: sf.APIVersion, RequestTimeout: sf.RequestTimeout, OnResult: m.Result, Logger: logger,
 	})
 	if err != nil {
 		return nil, err

@@ -257,7 +257,20 @@ type Endpoint struct {
 	TLS *UpstreamTLS `yaml:"tls"`
 	// Redact names what is hidden on every way out (SPEC §7).
 	Redact Redact `yaml:"redact"`
+	// CompletionEvents says which endings of this endpoint's scheduled
+	// callouts publish a Callout_Result__e platform event (SPEC §8):
+	// "all", "dead_letters" or "none". "" (the default) is "all" for a
+	// callout that carries a Callout-Source-Record, else "dead_letters":
+	// an org's hourly event allocation is far below the proxy's rate.
+	CompletionEvents string `yaml:"completion_events"`
 }
+
+// The values of Endpoint.CompletionEvents.
+const (
+	CompletionEventsAll         = "all"
+	CompletionEventsDeadLetters = "dead_letters"
+	CompletionEventsNone        = "none"
+)
 
 // Redact lists per-endpoint secrets to hide in status documents, logs,
 // dead letters and Salesforce records, on top of the fixed list of SPEC §7
@@ -273,10 +286,19 @@ type Redact struct {
 
 // Salesforce configures the Salesforce REST connection (JWT bearer flow).
 type Salesforce struct {
-	// LoginURL is the https URL tokens are minted at and the JWT's `aud`:
+	// LoginURL is the https URL tokens are minted at:
 	// https://login.salesforce.com, https://test.salesforce.com or a My
-	// Domain URL. No path, query or fragment.
+	// Domain URL. No path, query or fragment. The JWT's `aud` is derived
+	// from it as the Salesforce CLI does (salesforce.JWTAudience): a
+	// sandbox host gives https://test.salesforce.com, anything else
+	// https://login.salesforce.com.
 	LoginURL string `yaml:"login_url"`
+	// Audience, when set, replaces the derived `aud` of the JWT bearer
+	// assertion: https://login.salesforce.com, https://test.salesforce.com
+	// or an Experience Cloud site URL ("OAuth 2.0 JWT Bearer Flow for
+	// Server-to-Server Integration"). An https URL without query or
+	// fragment. Default: derived from LoginURL.
+	Audience string `yaml:"audience"`
 	// ClientIDEnv names the environment variable holding the connected
 	// app's consumer key (the JWT's `iss`).
 	ClientIDEnv string `yaml:"client_id_env"`
@@ -316,6 +338,16 @@ type Salesforce struct {
 	// WebhookURL, when set, also receives every owner notification (SPEC
 	// §6) as a JSON POST: an absolute http or https URL without user info.
 	WebhookURL string `yaml:"webhook_url"`
+	// BatchLinger is how long the first due write waits for others before
+	// a batch that is not full is sent (SPEC §8: one API call carries many
+	// records and events). Default 2s; at most 1m.
+	BatchLinger time.Duration `yaml:"batch_linger"`
+	// BatchMaxBytes bounds the JSON body of one Composite request, so that
+	// a batch of records with full Long Text Areas is sent, and answered,
+	// well within request_timeout and far below the REST API's 50 MB
+	// limit on a text body ("Insert or Update Blob Data"). A record larger
+	// than it is sent alone. Default 8 MiB (8388608); 65536 to 50000000.
+	BatchMaxBytes int `yaml:"batch_max_bytes"`
 }
 
 // Rules are the endpoint's settings that the callout's life depends on

@@ -19,6 +19,12 @@ const (
 	DefaultSlowdownInterval  = 30 * time.Second
 	DefaultLimitPause        = 15 * time.Minute
 	DefaultRequestTimeout    = 30 * time.Second
+	DefaultBatchLinger       = 2 * time.Second
+	DefaultBatchMaxBytes     = 8 << 20
+	// MaxBatchLinger and the bounds of batch_max_bytes (validate).
+	MaxBatchLinger      = time.Minute
+	MinBatchMaxBytes    = 64 << 10
+	MaxBatchMaxBytesCap = 50_000_000
 )
 
 // Auth defaults (SPEC §9, §10). A zero value, given or not, means the
@@ -115,6 +121,8 @@ func (c *Config) applyDefaults() {
 		inherit(&sf.SlowdownInterval, DefaultSlowdownInterval)
 		inherit(&sf.LimitPause, DefaultLimitPause)
 		inherit(&sf.RequestTimeout, DefaultRequestTimeout)
+		inherit(&sf.BatchLinger, DefaultBatchLinger)
+		inherit(&sf.BatchMaxBytes, DefaultBatchMaxBytes)
 	}
 }
 

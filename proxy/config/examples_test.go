@@ -107,7 +107,8 @@ func TestExampleProduction(t *testing.T) {
 			OutboxInterval: config.DefaultOutboxInterval, PollInterval: config.DefaultPollInterval,
 			ReprocessInterval: config.DefaultReprocessInterval,
 			APIUsageSlowdown:  config.DefaultAPIUsageSlowdown, SlowdownInterval: config.DefaultSlowdownInterval,
-			LimitPause: config.DefaultLimitPause, RequestTimeout: config.DefaultRequestTimeout}},
+			LimitPause: config.DefaultLimitPause, RequestTimeout: config.DefaultRequestTimeout,
+			BatchLinger: config.DefaultBatchLinger, BatchMaxBytes: config.DefaultBatchMaxBytes}},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -67,7 +67,8 @@ func TestParseSalesforceDefaults(t *testing.T) {
 		{"reprocess_interval", sf.ReprocessInterval, time.Minute},
 		{"api_usage_slowdown", sf.APIUsageSlowdown, 0.8}, {"slowdown_interval", sf.SlowdownInterval, 30 * time.Second},
 		{"limit_pause", sf.LimitPause, 15 * time.Minute}, {"request_timeout", sf.RequestTimeout, 30 * time.Second},
-		{"webhook_url", sf.WebhookURL, ""},
+		{"webhook_url", sf.WebhookURL, ""}, {"audience", sf.Audience, ""},
+		{"batch_linger", sf.BatchLinger, 2 * time.Second}, {"batch_max_bytes", sf.BatchMaxBytes, 8 << 20},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.key, c.got, c.want)

@@ -242,6 +242,14 @@ func (s *Salesforce) validate(col *collector) {
 	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Trim(u.Path, "/") != "":
 		col.add("salesforce.login_url", "must be scheme and host only, e.g. https://login.salesforce.com")
 	}
+	if s.Audience != "" {
+		a, err := url.Parse(s.Audience)
+		if err != nil || a.Scheme != "https" || a.Hostname() == "" || a.User != nil || a.RawQuery != "" ||
+			a.ForceQuery || a.Fragment != "" {
+			col.add("salesforce.audience", "must be an https URL such as https://test.salesforce.com "+
+				"(or an Experience Cloud site URL), without query or fragment")
+		}
+	}
 	if s.ClientIDEnv == "" {
 		col.add("salesforce.client_id_env", "required: the environment variable holding the connected app's consumer key")
 	}
@@ -269,11 +277,17 @@ func (s *Salesforce) validateOutbox(col *collector) {
 		{"outbox_interval", s.OutboxInterval}, {"poll_interval", s.PollInterval},
 		{"reprocess_interval", s.ReprocessInterval},
 		{"slowdown_interval", s.SlowdownInterval}, {"limit_pause", s.LimitPause},
-		{"request_timeout", s.RequestTimeout},
+		{"request_timeout", s.RequestTimeout}, {"batch_linger", s.BatchLinger},
 	} {
 		if d.v < 0 {
 			col.add("salesforce."+d.key, "must not be negative")
 		}
+	}
+	if s.BatchLinger > MaxBatchLinger {
+		col.add("salesforce.batch_linger", "must be at most %s: writes wait that long for company", MaxBatchLinger)
+	}
+	if s.BatchMaxBytes < MinBatchMaxBytes || s.BatchMaxBytes > MaxBatchMaxBytesCap {
+		col.add("salesforce.batch_max_bytes", "must be %d to %d bytes", MinBatchMaxBytes, MaxBatchMaxBytesCap)
 	}
 	if !(s.APIUsageSlowdown > 0 && s.APIUsageSlowdown <= 1) {
 		col.add("salesforce.api_usage_slowdown", "must be a share of the daily limit: more than 0, at most 1")

@@ -42,6 +42,11 @@ func (c *Config) validateEndpoints(col *collector) {
 		if e.Idempotency != IdempotencyHonoured && e.Idempotency != IdempotencyIgnored {
 			col.add(key+".idempotency", "%q must be honoured or ignored", e.Idempotency)
 		}
+		switch e.CompletionEvents {
+		case "", CompletionEventsAll, CompletionEventsDeadLetters, CompletionEventsNone:
+		default:
+			col.add(key+".completion_events", "%q must be all, dead_letters or none", e.CompletionEvents)
+		}
 		e.Networks = parseNetworks(col, key+".allowed_networks", e.AllowedNetworks)
 		for i, iss := range e.AllowedIssuers {
 			if !slices.Contains(c.Auth.Issuers, iss) {

@@ -90,6 +90,8 @@ func TestValidateEndpointSettings(t *testing.T) {
 			[]string{"endpoints.payment-api.owner: must be a Salesforce user id"}},
 		{"idempotency", endpoint(url + "    idempotency: maybe\n"),
 			[]string{`endpoints.payment-api.idempotency: "maybe" must be honoured or ignored`}},
+		{"completion events", endpoint(url + "    completion_events: some\n"),
+			[]string{`endpoints.payment-api.completion_events: "some" must be all, dead_letters or none`}},
 		{"network not a CIDR", endpoint(url + "    allowed_networks: [10.0.0.0/8, 10.0.0.0/33, 10.1.2.3]\n"),
 			[]string{`endpoints.payment-api.allowed_networks[1]: "10.0.0.0/33" is not a CIDR`,
 				`endpoints.payment-api.allowed_networks[2]: "10.1.2.3" is not a CIDR`}},
@@ -204,5 +206,13 @@ func TestValidateSalesforce(t *testing.T) {
 		{"webhook with user info", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n" + rest +
 			"  webhook_url: https://u:p@hooks.example.com/x\n  api_usage_slowdown: -0.1\n"},
 			[]string{"salesforce.webhook_url: must be an absolute http or https URL", "salesforce.api_usage_slowdown: must be a share"}},
+		{"audience and batches", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n" + rest +
+			"  audience: http://test.salesforce.com\n  batch_linger: 2m\n  batch_max_bytes: 1000\n"},
+			[]string{"salesforce.audience: must be an https URL", "salesforce.batch_linger: must be at most 1m0s",
+				"salesforce.batch_max_bytes: must be 65536 to 50000000 bytes"}},
+		{"negative linger, huge batch", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n" + rest +
+			"  audience: https://test.salesforce.com?x=1\n  batch_linger: -1s\n  batch_max_bytes: 60000000\n"},
+			[]string{"salesforce.audience: must be an https URL", "salesforce.batch_linger: must not be negative",
+				"salesforce.batch_max_bytes: must be 65536 to 50000000 bytes"}},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, "invalid_grant", why)
 		return
 	}
+	if !s.loginAllowed() {
+		// Salesforce Help "Sign In Error 'Login Rate Exceeded'": logins
+		// of one user above 3,600 an hour are blocked (LOGIN_RATE_EXCEEDED
+		// in Login History). The body has RFC 6749 §5.2's shape, as every
+		// refusal of the token endpoint ("OAuth 2.0 Authorization Errors").
+		oauthError(w, "invalid_grant", "Login Rate Exceeded")
+		return
+	}
 	s.mu.Lock()
 	s.tokenSeq++
 	tok := fmt.Sprintf("00DEMU!token-%d", s.tokenSeq)
@@ -45,8 +54,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 
 // checkAssertion verifies a JWT bearer assertion and returns why it is
 // refused ("" when accepted): RS256 with the connected app's key, iss the
-// client id, sub the user, aud this server, exp in the future and at most
-// 3 minutes ahead.
+// client id, sub the user, aud one of Options.Audiences, exp in the future
+// and at most 3 minutes ahead ("OAuth 2.0 JWT Bearer Flow for
+// Server-to-Server Integration").
 func (s *Server) checkAssertion(assertion string) string {
 	claims := jwt.MapClaims{}
 	_, err := jwt.ParseWithClaims(assertion, claims, func(*jwt.Token) (any, error) { return s.o.PublicKey, nil },
@@ -61,12 +71,33 @@ func (s *Server) checkAssertion(assertion string) string {
 		return "invalid client credentials"
 	case claims["sub"] != s.o.Username:
 		return "user hasn't approved this consumer"
-	case aud != strings.TrimRight(s.URL, "/"):
-		return "audience is invalid"
+	case !slices.Contains(s.o.Audiences, aud):
+		// "OAuth 2.0 JWT Bearer Flow for Server-to-Server Integration": the
+		// audience is https://login.salesforce.com, https://test.salesforce.com
+		// or an Experience Cloud site URL — never the URL the assertion is
+		// posted to. The refusal is the one "OAuth 2.0 Authorization Errors"
+		// shows for the JWT bearer flow.
+		return "Audience validation failed"
 	case exp == nil || exp.Sub(s.o.Now()) > maxAssertionLifetime:
 		return "expiration is too far in the future"
 	}
 	return ""
+}
+
+// loginAllowed counts a login of the user and reports whether it is within
+// Options.LoginsPerHour over the last hour (sliding, by Options.Now).
+func (s *Server) loginAllowed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Now()
+	kept := s.logins[:0]
+	for _, at := range s.logins {
+		if now.Sub(at) < time.Hour {
+			kept = append(kept, at)
+		}
+	}
+	s.logins = append(kept, now)
+	return len(s.logins) <= s.o.LoginsPerHour
 }
 
 func oauthError(w http.ResponseWriter, code, description string) {

@@ -3,7 +3,8 @@
 //
 //   - POST /services/oauth2/token, the OAuth 2.0 JWT bearer flow: the
 //     assertion is verified (RS256 against the connected app's certificate,
-//     iss, sub, aud, exp at most 3 minutes ahead); a refusal is 400
+//     iss, sub, aud login/test.salesforce.com — not the URL posted to —,
+//     exp at most 3 minutes ahead); a refusal is 400
 //     {"error":"invalid_grant","error_description":…};
 //   - PATCH …/sobjects/{object}/{extField}/{id} (single upsert: 201 created,
 //     204 updated) and PATCH …/composite/sobjects/{object}/{extField}
@@ -47,11 +48,18 @@ type Options struct {
 	PublicKey *rsa.PublicKey
 	// ClientID and Username are the accepted `iss` and `sub`.
 	ClientID, Username string
+	// Audiences are the accepted `aud` values. Default
+	// [https://login.salesforce.com] (a production org); a sandbox accepts
+	// https://test.salesforce.com, an Experience Cloud site its URL.
+	Audiences []string
 	// Objects declares the custom objects and events records may be written
 	// to, each field with its most characters (0: any). A write of an
 	// undeclared field fails with INVALID_FIELD, a longer string with
 	// STRING_TOO_LONG. Nil: any object and field is accepted.
 	Objects map[string]map[string]int
+	// LoginsPerHour is how many token requests of the user an hour are
+	// answered; more are refused as Login Rate Exceeded. Default 3600.
+	LoginsPerHour int
 	// DailyLimit is the M of Sforce-Limit-Info api-usage=N/M. Default 15000.
 	DailyLimit int64
 	// AppName and AppLimit, when both set, add the connected app's quota
@@ -73,6 +81,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	tokens    map[string]bool
+	logins    []time.Time // token requests in the last hour that passed the assertion check
 	tokenSeq  int
 	idSeq     int
 	records   map[string][]Record // object -> records (each with Id, SystemModstamp)
@@ -93,6 +102,12 @@ func New(t testing.TB, o Options) *Server {
 	t.Helper()
 	if o.PublicKey == nil {
 		t.Fatal("sfemu: Options.PublicKey is required")
+	}
+	if len(o.Audiences) == 0 {
+		o.Audiences = []string{"https://login.salesforce.com"}
+	}
+	if o.LoginsPerHour <= 0 {
+		o.LoginsPerHour = 3600
 	}
 	if o.DailyLimit <= 0 {
 		o.DailyLimit = 15000
