@@ -226,6 +226,7 @@ func (c *Client) once(ctx context.Context, op string, send request, tok Token) (
 		return nil, &Error{Op: op, Class: Retry, Err: errors.New("request not sent")}
 	case rec.status < 200 || rec.status > 299:
 		e := parseError(op, rec.status, rec.body)
+		e.body = rec.body
 		c.result(string(e.Class))
 		return nil, e
 	}

@@ -21,9 +21,15 @@ const (
 	// InvalidSession: INVALID_SESSION_ID even after one re-mint and one
 	// retry. The writes wait in the outbox with backoff; never a loop.
 	InvalidSession Class = "invalid_session"
-	// LimitExceeded: REQUEST_LIMIT_EXCEEDED. Writes pause without
-	// re-authenticating and resume later.
+	// LimitExceeded: REQUEST_LIMIT_EXCEEDED for the org's daily API
+	// allocation (TotalRequests). Writes pause for salesforce.limit_pause
+	// without re-authenticating and resume later.
 	LimitExceeded Class = "limit_exceeded"
+	// ConcurrentLimit: REQUEST_LIMIT_EXCEEDED for too many long requests
+	// at once (ConcurrentPerOrgLongTxn, ConcurrentRequests: "API Request
+	// Limits and Allocations", requests of 20 s or more, 25 in a production
+	// org). It passes in seconds: writes hold back briefly, with backoff.
+	ConcurrentLimit Class = "concurrent_limit"
 	// AuthFailed: the token endpoint refused the JWT bearer assertion
 	// (invalid_grant, invalid_client, ...): the connected app, the user's
 	// pre-authorisation or the certificate is wrong. Retried with backoff.
@@ -53,6 +59,9 @@ type Error struct {
 	Class Class
 	// Err is the underlying network error, if any.
 	Err error
+	// body is the answer's body (never printed): an invocable action's 400
+	// carries its per-input results there.
+	body []byte
 }
 
 func (e *Error) Error() string {
@@ -142,7 +151,19 @@ func parseError(op string, status int, body []byte) *Error {
 		e.Code, e.Message, e.Fields = list[0].code(), list[0].Message, list[0].Fields
 	}
 	e.Class = classify(status, e.Code)
+	if e.Class == LimitExceeded && concurrentLimit(e.Message) {
+		e.Class = ConcurrentLimit
+	}
 	return e
+}
+
+// concurrentLimit reports whether a REQUEST_LIMIT_EXCEEDED message names a
+// concurrency limit ("ConcurrentPerOrgLongTxn Limit exceeded.",
+// "ConcurrentRequests (Concurrent API Requests) Limit exceeded") rather
+// than the daily allocation ("TotalRequests Limit exceeded."): the two
+// share the error code and differ only in the message.
+func concurrentLimit(message string) bool {
+	return strings.Contains(strings.ToLower(message), "concurrent")
 }
 
 // recordError turns the first error of one collection result into an

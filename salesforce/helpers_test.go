@@ -7,8 +7,10 @@ import (
 	"crypto/rsa"
 	"encoding/binary"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/auth/authtest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
@@ -30,6 +33,7 @@ var t0 = time.UnixMilli(1_700_000_000_000).UTC()
 
 const (
 	owner    = "005000000000001AAA"
+	owner2   = "005000000000002AAA"
 	clientID = "3MVG9-test-consumer-key"
 	username = "integration@example.com"
 	day      = 24 * time.Hour
@@ -101,7 +105,7 @@ func newEnvWith(t *testing.T, emu func(*sfemu.Options), opts ...envOption) *env 
 	e := &env{t: t, clk: clocktest.New(t0), logs: &syncBuffer{}}
 	key := testKey()
 	eo := sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
-		Objects: schema(), Now: e.clk.Now}
+		Objects: schema(), Defaults: defaults(), Now: e.clk.Now}
 	if emu != nil {
 		emu(&eo)
 	}
@@ -138,13 +142,26 @@ func newEnvWith(t *testing.T, emu func(*sfemu.Options), opts ...envOption) *env 
 // newWriter builds a writer (a replica) on the env's store and client.
 func (e *env) newWriter() *Writer {
 	e.t.Helper()
-	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Config: e.cfg,
+	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
+		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
 		Metrics: e.metrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-1",
 		Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return w
+}
+
+// endpointsOf is what the composition root hands the writer of the
+// configured endpoints (cmd/callout-proxy sfEndpoints).
+func endpointsOf(cfg *config.Config) map[string]Endpoint {
+	out := map[string]Endpoint{}
+	for name, ep := range cfg.Endpoints {
+		injected := slices.Sorted(maps.Keys(ep.Headers))
+		out[name] = Endpoint{Owner: ep.Owner, Redact: redact.New(ep.Redact, injected),
+			CompletionEvents: ep.CompletionEvents}
+	}
+	return out
 }
 
 // schema declares the objects of apex-stubs/ to the emulator, with the
@@ -168,6 +185,13 @@ func schema() map[string]map[string]int {
 	}
 }
 
+// defaults are the field defaults of apex-stubs/ the emulator applies to a
+// new record: Status__c's picklist default, New (fields_apex_test.go
+// checks it against the metadata).
+func defaults() map[string]sfemu.Record {
+	return map[string]sfemu.Record{FailedCalloutObject: {"Status__c": StatusNew}}
+}
+
 func testConfig(loginURL string) *config.Config {
 	p := policy.Defaults()
 	return &config.Config{
@@ -177,12 +201,14 @@ func testConfig(loginURL string) *config.Config {
 				Headers: map[string]config.SecretRef{"X-Api-Key": {Env: "PAYMENTS_KEY"}},
 				Redact:  config.Redact{Headers: []string{"X-Card-Token"}, Query: []string{"api_key"}, JSONFields: []string{"card.number"}}},
 			"orders": {Name: "orders"},
+			"ledger": {Name: "ledger", Owner: owner2},
 		},
 		Salesforce: &config.Salesforce{LoginURL: loginURL, ClientIDEnv: "SF_CLIENT_ID", Username: username,
 			APIVersion: config.DefaultAPIVersion, OutboxInterval: config.DefaultOutboxInterval,
 			PollInterval: config.DefaultPollInterval, APIUsageSlowdown: config.DefaultAPIUsageSlowdown,
 			SlowdownInterval: config.DefaultSlowdownInterval, LimitPause: config.DefaultLimitPause,
-			RequestTimeout: config.DefaultRequestTimeout},
+			RequestTimeout: config.DefaultRequestTimeout, BatchLinger: config.DefaultBatchLinger,
+			BatchMaxBytes: config.DefaultBatchMaxBytes},
 	}
 }
 

@@ -13,12 +13,18 @@ type Metrics struct {
 	// replica reports the same total: aggregate with max, not sum.
 	OutboxItems prometheus.Gauge
 	// Requests counts Salesforce API calls by result: ok, retryable,
-	// invalid_session, limit_exceeded, rejected (Class); and failed token
-	// calls, as auth_failed or retryable.
+	// invalid_session, limit_exceeded, concurrent_limit, rejected (Class);
+	// and failed token calls, as auth_failed or retryable.
 	Requests *prometheus.CounterVec
 	// APIUsage is the last api-usage share of the org's daily API limit
-	// Salesforce reported (Sforce-Limit-Info used/limit), 0–1.
+	// Salesforce reported (Sforce-Limit-Info used/limit), 0–1, or the
+	// connected app's per-app-api-usage share when that is higher.
 	APIUsage prometheus.Gauge
+	// WriteErrors counts writes Salesforce refused as they are, by error
+	// code: a whole collection refused (INVALID_FIELD, INVALID_TYPE: a
+	// field or object the integration user cannot see) once, each refused
+	// record (a validation rule, STRING_TOO_LONG) once.
+	WriteErrors *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg. It returns an
@@ -31,14 +37,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_salesforce_requests_total",
-			Help: "Salesforce calls by result (ok|retryable|invalid_session|limit_exceeded|auth_failed|rejected).",
+			Help: "Salesforce calls by result (ok|retryable|invalid_session|limit_exceeded|concurrent_limit|auth_failed|rejected).",
 		}, []string{"result"}),
 		APIUsage: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "callout_salesforce_api_usage_ratio",
 			Help: "Share of the org's daily API limit used, as Salesforce last reported it (Sforce-Limit-Info).",
 		}),
+		WriteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callout_salesforce_write_errors_total",
+			Help: "Salesforce writes refused as they are, by error code (a whole collection once, a record once).",
+		}, []string{"code"}),
 	}
-	for _, c := range []prometheus.Collector{m.OutboxItems, m.Requests, m.APIUsage} {
+	for _, c := range []prometheus.Collector{m.OutboxItems, m.Requests, m.APIUsage, m.WriteErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -99,9 +99,7 @@ func (w *Writer) prepNotify(ctx context.Context, p *plan, it *item) error {
 // notice writes the text of an owner notification.
 func (w *Writer) notice(ctx context.Context, kind, endpoint, key string) (Notice, error) {
 	n := Notice{Endpoint: endpoint, At: w.o.Now().UTC()}
-	if ep := w.o.Config.Endpoints[endpoint]; ep != nil {
-		n.Owner = ep.Owner
-	}
+	n.Owner = w.endpoint(endpoint).Owner
 	if kind == redisstore.EntryDisabled {
 		st, err := w.o.Store.EndpointState(ctx, endpoint)
 		if err != nil {

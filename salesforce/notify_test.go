@@ -166,3 +166,40 @@ func TestNotificationTypeMissing(t *testing.T) {
 		t.Errorf("%d notifications after the type appeared", got)
 	}
 }
+
+// TestNotificationPartialFailure: the notification action answers 400
+// when one input fails, with per-input results (isSuccess true and false)
+// and the successful inputs kept. Only the failed one is sent again: its
+// owner is told once it works, the other owner exactly once (before: the
+// whole call was taken as failed and every notification in it re-sent).
+func TestNotificationPartialFailure(t *testing.T) {
+	e := newEnv(t)
+	e.emu.InjectRecord(sfemu.RecordFault{ExtID: owner2, Code: "INVALID_ARGUMENT",
+		Message: "recipient is not an active user", Times: 1})
+	e.deadLetters("payments", 1)
+	e.deadLetters("ledger", 1)
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	byOwner := func() map[any]int {
+		m := map[any]int{}
+		for _, n := range e.emu.Notifications() {
+			m[n["recipientIds"]]++
+		}
+		return m
+	}
+	if got := byOwner(); got[owner] != 1 || got[owner2] != 0 || e.emu.Calls("action") != 1 {
+		t.Fatalf("after the 400: notifications %v, %d action calls; want the first owner's only", got,
+			e.emu.Calls("action"))
+	}
+	for range 3 {
+		e.clk.Advance(RejectedCeiling)
+		e.drain()
+	}
+	if got := byOwner(); got[owner] != 1 || got[owner2] != 1 {
+		t.Errorf("notifications by owner = %v, want one each", got)
+	}
+	if n := e.outboxLen(); n != 0 {
+		t.Errorf("%d outbox entries left", n)
+	}
+}

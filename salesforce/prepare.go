@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -33,7 +35,12 @@ type recordWrite struct {
 	version int64
 	// forget: its status is Expired, the record's last write.
 	forget bool
-	items  []*item
+	// status is the transition rec writes to Status__c ("" none: a
+	// record created without it shows the picklist default, New, and an
+	// update keeps what an admin chose); answered is RecordState.Answered.
+	status   string
+	answered time.Time
+	items    []*item
 }
 
 type eventWrite struct {
@@ -152,17 +159,38 @@ func (w *Writer) prepMirror(ctx context.Context, p *plan, it *item, id string) e
 	if err != nil {
 		return err
 	}
+	status := ownStatus(st.Status)
 	if !current {
-		p.addRecord(&recordWrite{root: root, rec: StatusOnly(root, st.Status, st.Replay), version: st.Version}, it)
+		w.addStatus(p, it, root, st)
 		return nil
 	}
-	status := st.Status
-	if status == "" {
-		status = StatusNew
-	}
-	rec := FailedCallout(root, c, status, st.Replay, w.rulesOf(c.Endpoint), w.o.Config.Policy.DeadLetterRetention)
-	p.addRecord(&recordWrite{root: root, rec: rec, full: true, source: c.FinishedAt, version: st.Version}, it)
+	rec := FailedCallout(root, c, status, st.Replay, w.rulesOf(c.Endpoint), w.o.DeadLetterRetention)
+	p.addRecord(&recordWrite{root: root, rec: rec, full: true, source: c.FinishedAt, version: st.Version,
+		status: status, answered: st.Answered}, it)
 	return nil
+}
+
+// ownStatus is the status a write carries to Status__c: a transition of
+// the proxy's own (Transitions), else "" (none).
+func ownStatus(status string) string {
+	if slices.Contains(Transitions, status) {
+		return status
+	}
+	return ""
+}
+
+// addStatus adds the status-only write of root's state: its transition
+// and latest replay chain. A state with neither needs no write: the entry
+// is settled at once, fenced on the state's version.
+func (w *Writer) addStatus(p *plan, it *item, root string, st redisstore.RecordState) {
+	status := ownStatus(st.Status)
+	forget := st.Status == StatusExpired
+	if status == "" && st.Replay == "" {
+		it.done(root, st.Version, forget)
+		return
+	}
+	p.addRecord(&recordWrite{root: root, rec: StatusOnly(root, status, st.Replay), version: st.Version,
+		forget: forget, status: status, answered: st.Answered}, it)
 }
 
 // prepStatus: s:{root}, the record's status as its state says.
@@ -175,8 +203,7 @@ func (w *Writer) prepStatus(ctx context.Context, p *plan, it *item, root string)
 		it.done("", 0, false) // the state is gone: its copies expired and it was cleaned up
 		return nil
 	}
-	p.addRecord(&recordWrite{root: root, rec: StatusOnly(root, st.Status, st.Replay), version: st.Version,
-		forget: st.Status == StatusExpired}, it)
+	w.addStatus(p, it, root, st)
 	return nil
 }
 
@@ -195,6 +222,7 @@ func (p *plan) addRecord(rw *recordWrite, it *item) {
 	cur.items = append(cur.items, it)
 	if rw.full && (!cur.full || rw.source.After(cur.source)) || !cur.full && !rw.full && rw.version > cur.version {
 		cur.rec, cur.full, cur.source, cur.version, cur.forget = rw.rec, rw.full, rw.source, rw.version, rw.forget
+		cur.status, cur.answered = rw.status, rw.answered
 	}
 }
 
@@ -220,6 +248,33 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 			return err
 		}
 	}
+	if !w.publishes(c) {
+		it.done("", 0, false) // completion_events leaves this ending out
+		return nil
+	}
 	p.events = append(p.events, &eventWrite{rec: ResultEvent(c, w.rulesOf(c.Endpoint)), it: it})
 	return nil
+}
+
+// publishes reports whether the ending of scheduled callout c publishes a
+// Callout_Result__e (endpoints.*.completion_events, SPEC §8): "all" every
+// ending, "dead_letters" dead letters only, "none" none; unset, "all" for
+// a callout that carries a Callout-Source-Record (Apex waits on that
+// record) and "dead_letters" for one that does not — an org's hourly
+// event allocation is far below the proxy's rate (docs/salesforce.md).
+func (w *Writer) publishes(c *policy.Callout) bool {
+	mode := w.endpoint(c.Endpoint).CompletionEvents
+	if mode == "" {
+		mode = config.CompletionEventsDeadLetters
+		if c.SourceRecord != "" {
+			mode = config.CompletionEventsAll
+		}
+	}
+	switch mode {
+	case config.CompletionEventsAll:
+		return true
+	case config.CompletionEventsDeadLetters:
+		return c.State == policy.DeadLettered
+	}
+	return false
 }

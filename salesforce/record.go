@@ -24,6 +24,13 @@ const (
 	StatusExpired            = "Expired"
 )
 
+// Transitions are the statuses the proxy itself sets — around a replay and
+// when its copy expires — and the only ones it writes to Status__c (SPEC
+// §8: Status__c belongs to the admin after the first write). New is the
+// picklist's default: a record is created without Status__c and shows it.
+// Reprocess Requested and Discarded are an admin's choices, never written.
+var Transitions = []string{StatusReprocessing, StatusReprocessed, StatusFailedAgain, StatusExpired}
+
 // ExternalIDField is Failed_Callout__c's external id: upserts key on it,
 // so a retried write never makes two records (SPEC §7).
 const ExternalIDField = "Callout_Id__c"
@@ -67,14 +74,15 @@ func text(field, s string) any {
 // fixed headers only) and cut to its field (bodies and values longer than
 // a Long Text Area are cut on a character boundary and flagged, a body that
 // is not UTF-8 is stored base64 and flagged; the proxy's store keeps the
-// whole payload for replay). status is the record's status; replay its
-// latest replay chain ("" none). retention is the dead-letter retention,
+// whole payload for replay). status is the record's status, "" to leave
+// Status__c out (a new record then shows the picklist default, New; an
+// existing one keeps its value); replay its latest replay chain ("" none). retention is the dead-letter retention,
 // for Expires_At__c. Fields the copy has no value for are sent as null so
 // that the record shows this copy, not a mix.
 func FailedCallout(root string, c *policy.Callout, status, replay string, rules *redact.Rules,
 	retention time.Duration) Record {
 	r := Record{
-		ExternalIDField: root, "Status__c": status, "Replay_Callout_Id__c": orNil(replay),
+		ExternalIDField: root, "Replay_Callout_Id__c": orNil(replay),
 		"Endpoint__c": text("Endpoint__c", c.Endpoint), "Method__c": text("Method__c", c.Method),
 		"Idempotency_Key__c":  text("Idempotency_Key__c", c.IdempotencyKey),
 		"Source_Record_Id__c": text("Source_Record_Id__c", c.SourceRecord),
@@ -85,6 +93,9 @@ func FailedCallout(root string, c *policy.Callout, status, replay string, rules 
 		"First_Attempt_At__c": sfTime(c.FirstAttemptAt), "Last_Attempt_At__c": nil,
 		"Dead_Lettered_At__c": nil, "Expires_At__c": nil, "Reason__c": orNil(string(c.DeadLetterReason)),
 		"Last_Status_Code__c": nil,
+	}
+	if status != "" {
+		r["Status__c"] = status
 	}
 	if n := len(c.AttemptLog); n > 0 {
 		r["Last_Attempt_At__c"] = sfTime(c.AttemptLog[n-1].StartedAt)
@@ -107,9 +118,13 @@ func FailedCallout(root string, c *policy.Callout, status, replay string, rules 
 }
 
 // StatusOnly is the partial Failed_Callout__c write of a status change:
-// the external id, the status and the latest replay chain (when known).
+// the external id, the status (when not "") and the latest replay chain
+// (when known).
 func StatusOnly(root, status, replay string) Record {
-	r := Record{ExternalIDField: root, "Status__c": status}
+	r := Record{ExternalIDField: root}
+	if status != "" {
+		r["Status__c"] = status
+	}
 	if replay != "" {
 		r["Replay_Callout_Id__c"] = replay
 	}

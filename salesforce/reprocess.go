@@ -220,7 +220,7 @@ func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep
 	if err != nil {
 		return err
 	}
-	err = p.w.statusAt(ctx, root, a.status, a.replay, a.at)
+	err = p.w.statusAt(ctx, root, a.status, a.replay, a.at, stamp) // it answers the request of stamp
 	if errors.Is(err, policy.ErrNotFound) {
 		p.log.Warn("reprocess request for a record that is not the proxy's", slog.String("callout_id", root))
 	} else if err != nil {

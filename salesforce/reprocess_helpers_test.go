@@ -17,7 +17,8 @@ import (
 // and reprocessor over rp.
 func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
 	e.t.Helper()
-	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Config: e.cfg,
+	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
+		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
 		Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: owner,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
 	if err != nil {

@@ -3,6 +3,7 @@ package salesforce
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -162,9 +163,13 @@ type actionResult struct {
 
 // InvokeAction invokes a standard invocable action with one input per
 // element of inputs (POST /services/data/vNN.0/actions/standard/{action},
-// body {"inputs": [...]}; "Actions" in the REST API Developer Guide). It
+// body {"inputs": [...]}; "Invoking Actions", Actions Developer Guide). It
 // returns one error per input, in order, or a call error, as
-// UpsertCollection.
+// UpsertCollection. When any input fails Salesforce answers 400 with the
+// per-input results, isSuccess true and false mixed, and keeps the inputs
+// that succeeded (partial save, InvocableActionSettings
+// isPartialSaveAllowed): such a 400 is read as per-input results, so only
+// the failed inputs are sent again. A 400 without them is a call error.
 func (c *Client) InvokeAction(ctx context.Context, action string, inputs []Record) ([]error, error) {
 	op := "action " + action
 	body, err := json.Marshal(map[string][]Record{"inputs": inputs})
@@ -173,7 +178,11 @@ func (c *Client) InvokeAction(ctx context.Context, action string, inputs []Recor
 	}
 	answer, err := c.do(ctx, op, apex(http.MethodPost, c.dataPath("actions/standard/"+action), body))
 	if err != nil {
-		return nil, err
+		var e *Error
+		if !errors.As(err, &e) || e.Status != http.StatusBadRequest || !isActionResults(e.body, len(inputs)) {
+			return nil, err
+		}
+		answer = e.body
 	}
 	var results []actionResult
 	if err := json.Unmarshal(answer, &results); err != nil || len(results) != len(inputs) {
@@ -186,6 +195,21 @@ func (c *Client) InvokeAction(ctx context.Context, action string, inputs []Recor
 		}
 	}
 	return out, nil
+}
+
+// isActionResults reports whether body is a list of n action results (each
+// with isSuccess), as an invocable action's 400 carries them.
+func isActionResults(body []byte, n int) bool {
+	var results []map[string]json.RawMessage
+	if json.Unmarshal(body, &results) != nil || len(results) != n {
+		return false
+	}
+	for _, r := range results {
+		if _, ok := r["isSuccess"]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // QuoteSOQL returns s as a SOQL string literal: single quotes around it,

@@ -37,25 +37,55 @@ func (it *item) later(at time.Time) {
 type Report struct {
 	// Claimed entries, and how they were settled.
 	Claimed, Done, Retried, Deferred int
+	// Overflow counts the deferred entries that did not fit in this
+	// round's Composite request (MaxCollections collections, the bytes of
+	// salesforce.batch_max_bytes): due again at once.
+	Overflow int
+	// Calls is the Salesforce API calls the round made (token requests
+	// are not API calls).
+	Calls int
+	// Busy: another replica holds the flush lease; nothing was claimed.
+	Busy bool
 }
 
-// Round claims up to PerRound due entries across the shards' outboxes,
-// writes them to Salesforce in batches (up to 200 records per collection
-// call) and settles each: done, retried with backoff, or deferred. It does
-// nothing while writes are paused (REQUEST_LIMIT_EXCEEDED). Run calls it;
-// tests call it directly. Errors: only the outbox's (Redis unavailable);
-// Salesforce failures are settled on the entries and logged.
+// Round writes one batch: it takes the flush lease (one replica writes a
+// batch at a time), claims up to PerRound due entries across the shards'
+// outboxes, writes them to Salesforce — the record upserts and the
+// Callout_Result__e events in one Composite request, the owner
+// notifications in one action call — and settles each entry: done, retried
+// or deferred. It writes nothing while writes are paused
+// (REQUEST_LIMIT_EXCEEDED) or deferred after a failed call. Tick decides
+// when a batch is due and calls it; tests call it directly. Errors: only
+// the outbox's (Redis unavailable); Salesforce failures are settled on the
+// entries and logged.
 func (w *Writer) Round(ctx context.Context) (Report, error) {
 	if paused, err := w.paused(ctx); paused || err != nil {
 		return Report{}, err
 	}
+	defs, err := w.o.Outbox.Deferrals(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	if d := defs[""]; d.Until.After(w.o.Now()) {
+		return Report{}, nil
+	}
+	held, err := w.o.Outbox.AcquireFlush(ctx, w.o.Owner, w.o.Lease)
+	if err != nil || !held {
+		return Report{Busy: !held && err == nil}, err
+	}
+	defer func() {
+		if err := w.o.Outbox.ReleaseFlush(context.WithoutCancel(ctx), w.o.Owner); err != nil {
+			w.log.Warn("giving back the flush lease failed; it ends by itself", slog.Any("error", err))
+		}
+	}()
 	items, err := w.claim(ctx)
 	if len(items) == 0 {
 		return Report{}, err
 	}
 	p := w.prepare(ctx, items)
-	w.send(ctx, p)
-	rep := Report{Claimed: len(items)}
+	s := &sender{w: w, defs: defs}
+	w.send(ctx, s, p)
+	rep := Report{Claimed: len(items), Calls: s.calls, Overflow: s.overflow}
 	w.settleAll(ctx, items, &rep)
 	return rep, err
 }
@@ -80,8 +110,9 @@ func (w *Writer) paused(ctx context.Context) (bool, error) {
 	return till.After(now), nil
 }
 
-// pause pauses writes of every replica for limit_pause and returns when
-// they resume.
+// pause pauses writes of every replica for limit_pause (the daily API
+// limit: REQUEST_LIMIT_EXCEEDED TotalRequests) and returns when they
+// resume.
 func (w *Writer) pause(ctx context.Context) time.Time {
 	till := w.o.Now().Add(w.sf.LimitPause)
 	w.mu.Lock()

@@ -27,16 +27,36 @@ const (
 	discardedPoll = "discarded"
 )
 
-// Run writes the outbox until ctx ends: a round every outbox_interval (at
-// once again after a full round, or when woken), the expiry check every
+// Tick writes a batch (Round) when one is ready: PerRound entries are
+// due, or the longest-waiting due entry has waited salesforce.batch_linger
+// (SPEC §8: a burst costs about one call per few hundred writes, and a
+// lone dead letter waits at most the linger). It returns what the round
+// did and how long until a batch may be ready (0: at once, more is due;
+// at most outbox_interval). Errors: the outbox's.
+func (w *Writer) Tick(ctx context.Context) (Report, time.Duration, error) {
+	due, oldest, err := w.o.Outbox.DueStats(ctx)
+	if err != nil || due == 0 {
+		return Report{}, w.sf.OutboxInterval, err
+	}
+	if waited := w.o.Now().Sub(oldest); due < PerRound && waited < w.sf.BatchLinger {
+		return Report{}, min(w.sf.BatchLinger-waited, w.sf.OutboxInterval), nil
+	}
+	rep, err := w.Round(ctx)
+	if err == nil && rep.Calls > 0 && (rep.Claimed >= PerRound || rep.Overflow > 0) {
+		return rep, 0, nil
+	}
+	return rep, w.sf.OutboxInterval, err
+}
+
+// Run writes the outbox until ctx ends: a batch whenever Tick finds one
+// ready (it looks again every outbox_interval, sooner when a linger ends,
+// at once after a full batch, or when woken), the expiry check every
 // ExpirySweepEvery, and — in one replica at a time — the poll of Discarded
 // records every poll_interval.
 func (w *Writer) Run(ctx context.Context) {
-	t := time.NewTicker(w.sf.OutboxInterval)
-	defer t.Stop()
 	var swept, gauged, polled time.Time
 	for {
-		rep, err := w.Round(ctx)
+		_, wait, err := w.Tick(ctx)
 		if err != nil {
 			w.log.Warn("Salesforce outbox round failed", slog.Any("error", err))
 		}
@@ -55,14 +75,17 @@ func (w *Writer) Run(ctx context.Context) {
 			polled = now
 			w.pollDiscardedLocked(ctx)
 		}
-		if rep.Claimed >= PerRound && err == nil {
+		if wait <= 0 {
 			continue // more is due
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		case <-w.wake:
+			t.Stop()
 		}
 	}
 }

@@ -18,6 +18,7 @@ func TestRunWritesWhenWoken(t *testing.T) {
 		close(done)
 	}()
 	ids := e.deadLetters("orders", 3)
+	e.clk.Advance(e.cfg.Salesforce.BatchLinger) // the batch's linger ends
 	e.writer.Wake()
 	deadline := time.After(10 * time.Second)
 	for len(e.emu.Records(FailedCalloutObject)) < len(ids) || e.emu.Calls("query") == 0 {

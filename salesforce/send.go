@@ -10,19 +10,26 @@ import (
 )
 
 // errNotTried marks a write the round did not send: writes were paused,
-// slowed down, or an earlier call of the round stopped it.
+// slowed down or deferred, or an earlier call of the round stopped it.
 var errNotTried = errors.New("salesforce: not tried this round")
 
 // sender makes the round's calls, one at a time, and stops the round at
-// the first failure that makes more calls pointless now: the API limit
-// (writes pause), an invalid session after its one re-mint and retry, a
-// refused token, or a network failure.
+// the first failure that makes more calls pointless now: an API limit, an
+// invalid session after its one re-mint and retry, a refused token, or a
+// network or server failure. Such a failure defers every write — the whole
+// batch, and what is queued behind it — to one time, shared by every
+// replica (redisstore.Outbox.Defer).
 type sender struct {
 	w *Writer
+	// defs are the deferrals in force when the round began.
+	defs map[string]redisstore.Deferral
 	// stop is the failure that stopped the round; nil while going on.
 	stop error
 	// until is when the writes not tried are due again.
 	until time.Time
+	// calls counts the API calls made; overflow the entries left for the
+	// next batch.
+	calls, overflow int
 }
 
 func (s *sender) stopped() bool { return s.stop != nil }
@@ -30,7 +37,8 @@ func (s *sender) stopped() bool { return s.stop != nil }
 // call runs f unless the round has stopped or, while API usage is above
 // api_usage_slowdown, the last call was less than slowdown_interval ago;
 // it returns errNotTried then. A failure of f that stops the round is
-// handled here (pause, log) and returned.
+// handled here (pause or deferral, log) and returned; a success ends a
+// deferral of every write.
 func (s *sender) call(ctx context.Context, f func() error) error {
 	if s.stop != nil {
 		return errNotTried
@@ -45,19 +53,48 @@ func (s *sender) call(ctx context.Context, f func() error) error {
 		return errNotTried
 	}
 	err := f()
+	s.calls++
 	w.noteUsage(now)
 	if err == nil {
+		if s.defs[""].Fails > 0 {
+			if cerr := w.o.Outbox.ClearDeferral(ctx, ""); cerr != nil {
+				w.log.Warn("ending the deferral of Salesforce writes failed", slog.Any("error", cerr))
+			}
+			delete(s.defs, "")
+		}
 		return nil
 	}
-	switch ClassOf(err) {
+	switch class := ClassOf(err); class {
 	case LimitExceeded:
 		s.stop, s.until = err, w.pause(ctx)
-	case InvalidSession, AuthFailed, Retry:
-		s.stop, s.until = err, now.Add(BaseBackoff)
-		w.log.Error("Salesforce call failed; its writes wait in the outbox with backoff",
-			slog.String("class", string(ClassOf(err))), slog.Any("error", err))
+	case ConcurrentLimit, InvalidSession, AuthFailed, Retry:
+		s.stop, s.until = err, w.deferWrites(ctx, "", class, now)
+		w.log.Error("Salesforce call failed; its batch and the writes behind it wait in the outbox",
+			slog.String("class", string(class)), slog.Time("until", s.until), slog.Any("error", err))
 	}
 	return err
+}
+
+// deferWrites defers the writes of scope ("" every write, or an sObject's)
+// after a failed call of class: after a concurrent-requests limit briefly
+// (concurrentBackoff), after a rejection towards RejectedCeiling, else
+// with backoff. It returns when they may be tried again; a deferral that
+// cannot be stored still holds this round's writes until then.
+func (w *Writer) deferWrites(ctx context.Context, scope string, class Class, now time.Time) time.Time {
+	d, err := w.o.Outbox.Defer(ctx, scope, func(fails int) time.Time {
+		switch class {
+		case ConcurrentLimit:
+			return now.Add(concurrentBackoff(fails))
+		case Rejected:
+			return now.Add(rejectedBackoff(fails))
+		}
+		return now.Add(w.backoff(fails))
+	})
+	if err != nil {
+		w.log.Warn("storing the deferral of Salesforce writes failed; entries still wait until it ends",
+			slog.Any("error", err))
+	}
+	return d.Until
 }
 
 // noteUsage slows writes down to one call per slowdown_interval while the
@@ -97,28 +134,38 @@ func (w *Writer) nextCall() time.Time {
 
 // notTried reports whether err means the write was not made (so the entry
 // is deferred, not counted as a failed try): not tried this round, or the
-// API limit.
+// daily API limit.
 func (s *sender) notTried(err error) bool {
 	return errors.Is(err, errNotTried) || ClassOf(err) == LimitExceeded
 }
 
-// settleErr settles an entry whose write failed with err.
+// settleErr settles an entry whose write failed with err: deferred when it
+// was not tried; with the whole batch to the round's one time when the
+// call failed; else on its own (retry).
 func (w *Writer) settleErr(s *sender, it *item, err error) {
-	if s.notTried(err) {
+	switch {
+	case s.notTried(err):
 		it.later(s.until)
-		return
+	case s.stop != nil && errors.Is(s.stop, err) && !s.until.IsZero():
+		w.retryAt(it, err, s.until)
+	default:
+		w.retry(it, err)
 	}
-	w.retry(it, err)
 }
 
-// retry settles a failed entry: due again after backoff, or after
-// RejectedRetry when Salesforce will not accept it as it is.
+// retry settles an entry that failed on its own: due again after backoff,
+// or after rejectedBackoff when Salesforce will not accept it as it is.
 func (w *Writer) retry(it *item, err error) {
 	now := w.o.Now()
 	at := now.Add(w.backoff(it.Tries + 1))
 	if ClassOf(err) == Rejected {
-		at = now.Add(RejectedRetry)
+		at = now.Add(rejectedBackoff(it.Tries + 1))
 	}
+	w.retryAt(it, err, at)
+}
+
+// retryAt settles a failed entry, due again at at.
+func (w *Writer) retryAt(it *item, err error, at time.Time) {
 	msg := err.Error()
 	if len(msg) > 500 {
 		msg = cleanText(msg, 500)
@@ -126,91 +173,19 @@ func (w *Writer) retry(it *item, err error) {
 	it.settle(redisstore.OutboxAck{Verdict: redisstore.VerdictRetry, At: at, Error: msg})
 }
 
-// send makes the plan's calls: record upserts and events in collections of
-// up to MaxCollection, then the notifications.
-func (w *Writer) send(ctx context.Context, p *plan) {
-	s := &sender{w: w}
-	for chunk := range chunks(p.records) {
-		w.sendRecords(ctx, s, chunk)
-	}
-	for chunk := range chunks(p.events) {
-		w.sendEvents(ctx, s, chunk)
+// send makes the plan's calls: the record upserts and events that fit in
+// one Composite request (after the guard of Status__c, when the batch
+// writes statuses), then the owner notifications in one action call.
+func (w *Writer) send(ctx context.Context, s *sender, p *plan) {
+	b := w.pack(s, p)
+	if len(b.subs) > 0 {
+		if err := w.guard(ctx, s, b); err != nil {
+			b.fail(w, s, err)
+		} else {
+			w.sendBatch(ctx, s, b)
+		}
 	}
 	if len(p.notes) > 0 {
 		w.sendNotes(ctx, s, p.notes)
-	}
-}
-
-// chunks yields xs in slices of at most MaxCollection.
-func chunks[T any](xs []T) func(func([]T) bool) {
-	return func(yield func([]T) bool) {
-		for len(xs) > 0 {
-			n := min(len(xs), MaxCollection)
-			if !yield(xs[:n]) {
-				return
-			}
-			xs = xs[n:]
-		}
-	}
-}
-
-// sendRecords upserts one collection of Failed_Callout__c records and
-// settles their entries, record by record.
-func (w *Writer) sendRecords(ctx context.Context, s *sender, rws []*recordWrite) {
-	records := make([]Record, len(rws))
-	for i, rw := range rws {
-		records[i] = rw.rec
-	}
-	var results []error
-	err := s.call(ctx, func() error {
-		var cerr error
-		results, cerr = w.o.API.UpsertCollection(ctx, FailedCalloutObject, ExternalIDField, records)
-		return cerr
-	})
-	for i, rw := range rws {
-		rerr := err
-		if rerr == nil {
-			rerr = results[i]
-		}
-		for _, it := range rw.items {
-			if rerr == nil {
-				it.done(rw.root, rw.version, rw.forget)
-				continue
-			}
-			w.settleErr(s, it, rerr)
-		}
-		if rerr != nil && ClassOf(rerr) == Rejected {
-			w.log.Error("Salesforce rejected a Failed_Callout__c record; the dead letter stays in the proxy's "+
-				"store and the write is tried again hourly", slog.String("callout_id", rw.root), slog.Any("error", rerr))
-		}
-	}
-}
-
-// sendEvents publishes one collection of Callout_Result__e events.
-func (w *Writer) sendEvents(ctx context.Context, s *sender, evs []*eventWrite) {
-	records := make([]Record, len(evs))
-	for i, ev := range evs {
-		records[i] = ev.rec
-	}
-	var results []error
-	err := s.call(ctx, func() error {
-		var cerr error
-		results, cerr = w.o.API.CreateCollection(ctx, CalloutResultEvent, records)
-		return cerr
-	})
-	for i, ev := range evs {
-		rerr := err
-		if rerr == nil {
-			rerr = results[i]
-		}
-		if rerr == nil {
-			ev.it.done("", 0, false)
-			continue
-		}
-		w.settleErr(s, ev.it, rerr)
-		if ClassOf(rerr) == Rejected {
-			w.log.Error("Salesforce rejected a Callout_Result__e event; it is tried again hourly",
-				slog.String("entry", ev.it.Name), slog.Any("error", rerr))
-		}
 	}
 }

@@ -205,24 +205,31 @@ func TestRejectedRecordStays(t *testing.T) {
 }
 
 // TestSlowdown: above api_usage_slowdown of the daily limit the writer
-// makes one call per slowdown_interval.
+// makes one call per slowdown_interval. (Records and events now share one
+// Composite call, so the second call is made for a second batch.)
 func TestSlowdown(t *testing.T) {
 	e := newEnv(t)
 	e.emu.SetUsage(14000) // of 15000: 93 %
 	e.deadLetters("orders", 3)
 	e.drain()
-	if got := e.emu.Calls("upsert") + e.emu.Calls("create"); got != 1 {
+	if got := e.emu.APICalls(); got != 1 {
 		t.Fatalf("%d calls in the first interval, want 1", got)
 	}
 	if u := e.client.UsageRatio(); u < 0.9 {
 		t.Errorf("usage ratio = %v", u)
 	}
+	e.deadLetters("orders", 3)
+	e.drain()
+	if got := e.emu.APICalls(); got != 1 {
+		t.Fatalf("%d calls in the first interval, want 1", got)
+	}
 	e.clk.Advance(e.cfg.Salesforce.SlowdownInterval)
 	e.drain()
-	if got := e.emu.Calls("upsert") + e.emu.Calls("create"); got != 2 {
+	if got := e.emu.APICalls(); got != 2 {
 		t.Fatalf("%d calls after one more interval, want 2", got)
 	}
-	if len(e.emu.Events(CalloutResultEvent)) != 3 {
-		t.Errorf("events not all published")
+	if len(e.emu.Events(CalloutResultEvent)) != 6 || len(e.emu.Records(FailedCalloutObject)) != 6 {
+		t.Errorf("not all written: %d events, %d records", len(e.emu.Events(CalloutResultEvent)),
+			len(e.emu.Records(FailedCalloutObject)))
 	}
 }

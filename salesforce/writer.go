@@ -25,71 +25,86 @@ type Store interface {
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
 }
 
-// Outbox is the durable outbox in Redis. *redisstore.Outbox implements it.
-type Outbox interface {
-	DueShards(ctx context.Context) ([]int, error)
-	Claim(ctx context.Context, shard, limit int, lease time.Duration) ([]redisstore.OutboxEntry, error)
-	Ack(ctx context.Context, shard int, lease time.Time, acks []redisstore.OutboxAck) (int, error)
-	Put(ctx context.Context, at time.Time, items ...redisstore.OutboxItem) (int, error)
-	Len(ctx context.Context) (int64, error)
-	RecordState(ctx context.Context, root string) (redisstore.RecordState, error)
-	SetRecordStatus(ctx context.Context, root string, ch redisstore.StatusChange) (bool, error)
-	RootOf(ctx context.Context, id string) (string, error)
-	ExpiryShards(ctx context.Context) ([]int, error)
-	Expire(ctx context.Context, shard, limit int) ([]string, error)
-	Pause(ctx context.Context, until time.Time) error
-	PausedUntil(ctx context.Context) (time.Time, error)
-	Watermark(ctx context.Context, name string) (time.Time, error)
-	SetWatermark(ctx context.Context, name string, t time.Time) error
-}
-
 // API is what the writer calls in Salesforce. *Client implements it.
 type API interface {
-	UpsertCollection(ctx context.Context, object, extField string, records []Record) ([]error, error)
-	CreateCollection(ctx context.Context, object string, records []Record) ([]error, error)
+	Composite(ctx context.Context, subs []Subrequest) ([]SubResult, error)
 	InvokeAction(ctx context.Context, action string, inputs []Record) ([]error, error)
 	Query(ctx context.Context, statement string, each func(Record) error) error
 	UsageRatio() float64
 }
 
-// Outbox retry timing. Failed writes back off exponentially with equal
-// jitter between BaseBackoff and MaxBackoff; a write Salesforce rejects
-// (a validation rule, a missing field) stays in the outbox and is tried
-// again every RejectedRetry, in case an admin fixes the org.
+// Outbox retry timing. A failed call defers its whole batch to one time,
+// and every write behind it: equal jitter under BaseBackoff doubling per
+// failed call in a row, at most MaxBackoff. A record that failed alone
+// (a row lock) backs off the same way on its own. What Salesforce rejects
+// as it is — a record (a validation rule) or a whole collection (a field
+// the integration user cannot see, INVALID_FIELD) — stays in the outbox
+// and is tried again after RejectedRetry, doubling to RejectedCeiling, in
+// case an admin fixes the org. Too many long requests at once
+// (REQUEST_LIMIT_EXCEEDED ConcurrentPerOrgLongTxn) hold writes back
+// briefly: ConcurrentBackoff doubling to ConcurrentMax; the daily API
+// limit pauses them for salesforce.limit_pause.
 const (
-	BaseBackoff   = 5 * time.Second
-	MaxBackoff    = 10 * time.Minute
-	RejectedRetry = time.Hour
+	BaseBackoff       = 5 * time.Second
+	MaxBackoff        = 10 * time.Minute
+	RejectedRetry     = time.Hour
+	RejectedCeiling   = 24 * time.Hour
+	ConcurrentBackoff = 2 * time.Second
+	ConcurrentMax     = time.Minute
 	// DefaultLease is how long a replica holds the outbox entries it
-	// claimed: longer than one round of calls.
+	// claimed and the flush lease: far longer than one round's calls
+	// (at most three of salesforce.request_timeout, plus a token).
 	DefaultLease = 5 * time.Minute
-	// PerRound is the most entries one round claims: two collection calls
-	// of each kind.
-	PerRound = 2 * MaxCollection
+	// PerRound is the most entries one round claims: what one Composite
+	// request carries at most (MaxCollections collections of
+	// MaxCollection records).
+	PerRound = MaxCollections * MaxCollection
 )
 
-// WriterOptions configure a Writer. API, Store, Outbox and Config (with a
-// salesforce section) are required.
+// Endpoint is what the writer needs of one configured endpoint.
+type Endpoint struct {
+	// Owner is the Salesforce user told of outages and disables; "" none.
+	Owner string
+	// Redact hides the endpoint's secrets (nil: the fixed headers only).
+	Redact *redact.Rules
+	// CompletionEvents is endpoints.*.completion_events: "all",
+	// "dead_letters", "none", or "" (all for a callout that carries a
+	// Callout-Source-Record, else dead_letters).
+	CompletionEvents string
+}
+
+// WriterOptions configure a Writer. API, Store and Outbox are required.
 type WriterOptions struct {
-	API    API
-	Store  Store
-	Outbox Outbox
-	// Config gives the endpoints (owner, redaction), the dead-letter
-	// retention and the salesforce section's settings.
-	Config *config.Config
-	// Metrics, when set, receives the outbox and API-usage gauges.
+	API   API
+	Store Store
+	// Outbox is the durable outbox in Redis (its one implementation).
+	Outbox *redisstore.Outbox
+	// Salesforce is the salesforce section (zero settings take the
+	// config.Default* values).
+	Salesforce config.Salesforce
+	// Endpoints are the configured endpoints by name: owners, redaction,
+	// completion events. An endpoint no longer configured has no owner
+	// and only the fixed redaction.
+	Endpoints map[string]Endpoint
+	// DeadLetterRetention is policy.dead_letter_retention, for
+	// Expires_At__c.
+	DeadLetterRetention time.Duration
+	// Metrics, when set, receives the outbox and API-usage gauges and the
+	// write errors.
 	Metrics *Metrics
 	Logger  *slog.Logger
 	// Now is the clock (time.Now when nil); Rand the backoff jitter in
 	// [0,1) (math/rand/v2 when nil).
 	Now  func() time.Time
 	Rand func() float64
-	// Owner names this replica in the poll lock (a random token).
+	// Owner names this replica in the poll lock and the flush lease (a
+	// random token).
 	Owner string
 	// Webhook posts to salesforce.webhook_url. Default: a client with a
 	// 10 s timeout that follows no redirects.
 	Webhook *http.Client
-	// Lease is how long claimed entries are held. Default DefaultLease.
+	// Lease is how long claimed entries and the flush lease are held.
+	// Default DefaultLease.
 	Lease time.Duration
 }
 
@@ -98,19 +113,20 @@ type WriterOptions struct {
 // their status changes, Callout_Result__e completion events and owner
 // notifications. The store's scripts queue those entries in the same
 // script as the change that causes them (redisstore.Options.Outbox), so a
-// crash between a dead letter and its mirror loses nothing; every replica
-// runs a Writer, and the outbox's leases keep two replicas from sending
-// the same entry at once.
+// crash between a dead letter and its mirror loses nothing. Every replica
+// runs a Writer; one at a time writes a batch (the flush lease), when it
+// is full or its first entry waited salesforce.batch_linger, in one
+// Composite request (SPEC §8), and the outbox's leases keep two replicas
+// from sending the same entry at once.
 //
 // The dispatcher's endings and disables need no call: their entries are
 // queued already; the composition root wakes the writer on them (Wake) so
 // that they are written without waiting for the next tick.
 type Writer struct {
-	o     WriterOptions
-	sf    config.Salesforce
-	rules map[string]*redact.Rules
-	log   *slog.Logger
-	wake  chan struct{}
+	o    WriterOptions
+	sf   config.Salesforce
+	log  *slog.Logger
+	wake chan struct{}
 
 	mu         sync.Mutex
 	pausedTill time.Time // a known REQUEST_LIMIT_EXCEEDED pause
@@ -121,10 +137,10 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer with o's defaults filled in. Errors: a
-// missing dependency or salesforce section.
+// missing dependency.
 func NewWriter(o WriterOptions) (*Writer, error) {
-	if o.API == nil || o.Store == nil || o.Outbox == nil || o.Config == nil || o.Config.Salesforce == nil {
-		return nil, fmt.Errorf("salesforce: writer needs an API, a store, an outbox and a salesforce section")
+	if o.API == nil || o.Store == nil || o.Outbox == nil {
+		return nil, fmt.Errorf("salesforce: writer needs an API, a store and an outbox")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -142,19 +158,28 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 	if o.Lease <= 0 {
 		o.Lease = DefaultLease
 	}
-	w := &Writer{o: o, sf: *o.Config.Salesforce, rules: map[string]*redact.Rules{},
-		log: o.Logger.With(slog.String("component", "salesforce")), wake: make(chan struct{}, 1)}
-	for name, ep := range o.Config.Endpoints {
-		if ep != nil {
-			injected := make([]string, 0, len(ep.Headers))
-			for h := range ep.Headers {
-				injected = append(injected, h)
-			}
-			slices.Sort(injected)
-			w.rules[name] = redact.New(ep.Redact, injected)
+	sf := o.Salesforce
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
 		}
 	}
-	return w, nil
+	def(&sf.OutboxInterval, config.DefaultOutboxInterval)
+	def(&sf.PollInterval, config.DefaultPollInterval)
+	def(&sf.ReprocessInterval, config.DefaultReprocessInterval)
+	def(&sf.SlowdownInterval, config.DefaultSlowdownInterval)
+	def(&sf.LimitPause, config.DefaultLimitPause)
+	if sf.BatchLinger < 0 {
+		sf.BatchLinger = 0
+	}
+	if sf.BatchMaxBytes <= 0 {
+		sf.BatchMaxBytes = config.DefaultBatchMaxBytes
+	}
+	if sf.APIUsageSlowdown <= 0 {
+		sf.APIUsageSlowdown = config.DefaultAPIUsageSlowdown
+	}
+	return &Writer{o: o, sf: sf, log: o.Logger.With(slog.String("component", "salesforce")),
+		wake: make(chan struct{}, 1)}, nil
 }
 
 // Wake makes Run look at the outbox now instead of at its next tick.
@@ -170,18 +195,22 @@ func (w *Writer) Wake() {
 // it starts, with replay the new chain's callout id, "" when none) and
 // queues the write, in one script: the record is the one of id's root (the
 // first dead letter of its replay chains). A change older than the
-// record's current status is ignored. Replay endings need no call: the
+// record's current status is ignored. Only the proxy's own transitions
+// (Transitions) are ever written to Status__c, and never over an admin's
+// choice made since the last poll (see Writer.guard). Replay endings need no call: the
 // writer marks a replay chain's record Reprocessed when the chain succeeds
 // and Failed Again (with the chain's attempts) when it dead-letters.
 // Errors: an unknown status, redisstore.ErrNotFound for a malformed id,
 // redisstore.ErrUnavailable.
 func (w *Writer) StatusChanged(ctx context.Context, id, status, replay string) error {
-	return w.statusAt(ctx, id, status, replay, w.o.Now())
+	return w.statusAt(ctx, id, status, replay, w.o.Now(), time.Time{})
 }
 
 // statusAt is StatusChanged for an event that happened at at: a change
-// older than the record's current status is ignored.
-func (w *Writer) statusAt(ctx context.Context, id, status, replay string, at time.Time) error {
+// older than the record's current status is ignored. answers, when set, is
+// the SystemModstamp of the admin's Reprocess Requested the status
+// answers: it may then be written over that request.
+func (w *Writer) statusAt(ctx context.Context, id, status, replay string, at, answers time.Time) error {
 	if !slices.Contains(Statuses, status) {
 		return fmt.Errorf("salesforce: status %q is not a Failed_Callout__c status", status)
 	}
@@ -190,19 +219,37 @@ func (w *Writer) statusAt(ctx context.Context, id, status, replay string, at tim
 		return err
 	}
 	_, err = w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{Status: status, Replay: replay,
-		At: at, Write: true})
+		At: at, Write: true, Answers: answers})
 	w.Wake()
 	return err
 }
 
-// backoff is the delay before the next try of an entry that failed tries
-// times: equal jitter under BaseBackoff·2^(tries−1), at most MaxBackoff.
+// backoff is the delay before the next try after tries failures in a row:
+// equal jitter under BaseBackoff·2^(tries−1), at most MaxBackoff.
 func (w *Writer) backoff(tries int) time.Duration {
 	c := policy.Ceiling(policy.Policy{BaseDelay: BaseBackoff, Multiplier: 2, MaxDelay: MaxBackoff}, tries)
 	r := min(max(w.o.Rand(), 0), 1)
 	return c/2 + time.Duration(r*float64(c/2))
 }
 
+// rejectedBackoff is the delay before the next try of a write Salesforce
+// rejected tries times in a row: RejectedRetry·2^(tries−1), at most
+// RejectedCeiling.
+func rejectedBackoff(tries int) time.Duration {
+	return policy.Ceiling(policy.Policy{BaseDelay: RejectedRetry, Multiplier: 2, MaxDelay: RejectedCeiling}, tries)
+}
+
+// concurrentBackoff is the pause after tries REQUEST_LIMIT_EXCEEDED
+// answers for concurrent long requests in a row: ConcurrentBackoff·2^(tries−1),
+// at most ConcurrentMax.
+func concurrentBackoff(tries int) time.Duration {
+	return policy.Ceiling(policy.Policy{BaseDelay: ConcurrentBackoff, Multiplier: 2, MaxDelay: ConcurrentMax}, tries)
+}
+
+// endpoint returns what the writer knows of an endpoint (the zero
+// Endpoint for one no longer configured).
+func (w *Writer) endpoint(name string) Endpoint { return w.o.Endpoints[name] }
+
 // rulesOf returns an endpoint's redaction rules (nil — the fixed headers
 // only — for an endpoint no longer configured).
-func (w *Writer) rulesOf(endpoint string) *redact.Rules { return w.rules[endpoint] }
+func (w *Writer) rulesOf(endpoint string) *redact.Rules { return w.endpoint(endpoint).Redact }

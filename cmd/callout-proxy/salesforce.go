@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +15,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/salesforce"
@@ -55,9 +58,26 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, reg promet
 		return nil, err
 	}
 	return salesforce.NewWriter(salesforce.WriterOptions{
-		API: client, Store: store, Outbox: redisstore.NewOutbox(store), Config: cfg, Metrics: m,
-		Logger: logger, Owner: owner,
+		API: client, Store: store, Outbox: redisstore.NewOutbox(store), Salesforce: *sf,
+		Endpoints: sfEndpoints(cfg.Endpoints), DeadLetterRetention: cfg.Policy.DeadLetterRetention,
+		Metrics: m, Logger: logger, Owner: owner,
 	})
+}
+
+// sfEndpoints is what the Salesforce writer needs of the configured
+// endpoints: owners, redaction (with the injected header names) and
+// completion events.
+func sfEndpoints(eps map[string]*config.Endpoint) map[string]salesforce.Endpoint {
+	out := make(map[string]salesforce.Endpoint, len(eps))
+	for name, ep := range eps {
+		if ep == nil {
+			continue
+		}
+		injected := slices.Sorted(maps.Keys(ep.Headers))
+		out[name] = salesforce.Endpoint{Owner: ep.Owner, Redact: redact.New(ep.Redact, injected),
+			CompletionEvents: ep.CompletionEvents}
+	}
+	return out
 }
 
 // sfEvents wakes the Salesforce writer when a callout ends or an endpoint

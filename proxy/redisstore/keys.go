@@ -81,12 +81,21 @@ import (
 //	cp:{sN}:sfs           HASH  Failed_Callout__c record state by root id:
 //	                            s:{root} status, t:{root} its event ms,
 //	                            rc:{root} latest replay chain, v:{root}
-//	                            version; r:{copy} -> root of a replay dead
+//	                            version, a:{root} latest admin request
+//	                            answered (ms); r:{copy} -> root of a replay dead
 //	                            letter. Dropped with the record's last
 //	                            write or final status. No TTL.
 //	cp:sf:pause           STRING Unix ms until which Salesforce writes pause
 //	                            (REQUEST_LIMIT_EXCEEDED). Not hash-tagged.
 //	                            TTL: until then.
+//	cp:sf:flush           STRING the Salesforce flush lease: "owner|until
+//	                            ms" (outbox_flush.go); one replica writes a
+//	                            batch at a time. TTL: a minute past its end.
+//	                            Not hash-tagged.
+//	cp:sf:defer           HASH  deferrals of Salesforce writes after failed
+//	                            calls, by scope ("" all, or an sObject):
+//	                            u:{scope} until (Unix ms), n:{scope} failed
+//	                            calls in a row. No TTL. Not hash-tagged.
 //	cp:sf:wm:{name}       STRING a Salesforce poll's watermark (Unix ms),
 //	                            e.g. of Discarded records. Not hash-tagged.
 //	                            No TTL.

@@ -104,7 +104,7 @@ type Outbox struct {
 }
 
 type outboxScripts struct {
-	claim, ack, put, status, expire *redis.Script
+	claim, ack, put, status, expire, flush *redis.Script
 }
 
 // NewOutbox returns the outbox on s's Redis and clock. Entries are queued
@@ -123,7 +123,7 @@ func NewOutbox(s *Store) *Outbox {
 	}
 	return &Outbox{s: s, lua: outboxScripts{
 		claim: load("claim"), ack: load("ack"), put: load("put"), status: load("status"),
-		expire: load("expire"),
+		expire: load("expire"), flush: load("flush"),
 	}}
 }
 

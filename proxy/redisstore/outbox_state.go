@@ -29,6 +29,11 @@ type RecordState struct {
 	At time.Time
 	// Version counts the changes; 0 when the record has no state.
 	Version int64
+	// Answered is the latest SystemModstamp of an admin's request
+	// (Reprocess Requested) that a status of the proxy answered: the
+	// proxy may write its status over that request, and over no admin
+	// choice made after it. Zero when none.
+	Answered time.Time
 }
 
 // RecordState reads the state of root's record. One round trip. Errors:
@@ -38,12 +43,13 @@ func (o *Outbox) RecordState(ctx context.Context, root string) (RecordState, err
 	if !ok {
 		return RecordState{}, fmt.Errorf("redisstore: record state %q: %w", root, policy.ErrNotFound)
 	}
-	f, err := o.s.rdb.HMGet(ctx, outboxKeysOf(n).sfs, "s:"+root, "rc:"+root, "t:"+root, "v:"+root).Result()
+	f, err := o.s.rdb.HMGet(ctx, outboxKeysOf(n).sfs, "s:"+root, "rc:"+root, "t:"+root, "v:"+root,
+		"a:"+root).Result()
 	if err != nil {
 		return RecordState{}, o.s.wrap("record state", err)
 	}
 	return RecordState{Status: replyStr(f[0]), Replay: replyStr(f[1]), At: fromMs(replyStr(f[2])),
-		Version: replyInt(f[3])}, nil
+		Version: replyInt(f[3]), Answered: fromMs(replyStr(f[4]))}, nil
 }
 
 // StatusChange is a change of what a record must show.
@@ -60,6 +66,10 @@ type StatusChange struct {
 	At time.Time
 	// Write queues the record's write (an EntryStatus entry, due now).
 	Write bool
+	// Answers, when set, is the SystemModstamp of the admin's request
+	// (Reprocess Requested) this change answers; RecordState.Answered
+	// keeps the latest. Kept even when the change itself is older.
+	Answers time.Time
 }
 
 // SetRecordStatus applies ch to root's record state, and queues its write
@@ -77,8 +87,12 @@ func (o *Outbox) SetRecordStatus(ctx context.Context, root string, ch StatusChan
 		at = now
 	}
 	k := outboxKeysOf(n)
+	answers := ""
+	if !ch.Answers.IsZero() {
+		answers = msArg(ch.Answers)
+	}
 	v, err := o.s.run(ctx, "record status", o.lua.status, []string{k.sfo, k.sfs},
-		msArg(now), root, ch.Status, ch.Replay, ch.Copy, msArg(at), flag(ch.Write))
+		msArg(now), root, ch.Status, ch.Replay, ch.Copy, msArg(at), flag(ch.Write), answers)
 	if err != nil {
 		return false, err
 	}

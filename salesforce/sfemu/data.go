@@ -27,12 +27,18 @@ func kindOf(method string, p []string) string {
 		return "query"
 	case method == http.MethodPost && len(p) == 3 && p[0] == "actions" && p[1] == "standard":
 		return "action"
+	case method == http.MethodPost && len(p) == 1 && p[0] == "composite":
+		return "composite"
 	}
 	return "unknown"
 }
 
 // data serves /services/data/vNN.0/…: usage header, faults, session check,
-// then the resource.
+// then the resource. Every request is one API call; a Composite request is
+// one call whatever it holds ("Send Multiple Requests Using Composite").
+// A fault for a kind applies to a Composite request holding a subrequest
+// of that kind, to the whole call: sessions, API limits, server errors and
+// dropped connections are the call's, not a subrequest's.
 func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 	p := segments(r)
 	kind := kindOf(r.Method, p)
@@ -41,7 +47,18 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 	s.apiCalls++
 	w.Header().Set("Sforce-Limit-Info", s.limitInfoLocked())
 	s.mu.Unlock()
-	handled, drop := s.fault(w, kind)
+	kinds := []string{kind}
+	var comp *compositeBody
+	if kind == "composite" {
+		var err error
+		if comp, err = readComposite(r); err != nil {
+			s.takeFault(kinds...)
+			apiError(w, http.StatusBadRequest, "JSON_PARSER_ERROR", "malformed JSON: "+err.Error())
+			return
+		}
+		kinds = append(kinds, comp.kinds()...)
+	}
+	handled, drop := s.fault(w, kinds...)
 	if handled || !s.authorized(w, r) {
 		return
 	}
@@ -49,6 +66,15 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "NOT_FOUND", "The requested resource does not exist")
 		return
 	}
+	if comp != nil {
+		s.composite(w, r, drop, comp)
+		return
+	}
+	s.serve(w, r, drop, kind, p)
+}
+
+// serve answers one resource request (a call, or a Composite subrequest).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, drop bool, kind string, p []string) {
 	switch kind {
 	case "upsert":
 		s.upsertCollection(w, r, drop, p[2], p[3])
@@ -157,12 +183,48 @@ func typeOf(rec Record) (string, Record) {
 	return t, out
 }
 
+// schemaErrorLocked checks the object and every field of every record of
+// a call against Options.Objects. A real org refuses the whole call with
+// 400 — not record by record — when the object is unknown (INVALID_TYPE)
+// or a field is unknown or invisible to the user for lack of field-level
+// security (INVALID_FIELD, "No such column"); "Status Codes and Error
+// Responses": 400, the request couldn't be understood. It answers and
+// returns true then.
+func (s *Server) schemaErrorLocked(w http.ResponseWriter, object string, records []Record) bool {
+	if s.o.Objects == nil {
+		return false
+	}
+	for _, rec := range records {
+		t, fields := typeOf(rec)
+		if t == "" {
+			t = object
+		}
+		decl, ok := s.o.Objects[t]
+		if !ok {
+			apiError(w, http.StatusBadRequest, "INVALID_TYPE", "sObject type '"+t+"' is not supported. If you are "+
+				"attempting to use a custom object, be sure to append the '__c' after the entity name.")
+			return true
+		}
+		for _, name := range sortedKeys(fields) {
+			if _, ok := decl[name]; !ok {
+				apiError(w, http.StatusBadRequest, "INVALID_FIELD", "No such column '"+name+"' on sobject of type "+t)
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (s *Server) upsertCollection(w http.ResponseWriter, r *http.Request, drop bool, object, extField string) {
 	records, ok := readCollection(w, r)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
+	if s.schemaErrorLocked(w, object, records) {
+		s.mu.Unlock()
+		return
+	}
 	results := make([]saveResult, len(records))
 	seen := map[string]bool{}
 	for i, rec := range records {
@@ -222,11 +284,23 @@ func (s *Server) upsertLocked(object, extField, extID string, fields Record) sav
 			return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
 		}
 	}
-	rec := Record{"Id": s.newID("a00"), "CreatedDate": s.stamp(), "SystemModstamp": s.stamp()}
+	rec := s.newRecordLocked(object)
 	merge(rec, fields)
 	s.records[object] = append(s.records[object], rec)
 	created := true
 	return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
+}
+
+// newRecordLocked returns a new record of object: an id, CreatedDate,
+// SystemModstamp and the fields' default values (Options.Defaults; a
+// picklist's default value applies to a record created without the field,
+// as <default>true</default> in its value set says).
+func (s *Server) newRecordLocked(object string) Record {
+	rec := Record{"Id": s.newID("a00"), "CreatedDate": s.stamp(), "SystemModstamp": s.stamp()}
+	for k, v := range s.o.Defaults[object] {
+		rec[k] = v
+	}
+	return rec
 }
 
 func merge(rec, fields Record) {
@@ -266,6 +340,10 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request, drop b
 		return
 	}
 	s.mu.Lock()
+	if s.schemaErrorLocked(w, "", records) {
+		s.mu.Unlock()
+		return
+	}
 	results := make([]saveResult, len(records))
 	for i, rec := range records {
 		t, fields := typeOf(rec)
@@ -305,9 +383,15 @@ func (s *Server) createLocked(object string, fields Record) saveResult {
 		ev := Record{"ReplayId": fmt.Sprint(len(s.events[object]) + 1)}
 		merge(ev, fields)
 		s.events[object] = append(s.events[object], ev)
-		return saveResult{ID: s.newID("e00"), Success: true, Errors: []saveError{}}
+		// "Publish Event Messages with Salesforce APIs": a successful
+		// publish is queued and published asynchronously; the result says
+		// success true and carries an OPERATION_ENQUEUED entry, whose
+		// message is the event's UUID, in errors.
+		s.eventSeq++
+		return saveResult{ID: s.newID("e01"), Success: true, Errors: []saveError{{StatusCode: "OPERATION_ENQUEUED",
+			Message: fmt.Sprintf("00000000-0000-4000-8000-%012d", s.eventSeq), Fields: []string{}}}}
 	}
-	rec := Record{"Id": s.newID("a00"), "CreatedDate": s.stamp(), "SystemModstamp": s.stamp()}
+	rec := s.newRecordLocked(object)
 	merge(rec, fields)
 	s.records[object] = append(s.records[object], rec)
 	return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}}

@@ -60,6 +60,10 @@ type Options struct {
 	// LoginsPerHour is how many token requests of the user an hour are
 	// answered; more are refused as Login Rate Exceeded. Default 3600.
 	LoginsPerHour int
+	// Defaults are the default values of fields by object, set on a record
+	// created without them (a picklist's default value), e.g.
+	// Failed_Callout__c: {Status__c: New}.
+	Defaults map[string]Record
 	// DailyLimit is the M of Sforce-Limit-Info api-usage=N/M. Default 15000.
 	DailyLimit int64
 	// AppName and AppLimit, when both set, add the connected app's quota
@@ -84,6 +88,7 @@ type Server struct {
 	logins    []time.Time // token requests in the last hour that passed the assertion check
 	tokenSeq  int
 	idSeq     int
+	eventSeq  int
 	records   map[string][]Record // object -> records (each with Id, SystemModstamp)
 	events    map[string][]Record // event -> published events
 	notes     []Record            // custom notifications sent

@@ -2,6 +2,7 @@ package sfemu
 
 import (
 	"net/http"
+	"slices"
 )
 
 // Fault is a failure the emulator injects into the next requests of a
@@ -24,8 +25,15 @@ type Fault struct {
 const (
 	// SessionExpired is the 401 body of an expired or revoked token.
 	SessionExpired = `[{"message":"Session expired or invalid","errorCode":"INVALID_SESSION_ID"}]`
-	// LimitExceeded is the 403 body of an org over its daily API limit.
+	// LimitExceeded is the 403 body of an org over its daily API limit
+	// ("Status Codes and Error Responses": 403 REQUEST_LIMIT_EXCEEDED).
 	LimitExceeded = `[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`
+	// ConcurrentLimitExceeded is the 403 body when too many requests of
+	// 20 seconds or longer run at once ("API Request Limits and
+	// Allocations": Concurrent API Request Limits, 25 in production orgs
+	// and sandboxes); the same errorCode as the daily limit, told apart by
+	// the message.
+	ConcurrentLimitExceeded = `[{"message":"ConcurrentPerOrgLongTxn Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`
 	// ServerError is a 500 body.
 	ServerError = `[{"message":"An unexpected error occurred.","errorCode":"UNKNOWN_EXCEPTION"}]`
 	// InvalidGrant is the token endpoint's 400 body for a refused assertion.
@@ -49,14 +57,17 @@ func (s *Server) ClearFaults() {
 	s.faults, s.recFaults = nil, nil
 }
 
-// takeFault counts a request of kind and returns the fault that applies to
+// takeFault counts a request of kinds (a Composite request: "composite"
+// and the kind of each subrequest) and returns the fault that applies to
 // it, if any, using one of its times.
-func (s *Server) takeFault(kind string) *Fault {
+func (s *Server) takeFault(kinds ...string) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls[kind]++
+	for _, k := range kinds {
+		s.calls[k]++
+	}
 	for i, f := range s.faults {
-		if f.Kind != "" && f.Kind != kind {
+		if f.Kind != "" && !slices.Contains(kinds, f.Kind) {
 			continue
 		}
 		f.Times--
@@ -72,8 +83,8 @@ func (s *Server) takeFault(kind string) *Fault {
 // fault counts the request and, when a status fault applies, answers it
 // (handled true). drop is true when a Drop fault applies: the caller
 // handles the request and then calls reply with drop set.
-func (s *Server) fault(w http.ResponseWriter, kind string) (handled, drop bool) {
-	f := s.takeFault(kind)
+func (s *Server) fault(w http.ResponseWriter, kinds ...string) (handled, drop bool) {
+	f := s.takeFault(kinds...)
 	switch {
 	case f == nil:
 		return false, false
@@ -107,9 +118,11 @@ func reply(w http.ResponseWriter, drop bool, status int, v any) {
 
 // RecordFault fails the write of one record (by its external id value) in
 // collection and single upserts with a Salesforce statusCode, as a
-// validation rule, a lock or a trigger would.
+// validation rule, a lock or a trigger would; or one input of a custom
+// notification action whose recipient is ExtID.
 type RecordFault struct {
-	// ExtID is the record's external id value.
+	// ExtID is the record's external id value, or a notification's
+	// recipient (a user id).
 	ExtID string
 	// Code and Message are the error's statusCode and message, e.g.
 	// UNABLE_TO_LOCK_ROW or FIELD_CUSTOM_VALIDATION_EXCEPTION.

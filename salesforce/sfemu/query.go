@@ -73,7 +73,12 @@ type notification struct {
 
 // action serves POST …/actions/standard/customNotificationAction: every
 // input needs a known notification type, recipients, a title, a body and
-// a target (targetId or targetPageRef).
+// a target (targetId or targetPageRef); a RecordFault whose ExtID is a
+// recipient fails that input. The answer is one result per input
+// ("Invoking Actions", Actions Developer Guide: actionName, errors,
+// isSuccess, outputValues), 200 when every input succeeded and 400 when any
+// failed; the inputs that succeeded are kept (partial save,
+// InvocableActionSettings isPartialSaveAllowed).
 func (s *Server) action(w http.ResponseWriter, r *http.Request, drop bool, name string) {
 	if name != "customNotificationAction" {
 		apiError(w, http.StatusNotFound, "NOT_FOUND", "The requested resource does not exist")
@@ -87,13 +92,21 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, drop bool, name 
 		return
 	}
 	s.mu.Lock()
+	status := http.StatusOK
 	results := make([]map[string]any, len(body.Inputs))
 	for i, in := range body.Inputs {
 		res := map[string]any{"actionName": name, "isSuccess": true, "errors": nil,
 			"outputValues": map[string]string{"SuccessMessage": "Your custom notification is processed successfully."}}
-		if why := s.checkNotification(in); why != "" {
+		code, why := "INVALID_ARGUMENT", s.checkNotification(in)
+		for _, rcpt := range in.RecipientIDs {
+			if rf := s.recordFaultLocked(rcpt); why == "" && rf != nil {
+				code, why = rf.Code, rf.Message
+			}
+		}
+		if why != "" {
+			status = http.StatusBadRequest
 			res["isSuccess"], res["outputValues"] = false, nil
-			res["errors"] = []map[string]any{{"statusCode": "INVALID_ARGUMENT", "message": why, "fields": []string{}}}
+			res["errors"] = []map[string]any{{"statusCode": code, "message": why, "fields": []string{}}}
 		} else {
 			s.notes = append(s.notes, Record{"customNotifTypeId": in.CustomNotifTypeID,
 				"recipientIds": strings.Join(in.RecipientIDs, ","), "title": in.Title, "body": in.Body,
@@ -102,7 +115,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, drop bool, name 
 		results[i] = res
 	}
 	s.mu.Unlock()
-	reply(w, drop, http.StatusOK, results)
+	reply(w, drop, status, results)
 }
 
 // checkNotification says what is wrong with one input ("" nothing).

@@ -32,7 +32,7 @@ for i = 3, #ARGV, 9 do
       redis.call('ZREM', sfo, m)
       redis.call('HDEL', sfd, 'p:' .. m, 'n:' .. m, 'e:' .. m)
       if root ~= '' and ARGV[i + 8] == '1' then
-        redis.call('HDEL', sfs, 's:' .. root, 'v:' .. root, 't:' .. root, 'rc:' .. root)
+        redis.call('HDEL', sfs, 's:' .. root, 'v:' .. root, 't:' .. root, 'rc:' .. root, 'a:' .. root)
       end
     end
   elseif verdict == 'retry' then

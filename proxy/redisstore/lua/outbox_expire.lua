@@ -38,7 +38,7 @@ for i = 1, #KEYS - 3 do
       local st = redis.call('HGET', sfs, 's:' .. root)
       if st == reprocessed or st == discarded then
         if id == root or id == latest then
-          redis.call('HDEL', sfs, 's:' .. root, 'v:' .. root, 't:' .. root, 'rc:' .. root)
+          redis.call('HDEL', sfs, 's:' .. root, 'v:' .. root, 't:' .. root, 'rc:' .. root, 'a:' .. root)
         end
       elseif id == latest then
         redis.call('HSET', sfs, 's:' .. root, expired, 't:' .. root, now_s)

@@ -6,11 +6,16 @@
 -- KEYS: 1 outbox, 2 record states (cp:{sN}:sfs)
 -- ARGV: 1 now ms, 2 root id, 3 status, 4 replay chain id ('' keep),
 --       5 copy id: a replay dead letter whose record is root's ('' none),
---       6 event time ms, 7 queue the write '1'|'0'
+--       6 event time ms, 7 queue the write '1'|'0', 8 the SystemModstamp ms
+--       of the admin's request the change answers ('' none): 'a:' root
+--       keeps the latest, even when the change itself is older
 -- Returns the record's new state version, or 0 when the change was older.
 local sfo, sfs = KEYS[1], KEYS[2]
 local root = ARGV[2]
 if ARGV[5] ~= '' then redis.call('HSET', sfs, 'r:' .. ARGV[5], root) end
+if ARGV[8] ~= '' and tonumber(ARGV[8]) > num(redis.call('HGET', sfs, 'a:' .. root)) then
+  redis.call('HSET', sfs, 'a:' .. root, ARGV[8])
+end
 if tonumber(ARGV[6]) < num(redis.call('HGET', sfs, 't:' .. root)) then return 0 end
 redis.call('HSET', sfs, 's:' .. root, ARGV[3], 't:' .. root, ARGV[6])
 if ARGV[4] ~= '' then redis.call('HSET', sfs, 'rc:' .. root, ARGV[4]) end
