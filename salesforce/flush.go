@@ -125,6 +125,13 @@ func (w *Writer) pack(s *sender, p *plan) *batch {
 			}
 		}
 	}
+	return b
+}
+
+// build makes the batch's subrequests from its groups (after guard: the
+// collections copy the records).
+func (b *batch) build() {
+	b.subs = b.subs[:0]
 	for i, g := range b.groups {
 		ref := fmt.Sprintf("c%d", i)
 		if g.object == FailedCalloutObject {
@@ -141,7 +148,6 @@ func (w *Writer) pack(s *sender, p *plan) *batch {
 		}
 		b.subs = append(b.subs, CreateSubrequest(ref, CalloutResultEvent, recs))
 	}
-	return b
 }
 
 // guard keeps an admin's choice on Status__c (SPEC §8: Status__c belongs
@@ -212,7 +218,33 @@ func (w *Writer) guard(ctx context.Context, s *sender, b *batch) error {
 		w.log.Info("Status__c left as an admin set it since the last poll; the poll handles it",
 			slog.String("callout_id", rw.root), slog.String("status", c.status), slog.String("not_written", rw.status))
 	}
+	b.dropEmpty()
 	return nil
+}
+
+// dropEmpty settles, without a write, the record writes the guard left
+// with nothing but the external id (a status-only write whose status an
+// admin's choice kept out): writing them would only move the record's
+// SystemModstamp under the admin's request.
+func (b *batch) dropEmpty() {
+	groups := b.groups[:0]
+	for _, g := range b.groups {
+		kept := g.records[:0]
+		for _, rw := range g.records {
+			if len(rw.rec) == 1 {
+				for _, it := range rw.items {
+					it.done(rw.root, rw.version, rw.forget)
+				}
+				continue
+			}
+			kept = append(kept, rw)
+		}
+		g.records = kept
+		if g.size() > 0 {
+			groups = append(groups, g)
+		}
+	}
+	b.groups = groups
 }
 
 // parseStamp reads a Salesforce dateTime (2024-05-01T10:00:00.000+0000).

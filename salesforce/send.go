@@ -178,10 +178,10 @@ func (w *Writer) retryAt(it *item, err error, at time.Time) {
 // writes statuses), then the owner notifications in one action call.
 func (w *Writer) send(ctx context.Context, s *sender, p *plan) {
 	b := w.pack(s, p)
-	if len(b.subs) > 0 {
+	if len(b.groups) > 0 {
 		if err := w.guard(ctx, s, b); err != nil {
 			b.fail(w, s, err)
-		} else {
+		} else if b.build(); len(b.subs) > 0 {
 			w.sendBatch(ctx, s, b)
 		}
 	}

@@ -1,7 +1,9 @@
 package sfemu
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -42,9 +44,12 @@ func kindOf(method string, p []string) string {
 func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 	p := segments(r)
 	kind := kindOf(r.Method, p)
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.mu.Lock()
 	s.used++
 	s.apiCalls++
+	s.largest = max(s.largest, int64(len(body)))
 	w.Header().Set("Sforce-Limit-Info", s.limitInfoLocked())
 	s.mu.Unlock()
 	kinds := []string{kind}

@@ -94,6 +94,7 @@ type Server struct {
 	notes     []Record            // custom notifications sent
 	used      int64               // api-usage N: apiCalls plus SetUsage's offset
 	apiCalls  int64               // data requests received (each one API call)
+	largest   int64               // the largest data request body (bytes)
 	faults    []*Fault
 	recFaults []*RecordFault
 	calls     map[string]int
@@ -212,6 +213,34 @@ func (s *Server) APICalls() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.apiCalls
+}
+
+// HideField makes a field of object unknown to the integration user, as
+// when it is not deployed or its field-level security is missing: writes
+// of it are refused (INVALID_FIELD). ShowField undoes it with the field's
+// most characters (0: any).
+func (s *Server) HideField(object, field string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.o.Objects[object], field)
+}
+
+// ShowField declares a field of object, with its most characters (0: any).
+func (s *Server) ShowField(object, field string, length int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.o.Objects[object] == nil {
+		s.o.Objects[object] = map[string]int{}
+	}
+	s.o.Objects[object][field] = length
+}
+
+// LargestRequest returns the size of the largest request body received
+// under /services/data/ (bytes).
+func (s *Server) LargestRequest() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.largest
 }
 
 // SetUsage sets the api usage N reported in Sforce-Limit-Info.

@@ -1,0 +1,122 @@
+package salesforce
+
+import (
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// TestAdminStatusSurvivesAnUpdate: an admin sets Reprocess Requested; before
+// the next poll the proxy writes the record again (its mirror re-sent):
+// the update leaves Status__c out, so the admin's value survives (before,
+// every full upsert wrote Status__c and overwrote it with New).
+func TestAdminStatusSurvivesAnUpdate(t *testing.T) {
+	e := newEnv(t)
+	root := e.deadLetters("orders", 1)[0]
+	e.drain()
+	e.clk.Advance(time.Minute)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", StatusReprocessRequested)
+	before := e.record(root)["SystemModstamp"]
+	e.clk.Advance(time.Minute)
+	if _, err := e.outbox.Put(ctxT(t), e.clk.Now(), redisstore.OutboxItem{
+		Name: redisstore.EntryName(redisstore.EntryMirror, root)}); err != nil {
+		t.Fatal(err)
+	}
+	calls := e.emu.APICalls()
+	e.drain()
+	r := e.record(root)
+	if r["SystemModstamp"] == before {
+		t.Fatal("the record was not written again")
+	}
+	if r["Status__c"] != StatusReprocessRequested {
+		t.Errorf("Status__c = %v after the proxy's update, want the admin's Reprocess Requested", r["Status__c"])
+	}
+	if got := e.emu.APICalls() - calls; got != 1 {
+		t.Errorf("%d calls for an update without a status, want 1 (no guard query)", got)
+	}
+}
+
+// TestAdminChoiceSurvivesATransition: the proxy's own transitions are not
+// written over an admin's choice made since the last poll either (one
+// guard query per batch that writes statuses); a status that answers the
+// admin's request — the reprocess poll's — is.
+func TestAdminChoiceSurvivesATransition(t *testing.T) {
+	e := newEnv(t)
+	ids := e.deadLetters("orders", 2)
+	requested, discarded := ids[0], ids[1]
+	e.drain()
+	e.clk.Advance(time.Minute)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, requested, "Status__c", StatusReprocessRequested)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, discarded, "Status__c", StatusDiscarded)
+	e.clk.Advance(time.Minute)
+	// An ops replay of each starts, unaware of the admin (no poll yet).
+	for _, id := range ids {
+		if err := e.writer.StatusChanged(ctxT(t), id, StatusReprocessing, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := e.emu.APICalls()
+	e.drain()
+	if got := e.emu.APICalls() - calls; got != 1 {
+		t.Errorf("%d calls, want 1: the guard query; the status-only writes left nothing to write", got)
+	}
+	if s := e.record(requested)["Status__c"]; s != StatusReprocessRequested {
+		t.Errorf("Reprocessing written over an unseen Reprocess Requested: %v", s)
+	}
+	if s := e.record(discarded)["Status__c"]; s != StatusDiscarded {
+		t.Errorf("Reprocessing written over Discarded: %v", s)
+	}
+	// The reprocess poll sees the request and answers it: that status is
+	// written over it.
+	stamp, err := parseStamp(e.record(requested)["SystemModstamp"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Minute)
+	if err := e.writer.statusAt(ctxT(t), requested, StatusReprocessing, "", e.clk.Now(), stamp); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if s := e.record(requested)["Status__c"]; s != StatusReprocessing {
+		t.Errorf("the poll's answer was not written: %v", s)
+	}
+	// Later transitions of the proxy go on as usual; Discarded stays.
+	e.clk.Advance(time.Minute)
+	for _, id := range ids {
+		if err := e.writer.StatusChanged(ctxT(t), id, StatusFailedAgain, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.drain()
+	if s := e.record(requested)["Status__c"]; s != StatusFailedAgain {
+		t.Errorf("status = %v, want Failed Again", s)
+	}
+	if s := e.record(discarded)["Status__c"]; s != StatusDiscarded {
+		t.Errorf("Failed Again written over Discarded: %v", s)
+	}
+}
+
+// TestAnsweredSticksUntilWritten: the poll's answer and a later ending of
+// the chain merge before they are written; the ending may still go over
+// the request the answer answered.
+func TestAnsweredSticksUntilWritten(t *testing.T) {
+	e := newEnv(t)
+	root := e.deadLetters("orders", 1)[0]
+	e.drain()
+	e.clk.Advance(time.Minute)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", StatusReprocessRequested)
+	stamp, _ := parseStamp(e.record(root)["SystemModstamp"])
+	e.clk.Advance(time.Second)
+	if err := e.writer.statusAt(ctxT(t), root, StatusReprocessing, "", e.clk.Now(), stamp); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Second)
+	if err := e.writer.StatusChanged(ctxT(t), root, StatusReprocessed, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if s := e.record(root)["Status__c"]; s != StatusReprocessed {
+		t.Errorf("status = %v, want Reprocessed", s)
+	}
+}
