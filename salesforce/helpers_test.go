@@ -70,7 +70,7 @@ func (s *syncBuffer) String() string {
 // env is one proxy replica's Salesforce side against an emulator: a store
 // with the outbox on (miniredis), a client and a writer.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	clk     *clocktest.Clock
 	mini    *miniredis.Miniredis
 	rdb     redis.UniversalClient
@@ -93,14 +93,14 @@ func withWebhook(url string) envOption {
 }
 
 // newEnv starts an emulator and builds a replica against it.
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	return newEnvWith(t, nil, opts...)
 }
 
 // newEnvWith is newEnv with the emulator's options changed by emu (nil:
 // none).
-func newEnvWith(t *testing.T, emu func(*sfemu.Options), opts ...envOption) *env {
+func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env {
 	t.Helper()
 	e := &env{t: t, clk: clocktest.New(t0), logs: &syncBuffer{}}
 	key := testKey()
@@ -212,7 +212,7 @@ func testConfig(loginURL string) *config.Config {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
