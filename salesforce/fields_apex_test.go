@@ -271,3 +271,32 @@ func TestApexFieldComparisonCatchesDisagreement(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusPicklistDefaultIsNew: the proxy creates Failed_Callout__c
+// records without Status__c (it belongs to the admin after the first
+// write), so they show the picklist's default value; it must be New, as
+// the emulator's Defaults (helpers_test.go) assume.
+func TestStatusPicklistDefaultIsNew(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(apexObjectsDir, FailedCalloutObject, "fields", "Status__c.field-meta.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Values []struct {
+			FullName string `xml:"fullName"`
+			Default  bool   `xml:"default"`
+		} `xml:"valueSet>valueSetDefinition>value"`
+	}
+	if err := xml.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range meta.Values {
+		if v.Default {
+			got = append(got, v.FullName)
+		}
+	}
+	if !slices.Equal(got, []string{StatusNew}) || defaults()[FailedCalloutObject]["Status__c"] != StatusNew {
+		t.Errorf("Status__c defaults = %v, want [New]", got)
+	}
+}

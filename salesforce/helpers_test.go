@@ -256,7 +256,9 @@ func (e *env) deadLetters(endpoint string, n int) []string {
 // completes each with comp.
 func (e *env) scheduled(endpoint string, n int, edit func(*policy.NewCallout), comp policy.Completion) []string {
 	e.t.Helper()
-	ctx := ctxT(e.t)
+	// Thousands of them (BenchmarkAPICost) take longer than ctxT allows.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+time.Duration(n)*10*time.Millisecond)
+	defer cancel()
 	for range n {
 		nc := newCallout(endpoint)
 		nc.IdempotencyKey = ""

@@ -220,6 +220,11 @@ func (s *Server) schemaErrorLocked(w http.ResponseWriter, object string, records
 	return false
 }
 
+// upsertCollection serves PATCH …/composite/sobjects/{object}/{extField}
+// ("Upsert Records Using sObject Collections"): up to 200 records, each
+// upserted on its external id, one result each in order (allOrNone false:
+// a failed record does not stop the others); a duplicate external id in
+// the request fails that record with DUPLICATE_VALUE.
 func (s *Server) upsertCollection(w http.ResponseWriter, r *http.Request, drop bool, object, extField string) {
 	records, ok := readCollection(w, r)
 	if !ok {
@@ -339,6 +344,9 @@ func (s *Server) checkLocked(object string, fields Record) (saveResult, bool) {
 	return saveResult{}, false
 }
 
+// createCollection serves POST …/composite/sobjects ("Create Records Using
+// sObject Collections"): each record's attributes.type names its object;
+// one result each, in order.
 func (s *Server) createCollection(w http.ResponseWriter, r *http.Request, drop bool) {
 	records, ok := readCollection(w, r)
 	if !ok {

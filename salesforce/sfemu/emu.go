@@ -1,25 +1,46 @@
-// Package sfemu is a Salesforce REST API emulator for tests. It speaks the
-// documented shapes the proxy relies on (REST API Developer Guide):
+// Package sfemu is a Salesforce REST API emulator for tests. It behaves as
+// Salesforce documents it; each behaviour cites its page next to the code,
+// and where the emulator and the documentation disagree the emulator is
+// wrong. It speaks:
 //
-//   - POST /services/oauth2/token, the OAuth 2.0 JWT bearer flow: the
-//     assertion is verified (RS256 against the connected app's certificate,
-//     iss, sub, aud login/test.salesforce.com — not the URL posted to —,
-//     exp at most 3 minutes ahead); a refusal is 400
-//     {"error":"invalid_grant","error_description":…};
-//   - PATCH …/sobjects/{object}/{extField}/{id} (single upsert: 201 created,
-//     204 updated) and PATCH …/composite/sobjects/{object}/{extField}
-//     (collection upsert of up to 200 records, per-record results whose
-//     errors carry statusCode);
-//   - POST …/composite/sobjects and POST …/sobjects/{object} (create;
-//     publishes platform events, objects ending in __e);
+//   - POST /services/oauth2/token, the OAuth 2.0 JWT bearer flow ("OAuth
+//     2.0 JWT Bearer Flow for Server-to-Server Integration"): the
+//     assertion is verified (RS256 against the connected app's
+//     certificate, iss, sub, exp at most 3 minutes ahead, aud
+//     https://login.salesforce.com — or test.salesforce.com, or a site URL:
+//     Options.Audiences — never the URL it is posted to); a refusal is 400
+//     {"error":"invalid_grant","error_description":…} ("OAuth 2.0
+//     Authorization Errors"); more than Options.LoginsPerHour logins an
+//     hour are refused as Login Rate Exceeded (Salesforce Help "Sign In
+//     Error 'Login Rate Exceeded'": 3,600 per user);
+//   - POST …/composite ("Send Multiple Requests Using Composite"): up to 25
+//     subrequests, up to 5 of them sObject Collections or queries, one API
+//     call, a compositeResponse of each subrequest's status and body;
+//   - PATCH …/composite/sobjects/{object}/{extField} ("Upsert Records Using
+//     sObject Collections": up to 200 records, per-record results whose
+//     errors carry statusCode) and POST …/composite/sobjects (create;
+//     publishes platform events, objects ending in __e: success true with
+//     OPERATION_ENQUEUED in errors, "Publish Event Messages with Salesforce
+//     APIs"); an unknown object or a field the user cannot see refuses the
+//     whole collection with 400 INVALID_TYPE / INVALID_FIELD ("Status Codes
+//     and Error Responses"); a new record takes its fields' default values
+//     (Options.Defaults: a picklist's default);
+//   - PATCH …/sobjects/{object}/{extField}/{id} (single upsert: 201
+//     created, 204 updated) and POST …/sobjects/{object};
 //   - GET …/query?q=SOQL with paging through nextRecordsUrl, for the SOQL
 //     subset the proxy writes (see query);
-//   - POST …/actions/standard/customNotificationAction;
+//   - POST …/actions/standard/customNotificationAction ("Invoking
+//     Actions"): one result per input, 400 when any input failed, the
+//     successful ones kept (partial save);
 //   - errors as [{"message","errorCode","fields"}], 401 INVALID_SESSION_ID
-//     for an unknown token, Sforce-Limit-Info: api-usage=N/M on every
-//     data answer;
-//   - fault injection (Inject): any status and body, or committing a
-//     request and then dropping the connection unanswered.
+//     for an unknown token; Sforce-Limit-Info on every data answer in the
+//     documented form ("Limit Info Header": api-usage=N/M; api-bursts=…;
+//     per-app-api-usage=N/M(appName=…), entries separated by "; ");
+//   - fault injection (Inject): any status and body — 403
+//     REQUEST_LIMIT_EXCEEDED for the daily allocation or for concurrent long
+//     requests, told apart by the message ("API Request Limits and
+//     Allocations") — or committing a request and then dropping the
+//     connection unanswered.
 //
 // It is a test helper: state lives in memory, guarded by one mutex.
 package sfemu
