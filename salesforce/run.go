@@ -218,10 +218,9 @@ func (w *Writer) PollSince(ctx context.Context, name, object string, fields []st
 	stmt += " ORDER BY SystemModstamp ASC"
 	newest := mark
 	err = w.o.API.Query(ctx, stmt, func(r Record) error {
-		s, _ := r["SystemModstamp"].(string)
-		stamp, perr := time.Parse(time.RFC3339Nano, strings.Replace(s, "+0000", "Z", 1))
+		stamp, perr := parseStamp(r["SystemModstamp"])
 		if perr != nil {
-			return fmt.Errorf("salesforce: poll %s: SystemModstamp %q: %w", name, s, perr)
+			return fmt.Errorf("salesforce: poll %s: SystemModstamp %v: %w", name, r["SystemModstamp"], perr)
 		}
 		if err := each(r, stamp); errors.Is(err, ErrPollAgain) {
 			if hold.IsZero() || stamp.Before(hold) {
