@@ -172,6 +172,12 @@ const (
 	DeadLetterEndpointDisabled DeadLetterReason = "endpoint_disabled" // its endpoint was disabled (SPEC §6)
 )
 
+// DeadLetterReasons are the reasons above, in that order: the values of
+// Failed_Callout__c.Reason__c too (salesforce's metadata test checks them
+// against the picklist).
+var DeadLetterReasons = []DeadLetterReason{DeadLetterExhausted, DeadLetterPermanent, DeadLetterAmbiguous,
+	DeadLetterEndpointDisabled}
+
 // Finished reports whether the state is final.
 func (s State) Finished() bool {
 	return s == Succeeded || s == Failed || s == DeadLettered

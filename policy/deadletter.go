@@ -53,3 +53,24 @@ type ReplayMark struct {
 	// ReplayedAt is when that chain was created; zero when never.
 	ReplayedAt time.Time
 }
+
+// The values of Failed_Callout__c.Status__c, the dead letter's status as
+// admins see it in Salesforce (SPEC §7, §8), in the order of their life: New
+// when first written; Reprocess Requested by an admin; Reprocessing, then
+// Reprocessed or Failed Again, around a replay; Discarded by an admin (the
+// proxy then deletes its copy); Expired when the proxy's copy is gone. The
+// one definition: the salesforce writer and the store's scripts both use
+// these, and salesforce's metadata test checks them against the picklist.
+const (
+	RecordNew                = "New"
+	RecordReprocessRequested = "Reprocess Requested"
+	RecordReprocessing       = "Reprocessing"
+	RecordReprocessed        = "Reprocessed"
+	RecordFailedAgain        = "Failed Again"
+	RecordDiscarded          = "Discarded"
+	RecordExpired            = "Expired"
+)
+
+// RecordStatuses are the Status__c values above, in that order.
+var RecordStatuses = []string{RecordNew, RecordReprocessRequested, RecordReprocessing, RecordReprocessed,
+	RecordFailedAgain, RecordDiscarded, RecordExpired}

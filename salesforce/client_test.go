@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
@@ -142,9 +143,9 @@ func TestQueryPages(t *testing.T) {
 	}
 	var recs []Record
 	for i := range 5 {
-		recs = append(recs, Record{ExternalIDField: fmt.Sprint("c", i), "Status__c": StatusDiscarded})
+		recs = append(recs, Record{ExternalIDField: fmt.Sprint("c", i), "Status__c": policy.RecordDiscarded})
 	}
-	recs = append(recs, Record{ExternalIDField: "other", "Status__c": StatusNew})
+	recs = append(recs, Record{ExternalIDField: "other", "Status__c": policy.RecordNew})
 	if _, err := c.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField, recs); err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +173,12 @@ func TestQueryPages(t *testing.T) {
 func TestSingleUpsert(t *testing.T) {
 	e := newEnv(t)
 	for _, want := range []bool{true, false} {
-		created, err := e.client.Upsert(ctxT(t), FailedCalloutObject, ExternalIDField, "a/b c", Record{"Status__c": StatusNew})
+		created, err := e.client.Upsert(ctxT(t), FailedCalloutObject, ExternalIDField, "a/b c", Record{"Status__c": policy.RecordNew})
 		if err != nil || created != want {
 			t.Fatalf("upsert: created %v %v, want %v", created, err, want)
 		}
 	}
-	if r := e.record("a/b c"); r["Status__c"] != StatusNew {
+	if r := e.record("a/b c"); r["Status__c"] != policy.RecordNew {
 		t.Errorf("record = %v", r)
 	}
 	_, err := e.client.Upsert(ctxT(t), FailedCalloutObject, ExternalIDField, "x", Record{"Nope__c": 1})

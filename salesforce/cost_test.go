@@ -181,7 +181,7 @@ func TestCompletionEventsPerEndpoint(t *testing.T) {
 	e.clk.Advance(time.Minute)
 	e.scheduled("orders", 1, replayOf(root), succeeded())
 	e.drain()
-	if s := e.record(root)["Status__c"]; s != StatusReprocessed {
+	if s := e.record(root)["Status__c"]; s != policy.RecordReprocessed {
 		t.Errorf("status = %v, want Reprocessed", s)
 	}
 }

@@ -63,16 +63,6 @@ var FailedCalloutFields = []Field{
 	{"Replay_Callout_Id__c", Text, 64},
 }
 
-// Dead-letter reasons: the values of Failed_Callout__c.Reason__c (SPEC §7).
-var DeadLetterReasons = []string{"exhausted", "permanent", "ambiguous", "endpoint_disabled"}
-
-// Statuses are the values of Failed_Callout__c.Status__c (SPEC §7, §8), in
-// the order of their life: New when written; Reprocess Requested by an
-// admin; Reprocessing, then Reprocessed or Failed Again, around a replay;
-// Discarded by an admin (the proxy then deletes its copy); Expired when the
-// proxy's copy is gone.
-var Statuses = []string{"New", "Reprocess Requested", "Reprocessing", "Reprocessed",
-	"Failed Again", "Discarded", "Expired"}
 
 // CalloutResultEvent is the API name of the completion platform event.
 const CalloutResultEvent = "Callout_Result__e"

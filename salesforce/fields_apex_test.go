@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // apexObjectsDir is where the SFDX project in apex-stubs/ keeps its objects,
@@ -42,7 +44,7 @@ func apexRules() map[string]apexObjectRules {
 	return map[string]apexObjectRules{
 		FailedCalloutObject: {
 			externalID: "Callout_Id__c",
-			picklists:  map[string][]string{"Status__c": Statuses, "Reason__c": DeadLetterReasons},
+			picklists:  map[string][]string{"Status__c": policy.RecordStatuses, "Reason__c": reasonStrings()},
 		},
 		CalloutResultEvent: {},
 	}
@@ -296,7 +298,16 @@ func TestStatusPicklistDefaultIsNew(t *testing.T) {
 			got = append(got, v.FullName)
 		}
 	}
-	if !slices.Equal(got, []string{StatusNew}) || defaults()[FailedCalloutObject]["Status__c"] != StatusNew {
+	if !slices.Equal(got, []string{policy.RecordNew}) || defaults()[FailedCalloutObject]["Status__c"] != policy.RecordNew {
 		t.Errorf("Status__c defaults = %v, want [New]", got)
 	}
+}
+
+// reasonStrings are policy.DeadLetterReasons as picklist values.
+func reasonStrings() []string {
+	out := make([]string, len(policy.DeadLetterReasons))
+	for i, r := range policy.DeadLetterReasons {
+		out[i] = string(r)
+	}
+	return out
 }

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // IntegrationPermissionSet is the permission set of apex-stubs/ that gives
@@ -181,8 +183,8 @@ func (w *Writer) guard(ctx context.Context, s *sender, b *batch) error {
 		}
 		subs = append(subs, QuerySubrequest(fmt.Sprintf("q%d", len(subs)), "SELECT "+ExternalIDField+
 			", Status__c, SystemModstamp FROM "+FailedCalloutObject+" WHERE "+ExternalIDField+" IN ("+
-			strings.Join(ids, ", ")+") AND Status__c IN ("+QuoteSOQL(StatusReprocessRequested)+", "+
-			QuoteSOQL(StatusDiscarded)+")"))
+			strings.Join(ids, ", ")+") AND Status__c IN ("+QuoteSOQL(policy.RecordReprocessRequested)+", "+
+			QuoteSOQL(policy.RecordDiscarded)+")"))
 	}
 	var res []SubResult
 	if err := s.call(ctx, func() error {
@@ -211,7 +213,7 @@ func (w *Writer) guard(ctx context.Context, s *sender, b *batch) error {
 	}
 	for _, rw := range guarded {
 		c, ok := current[rw.root]
-		if !ok || c.status == StatusReprocessRequested && !c.stamp.After(rw.answered) {
+		if !ok || c.status == policy.RecordReprocessRequested && !c.stamp.After(rw.answered) {
 			continue
 		}
 		delete(rw.rec, "Status__c")

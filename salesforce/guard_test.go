@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -16,7 +17,7 @@ func TestAdminStatusSurvivesAnUpdate(t *testing.T) {
 	root := e.deadLetters("orders", 1)[0]
 	e.drain()
 	e.clk.Advance(time.Minute)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", StatusReprocessRequested)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", policy.RecordReprocessRequested)
 	before := e.record(root)["SystemModstamp"]
 	e.clk.Advance(time.Minute)
 	if _, err := e.outbox.Put(ctxT(t), e.clk.Now(), redisstore.OutboxItem{
@@ -29,7 +30,7 @@ func TestAdminStatusSurvivesAnUpdate(t *testing.T) {
 	if r["SystemModstamp"] == before {
 		t.Fatal("the record was not written again")
 	}
-	if r["Status__c"] != StatusReprocessRequested {
+	if r["Status__c"] != policy.RecordReprocessRequested {
 		t.Errorf("Status__c = %v after the proxy's update, want the admin's Reprocess Requested", r["Status__c"])
 	}
 	if got := e.emu.APICalls() - calls; got != 1 {
@@ -47,12 +48,12 @@ func TestAdminChoiceSurvivesATransition(t *testing.T) {
 	requested, discarded := ids[0], ids[1]
 	e.drain()
 	e.clk.Advance(time.Minute)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, requested, "Status__c", StatusReprocessRequested)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, discarded, "Status__c", StatusDiscarded)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, requested, "Status__c", policy.RecordReprocessRequested)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, discarded, "Status__c", policy.RecordDiscarded)
 	e.clk.Advance(time.Minute)
 	// An ops replay of each starts, unaware of the admin (no poll yet).
 	for _, id := range ids {
-		if err := e.writer.StatusChanged(ctxT(t), id, StatusReprocessing, ""); err != nil {
+		if err := e.writer.StatusChanged(ctxT(t), id, policy.RecordReprocessing, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,10 +62,10 @@ func TestAdminChoiceSurvivesATransition(t *testing.T) {
 	if got := e.emu.APICalls() - calls; got != 1 {
 		t.Errorf("%d calls, want 1: the guard query; the status-only writes left nothing to write", got)
 	}
-	if s := e.record(requested)["Status__c"]; s != StatusReprocessRequested {
+	if s := e.record(requested)["Status__c"]; s != policy.RecordReprocessRequested {
 		t.Errorf("Reprocessing written over an unseen Reprocess Requested: %v", s)
 	}
-	if s := e.record(discarded)["Status__c"]; s != StatusDiscarded {
+	if s := e.record(discarded)["Status__c"]; s != policy.RecordDiscarded {
 		t.Errorf("Reprocessing written over Discarded: %v", s)
 	}
 	// The reprocess poll sees the request and answers it: that status is
@@ -74,25 +75,25 @@ func TestAdminChoiceSurvivesATransition(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clk.Advance(time.Minute)
-	if err := e.writer.statusAt(ctxT(t), requested, StatusReprocessing, "", e.clk.Now(), stamp); err != nil {
+	if err := e.writer.statusAt(ctxT(t), requested, policy.RecordReprocessing, "", e.clk.Now(), stamp); err != nil {
 		t.Fatal(err)
 	}
 	e.drain()
-	if s := e.record(requested)["Status__c"]; s != StatusReprocessing {
+	if s := e.record(requested)["Status__c"]; s != policy.RecordReprocessing {
 		t.Errorf("the poll's answer was not written: %v", s)
 	}
 	// Later transitions of the proxy go on as usual; Discarded stays.
 	e.clk.Advance(time.Minute)
 	for _, id := range ids {
-		if err := e.writer.StatusChanged(ctxT(t), id, StatusFailedAgain, ""); err != nil {
+		if err := e.writer.StatusChanged(ctxT(t), id, policy.RecordFailedAgain, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.drain()
-	if s := e.record(requested)["Status__c"]; s != StatusFailedAgain {
+	if s := e.record(requested)["Status__c"]; s != policy.RecordFailedAgain {
 		t.Errorf("status = %v, want Failed Again", s)
 	}
-	if s := e.record(discarded)["Status__c"]; s != StatusDiscarded {
+	if s := e.record(discarded)["Status__c"]; s != policy.RecordDiscarded {
 		t.Errorf("Failed Again written over Discarded: %v", s)
 	}
 }
@@ -105,18 +106,18 @@ func TestAnsweredSticksUntilWritten(t *testing.T) {
 	root := e.deadLetters("orders", 1)[0]
 	e.drain()
 	e.clk.Advance(time.Minute)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", StatusReprocessRequested)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", policy.RecordReprocessRequested)
 	stamp, _ := parseStamp(e.record(root)["SystemModstamp"])
 	e.clk.Advance(time.Second)
-	if err := e.writer.statusAt(ctxT(t), root, StatusReprocessing, "", e.clk.Now(), stamp); err != nil {
+	if err := e.writer.statusAt(ctxT(t), root, policy.RecordReprocessing, "", e.clk.Now(), stamp); err != nil {
 		t.Fatal(err)
 	}
 	e.clk.Advance(time.Second)
-	if err := e.writer.StatusChanged(ctxT(t), root, StatusReprocessed, ""); err != nil {
+	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessed, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.drain()
-	if s := e.record(root)["Status__c"]; s != StatusReprocessed {
+	if s := e.record(root)["Status__c"]; s != policy.RecordReprocessed {
 		t.Errorf("status = %v, want Reprocessed", s)
 	}
 }

@@ -189,7 +189,7 @@ func schema() map[string]map[string]int {
 // new record: Status__c's picklist default, New (fields_apex_test.go
 // checks it against the metadata).
 func defaults() map[string]sfemu.Record {
-	return map[string]sfemu.Record{FailedCalloutObject: {"Status__c": StatusNew}}
+	return map[string]sfemu.Record{FailedCalloutObject: {"Status__c": policy.RecordNew}}
 }
 
 func testConfig(loginURL string) *config.Config {

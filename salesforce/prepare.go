@@ -150,7 +150,7 @@ func (w *Writer) prepMirror(ctx context.Context, p *plan, it *item, id string) e
 	current := true
 	if root != id {
 		current, err = w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{
-			Status: StatusFailedAgain, Replay: id, Copy: id, At: c.FinishedAt})
+			Status: policy.RecordFailedAgain, Replay: id, Copy: id, At: c.FinishedAt})
 		if err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func ownStatus(status string) string {
 // is settled at once, fenced on the state's version.
 func (w *Writer) addStatus(p *plan, it *item, root string, st redisstore.RecordState) {
 	status := ownStatus(st.Status)
-	forget := st.Status == StatusExpired
+	forget := st.Status == policy.RecordExpired
 	if status == "" && st.Replay == "" {
 		it.done(root, st.Version, forget)
 		return
@@ -244,7 +244,7 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 			return err
 		}
 		if _, err := w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{
-			Status: StatusReprocessed, Replay: id, At: c.FinishedAt, Write: true}); err != nil {
+			Status: policy.RecordReprocessed, Replay: id, At: c.FinishedAt, Write: true}); err != nil {
 			return err
 		}
 	}

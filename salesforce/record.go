@@ -13,23 +13,12 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 )
 
-// The values of Failed_Callout__c.Status__c (Statuses, SPEC §7, §8).
-const (
-	StatusNew                = "New"
-	StatusReprocessRequested = "Reprocess Requested"
-	StatusReprocessing       = "Reprocessing"
-	StatusReprocessed        = "Reprocessed"
-	StatusFailedAgain        = "Failed Again"
-	StatusDiscarded          = "Discarded"
-	StatusExpired            = "Expired"
-)
-
 // Transitions are the statuses the proxy itself sets — around a replay and
 // when its copy expires — and the only ones it writes to Status__c (SPEC
 // §8: Status__c belongs to the admin after the first write). New is the
 // picklist's default: a record is created without Status__c and shows it.
 // Reprocess Requested and Discarded are an admin's choices, never written.
-var Transitions = []string{StatusReprocessing, StatusReprocessed, StatusFailedAgain, StatusExpired}
+var Transitions = []string{policy.RecordReprocessing, policy.RecordReprocessed, policy.RecordFailedAgain, policy.RecordExpired}
 
 // ExternalIDField is Failed_Callout__c's external id: upserts key on it,
 // so a retried write never makes two records (SPEC §7).

@@ -12,17 +12,16 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 func TestStatusConstantsArePicklist(t *testing.T) {
-	consts := []string{StatusNew, StatusReprocessRequested, StatusReprocessing, StatusReprocessed,
-		StatusFailedAgain, StatusDiscarded, StatusExpired}
-	if !slices.Equal(consts, Statuses) {
-		t.Errorf("status constants %q, Statuses %q", consts, Statuses)
+	consts := []string{policy.RecordNew, policy.RecordReprocessRequested, policy.RecordReprocessing, policy.RecordReprocessed,
+		policy.RecordFailedAgain, policy.RecordDiscarded, policy.RecordExpired}
+	if !slices.Equal(consts, policy.RecordStatuses) {
+		t.Errorf("status constants %q, Statuses %q", consts, policy.RecordStatuses)
 	}
-	for _, s := range []string{redisstore.RecordReprocessed, redisstore.RecordDiscarded, redisstore.RecordExpired} {
-		if !slices.Contains(Statuses, s) {
+	for _, s := range []string{policy.RecordReprocessed, policy.RecordDiscarded, policy.RecordExpired} {
+		if !slices.Contains(policy.RecordStatuses, s) {
 			t.Errorf("redisstore's %q is not a status", s)
 		}
 	}
@@ -53,7 +52,7 @@ func TestFailedCalloutFields(t *testing.T) {
 	rules := redact.New(config.Redact{Query: []string{"api_key"}}, []string{"X-Api-Key"})
 	big := []byte(strings.Repeat("é", LongTextMax)) // 2 bytes, 1 character each: fits exactly
 	binary := append([]byte{0xff, 0xfe}, make([]byte, LongTextMax)...)
-	r := FailedCallout("root1", deadLetterCopy(append(big, 'x'), binary), StatusFailedAgain, "c1", rules, 30*day)
+	r := FailedCallout("root1", deadLetterCopy(append(big, 'x'), binary), policy.RecordFailedAgain, "c1", rules, 30*day)
 	declared := map[string]Field{}
 	for _, f := range FailedCalloutFields {
 		declared[f.Name] = f
@@ -72,7 +71,7 @@ func TestFailedCalloutFields(t *testing.T) {
 		field string
 		want  any
 	}{
-		{ExternalIDField, "root1"}, {"Status__c", StatusFailedAgain}, {"Replay_Callout_Id__c", "c1"},
+		{ExternalIDField, "root1"}, {"Status__c", policy.RecordFailedAgain}, {"Replay_Callout_Id__c", "c1"},
 		{"Path__c", "/v1/charges?api_key=[REDACTED]&a=1"}, {"Request_Headers__c", "Content-Type: application/json\nX-Api-Key: [REDACTED]\n"},
 		{"Last_Error__c", "got 401 for Bearer [REDACTED]"}, {"Request_Body_Truncated__c", true},
 		{"Request_Body_Base64__c", false}, {"Last_Response_Body_Base64__c", true},

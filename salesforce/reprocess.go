@@ -177,7 +177,7 @@ func (p *Reprocessor) Poll(ctx context.Context) (ReprocessReport, error) {
 	rep.Polled = true
 	err = p.w.PollSince(ctx, reprocessPoll, FailedCalloutObject,
 		[]string{ExternalIDField, "Replay_Callout_Id__c", "LastModifiedById"},
-		"Status__c = "+QuoteSOQL(StatusReprocessRequested), func(r Record, stamp time.Time) error {
+		"Status__c = "+QuoteSOQL(policy.RecordReprocessRequested), func(r Record, stamp time.Time) error {
 			return p.handle(ctx, r, stamp, &rep)
 		})
 	return rep, err
@@ -246,7 +246,7 @@ func (p *Reprocessor) reprocess(ctx context.Context, root, target, by string) (a
 		case err == nil:
 			p.log.Info("reprocess requested in Salesforce: replaying", slog.String("callout_id", root),
 				slog.String("dead_letter_id", target), slog.String("replay_id", newID))
-			return answer{StatusReprocessing, newID, started}, true, nil
+			return answer{policy.RecordReprocessing, newID, started}, true, nil
 		case errors.Is(err, ErrReplaySuperseded) && newID != "" && newID != target && hops < maxSupersededHops:
 			target = newID
 		case errors.Is(err, ErrReplayInFlight) && newID != "":
@@ -256,7 +256,7 @@ func (p *Reprocessor) reprocess(ctx context.Context, root, target, by string) (a
 		case errors.Is(err, ErrReplayRefused), errors.Is(err, ErrReplaySuperseded):
 			p.log.Warn("reprocess request refused: Failed Again", slog.String("callout_id", root),
 				slog.String("dead_letter_id", target), slog.Any("error", err))
-			return answer{StatusFailedAgain, "", started}, false, nil
+			return answer{policy.RecordFailedAgain, "", started}, false, nil
 		default:
 			return answer{}, false, err
 		}
@@ -270,7 +270,7 @@ func (p *Reprocessor) copyAnswer(ctx context.Context, id string, at time.Time) (
 	c, err := p.w.o.Store.Get(ctx, id)
 	if errors.Is(err, policy.ErrNotFound) {
 		p.log.Info("reprocess request for an expired dead letter: Expired", slog.String("callout_id", id))
-		return answer{StatusExpired, "", p.w.o.Now()}, false, nil
+		return answer{policy.RecordExpired, "", p.w.o.Now()}, false, nil
 	}
 	if err != nil {
 		return answer{}, false, err
@@ -281,9 +281,9 @@ func (p *Reprocessor) copyAnswer(ctx context.Context, id string, at time.Time) (
 	}
 	switch c.State {
 	case policy.Scheduled, policy.Held, policy.InFlight:
-		return answer{StatusReprocessing, chain, at}, false, nil
+		return answer{policy.RecordReprocessing, chain, at}, false, nil
 	case policy.Succeeded:
-		return answer{StatusReprocessed, chain, at}, false, nil
+		return answer{policy.RecordReprocessed, chain, at}, false, nil
 	}
-	return answer{StatusFailedAgain, chain, at}, false, nil
+	return answer{policy.RecordFailedAgain, chain, at}, false, nil
 }

@@ -109,7 +109,7 @@ func TestReprocessEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	round()
-	status(StatusNew, "")
+	status(policy.RecordNew, "")
 
 	// Requested while the upstream still fails: the chain dead-letters.
 	id := root(t, e)
@@ -120,9 +120,9 @@ func TestReprocessEndToEnd(t *testing.T) {
 	}
 	e.drain()
 	first := chainOf(t, e, id)
-	status(StatusReprocessing, first)
+	status(policy.RecordReprocessing, first)
 	round()
-	status(StatusFailedAgain, first)
+	status(policy.RecordFailedAgain, first)
 
 	// Requested again after it recovered: the latest dead letter is
 	// replayed, and succeeds.
@@ -134,9 +134,9 @@ func TestReprocessEndToEnd(t *testing.T) {
 	}
 	e.drain()
 	second := chainOf(t, e, id)
-	status(StatusReprocessing, second)
+	status(policy.RecordReprocessing, second)
 	round()
-	status(StatusReprocessed, second)
+	status(policy.RecordReprocessed, second)
 	if c, err := e.store.Get(ctxT(t), second); err != nil || c.State != policy.Succeeded || c.ReplayOf != first {
 		t.Errorf("second chain: %+v, %v", c, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
@@ -43,7 +44,7 @@ func (e *env) replays(owner string) *replay.Service {
 // Reprocess action does (its SystemModstamp moves).
 func (e *env) request(root string) {
 	e.t.Helper()
-	e.emu.Set(e.t, FailedCalloutObject, ExternalIDField, root, "Status__c", StatusReprocessRequested)
+	e.emu.Set(e.t, FailedCalloutObject, ExternalIDField, root, "Status__c", policy.RecordReprocessRequested)
 }
 
 // countingReplayer is the replay service behind the adapter the

@@ -70,7 +70,7 @@ func TestReprocessTwoReplicasAtOnce(t *testing.T) {
 				r := e.record(root)
 				chain, _ := r["Replay_Callout_Id__c"].(string)
 				c, err := e.store.Get(ctxT(t), chain)
-				if r["Status__c"] != StatusReprocessing || err != nil || c.ReplayOf != root || c.State != policy.Scheduled {
+				if r["Status__c"] != policy.RecordReprocessing || err != nil || c.ReplayOf != root || c.State != policy.Scheduled {
 					t.Errorf("record %s: %v (chain %+v, %v), want Reprocessing naming a scheduled replay", root, r, c, err)
 				}
 			}
@@ -117,7 +117,7 @@ func TestReprocessExpiredCopy(t *testing.T) {
 		t.Fatalf("poll = %+v, replays tried %d", r, counter.count(root))
 	}
 	e.drain()
-	if s := e.record(root)["Status__c"]; s != StatusExpired {
+	if s := e.record(root)["Status__c"]; s != policy.RecordExpired {
 		t.Errorf("status = %v, want Expired", s)
 	}
 }
@@ -137,29 +137,29 @@ func TestReprocessAnswers(t *testing.T) {
 	}{
 		{"replayed", func(e *env, root string, f *fakeReplayer) setup {
 			f.ReplayOneFn = func(string) (string, error) { return "replay-1", nil }
-			return setup{want: StatusReprocessing, replay: "replay-1", calls: []string{root}}
+			return setup{want: policy.RecordReprocessing, replay: "replay-1", calls: []string{root}}
 		}},
 		{"copy discarded", func(e *env, root string, f *fakeReplayer) setup {
 			if err := e.store.Discard(ctxT(e.t), root); err != nil {
 				e.t.Fatal(err)
 			}
 			f.ReplayOneFn = func(string) (string, error) { return "", ErrReplayNoCopy }
-			return setup{want: StatusExpired, calls: []string{root}}
+			return setup{want: policy.RecordExpired, calls: []string{root}}
 		}},
 		{"the latest chain still runs", func(e *env, root string, f *fakeReplayer) setup {
 			chain := enqueueChain(e, root)
 			f.ReplayOneFn = func(string) (string, error) { return "", ErrReplayNoCopy }
-			return setup{chain: chain, want: StatusReprocessing, replay: chain, calls: []string{chain}}
+			return setup{chain: chain, want: policy.RecordReprocessing, replay: chain, calls: []string{chain}}
 		}},
 		{"a running chain holds the key", func(e *env, root string, f *fakeReplayer) setup {
 			chain := enqueueChain(e, root)
 			f.ReplayOneFn = func(string) (string, error) { return chain, ErrReplayInFlight }
-			return setup{want: StatusReprocessing, replay: chain, calls: []string{root}}
+			return setup{want: policy.RecordReprocessing, replay: chain, calls: []string{root}}
 		}},
 		{"the latest chain succeeded", func(e *env, root string, f *fakeReplayer) setup {
 			chain := e.scheduled("orders", 1, replayOf(root), succeeded())[0]
 			f.ReplayOneFn = func(string) (string, error) { return "", ErrReplayNoCopy }
-			return setup{want: StatusReprocessed, replay: chain, calls: []string{chain}}
+			return setup{want: policy.RecordReprocessed, replay: chain, calls: []string{chain}}
 		}},
 		{"superseded: the newer dead letter is replayed", func(e *env, root string, f *fakeReplayer) setup {
 			f.ReplayOneFn = func(id string) (string, error) {
@@ -168,11 +168,11 @@ func TestReprocessAnswers(t *testing.T) {
 				}
 				return "replay-2", nil
 			}
-			return setup{want: StatusReprocessing, replay: "replay-2", calls: []string{root, "newer-dead-letter"}}
+			return setup{want: policy.RecordReprocessing, replay: "replay-2", calls: []string{root, "newer-dead-letter"}}
 		}},
 		{"endpoint disabled", func(e *env, root string, f *fakeReplayer) setup {
 			f.ReplayOneFn = func(string) (string, error) { return "", ErrReplayRefused }
-			return setup{want: StatusFailedAgain, calls: []string{root}}
+			return setup{want: policy.RecordFailedAgain, calls: []string{root}}
 		}},
 	}
 	for _, tt := range tests {
@@ -271,7 +271,7 @@ func TestReprocessRetries(t *testing.T) {
 			poll(t, p)
 			e.drain()
 			for _, root := range roots {
-				if s := e.record(root)["Status__c"]; s != StatusReprocessing {
+				if s := e.record(root)["Status__c"]; s != policy.RecordReprocessing {
 					t.Errorf("%s: status %v, want Reprocessing", root, s)
 				}
 			}

@@ -153,7 +153,7 @@ func (w *Writer) pollDiscardedLocked(ctx context.Context) {
 func (w *Writer) PollDiscarded(ctx context.Context) (int, error) {
 	n := 0
 	err := w.PollSince(ctx, discardedPoll, FailedCalloutObject, []string{ExternalIDField, "Replay_Callout_Id__c"},
-		"Status__c = "+QuoteSOQL(StatusDiscarded), func(r Record, stamp time.Time) error {
+		"Status__c = "+QuoteSOQL(policy.RecordDiscarded), func(r Record, stamp time.Time) error {
 			id, _ := r[ExternalIDField].(string)
 			if id == "" {
 				return nil
@@ -165,7 +165,7 @@ func (w *Writer) PollDiscarded(ctx context.Context) (int, error) {
 				}
 			}
 			n++
-			_, err := w.o.Outbox.SetRecordStatus(ctx, id, redisstore.StatusChange{Status: StatusDiscarded, At: stamp})
+			_, err := w.o.Outbox.SetRecordStatus(ctx, id, redisstore.StatusChange{Status: policy.RecordDiscarded, At: stamp})
 			if errors.Is(err, policy.ErrNotFound) {
 				return nil // not an id of ours
 			}

@@ -31,16 +31,16 @@ func TestReplayStatuses(t *testing.T) {
 	e := newEnv(t)
 	root := e.deadLetters("orders", 1)[0]
 	e.drain()
-	if s := e.record(root)["Status__c"]; s != StatusNew {
+	if s := e.record(root)["Status__c"]; s != policy.RecordNew {
 		t.Fatalf("status = %v, want New", s)
 	}
 
 	e.clk.Advance(time.Minute)
-	if err := e.writer.StatusChanged(ctxT(t), root, StatusReprocessing, ""); err != nil {
+	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessing, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.drain()
-	if s := e.record(root)["Status__c"]; s != StatusReprocessing {
+	if s := e.record(root)["Status__c"]; s != policy.RecordReprocessing {
 		t.Fatalf("status = %v, want Reprocessing", s)
 	}
 
@@ -50,7 +50,7 @@ func TestReplayStatuses(t *testing.T) {
 	chain := e.scheduled("orders", 1, replayOf(root), again)[0]
 	e.drain()
 	r := e.record(root)
-	if r["Status__c"] != StatusFailedAgain || r["Replay_Callout_Id__c"] != chain || r["Last_Status_Code__c"] != 502.0 {
+	if r["Status__c"] != policy.RecordFailedAgain || r["Replay_Callout_Id__c"] != chain || r["Last_Status_Code__c"] != 502.0 {
 		t.Errorf("after the chain dead-lettered: %v", r)
 	}
 	if _, ok := e.emu.Record(FailedCalloutObject, ExternalIDField, chain); ok {
@@ -58,13 +58,13 @@ func TestReplayStatuses(t *testing.T) {
 	}
 
 	e.clk.Advance(time.Minute)
-	if err := e.writer.StatusChanged(ctxT(t), chain, StatusReprocessing, ""); err != nil {
+	if err := e.writer.StatusChanged(ctxT(t), chain, policy.RecordReprocessing, ""); err != nil {
 		t.Fatal(err)
 	}
 	ok := e.scheduled("orders", 1, replayOf(chain), succeeded())[0]
 	e.drain()
 	r = e.record(root)
-	if r["Status__c"] != StatusReprocessed || r["Replay_Callout_Id__c"] != ok {
+	if r["Status__c"] != policy.RecordReprocessed || r["Replay_Callout_Id__c"] != ok {
 		t.Errorf("after a chain succeeded: status %v, replay %v; want Reprocessed, %s", r["Status__c"], r["Replay_Callout_Id__c"], ok)
 	}
 	if got := len(e.emu.Records(FailedCalloutObject)); got != 1 {
@@ -95,13 +95,13 @@ func TestStatusChangeWaitsForTheRecord(t *testing.T) {
 	if info := e.entry(redisstore.EntryName(redisstore.EntryMirror, root)); info.Tries != 1 || info.Due.Sub(e.clk.Now()) < BaseBackoff/2 {
 		t.Fatalf("locked record: entry %+v, want a retry with backoff", info)
 	}
-	if err := e.writer.StatusChanged(ctxT(t), root, StatusReprocessing, ""); err != nil {
+	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessing, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.drain() // the status write lands first
 	e.clk.Advance(BaseBackoff)
 	e.drain() // then the full mirror, with the current status
-	if r := e.record(root); r["Status__c"] != StatusReprocessing || r["Endpoint__c"] != "orders" {
+	if r := e.record(root); r["Status__c"] != policy.RecordReprocessing || r["Endpoint__c"] != "orders" {
 		t.Errorf("record = %v", r)
 	}
 }
@@ -116,7 +116,7 @@ func TestExpiredAndDiscarded(t *testing.T) {
 	e.drain()
 
 	e.clk.Advance(time.Hour)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, discarded, "Status__c", StatusDiscarded)
+	e.emu.Set(t, FailedCalloutObject, ExternalIDField, discarded, "Status__c", policy.RecordDiscarded)
 	n, err := e.writer.PollDiscarded(ctxT(t))
 	if err != nil || n != 1 {
 		t.Fatalf("poll = %d %v", n, err)
@@ -137,10 +137,10 @@ func TestExpiredAndDiscarded(t *testing.T) {
 		t.Fatalf("sweep = %d %v, want 1 record expired", n, err)
 	}
 	e.drain()
-	if s := e.record(expiring)["Status__c"]; s != StatusExpired {
+	if s := e.record(expiring)["Status__c"]; s != policy.RecordExpired {
 		t.Errorf("status = %v, want Expired", s)
 	}
-	if s := e.record(discarded)["Status__c"]; s != StatusDiscarded {
+	if s := e.record(discarded)["Status__c"]; s != policy.RecordDiscarded {
 		t.Errorf("discarded record's status = %v", s)
 	}
 	if st, _ := e.outbox.RecordState(ctxT(t), expiring); st != (redisstore.RecordState{}) {

@@ -211,7 +211,7 @@ func (w *Writer) StatusChanged(ctx context.Context, id, status, replay string) e
 // the SystemModstamp of the admin's Reprocess Requested the status
 // answers: it may then be written over that request.
 func (w *Writer) statusAt(ctx context.Context, id, status, replay string, at, answers time.Time) error {
-	if !slices.Contains(Statuses, status) {
+	if !slices.Contains(policy.RecordStatuses, status) {
 		return fmt.Errorf("salesforce: status %q is not a Failed_Callout__c status", status)
 	}
 	root, err := w.rootOfID(ctx, id)

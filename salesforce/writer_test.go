@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
@@ -21,7 +22,7 @@ func TestDeadLetterMirrored(t *testing.T) {
 		field string
 		want  any
 	}{
-		{"Status__c", StatusNew}, {"Endpoint__c", "payments"}, {"Method__c", "POST"},
+		{"Status__c", policy.RecordNew}, {"Endpoint__c", "payments"}, {"Method__c", "POST"},
 		{"Path__c", "/v1/charges?api_key=[REDACTED]&x=1"}, {"Idempotency_Key__c", nil},
 		{"Source_Record_Id__c", "a01000000000001AAA"}, {"Reason__c", "exhausted"},
 		{"Attempts__c", 1.0}, {"Last_Status_Code__c", 503.0}, {"Last_Error__c", "status_5xx"},

@@ -105,7 +105,7 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 		if !r.Created {
 			return
 		}
-		if err := sf.StatusChanged(ctx, r.DeadLetterID, salesforce.StatusReprocessing, r.ReplayID); err != nil {
+		if err := sf.StatusChanged(ctx, r.DeadLetterID, policy.RecordReprocessing, r.ReplayID); err != nil {
 			logger.Warn("queuing the Reprocessing status failed", slog.String("callout_id", r.DeadLetterID),
 				slog.Any("error", err))
 		}

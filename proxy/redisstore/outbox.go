@@ -41,14 +41,6 @@ const (
 	EntryStatus = "s"
 )
 
-// Failed_Callout__c status values the store's scripts must know (the
-// salesforce package holds the whole picklist and checks these match).
-const (
-	RecordReprocessed = "Reprocessed"
-	RecordDiscarded   = "Discarded"
-	RecordExpired     = "Expired"
-)
-
 // EntryName joins a kind and its keys into an entry name: EntryName("m",
 // id) is "m:" + id. Keys must not contain ':' (callout ids and endpoint
 // names never do).

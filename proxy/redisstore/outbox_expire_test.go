@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // expireAll runs Expire on every shard with a due copy and returns the
@@ -54,8 +56,8 @@ func TestOutboxExpire(t *testing.T) {
 		chain, _ := scheduledDeadLetters(t, s, "payments", 1)
 		claimAll(t, o)
 		mustStatus(t, o, replayed, StatusChange{Status: "Failed Again", Replay: chain[0], Copy: chain[0]})
-		mustStatus(t, o, reprocessed, StatusChange{Status: RecordReprocessed, Replay: "x"})
-		mustStatus(t, o, discarded, StatusChange{Status: RecordDiscarded})
+		mustStatus(t, o, reprocessed, StatusChange{Status: policy.RecordReprocessed, Replay: "x"})
+		mustStatus(t, o, discarded, StatusChange{Status: policy.RecordDiscarded})
 		claimAll(t, o)
 
 		e.clk.Advance(30*day - time.Second)
@@ -89,7 +91,7 @@ func TestOutboxExpire(t *testing.T) {
 		if got, want := claimAll(t, o), sorted(names(EntryStatus, plain, replayed)); !slices.Equal(got, want) {
 			t.Errorf("queued %v, want %v", got, want)
 		}
-		if st, _ := o.RecordState(ctxT(t), replayed); st.Status != RecordExpired || st.Replay != chain[0] {
+		if st, _ := o.RecordState(ctxT(t), replayed); st.Status != policy.RecordExpired || st.Replay != chain[0] {
 			t.Errorf("state of %s = %+v, want Expired", replayed, st)
 		}
 		if root, _ := o.RootOf(ctxT(t), chain[0]); root != "" {

@@ -131,7 +131,7 @@ func (o *Outbox) Expire(ctx context.Context, shard, limit int) ([]string, error)
 		return nil, o.s.wrap("expire", err)
 	}
 	keys := []string{k.sfx, k.sfo, k.sfs}
-	args := []any{msArg(now), durMs(time.Hour), RecordExpired, RecordReprocessed, RecordDiscarded}
+	args := []any{msArg(now), durMs(time.Hour), policy.RecordExpired, policy.RecordReprocessed, policy.RecordDiscarded}
 	for _, id := range ids {
 		keys = append(keys, k.tag+"c:"+id)
 		args = append(args, id)
