@@ -63,7 +63,6 @@ var FailedCalloutFields = []Field{
 	{"Replay_Callout_Id__c", Text, 64},
 }
 
-
 // CalloutResultEvent is the API name of the completion platform event.
 const CalloutResultEvent = "Callout_Result__e"
 
