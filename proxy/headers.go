@@ -11,18 +11,28 @@ import (
 // maxKeyLength is the longest Idempotency-Key accepted, in characters.
 const maxKeyLength = 255
 
-// parseIdempotencyKey reads the Idempotency-Key header: an RFC 8941
-// sf-string (`"abc-123"`, with `\"` and `\\` escapes) or a bare sf-token,
-// of 1 to 255 printable ASCII characters (draft-ietf-httpapi-idempotency-key-header
-// §2.1). It returns "" when the header is absent; several fields are an
-// error. Errors: *problem.Error IdempotencyKeyInvalid naming what was wrong.
+// parseIdempotencyKey reads the Idempotency-Key header (SPEC §5). The
+// draft (draft-ietf-httpapi-idempotency-key-header §2.1) makes it an RFC
+// 8941 sf-string, but real clients send bare values — Apex
+// `UUID.randomUUID().toString()`, Stripe's, Square's and Adyen's libraries —
+// so both forms are accepted:
+//   - a quoted sf-string (`"abc-123"`, RFC 8941 §3.3.3, with `\"` and `\\`
+//     escapes); the quotes are not part of the key;
+//   - an unquoted value of printable ASCII (0x21–0x7E) without spaces or
+//     commas: a comma would make it a list of two values.
+//
+// Either way the key is 1 to 255 characters, so `"abc"` and `abc` are the
+// same key. It returns "" when the header is absent. Two fields, a list
+// (`a, b` or `"a", "b"`), an empty value, spaces or control characters in
+// an unquoted value, and non-ASCII are errors: *problem.Error
+// IdempotencyKeyInvalid whose detail names what was wrong.
 func parseIdempotencyKey(values []string) (string, error) {
 	switch len(values) {
 	case 0:
 		return "", nil
 	case 1:
 	default:
-		return "", keyErr("send exactly one Idempotency-Key header")
+		return "", keyErr(strconv.Itoa(len(values)) + " Idempotency-Key fields; send exactly one")
 	}
 	v := strings.Trim(values[0], " \t")
 	var key string
@@ -33,8 +43,8 @@ func parseIdempotencyKey(values []string) (string, error) {
 		}
 		key = k
 	} else {
-		if !isSfToken(v) {
-			return "", keyErr(`send the key quoted, as an RFC 8941 sf-string ("3f2b8c1e-…"); unquoted, it must be an sf-token, which starts with a letter or * (a UUID starting with a digit must be quoted)`)
+		if err := checkBareKey(v); err != nil {
+			return "", err
 		}
 		key = v
 	}
@@ -42,16 +52,32 @@ func parseIdempotencyKey(values []string) (string, error) {
 	case key == "":
 		return "", keyErr("the key is empty")
 	case len(key) > maxKeyLength:
-		return "", keyErr("the key is longer than 255 characters")
+		return "", keyErr("the key is " + strconv.Itoa(len(key)) + " characters long; at most 255 are allowed")
 	}
 	return key, nil
+}
+
+// checkBareKey checks an unquoted key: printable ASCII, no space, no comma.
+func checkBareKey(v string) error {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == ',':
+			return keyErr("a comma-separated list of keys; send exactly one key")
+		case c == ' ' || c == '\t':
+			return keyErr(`an unquoted key may not contain spaces (quote it as an sf-string: "…")`)
+		case c < 0x21 || c > 0x7e:
+			return keyErr("only printable ASCII characters are allowed")
+		}
+	}
+	return nil
 }
 
 func keyErr(detail string) error {
 	return problem.Errorf(problem.IdempotencyKeyInvalid, "Idempotency-Key: "+detail)
 }
 
-// parseSfString decodes an RFC 8941 §3.3.3 sf-string.
+// parseSfString decodes an RFC 8941 §3.3.3 sf-string. Anything after the
+// closing quote is an error; a comma there is a list.
 func parseSfString(v string) (string, error) {
 	var b strings.Builder
 	for i := 1; i < len(v); i++ {
@@ -64,10 +90,14 @@ func parseSfString(v string) (string, error) {
 			}
 			b.WriteByte(v[i])
 		case c == '"':
-			if i != len(v)-1 {
-				return "", keyErr("characters after the closing quote")
+			rest := strings.TrimLeft(v[i+1:], " \t")
+			switch {
+			case rest == "":
+				return b.String(), nil
+			case rest[0] == ',':
+				return "", keyErr("a comma-separated list of keys; send exactly one key")
 			}
-			return b.String(), nil
+			return "", keyErr("characters after the closing quote")
 		case c < 0x20 || c > 0x7e:
 			return "", keyErr("only printable ASCII characters are allowed")
 		default:
@@ -75,32 +105,6 @@ func parseSfString(v string) (string, error) {
 		}
 	}
 	return "", keyErr("the sf-string has no closing quote")
-}
-
-// isSfToken reports an RFC 8941 §3.3.4 sf-token: ALPHA or "*" first, then
-// tchar, ":" or "/".
-func isSfToken(v string) bool {
-	if v == "" {
-		return false
-	}
-	c := v[0]
-	if !(c == '*' || (c|0x20 >= 'a' && c|0x20 <= 'z')) {
-		return false
-	}
-	for i := 1; i < len(v); i++ {
-		if !isTchar(v[i]) && v[i] != ':' && v[i] != '/' {
-			return false
-		}
-	}
-	return true
-}
-
-// isTchar is RFC 9110 §5.6.2 tchar.
-func isTchar(c byte) bool {
-	if c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' {
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // preferences are the RFC 7240 preferences the proxy honours.
