@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 )
@@ -101,21 +102,35 @@ func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.
 }
 
 // responseArgs returns ARGV 17–18: the status and the encoded response
-// with its body cut to the cap.
+// with its body cut to the cap on a UTF-8 character boundary (SPEC §5).
 func (s *Store) responseArgs(r *policy.Response) ([]any, error) {
 	if r == nil {
 		return []any{"", ""}, nil
 	}
 	body, cut := r.Body, r.Truncated
-	limit := max(s.bodyCap, 0)
-	if int64(len(body)) > limit {
-		body, cut = body[:limit], true
+	if int64(len(body)) > max(s.bodyCap, 0) {
+		body, cut = cutBody(body, max(s.bodyCap, 0)), true
 	}
 	enc, err := encodeResponse(r, body, cut)
 	if err != nil {
 		return nil, err
 	}
 	return []any{strconv.Itoa(r.Status), enc}, nil
+}
+
+// cutBody returns the first limit bytes of body (limit < len(body)), one to
+// three bytes fewer when the cut would fall inside a UTF-8 sequence, so a
+// long text answer stays valid UTF-8 — text, not base64, in status
+// documents and dead letters (SPEC §5). A binary body loses at most those
+// three bytes more than the cap.
+func cutBody(body []byte, limit int64) []byte {
+	n := int(limit)
+	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(body[i]) {
+			return body[:i]
+		}
+	}
+	return body[:n]
 }
 
 func flag(b bool) string {

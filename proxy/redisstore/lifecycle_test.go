@@ -3,6 +3,7 @@ package redisstore
 import (
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,6 +218,34 @@ func TestNotDispatchedCompletionUndoesCount(t *testing.T) {
 		}
 		if rec := mustGet(t, s, c.ID); len(rec.AttemptLog) != 0 {
 			t.Fatalf("attempt log = %+v, want empty", rec.AttemptLog)
+		}
+	})
+}
+
+// TestResponseBodyCappedOnCharacterBoundary: a text body cut to the cap
+// stays valid UTF-8 (SPEC §5): "€" is three bytes, so 16 bytes of them end
+// after five whole characters, 15 bytes; a binary body is cut at the cap.
+func TestResponseBodyCappedOnCharacterBoundary(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store() // cap 16 bytes
+		for _, tt := range []struct{ name, body, want string }{
+			{"euro signs", strings.Repeat("€", 100), strings.Repeat("€", 5)},
+			{"four-byte characters", "ab" + strings.Repeat("😀", 10), "ab" + strings.Repeat("😀", 3)},
+			{"ASCII", strings.Repeat("a", 40), strings.Repeat("a", 16)},
+			{"boundary exactly at the cap", "0123456789abcde€€", "0123456789abcde"},
+			{"binary", strings.Repeat("\x80", 40), strings.Repeat("\x80", 16)},
+		} {
+			res, err := s.Begin(ctxT(t), req("cap-api", "k-"+tt.name, "x"), policy.BeginOptions{Lease: testLease})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := success()
+			c.Response.Body = []byte(tt.body)
+			mustComplete(t, s, res.Claimed, c)
+			got := mustGet(t, s, res.Claimed.ID).Response
+			if string(got.Body) != tt.want || !got.Truncated {
+				t.Errorf("%s: stored %q truncated=%v; want %q", tt.name, got.Body, got.Truncated, tt.want)
+			}
 		}
 	})
 }
