@@ -145,17 +145,11 @@ func (s *Server) respond(w http.ResponseWriter, ep *config.Endpoint,
 	}
 }
 
-// proxyOwned reports the response fields of SPEC §2, §4 and §5 that only
-// the proxy sets (canonical names, as the forwarder returns them): an
-// upstream sending one, by accident or to mislead the caller, must not be
-// believed.
-func proxyOwned(canonical string) bool {
-	switch canonical {
-	case "Callout-Outcome", "Callout-Id", "Callout-Record", "Idempotent-Replayed":
-		return true
-	}
-	return false
-}
+// proxyOwned reports the response fields only the proxy sets (canonical
+// names): forward.ProxyOwned. The forwarder drops them from upstream
+// responses already; a stored response recorded before it did is filtered
+// again on replay.
+func proxyOwned(canonical string) bool { return forward.ProxyOwned(canonical) }
 
 // writeUpstream passes an upstream response through with its outcome class.
 // The forwarder already removed hop-by-hop headers and set Content-Length

@@ -109,9 +109,20 @@ func OutboundHeader(in http.Header, injected http.Header) http.Header {
 	return out
 }
 
+// ProxyOwned reports whether a response field, by its canonical name, is
+// one only the proxy sets (SPEC §10 "upstream responses never carry proxy
+// signals"): every Callout-* field (Callout-Outcome, Callout-Id,
+// Callout-Record, Callout-Problem, Callout-Replay-Body, and any the proxy
+// adds later) and Idempotent-Replayed. An upstream that sends one, by
+// accident or to mislead the caller, is not believed: the field is dropped.
+func ProxyOwned(canonical string) bool {
+	return strings.HasPrefix(canonical, "Callout-") || canonical == "Idempotent-Replayed"
+}
+
 // inboundHeader returns an upstream response's header as the caller gets it:
-// hop-by-hop fields (and every field named in Connection) removed, names
-// canonical, values unchanged (RFC 9110 §7.6.1).
+// hop-by-hop fields (and every field named in Connection) removed, the
+// proxy's own fields (ProxyOwned) removed, names canonical, values
+// unchanged (RFC 9110 §7.6.1).
 func inboundHeader(in http.Header) http.Header {
 	drop := make(map[string]bool, len(hopByHop)+2)
 	for _, k := range hopByHop {
@@ -122,7 +133,7 @@ func inboundHeader(in http.Header) http.Header {
 	for _, k := range slices.Sorted(maps.Keys(in)) {
 		vs := in[k]
 		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if drop[ck] {
+		if drop[ck] || ProxyOwned(ck) {
 			continue
 		}
 		out[ck] = append(out[ck], vs...)

@@ -125,3 +125,18 @@ func TestInboundHeader(t *testing.T) {
 		t.Errorf("inboundHeader =\n %v\nwant\n %v", got, want)
 	}
 }
+
+// TestInboundHeaderDropsProxySignals: every Callout-* field and
+// Idempotent-Replayed of an upstream response is dropped, in any case
+// (SPEC §10); a field that merely contains "callout" is kept.
+func TestInboundHeaderDropsProxySignals(t *testing.T) {
+	in := http.Header{
+		"Callout-Outcome": {"success"}, "callout-id": {"forged"}, "CALLOUT-RECORD": {"x"},
+		"Callout-Problem": {"breaker-open"}, "Callout-Replay-Body": {"omitted"}, "Callout-Future": {"x"},
+		"idempotent-replayed": {"true"}, "X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"},
+	}
+	want := http.Header{"X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"}}
+	if got := inboundHeader(in); !reflect.DeepEqual(got, want) {
+		t.Errorf("inboundHeader =\n %v\nwant\n %v", got, want)
+	}
+}

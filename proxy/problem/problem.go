@@ -117,9 +117,13 @@ func From(err error) *Error {
 	return &Error{Code: Internal, Detail: "internal error", Err: err}
 }
 
-// Write sends err as application/problem+json with Callout-Outcome (and
-// Callout-Id, Retry-After when known). It is the one place where a proxy
-// error becomes an HTTP response; it never looks at the caller's Accept.
+// Write sends err as application/problem+json with Callout-Outcome,
+// Callout-Problem (the code), and Callout-Id and Retry-After when known. It
+// is the one place where a proxy error becomes an HTTP response; it never
+// looks at the caller's Accept. Callout-Problem tells the proxy's own
+// problem from an upstream body that looks like one: the forwarder drops
+// every Callout-* field of upstream responses (SPEC §10), so only a
+// problem the proxy made carries it.
 func Write(w http.ResponseWriter, err error) {
 	pe := From(err)
 	out := pe.Outcome
@@ -131,6 +135,7 @@ func Write(w http.ResponseWriter, err error) {
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Callout-Outcome", string(out))
+	h.Set("Callout-Problem", string(pe.Code))
 	if pe.CalloutID != "" {
 		h.Set("Callout-Id", pe.CalloutID)
 	}
