@@ -36,30 +36,59 @@ func (v *Verifier) rejectDetail(tok *jwt.Token, c *jwt.RegisteredClaims, err err
 	case !ok:
 		return "token header has no alg"
 	case !slices.Contains(v.algorithms, alg):
-		return fmt.Sprintf("algorithm %s is not allowed (allowed: %s)",
-			quote(alg), strings.Join(v.algorithms, ", "))
+		return fmt.Sprintf("algorithm %s is not accepted", quote(alg))
+	case errors.Is(err, errCrit):
+		return critDetail(tok.Header["crit"])
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return v.signatureDetail(alg)
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
 		return fmt.Sprintf("token signed with %s cannot be verified", alg)
 	}
-	return claimsDetail(c, v.audience, err)
+	return claimsDetail(c, err)
 }
 
-// signatureDetail says which key material the signature failed against.
+// signatureDetail says which kind of key material the signature failed
+// against, not how much of it is configured.
 func (v *Verifier) signatureDetail(alg string) string {
 	if alg == HS256 {
 		return "invalid signature: HS256 signature does not verify with the configured secret"
 	}
-	return fmt.Sprintf("invalid signature: %s signature does not verify under any of the %d configured RSA keys",
-		alg, len(v.keys))
+	return fmt.Sprintf("invalid signature: %s signature does not verify under any configured certificate", alg)
+}
+
+// errCrit is keyFor's refusal of a token with a `crit` header.
+var errCrit = errors.New("crit header names extensions this verifier does not understand")
+
+// maxCritNames bounds how many `crit` names a detail lists.
+const maxCritNames = 5
+
+// critDetail describes a refused `crit` header (RFC 7515 §4.1.11): the
+// proxy understands no JWS extension, so every name listed is unknown, and
+// a crit that is not a non-empty list of names is malformed.
+func critDetail(crit any) string {
+	list, ok := crit.([]any)
+	if !ok || len(list) == 0 {
+		return "token header crit must be a non-empty list of extension names (RFC 7515 §4.1.11)"
+	}
+	var names []string
+	for i, n := range list {
+		if i == maxCritNames {
+			names = append(names, "…")
+			break
+		}
+		s, _ := n.(string)
+		names = append(names, quote(s))
+	}
+	return fmt.Sprintf("token header crit [%s] names extensions this proxy does not understand; "+
+		"a JWS whose crit is not understood must be refused (RFC 7515 §4.1.11)", strings.Join(names, ", "))
 }
 
 // maxAudiences bounds how many `aud` values a detail lists.
 const maxAudiences = 5
 
-// claimsDetail describes a failed registered-claims check (RFC 7519 §4.1).
-func claimsDetail(c *jwt.RegisteredClaims, audience string, err error) string {
+// claimsDetail describes a failed registered-claims check (RFC 7519 §4.1)
+// by what the token says, never by what the proxy is configured to expect.
+func claimsDetail(c *jwt.RegisteredClaims, err error) string {
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "token expired at " + stamp(c.ExpiresAt)
@@ -70,7 +99,7 @@ func claimsDetail(c *jwt.RegisteredClaims, audience string, err error) string {
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing) && c.ExpiresAt == nil:
 		return "token has no exp claim"
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return fmt.Sprintf("token has no aud claim; %q is required", audience)
+		return "token has no aud claim"
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
 		var auds []string
 		for i, a := range c.Audience {
@@ -80,7 +109,7 @@ func claimsDetail(c *jwt.RegisteredClaims, audience string, err error) string {
 			}
 			auds = append(auds, quote(a))
 		}
-		return fmt.Sprintf("audience [%s] does not include %q", strings.Join(auds, ", "), audience)
+		return fmt.Sprintf("audience [%s] is not accepted", strings.Join(auds, ", "))
 	}
 	return "token rejected: invalid claims"
 }

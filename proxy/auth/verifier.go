@@ -186,7 +186,8 @@ func (v *Verifier) Keys() []KeyInfo {
 // (SPEC.md §9), and returns the caller.
 //
 // Checks, in order: the Bearer scheme (RFC 6750 §2.1); the compact JWS form;
-// `alg` among auth.algorithms (`none` never); the signature — RS256/RS512
+// `alg` among auth.algorithms (`none` never); no `crit` header (RFC 7515
+// §4.1.11: the proxy understands no JWS extension); the signature — RS256/RS512
 // against the configured RSA keys, HS256 against the secret, each algorithm
 // only with its own key type, so a token HMAC-signed with a public key's PEM
 // bytes fails; `exp` present and not past (RFC 7519 §4.1.4), `nbf` and `iat`
@@ -203,7 +204,9 @@ func (v *Verifier) Keys() []KeyInfo {
 // verification per configured key.
 //
 // Every error is a *problem.Error with Code problem.Unauthorized and a detail
-// naming the failed check, never the token or a secret.
+// naming what was wrong with the token — never the token, a secret, nor
+// what the proxy is configured to accept (its algorithms, audience or
+// number of keys), which a caller probing for them would learn otherwise.
 func (v *Verifier) Verify(authorization string) (Caller, error) {
 	raw, err := bearerToken(authorization)
 	if err != nil {
@@ -221,7 +224,14 @@ func (v *Verifier) Verify(authorization string) (Caller, error) {
 // signing method, never by the token's say-so alone: RSA keys only to
 // *jwt.SigningMethodRSA, the HMAC secret only to HS256. The parser has
 // already refused algorithms outside auth.algorithms; keyFor checks again.
+//
+// A token with a `crit` header is refused before any signature is
+// checked: crit names JWS extensions the verifier must understand, and
+// this one understands none (RFC 7515 §4.1.11; golang-jwt ignores crit).
 func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		return nil, errCrit
+	}
 	alg := t.Method.Alg()
 	if !slices.Contains(v.algorithms, alg) {
 		return nil, fmt.Errorf("algorithm %s not allowed", alg)

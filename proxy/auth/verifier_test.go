@@ -78,8 +78,8 @@ func TestVerifyClaims(t *testing.T) {
 	w := f.world(t)
 	runVerify(t, w, []verifyCase{
 		{"RS256 valid", "rs", w.rs(t, f.key1, "RS256", w.ok), ""},
-		{"wrong audience", "rs", w.rs(t, f.key1, "RS256", authtest.Claims(issuer, "someone-else", subject, f.now, time.Minute)), `audience ["someone-else"] does not include "callout-proxy"`},
-		{"no audience", "rs", w.rs(t, f.key1, "RS256", authtest.Claims(issuer, "", subject, f.now, time.Minute)), `token has no aud claim; "callout-proxy" is required`},
+		{"wrong audience", "rs", w.rs(t, f.key1, "RS256", authtest.Claims(issuer, "someone-else", subject, f.now, time.Minute)), `audience ["someone-else"] is not accepted`},
+		{"no audience", "rs", w.rs(t, f.key1, "RS256", authtest.Claims(issuer, "", subject, f.now, time.Minute)), `token has no aud claim`},
 		{"audience among several", "rs", w.rs(t, f.key1, "RS256", func() jwt.RegisteredClaims {
 			c := f.claims(0, time.Minute)
 			c.Audience = jwt.ClaimStrings{"other", audience}
@@ -99,31 +99,31 @@ func TestVerifySignature(t *testing.T) {
 	runVerify(t, w, []verifyCase{
 		{"alg none", "rs+hs", func() string {
 			return "Bearer " + unsigned(`{"alg":"none","typ":"JWT"}`, `{"iss":"`+issuer+`","aud":"`+audience+`","exp":4102444800,"iat":1764410400}`, "")
-		}, `algorithm "none" is not allowed (allowed: RS256, HS256)`},
-		{"alg unknown", "rs", func() string { return "Bearer " + unsigned(`{"alg":"HS999"}`, `{}`, "c2ln") }, `algorithm "HS999" is not allowed`},
+		}, `algorithm "none" is not accepted`},
+		{"alg unknown", "rs", func() string { return "Bearer " + unsigned(`{"alg":"HS999"}`, `{}`, "c2ln") }, `algorithm "HS999" is not accepted`},
 		{"HS256 with certificate PEM as secret, RS only", "rs256", func() string {
 			return "Bearer " + authtest.MintHS256(t, readFile(t, f.certFile), w.ok)
-		}, `algorithm "HS256" is not allowed (allowed: RS256)`},
+		}, `algorithm "HS256" is not accepted`},
 		{"HS256 with certificate PEM as secret, RS and HS", "rs+hs", func() string {
 			return "Bearer " + authtest.MintHS256(t, readFile(t, f.certFile), w.ok)
 		}, "HS256 signature does not verify with the configured secret"},
 		{"HS256 with public key PEM as secret, RS and HS", "rs+hs", func() string {
 			return "Bearer " + authtest.MintHS256(t, readFile(t, f.pubKeyFile), w.ok)
 		}, "HS256 signature does not verify"},
-		{"RS512 not allowed", "rs256", w.rs(t, f.key1, "RS512", w.ok), `algorithm "RS512" is not allowed`},
+		{"RS512 not allowed", "rs256", w.rs(t, f.key1, "RS512", w.ok), `algorithm "RS512" is not accepted`},
 		{"PS256 not allowed", "rs", func() string {
 			s, err := jwt.NewWithClaims(jwt.SigningMethodPS256, w.ok).SignedString(f.key1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return "Bearer " + s
-		}, `algorithm "PS256" is not allowed`},
+		}, `algorithm "PS256" is not accepted`},
 		{"RS512 from rotated certificate", "rs", w.rs(t, f.key2, "RS512", w.ok), ""},
 		{"RS256 from PUBLIC KEY file", "rs", w.rs(t, f.key3, "RS256", w.ok), ""},
 		{"RS256 with kid of its certificate", "rs", kid(t, f.key1, currentKID, w.ok), ""},
 		{"RS256 with kid of another certificate", "rs", kid(t, f.key2, currentKID, w.ok), ""},
 		{"RS256 with unknown kid", "rs", kid(t, f.key3, "sf_jwt_unknown", w.ok), ""},
-		{"RS256 from unconfigured key", "rs", kid(t, f.bad, currentKID, w.ok), "RS256 signature does not verify under any of the 3 configured RSA keys"},
+		{"RS256 from unconfigured key", "rs", kid(t, f.bad, currentKID, w.ok), "RS256 signature does not verify under any configured certificate"},
 		{"RS256 with tampered claims", "rs", func() string {
 			good := strings.Split(authtest.MintRS(t, f.key1, "RS256", w.ok), ".")
 			evil := strings.Split(authtest.MintRS(t, f.bad, "RS256", authtest.Claims(sandbox, audience, "root", f.now, time.Minute)), ".")
@@ -132,7 +132,7 @@ func TestVerifySignature(t *testing.T) {
 		{"HS256 valid", "hs", w.hs(t, []byte(secret), w.ok), ""},
 		{"HS256 valid beside RS256", "rs+hs", w.hs(t, []byte(secret), w.ok), ""},
 		{"HS256 wrong secret", "hs", w.hs(t, []byte(strings.ToUpper(secret)), w.ok), "HS256 signature does not verify"},
-		{"RS256 to HS-only verifier", "hs", w.rs(t, f.key1, "RS256", w.ok), `algorithm "RS256" is not allowed (allowed: HS256)`},
+		{"RS256 to HS-only verifier", "hs", w.rs(t, f.key1, "RS256", w.ok), `algorithm "RS256" is not accepted`},
 	})
 }
 
@@ -206,6 +206,13 @@ func runVerify(t *testing.T, w *world, tests []verifyCase) {
 			for _, leak := range []string{token, secret} {
 				if len(leak) > 8 && strings.Contains(pe.Error(), leak) {
 					t.Errorf("error %q leaks the token or secret", pe.Error())
+				}
+			}
+			// The detail says what is wrong with the token, not what the
+			// proxy is configured to accept (issue 15 §4).
+			for _, leak := range []string{`"` + audience + `"`, "allowed:", "RS256, ", "configured RSA keys"} {
+				if strings.Contains(pe.Detail, leak) {
+					t.Errorf("detail %q reveals the configuration (%s)", pe.Detail, leak)
 				}
 			}
 			if c != (auth.Caller{}) {
@@ -297,4 +304,42 @@ func TestVerifyConcurrent(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// withHeader returns a header func minting a token signed by sign (RS256
+// with key, or HS256 with secret) whose JOSE header has name = value.
+func withHeader(t *testing.T, method jwt.SigningMethod, key any, c jwt.Claims, name string, value any) func() string {
+	return func() string {
+		tok := jwt.NewWithClaims(method, c)
+		tok.Header[name] = value
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + s
+	}
+}
+
+// TestVerifyCrit: a JWS whose crit header names extensions the recipient
+// does not understand must be refused (RFC 7515 §4.1.11), even when the
+// signature and every claim are good; the proxy understands none, and a
+// crit that is not a non-empty list is malformed. golang-jwt alone would
+// accept these tokens.
+func TestVerifyCrit(t *testing.T) {
+	f := newFixture(t)
+	w := f.world(t)
+	rs := func(v any) func() string { return withHeader(t, jwt.SigningMethodRS256, f.key1, w.ok, "crit", v) }
+	hs := func(v any) func() string {
+		return withHeader(t, jwt.SigningMethodHS256, []byte(secret), w.ok, "crit", v)
+	}
+	runVerify(t, w, []verifyCase{
+		{"unknown extension", "rs", rs([]string{"http://example.com/ext"}), `crit ["http://example.com/ext"] names extensions this proxy does not understand`},
+		{"b64 (RFC 7797), not supported", "rs", rs([]string{"b64"}), `crit ["b64"]`},
+		{"several", "rs", rs([]string{"a", "b"}), `crit ["a", "b"]`},
+		{"HS256 with crit", "hs", hs([]string{"exp"}), `crit ["exp"]`},
+		{"empty list", "rs", rs([]string{}), "crit must be a non-empty list"},
+		{"a string", "rs", rs("b64"), "crit must be a non-empty list"},
+		{"without crit the same token passes", "rs", w.rs(t, f.key1, "RS256", w.ok), ""},
+		{"another unknown header without crit passes", "rs", withHeader(t, jwt.SigningMethodRS256, f.key1, w.ok, "x-ext", "v"), ""},
+	})
 }
