@@ -59,6 +59,9 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	if err := watchCertificates(callers.Keys(), time.Now, logger, reg); err != nil {
+		return err
+	}
 	fwd := forward.New(forward.Options{
 		Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
 	})

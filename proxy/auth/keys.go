@@ -38,8 +38,16 @@ type KeyInfo struct {
 	Labels []string
 	// Bits is the RSA modulus size in bits.
 	Bits int
-	// NotAfter is the certificate's expiry; zero for a PUBLIC KEY block.
-	NotAfter time.Time
+	// NotBefore and NotAfter are the certificate's validity period (RFC
+	// 5280 §4.1.2.5); zero for a PUBLIC KEY block, which has none.
+	NotBefore time.Time
+	NotAfter  time.Time
+}
+
+// ValidAt reports whether the key's certificate is within its validity
+// period at now: always for a bare public key.
+func (k KeyInfo) ValidAt(now time.Time) bool {
+	return (k.NotBefore.IsZero() || !now.Before(k.NotBefore)) && (k.NotAfter.IsZero() || !now.After(k.NotAfter))
 }
 
 // rsaKey is one configured RSA public key and what `kid` may call it.
@@ -120,7 +128,7 @@ func parseBlock(block *pem.Block) (rsaKey, error) {
 		if cert, err = x509.ParseCertificate(block.Bytes); err != nil {
 			return k, err
 		}
-		pub, k.info.NotAfter = cert.PublicKey, cert.NotAfter
+		pub, k.info.NotBefore, k.info.NotAfter = cert.PublicKey, cert.NotBefore, cert.NotAfter
 		if cert.Subject.CommonName != "" {
 			k.info.Labels = append(k.info.Labels, cert.Subject.CommonName)
 		}
