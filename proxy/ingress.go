@@ -172,7 +172,8 @@ func writeUpstream(w http.ResponseWriter, resp *forward.Response, out policy.Out
 	_, _ = w.Write(resp.Body)
 }
 
-// reject counts, logs and answers a refusal before dispatch.
+// reject counts, logs (sampled: rejectionLog) and answers a refusal before
+// dispatch.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, endpoint string, err error) {
 	pe := problem.From(err)
 	s.d.Metrics.Rejected.WithLabelValues(endpoint, string(pe.Code)).Inc()
@@ -185,7 +186,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, endpoint string,
 	if pe.Err != nil {
 		attrs = append(attrs, slog.String("cause", pe.Err.Error()))
 	}
-	s.d.Logger.LogAttrs(r.Context(), level, "rejected", attrs...)
+	s.rejections.log(r.Context(), level, rejectionKey{endpoint, string(pe.Code)}, attrs)
 	problem.Write(w, pe)
 }
 

@@ -94,6 +94,8 @@ type Server struct {
 	d Deps
 	// redactions are the endpoints' redaction rules (SPEC §7).
 	redactions statusdoc.Redactions
+	// rejections samples the "rejected" log records.
+	rejections *rejectionLog
 	draining   atomic.Bool
 }
 
@@ -105,7 +107,7 @@ func New(d Deps) *Server {
 	if d.Rand == nil {
 		d.Rand = rand.Float64
 	}
-	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config)}
+	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now)}
 }
 
 // Drain makes /readyz fail so load balancers stop sending new callouts

@@ -115,6 +115,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		wg.Go(func() { reprocessor.Run(bg) })
 	}
 	wg.Go(func() { replays.Run(bg) })
+	wg.Go(func() { srv.Run(bg) })
 	err = listenAndServe(ctx, cfg, srv, adminAPI, logger)
 	// The listeners are closed: stop claiming, let attempts under way
 	// finish and be recorded (each is bounded by its attempt limit).
