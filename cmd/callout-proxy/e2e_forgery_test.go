@@ -109,3 +109,35 @@ func TestE2EUpstreamCannotForgeProxySignals(t *testing.T) {
 		}
 	})
 }
+
+// TestE2ECallerHeaderClaims: a caller's Forwarded / X-Forwarded-* fields
+// never reach the upstream, and a caller field whose name, with "_" read as
+// "-", is an injected field's never does either — an upstream that folds
+// "_" into "-" (WSGI, Rack, PHP) must never see a caller value under an
+// injected header's name — while Salesforce's Sfdc_stack_depth passes.
+func TestE2ECallerHeaderClaims(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, okHandler)
+	p := startProxy(t, devConfig(endpoint("inject", up.URL, loopbackNets, "headers: {X-Api-Key: {env: UP_KEY}}")),
+		envWith("UP_KEY", upstreamKey))
+	token := "Authorization: " + bearer(t, testIssuer)
+	resp, body := p.raw(t, rawHead(http.MethodGet, "/callout/inject/claims", token,
+		"X_Api_Key: caller-value", "x_api_key: caller-value-2", "X-Forwarded-For: 10.0.0.1",
+		"Forwarded: for=10.0.0.1", "X-Real-IP: 10.0.0.1", "X_Forwarded_For: 10.0.0.2",
+		"Idempotency_Key: other", "Sfdc_stack_depth: 1"), nil)
+	wantUpstream(t, resp, body, http.StatusOK, policy.Success)
+	seen := up.request(t, "/claims").Header
+	for k, vs := range seen {
+		for _, v := range vs {
+			if strings.HasPrefix(v, "caller-value") || strings.HasPrefix(v, "10.0.0.") || v == "other" {
+				t.Errorf("upstream got caller field %s: %q", k, v)
+			}
+		}
+	}
+	if got := seen.Values("X-Api-Key"); len(got) != 1 || got[0] != upstreamKey {
+		t.Errorf("upstream X-Api-Key = %q, want the injected value only", got)
+	}
+	if seen.Get("Sfdc_stack_depth") != "1" {
+		t.Errorf("Sfdc_stack_depth did not reach the upstream: %v", seen)
+	}
+}

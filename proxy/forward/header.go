@@ -42,6 +42,13 @@ var hopByHop = []string{
 //   - Expect: the proxy has already read the whole body, so there is nothing
 //     left to negotiate with `Expect: 100-continue` (RFC 9110 §10.1.1).
 //   - Host and Content-Length are set from the upstream URL and the body.
+//   - Forwarded (RFC 7239), X-Forwarded-For, -Host, -Proto, -Port and
+//     X-Real-Ip describe the hops in front of the proxy. The proxy is the
+//     upstream's client of record (the upstream allow-lists the proxy's
+//     egress addresses, SPEC §10), so a caller's claim about where the
+//     request came from is not passed on — an upstream that trusts these
+//     fields could otherwise be told any address — and the proxy adds none
+//     of its own: Salesforce's addresses are not the upstream's business.
 var callerOnly = []string{
 	"Authorization",
 	"Cookie",
@@ -49,6 +56,26 @@ var callerOnly = []string{
 	"Expect",
 	"Host",
 	"Content-Length",
+	"Forwarded",
+	"X-Forwarded-For",
+	"X-Forwarded-Host",
+	"X-Forwarded-Proto",
+	"X-Forwarded-Port",
+	"X-Real-Ip",
+}
+
+// foldsOnto reports whether the caller's field name ck (canonical), read by
+// an upstream that folds "_" into "-", would be one of the names in
+// controlled: CGI-style servers and frameworks (WSGI, Rack, PHP) map both
+// X-Api-Key and X_Api_Key to HTTP_X_API_KEY, so a caller could otherwise
+// slip a value under the name of a field the proxy injects or drops. Other
+// names with underscores pass: Salesforce itself sends Sfdc_stack_depth on
+// every callout, and a Salesforce upstream needs it to stop callout loops.
+func foldsOnto(ck string, controlled map[string]bool) bool {
+	if strings.IndexByte(ck, '_') < 0 {
+		return false
+	}
+	return controlled[textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(ck, "_", "-"))]
 }
 
 // connectionTokens adds to drop the canonical names of every field listed in
@@ -73,7 +100,10 @@ func connectionTokens(h http.Header, drop map[string]bool) {
 // OutboundHeader returns the header sent upstream for a caller's header in
 // (SPEC.md §4): in's fields with canonical names, minus the hop-by-hop fields
 // (every field named in Connection included), minus Authorization, Cookie,
-// Proxy-Authorization, Prefer, Expect, Host and Content-Length, plus the
+// Proxy-Authorization, Prefer, Expect, Host, Content-Length, Forwarded and
+// the X-Forwarded-* family (callerOnly), minus every field with an
+// underscore whose name, "_" read as "-", is one of those, Idempotency-Key
+// or an injected field (foldsOnto), plus the
 // endpoint's injected fields, which replace any caller field of the same name
 // (so a caller can neither override nor remove them, and `Connection:
 // Authorization` cannot strip an injected Authorization). Names the caller
@@ -92,11 +122,15 @@ func OutboundHeader(in http.Header, injected http.Header) http.Header {
 	for k := range injected {
 		drop[textproto.CanonicalMIMEHeaderKey(k)] = true
 	}
+	// The upstream deduplicates on the one key the proxy scoped; an
+	// Idempotency_Key beside it must not reach a folding upstream.
+	controlled := maps.Clone(drop)
+	controlled["Idempotency-Key"] = true
 	out := make(http.Header, len(in)+len(injected))
 	for _, k := range slices.Sorted(maps.Keys(in)) { // sorted: "x-a" and "X-A" merge in a fixed order
 		vs := in[k]
 		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if drop[ck] {
+		if drop[ck] || foldsOnto(ck, controlled) {
 			continue
 		}
 		out[ck] = append(out[ck], vs...)

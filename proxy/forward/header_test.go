@@ -140,3 +140,30 @@ func TestInboundHeaderDropsProxySignals(t *testing.T) {
 		t.Errorf("inboundHeader =\n %v\nwant\n %v", got, want)
 	}
 }
+
+// TestOutboundHeaderCallerClaims: caller Forwarded and X-Forwarded-* fields
+// are dropped and none are added; a caller field with an underscore that an
+// upstream folding "_" into "-" would read as an injected field, a dropped
+// one or Idempotency-Key never reaches the upstream; other underscore names
+// (Salesforce's own Sfdc_stack_depth) pass.
+func TestOutboundHeaderCallerClaims(t *testing.T) {
+	in := http.Header{
+		"Forwarded": {"for=10.0.0.1"}, "X-Forwarded-For": {"10.0.0.1"}, "X-Forwarded-Host": {"internal"},
+		"X-Forwarded-Proto": {"https"}, "X-Forwarded-Port": {"443"}, "X-Real-Ip": {"10.0.0.1"},
+		"X_api_key":         {"caller-value"}, // folds onto the injected X-Api-Key
+		"X_API_KEY":         {"caller-value"},
+		"Authorization_":    {"x"},         // does not fold onto anything controlled
+		"Idempotency_key":   {"other-key"}, // folds onto the proxy-scoped key
+		"X_forwarded_for":   {"10.0.0.1"},  // folds onto a dropped field
+		"Content_length":    {"5"},         // folds onto a field the proxy sets
+		"Transfer_encoding": {"chunked"},   // folds onto a hop-by-hop field
+		"Sfdc_stack_depth":  {"1"},
+		"Idempotency-Key":   {"the-key"},
+	}
+	got := OutboundHeader(in, http.Header{"X-Api-Key": {"injected"}})
+	want := http.Header{"X-Api-Key": {"injected"}, "Sfdc_stack_depth": {"1"}, "Authorization_": {"x"},
+		"Idempotency-Key": {"the-key"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OutboundHeader =\n %v\nwant\n %v", got, want)
+	}
+}
