@@ -49,6 +49,9 @@ type Config struct {
 	// Policy is the retry, breaker and size policy; every key not given keeps
 	// its default from policy.Defaults (SPEC §3, §10).
 	Policy policy.Policy `yaml:"policy"`
+	// Limits protect every caller from every other: listener timeouts,
+	// connection caps, header limits, the memory budget (SPEC §10).
+	Limits Limits `yaml:"limits"`
 	// Endpoints is the allow-list, by endpoint name
 	// (^[a-z0-9][a-z0-9-]{0,62}$). At least one is required.
 	Endpoints map[string]*Endpoint `yaml:"endpoints"`

@@ -64,6 +64,7 @@ const (
 // limits, the Salesforce API version. Negative limits are left for validate
 // to report. An endpoint shared through a YAML alias is copied first.
 func (c *Config) applyDefaults() {
+	c.Limits.applyDefaults()
 	inherit(&c.Auth.MaxTokenLifetime, DefaultMaxTokenLifetime)
 	inherit(&c.Auth.Leeway, DefaultLeeway)
 	if len(c.Auth.Algorithms) == 0 && len(c.Auth.CertificateFiles) > 0 {

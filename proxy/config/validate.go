@@ -34,6 +34,7 @@ func (c *Config) validate(col *collector) {
 	c.Auth.validate(col)
 	c.Admin.validate(col)
 	validatePolicy(col, c.Policy)
+	c.Limits.validate(col, c.Policy.MaxRequestBytes, c.Policy.MaxResponseBytes)
 	c.validateEndpoints(col)
 	if c.Salesforce != nil {
 		c.Salesforce.validate(col)

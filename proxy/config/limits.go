@@ -1,0 +1,118 @@
+package config
+
+import "time"
+
+// Limits are the limits that protect every caller from every other (SPEC
+// §10): listener timeouts, connection caps, header limits and the memory
+// budget. docs/limits.md says what a caller sees when each is reached.
+// A zero value, given or not, means the default.
+type Limits struct {
+	// ReadHeaderTimeout bounds reading a request's line and header fields,
+	// on both listeners, from the first byte (or from the end of the
+	// previous request on a keep-alive connection). A slow-loris caller's
+	// connection is closed when it runs out. Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// BodyReadTimeout bounds reading a request body, on both listeners,
+	// from the end of its header fields: a body that has not arrived whole
+	// by then is answered 408 request-timeout and its connection closed.
+	// Default 60s (a 12 MiB body at 200 KB/s).
+	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request, on both listeners, before the proxy closes it. Default 60s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections caps the open connections of the callout listener.
+	// At the cap a new connection closes the oldest connection that is idle
+	// or has not sent a whole request header yet; when every connection is
+	// running a request, the new one waits (in the kernel's accept queue)
+	// until one ends. Default 2048.
+	MaxConnections int `yaml:"max_connections"`
+	// AdminMaxConnections caps the admin listener's connections the same
+	// way, separately, so the callout listener can never starve /metrics or
+	// the admin API. Default 64.
+	AdminMaxConnections int `yaml:"admin_max_connections"`
+	// MaxHeaderBytes caps a callout request's header fields: the sum over
+	// fields of name, value and 4 bytes (": " and CRLF). Past it: 431
+	// headers-too-large (problem+json). A header section over twice this
+	// size is refused by the HTTP server itself before the proxy sees it
+	// (a bare 431, connection closed), which bounds the memory one
+	// connection can make the proxy hold. Default 65536 (64 KiB).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxHeaderFields caps the number of header field lines of a callout
+	// request. Past it: 431 headers-too-large. Default 100.
+	MaxHeaderFields int `yaml:"max_header_fields"`
+	// MaxInflightBytes is the memory budget, in bytes, for request and
+	// response bodies and request headers held in memory at once, across
+	// every callout request of this replica. A request that would pass it
+	// waits up to OverloadWait for room, then gets 503 overloaded with
+	// Retry-After. Requests needing at most 64 KiB in all may use the whole
+	// budget; larger ones only seven eighths of it, so a flood of large
+	// bodies never crowds out small callouts. Default 268435456 (256 MiB,
+	// for a 1 GiB pod; the Go runtime is also given a soft memory limit of
+	// this plus 128 MiB unless GOMEMLIMIT is set).
+	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
+	// OverloadWait is how long, in all, a request may wait for room in the
+	// memory budget before 503 overloaded. Default 1s.
+	OverloadWait time.Duration `yaml:"overload_wait"`
+}
+
+// Limits defaults (SPEC §10, docs/limits.md).
+const (
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultBodyReadTimeout     = 60 * time.Second
+	DefaultIdleTimeout         = 60 * time.Second
+	DefaultMaxConnections      = 2048
+	DefaultAdminMaxConnections = 64
+	DefaultMaxHeaderBytes      = 64 << 10
+	DefaultMaxHeaderFields     = 100
+	DefaultMaxInflightBytes    = 256 << 20
+	DefaultOverloadWait        = time.Second
+)
+
+// applyDefaults fills every zero limit with its default.
+func (l *Limits) applyDefaults() {
+	inherit(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	inherit(&l.BodyReadTimeout, DefaultBodyReadTimeout)
+	inherit(&l.IdleTimeout, DefaultIdleTimeout)
+	inherit(&l.MaxConnections, DefaultMaxConnections)
+	inherit(&l.AdminMaxConnections, DefaultAdminMaxConnections)
+	inherit(&l.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	inherit(&l.MaxHeaderFields, DefaultMaxHeaderFields)
+	inherit(&l.MaxInflightBytes, DefaultMaxInflightBytes)
+	inherit(&l.OverloadWait, DefaultOverloadWait)
+}
+
+// minInflightBytes is the smallest memory budget accepted: one whole
+// request and one whole response of the default 12 MiB.
+const minInflightBytes = 24 << 20
+
+// validate checks the limits after defaults: nothing negative, a budget
+// that holds at least one largest request and one largest response
+// (maxRequest, maxResponse: the policy's max_request_bytes and
+// max_response_bytes), and header limits a Salesforce callout fits in.
+func (l Limits) validate(col *collector, maxRequest, maxResponse int64) {
+	for key, d := range map[string]time.Duration{
+		"limits.read_header_timeout": l.ReadHeaderTimeout, "limits.body_read_timeout": l.BodyReadTimeout,
+		"limits.idle_timeout": l.IdleTimeout, "limits.overload_wait": l.OverloadWait,
+	} {
+		if d < 0 {
+			col.add(key, "%s is negative", d)
+		}
+	}
+	for key, n := range map[string]int{
+		"limits.max_connections": l.MaxConnections, "limits.admin_max_connections": l.AdminMaxConnections,
+	} {
+		if n < 1 {
+			col.add(key, "%d: at least 1 connection is needed", n)
+		}
+	}
+	if l.MaxHeaderBytes < 4096 {
+		col.add("limits.max_header_bytes", "%d: at least 4096 bytes (a Salesforce JWT alone is about 1 KB)", l.MaxHeaderBytes)
+	}
+	if l.MaxHeaderFields < 16 {
+		col.add("limits.max_header_fields", "%d: at least 16 fields (Apex sends about 10)", l.MaxHeaderFields)
+	}
+	if need := max(minInflightBytes, maxRequest+maxResponse); l.MaxInflightBytes < need {
+		col.add("limits.max_inflight_bytes", "%d bytes: at least %d (max_request_bytes + max_response_bytes, "+
+			"and at least 24 MiB) so one largest callout fits", l.MaxInflightBytes, need)
+	}
+}
