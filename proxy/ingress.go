@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -23,8 +22,17 @@ const calloutPrefix = "/callout/"
 // handleCallout serves ANY /callout/{endpoint}/{path...} (SPEC §4): auth
 // before the body is read, the allow-list, path and key checks, the body
 // limit, then the read or the write path. Every answer carries its outcome.
+// The request's headers, body and buffered response are held in the memory
+// budget (holdRequest) until its answer is written.
 func (s *Server) handleCallout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, release, err := s.holdRequest(r)
+		defer release() // after the answer is written: the budget counts it until then
+		if err != nil {
+			s.reject(w, r, "", err)
+			return
+		}
+		r = r.WithContext(ctx)
 		in, err := s.admitRequest(w, r)
 		if err != nil {
 			endpoint := ""
@@ -101,7 +109,7 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 	if in.source, err = sourceRecord(r.Header.Get("Callout-Source-Record")); err != nil {
 		return in, err
 	}
-	if in.body, err = readBody(w, r, s.d.Config.Policy.MaxRequestBytes); err != nil {
+	if in.body, err = s.readBody(w, r); err != nil {
 		return in, err
 	}
 	return in, nil
@@ -205,23 +213,4 @@ func splitCalloutPath(escaped string) (name, suffix string, err error) {
 		return "", "", problem.Errorf(problem.UnknownEndpoint, "the path names no endpoint")
 	}
 	return name, suffix, nil
-}
-
-// readBody reads the request body up to limit bytes; a larger body is a
-// 413 rejection (SPEC §2 "body too large").
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	tooLarge := problem.Errorf(problem.BodyTooLarge,
-		"the request body is larger than max_request_bytes ("+strconv.FormatInt(limit, 10)+" bytes)")
-	if r.ContentLength > limit {
-		return nil, tooLarge
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, tooLarge
-	case err != nil:
-		return nil, problem.Wrap(problem.InvalidRequest, "the request body could not be read", err)
-	}
-	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
@@ -40,8 +41,15 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	}
 	att := s.d.Upstream.Do(r.Context(), ep, in.request(r))
 	var pe *problem.Error
-	if errors.As(att.Err, &pe) {
+	switch {
+	case errors.As(att.Err, &pe):
 		s.reject(w, r, ep.Name, pe)
+		return
+	case errors.Is(att.Err, limit.ErrOverloaded):
+		// The upstream answered but the memory budget had no room to
+		// buffer it: the proxy's own limit, not the upstream's failure, so
+		// the breaker is not told.
+		s.reject(w, r, ep.Name, overloaded(policy.Retryable))
 		return
 	}
 	cls := s.observe(ep, "", att, kind)

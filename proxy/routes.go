@@ -6,13 +6,16 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/calloutproxy/callout-proxy/proxy/httpx"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
 )
 
 // routes lists every route of the callout listener (SPEC §4, §9); the
-// admin listener's are in proxy/admin/routes.go.
+// admin listener's are in proxy/admin/routes.go. Before routing: the
+// method and target checks, closing after a Transfer-Encoding request (RFC
+// 9112 §6.3), the header limits (431) and the body read deadline.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(httpx.Guard)
+	r.Use(httpx.Guard, limit.CloseAfterTransferEncoding, s.limitHeaders, s.bodyDeadline)
 	r.Get("/healthz", s.handleHealthz())
 	r.Get("/readyz", s.handleReadyz())
 	r.Handle("/callout/*", s.handleCallout())

@@ -21,6 +21,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
@@ -79,7 +80,12 @@ type Deps struct {
 	Events Events
 	// Wake, optional, starts this replica's dispatcher at once after a
 	// respond-async callout was recorded.
-	Wake   func()
+	Wake func()
+	// Budget, optional, is the memory budget (limits.max_inflight_bytes)
+	// of callout requests: their header fields, bodies and buffered
+	// responses are held in it until the answer is written; nil: no budget.
+	// Pass the forwarder the same one.
+	Budget *limit.Budget
 	Logger *slog.Logger
 	// Now is the clock (time.Now when nil); Rand the jitter source in
 	// [0,1) (math/rand/v2 when nil).

@@ -3,14 +3,10 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -62,8 +58,12 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if err := watchCertificates(callers.Keys(), time.Now, logger, reg); err != nil {
 		return err
 	}
+	budget, err := memoryBudget(cfg.Limits, getenv, reg, logger)
+	if err != nil {
+		return err
+	}
 	fwd := forward.New(forward.Options{
-		Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
+		Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes, Budget: budget,
 	})
 	defer fwd.CloseIdleConnections()
 
@@ -98,7 +98,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	srv := proxy.New(proxy.Deps{
 		Config: cfg, Callers: callers, Upstream: fwd, Store: store,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
-		Logger: logger, Version: version(),
+		Logger: logger, Version: version(), Budget: budget,
 	})
 	adminAPI := adminapi.New(adminapi.Deps{
 		Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
@@ -116,7 +116,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	}
 	wg.Go(func() { replays.Run(bg) })
 	wg.Go(func() { srv.Run(bg) })
-	err = listenAndServe(ctx, cfg, srv, adminAPI, logger)
+	err = listenAndServe(ctx, cfg, srv, adminAPI, reg, logger)
 	// The listeners are closed: stop claiming, let attempts under way
 	// finish and be recorded (each is bounded by its attempt limit).
 	stopBackground()
@@ -137,58 +137,6 @@ func randomToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// listenAndServe runs both listeners until ctx ends, then drains: srv on
-// listen, adminAPI on admin_listen.
-func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, adminAPI http.Handler,
-	logger *slog.Logger) error {
-	main, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	admin, err := net.Listen("tcp", cfg.AdminListen)
-	if err != nil {
-		main.Close()
-		return fmt.Errorf("admin_listen: %w", err)
-	}
-	if cfg.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
-		if err != nil {
-			main.Close()
-			admin.Close()
-			return usageError{fmt.Errorf("tls_cert_file/tls_key_file: %w", err)}
-		}
-		main = tls.NewListener(main, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	}
-	// The read-header limit guards against slow-loris callers; bodies are
-	// bounded by max_request_bytes instead of a time.
-	// DisableGeneralOptionsHandler: "OPTIONS *" reaches the proxy's own
-	// checks (400 absolute-form, problem+json) instead of net/http's bare 200.
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		DisableGeneralOptionsHandler: true,
-		ErrorLog:                     slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	as := &http.Server{Handler: adminAPI, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(main) }()
-	go func() { errc <- as.Serve(admin) }()
-	logger.Info("listening", slog.String("listen", main.Addr().String()),
-		slog.String("admin_listen", admin.Addr().String()), slog.Bool("tls", cfg.TLSCertFile != ""))
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	srv.Drain()
-	grace := drainGrace(cfg)
-	logger.Info("draining", slog.Duration("grace", grace))
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err = errors.Join(hs.Shutdown(sctx), as.Shutdown(sctx))
-	logger.Info("listeners closed")
-	return err
 }
 
 // drainGrace is how long shutdown waits for in-flight callouts: the longest

@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
@@ -139,6 +141,15 @@ type Options struct {
 	// MaxIdleConnsPerHost is the keep-alive pool size per endpoint;
 	// default 32.
 	MaxIdleConnsPerHost int
+	// Budget, optional, is the memory budget (limits.max_inflight_bytes)
+	// response bodies are buffered in, as they arrive. The bytes go into
+	// the holder of the attempt's context (limit.WithHolder: the ingress
+	// holds them until its answer is written), or else into a holder of
+	// Budget released when Do returns. A response the budget has no room
+	// for within its wait fails the attempt with an error wrapping
+	// limit.ErrOverloaded (classified Retryable "network": no answer could
+	// be kept). nil: no budget.
+	Budget *limit.Budget
 }
 
 // Forwarder makes attempts. It keeps, per endpoint name, one HTTP transport
@@ -154,6 +165,7 @@ type Forwarder struct {
 	maxResponse    int64
 	tlsConfig      *tls.Config
 	maxIdlePerHost int
+	budget         *limit.Budget
 
 	mu           sync.Mutex
 	clients      map[string]*endpointClient  // by endpoint name
@@ -166,7 +178,7 @@ func New(opts Options) *Forwarder {
 	f := &Forwarder{
 		now: opts.Now, logger: opts.Logger, headerValues: opts.HeaderValues, getenv: opts.Getenv,
 		recheck: opts.RecheckInterval, maxResponse: opts.MaxResponseBytes, tlsConfig: opts.TLSClientConfig,
-		maxIdlePerHost: opts.MaxIdleConnsPerHost, clients: map[string]*endpointClient{},
+		maxIdlePerHost: opts.MaxIdleConnsPerHost, budget: opts.Budget, clients: map[string]*endpointClient{},
 		tokenClients: map[string]*endpointClient{}, creds: map[string]*endpointSecrets{},
 	}
 	if f.now == nil {
@@ -273,13 +285,20 @@ func (f *Forwarder) send(parent, actx context.Context, c *http.Client, method st
 		return Attempt{Err: transportError(parent, actx, err), Sent: sent.Load()}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxResponse+1))
+	h := limit.HolderFrom(parent)
+	if h == nil {
+		h = f.budget.Holder()
+		defer h.Release()
+	}
+	body, err := limit.ReadBody(actx, h, resp.Body, bodyLength(method, resp), f.maxResponse)
 	switch {
-	case err != nil:
-		return Attempt{Err: transportError(parent, actx, err), Sent: true}
-	case int64(len(body)) > f.maxResponse:
+	case errors.Is(err, limit.ErrTooLarge):
 		return Attempt{Sent: true, Err: fmt.Errorf("%w: more than %d bytes",
 			policy.ErrResponseTooLarge, f.maxResponse)}
+	case errors.Is(err, limit.ErrOverloaded):
+		return Attempt{Sent: true, Err: fmt.Errorf("the upstream's response was not buffered: %w", err)}
+	case err != nil:
+		return Attempt{Err: transportError(parent, actx, err), Sent: true}
 	}
 	return Attempt{Sent: true, Response: &Response{
 		Status: resp.StatusCode,
@@ -335,6 +354,16 @@ func newRequest(ctx context.Context, u *url.URL, req *Request, injected http.Hea
 		}
 	}
 	return hreq, nil
+}
+
+// bodyLength is the length of resp's body as ReadBody takes it: its
+// Content-Length when net/http knows it (−1 when chunked or unknown), 0 for
+// a HEAD request.
+func bodyLength(method string, resp *http.Response) int64 {
+	if method == http.MethodHead {
+		return 0
+	}
+	return resp.ContentLength
 }
 
 // responseHeader is the caller's copy of an upstream response header:

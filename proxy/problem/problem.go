@@ -49,6 +49,9 @@ const (
 	UpstreamUnavailable   Code = "upstream-unavailable"    // 502: no upstream response (read, not scheduled)
 	UpstreamTimeout       Code = "upstream-timeout"        // 504: a per-attempt limit ran out (read, not scheduled)
 	Internal              Code = "internal"                // 500
+	Overloaded            Code = "overloaded"              // 503: memory budget (max_inflight_bytes) exhausted
+	HeadersTooLarge       Code = "headers-too-large"       // 431: over max_header_bytes or max_header_fields
+	RequestTimeout        Code = "request-timeout"         // 408: body not received within body_read_timeout
 )
 
 var statuses = map[Code]int{
@@ -58,7 +61,7 @@ var statuses = map[Code]int{
 	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 409,
 	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, EndpointPaused: 503, Ambiguous: 502, BacklogFull: 503,
 	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, UpstreamTimeout: 504,
-	Internal: 500,
+	Internal: 500, Overloaded: 503, HeadersTooLarge: 431, RequestTimeout: 408,
 }
 
 // Status returns the HTTP status for a code; 500 for an unknown one.

@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// headerSize measures a request's header section as the limits count it:
+// the number of field lines and, per line, name, value and 4 bytes (": "
+// and CRLF), Host included (net/http moves it out of r.Header).
+func headerSize(r *http.Request) (fields, size int) {
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			fields++
+			size += len(k) + len(v) + 4
+		}
+	}
+	if r.Host != "" {
+		fields++
+		size += len("Host") + len(r.Host) + 4
+	}
+	return fields, size
+}
+
+// limitHeaders refuses a callout-listener request whose header section is
+// over limits.max_header_fields or limits.max_header_bytes with 431
+// headers-too-large (RFC 6585 §5) and closes its connection. A header
+// section so large that net/http refuses it first (over twice
+// max_header_bytes, see config.Limits) never reaches it.
+func (s *Server) limitHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lim := s.d.Config.Limits
+		fields, size := headerSize(r)
+		var pe *problem.Error
+		switch {
+		case lim.MaxHeaderFields > 0 && fields > lim.MaxHeaderFields:
+			pe = problem.Errorf(problem.HeadersTooLarge, strconv.Itoa(fields)+
+				" header fields; at most "+strconv.Itoa(lim.MaxHeaderFields)+" are accepted (limits.max_header_fields)")
+		case lim.MaxHeaderBytes > 0 && size > lim.MaxHeaderBytes:
+			pe = problem.Errorf(problem.HeadersTooLarge, "the header fields are "+strconv.Itoa(size)+
+				" bytes; at most "+strconv.Itoa(lim.MaxHeaderBytes)+" are accepted (limits.max_header_bytes)")
+		}
+		if pe != nil {
+			w.Header().Set("Connection", "close")
+			s.reject(w, r, "", pe)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// holdRequest gives a callout request its share of the memory budget
+// (limits.max_inflight_bytes): a Holder, carried in the returned context so
+// the forwarder reserves the buffered response in it too, holding the
+// request's header bytes already. The caller calls release once the answer
+// is written. Errors: the overloaded problem.
+func (s *Server) holdRequest(r *http.Request) (ctx context.Context, release func(), err error) {
+	h := s.d.Budget.Holder()
+	_, size := headerSize(r)
+	wctx, cancel := context.WithTimeout(r.Context(), s.d.Config.Limits.OverloadWait)
+	defer cancel()
+	if err := h.Acquire(wctx, int64(size)); err != nil {
+		return r.Context(), func() {}, overloaded(policy.Rejected)
+	}
+	return limit.WithHolder(r.Context(), h), h.Release, nil
+}
+
+// overloaded is the 503 of a request past the memory budget: Retry-After 1,
+// outcome out (rejected before dispatch; retryable when the upstream was
+// called but its answer could not be buffered).
+func overloaded(out policy.Outcome) *problem.Error {
+	return &problem.Error{Code: problem.Overloaded, Outcome: out, RetryAfter: 1,
+		Detail: "the proxy holds as many request and response bytes in memory as its budget allows " +
+			"(limits.max_inflight_bytes); retry in a second"}
+}
+
+// readBody reads the request body within max_request_bytes (413
+// body-too-large past it, SPEC §2), reserving it in the request's holder
+// as it arrives (503 overloaded when the budget has no room within
+// limits.overload_wait), and within limits.body_read_timeout (408
+// request-timeout, connection closed).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	maxBytes := s.d.Config.Policy.MaxRequestBytes
+	wctx, cancel := context.WithTimeout(r.Context(), s.d.Config.Limits.OverloadWait)
+	defer cancel()
+	b, err := limit.ReadBody(wctx, limit.HolderFrom(r.Context()), http.MaxBytesReader(w, r.Body, maxBytes),
+		r.ContentLength, maxBytes)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.Is(err, limit.ErrTooLarge) || errors.As(err, &mbe):
+		return nil, problem.Errorf(problem.BodyTooLarge,
+			"the request body is larger than max_request_bytes ("+strconv.FormatInt(maxBytes, 10)+" bytes)")
+	case errors.Is(err, limit.ErrOverloaded):
+		return nil, overloaded(policy.Rejected)
+	case limit.IsTimeout(err):
+		w.Header().Set("Connection", "close")
+		return nil, problem.Wrap(problem.RequestTimeout, "the request body did not arrive within "+
+			s.d.Config.Limits.BodyReadTimeout.String()+" (limits.body_read_timeout)", err)
+	case err != nil:
+		return nil, problem.Wrap(problem.InvalidRequest, "the request body could not be read", err)
+	}
+	return b, nil
+}
+
+// bodyDeadline applies limits.body_read_timeout (limit.BodyDeadline).
+func (s *Server) bodyDeadline(next http.Handler) http.Handler {
+	return limit.BodyDeadline(s.d.Config.Limits.BodyReadTimeout, next)
+}
