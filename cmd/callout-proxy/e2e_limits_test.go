@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// withLimits adds a limits section to a devConfig configuration.
+func withLimits(cfg string, lines ...string) string {
+	return cfg + "limits:\n  " + strings.Join(lines, "\n  ") + "\n"
+}
+
+// TestE2EHeaderLimits: a callout request over limits.max_header_fields or
+// limits.max_header_bytes is 431 headers-too-large, problem+json, and its
+// connection closed; one over twice max_header_bytes is refused by net/http
+// itself, 431 too; the limits leave a normal callout alone (SPEC §10).
+func TestE2EHeaderLimits(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, okHandler)
+	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+		"max_header_bytes: 8192", "max_header_fields: 20"), testEnv())
+	token := "Authorization: " + bearer(t, testIssuer)
+	many := []string{token}
+	for i := range 25 {
+		many = append(many, "X-F"+strconv.Itoa(i)+": v")
+	}
+	resp, body := p.raw(t, rawHead(http.MethodGet, "/callout/api/x", many...), nil)
+	wantProblem(t, resp, body, http.StatusRequestHeaderFieldsTooLarge, problem.HeadersTooLarge, policy.Rejected)
+	if !resp.Close {
+		t.Error("the connection of a 431 stays open")
+	}
+	resp, body = p.raw(t, rawHead(http.MethodGet, "/callout/api/x", token, "X-Big: "+strings.Repeat("b", 9000)), nil)
+	pb := wantProblem(t, resp, body, http.StatusRequestHeaderFieldsTooLarge, problem.HeadersTooLarge, policy.Rejected)
+	if !strings.Contains(pb.Detail, "max_header_bytes") {
+		t.Errorf("detail %q does not name the limit", pb.Detail)
+	}
+	// Over twice the limit net/http answers a bare 431 and closes at once;
+	// the client may see the reset of its unread bytes before the answer.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	_, _ = io.WriteString(conn, rawHead(http.MethodGet, "/callout/api/x", token, "X-Huge: "+strings.Repeat("b", 40000))+"\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil && resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a header over twice the limit: status %d, want 431 from net/http", resp.StatusCode)
+	}
+	conn.Close()
+	if up.hitsFor("/x") != 0 {
+		t.Error("an oversized header reached the upstream")
+	}
+	resp, body = p.raw(t, rawHead(http.MethodGet, "/callout/api/x", token, "X-Ok: "+strings.Repeat("o", 4000)), nil)
+	wantUpstream(t, resp, body, http.StatusOK, policy.Success)
+}
+
+// TestE2ETransferEncodingAndContentLength: a request with both
+// Transfer-Encoding and Content-Length is answered by its chunked body and
+// its connection closed (RFC 9112 §6.3), so what follows on the connection
+// — a smuggled second request — is never read.
+func TestE2ETransferEncodingAndContentLength(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, okHandler)
+	p := startProxy(t, devConfig(endpoint("api", up.URL, loopbackNets)), testEnv())
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	smuggled := "GET /callout/api/smuggled HTTP/1.1\r\nHost: x\r\nAuthorization: " + bearer(t, testIssuer) + "\r\n\r\n"
+	req := rawHead(http.MethodPut, "/callout/api/te", "Authorization: "+bearer(t, testIssuer),
+		"Content-Length: "+strconv.Itoa(5+len(smuggled)), "Transfer-Encoding: chunked") +
+		"\r\n3\r\nabc\r\n0\r\n\r\n" + smuggled
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	wantUpstream(t, resp, body, http.StatusOK, policy.Success)
+	if !resp.Close {
+		t.Error("the response does not close the connection")
+	}
+	if got := string(up.request(t, "/te").Body); got != "abc" {
+		t.Errorf("upstream got body %q, want the chunked body abc", got)
+	}
+	if _, err := http.ReadResponse(br, nil); err == nil {
+		t.Error("the proxy answered the request smuggled behind the chunked body")
+	}
+	if up.hitsFor("/smuggled") != 0 {
+		t.Error("the smuggled request reached the upstream")
+	}
+}
+
+// TestE2EBodyReadTimeout: a body that stops arriving is 408
+// request-timeout once limits.body_read_timeout has passed, its connection
+// closed, nothing forwarded; the proxy serves others meanwhile.
+func TestE2EBodyReadTimeout(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, okHandler)
+	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+		"body_read_timeout: 300ms"), testEnv())
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	head := rawHead(http.MethodPut, "/callout/api/slow", "Authorization: "+bearer(t, testIssuer),
+		"Content-Length: 1000") + "\r\n" + "only part of the body"
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := p.call(t, http.MethodGet, "/healthz", nil, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz while a body trickles: %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	wantProblem(t, resp, body, http.StatusRequestTimeout, problem.RequestTimeout, policy.Rejected)
+	if !resp.Close {
+		t.Error("the connection of a 408 stays open")
+	}
+	if up.hitsFor("/slow") != 0 {
+		t.Error("a partial body was forwarded")
+	}
+}
+
+// TestE2EOverloaded: with a memory budget of 24 MiB (limits.max_inflight_bytes)
+// and a slow upstream, concurrent 4 MiB writes past the budget wait briefly
+// and get 503 overloaded with Retry-After; a small read is answered all the
+// while (the budget keeps room for small callouts), and after the flood a
+// large write is accepted again: nothing leaked.
+func TestE2EOverloaded(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			<-release
+		}
+		okHandler(w, r)
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+		"max_inflight_bytes: 25165824", "overload_wait: 100ms"), testEnv())
+	body := strings.Repeat("x", 4<<20)
+	const writers = 12 // 48 MiB offered against 21 MiB for large requests
+	statuses := make(chan *http.Response, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPut, p.URL+"/callout/api/big",
+				strings.NewReader(body))
+			req.Header.Set("Authorization", bearer(t, testIssuer))
+			req.Header.Set("Idempotency-Key", "big-"+strconv.Itoa(i))
+			resp, err := noRedirectClient.Do(req)
+			if err != nil {
+				t.Errorf("write %d: %v", i, err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				wantProblem(t, resp, b, http.StatusServiceUnavailable, problem.Overloaded, policy.Rejected)
+				if resp.Header.Get("Retry-After") != "1" {
+					t.Errorf("overloaded without Retry-After: 1: %v", resp.Header)
+				}
+			}
+			statuses <- resp
+		})
+	}
+	overloaded := 0
+	for range writers - 5 { // 5 fit in 21 MiB; the others are refused
+		if resp := <-statuses; resp.StatusCode == http.StatusServiceUnavailable {
+			overloaded++
+		}
+	}
+	resp, b := p.call(t, http.MethodGet, "/callout/api/small", nil, nil)
+	wantUpstream(t, resp, b, http.StatusOK, policy.Success)
+	close(release)
+	wg.Wait()
+	close(statuses)
+	for resp := range statuses {
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			overloaded++
+		}
+	}
+	if overloaded < writers-5 {
+		t.Errorf("%d writes overloaded, want at least %d of %d", overloaded, writers-5, writers)
+	}
+	resp, b = p.call(t, http.MethodPut, "/callout/api/after", strings.NewReader(body),
+		http.Header{"Idempotency-Key": {"after"}})
+	wantUpstream(t, resp, b, http.StatusOK, policy.Success)
+	_, metrics := get(t, p.AdminURL+"/metrics")
+	if !strings.Contains(string(metrics), "\ncallout_overloaded_total ") ||
+		strings.Contains(string(metrics), "\ncallout_overloaded_total 0\n") {
+		t.Errorf("callout_overloaded_total not counted:\n%s", metricLines(string(metrics), "callout_overloaded_total"))
+	}
+	if !strings.Contains(string(metrics), "\ncallout_inflight_bytes 0\n") {
+		t.Errorf("bytes still held after every answer:\n%s", metricLines(string(metrics), "callout_inflight_bytes"))
+	}
+}
+
+// metricLines returns the lines of /metrics text starting with name.
+func metricLines(text, name string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, name) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
