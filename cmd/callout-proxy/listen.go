@@ -19,11 +19,11 @@ import (
 
 // runtimeHeadroom is what the Go runtime's soft memory limit adds to the
 // memory budget: the runtime, goroutines, connection buffers, caches.
-const runtimeHeadroom = 128 << 20
+const runtimeHeadroom = 96 << 20
 
 // memoryBudget builds the memory budget of limits.max_inflight_bytes,
 // registers its metrics, and — unless GOMEMLIMIT is set — gives the Go
-// runtime a soft memory limit of the budget plus 128 MiB, so the garbage
+// runtime a soft memory limit of the budget plus 96 MiB, so the garbage
 // collector returns the buffers of finished requests before the heap grows
 // to twice what is live (GOGC's default) and the pod stays under its
 // memory limit (SPEC §10: "never an OOM kill").

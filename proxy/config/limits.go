@@ -48,7 +48,7 @@ type Limits struct {
 	// budget; larger ones only seven eighths of it, so a flood of large
 	// bodies never crowds out small callouts. Default 268435456 (256 MiB,
 	// for a 1 GiB pod; the Go runtime is also given a soft memory limit of
-	// this plus 128 MiB unless GOMEMLIMIT is set).
+	// this plus 96 MiB unless GOMEMLIMIT is set).
 	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
 	// OverloadWait is how long, in all, a request may wait for room in the
 	// memory budget before 503 overloaded. Default 1s.

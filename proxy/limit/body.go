@@ -59,15 +59,22 @@ func IsTimeout(err error) bool {
 // ErrTooLarge is what ReadBody returns for a body over its maximum.
 var ErrTooLarge = errors.New("limit: body larger than its maximum")
 
-// firstChunk is the first reservation of a body being read.
-const firstChunk = 32 << 10
+// firstChunk is the first reservation of a body being read; wholeAfter
+// is where a body of known length stops doubling and takes its whole
+// length (the doubling copies are garbage until the next GC).
+const (
+	firstChunk = 32 << 10
+	wholeAfter = 1 << 20
+)
 
 // ReadBody reads r whole — a request body of contentLength bytes, −1 when
 // unknown (chunked) — reserving its buffer in h as it grows, so the budget
 // counts only bytes that have arrived (a caller trickling a large body
-// holds what it sent, not what it announced). The buffer doubles from 32
-// KiB up to contentLength (or maxBytes+1 when unknown); each growth is reserved
-// first (waiting under ctx and the budget's wait). Errors: ErrTooLarge when
+// holds what it sent, not what it announced): the buffer doubles from 32
+// KiB, and a body of known length takes its whole length once 512 KiB of
+// it arrived (so its doubling leaves at most 1 MiB of garbage); one of
+// unknown length doubles up to maxBytes+1. Each growth is reserved first
+// (waiting under ctx and the budget's wait). Errors: ErrTooLarge when
 // contentLength or the bytes read pass maxBytes; ErrOverloaded; the read error
 // (a timeout: IsTimeout). The buffer reserved stays in h until the caller
 // releases it (the whole capacity: it is memory held, used or not).
@@ -86,6 +93,9 @@ func ReadBody(ctx context.Context, h *Holder, r io.Reader, contentLength, maxByt
 	for {
 		if len(buf) == cap(buf) {
 			next := min(target, max(firstChunk, 2*int64(cap(buf))))
+			if contentLength > 0 && next >= wholeAfter {
+				next = target // it keeps coming: take the announced length at once
+			}
 			if next <= int64(cap(buf)) { // read target bytes: only EOF may follow
 				if _, err := readEmpty(r); err != nil {
 					return nil, err

@@ -1,0 +1,138 @@
+//go:build hostile
+
+package hostile
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// probeEvery is the monitor's period; probeTimeout the longest answer it
+// accepts (issue 15: "answers /healthz and a small healthy callout within
+// 1 s throughout").
+const (
+	probeEvery   = 100 * time.Millisecond
+	probeTimeout = time.Second
+)
+
+// watch is the monitor of one attack: it asks /healthz, the admin
+// listener's /metrics and a small callout of orgB every probeEvery, each on
+// a new connection (so the callout listener's accept path is probed too),
+// and samples the proxy's RSS.
+type watch struct {
+	p      *proxyProc
+	stop   chan struct{}
+	done   sync.WaitGroup
+	client *http.Client
+	tokenB string
+
+	mu       sync.Mutex
+	probes   int
+	failures []string
+	slowest  map[string]time.Duration
+	maxRSS   int64
+}
+
+// watchProxy starts the monitor.
+func watchProxy(t *testing.T, p *proxyProc) *watch {
+	t.Helper()
+	w := &watch{p: p, stop: make(chan struct{}), tokenB: bearer(t, orgB), slowest: map[string]time.Duration{},
+		client: &http.Client{Timeout: probeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}}
+	w.done.Go(w.probeLoop)
+	w.done.Go(w.rssLoop)
+	return w
+}
+
+func (w *watch) probeLoop() {
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		var wg sync.WaitGroup
+		wg.Go(func() { w.probe("healthz", w.p.URL+"/healthz", "") })
+		wg.Go(func() { w.probe("admin /metrics", w.p.AdminURL+"/metrics", "") })
+		wg.Go(func() { w.probe("orgB callout", w.p.URL+"/callout/healthy/ping", w.tokenB) })
+		wg.Wait()
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// probe makes one request and records its latency or failure.
+func (w *watch) probe(name, url, token string) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	start := time.Now()
+	resp, err := w.client.Do(req)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	took := time.Since(start)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.probes++
+	w.slowest[name] = max(w.slowest[name], took)
+	switch {
+	case err != nil:
+		w.failures = append(w.failures, fmt.Sprintf("%s at %s: %v", name, start.Format("15:04:05.000"), err))
+	case resp.StatusCode != http.StatusOK:
+		w.failures = append(w.failures, fmt.Sprintf("%s at %s: status %d", name, start.Format("15:04:05.000"), resp.StatusCode))
+	case took > probeTimeout:
+		w.failures = append(w.failures, fmt.Sprintf("%s at %s: %s", name, start.Format("15:04:05.000"), took))
+	}
+}
+
+func (w *watch) rssLoop() {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if rss, err := w.p.rss(); err == nil {
+			w.mu.Lock()
+			w.maxRSS = max(w.maxRSS, rss)
+			w.mu.Unlock()
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// finish stops the monitor and asserts: no probe failed or took over 1 s,
+// and the peak RSS stayed under the budget plus 150 MiB. It logs the
+// figures.
+func (w *watch) finish(t *testing.T) {
+	t.Helper()
+	close(w.stop)
+	w.done.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var slow []string
+	for k, v := range w.slowest {
+		slow = append(slow, fmt.Sprintf("%s %dms", k, v.Milliseconds()))
+	}
+	sort.Strings(slow)
+	t.Logf("monitor: %d probes, %d failed; slowest: %s; peak RSS %d MiB (limit %d MiB)",
+		w.probes, len(w.failures), strings.Join(slow, ", "), w.maxRSS>>20, (budget+rssSlack)>>20)
+	for _, f := range w.failures[:min(10, len(w.failures))] {
+		t.Errorf("probe failed or late: %s", f)
+	}
+	if w.probes < 3 {
+		t.Errorf("only %d probes ran", w.probes)
+	}
+	if w.maxRSS >= budget+rssSlack {
+		t.Errorf("peak RSS %d MiB, want under %d MiB (max_inflight_bytes + 150 MiB)", w.maxRSS>>20, (budget+rssSlack)>>20)
+	}
+}
