@@ -457,4 +457,3 @@ func isProblem(body []byte, code string) bool {
 	var pb struct{ Type string }
 	return json.Unmarshal(body, &pb) == nil && pb.Type == "urn:callout-proxy:problem:"+code
 }
-
