@@ -4,7 +4,8 @@
 # writes, 12 MiB bodies x 80, 11 MiB responses x 100 against the real
 # binary, with /healthz, the admin listener and a second org's small
 # callout asked every 100 ms (each within 1 s) and the proxy's RSS and
-# Redis's growth measured. Builds cmd/callout-proxy once; starts its own
+# Redis's growth measured; then real client libraries (stripe-go) through
+# the proxy. Builds cmd/callout-proxy once; starts its own
 # redis-server on a free loopback port. About 30 s; under 5 minutes;
 # loopback only.
 #   bash .ci/hostile.sh
@@ -38,4 +39,6 @@ if [ "$rc" -eq 0 ]; then
 else
   cat "$work/hostile.log"
 fi
+echo "== real client libraries through the proxy (proxy/internal/realclients, its own module: stripe-go)"
+(cd proxy/internal/realclients && CALLOUT_PROXY_BINARY="$work/callout-proxy" go test -count=1 -timeout 2m ./...) || rc=$?
 exit "$rc"
