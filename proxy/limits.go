@@ -108,7 +108,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return b, nil
 }
 
-// bodyDeadline applies limits.body_read_timeout (limit.BodyDeadline).
+// bodyDeadline applies limits.body_read_timeout (limit.BodyDeadline) and
+// limits.write_timeout (limit.WriteDeadline).
 func (s *Server) bodyDeadline(next http.Handler) http.Handler {
-	return limit.BodyDeadline(s.d.Config.Limits.BodyReadTimeout, next)
+	return limit.BodyDeadline(s.d.Config.Limits.BodyReadTimeout, limit.WriteDeadline(s.d.Config.Limits.WriteTimeout, next))
 }

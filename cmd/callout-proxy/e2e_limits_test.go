@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,4 +234,48 @@ func metricLines(text, name string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestE2EWriteTimeout: a caller that asks for an 11 MiB answer and stops
+// reading holds the proxy's handler, its connection and the answer in the
+// memory budget only until limits.write_timeout: then the connection is
+// closed and the budget freed (slow-read attack).
+func TestE2EWriteTimeout(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("r", 11<<20)
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, big) })
+	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)), "write_timeout: 300ms"), testEnv())
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, rawHead(http.MethodGet, "/callout/api/big", "Authorization: "+bearer(t, testIssuer))+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The caller reads nothing. Once the upstream has been asked, the
+	// request is held in the budget until its answer is written or given
+	// up: poll the metric (bounded) rather than time it.
+	for end := time.Now().Add(20 * time.Second); up.hits() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the request never reached the upstream")
+		}
+	}
+	held := func() string {
+		_, m := get(t, p.AdminURL+"/metrics")
+		return metricLines(string(m), "callout_inflight_bytes ")
+	}
+	for end := time.Now().Add(20 * time.Second); held() != "callout_inflight_bytes 0"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s 20 s after the caller stopped reading: the stalled answer was never released", held())
+		}
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, err := io.Copy(io.Discard, conn)
+	if err == nil && n >= int64(len(big)) {
+		t.Errorf("the whole answer (%d bytes) was delivered to a caller that did not read", n)
+	}
 }

@@ -17,6 +17,12 @@ type Limits struct {
 	// by then is answered 408 request-timeout and its connection closed.
 	// Default 60s (a 12 MiB body at 200 KB/s).
 	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
+	// WriteTimeout bounds writing a response to the caller, on both
+	// listeners, from when the proxy starts writing it: a caller that
+	// stops reading cannot hold a handler, its connection and the response
+	// bytes in the memory budget for longer; the connection is closed.
+	// Default 60s (a 12 MiB answer at 200 KB/s).
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// IdleTimeout is how long a keep-alive connection may wait for its next
 	// request, on both listeners, before the proxy closes it. Default 60s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
@@ -59,6 +65,7 @@ type Limits struct {
 const (
 	DefaultReadHeaderTimeout   = 10 * time.Second
 	DefaultBodyReadTimeout     = 60 * time.Second
+	DefaultWriteTimeout        = 60 * time.Second
 	DefaultIdleTimeout         = 60 * time.Second
 	DefaultMaxConnections      = 2048
 	DefaultAdminMaxConnections = 64
@@ -72,6 +79,7 @@ const (
 func (l *Limits) applyDefaults() {
 	inherit(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	inherit(&l.BodyReadTimeout, DefaultBodyReadTimeout)
+	inherit(&l.WriteTimeout, DefaultWriteTimeout)
 	inherit(&l.IdleTimeout, DefaultIdleTimeout)
 	inherit(&l.MaxConnections, DefaultMaxConnections)
 	inherit(&l.AdminMaxConnections, DefaultAdminMaxConnections)
@@ -93,6 +101,7 @@ func (l Limits) validate(col *collector, maxRequest, maxResponse int64) {
 	for key, d := range map[string]time.Duration{
 		"limits.read_header_timeout": l.ReadHeaderTimeout, "limits.body_read_timeout": l.BodyReadTimeout,
 		"limits.idle_timeout": l.IdleTimeout, "limits.overload_wait": l.OverloadWait,
+		"limits.write_timeout": l.WriteTimeout,
 	} {
 		if d < 0 {
 			col.add(key, "%s is negative", d)

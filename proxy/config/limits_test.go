@@ -13,7 +13,8 @@ func TestLimitsDefaults(t *testing.T) {
 	dir := keyFiles(t)
 	cfg := mustParse(t, doc(nil, dir), baseEnv().get)
 	want := config.Limits{
-		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second,
+		IdleTimeout:    60 * time.Second,
 		MaxConnections: 2048, AdminMaxConnections: 64, MaxHeaderBytes: 65536, MaxHeaderFields: 100,
 		MaxInflightBytes: 256 << 20, OverloadWait: time.Second,
 	}

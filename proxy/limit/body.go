@@ -135,3 +135,48 @@ func readEmpty(r io.Reader) ([]byte, error) {
 	}
 	return nil, err
 }
+
+// WriteDeadline gives every response d to reach the caller
+// (limits.write_timeout), from when the handler starts writing it: a caller
+// that stops reading (a slow-read attack, or a hung client) cannot hold the
+// handler, its connection and the response bytes in the memory budget for
+// longer. Past it the write fails and the connection is closed. The
+// deadline is set at the first WriteHeader or Write, so a handler that
+// waits for an upstream before answering is not cut; d ≤ 0 sets none.
+func WriteDeadline(d time.Duration, next http.Handler) http.Handler {
+	if d <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&deadlineWriter{ResponseWriter: w, d: d}, r)
+	})
+}
+
+// deadlineWriter sets the connection's write deadline on the first write.
+type deadlineWriter struct {
+	http.ResponseWriter
+	d   time.Duration
+	set bool
+}
+
+func (w *deadlineWriter) arm() {
+	if !w.set {
+		w.set = true
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.d))
+	}
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	if code >= 200 { // 1xx answers are interim; the final one is what takes time
+		w.arm()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.arm()
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
