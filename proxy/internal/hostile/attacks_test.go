@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,8 +56,8 @@ func (c *counter) get(path string) int {
 }
 
 // newSuite starts Redis, two upstreams and the proxy: default limits
-// except read_header_timeout 3s and body_read_timeout 5s, so the slow
-// callers of the suite are cut within its time.
+// except read_header_timeout 3s, body_read_timeout 5s and write_timeout
+// 5s, so the slow callers of the suite are cut within its time.
 func newSuite(t *testing.T) *suite {
 	rdb, redisURL := startRedis(t)
 	healthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +90,7 @@ auth:
 limits:
   read_header_timeout: 3s
   body_read_timeout: 5s
+  write_timeout: 5s
 endpoints:
   healthy:
     url: %s
@@ -132,6 +134,7 @@ func TestHostile(t *testing.T) {
 	t.Run("60 KiB headers x 400 keyed writes", s.largeHeaders)
 	t.Run("12 MiB bodies x 80 concurrent", s.bigBodies)
 	t.Run("11 MiB responses x 100 concurrent", s.bigResponses)
+	t.Run("11 MiB responses x 100 never read", s.slowReaders)
 }
 
 // parallel runs n calls of f on at most workers goroutines.
@@ -469,4 +472,57 @@ func (s *suite) bigResponses(t *testing.T) {
 func isProblem(body []byte, code string) bool {
 	var pb struct{ Type string }
 	return json.Unmarshal(body, &pb) == nil && pb.Type == "urn:callout-proxy:problem:"+code
+}
+
+// slowReaders asks for the 11 MiB answer on 100 connections whose receive
+// buffer is 4 KiB and reads nothing until the proxy holds no more bytes:
+// write_timeout closes the stalled answers and frees what they held in the
+// budget (those past the budget were answered 503 overloaded at once);
+// everyone else is answered meanwhile.
+func (s *suite) slowReaders(t *testing.T) {
+	w := watchProxy(t, s.p)
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conns := make([]net.Conn, 100)
+	parallel(len(conns), len(conns), func(i int) {
+		c, err := d.Dial("tcp", s.p.addr)
+		if err != nil {
+			return
+		}
+		conns[i] = c
+		_, _ = io.WriteString(c, "GET /callout/flood/big HTTP/1.1\r\nHost: x\r\nAuthorization: "+s.tokenA+"\r\n\r\n")
+	})
+	for end := time.Now().Add(5 * time.Second); s.p.metric(t, "callout_inflight_bytes") == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no answer was ever held")
+		}
+	}
+	s.settle(t) // nothing read yet: only write_timeout can free the budget
+	var cut, overloaded, delivered atomic.Int64
+	parallel(len(conns), len(conns), func(i int) {
+		c := conns[i]
+		if c == nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		var head [12]byte
+		n, _ := io.ReadFull(c, head[:])
+		rest, _ := io.Copy(io.Discard, c)
+		switch {
+		case n == len(head) && string(head[9:12]) == "503":
+			overloaded.Add(1)
+		case int64(n)+rest >= bigResponse:
+			delivered.Add(1)
+		default:
+			cut.Add(1)
+		}
+	})
+	w.finish(t)
+	t.Logf("11 MiB answers never read: %d cut by write_timeout, %d overloaded, %d delivered whole",
+		cut.Load(), overloaded.Load(), delivered.Load())
+	if delivered.Load() != 0 || cut.Load() == 0 {
+		t.Errorf("%d stalled answers were kept for callers that did not read, %d cut", delivered.Load(), cut.Load())
+	}
 }

@@ -4,7 +4,8 @@
 // once, start one redis-server and one proxy on free loopback ports, and
 // replay the attacks of the issue against the real binary — idle
 // connections beyond the connection cap, slow headers and slow bodies, 1 MB
-// headers × 400, 12 MiB bodies × 80 concurrent, 11 MiB responses × 100 —
+// headers × 400, 12 MiB bodies × 80 concurrent, 11 MiB responses × 100,
+// answers never read —
 // while a monitor asks /healthz, the admin listener's /metrics and a small
 // callout of a second org every 100 ms, each on a new connection, and
 // requires every answer within 1 s; the proxy's RSS (VmRSS) is sampled
