@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # The hostile-caller suite (issue 15): idle connections beyond the cap,
 # slow headers and bodies, 1 MB headers x 400, 60 KiB headers x 400 keyed
-# writes, 12 MiB bodies x 80, 11 MiB responses x 100 (read, and never
-# read) against the real
-# binary, with /healthz, the admin listener and a second org's small
-# callout asked every 100 ms (each within 1 s) and the proxy's RSS and
-# Redis's growth measured; then real client libraries (stripe-go) through
-# the proxy. Builds cmd/callout-proxy once; starts its own
-# redis-server on a free loopback port. About 30 s; under 5 minutes;
+# writes, 12 MiB bodies x 80, 11 MiB responses x 100 (read, and never read)
+# against the real binary, with /healthz, the admin listener and a second
+# org's small callout asked every 100 ms (each within 1 s) and the proxy's
+# RSS and Redis's growth measured; then real client libraries (stripe-go)
+# through the proxy. Builds cmd/callout-proxy once; starts its own
+# redis-server on a free loopback port. About 40 s; under 5 minutes;
 # loopback only.
 #   bash .ci/hostile.sh
 set -euo pipefail
