@@ -12,7 +12,8 @@ import (
 // routes lists every route of the callout listener (SPEC §4, §9); the
 // admin listener's are in proxy/admin/routes.go. Before routing: the
 // method and target checks, closing after a Transfer-Encoding request (RFC
-// 9112 §6.3), the header limits (431) and the body read deadline.
+// 9112 §6.3), the header limits (431) and the body read and response write
+// deadlines.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpx.Guard, limit.CloseAfterTransferEncoding, s.limitHeaders, s.bodyDeadline)

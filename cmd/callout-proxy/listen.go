@@ -119,7 +119,8 @@ func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, 
 	hs.DisableGeneralOptionsHandler = true
 	// The callout listener's handler applies its own limits (routes.go);
 	// the admin listener gets the connection-level ones here.
-	admin := limit.CloseAfterTransferEncoding(limit.BodyDeadline(cfg.Limits.BodyReadTimeout, adminAPI))
+	admin := limit.CloseAfterTransferEncoding(limit.BodyDeadline(cfg.Limits.BodyReadTimeout,
+		limit.WriteDeadline(cfg.Limits.WriteTimeout, adminAPI)))
 	as := newServer(admin, capAdmin, cfg.Limits, logger)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(main) }()
