@@ -27,9 +27,9 @@ trap cleanup EXIT
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
-echo "== go vet (and the files behind the fault and sizing build tags)"
+echo "== go vet (and the files behind the fault, sizing and hostile build tags)"
 go vet ./...
-go vet -tags fault,sizing ./proxy/internal/fault/ ./deploy/sizing/
+go vet -tags fault,sizing,hostile ./proxy/internal/fault/ ./deploy/sizing/ ./proxy/internal/hostile/
 
 echo "== Apex checks (parse, format, metadata)"
 bash apex-stubs/check.sh
@@ -49,3 +49,6 @@ go test -count=1 -timeout 10m -tags sizing ./deploy/sizing/
 
 echo "== fault suite (SIGKILLed replicas and Redis, Salesforce down, toxiproxy)"
 bash .ci/fault.sh
+
+echo "== hostile suite (idle connections, slow callers, huge headers and bodies, answers never read; real client libraries)"
+bash .ci/hostile.sh

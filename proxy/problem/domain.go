@@ -51,6 +51,10 @@ var domainErrors = [...]domainError{
 		detail: fixed("its Idempotency-Key now belongs to a newer dead letter (callout_id); replay that one")},
 	// The callout store's refusals of a new callout (SPEC §4, §6).
 	{target: policy.ErrDisabled, code: EndpointDisabled, detail: fixed(disabledDetail)},
+	// Before ErrBacklogFull, which it also matches: the organisation's share
+	// (SPEC §10 per-org shares), so the caller knows others are not full.
+	{target: policy.ErrIssuerBacklogFull, code: BacklogFull,
+		detail: fixed("your organisation's share of the endpoint's backlog is full (pending callouts or their stored bytes); try again later")},
 	{target: policy.ErrBacklogFull, code: BacklogFull,
 		detail: fixed("the endpoint's backlog of pending callouts is full; try again later")},
 	{target: policy.ErrUnavailable, code: StoreUnavailable, detail: fixed(unreachableDetail), cause: true},

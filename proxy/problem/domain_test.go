@@ -39,6 +39,8 @@ func TestDomainErrors(t *testing.T) {
 			EndpointDisabled, 503, "the endpoint is disabled; an admin must re-enable it", false},
 		{"callout backlog full", fmt.Errorf("redisstore: begin: %w", policy.ErrBacklogFull), BacklogFull, 503,
 			"the endpoint's backlog of pending callouts is full; try again later", false},
+		{"organisation's share full", fmt.Errorf("redisstore: begin: %w", policy.ErrIssuerBacklogFull), BacklogFull, 503,
+			"your organisation's share of the endpoint's backlog is full (pending callouts or their stored bytes); try again later", false},
 		{"store unavailable", fmt.Errorf("redisstore: get: %w: %w", policy.ErrUnavailable, redisDown),
 			StoreUnavailable, 503, "the callout store (Redis) is unreachable", true},
 	}
@@ -70,11 +72,6 @@ func TestFromUnknownAndOwnErrors(t *testing.T) {
 	if pe := FromStore(odd); pe.Code != StoreUnavailable || pe.Detail != "the callout store (Redis) is unreachable" ||
 		!errors.Is(pe, odd) {
 		t.Errorf("FromStore(unknown) = %+v, want store-unavailable with the cause", pe)
-	}
-	// An organisation's share of the backlog is the endpoint's backlog
-	// row (ErrIssuerBacklogFull wraps ErrBacklogFull).
-	if pe := FromStore(fmt.Errorf("redisstore: begin: %w", policy.ErrIssuerBacklogFull)); pe.Code != BacklogFull {
-		t.Errorf("FromStore(issuer backlog full) = %+v, want backlog-full", pe)
 	}
 	own := &Error{Code: Forbidden, Detail: "scope write needed"}
 	wrapped := fmt.Errorf("admin: %w", own)
