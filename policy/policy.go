@@ -1,9 +1,17 @@
-// Package policy holds the proxy's pure decisions: how an attempt's outcome is
-// classified, how long to wait before the next attempt, when a callout is
-// exhausted, and how the circuit breaker moves. It does no I/O and imports
-// nothing of ours; the clock and the random source are always passed in.
+// Package policy is the proxy's domain, the package at the centre: the
+// callout's types and its life (Callout, State, Kind, Attempt, Response,
+// Claimed, DeadLetterReason, the replay job, the store's errors and the
+// Failed_Callout__c status values) and the pure decisions about it: how an
+// attempt's outcome is classified (Classify), how long to wait before the
+// next attempt (NextDelay), when a callout is exhausted, what an attempt
+// leads to (Decide), whether it counts toward the circuit breaker, and when
+// an endpoint is auto-disabled. The storage adapter (proxy/redisstore)
+// stores these types; the ingress, the dispatcher and the admin API call
+// this package, not each other (ARCHITECTURE.md).
 //
-// The rules come from the product contract (SPEC.md §2, §3, §6) and the RFCs
+// It does no I/O and imports nothing of ours; the clock and the random source
+// are always passed in. The rules come from the product contract
+// (docs/contract.md: outcome classes, retry policy, breaker) and the RFCs
 // each function names.
 package policy
 
