@@ -6,6 +6,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/calloutproxy/callout-proxy/proxy/admin/console"
 	"github.com/calloutproxy/callout-proxy/proxy/httpx"
 )
 
@@ -13,7 +14,8 @@ import (
 // without a token; under /admin/v1/ the endpoint routes (Deps.Endpoints),
 // the dead-letter and callout routes (Deps.DeadLetters) and the replay-job
 // routes (Deps.ReplayJobs), each with a named bearer token: scope read for
-// GETs (requireRead), write for changes (requireWrite, audit-logged).
+// GETs (requireRead), write for changes (requireWrite, audit-logged); and
+// the ops console under /console/ over them.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpx.Guard)
@@ -43,6 +45,10 @@ func (s *server) routes() http.Handler {
 			r.Post("/replay-jobs/{id}/cancel", s.handleCancelReplayJob)
 		}
 	})
+	// The ops console: pages over these same routes, the session's admin
+	// token as their bearer (proxy/admin/console).
+	r.Mount(console.Base, console.New(console.Deps{API: r, Tokens: s.d.Tokens,
+		Issuers: s.d.Config.Auth.Issuers, Logger: s.d.Logger, Now: s.d.Now}))
 	r.NotFound(httpx.NotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed)
 	return r

@@ -1,0 +1,128 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/calloutproxy/callout-proxy/proxy/api"
+)
+
+// endpointAction is one admin action on an endpoint, as the console names
+// it in its URLs, and the admin API route that does it.
+type endpointAction struct {
+	Name, Verb, APIPath, Consequence string
+}
+
+// endpointActionOf returns the action named in a console URL: enable,
+// disable or reset; false for anything else. The consequences are what
+// the admin API documents for each (SPEC §6).
+func endpointActionOf(name string) (endpointAction, bool) {
+	switch name {
+	case "enable":
+		return endpointAction{Name: name, Verb: "Enable", APIPath: "enable",
+			Consequence: "The endpoint is enabled with a fresh breaker: the failure count, pause and outage are cleared and held callouts are released."}, true
+	case "disable":
+		return endpointAction{Name: name, Verb: "Disable", APIPath: "disable",
+			Consequence: "Callers get 503 until an admin enables it again, and every pending callout becomes a dead letter (reason endpoint_disabled), replayable once it is enabled."}, true
+	case "reset":
+		return endpointAction{Name: name, Verb: "Reset the breaker of", APIPath: "breaker/reset",
+			Consequence: "The breaker closes and a pause is lifted; held callouts are released. A disabled endpoint stays disabled."}, true
+	}
+	return endpointAction{}, false
+}
+
+// endpointsData is the endpoints page's data: the API's list, and the
+// notice of an action just done (from the redirect's query).
+type endpointsData struct {
+	Endpoints []api.EndpointDoc
+	Notice    *actionNotice
+}
+
+// actionNotice says what an action just did.
+type actionNotice struct {
+	Action       endpointAction
+	Endpoint     string
+	Changed      bool
+	DeadLettered int
+}
+
+// handleEndpoints serves GET /console/endpoints: one row per endpoint
+// (GET /admin/v1/endpoints).
+func (c *console) handleEndpoints(w http.ResponseWriter, r *http.Request, s *session) {
+	var list api.EndpointList
+	if err := c.get(r, s, "/admin/v1/endpoints", &list); err != nil {
+		c.renderAPIError(w, r, s, err)
+		return
+	}
+	d := endpointsData{Endpoints: list.Endpoints}
+	q := r.URL.Query()
+	if a, ok := endpointActionOf(q.Get("done")); ok && listed(list.Endpoints, q.Get("endpoint")) {
+		n, _ := strconv.Atoi(q.Get("dead_lettered"))
+		d.Notice = &actionNotice{Action: a, Endpoint: q.Get("endpoint"), Changed: q.Get("changed") == "1",
+			DeadLettered: n}
+	}
+	c.render(w, r, s, http.StatusOK, "endpoints", "Endpoints", d)
+}
+
+// listed reports whether name is one of eps: a notice names only a
+// configured endpoint.
+func listed(eps []api.EndpointDoc, name string) bool {
+	for _, e := range eps {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// confirmData is the confirmation page of an endpoint action.
+type confirmData struct {
+	Action   endpointAction
+	Endpoint api.EndpointDoc
+}
+
+// handleEndpointConfirm serves GET /console/endpoints/{name}/{action}: the
+// endpoint's state and what the action will do, with the form that does
+// it (write scope only).
+func (c *console) handleEndpointConfirm(w http.ResponseWriter, r *http.Request, s *session) {
+	a, ok := endpointActionOf(chi.URLParam(r, "action"))
+	if !ok {
+		c.renderError(w, r, s, http.StatusNotFound, "Not found", "There is no such endpoint action.")
+		return
+	}
+	var ep api.EndpointDoc
+	if err := c.get(r, s, "/admin/v1/endpoints/"+url.PathEscape(chi.URLParam(r, "name")), &ep); err != nil {
+		c.renderAPIError(w, r, s, err)
+		return
+	}
+	c.render(w, r, s, http.StatusOK, "endpoint_confirm", a.Verb+" "+ep.Name, confirmData{Action: a, Endpoint: ep})
+}
+
+// handleEndpointAction serves POST /console/endpoints/{name}/{action}
+// (form: csrf, reason): POST /admin/v1/endpoints/{name}/{enable, disable,
+// breaker/reset} with {"reason": …}, which checks the write scope and
+// audit-logs the action with the token's name. Then back to the endpoints
+// page with a notice.
+func (c *console) handleEndpointAction(w http.ResponseWriter, r *http.Request, s *session) {
+	a, ok := endpointActionOf(chi.URLParam(r, "action"))
+	if !ok {
+		c.renderError(w, r, s, http.StatusNotFound, "Not found", "There is no such endpoint action.")
+		return
+	}
+	name := chi.URLParam(r, "name")
+	var res api.EndpointActionResult
+	body := map[string]string{"reason": r.PostForm.Get("reason")}
+	if _, err := c.call(r.Context(), r, s, http.MethodPost,
+		"/admin/v1/endpoints/"+url.PathEscape(name)+"/"+a.APIPath, body, &res); err != nil {
+		c.renderAPIError(w, r, s, err)
+		return
+	}
+	q := url.Values{"done": {a.Name}, "endpoint": {name}, "dead_lettered": {strconv.Itoa(len(res.DeadLettered))}}
+	if res.Changed {
+		q.Set("changed", "1")
+	}
+	http.Redirect(w, r, Base+"/endpoints?"+q.Encode(), http.StatusSeeOther)
+}
