@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
@@ -58,6 +60,9 @@ func (c *console) call(ctx context.Context, from *http.Request, s *session, meth
 	} else {
 		rd = bytes.NewReader(nil)
 	}
+	// A fresh routing context: the browser request's (the console's mount)
+	// would make the API's router route what is left of that path.
+	ctx = context.WithValue(ctx, chi.RouteCtxKey, (*chi.Context)(nil))
 	req, err := http.NewRequestWithContext(ctx, method, path, rd)
 	if err != nil {
 		return 0, err

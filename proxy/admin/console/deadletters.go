@@ -80,8 +80,19 @@ func (f filterForm) query() url.Values {
 	return q
 }
 
-// QueryString is the filter's console query string, for links.
-func (f filterForm) QueryString() string { return f.query().Encode() }
+// Href is the console page at path with the filter, and a cursor when
+// not "", as its query: a whole link, which html/template keeps as one
+// URL (a query string spliced after a "?" would be escaped as data).
+func (f filterForm) Href(path, cursor string) string {
+	q := f.query()
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
 
 // replayOutcome is what became of a dead letter's latest replay, read from
 // the state of the chain the API names in replayed_by.
@@ -234,7 +245,11 @@ func (c *console) renderCallout(w http.ResponseWriter, r *http.Request, s *sessi
 	if n := r.URL.Query().Get("replayed"); n == "new" || n == "existing" {
 		d.Notice = n
 	}
-	c.render(w, r, s, http.StatusOK, "callout", "Callout "+doc.ID, d)
+	title := "Callout " + doc.ID
+	if doc.State == policy.DeadLettered {
+		title = "Dead letter " + doc.ID
+	}
+	c.render(w, r, s, http.StatusOK, "callout", title, d)
 }
 
 // handleReplayOne serves POST /console/dead-letters/{id}/replay: POST
