@@ -107,6 +107,10 @@ type Deps struct {
 	DeadLetters DeadLetters
 	// ReplayJobs serves /admin/v1/replay-jobs….
 	ReplayJobs ReplayJobs
+	// Callouts, optional, serves GET /admin/v1/callouts (the pending list).
+	Callouts Callouts
+	// Keys, optional, serves GET /admin/v1/idempotency-keys.
+	Keys Keys
 	// Events, optional, is told of the dead letters an admin disable made.
 	Events Events
 	// Metrics counts the breaker transitions (callout_breaker_transitions_total)

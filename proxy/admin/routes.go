@@ -37,6 +37,12 @@ func (s *server) routes() http.Handler {
 			r.Delete("/dead-letters/{id}", s.handleDiscardDeadLetter)
 			r.Get("/callouts/{id}", s.requireRead(s.handleGetCallout))
 		}
+		if s.d.Callouts != nil {
+			r.Get("/callouts", s.requireRead(s.handleListCallouts))
+		}
+		if s.d.Keys != nil {
+			r.Get("/idempotency-keys", s.requireRead(s.handleKeyHolders))
+		}
 		if s.d.ReplayJobs != nil {
 			r.Get("/replay-jobs", s.requireRead(s.handleListReplayJobs))
 			r.Post("/replay-jobs", s.handleCreateReplayJob)
