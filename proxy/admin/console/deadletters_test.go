@@ -16,7 +16,7 @@ func TestDeadLettersPage(t *testing.T) {
 
 		b.get("/console/dead-letters").wantStatus(t, http.StatusOK).
 			wantBody(t, `data-dead-letter="`+pay+`"`, `data-dead-letter="`+crm+`"`, "not replayed",
-				`<option value="pay-api">pay-api</option>`).
+								`<option value="pay-api">pay-api</option>`).
 			wantNoBody(t, "Replay this filter") // read scope
 		b.get("/console/dead-letters?endpoint=crm-api").wantStatus(t, http.StatusOK).
 			wantBody(t, `data-dead-letter="`+crm+`"`, `<option value="crm-api" selected>`).
@@ -84,7 +84,7 @@ func TestDeadLetterDetailEscapesHostileInput(t *testing.T) {
 		id := e.deadLetter(t, nc, `<html><script>alert("upstream")</script></html>`)
 		b := e.browser(t)
 		b.login(writeToken)
-		p := b.get("/console/dead-letters/" + id).wantStatus(t, http.StatusOK)
+		p := b.get("/console/dead-letters/"+id).wantStatus(t, http.StatusOK)
 		p.wantBody(t, "<h1>Dead letter "+id+"</h1>",
 			`<pre class="body" data-body="request">&lt;script&gt;alert(1)&lt;/script&gt;</pre>`,
 			"&lt;html&gt;&lt;script&gt;alert(&#34;upstream&#34;)&lt;/script&gt;&lt;/html&gt;",
