@@ -20,7 +20,7 @@ func TestCalloutsPage(t *testing.T) {
 
 		b.get("/console/callouts").wantStatus(t, http.StatusOK).
 			wantBody(t, `name="id"`, `name="key"`, `<option value="held" selected>`)
-		p := b.get("/console/callouts?id=" + dl).wantStatus(t, http.StatusSeeOther)
+		p := b.get("/console/callouts?id="+dl).wantStatus(t, http.StatusSeeOther)
 		b.get(p.Header.Get("Location")).wantStatus(t, http.StatusOK).wantBody(t, "<h1>Dead letter "+dl+"</h1>")
 
 		p = b.get("/console/callouts?endpoint=crm-api&key=key-of-crm").wantStatus(t, http.StatusSeeOther)

@@ -36,10 +36,10 @@ func TestBulkReplayFromItsDryRun(t *testing.T) {
 			t.Fatalf("Location %q", p.Header.Get("Location"))
 		}
 		dry := m[1]
-		ops.get("/console/replay-jobs/" + dry).wantStatus(t, http.StatusOK).
+		ops.get("/console/replay-jobs/"+dry).wantStatus(t, http.StatusOK).
 			wantBody(t, `data-job-state="queued"`, "dry run: nothing is sent", `data-refresh="2"`, "Cancel the job")
 		e.svc.RunJob(ctxT(t), dry)
-		p = ops.get("/console/replay-jobs/" + dry).wantStatus(t, http.StatusOK)
+		p = ops.get("/console/replay-jobs/"+dry).wantStatus(t, http.StatusOK)
 		p.wantBody(t, `data-job-state="completed"`, "What the job will send", "Replay the dead letters listed as would_send",
 			"at 5/s").wantNoBody(t, `data-refresh=`, "Cancel the job", `data-item="`+pay+`"`)
 		for _, id := range crm {
@@ -54,7 +54,7 @@ func TestBulkReplayFromItsDryRun(t *testing.T) {
 		p = ops.post("/console/replay-jobs/"+dry+"/run", url.Values{"csrf": {csrf}}).wantStatus(t, http.StatusSeeOther)
 		real := jobIDOf.FindStringSubmatch(p.Header.Get("Location"))[1]
 		e.svc.RunJob(ctxT(t), real)
-		p = ops.get("/console/replay-jobs/" + real).wantStatus(t, http.StatusOK)
+		p = ops.get("/console/replay-jobs/"+real).wantStatus(t, http.StatusOK)
 		p.wantBody(t, `data-job-state="completed"`, `<strong data-progress>100 %</strong>`, `<span data-sent>3</span> sent`,
 			"Dead letters named</dt><dd>3</dd>").wantNoBody(t, `data-item="`+late+`"`)
 		if n := strings.Count(p.Body, `badge item-sent`); n != 3 {

@@ -140,12 +140,14 @@ try {
   });
 
   let scriptDeadLetter;
+  let scriptKey;
   await step('asynchronous callouts refused by the upstream become dead letters', async () => {
     const first = await callout('crm-api', '/v1/contacts', {
       body: '<script>alert(1)</script>', type: 'text/plain', async: true, source: '001000000000001AAA',
     });
     assert.equal(first.status, 202);
     scriptDeadLetter = first.id;
+    scriptKey = first.key;
     for (let i = 0; i < 2; i++) {
       assert.equal((await callout('crm-api', '/v1/contacts', { body: `{"n":${i}}`, async: true })).status, 202);
     }
@@ -203,9 +205,15 @@ try {
     await shot(page, 'replay-jobs');
   });
 
-  await step('callouts: by id, and the replay chain of a dead letter', async () => {
-    await page.goto(`${ADMIN}/console/callouts`);
+  await step('callouts: held ones of an endpoint, by Idempotency-Key, by id, a replay chain', async () => {
+    await page.goto(`${ADMIN}/console/callouts?endpoint=payment-api&state=held`);
+    assert.ok(await page.locator('tr[data-callout]').count() >= 3, 'the held callouts of payment-api are listed');
     await shot(page, 'callouts');
+    // The key's record followed the replay chain (contract §8): the key opens it.
+    await page.goto(`${ADMIN}/console/callouts?endpoint=crm-api&key=${scriptKey}`);
+    assert.match(page.url(), /\/console\/callouts\/[A-Za-z0-9_-]+$/);
+    assert.equal(await page.locator(`dd a[href="/console/dead-letters/${scriptDeadLetter}"]`).count(), 1);
+    await page.goto(`${ADMIN}/console/callouts`);
     await page.fill('input[name=id]', scriptDeadLetter);
     await Promise.all([page.waitForURL(new RegExp(`/callouts/${scriptDeadLetter}$`)), page.click('form:has(input[name=id]) button')]);
     await page.click('dd a[href^="/console/callouts/"]'); // replayed by
