@@ -52,3 +52,6 @@ bash .ci/fault.sh
 
 echo "== hostile suite (idle connections, slow callers, huge headers and bodies, answers never read; real client libraries)"
 bash .ci/hostile.sh
+
+echo "== ops console in headless Chromium (real binary, real Redis; installs chromium and playwright-core)"
+bash proxy/admin/console/e2e/run.sh
