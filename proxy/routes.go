@@ -16,7 +16,7 @@ import (
 // deadlines.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(httpx.Guard, limit.CloseAfterTransferEncoding, s.limitHeaders, s.bodyDeadline)
+	r.Use(httpx.Guard, limit.CloseAfterTransferEncoding, limit.CloseIfBodyUnread, s.limitHeaders, s.bodyDeadline)
 	r.Get("/healthz", s.handleHealthz())
 	r.Get("/readyz", s.handleReadyz())
 	r.Handle("/callout/*", s.handleCallout())

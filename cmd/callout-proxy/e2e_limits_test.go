@@ -279,3 +279,57 @@ func TestE2EWriteTimeout(t *testing.T) {
 		t.Errorf("the whole answer (%d bytes) was delivered to a caller that did not read", n)
 	}
 }
+
+// TestE2ERefusalBeforeTheBodyIsAnsweredAtOnce: a request refused before its
+// body is read (here: no token) is answered at once with its connection
+// closed, however long the body promised takes, instead of after
+// limits.body_read_timeout (net/http would first try to read the unread
+// body). Without it, connections that promise a body and send nothing fill
+// the connection cap with no token at all. body_read_timeout is an hour
+// here: the 401 must not wait for it.
+func TestE2ERefusalBeforeTheBodyIsAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, okHandler)
+	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+		"body_read_timeout: 1h"), testEnv())
+	for _, tc := range []struct {
+		name, method, path, auth string
+		status                   int
+		code                     problem.Code
+	}{
+		{"no token", http.MethodPost, "/callout/api/x", "", http.StatusUnauthorized, problem.Unauthorized},
+		{"unknown endpoint", http.MethodPost, "/callout/nosuch/x", "Authorization: " + bearer(t, testIssuer),
+			http.StatusNotFound, problem.UnknownEndpoint},
+		{"method not allowed", http.MethodPost, "/healthz", "", http.StatusMethodNotAllowed, problem.MethodNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(20 * time.Second)) // far below the hour the body may take
+			lines := []string{"Content-Length: 100"}
+			if tc.auth != "" {
+				lines = append(lines, tc.auth)
+			}
+			if _, err := io.WriteString(conn, rawHead(tc.method, tc.path, lines...)+"\r\nab"); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer before the body arrived: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d %s, want %d", resp.StatusCode, body, tc.status)
+			}
+			if tc.code != problem.MethodNotAllowed {
+				wantProblem(t, resp, body, tc.status, tc.code, policy.Rejected)
+			}
+			if !resp.Close {
+				t.Error("the connection of a refusal with an unread body stays open")
+			}
+		})
+	}
+}

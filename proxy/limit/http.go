@@ -1,6 +1,9 @@
 package limit
 
-import "net/http"
+import (
+	"io"
+	"net/http"
+)
 
 // CloseAfterTransferEncoding closes the connection after answering any
 // request that came with Transfer-Encoding. RFC 9112 §6.3: a request with
@@ -20,3 +23,71 @@ func CloseAfterTransferEncoding(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// CloseIfBodyUnread closes the connection after answering a request whose
+// body the handler did not read to its end — a refusal before the body is
+// read (401, 404, 405, 431, …) or a body over its maximum. net/http would
+// otherwise read up to 256 KiB of the unread body before it writes the
+// answer, to keep the connection for another request; a caller that sends
+// a header promising a body and then nothing holds the handler, the
+// connection and its answer for the whole limits.body_read_timeout, and
+// enough such connections (no token needed) fill the connection cap, since
+// connections running a request are never evicted. With `Connection: close`
+// set (RFC 9112 §9.6), net/http answers at once and drops the unread rest.
+func CloseIfBodyUnread(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &eofBody{ReadCloser: r.Body}
+		r.Body = b
+		next.ServeHTTP(&closeIfUnread{ResponseWriter: w, body: b}, r)
+	})
+}
+
+// eofBody records whether its reader reached the end.
+type eofBody struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// closeIfUnread sets Connection: close on the final answer while the body
+// is unread.
+type closeIfUnread struct {
+	http.ResponseWriter
+	body    *eofBody
+	written bool
+}
+
+func (w *closeIfUnread) final() {
+	if !w.written {
+		w.written = true
+		if !w.body.eof {
+			w.ResponseWriter.Header().Set("Connection", "close")
+		}
+	}
+}
+
+func (w *closeIfUnread) WriteHeader(code int) {
+	if code >= 200 {
+		w.final()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closeIfUnread) Write(p []byte) (int, error) {
+	w.final()
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *closeIfUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }

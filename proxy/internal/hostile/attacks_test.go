@@ -130,6 +130,7 @@ func TestHostile(t *testing.T) {
 	s := newSuite(t)
 	t.Run("idle connections beyond the cap", s.idleConnections)
 	t.Run("slow headers and slow bodies", s.slowCallers)
+	t.Run("promised bodies without a token beyond the cap", s.promisedBodies)
 	t.Run("1 MB headers x 400", s.hugeHeaders)
 	t.Run("60 KiB headers x 400 keyed writes", s.largeHeaders)
 	t.Run("12 MiB bodies x 80 concurrent", s.bigBodies)
@@ -193,6 +194,48 @@ func (s *suite) idleConnections(t *testing.T) {
 	}
 	if evicted < 500 {
 		t.Errorf("%v idle connections evicted, want at least the 500 beyond the cap", evicted)
+	}
+}
+
+// promisedBodies opens max_connections + 200 connections that send a
+// request header promising a body, no token, and two bytes of it, then
+// nothing: each is refused 401 at once with its connection closed (not
+// after limits.body_read_timeout, which net/http would spend reading the
+// unread body), so they never fill the cap and everyone else is answered.
+func (s *suite) promisedBodies(t *testing.T) {
+	w := watchProxy(t, s.p)
+	const n = maxConnections + 200
+	var refused, other atomic.Int64
+	parallel(n, 128, func(i int) {
+		c, err := net.DialTimeout("tcp", s.p.addr, 5*time.Second)
+		if err != nil {
+			other.Add(1)
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // the body deadline here is longer
+		head := "POST /callout/flood/promised-" + strconv.Itoa(i) + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab"
+		if _, err := io.WriteString(c, head); err != nil {
+			other.Add(1)
+			return
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			other.Add(1)
+			return
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized && resp.Close {
+			refused.Add(1)
+		} else {
+			other.Add(1)
+		}
+	})
+	w.finish(t)
+	t.Logf("promised bodies without a token: %d/%d refused 401 at once with the connection closed; other %d",
+		refused.Load(), n, other.Load())
+	if refused.Load() != n {
+		t.Errorf("%d/%d refused at once (other %d)", refused.Load(), n, other.Load())
 	}
 }
 
