@@ -46,7 +46,8 @@ type EndpointState struct {
 	// OutageNotified is true once the owner heard of the current outage.
 	OutageNotified bool
 	// Due (scheduled and held), Leased (in flight) and DeadLetters (index
-	// entries) are queue sizes; BacklogBytes sums pending request bodies.
+	// entries) are queue sizes; BacklogBytes is what the endpoint's pending
+	// callouts and dead letters store, as max_backlog_bytes counts it.
 	Due, Leased, DeadLetters int64
 	BacklogBytes             int64
 }

@@ -103,7 +103,7 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 		// exists for (Apex code that forgot its key), so it is counted too.
 		s.d.Metrics.Idempotency.WithLabelValues("missing").Inc()
 		return in, problem.Errorf(problem.IdempotencyKeyMissing, r.Method+
-			" needs an Idempotency-Key header (SPEC §4: POST and PATCH are not idempotent, so the proxy "+
+			" needs an Idempotency-Key header (POST and PATCH are not idempotent, so the proxy "+
 			"only retries them with a key the upstream can deduplicate on)")
 	}
 	if in.source, err = sourceRecord(r.Header.Get("Callout-Source-Record")); err != nil {

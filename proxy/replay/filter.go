@@ -126,7 +126,7 @@ func decodeCursor(s string) (cursor, error) {
 // DeadLetters lists dead letters matching q.Filter (SPEC §7, §8): endpoint
 // by endpoint in name order, oldest first within one, with a stable cursor
 // (entries added or removed between pages neither repeat nor skip others).
-// Errors: ErrInvalid (filter or cursor), redisstore.ErrUnavailable.
+// Errors: ErrInvalid (filter or cursor), policy.ErrUnavailable.
 func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
 	if err := q.Filter.Validate(); err != nil {
 		return Page{}, err

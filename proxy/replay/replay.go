@@ -168,7 +168,7 @@ type Result struct {
 // ErrNotDeadLetter, ErrUnknownEndpoint, ErrEndpointDisabled,
 // ErrBacklogFull, ErrSuperseded (newID is then the newer dead letter to
 // replay instead), ErrAlreadyReplayed (newID is then the chain already
-// replaying it), redisstore.ErrUnavailable.
+// replaying it), policy.ErrUnavailable.
 func (s *Service) ReplayOne(ctx context.Context, id, by string) (newID string, err error) {
 	r, err := s.Replay(ctx, id, by, "")
 	if err != nil {
@@ -285,7 +285,7 @@ func refusal(err error) string {
 }
 
 // DeadLetter returns dead letter id's record and replay mark. Errors:
-// ErrNotDeadLetter, redisstore.ErrUnavailable.
+// ErrNotDeadLetter, policy.ErrUnavailable.
 func (s *Service) DeadLetter(ctx context.Context, id string) (*policy.Callout, policy.ReplayMark, error) {
 	c, m, err := s.Callout(ctx, id)
 	switch {
@@ -299,7 +299,7 @@ func (s *Service) DeadLetter(ctx context.Context, id string) (*policy.Callout, p
 
 // Callout returns callout id's record, whatever its state, and its replay
 // mark (zero unless it is a replayed dead letter). Errors:
-// redisstore.ErrNotFound, redisstore.ErrUnavailable.
+// policy.ErrNotFound, policy.ErrUnavailable.
 func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, policy.ReplayMark, error) {
 	c, err := s.o.Store.Get(ctx, id)
 	if err != nil {
@@ -311,7 +311,7 @@ func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, poli
 
 // Discard deletes dead letter id (SPEC §7 "Discarded ... deletes the
 // proxy's copy"). The caller audit-logs it. Errors: ErrNotDeadLetter,
-// redisstore.ErrUnavailable.
+// policy.ErrUnavailable.
 func (s *Service) Discard(ctx context.Context, id string) error {
 	err := s.o.Store.Discard(ctx, id)
 	if errors.Is(err, policy.ErrNotFound) || errors.Is(err, policy.ErrNotDeadLettered) {
