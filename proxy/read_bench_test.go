@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+)
+
+// roundTrips counts the Redis round trips a client makes: one per command
+// sent on its own, one per pipeline (a go-redis hook). Pub/sub traffic
+// does not pass through these hooks.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// benchSecret is the HS256 secret of the read benchmark's configuration.
+const benchSecret = "read-bench-secret-of-at-least-32-bytes!"
+
+// benchRig is the whole ingress of one replica in process, as
+// cmd/callout-proxy wires it: a real redisstore on a Redis backend, a real
+// forwarder to an httptest upstream, the production JSON logger (into
+// io.Discard), real metrics, one endpoint "api".
+type benchRig struct {
+	srv   *Server
+	store *redisstore.Store
+	rt    *roundTrips
+	token string
+}
+
+// newBenchRig builds a benchRig on client with the extra YAML appended to
+// its configuration (a log: section, say).
+func newBenchRig(b *testing.B, client redis.UniversalClient, extra string) *benchRig {
+	b.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	b.Cleanup(up.Close)
+	getenv := func(k string) string { return map[string]string{"BENCH_SECRET": benchSecret}[k] }
+	cfg, err := config.Parse([]byte(`auth:
+  issuers: [`+clockRigIssuer+`]
+  audience: callout-proxy
+  algorithms: [HS256]
+  hs256_secret_env: BENCH_SECRET
+endpoints:
+  api:
+    url: `+up.URL+`
+    allowed_networks: [127.0.0.0/8]
+`+extra), getenv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rig := &benchRig{rt: &roundTrips{}}
+	client.AddHook(rig.rt)
+	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	rig.store = redisstore.New(client, redisstore.Options{Logger: logger})
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	callers, err := auth.NewVerifier(cfg.Auth, getenv, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes})
+	b.Cleanup(fwd.CloseIdleConnections)
+	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger, Events: noEvents{}}
+	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store,
+		Metrics: m, Breakers: watcher, Events: noEvents{}, Logger: logger})
+	rig.token, err = auth.MintHS256([]byte(benchSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
+		time.Hour, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rig
+}
+
+// run serves b.N reads of a healthy endpoint, each with the same caller
+// token (Apex reuses a Named Credential's token until it expires), and
+// reports the Redis round trips per read next to ns/op and allocs/op.
+func (rig *benchRig) run(b *testing.B) {
+	h := rig.srv.Handler()
+	req := httptest.NewRequest(http.MethodGet, "/callout/api/v1/things?id=7", nil)
+	req.Header.Set("Authorization", "Bearer "+rig.token)
+	for range 10 { // warm: keep-alive connection, scripts loaded, caches filled
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("warm-up read: %d %s", rec.Code, rec.Body)
+		}
+	}
+	b.ReportAllocs()
+	start := rig.rt.n.Load()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("read: %d %s", rec.Code, rec.Body)
+		}
+	}
+	b.ReportMetric(float64(rig.rt.n.Load()-start)/float64(b.N), "redis-rt/op")
+}
+
+// BenchmarkRead measures one read (GET without Prefer) through the whole
+// ingress of one replica to a healthy endpoint: JWT check, gate, upstream
+// round trip to a loopback httptest server, the access log, metrics. On
+// each Redis backend redistest offers (miniredis always; the real single
+// node and cluster when configured). Benchmarks, not tests: `go test -run
+// XXX -bench BenchmarkRead ./proxy/`.
+func BenchmarkRead(b *testing.B) {
+	for _, be := range redistest.Backends(b) {
+		b.Run(be.Name, func(b *testing.B) {
+			newBenchRig(b, be.Client, "").run(b)
+		})
+	}
+}
