@@ -13,6 +13,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -47,8 +48,12 @@ type Caller struct {
 }
 
 // Verifier checks caller JWTs against config.Auth. It is safe for
-// concurrent use and holds no mutable state.
+// concurrent use. Its one mutable part is the cache of verified tokens
+// (cache.go): the keys and settings are fixed for its life, so a rotation
+// or a configuration reload is a new Verifier with an empty cache.
 type Verifier struct {
+	now         func() time.Time
+	cache       *verified
 	algorithms  []string
 	keys        []rsaKey
 	secret      []byte
@@ -67,17 +72,22 @@ type Verifier struct {
 // MinSecretBytes long and not a PEM block. As in config, a zero Leeway or
 // MaxTokenLifetime means the default, config.DefaultLeeway (30s) or
 // config.DefaultMaxTokenLifetime (1h). now is the clock used for exp, nbf
-// and iat; nil means time.Now.
+// and iat; nil means time.Now. cfg.TokenCacheEntries bounds the cache of
+// verified tokens (0: DefaultTokenCacheEntries).
 //
 // It returns an error naming the config key when issuers, audience or
 // algorithms are empty, an algorithm is not RS256, RS512 or HS256, an
 // algorithm has no key material, key material is configured for no allowed
-// algorithm, a duration is negative, or a key file or secret is unusable.
+// algorithm, a duration or the cache size is negative, or a key file or secret is unusable.
 func NewVerifier(cfg config.Auth, getenv func(string) string, now func() time.Time) (*Verifier, error) {
 	if now == nil {
 		now = time.Now
 	}
+	if cfg.TokenCacheEntries < 0 {
+		return nil, fmt.Errorf("auth.token_cache_entries: %d is negative", cfg.TokenCacheEntries)
+	}
 	v := &Verifier{
+		now: now, cache: newVerified(cfg.TokenCacheEntries),
 		issuers: slices.Clone(cfg.Issuers), audience: cfg.Audience,
 		maxLifetime: cfg.MaxTokenLifetime,
 	}
@@ -203,6 +213,13 @@ func (v *Verifier) Keys() []KeyInfo {
 // key is trusted alike, and a kid matching no label costs at most one RSA
 // verification per configured key.
 //
+// A token that passed is remembered by its SHA-256 until its exp (cache.go,
+// issue 17 §2): the same token again skips the parse and the signature
+// check, which depend on nothing but the token and this Verifier. Checks
+// that depend on the request (AllowedOn, the endpoint's allowed_issuers)
+// are not part of Verify and run on every request. A token that failed is
+// not remembered.
+//
 // Every error is a *problem.Error with Code problem.Unauthorized and a detail
 // naming what was wrong with the token — never the token, a secret, nor
 // what the proxy is configured to accept (its algorithms, audience or
@@ -212,12 +229,21 @@ func (v *Verifier) Verify(authorization string) (Caller, error) {
 	if err != nil {
 		return Caller{}, err
 	}
+	now := v.now()
+	digest := sha256.Sum256([]byte(raw))
+	if c, ok := v.cache.get(digest, now); ok {
+		return c, nil
+	}
 	var claims jwt.RegisteredClaims
 	tok, err := v.parser.ParseWithClaims(raw, &claims, v.keyFor)
 	if err != nil {
 		return Caller{}, v.reject(tok, &claims, err)
 	}
-	return v.checkClaims(&claims)
+	c, err := v.checkClaims(&claims)
+	if err == nil {
+		v.cache.put(digest, c, now)
+	}
+	return c, err
 }
 
 // keyFor is the jwt.Keyfunc. It hands out key material by the type of the

@@ -152,6 +152,11 @@ type Auth struct {
 	// means the default (use 1s for almost none). Must be below
 	// MaxTokenLifetime.
 	Leeway time.Duration `yaml:"leeway"`
+	// TokenCacheEntries bounds how many verified caller tokens are
+	// remembered (by SHA-256, until their exp) so a token reused across
+	// requests is verified once (issue 17 §2). Default 10000; 0 means the
+	// default; past it a new token evicts an entry (proxy/auth cache.go).
+	TokenCacheEntries int `yaml:"token_cache_entries"`
 }
 
 // Admin configures the admin API.

@@ -125,6 +125,9 @@ func (a Auth) validate(col *collector) {
 	if a.MaxTokenLifetime < 0 {
 		col.add("auth.max_token_lifetime", "must not be negative")
 	}
+	if a.TokenCacheEntries < 0 {
+		col.add("auth.token_cache_entries", "must not be negative")
+	}
 	switch {
 	case a.Leeway < 0:
 		col.add("auth.leeway", "must not be negative")

@@ -40,6 +40,8 @@ func TestValidateAuth(t *testing.T) {
 			[]string{"auth.issuers: at least one issuer is required", "auth.audience: required", "auth.algorithms: required"}},
 		{"negative durations", authWith("  algorithms: [HS256]\n  hs256_secret_env: JWT_SECRET\n  max_token_lifetime: -1m\n  leeway: -1s\n"),
 			[]string{"auth.max_token_lifetime: must not be negative", "auth.leeway: must not be negative"}},
+		{"negative token cache", authWith("  algorithms: [HS256]\n  hs256_secret_env: JWT_SECRET\n  token_cache_entries: -1\n"),
+			[]string{"auth.token_cache_entries: must not be negative"}},
 		{"leeway over lifetime", authWith("  algorithms: [HS256]\n  hs256_secret_env: JWT_SECRET\n  max_token_lifetime: 1m\n  leeway: 2m\n"),
 			[]string{"auth.leeway: 2m0s must be shorter than auth.max_token_lifetime (1m0s)"}},
 	})
