@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -115,15 +116,28 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 	return in, nil
 }
 
-// observe classifies an attempt, counts it in the metrics and logs it.
-func (s *Server) observe(ep *config.Endpoint, calloutID string, att forward.Attempt, kind string) policy.Classification {
+// observe classifies an attempt, counts it in the metrics and, as
+// log.access says (config.Log), logs it: every attempt, those whose
+// outcome is not success (the default), or none. The line is built only
+// when it is written (LogAttrs, no boxing), so a success under the default
+// costs the log nothing.
+func (s *Server) observe(ctx context.Context, ep *config.Endpoint, calloutID string, att forward.Attempt, kind string) policy.Classification {
 	cls := att.Classify()
 	s.d.Metrics.ObserveAttempt(ep.Name, kind, cls, att.Duration)
+	switch s.d.Config.Log.Access {
+	case config.LogAccessNone:
+		return cls
+	case config.LogAccessAll:
+	default: // errors, and a Config built without Load
+		if cls.Outcome == policy.Success {
+			return cls
+		}
+	}
 	status := 0
 	if att.Response != nil {
 		status = att.Response.Status
 	}
-	s.d.Logger.Info("attempt",
+	s.d.Logger.LogAttrs(ctx, slog.LevelInfo, "attempt",
 		slog.String("endpoint", ep.Name), slog.String("callout_id", calloutID), slog.String("kind", kind),
 		slog.Int("status", status), slog.String("outcome", string(cls.Outcome)),
 		slog.String("reason", cls.Reason), slog.Int64("duration_ms", att.Duration.Milliseconds()))

@@ -52,7 +52,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		s.reject(w, r, ep.Name, overloaded(policy.Retryable))
 		return
 	}
-	cls := s.observe(ep, "", att, kind)
+	cls := s.observe(r.Context(), ep, "", att, kind)
 	if !storeDown && (adm.ProbeToken != "" || cls.Outcome != policy.Success || adm.ConsecutiveFailures > 0) {
 		s.recordRead(r.Context(), in, adm, att, cls)
 	}

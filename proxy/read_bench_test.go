@@ -145,3 +145,23 @@ func BenchmarkRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadLog is BenchmarkRead under each log.access setting, on the
+// real single node when CALLOUT_TEST_REDIS_URL names one (else miniredis,
+// whose in-process server adds its own allocations): the access log's
+// share of a read's cost and allocations. Every read succeeds, so errors
+// (the default) and none write no line.
+func BenchmarkReadLog(b *testing.B) {
+	bes := redistest.Backends(b)
+	be := bes[0]
+	for _, x := range bes {
+		if x.Name == "single" {
+			be = x
+		}
+	}
+	for _, access := range []string{config.LogAccessAll, config.LogAccessErrors, config.LogAccessNone} {
+		b.Run(be.Name+"/"+access, func(b *testing.B) {
+			newBenchRig(b, be.Client, "log:\n  access: "+access+"\n").run(b)
+		})
+	}
+}

@@ -87,7 +87,7 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 			s.reject(w, r, in.ep.Name, pe)
 			return
 		}
-		cls := s.observe(in.ep, cl.ID, att, string(cl.Kind))
+		cls := s.observe(ctx, in.ep, cl.ID, att, string(cl.Kind))
 		comp := policy.Decide(policy.DecideInput{Policy: s.d.Config.Policy, Rules: in.ep.Rules(), Claimed: cl,
 			Result: att.Result(), Class: cls, Now: s.d.Now(), Rand: s.d.Rand, Sync: true})
 		wait, inline := s.inlineDelay(in, cl.Attempt, comp, att)

@@ -49,6 +49,8 @@ type Config struct {
 	// Policy is the retry, breaker and size policy; every key not given keeps
 	// its default from policy.Defaults (SPEC §3, §10).
 	Policy policy.Policy `yaml:"policy"`
+	// Log says what the proxy logs (log.access: which attempts get a line).
+	Log Log `yaml:"log"`
 	// Limits protect every caller from every other: listener timeouts,
 	// connection caps, header limits, the memory budget (SPEC §10).
 	Limits Limits `yaml:"limits"`

@@ -65,6 +65,7 @@ const (
 // to report. An endpoint shared through a YAML alias is copied first.
 func (c *Config) applyDefaults() {
 	c.Limits.applyDefaults()
+	c.Log.applyDefaults()
 	inherit(&c.Auth.MaxTokenLifetime, DefaultMaxTokenLifetime)
 	inherit(&c.Auth.Leeway, DefaultLeeway)
 	if len(c.Auth.Algorithms) == 0 && len(c.Auth.CertificateFiles) > 0 {

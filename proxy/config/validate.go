@@ -33,6 +33,7 @@ func (c *Config) validate(col *collector) {
 	c.Redis.validate(col)
 	c.Auth.validate(col)
 	c.Admin.validate(col)
+	c.Log.validate(col)
 	validatePolicy(col, c.Policy)
 	c.Limits.validate(col, c.Policy.MaxRequestBytes, c.Policy.MaxResponseBytes)
 	c.validateEndpoints(col)
