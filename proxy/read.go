@@ -13,15 +13,28 @@ import (
 
 // read serves a read (GET, HEAD, OPTIONS) without Prefer: respond-async:
 // no callout record, the upstream's answer passed through (SPEC §4). The
-// breaker is consulted first (one round trip) and told of anything but a
-// plain success. When Redis is unreachable a read without a key still
-// passes through, without the breaker; a read with a key is refused.
+// gate is consulted first — from this replica's gate cache when it is
+// fresh (Store.CachedAdmission: no round trip for a healthy endpoint, nor for
+// one whose breaker is open or paused until a known time), else in Redis,
+// which also hands out the half-open probe token — and the breaker is told
+// of anything but a plain success to an endpoint with no failures counted.
+// When Redis is unreachable a read without a key still passes through,
+// without the breaker; a read with a key is refused, so it always asks
+// Redis (Store.Admit).
 func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	ep := in.ep
 	br := ep.Rules().Breaker()
-	actx, cancel := context.WithTimeout(r.Context(), storeOpTimeout)
-	adm, err := s.d.Store.Admit(actx, ep.Name, br)
-	cancel()
+	var adm policy.Admission
+	var err error
+	cached := false
+	if in.key == "" {
+		adm, cached = s.d.Store.CachedAdmission(ep.Name)
+	}
+	if !cached {
+		actx, cancel := context.WithTimeout(r.Context(), storeOpTimeout)
+		adm, err = s.d.Store.Admit(actx, ep.Name, br)
+		cancel()
+	}
 	storeDown := err != nil
 	switch {
 	case storeDown && in.key != "":

@@ -44,7 +44,12 @@ type Upstream interface {
 type Store interface {
 	// Ping reports whether Redis answers; the error wraps the cause.
 	Ping(ctx context.Context) error
+	// Admit decides a read's gate in Redis (one round trip) and takes the
+	// half-open probe token for it.
 	Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error)
+	// CachedAdmission answers a read's gate from the replica's gate cache
+	// when it is fresh (no round trip); ok false: call Admit.
+	CachedAdmission(endpoint string) (a policy.Admission, ok bool)
 	RecordResult(ctx context.Context, endpoint string, r policy.ReadResult) (policy.BreakerChange, error)
 	Begin(ctx context.Context, nc policy.NewCallout, o policy.BeginOptions) (policy.BeginResult, error)
 	Enqueue(ctx context.Context, nc policy.NewCallout, o policy.EnqueueOptions) (policy.EnqueueResult, error)

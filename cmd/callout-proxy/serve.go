@@ -71,6 +71,9 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil,
 	})
+	if err := registerGateCache(store, reg); err != nil {
+		return err
+	}
 	// With a salesforce section, dead letters, completions and owner
 	// notifications go through the durable outbox to Salesforce.
 	sf, err := newSalesforceWriter(cfg, store, reg, getenv, logger, randomToken())
@@ -109,6 +112,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	wg.Go(func() { _ = store.WatchGates(bg, redisstore.GateCacheOptions{MaxStale: cfg.Redis.GateStaleness}) })
 	wg.Go(func() { disp.Run(bg) })
 	wg.Go(func() { gatherer.Run(bg) })
 	if sf != nil {

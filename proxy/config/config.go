@@ -105,7 +105,21 @@ type Redis struct {
 	// PasswordEnv names an environment variable holding the password, for
 	// when it should not sit in the URL. Not with a password in URL.
 	PasswordEnv string `yaml:"password_env"`
+	// GateStaleness bounds how old this replica's cached view of an
+	// endpoint's gate (breaker, pause, disable) may be when a read uses it
+	// without asking Redis: a breaker opened on another replica refuses
+	// reads here within this time (at once when its pub/sub message
+	// arrives). The backstop poll runs every half of it. Default 100ms;
+	// 0 means the default; 10ms to 10s.
+	GateStaleness time.Duration `yaml:"gate_staleness"`
 }
+
+// Bounds of Redis.GateStaleness.
+const (
+	DefaultGateStaleness = 100 * time.Millisecond
+	MinGateStaleness     = 10 * time.Millisecond
+	MaxGateStaleness     = 10 * time.Second
+)
 
 // Embedded reports whether no Redis is configured and the embedded,
 // non-durable in-memory store must be used.

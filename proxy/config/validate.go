@@ -80,6 +80,9 @@ func (r Redis) validate(col *collector) {
 			col.add(index("redis.cluster", i), "%q is not host:port", seed)
 		}
 	}
+	if g := r.GateStaleness; g != 0 && (g < MinGateStaleness || g > MaxGateStaleness) {
+		col.add("redis.gate_staleness", "%s is outside %s to %s", g, MinGateStaleness, MaxGateStaleness)
+	}
 }
 
 func validateRedisURL(col *collector, r Redis) {

@@ -28,6 +28,9 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 		return policy.DisableResult{}, err
 	}
 	res := policy.DisableResult{Newly: replyInt(v) == 1}
+	if res.Newly {
+		s.gates.changed(endpoint) // disable.lua published it to the others
+	}
 	for {
 		ids, err := s.rdb.ZRange(ctx, k.due, 0, drainBatch-1).Result()
 		if err != nil {
@@ -87,13 +90,15 @@ func (s *Store) drain(ctx context.Context, k epKeys, ids []string) ([]string, er
 // it") and gives it a fresh start: disable fields, breaker, failure count,
 // pause and outage are all cleared. Its dead letters stay; replay them.
 // Callouts held behind the old gate become due now. One HDEL, then the
-// held-callout release. Errors: ErrUnavailable.
+// held-callout release; every replica's gate cache is told (gateChannel).
+// Errors: ErrUnavailable.
 func (s *Store) Enable(ctx context.Context, endpoint string) error {
 	err := s.rdb.HDel(ctx, keysOf(endpoint).ep, eDisabled, eDisReason, eDisAt, eBreaker,
 		eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, eOutage, eNotified).Err()
 	if err != nil {
 		return s.wrap("enable", err)
 	}
+	s.gateNotify(ctx, endpoint)
 	_, err = s.releaseHeld(ctx, endpoint)
 	return err
 }
@@ -102,13 +107,15 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 // endpoints reset): state, failure count, opened/probe times, probe token
 // and pause are cleared; the outage (if any) and the disable flag stay.
 // Callouts held behind the breaker or the pause become due now. One HDEL,
-// then the held-callout release. Errors: ErrUnavailable.
+// then the held-callout release; every replica's gate cache is told
+// (gateChannel). Errors: ErrUnavailable.
 func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
 	err := s.rdb.HDel(ctx, keysOf(endpoint).ep, eBreaker, eFailures, eOpenedAt, eProbeAt,
 		eProbeToken, eProbeUntil, ePaused).Err()
 	if err != nil {
 		return s.wrap("reset breaker", err)
 	}
+	s.gateNotify(ctx, endpoint)
 	_, err = s.releaseHeld(ctx, endpoint)
 	return err
 }

@@ -50,6 +50,7 @@ func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Compl
 		State: policy.State(replyStr(a[0])), NotifyOwner: replyInt(a[5]) == 1,
 		Attempts: int(replyInt(a[9])), Reason: policy.DeadLetterReason(replyStr(a[10])), Breaker: decodeBreakerChange(a[1:5], a[6], a[7], a[8]),
 	}
+	s.gateChanged(cl.Endpoint, res.Breaker, c.PausedUntil.After(now))
 	if c.Action == policy.ActionRetryInline && res.State == policy.InFlight {
 		cl.Attempt, cl.Kind = res.Attempts, policy.KindRetry
 		cl.StartedAt, cl.LeaseExpiresAt = msTime(now), msTime(now.Add(c.Lease))

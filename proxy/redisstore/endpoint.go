@@ -51,15 +51,22 @@ func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (polic
 	if err != nil {
 		return policy.Gate{}, "", err
 	}
-	a, err := replyN("gate_read", v, 3)
+	g, br, _, err := decodeGateRead(v)
+	return g, br, err
+}
+
+// decodeGateRead decodes gate_read.lua's reply {gate, until ms, breaker,
+// consecutive failures}.
+func decodeGateRead(v any) (policy.Gate, policy.BreakerState, int, error) {
+	a, err := replyN("gate_read", v, 4)
 	if err != nil {
-		return policy.Gate{}, "", err
+		return policy.Gate{}, "", 0, err
 	}
 	g := policy.Gate{State: policy.GateState(replyStr(a[0]))}
 	if ms := replyStr(a[1]); ms != "0" {
 		g.Until = fromMs(ms)
 	}
-	return g, policy.BreakerState(replyStr(a[2])), nil
+	return g, policy.BreakerState(replyStr(a[2])), int(replyInt(a[3])), nil
 }
 
 // Backlog returns endpoint's pending items (due + leased callouts) and the

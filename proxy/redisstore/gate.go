@@ -24,8 +24,10 @@ func decodeBreakerChange(flags []any, failures, outage, probe any) policy.Breake
 // when the breaker is half-open and the probe token free, gives the token to
 // this request (SPEC §6 "the first request or held callout that takes the
 // single probe token"). br.ProbeLease must be > 0 (the request's attempt
-// limit plus a grace period). One round trip (admit.lua); callers may cache
-// an open gate briefly (DESIGN "Hot-path budget"). Errors: ErrUnavailable.
+// limit plus a grace period). One round trip (admit.lua), always; its
+// reply refreshes the gate cache while WatchGates runs, and
+// CachedAdmission answers from that cache when it can (DESIGN "Hot-path
+// budget"). Errors: ErrUnavailable.
 func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error) {
 	if br.ProbeLease <= 0 {
 		return policy.Admission{}, fmt.Errorf("redisstore: admit: probe lease must be > 0")
@@ -35,6 +37,7 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 		return policy.Admission{}, err
 	}
 	now := s.now()
+	seq := s.gates.seq.Add(1)
 	v, err := s.run(ctx, "admit", s.lua.admit, []string{keysOf(endpoint).ep},
 		msArg(now), tok, msArg(now.Add(br.ProbeLease)))
 	if err != nil {
@@ -51,6 +54,7 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	if ad.Gate.State == "probe" {
 		ad.Gate, ad.ProbeToken = policy.Gate{State: policy.GateHalfOpen}, tok
 	}
+	s.gates.admitted(endpoint, seq, now, ad)
 	return ad, nil
 }
 
@@ -75,5 +79,7 @@ func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.Read
 	if err != nil {
 		return policy.BreakerChange{}, err
 	}
-	return decodeBreakerChange(a[0:4], a[4], a[5], a[6]), nil
+	ch := decodeBreakerChange(a[0:4], a[4], a[5], a[6])
+	s.gateChanged(endpoint, ch, paused != "0")
+	return ch, nil
 }

@@ -136,6 +136,15 @@ import (
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
+//
+// One pub/sub channel, which stores nothing:
+//
+//	cp:gate               CHANNEL messages: the key cp:{sN}:ep:{ep} of an
+//	                            endpoint whose gate just changed, published
+//	                            by the script that changed it (lib.lua
+//	                            gate_changed) or after Enable/ResetBreaker;
+//	                            every replica's gate cache subscribes
+//	                            (gatecache.go, gatewatch.go).
 const (
 	// Shards is the number of endpoint shards (hash tags).
 	Shards = 128

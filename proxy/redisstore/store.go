@@ -81,6 +81,9 @@ type Store struct {
 	outbox  bool
 	// seen remembers endpoints already added to cp:endpoints by this Store.
 	seen sync.Map
+	// gates is this replica's gate cache (gatecache.go), used by
+	// CachedAdmission while WatchGates runs.
+	gates *gateCache
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
@@ -93,7 +96,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua, outbox: opts.Outbox,
+		log: opts.Logger, lua: lua, outbox: opts.Outbox, gates: newGateCache(),
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -11,6 +11,7 @@
 -- Returns 1 when this call disabled it, 0 when it already was.
 if redis.call('HSETNX', KEYS[1], 'dis', '1') == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'dr', ARGV[2], 'dat', ARGV[1])
+gate_changed(KEYS[1])
 if ARGV[4] == '1' then
   redis.call('ZADD', KEYS[2], 'NX', ARGV[1], 'd:' .. ARGV[3] .. ':' .. ARGV[1])
 end

@@ -231,6 +231,14 @@ local function dead_letter(p, ep, dl, dlb, idem, id, now_s, reason, ttl, prune_b
   dl_prune(ep, dl, dlb, prune_before)
 end
 
+-- gate_changed tells every replica's gate cache (gatecache.go) that the
+-- gate of endpoint hash ep changed in this script: one PUBLISH of the key on
+-- the 'cp:gate' channel (on Redis Cluster, PUBLISH reaches every node's
+-- subscribers). Call it after the change, in the script that makes it.
+local function gate_changed(ep)
+  redis.call('PUBLISH', 'cp:gate', ep)
+end
+
 -- breaker_update applies one attempt's result to the endpoint's circuit
 -- breaker (SPEC §6) and returns opened, closed, began, ended (0/1): whether
 -- this result opened or closed the breaker, began or ended an outage.
@@ -253,11 +261,13 @@ local function breaker_update(ep, now_s, is_probe, success, counts, threshold, p
     if f[3] then ended = 1 end
     redis.call('HDEL', ep, 'cf', 'bs', 'oa', 'pa', 'pt', 'pe', 'os', 'on')
     redis.call('HSET', ep, 'lsu', now_s)
+    gate_changed(ep)
     return 0, closed, 0, ended
   end
   if is_probe then
     redis.call('HDEL', ep, 'pt', 'pe')
     if counts then redis.call('HSET', ep, 'pa', probe_next) end
+    gate_changed(ep)
   end
   if not counts then return 0, 0, 0, 0 end
   local opened, began = 0, 0
@@ -268,6 +278,7 @@ local function breaker_update(ep, now_s, is_probe, success, counts, threshold, p
     redis.call('HSETNX', ep, 'oa', now_s)
     opened = 1
   end
+  if not is_probe and (began == 1 or opened == 1) then gate_changed(ep) end
   return opened, 0, began, 0
 end
 
@@ -276,6 +287,7 @@ local function pause(ep, until_s)
   local u = tonumber(until_s)
   if u > 0 and u > num(redis.call('HGET', ep, 'pu')) then
     redis.call('HSET', ep, 'pu', until_s)
+    gate_changed(ep)
   end
 end
 
