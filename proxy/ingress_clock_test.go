@@ -42,6 +42,7 @@ type clockRig struct {
 	store    *redisstore.Store
 	disp     *dispatch.Dispatcher
 	registry *prometheus.Registry
+	mini     *miniredis.Miniredis
 	hits     atomic.Int32
 }
 
@@ -76,6 +77,7 @@ endpoints:
 		t.Fatal(err)
 	}
 	mr := miniredis.RunT(t)
+	rig.mini = mr
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	logger := slog.New(slog.DiscardHandler)

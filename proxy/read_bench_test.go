@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
@@ -55,11 +56,19 @@ type benchRig struct {
 	store *redisstore.Store
 	rt    *roundTrips
 	token string
+	watch bool
+}
+
+// cached reports whether the gate cache answers for the endpoint.
+func (rig *benchRig) cached() bool {
+	_, ok := rig.store.CachedAdmission("api")
+	return ok
 }
 
 // newBenchRig builds a benchRig on client with the extra YAML appended to
-// its configuration (a log: section, say).
-func newBenchRig(b *testing.B, client redis.UniversalClient, extra string) *benchRig {
+// its configuration (a log: section, say); with watch, the store's gate
+// cache runs (Store.WatchGates, as cmd/callout-proxy starts it).
+func newBenchRig(b *testing.B, client redis.UniversalClient, extra string, watch bool) *benchRig {
 	b.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -81,7 +90,7 @@ endpoints:
 	if err != nil {
 		b.Fatal(err)
 	}
-	rig := &benchRig{rt: &roundTrips{}}
+	rig := &benchRig{rt: &roundTrips{}, watch: watch}
 	client.AddHook(rig.rt)
 	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	rig.store = redisstore.New(client, redisstore.Options{Logger: logger})
@@ -98,6 +107,12 @@ endpoints:
 	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger, Events: noEvents{}}
 	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store,
 		Metrics: m, Breakers: watcher, Events: noEvents{}, Logger: logger})
+	if watch {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = rig.store.WatchGates(ctx, redisstore.GateCacheOptions{}) }()
+		b.Cleanup(func() { cancel(); <-done })
+	}
 	rig.token, err = auth.MintHS256([]byte(benchSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
 		time.Hour, time.Now())
 	if err != nil {
@@ -109,15 +124,21 @@ endpoints:
 // run serves b.N reads of a healthy endpoint, each with the same caller
 // token (Apex reuses a Named Credential's token until it expires), and
 // reports the Redis round trips per read next to ns/op and allocs/op.
-func (rig *benchRig) run(b *testing.B) {
+func (rig *benchRig) run(b *testing.B) { rig.runWant(b, http.StatusOK) }
+
+// runWant is run with every read answered want.
+func (rig *benchRig) runWant(b *testing.B, want int) {
 	h := rig.srv.Handler()
 	req := httptest.NewRequest(http.MethodGet, "/callout/api/v1/things?id=7", nil)
 	req.Header.Set("Authorization", "Bearer "+rig.token)
-	for range 10 { // warm: keep-alive connection, scripts loaded, caches filled
+	for i := 0; i < 10 || (rig.watch && !rig.cached()); i++ { // warm: keep-alive connection, scripts loaded, caches filled
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
+		if rec.Code != want {
 			b.Fatalf("warm-up read: %d %s", rec.Code, rec.Body)
+		}
+		if i > 10000 {
+			b.Fatal("the gate cache did not start")
 		}
 	}
 	b.ReportAllocs()
@@ -125,7 +146,7 @@ func (rig *benchRig) run(b *testing.B) {
 	for b.Loop() {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
+		if rec.Code != want {
 			b.Fatalf("read: %d %s", rec.Code, rec.Body)
 		}
 	}
@@ -134,15 +155,25 @@ func (rig *benchRig) run(b *testing.B) {
 
 // BenchmarkRead measures one read (GET without Prefer) through the whole
 // ingress of one replica to a healthy endpoint: JWT check, gate, upstream
-// round trip to a loopback httptest server, the access log, metrics. On
-// each Redis backend redistest offers (miniredis always; the real single
-// node and cluster when configured). Benchmarks, not tests: `go test -run
-// XXX -bench BenchmarkRead ./proxy/`.
+// round trip to a loopback httptest server, the access log, metrics; with
+// the gate cache running (gatecache, as the binary runs) and without it
+// (nocache: every read asks Redis, as before issue 17). On each Redis
+// backend redistest offers (miniredis always; the real single node and
+// cluster when configured). redis-rt/op counts every round trip the
+// store's client made during the loop, the gate cache's background polls
+// included (gate-polls of them, each one pipeline). Benchmarks, not tests:
+// `go test -run XXX -bench BenchmarkRead ./proxy/`.
 func BenchmarkRead(b *testing.B) {
 	for _, be := range redistest.Backends(b) {
-		b.Run(be.Name, func(b *testing.B) {
-			newBenchRig(b, be.Client, "").run(b)
-		})
+		for _, watch := range []bool{true, false} {
+			name := be.Name + "/gatecache"
+			if !watch {
+				name = be.Name + "/nocache"
+			}
+			b.Run(name, func(b *testing.B) {
+				newBenchRig(b, be.Client, "", watch).run(b)
+			})
+		}
 	}
 }
 
@@ -161,7 +192,38 @@ func BenchmarkReadLog(b *testing.B) {
 	}
 	for _, access := range []string{config.LogAccessAll, config.LogAccessErrors, config.LogAccessNone} {
 		b.Run(be.Name+"/"+access, func(b *testing.B) {
-			newBenchRig(b, be.Client, "log:\n  access: "+access+"\n").run(b)
+			newBenchRig(b, be.Client, "log:\n  access: "+access+"\n", true).run(b)
+		})
+	}
+}
+
+// BenchmarkReadBreakerOpen measures a read refused because the endpoint's
+// breaker is open (503 breaker-open with Retry-After, the upstream not
+// called), with and without the gate cache, on the real single node when
+// configured (else miniredis).
+func BenchmarkReadBreakerOpen(b *testing.B) {
+	bes := redistest.Backends(b)
+	be := bes[0]
+	for _, x := range bes {
+		if x.Name == "single" {
+			be = x
+		}
+	}
+	for _, watch := range []bool{true, false} {
+		name := be.Name + "/gatecache"
+		if !watch {
+			name = be.Name + "/nocache"
+		}
+		b.Run(name, func(b *testing.B) {
+			rig := newBenchRig(b, be.Client, "", watch)
+			br := rig.srv.d.Config.Endpoints["api"].Rules().Breaker()
+			for range br.Failures {
+				if _, err := rig.store.RecordResult(context.Background(), "api",
+					policy.ReadResult{CountsTowardBreaker: true, Breaker: br}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rig.runWant(b, http.StatusServiceUnavailable)
 		})
 	}
 }
