@@ -106,7 +106,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	adminAPI := adminapi.New(adminapi.Deps{
 		Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
 		Callouts: store, Keys: store,
-		Events: events, Metrics: m, Gatherer: reg, Wake: disp.Wake, Logger: logger,
+		Events: events, Metrics: m, Gatherer: reg, Wake: disp.Wake, Logger: logger, Pprof: cfg.Admin.Pprof,
 	})
 	gatherer := &dispatch.Gatherer{Config: cfg, Store: store, Metrics: m, Logger: logger, Owner: randomToken()}
 

@@ -118,6 +118,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Gatherer, optional, serves /metrics, with no token (SPEC §9).
 	Gatherer prometheus.Gatherer
+	// Pprof mounts Go's profiler under /debug/pprof/, behind a
+	// write-scope token (config admin.pprof; pprof.go). Off by default.
+	Pprof bool
 	// Wake, optional, starts this replica's dispatcher at once after an
 	// enable or breaker reset, which may release held callouts.
 	Wake func()

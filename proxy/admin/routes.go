@@ -14,13 +14,17 @@ import (
 // without a token; under /admin/v1/ the endpoint routes (Deps.Endpoints),
 // the dead-letter and callout routes (Deps.DeadLetters) and the replay-job
 // routes (Deps.ReplayJobs), each with a named bearer token: scope read for
-// GETs (requireRead), write for changes (requireWrite, audit-logged); and
-// the ops console under /console/ over them.
+// GETs (requireRead), write for changes (requireWrite, audit-logged); the
+// ops console under /console/ over them; and, with Deps.Pprof, Go's
+// profiler under /debug/pprof/ (pprof.go, scope write).
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpx.Guard)
 	if s.d.Gatherer != nil {
 		r.Handle("/metrics", promhttp.HandlerFor(s.d.Gatherer, promhttp.HandlerOpts{}))
+	}
+	if s.d.Pprof {
+		s.pprofRoutes(r)
 	}
 	r.Route("/admin/v1", func(r chi.Router) {
 		if s.d.Endpoints != nil {

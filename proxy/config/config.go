@@ -180,6 +180,10 @@ type Admin struct {
 	// Tokens are the named bearer tokens of the admin API. None: only
 	// /metrics (which needs no token) is usable on admin_listen.
 	Tokens []AdminToken `yaml:"tokens"`
+	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on
+	// the admin listener, to tokens of scope write only, each request
+	// audit-logged (issue 17 §6). Default false.
+	Pprof bool `yaml:"pprof"`
 }
 
 // AdminToken is one named admin bearer token.

@@ -42,3 +42,13 @@ func TestGateStaleness(t *testing.T) {
 			[]string{"redis.gate_staleness: -1s is outside 10ms to 10s"}},
 	})
 }
+
+func TestAdminPprof(t *testing.T) {
+	if mustParse(t, doc(nil, ""), baseEnv().get).Admin.Pprof {
+		t.Error("admin.pprof is on by default")
+	}
+	runInvalid(t, []invalidCase{
+		{"no write token", map[string]string{"admin": "admin:\n  pprof: true\n  tokens:\n    - {name: viewer, token_env: ADMIN_TOKEN, scope: read}\n"},
+			[]string{"admin.pprof: true, but no admin token has scope write"}},
+	})
+}

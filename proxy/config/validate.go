@@ -197,6 +197,9 @@ func (a Admin) validate(col *collector) {
 			col.add(key, "set exactly one of token_env and token_file")
 		}
 	}
+	if a.Pprof && !slices.ContainsFunc(a.Tokens, func(t AdminToken) bool { return t.Scope == ScopeWrite }) {
+		col.add("admin.pprof", "true, but no admin token has scope write: the profiler would be unreachable")
+	}
 }
 
 // validatePolicy reports policy.Validate's problems under their keys, and
