@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -44,10 +45,10 @@ func seed(args []string) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			_, err := store.Enqueue(ctx, redisstore.NewCallout{Endpoint: drainEndpoint,
+			_, err := store.Enqueue(ctx, policy.NewCallout{Endpoint: drainEndpoint,
 				Issuer: "https://bench.my.salesforce.com", Method: http.MethodPost, Path: "/v1/charges",
 				Header: http.Header{"Content-Type": {"application/json"}}, Body: body,
-				IdempotencyKey: fmt.Sprintf(`"seed-%d"`, i)}, redisstore.EnqueueOptions{})
+				IdempotencyKey: fmt.Sprintf(`"seed-%d"`, i)}, policy.EnqueueOptions{})
 			if err != nil {
 				select {
 				case errs <- err:

@@ -17,11 +17,20 @@
 # PHASES (default "sync wrk drain lag") selects phases: sync = vegeta peaks,
 # fixed rates and MONITOR samples; wrk = wrk peaks; drain = the 100,000 drain
 # and its MONITOR sample; lag = the steady-state schedule lag.
+# CPU profiles (issue 17 §6): the proxy runs with admin.pprof on, and each
+# phase records a CPU profile of every proxy under load through
+# /debug/pprof/profile (write-scope token): reads and keyed writes at peak
+# (vegeta, wrk), each replica during the first PROF_DRAIN seconds (default
+# 10) of the drain and during the whole lag load. Profiles go to $PROF
+# (default /tmp/callout-bench-prof): NAME.pprof, and NAME.top.txt with its
+# top functions by own and by cumulative time (go tool pprof -top); a {"kind":"profile"} line names
+# each. Read one with: go tool pprof -http=: $PROF/NAME.pprof
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
 OUT=${OUT:-/tmp/callout-bench.jsonl}; DUR=${DUR:-10s}; N=${N:-100000}
 PHASES=" ${PHASES:-sync wrk drain lag} "; LAG_RATE=${LAG_RATE:-500}; LAG_DUR=${LAG_DUR:-20s}
+PROF=${PROF:-/tmp/callout-bench-prof}; PROF_DRAIN=${PROF_DRAIN:-10}
 on() { [[ $PHASES == *" $1 "* ]]; }
 if on wrk && ! command -v wrk >/dev/null; then apt-get install -y wrk >/dev/null; fi
 work=$(mktemp -d); pids=()
@@ -34,11 +43,13 @@ redis-server --port "$RP" --bind 127.0.0.1 --dir "$work" --appendonly yes --appe
 "$work/bench" upstream -listen "127.0.0.1:$UP" & pids+=($!); UPID=$!
 "$work/bench" bare -listen "127.0.0.1:$BP" -to "http://127.0.0.1:$UP" & pids+=($!); BPID=$!
 export CALLOUT_PROXY_JWT_SECRET=bench-secret-of-at-least-32-bytes-long-xx
+export BENCH_ADMIN_TOKEN=bench-admin-token-$RANDOM$RANDOM$RANDOM
 cat >"$work/proxy.yaml" <<YAML
 listen: 127.0.0.1:$PP
 admin_listen: 127.0.0.1:$AP
 redis: {url: "redis://127.0.0.1:$RP/0"}
 auth: {issuers: [https://bench.my.salesforce.com], audience: callout-proxy, algorithms: [HS256], hs256_secret_env: CALLOUT_PROXY_JWT_SECRET}
+admin: {pprof: true, tokens: [{name: bench, token_env: BENCH_ADMIN_TOKEN, scope: write}]}
 policy: {max_backlog_items: 1000000, max_backlog_bytes: 1000000000}
 endpoints:
   up: {url: "http://127.0.0.1:$UP", allowed_networks: [127.0.0.0/8]}
@@ -49,6 +60,31 @@ sleep 2
 TOKEN=$("$work/callout-proxy" token --config "$work/proxy.yaml" --lifetime 1h)
 : >"$OUT"
 emit() { echo "$1" | tee -a "$OUT"; }
+mkdir -p "$PROF"
+# prof_start NAME ADMIN_PORT SECONDS: a CPU profile of the proxy on that
+# admin port, in the background; prof_wait collects every one started.
+profs=()
+prof_start() {
+  for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$2/metrics" && break; sleep 0.1; done
+  curl -sf -H "Authorization: Bearer $BENCH_ADMIN_TOKEN" -o "$PROF/$1.pprof" \
+    "http://127.0.0.1:$2/debug/pprof/profile?seconds=$3" & profs+=("$!:$1:$3")
+}
+prof_wait() {
+  local p pid rest name secs ok
+  for p in "${profs[@]}"; do
+    pid=${p%%:*}; rest=${p#*:}; name=${rest%%:*}; secs=${rest#*:}; ok=true
+    wait "$pid" || ok=false
+    if $ok && [ -s "$PROF/$name.pprof" ]; then
+      { go tool pprof -top -nodecount=25 "$PROF/$name.pprof"; echo; echo "# by cumulative time"
+        go tool pprof -top -cum -nodecount=40 "$PROF/$name.pprof"; } >"$PROF/$name.top.txt" 2>/dev/null || true
+      emit "{\"kind\":\"profile\",\"name\":\"$name\",\"seconds\":$secs,\"file\":\"$PROF/$name.pprof\",\"bytes\":$(stat -c %s "$PROF/$name.pprof"),\"top\":\"$PROF/$name.top.txt\"}"
+    else
+      emit "{\"kind\":\"profile\",\"name\":\"$name\",\"error\":\"no profile\"}"
+    fi
+  done
+  profs=()
+}
+secs() { local d=${1%s}; echo "${d%.*}"; }   # "10s" -> 10 (whole seconds)
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime in clock ticks
 
 # snap FILE: INFO commandstats calls per command plus INFO stats counters, as JSON.
@@ -90,7 +126,9 @@ for method in GET POST; do
   declare -A peak=()
   phase=$([ $method = GET ] && echo reads || echo keyed_writes)
   for t in direct bare proxy; do
+    if [ $t = proxy ]; then prof_start "$phase-vegeta-peak" "$AP" "$(secs "$DUR")"; fi
     snap "$work/s0"; c0=$(cpu "$PROXY"); r=$("$work/bench" load -url "$(url $t)" -method $method -duration "$DUR" -token "$TOKEN"); c1=$(cpu "$PROXY"); snap "$work/s1"
+    prof_wait
     peak[$t]=$(echo "$r" | python3 -c 'import json,sys;print(int(json.load(sys.stdin)["throughput_rps"]))')
     emit "{\"kind\":\"peak\",\"target\":\"$t\",\"proxy_cpu_ticks\":$((c1-c0)),\"result\":$r}"
     if [ $t = proxy ]; then
@@ -117,10 +155,12 @@ fi
 if on wrk; then
   for method in GET POST; do
     for t in direct bare proxy; do
+      if [ $t = proxy ]; then prof_start "wrk-$method-peak" "$AP" "$(secs "$DUR")"; fi
       c0=$(cpu "$PROXY")
       r=$(WRK_METHOD=$method WRK_TOKEN="$TOKEN" WRK_RUN=$(date +%s%N) \
         wrk -t2 -c64 -d"$DUR" -s wrk.lua "$(url $t)" | sed -n 's/^WRKJSON //p')
-      emit "{\"kind\":\"wrk_peak\",\"target\":\"$t\",\"method\":\"$method\",\"connections\":64,\"threads\":2,\"proxy_cpu_ticks\":$(( $(cpu "$PROXY") - c0 )),\"result\":$r}"
+      c1=$(cpu "$PROXY"); prof_wait
+      emit "{\"kind\":\"wrk_peak\",\"target\":\"$t\",\"method\":\"$method\",\"connections\":64,\"threads\":2,\"proxy_cpu_ticks\":$(( c1 - c0 )),\"result\":$r}"
     done
   done
 fi
@@ -144,8 +184,13 @@ emit "{\"kind\":\"seed\",\"result\":$("$work/bench" seed -redis "redis://127.0.0
 emit "{\"kind\":\"cpu_drain_start\",\"clk_tck\":$(getconf CLK_TCK),\"redis\":$(cpu $REDIS),\"upstream\":$(cpu $UPID)}"
 snap "$work/d0"
 start_replicas
-d=$("$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -n "$N")
+# The drain's clock starts with the replicas, as before profiling; the
+# profiles start once their admin listeners answer.
+"$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -n "$N" >"$work/drain.out" & DRAINER=$!
+for i in 1 2; do prof_start "drain-replica$i" "${adm[$i]}" "$PROF_DRAIN"; done
+wait "$DRAINER"; d=$(cat "$work/drain.out")
 snap "$work/d1"
+prof_wait
 emit "{\"kind\":\"drain\",\"replicas\":2,\"result\":$d}"
 emit "{\"kind\":\"commandstats\",\"phase\":\"drain\",\"attempts\":$N,\"delta\":$(delta "$work/d0" "$work/d1")}"
 u1=$(cpu $UPID); r1=$(cpu $REDIS)
@@ -185,12 +230,14 @@ if on lag; then
   lagsnap() { for i in 1 2; do curl -s "http://127.0.0.1:${adm[$i]}/metrics"; done | grep '^callout_schedule_lag_seconds' >"$1" || true; }
   lagsnap "$work/lag0"; c0="$(cpu $REDIS) $(cpu ${reps[0]}) $(cpu ${reps[1]}) $(cpu $UPID)"
   half=$((LAG_RATE / 2)); lp=()
+  for i in 1 2; do prof_start "lag-replica$i" "${adm[$i]}" "$(secs "$LAG_DUR")"; done
   for i in 1 2; do
     "$work/bench" load -url "http://127.0.0.1:${lst[$i]}/callout/up/v1/charges" -method POST \
       -rate $([ $i = 1 ] && echo $half || echo $((LAG_RATE - half))) -duration "$LAG_DUR" -token "$TOKEN" \
       -header "Prefer: respond-async" >"$work/lagload$i" & lp+=($!)
   done
   wait "${lp[@]}"
+  prof_wait
   d=$("$work/bench" drain -redis "redis://127.0.0.1:$RP/0" -endpoint up -n 0)
   lagsnap "$work/lag1"; c1="$(cpu $REDIS) $(cpu ${reps[0]}) $(cpu ${reps[1]}) $(cpu $UPID)"
   lag=$(python3 - "$work/lag0" "$work/lag1" <<'PY'
