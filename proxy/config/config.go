@@ -60,19 +60,23 @@ type Config struct {
 	// Salesforce, when nil, keeps dead letters in the proxy's own store. An
 	// empty `salesforce:` key is the same as none.
 	Salesforce *Salesforce `yaml:"salesforce"`
+	// Tracing configures OpenTelemetry tracing; off unless its endpoint is
+	// set (docs/tracing.md).
+	Tracing Tracing `yaml:"tracing"`
 }
 
 // Default returns what an empty file decodes to before validation: Listen
 // 127.0.0.1:8080, AdminListen 127.0.0.1:8081, Policy policy.Defaults(),
-// Auth.MaxTokenLifetime 1h and Auth.Leeway 30s. Parse decodes the file onto
-// it, so a key given in the file (even as 0) replaces the default and a key
-// left out keeps it.
+// Auth.MaxTokenLifetime 1h, Auth.Leeway 30s and Tracing.SampleRatio 1.
+// Parse decodes the file onto it, so a key given in the file (even as 0)
+// replaces the default and a key left out keeps it.
 func Default() *Config {
 	return &Config{
 		Listen:      "127.0.0.1:8080",
 		AdminListen: "127.0.0.1:8081",
 		Auth:        Auth{MaxTokenLifetime: DefaultMaxTokenLifetime, Leeway: DefaultLeeway},
 		Policy:      policy.Defaults(),
+		Tracing:     Tracing{SampleRatio: DefaultTracingSampleRatio},
 	}
 }
 

@@ -67,6 +67,7 @@ func (c *Config) applyDefaults() {
 	c.Limits.applyDefaults()
 	c.Log.applyDefaults()
 	inherit(&c.Redis.GateStaleness, DefaultGateStaleness)
+	c.Tracing.applyDefaults()
 	inherit(&c.Auth.MaxTokenLifetime, DefaultMaxTokenLifetime)
 	inherit(&c.Auth.Leeway, DefaultLeeway)
 	if len(c.Auth.Algorithms) == 0 && len(c.Auth.CertificateFiles) > 0 {

@@ -37,6 +37,7 @@ func (c *Config) validate(col *collector) {
 	validatePolicy(col, c.Policy)
 	c.Limits.validate(col, c.Policy.MaxRequestBytes, c.Policy.MaxResponseBytes)
 	c.validateEndpoints(col)
+	c.Tracing.validate(col)
 	if c.Salesforce != nil {
 		c.Salesforce.validate(col)
 	}
