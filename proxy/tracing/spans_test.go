@@ -1,0 +1,213 @@
+package tracing_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+)
+
+// attrs returns a span's attributes by key.
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// TestAttemptSpan: an attempt's span carries its endpoint, number, kind,
+// mode, status, outcome, action, state and the Retry-After the policy
+// used (capped at retry_after_cap), is a client span and an error unless
+// the attempt succeeded; every key is among tracing.Keys.
+func TestAttemptSpan(t *testing.T) {
+	tr, sr := recorder(t)
+	clk := clocktest.New(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
+	p := policy.Defaults()
+	resp := &policy.Response{Status: 503, Header: http.Header{"Retry-After": {"7200"}}}
+	comp := policy.Completion{Action: policy.ActionRetry, NextAttemptAt: clk.Now().Add(time.Hour)}
+	end := tracing.Decided(policy.AttemptResult{Response: resp}, policy.Classification{Outcome: policy.Retryable,
+		Reason: "status_503"}, comp, p, clk.Now())
+	end.State = policy.Scheduled
+
+	ctx := tr.StartAdmission(context.Background(), http.Header{}, "POST")
+	_, s := tr.StartAttempt(ctx, tracing.AttemptStart{Endpoint: "payment-api", Host: "api.example.com",
+		CalloutID: "c1", Method: "POST", N: 2, Kind: policy.KindRetry, Mode: tracing.ModeDispatched})
+	s.EndAttempt(end)
+	got := sr.Ended()[0]
+	a := attrs(got)
+	want := map[attribute.Key]any{
+		"callout.endpoint": "payment-api", "server.address": "api.example.com", "callout.id": "c1",
+		"http.request.method": "POST", "callout.attempt": int64(2), "callout.attempt.kind": "retry",
+		"callout.attempt.mode": "dispatched", "http.response.status_code": int64(503),
+		"callout.outcome": "retryable", "callout.reason": "status_503", "callout.action": "retry",
+		"callout.state": "scheduled", "callout.retry_after_ms": int64(3600_000),
+		"callout.next_attempt_in_ms": int64(3600_000),
+	}
+	for k, v := range want {
+		if a[k].AsInterface() != v {
+			t.Errorf("%s = %v, want %v", k, a[k].AsInterface(), v)
+		}
+	}
+	if got.SpanKind() != trace.SpanKindClient || got.Status().Code != codes.Error || got.Status().Description != "status_503" {
+		t.Errorf("kind %v status %+v, want client, error status_503", got.SpanKind(), got.Status())
+	}
+	if got.Name() != tracing.SpanAttempt || got.Parent().SpanID() != trace.SpanContextFromContext(ctx).SpanID() {
+		t.Errorf("name %q parent %v: want a callout.attempt child of the admission", got.Name(), got.Parent())
+	}
+	allKnown(t, sr.Ended())
+
+	// A success is no error and records no Retry-After it did not get.
+	_, s = tr.StartAttempt(ctx, tracing.AttemptStart{Mode: tracing.ModeSynchronous, Method: "BREW"})
+	s.EndAttempt(tracing.Decided(policy.AttemptResult{Response: &policy.Response{Status: 200}},
+		policy.Classification{Outcome: policy.Success}, policy.Completion{Action: policy.ActionSucceed}, p, clk.Now()))
+	ok := sr.Ended()[1]
+	if a := attrs(ok); ok.Status().Code != codes.Unset || a["callout.retry_after_ms"].Type() != attribute.INVALID ||
+		a["http.request.method"].AsString() != "_OTHER" {
+		t.Errorf("success span: status %+v, attributes %v", ok.Status(), a)
+	}
+}
+
+// TestAdmissionSpan: a 4xx refusal is the caller's (no error status), a
+// 5xx one the proxy's (error); the span is a server span on the route
+// template.
+func TestAdmissionSpan(t *testing.T) {
+	tr, sr := recorder(t)
+	for _, status := range []int{401, 503} {
+		ctx := tr.StartAdmission(context.Background(), http.Header{}, "GET")
+		tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitRejected, Endpoint: "payment-api",
+			Problem: "store-unavailable", Status: status})
+		tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitAttempt}) // ignored: ended
+	}
+	spans := sr.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for i, want := range []codes.Code{codes.Unset, codes.Error} {
+		s := spans[i]
+		a := attrs(s)
+		if s.Status().Code != want || s.SpanKind() != trace.SpanKindServer || a["http.route"].AsString() != tracing.Route ||
+			a["callout.admission"].AsString() != "rejected" {
+			t.Errorf("span %d: status %v kind %v attributes %v", i, s.Status(), s.SpanKind(), a)
+		}
+	}
+	allKnown(t, spans)
+}
+
+// TestSampler: parent-based with the ratio for roots and for callers
+// that did not sample (Apex's flags 00); a caller's sampled trace is
+// always recorded, at ratio 0 too.
+func TestSampler(t *testing.T) {
+	for _, tt := range []struct {
+		ratio    float64
+		parent   string
+		recorded bool
+	}{
+		{0, "", false},
+		{0, "00-" + callerTrace + "-00f067aa0ba902b7-00", false},
+		{0, callerParent, true},
+		{1, "", true},
+		{1, "00-" + callerTrace + "-00f067aa0ba902b7-00", true},
+	} {
+		sr := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(tracing.Sampler(tt.ratio)))
+		tr := tracing.New(tp, nil)
+		h := http.Header{}
+		if tt.parent != "" {
+			h.Set("Traceparent", tt.parent)
+		}
+		ctx := tr.StartAdmission(context.Background(), h, "POST")
+		stored := tr.Encode(ctx)
+		tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitScheduled})
+		// The dispatcher, later: the same decision from the stored flags.
+		_, s := tr.StartAttempt(tr.Resume(context.Background(), stored), tracing.AttemptStart{})
+		s.EndAttempt(tracing.AttemptEnd{Outcome: policy.Success})
+		if got := len(sr.Ended()); got != map[bool]int{true: 2, false: 0}[tt.recorded] {
+			t.Errorf("ratio %v parent %q: %d spans recorded, want recorded=%v", tt.ratio, tt.parent, got, tt.recorded)
+		}
+		if stored == "" {
+			t.Errorf("ratio %v parent %q: nothing stored: the upstream and the dispatcher need the trace id", tt.ratio, tt.parent)
+		}
+		_ = tp.Shutdown(context.Background())
+	}
+}
+
+// TestReplayAndBatchSpans: a replay's span is a child of the dead
+// letter's stored context; a write batch is a root span with its counts.
+func TestReplayAndBatchSpans(t *testing.T) {
+	tr, sr := recorder(t)
+	stored := callerParent
+	ctx, s := tr.StartReplay(context.Background(), stored, "dl1", "payment-api")
+	chain := tr.Encode(ctx)
+	s.EndReplay("replayed", "c2")
+	_, b := tr.StartBatch(ctx, 3)
+	b.EndBatch(tracing.Batch{Records: 2, Events: 1, Calls: 1, Done: 3})
+	spans := sr.Ended()
+	if r := spans[0]; r.SpanContext().TraceID().String() != callerTrace || r.Parent().SpanID().String() != "00f067aa0ba902b7" ||
+		!strings.HasPrefix(chain, "00-"+callerTrace+"-"+r.SpanContext().SpanID().String()) {
+		t.Errorf("replay span %v parent %v, chain context %q", r.SpanContext(), r.Parent(), chain)
+	}
+	if bs := spans[1]; bs.Parent().IsValid() || attrs(bs)["salesforce.records"].AsInt64() != 2 ||
+		attrs(bs)["salesforce.outbox_entries"].AsInt64() != 3 {
+		t.Errorf("batch span parent %v attributes %v, want a root with its counts", bs.Parent(), attrs(bs))
+	}
+	allKnown(t, spans)
+}
+
+// TestExportFailuresLogged: export failures reach the proxy's log at a
+// rate (the first at once, then one a minute with a count), and the SDK
+// is told nothing failed, so its global handler prints nothing.
+func TestExportFailuresLogged(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	clk := clocktest.New(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
+	exp := tracing.NewLoggingExporter(failingExporter{}, logger, clk.Now)
+	for range 3 {
+		if err := exp.ExportSpans(context.Background(), nil); err != nil {
+			t.Fatalf("ExportSpans = %v, want nil", err)
+		}
+	}
+	clk.Advance(time.Minute)
+	_ = exp.ExportSpans(context.Background(), nil)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"batches":1`) || !strings.Contains(lines[1], `"batches":3`) {
+		t.Errorf("log lines:\n%s", buf.String())
+	}
+}
+
+type failingExporter struct{}
+
+func (failingExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error {
+	return errors.New("collector unreachable")
+}
+func (failingExporter) Shutdown(context.Context) error { return nil }
+
+// allKnown fails when a span carries an attribute key outside tracing.Keys.
+func allKnown(t *testing.T, spans []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	known := map[attribute.Key]bool{}
+	for _, k := range tracing.Keys {
+		known[k] = true
+	}
+	for _, s := range spans {
+		for _, kv := range s.Attributes() {
+			if !known[kv.Key] {
+				t.Errorf("span %s: attribute %s is not in tracing.Keys", s.Name(), kv.Key)
+			}
+		}
+	}
+}
