@@ -29,6 +29,11 @@ type NewCallout struct {
 	// ReplayOf (Enqueue only) is the dead letter this new chain replays
 	// (SPEC §8); the chain takes over that dead letter's reservation.
 	ReplayOf string
+	// TraceContext is the W3C trace context of the span that accepted the
+	// callout (proxy/tracing Encode: traceparent, then "," and tracestate
+	// when there is one; at most 312 bytes), so its dispatched attempts and
+	// replays join that trace; "" when tracing is off.
+	TraceContext string
 }
 
 // Existing is the callout already holding an idempotency reservation.

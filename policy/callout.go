@@ -27,6 +27,8 @@ type Claimed struct {
 	IdempotencyKey string
 	SourceRecord   string
 	ReplayOf       string
+	// TraceContext is the stored trace context (NewCallout.TraceContext).
+	TraceContext string
 	// Attempt is this attempt's number: the count of real dispatches,
 	// this one included (SPEC §3 "every real dispatch counts").
 	Attempt int
@@ -130,7 +132,10 @@ type Callout struct {
 	LeaseExpiresAt time.Time // zero unless in_flight
 	FinishedAt     time.Time // zero unless finished
 	// ReplayOf is the dead letter this replay chain replays (SPEC §8).
-	ReplayOf         string
+	ReplayOf string
+	// TraceContext is the trace context it was accepted under
+	// (NewCallout.TraceContext); a replay of it joins that trace.
+	TraceContext     string
 	AttemptLog       []Attempt
 	Response         *Response // last upstream response, nil when none
 	LastError        string

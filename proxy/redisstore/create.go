@@ -37,7 +37,7 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 		Query: nc.Query, Header: nc.Header, Body: nc.Body, IdempotencyKey: nc.IdempotencyKey,
 		SourceRecord: nc.SourceRecord, Attempt: 1, Kind: rep.kind, LeaseToken: token,
 		LeaseExpiresAt: rep.at, StartedAt: msTime(now), FirstAttemptAt: msTime(now),
-		CreatedAt: msTime(now), DueAt: msTime(now),
+		CreatedAt: msTime(now), DueAt: msTime(now), TraceContext: nc.TraceContext,
 	}
 	return policy.BeginResult{Claimed: c}, nil
 }

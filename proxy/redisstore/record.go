@@ -42,6 +42,11 @@ const (
 	// it was scheduled or held, not only synchronous, so its ending
 	// publishes a Callout_Result__e (SPEC §8; complete.lua, outbox.go).
 	fScheduled = "sd"
+	// fTrace is the W3C trace context the callout was accepted under
+	// (policy.NewCallout.TraceContext: traceparent[,tracestate], at most
+	// 312 bytes): written by begin and enqueue with the request's fields,
+	// returned by claim and get; counted in the backlog bytes like them.
+	fTrace = "tc"
 	// fHeaderPrefix + canonical name: one request header, its values joined
 	// by "\n" (which no header value can contain, RFC 9110 §5.5).
 	fHeaderPrefix = "h:"
@@ -187,6 +192,7 @@ func requestFields(id string, nc policy.NewCallout, fp string, now time.Time) []
 		{fID, id}, {fEndpoint, nc.Endpoint}, {fIssuer, nc.Issuer}, {fMethod, nc.Method},
 		{fPath, nc.Path}, {fQuery, nc.Query}, {fKey, nc.IdempotencyKey}, {fFingerprint, fp},
 		{fSource, nc.SourceRecord}, {fReplayOf, nc.ReplayOf}, {fCreated, ms(now)},
+		{fTrace, nc.TraceContext},
 	}
 	out := make([]any, 0, 2*(len(pairs)+len(nc.Header)))
 	for _, p := range pairs {
@@ -221,6 +227,7 @@ func decodeCallout(p storedParts) (*policy.Callout, error) {
 		NextAttemptAt: fromMs(m[fNext]), LeaseExpiresAt: fromMs(m[fLeaseUntil]),
 		FinishedAt: fromMs(m[fFinished]), ReplayOf: m[fReplayOf], LastError: m[fLastError],
 		DeadLetterReason: policy.DeadLetterReason(m[fReason]), Header: headerOf(m), Body: p.body,
+		TraceContext: m[fTrace],
 	}
 	var err error
 	if c.AttemptLog, err = decodeAttempts(p.log); err != nil {
