@@ -33,6 +33,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
@@ -150,6 +152,15 @@ type Options struct {
 	// limit.ErrOverloaded (classified Retryable "network": no answer could
 	// be kept). nil: no budget.
 	Budget *limit.Budget
+	// Propagator, when tracing is on, writes the trace context of the
+	// attempt's context (its attempt span: proxy/tracing StartAttempt) into
+	// every request sent upstream, after removing the caller's own fields
+	// of it (Fields: traceparent and tracestate for W3C Trace Context §3),
+	// so the upstream sees one traceparent, the attempt's, on every attempt,
+	// the dispatcher's included (the stored request keeps the caller's
+	// header as received). nil (tracing off): the caller's fields pass as
+	// any other.
+	Propagator propagation.TextMapPropagator
 }
 
 // Forwarder makes attempts. It keeps, per endpoint name, one HTTP transport
@@ -166,6 +177,7 @@ type Forwarder struct {
 	tlsConfig      *tls.Config
 	maxIdlePerHost int
 	budget         *limit.Budget
+	propagator     propagation.TextMapPropagator
 
 	mu           sync.Mutex
 	clients      map[string]*endpointClient  // by endpoint name
@@ -178,7 +190,8 @@ func New(opts Options) *Forwarder {
 	f := &Forwarder{
 		now: opts.Now, logger: opts.Logger, headerValues: opts.HeaderValues, getenv: opts.Getenv,
 		recheck: opts.RecheckInterval, maxResponse: opts.MaxResponseBytes, tlsConfig: opts.TLSClientConfig,
-		maxIdlePerHost: opts.MaxIdleConnsPerHost, budget: opts.Budget, clients: map[string]*endpointClient{},
+		maxIdlePerHost: opts.MaxIdleConnsPerHost, budget: opts.Budget, propagator: opts.Propagator,
+		clients:      map[string]*endpointClient{},
 		tokenClients: map[string]*endpointClient{}, creds: map[string]*endpointSecrets{},
 	}
 	if f.now == nil {
@@ -242,6 +255,7 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 	if err != nil {
 		return Attempt{Err: err}
 	}
+	f.traceContext(ctx, hreq.Header)
 	c, err := f.client(ep, creds)
 	if err != nil {
 		return Attempt{Err: problem.Wrap(problem.Internal,
@@ -267,8 +281,21 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 		return Attempt{Err: tokenFailure(ctx, ep, err)}
 	}
 	hreq, _ = newRequest(ctx, u, req, static) // it built once already
+	f.traceContext(ctx, hreq.Header)
 	tok.SetHeader(hreq.Header)
 	return f.send(ctx, actx, c, req.Method, hreq)
+}
+
+// traceContext replaces the caller's trace context fields in h (an
+// outbound header: canonical names) with ctx's, when tracing is on.
+func (f *Forwarder) traceContext(ctx context.Context, h http.Header) {
+	if f.propagator == nil {
+		return
+	}
+	for _, k := range f.propagator.Fields() {
+		delete(h, http.CanonicalHeaderKey(k))
+	}
+	f.propagator.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
 // send makes one HTTP exchange of an attempt under actx (the attempt
