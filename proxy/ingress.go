@@ -14,6 +14,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // calloutPrefix is the path under which callouts arrive; the Named
@@ -25,8 +26,16 @@ const calloutPrefix = "/callout/"
 // limit, then the read or the write path. Every answer carries its outcome.
 // The request's headers, body and buffered response are held in the memory
 // budget (holdRequest) until its answer is written.
+//
+// With tracing on, the admission span starts here, its parent the caller's
+// traceparent (or a new trace); the paths below end it where the
+// admission is decided, and the attempts are its children.
 func (s *Server) handleCallout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.tr != nil {
+			r = r.WithContext(s.tr.StartAdmission(r.Context(), r.Header, r.Method))
+			defer s.tr.EndAdmission(r.Context(), tracing.Admission{})
+		}
 		ctx, release, err := s.holdRequest(r)
 		defer release() // after the answer is written: the budget counts it until then
 		if err != nil {
@@ -120,8 +129,10 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 // log.access says (config.Log), logs it: every attempt, those whose
 // outcome is not success (the default), or none. The line is built only
 // when it is written (LogAttrs, no boxing), so a success under the default
-// costs the log nothing.
-func (s *Server) observe(ctx context.Context, ep *config.Endpoint, calloutID string, att forward.Attempt, kind string) policy.Classification {
+// costs the log nothing; traced, it carries the trace_id of ctx (the
+// attempt's).
+func (s *Server) observe(ctx context.Context, ep *config.Endpoint, calloutID string, att forward.Attempt,
+	kind string) policy.Classification {
 	cls := att.Classify()
 	s.d.Metrics.ObserveAttempt(ep.Name, kind, cls, att.Duration)
 	switch s.d.Config.Log.Access {
@@ -140,7 +151,8 @@ func (s *Server) observe(ctx context.Context, ep *config.Endpoint, calloutID str
 	s.d.Logger.LogAttrs(ctx, slog.LevelInfo, "attempt",
 		slog.String("endpoint", ep.Name), slog.String("callout_id", calloutID), slog.String("kind", kind),
 		slog.Int("status", status), slog.String("outcome", string(cls.Outcome)),
-		slog.String("reason", cls.Reason), slog.Int64("duration_ms", att.Duration.Milliseconds()))
+		slog.String("reason", cls.Reason), slog.Int64("duration_ms", att.Duration.Milliseconds()),
+		s.tr.LogAttr(ctx))
 	return cls
 }
 
@@ -196,9 +208,15 @@ func writeUpstream(w http.ResponseWriter, resp *forward.Response, out policy.Out
 
 // reject counts, logs (sampled: rejectionLog) and answers a refusal before
 // dispatch.
+//
+// With tracing on, a refusal before dispatch ends the admission span with
+// its problem code (a refusal after an attempt finds it ended already), and
+// the log line carries the trace_id.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, endpoint string, err error) {
 	pe := problem.From(err)
 	s.d.Metrics.Rejected.WithLabelValues(endpoint, string(pe.Code)).Inc()
+	s.tr.EndAdmission(r.Context(), tracing.Admission{Result: tracing.AdmitRejected, Endpoint: endpoint,
+		Problem: string(pe.Code), Status: pe.Code.Status()})
 	level := slog.LevelInfo
 	if pe.Code.Status() >= 500 {
 		level = slog.LevelWarn
@@ -207,6 +225,9 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, endpoint string,
 		slog.String("code", string(pe.Code)), slog.String("detail", pe.Detail)}
 	if pe.Err != nil {
 		attrs = append(attrs, slog.String("cause", pe.Err.Error()))
+	}
+	if a := s.tr.LogAttr(r.Context()); a.Key != "" {
+		attrs = append(attrs, a)
 	}
 	s.rejections.log(r.Context(), level, rejectionKey{endpoint, string(pe.Code)}, attrs)
 	problem.Write(w, pe)

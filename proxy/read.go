@@ -9,6 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // read serves a read (GET, HEAD, OPTIONS) without Prefer: respond-async:
@@ -42,33 +43,38 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		return
 	case storeDown:
 		s.d.Logger.Warn("store unreachable; read passed through without the breaker",
-			"endpoint", ep.Name, "error", err)
+			"endpoint", ep.Name, "error", err, s.tr.LogAttr(r.Context()))
 	case adm.Gate.Shut():
 		s.countDeferred(ep.Name, adm.Gate)
 		s.reject(w, r, ep.Name, problem.FromGate(adm.Gate, s.d.Now()))
 		return
 	}
-	kind := string(policy.KindFirst)
+	kind := policy.KindFirst
 	if adm.ProbeToken != "" {
-		kind = string(policy.KindProbe)
+		kind = policy.KindProbe
 	}
-	att := s.d.Upstream.Do(r.Context(), ep, in.request(r))
+	s.admitted(r, in, tracing.AdmitAttempt, "", "")
+	actx, span := s.startAttempt(r.Context(), r, in, nil, kind, tracing.ModeSynchronous)
+	att := s.d.Upstream.Do(actx, ep, in.request(r))
 	var pe *problem.Error
 	switch {
 	case errors.As(att.Err, &pe):
+		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Rejected, Problem: string(pe.Code)})
 		s.reject(w, r, ep.Name, pe)
 		return
 	case errors.Is(att.Err, limit.ErrOverloaded):
 		// The upstream answered but the memory budget had no room to
 		// buffer it: the proxy's own limit, not the upstream's failure, so
 		// the breaker is not told.
+		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Retryable, Problem: string(problem.Overloaded)})
 		s.reject(w, r, ep.Name, overloaded(policy.Retryable))
 		return
 	}
-	cls := s.observe(r.Context(), ep, "", att, kind)
+	cls := s.observe(actx, ep, "", att, string(kind))
 	if !storeDown && (adm.ProbeToken != "" || cls.Outcome != policy.Success || adm.ConsecutiveFailures > 0) {
-		s.recordRead(r.Context(), in, adm, att, cls)
+		s.recordRead(actx, in, adm, att, cls)
 	}
+	span.EndAttempt(tracing.Decided(att.Result(), cls, policy.Completion{}, s.d.Config.Policy, s.d.Now()))
 	s.respond(w, ep, att, cls)
 }
 
@@ -83,7 +89,7 @@ func (s *Server) recordRead(ctx context.Context, in *inbound, adm policy.Admissi
 	}
 	change, err := s.d.Store.RecordResult(ctx, in.ep.Name, rr)
 	if err != nil {
-		s.d.Logger.Warn("breaker update failed", "endpoint", in.ep.Name, "error", err)
+		s.d.Logger.Warn("breaker update failed", "endpoint", in.ep.Name, "error", err, s.tr.LogAttr(ctx))
 		return
 	}
 	s.d.Breakers.Changed(ctx, in.ep, change)

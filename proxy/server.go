@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -24,6 +27,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // CallerAuth authenticates callers (SPEC §9). *auth.Verifier implements it.
@@ -91,7 +95,15 @@ type Deps struct {
 	// responses are held in it until the answer is written; nil: no budget.
 	// Pass the forwarder the same one.
 	Budget *limit.Budget
-	Logger *slog.Logger
+	// TracerProvider, optional, makes the spans of each callout's admission
+	// and synchronous attempts (docs/tracing.md); nil or a no-op provider:
+	// tracing off, no trace context read, stored or sent.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the caller's trace context (W3C Trace Context:
+	// propagation.TraceContext, the default when nil). Pass the forwarder
+	// the same one.
+	Propagator propagation.TextMapPropagator
+	Logger     *slog.Logger
 	// Now is the clock (time.Now when nil); Rand the jitter source in
 	// [0,1) (math/rand/v2 when nil).
 	Now  func() time.Time
@@ -107,7 +119,9 @@ type Server struct {
 	redactions statusdoc.Redactions
 	// rejections samples the "rejected" log records.
 	rejections *rejectionLog
-	draining   atomic.Bool
+	// tr makes the spans; nil when tracing is off.
+	tr       *tracing.Tracer
+	draining atomic.Bool
 }
 
 // New returns a Server over d, filling Now with time.Now when nil.
@@ -118,7 +132,8 @@ func New(d Deps) *Server {
 	if d.Rand == nil {
 		d.Rand = rand.Float64
 	}
-	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now)}
+	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now),
+		tr: tracing.New(d.TracerProvider, d.Propagator)}
 }
 
 // Drain makes /readyz fail so load balancers stop sending new callouts

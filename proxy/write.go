@@ -9,6 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // write serves a write (POST, PUT, PATCH, DELETE) and any request with
@@ -20,7 +21,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	nc := policy.NewCallout{
 		Endpoint: in.ep.Name, Issuer: in.caller.Issuer, Method: r.Method, Path: in.suffix,
 		Query: r.URL.RawQuery, Header: forward.OutboundHeader(r.Header, nil), Body: in.body,
-		IdempotencyKey: in.key, SourceRecord: in.source,
+		IdempotencyKey: in.key, SourceRecord: in.source, TraceContext: s.tr.Encode(r.Context()),
 	}
 	// The record and the attempt outlive a caller that hangs up.
 	ctx := context.WithoutCancel(r.Context())
@@ -37,12 +38,15 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	case err != nil:
 		s.reject(w, r, in.ep.Name, storeRefusal(err, "writes are not forwarded"))
 	case res.Existing != nil:
+		s.admitted(r, in, tracing.AdmitDuplicate, res.Existing.ID, "")
 		s.duplicate(w, r, in, res.Existing)
 	case res.Held != nil:
+		s.admitted(r, in, tracing.AdmitHeld, res.Held.ID, res.Held.Gate.State)
 		s.countDeferred(in.ep.Name, res.Held.Gate)
 		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
 		s.accepted(ctx, w, in.ep.Name, res.Held.ID, "")
 	default:
+		s.admitted(r, in, tracing.AdmitAttempt, res.Claimed.ID, "")
 		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
 		s.attemptInline(ctx, w, r, in, res.Claimed)
 	}
@@ -59,11 +63,15 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 	case err != nil:
 		s.reject(w, r, in.ep.Name, storeRefusal(err, "writes are not forwarded"))
 	case res.Existing != nil:
+		s.admitted(r, in, tracing.AdmitDuplicate, res.Existing.ID, "")
 		s.duplicate(w, r, in, res.Existing)
 	default:
 		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
 		if res.State == policy.Held {
+			s.admitted(r, in, tracing.AdmitHeld, res.ID, res.Gate.State)
 			s.countDeferred(in.ep.Name, res.Gate)
+		} else {
+			s.admitted(r, in, tracing.AdmitScheduled, res.ID, "")
 		}
 		if s.d.Wake != nil {
 			s.d.Wake()
@@ -78,16 +86,19 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 // ended (succeeded, failed); a 202 when it was scheduled.
 func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	in *inbound, cl *policy.Claimed) {
-	applied := ""
+	applied, mode := "", tracing.ModeSynchronous
 	for {
-		att := s.d.Upstream.Do(ctx, in.ep, in.request(r))
+		actx, span := s.startAttempt(ctx, r, in, cl, cl.Kind, mode)
+		mode = tracing.ModeInline
+		att := s.d.Upstream.Do(actx, in.ep, in.request(r))
 		var pe *problem.Error
 		if errors.As(att.Err, &pe) {
-			s.abandon(ctx, cl, in, pe)
+			span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Rejected, Problem: string(pe.Code)})
+			s.abandon(actx, cl, in, pe)
 			s.reject(w, r, in.ep.Name, pe)
 			return
 		}
-		cls := s.observe(ctx, in.ep, cl.ID, att, string(cl.Kind))
+		cls := s.observe(actx, in.ep, cl.ID, att, string(cl.Kind))
 		comp := policy.Decide(policy.DecideInput{Policy: s.d.Config.Policy, Rules: in.ep.Rules(), Claimed: cl,
 			Result: att.Result(), Class: cls, Now: s.d.Now(), Rand: s.d.Rand, Sync: true})
 		wait, inline := s.inlineDelay(in, cl.Attempt, comp, att)
@@ -98,11 +109,14 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 		cctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 		res, err := s.d.Store.Complete(cctx, cl, comp)
 		cancel()
+		end := s.attemptEnd(att, cls, comp, res)
 		if err != nil {
-			s.unrecorded(w, r, in, cl, att, cls, err)
+			span.EndAttempt(end)
+			s.unrecorded(actx, w, in, cl, att, cls, err)
 			return
 		}
-		s.d.Breakers.Changed(ctx, in.ep, res.Breaker)
+		span.EndAttempt(end)
+		s.d.Breakers.Changed(actx, in.ep, res.Breaker)
 		if res.State == policy.InFlight {
 			sleep(ctx, wait)
 			continue
@@ -158,9 +172,10 @@ func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, re
 // `Callout-Record: unrecorded` (SPEC §4). Otherwise the callout is still
 // recorded in flight: its lease expires and a dispatcher retries it, so the
 // caller gets the 202 it would have had.
-func (s *Server) unrecorded(w http.ResponseWriter, r *http.Request, in *inbound, cl *policy.Claimed,
+func (s *Server) unrecorded(ctx context.Context, w http.ResponseWriter, in *inbound, cl *policy.Claimed,
 	att forward.Attempt, cls policy.Classification, err error) {
-	s.d.Logger.Error("completion not recorded", "endpoint", in.ep.Name, "callout_id", cl.ID, "error", err)
+	s.d.Logger.Error("completion not recorded", "endpoint", in.ep.Name, "callout_id", cl.ID, "error", err,
+		s.tr.LogAttr(ctx))
 	if cls.Outcome != policy.Retryable {
 		w.Header().Set("Callout-Id", cl.ID)
 		w.Header().Set("Callout-Record", "unrecorded")
@@ -176,7 +191,7 @@ func (s *Server) unrecorded(w http.ResponseWriter, r *http.Request, in *inbound,
 func (s *Server) abandon(ctx context.Context, cl *policy.Claimed, in *inbound, pe *problem.Error) {
 	if err := s.d.Store.Release(ctx, cl); err != nil {
 		s.d.Logger.Warn("releasing a refused callout failed", "endpoint", in.ep.Name,
-			"callout_id", cl.ID, "code", string(pe.Code), "error", err)
+			"callout_id", cl.ID, "code", string(pe.Code), "error", err, s.tr.LogAttr(ctx))
 	}
 }
 

@@ -8,12 +8,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // Store is what the dispatcher needs of the delay queue.
@@ -72,6 +76,13 @@ type Options struct {
 	// ReapEvery is how often each endpoint's expired leases are reaped.
 	// Default 1s.
 	ReapEvery time.Duration
+	// TracerProvider, optional, makes a span of every attempt, in the
+	// trace the callout was accepted under (its stored trace context), on
+	// whichever replica and however late it runs (docs/tracing.md); nil or
+	// a no-op provider: tracing off. Propagator is the one the forwarder
+	// injects with (W3C Trace Context when nil).
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // Dispatcher claims due callouts fairly across endpoints and makes their
@@ -93,6 +104,7 @@ type Dispatcher struct {
 	next       int // round-robin start
 	wg         sync.WaitGroup
 	wake       chan struct{}
+	tr         *tracing.Tracer // nil: tracing off
 }
 
 // New returns a Dispatcher with o's defaults filled in.
@@ -116,7 +128,7 @@ func New(o Options) *Dispatcher {
 		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{},
 		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{},
 		wasShut: map[string]bool{}, reopenedAt: map[string]time.Time{},
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, o.Propagator),
 	}
 }
 
@@ -292,12 +304,20 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *policy.Claimed) {
 }
 
 // attempt dispatches cl (unless it is already exhausted), decides and
-// completes it.
+// completes it. Traced, it joins the trace cl was accepted under.
 func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) {
-	comp := d.outcome(ctx, ep, cl)
+	ctx = d.tr.Resume(ctx, cl.TraceContext)
+	comp, span := d.outcome(ctx, ep, cl)
 	res, err := d.o.Store.Complete(ctx, cl, comp)
+	if span != nil {
+		end := tracing.Completed(comp, d.o.Config.Policy, d.o.Now())
+		if err == nil {
+			end.State, end.DeadLetter = res.State, res.Reason
+		}
+		span.EndAttempt(end)
+	}
 	log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
-		slog.Int("attempt", cl.Attempt))
+		slog.Int("attempt", cl.Attempt), d.tr.LogAttr(ctx))
 	switch {
 	case errors.Is(err, policy.ErrStaleLease):
 		log.Warn("lease lost before completion; another replica owns the callout now")
@@ -332,17 +352,20 @@ func (d *Dispatcher) lag(ep *config.Endpoint, cl *policy.Claimed) time.Duration 
 	return max(0, cl.StartedAt.Sub(from))
 }
 
-// outcome makes cl's attempt and returns the completion to apply. A
-// callout whose window closed while it waited (held by a breaker or a
-// pause, or reaped, past max_age; or over max_attempts) is exhausted
-// (SPEC §3) and is not dispatched: its completion has no Attempt, so the
-// store undoes the claim's count and leaves the breaker alone.
-func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) policy.Completion {
+// outcome makes cl's attempt and returns the completion to apply, and the
+// attempt's span (nil when tracing is off or no attempt was made) for the
+// caller to end after the completion. A callout whose window closed while
+// it waited (held by a breaker or a pause, or reaped, past max_age; or over
+// max_attempts) is exhausted (SPEC §3) and is not dispatched: its
+// completion has no Attempt, so the store undoes the claim's count and
+// leaves the breaker alone.
+func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) (policy.Completion, *tracing.Span) {
 	if policy.Exhausted(d.o.Config.Policy, cl.Attempt-1, cl.FirstAttemptAt, d.o.Now()) {
 		return policy.Completion{Action: policy.ActionDeadLetter, Reason: policy.DeadLetterExhausted,
-			Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease()}
+			Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease()}, nil
 	}
 	d.o.Metrics.ScheduleLag.Observe(d.lag(ep, cl).Seconds())
+	ctx, span := d.startAttempt(ctx, ep, cl)
 	att := d.o.Upstream.Do(ctx, ep, &forward.Request{
 		Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body,
 	})
@@ -354,12 +377,26 @@ func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *polic
 			Action: policy.ActionDeadLetter, Reason: policy.DeadLetterPermanent,
 			Error: string(pe.Code), Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease(),
 			Attempt: &policy.Attempt{StartedAt: att.Started, Outcome: policy.Rejected, Error: string(pe.Code)},
-		}
+		}, span
 	}
 	cls := att.Classify()
 	d.o.Metrics.ObserveAttempt(ep.Name, string(cl.Kind), cls, att.Duration)
 	return policy.Decide(policy.DecideInput{Policy: d.o.Config.Policy, Rules: ep.Rules(), Claimed: cl,
-		Result: att.Result(), Class: cls, Now: d.o.Now(), Rand: d.o.Rand})
+		Result: att.Result(), Class: cls, Now: d.o.Now(), Rand: d.o.Rand}), span
+}
+
+// startAttempt starts cl's attempt span (tracing on) under ctx, the
+// callout's resumed trace context.
+func (d *Dispatcher) startAttempt(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) (context.Context, *tracing.Span) {
+	if d.tr == nil {
+		return ctx, nil
+	}
+	a := tracing.AttemptStart{Endpoint: ep.Name, CalloutID: cl.ID, Method: cl.Method, N: cl.Attempt,
+		Kind: cl.Kind, Mode: tracing.ModeDispatched}
+	if ep.BaseURL != nil {
+		a.Host = ep.BaseURL.Hostname()
+	}
+	return d.tr.StartAttempt(ctx, a)
 }
 
 // finished records an asynchronous ending in metrics and logs and passes
@@ -369,7 +406,7 @@ func (d *Dispatcher) finished(ctx context.Context, f policy.Finished) {
 		d.o.Metrics.DeadLetters.WithLabelValues(f.Endpoint, string(f.Reason)).Inc()
 		d.o.Logger.Warn("dead letter", slog.String("endpoint", f.Endpoint),
 			slog.String("callout_id", f.ID), slog.String("reason", string(f.Reason)),
-			slog.Bool("notify_owner", f.NotifyOwner))
+			slog.Bool("notify_owner", f.NotifyOwner), d.tr.LogAttr(ctx))
 	}
 	if d.o.Events != nil {
 		d.o.Events.Finished(ctx, f)

@@ -84,14 +84,16 @@ type Admission struct {
 // EndAdmission records a and ends the admission span in ctx. A refusal
 // with a 5xx status (the proxy's own failure: store unavailable, overloaded)
 // marks the span an error; a 4xx refusal is the caller's and does not
-// (OpenTelemetry's HTTP server span status rules). Calls after the first do
-// nothing (the span ended); t nil: nothing.
+// (OpenTelemetry's HTTP server span status rules). An empty a.Result only
+// ends the span (the handler's deferred end, for a path that recorded
+// nothing). Calls after the first do nothing (the span ended); t nil:
+// nothing.
 func (t *Tracer) EndAdmission(ctx context.Context, a Admission) {
 	if t == nil {
 		return
 	}
 	s := trace.SpanFromContext(ctx)
-	if !s.IsRecording() {
+	if !s.IsRecording() || a.Result == "" {
 		s.End()
 		return
 	}
@@ -198,6 +200,25 @@ func Decided(r policy.AttemptResult, cls policy.Classification, comp policy.Comp
 	}
 	if !comp.NextAttemptAt.IsZero() && (comp.Action == policy.ActionRetry || comp.Action == policy.ActionRetryInline) {
 		e.NextIn = max(0, comp.NextAttemptAt.Sub(now))
+	}
+	return e
+}
+
+// Completed is Decided for a completion alone, as the dispatcher has it:
+// the attempt's status, outcome and reason from comp.Attempt (a refusal
+// before sending, outcome rejected, its problem code), the Retry-After
+// from comp.Response. comp.Attempt must be set (an attempt was made).
+func Completed(comp policy.Completion, p policy.Policy, now time.Time) AttemptEnd {
+	var cls policy.Classification
+	if comp.Attempt != nil {
+		cls = policy.Classification{Outcome: comp.Attempt.Outcome, Reason: comp.Attempt.Error}
+	}
+	e := Decided(policy.AttemptResult{Response: comp.Response}, cls, comp, p, now)
+	if comp.Attempt != nil {
+		e.Status = comp.Attempt.Status
+		if comp.Attempt.Outcome == policy.Rejected {
+			e.Problem, e.Reason = comp.Attempt.Error, ""
+		}
 	}
 	return e
 }

@@ -1,0 +1,420 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
+	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+)
+
+// The caller's trace context in the tests: Apex's form, not sampled (00).
+const (
+	callerTrace  = "4bf92f3577b34da6a3ce929d0e0e4736"
+	callerSpan   = "00f067aa0ba902b7"
+	callerParent = "00-" + callerTrace + "-" + callerSpan + "-00"
+)
+
+// Secrets of traceRig's requests that no span attribute may carry.
+const (
+	rigUpstreamKey = "upstream-secret-value-42"
+	rigCardToken   = "tok_card_secret_77"
+	rigQuerySecret = "query-secret-99"
+	rigCardNumber  = "4111111111111111"
+)
+
+// traceRig is the ingress and a dispatcher in process (as clockRig) with
+// tracing on, its spans recorded by the SDK's tracetest recorder, its logs
+// kept, and an upstream that answers statuses in turn and records the
+// traceparent of every request.
+type traceRig struct {
+	clock *clocktest.Clock
+	srv   *Server
+	store *redisstore.Store
+	disp  *dispatch.Dispatcher
+	spans *tracetest.SpanRecorder
+	logs  *lockedBuffer
+
+	mu       sync.Mutex
+	statuses []int
+	parents  []string // traceparent fields of each upstream request, joined by "|"
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines returns the JSON log records whose msg is msg.
+func (l *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func newTraceRig(t *testing.T, statuses ...int) *traceRig {
+	t.Helper()
+	rig := &traceRig{clock: clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)), statuses: statuses,
+		spans: tracetest.NewSpanRecorder(), logs: &lockedBuffer{}}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		rig.mu.Lock()
+		rig.parents = append(rig.parents, strings.Join(r.Header.Values("Traceparent"), "|"))
+		status := http.StatusOK
+		if len(rig.statuses) > 0 {
+			status, rig.statuses = rig.statuses[0], rig.statuses[1:]
+		}
+		rig.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(up.Close)
+	getenv := func(k string) string {
+		return map[string]string{"RIG_SECRET": clockRigSecret, "RIG_UPSTREAM_KEY": rigUpstreamKey}[k]
+	}
+	cfg, err := config.Parse([]byte(`auth:
+  issuers: [`+clockRigIssuer+`]
+  audience: callout-proxy
+  algorithms: [HS256]
+  hs256_secret_env: RIG_SECRET
+endpoints:
+  api:
+    url: `+up.URL+`/base
+    allowed_networks: [127.0.0.0/8]
+    headers:
+      X-Api-Key: {env: RIG_UPSTREAM_KEY}
+    redact: {headers: [X-Card-Token], query: [api_key], json_fields: [card.number]}
+`), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	logger := slog.New(slog.NewJSONHandler(rig.logs, nil))
+	rig.store = redisstore.New(rdb, redisstore.Options{Now: rig.clock.Now, Logger: logger})
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	callers, err := auth.NewVerifier(cfg.Auth, getenv, rig.clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rig.spans), sdktrace.WithSampler(tracing.Sampler(1)))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	prop := propagation.TraceContext{}
+	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
+		Propagator: prop})
+	t.Cleanup(fwd.CloseIdleConnections)
+	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger, Events: noEvents{},
+		Now: rig.clock.Now}
+	half := func() float64 { return 0.5 }
+	rig.disp = dispatch.New(dispatch.Options{Config: cfg, Store: rig.store, Upstream: fwd, Metrics: m,
+		Logger: logger, Events: noEvents{}, Breakers: watcher, Now: rig.clock.Now, Rand: half,
+		TracerProvider: tp, Propagator: prop})
+	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Metrics: m,
+		Breakers: watcher, Events: noEvents{}, Logger: logger, Now: rig.clock.Now, Rand: half,
+		TracerProvider: tp, Propagator: prop})
+	return rig
+}
+
+// do serves one callout request with a fresh token.
+func (rig *traceRig) do(t *testing.T, method, target string, hdr http.Header, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
+		10*time.Minute, rig.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	rec := httptest.NewRecorder()
+	rig.srv.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+// dispatchDue advances the clock past any retry delay and runs one
+// dispatcher round to completion; it returns how many it claimed.
+func (rig *traceRig) dispatchDue() int {
+	rig.clock.Advance(time.Hour)
+	n := rig.disp.Round(context.Background())
+	rig.disp.Wait()
+	return n
+}
+
+// named returns the ended spans called name, in the order they ended.
+func (rig *traceRig) named(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rig.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// TestTraceOfAKeyedWriteThroughTheDispatcher is issue 20's case in
+// process: a keyed POST carrying the caller's traceparent fails twice
+// (the synchronous attempt, then the dispatcher's first retry) and then
+// succeeds (the dispatcher's second): one trace, the caller's, with the
+// admission span and three attempt spans in order, each a child of the
+// admission; the upstream saw each attempt's own traceparent, one field,
+// in that trace; the callout's stored context is the admission's; and
+// the ingress's log lines carry the trace_id.
+func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
+	rig := newTraceRig(t, 503, 503, 201)
+	rec := rig.do(t, http.MethodPost, "/callout/api/v1/charges",
+		http.Header{"Idempotency-Key": {"trace-1"}, "Traceparent": {callerParent}}, `{"amount":100}`)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("first answer %d %s, want 202", rec.Code, rec.Body)
+	}
+	id := rec.Header().Get("Callout-Id")
+	for i := range 2 {
+		if n := rig.dispatchDue(); n != 1 {
+			t.Fatalf("dispatcher round %d claimed %d, want 1", i+1, n)
+		}
+	}
+	if c, err := rig.store.Get(context.Background(), id); err != nil || c.State != policy.Succeeded {
+		t.Fatalf("callout = %+v, %v; want succeeded", c, err)
+	}
+
+	adm := rig.named(tracing.SpanAdmission)
+	atts := rig.named(tracing.SpanAttempt)
+	if len(adm) != 1 || len(atts) != 3 {
+		t.Fatalf("%d admission and %d attempt spans, want 1 and 3", len(adm), len(atts))
+	}
+	a := adm[0]
+	if a.SpanContext().TraceID().String() != callerTrace || a.Parent().SpanID().String() != callerSpan ||
+		!a.Parent().IsRemote() || a.SpanKind() != trace.SpanKindServer {
+		t.Errorf("admission %v, parent %v: want a server span under the caller's", a.SpanContext(), a.Parent())
+	}
+	if got := spanAttrs(a); got["callout.admission"].AsString() != "attempt" || got["callout.id"].AsString() != id ||
+		got["callout.endpoint"].AsString() != "api" || !got["callout.keyed"].AsBool() {
+		t.Errorf("admission attributes %v", got)
+	}
+	want := []struct {
+		n                   int64
+		kind, mode, outcome string
+		status              int64
+		state               string
+	}{
+		{1, "first", "synchronous", "retryable", 503, "scheduled"},
+		{2, "retry", "dispatched", "retryable", 503, "scheduled"},
+		{3, "retry", "dispatched", "success", 201, "succeeded"},
+	}
+	for i, s := range atts {
+		got := spanAttrs(s)
+		w := want[i]
+		if got["callout.attempt"].AsInt64() != w.n || got["callout.attempt.kind"].AsString() != w.kind ||
+			got["callout.attempt.mode"].AsString() != w.mode || got["callout.outcome"].AsString() != w.outcome ||
+			got["http.response.status_code"].AsInt64() != w.status || got["callout.state"].AsString() != w.state ||
+			got["callout.id"].AsString() != id {
+			t.Errorf("attempt span %d: %v, want %+v", i+1, got, w)
+		}
+		if s.SpanContext().TraceID().String() != callerTrace || s.Parent().SpanID() != a.SpanContext().SpanID() {
+			t.Errorf("attempt span %d: %v parent %v, want a child of the admission in the caller's trace",
+				i+1, s.SpanContext(), s.Parent())
+		}
+		if i > 0 && !s.StartTime().After(atts[i-1].EndTime()) {
+			t.Errorf("attempt span %d starts before %d ended", i+1, i)
+		}
+		wantParent := "00-" + callerTrace + "-" + s.SpanContext().SpanID().String() + "-01"
+		if rig.parents[i] != wantParent {
+			t.Errorf("upstream request %d: traceparent %q, want only the attempt's %q", i+1, rig.parents[i], wantParent)
+		}
+	}
+	if got := spanAttrs(atts[0])["callout.next_attempt_in_ms"].AsInt64(); got != 2500 {
+		t.Errorf("first attempt's next_attempt_in_ms = %d, want 2500 (half of the 5 s base delay)", got)
+	}
+	if c, _ := rig.store.Get(context.Background(), id); !strings.HasPrefix(c.TraceContext,
+		"00-"+callerTrace+"-"+a.SpanContext().SpanID().String()+"-01") {
+		t.Errorf("stored trace context %q, want the admission span's", c.TraceContext)
+	}
+	lines := rig.logs.lines(t, "attempt")
+	if len(lines) != 1 || lines[0]["trace_id"] != callerTrace {
+		t.Errorf("ingress attempt log lines %v, want one with trace_id %s", lines, callerTrace)
+	}
+	allSpanKeysKnown(t, rig.spans.Ended())
+}
+
+// TestTraceOfInlineRetriesAndReads: under Prefer: wait=N the inline retry
+// is an attempt span of mode inline after the synchronous one; a read
+// without a key has an admission and one attempt span with no number
+// (it keeps no record); a trace without a caller's context is the proxy's
+// own, and the upstream is in it.
+func TestTraceOfInlineRetriesAndReads(t *testing.T) {
+	rig := newTraceRig(t, 503, 200, 200)
+	rec := rig.do(t, http.MethodPost, "/callout/api/v1/charges",
+		http.Header{"Idempotency-Key": {"inline-1"}, "Prefer": {"wait=10"}}, `{}`)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("inline: %d %s, want 200 after the inline retry", rec.Code, rec.Body)
+	}
+	rec = rig.do(t, http.MethodGet, "/callout/api/v1/status", nil, "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("read: %d %s", rec.Code, rec.Body)
+	}
+	atts := rig.named(tracing.SpanAttempt)
+	adm := rig.named(tracing.SpanAdmission)
+	if len(atts) != 3 || len(adm) != 2 {
+		t.Fatalf("%d attempt, %d admission spans, want 3 and 2", len(atts), len(adm))
+	}
+	for i, mode := range []string{"synchronous", "inline", "synchronous"} {
+		if got := spanAttrs(atts[i])["callout.attempt.mode"].AsString(); got != mode {
+			t.Errorf("attempt span %d mode %q, want %q", i+1, got, mode)
+		}
+	}
+	if atts[0].SpanContext().TraceID() != atts[1].SpanContext().TraceID() ||
+		atts[0].SpanContext().TraceID() == atts[2].SpanContext().TraceID() {
+		t.Error("the inline retry must share its callout's trace; the read must have its own")
+	}
+	read := spanAttrs(atts[2])
+	if read["callout.attempt"].Type() != attribute.INVALID || read["callout.attempt.kind"].AsString() != "first" ||
+		read["callout.outcome"].AsString() != "success" {
+		t.Errorf("read attempt attributes %v", read)
+	}
+	if !strings.HasSuffix(rig.parents[2], atts[2].SpanContext().SpanID().String()+"-01") ||
+		!strings.Contains(rig.parents[2], atts[2].SpanContext().TraceID().String()) {
+		t.Errorf("read's traceparent %q, want its attempt span's", rig.parents[2])
+	}
+}
+
+// TestTraceOfARejection: a refusal before dispatch ends the admission span
+// with its problem code, makes no attempt span, and its log line carries
+// the trace_id; a 5xx refusal (the proxy's) is an error, a 4xx is not.
+func TestTraceOfARejection(t *testing.T) {
+	rig := newTraceRig(t)
+	rec := rig.do(t, http.MethodPost, "/callout/api/v1/charges", http.Header{"Traceparent": {callerParent}}, `{}`)
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("%d %s, want 400 (no key)", rec.Code, rec.Body)
+	}
+	adm := rig.named(tracing.SpanAdmission)
+	if len(adm) != 1 || len(rig.named(tracing.SpanAttempt)) != 0 {
+		t.Fatalf("%d admission spans and %d attempt spans, want 1 and 0", len(adm), len(rig.named(tracing.SpanAttempt)))
+	}
+	got := spanAttrs(adm[0])
+	if got["callout.admission"].AsString() != "rejected" || got["callout.problem"].AsString() != "idempotency-key-missing" ||
+		got["http.response.status_code"].AsInt64() != 400 || adm[0].Status().Code.String() != "Unset" {
+		t.Errorf("admission %v status %v", got, adm[0].Status())
+	}
+	lines := rig.logs.lines(t, "rejected")
+	if len(lines) != 1 || lines[0]["trace_id"] != callerTrace {
+		t.Errorf("rejected log lines %v, want one with trace_id %s", lines, callerTrace)
+	}
+}
+
+// TestSpansCarryNoSecret: the redact rules hold for spans too — no
+// attribute carries the caller's token, a header value (a redacted one or
+// an injected credential), the query, the body or the caller's path;
+// spans name the route template and the endpoint instead, and every key
+// is one of tracing.Keys.
+func TestSpansCarryNoSecret(t *testing.T) {
+	rig := newTraceRig(t, 503, 200)
+	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
+		10*time.Minute, rig.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"card":{"number":"` + rigCardNumber + `"},"email":"jane@example.com"}`
+	rec := rig.do(t, http.MethodPost, "/callout/api/v1/customers/cus_jane/charges?api_key="+rigQuerySecret,
+		http.Header{"Idempotency-Key": {"secret-key-value-1"}, "X-Card-Token": {rigCardToken},
+			"Cookie": {"session=cookie-secret"}}, body)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	rig.dispatchDue()
+	if len(rig.spans.Ended()) != 3 {
+		t.Fatalf("%d spans, want admission and two attempts", len(rig.spans.Ended()))
+	}
+	secrets := []string{tok, rigUpstreamKey, rigCardToken, rigQuerySecret, rigCardNumber, "cookie-secret",
+		"jane@example.com", "cus_jane", "secret-key-value-1", "api_key", "/v1/customers"}
+	for _, s := range rig.spans.Ended() {
+		for _, kv := range s.Attributes() {
+			for _, secret := range secrets {
+				if strings.Contains(kv.Value.Emit(), secret) {
+					t.Errorf("span %s attribute %s = %q carries %q", s.Name(), kv.Key, kv.Value.Emit(), secret)
+				}
+			}
+		}
+		for _, secret := range secrets {
+			if strings.Contains(s.Status().Description, secret) {
+				t.Errorf("span %s status %q carries %q", s.Name(), s.Status().Description, secret)
+			}
+		}
+		if len(s.Events()) != 0 {
+			t.Errorf("span %s has events %v: none are recorded", s.Name(), s.Events())
+		}
+	}
+	if r := spanAttrs(rig.named(tracing.SpanAdmission)[0])["http.route"].AsString(); r != tracing.Route {
+		t.Errorf("http.route = %q, want %q", r, tracing.Route)
+	}
+	allSpanKeysKnown(t, rig.spans.Ended())
+}
+
+// allSpanKeysKnown fails when a span carries a key outside tracing.Keys.
+func allSpanKeysKnown(t *testing.T, spans []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	known := map[attribute.Key]bool{}
+	for _, k := range tracing.Keys {
+		known[k] = true
+	}
+	for _, s := range spans {
+		for _, kv := range s.Attributes() {
+			if !known[kv.Key] {
+				t.Errorf("span %s: attribute %s is not in tracing.Keys", s.Name(), kv.Key)
+			}
+		}
+	}
+}
