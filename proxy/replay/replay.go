@@ -20,9 +20,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // Errors of Replay and ReplayOne, the domain's (policy.ErrReplay*)
@@ -101,6 +104,12 @@ type Options struct {
 	// SweepEvery is how often one replica prunes the dead-letter indexes
 	// of entries past the retention. Default 1h.
 	SweepEvery time.Duration
+	// TracerProvider, optional, makes a span of every replay, a child of
+	// the dead letter's stored trace context, and gives the new chain that
+	// span's context, so its attempts join the original callout's trace
+	// (docs/tracing.md). nil or a no-op provider: tracing off (the chain
+	// still keeps the dead letter's context).
+	TracerProvider trace.TracerProvider
 }
 
 // Service replays dead letters and runs replay jobs. It is safe for
@@ -111,6 +120,7 @@ type Service struct {
 	mu      sync.Mutex
 	running map[string]bool // job ids this replica is running
 	swept   time.Time       // last retention sweep by this replica
+	tr      *tracing.Tracer // nil: tracing off
 }
 
 // New returns a Service over o, filling its defaults.
@@ -133,7 +143,8 @@ func New(o Options) *Service {
 	if o.SweepEvery <= 0 {
 		o.SweepEvery = time.Hour
 	}
-	return &Service{o: o, wake: make(chan struct{}, 1), running: map[string]bool{}}
+	return &Service{o: o, wake: make(chan struct{}, 1), running: map[string]bool{},
+		tr: tracing.New(o.TracerProvider, nil)}
 }
 
 // sleep waits d or until ctx ends.
@@ -189,13 +200,7 @@ func (s *Service) ReplayOne(ctx context.Context, id, by string) (newID string, e
 // with by. Errors as ReplayOne's, except ErrAlreadyReplayed.
 func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, error) {
 	r, err := s.replay(ctx, id)
-	result := "replayed"
-	switch {
-	case err != nil:
-		result = refusal(err)
-	case !r.Created:
-		result = "already_replayed"
-	}
+	result := replayResult(r, err)
 	attrs := []slog.Attr{slog.String("token", by), slog.String("action", "replay"),
 		slog.String("endpoint", r.Endpoint), slog.String("result", result),
 		slog.String("dead_letter_id", id), slog.String("replay_id", r.ReplayID)}
@@ -211,8 +216,9 @@ func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, err
 	return r, err
 }
 
-// replay does Replay's work.
-func (s *Service) replay(ctx context.Context, id string) (Result, error) {
+// replay does Replay's work. Traced, the replay's span is a child of the
+// dead letter's trace context and the chain is created under it.
+func (s *Service) replay(ctx context.Context, id string) (r Result, err error) {
 	c, err := s.o.Store.Get(ctx, id)
 	if errors.Is(err, policy.ErrNotFound) {
 		return Result{DeadLetterID: id}, fmt.Errorf("%w: %s", ErrNotDeadLetter, id)
@@ -220,7 +226,20 @@ func (s *Service) replay(ctx context.Context, id string) (Result, error) {
 	if err != nil {
 		return Result{DeadLetterID: id}, err
 	}
-	r := Result{DeadLetterID: id, Endpoint: c.Endpoint}
+	r = Result{DeadLetterID: id, Endpoint: c.Endpoint}
+	traceContext := c.TraceContext
+	if s.tr != nil {
+		var span *tracing.Span
+		ctx, span = s.tr.StartReplay(ctx, c.TraceContext, id, c.Endpoint)
+		traceContext = s.tr.Encode(ctx)
+		defer func() {
+			chain := ""
+			if r.Created {
+				chain = r.ReplayID
+			}
+			span.EndReplay(replayResult(r, err), chain)
+		}()
+	}
 	if c.State != policy.DeadLettered {
 		return r, fmt.Errorf("%w: callout %s is %s", ErrNotDeadLetter, id, c.State)
 	}
@@ -231,7 +250,7 @@ func (s *Service) replay(ctx context.Context, id string) (Result, error) {
 	res, err := s.o.Store.Enqueue(ctx, policy.NewCallout{
 		Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
 		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
-		ReplayOf: c.ID,
+		ReplayOf: c.ID, TraceContext: traceContext,
 	}, policy.EnqueueOptions{Limits: policy.BacklogLimits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}})
 	switch {
 	case errors.Is(err, policy.ErrDisabled):
@@ -262,6 +281,17 @@ func (s *Service) replay(ctx context.Context, id string) (Result, error) {
 		s.o.OnReplay(ctx, r)
 	}
 	return r, nil
+}
+
+// replayResult is Replay's audit result word for r and err.
+func replayResult(r Result, err error) string {
+	switch {
+	case err != nil:
+		return refusal(err)
+	case !r.Created:
+		return "already_replayed"
+	}
+	return "replayed"
 }
 
 // refusal is the short code of a replay error, as audit result and job

@@ -1,0 +1,109 @@
+package replay
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+)
+
+// The trace a dead letter was accepted under (its admission span's
+// context, as the ingress stores it).
+const (
+	dlTrace   = "4bf92f3577b34da6a3ce929d0e0e4736"
+	dlSpan    = "00f067aa0ba902b7"
+	dlContext = "00-" + dlTrace + "-" + dlSpan + "-01,congo=t61rcWkgMzE"
+)
+
+// seedTraced makes a dead letter of endpoint that was accepted under
+// dlContext.
+func (e *testEnv) seedTraced(t *testing.T, endpoint, key string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	nc := policy.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,
+		Path: "/v1/charges", Body: []byte(`{}`), IdempotencyKey: key, TraceContext: dlContext}
+	if _, err := e.store.Enqueue(ctx, nc, policy.EnqueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: testLease})
+	if err != nil || len(cr.Claimed) != 1 {
+		t.Fatalf("claim: %+v, %v", cr, err)
+	}
+	if _, err := e.store.Complete(ctx, cr.Claimed[0], policy.Completion{Action: policy.ActionDeadLetter,
+		Reason: policy.DeadLetterExhausted, Attempt: &policy.Attempt{StartedAt: e.clk.Now(), Status: 503,
+			Outcome: policy.Retryable}}); err != nil {
+		t.Fatal(err)
+	}
+	return cr.Claimed[0].ID
+}
+
+// TestReplayJoinsTheOriginalTrace: a replay's span is a child of the dead
+// letter's stored trace context, and the new chain is stored under the
+// replay span's context — same trace id, the tracestate kept — so the
+// chain's dispatched attempts join the trace that accepted the original
+// callout (issue 20). A second replay that finds the chain is recorded as
+// already_replayed; with tracing off the chain keeps the dead letter's
+// context as it is.
+func TestReplayJoinsTheOriginalTrace(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *testEnv) {
+		sr := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(tracing.Sampler(1)))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		s := New(Options{Config: e.cfg, Store: e.store, Jobs: e.jobs, Owner: "A", Now: e.clk.Now,
+			Logger: slog.New(slog.DiscardHandler), TracerProvider: tp})
+		ctx := ctxT(t)
+		dl := e.seedTraced(t, "pay-api", "traced-1")
+		e.clk.Advance(time.Minute)
+		chainID, err := s.ReplayOne(ctx, dl, "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReplayOne(ctx, dl, "ops"); err == nil {
+			t.Fatal("a second replay created another chain")
+		}
+		spans := sr.Ended()
+		if len(spans) != 2 {
+			t.Fatalf("%d spans, want 2 replay spans", len(spans))
+		}
+		r := spans[0]
+		a := map[string]string{}
+		for _, kv := range r.Attributes() {
+			a[string(kv.Key)] = kv.Value.Emit()
+		}
+		if r.Name() != tracing.SpanReplay || r.SpanContext().TraceID().String() != dlTrace ||
+			r.Parent().SpanID().String() != dlSpan || a["callout.replay_of"] != dl || a["callout.id"] != chainID ||
+			a["callout.replay.result"] != "replayed" {
+			t.Errorf("replay span %s %v parent %v attributes %v", r.Name(), r.SpanContext(), r.Parent(), a)
+		}
+		if res := spans[1].Attributes(); len(res) == 0 || spans[1].Status().Code.String() != "Unset" {
+			t.Errorf("second replay span: %v, status %v", res, spans[1].Status())
+		}
+		chain, err := e.store.Get(ctx, chainID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "00-" + dlTrace + "-" + r.SpanContext().SpanID().String() + "-01,congo=t61rcWkgMzE"
+		if chain.TraceContext != want {
+			t.Errorf("chain's trace context %q, want %q", chain.TraceContext, want)
+		}
+
+		off := New(Options{Config: e.cfg, Store: e.store, Jobs: e.jobs, Owner: "B", Now: e.clk.Now})
+		dl2 := e.seedTraced(t, "crm-api", "traced-2")
+		chain2, err := off.ReplayOne(ctx, dl2, "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := e.store.Get(ctx, chain2); c.TraceContext != dlContext || strings.Contains(c.TraceContext, "\n") {
+			t.Errorf("untraced replay's chain context %q, want the dead letter's %q", c.TraceContext, dlContext)
+		}
+	})
+}
