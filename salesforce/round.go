@@ -2,11 +2,13 @@ package salesforce
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // item is one claimed outbox entry and how it will be settled.
@@ -82,12 +84,30 @@ func (w *Writer) Round(ctx context.Context) (Report, error) {
 	if len(items) == 0 {
 		return Report{}, err
 	}
+	ctx, span := w.tr.StartBatch(ctx, len(items))
 	p := w.prepare(ctx, items)
 	s := &sender{w: w, defs: defs}
 	w.send(ctx, s, p)
 	rep := Report{Claimed: len(items), Calls: s.calls, Overflow: s.overflow}
 	w.settleAll(ctx, items, &rep)
+	span.EndBatch(tracing.Batch{Records: len(p.records), Events: len(p.events), Notifications: len(p.notes),
+		Calls: rep.Calls, Done: rep.Done, Retried: rep.Retried, Deferred: rep.Deferred, Overflow: rep.Overflow,
+		ErrorCode: stopCode(s.stop)})
 	return rep, err
+}
+
+// stopCode names the failure that stopped a round for its span: the
+// Salesforce error code (REQUEST_LIMIT_EXCEEDED, INVALID_SESSION_ID, …) or
+// else its class; "" when none did or the round only held back.
+func stopCode(err error) string {
+	if err == nil || errors.Is(err, errNotTried) {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Code != "" {
+		return e.Code
+	}
+	return string(ClassOf(err))
 }
 
 // paused reports whether writes are paused now, from this replica's memory

@@ -10,10 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // Store is what the writer reads and changes in the proxy's own store.
@@ -106,6 +109,10 @@ type WriterOptions struct {
 	// Lease is how long claimed entries and the flush lease are held.
 	// Default DefaultLease.
 	Lease time.Duration
+	// TracerProvider, optional, makes a span of every write batch (Round
+	// with entries): its counts of records, events, notifications and API
+	// calls (docs/tracing.md). nil or a no-op provider: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Writer writes what the proxy must tell Salesforce, from the durable
@@ -127,6 +134,7 @@ type Writer struct {
 	sf   config.Salesforce
 	log  *slog.Logger
 	wake chan struct{}
+	tr   *tracing.Tracer // nil: tracing off
 
 	mu         sync.Mutex
 	pausedTill time.Time // a known REQUEST_LIMIT_EXCEEDED pause
@@ -179,7 +187,7 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 		sf.APIUsageSlowdown = config.DefaultAPIUsageSlowdown
 	}
 	return &Writer{o: o, sf: sf, log: o.Logger.With(slog.String("component", "salesforce")),
-		wake: make(chan struct{}, 1)}, nil
+		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil)}, nil
 }
 
 // Wake makes Run look at the outbox now instead of at its next tick.

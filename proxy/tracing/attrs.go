@@ -63,7 +63,7 @@ const (
 	KeyRetried    = attribute.Key("salesforce.entries_retried")  // entries to try again
 	KeyDeferred   = attribute.Key("salesforce.entries_deferred") // entries not tried this round
 	KeyOverflow   = attribute.Key("salesforce.entries_overflow") // entries left for the next batch
-	KeyWriteError = attribute.Key("salesforce.error_code")       // a failed call's Salesforce error code
+	KeyWriteError = attribute.Key("salesforce.error_code")       // code (or class) of the call that stopped the round
 	KeyPrefer     = attribute.Key("callout.prefer")              // respond-async or wait=N asked for
 )
 

@@ -1,0 +1,93 @@
+package salesforce
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
+)
+
+// tracedWriter is the env's writer with a TracerProvider whose spans sr
+// records.
+func (e *env) tracedWriter(t *testing.T) *tracetest.SpanRecorder {
+	t.Helper()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
+		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
+		Metrics: e.metrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-1",
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.writer = w
+	return sr
+}
+
+func batchAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]int64 {
+	m := map[attribute.Key]int64{}
+	for _, kv := range s.Attributes() {
+		if kv.Value.Type() == attribute.INT64 {
+			m[kv.Key] = kv.Value.AsInt64()
+		}
+	}
+	return m
+}
+
+// TestWriteBatchSpan: each round that claims entries is one
+// salesforce.write_batch span, a root, counting the records, events,
+// notifications and API calls it made and how its entries settled; a
+// round stopped by Salesforce (REQUEST_LIMIT_EXCEEDED) is an error span
+// naming the code; a round with nothing to write makes no span.
+func TestWriteBatchSpan(t *testing.T) {
+	e := newEnv(t)
+	sr := e.tracedWriter(t)
+	e.deadLetters("payments", 3)
+	rep, err := e.writer.Round(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := sr.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	s := spans[0]
+	a := batchAttrs(s)
+	events := int64(len(e.emu.Events(CalloutResultEvent)))
+	if s.Name() != tracing.SpanWriteBatch || s.Parent().IsValid() || a["salesforce.records"] != 3 ||
+		a["salesforce.events"] != events || events == 0 || a["salesforce.api_calls"] != int64(rep.Calls) ||
+		a["salesforce.outbox_entries"] != int64(rep.Claimed) || a["salesforce.entries_done"] != int64(rep.Done) ||
+		rep.Done != rep.Claimed || s.Status().Code.String() != "Unset" {
+		t.Errorf("span %s parent %v status %v attributes %v; round %+v, %d events written", s.Name(), s.Parent(),
+			s.Status(), a, rep, events)
+	}
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sr.Ended()); n != 1 {
+		t.Errorf("an empty round made a span (%d spans)", n)
+	}
+
+	e.deadLetters("orders", 2)
+	e.emu.Inject(sfemu.Fault{Kind: "upsert", Status: 403, Body: sfemu.LimitExceeded})
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	failed := sr.Ended()[1]
+	var code string
+	for _, kv := range failed.Attributes() {
+		if kv.Key == "salesforce.error_code" {
+			code = kv.Value.AsString()
+		}
+	}
+	if code != "REQUEST_LIMIT_EXCEEDED" || failed.Status().Code.String() != "Error" || batchAttrs(failed)["salesforce.entries_deferred"] == 0 {
+		t.Errorf("stopped round: code %q status %v attributes %v", code, failed.Status(), batchAttrs(failed))
+	}
+}
