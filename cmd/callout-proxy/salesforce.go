@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -28,7 +29,7 @@ import (
 // been made with redisstore.Options.Outbox set. Errors: an unreadable key
 // or client id (a configuration error).
 func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, reg prometheus.Registerer,
-	getenv func(string) string, logger *slog.Logger, owner string) (*salesforce.Writer, error) {
+	getenv func(string) string, logger *slog.Logger, owner string, tp trace.TracerProvider) (*salesforce.Writer, error) {
 	sf := cfg.Salesforce
 	if sf == nil {
 		return nil, nil
@@ -60,7 +61,7 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, reg promet
 	return salesforce.NewWriter(salesforce.WriterOptions{
 		API: client, Store: store, Outbox: redisstore.NewOutbox(store), Salesforce: *sf,
 		Endpoints: sfEndpoints(cfg.Endpoints), DeadLetterRetention: cfg.Policy.DeadLetterRetention,
-		Metrics: m, Logger: logger, Owner: owner,
+		Metrics: m, Logger: logger, Owner: owner, TracerProvider: tp,
 	})
 }
 

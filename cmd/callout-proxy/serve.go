@@ -24,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // serve is the composition root: it loads the configuration, wires every
@@ -62,8 +63,14 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	tp, prop, stopTracing, err := newTracing(ctx, cfg.Tracing, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the attempts under way ended (wg.Wait below)
 	fwd := forward.New(forward.Options{
 		Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes, Budget: budget,
+		Propagator: tracing.New(tp, prop).Propagator(),
 	})
 	defer fwd.CloseIdleConnections()
 
@@ -76,7 +83,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	}
 	// With a salesforce section, dead letters, completions and owner
 	// notifications go through the durable outbox to Salesforce.
-	sf, err := newSalesforceWriter(cfg, store, reg, getenv, logger, randomToken())
+	sf, err := newSalesforceWriter(cfg, store, reg, getenv, logger, randomToken(), tp)
 	if err != nil {
 		return usageError{err}
 	}
@@ -89,11 +96,11 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		Notifier: notifier}
 	disp := dispatch.New(dispatch.Options{
 		Config: cfg, Store: store, Upstream: fwd, Metrics: m, Logger: logger,
-		Events: events, Breakers: watcher,
+		Events: events, Breakers: watcher, TracerProvider: tp, Propagator: prop,
 	})
 	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
-		OnReplay: onReplay(sf, logger)})
+		OnReplay: onReplay(sf, logger), TracerProvider: tp})
 	reprocessor, err := newReprocessor(sf, replays, store)
 	if err != nil {
 		return err
@@ -101,7 +108,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	srv := proxy.New(proxy.Deps{
 		Config: cfg, Callers: callers, Upstream: fwd, Store: store,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
-		Logger: logger, Version: version(), Budget: budget,
+		Logger: logger, Version: version(), Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
 	adminAPI := adminapi.New(adminapi.Deps{
 		Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
