@@ -39,6 +39,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // Request is the caller's request as received, before the endpoint's
@@ -295,7 +296,7 @@ func (f *Forwarder) traceContext(ctx context.Context, h http.Header) {
 	for _, k := range f.propagator.Fields() {
 		delete(h, http.CanonicalHeaderKey(k))
 	}
-	f.propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	f.propagator.Inject(ctx, tracing.HeaderCarrier(h))
 }
 
 // send makes one HTTP exchange of an attempt under actx (the attempt

@@ -37,8 +37,10 @@ func (t *Tracer) StartAdmission(ctx context.Context, h http.Header, m string) co
 	if t == nil {
 		return ctx
 	}
-	ctx, _ = t.tracer.Start(t.Extract(ctx, h), SpanAdmission, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(method(m), KeyRoute.String(Route)))
+	ctx, s := t.tracer.Start(t.Extract(ctx, h), SpanAdmission, t.server)
+	if s.IsRecording() {
+		s.SetAttributes(method(m), KeyRoute.String(Route))
+	}
 	return ctx
 }
 
@@ -148,16 +150,20 @@ func (t *Tracer) StartAttempt(ctx context.Context, a AttemptStart) (context.Cont
 	if t == nil {
 		return ctx, nil
 	}
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs, method(a.Method), KeyKind.String(string(a.Kind)), KeyMode.String(a.Mode))
-	attrs = appendString(attrs, KeyEndpoint, a.Endpoint)
-	attrs = appendString(attrs, KeyServerAddress, a.Host)
-	attrs = appendString(attrs, KeyCallout, a.CalloutID)
-	if a.N > 0 {
-		attrs = append(attrs, KeyAttempt.Int(a.N))
+	// The sampler reads no attribute: they are set only on a span that
+	// records (a span not sampled costs no attribute work).
+	ctx, s := t.tracer.Start(ctx, SpanAttempt, t.client)
+	if s.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 8)
+		attrs = append(attrs, method(a.Method), KeyKind.String(string(a.Kind)), KeyMode.String(a.Mode))
+		attrs = appendString(attrs, KeyEndpoint, a.Endpoint)
+		attrs = appendString(attrs, KeyServerAddress, a.Host)
+		attrs = appendString(attrs, KeyCallout, a.CalloutID)
+		if a.N > 0 {
+			attrs = append(attrs, KeyAttempt.Int(a.N))
+		}
+		s.SetAttributes(attrs...)
 	}
-	ctx, s := t.tracer.Start(ctx, SpanAttempt, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrs...))
 	return ctx, &Span{s}
 }
 
@@ -271,8 +277,8 @@ func (t *Tracer) StartReplay(ctx context.Context, stored, deadLetterID, endpoint
 	if t == nil {
 		return ctx, nil
 	}
-	ctx, s := t.tracer.Start(t.Resume(ctx, stored), SpanReplay, trace.WithAttributes(
-		KeyReplayOf.String(deadLetterID), KeyEndpoint.String(endpoint)))
+	ctx, s := t.tracer.Start(t.Resume(ctx, stored), SpanReplay, t.internal)
+	s.SetAttributes(KeyReplayOf.String(deadLetterID), KeyEndpoint.String(endpoint))
 	return ctx, &Span{s}
 }
 
@@ -298,8 +304,8 @@ func (t *Tracer) StartBatch(ctx context.Context, entries int) (context.Context, 
 	if t == nil {
 		return ctx, nil
 	}
-	ctx, s := t.tracer.Start(ctx, SpanWriteBatch, trace.WithNewRoot(),
-		trace.WithAttributes(KeyEntries.Int(entries)))
+	ctx, s := t.tracer.Start(ctx, SpanWriteBatch, t.root, t.internal)
+	s.SetAttributes(KeyEntries.Int(entries))
 	return ctx, &Span{s}
 }
 

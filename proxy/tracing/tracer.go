@@ -14,6 +14,7 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -31,6 +32,9 @@ const ScopeName = "github.com/calloutproxy/callout-proxy"
 type Tracer struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+	// The span start options, built once (an option is an interface value:
+	// building one per span allocates).
+	server, client, internal, root trace.SpanStartOption
 }
 
 // New returns a Tracer over tp, or nil — tracing off — when tp is nil or a
@@ -47,7 +51,45 @@ func New(tp trace.TracerProvider, prop propagation.TextMapPropagator) *Tracer {
 	if prop == nil {
 		prop = propagation.TraceContext{}
 	}
-	return &Tracer{tracer: tp.Tracer(ScopeName), prop: prop}
+	return &Tracer{tracer: tp.Tracer(ScopeName), prop: prop,
+		server: trace.WithSpanKind(trace.SpanKindServer), client: trace.WithSpanKind(trace.SpanKindClient),
+		internal: trace.WithSpanKind(trace.SpanKindInternal), root: trace.WithNewRoot()}
+}
+
+// HeaderCarrier is propagation.HeaderCarrier without the allocation of
+// canonicalising the W3C field names on every Get and Set: "traceparent"
+// and "tracestate" map straight to the canonical keys net/http stores.
+type HeaderCarrier http.Header
+
+// Get returns the first value of key.
+func (c HeaderCarrier) Get(key string) string {
+	if v := c[canonical(key)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Set replaces key's values with value.
+func (c HeaderCarrier) Set(key, value string) { c[canonical(key)] = []string{value} }
+
+// Keys lists the keys of the carrier.
+func (c HeaderCarrier) Keys() []string {
+	out := make([]string, 0, len(c))
+	for k := range c {
+		out = append(out, k)
+	}
+	return out
+}
+
+// canonical is http.CanonicalHeaderKey, with the two trace fields known.
+func canonical(key string) string {
+	switch key {
+	case traceparent:
+		return "Traceparent"
+	case tracestate:
+		return "Tracestate"
+	}
+	return http.CanonicalHeaderKey(key)
 }
 
 // Propagator is the propagator the forwarder injects each attempt's
@@ -65,10 +107,10 @@ func (t *Tracer) Propagator() propagation.TextMapPropagator {
 // receiver MUST NOT guess between them). A tracestate longer than
 // MaxTraceState is shortened as §3.3.1.5 allows (ShortTraceState).
 func (t *Tracer) Extract(ctx context.Context, h http.Header) context.Context {
-	if t == nil || len(h.Values(traceparent)) > 1 {
+	if t == nil || len(h["Traceparent"]) > 1 {
 		return ctx
 	}
-	ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(h))
+	ctx = t.prop.Extract(ctx, HeaderCarrier(h))
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
 		return ctx
@@ -135,16 +177,24 @@ func (t *Tracer) Encode(ctx context.Context) string {
 	if t == nil {
 		return ""
 	}
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	tp := c[traceparent]
-	if tp == "" {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
 		return ""
 	}
-	if ts := c[tracestate]; ts != "" {
-		return tp + "," + ts
+	ts := sc.TraceState().String()
+	tid, sid := sc.TraceID(), sc.SpanID()
+	flags := sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom)
+	b := make([]byte, 0, 55+1+len(ts))
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, []byte{byte(flags)})
+	if ts != "" {
+		b = append(append(b, ','), ts...)
 	}
-	return tp
+	return string(b)
 }
 
 // Resume returns ctx with the trace context stored by Encode as the remote

@@ -1,0 +1,78 @@
+package tracing_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+)
+
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkKeyedCalloutTracing is the tracing work of one keyed callout
+// whose first attempt succeeds, alone: read the caller's traceparent,
+// the admission span, the stored context, one attempt span with its
+// attributes, the upstream's traceparent, the log attribute. Off is the
+// nil Tracer of a no-op provider (tracing.endpoint empty).
+// deploy/bench/BENCHMARKS.md "Tracing" cites it beside the ingress's
+// BenchmarkIngressTracing (package proxy).
+func BenchmarkKeyedCalloutTracing(b *testing.B) {
+	for _, p := range []struct {
+		name string
+		tp   func() trace.TracerProvider
+	}{
+		{"off", func() trace.TracerProvider { return noop.NewTracerProvider() }},
+		{"ratio0", func() trace.TracerProvider {
+			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}), sdktrace.WithSampler(tracing.Sampler(0)))
+		}},
+		{"ratio1", func() trace.TracerProvider {
+			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}), sdktrace.WithSampler(tracing.Sampler(1)))
+		}},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			tp := p.tp()
+			if sdk, ok := tp.(*sdktrace.TracerProvider); ok {
+				b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+			}
+			tr := tracing.New(tp, propagation.TraceContext{})
+			prop := tr.Propagator()
+			in := http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}}
+			now := time.Now()
+			comp := policy.Completion{Action: policy.ActionSucceed}
+			res := &policy.Response{Status: 200, Header: http.Header{}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				ctx := tr.StartAdmission(context.Background(), in, http.MethodPost)
+				stored := tr.Encode(ctx)
+				tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitAttempt, Endpoint: "payment-api",
+					Issuer: "https://example.my.salesforce.com", CalloutID: "a1b2c3", Keyed: true})
+				actx, span := tr.StartAttempt(ctx, tracing.AttemptStart{Endpoint: "payment-api", Host: "api.example.com",
+					CalloutID: "a1b2c3", Method: http.MethodPost, N: 1, Kind: policy.KindFirst, Mode: tracing.ModeSynchronous})
+				if prop != nil {
+					out := http.Header{}
+					prop.Inject(actx, tracing.HeaderCarrier(out))
+				}
+				_ = tr.LogAttr(actx)
+				if span != nil {
+					e := tracing.Decided(policy.AttemptResult{Response: res}, policy.Classification{Outcome: policy.Success},
+						comp, policy.Defaults(), now)
+					e.State = policy.Succeeded
+					span.EndAttempt(e)
+				}
+				_ = stored
+			}
+		})
+	}
+}
