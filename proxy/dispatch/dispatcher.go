@@ -317,7 +317,10 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *polic
 		span.EndAttempt(end)
 	}
 	log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
-		slog.Int("attempt", cl.Attempt), d.tr.LogAttr(ctx))
+		slog.Int("attempt", cl.Attempt))
+	if d.tr != nil {
+		log = log.With(d.tr.LogAttr(ctx))
+	}
 	switch {
 	case errors.Is(err, policy.ErrStaleLease):
 		log.Warn("lease lost before completion; another replica owns the callout now")
