@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,7 @@ type traceRig struct {
 	mu       sync.Mutex
 	statuses []int
 	parents  []string // traceparent fields of each upstream request, joined by "|"
+	states   []string // tracestate fields of each, joined by "|"
 }
 
 type lockedBuffer struct {
@@ -102,6 +104,7 @@ func newTraceRig(t *testing.T, statuses ...int) *traceRig {
 		_, _ = io.Copy(io.Discard, r.Body)
 		rig.mu.Lock()
 		rig.parents = append(rig.parents, strings.Join(r.Header.Values("Traceparent"), "|"))
+		rig.states = append(rig.states, strings.Join(r.Header.Values("Tracestate"), "|"))
 		status := http.StatusOK
 		if len(rig.statuses) > 0 {
 			status, rig.statuses = rig.statuses[0], rig.statuses[1:]
@@ -415,6 +418,43 @@ func allSpanKeysKnown(t *testing.T, spans []sdktrace.ReadOnlySpan) {
 			if !known[kv.Key] {
 				t.Errorf("span %s: attribute %s is not in tracing.Keys", s.Name(), kv.Key)
 			}
+		}
+	}
+}
+
+// TestLongTraceStateIsShortened pushes past tracing.MaxTraceState: a
+// caller's 31-member tracestate of about 900 bytes is still served, the
+// callout keeps at most traceparent + 256 bytes of it, and the upstream
+// gets the same short list; the next caller, with none, is served as usual.
+func TestLongTraceStateIsShortened(t *testing.T) {
+	rig := newTraceRig(t, 503, 200)
+	var members []string
+	for i := range 31 {
+		members = append(members, "vendor"+strconv.Itoa(i)+"="+strings.Repeat("v", 22))
+	}
+	rec := rig.do(t, http.MethodPost, "/callout/api/v1/charges", http.Header{"Idempotency-Key": {"long-state"},
+		"Traceparent": {callerParent}, "Tracestate": {strings.Join(members, ",")}}, `{}`)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("%d %s, want 202", rec.Code, rec.Body)
+	}
+	c, err := rig.store.Get(context.Background(), rec.Header().Get("Callout-Id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, state, _ := strings.Cut(c.TraceContext, ",")
+	if len(c.TraceContext) > 55+1+tracing.MaxTraceState || !strings.HasPrefix(state, "vendor0=") || len(state) < 200 {
+		t.Errorf("stored trace context of %d bytes: %q", len(c.TraceContext), c.TraceContext)
+	}
+	rig.dispatchDue()
+	if rec := rig.do(t, http.MethodGet, "/callout/api/v1/status", nil, ""); rec.Code != http.StatusOK {
+		t.Errorf("the next caller: %d", rec.Code)
+	}
+	if len(rig.parents) != 3 {
+		t.Fatalf("upstream saw %d requests, want 3", len(rig.parents))
+	}
+	for i, want := range []string{state, state, ""} {
+		if rig.states[i] != want {
+			t.Errorf("upstream request %d: tracestate %q, want %q", i+1, rig.states[i], want)
 		}
 	}
 }
