@@ -7,18 +7,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// drainBatch is how many callouts one drain.lua run dead-letters, so one
+// drainBatch is how many callouts one drain script run dead-letters, so one
 // script run stays short.
 const drainBatch = 100
 
 // Disable disables endpoint (SPEC §6: auto-disable after disable_after, or
 // an admin): new callouts are refused with ErrDisabled, claims return
-// GateDisabled, and every pending callout in the due set (scheduled or
-// held) becomes a dead letter with reason endpoint_disabled, in batches of
-// 100 per script run. With Options.Outbox, the owner notification and each
-// dead letter's Salesforce writes are queued in the same scripts (outbox.go). Callouts in flight finish with their worker; a retry
-// of one becomes a dead letter then. Calling it again drains what remains.
-// Errors: ErrUnavailable.
+// GateDisabled, and every pending callout in a due set (scheduled or held;
+// both layouts, every queue) becomes a dead letter with reason
+// endpoint_disabled, in batches of 100 per script run. With
+// Options.Outbox, the owner notification and each dead letter's Salesforce
+// writes are queued in the same scripts (outbox.go). Callouts in flight
+// finish with their worker; a retry of one becomes a dead letter then.
+// Calling it again drains what remains. Errors: ErrUnavailable.
 func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {
 	k := keysOf(endpoint)
 	sfo, _ := k.outbox()
@@ -27,30 +28,88 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 	if err != nil {
 		return policy.DisableResult{}, err
 	}
+	s.forgetGate(endpoint)
 	res := policy.DisableResult{Newly: replyInt(v) == 1}
-	if res.Newly {
-		s.gates.changed(endpoint) // disable.lua published it to the others
+	qs, err := s.queuesOf(ctx, endpoint)
+	if err != nil {
+		return res, err
 	}
-	for {
-		ids, err := s.rdb.ZRange(ctx, k.due, 0, drainBatch-1).Result()
-		if err != nil {
-			return res, s.wrap("disable", err)
+	drainSet := func(due string, drain func(ids []string) ([]string, error)) error {
+		for {
+			ids, err := s.rdb.ZRange(ctx, due, 0, drainBatch-1).Result()
+			if err != nil {
+				return s.wrap("disable", err)
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+			moved, err := drain(ids)
+			res.DeadLettered = append(res.DeadLettered, moved...)
+			if err != nil || len(moved) == 0 {
+				return err
+			}
 		}
-		if len(ids) == 0 {
-			return res, nil
+	}
+	if err := drainSet(k.due, func(ids []string) ([]string, error) { return s.legacyDrain(ctx, k, ids) }); err != nil {
+		return res, err
+	}
+	for _, q := range qs {
+		gs := ""
+		if !q.home {
+			gs = string(policy.GateDisabled)
 		}
-		moved, err := s.drain(ctx, k, ids)
-		res.DeadLettered = append(res.DeadLettered, moved...)
-		if err != nil || len(moved) == 0 {
+		if err := drainSet(q.due, func(ids []string) ([]string, error) { return s.drain2(ctx, q, ids, gs) }); err != nil {
 			return res, err
 		}
 	}
+	return res, nil
 }
 
-// drain dead-letters the given due callouts of a disabled endpoint
-// (drain.lua). It first reads their issuers and keys (one pipelined round
-// trip) to name their reservations in KEYS.
-func (s *Store) drain(ctx context.Context, k epKeys, ids []string) ([]string, error) {
+// drain2 dead-letters the given due layout-2 callouts of a disabled
+// endpoint in queue q (drain.lua); gate is "" for the home queue (the
+// script checks the endpoint hash) or the gate the caller read. It first
+// reads the records (one pipelined round trip) to name their
+// reservations in KEYS.
+func (s *Store) drain2(ctx context.Context, q queue, ids []string, gate string) ([]string, error) {
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			c, _, _ := q.record(id)
+			cmds[i] = p.HGetAll(ctx, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("drain", err)
+	}
+	now := s.now()
+	keys := []string{q.acc, q.due, q.dl, q.sfo, q.sfx, q.dlb}
+	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), flag(s.outbox), gate}
+	for i, id := range ids {
+		c, rest, resp := q.record(id)
+		res := c
+		m := cmds[i].Val()
+		if meta, err := unpackMeta(joinChunks(m, metaField)); err == nil && meta.Key != "" {
+			res, _ = q.reservation(s.issuerOf(ctx, m[f2Issuer]), meta.Key)
+		}
+		keys = append(keys, c, rest, resp, res)
+		args = append(args, id)
+	}
+	v, err := s.run(ctx, "drain", s.lua.drain, keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, x := range replyArr(v) {
+		out = append(out, replyStr(x))
+	}
+	return out, nil
+}
+
+// legacyDrain dead-letters the given due callouts of the legacy layout of a
+// disabled endpoint (legacy_drain.lua). It first reads their issuers and
+// keys (one pipelined round trip) to name their reservations in KEYS.
+func (s *Store) legacyDrain(ctx context.Context, k epKeys, ids []string) ([]string, error) {
 	cmds := make([]*redis.SliceCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
@@ -69,13 +128,13 @@ func (s *Store) drain(ctx context.Context, k epKeys, ids []string) ([]string, er
 		ik := k.ep // placeholder: no reservation
 		if f := cmds[i].Val(); len(f) == 2 {
 			if key := replyStr(f[1]); key != "" {
-				ik = k.idem(replyStr(f[0]), key)
+				ik = k.legacyIdem(replyStr(f[0]), key)
 			}
 		}
 		keys = append(append(keys, k.parts(id)...), ik)
 		args = append(args, id)
 	}
-	v, err := s.run(ctx, "drain", s.lua.drain, keys, args...)
+	v, err := s.run(ctx, "drain", s.lua.legacyDrain, keys, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +157,7 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return s.wrap("enable", err)
 	}
-	s.gateNotify(ctx, endpoint)
+	s.forgetGate(endpoint)
 	_, err = s.releaseHeld(ctx, endpoint)
 	return err
 }
@@ -115,7 +174,7 @@ func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return s.wrap("reset breaker", err)
 	}
-	s.gateNotify(ctx, endpoint)
+	s.forgetGate(endpoint)
 	_, err = s.releaseHeld(ctx, endpoint)
 	return err
 }

@@ -4,35 +4,132 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/redis/go-redis/v9"
 )
 
-// Complete applies c to the claimed attempt in one script (complete.lua):
-// fencing on the lease token, attempt log, last response, breaker, pause,
-// then the action; finishing sets the TTLs of the record and its
-// reservation. With Options.Outbox, the same script queues the Salesforce
-// writes the ending causes (outbox.go): the dead letter's mirror, expiry
-// check and owner notification, and the completion event of a scheduled
-// callout. It updates cl in place after an accepted ActionRetryInline
-// (Attempt, Kind, StartedAt, LeaseExpiresAt). Errors: ErrStaleLease when the
-// lease is no longer cl's (nothing changed), ErrUnavailable.
+// Complete applies c to the claimed attempt in one script (complete.lua,
+// or legacy_complete.lua for a record of the legacy layout): fencing on the
+// lease token, attempt log, last response, breaker, pause, then the
+// action; finishing sets the TTLs of the record and its reservation. With
+// Options.Outbox, the same script queues the Salesforce writes the ending
+// causes (outbox.go): the dead letter's mirror, expiry check and owner
+// notification, and the completion event of a scheduled callout. It updates
+// cl in place after an accepted ActionRetryInline (Attempt, Kind,
+// StartedAt, LeaseExpiresAt). One round trip (a queue of a sharded
+// endpoint pipelines the breaker update on the endpoint hash with it, and
+// a dead letter there notifies the owner in a second). Completer batches
+// the completions of concurrent callers into one pipeline. Errors:
+// ErrStaleLease when the lease is no longer cl's (nothing changed),
+// ErrUnavailable.
 func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error) {
-	now := s.now()
-	br := c.Breaker.WithDefaults(c.Lease)
-	args, err := s.completeArgs(cl, c, br, now)
+	p, err := s.prepareComplete(ctx, cl, c)
 	if err != nil {
 		return policy.CompleteResult{}, err
 	}
-	k := keysOf(cl.Endpoint)
-	sfo, sfx := k.outbox()
-	keys := append(k.parts(cl.ID), k.due, k.lease, k.ep, k.dl, sfo, sfx, k.dlb)
-	if ik := k.idem(cl.Issuer, cl.IdempotencyKey); ik != "" {
-		keys = append(keys, ik)
+	_, _ = s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
+		p.queue(ctx, pp)
+		return nil
+	})
+	return s.finishComplete(ctx, p)
+}
+
+// completion is one prepared Complete: its script calls, queued in a
+// pipeline (possibly with other callers'), then decoded.
+type completion struct {
+	cl      *policy.Claimed
+	c       policy.Completion
+	now     time.Time
+	q       queue
+	main    *scriptCall // complete.lua or legacy_complete.lua
+	breaker *scriptCall // outcome.lua on the endpoint hash: sharded queues only
+}
+
+func (p *completion) queue(ctx context.Context, pp redis.Pipeliner) {
+	p.main.queue(ctx, pp)
+	if p.breaker != nil {
+		p.breaker.queue(ctx, pp)
 	}
-	v, err := s.run(ctx, "complete", s.lua.complete, keys, args...)
+}
+
+// prepareComplete validates c and builds the script calls of its
+// completion.
+func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (*completion, error) {
+	now := s.now()
+	br := c.Breaker.WithDefaults(c.Lease)
+	p := &completion{cl: cl, c: c, now: now}
+	if !strings.HasPrefix(cl.LeaseToken, layout2Token) {
+		args, err := s.completeArgs(cl, c, br, now, false)
+		if err != nil {
+			return nil, err
+		}
+		k := keysOf(cl.Endpoint)
+		sfo, sfx := k.outbox()
+		keys := append(k.parts(cl.ID), k.due, k.lease, k.ep, k.dl, sfo, sfx, k.dlb)
+		if ik := k.legacyIdem(cl.Issuer, cl.IdempotencyKey); ik != "" {
+			keys = append(keys, ik)
+		}
+		p.main = &scriptCall{sc: s.lua.legacyComplete, keys: keys, args: args}
+		return p, nil
+	}
+	q, ok := queueOfID(cl.Endpoint, cl.ID)
+	if !ok {
+		return nil, fmt.Errorf("redisstore: complete %q: malformed id", cl.ID)
+	}
+	p.q = q
+	args, err := s.completeArgs(cl, c, br, now, true)
+	if err != nil {
+		return nil, err
+	}
+	view, given, err := s.gateOf(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	gs, gu := gateArgs(view, given)
+	args = append(args, gs, gu, cl.Endpoint)
+	rc, rest, resp := q.record(cl.ID)
+	res, _ := q.reservation(cl.Issuer, cl.IdempotencyKey)
+	if res == "" {
+		res = rc
+	}
+	p.main = &scriptCall{sc: s.lua.complete, args: args,
+		keys: []string{rc, rest, resp, q.due, q.lease, q.acc, q.dl, q.dlb, q.sfo, q.sfx, res}}
+	if given {
+		p.breaker = s.breakerCall(cl, c, br, now, view)
+	}
+	return p, nil
+}
+
+// breakerCall is the breaker and pause update of an attempt of a sharded
+// queue, on the endpoint hash (outcome.lua, the rules of lib.lua
+// breaker_apply), or nil when it has nothing to change: a success while
+// this replica saw no failure and held no probe, or no dispatch at all.
+func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, view gateView) *scriptCall {
+	probe := ""
+	if cl.Kind == policy.KindProbe {
+		probe = cl.LeaseToken
+	}
+	success := c.Attempt != nil && c.Attempt.Outcome == policy.Success
+	paused := "0"
+	if c.PausedUntil.After(now) {
+		paused = msArg(c.PausedUntil)
+	}
+	if probe == "" && paused == "0" && (c.Attempt == nil || (success && view.failures == 0)) {
+		return nil
+	}
+	dispatched := c.Attempt != nil
+	return &scriptCall{sc: s.lua.outcome, keys: []string{keysOf(cl.Endpoint).ep}, args: []any{
+		msArg(now), probe, flag(success), flag(dispatched && c.CountsTowardBreaker), strconv.Itoa(br.Failures),
+		msArg(now.Add(br.ProbeInterval)), paused}}
+}
+
+// finishComplete decodes a completion after its pipeline ran.
+func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.CompleteResult, error) {
+	v, err := s.result(ctx, "complete", p.main)
 	if err != nil {
 		return policy.CompleteResult{}, err
 	}
@@ -41,25 +138,60 @@ func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Compl
 		return policy.CompleteResult{}, err
 	}
 	if replyStr(a[0]) == "stale" {
-		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete %s: %w", cl.ID, policy.ErrStaleLease)
+		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete %s: %w", p.cl.ID, policy.ErrStaleLease)
 	}
 	if len(a) < 11 {
 		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete: unexpected reply %v", a)
 	}
 	res := policy.CompleteResult{
 		State: policy.State(replyStr(a[0])), NotifyOwner: replyInt(a[5]) == 1,
-		Attempts: int(replyInt(a[9])), Reason: policy.DeadLetterReason(replyStr(a[10])), Breaker: decodeBreakerChange(a[1:5], a[6], a[7], a[8]),
+		Attempts: int(replyInt(a[9])), Reason: policy.DeadLetterReason(replyStr(a[10])),
+		Breaker: decodeBreakerChange(a[1:5], a[6], a[7], a[8]),
 	}
-	s.gateChanged(cl.Endpoint, res.Breaker, c.PausedUntil.After(now))
-	if c.Action == policy.ActionRetryInline && res.State == policy.InFlight {
-		cl.Attempt, cl.Kind = res.Attempts, policy.KindRetry
-		cl.StartedAt, cl.LeaseExpiresAt = msTime(now), msTime(now.Add(c.Lease))
+	if p.breaker != nil {
+		bv, err := s.result(ctx, "complete: breaker", p.breaker)
+		if err != nil {
+			return res, err
+		}
+		b, err := replyN("complete: breaker", bv, 7)
+		if err != nil {
+			return res, err
+		}
+		res.Breaker = decodeBreakerChange(b[0:4], b[4], b[5], b[6])
+		s.forgetGate(p.cl.Endpoint)
+	}
+	if p.q.endpoint != "" && !p.q.home && res.State == policy.DeadLettered && res.Reason != policy.DeadLetterEndpointDisabled {
+		if res.NotifyOwner, err = s.notifyOutage(ctx, p.cl, p.now); err != nil {
+			return res, err
+		}
+	}
+	if res.Breaker.Opened || res.Breaker.Closed {
+		s.forgetGate(p.cl.Endpoint)
+	}
+	if p.c.Action == policy.ActionRetryInline && res.State == policy.InFlight {
+		p.cl.Attempt, p.cl.Kind = res.Attempts, policy.KindRetry
+		p.cl.StartedAt, p.cl.LeaseExpiresAt = msTime(p.now), msTime(p.now.Add(p.c.Lease))
 	}
 	return res, nil
 }
 
-// completeArgs builds complete.lua's ARGV.
-func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time) ([]any, error) {
+// notifyOutage notes a dead letter of a sharded queue on the endpoint hash
+// (notify.lua): it reports whether the owner is told now (the first dead
+// letter of the outage, SPEC §6), and queues that notification in the
+// endpoint's outbox in the same script.
+func (s *Store) notifyOutage(ctx context.Context, cl *policy.Claimed, now time.Time) (bool, error) {
+	k := keysOf(cl.Endpoint)
+	sfo, _ := k.outbox()
+	v, err := s.run(ctx, "notify", s.lua.notify, []string{k.ep, sfo}, msArg(now), cl.Endpoint, cl.ID, flag(s.outbox))
+	if err != nil {
+		return false, err
+	}
+	return replyInt(v) == 1, nil
+}
+
+// completeArgs builds complete.lua's ARGV 1–20 (layout 2: the attempt in
+// its compact form) or legacy_complete.lua's.
+func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, layout2 bool) ([]any, error) {
 	switch c.Action {
 	case policy.ActionSucceed, policy.ActionFail, policy.ActionRetry, policy.ActionDeadLetter:
 	case policy.ActionRetryInline:
@@ -76,9 +208,13 @@ func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.
 	if c.Attempt != nil {
 		a := *c.Attempt
 		a.N, a.Kind = cl.Attempt, cl.Kind
-		var err error
-		if attempt, err = encodeAttempt(a); err != nil {
-			return nil, fmt.Errorf("redisstore: complete %s: %w", cl.ID, err)
+		if layout2 {
+			attempt = encodeAttempt2(a)
+		} else {
+			var err error
+			if attempt, err = encodeAttempt(a); err != nil {
+				return nil, fmt.Errorf("redisstore: complete %s: %w", cl.ID, err)
+			}
 		}
 		success = a.Outcome == policy.Success
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,8 +13,10 @@ import (
 
 // Begin creates a callout for the synchronous ingress (SPEC §4) and, in the
 // same script, reserves its idempotency key (SPEC §5) and checks the gate
-// and the backlog cap. One round trip; two when the key is already
-// reserved. Errors: ErrDisabled, ErrBacklogFull, ErrUnavailable.
+// and the backlog cap (create.lua). One round trip; two when the key is
+// already reserved, and for a queue of a sharded endpoint whose gate is
+// half-open (the probe token is taken first, admit.lua). Errors:
+// ErrDisabled, ErrBacklogFull, ErrUnavailable.
 func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.BeginOptions) (policy.BeginResult, error) {
 	if opts.Lease <= 0 {
 		return policy.BeginResult{}, fmt.Errorf("redisstore: begin: lease must be > 0")
@@ -23,9 +26,10 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 	if err != nil {
 		return policy.BeginResult{}, err
 	}
+	token = layout2Token + token
 	now := s.now()
-	extra := []any{msArg(now.Add(opts.Lease)), msArg(now.Add(br.ProbeLease)), token}
-	rep, id, err := s.create(ctx, "begin", nc, opts.Limits, now, extra)
+	rep, id, err := s.create(ctx, createArgs{mode: "b", nc: nc, lim: opts.Limits, now: now,
+		at: now.Add(opts.Lease), probeUntil: now.Add(br.ProbeLease), token: token, br: br})
 	if err != nil || rep.existing != nil {
 		return policy.BeginResult{Existing: rep.existing}, err
 	}
@@ -45,21 +49,34 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 // Enqueue creates a callout whose first attempt the dispatcher makes
 // (Prefer: respond-async, SPEC §4; a replay chain, SPEC §8), scheduled at
 // opts.DueAt or held when the gate is shut. Same reservation, gate and cap
-// checks as Begin. Errors: ErrDisabled, ErrBacklogFull, ErrUnavailable.
+// checks as Begin; the first callout due in an empty queue wakes the
+// dispatchers (Options.WakeChannel). Errors: ErrDisabled, ErrBacklogFull,
+// ErrUnavailable.
 func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.EnqueueOptions) (policy.EnqueueResult, error) {
 	now := s.now()
 	due := opts.DueAt
 	if due.IsZero() || due.Before(now) {
 		due = now
 	}
-	rep, id, err := s.create(ctx, "enqueue", nc, opts.Limits, now, []any{msArg(due), nc.ReplayOf})
+	rep, id, err := s.create(ctx, createArgs{mode: "e", nc: nc, lim: opts.Limits, now: now, at: due})
 	if err != nil || rep.existing != nil {
 		return policy.EnqueueResult{Existing: rep.existing}, err
 	}
 	return policy.EnqueueResult{ID: id, State: rep.state, Gate: rep.gate, DueAt: rep.at}, nil
 }
 
-// createReply is a decoded begin/enqueue reply.
+// createArgs are the inputs of one create.lua run.
+type createArgs struct {
+	mode       string // "b" Begin, "e" Enqueue
+	nc         policy.NewCallout
+	lim        policy.BacklogLimits
+	now, at    time.Time // at: Begin's lease expiry, Enqueue's due time
+	probeUntil time.Time
+	token      string
+	br         policy.BreakerSettings
+}
+
+// createReply is a decoded create reply.
 type createReply struct {
 	existing *policy.Existing
 	state    policy.State
@@ -68,53 +85,100 @@ type createReply struct {
 	at       time.Time
 }
 
-// create runs begin.lua or enqueue.lua (op). extra are the script's
-// op-specific ARGV between the caps and the stale id. When the reservation
-// points at a callout whose record is gone (both carry the same TTL, but
-// expiry is not simultaneous), it retries once treating it as free.
-func (s *Store) create(ctx context.Context, op string, nc policy.NewCallout, lim policy.BacklogLimits, now time.Time, extra []any) (createReply, string, error) {
-	id, err := s.newID(nc.Endpoint)
+// fingerprints returns the request's fingerprint (policy.Fingerprint, as a
+// legacy reservation stores it) and its first 12 bytes (as a layout-2
+// reservation does).
+func fingerprints(nc policy.NewCallout) (full, raw12 string) {
+	full = policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body)
+	b, _ := base64.RawURLEncoding.DecodeString(full)
+	return full, string(b[:12])
+}
+
+// create runs create.lua. When the reservation points at a callout whose
+// record is gone (both carry the same TTL, but expiry is not simultaneous),
+// it retries once treating it as free.
+func (s *Store) create(ctx context.Context, a createArgs) (createReply, string, error) {
+	nc := a.nc
+	op := map[string]string{"b": "begin", "e": "enqueue"}[a.mode]
+	q, err := s.createQueue(ctx, nc)
 	if err != nil {
 		return createReply{}, "", err
 	}
-	fp := policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body)
-	fields := requestFields(id, nc, fp, now)
-	k := keysOf(nc.Endpoint)
-	parts := k.parts(id)
-	keys := []string{parts[0], parts[1], k.due, k.lease, k.ep}
-	if ik := k.idem(nc.Issuer, nc.IdempotencyKey); ik != "" {
-		keys = append(keys, ik)
+	id, err := s.newIDIn(q.shard)
+	if err != nil {
+		return createReply{}, "", err
 	}
-	sc := s.lua.begin
-	if op == "enqueue" {
-		sc = s.lua.enqueue
+	tag, err := s.noteIssuer(ctx, nc.Issuer)
+	if err != nil {
+		return createReply{}, "", err
 	}
-	stale := ""
+	view, given, err := s.gateOf(ctx, q)
+	if err != nil {
+		return createReply{}, "", err
+	}
+	if given && a.mode == "b" && view.gate.State == policy.GateHalfOpen {
+		// The probe token is on the endpoint hash, in another slot: take it
+		// first (admit.lua); this callout is the probe when it got it.
+		if view, err = s.takeProbe(ctx, nc.Endpoint, a.token, a.probeUntil); err != nil {
+			return createReply{}, "", err
+		}
+	}
+	full, raw12 := fingerprints(nc)
+	fields, restQ := newRecord2(nc, a.now)
+	c, rest, _ := q.record(id)
+	res, lres := q.reservation(nc.Issuer, nc.IdempotencyKey)
+	if res == "" {
+		res, lres = c, c
+	}
+	keys := []string{c, rest, q.due, q.lease, q.acc, res, lres}
+	if q.home {
+		lk := keysOf(nc.Endpoint)
+		keys = append(keys, lk.due, lk.lease)
+	}
+	lim := a.lim
+	if n := s.shards(nc.Endpoint); n > 1 {
+		lim = perQueue(lim, n)
+	}
+	gs, gu := gateArgs(view, given)
+	staleRaw, stale := "", ""
 	for range 2 {
-		args := append([]any{msArg(now), id, fp, nc.Body,
+		args := []any{msArg(a.now), a.mode, id, rawOfID(id) + raw12, staleRaw, stale,
+			rawOfID(nc.ReplayOf), nc.ReplayOf,
 			strconv.FormatInt(lim.MaxItems, 10), strconv.FormatInt(lim.MaxBytes, 10),
 			strconv.FormatInt(lim.MaxItemsPerIssuer, 10), strconv.FormatInt(lim.MaxBytesPerIssuer, 10),
-			issuerTag(nc.Issuer)}, extra...)
-		args = append(append(args, stale), fields...)
-		v, err := s.run(ctx, op, sc, keys, args...)
+			tag, gs, gu, msArg(a.at), msArg(a.probeUntil), a.token, restQ, s.wakeChannel}
+		v, err := s.run(ctx, op, s.lua.create, keys, append(args, fields...)...)
 		if err != nil {
 			return createReply{}, "", err
 		}
-		rep, holder, err := s.decodeCreate(ctx, op, v, fp, now)
+		rep, holder, err := s.decodeCreate(ctx, op, v, q, full, raw12, a.now)
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil {
 				s.remember(ctx, nc.Endpoint)
 			}
 			return rep, id, err
 		}
-		stale = holder
+		stale, staleRaw = holder, rawOfID(holder)
 	}
 	return createReply{}, "", fmt.Errorf("redisstore: %s: reservation points at a vanished callout twice", op)
 }
 
-// decodeCreate decodes a begin/enqueue reply. holder is set (and the reply
+// perQueue is one queue's share of an endpoint's backlog caps when it is
+// spread over n queues (shards.go): each cap / n, rounded up.
+func perQueue(l policy.BacklogLimits, n int) policy.BacklogLimits {
+	div := func(v int64) int64 {
+		if v <= 0 {
+			return v
+		}
+		return (v + int64(n) - 1) / int64(n)
+	}
+	return policy.BacklogLimits{MaxItems: div(l.MaxItems), MaxBytes: div(l.MaxBytes),
+		MaxItemsPerIssuer: div(l.MaxItemsPerIssuer), MaxBytesPerIssuer: div(l.MaxBytesPerIssuer)}
+}
+
+// decodeCreate decodes a create.lua reply. holder is set (and the reply
 // empty) when the reservation's holder has no record any more.
-func (s *Store) decodeCreate(ctx context.Context, op string, v any, fp string, now time.Time) (rep createReply, holder string, err error) {
+func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, full, raw12 string, now time.Time) (rep createReply, holder string, err error) {
 	a := replyArr(v)
 	if len(a) == 0 {
 		return rep, "", fmt.Errorf("redisstore: %s: empty reply", op)
@@ -127,12 +191,22 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, fp string, n
 	case "issuer_backlog_full":
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrIssuerBacklogFull)
 	case "exists":
-		ex, err := s.existing(ctx, replyStr(a[1]), replyStr(a[2]) == fp, now)
+		if len(a) < 4 {
+			return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
+		}
+		id, same := replyStr(a[1]), replyStr(a[2]) == full
+		if replyStr(a[3]) == "2" {
+			id, same = idOfRaw(q.shard, replyStr(a[1])), replyStr(a[2]) == raw12
+		}
+		ex, err := s.existing(ctx, id, same, now)
 		if err != nil || ex == nil {
-			return rep, replyStr(a[1]), err
+			return rep, id, err
 		}
 		return createReply{existing: ex}, "", nil
 	case "created":
+		if len(a) < 4 {
+			return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
+		}
 		rep.state = policy.State(replyStr(a[1]))
 		rep.at = fromMs(replyStr(a[3]))
 		if rep.state == policy.InFlight {
@@ -143,6 +217,9 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, fp string, n
 			}
 		} else {
 			rep.gate = policy.Gate{State: policy.GateState(replyStr(a[2]))}
+			if rep.gate.State == "probe" {
+				rep.gate.State = policy.GateHalfOpen
+			}
 			if rep.gate.Shut() {
 				rep.gate.Until = rep.at
 			}
@@ -168,3 +245,40 @@ func (s *Store) existing(ctx context.Context, id string, same bool, now time.Tim
 
 // msTime truncates t to the millisecond, as stored.
 func msTime(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
+
+// issuersKey is the HASH of issuer tag -> issuer (JWT iss) of every issuer
+// a layout-2 record was created for: records keep only the tag (keys.go).
+const issuersKey = keyPrefix + "iss"
+
+// noteIssuer returns the tag of issuer, recording tag -> issuer in
+// cp:iss once per Store before the first record that uses it, so every
+// replica can resolve the tag (issuerOf). Errors: ErrUnavailable.
+func (s *Store) noteIssuer(ctx context.Context, issuer string) (string, error) {
+	tag := issuerTag(issuer)
+	if tag == "" {
+		return "", nil
+	}
+	if _, ok := s.issuers.Load(tag); ok {
+		return tag, nil
+	}
+	if err := s.rdb.HSetNX(ctx, issuersKey, tag, issuer).Err(); err != nil {
+		return "", s.wrap("note issuer", err)
+	}
+	s.issuers.Store(tag, issuer)
+	return tag, nil
+}
+
+// issuerOf resolves an issuer tag of a layout-2 record: from this Store's
+// memory, else cp:iss. "" when unknown (the caller then matches no issuer:
+// GET /v1/callouts answers 404, never another organisation's record).
+func (s *Store) issuerOf(ctx context.Context, tag string) string {
+	if v, ok := s.issuers.Load(tag); ok {
+		return v.(string)
+	}
+	v, err := s.rdb.HGet(ctx, issuersKey, tag).Result()
+	if err != nil {
+		return ""
+	}
+	s.issuers.Store(tag, v)
+	return v
+}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -11,11 +12,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DeadLetters lists an endpoint's dead letters in dead-lettered-at order
-// with a stable cursor: entries added or pruned between pages neither
-// repeat nor skip the others. Index entries whose record has expired are
-// left out. Two round trips (dead_letters.lua, then one pipelined HMGET per
-// item). Errors: ErrUnavailable, or an error for a malformed cursor.
+// DeadLetters lists an endpoint's dead letters (both layouts, every
+// queue) in dead-lettered-at order with a stable cursor: entries added or
+// pruned between pages neither repeat nor skip the others. Index entries
+// whose record has expired are left out. Two round trips (dead_letters.lua
+// on every queue's index, pipelined and merged by (time, id), then one
+// pipelined HGETALL per item). Errors: ErrUnavailable, or an error for a
+// malformed cursor.
 func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error) {
 	limit := q.Limit
 	if limit <= 0 {
@@ -30,21 +33,64 @@ func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (poli
 	if err != nil {
 		return policy.DeadLetterPage{}, err
 	}
-	k := keysOf(q.Endpoint)
-	v, err := s.run(ctx, "dead letters", s.lua.deadLetters, []string{k.dl},
-		strconv.FormatInt(q.Since.UnixMilli(), 10), strconv.FormatInt(until, 10), curMs, curID,
-		strconv.Itoa(limit))
+	qs, err := s.queuesOf(ctx, q.Endpoint)
 	if err != nil {
 		return policy.DeadLetterPage{}, err
 	}
-	a := replyArr(v)
-	var page policy.DeadLetterPage
-	if len(a)/2 > limit {
-		a = a[:2*limit]
-		page.Next = strconv.FormatInt(scoreMs(a[2*limit-1]), 10) + "." + replyStr(a[2*limit-2])
+	calls := make([]*scriptCall, len(qs))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, qu := range qs {
+			calls[i] = &scriptCall{sc: s.lua.deadLetters, keys: []string{qu.dl}, args: []any{
+				strconv.FormatInt(q.Since.UnixMilli(), 10), strconv.FormatInt(until, 10), curMs, curID,
+				strconv.Itoa(limit)}}
+			calls[i].queue(ctx, p)
+		}
+		return nil
+	})
+	type entry struct {
+		id string
+		ms int64
+		q  queue
 	}
-	page.Items, err = s.deadLetterSummaries(ctx, k, a)
-	return page, err
+	var all []entry
+	for i, c := range calls {
+		v, err := s.result(ctx, "dead letters", c)
+		if err != nil {
+			return policy.DeadLetterPage{}, err
+		}
+		a := replyArr(v)
+		for j := 0; j+1 < len(a); j += 2 {
+			all = append(all, entry{replyStr(a[j]), scoreMs(a[j+1]), qs[i]})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].ms != all[j].ms {
+			return all[i].ms < all[j].ms
+		}
+		return all[i].id < all[j].id
+	})
+	var page policy.DeadLetterPage
+	if len(all) > limit {
+		all = all[:limit]
+		last := all[limit-1]
+		page.Next = strconv.FormatInt(last.ms, 10) + "." + last.id
+	}
+	ids := make([]string, len(all))
+	at := make([]time.Time, len(all))
+	for i, e := range all {
+		ids[i], at[i] = e.id, time.UnixMilli(e.ms)
+	}
+	sums, err := s.summaries(ctx, ids)
+	if err != nil {
+		return page, err
+	}
+	for i, d := range sums {
+		if d != nil {
+			d.Endpoint, d.DeadLetteredAt = q.Endpoint, at[i]
+			page.Items = append(page.Items, *d)
+		}
+	}
+	return page, nil
 }
 
 // parseCursor splits "ms.id"; "" is the first page.
@@ -59,62 +105,107 @@ func parseCursor(c string) (ms, id string, err error) {
 	return ms, id, nil
 }
 
-// deadLetterSummaries reads the summary fields of {id, ms, ...} entries.
-func (s *Store) deadLetterSummaries(ctx context.Context, k epKeys, a []any) ([]policy.DeadLetter, error) {
-	cmds := make([]*redis.SliceCmd, len(a)/2)
+// summaries reads the dead-letter summaries of ids, in order, whichever
+// layout their records have: one pipelined HGETALL each. An entry is nil
+// when that id is not a dead letter (any more). DeadLetteredAt is the
+// record's finish time. Errors: ErrUnavailable.
+func (s *Store) summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range cmds {
-			cmds[i] = p.HMGet(ctx, k.callout(replyStr(a[2*i])), fState, fReason, fRespStatus,
-				fMethod, fPath, fAttempts, fKey, fSource, fReplayOf, fLastError, fReplayedBy, fReplayedAt)
+		for i, id := range ids {
+			if key, ok := calloutKeyOfID(id); ok {
+				cmds[i] = p.HGetAll(ctx, key)
+			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, s.wrap("dead letters", err)
+	if err != nil && !isNil(err) {
+		return nil, s.wrap("dead-letter summaries", err)
 	}
-	out := make([]policy.DeadLetter, 0, len(cmds))
+	out := make([]*policy.DeadLetter, len(ids))
 	for i, cmd := range cmds {
-		f := cmd.Val()
-		if replyStr(f[0]) != string(policy.DeadLettered) {
-			continue // expired, discarded, or being replayed in place (never)
+		if cmd == nil {
+			continue
 		}
-		out = append(out, policy.DeadLetter{
-			ID: replyStr(a[2*i]), Endpoint: k.endpoint, DeadLetteredAt: time.UnixMilli(scoreMs(a[2*i+1])),
-			Reason: policy.DeadLetterReason(replyStr(f[1])), Status: atoi(replyStr(f[2])),
-			Method: replyStr(f[3]), Path: replyStr(f[4]), Attempts: atoi(replyStr(f[5])),
-			IdempotencyKey: replyStr(f[6]), SourceRecord: replyStr(f[7]),
-			ReplayOf: replyStr(f[8]), LastError: replyStr(f[9]),
-			ReplayedBy: replyStr(f[10]), ReplayedAt: fromMs(replyStr(f[11])),
-		})
+		out[i] = s.summary(ctx, ids[i], cmd.Val())
 	}
 	return out, nil
 }
 
-// Discard deletes a dead letter, its index entry and its idempotency
-// reservation when that still points at it (SPEC §7 "Discarded ... deletes
-// the proxy's copy"). Errors: ErrNotFound, ErrNotDeadLettered (the callout
-// is in another state; nothing deleted), ErrUnavailable.
+// summary is the dead-letter summary of record m of either layout, nil
+// when it is not a dead letter.
+func (s *Store) summary(ctx context.Context, id string, m map[string]string) *policy.DeadLetter {
+	if m[f2State] != "" {
+		if m[f2State] != stateCode[policy.DeadLettered] {
+			return nil
+		}
+		meta, err := unpackMeta(joinChunks(m, metaField))
+		if err != nil {
+			return nil
+		}
+		return &policy.DeadLetter{
+			ID: id, Endpoint: meta.Endpoint, DeadLetteredAt: fromMs(m[f2Finished]),
+			Reason: policy.DeadLetterReason(m[f2Reason]), Status: atoi(m[f2Status]),
+			Method: meta.Method, Path: meta.Path, Attempts: atoi(m[f2Attempts]),
+			IdempotencyKey: meta.Key, SourceRecord: meta.Source, ReplayOf: m[f2ReplayOf],
+			LastError: m[f2LastErr], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
+		}
+	}
+	if m[fState] != string(policy.DeadLettered) {
+		return nil
+	}
+	return &policy.DeadLetter{
+		ID: id, Endpoint: m[fEndpoint], DeadLetteredAt: fromMs(m[fFinished]),
+		Reason: policy.DeadLetterReason(m[fReason]), Status: atoi(m[fRespStatus]),
+		Method: m[fMethod], Path: m[fPath], Attempts: atoi(m[fAttempts]),
+		IdempotencyKey: m[fKey], SourceRecord: m[fSource], ReplayOf: m[fReplayOf],
+		LastError: m[fLastError], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
+	}
+}
+
+// Discard deletes a dead letter (either layout), its index entry and its
+// idempotency reservation when that still points at it (SPEC §7
+// "Discarded ... deletes the proxy's copy"), releasing its backlog bytes.
+// Errors: ErrNotFound, ErrNotDeadLettered (the callout is in another
+// state; nothing deleted), ErrUnavailable.
 func (s *Store) Discard(ctx context.Context, id string) error {
 	key, ok := calloutKeyOfID(id)
 	if !ok {
 		return fmt.Errorf("redisstore: discard %q: %w", id, policy.ErrNotFound)
 	}
-	f, err := s.rdb.HMGet(ctx, key, fEndpoint, fIssuer, fKey).Result()
+	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
 		return s.wrap("discard", err)
 	}
-	endpoint := replyStr(f[0])
-	if endpoint == "" {
+	var v any
+	switch {
+	case m[f2State] != "":
+		meta, err := unpackMeta(joinChunks(m, metaField))
+		if err != nil {
+			return fmt.Errorf("redisstore: discard %s: %w", id, err)
+		}
+		q, _ := queueOfID(meta.Endpoint, id)
+		c, rest, resp := q.record(id)
+		res, _ := q.reservation(s.issuerOf(ctx, m[f2Issuer]), meta.Key)
+		if res == "" {
+			res = c
+		}
+		v, err = s.run(ctx, "discard", s.lua.discard, []string{c, rest, resp, q.dl, res, q.acc, q.dlb}, id, rawOfID(id))
+		if err != nil {
+			return err
+		}
+	case m[fEndpoint] != "":
+		k := keysOf(m[fEndpoint])
+		ik := k.legacyIdem(m[fIssuer], m[fKey])
+		if ik == "" {
+			ik = key
+		}
+		v, err = s.run(ctx, "discard", s.lua.legacyDiscard, append(k.parts(id), k.dl, ik, k.ep, k.dlb), id)
+		if err != nil {
+			return err
+		}
+	default:
 		return fmt.Errorf("redisstore: discard %s: %w", id, policy.ErrNotFound)
-	}
-	k := keysOf(endpoint)
-	ik := k.idem(replyStr(f[1]), replyStr(f[2]))
-	if ik == "" {
-		ik = key
-	}
-	v, err := s.run(ctx, "discard", s.lua.discard, append(k.parts(id), k.dl, ik, k.ep, k.dlb), id)
-	if err != nil {
-		return err
 	}
 	switch r := replyStr(v); r {
 	case "ok":

@@ -9,20 +9,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// EndpointState reads endpoint's state: one pipelined round trip (HGETALL
-// and three ZCARDs). Errors: ErrUnavailable.
+// EndpointState reads endpoint's state: one pipelined round trip (its
+// endpoint hash and the sizes of its due, lease and dead-letter sets, of
+// both layouts and every queue, keys.go), then the gate (gate_read.lua).
+// Errors: ErrUnavailable.
 func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error) {
 	now := s.now()
-	k := keysOf(endpoint)
 	var h *redis.MapStringStringCmd
-	var due, leased, dl *redis.IntCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		h = p.HGetAll(ctx, k.ep)
-		due, leased, dl = p.ZCard(ctx, k.due), p.ZCard(ctx, k.lease), p.ZCard(ctx, k.dl)
-		return nil
+	counts, err := s.pendingCounts(ctx, endpoint, func(p redis.Pipeliner) {
+		h = p.HGetAll(ctx, keysOf(endpoint).ep)
 	})
 	if err != nil {
-		return policy.EndpointState{}, s.wrap("endpoint state", err)
+		return policy.EndpointState{}, err
 	}
 	m := h.Val()
 	g, br, err := s.gate(ctx, endpoint, now)
@@ -36,27 +34,85 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 		PausedUntil: fromMs(m[ePaused]), Disabled: m[eDisabled] == "1",
 		DisabledReason: m[eDisReason], DisabledAt: fromMs(m[eDisAt]),
 		LastSuccessAt: fromMs(m[eLastOK]), OutageStartedAt: fromMs(m[eOutage]),
-		OutageNotified: m[eNotified] == "1", Due: due.Val(), Leased: leased.Val(),
-		DeadLetters: dl.Val(), BacklogBytes: int64(atoi(m[eBytes])),
+		OutageNotified: m[eNotified] == "1", Due: counts.due, Leased: counts.leased,
+		DeadLetters: counts.dead, BacklogBytes: counts.bytes + int64(atoi(m[eBytes])),
 	}
 	st.ProbeOut = m[eProbeToken] != "" && st.ProbeUntil.After(now)
 	return st, nil
+}
+
+// pending are an endpoint's pending items and their charged bytes, over
+// both layouts and every queue (the home queue's bytes are in the endpoint
+// hash and not counted here).
+type pending struct {
+	due, leased, dead, bytes int64
+}
+
+// pendingCounts reads pending in one pipeline, with more commands of the
+// caller's (extra) in the same round trip.
+func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p redis.Pipeliner)) (pending, error) {
+	qs, err := s.queuesOf(ctx, endpoint)
+	if err != nil {
+		return pending{}, err
+	}
+	lk := keysOf(endpoint)
+	var due, leased, dead []*redis.IntCmd
+	var bytes []*redis.StringCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if extra != nil {
+			extra(p)
+		}
+		due = append(due, p.ZCard(ctx, lk.due))
+		leased = append(leased, p.ZCard(ctx, lk.lease))
+		dead = append(dead, p.ZCard(ctx, lk.dl))
+		for _, q := range qs {
+			due = append(due, p.ZCard(ctx, q.due))
+			leased = append(leased, p.ZCard(ctx, q.lease))
+			if !q.home {
+				dead = append(dead, p.ZCard(ctx, q.dl))
+				bytes = append(bytes, p.HGet(ctx, q.acc, eBytes))
+			}
+		}
+		return nil
+	})
+	if err != nil && !isNil(err) {
+		return pending{}, s.wrap("endpoint state", err)
+	}
+	var out pending
+	for _, c := range due {
+		out.due += c.Val()
+	}
+	for _, c := range leased {
+		out.leased += c.Val()
+	}
+	for _, c := range dead {
+		out.dead += c.Val()
+	}
+	for _, c := range bytes {
+		n, _ := strconv.ParseInt(c.Val(), 10, 64)
+		out.bytes += n
+	}
+	return out, nil
 }
 
 // gate is endpoint's gate and breaker state at now as lib.lua computes them
 // (gate_read.lua): Go never derives the gate from the stored fields itself.
 // One round trip. Errors: ErrUnavailable.
 func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, error) {
-	v, err := s.run(ctx, "gate_read", s.lua.gateRead, []string{keysOf(endpoint).ep}, msArg(now))
-	if err != nil {
-		return policy.Gate{}, "", err
-	}
-	g, br, _, err := decodeGateRead(v)
+	g, br, _, err := s.gateRead(ctx, endpoint, now)
 	return g, br, err
 }
 
-// decodeGateRead decodes gate_read.lua's reply {gate, until ms, breaker,
-// consecutive failures}.
+// gateRead is gate with the breaker's consecutive failures.
+func (s *Store) gateRead(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, int, error) {
+	v, err := s.run(ctx, "gate_read", s.lua.gateRead, []string{keysOf(endpoint).ep}, msArg(now))
+	if err != nil {
+		return policy.Gate{}, "", 0, err
+	}
+	return decodeGateRead(v)
+}
+
+// decodeGateRead decodes gate_read.lua's reply.
 func decodeGateRead(v any) (policy.Gate, policy.BreakerState, int, error) {
 	a, err := replyN("gate_read", v, 4)
 	if err != nil {
@@ -69,20 +125,18 @@ func decodeGateRead(v any) (policy.Gate, policy.BreakerState, int, error) {
 	return g, policy.BreakerState(replyStr(a[2])), int(replyInt(a[3])), nil
 }
 
-// Backlog returns endpoint's pending items (due + leased callouts) and the
-// bytes of their request bodies: the figures the backlog cap (Limits)
-// compares. One pipelined round trip. Errors: ErrUnavailable.
+// Backlog returns endpoint's pending items (due + leased callouts, both
+// layouts, every queue) and the bytes they and its dead letters are charged:
+// the figures the backlog caps (Limits) compare. One pipelined round trip.
+// Errors: ErrUnavailable.
 func (s *Store) Backlog(ctx context.Context, endpoint string) (items, bytes int64, err error) {
-	k := keysOf(endpoint)
-	var due, leased *redis.IntCmd
 	var b *redis.StringCmd
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		due, leased, b = p.ZCard(ctx, k.due), p.ZCard(ctx, k.lease), p.HGet(ctx, k.ep, eBytes)
-		return nil
+	c, err := s.pendingCounts(ctx, endpoint, func(p redis.Pipeliner) {
+		b = p.HGet(ctx, keysOf(endpoint).ep, eBytes)
 	})
-	if err != nil && err != redis.Nil {
-		return 0, 0, s.wrap("backlog", err)
+	if err != nil {
+		return 0, 0, err
 	}
 	n, _ := strconv.ParseInt(b.Val(), 10, 64)
-	return due.Val() + leased.Val(), n, nil
+	return c.due + c.leased, n + c.bytes, nil
 }

@@ -4,42 +4,76 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
 // Get returns the callout with id (SPEC §4 GET /v1/callouts/{id}; the
-// caller checks the issuer). A waiting callout is reported Held while its
-// endpoint's gate is shut and Scheduled otherwise, whatever the record says
-// (the gate, not the record, is what holds it back: the record keeps the
-// state it had when it last moved). One pipelined round trip, two for a
-// waiting callout. Errors: ErrNotFound (also
-// for a malformed id), ErrUnavailable.
+// caller checks the issuer), whichever layout its record has (keys.go). A
+// waiting callout is reported Held while its endpoint's gate is shut and
+// Scheduled otherwise, whatever the record says (the gate, not the record,
+// is what holds it back: the record keeps the state it had when it last
+// moved). One pipelined round trip, two for a waiting callout (the gate,
+// and its due time from the due set). Errors: ErrNotFound (also for a
+// malformed id), ErrUnavailable.
 func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 	key, ok := calloutKeyOfID(id)
 	if !ok {
 		return nil, fmt.Errorf("redisstore: get %q: %w", id, policy.ErrNotFound)
 	}
 	var h *redis.MapStringStringCmd
-	var b, l, r *redis.StringCmd
+	var b, l, r, q *redis.StringCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		pk := partKeys(key)
 		h = p.HGetAll(ctx, pk[0])
-		b, l, r = p.Get(ctx, pk[1]), p.Get(ctx, pk[2]), p.Get(ctx, pk[3])
+		b, l, r, q = p.Get(ctx, pk[1]), p.Get(ctx, pk[2]), p.Get(ctx, pk[3]), p.Get(ctx, key+":q")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, s.wrap("get", err)
 	}
-	m := h.Val()
+	c, err := s.decodeAny(ctx, id, h.Val(), func() storedParts {
+		parts := storedParts{log: l.Val(), resp: r.Val()}
+		if b.Err() == nil {
+			parts.body = []byte(b.Val())
+		}
+		return parts
+	}, q.Val(), r.Val())
+	if err != nil {
+		return nil, err
+	}
+	if c.State == policy.Scheduled || c.State == policy.Held {
+		if err := s.waiting(ctx, c, h.Val()[f2State] != ""); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// decodeAny decodes a record of either layout: m its hash, legacy its
+// other parts in layout 1, rest and resp its :q and :r in layout 2.
+// ErrNotFound when m is no record.
+func (s *Store) decodeAny(ctx context.Context, id string, m map[string]string, legacy func() storedParts,
+	rest, resp string) (*policy.Callout, error) {
+	if m[f2State] != "" {
+		c, err := decodeRecord2(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+		if err != nil {
+			return nil, err
+		}
+		if resp != "" {
+			if c.Response, err = decodeResponse(resp); err != nil {
+				return nil, fmt.Errorf("redisstore: callout %s: response: %w", id, err)
+			}
+		}
+		return c, nil
+	}
 	if len(m) == 0 || m[fState] == "" {
 		return nil, fmt.Errorf("redisstore: get %s: %w", id, policy.ErrNotFound)
 	}
-	parts := storedParts{hash: m, log: l.Val(), resp: r.Val()}
-	if b.Err() == nil {
-		parts.body = []byte(b.Val())
-	}
+	parts := legacy()
+	parts.hash = m
 	c, err := decodeCallout(parts)
 	if err != nil {
 		return nil, err
@@ -47,15 +81,39 @@ func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 	if c.ID == "" {
 		c.ID = id
 	}
-	if c.State == policy.Scheduled || c.State == policy.Held {
-		g, _, err := s.gate(ctx, c.Endpoint, s.now())
-		if err != nil {
-			return nil, err
-		}
-		c.State = policy.Scheduled
-		if g.Shut() {
-			c.State = policy.Held
-		}
-	}
 	return c, nil
+}
+
+// waiting sets a waiting callout's state from its endpoint's gate, and a
+// layout-2 callout's next attempt time from its due set (layout 2 keeps it
+// only there), in one pipelined round trip.
+func (s *Store) waiting(ctx context.Context, c *policy.Callout, layout2 bool) error {
+	var due *redis.FloatCmd
+	gc := &scriptCall{sc: s.lua.gateRead, keys: []string{keysOf(c.Endpoint).ep}, args: []any{msArg(s.now())}}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		gc.queue(ctx, p)
+		if q, ok := queueOfID(c.Endpoint, c.ID); ok && layout2 {
+			due = p.ZScore(ctx, q.due, c.ID)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return s.wrap("get", err)
+	}
+	v, err := s.result(ctx, "gate_read", gc)
+	if err != nil {
+		return err
+	}
+	g, _, _, err := decodeGateRead(v)
+	if err != nil {
+		return err
+	}
+	if due != nil && due.Err() == nil {
+		c.NextAttemptAt = time.UnixMilli(int64(due.Val()))
+	}
+	c.State = policy.Scheduled
+	if g.Shut() {
+		c.State = policy.Held
+	}
+	return nil
 }

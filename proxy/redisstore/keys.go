@@ -238,9 +238,16 @@ func (k epKeys) parts(id string) []string { return partKeys(k.callout(id)) }
 // partKeys returns a record key and its body, attempt-log and response keys.
 func partKeys(c string) []string { return []string{c, c + ":b", c + ":l", c + ":r"} }
 
-// idem returns the idempotency reservation key of (issuer, this endpoint,
-// key), or "" when key is empty (no reservation).
+// idem returns the layout-2 reservation key of (issuer, this endpoint,
+// key) in the endpoint's home queue, or "" when key is empty.
 func (k epKeys) idem(issuer, key string) string {
+	v2, _ := queueAt(k.endpoint, ShardOf(k.endpoint)).reservation(issuer, key)
+	return v2
+}
+
+// legacyIdem returns the legacy idempotency reservation key of (issuer,
+// this endpoint, key), or "" when key is empty (no reservation).
+func (k epKeys) legacyIdem(issuer, key string) string {
 	if key == "" {
 		return ""
 	}

@@ -67,32 +67,6 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
-// crc16 is Redis Cluster's key hash (CRC16-CCITT/XMODEM), for the slot check.
-func crc16(b []byte) uint16 {
-	var crc uint16
-	for _, c := range b {
-		crc ^= uint16(c) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// keySlot is the Redis Cluster slot of a key, honouring {hash tags}.
-func keySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return int(crc16([]byte(key)) % 16384)
-}
-
 func TestKeysOfOneEndpointShareASlot(t *testing.T) {
 	if got := keySlot("123456789"); got != 0x31C3%16384 {
 		t.Fatalf("crc16 self-check = %#x", got)

@@ -1,39 +1,123 @@
 package redisstore
 
-import "context"
+import (
+	"context"
 
-// Reap returns up to limit (at most 1000) of endpoint's expired leases to the
-// due set (DESIGN "A reaper returns expired leases"): each gets an attempt
-// entry with error "lease_expired" and outcome retryable, loses its lease
-// token (the lost worker's Complete then gets ErrStaleLease, so nothing is
-// completed twice), and is due now, or held when the gate is shut. A reaped
-// probe releases the probe token. The attempt count is not decremented: the
-// lost attempt may have reached the upstream, so it stays a real dispatch; a
-// worker that crashed between claim and dispatch therefore over-counts by
-// one. Two round trips (ZRANGEBYSCORE, reap.lua). It returns the reaped ids.
+	"github.com/redis/go-redis/v9"
+)
+
+// Reap returns up to limit (at most 1000) of endpoint's expired leases,
+// of every queue and both layouts, to the due set (DESIGN "A reaper returns
+// expired leases"): each gets an attempt entry with error "lease_expired"
+// and outcome retryable, loses its lease token (the lost worker's Complete
+// then gets ErrStaleLease, so nothing is completed twice), and is due now,
+// or held when the gate is shut. A reaped probe releases the probe token.
+// The attempt count is not decremented: the lost attempt may have reached
+// the upstream, so it stays a real dispatch; a worker that crashed between
+// claim and dispatch therefore over-counts by one. Two pipelined round
+// trips (the expired leases of every queue, then the reap scripts), and a
+// wake message when something was reaped. It returns the reaped ids.
 // Errors: ErrUnavailable.
 func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string, error) {
 	limit = min(max(limit, 1), maxBatch)
 	now := s.now()
-	k := keysOf(endpoint)
-	ids, err := s.rdb.ZRangeByScore(ctx, k.lease, dueBy(now, limit)).Result()
-	if err != nil || len(ids) == 0 {
-		return nil, s.wrap("reap", err)
-	}
-	keys := []string{k.due, k.lease, k.ep}
-	args := []any{msArg(now)}
-	for _, id := range ids {
-		parts := k.parts(id)
-		keys = append(keys, parts[0], parts[2])
-		args = append(args, id)
-	}
-	v, err := s.run(ctx, "reap", s.lua.reap, keys, args...)
+	qs, err := s.queuesOf(ctx, endpoint)
 	if err != nil {
 		return nil, err
 	}
+	k := keysOf(endpoint)
+	var legacy *redis.StringSliceCmd
+	cands := make([]*redis.StringSliceCmd, len(qs))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		legacy = p.ZRangeByScore(ctx, k.lease, dueBy(now, limit))
+		for i, q := range qs {
+			cands[i] = p.ZRangeByScore(ctx, q.lease, dueBy(now, limit))
+		}
+		return nil
+	})
+	for _, c := range append(cands, legacy) {
+		if err := c.Err(); err != nil && !isNil(err) {
+			return nil, s.wrap("reap", err)
+		}
+	}
+	var calls []*scriptCall
+	callQ := map[*scriptCall]queue{}
+	if ids := legacy.Val(); len(ids) > 0 {
+		keys := []string{k.due, k.lease, k.ep}
+		args := []any{msArg(now)}
+		for _, id := range ids {
+			parts := k.parts(id)
+			keys = append(keys, parts[0], parts[2])
+			args = append(args, id)
+		}
+		calls = append(calls, &scriptCall{sc: s.lua.legacyReap, keys: keys, args: args})
+	}
+	for i, q := range qs {
+		ids := cands[i].Val()
+		if len(ids) == 0 {
+			continue
+		}
+		view, given, err := s.gateOf(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		gs, gu := gateArgs(view, given)
+		keys := []string{q.due, q.lease, q.acc}
+		args := []any{msArg(now), gs, gu}
+		for _, id := range ids {
+			c, _, _ := q.record(id)
+			keys = append(keys, c)
+			args = append(args, id)
+		}
+		c := &scriptCall{sc: s.lua.reap, keys: keys, args: args}
+		calls = append(calls, c)
+		callQ[c] = q
+	}
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range calls {
+			c.queue(ctx, p)
+		}
+		return nil
+	})
 	var out []string
-	for _, x := range replyArr(v) {
-		out = append(out, replyStr(x))
+	for _, c := range calls {
+		v, err := s.result(ctx, "reap", c)
+		if err != nil {
+			return out, err
+		}
+		a := replyArr(v)
+		q, layout2 := callQ[c]
+		if !layout2 {
+			for _, x := range a {
+				out = append(out, replyStr(x))
+			}
+			continue
+		}
+		for i := 0; i+1 < len(a); i += 2 {
+			out = append(out, replyStr(a[i]))
+			if tok := replyStr(a[i+1]); !q.home && tok != "" {
+				// A sharded queue: release the probe token if it held it.
+				if _, err := s.run(ctx, "reap: probe", s.lua.outcome, []string{k.ep},
+					msArg(now), tok, "0", "0", "1", msArg(now), "0"); err != nil {
+					return out, err
+				}
+			}
+		}
+	}
+	if len(out) > 0 {
+		s.publishWake(ctx, endpoint)
 	}
 	return out, nil
+}
+
+// publishWake tells the dispatchers that endpoint has work due now (pub/sub
+// on Options.WakeChannel). Best effort: a lost message costs at most the
+// dispatcher's backstop wait.
+func (s *Store) publishWake(ctx context.Context, endpoint string) {
+	if s.wakeChannel != "" {
+		_ = s.rdb.Publish(ctx, s.wakeChannel, endpoint).Err()
+	}
 }

@@ -67,7 +67,11 @@ const (
 	eLastOK     = "lsu" // ms of the success that last ended a failure streak
 	eOutage     = "os"  // ms of the first counting failure after a success
 	eNotified   = "on"  // "1" once the owner heard of the current outage
-	eBytes      = "bb"  // request-body bytes of pending callouts
+	eBytes      = "bb"  // bytes charged by pending callouts and dead letters
+	eShards     = "sq"  // shard counts the endpoint was served with, "1,3" (shards.go)
+	// eLegacy is "0" once the dispatcher saw the endpoint's legacy due and
+	// lease sets empty: create.lua stops counting them (keys.go).
+	eLegacy = "L"
 )
 
 // attemptJSON is the stored form of an Attempt.

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -12,24 +13,34 @@ import (
 // before anything was sent, with its idempotency reservation, so the caller
 // may fix the cause and send the same key again (SPEC §5: "rejections before
 // dispatch are never stored as the key's result"). One round trip
-// (release.lua). Errors: ErrStaleLease when cl's lease is no longer valid
-// (nothing changed), ErrUnavailable.
+// (release.lua; a probe of a sharded queue releases its token on the
+// endpoint hash in a second). Errors: ErrStaleLease when cl's lease is no
+// longer valid (nothing changed), ErrUnavailable.
 func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
-	k := keysOf(cl.Endpoint)
-	parts := k.parts(cl.ID)
-	idem := k.idem(cl.Issuer, cl.IdempotencyKey)
-	if idem == "" {
-		idem = parts[0]
+	q, ok := queueOfID(cl.Endpoint, cl.ID)
+	if !ok || !strings.HasPrefix(cl.LeaseToken, layout2Token) {
+		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
-	keys := append(parts, k.lease, k.ep, idem)
-	v, err := s.run(ctx, "release", s.lua.release, keys, cl.ID, cl.LeaseToken)
+	c, rest, resp := q.record(cl.ID)
+	res, _ := q.reservation(cl.Issuer, cl.IdempotencyKey)
+	if res == "" {
+		res = c
+	}
+	v, err := s.run(ctx, "release", s.lua.release, []string{c, rest, resp, q.lease, q.acc, res},
+		cl.ID, cl.LeaseToken, rawOfID(cl.ID), flag(q.home))
 	if err != nil {
 		return err
 	}
 	if replyStr(v) == "stale" {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
-	return nil
+	if !q.home && cl.Kind == policy.KindProbe {
+		now := s.now()
+		_, err = s.run(ctx, "release: probe", s.lua.outcome, []string{keysOf(cl.Endpoint).ep},
+			msArg(now), cl.LeaseToken, "0", "0", "1", msArg(now), "0")
+		s.forgetGate(cl.Endpoint)
+	}
+	return err
 }
 
 // lockKey names a replica-wide lock. It is not hash-tagged: no script

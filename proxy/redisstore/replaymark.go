@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/redis/go-redis/v9"
 )
 
 // Fields a replay adds to a dead letter's record cp:{sN}:c:{id} (record.go
@@ -47,65 +46,40 @@ func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.Repla
 }
 
 // PruneDeadLetters drops the entries older than the dead-letter retention
-// from endpoint's dead-letter index (SPEC §7: dead letters expire after
-// dead_letter_retention; their records expire by TTL, and a new dead letter
-// prunes its own endpoint's index, but an endpoint that stopped failing
-// would keep stale entries without this sweep). It returns how many were
-// dropped, and releases the backlog bytes their records were charged
-// (dl_prune.lua, 100 entries a round trip, at most 100 round trips a call).
-// Errors: ErrUnavailable.
+// from endpoint's dead-letter indexes (every queue; SPEC §7: dead letters
+// expire after dead_letter_retention; their records expire by TTL, and a
+// new dead letter prunes its own queue's index a little, but an endpoint
+// that stopped failing would keep stale entries without this sweep). It
+// returns how many were dropped, and releases the backlog bytes their
+// records were charged (dl_prune.lua, 100 entries a round trip, at most 100
+// round trips a queue and call). Errors: ErrUnavailable.
 func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (int64, error) {
 	before := msArg(r.s.now().Add(-r.s.dlTTL))
-	k := keysOf(endpoint)
+	qs, err := r.s.queuesOf(ctx, endpoint)
+	if err != nil {
+		return 0, err
+	}
 	var total int64
-	for range 100 {
-		v, err := r.s.run(ctx, "dl_prune", r.s.lua.dlPrune, []string{k.ep, k.dl, k.dlb}, before)
-		if err != nil {
-			return total, err
-		}
-		n := replyInt(v)
-		total += n
-		if n < 100 {
-			break
+	for _, q := range qs {
+		for range 100 {
+			v, err := r.s.run(ctx, "dl_prune", r.s.lua.dlPrune, []string{q.acc, q.dl, q.dlb}, before)
+			if err != nil {
+				return total, err
+			}
+			n := replyInt(v)
+			total += n
+			if n < 100 {
+				break
+			}
 		}
 	}
 	return total, nil
 }
 
-// Summaries reads the dead-letter summaries of ids, in order: one
-// pipelined HMGET each. An entry is nil when that id is not a dead letter
-// (any more). DeadLetteredAt is the record's finish time, which is the
-// index's score. Errors: ErrUnavailable.
+// Summaries reads the dead-letter summaries of ids, in order (either
+// layout): one pipelined HGETALL each. An entry is nil when that id is not
+// a dead letter (any more). DeadLetteredAt is the record's finish time,
+// which is the index's score. Errors: ErrUnavailable.
 func (r *ReplayStore) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
-	cmds := make([]*redis.SliceCmd, len(ids))
-	_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			if key, ok := calloutKeyOfID(id); ok {
-				cmds[i] = p.HMGet(ctx, key, fState, fEndpoint, fFinished, fReason, fRespStatus, fMethod,
-					fPath, fAttempts, fKey, fSource, fReplayOf, fLastError, fReplayedBy, fReplayedAt)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, r.s.wrap("dead-letter summaries", err)
-	}
-	out := make([]*policy.DeadLetter, len(ids))
-	for i, cmd := range cmds {
-		if cmd == nil {
-			continue
-		}
-		f := cmd.Val()
-		if replyStr(f[0]) != string(policy.DeadLettered) {
-			continue
-		}
-		out[i] = &policy.DeadLetter{
-			ID: ids[i], Endpoint: replyStr(f[1]), DeadLetteredAt: fromMs(replyStr(f[2])),
-			Reason: policy.DeadLetterReason(replyStr(f[3])), Status: atoi(replyStr(f[4])),
-			Method: replyStr(f[5]), Path: replyStr(f[6]), Attempts: atoi(replyStr(f[7])),
-			IdempotencyKey: replyStr(f[8]), SourceRecord: replyStr(f[9]), ReplayOf: replyStr(f[10]),
-			LastError: replyStr(f[11]), ReplayedBy: replyStr(f[12]), ReplayedAt: fromMs(replyStr(f[13])),
-		}
-	}
-	return out, nil
+	return r.s.summaries(ctx, ids)
 }

@@ -59,7 +59,18 @@ type Options struct {
 	// and an Outbox consumer runs. False: nothing is queued (dead letters
 	// stay in the proxy's own store, SPEC §10).
 	Outbox bool
+	// Shards returns an endpoint's shard count (config endpoints.*.shards,
+	// shards.go); nil or a result below 1: 1 for every endpoint.
+	Shards func(endpoint string) int
+	// WakeChannel is the pub/sub channel a callout that becomes due at once
+	// in an empty queue is published on (create.lua, reap, release of held
+	// callouts), for the dispatchers to wake (dispatch.Dispatcher). Default
+	// DefaultWakeChannel; "-": publish nothing.
+	WakeChannel string
 }
+
+// DefaultWakeChannel is Options.WakeChannel's default.
+const DefaultWakeChannel = keyPrefix + "wake"
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
 const DefaultResponseBodyCap = 64 << 10
@@ -81,9 +92,12 @@ type Store struct {
 	outbox  bool
 	// seen remembers endpoints already added to cp:endpoints by this Store.
 	seen sync.Map
-	// gates is this replica's gate cache (gatecache.go), used by
-	// CachedAdmission while WatchGates runs.
-	gates *gateCache
+	// issuers maps issuer tags to issuers (cp:iss, create.go).
+	issuers     sync.Map
+	shardsOf    func(string) int
+	shardStates sync.Map // endpoint -> *shardState
+	legacyEmpty sync.Map // endpoints whose legacy sets were seen empty
+	wakeChannel string
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
@@ -96,7 +110,14 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua, outbox: opts.Outbox, gates: newGateCache(),
+		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards,
+		wakeChannel: opts.WakeChannel,
+	}
+	switch s.wakeChannel {
+	case "":
+		s.wakeChannel = DefaultWakeChannel
+	case "-":
+		s.wakeChannel = ""
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -158,12 +179,24 @@ func (s *Store) token() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// newID returns a fresh callout id for endpoint.
-func (s *Store) newID(endpoint string) (string, error) {
+// newIDIn returns a fresh callout id of a queue in shard n: two hex
+// digits of n and base64url of 16 random bytes (NewCalloutID).
+func (s *Store) newIDIn(n int) (string, error) {
+	var b [16]byte
 	s.randMu.Lock()
-	defer s.randMu.Unlock()
-	return NewCalloutID(endpoint, s.rand)
+	_, err := io.ReadFull(s.rand, b[:])
+	s.randMu.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("redisstore: callout id: %w", err)
+	}
+	return idOfRaw(n, string(b[:])), nil
 }
+
+// WakeChannel is the pub/sub channel this store publishes new due work on
+// ("" when it publishes none; Options.WakeChannel).
+func (s *Store) WakeChannel() string { return s.wakeChannel }
+
+func isNil(err error) bool { return errors.Is(err, redis.Nil) }
 
 // run runs a script and wraps its error.
 func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []string, args ...any) (any, error) {

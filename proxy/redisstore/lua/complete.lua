@@ -1,78 +1,108 @@
--- complete.lua: one atomic completion of a leased attempt (DESIGN "Data
--- flow" 2): fence on the lease token, log the attempt, keep the last
--- response, update the circuit breaker and pause, then ack / reschedule /
--- continue inline / dead-letter.
+-- complete.lua: one atomic completion of a leased attempt of a layout-2
+-- callout (DESIGN "Data flow" 2): fence on the lease token, log the
+-- attempt, keep the last response, update the circuit breaker and pause,
+-- then ack / reschedule / continue inline / dead-letter. The endpoint
+-- hash's fields are read once and written once (lib.lua hread, hflush).
 --
--- KEYS: 1 callout record, 2 its body, 3 its attempt log, 4 its response,
---       5 due, 6 lease, 7 endpoint hash, 8 dead-letter index,
---       9 Salesforce outbox, 10 its expiry schedule (outbox.go),
---       11 dead-letter bytes, 12 idempotency key (optional)
+-- A queue of a sharded endpoint (keys.go "shards") is not in the endpoint
+-- hash's slot: the caller passes the gate it read (ARGV 21) and applies the
+-- attempt to the breaker itself (outcome.lua, in the same pipeline); this
+-- script then neither reads nor writes breaker fields.
+--
+-- KEYS: 1 record, 2 its :q, 3 its :r (response), 4 due, 5 lease,
+--       6 counters (the endpoint hash, or the queue's counter hash),
+--       7 dead-letter index, 8 dead-letter bytes, 9 Salesforce outbox,
+--       10 its expiry schedule (outbox.go), 11 reservation (the record key
+--       as a placeholder when there is none)
 -- ARGV: 1 now ms, 2 id, 3 lease token, 4 action: succeeded|failed|retry|again|dead,
---       5 attempt JSON ('' = never dispatched: the claim's count is undone),
+--       5 attempt entry ('' = never dispatched: the claim's count is undone),
 --       6 success '1'|'0', 7 counts toward the breaker '1'|'0',
 --       8 breaker threshold, 9 probe time if the breaker (re)opens (ms),
 --       10 next due ms (retry, and again when refused), 11 dead-letter reason,
 --       12 finished TTL ms, 13 dead-letter TTL ms, 14 prune index before ms,
 --       15 paused until ms (0: none), 16 lease until ms (again),
 --       17 response status ('' = no response), 18 the response, encoded
---       (keys.go), 19 last error, 20 Salesforce outbox on '1'|'0'
+--       (record.go), 19 last error, 20 Salesforce outbox on '1'|'0',
+--       21 gate ('' read it from KEYS[6]), 22 its until ms, 23 endpoint name
 -- Returns {'stale'} when the token is not the callout's current lease, else
 --   {state, opened, closed, outage_began, outage_ended, notify, failures,
 --    outage_started_ms, probe, attempts, dead-letter reason}: the state and
 --   reason are this script's decision (it may turn a retry into a dead
 --   letter endpoint_disabled); callers read them and derive nothing.
-local p = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}
-local c, due, lease, ep, dl, dlb, idem = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[11], KEYS[12]
--- The Salesforce outbox (outbox.go): written in this script so that no
--- dead letter, outage or completion can end without its Salesforce write.
+local keys = {c = KEYS[1], q = KEYS[2], r = KEYS[3], res = KEYS[11], dl = KEYS[7], dlb = KEYS[8]}
+local due, lease, acc = KEYS[4], KEYS[5], KEYS[6]
 local sfo, sfx, outbox = KEYS[9], KEYS[10], ARGV[20] == '1'
 local now_s = ARGV[1]
 local now = tonumber(now_s)
-local id, token, action, reason = ARGV[2], ARGV[3], ARGV[4], ARGV[11]
+local id, token, action, reason, given = ARGV[2], ARGV[3], ARGV[4], ARGV[11], ARGV[21]
 
-local cur = redis.call('HMGET', c, 's', 'lt')
-if cur[1] ~= 'in_flight' or cur[2] ~= token then return {'stale'} end
+local rec = hread(keys.c, {'S', 't', 'n', 'b', 'i', 'Q', 'd', 'R'})
+if rec.S ~= 'f' or rec.t ~= token then return {'stale'} end
+local wc = {}
+local tag = rec.i or ''
+local names = counter_names(tag)
+if given == '' then names = concat(names, gate_fields, breaker_fields) end
+local fa, wa = hread(acc, names), {}
 
-local dispatched = ARGV[5] ~= ''
+local dispatched, scheduled = ARGV[5] ~= '', rec.d == '1'
+local n, charged = num(rec.n), 0
 if dispatched then
-  append_attempt(c, ep, p[3], ARGV[5])
+  put(rec, wc, 'A' .. str(n), ARGV[5])
+  charged = #ARGV[5] + 1
 else
-  redis.call('HINCRBY', c, 'n', -1)
+  n = n - 1
+  put(rec, wc, 'n', str(n))
 end
+local resp = ARGV[18]
 if ARGV[17] ~= '' then
-  redis.call('HSET', c, 'rs', ARGV[17])
-  local before = redis.call('STRLEN', p[4])
-  redis.call('SET', p[4], ARGV[18])
-  charge(c, ep, #ARGV[18] - before)
+  put(rec, wc, 'R', ARGV[17])
+  local before = 0
+  if rec.R then before = redis.call('STRLEN', keys.r) end
+  charged = charged + #resp - before
 end
 if ARGV[19] ~= '' then
-  redis.call('HSET', c, 'le', ARGV[19])
+  put(rec, wc, 'e', ARGV[19])
 elseif dispatched then
-  redis.call('HDEL', c, 'le')
+  put(rec, wc, 'e', false)
 end
+put(rec, wc, 'b', str(num(rec.b) + charged))
+acc_add(fa, wa, tag, charged, 0)
 
-local is_probe = redis.call('HGET', ep, 'pt') == token
+local is_probe = given == '' and fa.pt == token
 local opened, closed, began, ended = 0, 0, 0, 0
-if dispatched then
-  opened, closed, began, ended = breaker_update(ep, now_s, is_probe, ARGV[6] == '1',
-    ARGV[7] == '1', tonumber(ARGV[8]), ARGV[9])
-elseif is_probe then
-  redis.call('HDEL', ep, 'pt', 'pe')
+if given == '' then
+  if dispatched then
+    opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, ARGV[6] == '1',
+      ARGV[7] == '1', tonumber(ARGV[8]), ARGV[9])
+  elseif is_probe then
+    put(fa, wa, 'pt', false)
+    put(fa, wa, 'pe', false)
+  end
+  pause_apply(fa, wa, ARGV[15])
 end
-pause(ep, ARGV[15])
 
-local g, g_until = gate(ep, now)
+local g, g_until = gate_in(fa, given, ARGV[22], now)
 if g == 'disabled' and (action == 'retry' or action == 'again') then
   action, reason = 'dead', 'endpoint_disabled'
 end
 if action == 'again' and g ~= 'open' then action = 'again_refused' end
 
+-- the response: kept with the record's TTL when it ends
+local function keep_response(ttl)
+  if ARGV[17] == '' then return end
+  if ttl then redis.call('SET', keys.r, resp, 'PX', ttl) else redis.call('SET', keys.r, resp) end
+end
+
 local state, notify = action, 0
 if action == 'again' then
   state = 'in_flight'
   redis.call('ZADD', lease, ARGV[16], id)
-  redis.call('HINCRBY', c, 'n', 1)
-  redis.call('HSET', c, 'lx', ARGV[16], 'ls', now_s, 'lk', 'retry')
+  put(rec, wc, 'n', str(n + 1))
+  put(rec, wc, 'x', ARGV[16])
+  put(rec, wc, 'l', now_s)
+  put(rec, wc, 'k', 'r')
+  keep_response(false)
+  hflush(keys.c, wc)
 elseif action == 'retry' or action == 'again_refused' then
   local at = ARGV[10]
   state = 'scheduled'
@@ -82,36 +112,39 @@ elseif action == 'retry' or action == 'again_refused' then
   end
   redis.call('ZREM', lease, id)
   redis.call('ZADD', due, at, id)
-  redis.call('HSET', c, 's', state, 'na', at)
-  redis.call('HDEL', c, 'lt', 'lx', 'ls', 'lk')
+  put(rec, wc, 'S', st_code[state])
+  for _, l in ipairs(lease_fields) do put(rec, wc, l, false) end
+  keep_response(false)
+  hflush(keys.c, wc)
 elseif action == 'dead' then
   state = 'dead_lettered'
   redis.call('ZREM', lease, id)
-  dead_letter(p, ep, dl, dlb, idem, id, now_s, reason, ARGV[13], ARGV[14])
-  if reason ~= 'endpoint_disabled' and redis.call('HEXISTS', ep, 'os') == 1
-      and redis.call('HSETNX', ep, 'on', '1') == 1 then
+  keep_response(false)
+  dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[13], ARGV[14])
+  if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
+    put(fa, wa, 'on', '1')
     notify = 1
   end
   if outbox then
-    -- 'sd' marks a callout a dispatcher claimed: only those were scheduled
+    -- 'd' marks a callout a dispatcher claimed: only those were scheduled
     -- and publish a completion event (SPEC §8).
-    outbox_dead_letter(c, sfo, sfx, id, now_s, ARGV[13], redis.call('HEXISTS', c, 'sd') == 1)
-    if notify == 1 then
-      redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. redis.call('HGET', c, 'ep') .. ':' .. id)
-    end
+    outbox_dead_letter(keys.c, sfo, sfx, id, now_s, ARGV[13], scheduled)
+    if notify == 1 then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. ARGV[23] .. ':' .. id) end
   end
 else
   redis.call('ZREM', lease, id)
-  finish(p, ep, idem, id, action, now_s, ARGV[12])
-  if outbox and action == 'succeeded' and redis.call('HEXISTS', c, 'sd') == 1 then
+  keep_response(ARGV[12])
+  if ARGV[17] ~= '' or not rec.R then keys.r = keys.c end -- set with its TTL, or none
+  finish2(keys, rec, wc, fa, wa, st_code[action], now_s, ARGV[12])
+  if outbox and action == 'succeeded' and scheduled then
     redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)
   end
 end
+hflush(acc, wa)
 
-local e = redis.call('HMGET', ep, 'cf', 'os')
 local probe = 0
 if is_probe then probe = 1 end
 local why = ''
 if state == 'dead_lettered' then why = reason end
-return {state, opened, closed, began, ended, notify, num(e[1]), num(e[2]), probe,
-  num(redis.call('HGET', c, 'n')), why}
+if state == 'in_flight' then n = n + 1 end
+return {state, opened, closed, began, ended, notify, num(fa.cf), num(fa.os), probe, n, why}

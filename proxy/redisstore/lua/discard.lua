@@ -1,20 +1,24 @@
--- discard.lua: delete a dead letter (SPEC §7 "Discarded (set by an admin)
--- deletes the proxy's copy"): its four parts, its index entry and its
--- idempotency reservation when that still points at it.
+-- discard.lua: delete a layout-2 dead letter (SPEC §7 "Discarded (set by an
+-- admin) deletes the proxy's copy"): its parts, its index entry and its
+-- idempotency reservation when that still points at it, releasing its
+-- backlog bytes (dl_release).
 --
--- KEYS: 1 callout record, 2 its body, 3 its attempt log, 4 its response,
---       5 dead-letter index, 6 idempotency key (or the record key as a
---       placeholder when it has none), 7 endpoint hash, 8 dead-letter bytes
--- ARGV: 1 id
+-- KEYS: 1 record, 2 its :q, 3 its :r, 4 dead-letter index, 5 reservation
+--       (the record key as a placeholder when it has none), 6 counters (the
+--       endpoint hash or the queue's counter hash), 7 dead-letter bytes
+-- ARGV: 1 id, 2 raw id (16 bytes)
 -- Returns 'ok', 'missing' or the callout's state when it is not a dead letter.
-local c, dl, idem, id, ep, dlb = KEYS[1], KEYS[5], KEYS[6], ARGV[1], KEYS[7], KEYS[8]
-local s = redis.call('HGET', c, 's')
+local c, dl, res, acc, dlb, id = KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[1]
+local s = redis.call('HGET', c, 'S')
 if not s then
-  dl_release(ep, dl, dlb, {id})
+  dl_release(acc, dl, dlb, {id})
   return 'missing'
 end
-if s ~= 'dead_lettered' then return s end
-if idem ~= c and redis.call('HGET', idem, 'id') == id then redis.call('DEL', idem) end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-dl_release(ep, dl, dlb, {id})
+if s ~= 'd' then return st_name[s] or s end
+if res ~= c then
+  local v = redis.call('GET', res)
+  if v and string.sub(v, 1, 16) == ARGV[2] then redis.call('DEL', res) end
+end
+redis.call('DEL', c, KEYS[2], KEYS[3])
+dl_release(acc, dl, dlb, {id})
 return 'ok'

@@ -17,9 +17,6 @@ local function num(v)
   return tonumber(v)
 end
 
--- gate reads the endpoint hash and returns the gate state (disabled,
--- paused, breaker_open, probing, half_open, open) and when it may open
--- again (ms; 0 when not known).
 -- breaker_state is the breaker's state at now from its stored fields
 -- (SPEC §6): 'closed'; 'open' until the probe time pa; 'half_open' from
 -- then on. The one place this rule lives (ARCHITECTURE.md).
@@ -29,19 +26,39 @@ local function breaker_state(bs, pa, now)
   return 'half_open'
 end
 
-local function gate(ep, now)
-  local f = redis.call('HMGET', ep, 'dis', 'pu', 'bs', 'pa', 'pt', 'pe')
-  if f[1] == '1' then return 'disabled', 0 end
-  local pu = num(f[2])
+-- gate_fields are the endpoint-hash fields gate_of reads.
+local gate_fields = {'dis', 'pu', 'bs', 'pa', 'pt', 'pe'}
+
+-- gate_of returns the gate state (disabled, paused, breaker_open, probing,
+-- half_open, open) and when it may open again (ms; 0 when not known) from
+-- the endpoint hash's fields f (a table by field name; absent: false).
+-- The one place the gate rule lives (ARCHITECTURE.md).
+local function gate_of(f, now)
+  if f.dis == '1' then return 'disabled', 0 end
+  local pu = num(f.pu)
   if pu > now then return 'paused', pu end
-  local b = breaker_state(f[3], f[4], now)
-  if b == 'open' then return 'breaker_open', num(f[4]) end
+  local b = breaker_state(f.bs, f.pa, now)
+  if b == 'open' then return 'breaker_open', num(f.pa) end
   if b == 'half_open' then
-    local pe = num(f[6])
-    if f[5] and pe > now then return 'probing', pe end
+    local pe = num(f.pe)
+    if f.pt and pe > now then return 'probing', pe end
     return 'half_open', 0
   end
   return 'open', 0
+end
+
+-- hread reads the fields names of hash h into a table by name (absent:
+-- false), in one HMGET.
+local function hread(h, names)
+  local v = redis.call('HMGET', h, unpack(names))
+  local f = {}
+  for i, n in ipairs(names) do f[n] = v[i] end
+  return f
+end
+
+-- gate reads the endpoint hash ep and returns gate_of its fields.
+local function gate(ep, now)
+  return gate_of(hread(ep, gate_fields), now)
 end
 
 -- shut reports whether a gate state holds callouts back (not disabled).
@@ -55,6 +72,23 @@ end
 -- measure, so the byte caps count what Redis really holds.
 local record_overhead = 256
 
+-- over_caps reports which backlog cap one more callout of add bytes from
+-- the issuer tagged tag would pass, or false (SPEC §10): 'backlog_full'
+-- for the endpoint's (or queue's) caps — items pending (items, counted by
+-- the caller), bytes everything its pending callouts and dead letters
+-- store ('bb' of f) — and 'issuer_backlog_full' for the issuer's share of
+-- them ('ii:'/'ib:' tag of f). lim = {max items, max bytes, max items per
+-- issuer, max bytes per issuer}, 0: no cap. The one owner of the cap rule.
+local function over_caps(f, items, lim, add, tag)
+  if lim[1] > 0 and items + 1 > lim[1] then return 'backlog_full' end
+  if lim[2] > 0 and num(f.bb) + add > lim[2] then return 'backlog_full' end
+  if tag ~= '' then
+    if lim[3] > 0 and num(f['ii:' .. tag]) + 1 > lim[3] then return 'issuer_backlog_full' end
+    if lim[4] > 0 and num(f['ib:' .. tag]) + add > lim[4] then return 'issuer_backlog_full' end
+  end
+  return false
+end
+
 -- backlog_full reports which backlog cap one more callout of add_bytes
 -- stored bytes, from the issuer tagged tag, would pass (0: no cap), or
 -- false: 'backlog_full' for the endpoint's caps (items: due + leased;
@@ -63,17 +97,9 @@ local record_overhead = 256
 -- SPEC §10 per-org shares).
 -- lim = {max items, max bytes, max items per issuer, max bytes per issuer}.
 local function backlog_full(due, lease, ep, lim, add_bytes, tag)
-  if lim[1] > 0 then
-    local items = redis.call('ZCARD', due) + redis.call('ZCARD', lease)
-    if items + 1 > lim[1] then return 'backlog_full' end
-  end
-  local f = redis.call('HMGET', ep, 'bb', 'ii:' .. tag, 'ib:' .. tag)
-  if lim[2] > 0 and num(f[1]) + add_bytes > lim[2] then return 'backlog_full' end
-  if tag ~= '' then
-    if lim[3] > 0 and num(f[2]) + 1 > lim[3] then return 'issuer_backlog_full' end
-    if lim[4] > 0 and num(f[3]) + add_bytes > lim[4] then return 'issuer_backlog_full' end
-  end
-  return false
+  local items = 0
+  if lim[1] > 0 then items = redis.call('ZCARD', due) + redis.call('ZCARD', lease) end
+  return over_caps(hread(ep, {'bb', 'ii:' .. tag, 'ib:' .. tag}), items, lim, add_bytes, tag)
 end
 
 -- stored_size is the bytes a new callout will store: its record's field
@@ -231,66 +257,99 @@ local function dead_letter(p, ep, dl, dlb, idem, id, now_s, reason, ttl, prune_b
   dl_prune(ep, dl, dlb, prune_before)
 end
 
--- gate_changed tells every replica's gate cache (gatecache.go) that the
--- gate of endpoint hash ep changed in this script: one PUBLISH of the key on
--- the 'cp:gate' channel (on Redis Cluster, PUBLISH reaches every node's
--- subscribers). Call it after the change, in the script that makes it.
-local function gate_changed(ep)
-  redis.call('PUBLISH', 'cp:gate', ep)
+-- put sets field n of the in-memory hash f to v (false: delete) and notes
+-- the write in w, for hflush.
+local function put(f, w, n, v)
+  f[n] = v
+  w[n] = v
 end
 
--- breaker_update applies one attempt's result to the endpoint's circuit
--- breaker (SPEC §6) and returns opened, closed, began, ended (0/1): whether
--- this result opened or closed the breaker, began or ended an outage.
+-- hflush writes the noted writes w to hash h: one HSET for the values, one
+-- HDEL for the deletions (each only when needed).
+local function hflush(h, w)
+  local s, d = {}, {}
+  for n, v in pairs(w) do
+    if v then s[#s + 1] = n; s[#s + 1] = v else d[#d + 1] = n end
+  end
+  if #s > 0 then redis.call('HSET', h, unpack(s)) end
+  if #d > 0 then redis.call('HDEL', h, unpack(d)) end
+end
+
+-- breaker_fields are the endpoint-hash fields breaker_apply reads.
+local breaker_fields = {'cf', 'bs', 'os', 'oa', 'pa', 'pt', 'pe', 'on'}
+
+-- breaker_apply applies one attempt's result to the circuit breaker whose
+-- endpoint-hash fields are f (SPEC §6), noting its writes in w (put), and
+-- returns opened, closed, began, ended (0/1): whether this result opened or
+-- closed the breaker, began or ended an outage. The one owner of the
+-- breaker transitions (ARCHITECTURE.md).
 --   success: failures reset, breaker closed, outage ended, last success
 --     recorded; no write at all when nothing was failing (DESIGN: a success
 --     costs no write when the failure count is already 0).
 --   is_probe and not success: the probe token is released; a counting
 --     failure reopens the breaker for another interval (probe_next), an
 --     answer that does not count (permanent, 429, canceled) leaves it
---     half-open, so the next request or held callout probes (policy
---     Breaker.Record: such a result is no verdict on the upstream's health).
+--     half-open, so the next request or held callout probes (such a result
+--     is no verdict on the upstream's health).
 --   counts: consecutive failures + 1; the first one after a success starts
 --     an outage; at threshold a closed breaker opens, opened_at written once.
-local function breaker_update(ep, now_s, is_probe, success, counts, threshold, probe_next)
+local function breaker_apply(f, w, now_s, is_probe, success, counts, threshold, probe_next)
   if success then
-    local f = redis.call('HMGET', ep, 'cf', 'bs', 'os')
-    if not f[1] and not f[2] and not f[3] then return 0, 0, 0, 0 end
+    if not f.cf and not f.bs and not f.os then return 0, 0, 0, 0 end
     local closed, ended = 0, 0
-    if f[2] == 'open' then closed = 1 end
-    if f[3] then ended = 1 end
-    redis.call('HDEL', ep, 'cf', 'bs', 'oa', 'pa', 'pt', 'pe', 'os', 'on')
-    redis.call('HSET', ep, 'lsu', now_s)
-    gate_changed(ep)
+    if f.bs == 'open' then closed = 1 end
+    if f.os then ended = 1 end
+    for _, n in ipairs({'cf', 'bs', 'oa', 'pa', 'pt', 'pe', 'os', 'on'}) do
+      if f[n] then put(f, w, n, false) end
+    end
+    put(f, w, 'lsu', now_s)
     return 0, closed, 0, ended
   end
   if is_probe then
-    redis.call('HDEL', ep, 'pt', 'pe')
-    if counts then redis.call('HSET', ep, 'pa', probe_next) end
-    gate_changed(ep)
+    put(f, w, 'pt', false)
+    put(f, w, 'pe', false)
+    if counts then put(f, w, 'pa', probe_next) end
   end
   if not counts then return 0, 0, 0, 0 end
   local opened, began = 0, 0
-  local cf = redis.call('HINCRBY', ep, 'cf', 1)
-  if redis.call('HSETNX', ep, 'os', now_s) == 1 then began = 1 end
-  if cf >= threshold and redis.call('HGET', ep, 'bs') ~= 'open' then
-    redis.call('HSET', ep, 'bs', 'open', 'pa', probe_next)
-    redis.call('HSETNX', ep, 'oa', now_s)
+  local cf = num(f.cf) + 1
+  put(f, w, 'cf', str(cf))
+  if not f.os then
+    put(f, w, 'os', now_s)
+    began = 1
+  end
+  if cf >= threshold and f.bs ~= 'open' then
+    put(f, w, 'bs', 'open')
+    put(f, w, 'pa', probe_next)
+    if not f.oa then put(f, w, 'oa', now_s) end
     opened = 1
   end
   if not is_probe and (began == 1 or opened == 1) then gate_changed(ep) end
   return opened, 0, began, 0
 end
 
--- pause extends the endpoint-wide pause to until (ms), never shortening it.
-local function pause(ep, until_s)
-  local u = tonumber(until_s)
-  if u > 0 and u > num(redis.call('HGET', ep, 'pu')) then
-    redis.call('HSET', ep, 'pu', until_s)
-    gate_changed(ep)
-  end
+-- breaker_update is breaker_apply on the endpoint hash ep itself: it reads
+-- the fields, applies the result and writes the changes.
+local function breaker_update(ep, now_s, is_probe, success, counts, threshold, probe_next)
+  local f, w = hread(ep, breaker_fields), {}
+  local opened, closed, began, ended = breaker_apply(f, w, now_s, is_probe, success, counts, threshold, probe_next)
+  hflush(ep, w)
+  return opened, closed, began, ended
 end
 
+-- pause_apply extends the endpoint-wide pause in f to until (ms), never
+-- shortening it.
+local function pause_apply(f, w, until_s)
+  local u = tonumber(until_s)
+  if u > 0 and u > num(f.pu) then put(f, w, 'pu', until_s) end
+end
+
+-- pause extends the endpoint-wide pause to until (ms), never shortening it.
+local function pause(ep, until_s)
+  local f, w = hread(ep, {'pu'}), {}
+  pause_apply(f, w, until_s)
+  hflush(ep, w)
+end
 
 -- outbox_dead_letter queues, in the same script as the dead letter, the
 -- Salesforce writes it causes (outbox.go, SPEC §7, §8): the

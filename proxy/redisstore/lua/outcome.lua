@@ -1,6 +1,7 @@
 -- outcome.lua: apply the result of a request that has no callout record (a
--- read) to the endpoint's circuit breaker and pause, as complete.lua does
--- for callouts (SPEC §6).
+-- read, or an attempt of a queue of a sharded endpoint, keys.go) to the
+-- endpoint's circuit breaker and pause, as complete.lua does for callouts of
+-- the endpoint hash's own slot (SPEC §6).
 --
 -- KEYS: 1 endpoint hash
 -- ARGV: 1 now ms, 2 probe token ('' when not the probe), 3 success '1'|'0',
@@ -8,11 +9,12 @@
 --       6 probe time if the breaker (re)opens (ms), 7 paused until ms (0: none)
 -- Returns {opened, closed, outage_began, outage_ended, failures, outage_started_ms, probe}
 local ep = KEYS[1]
-local is_probe = ARGV[2] ~= '' and redis.call('HGET', ep, 'pt') == ARGV[2]
-local opened, closed, began, ended = breaker_update(ep, ARGV[1], is_probe, ARGV[3] == '1',
+local f, w = hread(ep, concat(breaker_fields, {'pu'})), {}
+local is_probe = ARGV[2] ~= '' and f.pt == ARGV[2]
+local opened, closed, began, ended = breaker_apply(f, w, ARGV[1], is_probe, ARGV[3] == '1',
   ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6])
-pause(ep, ARGV[7])
-local e = redis.call('HMGET', ep, 'cf', 'os')
+pause_apply(f, w, ARGV[7])
+hflush(ep, w)
 local probe = 0
 if is_probe then probe = 1 end
-return {opened, closed, began, ended, num(e[1]), num(e[2]), probe}
+return {opened, closed, began, ended, num(f.cf), num(f.os), probe}

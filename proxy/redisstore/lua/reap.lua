@@ -1,48 +1,64 @@
--- reap.lua: return expired leases to the due set (DESIGN "A reaper returns
--- expired leases"). Step one, a plain ZRANGEBYSCORE lease -inf now LIMIT 0 n,
--- found the candidates; this script re-checks each.
+-- reap.lua: return expired leases of layout-2 callouts to the due set
+-- (DESIGN "A reaper returns expired leases"). Step one, the candidates
+-- pipeline (claim.go), found them; this script re-checks each.
 --
--- A reaped callout gets an attempt entry {kind, started_at, outcome
--- retryable, error lease_expired}, loses its lease token (so the lost
--- worker's Complete is stale), and is due now (held when the gate is shut).
--- The attempt count is NOT decremented: the lost attempt may have reached
--- the upstream, so it counts as a real dispatch (a crash between claim and
--- dispatch over-counts by one). A reaped probe releases the probe token.
+-- A reaped callout gets an attempt entry (kind, started, outcome retryable,
+-- error lease_expired), loses its lease token (so the lost worker's
+-- Complete is stale), and is due now (held when the gate is shut). The
+-- attempt count is NOT decremented: the lost attempt may have reached the
+-- upstream, so it counts as a real dispatch (a crash between claim and
+-- dispatch over-counts by one). A reaped probe releases the probe token
+-- (in a sharded queue the caller does, with the tokens returned).
 --
--- KEYS: 1 due, 2 lease, 3 endpoint hash, then per candidate i:
---       KEYS[2+2i] its record, KEYS[3+2i] its attempt log
--- ARGV: 1 now ms, then ARGV[1+i] the id of candidate i
--- Returns the ids reaped.
-local due, lease, ep = KEYS[1], KEYS[2], KEYS[3]
-local now_s = ARGV[1]
+-- KEYS: 1 due, 2 lease, 3 counters (the endpoint hash or the queue's
+--       counter hash), then KEYS[3+i] the record of candidate i
+-- ARGV: 1 now ms, 2 gate ('' read it from KEYS[3]), 3 its until ms, then
+--       ARGV[3+i] the id of candidate i
+-- Returns {id, lease token, ...} of the callouts reaped.
+local due, lease, acc = KEYS[1], KEYS[2], KEYS[3]
+local now_s, given = ARGV[1], ARGV[2]
 local now = tonumber(now_s)
+local fa, wa, seen = {}, {}, {}
+if given == '' then hmore(acc, fa, seen, gate_fields) end
 
-local out = {}
-for i = 1, (#KEYS - 3) / 2 do
-  local c, l, id = KEYS[2 + 2 * i], KEYS[3 + 2 * i], ARGV[1 + i]
+local out, zrem, zadd = {}, {}, {}
+for i = 1, #KEYS - 3 do
+  local c, id = KEYS[3 + i], ARGV[3 + i]
   local score = redis.call('ZSCORE', lease, id)
   if score and tonumber(score) <= now then
-    redis.call('ZREM', lease, id)
-    local f = redis.call('HMGET', c, 's', 'lt', 'n', 'lk', 'ls')
-    if f[1] == 'in_flight' then
-      local started = num(f[5])
-      append_attempt(c, ep, l, '{"n":' .. str(num(f[3])) .. ',"kind":"' .. (f[4] or 'retry') ..
-        '","started_at":' .. str(started) .. ',"duration_ms":' .. str(now - started) ..
-        ',"outcome":"retryable","error":"lease_expired"}')
-      if f[2] and redis.call('HGET', ep, 'pt') == f[2] then
-        redis.call('HDEL', ep, 'pt', 'pe')
+    zrem[#zrem + 1] = id
+    local rec, wc = hread(c, {'S', 't', 'n', 'k', 'l', 'i', 'b'}), {}
+    if rec.S == 'f' then
+      local token = rec.t or ''
+      local started = num(rec.l)
+      local entry = (kind_name[rec.k] or 'retry') .. ' ' .. str(started) .. ' ' .. str(now - started) ..
+        ' 0 retryable lease_expired'
+      put(rec, wc, 'A' .. str(num(rec.n)), entry)
+      local tag = rec.i or ''
+      hmore(acc, fa, seen, counter_names(tag))
+      acc_add(fa, wa, tag, #entry + 1, 0)
+      put(rec, wc, 'b', str(num(rec.b) + #entry + 1))
+      if given == '' and token ~= '' and fa.pt == token then
+        put(fa, wa, 'pt', false)
+        put(fa, wa, 'pe', false)
       end
-      local g, g_until = gate(ep, now)
-      local state, at = 'scheduled', now_s
+      local g, g_until = gate_in(fa, given, ARGV[3], now)
+      local state, at = 's', now_s
       if shut(g) then
-        state = 'held'
+        state = 'h'
         if g_until > now then at = str(g_until) end
       end
-      redis.call('ZADD', due, at, id)
-      redis.call('HSET', c, 's', state, 'na', at)
-      redis.call('HDEL', c, 'lt', 'lx', 'ls', 'lk')
+      put(rec, wc, 'S', state)
+      for _, l in ipairs(lease_fields) do put(rec, wc, l, false) end
+      hflush(c, wc)
+      zadd[#zadd + 1] = at
+      zadd[#zadd + 1] = id
       out[#out + 1] = id
+      out[#out + 1] = token
     end
   end
 end
+if #zrem > 0 then redis.call('ZREM', lease, unpack(zrem)) end
+if #zadd > 0 then redis.call('ZADD', due, unpack(zadd)) end
+hflush(acc, wa)
 return out

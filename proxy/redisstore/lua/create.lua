@@ -1,0 +1,123 @@
+-- create.lua: create a layout-2 callout (keys.go) — Begin's, leased at once
+-- to the synchronous ingress, or Enqueue's, scheduled for the dispatcher —
+-- in one script with its idempotency reservation (SPEC §5), the gate and
+-- the backlog caps (SPEC §10).
+--
+-- KEYS: 1 record, 2 its :q (headers and body when not inline), 3 due,
+--       4 lease, 5 counters (the endpoint hash, or the queue's counter
+--       hash), 6 reservation, 7 legacy reservation (6 and 7: the record key
+--       as a placeholder when there is none), 8.. more pending sets to
+--       count (the legacy due and lease sets, home queue only)
+-- ARGV: 1 now ms, 2 mode 'b' (Begin) | 'e' (Enqueue), 3 id,
+--       4 reservation value (raw id, 16 bytes, then raw fingerprint, 12),
+--       5 stale raw id, 6 stale id (a reservation held by it counts as free),
+--       7 takeover raw id, 8 takeover id (the dead letter a replay
+--       replaces; '' none), 9–12 caps: items, bytes, items per issuer,
+--       bytes per issuer (0: none), 13 issuer tag, 14 gate ('' read it from
+--       KEYS[5]; else the state the caller read, sharded queues), 15 its
+--       until ms, 16 due ms (Enqueue) | lease until ms (Begin),
+--       17 probe token until ms, 18 lease token, 19 headers and body for
+--       :q ('' when inline), 20 wake channel ('' none), 21.. the record's
+--       field/value pairs
+-- Returns one of:
+--   {'exists', raw id, raw fingerprint, '2'}   a layout-2 reservation
+--   {'exists', id, fingerprint, '1'}           a legacy one
+--   {'disabled'}, {'backlog_full'}, {'issuer_backlog_full'}  nothing created
+--   {'created', 'in_flight', kind, lease until}   Begin; kind first or probe
+--   {'created', state, gate, due}                 held, or Enqueue's scheduled
+local c, q, due, lease, acc, res, lres = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local now_s = ARGV[1]
+local now = tonumber(now_s)
+local begin, id = ARGV[2] == 'b', ARGV[3]
+
+if res ~= c then
+  local v = redis.call('GET', res)
+  if v then
+    local holder = string.sub(v, 1, 16)
+    if holder ~= ARGV[5] and holder ~= ARGV[7] then
+      return {'exists', holder, string.sub(v, 17), '2'}
+    end
+  end
+end
+local drop_legacy = false
+if lres ~= c then
+  local cur = redis.call('HMGET', lres, 'id', 'fp')
+  if cur[1] then
+    if cur[1] ~= ARGV[6] and cur[1] ~= ARGV[8] then return {'exists', cur[1], cur[2], '1'} end
+    drop_legacy = true
+  end
+end
+
+local tag, given = ARGV[13], ARGV[14]
+local names = counter_names(tag)
+if given == '' then names = concat(names, gate_fields, {'L'}) end
+local f, w = hread(acc, names), {}
+local g, g_until = gate_in(f, given, ARGV[15], now)
+if g == 'disabled' then return {'disabled'} end
+
+-- Pending items are counted only under an items cap. 'L' = '0' in the
+-- endpoint hash: no legacy due or lease set is left (the dispatcher notes
+-- it), so they are not counted.
+local nd, items = false, 0
+if tonumber(ARGV[9]) > 0 then
+  nd = redis.call('ZCARD', due)
+  local sets = {lease}
+  if f.L ~= '0' then
+    for i = 8, #KEYS do sets[#sets + 1] = KEYS[i] end
+  end
+  items = nd + pending_items(sets)
+end
+local size = record_overhead + #ARGV[19]
+for i = 21, #ARGV do size = size + #ARGV[i] end
+local full = over_caps(f, items, {tonumber(ARGV[9]), tonumber(ARGV[10]),
+  tonumber(ARGV[11]), tonumber(ARGV[12])}, size, tag)
+if full then return {full} end
+
+local rec = {unpack(ARGV, 21)}
+local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
+field('b', str(size))
+if tag ~= '' then field('i', tag) end
+if ARGV[19] ~= '' then
+  field('Q', '1')
+  redis.call('SET', q, ARGV[19])
+end
+acc_add(f, w, tag, size, 1)
+if res ~= c then redis.call('SET', res, ARGV[4]) end
+if drop_legacy then redis.call('DEL', lres) end
+
+local state, out2, at = 'scheduled', g, ARGV[16]
+if shut(g) then
+  state = 'held'
+  if begin or g_until > tonumber(at) then at = str(g_until) end
+elseif begin then
+  state, out2 = 'in_flight', 'first'
+  if g == 'half_open' and given == '' then
+    put(f, w, 'pt', ARGV[18])
+    put(f, w, 'pe', ARGV[17])
+    out2 = 'probe'
+  elseif g == 'probe' then
+    out2 = 'probe' -- a sharded queue: the caller took the probe token
+  end
+  field('n', '1')
+  field('a', now_s)
+  field('t', ARGV[18])
+  field('x', at)
+  field('l', now_s)
+  field('k', kind_code[out2])
+end
+field('S', st_code[state])
+redis.call('HSET', c, unpack(rec))
+hflush(acc, w)
+if state == 'in_flight' then
+  redis.call('ZADD', lease, at, id)
+else
+  -- Wake the dispatchers (pub/sub, dispatch.Dispatcher) when this is the
+  -- first callout due in a queue that held none: one already there has
+  -- woken them, or they know when it is due.
+  if ARGV[20] ~= '' and state == 'scheduled' and tonumber(at) <= now then
+    if not nd then nd = redis.call('ZCARD', due) end
+    if nd == 0 then redis.call('PUBLISH', ARGV[20], ARGV[3]) end
+  end
+  redis.call('ZADD', due, at, id)
+end
+return {'created', state, out2, at}

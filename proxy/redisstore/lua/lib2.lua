@@ -1,0 +1,146 @@
+-- lib2.lua: helpers of the compact callout record, layout 2 (keys.go,
+-- record2.go). The store prepends lib.lua and this file to every script.
+--
+-- A layout-2 record is one hash with one-letter fields, kept in Redis's
+-- compact listpack encoding (every value at most 64 bytes):
+--   S state code (st below), n attempts, i issuer tag, b bytes charged to
+--   the backlog, m m2 … the packed meta (Go only: method, endpoint, path,
+--   query, key, source, created), 1 2 3 4 the packed headers and body in
+--   64-byte chunks (or Q = '1' and the whole of them in the key :q),
+--   o replay_of, a first attempt ms, t x l k the lease (token, until,
+--   started, kind code), d '1' once a dispatcher claimed it, A<n> attempt
+--   n ("kind started_ms duration_ms status outcome error"), R last
+--   response status (the response itself: key :r), e last error,
+--   F finished ms, D dead-letter reason, rb rt the replay mark.
+-- Scripts never parse m or the chunks; they copy, keep or delete them.
+
+-- st_code maps a state to its code in 'S'.
+local st_code = {scheduled = 's', held = 'h', in_flight = 'f', succeeded = 'o',
+  failed = 'x', dead_lettered = 'd'}
+local st_name = {s = 'scheduled', h = 'held', f = 'in_flight', o = 'succeeded',
+  x = 'failed', d = 'dead_lettered'}
+-- kind_code maps an attempt kind to its code in 'k'.
+local kind_code = {first = 'f', retry = 'r', probe = 'p', replay = 'y'}
+local kind_name = {f = 'first', r = 'retry', p = 'probe', y = 'replay'}
+
+-- rest_fields are the inline chunks of the packed headers and body.
+local rest_fields = {'1', '2', '3', '4'}
+-- lease_fields are the record's fields of the current lease.
+local lease_fields = {'t', 'x', 'l', 'k'}
+
+-- counter_names are the backlog counter fields of issuer tag in a queue's
+-- counter hash (the endpoint hash for its home queue, keys.go).
+local function counter_names(tag)
+  return {'bb', 'ii:' .. tag, 'ib:' .. tag}
+end
+
+-- concat returns a new list of the elements of lists a, b, …
+local function concat(...)
+  local out = {}
+  for _, l in ipairs({...}) do
+    for _, v in ipairs(l) do out[#out + 1] = v end
+  end
+  return out
+end
+
+-- acc_add adds bytes and items to the counters of issuer tag in the
+-- in-memory counter hash f, noting the writes in w (put). A counter that
+-- reaches 0 or less is dropped, so an idle queue keeps no counter fields.
+local function acc_add(f, w, tag, bytes, items)
+  local function bump(n, d)
+    if d == 0 then return end
+    local v = num(f[n]) + d
+    if v > 0 then put(f, w, n, str(v)) elseif f[n] then put(f, w, n, false) end
+  end
+  bump('bb', bytes)
+  if tag and tag ~= '' then
+    bump('ib:' .. tag, bytes)
+    bump('ii:' .. tag, items)
+  end
+end
+
+-- gate_in is the gate a layout-2 script acts on and when it may open: the
+-- gate of the endpoint hash's fields f (gate_of) when the script runs in
+-- the endpoint hash's slot (given is ''); else given and until_s, the gate
+-- the caller read from the endpoint hash (a queue of a sharded endpoint,
+-- keys.go "shards").
+local function gate_in(f, given, until_s, now)
+  if given == '' then return gate_of(f, now) end
+  return given, num(until_s)
+end
+
+-- pending_items counts the callouts pending in the due and lease sets
+-- given (scheduled, held, in flight).
+local function pending_items(sets)
+  local n = 0
+  for _, k in ipairs(sets) do n = n + redis.call('ZCARD', k) end
+  return n
+end
+
+-- expire2 sets the TTL ms of a finished layout-2 callout's record, its
+-- response (r; the record key c when it needs none) and its reservation
+-- (res; c or '' when it has none). The record's
+-- reservation still points at it when it ends: only a dead letter's is
+-- ever taken over, and that happens later (a replay).
+local function expire2(c, r, res, ttl)
+  redis.call('PEXPIRE', c, ttl)
+  if r ~= c then redis.call('PEXPIRE', r, ttl) end
+  if res ~= '' and res ~= c then redis.call('PEXPIRE', res, ttl) end
+end
+
+-- finish2 ends a layout-2 callout succeeded or failed (code 'o' or 'x'): it
+-- keeps what an idempotent replay and its status document need (meta,
+-- status, response, attempts, times) but not the request's headers and
+-- body (SPEC §5), releases every byte it was charged and its pending item
+-- (acc_add on the counters fa, writes in wa), and sets the TTLs. rec are
+-- its fields as read (S, b, i, Q at least); wc collects the record's
+-- writes.
+local function finish2(keys, rec, wc, fa, wa, code, now_s, ttl)
+  acc_add(fa, wa, rec.i, -num(rec.b), -1)
+  if rec.Q then redis.call('DEL', keys.q) end
+  put(rec, wc, 'S', code)
+  put(rec, wc, 'F', now_s)
+  for _, n in ipairs(concat(lease_fields, rest_fields, {'b', 'Q', 'd'})) do put(rec, wc, n, false) end
+  hflush(keys.c, wc)
+  expire2(keys.c, keys.r, keys.res, ttl)
+end
+
+-- dead_letter2 ends a layout-2 callout as a dead letter: it keeps
+-- everything, still charged, until discard or expiry (dl_release), counts
+-- one pending item less for its issuer, indexes it (dl, its charge noted in
+-- dlb) and prunes up to two index entries older than prune_before (ms) on
+-- the way (the hourly sweep does the rest, dl_prune.lua).
+local function dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ttl, prune_before)
+  put(rec, wc, 'S', 'd')
+  put(rec, wc, 'F', now_s)
+  put(rec, wc, 'D', reason)
+  for _, n in ipairs(lease_fields) do put(rec, wc, n, false) end
+  acc_add(fa, wa, rec.i, 0, -1)
+  hflush(keys.c, wc)
+  expire2(keys.c, keys.r, keys.res, ttl)
+  if rec.Q then redis.call('PEXPIRE', keys.q, ttl) end
+  redis.call('ZADD', keys.dl, now_s, id)
+  redis.call('HSET', keys.dlb, id, str(num(rec.b)) .. ' ' .. (rec.i or ''))
+  local old = redis.call('ZRANGEBYSCORE', keys.dl, '-inf', '(' .. prune_before, 'LIMIT', 0, 2)
+  for _, o in ipairs(old) do
+    local v = redis.call('HGET', keys.dlb, o)
+    if v then
+      local n, tag = string.match(v, '^(%d+) ?(.*)$')
+      acc_add(fa, wa, tag, -tonumber(n), 0)
+      redis.call('HDEL', keys.dlb, o)
+    end
+    redis.call('ZREM', keys.dl, o)
+  end
+end
+
+-- hmore reads into the in-memory hash f (from hash h) those fields of
+-- names not read yet (seen), in at most one HMGET.
+local function hmore(h, f, seen, names)
+  local want = {}
+  for _, n in ipairs(names) do
+    if not seen[n] then want[#want + 1] = n; seen[n] = true end
+  end
+  if #want == 0 then return end
+  local v = redis.call('HMGET', h, unpack(want))
+  for i, n in ipairs(want) do f[n] = v[i] end
+end

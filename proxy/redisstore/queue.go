@@ -1,0 +1,174 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+	"strings"
+)
+
+// clusterSlots is the number of Redis Cluster hash slots.
+const clusterSlots = 16384
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial 0), the checksum Redis
+// Cluster maps keys to slots with (Redis Cluster specification, "Keys
+// distribution model").
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// keySlot is the Redis Cluster slot of a key (0 … 16383), honouring a
+// {hash tag}: the part between the first '{' and the next '}' when that is
+// not empty.
+func keySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16([]byte(key)) % clusterSlots)
+}
+
+// shardSlot is the slot of the hash tag {sN}.
+func shardSlot(n int) int { return keySlot(tag(n)) }
+
+// queueShards returns the shard (hash tag number) of each of the n queues
+// of endpoint (keys.go "shards"): queue 0 is the endpoint's own shard,
+// ShardOf(endpoint), where its endpoint hash lives; queue q ≥ 1 is the
+// unused shard whose slot is nearest to slot(queue 0) + q·16384/n, so the
+// queues spread evenly over the slot space and hence over the primaries of
+// a cluster whose slots are split evenly (redis-cli --cluster create). A
+// pure function of (endpoint, n): every replica computes the same queues.
+// n is at least 1 and at most Shards.
+func queueShards(endpoint string, n int) []int {
+	n = min(max(n, 1), Shards)
+	home := ShardOf(endpoint)
+	out := []int{home}
+	used := map[int]bool{home: true}
+	base := shardSlot(home)
+	for q := 1; q < n; q++ {
+		target := (base + q*clusterSlots/n) % clusterSlots
+		best, bestD := -1, clusterSlots
+		for m := range Shards {
+			if used[m] {
+				continue
+			}
+			d := shardSlot(m) - target
+			if d < 0 {
+				d = -d
+			}
+			d = min(d, clusterSlots-d)
+			if d < bestD {
+				best, bestD = m, d
+			}
+		}
+		used[best] = true
+		out = append(out, best)
+	}
+	return out
+}
+
+// queue is one queue of an endpoint in layout 2 (keys.go): its due and
+// lease sets, records, reservations, dead letters and backlog counters,
+// all under one hash tag. An endpoint with shards: 1 has one queue, its
+// home queue, in the endpoint hash's slot.
+type queue struct {
+	endpoint string
+	shard    int
+	// home: the endpoint hash is in this queue's slot, so its scripts read
+	// the gate and apply the breaker themselves, and its counters are the
+	// endpoint hash's.
+	home                               bool
+	tag                                string // "cp:{sN}:"
+	due, lease, acc, dl, dlb, sfo, sfx string
+	ep                                 string // the endpoint hash (home slot)
+}
+
+// queueAt returns the queue of endpoint in shard n.
+func queueAt(endpoint string, n int) queue {
+	t := keyPrefix + tag(n) + ":"
+	home := ShardOf(endpoint) == n
+	q := queue{
+		endpoint: endpoint, shard: n, home: home, tag: t,
+		due: t + "d:" + endpoint, lease: t + "l:" + endpoint,
+		dl: t + "dl:" + endpoint, dlb: t + "dlb:" + endpoint,
+		sfo: t + "sfo", sfx: t + "sfx",
+		ep: keyPrefix + tag(ShardOf(endpoint)) + ":ep:" + endpoint,
+	}
+	q.acc = q.ep
+	if !home {
+		q.acc = t + "a:" + endpoint
+	}
+	return q
+}
+
+// record returns the record key of callout id in this queue, and its :q
+// and :r keys.
+func (q queue) record(id string) (c, rest, resp string) {
+	c = q.tag + "c:" + id
+	return c, c + ":q", c + ":r"
+}
+
+// reservation returns the layout-2 reservation key of (issuer, this
+// queue's endpoint, key) and the legacy one of the same scope, or "", ""
+// when key is empty. Both name the same SHA-256 of issuer "\x00" key
+// (SPEC §5 scope: issuer, endpoint, key): the legacy one in full (43
+// base64url characters, cp:{sN}:idem:{ep}:{h}), the layout-2 one by its
+// first 16 (96 bits, cp:{sN}:i:{h16}), which with the endpoint's queue tag
+// is its scope: a queue belongs to one endpoint unless two endpoints share
+// a shard, so the endpoint is mixed into the layout-2 hash.
+func (q queue) reservation(issuer, key string) (v2, legacy string) {
+	if key == "" {
+		return "", ""
+	}
+	h := sha256.Sum256([]byte(issuer + "\x00" + key))
+	legacy = keyPrefix + tag(ShardOf(q.endpoint)) + ":idem:" + q.endpoint + ":" + base64.RawURLEncoding.EncodeToString(h[:])
+	h2 := sha256.Sum256([]byte(q.endpoint + "\x00" + issuer + "\x00" + key))
+	return q.tag + "i:" + base64.RawURLEncoding.EncodeToString(h2[:12]), legacy
+}
+
+// keyQueue picks the queue index (0 … n-1) of a keyed callout: a function
+// of its reservation scope, so a key always maps to the queue holding its
+// reservation.
+func keyQueue(endpoint, issuer, key string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := sha256.Sum256([]byte(endpoint + "\x00" + issuer + "\x00" + key))
+	return int(uint(h[0])<<8|uint(h[1])) % n
+}
+
+// idOfRaw rebuilds a callout id from the shard of its queue and its 16 raw
+// random bytes (how a layout-2 reservation stores it).
+func idOfRaw(shard int, raw string) string {
+	return hex2(shard) + base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// rawOfID returns the 16 random bytes of a well-formed callout id, "" for
+// anything else.
+func rawOfID(id string) string {
+	if _, ok := ShardOfID(id); !ok {
+		return ""
+	}
+	b, _ := base64.RawURLEncoding.DecodeString(id[2:])
+	return string(b)
+}
+
+func hex2(n int) string {
+	s := strconv.FormatInt(int64(n), 16)
+	if len(s) < 2 {
+		s = "0" + s
+	}
+	return s
+}

@@ -1,0 +1,405 @@
+package redisstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+)
+
+// Layout 2 of a callout record (keys.go, lua/lib2.lua): one hash with
+// one-letter fields, every value at most chunkLen bytes, so that Redis
+// keeps it in its compact listpack encoding (hash-max-listpack-value 64 by
+// default). The request is packed by this file into two values that only
+// Go reads: the meta (method, endpoint, path, query, key, source record,
+// created time), kept after the callout ends, and the rest (headers and
+// body), dropped when it ends succeeded or failed (SPEC §5).
+const (
+	f2State    = "S" // state code, stateCode
+	f2Attempts = "n" // attempts made, integer; absent: 0
+	f2Issuer   = "i" // issuer tag (issuerTag); the issuer itself: cp:iss
+	f2Charged  = "b" // bytes charged to the backlog (pending and dead letters)
+	f2Meta     = "m" // packed meta, chunked: m, m2, m3, m4 (or one long m)
+	f2RestInQ  = "Q" // "1": the packed rest is the string :q, not chunks 1…4
+	f2ReplayOf = "o" // replay_of callout id
+	f2First    = "a" // first attempt ms
+	f2Token    = "t" // lease token (in flight)
+	f2LeaseTo  = "x" // lease expiry ms (in flight)
+	f2LeaseAt  = "l" // lease start ms (in flight)
+	f2Kind     = "k" // kind code of the current claim (in flight)
+	f2Sched    = "d" // "1" once a dispatcher claimed it (SPEC §8 events)
+	f2Attempt  = "A" // A<n>: attempt n, "kind started dur status outcome error"
+	f2Status   = "R" // last response status (the response: key :r)
+	f2LastErr  = "e" // last error
+	f2Finished = "F" // finished ms
+	f2Reason   = "D" // dead-letter reason
+)
+
+// chunkLen is the longest value a layout-2 record stores in one field.
+const chunkLen = 64
+
+// maxInlineChunks is how many chunks of the meta, or of the rest, a record
+// holds inline; a longer meta is one long field (the hash leaves listpack
+// encoding, correctness unchanged) and a longer rest goes to the key :q.
+const maxInlineChunks = 4
+
+// layout2Token starts every lease token of a layout-2 callout: Complete
+// and Release tell the layout from it (base64url never contains it).
+const layout2Token = "~"
+
+var stateCode = map[policy.State]string{
+	policy.Scheduled: "s", policy.Held: "h", policy.InFlight: "f", policy.Succeeded: "o",
+	policy.Failed: "x", policy.DeadLettered: "d",
+}
+
+var stateOfCode = func() map[string]policy.State {
+	m := map[string]policy.State{}
+	for s, c := range stateCode {
+		m[c] = s
+	}
+	return m
+}()
+
+var kindOfCode = map[string]policy.Kind{
+	"f": policy.KindFirst, "r": policy.KindRetry, "p": policy.KindProbe, "y": policy.KindReplay,
+}
+
+// Method codes of the packed meta; any other method is written out.
+var methodCode = map[string]byte{
+	http.MethodGet: 'G', http.MethodPost: 'P', http.MethodPut: 'U', http.MethodPatch: 'A',
+	http.MethodDelete: 'D', http.MethodHead: 'H', http.MethodOptions: 'O',
+}
+
+// Header names and values common in Apex callouts get one-byte codes in
+// the packed rest (1 … len); 0 means written out. Append only: the codes
+// are stored.
+var (
+	headerNames = []string{"Content-Type", "Accept", "User-Agent", "Accept-Encoding",
+		"Accept-Language", "Cache-Control", "Pragma", "Content-Encoding", "Traceparent",
+		"Tracestate", "X-Request-Id", "If-Match", "If-None-Match", "Content-Language"}
+	headerValues = []string{"application/json", "application/json; charset=UTF-8",
+		"application/json;charset=UTF-8", "text/plain", "text/xml", "application/xml",
+		"application/x-www-form-urlencoded", "*/*", "no-cache", "gzip",
+		"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2", "text/plain; charset=UTF-8"}
+	headerNameCode  = codes(headerNames)
+	headerValueCode = codes(headerValues)
+)
+
+func codes(list []string) map[string]byte {
+	m := make(map[string]byte, len(list))
+	for i, s := range list {
+		m[s] = byte(i + 1)
+	}
+	return m
+}
+
+// meta2 is what the packed meta holds.
+type meta2 struct {
+	Method, Endpoint, Path, Query, Key, Source string
+	Created                                    time.Time
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// packMeta packs m: a method code (or 0 and the method), then the
+// length-prefixed endpoint, path, query, key and source, then the created
+// time in Unix ms, as uvarints.
+func packMeta(m meta2) string {
+	b := make([]byte, 0, 16+len(m.Endpoint)+len(m.Path)+len(m.Query)+len(m.Key)+len(m.Source))
+	if c, ok := methodCode[m.Method]; ok {
+		b = append(b, c)
+	} else {
+		b = appendStr(append(b, 0), m.Method)
+	}
+	for _, s := range []string{m.Endpoint, m.Path, m.Query, m.Key, m.Source} {
+		b = appendStr(b, s)
+	}
+	return string(binary.AppendUvarint(b, uint64(max(m.Created.UnixMilli(), 0))))
+}
+
+var errPacked = errors.New("malformed packed record")
+
+// unpacker reads what packMeta and packRest wrote.
+type unpacker struct {
+	b   string
+	err error
+}
+
+func (u *unpacker) uvarint() uint64 {
+	if u.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint([]byte(u.b[:min(len(u.b), binary.MaxVarintLen64)]))
+	if n <= 0 {
+		u.err = errPacked
+		return 0
+	}
+	u.b = u.b[n:]
+	return v
+}
+
+func (u *unpacker) str() string {
+	n := u.uvarint()
+	if u.err != nil || n > uint64(len(u.b)) {
+		u.err = errPacked
+		return ""
+	}
+	s := u.b[:n]
+	u.b = u.b[n:]
+	return s
+}
+
+func (u *unpacker) byte() byte {
+	if u.err != nil || len(u.b) == 0 {
+		u.err = errPacked
+		return 0
+	}
+	c := u.b[0]
+	u.b = u.b[1:]
+	return c
+}
+
+func unpackMeta(s string) (meta2, error) {
+	u := &unpacker{b: s}
+	var m meta2
+	if c := u.byte(); c != 0 {
+		for name, code := range methodCode {
+			if code == c {
+				m.Method = name
+			}
+		}
+	} else {
+		m.Method = u.str()
+	}
+	m.Endpoint, m.Path, m.Query, m.Key, m.Source = u.str(), u.str(), u.str(), u.str(), u.str()
+	if ms := u.uvarint(); ms > 0 {
+		m.Created = time.UnixMilli(int64(ms))
+	}
+	if u.err == nil && m.Method == "" {
+		u.err = errPacked
+	}
+	return m, u.err
+}
+
+// packRest packs the request's headers and body: the count of header
+// fields, each as a name code (or 0 and the name), its count of values and
+// each value as a code (or 0 and the value), then the body to the end.
+// Names are canonical (http.CanonicalHeaderKey), as stored in layout 1.
+func packRest(h http.Header, body []byte) string {
+	names := make([]string, 0, len(h))
+	for name, vs := range h {
+		if len(vs) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names) // deterministic, so equal requests pack alike
+	b := binary.AppendUvarint(make([]byte, 0, 8+len(body)+32*len(names)), uint64(len(names)))
+	for _, name := range names {
+		cn := http.CanonicalHeaderKey(name)
+		if c, ok := headerNameCode[cn]; ok {
+			b = append(b, c)
+		} else {
+			b = appendStr(append(b, 0), cn)
+		}
+		b = binary.AppendUvarint(b, uint64(len(h[name])))
+		for _, v := range h[name] {
+			if c, ok := headerValueCode[v]; ok {
+				b = append(b, c)
+			} else {
+				b = appendStr(append(b, 0), v)
+			}
+		}
+	}
+	return string(append(b, body...))
+}
+
+func unpackRest(s string) (http.Header, []byte, error) {
+	u := &unpacker{b: s}
+	n := u.uvarint()
+	var h http.Header
+	for i := uint64(0); i < n && u.err == nil; i++ {
+		var name string
+		if c := u.byte(); c == 0 {
+			name = u.str()
+		} else if int(c) <= len(headerNames) {
+			name = headerNames[c-1]
+		} else {
+			u.err = errPacked
+		}
+		nv := u.uvarint()
+		if nv > uint64(len(u.b)) {
+			u.err = errPacked
+		}
+		vs := make([]string, 0, min(nv, 64))
+		for j := uint64(0); j < nv && u.err == nil; j++ {
+			if c := u.byte(); c == 0 {
+				vs = append(vs, u.str())
+			} else if int(c) <= len(headerValues) {
+				vs = append(vs, headerValues[c-1])
+			} else {
+				u.err = errPacked
+			}
+		}
+		if h == nil {
+			h = http.Header{}
+		}
+		h[name] = vs
+	}
+	if u.err != nil {
+		return nil, nil, u.err
+	}
+	var body []byte
+	if len(u.b) > 0 {
+		body = []byte(u.b)
+	}
+	return h, body, nil
+}
+
+// chunkFields returns the field/value pairs holding v in chunks of
+// chunkLen: names(1), names(2), …; one long field when v needs more than
+// maxInlineChunks chunks.
+func chunkFields(v string, name func(int) string) []any {
+	if len(v) > maxInlineChunks*chunkLen {
+		return []any{name(1), v}
+	}
+	var out []any
+	for i := 1; len(v) > 0; i++ {
+		n := min(len(v), chunkLen)
+		out = append(out, name(i), v[:n])
+		v = v[n:]
+	}
+	return out
+}
+
+func metaField(i int) string {
+	if i == 1 {
+		return f2Meta
+	}
+	return f2Meta + strconv.Itoa(i)
+}
+
+func restField(i int) string { return strconv.Itoa(i) }
+
+// joinChunks reassembles what chunkFields split, from a record's fields.
+func joinChunks(m map[string]string, name func(int) string) string {
+	var b strings.Builder
+	for i := 1; ; i++ {
+		v, ok := m[name(i)]
+		if !ok {
+			return b.String()
+		}
+		b.WriteString(v)
+	}
+}
+
+// encodeAttempt2 is a layout-2 attempt entry (A<n>): "kind started_ms
+// duration_ms status outcome error", error last (it may hold spaces). The
+// reaper writes the same form (lua/reap.lua).
+func encodeAttempt2(a policy.Attempt) string {
+	return string(a.Kind) + " " + strconv.FormatInt(a.StartedAt.UnixMilli(), 10) + " " +
+		strconv.FormatInt(a.Duration.Milliseconds(), 10) + " " + strconv.Itoa(a.Status) + " " +
+		string(a.Outcome) + " " + a.Error
+}
+
+func decodeAttempt2(n int, s string) (policy.Attempt, error) {
+	p := strings.SplitN(s, " ", 6)
+	if len(p) < 5 {
+		return policy.Attempt{}, errPacked
+	}
+	started, err1 := strconv.ParseInt(p[1], 10, 64)
+	dur, err2 := strconv.ParseInt(p[2], 10, 64)
+	status, err3 := strconv.Atoi(p[3])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return policy.Attempt{}, errPacked
+	}
+	a := policy.Attempt{N: n, Kind: policy.Kind(p[0]), StartedAt: time.UnixMilli(started),
+		Duration: time.Duration(dur) * time.Millisecond, Status: status, Outcome: policy.Outcome(p[4])}
+	if len(p) == 6 {
+		a.Error = p[5]
+	}
+	return a, nil
+}
+
+// attempts2 collects the A<n> fields of a record in order of n.
+func attempts2(m map[string]string) ([]policy.Attempt, error) {
+	var out []policy.Attempt
+	for f, v := range m {
+		ns, ok := strings.CutPrefix(f, f2Attempt)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(ns)
+		if err != nil {
+			continue
+		}
+		a, err := decodeAttempt2(n, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].N < out[j].N })
+	return out, nil
+}
+
+// newRecord2 returns the record fields of a new layout-2 callout as HSET
+// pairs, and its packed rest when that goes to :q ("" when inline). State,
+// charge and issuer tag are the script's to add.
+func newRecord2(nc policy.NewCallout, now time.Time) (fields []any, restQ string) {
+	fields = chunkFields(packMeta(meta2{Method: nc.Method, Endpoint: nc.Endpoint, Path: nc.Path,
+		Query: nc.Query, Key: nc.IdempotencyKey, Source: nc.SourceRecord, Created: now}), metaField)
+	rest := packRest(nc.Header, nc.Body)
+	if len(rest) > maxInlineChunks*chunkLen {
+		restQ = rest
+	} else {
+		fields = append(fields, chunkFields(rest, restField)...)
+	}
+	if nc.ReplayOf != "" {
+		fields = append(fields, f2ReplayOf, nc.ReplayOf)
+	}
+	return fields, restQ
+}
+
+// decodeRecord2 decodes the fields m of a layout-2 record; rest is its :q
+// (when m says it has one; "" otherwise).
+func decodeRecord2(id string, m map[string]string, rest string, issuer func(tag string) string) (*policy.Callout, error) {
+	meta, err := unpackMeta(joinChunks(m, metaField))
+	if err != nil {
+		return nil, errors.New("redisstore: callout " + id + ": meta: " + err.Error())
+	}
+	if m[f2RestInQ] != "1" {
+		rest = joinChunks(m, restField)
+	}
+	c := &policy.Callout{
+		ID: id, Endpoint: meta.Endpoint, Method: meta.Method, Path: meta.Path, Query: meta.Query,
+		IdempotencyKey: meta.Key, SourceRecord: meta.Source, CreatedAt: meta.Created,
+		State: stateOfCode[m[f2State]], Attempts: atoi(m[f2Attempts]),
+		FirstAttemptAt: fromMs(m[f2First]), LeaseExpiresAt: fromMs(m[f2LeaseTo]),
+		FinishedAt: fromMs(m[f2Finished]), ReplayOf: m[f2ReplayOf], LastError: m[f2LastErr],
+		DeadLetterReason: policy.DeadLetterReason(m[f2Reason]),
+	}
+	if tag := m[f2Issuer]; tag != "" {
+		c.Issuer = issuer(tag)
+	}
+	if rest != "" {
+		if c.Header, c.Body, err = unpackRest(rest); err != nil {
+			return nil, errors.New("redisstore: callout " + id + ": request: " + err.Error())
+		}
+		// The record keeps no fingerprint (its reservation keeps the first
+		// 96 bits, for idempotent replay); while it has the request, it is
+		// derived.
+		c.Fingerprint = policy.Fingerprint(c.Method, c.Path, c.Query, c.Body)
+	}
+	if c.AttemptLog, err = attempts2(m); err != nil {
+		return nil, errors.New("redisstore: callout " + id + ": attempt log: " + err.Error())
+	}
+	return c, nil
+}
