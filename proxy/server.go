@@ -62,6 +62,13 @@ type Store interface {
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 }
 
+// Completions applies the completion of an attempt, as Store.Complete does;
+// *redisstore.Completer implements it by pipelining the completions of
+// concurrent requests (issue 17: one round trip out, shared).
+type Completions interface {
+	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
+}
+
 // BreakerWatcher is told what each result did to its endpoint's breaker
 // (metrics, logs, auto-disable); *dispatch.Watcher implements it.
 type BreakerWatcher interface {
@@ -81,7 +88,10 @@ type Deps struct {
 	Callers  CallerAuth
 	Upstream Upstream
 	Store    Store
-	Metrics  *metrics.Metrics
+	// Completions, optional, writes the completions of synchronous
+	// attempts; nil: Store.Complete, one round trip each.
+	Completions Completions
+	Metrics     *metrics.Metrics
 	// Breakers is told what each result did to its endpoint's breaker.
 	Breakers BreakerWatcher
 	// Events is told of callouts that ended as dead letters on the
@@ -132,8 +142,10 @@ func New(d Deps) *Server {
 	if d.Rand == nil {
 		d.Rand = rand.Float64
 	}
-	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now),
-		tr: tracing.New(d.TracerProvider, d.Propagator)}
+	if d.Completions == nil {
+		d.Completions = d.Store
+	}
+	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now)}
 }
 
 // Drain makes /readyz fail so load balancers stop sending new callouts

@@ -107,7 +107,7 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 			applied = "wait=" + formatSeconds(in.prefs.wait)
 		}
 		cctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
-		res, err := s.d.Store.Complete(cctx, cl, comp)
+		res, err := s.d.Completions.Complete(cctx, cl, comp)
 		cancel()
 		end := s.attemptEnd(att, cls, comp, res)
 		if err != nil {

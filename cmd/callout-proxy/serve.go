@@ -78,9 +78,11 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil,
 	})
-	if err := registerGateCache(store, reg); err != nil {
-		return err
-	}
+	// One completion writer per replica: the completions of concurrent
+	// requests and dispatched attempts share a pipeline (Close, below,
+	// writes what is queued once both have stopped).
+	completer := redisstore.NewCompleter(store, redisstore.CompleterOptions{})
+	defer completer.Close()
 	// With a salesforce section, dead letters, completions and owner
 	// notifications go through the durable outbox to Salesforce.
 	sf, err := newSalesforceWriter(cfg, store, reg, getenv, logger, randomToken(), tp)
@@ -95,8 +97,8 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Events: events,
 		Notifier: notifier}
 	disp := dispatch.New(dispatch.Options{
-		Config: cfg, Store: store, Upstream: fwd, Metrics: m, Logger: logger,
-		Events: events, Breakers: watcher, TracerProvider: tp, Propagator: prop,
+		Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
+		Events: events, Breakers: watcher,
 	})
 	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
@@ -106,7 +108,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		return err
 	}
 	srv := proxy.New(proxy.Deps{
-		Config: cfg, Callers: callers, Upstream: fwd, Store: store,
+		Config: cfg, Callers: callers, Upstream: fwd, Store: store, Completions: completer,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
 		Logger: logger, Version: version(), Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
@@ -133,6 +135,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	// finish and be recorded (each is bounded by its attempt limit).
 	stopBackground()
 	wg.Wait()
+	completer.Close()
 	logger.Info("stopped")
 	return err
 }

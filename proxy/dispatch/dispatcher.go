@@ -28,6 +28,13 @@ type Store interface {
 	Reap(ctx context.Context, endpoint string, limit int) ([]string, error)
 }
 
+// Completions applies completions, as Store.Complete does;
+// *redisstore.Completer implements it by pipelining those of concurrent
+// attempts (the completions of a round go out together).
+type Completions interface {
+	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
+}
+
 // Upstream makes one attempt. *forward.Forwarder implements it.
 type Upstream interface {
 	Do(ctx context.Context, ep *config.Endpoint, req *forward.Request) forward.Attempt
@@ -49,11 +56,13 @@ type BreakerWatcher interface {
 // Options configure a Dispatcher. Config, Store, Upstream, Metrics and
 // Logger are required.
 type Options struct {
-	Config   *config.Config
-	Store    Store
-	Upstream Upstream
-	Metrics  *metrics.Metrics
-	Logger   *slog.Logger
+	Config *config.Config
+	Store  Store
+	// Completions, optional, writes completions; nil: Store.Complete.
+	Completions Completions
+	Upstream    Upstream
+	Metrics     *metrics.Metrics
+	Logger      *slog.Logger
 	// Events receives endings; nil: they are only logged.
 	Events Events
 	// Breakers is told of breaker changes; nil: ignored.
@@ -114,6 +123,9 @@ func New(o Options) *Dispatcher {
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Float64
+	}
+	if o.Completions == nil {
+		o.Completions = o.Store
 	}
 	o.Concurrency = orDefault(o.Concurrency, 64)
 	o.PerEndpoint = orDefault(o.PerEndpoint, 16)
@@ -306,16 +318,8 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *policy.Claimed) {
 // attempt dispatches cl (unless it is already exhausted), decides and
 // completes it. Traced, it joins the trace cl was accepted under.
 func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) {
-	ctx = d.tr.Resume(ctx, cl.TraceContext)
-	comp, span := d.outcome(ctx, ep, cl)
-	res, err := d.o.Store.Complete(ctx, cl, comp)
-	if span != nil {
-		end := tracing.Completed(comp, d.o.Config.Policy, d.o.Now())
-		if err == nil {
-			end.State, end.DeadLetter = res.State, res.Reason
-		}
-		span.EndAttempt(end)
-	}
+	comp := d.outcome(ctx, ep, cl)
+	res, err := d.o.Completions.Complete(ctx, cl, comp)
 	log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
 		slog.Int("attempt", cl.Attempt))
 	if d.tr != nil {
