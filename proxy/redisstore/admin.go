@@ -71,28 +71,16 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 // reads the records (one pipelined round trip) to name their
 // reservations in KEYS.
 func (s *Store) drain2(ctx context.Context, q queue, ids []string, gate string) ([]string, error) {
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			c, _, _ := q.record(id)
-			cmds[i] = p.HGetAll(ctx, c)
-		}
-		return nil
-	})
+	reservations, err := s.reservationsOf(ctx, q, ids)
 	if err != nil {
-		return nil, s.wrap("drain", err)
+		return nil, err
 	}
 	now := s.now()
 	keys := []string{q.acc, q.due, q.dl, q.sfo, q.sfx, q.dlb}
 	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), flag(s.outbox), gate}
 	for i, id := range ids {
 		c, rest, resp := q.record(id)
-		res := c
-		m := cmds[i].Val()
-		if meta, err := unpackMeta(joinChunks(m, metaField)); err == nil && meta.Key != "" {
-			res, _ = q.reservation(s.issuerOf(ctx, m[f2Issuer]), meta.Key)
-		}
-		keys = append(keys, c, rest, resp, res)
+		keys = append(keys, c, rest, resp, reservations[i])
 		args = append(args, id)
 	}
 	v, err := s.run(ctx, "drain", s.lua.drain, keys, args...)

@@ -342,9 +342,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		keep(err)
 	}
 	for i, r := range reqs {
-		if plans[i].legacyAll {
-			s.noteLegacyEmpty(ctx, r.Endpoint)
-		}
+		s.noteLegacyEmpty(ctx, r.Endpoint, plans[i].legacyAll)
 	}
 	return firstErr
 }
@@ -458,14 +456,29 @@ func (s *Store) decodeClaimed2(ctx context.Context, r []any, now, leaseUntil tim
 }
 
 // noteLegacyEmpty marks, once per Store and endpoint, that the endpoint's
-// legacy due and lease sets were seen empty, so create.lua stops counting
-// them (eLegacy). Best effort: a failure only keeps them counted.
-func (s *Store) noteLegacyEmpty(ctx context.Context, endpoint string) {
-	if _, ok := s.legacyEmpty.Load(endpoint); ok {
-		return
-	}
-	if s.rdb.HSet(ctx, keysOf(endpoint).ep, eLegacy, "0").Err() == nil {
-		s.legacyEmpty.Store(endpoint, struct{}{})
+// legacy due and lease sets were seen empty (keys.go "Layout 1"):
+// create.lua stops counting them ('L' = "0") and stops looking up legacy
+// reservations once the longest retention has passed from now ('Lr', set
+// once): by then every legacy record is gone. Legacy items seen again
+// (an old replica still running) clear both. Best effort: a failure only
+// keeps legacy work counted and looked up.
+func (s *Store) noteLegacyEmpty(ctx context.Context, endpoint string, empty bool) {
+	_, noted := s.legacyEmpty.Load(endpoint)
+	switch {
+	case empty && !noted:
+		until := s.now().Add(max(s.idemTTL, s.dlTTL))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, keysOf(endpoint).ep, eLegacy, "0")
+			p.HSetNX(ctx, keysOf(endpoint).ep, eLegacyUntil, msArg(until))
+			return nil
+		})
+		if err == nil {
+			s.legacyEmpty.Store(endpoint, struct{}{})
+		}
+	case !empty && noted:
+		if s.rdb.HDel(ctx, keysOf(endpoint).ep, eLegacy, eLegacyUntil).Err() == nil {
+			s.legacyEmpty.Delete(endpoint)
+		}
 	}
 }
 

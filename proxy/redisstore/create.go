@@ -146,7 +146,7 @@ func (s *Store) create(ctx context.Context, a createArgs) (createReply, string, 
 			rawOfID(nc.ReplayOf), nc.ReplayOf,
 			strconv.FormatInt(lim.MaxItems, 10), strconv.FormatInt(lim.MaxBytes, 10),
 			strconv.FormatInt(lim.MaxItemsPerIssuer, 10), strconv.FormatInt(lim.MaxBytesPerIssuer, 10),
-			tag, gs, gu, msArg(a.at), msArg(a.probeUntil), a.token, restQ, s.wakeChannel}
+			tag, gs, gu, msArg(a.at), msArg(a.probeUntil), a.token, restQ, s.wakeChannel, durMs(s.idemTTL)}
 		v, err := s.run(ctx, op, s.lua.create, keys, append(args, fields...)...)
 		if err != nil {
 			return createReply{}, "", err

@@ -62,7 +62,10 @@ func (s *Store) decodeAny(ctx context.Context, id string, m map[string]string, l
 		if err != nil {
 			return nil, err
 		}
-		if resp != "" {
+		if inline := joinChunks(m, respField); inline != "" {
+			resp = inline
+		}
+		if resp != "" && m[f2Status] != "" {
 			if c.Response, err = decodeResponse(resp); err != nil {
 				return nil, fmt.Errorf("redisstore: callout %s: response: %w", id, err)
 			}

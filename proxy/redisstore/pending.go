@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/redis/go-redis/v9"
 
@@ -29,10 +30,23 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 		return nil, 0, fmt.Errorf("redisstore: pending: limit %d not 1–%d or offset %d negative", limit, MaxPendingPage, offset)
 	}
 	k := keysOf(endpoint)
-	set := k.due
+	qs, err := s.queuesOf(ctx, endpoint)
+	if err != nil {
+		return nil, 0, err
+	}
+	type set struct {
+		key, tag string // tag "" for the legacy set
+	}
+	sets := []set{{k.due, ""}}
+	for _, q := range qs {
+		sets = append(sets, set{q.due, q.tag})
+	}
 	switch state {
 	case policy.InFlight:
-		set = k.lease
+		sets = []set{{k.lease, ""}}
+		for _, q := range qs {
+			sets = append(sets, set{q.lease, q.tag})
+		}
 	case policy.Scheduled, policy.Held:
 		g, _, err := s.gate(ctx, endpoint, s.now())
 		if err != nil {
@@ -44,36 +58,62 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 	default:
 		return nil, 0, fmt.Errorf("redisstore: pending: state %q is not scheduled, held or in_flight", state)
 	}
-	ids, err := s.rdb.ZRange(ctx, set, int64(offset), int64(offset+limit)).Result() // one more: is there a next page?
-	if err != nil {
-		return nil, 0, s.wrap("pending", err)
-	}
-	if len(ids) > limit {
-		ids, next = ids[:limit], offset+limit
-	}
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	// Every set's first offset+limit+1 entries, merged by score (both
+	// layouts and every queue, keys.go): one more than the page says
+	// whether there is a next page.
+	zs := make([]*redis.ZSliceCmd, len(sets))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			cmds[i] = p.HGetAll(ctx, k.callout(id))
+		for i, st := range sets {
+			zs[i] = p.ZRangeWithScores(ctx, st.key, 0, int64(offset+limit))
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, 0, s.wrap("pending", err)
 	}
-	page = make([]*policy.Callout, 0, len(ids))
-	for i, id := range ids {
-		m := cmds[i].Val()
-		if len(m) == 0 || m[fState] == "" {
+	type member struct {
+		id, record string
+		score      float64
+	}
+	var all []member
+	for i, z := range zs {
+		for _, m := range z.Val() {
+			id := m.Member.(string)
+			rec := k.callout(id)
+			if sets[i].tag != "" {
+				rec = sets[i].tag + "c:" + id
+			}
+			all = append(all, member{id, rec, m.Score})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].score < all[j].score })
+	if offset >= len(all) {
+		return []*policy.Callout{}, 0, nil
+	}
+	all = all[offset:]
+	if len(all) > limit {
+		all, next = all[:limit], offset+limit
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(all))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range all {
+			cmds[i] = p.HGetAll(ctx, m.record)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, s.wrap("pending", err)
+	}
+	page = make([]*policy.Callout, 0, len(all))
+	for i, m := range all {
+		c, err := s.decodeAny(ctx, m.id, cmds[i].Val(), func() storedParts { return storedParts{} }, "", "")
+		if errors.Is(err, policy.ErrNotFound) {
 			continue // ended between the two reads
 		}
-		c, err := decodeCallout(storedParts{hash: m})
 		if err != nil {
 			return nil, 0, err
 		}
-		if c.ID == "" {
-			c.ID = id
-		}
+		c.Body, c.AttemptLog, c.Response, c.Fingerprint = nil, nil, nil, ""
 		c.State = state
 		page = append(page, c)
 	}
@@ -81,16 +121,25 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 }
 
 // KeyHolder returns the id of the callout that holds the Idempotency-Key
+// (its layout-2 reservation, else a legacy one, keys.go)
 // key of issuer on endpoint (SPEC §5: the scope is issuer, endpoint, key;
 // key without sf-string quotes, as stored). Errors: policy.ErrNotFound
 // when no callout holds it (never used, or its retention ended),
 // ErrUnavailable.
 func (s *Store) KeyHolder(ctx context.Context, issuer, endpoint, key string) (string, error) {
-	ik := keysOf(endpoint).idem(issuer, key)
-	if ik == "" {
+	if key == "" {
 		return "", fmt.Errorf("redisstore: key holder: empty key: %w", policy.ErrNotFound)
 	}
-	id, err := s.rdb.HGet(ctx, ik, "id").Result()
+	q := queueAt(endpoint, queueShards(endpoint, s.shards(endpoint))[keyQueue(endpoint, issuer, key, s.shards(endpoint))])
+	res, legacy := q.reservation(issuer, key)
+	v, err := s.rdb.Get(ctx, res).Result()
+	if err == nil && len(v) >= 16 {
+		return idOfRaw(q.shard, v[:16]), nil
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", s.wrap("key holder", err)
+	}
+	id, err := s.rdb.HGet(ctx, legacy, "id").Result()
 	if errors.Is(err, redis.Nil) || (err == nil && id == "") {
 		return "", fmt.Errorf("redisstore: key holder %s: %w", endpoint, policy.ErrNotFound)
 	}

@@ -57,6 +57,10 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		if len(ids) == 0 {
 			continue
 		}
+		res, err := s.reservationsOf(ctx, q, ids)
+		if err != nil {
+			return nil, err
+		}
 		view, given, err := s.gateOf(ctx, q)
 		if err != nil {
 			return nil, err
@@ -64,9 +68,9 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		gs, gu := gateArgs(view, given)
 		keys := []string{q.due, q.lease, q.acc}
 		args := []any{msArg(now), gs, gu}
-		for _, id := range ids {
+		for j, id := range ids {
 			c, _, _ := q.record(id)
-			keys = append(keys, c)
+			keys = append(keys, c, res[j])
 			args = append(args, id)
 		}
 		c := &scriptCall{sc: s.lua.reap, keys: keys, args: args}
@@ -120,4 +124,31 @@ func (s *Store) publishWake(ctx context.Context, endpoint string) {
 	if s.wakeChannel != "" {
 		_ = s.rdb.Publish(ctx, s.wakeChannel, endpoint).Err()
 	}
+}
+
+// reservationsOf returns the reservation key of each layout-2 callout ids
+// of queue q (its record key when it has none), from their records' meta
+// and issuer tag (one pipelined round trip).
+func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]string, error) {
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			c, _, _ := q.record(id)
+			cmds[i] = p.HGetAll(ctx, c)
+		}
+		return nil
+	})
+	if err != nil && !isNil(err) {
+		return nil, s.wrap("reservations", err)
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		c, _, _ := q.record(id)
+		out[i] = c
+		m := cmds[i].Val()
+		if meta, err := unpackMeta(joinChunks(m, metaField)); err == nil && meta.Key != "" {
+			out[i], _ = q.reservation(s.issuerOf(ctx, m[f2Issuer]), meta.Key)
+		}
+	}
+	return out, nil
 }

@@ -72,6 +72,9 @@ const (
 	// eLegacy is "0" once the dispatcher saw the endpoint's legacy due and
 	// lease sets empty: create.lua stops counting them (keys.go).
 	eLegacy = "L"
+	// eLegacyUntil is the time (ms) after which no legacy reservation can
+	// exist any more: create.lua stops looking them up then (claim.go).
+	eLegacyUntil = "Lr"
 )
 
 // attemptJSON is the stored form of an Attempt.

@@ -34,7 +34,7 @@ const (
 	f2Kind     = "k" // kind code of the current claim (in flight)
 	f2Sched    = "d" // "1" once a dispatcher claimed it (SPEC §8 events)
 	f2Attempt  = "A" // A<n>: attempt n, "kind started dur status outcome error"
-	f2Status   = "R" // last response status (the response: key :r)
+	f2Status   = "R" // last response status; the response: r1 … r4 (respField) or key :r
 	f2LastErr  = "e" // last error
 	f2Finished = "F" // finished ms
 	f2Reason   = "D" // dead-letter reason
@@ -287,6 +287,9 @@ func metaField(i int) string {
 }
 
 func restField(i int) string { return strconv.Itoa(i) }
+
+// respField names the inline chunks of the last response: r1 … r4.
+func respField(i int) string { return "r" + strconv.Itoa(i) }
 
 // joinChunks reassembles what chunkFields split, from a record's fields.
 func joinChunks(m map[string]string, name func(int) string) string {

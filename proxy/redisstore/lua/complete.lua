@@ -36,7 +36,8 @@ local now_s = ARGV[1]
 local now = tonumber(now_s)
 local id, token, action, reason, given = ARGV[2], ARGV[3], ARGV[4], ARGV[11], ARGV[21]
 
-local rec = hread(keys.c, {'S', 't', 'n', 'b', 'i', 'Q', 'd', 'R'})
+local rec = hread(keys.c, concat({'S', 't', 'x', 'l', 'k', 'n', 'b', 'i', 'Q', 'd', 'R', 'e'},
+  rest_fields, resp_fields))
 if rec.S ~= 'f' or rec.t ~= token then return {'stale'} end
 local wc = {}
 local tag = rec.i or ''
@@ -44,6 +45,9 @@ local names = counter_names(tag)
 if given == '' then names = concat(names, gate_fields, breaker_fields) end
 local fa, wa = hread(acc, names), {}
 
+-- Begin's first attempt, ending before its lease: its reservation already
+-- has the TTL it needs (create.lua).
+local res_timed = rec.d ~= '1' and rec.n == '1' and now <= num(rec.x)
 local dispatched, scheduled = ARGV[5] ~= '', rec.d == '1'
 local n, charged = num(rec.n), 0
 if dispatched then
@@ -53,17 +57,26 @@ else
   n = n - 1
   put(rec, wc, 'n', str(n))
 end
-local resp = ARGV[18]
+-- the last response: inline chunks r1 … r4, or the key :r when longer
+local resp, resp_long = ARGV[18], false
+local old_long = present(rec.R) and chunks_len(rec, resp_fields) == 0
 if ARGV[17] ~= '' then
+  local before = chunks_len(rec, resp_fields)
+  if old_long then before = redis.call('STRLEN', keys.r) end
   put(rec, wc, 'R', ARGV[17])
-  local before = 0
-  if rec.R then before = redis.call('STRLEN', keys.r) end
+  if put_chunks(rec, wc, resp_fields, resp) then
+    if old_long then redis.call('DEL', keys.r) end
+    old_long = false
+  else
+    for _, f in ipairs(resp_fields) do blank(rec, wc, f) end
+    resp_long = true
+  end
   charged = charged + #resp - before
 end
 if ARGV[19] ~= '' then
   put(rec, wc, 'e', ARGV[19])
 elseif dispatched then
-  put(rec, wc, 'e', false)
+  blank(rec, wc, 'e')
 end
 put(rec, wc, 'b', str(num(rec.b) + charged))
 acc_add(fa, wa, tag, charged, 0)
@@ -87,10 +100,18 @@ if g == 'disabled' and (action == 'retry' or action == 'again') then
 end
 if action == 'again' and g ~= 'open' then action = 'again_refused' end
 
--- the response: kept with the record's TTL when it ends
+-- keep_response writes a long response to :r, with the TTL ttl when the
+-- callout ends (false: none); keys.r is then the key expire2 must still
+-- expire (the record key when none).
 local function keep_response(ttl)
-  if ARGV[17] == '' then return end
-  if ttl then redis.call('SET', keys.r, resp, 'PX', ttl) else redis.call('SET', keys.r, resp) end
+  if resp_long then
+    if ttl then
+      redis.call('SET', keys.r, resp, 'PX', ttl)
+    else
+      redis.call('SET', keys.r, resp)
+    end
+  end
+  if not ((resp_long and not ttl) or old_long) then keys.r = keys.c end
 end
 
 local state, notify = action, 0
@@ -113,9 +134,11 @@ elseif action == 'retry' or action == 'again_refused' then
   redis.call('ZREM', lease, id)
   redis.call('ZADD', due, at, id)
   put(rec, wc, 'S', st_code[state])
-  for _, l in ipairs(lease_fields) do put(rec, wc, l, false) end
+  for _, l in ipairs(lease_fields) do blank(rec, wc, l) end
   keep_response(false)
   hflush(keys.c, wc)
+  -- pending again: its reservation lives as long as it does
+  if keys.res ~= keys.c and not scheduled then redis.call('PERSIST', keys.res) end
 elseif action == 'dead' then
   state = 'dead_lettered'
   redis.call('ZREM', lease, id)
@@ -134,7 +157,7 @@ elseif action == 'dead' then
 else
   redis.call('ZREM', lease, id)
   keep_response(ARGV[12])
-  if ARGV[17] ~= '' or not rec.R then keys.r = keys.c end -- set with its TTL, or none
+  if res_timed then keys.res = keys.c end
   finish2(keys, rec, wc, fa, wa, st_code[action], now_s, ARGV[12])
   if outbox and action == 'succeeded' and scheduled then
     redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)

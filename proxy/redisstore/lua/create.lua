@@ -6,19 +6,22 @@
 -- KEYS: 1 record, 2 its :q (headers and body when not inline), 3 due,
 --       4 lease, 5 counters (the endpoint hash, or the queue's counter
 --       hash), 6 reservation, 7 legacy reservation (6 and 7: the record key
---       as a placeholder when there is none), 8.. more pending sets to
---       count (the legacy due and lease sets, home queue only)
+--       as a placeholder when there is none), 8.. the legacy due and lease
+--       sets (home queue only), counted while 'L' is not '0'
 -- ARGV: 1 now ms, 2 mode 'b' (Begin) | 'e' (Enqueue), 3 id,
 --       4 reservation value (raw id, 16 bytes, then raw fingerprint, 12),
 --       5 stale raw id, 6 stale id (a reservation held by it counts as free),
 --       7 takeover raw id, 8 takeover id (the dead letter a replay
 --       replaces; '' none), 9–12 caps: items, bytes, items per issuer,
 --       bytes per issuer (0: none), 13 issuer tag, 14 gate ('' read it from
---       KEYS[5]; else the state the caller read, sharded queues), 15 its
---       until ms, 16 due ms (Enqueue) | lease until ms (Begin),
---       17 probe token until ms, 18 lease token, 19 headers and body for
---       :q ('' when inline), 20 wake channel ('' none), 21.. the record's
---       field/value pairs
+--       KEYS[5]; else the state the caller read, sharded queues: 'probe'
+--       when it took the probe token), 15 its until ms, 16 due ms (Enqueue)
+--       | lease until ms (Begin), 17 probe token until ms, 18 lease token,
+--       19 headers and body for :q ('' when inline), 20 wake channel (''
+--       none), 21 idempotency retention ms, 22.. the record's field/value
+--       pairs
+-- Begin's reservation gets the TTL lease + retention at once (SET … PX): a first attempt that ends in time needs no other write to it
+-- (complete.lua); one that does not, or is reaped, resets it.
 -- Returns one of:
 --   {'exists', raw id, raw fingerprint, '2'}   a layout-2 reservation
 --   {'exists', id, fingerprint, '1'}           a legacy one
@@ -29,6 +32,11 @@ local c, q, due, lease, acc, res, lres = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEY
 local now_s = ARGV[1]
 local now = tonumber(now_s)
 local begin, id = ARGV[2] == 'b', ARGV[3]
+local tag, given = ARGV[13], ARGV[14]
+
+local names = counter_names(tag)
+if given == '' then names = concat(names, gate_fields, {'L', 'Lr'}) end
+local f, w = hread(acc, names), {}
 
 if res ~= c then
   local v = redis.call('GET', res)
@@ -39,8 +47,9 @@ if res ~= c then
     end
   end
 end
+-- A legacy reservation may exist until 'Lr' (keys.go, claim.go).
 local drop_legacy = false
-if lres ~= c then
+if lres ~= c and not (f.Lr and num(f.Lr) < now) then
   local cur = redis.call('HMGET', lres, 'id', 'fp')
   if cur[1] then
     if cur[1] ~= ARGV[6] and cur[1] ~= ARGV[8] then return {'exists', cur[1], cur[2], '1'} end
@@ -48,32 +57,22 @@ if lres ~= c then
   end
 end
 
-local tag, given = ARGV[13], ARGV[14]
-local names = counter_names(tag)
-if given == '' then names = concat(names, gate_fields, {'L'}) end
-local f, w = hread(acc, names), {}
 local g, g_until = gate_in(f, given, ARGV[15], now)
 if g == 'disabled' then return {'disabled'} end
 
--- Pending items are counted only under an items cap. 'L' = '0' in the
--- endpoint hash: no legacy due or lease set is left (the dispatcher notes
--- it), so they are not counted.
-local nd, items = false, 0
-if tonumber(ARGV[9]) > 0 then
-  nd = redis.call('ZCARD', due)
-  local sets = {lease}
-  if f.L ~= '0' then
-    for i = 8, #KEYS do sets[#sets + 1] = KEYS[i] end
-  end
-  items = nd + pending_items(sets)
+local items = num(f.bi)
+if tonumber(ARGV[9]) > 0 and f.L ~= '0' then
+  local sets = {}
+  for i = 8, #KEYS do sets[#sets + 1] = KEYS[i] end
+  items = items + pending_items(sets)
 end
 local size = record_overhead + #ARGV[19]
-for i = 21, #ARGV do size = size + #ARGV[i] end
+for i = 22, #ARGV do size = size + #ARGV[i] end
 local full = over_caps(f, items, {tonumber(ARGV[9]), tonumber(ARGV[10]),
   tonumber(ARGV[11]), tonumber(ARGV[12])}, size, tag)
 if full then return {full} end
 
-local rec = {unpack(ARGV, 21)}
+local rec = {unpack(ARGV, 22)}
 local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
 field('b', str(size))
 if tag ~= '' then field('i', tag) end
@@ -82,7 +81,6 @@ if ARGV[19] ~= '' then
   redis.call('SET', q, ARGV[19])
 end
 acc_add(f, w, tag, size, 1)
-if res ~= c then redis.call('SET', res, ARGV[4]) end
 if drop_legacy then redis.call('DEL', lres) end
 
 local state, out2, at = 'scheduled', g, ARGV[16]
@@ -107,17 +105,23 @@ elseif begin then
 end
 field('S', st_code[state])
 redis.call('HSET', c, unpack(rec))
-hflush(acc, w)
+if res ~= c then
+  if state == 'in_flight' then
+    redis.call('SET', res, ARGV[4], 'PX', str(tonumber(at) - now + tonumber(ARGV[21])))
+  else
+    redis.call('SET', res, ARGV[4])
+  end
+end
 if state == 'in_flight' then
   redis.call('ZADD', lease, at, id)
 else
   -- Wake the dispatchers (pub/sub, dispatch.Dispatcher) when this is the
-  -- first callout due in a queue that held none: one already there has
-  -- woken them, or they know when it is due.
-  if ARGV[20] ~= '' and state == 'scheduled' and tonumber(at) <= now then
-    if not nd then nd = redis.call('ZCARD', due) end
-    if nd == 0 then redis.call('PUBLISH', ARGV[20], ARGV[3]) end
+  -- first callout due in a queue that held none pending: others there
+  -- have woken them already, or they know when those are due.
+  if ARGV[20] ~= '' and state == 'scheduled' and tonumber(at) <= now and items == 0 then
+    redis.call('PUBLISH', ARGV[20], ARGV[3])
   end
   redis.call('ZADD', due, at, id)
 end
+hflush(acc, w)
 return {'created', state, out2, at}

@@ -11,8 +11,11 @@
 --   started, kind code), d '1' once a dispatcher claimed it, A<n> attempt
 --   n ("kind started_ms duration_ms status outcome error"), R last
 --   response status (the response itself: key :r), e last error,
---   F finished ms, D dead-letter reason, rb rt the replay mark.
--- Scripts never parse m or the chunks; they copy, keep or delete them.
+--   F finished ms, D dead-letter reason, rb rt the replay mark, r1 … r4 the
+--   last response in chunks (or the key :r when longer).
+-- A field a script drops is blanked ('' reads as absent, present() below),
+-- so a record is always written with one HSET and never an HDEL.
+-- Scripts never parse m or the chunks; they copy, keep or blank them.
 
 -- st_code maps a state to its code in 'S'.
 local st_code = {scheduled = 's', held = 'h', in_flight = 'f', succeeded = 'o',
@@ -23,15 +26,49 @@ local st_name = {s = 'scheduled', h = 'held', f = 'in_flight', o = 'succeeded',
 local kind_code = {first = 'f', retry = 'r', probe = 'p', replay = 'y'}
 local kind_name = {f = 'first', r = 'retry', p = 'probe', y = 'replay'}
 
--- rest_fields are the inline chunks of the packed headers and body.
+-- rest_fields are the inline chunks of the packed headers and body;
+-- resp_fields those of the last response.
 local rest_fields = {'1', '2', '3', '4'}
+local resp_fields = {'r1', 'r2', 'r3', 'r4'}
+local chunk_len = 64
+
+-- present reports whether a record field holds a value ('' is a blanked
+-- field).
+local function present(v)
+  return v and v ~= ''
+end
+
+-- blank drops record field n (in memory rec, noted in wc) when present.
+local function blank(rec, wc, n)
+  if present(rec[n]) then put(rec, wc, n, '') end
+end
+
+-- put_chunks stores v in the record's fields names (64 bytes each, the
+-- rest blanked); false when v does not fit them.
+local function put_chunks(rec, wc, names, v)
+  if #v > #names * chunk_len then return false end
+  for i, n in ipairs(names) do
+    local part = string.sub(v, (i - 1) * chunk_len + 1, i * chunk_len)
+    if part ~= '' then put(rec, wc, n, part) else blank(rec, wc, n) end
+  end
+  return true
+end
+
+-- chunks_len is the length of what fields names of rec hold.
+local function chunks_len(rec, names)
+  local n = 0
+  for _, f in ipairs(names) do
+    if rec[f] then n = n + #rec[f] end
+  end
+  return n
+end
 -- lease_fields are the record's fields of the current lease.
 local lease_fields = {'t', 'x', 'l', 'k'}
 
 -- counter_names are the backlog counter fields of issuer tag in a queue's
 -- counter hash (the endpoint hash for its home queue, keys.go).
 local function counter_names(tag)
-  return {'bb', 'ii:' .. tag, 'ib:' .. tag}
+  return {'bb', 'bi', 'ii:' .. tag, 'ib:' .. tag}
 end
 
 -- concat returns a new list of the elements of lists a, b, …
@@ -44,8 +81,11 @@ local function concat(...)
 end
 
 -- acc_add adds bytes and items to the counters of issuer tag in the
--- in-memory counter hash f, noting the writes in w (put). A counter that
--- reaches 0 or less is dropped, so an idle queue keeps no counter fields.
+-- in-memory counter hash f, noting the writes in w (put): 'bb' bytes and
+-- 'bi' pending items of the queue (layout-2 callouts: legacy ones are
+-- counted in their sets), 'ib:'/'ii:' tag the issuer's share. A counter
+-- that reaches 0 or less is dropped, so an idle queue keeps no counter
+-- fields.
 local function acc_add(f, w, tag, bytes, items)
   local function bump(n, d)
     if d == 0 then return end
@@ -53,6 +93,7 @@ local function acc_add(f, w, tag, bytes, items)
     if v > 0 then put(f, w, n, str(v)) elseif f[n] then put(f, w, n, false) end
   end
   bump('bb', bytes)
+  bump('bi', items)
   if tag and tag ~= '' then
     bump('ib:' .. tag, bytes)
     bump('ii:' .. tag, items)
@@ -78,14 +119,13 @@ local function pending_items(sets)
 end
 
 -- expire2 sets the TTL ms of a finished layout-2 callout's record, its
--- response (r; the record key c when it needs none) and its reservation
--- (res; c or '' when it has none). The record's
--- reservation still points at it when it ends: only a dead letter's is
--- ever taken over, and that happens later (a replay).
-local function expire2(c, r, res, ttl)
-  redis.call('PEXPIRE', c, ttl)
-  if r ~= c then redis.call('PEXPIRE', r, ttl) end
-  if res ~= '' and res ~= c then redis.call('PEXPIRE', res, ttl) end
+-- long response (keys.r; keys.c when it has none) and its reservation
+-- (keys.res; keys.c when it has none or its TTL is already right,
+-- complete.lua).
+local function expire2(keys, ttl)
+  redis.call('PEXPIRE', keys.c, ttl)
+  if keys.r ~= keys.c then redis.call('PEXPIRE', keys.r, ttl) end
+  if keys.res ~= keys.c then redis.call('PEXPIRE', keys.res, ttl) end
 end
 
 -- finish2 ends a layout-2 callout succeeded or failed (code 'o' or 'x'): it
@@ -93,32 +133,32 @@ end
 -- status, response, attempts, times) but not the request's headers and
 -- body (SPEC §5), releases every byte it was charged and its pending item
 -- (acc_add on the counters fa, writes in wa), and sets the TTLs. rec are
--- its fields as read (S, b, i, Q at least); wc collects the record's
--- writes.
+-- its fields as read (S, b, i, Q, the lease and the chunks at least); wc
+-- collects the record's writes.
 local function finish2(keys, rec, wc, fa, wa, code, now_s, ttl)
   acc_add(fa, wa, rec.i, -num(rec.b), -1)
-  if rec.Q then redis.call('DEL', keys.q) end
+  if present(rec.Q) then redis.call('DEL', keys.q) end
   put(rec, wc, 'S', code)
   put(rec, wc, 'F', now_s)
-  for _, n in ipairs(concat(lease_fields, rest_fields, {'b', 'Q', 'd'})) do put(rec, wc, n, false) end
+  for _, n in ipairs(concat(lease_fields, rest_fields, {'b', 'Q', 'd'})) do blank(rec, wc, n) end
   hflush(keys.c, wc)
-  expire2(keys.c, keys.r, keys.res, ttl)
+  expire2(keys, ttl)
 end
 
 -- dead_letter2 ends a layout-2 callout as a dead letter: it keeps
 -- everything, still charged, until discard or expiry (dl_release), counts
--- one pending item less for its issuer, indexes it (dl, its charge noted in
--- dlb) and prunes up to two index entries older than prune_before (ms) on
--- the way (the hourly sweep does the rest, dl_prune.lua).
+-- one pending item less, indexes it (dl, its charge noted in dlb) and
+-- prunes up to two index entries older than prune_before (ms) on the way
+-- (the hourly sweep does the rest, dl_prune.lua).
 local function dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ttl, prune_before)
   put(rec, wc, 'S', 'd')
   put(rec, wc, 'F', now_s)
   put(rec, wc, 'D', reason)
-  for _, n in ipairs(lease_fields) do put(rec, wc, n, false) end
+  for _, n in ipairs(lease_fields) do blank(rec, wc, n) end
   acc_add(fa, wa, rec.i, 0, -1)
   hflush(keys.c, wc)
-  expire2(keys.c, keys.r, keys.res, ttl)
-  if rec.Q then redis.call('PEXPIRE', keys.q, ttl) end
+  expire2(keys, ttl)
+  if present(rec.Q) then redis.call('PEXPIRE', keys.q, ttl) end
   redis.call('ZADD', keys.dl, now_s, id)
   redis.call('HSET', keys.dlb, id, str(num(rec.b)) .. ' ' .. (rec.i or ''))
   local old = redis.call('ZRANGEBYSCORE', keys.dl, '-inf', '(' .. prune_before, 'LIMIT', 0, 2)

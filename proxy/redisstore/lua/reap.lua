@@ -11,7 +11,10 @@
 -- (in a sharded queue the caller does, with the tokens returned).
 --
 -- KEYS: 1 due, 2 lease, 3 counters (the endpoint hash or the queue's
---       counter hash), then KEYS[3+i] the record of candidate i
+--       counter hash), then per candidate i: KEYS[2+2i] its record,
+--       KEYS[3+2i] its reservation (the record key when it has none): a
+--       reaped synchronous callout's reservation loses Begin's TTL, as it is
+--       pending again
 -- ARGV: 1 now ms, 2 gate ('' read it from KEYS[3]), 3 its until ms, then
 --       ARGV[3+i] the id of candidate i
 -- Returns {id, lease token, ...} of the callouts reaped.
@@ -22,12 +25,12 @@ local fa, wa, seen = {}, {}, {}
 if given == '' then hmore(acc, fa, seen, gate_fields) end
 
 local out, zrem, zadd = {}, {}, {}
-for i = 1, #KEYS - 3 do
-  local c, id = KEYS[3 + i], ARGV[3 + i]
+for i = 1, (#KEYS - 3) / 2 do
+  local c, res, id = KEYS[2 + 2 * i], KEYS[3 + 2 * i], ARGV[3 + i]
   local score = redis.call('ZSCORE', lease, id)
   if score and tonumber(score) <= now then
     zrem[#zrem + 1] = id
-    local rec, wc = hread(c, {'S', 't', 'n', 'k', 'l', 'i', 'b'}), {}
+    local rec, wc = hread(c, {'S', 't', 'x', 'n', 'k', 'l', 'i', 'b', 'd'}), {}
     if rec.S == 'f' then
       local token = rec.t or ''
       local started = num(rec.l)
@@ -49,8 +52,9 @@ for i = 1, #KEYS - 3 do
         if g_until > now then at = str(g_until) end
       end
       put(rec, wc, 'S', state)
-      for _, l in ipairs(lease_fields) do put(rec, wc, l, false) end
+      for _, l in ipairs(lease_fields) do blank(rec, wc, l) end
       hflush(c, wc)
+      if res ~= c and rec.d ~= '1' then redis.call('PERSIST', res) end
       zadd[#zadd + 1] = at
       zadd[#zadd + 1] = id
       out[#out + 1] = id
