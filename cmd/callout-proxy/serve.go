@@ -98,7 +98,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		Notifier: notifier}
 	disp := dispatch.New(dispatch.Options{
 		Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
-		Events: events, Breakers: watcher,
+		Events: events, Breakers: watcher, Wakeups: store.Wakeups(ctx),
 	})
 	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,

@@ -23,7 +23,7 @@ import (
 // Store is what the dispatcher needs of the delay queue.
 // *redisstore.Store implements it.
 type Store interface {
-	Claim(ctx context.Context, endpoint string, opts redisstore.ClaimOptions) (redisstore.ClaimResult, error)
+	ClaimBatch(ctx context.Context, reqs []redisstore.ClaimRequest) ([]redisstore.ClaimResult, error)
 	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
 	Reap(ctx context.Context, endpoint string, limit int) ([]string, error)
 }
@@ -79,19 +79,19 @@ type Options struct {
 	// Batch is the most callouts claimed from one endpoint per round
 	// (DESIGN "Fairness"). Default 16.
 	Batch int
-	// Idle is how long Run waits after a round that claimed nothing.
-	// Default 50ms.
+	// Idle is the backstop: the longest Run waits after a round that
+	// claimed nothing when nothing wakes it sooner — a Wake (this replica
+	// enqueued, or a slot freed), a message on Wakeups (another replica's
+	// enqueue, reap or release of held callouts), or the earliest due time
+	// or lease expiry the round saw. It bounds the schedule lag of work a
+	// lost wake message announced. Default 1s.
 	Idle time.Duration
-	// ReapEvery is how often each endpoint's expired leases are reaped.
-	// Default 1s.
+	// ReapEvery is the longest an endpoint goes without a look at its
+	// expired leases besides the lease expiries the rounds see. Default 1s.
 	ReapEvery time.Duration
-	// TracerProvider, optional, makes a span of every attempt, in the
-	// trace the callout was accepted under (its stored trace context), on
-	// whichever replica and however late it runs (docs/tracing.md); nil or
-	// a no-op provider: tracing off. Propagator is the one the forwarder
-	// injects with (W3C Trace Context when nil).
-	TracerProvider trace.TracerProvider
-	Propagator     propagation.TextMapPropagator
+	// Wakeups, optional, delivers a value when another replica published
+	// new due work (redisstore.Store.Wakeups).
+	Wakeups <-chan struct{}
 }
 
 // Dispatcher claims due callouts fairly across endpoints and makes their
@@ -110,7 +110,9 @@ type Dispatcher struct {
 	wasShut    map[string]bool
 	reopenedAt map[string]time.Time
 	reapedAt   map[string]time.Time
-	next       int // round-robin start
+	leaseAt    map[string]time.Time // endpoint -> earliest lease expiry seen
+	next       int                  // round-robin start
+	wakeAt     time.Time            // earliest due time or lease expiry the last round saw
 	wg         sync.WaitGroup
 	wake       chan struct{}
 	tr         *tracing.Tracer // nil: tracing off
@@ -131,14 +133,14 @@ func New(o Options) *Dispatcher {
 	o.PerEndpoint = orDefault(o.PerEndpoint, 16)
 	o.Batch = orDefault(o.Batch, 16)
 	if o.Idle <= 0 {
-		o.Idle = 50 * time.Millisecond
+		o.Idle = time.Second
 	}
 	if o.ReapEvery <= 0 {
 		o.ReapEvery = time.Second
 	}
 	return &Dispatcher{
 		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{},
-		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{},
+		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{}, leaseAt: map[string]time.Time{},
 		wasShut: map[string]bool{}, reopenedAt: map[string]time.Time{},
 		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, o.Propagator),
 	}
@@ -162,6 +164,10 @@ func (d *Dispatcher) Wake() {
 
 // Run dispatches until ctx ends, then waits for the attempts in flight to
 // complete (each is bounded by its endpoint's attempt limit) and returns.
+// After a round that claimed something it starts the next at once; after
+// one that claimed nothing it waits for a wake (Wake, Wakeups), the
+// earliest due time or lease expiry that round saw, or Idle, whichever
+// comes first — no polling while idle.
 func (d *Dispatcher) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -172,10 +178,22 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-d.wake:
+		case <-d.o.Wakeups:
 		}
-		wait := d.o.Idle
-		if d.Round(ctx) > 0 {
-			wait = 0
+		wait := time.Duration(0)
+		if d.Round(ctx) == 0 {
+			wait = d.o.Idle
+			d.mu.Lock()
+			if !d.wakeAt.IsZero() {
+				wait = min(wait, max(d.wakeAt.Sub(d.o.Now()), time.Millisecond))
+			}
+			d.mu.Unlock()
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
 		}
 		t.Reset(wait)
 	}
@@ -185,32 +203,63 @@ func (d *Dispatcher) Run(ctx context.Context) {
 func (d *Dispatcher) Wait() { d.wg.Wait() }
 
 // Round visits every endpoint once, starting one further each round:
-// reaps its expired leases when due, then claims a bounded batch that fits
-// its free slots and starts their attempts. It returns how many it claimed.
-// Attempts run in goroutines; Wait waits for them.
+// reaps its expired leases when due, sizes its claim to its free slots
+// (its max_concurrency or PerEndpoint, the replica's Concurrency, Batch),
+// then claims for all of them in one batched store call and starts the
+// attempts. It returns how many it claimed. Attempts run in goroutines;
+// Wait waits for them.
 func (d *Dispatcher) Round(ctx context.Context) int {
 	names := d.o.Config.EndpointNames()
 	if len(names) == 0 {
 		return 0
 	}
-	claimed := 0
 	start := d.next % len(names)
 	d.next++
+	var reqs []redisstore.ClaimRequest
+	var eps []*config.Endpoint
+	slots := cap(d.slots) - len(d.slots)
 	for i := range names {
 		ep, _ := d.o.Config.Endpoint(names[(start+i)%len(names)])
 		d.reap(ctx, ep)
-		claimed += d.claim(ctx, ep)
+		n := min(d.free(ep), slots)
+		if n <= 0 {
+			continue
+		}
+		slots -= n
+		reqs = append(reqs, redisstore.ClaimRequest{Endpoint: ep.Name, ClaimOptions: redisstore.ClaimOptions{
+			Batch: n, Lease: ep.Rules().Lease(), Breaker: ep.Rules().Breaker()}})
+		eps = append(eps, ep)
+	}
+	d.mu.Lock()
+	d.wakeAt = time.Time{}
+	d.mu.Unlock()
+	if len(reqs) == 0 {
+		return 0
+	}
+	res, err := d.o.Store.ClaimBatch(ctx, reqs)
+	if err != nil {
+		d.o.Logger.Warn("claim failed", slog.Int("endpoints", len(reqs)), slog.Any("error", err))
+		if res == nil {
+			return 0
+		}
+	}
+	claimed := 0
+	for i, r := range res {
+		claimed += d.claimed(ctx, eps[i], r)
 	}
 	return claimed
 }
 
-// reap returns ep's expired leases to the due set, at most every ReapEvery.
+// reap returns ep's expired leases to the due set: when a round saw one
+// of its leases expire, and at least every ReapEvery.
 func (d *Dispatcher) reap(ctx context.Context, ep *config.Endpoint) {
 	now := d.o.Now()
 	d.mu.Lock()
-	due := now.Sub(d.reapedAt[ep.Name]) >= d.o.ReapEvery
+	at := d.leaseAt[ep.Name]
+	due := now.Sub(d.reapedAt[ep.Name]) >= d.o.ReapEvery || (!at.IsZero() && !at.After(now))
 	if due {
 		d.reapedAt[ep.Name] = now
+		delete(d.leaseAt, ep.Name)
 	}
 	d.mu.Unlock()
 	if !due {
@@ -256,19 +305,10 @@ func (d *Dispatcher) free(ep *config.Endpoint) int {
 	return min(limit-d.inFlight[ep.Name], cap(d.slots)-len(d.slots), d.o.Batch)
 }
 
-// claim leases up to the free slots of ep and starts their attempts.
-func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
-	n := d.free(ep)
-	if n <= 0 {
-		return 0
-	}
-	res, err := d.o.Store.Claim(ctx, ep.Name, redisstore.ClaimOptions{
-		Batch: n, Lease: ep.Rules().Lease(), Breaker: ep.Rules().Breaker(),
-	})
-	if err != nil {
-		d.o.Logger.Warn("claim failed", slog.String("endpoint", ep.Name), slog.Any("error", err))
-		return 0
-	}
+// claimed takes in one endpoint's part of a batched claim: the gate it
+// saw, the dead letters a disabled gate made, the earliest due time and
+// lease expiry (for Run's wait and the reaper), and starts the attempts.
+func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res redisstore.ClaimResult) int {
 	d.mu.Lock()
 	switch {
 	case res.Gate.Shut():
@@ -279,6 +319,14 @@ func (d *Dispatcher) claim(ctx context.Context, ep *config.Endpoint) int {
 	case d.wasShut[ep.Name] && len(res.Claimed) > 0:
 		d.wasShut[ep.Name] = false
 		d.reopenedAt[ep.Name] = d.o.Now()
+	}
+	for _, at := range []time.Time{res.NextDueAt, res.LeaseExpiresAt, d.shutTill[ep.Name]} {
+		if at.After(d.o.Now()) && (d.wakeAt.IsZero() || at.Before(d.wakeAt)) {
+			d.wakeAt = at
+		}
+	}
+	if !res.LeaseExpiresAt.IsZero() {
+		d.leaseAt[ep.Name] = res.LeaseExpiresAt
 	}
 	d.mu.Unlock()
 	for _, id := range res.DeadLettered {

@@ -267,7 +267,7 @@ func (e *events) count(st policy.State) int {
 }
 
 // recStore is a dispatch.Store that records what Complete returned and
-// counts Claim calls per endpoint.
+// counts the claims that included each endpoint.
 type recStore struct {
 	dispatch.Store
 	mu     sync.Mutex
@@ -275,17 +275,19 @@ type recStore struct {
 	claims map[string]int
 }
 
-func (s *recStore) Claim(ctx context.Context, endpoint string, o redisstore.ClaimOptions) (redisstore.ClaimResult, error) {
+func (s *recStore) ClaimBatch(ctx context.Context, reqs []redisstore.ClaimRequest) ([]redisstore.ClaimResult, error) {
 	s.mu.Lock()
 	if s.claims == nil {
 		s.claims = map[string]int{}
 	}
-	s.claims[endpoint]++
+	for _, r := range reqs {
+		s.claims[r.Endpoint]++
+	}
 	s.mu.Unlock()
-	return s.Store.Claim(ctx, endpoint, o)
+	return s.Store.ClaimBatch(ctx, reqs)
 }
 
-// claimsOf is how many times Claim was called for endpoint.
+// claimsOf is how many claims (batched or not) included endpoint.
 func (s *recStore) claimsOf(endpoint string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

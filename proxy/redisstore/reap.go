@@ -152,3 +152,42 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 	}
 	return out, nil
 }
+
+// Wakeups subscribes to the wake channel (Options.WakeChannel) and returns
+// a channel that receives a value, coalesced (capacity 1), for every
+// message, until ctx ends: the dispatcher's cue that another replica made
+// work due now (create.lua, Reap, the release of held callouts). The
+// subscription reconnects by itself (go-redis PubSub); what is published
+// while it is down is lost, which the dispatcher's backstop wait bounds.
+// nil when the store publishes nothing.
+func (s *Store) Wakeups(ctx context.Context) <-chan struct{} {
+	if s.wakeChannel == "" {
+		return nil
+	}
+	ps := s.rdb.Subscribe(ctx, s.wakeChannel)
+	// Wait for the subscription to be confirmed, so what is published
+	// after Wakeups returns is seen.
+	if _, err := ps.Receive(ctx); err != nil {
+		s.log.Warn("redisstore: wake subscription", "err", err)
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer ps.Close()
+		ch := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-ch:
+				if !ok {
+					return
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}
