@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 // Store is what the dispatcher needs of the delay queue.
 // *redisstore.Store implements it.
 type Store interface {
-	ClaimBatch(ctx context.Context, reqs []redisstore.ClaimRequest) ([]redisstore.ClaimResult, error)
+	ClaimBatch(ctx context.Context, reqs []redisstore.ClaimRequest, total int) ([]redisstore.ClaimResult, error)
 	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
 	Reap(ctx context.Context, endpoint string, limit int) ([]string, error)
 }
@@ -204,8 +205,9 @@ func (d *Dispatcher) Wait() { d.wg.Wait() }
 
 // Round visits every endpoint once, starting one further each round:
 // reaps its expired leases when due, sizes its claim to its free slots
-// (its max_concurrency or PerEndpoint, the replica's Concurrency, Batch),
-// then claims for all of them in one batched store call and starts the
+// (its max_concurrency or PerEndpoint, and Batch), then claims for all of
+// them in one batched store call bounded by the replica's free slots
+// (Concurrency), fewest attempts in flight first, and starts the
 // attempts. It returns how many it claimed. Attempts run in goroutines;
 // Wait waits for them.
 func (d *Dispatcher) Round(ctx context.Context) int {
@@ -215,28 +217,41 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 	}
 	start := d.next % len(names)
 	d.next++
-	var reqs []redisstore.ClaimRequest
-	var eps []*config.Endpoint
-	slots := cap(d.slots) - len(d.slots)
+	type want struct {
+		ep       *config.Endpoint
+		n        int
+		inFlight int
+	}
+	var wants []want
 	for i := range names {
 		ep, _ := d.o.Config.Endpoint(names[(start+i)%len(names)])
 		d.reap(ctx, ep)
-		n := min(d.free(ep), slots)
-		if n <= 0 {
-			continue
+		if n := d.free(ep); n > 0 {
+			d.mu.Lock()
+			wants = append(wants, want{ep, n, d.inFlight[ep.Name]})
+			d.mu.Unlock()
 		}
-		slots -= n
-		reqs = append(reqs, redisstore.ClaimRequest{Endpoint: ep.Name, ClaimOptions: redisstore.ClaimOptions{
-			Batch: n, Lease: ep.Rules().Lease(), Breaker: ep.Rules().Breaker()}})
-		eps = append(eps, ep)
 	}
+	// Fairness (DESIGN "Fairness"): when due work exceeds the free slots,
+	// each slot goes to the endpoint with the fewest attempts in flight
+	// here among those with work due (rotation breaks ties), so a hung
+	// endpoint holding slots never starves the others of the ones freed.
+	sort.SliceStable(wants, func(i, j int) bool { return wants[i].inFlight < wants[j].inFlight })
+	reqs := make([]redisstore.ClaimRequest, len(wants))
+	eps := make([]*config.Endpoint, len(wants))
+	for i, w := range wants {
+		reqs[i] = redisstore.ClaimRequest{Endpoint: w.ep.Name, ClaimOptions: redisstore.ClaimOptions{
+			Batch: w.n, Lease: w.ep.Rules().Lease(), Breaker: w.ep.Rules().Breaker()}}
+		eps[i] = w.ep
+	}
+	slots := cap(d.slots) - len(d.slots)
 	d.mu.Lock()
 	d.wakeAt = time.Time{}
 	d.mu.Unlock()
 	if len(reqs) == 0 {
 		return 0
 	}
-	res, err := d.o.Store.ClaimBatch(ctx, reqs)
+	res, err := d.o.Store.ClaimBatch(ctx, reqs, slots)
 	if err != nil {
 		d.o.Logger.Warn("claim failed", slog.Int("endpoints", len(reqs)), slog.Any("error", err))
 		if res == nil {

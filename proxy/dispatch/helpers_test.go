@@ -275,7 +275,7 @@ type recStore struct {
 	claims map[string]int
 }
 
-func (s *recStore) ClaimBatch(ctx context.Context, reqs []redisstore.ClaimRequest) ([]redisstore.ClaimResult, error) {
+func (s *recStore) ClaimBatch(ctx context.Context, reqs []redisstore.ClaimRequest, total int) ([]redisstore.ClaimResult, error) {
 	s.mu.Lock()
 	if s.claims == nil {
 		s.claims = map[string]int{}
@@ -284,7 +284,7 @@ func (s *recStore) ClaimBatch(ctx context.Context, reqs []redisstore.ClaimReques
 		s.claims[r.Endpoint]++
 	}
 	s.mu.Unlock()
-	return s.Store.ClaimBatch(ctx, reqs)
+	return s.Store.ClaimBatch(ctx, reqs, total)
 }
 
 // claimsOf is how many claims (batched or not) included endpoint.

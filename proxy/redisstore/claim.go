@@ -55,7 +55,7 @@ type ClaimResult struct {
 // Claim leases up to opts.Batch due callouts of endpoint to the caller:
 // ClaimBatch for one endpoint. Errors: ErrUnavailable.
 func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (ClaimResult, error) {
-	r, err := s.ClaimBatch(ctx, []ClaimRequest{{Endpoint: endpoint, ClaimOptions: opts}})
+	r, err := s.ClaimBatch(ctx, []ClaimRequest{{Endpoint: endpoint, ClaimOptions: opts}}, 0)
 	if err != nil {
 		return ClaimResult{}, err
 	}
@@ -65,8 +65,12 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 // ClaimBatch leases due callouts of several endpoints at once (DESIGN
 // "Redis data model"; issue 17 "one script call claims up to N callouts
 // across due endpoints"): up to each request's Batch, which the caller
-// sizes to its free slots (fairness and max_concurrency are the
-// dispatcher's). Two round trips whatever the number of endpoints: one
+// sizes to each endpoint's free slots, and at most total in all (≤ 0: no
+// such bound), the caller's free slots. When the due callouts are more
+// than total, the slots go one at a time to the requests in their order,
+// skipping those with nothing more due: the caller orders them by its
+// fairness rule (fairness and max_concurrency are the dispatcher's).
+// Two round trips whatever the number of endpoints: one
 // pipeline reads every queue's first waiting ids and earliest lease (and
 // the gate of sharded endpoints whose view is stale), then one claim.lua
 // run per Redis Cluster slot that has candidates (on a single node, one in
@@ -75,7 +79,7 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 // legacy_claim.lua in the same pipeline. The attempt is counted at claim
 // time (Claimed.Attempt). Results are in request order. Errors:
 // ErrUnavailable.
-func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, error) {
+func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) ([]ClaimResult, error) {
 	for _, r := range reqs {
 		if r.Lease <= 0 {
 			return nil, fmt.Errorf("redisstore: claim: lease must be > 0")
@@ -86,6 +90,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]ClaimRes
 	if err != nil {
 		return nil, err
 	}
+	allot(plans, reqs, total)
 	out := make([]ClaimResult, len(reqs))
 	for i, p := range plans {
 		out[i] = ClaimResult{Gate: policy.Gate{State: policy.GateOpen}, NextDueAt: p.nextDue, LeaseExpiresAt: p.nextLease}
@@ -112,6 +117,7 @@ type endpointPlan struct {
 	nextDue   time.Time
 	nextLease time.Time
 	legacyAll bool // the legacy due and lease sets are both empty
+	want      int  // due candidates it may claim (its batch)
 }
 
 // candidates reads every queue's first waiting ids (ZRANGE … WITHSCORES)
@@ -201,14 +207,56 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				qp.view, _, _ = s.gateOf(ctx, qp.q) // fresh: read above or recently
 			}
 		}
-		spread(p, min(max(r.Batch, 1), maxBatch))
+		p.want = min(max(r.Batch, 1), maxBatch, len(p.legacy)+p.dueIn())
 	}
 	return plans, nil
+}
+
+// dueIn counts the due candidates of the plan's queues.
+func (p *endpointPlan) dueIn() int {
+	n := 0
+	for _, qp := range p.queues {
+		n += len(qp.ids)
+	}
+	return n
+}
+
+// allot gives each plan its share of total (≤ 0: each its want), one slot
+// at a time in request order among the plans that want more, and cuts the
+// candidates to it.
+func allot(plans []*endpointPlan, reqs []ClaimRequest, total int) {
+	share := make([]int, len(plans))
+	if total <= 0 {
+		for i, p := range plans {
+			share[i] = p.want
+		}
+	} else {
+		for more := true; more && total > 0; {
+			more = false
+			for i, p := range plans {
+				if total > 0 && share[i] < p.want {
+					share[i]++
+					total--
+					more = true
+				}
+			}
+		}
+	}
+	for i, p := range plans {
+		spread(p, share[i])
+	}
 }
 
 // spread cuts the candidates of an endpoint's queues to its batch, taking
 // from the queues in turn (legacy first: they are the oldest).
 func spread(p *endpointPlan, batch int) {
+	if batch <= 0 {
+		p.legacy = nil
+		for _, qp := range p.queues {
+			qp.ids = nil
+		}
+		return
+	}
 	if len(p.legacy) > batch {
 		p.legacy = p.legacy[:batch]
 	}
