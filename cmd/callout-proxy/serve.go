@@ -77,6 +77,12 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	store := redisstore.New(rdb, redisstore.Options{
 		Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil,
+		Shards: func(endpoint string) int {
+			if ep, ok := cfg.Endpoint(endpoint); ok {
+				return ep.Shards
+			}
+			return 1
+		},
 	})
 	// One completion writer per replica: the completions of concurrent
 	// requests and dispatched attempts share a pipeline (Close, below,

@@ -227,6 +227,9 @@ func (s SecretRef) String() string {
 	return "no secret"
 }
 
+// MaxShards is the most shards one endpoint may have (endpoints.*.shards).
+const MaxShards = 64
+
 // Endpoint is one allow-listed upstream API.
 type Endpoint struct {
 	// Name is the endpoint's key in Endpoints (filled in by Load).
@@ -263,6 +266,12 @@ type Endpoint struct {
 	// MaxConcurrency bounds concurrent dispatcher attempts to this endpoint
 	// per replica; zero: the dispatcher's default.
 	MaxConcurrency int `yaml:"max_concurrency"`
+	// Shards spreads this endpoint's queue over this many Redis hash tags
+	// (1 … 64), so a Redis Cluster spreads one busy endpoint over several
+	// primaries (docs/performance.md); zero or absent: 1. The breaker and
+	// gate stay one per endpoint; each shard enforces 1/Shards of the
+	// backlog caps.
+	Shards int `yaml:"shards"`
 	// MaxBacklogItems and MaxBacklogBytes cap this endpoint's pending
 	// callouts (scheduled, held, in flight) and their request bodies'
 	// bytes; zero inherits policy.max_backlog_items / max_backlog_bytes.

@@ -146,6 +146,9 @@ func (c *Config) validateEndpointLimits(col *collector, key string, e *Endpoint)
 	if e.MaxConcurrency < 0 {
 		col.add(key+".max_concurrency", "must not be negative; 0 means the dispatcher's default")
 	}
+	if e.Shards < 0 || e.Shards > MaxShards {
+		col.add(key+".shards", "must be 1 to %d (0 or absent: 1)", MaxShards)
+	}
 	p := c.Policy
 	if e.ConnectTimeout == p.ConnectTimeout && e.HeaderTimeout == p.HeaderTimeout && e.AttemptTimeout == p.AttemptTimeout {
 		return

@@ -18,6 +18,11 @@ func commandStats(t *testing.T, e *env) map[string]int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseCommandStats(info)
+}
+
+// parseCommandStats reads the calls by command of INFO commandstats.
+func parseCommandStats(info string) map[string]int64 {
 	out := map[string]int64{}
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")

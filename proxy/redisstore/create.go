@@ -130,6 +130,9 @@ func (s *Store) create(ctx context.Context, a createArgs) (createReply, string, 
 	if res == "" {
 		res, lres = c, c
 	}
+	if !q.home {
+		lres = c // legacy reservations are in the home slot; a new queue has none
+	}
 	keys := []string{c, rest, q.due, q.lease, q.acc, res, lres}
 	if q.home {
 		lk := keysOf(nc.Endpoint)
