@@ -145,7 +145,8 @@ func New(d Deps) *Server {
 	if d.Completions == nil {
 		d.Completions = d.Store
 	}
-	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now)}
+	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now),
+		tr: tracing.New(d.TracerProvider, d.Propagator)}
 }
 
 // Drain makes /readyz fail so load balancers stop sending new callouts

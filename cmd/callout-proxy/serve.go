@@ -84,6 +84,9 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			return 1
 		},
 	})
+	if err := registerGateCache(store, reg); err != nil {
+		return err
+	}
 	// One completion writer per replica: the completions of concurrent
 	// requests and dispatched attempts share a pipeline (Close, below,
 	// writes what is queued once both have stopped).
@@ -104,7 +107,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		Notifier: notifier}
 	disp := dispatch.New(dispatch.Options{
 		Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
-		Events: events, Breakers: watcher, Wakeups: store.Wakeups(ctx),
+		Events: events, Breakers: watcher, Wakeups: store.Wakeups(ctx), TracerProvider: tp, Propagator: prop,
 	})
 	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,

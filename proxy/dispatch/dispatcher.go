@@ -93,6 +93,13 @@ type Options struct {
 	// Wakeups, optional, delivers a value when another replica published
 	// new due work (redisstore.Store.Wakeups).
 	Wakeups <-chan struct{}
+	// TracerProvider, optional, makes a span of every attempt, in the
+	// trace the callout was accepted under (its stored trace context), on
+	// whichever replica and however late it runs (docs/tracing.md); nil or
+	// a no-op provider: tracing off. Propagator is the one the forwarder
+	// injects with (W3C Trace Context when nil).
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // Dispatcher claims due callouts fairly across endpoints and makes their
@@ -381,8 +388,16 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *policy.Claimed) {
 // attempt dispatches cl (unless it is already exhausted), decides and
 // completes it. Traced, it joins the trace cl was accepted under.
 func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) {
-	comp := d.outcome(ctx, ep, cl)
+	ctx = d.tr.Resume(ctx, cl.TraceContext)
+	comp, span := d.outcome(ctx, ep, cl)
 	res, err := d.o.Completions.Complete(ctx, cl, comp)
+	if span != nil {
+		end := tracing.Completed(comp, d.o.Config.Policy, d.o.Now())
+		if err == nil {
+			end.State, end.DeadLetter = res.State, res.Reason
+		}
+		span.EndAttempt(end)
+	}
 	log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
 		slog.Int("attempt", cl.Attempt))
 	if d.tr != nil {

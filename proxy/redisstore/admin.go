@@ -30,6 +30,9 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 	}
 	s.forgetGate(endpoint)
 	res := policy.DisableResult{Newly: replyInt(v) == 1}
+	if res.Newly {
+		s.gates.changed(endpoint) // disable.lua published it to the others
+	}
 	qs, err := s.queuesOf(ctx, endpoint)
 	if err != nil {
 		return res, err
@@ -146,6 +149,7 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 		return s.wrap("enable", err)
 	}
 	s.forgetGate(endpoint)
+	s.gateNotify(ctx, endpoint)
 	_, err = s.releaseHeld(ctx, endpoint)
 	return err
 }
@@ -163,6 +167,7 @@ func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
 		return s.wrap("reset breaker", err)
 	}
 	s.forgetGate(endpoint)
+	s.gateNotify(ctx, endpoint)
 	_, err = s.releaseHeld(ctx, endpoint)
 	return err
 }

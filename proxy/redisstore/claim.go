@@ -500,6 +500,7 @@ func (s *Store) decodeClaimed2(ctx context.Context, r []any, now, leaseUntil tim
 		ReplayOf: c.ReplayOf, Attempt: int(replyInt(r[2])), Kind: policy.Kind(replyStr(r[1])),
 		LeaseToken: "", LeaseExpiresAt: msTime(leaseUntil), StartedAt: msTime(now),
 		DueAt: time.UnixMilli(scoreMs(r[4])), FirstAttemptAt: fromMs(replyStr(r[3])), CreatedAt: c.CreatedAt,
+		TraceContext: c.TraceContext,
 	}, nil
 }
 

@@ -168,6 +168,7 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 	if res.Breaker.Opened || res.Breaker.Closed {
 		s.forgetGate(p.cl.Endpoint)
 	}
+	s.gateChanged(p.cl.Endpoint, res.Breaker, p.c.PausedUntil.After(p.now))
 	if p.c.Action == policy.ActionRetryInline && res.State == policy.InFlight {
 		p.cl.Attempt, p.cl.Kind = res.Attempts, policy.KindRetry
 		p.cl.StartedAt, p.cl.LeaseExpiresAt = msTime(p.now), msTime(p.now.Add(p.c.Lease))

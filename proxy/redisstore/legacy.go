@@ -77,5 +77,6 @@ func decodeClaimed(r []any) (*policy.Claimed, error) {
 		Header: headerOf(m), Body: body, IdempotencyKey: m[fKey], SourceRecord: m[fSource],
 		ReplayOf: m[fReplayOf], CreatedAt: fromMs(m[fCreated]), StartedAt: fromMs(m[fLeaseStart]),
 		LeaseExpiresAt: fromMs(m[fLeaseUntil]), DueAt: time.UnixMilli(scoreMs(r[3])),
+		TraceContext: m[fTrace],
 	}, nil
 }

@@ -36,7 +36,7 @@ func TestPendingCalloutMemory(t *testing.T) {
 				Body: []byte(`{"amount":1000,"currency":"eur"}`[:31]), IdempotencyKey: fmt.Sprintf(`"seed-%d"`, i),
 			}
 		}, maxPendingBytes},
-		{"Apex-shaped, 0-byte body", func(i int) policy.NewCallout {
+		{"Apex-shaped, 0-byte body, 55-byte traceparent", func(i int) policy.NewCallout {
 			return policy.NewCallout{
 				Endpoint: "payment-api", Issuer: "https://example.my.salesforce.com", Method: http.MethodPost,
 				Path: "/v1/charges", Header: http.Header{

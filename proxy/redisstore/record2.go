@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"sort"
@@ -102,6 +103,9 @@ func codes(list []string) map[string]byte {
 type meta2 struct {
 	Method, Endpoint, Path, Query, Key, Source string
 	Created                                    time.Time
+	// Trace is the W3C trace context it was accepted under
+	// (policy.NewCallout.TraceContext).
+	Trace string
 }
 
 func appendStr(b []byte, s string) []byte {
@@ -110,8 +114,9 @@ func appendStr(b []byte, s string) []byte {
 }
 
 // packMeta packs m: a method code (or 0 and the method), then the
-// length-prefixed endpoint, path, query, key and source, then the created
-// time in Unix ms, as uvarints.
+// length-prefixed endpoint, path, query, key and source, the created time
+// in Unix ms as a uvarint, then the length-prefixed trace context
+// (packTrace).
 func packMeta(m meta2) string {
 	b := make([]byte, 0, 16+len(m.Endpoint)+len(m.Path)+len(m.Query)+len(m.Key)+len(m.Source))
 	if c, ok := methodCode[m.Method]; ok {
@@ -122,7 +127,37 @@ func packMeta(m meta2) string {
 	for _, s := range []string{m.Endpoint, m.Path, m.Query, m.Key, m.Source} {
 		b = appendStr(b, s)
 	}
-	return string(binary.AppendUvarint(b, uint64(max(m.Created.UnixMilli(), 0))))
+	b = binary.AppendUvarint(b, uint64(max(m.Created.UnixMilli(), 0)))
+	return string(appendStr(b, packTrace(m.Trace)))
+}
+
+// packTrace packs a trace context "traceparent[,tracestate]": a version-00
+// traceparent (W3C Trace Context §3.2: 00-<32 hex>-<16 hex>-<2 hex>) as
+// 1, its 16 + 8 + 1 bytes and the rest as it is (26 bytes instead of 55);
+// anything else as 0 and itself; "" as "".
+func packTrace(tc string) string {
+	if tc == "" {
+		return ""
+	}
+	if len(tc) >= 55 && tc[:3] == "00-" && tc[35] == '-' && tc[52] == '-' && (len(tc) == 55 || tc[55] == ',') {
+		raw, err := hex.DecodeString(tc[3:35] + tc[36:52] + tc[53:55])
+		if err == nil && hex.EncodeToString(raw) == tc[3:35]+tc[36:52]+tc[53:55] {
+			return "\x01" + string(raw) + tc[55:]
+		}
+	}
+	return "\x00" + tc
+}
+
+func unpackTrace(p string) string {
+	switch {
+	case p == "":
+		return ""
+	case p[0] == 1 && len(p) >= 26:
+		h := hex.EncodeToString([]byte(p[1:26]))
+		return "00-" + h[:32] + "-" + h[32:48] + "-" + h[48:50] + p[26:]
+	default:
+		return p[1:]
+	}
 }
 
 var errPacked = errors.New("malformed packed record")
@@ -183,6 +218,7 @@ func unpackMeta(s string) (meta2, error) {
 	if ms := u.uvarint(); ms > 0 {
 		m.Created = time.UnixMilli(int64(ms))
 	}
+	m.Trace = unpackTrace(u.str())
 	if u.err == nil && m.Method == "" {
 		u.err = errPacked
 	}
@@ -358,7 +394,8 @@ func attempts2(m map[string]string) ([]policy.Attempt, error) {
 // charge and issuer tag are the script's to add.
 func newRecord2(nc policy.NewCallout, now time.Time) (fields []any, restQ string) {
 	fields = chunkFields(packMeta(meta2{Method: nc.Method, Endpoint: nc.Endpoint, Path: nc.Path,
-		Query: nc.Query, Key: nc.IdempotencyKey, Source: nc.SourceRecord, Created: now}), metaField)
+		Query: nc.Query, Key: nc.IdempotencyKey, Source: nc.SourceRecord, Created: now,
+		Trace: nc.TraceContext}), metaField)
 	rest := packRest(nc.Header, nc.Body)
 	if len(rest) > maxInlineChunks*chunkLen {
 		restQ = rest
@@ -387,7 +424,7 @@ func decodeRecord2(id string, m map[string]string, rest string, issuer func(tag 
 		State: stateOfCode[m[f2State]], Attempts: atoi(m[f2Attempts]),
 		FirstAttemptAt: fromMs(m[f2First]), LeaseExpiresAt: fromMs(m[f2LeaseTo]),
 		FinishedAt: fromMs(m[f2Finished]), ReplayOf: m[f2ReplayOf], LastError: m[f2LastErr],
-		DeadLetterReason: policy.DeadLetterReason(m[f2Reason]),
+		DeadLetterReason: policy.DeadLetterReason(m[f2Reason]), TraceContext: meta.Trace,
 	}
 	if tag := m[f2Issuer]; tag != "" {
 		c.Issuer = issuer(tag)

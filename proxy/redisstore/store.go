@@ -92,6 +92,9 @@ type Store struct {
 	outbox  bool
 	// seen remembers endpoints already added to cp:endpoints by this Store.
 	seen sync.Map
+	// gates is this replica's gate cache (gatecache.go), used by
+	// CachedAdmission while WatchGates runs.
+	gates *gateCache
 	// issuers maps issuer tags to issuers (cp:iss, create.go).
 	issuers     sync.Map
 	shardsOf    func(string) int
@@ -111,7 +114,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards,
-		wakeChannel: opts.WakeChannel,
+		wakeChannel: opts.WakeChannel, gates: newGateCache(),
 	}
 	switch s.wakeChannel {
 	case "":

@@ -164,6 +164,7 @@ else
   end
 end
 hflush(acc, wa)
+if given == '' then gate_publish(acc) end
 
 local probe = 0
 if is_probe then probe = 1 end

@@ -257,6 +257,23 @@ local function dead_letter(p, ep, dl, dlb, idem, id, now_s, reason, ttl, prune_b
   dl_prune(ep, dl, dlb, prune_before)
 end
 
+-- gate_changed tells every replica's gate cache (gatecache.go) that the
+-- gate of endpoint hash ep changed in this script: one PUBLISH of the key on
+-- the 'cp:gate' channel (on Redis Cluster, PUBLISH reaches every node's
+-- subscribers). Call it after the change, in the script that makes it.
+local function gate_changed(ep)
+  redis.call('PUBLISH', 'cp:gate', ep)
+end
+
+-- gate_dirty is set by breaker_apply and pause_apply when they change what
+-- the gate cache shows; gate_publish, called after the endpoint hash is
+-- written, publishes it once.
+local gate_dirty = false
+local function gate_publish(ep)
+  if gate_dirty then gate_changed(ep) end
+  gate_dirty = false
+end
+
 -- put sets field n of the in-memory hash f to v (false: delete) and notes
 -- the write in w, for hflush.
 local function put(f, w, n, v)
@@ -303,12 +320,14 @@ local function breaker_apply(f, w, now_s, is_probe, success, counts, threshold, 
       if f[n] then put(f, w, n, false) end
     end
     put(f, w, 'lsu', now_s)
+    gate_dirty = true
     return 0, closed, 0, ended
   end
   if is_probe then
     put(f, w, 'pt', false)
     put(f, w, 'pe', false)
     if counts then put(f, w, 'pa', probe_next) end
+    gate_dirty = true
   end
   if not counts then return 0, 0, 0, 0 end
   local opened, began = 0, 0
@@ -324,7 +343,7 @@ local function breaker_apply(f, w, now_s, is_probe, success, counts, threshold, 
     if not f.oa then put(f, w, 'oa', now_s) end
     opened = 1
   end
-  if not is_probe and (began == 1 or opened == 1) then gate_changed(ep) end
+  if not is_probe and (began == 1 or opened == 1) then gate_dirty = true end
   return opened, 0, began, 0
 end
 
@@ -334,6 +353,7 @@ local function breaker_update(ep, now_s, is_probe, success, counts, threshold, p
   local f, w = hread(ep, breaker_fields), {}
   local opened, closed, began, ended = breaker_apply(f, w, now_s, is_probe, success, counts, threshold, probe_next)
   hflush(ep, w)
+  gate_publish(ep)
   return opened, closed, began, ended
 end
 
@@ -341,7 +361,10 @@ end
 -- shortening it.
 local function pause_apply(f, w, until_s)
   local u = tonumber(until_s)
-  if u > 0 and u > num(f.pu) then put(f, w, 'pu', until_s) end
+  if u > 0 and u > num(f.pu) then
+    put(f, w, 'pu', until_s)
+    gate_dirty = true
+  end
 end
 
 -- pause extends the endpoint-wide pause to until (ms), never shortening it.
@@ -349,6 +372,7 @@ local function pause(ep, until_s)
   local f, w = hread(ep, {'pu'}), {}
   pause_apply(f, w, until_s)
   hflush(ep, w)
+  gate_publish(ep)
 end
 
 -- outbox_dead_letter queues, in the same script as the dead letter, the

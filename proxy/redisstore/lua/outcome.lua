@@ -15,6 +15,7 @@ local opened, closed, began, ended = breaker_apply(f, w, ARGV[1], is_probe, ARGV
   ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6])
 pause_apply(f, w, ARGV[7])
 hflush(ep, w)
+gate_publish(ep)
 local probe = 0
 if is_probe then probe = 1 end
 return {opened, closed, began, ended, num(f.cf), num(f.os), probe}
