@@ -47,6 +47,10 @@ type loadResult struct {
 	// sum.
 	Sent      map[string]float64
 	SentTotal float64
+	// RoundTrips are the socket reads Redis processed per request (INFO
+	// stats total_reads_processed): the round trips, pipelines counted
+	// once however many commands they carry.
+	RoundTrips float64
 	// RedisCPU and ProxyCPU are CPU time per request, microseconds.
 	RedisCPU, ProxyCPU float64
 	// Memory is used_memory's growth per request, bytes: what the records
@@ -58,6 +62,8 @@ type loadResult struct {
 type idle struct {
 	Commands map[string]float64
 	Total    float64
+	// Reads are the socket reads Redis processed per second.
+	Reads float64
 	// RedisCPU and ProxyCPU are CPU seconds per second.
 	RedisCPU, ProxyCPU float64
 }
@@ -76,7 +82,7 @@ func measureIdle(ctx context.Context, r *redisServer, p *proxyProcess, d time.Du
 	}
 	dd := diff(before, after)
 	s := d.Seconds()
-	out := idle{Commands: map[string]float64{}, Total: float64(dd.total()) / s,
+	out := idle{Commands: map[string]float64{}, Total: float64(dd.total()) / s, Reads: float64(dd.Reads) / s,
 		RedisCPU: dd.CPU / s, ProxyCPU: (cpuSeconds(p.Pid()) - cpu) / s}
 	for name, n := range dd.Calls {
 		out.Commands[name] = float64(n) / s
@@ -110,7 +116,7 @@ func run(ctx context.Context, r *redisServer, p *proxyProcess, store *redisstore
 	res := loadResult{ID: e.ID, Name: e.Name, N: n, Seconds: secs, Commands: map[string]float64{},
 		RedisCPU: (dd.CPU - bg.RedisCPU*secs) / float64(n) * 1e6,
 		ProxyCPU: (cpuSeconds(p.Pid()) - cpu - bg.ProxyCPU*secs) / float64(n) * 1e6,
-		Memory:   dd.Memory / int64(n)}
+		Memory:   dd.Memory / int64(n), RoundTrips: (float64(dd.Reads) - bg.Reads*secs) / float64(n)}
 	for name, c := range dd.Calls {
 		v := (float64(c) - bg.Commands[name]*secs) / float64(n)
 		if v >= 0.005 {

@@ -200,11 +200,11 @@ func (rep *report) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nIdle proxy (1 replica, 1 endpoint): %.1f Redis commands/s (%s), Redis CPU %.4f s/s, proxy CPU %.4f s/s\n\n",
 		rep.Idle.Total, commandList(rep.Idle.Commands), rep.Idle.RedisCPU, rep.Idle.ProxyCPU)
-	fmt.Fprintln(w, "| request through the proxy | commands sent each | sent, by command | commands executed each (scripts included) | Redis CPU µs each | proxy CPU µs each | Redis memory left, bytes each | requests/s here |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| request through the proxy | commands sent each | sent, by command | round trips each (socket reads) | commands executed each (scripts included) | Redis CPU µs each | proxy CPU µs each | Redis memory left, bytes each | requests/s here |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, l := range rep.Loads {
-		fmt.Fprintf(w, "| %s | %.2f | %s | %.2f | %.0f | %.0f | %d | %.0f |\n", l.Name, l.SentTotal, commandList(l.Sent),
-			l.Total, l.RedisCPU, l.ProxyCPU, l.Memory, float64(l.N)/l.Seconds)
+		fmt.Fprintf(w, "| %s | %.2f | %s | %.2f | %.2f | %.0f | %.0f | %d | %.0f |\n", l.Name, l.SentTotal, commandList(l.Sent),
+			l.RoundTrips, l.Total, l.RedisCPU, l.ProxyCPU, l.Memory, float64(l.N)/l.Seconds)
 	}
 	fmt.Fprintln(w, "\nCommands executed, by command:")
 	for _, l := range rep.Loads {

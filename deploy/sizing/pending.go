@@ -54,14 +54,18 @@ func measurePending(ctx context.Context, r *redisServer, n, bodyBytes int) (pend
 
 // keysOf returns MEMORY USAGE of a callout's record, of the idempotency
 // reservation of its shard (there is one per callout; any one is typical)
-// and of its body key, bytes.
+// and of its :q key (its headers and body when they do not fit inline),
+// bytes.
 func (r *redisServer) keysOf(ctx context.Context, id string) (record, reservation, body int64) {
 	keys, _ := r.Client.Keys(ctx, "*"+id).Result()
 	if len(keys) == 1 {
 		record = r.Client.MemoryUsage(ctx, keys[0], 0).Val()
-		body = r.Client.MemoryUsage(ctx, keys[0]+":b", 0).Val()
+		// the headers and body: inline in the record (layout 2) unless
+		// long, then in :q
+		body = r.Client.MemoryUsage(ctx, keys[0]+":q", 0).Val()
 	}
-	if idem, _ := r.Client.Keys(ctx, "*:idem:*").Result(); len(idem) > 0 {
+	// the layout-2 reservation, cp:{sN}:i:{h}
+	if idem, _ := r.Client.Keys(ctx, "*:i:*").Result(); len(idem) > 0 {
 		reservation = r.Client.MemoryUsage(ctx, idem[0], 0).Val()
 	}
 	return record, reservation, body

@@ -75,13 +75,17 @@ type snapshot struct {
 	UsedMemory int64
 	// CPU is used_cpu_user + used_cpu_sys of the main thread, seconds.
 	CPU float64
+	// Reads is total_reads_processed: socket read events, each carrying
+	// one or more commands (a pipeline of many arrives in few): the round
+	// trips clients made.
+	Reads int64
 	// Calls are the calls of each command (lower case, e.g. "evalsha").
 	Calls map[string]int64
 }
 
 // info reads memory, CPU and commandstats in one INFO call.
 func (r *redisServer) info(ctx context.Context) (snapshot, error) {
-	text, err := r.Client.Info(ctx, "memory", "cpu", "commandstats").Result()
+	text, err := r.Client.Info(ctx, "memory", "cpu", "commandstats", "stats").Result()
 	if err != nil {
 		return snapshot{}, err
 	}
@@ -98,6 +102,8 @@ func (r *redisServer) info(ctx context.Context) (snapshot, error) {
 		case key == "used_cpu_user" || key == "used_cpu_sys":
 			f, _ := strconv.ParseFloat(value, 64)
 			s.CPU += f
+		case key == "total_reads_processed":
+			s.Reads, _ = strconv.ParseInt(value, 10, 64)
 		case strings.HasPrefix(key, "cmdstat_"):
 			s.Calls[strings.TrimPrefix(key, "cmdstat_")] = callsOf(value)
 		}
@@ -123,10 +129,12 @@ type delta struct {
 	Calls  map[string]int64
 	Memory int64
 	CPU    float64
+	Reads  int64
 }
 
 func diff(before, after snapshot) delta {
-	d := delta{Calls: map[string]int64{}, Memory: after.UsedMemory - before.UsedMemory, CPU: after.CPU - before.CPU}
+	d := delta{Calls: map[string]int64{}, Memory: after.UsedMemory - before.UsedMemory, CPU: after.CPU - before.CPU,
+		Reads: after.Reads - before.Reads - 1} // the INFO itself
 	for name, n := range after.Calls {
 		if name == "info" || name == "config|resetstat" || name == "config" {
 			continue

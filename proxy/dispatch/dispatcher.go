@@ -88,7 +88,8 @@ type Options struct {
 	// lost wake message announced. Default 1s.
 	Idle time.Duration
 	// ReapEvery is the longest an endpoint goes without a look at its
-	// expired leases besides the lease expiries the rounds see. Default 1s.
+	// expired leases besides the lease expiries the rounds see (each round
+	// reads every queue's earliest lease). Default 10s.
 	ReapEvery time.Duration
 	// Wakeups, optional, delivers a value when another replica published
 	// new due work (redisstore.Store.Wakeups).
@@ -144,7 +145,7 @@ func New(o Options) *Dispatcher {
 		o.Idle = time.Second
 	}
 	if o.ReapEvery <= 0 {
-		o.ReapEvery = time.Second
+		o.ReapEvery = 10 * time.Second
 	}
 	return &Dispatcher{
 		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{},

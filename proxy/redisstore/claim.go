@@ -144,7 +144,9 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		for i, r := range reqs {
 			batch := int64(min(max(r.Batch, 1), maxBatch))
 			lk := keysOf(r.Endpoint)
-			legacy[i] = read{p.ZRangeWithScores(ctx, lk.due, 0, batch-1), p.ZRangeWithScores(ctx, lk.lease, 0, 0)}
+			if s.legacyDue(r.Endpoint, now) {
+				legacy[i] = read{p.ZRangeWithScores(ctx, lk.due, 0, batch-1), p.ZRangeWithScores(ctx, lk.lease, 0, 0)}
+			}
 			for _, qp := range plans[i].queues {
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, batch-1),
 					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0)})
@@ -159,6 +161,9 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	for i := range reqs {
 		for _, r := range append(reads[i], legacy[i]) {
 			for _, c := range []*redis.ZSliceCmd{r.due, r.lease} {
+				if c == nil {
+					continue
+				}
 				if err := c.Err(); err != nil && !isNil(err) {
 					return nil, s.wrap("claim", err)
 				}
@@ -197,9 +202,12 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			}
 			return due
 		}
-		p.legacy = note(legacy[i].due.Val(), false)
-		note(legacy[i].lease.Val(), true)
-		p.legacyAll = len(legacy[i].due.Val()) == 0 && len(legacy[i].lease.Val()) == 0
+		p.legacyAll = true
+		if legacy[i].due != nil {
+			p.legacy = note(legacy[i].due.Val(), false)
+			note(legacy[i].lease.Val(), true)
+			p.legacyAll = len(legacy[i].due.Val()) == 0 && len(legacy[i].lease.Val()) == 0
+		}
 		for j, qp := range p.queues {
 			qp.ids = note(reads[i][j].due.Val(), false)
 			note(reads[i][j].lease.Val(), true)
@@ -502,6 +510,27 @@ func (s *Store) decodeClaimed2(ctx context.Context, r []any, now, leaseUntil tim
 		DueAt: time.UnixMilli(scoreMs(r[4])), FirstAttemptAt: fromMs(replyStr(r[3])), CreatedAt: c.CreatedAt,
 		TraceContext: c.TraceContext,
 	}, nil
+}
+
+// legacyCheck is how often a round looks at an endpoint's legacy due and
+// lease sets once they were seen empty (an old replica of a rolling
+// upgrade may still fill them).
+const legacyCheck = 10 * time.Second
+
+// legacyDue reports whether this round reads endpoint's legacy sets: until
+// they are seen empty, then every legacyCheck.
+func (s *Store) legacyDue(endpoint string, now time.Time) bool {
+	if _, noted := s.legacyEmpty.Load(endpoint); !noted {
+		return true
+	}
+	st := s.shardState(endpoint)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if now.Sub(st.legacyAt) < legacyCheck {
+		return false
+	}
+	st.legacyAt = now
+	return true
 }
 
 // noteLegacyEmpty marks, once per Store and endpoint, that the endpoint's

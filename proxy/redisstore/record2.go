@@ -25,7 +25,7 @@ const (
 	f2Attempts = "n" // attempts made, integer; absent: 0
 	f2Issuer   = "i" // issuer tag (issuerTag); the issuer itself: cp:iss
 	f2Charged  = "b" // bytes charged to the backlog (pending and dead letters)
-	f2Meta     = "m" // packed meta, chunked: m, m2, m3, m4 (or one long m)
+	f2Meta     = "m" // packed meta, chunked: m, m2, m3, m4 (or one long m); the rest: 1 … 8
 	f2RestInQ  = "Q" // "1": the packed rest is the string :q, not chunks 1…4
 	f2ReplayOf = "o" // replay_of callout id
 	f2First    = "a" // first attempt ms
@@ -44,10 +44,14 @@ const (
 // chunkLen is the longest value a layout-2 record stores in one field.
 const chunkLen = 64
 
-// maxInlineChunks is how many chunks of the meta, or of the rest, a record
-// holds inline; a longer meta is one long field (the hash leaves listpack
-// encoding, correctness unchanged) and a longer rest goes to the key :q.
-const maxInlineChunks = 4
+// maxInlineChunks is how many chunks of the meta a record holds inline (a
+// longer meta is one long field: the hash leaves listpack encoding,
+// correctness unchanged); maxRestChunks how many of the rest (headers and
+// body: a longer one goes to the key :q).
+const (
+	maxInlineChunks = 4
+	maxRestChunks   = 8
+)
 
 // layout2Token starts every lease token of a layout-2 callout: Complete
 // and Release tell the layout from it (base64url never contains it).
@@ -301,9 +305,9 @@ func unpackRest(s string) (http.Header, []byte, error) {
 
 // chunkFields returns the field/value pairs holding v in chunks of
 // chunkLen: names(1), names(2), …; one long field when v needs more than
-// maxInlineChunks chunks.
-func chunkFields(v string, name func(int) string) []any {
-	if len(v) > maxInlineChunks*chunkLen {
+// most chunks.
+func chunkFields(v string, name func(int) string, most int) []any {
+	if len(v) > most*chunkLen {
 		return []any{name(1), v}
 	}
 	var out []any
@@ -395,12 +399,12 @@ func attempts2(m map[string]string) ([]policy.Attempt, error) {
 func newRecord2(nc policy.NewCallout, now time.Time) (fields []any, restQ string) {
 	fields = chunkFields(packMeta(meta2{Method: nc.Method, Endpoint: nc.Endpoint, Path: nc.Path,
 		Query: nc.Query, Key: nc.IdempotencyKey, Source: nc.SourceRecord, Created: now,
-		Trace: nc.TraceContext}), metaField)
+		Trace: nc.TraceContext}), metaField, maxInlineChunks)
 	rest := packRest(nc.Header, nc.Body)
-	if len(rest) > maxInlineChunks*chunkLen {
+	if len(rest) > maxRestChunks*chunkLen {
 		restQ = rest
 	} else {
-		fields = append(fields, chunkFields(rest, restField)...)
+		fields = append(fields, chunkFields(rest, restField, maxRestChunks)...)
 	}
 	if nc.ReplayOf != "" {
 		fields = append(fields, f2ReplayOf, nc.ReplayOf)

@@ -36,13 +36,14 @@ const shardsRefresh = 30 * time.Second
 
 // shardState is what a Store knows of an endpoint's queues.
 type shardState struct {
-	mu     sync.Mutex
-	counts []int // every shard count recorded for the endpoint ('sq')
-	queues []queue
-	readAt time.Time
-	next   atomic.Uint64 // round-robin queue of unkeyed callouts
-	view   gateView
-	viewAt time.Time
+	mu       sync.Mutex
+	counts   []int // every shard count recorded for the endpoint ('sq')
+	queues   []queue
+	readAt   time.Time
+	next     atomic.Uint64 // round-robin queue of unkeyed callouts
+	view     gateView
+	viewAt   time.Time
+	legacyAt time.Time // when a round last read the legacy sets (claim.go)
 }
 
 // gateView is an endpoint gate as read from its endpoint hash.
@@ -153,10 +154,16 @@ func queueOfID(endpoint, id string) (queue, bool) {
 
 // gateOf returns the endpoint gate a queue's script acts on: "" for the
 // home queue (its scripts read the gate themselves); for another queue the
-// gate this replica read from the endpoint hash at most GateViewTTL ago.
+// replica's gate cache's answer when it has one (WatchGates running, at
+// most its MaxStale old), else the gate this replica read from the
+// endpoint hash at most GateViewTTL ago.
 func (s *Store) gateOf(ctx context.Context, q queue) (gateView, bool, error) {
 	if q.home {
 		return gateView{}, false, nil
+	}
+	if a, ok := s.CachedAdmission(q.endpoint); ok {
+		// this replica's gate cache (gatecache.go), as fresh as its MaxStale
+		return gateView{gate: a.Gate, failures: a.ConsecutiveFailures}, true, nil
 	}
 	st := s.shardState(q.endpoint)
 	st.mu.Lock()

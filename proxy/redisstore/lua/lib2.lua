@@ -5,8 +5,8 @@
 -- compact listpack encoding (every value at most 64 bytes):
 --   S state code (st below), n attempts, i issuer tag, b bytes charged to
 --   the backlog, m m2 … the packed meta (Go only: method, endpoint, path,
---   query, key, source, created), 1 2 3 4 the packed headers and body in
---   64-byte chunks (or Q = '1' and the whole of them in the key :q),
+--   query, key, source, created, trace context), 1 … 8 the packed headers
+--   and body in 64-byte chunks (or Q = '1' and the whole of them in the key :q),
 --   o replay_of, a first attempt ms, t x l k the lease (token, until,
 --   started, kind code), d '1' once a dispatcher claimed it, A<n> attempt
 --   n ("kind started_ms duration_ms status outcome error"), R last
@@ -28,7 +28,7 @@ local kind_name = {f = 'first', r = 'retry', p = 'probe', y = 'replay'}
 
 -- rest_fields are the inline chunks of the packed headers and body;
 -- resp_fields those of the last response.
-local rest_fields = {'1', '2', '3', '4'}
+local rest_fields = {'1', '2', '3', '4', '5', '6', '7', '8'}
 local resp_fields = {'r1', 'r2', 'r3', 'r4'}
 local chunk_len = 64
 
