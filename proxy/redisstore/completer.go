@@ -15,7 +15,11 @@ type CompleterOptions struct {
 	// Linger is how long the writer waits, after the first completion of a
 	// batch, for more to join it — only while completions are arriving
 	// concurrently (the previous batch held more than one), so a lone
-	// completion is never delayed. Default 1 ms; negative: never wait.
+	// completion is never delayed. What arrives while a pipeline is out
+	// joins the next one whatever Linger is. Default 200 µs (BenchmarkKeyedWrite:
+	// 1.21 round trips per keyed write from 8 callers, against 1.13 at 1 ms
+	// and 1.35 with none, at less wait; docs/performance.md); negative:
+	// never wait.
 	Linger time.Duration
 	// MaxBatch is the most completions in one pipeline. Default 256.
 	MaxBatch int
@@ -25,6 +29,9 @@ type CompleterOptions struct {
 	// Timeout bounds one pipeline's round trip. Default 5 s.
 	Timeout time.Duration
 }
+
+// DefaultLinger is CompleterOptions.Linger's default.
+const DefaultLinger = 200 * time.Microsecond
 
 // Completer is the completion writer of one replica (issue 17: "one on the
 // way out that is pipelined with other requests' completions"): Complete
@@ -55,7 +62,7 @@ type queued struct {
 // NewCompleter returns a Completer on s and starts its writer goroutine.
 func NewCompleter(s *Store, o CompleterOptions) *Completer {
 	if o.Linger == 0 {
-		o.Linger = time.Millisecond
+		o.Linger = DefaultLinger
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256

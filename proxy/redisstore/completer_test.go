@@ -21,13 +21,19 @@ import (
 // until released, so a test knows what the writer batches.
 type pipeHook struct {
 	pipelines, cmds atomic.Int64  // pipelines of scripts, and their commands
+	singles         atomic.Int64  // commands sent alone
 	hold            chan struct{} // nil: hold nothing
 	held            chan struct{} // closed when the first pipeline is held
 	armed           atomic.Bool   // hold the next pipeline of scripts
 }
 
-func (h *pipeHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.singles.Add(1)
+		return next(ctx, cmd)
+	}
+}
 func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if len(cmds) == 0 || cmds[0].Name() != "evalsha" {
@@ -44,7 +50,9 @@ func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // hookedStore is a Store on its own client to e's backend with hook h.
-func hookedStore(t *testing.T, e *env, h *pipeHook) *Store {
+func hookedStore(t *testing.T, e *env, h *pipeHook) *Store { return hookedStoreB(t, e, h) }
+
+func hookedStoreB(t testing.TB, e *env, h *pipeHook) *Store {
 	t.Helper()
 	var c redis.UniversalClient
 	switch {

@@ -52,6 +52,12 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	}
 }
 
+func ctxB(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

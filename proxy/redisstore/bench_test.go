@@ -1,0 +1,70 @@
+package redisstore
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+)
+
+// BenchmarkKeyedWrite measures the store's part of a synchronous keyed
+// write (issue 17 §3): Begin (create.lua) and the completion of its
+// successful first attempt (complete.lua), from parallel callers, each
+// completion either sent alone (Store.Complete) or through the completion
+// writer (Completer: its default linger, none, and 1 ms), which pipelines
+// concurrent ones. One op is one keyed
+// write. It reports round-trips/op (the client's pipelines and single
+// commands) besides ns/op. It runs on miniredis, and on the real single
+// node and cluster when CALLOUT_TEST_REDIS_URL and
+// CALLOUT_TEST_REDIS_CLUSTER are set.
+func BenchmarkKeyedWrite(b *testing.B) {
+	for _, be := range redistest.Backends(b) {
+		for _, via := range []string{"direct", "completer", "completer-nolinger", "completer-1ms"} {
+			var n atomic.Int64 // fresh keys across the runs of the sub-benchmark
+			b.Run(be.Name+"/"+via, func(b *testing.B) {
+				e := &env{b: be, clk: clocktest.New(t0)}
+				h := &pipeHook{}
+				s := hookedStoreB(b, e, h)
+				var complete func(*policy.Claimed) error
+				if via != "direct" {
+					o := CompleterOptions{}
+					switch via {
+					case "completer-nolinger":
+						o.Linger = -1
+					case "completer-1ms":
+						o.Linger = time.Millisecond
+					}
+					c := NewCompleter(s, o)
+					defer c.Close()
+					complete = func(cl *policy.Claimed) error { _, err := c.Complete(ctxB(b), cl, success()); return err }
+				} else {
+					complete = func(cl *policy.Claimed) error { _, err := s.Complete(ctxB(b), cl, success()); return err }
+				}
+				h.pipelines.Store(0)
+				h.singles.Store(0)
+				b.SetParallelism(4) // 4 × GOMAXPROCS callers
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						r, err := s.Begin(ctxB(b), req("bench-api", fmt.Sprintf("%s-%d", via, n.Add(1)), "{}"),
+							policy.BeginOptions{Lease: testLease})
+						if err != nil || r.Claimed == nil {
+							b.Errorf("begin: %+v, %v", r, err)
+							return
+						}
+						if err := complete(r.Claimed); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				b.ReportMetric(float64(h.pipelines.Load()+h.singles.Load())/float64(b.N), "round-trips/op")
+			})
+		}
+	}
+}
