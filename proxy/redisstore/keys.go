@@ -9,60 +9,128 @@ import (
 	"strconv"
 )
 
-// The Redis data model. Every key of one endpoint carries the hash tag of the
-// endpoint's shard, {sN} with N = crc32.ChecksumIEEE(endpoint) % Shards, so
-// all keys one script touches are in one Redis Cluster slot; every script
-// receives every key it touches in KEYS (DESIGN.md "Redis data model").
-// These are all of the proxy's keys; no other package names a Redis key.
+// The Redis data model. Every key of one endpoint queue carries the hash
+// tag {sN} of its shard, so all keys one script touches are in one Redis
+// Cluster slot; every script receives every key it touches in KEYS
+// (DESIGN.md "Redis data model"). These are all of the proxy's keys; no
+// other package names a Redis key.
+//
+// Shards and queues (shards.go, queue.go). An endpoint's home shard is
+// N = crc32.ChecksumIEEE(endpoint) % Shards; its endpoint hash, dead-letter
+// index of the home queue and outbox entries about the endpoint live there.
+// With shards: 1 (the default) the endpoint has one queue, in its home
+// shard. With shards: K it has K queues: the home one and K-1 more in the
+// shards queueShards picks, spread over the slot space (a pure function
+// of endpoint and K). A callout's id starts with its queue's shard in hex,
+// so every key of the callout is found from its id. Keys marked "per
+// queue" below exist once per queue, under that queue's tag.
+//
+// Layout 2 (every record written by this version; record2.go, lua/lib2.lua):
+//
+//	cp:{sN}:c:{id}        HASH  one callout, one-letter fields (the f2*
+//	                            constants in record2.go), every value at most
+//	                            64 bytes so Redis keeps it in its compact
+//	                            listpack encoding: state code S, attempts n,
+//	                            issuer tag i (the issuer: cp:iss), charged
+//	                            bytes b, the packed meta m m2 … (method,
+//	                            endpoint, path, query, key, source record,
+//	                            created ms, trace context), the packed
+//	                            headers and body 1 … 8 (or Q and :q), the
+//	                            lease t x l k, d once a dispatcher claimed it,
+//	                            attempts A<n>, the last response R and
+//	                            r1 … r4 (or :r), e, F, D, o, rb, rt. A field a
+//	                            script drops is blanked (""). No fingerprint:
+//	                            the reservation holds it. Not kept: the due
+//	                            time (the due set's score). A pending keyed
+//	                            callout with a 31-byte body costs about 480
+//	                            bytes in all (record, reservation, due entry;
+//	                            TestPendingCalloutMemory).
+//	cp:{sN}:c:{id}:q      STRING the packed headers and body when longer
+//	                            than 8 chunks (absent otherwise).
+//	cp:{sN}:c:{id}:r      STRING the last upstream response when longer than
+//	                            4 chunks: "status cut\n" header JSON "\n" body
+//	                            (capped) (absent otherwise).
+//	                            TTL of the three: none while pending
+//	                            (scheduled, held, in_flight); succeeded or
+//	                            failed: the idempotency retention (24 h), and
+//	                            :q is deleted; dead_lettered: the dead-letter
+//	                            retention (720 h). Set in the script that
+//	                            ends it.
+//	cp:{sN}:i:{h}         STRING per queue: the idempotency reservation of
+//	                            (issuer, endpoint, key): h is base64url of
+//	                            the first 12 bytes of sha256(endpoint "\x00"
+//	                            issuer "\x00" key); the value is the holder's
+//	                            16 random id bytes then the first 12 bytes of
+//	                            its request fingerprint (policy.Fingerprint)
+//	                            — 28 bytes (SPEC §5). A keyed callout's queue
+//	                            is its key's (keyQueue), so the reservation
+//	                            and the record share a slot. TTL: none while
+//	                            the callout is pending, except Begin's,
+//	                            created with lease + idempotency retention
+//	                            (a first attempt that ends in time needs no
+//	                            other write; a retry or a reap removes it);
+//	                            then the callout's.
+//	cp:{sN}:d:{ep}        ZSET  per queue: callout id -> due time (Unix ms):
+//	                            scheduled AND held callouts. Held ones are
+//	                            simply not claimed while the endpoint's gate
+//	                            is shut. No TTL.
+//	cp:{sN}:l:{ep}        ZSET  per queue: callout id -> lease expiry (Unix
+//	                            ms) of in_flight callouts. No TTL.
+//	cp:{sN}:a:{ep}        HASH  per queue but the home one (whose counters
+//	                            are the endpoint hash's): the queue's backlog
+//	                            counters bb, bi, ii:{tag}, ib:{tag} (below);
+//	                            each queue enforces 1/K of the caps. No TTL.
+//	cp:iss                HASH  issuer tag -> issuer (JWT iss) of every
+//	                            issuer a layout-2 record was made for.
+//	                            Written once per issuer and process before
+//	                            its first record. Not hash-tagged. No TTL.
+//
+// Layout 1, the legacy layout (records written before layout 2, legacy.go,
+// lua/legacy_*.lua): still read, claimed, completed, reaped, drained,
+// discarded and accounted until gone; never written. A rolling upgrade
+// loses none of them (docs/performance.md "Upgrading").
 //
 //	cp:{sN}:c:{id}        HASH  one callout's small fields (the f* constants
 //	                            in record.go; a replayed dead letter also
-//	                            names its latest replay chain, replaymark.go).
-//	                            Every value is short, so Redis keeps the hash
-//	                            in its compact listpack
-//	                            encoding (values of at most 64 bytes by
-//	                            default): that is why headers are one field
-//	                            each and the large parts have keys of their
-//	                            own, below. A pending callout with an empty
-//	                            body costs about 850 bytes in all (record,
-//	                            due entry, reservation; TestPendingCalloutMemory).
+//	                            names its latest replay chain, replaymark.go),
+//	                            headers one field each.
 //	cp:{sN}:c:{id}:b      STRING the request body, raw (absent when empty).
 //	cp:{sN}:c:{id}:l      STRING the attempt log, one JSON object per line,
 //	                            appended (absent before the first attempt).
-//	cp:{sN}:c:{id}:r      STRING the last upstream response: "status cut\n"
-//	                            header JSON "\n" body (capped) (absent before
-//	                            the first response).
-//	                            TTL of all four: none while pending
-//	                            (scheduled, held, in_flight); succeeded or
-//	                            failed: the idempotency retention (24 h);
-//	                            dead_lettered: the dead-letter retention
-//	                            (720 h). Set together in one script.
-//	cp:{sN}:due:{ep}      ZSET  callout id -> due time (Unix ms): scheduled
-//	                            AND held callouts. Held ones are simply not
-//	                            claimed while the endpoint's gate is shut.
-//	                            No TTL.
-//	cp:{sN}:lease:{ep}    ZSET  callout id -> lease expiry (Unix ms) of
-//	                            in_flight callouts. No TTL.
-//	cp:{sN}:ep:{ep}       HASH  endpoint state: circuit breaker, pause,
-//	                            disable, outage, backlog bytes (the e*
+//	cp:{sN}:c:{id}:r      STRING the last upstream response, as above.
+//	                            TTL of all four: as layout 2's.
+//	cp:{sN}:due:{ep}      ZSET  callout id -> due time (Unix ms). No TTL.
+//	cp:{sN}:lease:{ep}    ZSET  callout id -> lease expiry (Unix ms). No TTL.
+//	cp:{sN}:idem:{ep}:{h} HASH  idempotency reservation {id, fp}; h is
+//	                            base64url(sha256(issuer "\x00" key)). TTL: its
+//	                            callout's. Looked up by create.lua only until
+//	                            the endpoint hash's Lr.
+//
+// Both layouts:
+//
+//	cp:{sN}:ep:{ep}       HASH  endpoint state, in the home shard: circuit
+//	                            breaker, pause, disable, outage, the home
+//	                            queue's backlog counters — bb bytes charged
+//	                            (pending callouts and dead letters, both
+//	                            layouts), bi pending layout-2 items,
+//	                            ii:{tag} / ib:{tag} an issuer's items and
+//	                            bytes — and sq (the shard counts used), L and
+//	                            Lr (legacy sets seen empty; legacy
+//	                            reservations looked up until Lr ms) (the e*
 //	                            constants in record.go). No TTL.
-//	cp:{sN}:dl:{ep}       ZSET  callout id -> dead-lettered at (Unix ms):
+//	cp:{sN}:dl:{ep}       ZSET  per queue: callout id -> dead-lettered at (Unix ms):
 //	                            the index for listing dead letters; entries
 //	                            older than the dead-letter retention are
-//	                            pruned whenever a new dead letter is added,
-//	                            and by the replay runner's hourly sweep
+//	                            pruned, two at a time, whenever a new dead
+//	                            letter is added, and by the replay runner's
+//	                            hourly sweep
 //	                            (ReplayStore.PruneDeadLetters). No TTL.
-//	cp:{sN}:dlb:{ep}      HASH  dead-letter id -> "bytes tag": what the dead
+//	cp:{sN}:dlb:{ep}      HASH  per queue: dead-letter id -> "bytes tag": what the dead
 //	                            letter is charged in the endpoint's backlog
 //	                            bytes ('bb') and its issuer's ('ib:' tag),
 //	                            released when its index entry is pruned
 //	                            (expiry) or it is discarded. No TTL: fields
 //	                            go with their index entries.
-//	cp:{sN}:idem:{ep}:{h} HASH  idempotency reservation {id, fp}; h is
-//	                            base64url(sha256(issuer "\x00" key)), so the
-//	                            scope is (issuer, endpoint, key) (SPEC §5).
-//	                            TTL: the same as its callout's, set in the
-//	                            same script.
 //	cp:{sN}:sfo           ZSET  the shard's Salesforce outbox (outbox.go):
 //	                            entry name -> due time (Unix ms); while
 //	                            claimed, its lease expiry. Names are kind ":"
@@ -137,14 +205,21 @@ import (
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
 //
-// One pub/sub channel, which stores nothing:
+// Two pub/sub channels, which store nothing:
 //
 //	cp:gate               CHANNEL messages: the key cp:{sN}:ep:{ep} of an
 //	                            endpoint whose gate just changed, published
 //	                            by the script that changed it (lib.lua
-//	                            gate_changed) or after Enable/ResetBreaker;
+//	                            gate_changed, once per script through
+//	                            gate_publish) or after Enable/ResetBreaker;
 //	                            every replica's gate cache subscribes
 //	                            (gatecache.go, gatewatch.go).
+//	cp:wake               CHANNEL messages: a callout id or endpoint name
+//	                            that became due now — the first due callout
+//	                            of an empty queue (create.lua), reaped
+//	                            leases (Reap), released held callouts —
+//	                            published so idle dispatchers wake
+//	                            (Options.WakeChannel, Store.Wakeups).
 const (
 	// Shards is the number of endpoint shards (hash tags).
 	Shards = 128
