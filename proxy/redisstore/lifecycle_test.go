@@ -263,3 +263,44 @@ func TestResponseBodyCappedOnCharacterBoundary(t *testing.T) {
 		}
 	})
 }
+
+// Begin's reservation is born with lease + retention as its TTL (so a
+// first attempt that ends in time needs no other write to it); a callout
+// that stays pending — its first attempt failed, or its worker vanished and
+// it was reaped — keeps its reservation for as long as it lives.
+func TestBeginReservationTTLWhilePending(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		k := keysOf("ttl-api")
+		r1 := mustBegin(t, s, req("ttl-api", "retried", "{}"))
+		if d := pttl(t, e, k.idem(r1.Issuer, "retried")); d <= day || d > day+testLease {
+			t.Fatalf("Begin's reservation TTL = %v, want lease + retention", d)
+		}
+		mustComplete(t, s, r1, failure(e.clk.Now().Add(time.Hour)))
+		if d := pttl(t, e, k.idem(r1.Issuer, "retried")); d != -1 {
+			t.Fatalf("after a failed first attempt: reservation TTL %v, want none while pending", d)
+		}
+		r2 := mustBegin(t, s, req("ttl-api", "reaped", "{}"))
+		e.clk.Advance(testLease + time.Second)
+		if ids, err := s.Reap(ctxT(t), "ttl-api", 10); err != nil || len(ids) != 1 || ids[0] != r2.ID {
+			t.Fatalf("reap = %v, %v", ids, err)
+		}
+		if d := pttl(t, e, k.idem(r2.Issuer, "reaped")); d != -1 {
+			t.Fatalf("after a reap: reservation TTL %v, want none while pending", d)
+		}
+		// Finished later by a dispatcher, each gets the retention from then.
+		e.clk.Advance(time.Hour)
+		c := mustClaim(t, s, "ttl-api", claimOpts).Claimed
+		if len(c) != 2 {
+			t.Fatalf("claimed %d, want both", len(c))
+		}
+		for _, cl := range c {
+			mustComplete(t, s, cl, success())
+		}
+		for _, key := range []string{"retried", "reaped"} {
+			if d := pttl(t, e, k.idem(r1.Issuer, key)); d <= day-time.Minute || d > day {
+				t.Fatalf("%s after success: reservation TTL %v, want the retention", key, d)
+			}
+		}
+	})
+}
