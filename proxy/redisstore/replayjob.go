@@ -106,8 +106,8 @@ func validJobID(id string) bool {
 
 // CreateJob records a new queued job with spec (opaque to the store) made
 // by the admin token createdBy, indexes it (cp:jobs) and makes it visible
-// to the runners (cp:jobs:active). One pipelined round trip over up to
-// three slots: not atomic; a failure after the record was written leaves a
+// to the runners (cp:jobs:active) once its record is written. Two round
+// trips over up to three slots: not atomic; a failure after the record was written leaves a
 // record no runner sees, which is deleted on the way out when possible.
 // Errors: ErrUnavailable.
 func (j *ReplayStore) CreateJob(ctx context.Context, spec, createdBy string) (policy.ReplayJob, error) {
@@ -117,13 +117,19 @@ func (j *ReplayStore) CreateJob(ctx context.Context, spec, createdBy string) (po
 	}
 	now := msTime(j.s.now())
 	k := keysOfJob(id)
+	// The job hash first, then the active set, in that order: on Redis
+	// Cluster the keys live on different nodes and one pipeline runs them in
+	// parallel, so a runner could list the id before its hash exists, find
+	// no job and forget it for good.
 	_, err = j.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, k.job, jSpec, spec, jState, string(policy.JobQueued), jBy, createdBy,
 			jCreated, msArg(now), jUpdated, msArg(now))
 		p.ZAdd(ctx, jobsKey, redis.Z{Score: float64(now.UnixMilli()), Member: id})
-		p.SAdd(ctx, activeJobsKey, id)
 		return nil
 	})
+	if err == nil {
+		err = j.s.rdb.SAdd(ctx, activeJobsKey, id).Err()
+	}
 	if err != nil {
 		_ = j.s.rdb.Del(context.WithoutCancel(ctx), k.job).Err()
 		return policy.ReplayJob{}, j.s.wrap("create job", err)

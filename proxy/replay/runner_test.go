@@ -238,7 +238,7 @@ func TestRunPicksUpJobsAndSweeps(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("job not completed by Run: %+v", got)
+				t.Fatalf("job not completed by Run: %+v\nlogs:\n%s", got, e.logs.buf.String())
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
