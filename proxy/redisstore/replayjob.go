@@ -111,7 +111,12 @@ func validJobID(id string) bool {
 // record no runner sees, which is deleted on the way out when possible.
 // Errors: ErrUnavailable.
 func (j *ReplayStore) CreateJob(ctx context.Context, spec, createdBy string) (policy.ReplayJob, error) {
+	// A job id never starts with '-' (or '_'): calloutctl and shells take
+	// `replay-jobs get -abc…` for a flag. One draw in 32 is drawn again.
 	id, err := j.s.token()
+	for err == nil && (id[0] == '-' || id[0] == '_') {
+		id, err = j.s.token()
+	}
 	if err != nil {
 		return policy.ReplayJob{}, err
 	}

@@ -321,3 +321,20 @@ func TestMarkReplayedOnlyDeadLetters(t *testing.T) {
 		}
 	})
 }
+
+// A replay job's id never starts with '-' or '_', so a command line never
+// reads it as a flag (calloutctl replay-jobs get ID).
+func TestJobIDsNeverLookLikeFlags(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		r := NewReplayStore(e.store(), ReplayStoreOptions{})
+		for i := range 200 {
+			j, err := r.CreateJob(ctxT(t), `{}`, "ops")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.ID[0] == '-' || j.ID[0] == '_' {
+				t.Fatalf("job %d has id %q", i, j.ID)
+			}
+		}
+	})
+}
