@@ -90,11 +90,15 @@ type EnqueueOptions struct {
 	DueAt time.Time
 	// Limits is the endpoint's backlog cap.
 	Limits BacklogLimits
+	// DryRun asks what Enqueue would do, changing nothing: the same
+	// reservation, gate and cap checks answer (a replay job's dry run,
+	// SPEC §8), and the result has no ID.
+	DryRun bool
 }
 
-// EnqueueResult is what Enqueue did.
+// EnqueueResult is what Enqueue did (or, with EnqueueOptions.DryRun, would do).
 type EnqueueResult struct {
-	// ID is the new callout's id ("" when Existing is set).
+	// ID is the new callout's id ("" when Existing is set, and in a dry run).
 	ID string
 	// State is Scheduled, or Held when the gate is shut.
 	State State

@@ -9,7 +9,8 @@ type JobState string
 type JobPhase string
 
 // ReplayJob is a replay job as stored. Counters count items: Total collected,
-// then each handled item is exactly one of Sent, Skipped, Refused, Failed.
+// then each handled item is exactly one of Sent (WouldSend in a dry run),
+// Skipped, Refused, Failed.
 type ReplayJob struct {
 	ID string
 	// Spec is what to replay, as its creator encoded it (the replay
@@ -29,6 +30,7 @@ type ReplayJob struct {
 	CancelledAt time.Time
 	Total       int
 	Sent        int
+	WouldSend   int
 	Skipped     int
 	Refused     int
 	Failed      int
@@ -71,7 +73,7 @@ const (
 	// JobCancelled: stopped by an admin part-way (or before it started).
 	JobCancelled JobState = "cancelled"
 	// JobCompleted: every collected dead letter was handled (for a dry
-	// run: collected, nothing sent).
+	// run: each judged as the real run would, nothing sent).
 	JobCompleted JobState = "completed"
 	// JobFailed: stopped by an error that retrying cannot fix (Job.Error
 	// says which, e.g. more dead letters match than a job may hold).
@@ -80,7 +82,8 @@ const (
 
 // The phases of a running job: first every matching dead letter is
 // collected into the job's queue (so its total is known before anything is
-// sent, and a dry run stops there), then the queue is sent in order.
+// sent), then the queue is sent in order (a dry run judges each item
+// instead, sending nothing).
 const (
 	PhaseCollect JobPhase = "collect"
 	PhaseSend    JobPhase = "send"
@@ -91,7 +94,7 @@ const (
 const (
 	ItemQueued    ItemStatus = "queued"     // collected, not yet sent
 	ItemSending   ItemStatus = "sending"    // claimed by a replica, result not yet recorded
-	ItemWouldSend ItemStatus = "would_send" // a dry run's item: nothing is sent
+	ItemWouldSend ItemStatus = "would_send" // a dry run's item the real run would send; nothing is sent
 	ItemSent      ItemStatus = "sent"       // a new replay chain was created (JobItem.ReplayID)
 	ItemSkipped   ItemStatus = "skipped"    // nothing to do: already replayed, or gone
 	ItemRefused   ItemStatus = "refused"    // the endpoint is disabled or unknown, or its backlog full

@@ -190,8 +190,8 @@ func jobDoc(j policy.ReplayJob) api.ReplayJob {
 		IDCount: len(sp.IDs), CreatedBy: j.CreatedBy, CreatedAt: j.CreatedAt.UTC(),
 		StartedAt: timeOrNil(j.StartedAt), FinishedAt: timeOrNil(j.FinishedAt), UpdatedAt: j.UpdatedAt.UTC(),
 		CancelledBy: j.CancelledBy, CancelledAt: timeOrNil(j.CancelledAt), Total: j.Total,
-		Done: j.Sent + j.Skipped + j.Refused + j.Failed,
-		Sent: j.Sent, Skipped: j.Skipped, Refused: j.Refused, Failed: j.Failed, Error: j.Error,
+		Done: j.Sent + j.WouldSend + j.Skipped + j.Refused + j.Failed,
+		Sent: j.Sent, WouldSend: j.WouldSend, Skipped: j.Skipped, Refused: j.Refused, Failed: j.Failed, Error: j.Error,
 	}
 	for _, f := range sp.Filters {
 		if !f.Since.IsZero() {

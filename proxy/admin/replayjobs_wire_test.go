@@ -52,7 +52,7 @@ func TestCreateJobWire(t *testing.T) {
 	want := `{"id":"job-1","state":"queued","dry_run":true,"rate":200,"filters":[{"endpoints":["pay-api"],` +
 		`"since":"2026-03-01T09:00:00Z","until":"2026-03-02T09:00:00Z","statuses":[503,0],"reasons":["exhausted"]}],` +
 		`"id_count":1,"created_by":"ops","created_at":"2026-03-02T09:00:00Z","updated_at":"2026-03-02T09:00:00Z",` +
-		`"total":0,"done":0,"sent":0,"skipped":0,"refused":0,"failed":0}` + "\n"
+		`"total":0,"done":0,"sent":0,"would_send":0,"skipped":0,"refused":0,"failed":0}` + "\n"
 	if w.Code != http.StatusCreated || w.Body.String() != want || w.Header().Get("Location") != "/admin/v1/replay-jobs/job-1" {
 		t.Fatalf("create = %d %s (Location %q)\nwant 201 %s", w.Code, w.Body, w.Header().Get("Location"), want)
 	}

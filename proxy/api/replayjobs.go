@@ -15,6 +15,8 @@ import (
 // Phase, while running, is collect (matching dead letters are being
 // gathered: Total grows) or send (Total is final; Done of Total handled).
 // Every handled dead letter is exactly one of Sent (a new replay chain),
+// WouldSend (a dry run's: the real run would make a new chain — the dry
+// run applies the real run's rules to each dead letter),
 // Skipped (already replayed, superseded by a newer dead letter, or gone),
 // Refused (endpoint disabled or no longer configured, backlog full) or
 // Failed (store error, or its replica died while sending it); Done is their
@@ -40,6 +42,7 @@ type ReplayJob struct {
 	Total       int             `json:"total"`
 	Done        int             `json:"done"`
 	Sent        int             `json:"sent"`
+	WouldSend   int             `json:"would_send"`
 	Skipped     int             `json:"skipped"`
 	Refused     int             `json:"refused"`
 	Failed      int             `json:"failed"`

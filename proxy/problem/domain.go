@@ -47,8 +47,9 @@ var domainErrors = [...]domainError{
 		detail: fixed("the endpoint is disabled; replays are refused until it is re-enabled")},
 	{target: policy.ErrReplayBacklogFull, code: BacklogFull,
 		detail: fixed("the endpoint's backlog is full; replay later or at a lower rate")},
-	{target: policy.ErrReplaySuperseded, code: DeadLettered,
-		detail: fixed("its Idempotency-Key now belongs to a newer dead letter (callout_id); replay that one")},
+	{target: policy.ErrReplaySuperseded, code: DeadLettered, detail: func(err error) string {
+		return "its Idempotency-Key now belongs to a newer dead letter, " + lastPart(err) + "; replay that one"
+	}},
 	// The callout store's refusals of a new callout (SPEC §4, §6).
 	{target: policy.ErrDisabled, code: EndpointDisabled, detail: fixed(disabledDetail)},
 	// Before ErrBacklogFull, which it also matches: the organisation's share

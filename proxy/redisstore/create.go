@@ -50,24 +50,33 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 // (Prefer: respond-async, SPEC §4; a replay chain, SPEC §8), scheduled at
 // opts.DueAt or held when the gate is shut. Same reservation, gate and cap
 // checks as Begin; the first callout due in an empty queue wakes the
-// dispatchers (Options.WakeChannel). Errors: ErrDisabled, ErrBacklogFull,
-// ErrUnavailable.
+// dispatchers (Options.WakeChannel). With opts.DryRun the same script
+// answers what it would do and writes nothing (a replay job's dry run: one
+// copy of the rules); the result has no ID. Errors: ErrDisabled,
+// ErrBacklogFull, ErrUnavailable.
 func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.EnqueueOptions) (policy.EnqueueResult, error) {
 	now := s.now()
 	due := opts.DueAt
 	if due.IsZero() || due.Before(now) {
 		due = now
 	}
-	rep, id, err := s.create(ctx, createArgs{mode: "e", nc: nc, lim: opts.Limits, now: now, at: due})
+	mode := "e"
+	if opts.DryRun {
+		mode = "d"
+	}
+	rep, id, err := s.create(ctx, createArgs{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due})
 	if err != nil || rep.existing != nil {
 		return policy.EnqueueResult{Existing: rep.existing}, err
+	}
+	if rep.dry {
+		id = ""
 	}
 	return policy.EnqueueResult{ID: id, State: rep.state, Gate: rep.gate, DueAt: rep.at}, nil
 }
 
 // createArgs are the inputs of one create.lua run.
 type createArgs struct {
-	mode       string // "b" Begin, "e" Enqueue
+	mode       string // "b" Begin, "e" Enqueue, "d" Enqueue's dry run
 	nc         policy.NewCallout
 	lim        policy.BacklogLimits
 	now, at    time.Time // at: Begin's lease expiry, Enqueue's due time
@@ -83,6 +92,8 @@ type createReply struct {
 	kind     policy.Kind
 	gate     policy.Gate
 	at       time.Time
+	// dry: a dry run's answer (would_create); nothing was written.
+	dry bool
 }
 
 // fingerprints returns the request's fingerprint (policy.Fingerprint, as a
@@ -99,7 +110,7 @@ func fingerprints(nc policy.NewCallout) (full, raw12 string) {
 // it retries once treating it as free.
 func (s *Store) create(ctx context.Context, a createArgs) (createReply, string, error) {
 	nc := a.nc
-	op := map[string]string{"b": "begin", "e": "enqueue"}[a.mode]
+	op := map[string]string{"b": "begin", "e": "enqueue", "d": "enqueue (dry run)"}[a.mode]
 	q, err := s.createQueue(ctx, nc)
 	if err != nil {
 		return createReply{}, "", err
@@ -156,7 +167,7 @@ func (s *Store) create(ctx context.Context, a createArgs) (createReply, string, 
 		}
 		rep, holder, err := s.decodeCreate(ctx, op, v, q, full, raw12, a.now)
 		if err != nil || holder == "" {
-			if err == nil && rep.existing == nil {
+			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
 			}
 			return rep, id, err
@@ -206,10 +217,11 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, ful
 			return rep, id, err
 		}
 		return createReply{existing: ex}, "", nil
-	case "created":
+	case "created", "would_create":
 		if len(a) < 4 {
 			return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
 		}
+		rep.dry = replyStr(a[0]) == "would_create"
 		rep.state = policy.State(replyStr(a[1]))
 		rep.at = fromMs(replyStr(a[3]))
 		if rep.state == policy.InFlight {

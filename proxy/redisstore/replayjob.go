@@ -71,6 +71,7 @@ const (
 	jCancelledAt = "ca"  // when
 	jTotal       = "tot" // items collected
 	jSent        = "sn"  // items sent (a new replay chain)
+	jWouldSend   = "ws"  // a dry run's items that the real run would send
 	jSkipped     = "sk"  // items skipped (already replayed, gone)
 	jRefused     = "rf"  // items refused (endpoint disabled or unknown, backlog full)
 	jFailed      = "fl"  // items failed (store error, interrupted)
@@ -211,7 +212,7 @@ func decodeJob(id string, m map[string]string) policy.ReplayJob {
 		CreatedBy: m[jBy], CreatedAt: fromMs(m[jCreated]), StartedAt: fromMs(m[jStarted]),
 		FinishedAt: fromMs(m[jFinished]), UpdatedAt: fromMs(m[jUpdated]),
 		CancelledBy: m[jCancelledBy], CancelledAt: fromMs(m[jCancelledAt]),
-		Total: atoi(m[jTotal]), Sent: atoi(m[jSent]), Skipped: atoi(m[jSkipped]),
+		Total: atoi(m[jTotal]), Sent: atoi(m[jSent]), WouldSend: atoi(m[jWouldSend]), Skipped: atoi(m[jSkipped]),
 		Refused: atoi(m[jRefused]), Failed: atoi(m[jFailed]), Error: m[jError],
 		Position: m[jPosition], Index: atoi(m[jIndex]), Owner: m[jOwner],
 		LeaseExpiresAt: fromMs(m[jLeaseUntil]),

@@ -163,7 +163,7 @@ func (j *ReplayStore) ClaimItem(ctx context.Context, id, owner string, lease tim
 }
 
 // FinishItem records the result of a claimed item of job id and counts it
-// (Job.Sent, Skipped, Refused or Failed, by it.Status). Not fenced: the
+// (Job.Sent, WouldSend, Skipped, Refused or Failed, by it.Status). Not fenced: the
 // replay it records has happened. It reports false, changing nothing, when
 // the item was not pending (already recorded). Errors: ErrUnavailable, or
 // an error for a Status that is not a result.
@@ -244,6 +244,8 @@ func resultCounter(st policy.ItemStatus) string {
 	switch st {
 	case policy.ItemSent:
 		return jSent
+	case policy.ItemWouldSend:
+		return jWouldSend
 	case policy.ItemSkipped:
 		return jSkipped
 	case policy.ItemRefused:

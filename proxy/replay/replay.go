@@ -24,6 +24,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -93,6 +94,9 @@ type Options struct {
 	// Wake, optional, starts this replica's dispatcher at once after a
 	// replay chain was created.
 	Wake func()
+	// Metrics, optional, counts replays held behind a shut gate
+	// (callout_deferred_total).
+	Metrics *metrics.Metrics
 	// OnReplay, optional, is told of every replay chain created (the
 	// Salesforce writer marks the dead letter's record Reprocessing,
 	// SPEC §8). It must not block.
@@ -171,6 +175,9 @@ type Result struct {
 	Created bool
 	// State is ReplayID's state: scheduled or held for a new chain.
 	State policy.State
+	// Gate is the gate a new chain met: shut (breaker open, probing,
+	// paused) when it is held.
+	Gate policy.Gate
 }
 
 // ReplayOne replays dead letter id on behalf of by (an admin token's name,
@@ -199,7 +206,7 @@ func (s *Service) ReplayOne(ctx context.Context, id, by string) (newID string, e
 // names that chain (Created false, no error). Every call is audit-logged
 // with by. Errors as ReplayOne's, except ErrAlreadyReplayed.
 func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, error) {
-	r, err := s.replay(ctx, id)
+	r, err := s.replay(ctx, id, false)
 	result := replayResult(r, err)
 	attrs := []slog.Attr{slog.String("token", by), slog.String("action", "replay"),
 		slog.String("endpoint", r.Endpoint), slog.String("result", result),
@@ -213,12 +220,29 @@ func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, err
 		attrs = append(attrs, slog.String("detail", err.Error()))
 	}
 	s.o.Logger.LogAttrs(ctx, level, "audit", attrs...)
+	if err == nil && r.Created && r.State == policy.Held && s.o.Metrics != nil {
+		s.o.Metrics.Deferred.WithLabelValues(r.Endpoint, string(r.Gate.State)).Inc()
+	}
 	return r, err
 }
 
-// replay does Replay's work. Traced, the replay's span is a child of the
-// dead letter's trace context and the chain is created under it.
-func (s *Service) replay(ctx context.Context, id string) (r Result, err error) {
+// Preview says what Replay of dead letter id would do now, changing
+// nothing and logging nothing: the same checks in the same order, and the
+// same store script in its dry mode (redisstore Enqueue with DryRun), so a
+// dry run can never disagree with the real run about a rule (SPEC §8
+// --dry-run). Result.Created reports that a chain would be created
+// (ReplayID is then ""), State the state it would start in (held behind
+// a shut gate). It starts no span: nothing happens to trace. Errors as
+// Replay's.
+func (s *Service) Preview(ctx context.Context, id string) (Result, error) {
+	return s.replay(ctx, id, true)
+}
+
+// replay does Replay's work, or with dry Preview's: every rule of a replay
+// is here once, for both. Traced (and not dry), the replay's span is a
+// child of the dead letter's trace context and the chain is created under
+// it.
+func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, err error) {
 	c, err := s.o.Store.Get(ctx, id)
 	if errors.Is(err, policy.ErrNotFound) {
 		return Result{DeadLetterID: id}, fmt.Errorf("%w: %s", ErrNotDeadLetter, id)
@@ -228,7 +252,7 @@ func (s *Service) replay(ctx context.Context, id string) (r Result, err error) {
 	}
 	r = Result{DeadLetterID: id, Endpoint: c.Endpoint}
 	traceContext := c.TraceContext
-	if s.tr != nil {
+	if s.tr != nil && !dry {
 		var span *tracing.Span
 		ctx, span = s.tr.StartReplay(ctx, c.TraceContext, id, c.Endpoint)
 		traceContext = s.tr.Encode(ctx)
@@ -251,7 +275,8 @@ func (s *Service) replay(ctx context.Context, id string) (r Result, err error) {
 		Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
 		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
 		ReplayOf: c.ID, TraceContext: traceContext,
-	}, policy.EnqueueOptions{Limits: policy.BacklogLimits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}})
+	}, policy.EnqueueOptions{DryRun: dry,
+		Limits: policy.BacklogLimits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}})
 	switch {
 	case errors.Is(err, policy.ErrDisabled):
 		return r, fmt.Errorf("%w: %s (re-enable it to replay its dead letters)", ErrEndpointDisabled, c.Endpoint)
@@ -265,11 +290,14 @@ func (s *Service) replay(ctx context.Context, id string) (r Result, err error) {
 			r.State = res.Existing.Callout.State
 		}
 		if r.State == policy.DeadLettered {
-			return r, fmt.Errorf("%w: %s holds the key of %s", ErrSuperseded, r.ReplayID, id)
+			return r, fmt.Errorf("%w: %s is superseded by the newer dead letter: %s", ErrSuperseded, id, r.ReplayID)
 		}
 		return r, nil
 	}
-	r.ReplayID, r.Created, r.State = res.ID, true, res.State
+	r.ReplayID, r.Created, r.State, r.Gate = res.ID, true, res.State, res.Gate
+	if dry {
+		return r, nil
+	}
 	if _, err := s.o.Jobs.MarkReplayed(ctx, id, res.ID); err != nil {
 		s.o.Logger.Warn("replay: could not note the replay on its dead letter", slog.String("callout_id", id),
 			slog.String("replay_id", res.ID), slog.Any("error", err))

@@ -126,14 +126,13 @@ func (s *Service) RunJob(ctx context.Context, id string) {
 // errUnrunnable marks a job that can never run (its spec is unreadable).
 var errUnrunnable = errors.New("replay: job cannot run")
 
-// run collects (when not done yet) and sends.
+// run collects (when not done yet) and sends. A dry run goes through the
+// same queue with the same claims, and asks Preview instead of Replay, so
+// each item's would-be result comes from the rules the real run applies.
 func (r *jobRun) run(ctx context.Context, rec policy.ReplayJob) error {
 	if rec.Phase != policy.PhaseSend {
 		if err := r.collect(ctx, rec.Position); err != nil {
 			return err
-		}
-		if r.spec.DryRun {
-			return nil
 		}
 		if err := r.s.o.Jobs.StartSending(ctx, r.id, r.s.o.Owner, r.lease); err != nil {
 			return err
@@ -216,7 +215,7 @@ func (r *jobRun) collect(ctx context.Context, pos string) error {
 			for i, d := range page.Items {
 				ids[i] = d.ID
 			}
-			if _, err := r.s.o.Jobs.Collect(ctx, r.id, r.s.o.Owner, r.lease, next.encode(), r.spec.DryRun, ids); err != nil {
+			if _, err := r.s.o.Jobs.Collect(ctx, r.id, r.s.o.Owner, r.lease, next.encode(), false, ids); err != nil {
 				return err
 			}
 			if p.C = page.Next; p.C == "" {
@@ -227,7 +226,7 @@ func (r *jobRun) collect(ctx context.Context, pos string) error {
 	for p.I < len(r.spec.IDs) {
 		end := min(p.I+collectBatch, len(r.spec.IDs))
 		next := position{F: p.F, I: end}
-		if _, err := r.s.o.Jobs.Collect(ctx, r.id, r.s.o.Owner, r.lease, next.encode(), r.spec.DryRun,
+		if _, err := r.s.o.Jobs.Collect(ctx, r.id, r.s.o.Owner, r.lease, next.encode(), false,
 			r.spec.IDs[p.I:end]); err != nil {
 			return err
 		}
@@ -240,7 +239,8 @@ func (r *jobRun) collect(ctx context.Context, pos string) error {
 const sendBatch = 100
 
 // send replays the queue from index on, one dead letter per interval of
-// the job's rate (the injected clock and sleeper pace it).
+// the job's rate (the injected clock and sleeper pace it); a dry run, which
+// sends nothing, is not paced.
 func (r *jobRun) send(ctx context.Context, index int) error {
 	interval := r.spec.interval()
 	next := r.s.o.Now()
@@ -250,8 +250,10 @@ func (r *jobRun) send(ctx context.Context, index int) error {
 			return err
 		}
 		for _, dl := range ids {
-			if err := r.pace(ctx, &next, interval); err != nil {
-				return err
+			if !r.spec.DryRun {
+				if err := r.pace(ctx, &next, interval); err != nil {
+					return err
+				}
 			}
 			claimed, prev, err := r.s.o.Jobs.ClaimItem(ctx, r.id, r.s.o.Owner, r.lease, index, dl)
 			if err != nil {
@@ -290,15 +292,42 @@ func (r *jobRun) pace(ctx context.Context, next *time.Time, interval time.Durati
 // result.
 const itemTimeout = 10 * time.Second
 
-// replayItem replays one claimed dead letter and records what happened.
+// replayItem replays one claimed dead letter (a dry run previews it) and
+// records what happened.
 func (r *jobRun) replayItem(ctx context.Context, dl string) {
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), itemTimeout)
 	defer cancel()
-	res, err := r.s.Replay(ictx, dl, r.by, r.id)
+	var res Result
+	var err error
+	if r.spec.DryRun {
+		res, err = r.s.Preview(ictx, dl)
+	} else {
+		res, err = r.s.Replay(ictx, dl, r.by, r.id)
+	}
+	r.record(ictx, ItemOf(dl, res, err, r.spec.DryRun))
+}
+
+// ItemOf is the job item a replay (or, with dry, a Preview) of dead letter
+// dl came to: sent (would_send), or skipped, refused or failed with the
+// reason's code in Detail. A skip is the end state the caller wanted —
+// already_replayed (a chain that has not dead-lettered holds the key),
+// superseded (a newer dead letter holds it: replay that one), not_found
+// (discarded or expired); a refusal (endpoint_disabled, unknown_endpoint,
+// backlog_full) or failure (store_unavailable, error) means a dead letter
+// that should have been sent was not.
+func ItemOf(dl string, res Result, err error, dry bool) policy.ReplayItem {
 	it := policy.ReplayItem{DeadLetterID: dl, ReplayID: res.ReplayID}
 	switch {
+	case err == nil && res.Created && dry:
+		it.Status = policy.ItemWouldSend
+		if res.State == policy.Held {
+			it.Detail = "held"
+		}
 	case err == nil && res.Created:
 		it.Status = policy.ItemSent
+		if res.State == policy.Held {
+			it.Detail = "held"
+		}
 	case err == nil:
 		it.Status, it.Detail = policy.ItemSkipped, "already_replayed"
 	case errors.Is(err, ErrNotDeadLetter) || errors.Is(err, ErrSuperseded):
@@ -308,7 +337,7 @@ func (r *jobRun) replayItem(ctx context.Context, dl string) {
 	default:
 		it.Status, it.Detail = policy.ItemFailed, refusal(err)
 	}
-	r.record(ictx, it)
+	return it
 }
 
 // record stores an item's result; a failure is logged (the item then shows

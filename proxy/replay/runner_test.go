@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // TestJobWindowOnceEach: a job of overlapping filters and ids replays
@@ -159,7 +160,9 @@ func TestJobResumesInAnotherReplica(t *testing.T) {
 	})
 }
 
-// TestJobDryRunSendsNothing: a dry run collects what would be replayed.
+// TestJobDryRunSendsNothing: a dry run collects what would be replayed,
+// sends nothing and is not paced; an id that is no dead letter is skipped
+// (not_found) as the real run would skip it.
 func TestJobDryRunSendsNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *testEnv) {
 		s := e.service("A")
@@ -173,7 +176,9 @@ func TestJobDryRunSendsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.RunJob(ctxT(t), j.ID)
-		wantJob(t, s, j.ID, policy.JobCompleted, 4, 0, 0, 0)
+		if got := wantJob(t, s, j.ID, policy.JobCompleted, 4, 0, 1, 0); got.WouldSend != 3 {
+			t.Fatalf("would send %d, want 3", got.WouldSend)
+		}
 		if items, bytes, _ := e.store.Backlog(ctxT(t), "pay-api"); items != 0 || bytes != seeded || e.clk.Slept() != 0 {
 			t.Fatalf("a dry run sent something: backlog %d items %d bytes (%d before), slept %v", items, bytes, seeded, e.clk.Slept())
 		}
@@ -278,4 +283,97 @@ func TestJobUnreadableSpec(t *testing.T) {
 			t.Fatalf("%d replays sent from an unreadable spec", n)
 		}
 	})
+}
+
+// TestDryRunSaysWhatTheRealRunDoes: over dead letters that are fresh,
+// already replayed (pending, and succeeded), superseded by their own failed
+// replay, of a disabled endpoint and of a paused one, each item of a dry
+// run has the status and detail the real run then gives it (the dry run
+// previews through the same code and script), and the counts agree.
+func TestDryRunSaysWhatTheRealRunDoes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *testEnv) {
+		s := e.service("A")
+		ctx := ctxT(t)
+		pay := e.seedN(t, "pay-api", "p", 4, time.Millisecond)
+		crm := e.seedN(t, "crm-api", "c", 1, time.Millisecond)
+		// p-0: replayed, still pending. p-1: replayed, and that replay
+		// dead-lettered too (so p-1 is superseded and its replay is a new
+		// dead letter). p-2, p-3: fresh.
+		if _, err := s.ReplayOne(ctx, pay[0].ID, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		r1, err := s.ReplayOne(ctx, pay[1].ID, "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.deadLetterPending(t, "pay-api", r1)
+		if _, err := e.store.Disable(ctx, "crm-api", "test"); err != nil {
+			t.Fatal(err)
+		}
+		_ = crm
+		spec := Spec{Rate: 1000, Filters: []Filter{{}}}
+		run := func(dry bool) (policy.ReplayJob, map[string]policy.ReplayItem) {
+			sp := spec
+			sp.DryRun = dry
+			j, err := s.CreateJob(ctx, sp, "ops")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.RunJob(ctx, j.ID)
+			j, _ = s.Job(ctx, j.ID)
+			page, err := s.JobItems(ctx, j.ID, 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]policy.ReplayItem{}
+			for _, it := range page.Items {
+				out[it.DeadLetterID] = it.ReplayItem
+			}
+			return j, out
+		}
+		dj, dry := run(true)
+		rj, real := run(false)
+		if len(dry) != len(real) || len(real) != 6 {
+			t.Fatalf("dry run %d items, real run %d, want 6 each", len(dry), len(real))
+		}
+		for id, r := range real {
+			d := dry[id]
+			want := r.Status
+			if want == policy.ItemSent {
+				want = policy.ItemWouldSend
+			}
+			if d.Status != want || d.Detail != r.Detail {
+				t.Errorf("%s: dry run said %s (%s), the real run did %s (%s)", id, d.Status, d.Detail, r.Status, r.Detail)
+			}
+		}
+		if dj.WouldSend != rj.Sent || dj.Skipped != rj.Skipped || dj.Refused != rj.Refused || rj.Sent != 3 {
+			t.Fatalf("dry run %+v\nreal run %+v", dj, rj)
+		}
+		for id, want := range map[string]string{pay[0].ID: "already_replayed", pay[1].ID: "superseded",
+			crm[0].ID: "endpoint_disabled"} {
+			if real[id].Detail != want {
+				t.Errorf("%s: %+v, want %s", id, real[id], want)
+			}
+		}
+	})
+}
+
+// deadLetterPending claims endpoint's due callout id and dead-letters it.
+func (e *testEnv) deadLetterPending(t *testing.T, endpoint, id string) {
+	t.Helper()
+	cr, err := e.store.Claim(ctxT(t), endpoint, redisstore.ClaimOptions{Batch: 10, Lease: testLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range cr.Claimed {
+		comp := policy.Completion{Action: policy.ActionDeadLetter, Reason: policy.DeadLetterPermanent, Error: "again",
+			Attempt: &policy.Attempt{StartedAt: e.clk.Now(), Status: 400, Outcome: policy.Permanent}}
+		if cl.ID != id {
+			comp = policy.Completion{Action: policy.ActionRetry, NextAttemptAt: e.clk.Now(),
+				Attempt: &policy.Attempt{StartedAt: e.clk.Now(), Status: 503, Outcome: policy.Retryable}}
+		}
+		if _, err := e.store.Complete(ctxT(t), cl, comp); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

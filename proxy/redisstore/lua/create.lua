@@ -8,7 +8,8 @@
 --       hash), 6 reservation, 7 legacy reservation (6 and 7: the record key
 --       as a placeholder when there is none), 8.. the legacy due and lease
 --       sets (home queue only), counted while 'L' is not '0'
--- ARGV: 1 now ms, 2 mode 'b' (Begin) | 'e' (Enqueue), 3 id,
+-- ARGV: 1 now ms, 2 mode 'b' (Begin) | 'e' (Enqueue) | 'd' (Enqueue's dry
+--       run: every check, then the answer, nothing written), 3 id,
 --       4 reservation value (raw id, 16 bytes, then raw fingerprint, 12),
 --       5 stale raw id, 6 stale id (a reservation held by it counts as free),
 --       7 takeover raw id, 8 takeover id (the dead letter a replay
@@ -28,6 +29,9 @@
 --   {'disabled'}, {'backlog_full'}, {'issuer_backlog_full'}  nothing created
 --   {'created', 'in_flight', kind, lease until}   Begin; kind first or probe
 --   {'created', state, gate, due}                 held, or Enqueue's scheduled
+--   {'would_create', state, gate, due}            mode 'd': what Enqueue would do
+-- A replay job's dry run asks in mode 'd', so that it and the real run apply
+-- the same reservation, gate and cap rules (one copy).
 local c, q, due, lease, acc, res, lres = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now_s = ARGV[1]
 local now = tonumber(now_s)
@@ -71,6 +75,14 @@ for i = 22, #ARGV do size = size + #ARGV[i] end
 local full = over_caps(f, items, {tonumber(ARGV[9]), tonumber(ARGV[10]),
   tonumber(ARGV[11]), tonumber(ARGV[12])}, size, tag)
 if full then return {full} end
+if ARGV[2] == 'd' then
+  local state, at = 'scheduled', ARGV[16]
+  if shut(g) then
+    state = 'held'
+    if g_until > tonumber(at) then at = str(g_until) end
+  end
+  return {'would_create', state, g, at}
+end
 
 local rec = {unpack(ARGV, 22)}
 local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
