@@ -36,6 +36,14 @@ type DeadLetter struct {
 	// when it was never replayed.
 	ReplayedBy string
 	ReplayedAt time.Time
+	// ReplayOutcome is the final state of that chain (Succeeded,
+	// DeadLettered) once it ended; "" while it is pending or when the dead
+	// letter was never replayed.
+	ReplayOutcome State
+	// Resolution is what became of its replays, the chain followed; ""
+	// when never replayed. The store leaves it empty; the replay service's
+	// listing fills it in.
+	Resolution Resolution
 }
 
 // DeadLetterPage is one page of dead letters, oldest first.
@@ -52,6 +60,51 @@ type ReplayMark struct {
 	ReplayedBy string
 	// ReplayedAt is when that chain was created; zero when never.
 	ReplayedAt time.Time
+	// ReplayOutcome is that chain's final state once it ended (Succeeded,
+	// DeadLettered), at ReplayEndedAt; "" while it is pending.
+	ReplayOutcome State
+	ReplayEndedAt time.Time
+	// Resolution is what became of the replays, the chain followed; ""
+	// when never replayed. The store leaves it empty; the replay service
+	// fills it in.
+	Resolution Resolution
+}
+
+// Resolution is what became of a dead letter that was replayed (SPEC §8:
+// the Salesforce record shows Reprocessed or Failed Again), following the
+// chain: a replay that dead-lettered and was itself replayed resolves as its
+// own replay did.
+type Resolution string
+
+// The resolutions. A dead letter never replayed has none ("").
+const (
+	// ResolutionPending: the latest replay chain has not ended yet.
+	ResolutionPending Resolution = "pending"
+	// ResolutionSucceeded: the latest replay (or a replay of it) succeeded;
+	// nothing is left to do.
+	ResolutionSucceeded Resolution = "succeeded"
+	// ResolutionFailedAgain: the latest replay ended without success and was
+	// not replayed in turn; that chain is a dead letter of its own.
+	ResolutionFailedAgain Resolution = "failed_again"
+)
+
+// Resolved reports whether nothing is left to do for a dead letter of
+// resolution r: its replay succeeded. Never replayed, pending and failed
+// again are all unresolved.
+func (r Resolution) Resolved() bool { return r == ResolutionSucceeded }
+
+// ResolutionOf is the resolution a replay chain's final state gives its dead
+// letter: "" (still pending) → pending, succeeded → succeeded, anything else
+// (dead_lettered, failed) → failed again. The caller follows a failed chain
+// that was itself replayed to that replay's outcome.
+func ResolutionOf(outcome State) Resolution {
+	switch outcome {
+	case "":
+		return ResolutionPending
+	case Succeeded:
+		return ResolutionSucceeded
+	}
+	return ResolutionFailedAgain
 }
 
 // The values of Failed_Callout__c.Status__c, the dead letter's status as

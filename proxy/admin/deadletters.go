@@ -17,9 +17,10 @@ import (
 )
 
 // handleListDeadLetters serves GET /admin/v1/dead-letters?endpoint=&since=
-// &until=&status=&reason=&cursor=&limit= (SPEC §8 filters; endpoint, status
-// and reason may repeat or be comma-separated; since and until are RFC 3339
-// and inclusive; limit 1–1000, default 100).
+// &until=&status=&reason=&unresolved=&cursor=&limit= (SPEC §8 filters;
+// endpoint, status and reason may repeat or be comma-separated; since and
+// until are RFC 3339 and inclusive; unresolved=true keeps only dead letters
+// whose replays have not succeeded; limit 1–1000, default 100).
 func (s *server) handleListDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, err := filterOf(q)
@@ -51,7 +52,7 @@ func (s *server) summaryDoc(d policy.DeadLetter) api.DeadLetterSummaryDoc {
 		Status: d.Status, Method: d.Method, Path: d.Path, Attempts: d.Attempts,
 		IdempotencyKey: d.IdempotencyKey, SourceRecord: d.SourceRecord, ReplayOf: d.ReplayOf,
 		LastError: s.redactions.For(d.Endpoint).Text(d.LastError), ReplayedBy: d.ReplayedBy,
-		ReplayedAt: timeOrNil(d.ReplayedAt),
+		ReplayedAt: timeOrNil(d.ReplayedAt), ReplayOutcome: d.Resolution,
 	}
 }
 
@@ -93,7 +94,7 @@ func (s *server) calloutDoc(c *policy.Callout, m policy.ReplayMark) api.CalloutD
 	return api.CalloutDoc{
 		StatusDocument: statusdoc.Render(c, rules), Issuer: c.Issuer, CreatedAt: c.CreatedAt.UTC(),
 		FirstAttemptAt: timeOrNil(c.FirstAttemptAt), FinishedAt: timeOrNil(c.FinishedAt), Request: req,
-		ReplayedBy: m.ReplayedBy, ReplayedAt: timeOrNil(m.ReplayedAt),
+		ReplayedBy: m.ReplayedBy, ReplayedAt: timeOrNil(m.ReplayedAt), ReplayOutcome: m.Resolution,
 	}
 }
 

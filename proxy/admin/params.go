@@ -12,7 +12,7 @@ import (
 )
 
 // filterOf reads a replay.Filter from the list query parameters endpoint,
-// reason, status, since and until. Errors: InvalidRequest (a status that
+// reason, status, since, until and unresolved. Errors: InvalidRequest (a status that
 // is not a number, a time that is not RFC 3339); the service validates
 // the rest.
 func filterOf(q url.Values) (replay.Filter, error) {
@@ -34,6 +34,13 @@ func filterOf(q url.Values) (replay.Filter, error) {
 	}
 	if f.Until, err = timeParam(q, "until"); err != nil {
 		return f, err
+	}
+	switch v := q.Get("unresolved"); v {
+	case "", "false":
+	case "true":
+		f.Unresolved = true
+	default:
+		return f, problem.Errorf(problem.InvalidRequest, "unresolved must be true or false")
 	}
 	return f, nil
 }

@@ -83,7 +83,7 @@ func TestJobDocUnreadableSpec(t *testing.T) {
 // the stored spec) encode the same filter to the same bytes.
 func TestReplayFilterWire(t *testing.T) {
 	f := replay.Filter{Endpoints: []string{"a", "b"}, Since: time.UnixMilli(1_700_000_000_000).UTC(),
-		Statuses: []int{0, 429}, Reasons: []policy.DeadLetterReason{policy.DeadLetterAmbiguous}}
+		Statuses: []int{0, 429}, Reasons: []policy.DeadLetterReason{policy.DeadLetterAmbiguous}, Unresolved: true}
 	for _, f := range []replay.Filter{f, {}} {
 		a, _ := json.Marshal(api.ReplayFilter(f))
 		b, _ := json.Marshal(f)

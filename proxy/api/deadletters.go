@@ -11,8 +11,10 @@ import (
 // of a replay job's items (SPEC §7). Times are RFC 3339 in UTC with
 // millisecond precision. Reason is exhausted, permanent, ambiguous or
 // endpoint_disabled; Status the last upstream status, 0 when the callout
-// never got an answer. LastError is redacted. ReplayedBy is the replay
-// chain made of it, at ReplayedAt.
+// never got an answer. LastError is redacted. ReplayedBy is the latest
+// replay chain made of it, at ReplayedAt; ReplayOutcome what became of it
+// (the chain followed through replays of failed replays): pending,
+// succeeded or failed_again (absent when never replayed).
 type DeadLetterSummaryDoc struct {
 	ID             string                  `json:"id"`
 	Endpoint       string                  `json:"endpoint"`
@@ -28,6 +30,7 @@ type DeadLetterSummaryDoc struct {
 	LastError      string                  `json:"last_error,omitempty"`
 	ReplayedBy     string                  `json:"replayed_by,omitempty"`
 	ReplayedAt     *time.Time              `json:"replayed_at,omitempty"`
+	ReplayOutcome  policy.Resolution       `json:"replay_outcome,omitempty"`
 }
 
 // DeadLetterList is the body of GET /admin/v1/dead-letters: one page, by
@@ -53,10 +56,12 @@ type CalloutDoc struct {
 	// FinishedAt is when it ended; for a dead letter, when it became one.
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	Request    RequestDoc `json:"request"`
-	// ReplayedBy is the replay chain made of this dead letter, at
-	// ReplayedAt.
-	ReplayedBy string     `json:"replayed_by,omitempty"`
-	ReplayedAt *time.Time `json:"replayed_at,omitempty"`
+	// ReplayedBy is the latest replay chain made of this dead letter, at
+	// ReplayedAt; ReplayOutcome what became of it, as in
+	// DeadLetterSummaryDoc.
+	ReplayedBy    string            `json:"replayed_by,omitempty"`
+	ReplayedAt    *time.Time        `json:"replayed_at,omitempty"`
+	ReplayOutcome policy.Resolution `json:"replay_outcome,omitempty"`
 }
 
 // RequestDoc is the caller's request as stored. Query and Headers and a

@@ -68,14 +68,17 @@ type ReplayJobSpec struct {
 // endpoint); Since and Until bound the time it became a dead letter, both
 // inclusive, RFC 3339 (absent: unbounded); Statuses are last upstream
 // statuses, 100–599, or 0 for none; Reasons are exhausted, permanent,
-// ambiguous or endpoint_disabled. At most 100 of each. It has the fields of
+// ambiguous or endpoint_disabled. At most 100 of each. Unresolved keeps
+// only dead letters whose replays have not succeeded (never replayed,
+// pending, failed again). It has the fields of
 // the replay service's filter, which proxy/admin converts it to.
 type ReplayFilter struct {
-	Endpoints []string                  `json:"endpoints,omitempty"`
-	Since     time.Time                 `json:"since,omitzero"`
-	Until     time.Time                 `json:"until,omitzero"`
-	Statuses  []int                     `json:"statuses,omitempty"`
-	Reasons   []policy.DeadLetterReason `json:"reasons,omitempty"`
+	Endpoints  []string                  `json:"endpoints,omitempty"`
+	Since      time.Time                 `json:"since,omitzero"`
+	Until      time.Time                 `json:"until,omitzero"`
+	Statuses   []int                     `json:"statuses,omitempty"`
+	Reasons    []policy.DeadLetterReason `json:"reasons,omitempty"`
+	Unresolved bool                      `json:"unresolved,omitempty"`
 }
 
 // ReplayJobList is the body of GET /admin/v1/replay-jobs?limit=N (default

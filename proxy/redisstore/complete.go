@@ -96,8 +96,16 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	if res == "" {
 		res = rc
 	}
+	replayed := rc
+	if n, ok := ShardOfID(cl.ReplayOf); ok {
+		if m, _ := ShardOfID(cl.ID); n == m {
+			// The chain replays a dead letter whose record is in this slot
+			// (the same key's queue): complete.lua notes the outcome there.
+			replayed, _ = calloutKeyOfID(cl.ReplayOf)
+		}
+	}
 	p.main = &scriptCall{sc: s.lua.complete, args: args,
-		keys: []string{rc, rest, resp, q.due, q.lease, q.acc, q.dl, q.dlb, q.sfo, q.sfx, res}}
+		keys: []string{rc, rest, resp, q.due, q.lease, q.acc, q.dl, q.dlb, q.sfo, q.sfx, res, replayed}}
 	if given {
 		p.breaker = s.breakerCall(cl, c, br, now, view)
 	}

@@ -149,6 +149,7 @@ func (s *Store) summary(ctx context.Context, id string, m map[string]string) *po
 			Method: meta.Method, Path: meta.Path, Attempts: atoi(m[f2Attempts]),
 			IdempotencyKey: meta.Key, SourceRecord: meta.Source, ReplayOf: m[f2ReplayOf],
 			LastError: m[f2LastErr], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
+			ReplayOutcome: policy.State(m[fReplayOutcome]),
 		}
 	}
 	if m[fState] != string(policy.DeadLettered) {
@@ -160,6 +161,7 @@ func (s *Store) summary(ctx context.Context, id string, m map[string]string) *po
 		Method: m[fMethod], Path: m[fPath], Attempts: atoi(m[fAttempts]),
 		IdempotencyKey: m[fKey], SourceRecord: m[fSource], ReplayOf: m[fReplayOf],
 		LastError: m[fLastError], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
+		ReplayOutcome: policy.State(m[fReplayOutcome]),
 	}
 }
 

@@ -38,7 +38,8 @@ import (
 //	                            headers and body 1 … 8 (or Q and :q), the
 //	                            lease t x l k, d once a dispatcher claimed it,
 //	                            attempts A<n>, the last response R and
-//	                            r1 … r4 (or :r), e, F, D, o, rb, rt. A field a
+//	                            r1 … r4 (or :r), e, F, D, o, rb, rt (and rx,
+//	                            rxt once that replay chain ended, replaymark.go). A field a
 //	                            script drops is blanked (""). No fingerprint:
 //	                            the reservation holds it. Not kept: the due
 //	                            time (the due set's score). A pending keyed
@@ -92,7 +93,8 @@ import (
 //
 //	cp:{sN}:c:{id}        HASH  one callout's small fields (the f* constants
 //	                            in record.go; a replayed dead letter also
-//	                            names its latest replay chain, replaymark.go),
+//	                            names its latest replay chain and, once that
+//	                            chain ended, its final state: replaymark.go),
 //	                            headers one field each.
 //	cp:{sN}:c:{id}:b      STRING the request body, raw (absent when empty).
 //	cp:{sN}:c:{id}:l      STRING the attempt log, one JSON object per line,

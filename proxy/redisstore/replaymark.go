@@ -13,6 +13,10 @@ import (
 const (
 	fReplayedBy = "rb" // callout id of the latest replay chain of this dead letter
 	fReplayedAt = "rt" // when that chain was created, ms
+	// fReplayOutcome is that chain's final state (succeeded, dead_lettered)
+	// once it ended, written by complete.lua; absent while it is pending.
+	fReplayOutcome = "rx"
+	fReplayEnded   = "rxt" // when it ended, ms
 )
 
 // MarkReplayed notes on dead letter id that replayID is its latest replay
@@ -38,11 +42,12 @@ func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.Repla
 	if !ok {
 		return policy.ReplayMark{}, nil
 	}
-	f, err := r.s.rdb.HMGet(ctx, key, fReplayedBy, fReplayedAt).Result()
+	f, err := r.s.rdb.HMGet(ctx, key, fReplayedBy, fReplayedAt, fReplayOutcome, fReplayEnded).Result()
 	if err != nil {
 		return policy.ReplayMark{}, r.s.wrap("replay mark", err)
 	}
-	return policy.ReplayMark{ReplayedBy: replyStr(f[0]), ReplayedAt: fromMs(replyStr(f[1]))}, nil
+	return policy.ReplayMark{ReplayedBy: replyStr(f[0]), ReplayedAt: fromMs(replyStr(f[1])),
+		ReplayOutcome: policy.State(replyStr(f[2])), ReplayEndedAt: fromMs(replyStr(f[3]))}, nil
 }
 
 // PruneDeadLetters drops the entries older than the dead-letter retention

@@ -29,6 +29,9 @@ type Filter struct {
 	// Reasons are dead-letter reasons: exhausted, permanent, ambiguous,
 	// endpoint_disabled.
 	Reasons []policy.DeadLetterReason `json:"reasons,omitempty"`
+	// Unresolved keeps only dead letters whose replays have not succeeded
+	// (policy.Resolution.Resolved): never replayed, pending, failed again.
+	Unresolved bool `json:"unresolved,omitempty"`
 }
 
 // endpointName is SPEC §10's endpoint name rule.
@@ -126,6 +129,7 @@ func decodeCursor(s string) (cursor, error) {
 // DeadLetters lists dead letters matching q.Filter (SPEC §7, §8): endpoint
 // by endpoint in name order, oldest first within one, with a stable cursor
 // (entries added or removed between pages neither repeat nor skip others).
+// Each item's Resolution says what became of its replays (resolve).
 // Errors: ErrInvalid (filter or cursor), policy.ErrUnavailable.
 func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
 	if err := q.Filter.Validate(); err != nil {
@@ -160,8 +164,17 @@ func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
 				return Page{}, err
 			}
 			budget -= want
+			var matched []policy.DeadLetter
 			for _, d := range sp.Items {
 				if q.Filter.Match(d) {
+					matched = append(matched, d)
+				}
+			}
+			if err := s.resolve(ctx, matched); err != nil {
+				return Page{}, err
+			}
+			for _, d := range matched {
+				if !q.Filter.Unresolved || !d.Resolution.Resolved() {
 					page.Items = append(page.Items, d)
 				}
 			}

@@ -356,14 +356,17 @@ func (s *Service) DeadLetter(ctx context.Context, id string) (*policy.Callout, p
 }
 
 // Callout returns callout id's record, whatever its state, and its replay
-// mark (zero unless it is a replayed dead letter). Errors:
-// policy.ErrNotFound, policy.ErrUnavailable.
+// mark (zero unless it is a replayed dead letter) with its Resolution.
+// Errors: policy.ErrNotFound, policy.ErrUnavailable.
 func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, policy.ReplayMark, error) {
 	c, err := s.o.Store.Get(ctx, id)
 	if err != nil {
 		return nil, policy.ReplayMark{}, err
 	}
 	m, err := s.o.Jobs.ReplayMarkOf(ctx, id)
+	if err == nil && m.ReplayedBy != "" {
+		err = s.resolveMark(ctx, id, &m)
+	}
 	return c, m, err
 }
 

@@ -13,7 +13,9 @@
 --       6 counters (the endpoint hash, or the queue's counter hash),
 --       7 dead-letter index, 8 dead-letter bytes, 9 Salesforce outbox,
 --       10 its expiry schedule (outbox.go), 11 reservation (the record key
---       as a placeholder when there is none)
+--       as a placeholder when there is none), 12 the record of the dead
+--       letter this chain replays (replay_of, in the same slot; the record
+--       key when none)
 -- ARGV: 1 now ms, 2 id, 3 lease token, 4 action: succeeded|failed|retry|again|dead,
 --       5 attempt entry ('' = never dispatched: the claim's count is undone),
 --       6 success '1'|'0', 7 counts toward the breaker '1'|'0',
@@ -165,6 +167,15 @@ else
 end
 hflush(acc, wa)
 if given == '' then gate_publish(acc) end
+
+-- A replay chain that ended tells the dead letter it replays, when it is
+-- still that dead letter's latest replay (rb): 'rx' its final state, 'rxt'
+-- when (SPEC §8 Reprocessed / Failed Again; calloutctl's REPLAY column).
+local replayed = KEYS[12]
+if replayed and replayed ~= keys.c and (state == 'succeeded' or state == 'failed' or state == 'dead_lettered')
+    and redis.call('HGET', replayed, 'rb') == id then
+  redis.call('HSET', replayed, 'rx', state, 'rxt', now_s)
+end
 
 local probe = 0
 if is_probe then probe = 1 end
