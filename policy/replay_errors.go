@@ -15,6 +15,9 @@ var (
 	// ErrReplayUnknownEndpoint: the dead letter's endpoint is no longer
 	// configured, so nothing could dispatch a replay.
 	ErrReplayUnknownEndpoint = errors.New("replay: endpoint not configured")
+	// ErrReplayNoSuchEndpoint: a filter names an endpoint that is neither
+	// configured nor known to the store (it never had a callout).
+	ErrReplayNoSuchEndpoint = errors.New("replay: no such endpoint")
 	// ErrReplayEndpointDisabled: the endpoint is disabled; replays are
 	// refused until an admin re-enables it (SPEC §6).
 	ErrReplayEndpointDisabled = errors.New("replay: endpoint disabled")

@@ -43,6 +43,9 @@ var domainErrors = [...]domainError{
 	{target: policy.ErrReplayUnknownEndpoint, code: UnknownEndpoint, detail: func(err error) string {
 		return "the dead letter's endpoint is no longer configured: " + lastPart(err)
 	}},
+	{target: policy.ErrReplayNoSuchEndpoint, code: UnknownEndpoint, detail: func(err error) string {
+		return "no such endpoint: " + lastPart(err) + " (not configured, and the store has never seen it)"
+	}},
 	{target: policy.ErrReplayEndpointDisabled, code: EndpointDisabled,
 		detail: fixed("the endpoint is disabled; replays are refused until it is re-enabled")},
 	{target: policy.ErrReplayBacklogFull, code: BacklogFull,

@@ -29,6 +29,8 @@ func TestDomainErrors(t *testing.T) {
 		{"no such replay job", policy.ErrJobNotFound, NotFound, 404, "no such replay job", false},
 		{"endpoint gone", fmt.Errorf("%w: pay-api", policy.ErrReplayUnknownEndpoint), UnknownEndpoint, 404,
 			"the dead letter's endpoint is no longer configured: pay-api", false},
+		{"no such endpoint", fmt.Errorf("%w: nosuch", policy.ErrReplayNoSuchEndpoint), UnknownEndpoint, 404,
+			"no such endpoint: nosuch (not configured, and the store has never seen it)", false},
 		{"replay to a disabled endpoint", fmt.Errorf("%w: pay-api (re-enable it)", policy.ErrReplayEndpointDisabled),
 			EndpointDisabled, 503, "the endpoint is disabled; replays are refused until it is re-enabled", false},
 		{"replay backlog full", fmt.Errorf("%w: pay-api", policy.ErrReplayBacklogFull), BacklogFull, 503,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
 // Filter selects dead letters (SPEC §8 "filtered (endpoint, time range,
@@ -130,7 +131,8 @@ func decodeCursor(s string) (cursor, error) {
 // by endpoint in name order, oldest first within one, with a stable cursor
 // (entries added or removed between pages neither repeat nor skip others).
 // Each item's Resolution says what became of its replays (resolve).
-// Errors: ErrInvalid (filter or cursor), policy.ErrUnavailable.
+// Errors: ErrInvalid (filter or cursor), ErrNoSuchEndpoint,
+// policy.ErrUnavailable.
 func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
 	if err := q.Filter.Validate(); err != nil {
 		return Page{}, err
@@ -197,15 +199,36 @@ func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
 
 // endpoints returns names sorted and deduplicated, or, when names is
 // empty, every configured endpoint and every endpoint the store has seen.
+// Errors: ErrNoSuchEndpoint for a name that is neither (a typo must not
+// look like an endpoint without dead letters), policy.ErrUnavailable.
 func (s *Service) endpoints(ctx context.Context, names []string) ([]string, error) {
-	out := slices.Clone(names)
-	if len(out) == 0 {
-		seen, err := s.o.Store.Endpoints(ctx)
-		if err != nil {
+	known := s.o.Config.EndpointNames()
+	var seen []string
+	if len(names) == 0 || !allConfigured(s.o.Config, names) {
+		var err error
+		if seen, err = s.o.Store.Endpoints(ctx); err != nil {
 			return nil, err
 		}
-		out = append(s.o.Config.EndpointNames(), seen...)
+	}
+	out := slices.Clone(names)
+	if len(out) == 0 {
+		out = append(known, seen...)
+	}
+	for _, n := range names {
+		if _, ok := s.o.Config.Endpoint(n); !ok && !slices.Contains(seen, n) {
+			return nil, fmt.Errorf("%w: %s", ErrNoSuchEndpoint, n)
+		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// allConfigured reports whether every name is a configured endpoint.
+func allConfigured(cfg *config.Config, names []string) bool {
+	for _, n := range names {
+		if _, ok := cfg.Endpoint(n); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -91,10 +91,18 @@ const UnreadableSpec = "unreadable spec"
 // time, so a job never picks up dead letters that arrive while it runs
 // (its own failed replays among them); a zero Rate gets DefaultRate. The
 // caller audit-logs it; SpecOf reads the spec back from the job.
-// Errors: ErrInvalid, policy.ErrUnavailable.
+// Errors: ErrInvalid, ErrNoSuchEndpoint, policy.ErrUnavailable.
 func (s *Service) CreateJob(ctx context.Context, sp Spec, by string) (policy.ReplayJob, error) {
 	if err := sp.Validate(); err != nil {
 		return policy.ReplayJob{}, err
+	}
+	for _, f := range sp.Filters {
+		if len(f.Endpoints) == 0 {
+			continue
+		}
+		if _, err := s.endpoints(ctx, f.Endpoints); err != nil {
+			return policy.ReplayJob{}, err
+		}
 	}
 	now := s.o.Now()
 	if sp.Rate == 0 {

@@ -39,6 +39,9 @@ var (
 	// ErrUnknownEndpoint: the dead letter's endpoint is no longer
 	// configured, so nothing could dispatch a replay.
 	ErrUnknownEndpoint = policy.ErrReplayUnknownEndpoint
+	// ErrNoSuchEndpoint: a filter names an endpoint that is neither
+	// configured nor known to the store.
+	ErrNoSuchEndpoint = policy.ErrReplayNoSuchEndpoint
 	// ErrEndpointDisabled: the endpoint is disabled; replays are refused
 	// until an admin re-enables it (SPEC §6).
 	ErrEndpointDisabled = policy.ErrReplayEndpointDisabled
