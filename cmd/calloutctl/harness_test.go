@@ -168,7 +168,7 @@ func startProxy(t *testing.T) *proxyEnv {
 		Now: p.clk.Now, Sleep: p.clk.Sleep, Owner: "replica-1", Wake: disp.Wake, PollEvery: 20 * time.Millisecond})
 	srv := proxy.New(proxy.Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: p.store,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake, Logger: logger, Now: p.clk.Now})
-	adminSrv := httptest.NewServer(admin.New(admin.Deps{Config: cfg, Tokens: admins, Endpoints: p.store,
+	adminSrv := httptest.NewServer(admin.New(admin.Deps{Config: cfg, Tokens: admins, Endpoints: p.store, Callouts: p.store,
 		DeadLetters: replays, ReplayJobs: replays, Events: events, Metrics: m, Wake: disp.Wake, Logger: logger,
 		Now: p.clk.Now}))
 	calloutSrv := httptest.NewServer(srv.Handler())

@@ -36,6 +36,10 @@ type Keys interface {
 // 1–1000, default 100; cursor is the previous page's next_cursor.
 func (s *server) handleListCallouts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if q.Get("endpoint") == "" {
+		problem.Write(w, problem.Errorf(problem.InvalidRequest, "endpoint is required: the endpoint whose pending callouts to list"))
+		return
+	}
 	ep, ok := s.d.Config.Endpoint(q.Get("endpoint"))
 	if !ok {
 		problem.Write(w, unknownEndpoint(q.Get("endpoint")))
@@ -75,7 +79,8 @@ func (s *server) handleListCallouts(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Items = append(out.Items, api.CalloutSummaryDoc{ID: c.ID, Endpoint: c.Endpoint, State: c.State,
 			Method: c.Method, Path: c.Path, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
-			ReplayOf: c.ReplayOf, Attempts: c.Attempts, CreatedAt: c.CreatedAt.UTC(), NextAttemptAt: timeOrNil(due)})
+			ReplayOf: c.ReplayOf, Attempts: c.Attempts, CreatedAt: c.CreatedAt.UTC(), NextAttemptAt: timeOrNil(due),
+			Issuer: c.Issuer, LastError: s.redactions.For(ep.Name).Text(c.LastError)})
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }

@@ -25,6 +25,9 @@ import (
 var (
 	_ DeadLetters = (*replay.Service)(nil)
 	_ ReplayJobs  = (*replay.Service)(nil)
+	// Callouts and Keys are the store's own.
+	_ Callouts = (*redisstore.Store)(nil)
+	_ Keys     = (*redisstore.Store)(nil)
 )
 
 // dltBody is a seeded request body with a card number to redact.
@@ -81,8 +84,8 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	cfg := dltConfig()
 	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, Owner: "A", Logger: logger,
 		Jobs: redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{}), Now: e.clk.Now, Sleep: e.clk.Sleep})
-	e.h = New(Deps{Config: cfg, Tokens: tokens, DeadLetters: e.svc, ReplayJobs: e.svc, Logger: logger,
-		Now: e.clk.Now})
+	e.h = New(Deps{Config: cfg, Tokens: tokens, DeadLetters: e.svc, ReplayJobs: e.svc, Callouts: e.store,
+		Logger: logger, Now: e.clk.Now})
 	return e
 }
 

@@ -40,6 +40,10 @@ type CalloutSummaryDoc struct {
 	Attempts       int          `json:"attempts"`
 	CreatedAt      time.Time    `json:"created_at"`
 	NextAttemptAt  *time.Time   `json:"next_attempt_at,omitempty"`
+	// Issuer is the organisation (JWT issuer) that sent it; LastError its
+	// last error, redacted (absent before a failed attempt).
+	Issuer    string `json:"issuer,omitempty"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // CalloutList is the body of GET /admin/v1/callouts?endpoint=&state=
