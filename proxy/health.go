@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/httpx"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
 // handleHealthz answers 200 while the process serves HTTP (liveness).
@@ -13,6 +14,14 @@ func (s *Server) handleHealthz() http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.d.Version})
 	}
+}
+
+// notAdminListener answers an admin API or /metrics path asked of the
+// callout listener: 404 not-admin-listener, so a client pointed at the
+// wrong port (calloutctl --server) can say so instead of "no such route".
+func notAdminListener(w http.ResponseWriter, _ *http.Request) {
+	problem.Write(w, problem.Errorf(problem.NotAdminListener,
+		"this is the callout listener (listen), not admin_listen: the admin API (/admin/v1/) and /metrics are served on admin_listen"))
 }
 
 // handleReadyz answers 200 when started and not draining, 503 while

@@ -22,6 +22,8 @@ func (s *Server) routes() http.Handler {
 	r.Handle("/callout/*", s.handleCallout())
 	r.Get("/v1/callouts/{id}", s.handleGetCallout())
 	r.Get("/v1/policy", s.handleGetPolicy())
+	r.Handle("/admin/*", http.HandlerFunc(notAdminListener))
+	r.Handle("/metrics", http.HandlerFunc(notAdminListener))
 	r.NotFound(httpx.NotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed)
 	return r

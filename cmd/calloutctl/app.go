@@ -15,10 +15,14 @@ import (
 	"golang.org/x/term"
 )
 
-// Environment variables calloutctl reads.
+// Environment variables calloutctl reads. CALLOUTCTL_SERVER names the
+// admin API; CALLOUT_PROXY_ADMIN_URL is accepted too (the name operators
+// reach for, as the proxy's own variables start CALLOUT_PROXY_), and
+// CALLOUTCTL_SERVER wins when both are set.
 const (
-	envServer = "CALLOUTCTL_SERVER"
-	envToken  = "CALLOUTCTL_TOKEN"
+	envServer      = "CALLOUTCTL_SERVER"
+	envServerAlias = "CALLOUT_PROXY_ADMIN_URL"
+	envToken       = "CALLOUTCTL_TOKEN"
 )
 
 // defaultServer is the admin listener of a default configuration (SPEC §10).
@@ -32,9 +36,10 @@ type app struct {
 	stderr io.Writer
 	// now is the clock: relative --since/--until are measured from it.
 	now func() time.Time
-	// isTerminal reports whether w is a terminal: the progress bar and
-	// prompts appear only then.
-	isTerminal func(w io.Writer) bool
+	// isTerminal reports whether f (stdin, stderr) is a terminal: the
+	// progress bar, and the question before discarding a single dead
+	// letter, appear only then.
+	isTerminal func(f any) bool
 	// pollEvery is how often a bulk action's progress is read.
 	pollEvery time.Duration
 	// throttle is the progress bar's least time between redraws.
@@ -52,17 +57,26 @@ func newApp(getenv func(string) string, stdin io.Reader, stdout, stderr io.Write
 	}
 }
 
-// isTerminal reports whether w is an *os.File on a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+// isTerminal reports whether f is an *os.File on a terminal.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
 }
 
-// run parses args (without the program name) and runs the command.
+// run parses args (without the program name) and runs the command. A run
+// cut short by ctx (Ctrl-C, SIGTERM) is errInterrupted, exit 130 (128 +
+// SIGINT, as shells report it), whatever the command was doing.
 func (a *app) run(ctx context.Context, args []string) error {
 	root := a.command()
-	return root.Run(ctx, append([]string{"calloutctl"}, args...))
+	err := root.Run(ctx, append([]string{"calloutctl"}, args...))
+	if err != nil && ctx.Err() != nil {
+		return withCode(exitInterrupted, errInterrupted)
+	}
+	return err
 }
+
+// errInterrupted is a run stopped by Ctrl-C.
+var errInterrupted = errors.New("interrupted")
 
 // command is the command tree.
 func (a *app) command() *cli.Command {
@@ -74,15 +88,24 @@ func (a *app) command() *cli.Command {
 			"endpoints. Times (--since, --until) are RFC 3339 (2025-01-31T14:00:00Z), a date\n" +
 			"(2025-01-31, UTC) or a duration ago (90m, 36h, 7d).\n\n" + exitCodesHelp,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "server", Usage: "admin API base URL (default " + defaultServer + ")",
-				Sources: cli.NewValueSourceChain(envSource{key: envServer, getenv: a.getenv})},
+			&cli.StringFlag{Name: "server", Usage: "admin API base URL: the proxy's admin_listen (default " + defaultServer + ")",
+				Sources: cli.NewValueSourceChain(envSource{key: envServer, getenv: a.getenv},
+					envSource{key: envServerAlias, getenv: a.getenv})},
 			&cli.StringFlag{Name: "token", Usage: "admin bearer token",
 				Sources: cli.NewValueSourceChain(envSource{key: envToken, getenv: a.getenv})},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table",
+				Usage: "table (fits 100 columns), wide (every column) or json"},
 		},
 		Commands: []*cli.Command{
 			a.deadLettersCommand(), a.replayCommand(), a.replayJobsCommand(),
-			a.endpointsCommand(), a.calloutsCommand(),
+			a.endpointsCommand(), a.calloutsCommand(), a.versionCommand(),
+		},
+		// `calloutctl completion bash|zsh|fish|pwsh` prints the shell's
+		// completion script (the library's own, shown in --help).
+		EnableShellCompletion: true,
+		ConfigureShellCompletionCommand: func(c *cli.Command) {
+			c.Hidden = false
+			c.Usage = "print the shell completion script: bash, zsh, fish or pwsh"
 		},
 		Action:      a.groupAction,
 		Writer:      a.stdout,
@@ -93,14 +116,43 @@ func (a *app) command() *cli.Command {
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 	}
 	forEachCommand(root, func(c *cli.Command) {
-		c.OnUsageError = func(_ context.Context, _ *cli.Command, err error, _ bool) error {
-			return withCode(exitUsage, err)
+		c.OnUsageError = func(_ context.Context, c *cli.Command, err error, _ bool) error {
+			return withCode(exitUsage, withFlagSuggestion(c, err))
 		}
 		if c.Action == nil {
 			c.Action = a.groupAction
 		}
 	})
 	return root
+}
+
+// visible is the commands of cs that --help lists.
+func visible(cs []*cli.Command) []*cli.Command {
+	var out []*cli.Command
+	for _, c := range cs {
+		if !c.Hidden {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// withFlagSuggestion adds "did you mean --X?" to the library's error for
+// an unknown flag, naming c's closest flag.
+func withFlagSuggestion(c *cli.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return err
+	}
+	name = strings.TrimLeft(name, "-")
+	var flags []cli.Flag
+	for _, p := range c.Lineage() { // c and its parents, whose flags it takes too
+		flags = append(flags, p.VisibleFlags()...)
+	}
+	if s := cli.SuggestFlag(flags, name, true); s != "" {
+		return fmt.Errorf("%w: did you mean %s?", err, s)
+	}
+	return err
 }
 
 // forEachCommand calls fn on c and every command below it.
@@ -112,10 +164,15 @@ func forEachCommand(c *cli.Command, fn func(*cli.Command)) {
 }
 
 // groupAction runs for a command that only groups others: help without
-// arguments, a usage error naming an unknown command otherwise.
+// arguments, a usage error naming an unknown command otherwise, with the
+// closest command name (the library's Jaro-Winkler suggestion).
 func (a *app) groupAction(ctx context.Context, c *cli.Command) error {
 	if c.Args().Present() {
-		return usagef("no such command %q (see %s --help)", c.Args().First(), c.FullName())
+		name := c.Args().First()
+		if s := cli.SuggestCommand(visible(c.Commands), name); s != "" && s != "help" && s != "h" {
+			return usagef("no such command %q: did you mean %q? (see %s --help)", name, s, c.FullName())
+		}
+		return usagef("no such command %q (see %s --help)", name, c.FullName())
 	}
 	if err := cli.ShowSubcommandHelp(c); err != nil {
 		return err
@@ -154,21 +211,18 @@ func (a *app) client(c *cli.Command) (*client, error) {
 	if c.String("token") == "" {
 		return nil, usagef("no admin token: pass --token or set %s", envToken)
 	}
-	return &client{base: u.JoinPath("/admin/v1"), token: c.String("token"), hc: a.httpClient}, nil
+	return &client{server: server, base: u.JoinPath("/admin/v1"), token: c.String("token"), hc: a.httpClient}, nil
 }
 
-// jsonOutput reports whether -o json was asked for; anything but table
-// or json is a usage error.
+// jsonOutput reports whether -o json was asked for; anything but table,
+// wide or json is a usage error.
 func jsonOutput(c *cli.Command) (bool, error) {
-	switch o := c.String("output"); o {
-	case "json":
-		return true, nil
-	case "table", "":
-		return false, nil
-	default:
-		return false, usagef("-o %q: use table or json", o)
-	}
+	o, err := outputMode(c)
+	return o == "json", err
 }
+
+// wideOutput reports whether -o wide was asked for.
+func wideOutput(c *cli.Command) bool { return c.String("output") == "wide" }
 
 // oneArg returns the single positional argument what of c.
 func oneArg(c *cli.Command, what string) (string, error) {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,9 +17,49 @@ import (
 
 // client calls the proxy's admin API (SPEC §9) with a named bearer token.
 type client struct {
-	base  *url.URL
-	token string
-	hc    *http.Client
+	// server is the --server URL as given, for messages.
+	server string
+	base   *url.URL
+	token  string
+	hc     *http.Client
+}
+
+// unreachableError is an admin API that could not be reached at all
+// (connection refused, no such host, a dial timeout): it names the server
+// and says how to point calloutctl elsewhere.
+type unreachableError struct {
+	server string
+	err    error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the admin API at %s: %v\n"+
+		"  is the proxy running, and is this its admin_listen? Point calloutctl at it with\n"+
+		"  --server URL or %s=URL (%s is accepted too)", e.server, rootCause(e.err), envServer, envServerAlias)
+}
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// rootCause is the innermost error of a dial failure's chain (e.g.
+// "connect: connection refused"), without the *url.Error's method and URL.
+func rootCause(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns
+	}
+	return err
+}
+
+// wrongListenerError is a --server that is the proxy's callout listener:
+// it answered an admin path with its not-admin-listener problem.
+type wrongListenerError struct{ server string }
+
+func (e *wrongListenerError) Error() string {
+	return fmt.Sprintf("%s is the callout listener, not admin_listen: point --server (or %s) at the "+
+		"proxy's admin_listen address (default %s)", e.server, envServer, defaultServer)
 }
 
 // apiError is a refusal or failure the admin API answered with.
@@ -84,6 +126,14 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err() // interrupted (Ctrl-C): run says so
+		}
+		var op *net.OpError
+		var dns *net.DNSError
+		if errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) {
+			return nil, 0, &unreachableError{server: c.server, err: err}
+		}
 		return nil, 0, err // a *url.Error naming the method and URL
 	}
 	defer resp.Body.Close()
@@ -95,6 +145,9 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 		ae := &apiError{Status: resp.StatusCode}
 		if json.Unmarshal(raw, &ae.Problem) != nil || ae.Problem.Detail == "" {
 			ae.Problem.Detail = strings.TrimSpace(string(raw))
+		}
+		if ae.code() == "not-admin-listener" {
+			return raw, resp.StatusCode, withCode(exitError, &wrongListenerError{server: c.server})
 		}
 		return raw, resp.StatusCode, ae
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"strings"
 )
@@ -11,15 +12,31 @@ var errDeclined = errors.New("not confirmed; nothing was done (pass --yes to ski
 
 // confirm asks question on stderr and reads the answer from stdin: "y" or
 // "yes" (any case) goes on; anything else, or end of input, declines with
-// exit code 4. Bulk actions ask unless --yes is given.
-func (a *app) confirm(question string) error {
+// exit code 4. Bulk actions ask unless --yes is given. Ctrl-C while it
+// waits ends the run (ctx), not only the read.
+func (a *app) confirm(ctx context.Context, question string) error {
 	a.notef("%s [y/N] ", question)
-	line, err := bufio.NewReader(a.stdin).ReadString('\n')
-	if err != nil && line == "" {
+	type answer struct {
+		line string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(a.stdin).ReadString('\n')
+		got <- answer{line, err}
+	}()
+	var ans answer
+	select {
+	case <-ctx.Done():
+		a.notef("\n")
+		return ctx.Err()
+	case ans = <-got:
+	}
+	if ans.err != nil && ans.line == "" {
 		a.notef("\n")
 		return withCode(exitRefused, errDeclined)
 	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
+	switch strings.ToLower(strings.TrimSpace(ans.line)) {
 	case "y", "yes":
 		return nil
 	}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -49,7 +49,7 @@ func (a *app) filterOf(c *cli.Command) (api.ReplayFilter, error) {
 // filterEmpty reports whether f selects everything.
 func filterEmpty(f api.ReplayFilter) bool {
 	return len(f.Endpoints) == 0 && f.Since.IsZero() && f.Until.IsZero() && len(f.Statuses) == 0 &&
-		len(f.Reasons) == 0
+		len(f.Reasons) == 0 && !f.Unresolved
 }
 
 // filterQuery is f as the list query parameters of GET /admin/v1/dead-letters.
@@ -70,6 +70,9 @@ func filterQuery(f api.ReplayFilter) url.Values {
 	if !f.Until.IsZero() {
 		q.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
 	}
+	if f.Unresolved {
+		q.Set("unresolved", "true")
+	}
 	return q
 }
 
@@ -79,20 +82,24 @@ func (a *app) deadLettersCommand() *cli.Command {
 		Usage: "list, show and discard dead letters",
 		Commands: []*cli.Command{
 			{
-				Name:  "list",
-				Usage: "list dead letters, by endpoint then oldest first",
+				Name: "list",
+				Usage: "list dead letters, by endpoint then oldest first, with what became of their replays " +
+					"(REPLAY: pending, succeeded, failed again); times in UTC",
 				Flags: append(filterFlags(),
+					&cli.BoolFlag{Name: "unresolved", Usage: "only those whose replays have not succeeded " +
+						"(never replayed, pending, failed again)"},
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "dead letters per page (1–1000)"},
 					&cli.StringFlag{Name: "cursor", Usage: "the next page's cursor, as printed after a page"},
 					&cli.BoolFlag{Name: "all", Usage: "follow every page"}),
 				Action: a.listDeadLetters,
 			},
-			{Name: "get", Usage: "show one dead letter: request, attempts, last response (redacted)",
+			{Name: "get", Usage: "show one dead letter: request, attempts, last response and its body (redacted)",
 				ArgsUsage: "ID", Action: a.getCallout("dead-letters")},
 			{
-				Name: "discard", Usage: "delete dead letters from the proxy's store", ArgsUsage: "ID...",
-				Flags:  []cli.Flag{&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"}},
-				Action: a.discardDeadLetters,
+				Name: "discard", Usage: "delete dead letters from the proxy's store (asks first on a terminal)",
+				ArgsUsage: "ID...",
+				Flags:     []cli.Flag{&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"}},
+				Action:    a.discardDeadLetters,
 			},
 		},
 	}
@@ -108,6 +115,7 @@ func (a *app) listDeadLetters(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	f.Unresolved = c.Bool("unresolved")
 	q := filterQuery(f)
 	q.Set("limit", strconv.Itoa(c.Int("limit")))
 	cursor := c.String("cursor")
@@ -132,19 +140,36 @@ func (a *app) listDeadLetters(ctx context.Context, c *cli.Command) error {
 	if asJSON {
 		return writeJSON(a.stdout, nil, all)
 	}
-	t := newTable(a.stdout, "ID", "ENDPOINT", "DEAD-LETTERED", "REASON", "STATUS", "REQUEST", "ATTEMPTS",
-		"IDEMPOTENCY-KEY", "REPLAYED-BY")
+	wide := wideOutput(c)
+	t := newTable(a.stdout, wide, col("ID", 0), col("ENDPOINT", 14), col("DEAD-LETTERED", 0), col("REASON", 0),
+		col("STATUS", 0), col("REPLAY", 0), wideCol("REQUEST"), wideCol("ATTEMPTS"), wideCol("IDEMPOTENCY-KEY"),
+		wideCol("REPLAYED-BY"), wideCol("LAST-ERROR"))
 	for _, d := range all.Items {
-		t.row(d.ID, d.Endpoint, ts(d.DeadLetteredAt), string(d.Reason), status(d.Status), d.Method+" "+d.Path,
-			strconv.Itoa(d.Attempts), d.IdempotencyKey, d.ReplayedBy)
+		t.row(d.ID, d.Endpoint, tsFor(wide, d.DeadLetteredAt), string(d.Reason), status(d.Status),
+			resolution(d.ReplayOutcome), d.Method+" "+d.Path, strconv.Itoa(d.Attempts), d.IdempotencyKey,
+			d.ReplayedBy, d.LastError)
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	if len(all.Items) == 0 {
+		a.notef("no dead letters match\n")
 	}
 	if all.NextCursor != "" {
 		a.notef("more dead letters: --cursor %s (or --all)\n", all.NextCursor)
 	}
 	return nil
+}
+
+// resolution is a REPLAY cell: what became of the dead letter's replays.
+func resolution(r policy.Resolution) string {
+	switch r {
+	case policy.ResolutionFailedAgain:
+		return "failed again"
+	case "":
+		return ""
+	}
+	return string(r)
 }
 
 // getCallout is `dead-letters get ID` (route "dead-letters") and
@@ -167,13 +192,18 @@ func (a *app) getCallout(route string) cli.ActionFunc {
 		if asJSON {
 			return writeJSON(a.stdout, raw, nil)
 		}
-		return a.printCallout(d)
+		return a.printCallout(d, wideOutput(c))
 	}
 }
 
-// printCallout writes a callout document as fields, then its attempts.
-func (a *app) printCallout(d api.CalloutDoc) error {
-	t := newTable(a.stdout, "FIELD", "VALUE")
+// bodyPreview is how much of a response body `get` prints in -o table.
+const bodyPreview = 1024
+
+// printCallout writes a callout document as fields, then its attempts,
+// then the last response's body: cut to bodyPreview bytes in -o table,
+// whole in -o wide, with its size either way.
+func (a *app) printCallout(d api.CalloutDoc, wide bool) error {
+	t := newTable(a.stdout, wide, col("FIELD", 0), col("VALUE", 80))
 	t.row("id", d.ID)
 	t.row("endpoint", d.Endpoint)
 	t.row("state", string(d.State))
@@ -187,28 +217,62 @@ func (a *app) printCallout(d api.CalloutDoc) error {
 	t.row("next attempt", tsp(d.NextAttemptAt))
 	t.row("replay of", d.ReplayOf)
 	t.row("replayed by", d.ReplayedBy)
+	t.row("replay outcome", resolution(d.ReplayOutcome))
 	t.row("last error", d.LastError)
 	if r := d.Response; r != nil {
-		cut := ""
-		if r.BodyTruncated {
-			cut = " (truncated)"
-		}
-		t.row("last response", fmt.Sprintf("%d, %d bytes%s", r.Status, len(r.Body), cut))
+		t.row("last response", fmt.Sprintf("%d, body %s", r.Status, bodySize(r)))
 	}
 	t.row("request body", fmt.Sprintf("%d bytes", d.Request.BodyBytes))
 	if err := t.flush(); err != nil {
 		return err
 	}
 	a.printf("\n")
-	at := newTable(a.stdout, "N", "KIND", "STARTED", "DURATION", "STATUS", "OUTCOME", "ERROR")
+	at := newTable(a.stdout, wide, col("N", 0), col("KIND", 0), col("STARTED", 0), col("DURATION", 0),
+		col("STATUS", 0), col("OUTCOME", 0), col("ERROR", 30))
 	for _, x := range d.Attempts {
-		at.row(strconv.Itoa(x.N), x.Kind, ts(x.StartedAt), strconv.FormatInt(x.DurationMs, 10)+"ms",
+		at.row(strconv.Itoa(x.N), x.Kind, ts(x.StartedAt), (time.Duration(x.DurationMs) * time.Millisecond).String(),
 			status(x.Status), string(x.Outcome), x.Error)
 	}
-	return at.flush()
+	if err := at.flush(); err != nil {
+		return err
+	}
+	if r := d.Response; r != nil && r.Body != "" {
+		body := r.Body
+		note := ""
+		if !wide && len(body) > bodyPreview {
+			body = strings.ToValidUTF8(body[:bodyPreview], "")
+			note = fmt.Sprintf("… (%d of %d bytes shown; -o wide or -o json shows it all)", len(body), len(r.Body))
+		}
+		a.printf("\nlast response body (%s):\n%s\n", bodySize(r), body)
+		if note != "" {
+			a.printf("%s\n", note)
+		}
+	}
+	return nil
 }
 
-// discardDeadLetters is `dead-letters discard ID...`.
+// bodySize says how big a stored response body is: "57 bytes", "1024
+// bytes, base64", "16384 bytes kept (the proxy cut the rest)".
+func bodySize(r *api.ResponseDoc) string {
+	n := len(r.Body)
+	if r.BodyEncoding == "base64" {
+		if b, err := base64.StdEncoding.DecodeString(r.Body); err == nil {
+			n = len(b)
+		}
+	}
+	s := fmt.Sprintf("%d bytes", n)
+	if r.BodyEncoding != "" {
+		s += ", " + r.BodyEncoding
+	}
+	if r.BodyTruncated {
+		s += " kept (the proxy cut the rest)"
+	}
+	return s
+}
+
+// discardDeadLetters is `dead-letters discard ID...`. It asks first when
+// several are given, or when stdin is a terminal (a person typing one id
+// gets the question too), unless --yes.
 func (a *app) discardDeadLetters(ctx context.Context, c *cli.Command) error {
 	ids := c.Args().Slice()
 	if len(ids) == 0 {
@@ -218,39 +282,45 @@ func (a *app) discardDeadLetters(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	if len(ids) > 1 && !c.Bool("yes") {
-		if err := a.confirm(fmt.Sprintf("Discard %d dead letters? This deletes the proxy's copies.", len(ids))); err != nil {
+	if !c.Bool("yes") && (len(ids) > 1 || a.isTerminal(a.stdin)) {
+		q := fmt.Sprintf("Discard %d dead letters? This deletes the proxy's copies.", len(ids))
+		if len(ids) == 1 {
+			q = fmt.Sprintf("Discard dead letter %s? This deletes the proxy's copy.", ids[0])
+		}
+		if err := a.confirm(ctx, q); err != nil {
 			return err
 		}
 	}
 	var failed []error
 	for _, id := range ids {
 		if _, _, err := cl.call(ctx, "DELETE", "dead-letters/"+url.PathEscape(id), nil, nil, nil); err != nil {
-			a.notef("%s: %v\n", id, err)
-			failed = append(failed, err)
+			if ctx.Err() != nil {
+				return err
+			}
+			failed = append(failed, fmt.Errorf("%s: %w", id, err))
 			continue
 		}
 		a.printf("discarded %s\n", id)
 	}
-	return bulkResult(len(ids), failed)
+	return a.bulkResult(len(ids), failed)
 }
 
-// bulkResult is the error of a loop over n items of which failed failed:
-// nil when none did, the error itself when all did (one item), a partial
-// result (exit 5) when some did.
-func bulkResult(n int, failed []error) error {
+// bulkResult is the error of a loop over n items of which failed failed,
+// each said once: nil when none did; the one error itself for one item;
+// otherwise each failure is printed here and the error only counts them,
+// with the first one's exit code when all failed, exit 5 when some did.
+func (a *app) bulkResult(n int, failed []error) error {
 	switch {
 	case len(failed) == 0:
 		return nil
-	case len(failed) == n && n == 1:
+	case n == 1:
 		return failed[0]
-	case len(failed) == n:
-		return withCode(exitCode(failed[0]), fmt.Errorf("all %d failed; first: %w", n, failed[0]))
 	}
-	msgs := make([]string, len(failed))
-	for i, e := range failed {
-		msgs[i] = e.Error()
+	for _, e := range failed {
+		a.notef("%v\n", e)
 	}
-	return withCode(exitPartial, errors.New(strconv.Itoa(len(failed))+" of "+strconv.Itoa(n)+
-		" failed: "+strings.Join(msgs, "; ")))
+	if len(failed) == n {
+		return withCode(exitCode(failed[0]), fmt.Errorf("all %d failed (above)", n))
+	}
+	return withCode(exitPartial, fmt.Errorf("%d of %d failed (above)", len(failed), n))
 }

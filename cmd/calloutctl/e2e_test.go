@@ -19,7 +19,7 @@ func TestOperatorFindsAndReplaysWithCalloutctlAlone(t *testing.T) {
 	crm := p.seedDeadLetters(t, "crm-api", "crm", 1, time.Second)
 	p.up.ok.Store(true)
 
-	p.ctl(t, "", "dead-letters", "list", "--endpoint", "pay-api").want(t, exitOK,
+	p.ctl(t, "", "-o", "wide", "dead-letters", "list", "--endpoint", "pay-api").want(t, exitOK,
 		"IDEMPOTENCY-KEY", pay[0].id, pay[1].id, "pay-0", "permanent", "400", "POST /v1/charges")
 	var list api.DeadLetterList
 	r := p.ctl(t, "", "-o", "json", "dead-letters", "list", "--status", "400", "--limit", "1", "--all")
@@ -36,8 +36,9 @@ func TestOperatorFindsAndReplaysWithCalloutctlAlone(t *testing.T) {
 		return strings.Contains(p.ctl(t, "", "callouts", "get", newID).stdout, "succeeded")
 	})
 	p.ctl(t, "", "callouts", "get", newID).want(t, exitOK, "replay of", pay[0].id, "replay")
-	p.ctl(t, "", "replay", pay[0].id).want(t, exitRefused, "already replayed as "+newID)
-	p.ctl(t, "", "dead-letters", "list", "--endpoint", "pay-api").want(t, exitOK, newID) // REPLAYED-BY
+	// Already replayed, and that replay succeeded: the end state asked for.
+	p.ctl(t, "", "replay", pay[0].id).want(t, exitOK, pay[0].id+" was already replayed as "+newID+" (succeeded); nothing sent")
+	p.ctl(t, "", "-o", "wide", "dead-letters", "list", "--endpoint", "pay-api").want(t, exitOK, newID, "succeeded") // REPLAYED-BY, REPLAY
 
 	p.ctl(t, "", "endpoints", "disable", "crm-api", "--yes", "--reason", "maintenance").want(t, exitOK, "endpoint crm-api disabled")
 	r = p.ctl(t, "", "replay", crm[0].id)
@@ -45,7 +46,7 @@ func TestOperatorFindsAndReplaysWithCalloutctlAlone(t *testing.T) {
 	if !strings.Contains(r.stderr, "endpoint-disabled") {
 		t.Fatalf("stderr: %s", r.stderr)
 	}
-	p.ctl(t, "", "endpoints", "list").want(t, exitOK, "crm-api", "yes: admin ops: maintenance", "pay-api")
+	p.ctl(t, "", "-o", "wide", "endpoints", "list").want(t, exitOK, "crm-api", "admin ops: maintenance", "pay-api")
 	p.ctl(t, "", "endpoints", "enable", "crm-api").want(t, exitOK, "endpoint crm-api enabled")
 	p.ctl(t, "", "replay", crm[0].id).want(t, exitOK, "replayed "+crm[0].id)
 	p.ctl(t, "", "endpoints", "reset", "pay-api").want(t, exitOK, "endpoint pay-api")
@@ -80,7 +81,7 @@ func TestFilteredWindowReplay(t *testing.T) {
 	since, until := pay[2].at.UTC().Format(time.RFC3339Nano), pay[5].at.UTC().Format(time.RFC3339Nano)
 
 	r := p.ctl(t, "", "replay", "--endpoint", "pay-api", "--since", since, "--until", until, "--dry-run")
-	r.want(t, exitOK, "dry run: 4 dead letters would be replayed", "would_send")
+	r.want(t, exitOK, "dry run: 4 of 4 dead letters would be replayed", "would_send")
 	for i, d := range pay {
 		if in := i >= 2 && i <= 5; strings.Contains(r.stdout, d.id) != in {
 			t.Fatalf("dry run lists %s (pay-%d): %v, want %v\n%s", d.id, i, !in, in, r.stdout)
@@ -124,7 +125,7 @@ func TestBulkReplayConfirmation(t *testing.T) {
 	if got := countKeys(p.up.received()[before:]); got["crm-0"] != 1 || got["crm-2"] != 1 || len(got) != 2 {
 		t.Fatalf("sent %v", got)
 	}
-	jobs := p.ctl(t, "", "replay-jobs", "list")
+	jobs := p.ctl(t, "", "-o", "wide", "replay-jobs", "list")
 	jobs.want(t, exitOK, "completed", "ops")
 	if strings.Count(jobs.stdout, "\n") != 5 { // header, three dry runs (the counts), the replay
 		t.Fatalf("jobs:\n%s", jobs.stdout)
@@ -151,8 +152,9 @@ func TestReadTokenCannotReplayAndEveryReplayIsAudited(t *testing.T) {
 		}
 	}
 	p.ctl(t, "", "replay", pay[0].id).want(t, exitOK)
-	// pay-0 is skipped (already replayed): a partial result, exit 5.
-	p.ctl(t, "", "replay", "--endpoint", "pay-api", "--rate", "1000", "--yes").want(t, exitPartial, "2 of 3 sent", "1 skipped")
+	// pay-0 is skipped (already replayed): the end state asked for, exit 0.
+	p.ctl(t, "", "replay", "--endpoint", "pay-api", "--rate", "1000", "--yes").want(t, exitOK, "2 of 3 sent", "1 skipped",
+		"already_replayed 1")
 
 	var replays []string
 	denied := 0

@@ -45,16 +45,22 @@ func (a *app) listEndpoints(ctx context.Context, c *cli.Command) error {
 	if asJSON {
 		return writeJSON(a.stdout, raw, nil)
 	}
-	t := newTable(a.stdout, "NAME", "GATE", "BREAKER", "FAILURES", "DISABLED", "BACKLOG", "IN-FLIGHT",
-		"DEAD-LETTERS", "NEXT-PROBE")
+	wide := wideOutput(c)
+	t := newTable(a.stdout, wide, col("NAME", 14), col("GATE", 0), col("FAILURES", 0), col("DISABLED", 0),
+		col("BACKLOG", 0), col("IN-FLIGHT", 0), col("DEAD-LETTERS", 0), col("NEXT-PROBE", 0),
+		wideCol("BREAKER"), wideCol("PAUSED-UNTIL"), wideCol("DISABLED-REASON"))
 	for _, e := range l.Endpoints {
 		dis := ""
 		if e.Disabled {
-			dis = "yes: " + e.DisabledReason
+			dis = "yes"
 		}
-		t.row(e.Name, string(e.Gate), string(e.Breaker), strconv.Itoa(e.ConsecutiveFailures), dis,
+		next := ""
+		if e.NextProbeAt != nil {
+			next = tsFor(wide, *e.NextProbeAt)
+		}
+		t.row(e.Name, string(e.Gate), strconv.Itoa(e.ConsecutiveFailures), dis,
 			strconv.FormatInt(e.BacklogItems, 10), strconv.FormatInt(e.InFlight, 10),
-			strconv.FormatInt(e.DeadLetters, 10), tsp(e.NextProbeAt))
+			strconv.FormatInt(e.DeadLetters, 10), next, string(e.Breaker), tsp(e.PausedUntil), e.DisabledReason)
 	}
 	return t.flush()
 }
@@ -79,7 +85,7 @@ func (a *app) endpointAction(verb, route string) cli.ActionFunc {
 				return err
 			}
 			q := fmt.Sprintf("Disable %s? Its %d pending callouts become dead letters.", name, e.BacklogItems)
-			if err := a.confirm(q); err != nil {
+			if err := a.confirm(ctx, q); err != nil {
 				return err
 			}
 		}
@@ -106,16 +112,5 @@ func (a *app) endpointAction(verb, route string) cli.ActionFunc {
 		}
 		a.printf("\n")
 		return nil
-	}
-}
-
-func (a *app) calloutsCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "callouts",
-		Usage: "show callouts of any organisation",
-		Commands: []*cli.Command{
-			{Name: "get", Usage: "show one callout: state, request, attempts, last response (redacted)",
-				ArgsUsage: "ID", Action: a.getCallout("callouts")},
-		},
 	}
 }

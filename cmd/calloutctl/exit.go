@@ -22,9 +22,14 @@ const (
 	// endpoint is disabled, its backlog is full); or the confirmation was
 	// declined.
 	exitRefused = 4
-	// exitPartial: a bulk action ended with some dead letters not sent
-	// (skipped, refused, failed) or was cancelled part-way.
+	// exitPartial: a bulk action ended with some dead letters that should
+	// have been sent not sent (refused, failed), or was cancelled part-way.
+	// Skips that are the end state asked for (already replayed, superseded
+	// by a newer dead letter, gone) are not failures.
 	exitPartial = 5
+	// exitInterrupted: stopped by Ctrl-C (SIGINT) or SIGTERM: 128 + 2, as a
+	// shell reports a process killed by SIGINT.
+	exitInterrupted = 130
 )
 
 // exitCodesHelp is the exit-code table of --help.
@@ -35,8 +40,10 @@ const exitCodesHelp = `EXIT CODES:
    3  not found: no such dead letter, callout, replay job or endpoint
    4  refused: token refused (401/403), conflict (409), endpoint disabled or
       backlog full, or the confirmation was declined
-   5  partially done: a bulk action left some dead letters unsent, or was
-      cancelled part-way`
+   5  partially done: a bulk action left dead letters that should have been
+      sent unsent (refused, failed), or was cancelled part-way; dead letters
+      skipped because they were already replayed are not failures
+ 130  interrupted (Ctrl-C)`
 
 // codedError carries an exit code with its error.
 type codedError struct {

@@ -212,7 +212,7 @@ func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *sync
 	var out syncWriter
 	a := newApp(func(k string) string { return env[k] }, strings.NewReader(stdin), &out, errw)
 	a.pollEvery, a.throttle = 5*time.Millisecond, 0
-	a.isTerminal = func(io.Writer) bool { return terminal }
+	a.isTerminal = func(any) bool { return terminal }
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := a.run(ctx, args)

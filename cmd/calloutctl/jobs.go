@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -47,12 +49,23 @@ func (a *app) listJobs(ctx context.Context, c *cli.Command) error {
 	if asJSON {
 		return writeJSON(a.stdout, raw, nil)
 	}
-	t := newTable(a.stdout, "ID", "STATE", "DRY-RUN", "RATE", "CREATED-BY", "CREATED", "TOTAL", "SENT",
-		"SKIPPED", "REFUSED", "FAILED")
+	wide := wideOutput(c)
+	t := newTable(a.stdout, wide, col("ID", 0), col("STATE", 0), col("CREATED", 0), col("TOTAL", 0),
+		col("SENT", 0), col("SKIPPED", 0), col("REFUSED", 0), col("FAILED", 0), wideCol("DRY-RUN"),
+		wideCol("WOULD-SEND"), wideCol("RATE"), wideCol("CREATED-BY"))
 	for _, j := range l.Jobs {
-		t.row(j.ID, string(j.State), strconv.FormatBool(j.DryRun), strconv.FormatFloat(j.Rate, 'g', -1, 64),
-			j.CreatedBy, ts(j.CreatedAt), strconv.Itoa(j.Total), strconv.Itoa(j.Sent),
-			strconv.Itoa(j.Skipped), strconv.Itoa(j.Refused), strconv.Itoa(j.Failed))
+		state, sent := string(j.State), j.Sent
+		if j.DryRun {
+			// A dry run sends nothing: its SENT is what it would send.
+			sent = j.WouldSend
+			if j.State == policy.JobCompleted {
+				state = "dry-run"
+			}
+		}
+		t.row(j.ID, state, tsFor(wide, j.CreatedAt), strconv.Itoa(j.Total), strconv.Itoa(sent),
+			strconv.Itoa(j.Skipped), strconv.Itoa(j.Refused), strconv.Itoa(j.Failed),
+			strconv.FormatBool(j.DryRun), strconv.Itoa(j.WouldSend), strconv.FormatFloat(j.Rate, 'g', -1, 64)+"/s",
+			j.CreatedBy)
 	}
 	return t.flush()
 }
@@ -92,21 +105,21 @@ func (a *app) getJob(ctx context.Context, c *cli.Command) error {
 	}
 	if c.Bool("items") {
 		a.printf("\n")
-		return a.itemTable(items)
+		return a.itemTable(items, wideOutput(c))
 	}
 	return nil
 }
 
 // printJob writes a job as fields.
 func (a *app) printJob(j api.ReplayJob) error {
-	t := newTable(a.stdout, "FIELD", "VALUE")
+	t := newTable(a.stdout, false, col("FIELD", 0), col("VALUE", 0))
 	t.row("id", j.ID)
 	t.row("state", string(j.State))
 	t.row("phase", string(j.Phase))
 	t.row("dry run", strconv.FormatBool(j.DryRun))
 	t.row("rate", strconv.FormatFloat(j.Rate, 'g', -1, 64)+"/s")
 	for i, f := range j.Filters {
-		t.row("filter "+strconv.Itoa(i+1), describe(api.ReplayJobSpec{Filters: []api.ReplayFilter{f}}))
+		t.row("filter "+strconv.Itoa(i+1), strings.TrimSuffix(strings.TrimPrefix(describe(api.ReplayJobSpec{Filters: []api.ReplayFilter{f}}), " ("), ")"))
 	}
 	if j.IDCount > 0 {
 		t.row("ids", strconv.Itoa(j.IDCount))
@@ -115,8 +128,12 @@ func (a *app) printJob(j api.ReplayJob) error {
 	t.row("created", ts(j.CreatedAt))
 	t.row("finished", tsp(j.FinishedAt))
 	t.row("cancelled by", j.CancelledBy)
-	t.row("progress", fmt.Sprintf("%d of %d: %d sent, %d skipped, %d refused, %d failed",
-		j.Done, j.Total, j.Sent, j.Skipped, j.Refused, j.Failed))
+	sent := fmt.Sprintf("%d sent", j.Sent)
+	if j.DryRun {
+		sent = fmt.Sprintf("%d would be sent", j.WouldSend)
+	}
+	t.row("progress", fmt.Sprintf("%d of %d: %s, %d skipped, %d refused, %d failed",
+		j.Done, j.Total, sent, j.Skipped, j.Refused, j.Failed))
 	t.row("error", j.Error)
 	return t.flush()
 }
@@ -140,30 +157,35 @@ func (a *app) items(ctx context.Context, cl *client, id string) ([]api.ReplayJob
 }
 
 // itemTable writes job items with their dead letters' summaries.
-func (a *app) itemTable(items []api.ReplayJobItemDoc) error {
-	t := newTable(a.stdout, "DEAD-LETTER", "ENDPOINT", "DEAD-LETTERED", "STATUS", "REASON", "REQUEST",
-		"IDEMPOTENCY-KEY", "RESULT", "REPLAY")
+func (a *app) itemTable(items []api.ReplayJobItemDoc, wide bool) error {
+	t := newTable(a.stdout, wide, col("DEAD-LETTER", 0), col("ENDPOINT", 14), col("DEAD-LETTERED", 0),
+		col("STATUS", 0), col("RESULT", 28), wideCol("REASON"), wideCol("REQUEST"), wideCol("IDEMPOTENCY-KEY"),
+		wideCol("REPLAY"))
 	for _, it := range items {
 		d := it.DeadLetter
 		if d == nil {
 			d = &api.DeadLetterSummaryDoc{}
 		}
-		result := string(it.Status)
-		if it.Detail != "" {
-			result += " (" + it.Detail + ")"
-		}
-		req := ""
+		req, st := "", ""
 		if d.Method != "" {
 			req = d.Method + " " + d.Path
 		}
-		st := ""
 		if d.ID != "" {
 			st = status(d.Status)
 		}
-		t.row(it.DeadLetterID, d.Endpoint, ts(d.DeadLetteredAt), st, string(d.Reason), req, d.IdempotencyKey,
-			result, it.ReplayID)
+		t.row(it.DeadLetterID, d.Endpoint, tsFor(wide, d.DeadLetteredAt), st, itemResult(it), string(d.Reason),
+			req, d.IdempotencyKey, it.ReplayID)
 	}
 	return t.flush()
+}
+
+// itemResult is an item's RESULT cell: "sent", "would_send (held)",
+// "skipped (already_replayed)".
+func itemResult(it api.ReplayJobItemDoc) string {
+	if it.Detail == "" {
+		return string(it.Status)
+	}
+	return string(it.Status) + " (" + it.Detail + ")"
 }
 
 // cancelJob is `replay-jobs cancel ID`: it asks the job to stop, waits
@@ -187,22 +209,26 @@ func (a *app) cancelJob(ctx context.Context, c *cli.Command) error {
 			return err
 		}
 	}
-	if asJSON {
-		if err := writeJSON(a.stdout, nil, j); err != nil {
-			return err
-		}
-	} else {
-		a.printf("%s\n", summary(j))
-	}
 	if ended {
 		return withCode(exitRefused, fmt.Errorf("replay job %s had already %s; nothing to cancel", id, j.State))
 	}
+	if asJSON {
+		return writeJSON(a.stdout, nil, j)
+	}
+	a.printf("%s\n", summary(j, nil))
 	return nil
 }
 
+// maxBreakdown is the most items follow reads to say why dead letters
+// were skipped or refused.
+const maxBreakdown = 10_000
+
 // follow waits for job id to end, with a progress bar while it sends, and
-// reports it: exit 0 when every dead letter was sent, 5 when some were not
-// or it was cancelled part-way, 1 when it failed.
+// reports it. Exit 0 when every dead letter that should have been sent was
+// (skips are the end state asked for: already replayed, superseded by a
+// newer dead letter, gone), 5 when some were refused or failed or it was
+// cancelled part-way, 1 when it failed; a warning names the endpoints that
+// hold replays behind a shut gate.
 func (a *app) follow(ctx context.Context, cl *client, asJSON bool, id string) error {
 	var bar *progress
 	j, err := a.wait(ctx, cl, id, func(j api.ReplayJob) {
@@ -218,23 +244,44 @@ func (a *app) follow(ctx context.Context, cl *client, asJSON bool, id string) er
 		}
 		return err
 	}
+	var items []api.ReplayJobItemDoc
+	if j.Total <= maxBreakdown && j.Done > j.Sent {
+		if items, err = a.items(ctx, cl, j.ID); err != nil {
+			return err
+		}
+	}
 	if asJSON {
 		if err := writeJSON(a.stdout, nil, j); err != nil {
 			return err
 		}
 	} else {
-		a.printf("%s\n", summary(j))
+		a.printf("%s\n", summary(j, items))
+	}
+	if eps := heldEndpoints(items); len(eps) > 0 {
+		a.warnShut(ctx, cl, eps)
 	}
 	switch {
 	case j.State == policy.JobFailed:
 		return fmt.Errorf("replay job %s failed: %s", j.ID, j.Error)
 	case j.State == policy.JobCancelled:
-		return withCode(exitPartial, fmt.Errorf("cancelled part-way: %d of %d dead letters not sent", j.Total-j.Sent, j.Total))
-	case j.Sent < j.Total:
-		return withCode(exitPartial, fmt.Errorf("partially done: %d of %d dead letters not sent (see replay-jobs get %s --items)",
-			j.Total-j.Sent, j.Total, j.ID))
+		return withCode(exitPartial, fmt.Errorf("cancelled part-way: %d of %d dead letters not sent", j.Total-j.Done, j.Total))
+	case j.Refused+j.Failed > 0:
+		return withCode(exitPartial, fmt.Errorf("partially done: %d refused, %d failed of %d (see replay-jobs get %s --items)",
+			j.Refused, j.Failed, j.Total, j.ID))
 	}
 	return nil
+}
+
+// heldEndpoints are the endpoints of items sent (or that would be sent)
+// into a shut gate: held, not sent yet.
+func heldEndpoints(items []api.ReplayJobItemDoc) []string {
+	var out []string
+	for _, it := range items {
+		if it.Detail == "held" && it.DeadLetter != nil && !slices.Contains(out, it.DeadLetter.Endpoint) {
+			out = append(out, it.DeadLetter.Endpoint)
+		}
+	}
+	return out
 }
 
 // wait polls job id every pollEvery until it ends, calling seen (when not
@@ -261,21 +308,52 @@ func (a *app) wait(ctx context.Context, cl *client, id string, seen func(api.Rep
 	}
 }
 
-// summary is one line saying how a job ended.
-func summary(j api.ReplayJob) string {
+// summary is one line saying how a job ended, with why dead letters were
+// skipped or refused when items (the job's, or nil) say.
+func summary(j api.ReplayJob, items []api.ReplayJobItemDoc) string {
 	s := fmt.Sprintf("replay job %s %s", j.ID, j.State)
 	if j.CancelledBy != "" {
 		s += " by " + j.CancelledBy
 	}
+	why := breakdown(items)
 	if j.DryRun {
-		return s + fmt.Sprintf(": dry run, %d would be replayed", j.Total)
+		s += fmt.Sprintf(": dry run, %d of %d would be sent", j.WouldSend, j.Total)
+	} else {
+		s += fmt.Sprintf(": %d of %d sent", j.Sent, j.Total)
 	}
-	s += fmt.Sprintf(": %d of %d sent", j.Sent, j.Total)
 	if j.Skipped+j.Refused+j.Failed > 0 {
-		s += fmt.Sprintf(" (%d skipped, %d refused, %d failed)", j.Skipped, j.Refused, j.Failed)
+		s += fmt.Sprintf(" (%d skipped, %d refused, %d failed", j.Skipped, j.Refused, j.Failed)
+		if why != "" {
+			s += ": " + why
+		}
+		s += ")"
+	}
+	if !j.DryRun && j.State == policy.JobCompleted && j.Sent == 0 && j.Refused+j.Failed == 0 && j.Total > 0 {
+		s += "; nothing left to replay"
 	}
 	if j.Error != "" {
 		s += ": " + j.Error
 	}
 	return s
+}
+
+// breakdown counts items that were not sent by result: "already_replayed
+// 2, superseded 1, endpoint_disabled 3".
+func breakdown(items []api.ReplayJobItemDoc) string {
+	counts := map[string]int{}
+	var order []string
+	for _, it := range items {
+		if it.Status == policy.ItemSent || it.Status == policy.ItemWouldSend || it.Detail == "" {
+			continue
+		}
+		if counts[it.Detail] == 0 {
+			order = append(order, it.Detail)
+		}
+		counts[it.Detail]++
+	}
+	parts := make([]string, len(order))
+	for i, d := range order {
+		parts[i] = d + " " + strconv.Itoa(counts[d])
+	}
+	return strings.Join(parts, ", ")
 }

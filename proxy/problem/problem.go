@@ -28,6 +28,7 @@ const (
 	Forbidden             Code = "forbidden"               // 403: caller not allowed on the endpoint / scope
 	UnknownEndpoint       Code = "unknown-endpoint"        // 404: not in the allow-list
 	NotFound              Code = "not-found"               // 404: no such callout or route
+	NotAdminListener      Code = "not-admin-listener"      // 404: an admin path asked of the callout listener
 	EndpointDisabled      Code = "endpoint-disabled"       // 503: auto- or admin-disabled endpoint
 	InvalidRequest        Code = "invalid-request"         // 400: malformed request
 	PathEscape            Code = "path-escape"             // 400: caller path could leave the endpoint's base path
@@ -55,7 +56,7 @@ const (
 )
 
 var statuses = map[Code]int{
-	Unauthorized: 401, Forbidden: 403, UnknownEndpoint: 404, NotFound: 404,
+	Unauthorized: 401, Forbidden: 403, UnknownEndpoint: 404, NotFound: 404, NotAdminListener: 404,
 	EndpointDisabled: 503, InvalidRequest: 400, PathEscape: 400, AbsoluteForm: 400,
 	MethodNotAllowed: 405, BodyTooLarge: 413, IdempotencyKeyMissing: 400,
 	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 409,

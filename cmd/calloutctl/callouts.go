@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
+)
+
+func (a *app) calloutsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "callouts",
+		Usage: "list an endpoint's pending callouts; show any callout of any organisation",
+		Commands: []*cli.Command{
+			{Name: "list", Usage: "list an endpoint's pending callouts (scheduled, held, in flight), oldest due first; " +
+				"times in UTC",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "endpoint", Required: true, Usage: "the endpoint (required)"},
+					&cli.StringFlag{Name: "state", Usage: "scheduled, held (behind an open breaker or a pause) or " +
+						"in_flight; default all three"},
+					&cli.IntFlag{Name: "limit", Value: 50, Usage: "callouts per page (1–1000)"},
+					&cli.StringFlag{Name: "cursor", Usage: "the next page's cursor, as printed after a page"},
+					&cli.BoolFlag{Name: "all", Usage: "follow every page"},
+				},
+				Action: a.listCallouts},
+			{Name: "get", Usage: "show one callout: state, request, attempts, last response and its body (redacted)",
+				ArgsUsage: "ID", Action: a.getCallout("callouts")},
+		},
+	}
+}
+
+// listCallouts is `callouts list --endpoint E [--state S]`.
+func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
+	cl, asJSON, err := a.setup(c)
+	if err != nil {
+		return err
+	}
+	switch s := policy.State(c.String("state")); s {
+	case "", policy.Scheduled, policy.Held, policy.InFlight:
+	default:
+		return usagef("--state %q: use scheduled, held or in_flight", s)
+	}
+	q := url.Values{"endpoint": {c.String("endpoint")}, "limit": {strconv.Itoa(c.Int("limit"))}}
+	if s := c.String("state"); s != "" {
+		q.Set("state", s)
+	}
+	cursor := c.String("cursor")
+	var all api.PendingCalloutList
+	for {
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page api.PendingCalloutList
+		if _, _, err := cl.call(ctx, "GET", "callouts", q, nil, &page); err != nil {
+			return err
+		}
+		all.Items = append(all.Items, page.Items...)
+		all.NextCursor, cursor = page.NextCursor, page.NextCursor
+		if !c.Bool("all") || cursor == "" {
+			break
+		}
+	}
+	if all.Items == nil {
+		all.Items = []api.PendingCalloutDoc{}
+	}
+	if asJSON {
+		return writeJSON(a.stdout, nil, all)
+	}
+	wide := wideOutput(c)
+	t := newTable(a.stdout, wide, col("ID", 0), col("STATE", 0), col("DUE/LEASE-UNTIL", 0), col("ATTEMPTS", 0),
+		col("LAST", 0), col("REQUEST", 26), wideCol("IDEMPOTENCY-KEY"), wideCol("CREATED"), wideCol("REPLAY-OF"),
+		wideCol("ISSUER"), wideCol("LAST-ERROR"))
+	for _, p := range all.Items {
+		last := ""
+		if p.Attempts > 0 {
+			last = status(p.LastStatus)
+		}
+		t.row(p.ID, string(p.State), tsFor(wide, p.At), strconv.Itoa(p.Attempts), last, p.Method+" "+p.Path,
+			p.IdempotencyKey, ts(p.CreatedAt), p.ReplayOf, p.Issuer, p.LastError)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(all.Items) == 0 {
+		a.notef("no pending callouts match\n")
+	}
+	if all.NextCursor != "" {
+		a.notef("more callouts: --cursor %s (or --all)\n", all.NextCursor)
+	}
+	return nil
+}
