@@ -39,7 +39,7 @@ func TestResolutionFollowsTheChain(t *testing.T) {
 
 		want := map[string]policy.Resolution{d[0].ID: "", d[1].ID: policy.ResolutionPending,
 			d[2].ID: policy.ResolutionSucceeded, d[3].ID: policy.ResolutionFailedAgain,
-			d[4].ID: policy.ResolutionSucceeded,
+			d[4].ID:      policy.ResolutionSucceeded,
 			ids[d[3].ID]: "", ids[d[4].ID]: policy.ResolutionSucceeded}
 		page, err := s.DeadLetters(ctx, Query{Filter: Filter{Endpoints: []string{"pay-api"}}})
 		if err != nil {
