@@ -41,10 +41,13 @@ const (
 // upstream records what it receives; it answers 400 (a permanent failure,
 // so an asynchronous callout becomes a dead letter) until ok is set.
 type upstream struct {
-	url  string
-	ok   atomic.Bool
-	mu   sync.Mutex
-	keys []string // Idempotency-Key of every request, in arrival order
+	url string
+	ok  atomic.Bool
+	// failBody, when set, is the body of the refusals instead of
+	// {"error":"card declined"}.
+	failBody atomic.Pointer[string]
+	mu       sync.Mutex
+	keys     []string // Idempotency-Key of every request, in arrival order
 }
 
 func newUpstream(t *testing.T) *upstream {
@@ -58,7 +61,11 @@ func newUpstream(t *testing.T) *upstream {
 			_, _ = io.WriteString(w, `{"ok":true}`)
 			return
 		}
-		http.Error(w, `{"error":"card declined"}`, http.StatusBadRequest)
+		body := `{"error":"card declined"}`
+		if b := u.failBody.Load(); b != nil {
+			body = *b
+		}
+		http.Error(w, body, http.StatusBadRequest)
 	}))
 	t.Cleanup(srv.Close)
 	u.url = srv.URL
@@ -212,6 +219,7 @@ func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *sync
 	var out syncWriter
 	a := newApp(func(k string) string { return env[k] }, strings.NewReader(stdin), &out, errw)
 	a.pollEvery, a.throttle = 5*time.Millisecond, 0
+	a.now = p.clk.Now // relative --since and "in 1m30s" on the proxy's clock
 	a.isTerminal = func(any) bool { return terminal }
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

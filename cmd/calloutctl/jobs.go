@@ -219,8 +219,8 @@ func (a *app) cancelJob(ctx context.Context, c *cli.Command) error {
 	return nil
 }
 
-// maxBreakdown is the most items follow reads to say why dead letters
-// were skipped or refused.
+// maxBreakdown is the most items follow reads to say which dead letters
+// were skipped or refused and why, and which were held behind a shut gate.
 const maxBreakdown = 10_000
 
 // follow waits for job id to end, with a progress bar while it sends, and
@@ -245,7 +245,7 @@ func (a *app) follow(ctx context.Context, cl *client, asJSON bool, id string) er
 		return err
 	}
 	var items []api.ReplayJobItemDoc
-	if j.Total <= maxBreakdown && j.Done > j.Sent {
+	if j.Total > 0 && j.Total <= maxBreakdown {
 		if items, err = a.items(ctx, cl, j.ID); err != nil {
 			return err
 		}

@@ -112,6 +112,10 @@ func (s *Service) CreateJob(ctx context.Context, sp Spec, by string) (policy.Rep
 	for i := range sp.Filters {
 		if sp.Filters[i].Until.IsZero() {
 			sp.Filters[i].Until = now
+			if sp.Filters[i].Since.After(now) {
+				return policy.ReplayJob{}, fmt.Errorf("%w: filters[%d]: since (%s) is in the future: no dead letter can match",
+					ErrInvalid, i, sp.Filters[i].Since.Format(time.RFC3339Nano))
+			}
 		}
 	}
 	b, err := json.Marshal(sp)

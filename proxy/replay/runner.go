@@ -158,6 +158,10 @@ func (r *jobRun) end(ctx context.Context, err error) {
 		state, why = policy.JobFailed, err.Error()
 	case errors.Is(err, policy.ErrJobLost):
 		return
+	case errors.Is(err, ErrInvalid):
+		// A spec the listing refuses (written by an older version, or
+		// outside CreateJob) can never run: retrying would log forever.
+		state, why = policy.JobFailed, err.Error()
 	default:
 		if ctx.Err() == nil {
 			r.s.o.Logger.Warn("replay: job interrupted; it resumes at the next poll",

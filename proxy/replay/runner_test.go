@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -376,4 +377,26 @@ func (e *testEnv) deadLetterPending(t *testing.T, endpoint, id string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestJobWithAFutureSinceIsRefused: a filter whose since is after the job's
+// creation (which becomes its until) is refused at creation, and a stored
+// spec the listing refuses fails the job at once instead of being retried
+// at every poll.
+func TestJobWithAFutureSinceIsRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *testEnv) {
+		s := e.service("A")
+		_, err := s.CreateJob(ctxT(t), Spec{Filters: []Filter{{Since: t0.Add(time.Hour)}}}, "ops")
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("create = %v, want ErrInvalid", err)
+		}
+		rec, err := e.jobs.CreateJob(ctxT(t), `{"filters":[{"since":"2030-01-01T00:00:00Z","until":"2020-01-01T00:00:00Z"}]}`, "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.RunJob(ctxT(t), rec.ID)
+		if j := wantJob(t, s, rec.ID, policy.JobFailed, 0, 0, 0, 0); !strings.Contains(j.Error, "before since") {
+			t.Fatalf("job error %q", j.Error)
+		}
+	})
 }
