@@ -236,10 +236,10 @@ func TestOperatorErrors(t *testing.T) {
 	p := startProxy(t)
 	pay := p.seedDeadLetters(t, "pay-api", "pay", 1, time.Second)
 	for args, want := range map[string]string{
-		"dead-leters list":                  `no such command "dead-leters": did you mean "dead-letters"?`,
-		"dead-letters lst":                  `no such command "lst": did you mean "list"?`,
-		"replay-job list":                   `did you mean "replay-jobs"?`,
-		"dead-letters list --endpiont x":    "did you mean --endpoint?",
+		"dead-leters list":                   `no such command "dead-leters": did you mean "dead-letters"?`,
+		"dead-letters lst":                   `no such command "lst": did you mean "list"?`,
+		"replay-job list":                    `did you mean "replay-jobs"?`,
+		"dead-letters list --endpiont x":     "did you mean --endpoint?",
 		"replay --endpoint pay-api --dryrun": "did you mean --dry-run?",
 	} {
 		r := p.ctl(t, "", strings.Fields(args)...)
