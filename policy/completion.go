@@ -56,6 +56,14 @@ type CompleteResult struct {
 	NotifyOwner bool
 	// Breaker is what the completion did to the endpoint's breaker.
 	Breaker BreakerChange
+	// Gate is the endpoint's gate the store saw after the result: when
+	// State is Held, what holds the callout (breaker_open, probing,
+	// paused).
+	Gate GateState
+	// LastStatus and LastError are the callout's last upstream status (0:
+	// none) and last error after the result, as its record keeps them.
+	LastStatus int
+	LastError  string
 }
 
 // BreakerChange is what one result did to an endpoint's circuit breaker

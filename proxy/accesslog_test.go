@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
@@ -42,7 +43,7 @@ func TestAccessLog(t *testing.T) {
 				Logger: slog.New(slog.NewJSONHandler(&buf, nil))}}
 			ep := &config.Endpoint{Name: "pay"}
 			for _, att := range []forward.Attempt{ok, unavailable, notFound} {
-				s.observe(context.Background(), ep, "c1", att, "first")
+				s.observe(context.Background(), ep, "c1", 1, att, policy.KindFirst)
 			}
 			recs := logLines(t, &buf)
 			if len(recs) != len(tt.want) {

@@ -5,14 +5,23 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/httpx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
+// Healthz is the body of GET /healthz: "ok" and the build that answers
+// (`callout-proxy healthcheck` prints it; an operator sees which version a
+// replica runs without the admin listener).
+type Healthz struct {
+	Status string `json:"status"`
+	api.BuildInfo
+}
+
 // handleHealthz answers 200 while the process serves HTTP (liveness).
 func (s *Server) handleHealthz() http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.d.Version})
+		httpx.WriteJSON(w, http.StatusOK, Healthz{Status: "ok", BuildInfo: s.d.Build})
 	}
 }
 

@@ -30,3 +30,16 @@ func TestAdminPathsOnTheCalloutListener(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthzReportsTheBuild: /healthz says ok and which build answers.
+func TestHealthzReportsTheBuild(t *testing.T) {
+	rig := newClockRig(t, http.StatusOK)
+	rig.srv.d.Build = api.BuildInfo{Version: "v1.2.3", Commit: "abc", BuildDate: "2026-03-02T09:00:00Z", GoVersion: "go1.26"}
+	rec := httptest.NewRecorder()
+	rig.srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	var h Healthz
+	if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil || rec.Code != 200 || h.Status != "ok" ||
+		h.Version != "v1.2.3" || h.Commit != "abc" || h.BuildDate != "2026-03-02T09:00:00Z" {
+		t.Fatalf("/healthz = %d %s", rec.Code, rec.Body)
+	}
+}

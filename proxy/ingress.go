@@ -125,34 +125,15 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 	return in, nil
 }
 
-// observe classifies an attempt, counts it in the metrics and, as
-// log.access says (config.Log), logs it: every attempt, those whose
-// outcome is not success (the default), or none. The line is built only
-// when it is written (LogAttrs, no boxing), so a success under the default
-// costs the log nothing; traced, it carries the trace_id of ctx (the
-// attempt's).
-func (s *Server) observe(ctx context.Context, ep *config.Endpoint, calloutID string, att forward.Attempt,
-	kind string) policy.Classification {
+// observe classifies attempt n of a callout (calloutID "" for a read
+// without record), counts it in the metrics and logs it as log.access says
+// (config.Log) with forward.LogAttempt, as the dispatcher logs its own;
+// traced, the line carries the trace_id of ctx (the attempt's).
+func (s *Server) observe(ctx context.Context, ep *config.Endpoint, calloutID string, n int, att forward.Attempt,
+	kind policy.Kind) policy.Classification {
 	cls := att.Classify()
-	s.d.Metrics.ObserveAttempt(ep.Name, kind, cls, att.Duration)
-	switch s.d.Config.Log.Access {
-	case config.LogAccessNone:
-		return cls
-	case config.LogAccessAll:
-	default: // errors, and a Config built without Load
-		if cls.Outcome == policy.Success {
-			return cls
-		}
-	}
-	status := 0
-	if att.Response != nil {
-		status = att.Response.Status
-	}
-	s.d.Logger.LogAttrs(ctx, slog.LevelInfo, "attempt",
-		slog.String("endpoint", ep.Name), slog.String("callout_id", calloutID), slog.String("kind", kind),
-		slog.Int("status", status), slog.String("outcome", string(cls.Outcome)),
-		slog.String("reason", cls.Reason), slog.Int64("duration_ms", att.Duration.Milliseconds()),
-		s.tr.LogAttr(ctx))
+	s.d.Metrics.ObserveAttempt(ep.Name, string(kind), cls, att.Duration)
+	forward.LogAttempt(ctx, s.d.Logger, s.d.Config.Log.Access, ep.Name, calloutID, n, kind, att, cls, s.tr.LogAttr(ctx))
 	return cls
 }
 

@@ -70,7 +70,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		s.reject(w, r, ep.Name, overloaded(policy.Retryable))
 		return
 	}
-	cls := s.observe(actx, ep, "", att, string(kind))
+	cls := s.observe(actx, ep, "", 1, att, kind)
 	if !storeDown && (adm.ProbeToken != "" || cls.Outcome != policy.Success || adm.ConsecutiveFailures > 0) {
 		s.recordRead(actx, in, adm, att, cls)
 	}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
@@ -118,8 +119,8 @@ type Deps struct {
 	// [0,1) (math/rand/v2 when nil).
 	Now  func() time.Time
 	Rand func() float64
-	// Version is reported by /healthz.
-	Version string
+	// Build is reported by /healthz: version, commit, build date, Go.
+	Build api.BuildInfo
 }
 
 // Server serves the callout listener.

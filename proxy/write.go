@@ -98,7 +98,7 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 			s.reject(w, r, in.ep.Name, pe)
 			return
 		}
-		cls := s.observe(actx, in.ep, cl.ID, att, string(cl.Kind))
+		cls := s.observe(actx, in.ep, cl.ID, cl.Attempt, att, cl.Kind)
 		comp := policy.Decide(policy.DecideInput{Policy: s.d.Config.Policy, Rules: in.ep.Rules(), Claimed: cl,
 			Result: att.Result(), Class: cls, Now: s.d.Now(), Rand: s.d.Rand, Sync: true})
 		wait, inline := s.inlineDelay(in, cl.Attempt, comp, att)
@@ -117,6 +117,10 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 		}
 		span.EndAttempt(end)
 		s.d.Breakers.Changed(actx, in.ep, res.Breaker)
+		if res.State == policy.Held {
+			// Its retry met a shut gate (a 429's pause, the breaker it opened).
+			s.countDeferred(in.ep.Name, policy.Gate{State: res.Gate})
+		}
 		if res.State == policy.InFlight {
 			sleep(ctx, wait)
 			continue
@@ -140,7 +144,7 @@ func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbo
 	case policy.DeadLettered:
 		s.d.Metrics.DeadLetters.WithLabelValues(in.ep.Name, string(res.Reason)).Inc()
 		s.d.Events.Finished(ctx, policy.Finished{ID: cl.ID, Endpoint: in.ep.Name,
-			State: res.State, Reason: res.Reason, NotifyOwner: res.NotifyOwner})
+			State: res.State, Reason: res.Reason, NotifyOwner: res.NotifyOwner && s.d.Config.CanNotify(in.ep)})
 		s.deadOnArrival(w, in, cl.ID, res.Reason, att, cls)
 	default: // scheduled or held
 		s.d.Metrics.RetriesScheduled.WithLabelValues(in.ep.Name, cls.Reason).Inc()

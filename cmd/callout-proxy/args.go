@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
@@ -28,17 +27,34 @@ type serveOptions struct {
 	version    bool
 }
 
-func parseServeArgs(args []string, stderr io.Writer) (serveOptions, error) {
+// usageText is callout-proxy --help: the subcommands, then the flags.
+const usageText = `Usage:
+  callout-proxy --config FILE                run the proxy
+  callout-proxy validate --config FILE       check a configuration (and the secrets it names) without starting
+  callout-proxy token --config FILE [flags]  print a short-lived HS256 JWT for local tests (token --help)
+  callout-proxy healthcheck [--config FILE | --url URL]
+                                             ask a running proxy's /healthz; exit 0 when healthy
+                                             (the container image's health check: no shell needed)
+  callout-proxy version                      print the version, commit and build date
+  callout-proxy help                         print this
+
+Flags:
+  --config FILE   the YAML configuration file (required to run)
+  --version       print the version and exit
+`
+
+func parseServeArgs(args []string, stdout, stderr io.Writer) (serveOptions, error) {
 	var o serveOptions
 	fs := flag.NewFlagSet("callout-proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stdout, usageText) }
 	fs.StringVar(&o.configPath, "config", "", "path to the YAML configuration file (required)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return o, usageError{fmt.Errorf("unexpected argument %q (subcommands: token)", fs.Arg(0))}
+		return o, usageError{fmt.Errorf("unexpected argument %q (subcommands: validate, token, healthcheck, version; see --help)", fs.Arg(0))}
 	}
 	if !o.version && o.configPath == "" {
 		return o, usageError{errors.New("--config FILE is required")}
@@ -56,7 +72,9 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	issuer := fs.String("issuer", "", "the iss claim (default: the first configured issuer)")
 	subject := fs.String("subject", "dev-user", "the sub claim")
 	lifetime := fs.Duration("lifetime", 15*time.Minute, "token lifetime (at most auth.max_token_lifetime)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return usageError{err}
 	}
 	if *path == "" {
@@ -84,12 +102,4 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil
-}
-
-// version is the module version stamped by the Go toolchain, or "devel".
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
 }

@@ -176,8 +176,9 @@ func TestE2ECommandLine(t *testing.T) {
 		if err := run(ctx, []string{"--version"}, func(string) string { return "" }, &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		if f := strings.Fields(out.String()); len(f) != 2 || f[0] != "callout-proxy" || f[1] == "" {
-			t.Errorf("--version printed %q, want \"callout-proxy VERSION\"", out.String())
+		if f := strings.Fields(out.String()); len(f) < 2 || f[0] != "callout-proxy" || f[1] == "" ||
+			!strings.Contains(out.String(), "go1.") {
+			t.Errorf("--version printed %q, want \"callout-proxy VERSION (…, goN)\"", out.String())
 		}
 	})
 	t.Run("token accepted by the proxy", func(t *testing.T) {

@@ -83,8 +83,9 @@ func newServer(h http.Handler, l *limit.Listener, lim config.Limits, logger *slo
 // listen, adminAPI on admin_listen. Each has
 // its own connection cap (limits.max_connections, admin_max_connections),
 // so a flood on the callout listener never starves the admin listener.
+// The "listening" line carries startup too (where Redis is, the build).
 func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, adminAPI http.Handler,
-	reg prometheus.Registerer, logger *slog.Logger) error {
+	reg prometheus.Registerer, logger *slog.Logger, startup ...slog.Attr) error {
 	rawMain, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -125,8 +126,8 @@ func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, 
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(main) }()
 	go func() { errc <- as.Serve(capAdmin) }()
-	logger.Info("listening", slog.String("listen", rawMain.Addr().String()),
-		slog.String("admin_listen", rawAdmin.Addr().String()), slog.Bool("tls", cfg.TLSCertFile != ""))
+	logger.LogAttrs(ctx, slog.LevelInfo, "listening", append([]slog.Attr{slog.String("listen", rawMain.Addr().String()),
+		slog.String("admin_listen", rawAdmin.Addr().String()), slog.Bool("tls", cfg.TLSCertFile != "")}, startup...)...)
 
 	select {
 	case err := <-errc:

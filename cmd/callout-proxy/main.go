@@ -4,13 +4,17 @@
 //
 // Usage:
 //
-//	callout-proxy --config FILE          run the proxy
-//	callout-proxy --version              print the version
-//	callout-proxy token --config FILE    print a short-lived HS256 dev JWT
+//	callout-proxy --config FILE                run the proxy
+//	callout-proxy validate --config FILE       check a configuration without starting
+//	callout-proxy token --config FILE          print a short-lived HS256 dev JWT
+//	callout-proxy healthcheck [--config FILE]  ask a running proxy's /healthz (the image's health check)
+//	callout-proxy version                      print the version, commit and build date
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,18 +40,35 @@ func exitCode(err error) int {
 	return 1
 }
 
-// run is the whole program: it parses args, loads the configuration, wires
-// every dependency and serves until ctx ends. It is what tests call.
+// run is the whole program: it parses args, runs a subcommand or loads the
+// configuration, wires every dependency and serves until ctx ends. It is
+// what tests call. --help (and help) print the usage on stdout and return
+// nil: exit 0.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "token" {
-		return runToken(args[1:], getenv, stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "token":
+			return runToken(args[1:], getenv, stdout, stderr)
+		case "version":
+			return runVersion(args[1:], stdout, stderr)
+		case "validate":
+			return runValidate(args[1:], getenv, stdout, stderr)
+		case "healthcheck":
+			return runHealthcheck(ctx, args[1:], getenv, stdout, stderr)
+		case "help":
+			fmt.Fprint(stdout, usageText)
+			return nil
+		}
 	}
-	opts, err := parseServeArgs(args, stderr)
+	opts, err := parseServeArgs(args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed
+	}
 	if err != nil {
 		return err
 	}
 	if opts.version {
-		fmt.Fprintln(stdout, "callout-proxy", version())
+		fmt.Fprintln(stdout, "callout-proxy", buildInfo())
 		return nil
 	}
 	return serve(ctx, opts.configPath, getenv, stderr)

@@ -21,6 +21,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
@@ -32,11 +33,16 @@ import (
 // ends (SIGTERM): /readyz turns 503, new connections stop, in-flight
 // callouts get up to their attempt limit to finish.
 func serve(ctx context.Context, configPath string, getenv func(string) string, stderr io.Writer) error {
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg, err := config.Load(configPath, getenv)
 	if err != nil {
 		return usageError{err}
 	}
+	logger, collapser := logx.New(stderr, logx.Options{Format: cfg.Log.Format, Level: cfg.Log.SlogLevel(),
+		CollapseInterval: cfg.Log.CollapseInterval})
+	if collapser != nil {
+		defer collapser.Flush(context.WithoutCancel(ctx), true)
+	}
+	routeRedisLogs(logger)
 	rdb, closeRedis, err := openRedis(cfg.Redis, getenv, logger)
 	if err != nil {
 		return err
@@ -56,6 +62,9 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	build := buildInfo()
+	m.SetBuildInfo(build.Version, build.Commit, build.BuildDate, build.GoVersion)
+	m.Init(cfg.EndpointNames())
 	if err := watchCertificates(callers.Keys(), time.Now, logger, reg); err != nil {
 		return err
 	}
@@ -111,7 +120,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	})
 	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
-		OnReplay: onReplay(sf, logger), TracerProvider: tp})
+		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
 	reprocessor, err := newReprocessor(sf, replays, store)
 	if err != nil {
 		return err
@@ -119,7 +128,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	srv := proxy.New(proxy.Deps{
 		Config: cfg, Callers: callers, Upstream: fwd, Store: store, Completions: completer,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
-		Logger: logger, Version: version(), Budget: budget, TracerProvider: tp, Propagator: prop,
+		Logger: logger, Build: build, Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
 	adminAPI := adminapi.New(adminapi.Deps{
 		Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
@@ -139,7 +148,12 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	}
 	wg.Go(func() { replays.Run(bg) })
 	wg.Go(func() { srv.Run(bg) })
-	err = listenAndServe(ctx, cfg, srv, adminAPI, reg, logger)
+	if collapser != nil {
+		wg.Go(func() { collapser.Run(bg) })
+	}
+	err = listenAndServe(ctx, cfg, srv, adminAPI, reg, logger,
+		slog.String("redis", cfg.Redis.String()), slog.Bool("redis_embedded", cfg.Redis.Embedded()),
+		slog.String("version", build.Version), slog.String("commit", build.Commit))
 	// The listeners are closed: stop claiming, let attempts under way
 	// finish and be recorded (each is bounded by its attempt limit).
 	stopBackground()
@@ -147,6 +161,23 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	completer.Close()
 	logger.Info("stopped")
 	return err
+}
+
+// redisLogsOnce makes routeRedisLogs set go-redis's logger once per
+// process. go-redis keeps its logger in a package variable and offers
+// redis.SetLogger as its only hook: global state in the library, not ours,
+// which the composition root sets once, before any client exists (the
+// sync.Once orders that write before every client's use even when tests
+// run several proxies in one process; the first one's logger then gets the
+// library's lines).
+var redisLogsOnce sync.Once
+
+// routeRedisLogs sends go-redis's own log lines (reconnects, pool and
+// cluster trouble, written with the standard log package by default)
+// into logger as warnings with component go-redis, so every line the
+// proxy writes has one format.
+func routeRedisLogs(logger *slog.Logger) {
+	redisLogsOnce.Do(func() { redis.SetLogger(logx.RedisLogger{Logger: logger}) })
 }
 
 // logEvents is the dead-letter and completion sink while no Salesforce

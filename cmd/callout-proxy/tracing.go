@@ -40,7 +40,7 @@ func newTracing(ctx context.Context, tc config.Tracing, logger *slog.Logger) (tr
 		replica = h
 	}
 	tp, err := tracing.NewProvider(ctx, tc, tracing.ProviderOptions{Logger: logger,
-		Resource: tracing.Resource{ServiceName: tc.ServiceName, Version: version(), Replica: replica}})
+		Resource: tracing.Resource{ServiceName: tc.ServiceName, Version: buildInfo().Version, Replica: replica}})
 	if err != nil {
 		return nil, nil, nil, err
 	}

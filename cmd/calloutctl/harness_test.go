@@ -171,7 +171,7 @@ func startProxy(t *testing.T) *proxyEnv {
 	watcher := &dispatch.Watcher{Config: cfg, Store: p.store, Metrics: m, Logger: logger, Events: events, Now: p.clk.Now}
 	disp := dispatch.New(dispatch.Options{Config: cfg, Store: p.store, Upstream: fwd, Metrics: m, Logger: logger,
 		Events: events, Breakers: watcher, Now: p.clk.Now, Idle: 5 * time.Millisecond})
-	replays := replay.New(replay.Options{Config: cfg, Store: p.store, Jobs: p.jobs, Logger: logger,
+	replays := replay.New(replay.Options{Config: cfg, Store: p.store, Jobs: p.jobs, Logger: logger, Metrics: m,
 		Now: p.clk.Now, Sleep: p.clk.Sleep, Owner: "replica-1", Wake: disp.Wake, PollEvery: 20 * time.Millisecond})
 	srv := proxy.New(proxy.Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: p.store,
 		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake, Logger: logger, Now: p.clk.Now})

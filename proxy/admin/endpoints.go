@@ -191,6 +191,9 @@ func (s *server) enableEndpoint(ctx context.Context, ep *config.Endpoint, before
 	if before.Breaker != policy.BreakerClosed {
 		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
 	}
+	if before.Disabled {
+		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "enabled").Inc()
+	}
 	return actionOutcome{changed: before.Disabled}, nil
 }
 

@@ -67,9 +67,9 @@ type Config struct {
 
 // Default returns what an empty file decodes to before validation: Listen
 // 127.0.0.1:8080, AdminListen 127.0.0.1:8081, Policy policy.Defaults(),
-// Auth.MaxTokenLifetime 1h, Auth.Leeway 30s and Tracing.SampleRatio 1.
-// Parse decodes the file onto it, so a key given in the file (even as 0)
-// replaces the default and a key left out keeps it.
+// Auth.MaxTokenLifetime 1h, Auth.Leeway 30s, Tracing.SampleRatio 1 and
+// Log.CollapseInterval 1m. Parse decodes the file onto it, so a key given in
+// the file (even as 0) replaces the default and a key left out keeps it.
 func Default() *Config {
 	return &Config{
 		Listen:      "127.0.0.1:8080",
@@ -77,6 +77,7 @@ func Default() *Config {
 		Auth:        Auth{MaxTokenLifetime: DefaultMaxTokenLifetime, Leeway: DefaultLeeway},
 		Policy:      policy.Defaults(),
 		Tracing:     Tracing{SampleRatio: DefaultTracingSampleRatio},
+		Log:         Log{CollapseInterval: DefaultCollapseInterval},
 	}
 }
 

@@ -354,7 +354,7 @@ func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res redis
 	d.mu.Unlock()
 	for _, id := range res.DeadLettered {
 		d.finished(ctx, policy.Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
-			Reason: policy.DeadLetterEndpointDisabled})
+			Reason: policy.DeadLetterEndpointDisabled}, policy.CompleteResult{})
 	}
 	for _, cl := range res.Claimed {
 		d.start(ep, cl)
@@ -419,9 +419,13 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *polic
 	if comp.Action == policy.ActionRetry && (res.State == policy.Scheduled || res.State == policy.Held) {
 		d.o.Metrics.RetriesScheduled.WithLabelValues(ep.Name, comp.Error).Inc()
 	}
+	if res.State == policy.Held {
+		// The retry met a shut gate: held, not scheduled (SPEC §4, §6).
+		d.o.Metrics.Deferred.WithLabelValues(ep.Name, string(res.Gate)).Inc()
+	}
 	if res.State == policy.Succeeded || res.State == policy.DeadLettered {
 		d.finished(ctx, policy.Finished{ID: cl.ID, Endpoint: ep.Name, State: res.State,
-			Reason: res.Reason, NotifyOwner: res.NotifyOwner})
+			Reason: res.Reason, NotifyOwner: res.NotifyOwner && d.o.Config.CanNotify(ep)}, res)
 	}
 }
 
@@ -459,6 +463,8 @@ func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *polic
 	if errors.As(att.Err, &pe) {
 		// Refused before sending (blocked address, unresolvable injected
 		// header): retrying cannot help, so it ends as a permanent dead letter.
+		forward.LogAttempt(ctx, d.o.Logger, d.o.Config.Log.Access, ep.Name, cl.ID, cl.Attempt, cl.Kind, att,
+			policy.Classification{Outcome: policy.Rejected, Reason: string(pe.Code)}, d.tr.LogAttr(ctx))
 		return policy.Completion{
 			Action: policy.ActionDeadLetter, Reason: policy.DeadLetterPermanent,
 			Error: string(pe.Code), Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease(),
@@ -467,6 +473,8 @@ func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *polic
 	}
 	cls := att.Classify()
 	d.o.Metrics.ObserveAttempt(ep.Name, string(cl.Kind), cls, att.Duration)
+	forward.LogAttempt(ctx, d.o.Logger, d.o.Config.Log.Access, ep.Name, cl.ID, cl.Attempt, cl.Kind, att, cls,
+		d.tr.LogAttr(ctx))
 	return policy.Decide(policy.DecideInput{Policy: d.o.Config.Policy, Rules: ep.Rules(), Claimed: cl,
 		Result: att.Result(), Class: cls, Now: d.o.Now(), Rand: d.o.Rand}), span
 }
@@ -486,13 +494,18 @@ func (d *Dispatcher) startAttempt(ctx context.Context, ep *config.Endpoint, cl *
 }
 
 // finished records an asynchronous ending in metrics and logs and passes
-// it on to Events.
-func (d *Dispatcher) finished(ctx context.Context, f policy.Finished) {
+// it on to Events. The dead-letter line names the callout's attempts, its
+// last status and error as its completion left them (res; zero for one
+// drained by a disable, which had no completion) and notify_owner: whether
+// this dead letter starts an outage whose owner notification reaches
+// someone (config.CanNotify).
+func (d *Dispatcher) finished(ctx context.Context, f policy.Finished, res policy.CompleteResult) {
 	if f.State == policy.DeadLettered {
 		d.o.Metrics.DeadLetters.WithLabelValues(f.Endpoint, string(f.Reason)).Inc()
 		d.o.Logger.Warn("dead letter", slog.String("endpoint", f.Endpoint),
 			slog.String("callout_id", f.ID), slog.String("reason", string(f.Reason)),
-			slog.Bool("notify_owner", f.NotifyOwner), d.tr.LogAttr(ctx))
+			slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
+			slog.String("last_error", res.LastError), slog.Bool("notify_owner", f.NotifyOwner), d.tr.LogAttr(ctx))
 	}
 	if d.o.Events != nil {
 		d.o.Events.Finished(ctx, f)

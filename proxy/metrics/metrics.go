@@ -46,11 +46,17 @@ type Metrics struct {
 	// timer by one replica at a time.
 	BreakerState *prometheus.GaugeVec
 	// BreakerTransitions counts breaker transitions by endpoint and the
-	// state entered (open|closed|disabled).
+	// state entered (open|closed|disabled|enabled: an admin re-enabled a
+	// disabled endpoint).
 	BreakerTransitions *prometheus.CounterVec
-	// Deferred counts requests held back by a shut gate, by endpoint and
-	// reason (breaker_open|paused|probing): reads refused, writes held.
+	// Deferred counts requests and callouts held back by a shut gate, by
+	// endpoint and reason (breaker_open|paused|probing): reads refused and
+	// writes held at the front door, retries the dispatcher put back held,
+	// replays created held.
 	Deferred *prometheus.CounterVec
+	// BuildInfo is 1, labelled with the running build's version, commit,
+	// build_date and goversion (SetBuildInfo).
+	BuildInfo *prometheus.GaugeVec
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -97,16 +103,21 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"endpoint", "state"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_breaker_transitions_total",
-			Help: "Circuit-breaker transitions by endpoint and the state entered (open|closed|disabled).",
+			Help: "Circuit-breaker transitions by endpoint and the state entered (open|closed|disabled|enabled).",
 		}, []string{"endpoint", "to"}),
 		Deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_deferred_total",
-			Help: "Requests held back by a shut gate, by endpoint and reason (breaker_open|paused|probing).",
+			Help: "Requests and callouts held back by a shut gate, by endpoint and reason (breaker_open|paused|probing).",
 		}, []string{"endpoint", "reason"}),
+		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "callout_build_info",
+			Help: "1, labelled with the running build's version, commit, build date and Go version.",
+		}, []string{"version", "commit", "build_date", "goversion"}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.Attempts, m.AttemptDuration, m.Rejected, m.RetriesScheduled, m.BacklogItems,
 		m.ScheduleLag, m.DeadLetters, m.Idempotency, m.BreakerState, m.BreakerTransitions, m.Deferred,
+		m.BuildInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -122,4 +133,49 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) ObserveAttempt(endpoint, kind string, cls policy.Classification, d time.Duration) {
 	m.Attempts.WithLabelValues(endpoint, string(cls.Outcome), kind).Inc()
 	m.AttemptDuration.WithLabelValues(endpoint, string(cls.Outcome)).Observe(d.Seconds())
+}
+
+// SetBuildInfo sets callout_build_info{version, commit, build_date,
+// goversion} to 1 for the running build.
+func (m *Metrics) SetBuildInfo(version, commit, buildDate, goVersion string) {
+	m.BuildInfo.Reset()
+	m.BuildInfo.WithLabelValues(version, commit, buildDate, goVersion).Set(1)
+}
+
+// The label values Init creates series for.
+var (
+	// deadLetterReasons are callout_dead_letters_total's reasons.
+	deadLetterReasons = []policy.DeadLetterReason{policy.DeadLetterExhausted, policy.DeadLetterPermanent,
+		policy.DeadLetterAmbiguous, policy.DeadLetterEndpointDisabled}
+	// transitionsTo are callout_breaker_transitions_total's states entered.
+	transitionsTo = []string{"open", "closed", "disabled", "enabled"}
+	// deferredReasons are callout_deferred_total's reasons: the shut gates.
+	deferredReasons = []policy.GateState{policy.GateBreakerOpen, policy.GatePaused, policy.GateProbing}
+	// attemptOutcomes and attemptKinds are callout_attempts_total's.
+	attemptOutcomes = []policy.Outcome{policy.Success, policy.Retryable, policy.Permanent, policy.Rejected}
+	attemptKinds    = []policy.Kind{policy.KindFirst, policy.KindRetry, policy.KindProbe, policy.KindReplay}
+)
+
+// Init creates, at 0, the series of every endpoint for every known label
+// value of the counters alerts compute increase() or rate() on (dead
+// letters by reason, breaker transitions, deferred, attempts), so the first
+// dead letter of an endpoint is an increase from 0, not a series appearing
+// that increase() cannot see (Prometheus "Avoid missing metrics").
+func (m *Metrics) Init(endpoints []string) {
+	for _, ep := range endpoints {
+		for _, r := range deadLetterReasons {
+			m.DeadLetters.WithLabelValues(ep, string(r))
+		}
+		for _, to := range transitionsTo {
+			m.BreakerTransitions.WithLabelValues(ep, to)
+		}
+		for _, r := range deferredReasons {
+			m.Deferred.WithLabelValues(ep, string(r))
+		}
+		for _, o := range attemptOutcomes {
+			for _, k := range attemptKinds {
+				m.Attempts.WithLabelValues(ep, string(o), string(k))
+			}
+		}
+	}
 }

@@ -28,9 +28,10 @@
 --       21 gate ('' read it from KEYS[6]), 22 its until ms, 23 endpoint name
 -- Returns {'stale'} when the token is not the callout's current lease, else
 --   {state, opened, closed, outage_began, outage_ended, notify, failures,
---    outage_started_ms, probe, attempts, dead-letter reason}: the state and
---   reason are this script's decision (it may turn a retry into a dead
---   letter endpoint_disabled); callers read them and derive nothing.
+--    outage_started_ms, probe, attempts, dead-letter reason, gate, last
+--    status, last error}: the state and reason are this script's decision
+--   (it may turn a retry into a dead letter endpoint_disabled), the gate
+--   what holds a held callout; callers read them and derive nothing.
 local keys = {c = KEYS[1], q = KEYS[2], r = KEYS[3], res = KEYS[11], dl = KEYS[7], dlb = KEYS[8]}
 local due, lease, acc = KEYS[4], KEYS[5], KEYS[6]
 local sfo, sfx, outbox = KEYS[9], KEYS[10], ARGV[20] == '1'
@@ -182,4 +183,5 @@ if is_probe then probe = 1 end
 local why = ''
 if state == 'dead_lettered' then why = reason end
 if state == 'in_flight' then n = n + 1 end
-return {state, opened, closed, began, ended, notify, num(fa.cf), num(fa.os), probe, n, why}
+return {state, opened, closed, began, ended, notify, num(fa.cf), num(fa.os), probe, n, why, g,
+  rec.R or '', rec.e or ''}
