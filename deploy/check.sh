@@ -4,11 +4,16 @@
 #
 #   bash deploy/check.sh
 #
-#  1. Dockerfile: multi-stage, non-root USER, distroless runtime stage, and
-#     its build step is deploy/build.sh.
+#  1. Dockerfile: multi-stage, non-root USER, distroless runtime stage, its
+#     build step is deploy/build.sh, its HEALTHCHECK the binary's own
+#     (exec form: no shell in distroless); Dockerfile.dockerignore keeps the
+#     compose .env, keys and other secrets out of the build context.
 #  2. deploy/build.sh builds the binaries the image ships; they must be
-#     static (no ELF interpreter, CGO_ENABLED=0).
-#  3. promtool check rules and promtool test rules on deploy/prometheus.
+#     static (no ELF interpreter, CGO_ENABLED=0) and stamped with the
+#     commit (`callout-proxy version`, `calloutctl version`).
+#  3. promtool check rules and promtool test rules on deploy/prometheus;
+#     every alert's runbook_url is RUNBOOK_BASE_URL (prometheus/runbook.env,
+#     absolute) + "#" + its name in lower case, a heading of deploy/README.md.
 #  4. Every metric named by the rules, their tests and the Grafana dashboard
 #     is exported by the proxy: declared in proxy/ or salesforce/ source
 #     (Name: "callout_..."), or seen on /metrics of the real binary after a
@@ -59,7 +64,14 @@ check_dockerfile() {
 	case "$last_from" in *distroless/static*) ;; *) fail "$df: runtime stage is '$last_from', want distroless/static" ;; esac
 	user=$(awk '/^FROM /{u=""} /^USER /{u=$2} END{print u}' "$df")
 	case "$user" in "" | root | 0 | 0:* | root:*) fail "$df: runtime stage USER is '${user:-unset}', want non-root" ;; esac
-	grep -qE '^RUN bash deploy/build.sh ' "$df" || fail "$df: the build stage must run deploy/build.sh"
+	grep -qE '^RUN (CALLOUT_[A-Z_]+="\$[A-Z_]+" )*bash deploy/build.sh ' "$df" || fail "$df: the build stage must run deploy/build.sh"
+	grep -qE '^  CMD \["/usr/local/bin/callout-proxy", "healthcheck"' "$df" && grep -qE '^HEALTHCHECK ' "$df" ||
+		fail "$df: no HEALTHCHECK running callout-proxy healthcheck in exec form"
+	local ign pat
+	ign=deploy/Dockerfile.dockerignore
+	for pat in deploy/compose/.env '**/.env' '**/*.key' '**/*.pem' '**/secrets/'; do
+		grep -qxF "$pat" "$ign" || fail "$ign does not exclude $pat"
+	done
 	grep -q "CGO_ENABLED=0 go build -trimpath" deploy/build.sh || fail "deploy/build.sh: not a CGO_ENABLED=0 -trimpath build"
 }
 
@@ -76,12 +88,40 @@ check_binaries() {
 		grep -qE '^\s+build\s+CGO_ENABLED=0$' <<<"$settings" || fail "$b was not built with CGO_ENABLED=0"
 		echo "static: $(basename "$b")"
 	done
+	if git rev-parse --git-dir >/dev/null 2>&1; then
+		local head
+		head=$(git rev-parse HEAD | cut -c1-12)
+		"$work/bin/callout-proxy" version | grep -qF "commit $head" ||
+			fail "callout-proxy version does not name commit $head: $("$work/bin/callout-proxy" version)"
+		"$work/bin/calloutctl" version | grep -qF "commit $head" ||
+			fail "calloutctl version does not name commit $head: $("$work/bin/calloutctl" version)"
+		echo "stamped: $("$work/bin/callout-proxy" version)"
+	fi
 }
 
 check_rules() {
 	step "promtool check rules / test rules"
 	promtool check rules deploy/prometheus/alerts.yaml
 	(cd deploy/prometheus && promtool test rules alerts_test.yaml)
+}
+
+check_runbook_urls() {
+	step "runbook links: absolute, from runbook.env, to a heading of deploy/README.md"
+	local RUNBOOK_BASE_URL="" alerts=0 name url want bad=""
+	# shellcheck source=/dev/null
+	. deploy/prometheus/runbook.env
+	case "$RUNBOOK_BASE_URL" in https://* | http://*) ;; *) fail "runbook.env: RUNBOOK_BASE_URL '$RUNBOOK_BASE_URL' is not absolute" ;; esac
+	while read -r name url; do
+		alerts=$((alerts + 1))
+		want="$RUNBOOK_BASE_URL#$(tr '[:upper:]' '[:lower:]' <<<"$name")"
+		[ "$url" = "$want" ] || bad+=" $name($url, want $want)"
+		grep -qxF "### $name" deploy/README.md || bad+=" $name(no '### $name' heading in deploy/README.md)"
+	done < <(awk '/^ *- alert: /{a=$3} /^ *runbook_url: /{gsub(/"/, "", $2); print a, $2; a=""}' deploy/prometheus/alerts.yaml)
+	[ "$alerts" -eq "$(grep -cE '^ *- alert: ' deploy/prometheus/alerts.yaml)" ] || fail "an alert without a runbook_url annotation"
+	grep -oE 'runbook_url: "[^"]*"' deploy/prometheus/alerts_test.yaml | grep -vF "runbook_url: \"$RUNBOOK_BASE_URL#" &&
+		fail "alerts_test.yaml: a runbook_url not under RUNBOOK_BASE_URL (run deploy/prometheus/set-runbook-url.sh)"
+	[ -z "$bad" ] || fail "runbook links:$bad (run deploy/prometheus/set-runbook-url.sh)"
+	echo "$alerts alerts link $RUNBOOK_BASE_URL#..."
 }
 
 # live_metrics runs the built proxy on deploy/examples/dev.yaml (ports 0,
@@ -160,6 +200,7 @@ install_missing
 check_dockerfile
 check_binaries
 check_rules
+check_runbook_urls
 check_metric_names
 check_dashboard
 check_k8s_and_compose

@@ -38,6 +38,10 @@ type ComposeService struct {
 		Condition string `json:"condition"`
 	} `json:"depends_on"`
 	User string `json:"user"`
+	// Healthcheck.Test is a list: ["CMD", args...] or ["CMD-SHELL", line].
+	Healthcheck *struct {
+		Test []string `json:"test"`
+	} `json:"healthcheck"`
 }
 
 // ReadCompose reads and decodes a Compose file.
@@ -125,12 +129,28 @@ func (ch *checker) checkComposeProxy(c *Compose, name string, svc ComposeService
 	if svc.User == "" || svc.User == "0" || strings.HasPrefix(svc.User, "root") || strings.HasPrefix(svc.User, "0:") {
 		ch.addf("service %s: user %q, want a non-root uid", name, svc.User)
 	}
+	ch.checkComposeHealthcheck(name, svc)
 	ch.checkComposeAdminPort(name, svc, cfg)
 	if !cfg.Redis {
 		ch.addf("service %s: %s configures no Redis: the replicas would not share a store", name, source)
 	}
 	for _, host := range cfg.RedisHosts {
 		ch.checkComposeRedis(c, name, svc, host)
+	}
+}
+
+// checkComposeHealthcheck: the proxy has a health check that runs in a
+// distroless image: exec form (CMD, no shell), the binary's own
+// healthcheck subcommand.
+func (ch *checker) checkComposeHealthcheck(name string, svc ComposeService) {
+	hc := svc.Healthcheck
+	switch {
+	case hc == nil || len(hc.Test) == 0:
+		ch.addf("service %s: no healthcheck (use [\"CMD\", \"/usr/local/bin/callout-proxy\", \"healthcheck\", ...])", name)
+	case hc.Test[0] != "CMD":
+		ch.addf("service %s: healthcheck %q needs a shell, which the distroless image lacks; use the CMD form", name, hc.Test)
+	case len(hc.Test) < 3 || !strings.HasSuffix(hc.Test[1], "/callout-proxy") || hc.Test[2] != "healthcheck":
+		ch.addf("service %s: healthcheck %q does not run callout-proxy healthcheck", name, hc.Test)
 	}
 }
 

@@ -40,6 +40,10 @@ func TestComposeCatchesBreakage(t *testing.T) {
 		{"admin published", `"127.0.0.1:9081-9082:8081"`, `"9081-9082:8081"`, "publishes the admin port beyond loopback"},
 		{"no depends_on", "depends_on:", "x-depends_on:", "service proxy does not depend_on redis"},
 		{"root", `user: "65532:65532"`, `user: "0:0"`, "want a non-root uid"},
+		{"no healthcheck", `      test: ["CMD", "/usr/local/bin/callout-proxy", "healthcheck"`, `      x-test: ["CMD", "/usr/local/bin/callout-proxy", "healthcheck"`,
+			"service proxy: no healthcheck"},
+		{"shell healthcheck", `test: ["CMD", "/usr/local/bin/callout-proxy", "healthcheck", "--config", "/etc/callout-proxy/config.yaml"]`,
+			`test: ["CMD-SHELL", "wget -q -O- http://127.0.0.1:8080/healthz"]`, "needs a shell"},
 	}
 	text, err := os.ReadFile(filepath.Join(composeDir, "compose.yaml"))
 	if err != nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"runtime"
+	"strings"
 	"runtime/debug"
 )
 
@@ -60,9 +61,12 @@ func NewBuildInfo(version, commit, buildDate string) BuildInfo {
 func (b BuildInfo) String() string {
 	s := b.Version + " ("
 	if b.Commit != "" {
-		c := b.Commit
-		if len(c) > 12 && c[12] != '-' {
+		c, dirty := strings.CutSuffix(b.Commit, "-dirty")
+		if len(c) > 12 {
 			c = c[:12]
+		}
+		if dirty {
+			c += "-dirty"
 		}
 		s += "commit " + c + ", "
 	}
