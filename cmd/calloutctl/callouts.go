@@ -70,6 +70,10 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 	if asJSON {
 		return writeJSON(a.stdout, nil, all)
 	}
+	if len(all.Items) == 0 && all.NextCursor == "" {
+		a.notef("no pending callouts match\n")
+		return nil
+	}
 	wide := wideOutput(c)
 	t := newTable(a.stdout, wide, col("ID", 0), col("STATE", 0), col("DUE/LEASE-UNTIL", 0), col("ATTEMPTS", 0),
 		col("LAST", 0), col("REQUEST", 26), wideCol("IDEMPOTENCY-KEY"), wideCol("CREATED"), wideCol("REPLAY-OF"),
@@ -84,9 +88,6 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 	}
 	if err := t.flush(); err != nil {
 		return err
-	}
-	if len(all.Items) == 0 {
-		a.notef("no pending callouts match\n")
 	}
 	if all.NextCursor != "" {
 		a.notef("more callouts: --cursor %s (or --all)\n", all.NextCursor)

@@ -36,6 +36,9 @@ func (a *app) confirm(ctx context.Context, question string) error {
 		a.notef("\n")
 		return withCode(exitRefused, errDeclined)
 	}
+	if !a.isTerminal(a.stdin) {
+		a.notef("%s\n", strings.TrimSpace(ans.line)) // a terminal echoed it; a pipe did not
+	}
 	switch strings.ToLower(strings.TrimSpace(ans.line)) {
 	case "y", "yes":
 		return nil

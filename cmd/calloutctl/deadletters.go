@@ -140,20 +140,21 @@ func (a *app) listDeadLetters(ctx context.Context, c *cli.Command) error {
 	if asJSON {
 		return writeJSON(a.stdout, nil, all)
 	}
+	if len(all.Items) == 0 && all.NextCursor == "" {
+		a.notef("no dead letters match\n")
+		return nil
+	}
 	wide := wideOutput(c)
 	t := newTable(a.stdout, wide, col("ID", 0), col("ENDPOINT", 14), col("DEAD-LETTERED", 0), col("REASON", 0),
 		col("STATUS", 0), col("REPLAY", 0), wideCol("REQUEST"), wideCol("ATTEMPTS"), wideCol("IDEMPOTENCY-KEY"),
-		wideCol("REPLAYED-BY"), wideCol("LAST-ERROR"))
+		wideCol("REPLAY-OF"), wideCol("REPLAYED-BY"), wideCol("LAST-ERROR"))
 	for _, d := range all.Items {
 		t.row(d.ID, d.Endpoint, tsFor(wide, d.DeadLetteredAt), string(d.Reason), status(d.Status),
 			resolution(d.ReplayOutcome), d.Method+" "+d.Path, strconv.Itoa(d.Attempts), d.IdempotencyKey,
-			d.ReplayedBy, d.LastError)
+			d.ReplayOf, d.ReplayedBy, d.LastError)
 	}
 	if err := t.flush(); err != nil {
 		return err
-	}
-	if len(all.Items) == 0 {
-		a.notef("no dead letters match\n")
 	}
 	if all.NextCursor != "" {
 		a.notef("more dead letters: --cursor %s (or --all)\n", all.NextCursor)
