@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
@@ -49,12 +50,12 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 		q.Set("state", s)
 	}
 	cursor := c.String("cursor")
-	var all api.PendingCalloutList
+	var all api.CalloutList
 	for {
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var page api.PendingCalloutList
+		var page api.CalloutList
 		if _, _, err := cl.call(ctx, "GET", "callouts", q, nil, &page); err != nil {
 			return err
 		}
@@ -65,7 +66,7 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 		}
 	}
 	if all.Items == nil {
-		all.Items = []api.PendingCalloutDoc{}
+		all.Items = []api.CalloutSummaryDoc{}
 	}
 	if asJSON {
 		return writeJSON(a.stdout, nil, all)
@@ -83,7 +84,11 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 		if p.Attempts > 0 {
 			last = status(p.LastStatus)
 		}
-		t.row(p.ID, string(p.State), tsFor(wide, p.At), strconv.Itoa(p.Attempts), last, p.Method+" "+p.Path,
+		at := time.Time{}
+		if p.NextAttemptAt != nil {
+			at = *p.NextAttemptAt
+		}
+		t.row(p.ID, string(p.State), tsFor(wide, at), strconv.Itoa(p.Attempts), last, p.Method+" "+p.Path,
 			p.IdempotencyKey, ts(p.CreatedAt), p.ReplayOf, p.Issuer, p.LastError)
 	}
 	if err := t.flush(); err != nil {
