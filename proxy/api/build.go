@@ -2,8 +2,8 @@ package api
 
 import (
 	"runtime"
-	"strings"
 	"runtime/debug"
+	"strings"
 )
 
 // BuildInfo says which build of a program is running: `callout-proxy
