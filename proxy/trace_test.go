@@ -286,9 +286,12 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 		"00-"+callerTrace+"-"+a.SpanContext().SpanID().String()+"-01") {
 		t.Errorf("stored trace context %q, want the admission span's", c.TraceContext)
 	}
+	// The ingress's attempt and the dispatcher's retry are logged alike
+	// (forward.LogAttempt), each with the caller's trace_id.
 	lines := rig.logs.lines(t, "attempt")
-	if len(lines) != 1 || lines[0]["trace_id"] != callerTrace {
-		t.Errorf("ingress attempt log lines %v, want one with trace_id %s", lines, callerTrace)
+	if len(lines) != 2 || lines[0]["trace_id"] != callerTrace || lines[1]["trace_id"] != callerTrace ||
+		lines[0]["kind"] != "first" || lines[1]["kind"] != "retry" {
+		t.Errorf("attempt log lines %v, want the first and the retry with trace_id %s", lines, callerTrace)
 	}
 	allSpanKeysKnown(t, rig.spans.Ended())
 }

@@ -171,7 +171,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 		t.Fatalf("callout_build_info: %q", line)
 	}
 	start := logLines(t, p, "listening")[0]
-	if start["redis"] != "embedded (in memory, not durable)" || start["redis_embedded"] != true || start["version"] == "" {
+	if start["redis"] != "embedded" || start["redis_embedded"] != true || start["version"] == "" {
 		t.Fatalf("startup line: %v", start)
 	}
 
