@@ -84,6 +84,12 @@ type BreakerChange struct {
 	// OutageStartedAt is when the current outage began (zero: none); the
 	// auto-disable rule (disable_after) measures from it.
 	OutageStartedAt time.Time
+	// Held is how many waiting callouts this result shut the gate on (it
+	// opened the breaker, or began a 429's pause): from now they are held,
+	// not scheduled, by HeldBy (breaker_open, paused). Counted once, by the
+	// result that shut the gate, whichever replica made it.
+	Held   int
+	HeldBy GateState
 }
 
 // The completion actions.

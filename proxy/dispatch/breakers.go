@@ -23,7 +23,9 @@ type Notifier interface {
 }
 
 // Watcher reacts to what each result did to its endpoint's circuit breaker:
-// it counts and logs transitions, and applies auto-disable (SPEC §6): an
+// it counts and logs transitions, counts the waiting callouts a result shut
+// the gate on as deferred (callout_deferred_total), and applies
+// auto-disable (SPEC §6): an
 // endpoint whose current outage — from its first counting failure after a
 // success — has lasted disable_after is disabled, its pending callouts
 // become dead letters (reason endpoint_disabled), and its owner is told.
@@ -47,6 +49,11 @@ func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch policy.Br
 	case ch.Closed:
 		w.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
 		log.Info("circuit breaker closed")
+	}
+	if ch.Held > 0 {
+		// The waiting callouts this result shut the gate on are held from
+		// now: counted once, here, by the result that shut it.
+		w.Metrics.Deferred.WithLabelValues(ep.Name, string(ch.HeldBy)).Add(float64(ch.Held))
 	}
 	if ch.OutageBegan {
 		log.Warn("outage began")

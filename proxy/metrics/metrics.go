@@ -51,8 +51,10 @@ type Metrics struct {
 	BreakerTransitions *prometheus.CounterVec
 	// Deferred counts requests and callouts held back by a shut gate, by
 	// endpoint and reason (breaker_open|paused|probing): reads refused and
-	// writes held at the front door, retries the dispatcher put back held,
-	// replays created held.
+	// writes held at the front door, retries the ingress or the dispatcher
+	// put back held, replays created held, and the waiting callouts a
+	// result shut the gate on (counted once, by the result that opened the
+	// breaker or began the pause: policy.BreakerChange.Held).
 	Deferred *prometheus.CounterVec
 	// BuildInfo is 1, labelled with the running build's version, commit,
 	// build_date and goversion (SetBuildInfo).

@@ -156,9 +156,10 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		Attempts: int(replyInt(a[9])), Reason: policy.DeadLetterReason(replyStr(a[10])),
 		Breaker: decodeBreakerChange(a[1:5], a[6], a[7], a[8]),
 	}
-	if len(a) > 13 { // complete.lua's; legacy_complete.lua's reply ends at the reason
+	if len(a) > 14 { // complete.lua's; legacy_complete.lua's reply ends at the reason
 		res.Gate = policy.GateState(replyStr(a[11]))
 		res.LastStatus, res.LastError = int(replyInt(a[12])), replyStr(a[13])
+		res.Breaker.Held, res.Breaker.HeldBy = int(replyInt(a[14])), res.Gate
 	}
 	if p.breaker != nil {
 		bv, err := s.result(ctx, "complete: breaker", p.breaker)

@@ -69,7 +69,8 @@ func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.Read
 	if r.PausedUntil.After(now) {
 		paused = msArg(r.PausedUntil)
 	}
-	v, err := s.run(ctx, "record result", s.lua.outcome, []string{keysOf(endpoint).ep},
+	home := queueAt(endpoint, ShardOf(endpoint))
+	v, err := s.run(ctx, "record result", s.lua.outcome, []string{home.ep, home.due},
 		msArg(now), r.ProbeToken, flag(r.Success), flag(r.CountsTowardBreaker),
 		strconv.Itoa(br.Failures), msArg(now.Add(br.ProbeInterval)), paused)
 	if err != nil {
@@ -80,6 +81,9 @@ func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.Read
 		return policy.BreakerChange{}, err
 	}
 	ch := decodeBreakerChange(a[0:4], a[4], a[5], a[6])
+	if len(a) > 8 {
+		ch.Held, ch.HeldBy = int(replyInt(a[7])), policy.GateState(replyStr(a[8]))
+	}
 	s.gateChanged(endpoint, ch, paused != "0")
 	return ch, nil
 }

@@ -29,7 +29,8 @@
 -- Returns {'stale'} when the token is not the callout's current lease, else
 --   {state, opened, closed, outage_began, outage_ended, notify, failures,
 --    outage_started_ms, probe, attempts, dead-letter reason, gate, last
---    status, last error}: the state and reason are this script's decision
+--    status, last error, newly held (the waiting callouts of this queue
+--    the result shut the gate on)}: the state and reason are this script's decision
 --   (it may turn a retry into a dead letter endpoint_disabled), the gate
 --   what holds a held callout; callers read them and derive nothing.
 local keys = {c = KEYS[1], q = KEYS[2], r = KEYS[3], res = KEYS[11], dl = KEYS[7], dlb = KEYS[8]}
@@ -84,6 +85,7 @@ end
 put(rec, wc, 'b', str(num(rec.b) + charged))
 acc_add(fa, wa, tag, charged, 0)
 
+local g0 = gate_in(fa, given, ARGV[22], now)
 local is_probe = given == '' and fa.pt == token
 local opened, closed, began, ended = 0, 0, 0, 0
 if given == '' then
@@ -98,6 +100,7 @@ if given == '' then
 end
 
 local g, g_until = gate_in(fa, given, ARGV[22], now)
+local held = newly_held(due, g0, g)
 if g == 'disabled' and (action == 'retry' or action == 'again') then
   action, reason = 'dead', 'endpoint_disabled'
 end
@@ -184,4 +187,4 @@ local why = ''
 if state == 'dead_lettered' then why = reason end
 if state == 'in_flight' then n = n + 1 end
 return {state, opened, closed, began, ended, notify, num(fa.cf), num(fa.os), probe, n, why, g,
-  rec.R or '', rec.e or ''}
+  rec.R or '', rec.e or '', held}

@@ -368,6 +368,17 @@ local function pause_apply(f, w, until_s)
 end
 
 -- pause extends the endpoint-wide pause to until (ms), never shortening it.
+-- newly_held is how many waiting callouts (the due set's size) a result
+-- just shut the gate on: g0 is the gate before the result, g1 after. 0
+-- when it was shut already or is still open. Counted once, by the result
+-- that shut it (callout_deferred_total), however many replicas see it shut.
+local function newly_held(due, g0, g1)
+  if shut(g1) and not shut(g0) and g1 ~= 'disabled' then
+    return redis.call('ZCARD', due)
+  end
+  return 0
+end
+
 local function pause(ep, until_s)
   local f, w = hread(ep, {'pu'}), {}
   pause_apply(f, w, until_s)
