@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,19 +151,25 @@ func writeConfig(t *testing.T, yaml string) string {
 	return path
 }
 
-// closedPort returns a loopback TCP port nothing listens on (it was free a
-// moment ago and is closed again).
+// closedPort returns a loopback TCP port that refuses connections for the
+// rest of the test: a socket bound to it but never listening holds it, so
+// no other listener of the parallel tests (a proxy on port 0) can take it
+// meanwhile, and a connect gets a reset (connection refused).
 func closedPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
-	return port
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
 }
 
 // noAuth is a header for call that sends no Authorization at all.
