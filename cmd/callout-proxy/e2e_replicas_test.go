@@ -115,7 +115,7 @@ func startRedis(t *testing.T) string {
 		}
 		t.Skipf("redis-server not found: %v", err)
 	}
-	port := closedPort(t)
+	port := freePort(t)
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", t.TempDir())
 	var out syncBuffer
