@@ -34,35 +34,48 @@ func (a *app) calloutsCommand() *cli.Command {
 	}
 }
 
-// listCallouts is `callouts list --endpoint E [--state S]`.
+// listCallouts is `callouts list --endpoint E [--state S]`: without
+// --state, the scheduled, then the held, then the in-flight ones.
 func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 	cl, asJSON, err := a.setup(c)
 	if err != nil {
 		return err
 	}
+	states := []policy.State{policy.Scheduled, policy.Held, policy.InFlight}
 	switch s := policy.State(c.String("state")); s {
-	case "", policy.Scheduled, policy.Held, policy.InFlight:
+	case "":
+		if c.String("cursor") != "" {
+			return usagef("--cursor needs the --state it was printed for")
+		}
+	case policy.Scheduled, policy.Held, policy.InFlight:
+		states = []policy.State{s}
 	default:
 		return usagef("--state %q: use scheduled, held or in_flight", s)
 	}
-	q := url.Values{"endpoint": {c.String("endpoint")}, "limit": {strconv.Itoa(c.Int("limit"))}}
-	if s := c.String("state"); s != "" {
-		q.Set("state", s)
-	}
-	cursor := c.String("cursor")
 	var all api.CalloutList
-	for {
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var page api.CalloutList
-		if _, _, err := cl.call(ctx, "GET", "callouts", q, nil, &page); err != nil {
-			return err
-		}
-		all.Items = append(all.Items, page.Items...)
-		all.NextCursor, cursor = page.NextCursor, page.NextCursor
-		if !c.Bool("all") || cursor == "" {
-			break
+	var more []string // "--state S --cursor C" of the lists cut short
+	for _, st := range states {
+		q := url.Values{"endpoint": {c.String("endpoint")}, "state": {string(st)},
+			"limit": {strconv.Itoa(c.Int("limit"))}}
+		cursor := c.String("cursor")
+		for {
+			if cursor != "" {
+				q.Set("cursor", cursor)
+			}
+			var page api.CalloutList
+			if _, _, err := cl.call(ctx, "GET", "callouts", q, nil, &page); err != nil {
+				return err
+			}
+			all.Items = append(all.Items, page.Items...)
+			cursor = page.NextCursor
+			if cursor == "" {
+				break
+			}
+			if !c.Bool("all") {
+				more = append(more, "--state "+string(st)+" --cursor "+cursor)
+				all.NextCursor = cursor
+				break
+			}
 		}
 	}
 	if all.Items == nil {
@@ -71,31 +84,27 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 	if asJSON {
 		return writeJSON(a.stdout, nil, all)
 	}
-	if len(all.Items) == 0 && all.NextCursor == "" {
+	if len(all.Items) == 0 && len(more) == 0 {
 		a.notef("no pending callouts match\n")
 		return nil
 	}
 	wide := wideOutput(c)
 	t := newTable(a.stdout, wide, col("ID", 0), col("STATE", 0), col("DUE/LEASE-UNTIL", 0), col("ATTEMPTS", 0),
-		col("LAST", 0), col("REQUEST", 26), wideCol("IDEMPOTENCY-KEY"), wideCol("CREATED"), wideCol("REPLAY-OF"),
+		col("REQUEST", 30), wideCol("IDEMPOTENCY-KEY"), wideCol("CREATED"), wideCol("REPLAY-OF"),
 		wideCol("ISSUER"), wideCol("LAST-ERROR"))
 	for _, p := range all.Items {
-		last := ""
-		if p.Attempts > 0 {
-			last = status(p.LastStatus)
-		}
 		at := time.Time{}
 		if p.NextAttemptAt != nil {
 			at = *p.NextAttemptAt
 		}
-		t.row(p.ID, string(p.State), tsFor(wide, at), strconv.Itoa(p.Attempts), last, p.Method+" "+p.Path,
+		t.row(p.ID, string(p.State), tsFor(wide, at), strconv.Itoa(p.Attempts), p.Method+" "+p.Path,
 			p.IdempotencyKey, ts(p.CreatedAt), p.ReplayOf, p.Issuer, p.LastError)
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if all.NextCursor != "" {
-		a.notef("more callouts: --cursor %s (or --all)\n", all.NextCursor)
+	for _, m := range more {
+		a.notef("more callouts: %s (or --all)\n", m)
 	}
 	return nil
 }
