@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -115,6 +116,13 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 		}
 		c.Body, c.AttemptLog, c.Response, c.Fingerprint = nil, nil, nil, ""
 		c.State = state
+		// The set's score is the due time (lease expiry in flight): a
+		// layout-2 record does not keep it (keys.go).
+		if at := time.UnixMilli(int64(m.score)); state == policy.InFlight {
+			c.LeaseExpiresAt = at
+		} else {
+			c.NextAttemptAt = at
+		}
 		page = append(page, c)
 	}
 	return page, next, nil

@@ -44,6 +44,9 @@ func TestPending(t *testing.T) {
 				t.Fatalf("%s not listed", id)
 			}
 		}
+		if cs, _, _ := s.Pending(ctxT(t), "pay-api", policy.Scheduled, 0, 1); len(cs) != 1 || !cs[0].NextAttemptAt.Equal(t0) {
+			t.Fatalf("a scheduled callout's due time = %+v, want %v (the due set's score)", cs, t0)
+		}
 		if held, _ := page(policy.Held, 0, 10); len(held) != 0 {
 			t.Fatalf("held while the gate is open: %v", held)
 		}
@@ -52,6 +55,9 @@ func TestPending(t *testing.T) {
 		cl := mustClaim(t, s, "pay-api", ClaimOptions{Batch: 2, Lease: testLease})
 		if flying, _ := page(policy.InFlight, 0, 10); len(flying) != 2 {
 			t.Fatalf("in flight %v, want 2", flying)
+		}
+		if cs, _, _ := s.Pending(ctxT(t), "pay-api", policy.InFlight, 0, 1); len(cs) != 1 || !cs[0].LeaseExpiresAt.Equal(t0.Add(testLease)) {
+			t.Fatalf("an in-flight callout's lease = %+v, want %v", cs, t0.Add(testLease))
 		}
 		for _, c := range cl.Claimed {
 			mustComplete(t, s, c, failure(e.clk.Now().Add(time.Hour)))
