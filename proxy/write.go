@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -22,6 +23,16 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 		Endpoint: in.ep.Name, Issuer: in.caller.Issuer, Method: r.Method, Path: in.suffix,
 		Query: r.URL.RawQuery, Header: forward.OutboundHeader(r.Header, nil), Body: in.body,
 		IdempotencyKey: in.key, SourceRecord: in.source, TraceContext: s.tr.Encode(r.Context()),
+	}
+	// The store packs the request (headers and body) into one value before
+	// it sends it: a second copy of the body in memory, which the budget
+	// counts too (limits.max_inflight_bytes), until the request ends.
+	if h := limit.HolderFrom(r.Context()); h != nil {
+		_, hb := headerSize(r)
+		if err := h.Acquire(r.Context(), int64(len(in.body)+hb)); err != nil {
+			s.reject(w, r, in.ep.Name, overloaded(policy.Rejected))
+			return
+		}
 	}
 	// The record and the attempt outlive a caller that hangs up.
 	ctx := context.WithoutCancel(r.Context())
