@@ -11,7 +11,7 @@ export PATH="$PATH:/usr/local/go/bin"
 command -v redis-server >/dev/null 2>&1 || { echo "fault.sh: redis-server is required (bash .ci/test.sh installs it)"; exit 1; }
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" 2>/dev/null || true' EXIT
 echo "== building callout-proxy for the fault suite"
 go build -o "$work/callout-proxy" ./cmd/callout-proxy
 echo "== fault suite"

@@ -27,7 +27,7 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 6000 ]; then
 fi
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" 2>/dev/null || true' EXIT
 echo "== building callout-proxy for the hostile suite"
 go build -o "$work/callout-proxy" ./cmd/callout-proxy
 echo "== hostile suite (ulimit -n $(ulimit -n))"

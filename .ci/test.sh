@@ -18,9 +18,14 @@ if ((${#need_apt[@]})); then
 fi
 
 work=$(mktemp -d)
+# The suite's own exit status is kept: cleaning up must never turn a pass
+# into a failure (a redis-server still flushing its files into $work made the
+# rm fail once), nor hide a failure.
 cleanup() {
+  local rc=$?
   bash proxy/internal/redistest/start-redis.sh --stop "$work" || true
-  rm -rf "$work"
+  rm -rf "$work" 2>/dev/null || { sleep 2; rm -rf "$work" || true; }
+  exit "$rc"
 }
 trap cleanup EXIT
 

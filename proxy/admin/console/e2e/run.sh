@@ -28,7 +28,7 @@ cleanup() {
     echo "--- proxy log (last 40 lines) ---" >&2
     tail -n 40 "$work/proxy.log" >&2 || true
   fi
-  rm -rf "$work"
+  rm -rf "$work" 2>/dev/null || { sleep 2; rm -rf "$work" 2>/dev/null || true; }
   exit "$rc"
 }
 trap cleanup EXIT
