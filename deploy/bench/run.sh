@@ -87,22 +87,24 @@ prof_wait() {
 secs() { local d=${1%s}; echo "${d%.*}"; }   # "10s" -> 10 (whole seconds)
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime in clock ticks
 
-# snap FILE: INFO commandstats calls per command plus INFO stats counters, as JSON.
+# snap FILE: INFO commandstats calls and usec (time Redis spent running each command,
+# scripts' own commands included in their EVALSHA's) per command plus INFO stats counters, as JSON.
 snap() { { redis-cli -p "$RP" INFO commandstats; redis-cli -p "$RP" INFO stats; } | tr -d '\r' | python3 -c '
 import json,re,sys
-calls,st={},{}
+calls,st,us={},{},{}
 for l in sys.stdin:
-    m=re.match(r"cmdstat_([^:]+):calls=(\d+)",l)
-    if m: calls[m.group(1)]=int(m.group(2))
+    m=re.match(r"cmdstat_([^:]+):calls=(\d+),usec=(\d+)",l)
+    if m: calls[m.group(1)]=int(m.group(2)); us[m.group(1)]=int(m.group(3))
     m=re.match(r"(total_commands_processed|total_reads_processed|total_writes_processed):(\d+)",l)
     if m: st[m.group(1)]=int(m.group(2))
-print(json.dumps({"calls":calls,"stats":st}))' >"$1"; }
+print(json.dumps({"calls":calls,"stats":st,"usec":us}))' >"$1"; }
 # delta A B: B minus A, without the harness's own INFO/CONFIG calls.
 delta() { python3 - "$1" "$2" <<'PY'
 import json,sys
 a,b=(json.load(open(f)) for f in sys.argv[1:3])
 c={k:v-a["calls"].get(k,0) for k,v in b["calls"].items() if k not in("info","config") and v-a["calls"].get(k,0)}
-print(json.dumps({"calls":c,"stats":{k:v-a["stats"].get(k,0) for k,v in b["stats"].items()}}))
+u={k:v-a["usec"].get(k,0) for k,v in b["usec"].items() if k not in("info","config") and v-a["usec"].get(k,0)}
+print(json.dumps({"calls":c,"stats":{k:v-a["stats"].get(k,0) for k,v in b["stats"].items()},"usec":u}))
 PY
 }
 # mon_start FILE / mon_stop FILE: a redis-cli MONITOR capture, summarised as

@@ -64,7 +64,7 @@ func budget(t *testing.T, e *env, n int, op func(i int)) (float64, string) {
 }
 
 // The hot path's Redis budget (issue 17): a synchronous keyed write that
-// succeeds runs at most 12 commands in each of its two scripts, and a
+// succeeds runs at most 12 commands, its two scripts' EVALSHA included, and a
 // dispatched attempt (claim share and completion) stays small, measured by
 // INFO commandstats on the real single node.
 func TestCommandBudget(t *testing.T) {
@@ -84,8 +84,12 @@ func TestCommandBudget(t *testing.T) {
 		complete, completeBy := budget(t, e, n, func(i int) { mustComplete(t, s, cls[i], success()) })
 		t.Logf("keyed write: begin %.2f commands (%s); complete %.2f (%s); in all %.2f", begin, beginBy,
 			complete, completeBy, begin+complete)
-		if begin > 13 || complete > 13 {
-			t.Errorf("begin runs %.2f and complete %.2f commands with their EVALSHA, want at most 12 in each script", begin, complete)
+		// 12 in all with the two EVALSHA themselves, during the legacy window
+		// (one HMGET of a legacy reservation; 11 after it): create.lua takes
+		// the reservation with one SET … NX GET and charges nothing for a
+		// synchronous attempt, so a success writes no counters either.
+		if begin+complete > 12 {
+			t.Errorf("begin runs %.2f and complete %.2f commands with their EVALSHA, want at most 12 in all", begin, complete)
 		}
 		for i := range n {
 			mustEnqueueReq(t, s, req("budget-api", fmt.Sprintf("a-%d", i), "{}"))

@@ -40,7 +40,7 @@ local now_s = ARGV[1]
 local now = tonumber(now_s)
 local id, token, action, reason, given = ARGV[2], ARGV[3], ARGV[4], ARGV[11], ARGV[21]
 
-local rec = hread(keys.c, concat({'S', 't', 'x', 'l', 'k', 'n', 'b', 'i', 'Q', 'd', 'R', 'e'},
+local rec = hread(keys.c, concat({'S', 't', 'x', 'l', 'k', 'n', 'b', 'i', 'Q', 'd', 'R', 'e', 'u'},
   rest_fields, resp_fields))
 if rec.S ~= 'f' or rec.t ~= token then return {'stale'} end
 local wc = {}
@@ -83,7 +83,10 @@ elseif dispatched then
   blank(rec, wc, 'e')
 end
 put(rec, wc, 'b', str(num(rec.b) + charged))
-acc_add(fa, wa, tag, charged, 0)
+-- 'u': Begin's synchronous callout, not charged to the backlog until it
+-- becomes pending (create.lua)
+local uncharged = rec.u == '1'
+if not uncharged then acc_add(fa, wa, tag, charged, 0) end
 
 local g0 = gate_in(fa, given, ARGV[22], now)
 local is_probe = given == '' and fa.pt == token
@@ -105,6 +108,14 @@ if g == 'disabled' and (action == 'retry' or action == 'again') then
   action, reason = 'dead', 'endpoint_disabled'
 end
 if action == 'again' and g ~= 'open' then action = 'again_refused' end
+-- An uncharged callout that becomes pending (a retry, held, a dead letter)
+-- is charged now, all it stores and its item; one that ends succeeded or
+-- failed never was (finish2 releases nothing of it); an inline retry stays
+-- uncharged, in flight.
+if uncharged and action ~= 'again' and action ~= 'succeeded' and action ~= 'failed' then
+  acc_add(fa, wa, tag, num(rec.b), 1)
+  blank(rec, wc, 'u')
+end
 
 -- keep_response writes a long response to :r, with the TTL ttl when the
 -- callout ends (false: none); keys.r is then the key expire2 must still

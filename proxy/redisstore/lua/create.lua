@@ -42,27 +42,39 @@ local names = counter_names(tag)
 if given == '' then names = concat(names, gate_fields, {'L', 'Lr'}) end
 local f, w = hread(acc, names), {}
 
-if res ~= c then
-  local v = redis.call('GET', res)
-  if v then
-    local holder = string.sub(v, 1, 16)
-    if holder ~= ARGV[5] and holder ~= ARGV[7] then
-      return {'exists', holder, string.sub(v, 17), '2'}
-    end
+-- The reservation is taken by the one write that takes it (SET … NX GET,
+-- Redis 7.0+), after every check: a path that ends without writing (a
+-- refusal, the dry run) looks it up first (existing), so an existing key
+-- still answers before the gate and the caps, as it always has.
+local keyed = res ~= c
+-- other: the 'exists' reply for the layout-2 reservation value v, or nil
+-- when v is free (absent, or held by the stale or the takeover callout).
+local function other(v)
+  if not v then return nil end
+  local holder = string.sub(v, 1, 16)
+  if holder ~= ARGV[5] and holder ~= ARGV[7] then
+    return {'exists', holder, string.sub(v, 17), '2'}
   end
+  return nil
+end
+local function existing()
+  if not keyed then return nil end
+  return other(redis.call('GET', res))
 end
 -- A legacy reservation may exist until 'Lr' (keys.go, claim.go).
 local drop_legacy = false
 if lres ~= c and not (f.Lr and num(f.Lr) < now) then
   local cur = redis.call('HMGET', lres, 'id', 'fp')
   if cur[1] then
-    if cur[1] ~= ARGV[6] and cur[1] ~= ARGV[8] then return {'exists', cur[1], cur[2], '1'} end
+    if cur[1] ~= ARGV[6] and cur[1] ~= ARGV[8] then
+      return existing() or {'exists', cur[1], cur[2], '1'}
+    end
     drop_legacy = true
   end
 end
 
 local g, g_until = gate_in(f, given, ARGV[15], now)
-if g == 'disabled' then return {'disabled'} end
+if g == 'disabled' then return existing() or {'disabled'} end
 
 local items = num(f.bi)
 if tonumber(ARGV[9]) > 0 and f.L ~= '0' then
@@ -74,8 +86,10 @@ local size = record_overhead + #ARGV[19]
 for i = 22, #ARGV do size = size + #ARGV[i] end
 local full = over_caps(f, items, {tonumber(ARGV[9]), tonumber(ARGV[10]),
   tonumber(ARGV[11]), tonumber(ARGV[12])}, size, tag)
-if full then return {full} end
+if full then return existing() or {full} end
 if ARGV[2] == 'd' then
+  local e = existing()
+  if e then return e end
   local state, at = 'scheduled', ARGV[16]
   if shut(g) then
     state = 'held'
@@ -88,12 +102,6 @@ local rec = {unpack(ARGV, 22)}
 local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
 field('b', str(size))
 if tag ~= '' then field('i', tag) end
-if ARGV[19] ~= '' then
-  field('Q', '1')
-  redis.call('SET', q, ARGV[19])
-end
-acc_add(f, w, tag, size, 1)
-if drop_legacy then redis.call('DEL', lres) end
 
 local state, out2, at = 'scheduled', g, ARGV[16]
 if shut(g) then
@@ -115,15 +123,36 @@ elseif begin then
   field('l', now_s)
   field('k', kind_code[out2])
 end
-field('S', st_code[state])
-redis.call('HSET', c, unpack(rec))
-if res ~= c then
-  if state == 'in_flight' then
-    redis.call('SET', res, ARGV[4], 'PX', str(tonumber(at) - now + tonumber(ARGV[21])))
-  else
-    redis.call('SET', res, ARGV[4])
+
+if keyed then
+  -- Begin's reservation gets the TTL lease + retention at once (header).
+  local set = {'SET', res, ARGV[4]}
+  if state == 'in_flight' then set = {'SET', res, ARGV[4], 'PX', str(tonumber(at) - now + tonumber(ARGV[21]))} end
+  local old = redis.call(set[1], set[2], set[3], 'NX', 'GET', unpack(set, 4))
+  if old then
+    local e = other(old)
+    if e then return e end -- nothing written
+    redis.call(unpack(set)) -- the stale or takeover holder's: take it over
   end
 end
+
+if ARGV[19] ~= '' then
+  field('Q', '1')
+  redis.call('SET', q, ARGV[19])
+end
+-- Begin's synchronous first attempt is charged to the backlog only if it
+-- becomes pending (a retry, a dead letter; complete.lua, reap.lua): until
+-- then it is bounded by the caller's connection and the memory budget
+-- (docs/limits.md), and the counters are not written twice for a write
+-- that succeeds at once. 'u' marks it uncharged.
+if state == 'in_flight' then
+  field('u', '1')
+else
+  acc_add(f, w, tag, size, 1)
+end
+if drop_legacy then redis.call('DEL', lres) end
+field('S', st_code[state])
+redis.call('HSET', c, unpack(rec))
 if state == 'in_flight' then
   redis.call('ZADD', lease, at, id)
 else

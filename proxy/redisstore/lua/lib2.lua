@@ -132,15 +132,16 @@ end
 -- keeps what an idempotent replay and its status document need (meta,
 -- status, response, attempts, times) but not the request's headers and
 -- body (SPEC §5), releases every byte it was charged and its pending item
--- (acc_add on the counters fa, writes in wa), and sets the TTLs. rec are
+-- (acc_add on the counters fa, writes in wa; nothing when it never was,
+-- 'u': create.lua), and sets the TTLs. rec are
 -- its fields as read (S, b, i, Q, the lease and the chunks at least); wc
 -- collects the record's writes.
 local function finish2(keys, rec, wc, fa, wa, code, now_s, ttl)
-  acc_add(fa, wa, rec.i, -num(rec.b), -1)
+  if rec.u ~= '1' then acc_add(fa, wa, rec.i, -num(rec.b), -1) end
   if present(rec.Q) then redis.call('DEL', keys.q) end
   put(rec, wc, 'S', code)
   put(rec, wc, 'F', now_s)
-  for _, n in ipairs(concat(lease_fields, rest_fields, {'b', 'Q', 'd'})) do blank(rec, wc, n) end
+  for _, n in ipairs(concat(lease_fields, rest_fields, {'b', 'Q', 'd', 'u'})) do blank(rec, wc, n) end
   hflush(keys.c, wc)
   expire2(keys, ttl)
 end
