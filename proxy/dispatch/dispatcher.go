@@ -80,6 +80,15 @@ type Options struct {
 	// Batch is the most callouts claimed from one endpoint per round
 	// (DESIGN "Fairness"). Default 16.
 	Batch int
+	// ClaimLinger is how long a freed slot may wait for others before the
+	// round that refills it, while at least half of its endpoint's batch of
+	// slots is still busy: the next claim then takes several callouts in
+	// one script call instead of one per finished attempt (issue 17 §4: a
+	// claim and its candidates pipeline cost two round trips whatever they
+	// claim). A slot never waits longer than this, and not at all when half
+	// the batch or more is free or nothing else is in flight. Default 2 ms;
+	// negative: refill at once.
+	ClaimLinger time.Duration
 	// Idle is the backstop: the longest Run waits after a round that
 	// claimed nothing when nothing wakes it sooner — a Wake (this replica
 	// enqueued, or a slot freed), a message on Wakeups (another replica's
@@ -122,6 +131,7 @@ type Dispatcher struct {
 	leaseAt    map[string]time.Time // endpoint -> earliest lease expiry seen
 	next       int                  // round-robin start
 	wakeAt     time.Time            // earliest due time or lease expiry the last round saw
+	lingering  bool                 // a ClaimLinger wake is armed
 	wg         sync.WaitGroup
 	wake       chan struct{}
 	tr         *tracing.Tracer // nil: tracing off
@@ -144,6 +154,9 @@ func New(o Options) *Dispatcher {
 	if o.Idle <= 0 {
 		o.Idle = time.Second
 	}
+	if o.ClaimLinger == 0 {
+		o.ClaimLinger = DefaultClaimLinger
+	}
 	if o.ReapEvery <= 0 {
 		o.ReapEvery = 10 * time.Second
 	}
@@ -161,6 +174,9 @@ func orDefault(v, d int) int {
 	}
 	return v
 }
+
+// DefaultClaimLinger is Options.ClaimLinger's default.
+const DefaultClaimLinger = 2 * time.Millisecond
 
 // Wake makes a waiting Run start its next round now (after this replica
 // scheduled something due immediately). It never blocks.
@@ -314,12 +330,17 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
+// limit is the most attempts to ep in flight in this replica.
+func (d *Dispatcher) limit(ep *config.Endpoint) int {
+	if ep.MaxConcurrency > 0 {
+		return ep.MaxConcurrency
+	}
+	return d.o.PerEndpoint
+}
+
 // free is how many more attempts to ep may start now.
 func (d *Dispatcher) free(ep *config.Endpoint) int {
-	limit := d.o.PerEndpoint
-	if ep.MaxConcurrency > 0 {
-		limit = ep.MaxConcurrency
-	}
+	limit := d.limit(ep)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.o.Now().Before(d.shutTill[ep.Name]) {
@@ -376,14 +397,43 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *policy.Claimed) {
 			d.mu.Unlock()
 			<-d.slots
 			d.wg.Done()
-			// A slot is free: Run starts its next round now instead of
-			// after its idle wait, so a busy endpoint is refilled at once.
-			d.Wake()
+			d.slotFreed(ep)
 		}()
 		// Detached from Run's context: an attempt under way finishes and
 		// is recorded even while the replica shuts down.
 		d.attempt(context.WithoutCancel(context.Background()), ep, cl)
 	}()
+}
+
+// slotFreed starts the next round after an attempt to ep freed its slot,
+// instead of after Run's idle wait, so a busy endpoint is refilled: at
+// once when half of its batch of slots (or more) is free or nothing else
+// of it is in flight, else within ClaimLinger, so that the slots freed
+// meanwhile are claimed together.
+func (d *Dispatcher) slotFreed(ep *config.Endpoint) {
+	if d.o.ClaimLinger < 0 {
+		d.Wake()
+		return
+	}
+	limit := d.limit(ep)
+	d.mu.Lock()
+	busy := d.inFlight[ep.Name]
+	if busy == 0 || 2*(limit-busy) >= min(limit, d.o.Batch) {
+		d.mu.Unlock()
+		d.Wake()
+		return
+	}
+	arm := !d.lingering
+	d.lingering = true
+	d.mu.Unlock()
+	if arm {
+		time.AfterFunc(d.o.ClaimLinger, func() {
+			d.mu.Lock()
+			d.lingering = false
+			d.mu.Unlock()
+			d.Wake()
+		})
+	}
 }
 
 // attempt dispatches cl (unless it is already exhausted), decides and
@@ -399,16 +449,18 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *polic
 		}
 		span.EndAttempt(end)
 	}
-	log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
-		slog.Int("attempt", cl.Attempt))
-	if d.tr != nil {
-		log = log.With(d.tr.LogAttr(ctx))
-	}
-	switch {
-	case errors.Is(err, policy.ErrStaleLease):
-		log.Warn("lease lost before completion; another replica owns the callout now")
-		return
-	case err != nil:
+	if err != nil {
+		// Built only here: a logger With its attributes costs every attempt
+		// allocations otherwise.
+		log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
+			slog.Int("attempt", cl.Attempt))
+		if d.tr != nil {
+			log = log.With(d.tr.LogAttr(ctx))
+		}
+		if errors.Is(err, policy.ErrStaleLease) {
+			log.Warn("lease lost before completion; another replica owns the callout now")
+			return
+		}
 		// The lease will expire and the reaper will return the callout.
 		log.Error("completion failed; the callout will be re-dispatched after its lease", slog.Any("error", err))
 		return

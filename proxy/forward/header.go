@@ -65,24 +65,24 @@ var callerOnly = []string{
 }
 
 // foldsOnto reports whether the caller's field name ck (canonical), read by
-// an upstream that folds "_" into "-", would be one of the names in
-// controlled: CGI-style servers and frameworks (WSGI, Rack, PHP) map both
-// X-Api-Key and X_Api_Key to HTTP_X_API_KEY, so a caller could otherwise
-// slip a value under the name of a field the proxy injects or drops. Other
-// names with underscores pass: Salesforce itself sends Sfdc_stack_depth on
-// every callout, and a Salesforce upstream needs it to stop callout loops.
-func foldsOnto(ck string, controlled map[string]bool) bool {
+// an upstream that folds "_" into "-", would be a name controlled reports:
+// CGI-style servers and frameworks (WSGI, Rack, PHP) map both X-Api-Key and
+// X_Api_Key to HTTP_X_API_KEY, so a caller could otherwise slip a value
+// under the name of a field the proxy injects or drops. Other names with
+// underscores pass: Salesforce itself sends Sfdc_stack_depth on every
+// callout, and a Salesforce upstream needs it to stop callout loops.
+func foldsOnto(ck string, controlled func(string) bool) bool {
 	if strings.IndexByte(ck, '_') < 0 {
 		return false
 	}
-	return controlled[textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(ck, "_", "-"))]
+	return controlled(textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(ck, "_", "-")))
 }
 
-// connectionTokens adds to drop the canonical names of every field listed in
-// h's Connection header fields: several fields, comma-separated lists and
-// empty members are all allowed (RFC 9110 §7.6.1, §5.6.1). Keys of h are
-// matched case-insensitively.
-func connectionTokens(h http.Header, drop map[string]bool) {
+// connectionTokens calls add with the canonical name of every field listed
+// in h's Connection header fields: several fields, comma-separated lists
+// and empty members are all allowed (RFC 9110 §7.6.1, §5.6.1). Keys of h
+// are matched case-insensitively.
+func connectionTokens(h http.Header, add func(string)) {
 	for k, vs := range h {
 		if textproto.CanonicalMIMEHeaderKey(k) != "Connection" {
 			continue
@@ -90,10 +90,44 @@ func connectionTokens(h http.Header, drop map[string]bool) {
 		for _, v := range vs {
 			for tok := range strings.SplitSeq(v, ",") {
 				if tok = textproto.TrimString(tok); tok != "" {
-					drop[textproto.CanonicalMIMEHeaderKey(tok)] = true
+					add(textproto.CanonicalMIMEHeaderKey(tok))
 				}
 			}
 		}
+	}
+}
+
+// names is a set of canonical field names that is allocated only when
+// something is added: most requests name no field in Connection.
+type names map[string]bool
+
+func (n *names) add(name string) {
+	if *n == nil {
+		*n = names{}
+	}
+	(*n)[name] = true
+}
+
+// eachField calls fn with every field of h, in sorted order when some name
+// is not canonical (so "x-a" and "X-A" merge in a fixed order); a header
+// whose names are all canonical, as net/http's server makes them, needs
+// no order (no two of its names merge) and no sorted copy.
+func eachField(h http.Header, fn func(k string, vs []string)) {
+	canonical := true
+	for k := range h {
+		if textproto.CanonicalMIMEHeaderKey(k) != k {
+			canonical = false
+			break
+		}
+	}
+	if canonical {
+		for k, vs := range h {
+			fn(k, vs)
+		}
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		fn(k, h[k])
 	}
 }
 
@@ -109,32 +143,29 @@ func connectionTokens(h http.Header, drop map[string]bool) {
 // Authorization` cannot strip an injected Authorization). Names the caller
 // used that are not valid tokens are kept as they are; values are never
 // altered. Neither argument is modified; the result shares no slices with
-// them. Either argument may be nil.
+// them. Either argument may be nil. On the hot path (issue 17): no set is
+// built unless the caller names fields in Connection or fields are
+// injected.
 func OutboundHeader(in http.Header, injected http.Header) http.Header {
-	drop := make(map[string]bool, len(hopByHop)+len(callerOnly)+len(injected)+4)
-	for _, k := range hopByHop {
-		drop[k] = true
-	}
-	for _, k := range callerOnly {
-		drop[k] = true
-	}
-	connectionTokens(in, drop)
+	var extra names // Connection's fields and the injected names
+	connectionTokens(in, extra.add)
 	for k := range injected {
-		drop[textproto.CanonicalMIMEHeaderKey(k)] = true
+		extra.add(textproto.CanonicalMIMEHeaderKey(k))
+	}
+	dropped := func(ck string) bool {
+		return slices.Contains(hopByHop, ck) || slices.Contains(callerOnly, ck) || extra[ck]
 	}
 	// The upstream deduplicates on the one key the proxy scoped; an
 	// Idempotency_Key beside it must not reach a folding upstream.
-	controlled := maps.Clone(drop)
-	controlled["Idempotency-Key"] = true
+	controlled := func(ck string) bool { return ck == "Idempotency-Key" || dropped(ck) }
 	out := make(http.Header, len(in)+len(injected))
-	for _, k := range slices.Sorted(maps.Keys(in)) { // sorted: "x-a" and "X-A" merge in a fixed order
-		vs := in[k]
+	eachField(in, func(k string, vs []string) {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if drop[ck] || foldsOnto(ck, controlled) {
-			continue
+		if dropped(ck) || foldsOnto(ck, controlled) {
+			return
 		}
 		out[ck] = append(out[ck], vs...)
-	}
+	})
 	for _, k := range slices.Sorted(maps.Keys(injected)) {
 		vs := injected[k]
 		ck := textproto.CanonicalMIMEHeaderKey(k)
@@ -158,19 +189,15 @@ func ProxyOwned(canonical string) bool {
 // proxy's own fields (ProxyOwned) removed, names canonical, values
 // unchanged (RFC 9110 §7.6.1).
 func inboundHeader(in http.Header) http.Header {
-	drop := make(map[string]bool, len(hopByHop)+2)
-	for _, k := range hopByHop {
-		drop[k] = true
-	}
-	connectionTokens(in, drop)
+	var extra names
+	connectionTokens(in, extra.add)
 	out := make(http.Header, len(in))
-	for _, k := range slices.Sorted(maps.Keys(in)) {
-		vs := in[k]
+	eachField(in, func(k string, vs []string) {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if drop[ck] || ProxyOwned(ck) {
-			continue
+		if slices.Contains(hopByHop, ck) || extra[ck] || ProxyOwned(ck) {
+			return
 		}
 		out[ck] = append(out[ck], vs...)
-	}
+	})
 	return out
 }
