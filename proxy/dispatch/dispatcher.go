@@ -132,6 +132,7 @@ type Dispatcher struct {
 	next       int                  // round-robin start
 	wakeAt     time.Time            // earliest due time or lease expiry the last round saw
 	lingering  bool                 // a ClaimLinger wake is armed
+	more       bool                 // the last round may have left due work for free slots
 	wg         sync.WaitGroup
 	wake       chan struct{}
 	tr         *tracing.Tracer // nil: tracing off
@@ -189,10 +190,12 @@ func (d *Dispatcher) Wake() {
 
 // Run dispatches until ctx ends, then waits for the attempts in flight to
 // complete (each is bounded by its endpoint's attempt limit) and returns.
-// After a round that claimed something it starts the next at once; after
-// one that claimed nothing it waits for a wake (Wake, Wakeups), the
+// After a round that may have left due work for free slots (an endpoint
+// claimed all it asked for and has slots left) it starts the next at once;
+// otherwise it waits for a wake (Wake, a freed slot, Wakeups), the
 // earliest due time or lease expiry that round saw, or Idle, whichever
-// comes first — no polling while idle.
+// comes first — no polling while idle, and not one round per finished
+// attempt while busy.
 func (d *Dispatcher) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -206,7 +209,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-d.o.Wakeups:
 		}
 		wait := time.Duration(0)
-		if d.Round(ctx) == 0 {
+		if d.Round(ctx) == 0 || !d.takeMore() {
 			wait = d.o.Idle
 			d.mu.Lock()
 			if !d.wakeAt.IsZero() {
@@ -282,11 +285,27 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 			return 0
 		}
 	}
-	claimed := 0
+	claimed, more := 0, false
 	for i, r := range res {
-		claimed += d.claimed(ctx, eps[i], r)
+		n := d.claimed(ctx, eps[i], r)
+		claimed += n
+		// It got all it asked for and still has free slots: more may be due.
+		more = more || (n > 0 && n == reqs[i].Batch && d.free(eps[i]) > 0)
 	}
+	d.mu.Lock()
+	d.more = more
+	d.mu.Unlock()
 	return claimed
+}
+
+// takeMore reports whether the last round left an endpoint with free slots
+// that claimed all it asked for (more may be due): Run starts the next round
+// at once. Otherwise it waits for a freed slot (slotFreed), a wake or the
+// earliest due time — not one round per finished attempt.
+func (d *Dispatcher) takeMore() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.more
 }
 
 // reap returns ep's expired leases to the due set: when a round saw one
