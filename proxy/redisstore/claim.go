@@ -104,7 +104,8 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) 
 // queuePlan is what the candidates pipeline found in one queue.
 type queuePlan struct {
 	q      queue
-	ids    []string // due candidates, at most the batch
+	ids    []string // due candidates: up to twice cap, the rest spares
+	cap    int      // the most to claim of them (its share of the batch)
 	view   gateView
 	given  bool              // a sharded queue: the gate comes from view
 	tokens map[string]string // id -> the lease token it is claimed with
@@ -143,12 +144,17 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reqs {
 			batch := int64(min(max(r.Batch, 1), maxBatch))
+			// Twice the batch from each queue: another replica reading the
+			// same first ids at the same time claims some of them first; the
+			// spares let this claim still fill its batch (claim.lua stops at
+			// cap), instead of a short claim and another round.
+			spares := int64(min(2*max(r.Batch, 1), maxBatch))
 			lk := keysOf(r.Endpoint)
 			if s.legacyDue(r.Endpoint, now) {
 				legacy[i] = read{p.ZRangeWithScores(ctx, lk.due, 0, batch-1), p.ZRangeWithScores(ctx, lk.lease, 0, 0)}
 			}
 			for _, qp := range plans[i].queues {
-				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, batch-1),
+				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
 					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0)})
 				if qp.given && views[r.Endpoint] == nil && s.viewStale(r.Endpoint) {
 					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{lk.ep}, args: []any{msArg(now)}}
@@ -255,13 +261,14 @@ func allot(plans []*endpointPlan, reqs []ClaimRequest, total int) {
 	}
 }
 
-// spread cuts the candidates of an endpoint's queues to its batch, taking
-// from the queues in turn (legacy first: they are the oldest).
+// spread shares an endpoint's batch among its queues, taking from the
+// queues in turn (legacy first: they are the oldest): each queue's cap,
+// with as many spare candidates again kept behind it.
 func spread(p *endpointPlan, batch int) {
 	if batch <= 0 {
 		p.legacy = nil
 		for _, qp := range p.queues {
-			qp.ids = nil
+			qp.ids, qp.cap = nil, 0
 		}
 		return
 	}
@@ -281,7 +288,8 @@ func spread(p *endpointPlan, batch int) {
 		}
 	}
 	for j, qp := range p.queues {
-		qp.ids = qp.ids[:take[j]]
+		qp.cap = take[j]
+		qp.ids = qp.ids[:min(len(qp.ids), 2*take[j])]
 	}
 }
 
@@ -347,7 +355,8 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			c.keys = append(c.keys, qp.q.due, qp.q.lease, qp.q.acc)
 			gs, gu := gateArgs(qp.view, qp.given)
-			c.args = append(c.args, strconv.Itoa(len(qp.ids)), gs, gu, msArg(leaseUntil), msArg(probeUntil), "")
+			c.args = append(c.args, strconv.Itoa(len(qp.ids)), gs, gu, msArg(leaseUntil), msArg(probeUntil),
+				strconv.Itoa(qp.cap))
 			for _, id := range qp.ids {
 				cc, rest, _ := qp.q.record(id)
 				tok := qp.tokens[id]
@@ -431,7 +440,7 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 			mergeGate(&out[i], v.gate)
 			return v.gate.State == policy.GateOpen, nil
 		}
-		qp.ids = qp.ids[:1]
+		qp.ids, qp.cap = qp.ids[:1], 1
 		qp.tokens[qp.ids[0]] = tok
 		return true, nil
 	case st == policy.GateDisabled:

@@ -18,8 +18,9 @@
 --       counter hash), then per candidate its record and its :q
 -- ARGV: 1 now ms, 2 number of queues, then per queue 6 values: candidates
 --       count, gate ('' read it from the counters hash), gate until ms,
---       lease until ms, probe token until ms, ''; then per candidate: id,
---       lease token
+--       lease until ms, probe token until ms, the most to claim (the
+--       candidates past it are spares, for those another replica claimed
+--       first); then per candidate: id, lease token
 -- Returns per queue {gate, gate until, claimed...}, each claimed
 --   {id, kind, attempts, first attempt ms, due ms, :q or false, field,
 --    value, ...} (the record before the claim, HGETALL order)
@@ -31,6 +32,7 @@ for _ = 1, tonumber(ARGV[2]) do
   local due, lease, acc = KEYS[ki], KEYS[ki + 1], KEYS[ki + 2]
   local nc, given, given_until = tonumber(ARGV[ai]), ARGV[ai + 1], ARGV[ai + 2]
   local lease_until, probe_until = ARGV[ai + 3], ARGV[ai + 4]
+  local want = tonumber(ARGV[ai + 5]) or nc
   ki, ai = ki + 3, ai + 6
   local f, w = {}, {}
   if given == '' then f = hread(acc, gate_fields) end
@@ -43,6 +45,7 @@ for _ = 1, tonumber(ARGV[2]) do
     for i = 0, nc - 1 do
       local c, q, id, token = KEYS[ki + 2 * i], KEYS[ki + 2 * i + 1], ARGV[ai + 2 * i], ARGV[ai + 2 * i + 1]
       if (g == 'half_open' or g == 'probe') and #res > 2 then break end
+      if #res - 2 >= want then break end
       local score = redis.call('ZSCORE', due, id)
       if score and tonumber(score) <= now then
         ids[#ids + 1] = id
