@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,12 @@ func commandStats(t *testing.T, e *env) map[string]int64 {
 }
 
 // parseCommandStats reads the calls by command of INFO commandstats.
-func parseCommandStats(info string) map[string]int64 {
+func parseCommandStats(info string) map[string]int64 { return parseCommandStat(info, "calls") }
+
+// parseCommandStat reads one figure of INFO commandstats by command:
+// "calls", or "usec" (the µs Redis spent in it; a script's own figure
+// includes the commands it ran, which also count under their names).
+func parseCommandStat(info, stat string) map[string]int64 {
 	out := map[string]int64{}
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
@@ -30,7 +36,7 @@ func parseCommandStats(info string) map[string]int64 {
 			continue
 		}
 		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+			if v, ok := strings.CutPrefix(kv, stat+"="); ok {
 				n, _ := strconv.ParseInt(v, 10, 64)
 				out[strings.TrimPrefix(name, "cmdstat_")] = n
 			}
@@ -108,7 +114,67 @@ func TestCommandBudget(t *testing.T) {
 		})
 		t.Logf("dispatched attempt: claim of 20 %.2f commands (%s), %.2f per attempt; retry completion %.2f (%s)",
 			claim, claimBy, claim/20, done, doneBy)
+		completerScriptTime(t, e, s)
 	})
+}
+
+// completerScriptTime logs what Redis spends on the completions of
+// dispatched attempts that 16 goroutines hand a Completer at once (the
+// async drain's completions, issue 17 §4): the script time per completion
+// from INFO commandstats usec of EVALSHA (and EVAL), the commands run and
+// script calls per completion. A measurement, not an assertion: the
+// figures depend on the machine (docs/performance.md).
+func completerScriptTime(t *testing.T, e *env, s *Store) {
+	t.Helper()
+	const n, callers = 640, 16
+	for _, mix := range []string{"successes", "retries"} {
+		ep := "budget-drain-" + mix
+		mustEnqueue(t, s, ep, n)
+		var claimed []*policy.Claimed
+		for len(claimed) < n {
+			r := mustClaim(t, s, ep, ClaimOptions{Batch: 20, Lease: testLease})
+			if len(r.Claimed) == 0 {
+				t.Fatalf("claimed %d of %d", len(claimed), n)
+			}
+			claimed = append(claimed, r.Claimed...)
+		}
+		c := NewCompleter(s, CompleterOptions{})
+		if err := e.b.Client.ConfigResetStat(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range callers {
+			wg.Go(func() {
+				for i := g; i < n; i += callers {
+					comp := success()
+					if mix == "retries" {
+						comp = failure(e.clk.Now().Add(time.Hour))
+						comp.CountsTowardBreaker = false
+					}
+					if _, err := c.Complete(ctxT(t), claimed[i], comp); err != nil {
+						t.Errorf("complete %d: %v", i, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		c.Close()
+		info, err := e.b.Client.Info(ctxT(t), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls, usec := parseCommandStat(info, "calls"), parseCommandStat(info, "usec")
+		var cmds int64
+		for name, v := range calls {
+			if name != "info" && name != "config|resetstat" {
+				cmds += v
+			}
+		}
+		scripts := calls["evalsha"] + calls["eval"]
+		t.Logf("completer, %d callers, %d %s of dispatched attempts: Redis script time %.1f µs per completion; "+
+			"%.2f commands and %.3f script calls per completion", callers, n, mix,
+			float64(usec["evalsha"]+usec["eval"])/n, float64(cmds)/n, float64(scripts)/n)
+	}
 }
 
 func mustBegin(t *testing.T, s *Store, nc policy.NewCallout) *policy.Claimed {
