@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/redis/go-redis/v9"
 )
 
 // Complete applies c to the claimed attempt in one script (complete.lua,
@@ -22,38 +21,39 @@ import (
 // cl in place after an accepted ActionRetryInline (Attempt, Kind,
 // StartedAt, LeaseExpiresAt). One round trip (a queue of a sharded
 // endpoint pipelines the breaker update on the endpoint hash with it, and
-// a dead letter there notifies the owner in a second). Completer batches
-// the completions of concurrent callers into one pipeline. Errors:
-// ErrStaleLease when the lease is no longer cl's (nothing changed),
-// ErrUnavailable.
+// a dead letter there notifies the owner in a second). Complete is a
+// complete.lua call of one completion; Completer batches the completions
+// of concurrent callers into one pipeline, those of one queue into one
+// call of the same script. Errors: ErrStaleLease when the lease is no
+// longer cl's (nothing changed), ErrUnavailable; a Redis error the
+// script raised (partial writes of this completion may stay: Redis does
+// not roll a script back).
 func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error) {
 	p, err := s.prepareComplete(ctx, cl, c)
 	if err != nil {
 		return policy.CompleteResult{}, err
 	}
-	_, _ = s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
-		p.queue(ctx, pp)
-		return nil
-	})
+	s.writeCompletions(ctx, []*completion{p})
 	return s.finishComplete(ctx, p)
 }
 
 // completion is one prepared Complete: its script calls, queued in a
 // pipeline (possibly with other callers'), then decoded.
 type completion struct {
-	cl      *policy.Claimed
-	c       policy.Completion
-	now     time.Time
-	q       queue
-	main    *scriptCall // complete.lua or legacy_complete.lua
+	cl     *policy.Claimed
+	c      policy.Completion
+	now    time.Time
+	q      queue
+	legacy *scriptCall // legacy_complete.lua: a record of the legacy layout
+	// layout 2: its part of a complete.lua call (completeBatch): its five
+	// keys and 23 arguments
+	keys    []string
+	args    []any
 	breaker *scriptCall // outcome.lua on the endpoint hash: sharded queues only
-}
-
-func (p *completion) queue(ctx context.Context, pp redis.Pipeliner) {
-	p.main.queue(ctx, pp)
-	if p.breaker != nil {
-		p.breaker.queue(ctx, pp)
-	}
+	// after the write: its own complete.lua (or legacy) reply, or error,
+	// and its breaker call's
+	reply, breakerReply any
+	err, breakerErr     error
 }
 
 // prepareComplete validates c and builds the script calls of its
@@ -73,7 +73,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 		if ik := k.legacyIdem(cl.Issuer, cl.IdempotencyKey); ik != "" {
 			keys = append(keys, ik)
 		}
-		p.main = &scriptCall{sc: s.lua.legacyComplete, keys: keys, args: args}
+		p.legacy = &scriptCall{sc: s.lua.legacyComplete, keys: keys, args: args}
 		return p, nil
 	}
 	q, ok := queueOfID(cl.Endpoint, cl.ID)
@@ -104,8 +104,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 			replayed, _ = calloutKeyOfID(cl.ReplayOf)
 		}
 	}
-	p.main = &scriptCall{sc: s.lua.complete, args: args,
-		keys: []string{rc, rest, resp, q.due, q.lease, q.acc, q.dl, q.dlb, q.sfo, q.sfx, res, replayed}}
+	p.keys, p.args = []string{rc, rest, resp, res, replayed}, args
 	if given {
 		p.breaker = s.breakerCall(cl, c, br, now, view)
 	}
@@ -137,11 +136,10 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 
 // finishComplete decodes a completion after its pipeline ran.
 func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.CompleteResult, error) {
-	v, err := s.result(ctx, "complete", p.main)
-	if err != nil {
-		return policy.CompleteResult{}, err
+	if p.err != nil {
+		return policy.CompleteResult{}, p.err
 	}
-	a, err := replyN("complete", v, 1)
+	a, err := replyN("complete", p.reply, 1)
 	if err != nil {
 		return policy.CompleteResult{}, err
 	}
@@ -162,11 +160,10 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		res.Breaker.Held, res.Breaker.HeldBy = int(replyInt(a[14])), res.Gate
 	}
 	if p.breaker != nil {
-		bv, err := s.result(ctx, "complete: breaker", p.breaker)
-		if err != nil {
-			return res, err
+		if p.breakerErr != nil {
+			return res, p.breakerErr
 		}
-		b, err := replyN("complete: breaker", bv, 7)
+		b, err := replyN("complete: breaker", p.breakerReply, 7)
 		if err != nil {
 			return res, err
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/redis/go-redis/v9"
 )
 
 // CompleterOptions configure a Completer. The zero value works.
@@ -38,12 +37,27 @@ const DefaultLinger = 200 * time.Microsecond
 // prepares a completion in the caller's goroutine and hands it to one
 // writer goroutine, which sends what concurrent callers handed it in one
 // pipeline (one round trip for all of them; on a Redis Cluster, one per
-// node, in parallel) and gives each caller its own reply. A Redis error of
-// one completion's script fails only its caller; a connection error fails
-// the completions of that pipeline. Close flushes what is queued and
-// stops the writer; Complete after Close runs directly (Store.Complete),
-// so nothing a shutting-down replica finishes goes unrecorded. It is safe
-// for concurrent use.
+// node, in parallel) and gives each caller its own reply. In that
+// pipeline the completions of one queue (one counters hash, one slot: an
+// endpoint's home queue, or one queue of a sharded endpoint) are one
+// complete.lua call, up to completeBatchMax each, applied one after
+// another in the order they were handed in, exactly as that many calls
+// would be: the script's prelude runs and the counters hash is read and
+// written once per call. Completions of legacy records (legacy_complete.lua)
+// are calls of their own.
+//
+// Errors stay each caller's: a stale lease is its caller's ErrStaleLease;
+// an error a completion raises inside the script (a record of the wrong
+// type, a command Redis refuses) is caught there (Lua pcall) and fails
+// only its caller, the others of the call are applied as if it were not
+// there — but what it wrote before the error stays written, as Redis never
+// rolls a script back (the same as when it was a call of its own: a ZREM
+// from the lease set, a record HSET). An error reply of the whole call
+// (NOSCRIPT twice, a cluster slot error) fails the completions of that
+// call; a connection error fails the completions of that pipeline. Close
+// flushes what is queued and stops the writer; Complete after Close runs
+// directly (Store.Complete), so nothing a shutting-down replica finishes
+// goes unrecorded. It is safe for concurrent use.
 type Completer struct {
 	s    *Store
 	o    CompleterOptions
@@ -91,10 +105,7 @@ func (c *Completer) Complete(ctx context.Context, cl *policy.Claimed, comp polic
 	c.mu.RLock()
 	if c.shut {
 		c.mu.RUnlock()
-		_, _ = c.s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
-			p.queue(ctx, pp)
-			return nil
-		})
+		c.s.writeCompletions(ctx, []*completion{p})
 		return c.s.finishComplete(ctx, p)
 	}
 	select {
@@ -173,18 +184,17 @@ func (c *Completer) fill(batch []*queued, linger bool) []*queued {
 	return batch
 }
 
-// write sends batch in one pipeline and releases its callers. Each caller
-// reads its own commands' replies (finishComplete), so a script error is
-// its alone.
+// write sends batch in one pipeline (writeCompletions: one complete.lua
+// call per queue) and releases its callers. Each caller gets its own reply
+// (finishComplete), so an error one completion raised is its alone.
 func (c *Completer) write(batch []*queued) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
 	defer cancel()
-	_, err := c.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, q := range batch {
-			q.p.queue(ctx, p)
-		}
-		return nil
-	})
+	ps := make([]*completion, len(batch))
+	for i, q := range batch {
+		ps[i] = q.p
+	}
+	err := c.s.writeCompletions(ctx, ps)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) {
 		c.s.log.Warn("redisstore: completion pipeline timed out", "completions", len(batch))
 	}

@@ -1,22 +1,40 @@
--- complete.lua: one atomic completion of a leased attempt of a layout-2
--- callout (DESIGN "Data flow" 2): fence on the lease token, log the
--- attempt, keep the last response, update the circuit breaker and pause,
--- then ack / reschedule / continue inline / dead-letter. The endpoint
--- hash's fields are read once and written once (lib.lua hread, hflush).
+-- complete.lua: atomic completions of leased attempts of layout-2 callouts
+-- of one queue (DESIGN "Data flow" 2), applied one after another in their
+-- order: each fences on its lease token, logs the attempt, keeps the last
+-- response, updates the circuit breaker and pause, then acks /
+-- reschedules / continues inline / dead-letters. complete_one below is the
+-- one copy of these rules; Store.Complete calls this script with one
+-- completion, the Completer (completer.go) with the completions of one
+-- queue that concurrent callers handed it (up to completeBatchMax), so
+-- the prelude runs and the counters hash is read and written once per
+-- call, not per completion. Applying N completions in one call is the
+-- same as applying them in N calls in that order: each one sees the
+-- counters, breaker and gate as the previous one left them (in memory,
+-- fa), the due set and records as they are in Redis.
+--
+-- Isolation: each completion runs under pcall. One that raises an error (a
+-- record of the wrong type, a command Redis refuses) gets an error reply of
+-- its own and leaves the counters and breaker in memory as they were before
+-- it, so the others are applied as if it were not there. Redis does not roll
+-- back a script: the commands it ran before the error stay done (as when it
+-- was a call of its own) — a ZREM from the lease set, a record HSET. The
+-- counters hash is written once at the end (hflush), the gate published
+-- once (gate_publish).
 --
 -- A queue of a sharded endpoint (keys.go "shards") is not in the endpoint
 -- hash's slot: the caller passes the gate it read (ARGV 21) and applies the
 -- attempt to the breaker itself (outcome.lua, in the same pipeline); this
 -- script then neither reads nor writes breaker fields.
 --
--- KEYS: 1 record, 2 its :q, 3 its :r (response), 4 due, 5 lease,
---       6 counters (the endpoint hash, or the queue's counter hash),
---       7 dead-letter index, 8 dead-letter bytes, 9 Salesforce outbox,
---       10 its expiry schedule (outbox.go), 11 reservation (the record key
---       as a placeholder when there is none), 12 the record of the dead
---       letter this chain replays (replay_of, in the same slot; the record
---       key when none)
--- ARGV: 1 now ms, 2 id, 3 lease token, 4 action: succeeded|failed|retry|again|dead,
+-- KEYS: 1 due, 2 lease, 3 counters (the endpoint hash, or the queue's
+--       counter hash), 4 dead-letter index, 5 dead-letter bytes,
+--       6 Salesforce outbox, 7 its expiry schedule (outbox.go); then five
+--       per completion i from KEYS[8 + 5(i-1)]: its record, :q, :r
+--       (response), its reservation (the record key as a placeholder when
+--       there is none), the record of the dead letter its chain replays
+--       (replay_of, in the same slot; the record key when none)
+-- ARGV: 23 per completion i from ARGV[1 + 23(i-1)]; of one completion:
+--       1 now ms, 2 id, 3 lease token, 4 action: succeeded|failed|retry|again|dead,
 --       5 attempt entry ('' = never dispatched: the claim's count is undone),
 --       6 success '1'|'0', 7 counts toward the breaker '1'|'0',
 --       8 breaker threshold, 9 probe time if the breaker (re)opens (ms),
@@ -25,177 +43,218 @@
 --       15 paused until ms (0: none), 16 lease until ms (again),
 --       17 response status ('' = no response), 18 the response, encoded
 --       (record.go), 19 last error, 20 Salesforce outbox on '1'|'0',
---       21 gate ('' read it from KEYS[6]), 22 its until ms, 23 endpoint name
--- Returns {'stale'} when the token is not the callout's current lease, else
+--       21 gate ('' read it from KEYS[3]), 22 its until ms, 23 endpoint name
+-- Returns one reply per completion, in order:
+--   {'error', message} when its completion raised an error (see Isolation);
+--   {'stale'} when the token is not the callout's current lease (nothing
+--   changed), else
 --   {state, opened, closed, outage_began, outage_ended, notify, failures,
 --    outage_started_ms, probe, attempts, dead-letter reason, gate, last
 --    status, last error, newly held (the waiting callouts of this queue
 --    the result shut the gate on)}: the state and reason are this script's decision
 --   (it may turn a retry into a dead letter endpoint_disabled), the gate
 --   what holds a held callout; callers read them and derive nothing.
-local keys = {c = KEYS[1], q = KEYS[2], r = KEYS[3], res = KEYS[11], dl = KEYS[7], dlb = KEYS[8]}
-local due, lease, acc = KEYS[4], KEYS[5], KEYS[6]
-local sfo, sfx, outbox = KEYS[9], KEYS[10], ARGV[20] == '1'
-local now_s = ARGV[1]
-local now = tonumber(now_s)
-local id, token, action, reason, given = ARGV[2], ARGV[3], ARGV[4], ARGV[11], ARGV[21]
+local due, lease, acc = KEYS[1], KEYS[2], KEYS[3]
+local dl, dlb, sfo, sfx = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local item_keys, item_args = 5, 23
+local rec_fields = concat({'S', 't', 'x', 'l', 'k', 'n', 'b', 'i', 'Q', 'd', 'R', 'e', 'u'},
+  rest_fields, resp_fields)
 
-local rec = hread(keys.c, concat({'S', 't', 'x', 'l', 'k', 'n', 'b', 'i', 'Q', 'd', 'R', 'e', 'u'},
-  rest_fields, resp_fields))
-if rec.S ~= 'f' or rec.t ~= token then return {'stale'} end
-local wc = {}
-local tag = rec.i or ''
-local names = counter_names(tag)
-if given == '' then names = concat(names, gate_fields, breaker_fields) end
-local fa, wa = hread(acc, names), {}
+-- complete_one applies one completion: keys are its keys (c q r res
+-- replayed, and the queue's dl dlb), A its 23 arguments; fa is the
+-- counters hash in memory (writes noted in wa), seen the fields of it read
+-- so far (hmore).
+local function complete_one(keys, A, fa, wa, seen)
+  local outbox = A[20] == '1'
+  local now_s = A[1]
+  local now = tonumber(now_s)
+  local id, token, action, reason, given = A[2], A[3], A[4], A[11], A[21]
 
--- Begin's first attempt, ending before its lease: its reservation already
--- has the TTL it needs (create.lua).
-local res_timed = rec.d ~= '1' and rec.n == '1' and now <= num(rec.x)
-local dispatched, scheduled = ARGV[5] ~= '', rec.d == '1'
-local n, charged = num(rec.n), 0
-if dispatched then
-  put(rec, wc, 'A' .. str(n), ARGV[5])
-  charged = #ARGV[5] + 1
-else
-  n = n - 1
-  put(rec, wc, 'n', str(n))
-end
--- the last response: inline chunks r1 … r4, or the key :r when longer
-local resp, resp_long = ARGV[18], false
-local old_long = present(rec.R) and chunks_len(rec, resp_fields) == 0
-if ARGV[17] ~= '' then
-  local before = chunks_len(rec, resp_fields)
-  if old_long then before = redis.call('STRLEN', keys.r) end
-  put(rec, wc, 'R', ARGV[17])
-  if put_chunks(rec, wc, resp_fields, resp) then
-    if old_long then redis.call('DEL', keys.r) end
-    old_long = false
-  else
-    for _, f in ipairs(resp_fields) do blank(rec, wc, f) end
-    resp_long = true
-  end
-  charged = charged + #resp - before
-end
-if ARGV[19] ~= '' then
-  put(rec, wc, 'e', ARGV[19])
-elseif dispatched then
-  blank(rec, wc, 'e')
-end
-put(rec, wc, 'b', str(num(rec.b) + charged))
--- 'u': Begin's synchronous callout, not charged to the backlog until it
--- becomes pending (create.lua)
-local uncharged = rec.u == '1'
-if not uncharged then acc_add(fa, wa, tag, charged, 0) end
-
-local g0 = gate_in(fa, given, ARGV[22], now)
-local is_probe = given == '' and fa.pt == token
-local opened, closed, began, ended = 0, 0, 0, 0
-if given == '' then
+  local rec = hread(keys.c, rec_fields)
+  if rec.S ~= 'f' or rec.t ~= token then return {'stale'} end
+  local wc = {}
+  local tag = rec.i or ''
+  local names = counter_names(tag)
+  if given == '' then names = concat(names, gate_fields, breaker_fields) end
+  hmore(acc, fa, seen, names)
+  -- Begin's first attempt, ending before its lease: its reservation already
+  -- has the TTL it needs (create.lua).
+  local res_timed = rec.d ~= '1' and rec.n == '1' and now <= num(rec.x)
+  local dispatched, scheduled = A[5] ~= '', rec.d == '1'
+  local n, charged = num(rec.n), 0
   if dispatched then
-    opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, ARGV[6] == '1',
-      ARGV[7] == '1', tonumber(ARGV[8]), ARGV[9])
-  elseif is_probe then
-    put(fa, wa, 'pt', false)
-    put(fa, wa, 'pe', false)
+    put(rec, wc, 'A' .. str(n), A[5])
+    charged = #A[5] + 1
+  else
+    n = n - 1
+    put(rec, wc, 'n', str(n))
   end
-  pause_apply(fa, wa, ARGV[15])
-end
-
-local g, g_until = gate_in(fa, given, ARGV[22], now)
-local held = newly_held(due, g0, g)
-if g == 'disabled' and (action == 'retry' or action == 'again') then
-  action, reason = 'dead', 'endpoint_disabled'
-end
-if action == 'again' and g ~= 'open' then action = 'again_refused' end
--- An uncharged callout that becomes pending (a retry, held, a dead letter)
--- is charged now, all it stores and its item; one that ends succeeded or
--- failed never was (finish2 releases nothing of it); an inline retry stays
--- uncharged, in flight.
-if uncharged and action ~= 'again' and action ~= 'succeeded' and action ~= 'failed' then
-  acc_add(fa, wa, tag, num(rec.b), 1)
-  blank(rec, wc, 'u')
-end
-
--- keep_response writes a long response to :r, with the TTL ttl when the
--- callout ends (false: none); keys.r is then the key expire2 must still
--- expire (the record key when none).
-local function keep_response(ttl)
-  if resp_long then
-    if ttl then
-      redis.call('SET', keys.r, resp, 'PX', ttl)
+  -- the last response: inline chunks r1 … r4, or the key :r when longer
+  local resp, resp_long = A[18], false
+  local old_long = present(rec.R) and chunks_len(rec, resp_fields) == 0
+  if A[17] ~= '' then
+    local before = chunks_len(rec, resp_fields)
+    if old_long then before = redis.call('STRLEN', keys.r) end
+    put(rec, wc, 'R', A[17])
+    if put_chunks(rec, wc, resp_fields, resp) then
+      if old_long then redis.call('DEL', keys.r) end
+      old_long = false
     else
-      redis.call('SET', keys.r, resp)
+      for _, f in ipairs(resp_fields) do blank(rec, wc, f) end
+      resp_long = true
+    end
+    charged = charged + #resp - before
+  end
+  if A[19] ~= '' then
+    put(rec, wc, 'e', A[19])
+  elseif dispatched then
+    blank(rec, wc, 'e')
+  end
+  put(rec, wc, 'b', str(num(rec.b) + charged))
+  -- 'u': Begin's synchronous callout, not charged to the backlog until it
+  -- becomes pending (create.lua)
+  local uncharged = rec.u == '1'
+  if not uncharged then acc_add(fa, wa, tag, charged, 0) end
+
+  local g0 = gate_in(fa, given, A[22], now)
+  local is_probe = given == '' and fa.pt == token
+  local opened, closed, began, ended = 0, 0, 0, 0
+  if given == '' then
+    if dispatched then
+      opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, A[6] == '1',
+        A[7] == '1', tonumber(A[8]), A[9])
+    elseif is_probe then
+      put(fa, wa, 'pt', false)
+      put(fa, wa, 'pe', false)
+    end
+    pause_apply(fa, wa, A[15])
+  end
+
+  local g, g_until = gate_in(fa, given, A[22], now)
+  local held = newly_held(due, g0, g)
+  if g == 'disabled' and (action == 'retry' or action == 'again') then
+    action, reason = 'dead', 'endpoint_disabled'
+  end
+  if action == 'again' and g ~= 'open' then action = 'again_refused' end
+  -- An uncharged callout that becomes pending (a retry, held, a dead letter)
+  -- is charged now, all it stores and its item; one that ends succeeded or
+  -- failed never was (finish2 releases nothing of it); an inline retry stays
+  -- uncharged, in flight.
+  if uncharged and action ~= 'again' and action ~= 'succeeded' and action ~= 'failed' then
+    acc_add(fa, wa, tag, num(rec.b), 1)
+    blank(rec, wc, 'u')
+  end
+
+  -- keep_response writes a long response to :r, with the TTL ttl when the
+  -- callout ends (false: none); keys.r is then the key expire2 must still
+  -- expire (the record key when none).
+  local function keep_response(ttl)
+    if resp_long then
+      if ttl then
+        redis.call('SET', keys.r, resp, 'PX', ttl)
+      else
+        redis.call('SET', keys.r, resp)
+      end
+    end
+    if not ((resp_long and not ttl) or old_long) then keys.r = keys.c end
+  end
+
+  local state, notify = action, 0
+  if action == 'again' then
+    state = 'in_flight'
+    redis.call('ZADD', lease, A[16], id)
+    put(rec, wc, 'n', str(n + 1))
+    put(rec, wc, 'x', A[16])
+    put(rec, wc, 'l', now_s)
+    put(rec, wc, 'k', 'r')
+    keep_response(false)
+    hflush(keys.c, wc)
+  elseif action == 'retry' or action == 'again_refused' then
+    local at = A[10]
+    state = 'scheduled'
+    if shut(g) then
+      state = 'held'
+      if g_until > tonumber(at) then at = str(g_until) end
+    end
+    redis.call('ZREM', lease, id)
+    redis.call('ZADD', due, at, id)
+    put(rec, wc, 'S', st_code[state])
+    for _, l in ipairs(lease_fields) do blank(rec, wc, l) end
+    keep_response(false)
+    hflush(keys.c, wc)
+    -- pending again: its reservation lives as long as it does
+    if keys.res ~= keys.c and not scheduled then redis.call('PERSIST', keys.res) end
+  elseif action == 'dead' then
+    state = 'dead_lettered'
+    redis.call('ZREM', lease, id)
+    keep_response(false)
+    dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, A[13], A[14])
+    if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
+      put(fa, wa, 'on', '1')
+      notify = 1
+    end
+    if outbox then
+      -- 'd' marks a callout a dispatcher claimed: only those were scheduled
+      -- and publish a completion event (SPEC §8).
+      outbox_dead_letter(keys.c, sfo, sfx, id, now_s, A[13], scheduled)
+      if notify == 1 then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. A[23] .. ':' .. id) end
+    end
+  else
+    redis.call('ZREM', lease, id)
+    keep_response(A[12])
+    if res_timed then keys.res = keys.c end
+    finish2(keys, rec, wc, fa, wa, st_code[action], now_s, A[12])
+    if outbox and action == 'succeeded' and scheduled then
+      redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)
     end
   end
-  if not ((resp_long and not ttl) or old_long) then keys.r = keys.c end
+
+  -- A replay chain that ended tells the dead letter it replays, when it is
+  -- still that dead letter's latest replay (rb): 'rx' its final state, 'rxt'
+  -- when (SPEC §8 Reprocessed / Failed Again; calloutctl's REPLAY column).
+  local replayed = keys.replayed
+  if replayed and replayed ~= keys.c and (state == 'succeeded' or state == 'failed' or state == 'dead_lettered')
+      and redis.call('HGET', replayed, 'rb') == id then
+    redis.call('HSET', replayed, 'rx', state, 'rxt', now_s)
+  end
+
+  local probe = 0
+  if is_probe then probe = 1 end
+  local why = ''
+  if state == 'dead_lettered' then why = reason end
+  if state == 'in_flight' then n = n + 1 end
+  return {state, opened, closed, began, ended, notify, num(fa.cf), num(fa.os), probe, n, why, g,
+    rec.R or '', rec.e or '', held}
 end
 
-local state, notify = action, 0
-if action == 'again' then
-  state = 'in_flight'
-  redis.call('ZADD', lease, ARGV[16], id)
-  put(rec, wc, 'n', str(n + 1))
-  put(rec, wc, 'x', ARGV[16])
-  put(rec, wc, 'l', now_s)
-  put(rec, wc, 'k', 'r')
-  keep_response(false)
-  hflush(keys.c, wc)
-elseif action == 'retry' or action == 'again_refused' then
-  local at = ARGV[10]
-  state = 'scheduled'
-  if shut(g) then
-    state = 'held'
-    if g_until > tonumber(at) then at = str(g_until) end
-  end
-  redis.call('ZREM', lease, id)
-  redis.call('ZADD', due, at, id)
-  put(rec, wc, 'S', st_code[state])
-  for _, l in ipairs(lease_fields) do blank(rec, wc, l) end
-  keep_response(false)
-  hflush(keys.c, wc)
-  -- pending again: its reservation lives as long as it does
-  if keys.res ~= keys.c and not scheduled then redis.call('PERSIST', keys.res) end
-elseif action == 'dead' then
-  state = 'dead_lettered'
-  redis.call('ZREM', lease, id)
-  keep_response(false)
-  dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[13], ARGV[14])
-  if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
-    put(fa, wa, 'on', '1')
-    notify = 1
-  end
-  if outbox then
-    -- 'd' marks a callout a dispatcher claimed: only those were scheduled
-    -- and publish a completion event (SPEC §8).
-    outbox_dead_letter(keys.c, sfo, sfx, id, now_s, ARGV[13], scheduled)
-    if notify == 1 then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. ARGV[23] .. ':' .. id) end
-  end
-else
-  redis.call('ZREM', lease, id)
-  keep_response(ARGV[12])
-  if res_timed then keys.res = keys.c end
-  finish2(keys, rec, wc, fa, wa, st_code[action], now_s, ARGV[12])
-  if outbox and action == 'succeeded' and scheduled then
-    redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)
+-- copy returns a shallow copy of table t.
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+local out, fa, wa, seen = {}, {}, {}, {}
+for i = 1, (#KEYS - 7) / item_keys do
+  local o, oa = 7 + item_keys * (i - 1), item_args * (i - 1)
+  local keys = {c = KEYS[o + 1], q = KEYS[o + 2], r = KEYS[o + 3], res = KEYS[o + 4],
+    replayed = KEYS[o + 5], dl = dl, dlb = dlb}
+  local A = {}
+  for j = 1, item_args do A[j] = ARGV[oa + j] end
+  local fa0, wa0, dirty0 = copy(fa), copy(wa), gate_dirty
+  local ok, r = pcall(complete_one, keys, A, fa, wa, seen)
+  if ok then
+    out[i] = r
+  else
+    -- as if it had not run: fields it read first are read again by the next
+    if type(r) == 'table' then r = r.err end
+    for n in pairs(seen) do
+      if fa0[n] == nil then seen[n] = nil end
+    end
+    fa, wa, gate_dirty = fa0, wa0, dirty0
+    out[i] = {'error', tostring(r)}
   end
 end
 hflush(acc, wa)
-if given == '' then gate_publish(acc) end
-
--- A replay chain that ended tells the dead letter it replays, when it is
--- still that dead letter's latest replay (rb): 'rx' its final state, 'rxt'
--- when (SPEC §8 Reprocessed / Failed Again; calloutctl's REPLAY column).
-local replayed = KEYS[12]
-if replayed and replayed ~= keys.c and (state == 'succeeded' or state == 'failed' or state == 'dead_lettered')
-    and redis.call('HGET', replayed, 'rb') == id then
-  redis.call('HSET', replayed, 'rx', state, 'rxt', now_s)
-end
-
-local probe = 0
-if is_probe then probe = 1 end
-local why = ''
-if state == 'dead_lettered' then why = reason end
-if state == 'in_flight' then n = n + 1 end
-return {state, opened, closed, began, ended, notify, num(fa.cf), num(fa.os), probe, n, why, g,
-  rec.R or '', rec.e or '', held}
+gate_publish(acc)
+return out

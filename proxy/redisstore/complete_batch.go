@@ -1,0 +1,159 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// completeBatchMax is the most completions one complete.lua call applies.
+// Each costs Redis some 60–80 µs of script time on the development machine
+// (docs/performance.md), so 32 keep one script call, during which Redis
+// serves no one else, near 2–3 ms — about what it spends on one read of a
+// pipelined client's query buffer of single calls anyway — while the
+// prelude and the counters hash's read and write are already shared 32
+// ways. A larger group of one queue is split into calls of up to 32, in
+// order.
+const completeBatchMax = 32
+
+// pipeCall is one script call of a completion pipeline: a complete.lua
+// call of completions of one queue (one reply each, in order), a
+// legacy_complete.lua call, or an outcome.lua breaker update of one
+// completion (items holds its one completion).
+type pipeCall struct {
+	call  *scriptCall
+	items []*completion
+	kind  int // callBatch, callLegacy, callBreaker
+}
+
+const (
+	callBatch = iota
+	callLegacy
+	callBreaker
+)
+
+// planCompletions orders the script calls of ps for one pipeline.
+// Layout-2 completions of one queue share a complete.lua call (up to
+// completeBatchMax, in the order of ps), placed where its first completion
+// is; a legacy or breaker call is placed where its completion is. A
+// completion joins its queue's open call only if that moves it ahead of
+// no call touching the same keys, so every key sees the completions that
+// touch it in the order of ps: the only keys calls of different queues
+// share are an endpoint hash's slot (its breaker, counters, legacy sets
+// and dead-letter index: touched by its home queue's calls, its legacy
+// calls and the breaker calls of its other queues) and a shard's
+// Salesforce outbox (additions of distinct members, in any order the
+// same). Completions of a sharded endpoint's other queues are batched
+// too: their complete.lua reads no endpoint-hash field (each carries the
+// gate its caller read; its breaker update is its own outcome.lua call,
+// placed where it is in ps).
+func (s *Store) planCompletions(ps []*completion) []*pipeCall {
+	var calls []*pipeCall
+	open := map[string]int{} // queue (its due set's key) -> its complete.lua call being filled
+	last := map[string]int{} // endpoint hash -> the last call touching its slot's keys
+	touched := func(ep string) int {
+		if i, ok := last[ep]; ok {
+			return i
+		}
+		return -1
+	}
+	for _, p := range ps {
+		if p.legacy != nil {
+			calls = append(calls, &pipeCall{call: p.legacy, items: []*completion{p}, kind: callLegacy})
+			last[keysOf(p.cl.Endpoint).ep] = len(calls) - 1
+			continue
+		}
+		q := p.q
+		i, ok := open[q.due]
+		if ok && (len(calls[i].items) == completeBatchMax || (q.home && touched(q.ep) > i)) {
+			ok = false
+		}
+		if !ok {
+			calls = append(calls, &pipeCall{kind: callBatch, call: &scriptCall{sc: s.lua.complete,
+				keys: []string{q.due, q.lease, q.acc, q.dl, q.dlb, q.sfo, q.sfx}}})
+			i = len(calls) - 1
+			open[q.due] = i
+		}
+		c := calls[i]
+		c.items = append(c.items, p)
+		c.call.keys = append(c.call.keys, p.keys...)
+		c.call.args = append(c.call.args, p.args...)
+		if q.home {
+			last[q.ep] = max(touched(q.ep), i)
+		}
+		if p.breaker != nil {
+			calls = append(calls, &pipeCall{call: p.breaker, items: []*completion{p}, kind: callBreaker})
+			last[q.ep] = len(calls) - 1
+		}
+	}
+	return calls
+}
+
+// writeCompletions sends ps in one pipeline (planCompletions) and sets
+// each one's replies or errors, reading the calls in pipeline order. A
+// connection error fails every completion of the pipeline; an error reply
+// of a call (a cluster error, NOSCRIPT again after EVAL) fails its
+// completions; an error one completion raised inside complete.lua fails
+// that one only. A call Redis refused with NOSCRIPT (a restarted or
+// flushed Redis: the script did not run) runs again by EVAL after the
+// pipeline, in pipeline order, so its completions are applied once but
+// after the rest of that pipeline. It returns the pipeline's first error.
+func (s *Store) writeCompletions(ctx context.Context, ps []*completion) error {
+	calls := s.planCompletions(ps)
+	_, err := s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
+		for _, c := range calls {
+			c.call.queue(ctx, pp)
+		}
+		return nil
+	})
+	for _, c := range calls {
+		c.resolve(ctx, s)
+	}
+	return err
+}
+
+// resolve hands each completion of c its own reply from the call's (after
+// a NOSCRIPT, the call runs again once, by EVAL: pipe.go result).
+func (c *pipeCall) resolve(ctx context.Context, s *Store) {
+	switch c.kind {
+	case callBreaker:
+		p := c.items[0]
+		p.breakerReply, p.breakerErr = s.result(ctx, "complete: breaker", c.call)
+		return
+	case callLegacy:
+		p := c.items[0]
+		p.reply, p.err = s.result(ctx, "complete", c.call)
+		return
+	}
+	v, err := s.result(ctx, "complete", c.call)
+	a := replyArr(v)
+	if err == nil && len(a) != len(c.items) {
+		err = fmt.Errorf("redisstore: complete: %d replies for %d completions: %v", len(a), len(c.items), v)
+	}
+	for i, p := range c.items {
+		if err != nil {
+			p.err = err
+			continue
+		}
+		if r := replyArr(a[i]); len(r) == 2 && replyStr(r[0]) == "error" {
+			p.err = s.wrap("complete "+p.cl.ID, scriptError(replyStr(r[1])))
+			continue
+		}
+		p.reply = a[i]
+	}
+}
+
+// scriptError is the error one completion raised inside complete.lua, as
+// Redis would have replied it to a call of its own: a Redis error (the
+// message of the command that failed, e.g. "WRONGTYPE …" or "READONLY …",
+// or the Lua error), so wrap classifies it as it classifies any Redis
+// error reply.
+type scriptError string
+
+func (e scriptError) Error() string { return string(e) }
+
+// RedisError marks scriptError as a Redis error reply (redis.Error).
+func (scriptError) RedisError() {}
+
+var _ redis.Error = scriptError("")
