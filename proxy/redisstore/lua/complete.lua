@@ -57,20 +57,18 @@
 local due, lease, acc = KEYS[1], KEYS[2], KEYS[3]
 local dl, dlb, sfo, sfx = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local item_keys, item_args = 5, 23
-local rec_fields = concat({'S', 't', 'x', 'l', 'k', 'n', 'b', 'i', 'Q', 'd', 'R', 'e', 'u'},
-  rest_fields, resp_fields)
 
 -- complete_one applies one completion: keys are its keys (c q r res
--- replayed, and the queue's dl dlb), A its 23 arguments; fa is the
--- counters hash in memory (writes noted in wa), seen the fields of it read
--- so far (hmore).
-local function complete_one(keys, A, fa, wa, seen)
-  local outbox = A[20] == '1'
-  local now_s = A[1]
+-- replayed, and the queue's dl dlb), its 23 arguments ARGV[o + 1] …
+-- ARGV[o + 23]; fa is the counters hash in memory (writes noted in wa),
+-- seen the fields of it read so far (hmore).
+local function complete_one(keys, o, fa, wa, seen)
+  local outbox = ARGV[o + 20] == '1'
+  local now_s = ARGV[o + 1]
   local now = tonumber(now_s)
-  local id, token, action, reason, given = A[2], A[3], A[4], A[11], A[21]
+  local id, token, action, reason, given = ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 11], ARGV[o + 21]
 
-  local rec = hread(keys.c, rec_fields)
+  local rec = hall(keys.c)
   if rec.S ~= 'f' or rec.t ~= token then return {'stale'} end
   local wc = {}
   local tag = rec.i or ''
@@ -80,22 +78,22 @@ local function complete_one(keys, A, fa, wa, seen)
   -- Begin's first attempt, ending before its lease: its reservation already
   -- has the TTL it needs (create.lua).
   local res_timed = rec.d ~= '1' and rec.n == '1' and now <= num(rec.x)
-  local dispatched, scheduled = A[5] ~= '', rec.d == '1'
+  local dispatched, scheduled = ARGV[o + 5] ~= '', rec.d == '1'
   local n, charged = num(rec.n), 0
   if dispatched then
-    put(rec, wc, 'A' .. str(n), A[5])
-    charged = #A[5] + 1
+    put(rec, wc, 'A' .. str(n), ARGV[o + 5])
+    charged = #ARGV[o + 5] + 1
   else
     n = n - 1
     put(rec, wc, 'n', str(n))
   end
   -- the last response: inline chunks r1 … r4, or the key :r when longer
-  local resp, resp_long = A[18], false
+  local resp, resp_long = ARGV[o + 18], false
   local old_long = present(rec.R) and chunks_len(rec, resp_fields) == 0
-  if A[17] ~= '' then
+  if ARGV[o + 17] ~= '' then
     local before = chunks_len(rec, resp_fields)
     if old_long then before = redis.call('STRLEN', keys.r) end
-    put(rec, wc, 'R', A[17])
+    put(rec, wc, 'R', ARGV[o + 17])
     if put_chunks(rec, wc, resp_fields, resp) then
       if old_long then redis.call('DEL', keys.r) end
       old_long = false
@@ -105,8 +103,8 @@ local function complete_one(keys, A, fa, wa, seen)
     end
     charged = charged + #resp - before
   end
-  if A[19] ~= '' then
-    put(rec, wc, 'e', A[19])
+  if ARGV[o + 19] ~= '' then
+    put(rec, wc, 'e', ARGV[o + 19])
   elseif dispatched then
     blank(rec, wc, 'e')
   end
@@ -116,21 +114,21 @@ local function complete_one(keys, A, fa, wa, seen)
   local uncharged = rec.u == '1'
   if not uncharged then acc_add(fa, wa, tag, charged, 0) end
 
-  local g0 = gate_in(fa, given, A[22], now)
+  local g0 = gate_in(fa, given, ARGV[o + 22], now)
   local is_probe = given == '' and fa.pt == token
   local opened, closed, began, ended = 0, 0, 0, 0
   if given == '' then
     if dispatched then
-      opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, A[6] == '1',
-        A[7] == '1', tonumber(A[8]), A[9])
+      opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, ARGV[o + 6] == '1',
+        ARGV[o + 7] == '1', tonumber(ARGV[o + 8]), ARGV[o + 9])
     elseif is_probe then
       put(fa, wa, 'pt', false)
       put(fa, wa, 'pe', false)
     end
-    pause_apply(fa, wa, A[15])
+    pause_apply(fa, wa, ARGV[o + 15])
   end
 
-  local g, g_until = gate_in(fa, given, A[22], now)
+  local g, g_until = gate_in(fa, given, ARGV[o + 22], now)
   local held = newly_held(due, g0, g)
   if g == 'disabled' and (action == 'retry' or action == 'again') then
     action, reason = 'dead', 'endpoint_disabled'
@@ -162,15 +160,15 @@ local function complete_one(keys, A, fa, wa, seen)
   local state, notify = action, 0
   if action == 'again' then
     state = 'in_flight'
-    redis.call('ZADD', lease, A[16], id)
+    redis.call('ZADD', lease, ARGV[o + 16], id)
     put(rec, wc, 'n', str(n + 1))
-    put(rec, wc, 'x', A[16])
+    put(rec, wc, 'x', ARGV[o + 16])
     put(rec, wc, 'l', now_s)
     put(rec, wc, 'k', 'r')
     keep_response(false)
     hflush(keys.c, wc)
   elseif action == 'retry' or action == 'again_refused' then
-    local at = A[10]
+    local at = ARGV[o + 10]
     state = 'scheduled'
     if shut(g) then
       state = 'held'
@@ -188,7 +186,7 @@ local function complete_one(keys, A, fa, wa, seen)
     state = 'dead_lettered'
     redis.call('ZREM', lease, id)
     keep_response(false)
-    dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, A[13], A[14])
+    dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[o + 13], ARGV[o + 14])
     if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
       put(fa, wa, 'on', '1')
       notify = 1
@@ -196,14 +194,14 @@ local function complete_one(keys, A, fa, wa, seen)
     if outbox then
       -- 'd' marks a callout a dispatcher claimed: only those were scheduled
       -- and publish a completion event (SPEC §8).
-      outbox_dead_letter(keys.c, sfo, sfx, id, now_s, A[13], scheduled)
-      if notify == 1 then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. A[23] .. ':' .. id) end
+      outbox_dead_letter(keys.c, sfo, sfx, id, now_s, ARGV[o + 13], scheduled)
+      if notify == 1 then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. ARGV[o + 23] .. ':' .. id) end
     end
   else
     redis.call('ZREM', lease, id)
-    keep_response(A[12])
+    keep_response(ARGV[o + 12])
     if res_timed then keys.res = keys.c end
-    finish2(keys, rec, wc, fa, wa, st_code[action], now_s, A[12])
+    finish2(keys, rec, wc, fa, wa, st_code[action], now_s, ARGV[o + 12])
     if outbox and action == 'succeeded' and scheduled then
       redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)
     end
@@ -236,13 +234,11 @@ end
 
 local out, fa, wa, seen = {}, {}, {}, {}
 for i = 1, (#KEYS - 7) / item_keys do
-  local o, oa = 7 + item_keys * (i - 1), item_args * (i - 1)
-  local keys = {c = KEYS[o + 1], q = KEYS[o + 2], r = KEYS[o + 3], res = KEYS[o + 4],
-    replayed = KEYS[o + 5], dl = dl, dlb = dlb}
-  local A = {}
-  for j = 1, item_args do A[j] = ARGV[oa + j] end
+  local ko, oa = 7 + item_keys * (i - 1), item_args * (i - 1)
+  local keys = {c = KEYS[ko + 1], q = KEYS[ko + 2], r = KEYS[ko + 3], res = KEYS[ko + 4],
+    replayed = KEYS[ko + 5], dl = dl, dlb = dlb}
   local fa0, wa0, dirty0 = copy(fa), copy(wa), gate_dirty
-  local ok, r = pcall(complete_one, keys, A, fa, wa, seen)
+  local ok, r = pcall(complete_one, keys, oa, fa, wa, seen)
   if ok then
     out[i] = r
   else
