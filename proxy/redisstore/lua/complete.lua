@@ -186,7 +186,8 @@ local function complete_one(keys, o, fa, wa, seen)
     state = 'dead_lettered'
     redis.call('ZREM', lease, id)
     keep_response(false)
-    dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[o + 13], ARGV[o + 14])
+    dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[o + 13], ARGV[o + 14],
+      function(names) hmore(acc, fa, seen, names) end)
     if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
       put(fa, wa, 'on', '1')
       notify = 1

@@ -29,7 +29,8 @@ for i = 1, (#KEYS - 6) / 4 do
     local rec, wc = hread(keys.c, {'S', 'b', 'i', 'Q', 'd'}), {}
     if rec.S then
       hmore(acc, fa, seen, counter_names(rec.i or ''))
-      dead_letter2(keys, rec, wc, fa, wa, id, 'endpoint_disabled', ARGV[1], ARGV[2], ARGV[3])
+      dead_letter2(keys, rec, wc, fa, wa, id, 'endpoint_disabled', ARGV[1], ARGV[2], ARGV[3],
+        function(names) hmore(acc, fa, seen, names) end)
       -- Salesforce outbox in the same script (outbox.go); a due callout was
       -- scheduled, so its ending publishes a completion event (SPEC §8).
       if ARGV[4] == '1' then outbox_dead_letter(keys.c, sfo, sfx, id, ARGV[1], ARGV[2], true) end

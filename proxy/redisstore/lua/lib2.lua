@@ -164,8 +164,10 @@ end
 -- everything, still charged, until discard or expiry (dl_release), counts
 -- one pending item less, indexes it (dl, its charge noted in dlb) and
 -- prunes up to two index entries older than prune_before (ms) on the way
--- (the hourly sweep does the rest, dl_prune.lua).
-local function dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ttl, prune_before)
+-- (the hourly sweep does the rest, dl_prune.lua), releasing their bytes
+-- from the counters and their issuer's share: more(names) reads the
+-- counter fields names into fa first (an entry may be another issuer's).
+local function dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ttl, prune_before, more)
   put(rec, wc, 'S', 'd')
   put(rec, wc, 'F', now_s)
   put(rec, wc, 'D', reason)
@@ -181,6 +183,7 @@ local function dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ttl, prune
     local v = redis.call('HGET', keys.dlb, o)
     if v then
       local n, tag = string.match(v, '^(%d+) ?(.*)$')
+      more(counter_names(tag))
       acc_add(fa, wa, tag, -tonumber(n), 0)
       redis.call('HDEL', keys.dlb, o)
     end
