@@ -319,3 +319,46 @@ func TestBatchedCompletionsSharded(t *testing.T) {
 		}
 	})
 }
+
+// After a SCRIPT FLUSH (a restarted Redis) the batch's call is refused
+// with NOSCRIPT and runs again once by EVAL: every completion of it is
+// applied, once.
+func TestBatchedCompletionsAfterScriptFlush(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		h := &pipeHook{hold: make(chan struct{}), held: make(chan struct{})}
+		s := hookedStore(t, e, h)
+		cls := claimN(t, s, "flush-api", 3)
+		holder := claimN(t, s, "holder-api", 1)[0]
+		if err := s.rdb.ScriptFlush(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		comps := []policy.Completion{success(), failure(e.clk.Now().Add(time.Hour)), success()}
+		res, errs, calls := handIn(t, s, h, holder, cls, comps)
+		if calls != 1 {
+			t.Errorf("3 completions of one queue went in %d script calls, want 1", calls)
+		}
+		want := []policy.State{policy.Succeeded, policy.Scheduled, policy.Succeeded}
+		for i := range cls {
+			if errs[i] != nil || res[i].State != want[i] || res[i].Attempts != 1 {
+				t.Errorf("completion %d = %+v, %v; want %s after 1 attempt", i, res[i], errs[i], want[i])
+			}
+		}
+		if got := mustGet(t, s, cls[1].ID); got.State != policy.Scheduled || got.Attempts != 1 || len(got.AttemptLog) != 1 {
+			t.Errorf("the retry: %s, %d attempts, %d logged; want scheduled with 1", got.State, got.Attempts, len(got.AttemptLog))
+		}
+	})
+}
+
+// An error a completion raised inside complete.lua is classified as the
+// Redis error it carries: a READONLY (a primary turned replica) is
+// ErrUnavailable, as it is when Redis replies it to a call of its own; a
+// WRONGTYPE is not.
+func TestScriptErrorClassified(t *testing.T) {
+	s := New(nil, Options{})
+	if err := s.wrap("complete", scriptError("READONLY You can't write against a read only replica.")); !errors.Is(err, policy.ErrUnavailable) {
+		t.Errorf("READONLY: %v, want ErrUnavailable", err)
+	}
+	if err := s.wrap("complete", scriptError("WRONGTYPE Operation against a key holding the wrong kind of value")); errors.Is(err, policy.ErrUnavailable) {
+		t.Errorf("WRONGTYPE: %v, want a script error, not ErrUnavailable", err)
+	}
+}

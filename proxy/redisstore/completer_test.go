@@ -150,13 +150,17 @@ func TestCompleterBatchesConcurrentCompletions(t *testing.T) {
 }
 
 // A completion whose lease is stale, or whose script fails, fails only its
-// own caller; the others of its pipeline are applied.
+// own caller; the others of its pipeline — here of the same complete.lua
+// call, all of one queue — are applied. The script fails at a Redis error
+// (a record that is not a hash: WRONGTYPE) and at a Lua error (a record
+// whose byte count is not a number).
 func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		h := &pipeHook{hold: make(chan struct{}), held: make(chan struct{})}
 		s := hookedStore(t, e, h)
-		cls := begun(t, s, "err-api", 5)
+		cls := begun(t, s, "err-api", 6)
 		h.pipelines.Store(0)
+		h.cmds.Store(0)
 		h.armed.Store(true)
 		stale := *cls[1]
 		stale.LeaseToken = layout2Token + "not-the-lease"
@@ -170,29 +174,42 @@ func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 		if err := e.b.Client.Set(ctxT(t), rec, "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
+		// a record whose byte count is not a number: arithmetic on nil
+		garbled := *cls[3]
+		grec, _, _ := q.record(garbled.ID)
+		if err := e.b.Client.HSet(ctxT(t), grec, "b", "many").Err(); err != nil {
+			t.Fatal(err)
+		}
 		c := NewCompleter(s, CompleterOptions{})
 		defer c.Close()
 		_, _, waitFirst := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
 		<-h.held
-		batch := []*policy.Claimed{&stale, &broken, cls[3], cls[4]}
+		batch := []*policy.Claimed{&stale, &broken, &garbled, cls[4], cls[5]}
 		res, errs, wait := completeAll(c, batch, func(int) policy.Completion { return success() })
-		waitQueued(t, c, 4)
+		waitQueued(t, c, len(batch))
 		close(h.hold)
 		waitFirst()
 		wait()
 		if !errors.Is(errs[0], policy.ErrStaleLease) {
 			t.Errorf("stale lease: %v, want ErrStaleLease", errs[0])
 		}
-		if errs[1] == nil || errors.Is(errs[1], policy.ErrStaleLease) {
-			t.Errorf("broken record: %v, want its script's error", errs[1])
+		if errs[1] == nil || errors.Is(errs[1], policy.ErrStaleLease) || !strings.Contains(errs[1].Error(), "WRONGTYPE") {
+			t.Errorf("broken record: %v, want its script's WRONGTYPE error", errs[1])
 		}
-		for i := 2; i < 4; i++ {
+		if errs[2] == nil || errors.Is(errs[2], policy.ErrStaleLease) || !strings.Contains(errs[2].Error(), "nil") ||
+			errors.Is(errs[2], policy.ErrUnavailable) {
+			t.Errorf("garbled record: %v, want its script's Lua error (arithmetic on nil)", errs[2])
+		}
+		for i := 3; i < 5; i++ {
 			if errs[i] != nil || res[i].State != policy.Succeeded {
 				t.Errorf("completion %d of the same pipeline = %+v, %v", i, res[i], errs[i])
 			}
 		}
 		if got := mustGet(t, s, cls[1].ID); got.State != policy.InFlight {
 			t.Errorf("the stale completion changed its callout: %s", got.State)
+		}
+		if n := h.cmds.Load(); n != 2 {
+			t.Errorf("the pipelines held %d script calls, want 2 (the first completion's, then one for the 5 of one queue)", n)
 		}
 	})
 }
