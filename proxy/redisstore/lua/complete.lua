@@ -13,13 +13,14 @@
 -- fa), the due set and records as they are in Redis.
 --
 -- Isolation: each completion runs under pcall. One that raises an error (a
--- record of the wrong type, a command Redis refuses) gets an error reply of
--- its own and leaves the counters and breaker in memory as they were before
--- it, so the others are applied as if it were not there. Redis does not roll
--- back a script: the commands it ran before the error stay done (as when it
--- was a call of its own) — a ZREM from the lease set, a record HSET. The
--- counters hash is written once at the end (hflush), the gate published
--- once (gate_publish).
+-- record of the wrong type, a command Redis refuses, a Lua error on a
+-- garbled record) gets an error reply of its own and leaves the counters
+-- and breaker in memory as they were before it, so the completions after
+-- it see those as if it had not run. Redis does not roll back a script:
+-- the commands it ran before the error stay done (as when it was a call
+-- of its own) — a ZREM from the lease set, a record HSET. The counters
+-- hash is written once at the end (hflush), the gate published once
+-- (gate_publish).
 --
 -- A queue of a sharded endpoint (keys.go "shards") is not in the endpoint
 -- hash's slot: the caller passes the gate it read (ARGV 21) and applies the
