@@ -127,9 +127,7 @@ func decodeGateRead(v any) (policy.Gate, policy.BreakerState, int, error) {
 
 // Backlog returns endpoint's pending items (due + leased callouts, both
 // layouts, every queue) and the bytes they and its dead letters are charged:
-// the figures the backlog caps (Limits) compare, except that items also
-// counts synchronous first attempts in flight, which are charged only when
-// they become pending (create.lua 'u', docs/limits.md). One pipelined round trip.
+// the figures the backlog caps (Limits) compare. One pipelined round trip.
 // Errors: ErrUnavailable.
 func (s *Store) Backlog(ctx context.Context, endpoint string) (items, bytes int64, err error) {
 	var b *redis.StringCmd

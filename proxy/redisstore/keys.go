@@ -32,8 +32,7 @@ import (
 //	                            64 bytes so Redis keeps it in its compact
 //	                            listpack encoding: state code S, attempts n,
 //	                            issuer tag i (the issuer: cp:iss), charged
-//	                            bytes b (u: a synchronous attempt's, not yet
-//	                            in the counters), the packed meta m m2 … (method,
+//	                            bytes b, the packed meta m m2 … (method,
 //	                            endpoint, path, query, key, source record,
 //	                            created ms, trace context), the packed
 //	                            headers and body 1 … 8 (or Q and :q), the

@@ -21,25 +21,24 @@ import (
 // created time), kept after the callout ends, and the rest (headers and
 // body), dropped when it ends succeeded or failed (SPEC §5).
 const (
-	f2State     = "S" // state code, stateCode
-	f2Attempts  = "n" // attempts made, integer; absent: 0
-	f2Issuer    = "i" // issuer tag (issuerTag); the issuer itself: cp:iss
-	f2Charged   = "b" // bytes charged to the backlog (pending and dead letters)
-	f2Uncharged = "u" // "1": Begin's synchronous attempt, b not yet in the counters (create.lua)
-	f2Meta      = "m" // packed meta, chunked: m, m2, m3, m4 (or one long m); the rest: 1 … 8
-	f2RestInQ   = "Q" // "1": the packed rest is the string :q, not chunks 1…4
-	f2ReplayOf  = "o" // replay_of callout id
-	f2First     = "a" // first attempt ms
-	f2Token     = "t" // lease token (in flight)
-	f2LeaseTo   = "x" // lease expiry ms (in flight)
-	f2LeaseAt   = "l" // lease start ms (in flight)
-	f2Kind      = "k" // kind code of the current claim (in flight)
-	f2Sched     = "d" // "1" once a dispatcher claimed it (SPEC §8 events)
-	f2Attempt   = "A" // A<n>: attempt n, "kind started dur status outcome error"
-	f2Status    = "R" // last response status; the response: r1 … r4 (respField) or key :r
-	f2LastErr   = "e" // last error
-	f2Finished  = "F" // finished ms
-	f2Reason    = "D" // dead-letter reason
+	f2State    = "S" // state code, stateCode
+	f2Attempts = "n" // attempts made, integer; absent: 0
+	f2Issuer   = "i" // issuer tag (issuerTag); the issuer itself: cp:iss
+	f2Charged  = "b" // bytes charged to the backlog (pending and dead letters)
+	f2Meta     = "m" // packed meta, chunked: m, m2, m3, m4 (or one long m); the rest: 1 … 8
+	f2RestInQ  = "Q" // "1": the packed rest is the string :q, not chunks 1…4
+	f2ReplayOf = "o" // replay_of callout id
+	f2First    = "a" // first attempt ms
+	f2Token    = "t" // lease token (in flight)
+	f2LeaseTo  = "x" // lease expiry ms (in flight)
+	f2LeaseAt  = "l" // lease start ms (in flight)
+	f2Kind     = "k" // kind code of the current claim (in flight)
+	f2Sched    = "d" // "1" once a dispatcher claimed it (SPEC §8 events)
+	f2Attempt  = "A" // A<n>: attempt n, "kind started dur status outcome error"
+	f2Status   = "R" // last response status; the response: r1 … r4 (respField) or key :r
+	f2LastErr  = "e" // last error
+	f2Finished = "F" // finished ms
+	f2Reason   = "D" // dead-letter reason
 )
 
 // chunkLen is the longest value a layout-2 record stores in one field.

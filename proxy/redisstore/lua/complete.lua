@@ -110,10 +110,7 @@ local function complete_one(keys, o, fa, wa, seen)
     blank(rec, wc, 'e')
   end
   put(rec, wc, 'b', str(num(rec.b) + charged))
-  -- 'u': Begin's synchronous callout, not charged to the backlog until it
-  -- becomes pending (create.lua)
-  local uncharged = rec.u == '1'
-  if not uncharged then acc_add(fa, wa, tag, charged, 0) end
+  acc_add(fa, wa, tag, charged, 0)
 
   local g0 = gate_in(fa, given, ARGV[o + 22], now)
   local is_probe = given == '' and fa.pt == token
@@ -135,14 +132,6 @@ local function complete_one(keys, o, fa, wa, seen)
     action, reason = 'dead', 'endpoint_disabled'
   end
   if action == 'again' and g ~= 'open' then action = 'again_refused' end
-  -- An uncharged callout that becomes pending (a retry, held, a dead letter)
-  -- is charged now, all it stores and its item; one that ends succeeded or
-  -- failed never was (finish2 releases nothing of it); an inline retry stays
-  -- uncharged, in flight.
-  if uncharged and action ~= 'again' and action ~= 'succeeded' and action ~= 'failed' then
-    acc_add(fa, wa, tag, num(rec.b), 1)
-    blank(rec, wc, 'u')
-  end
 
   -- keep_response writes a long response to :r, with the TTL ttl when the
   -- callout ends (false: none); keys.r is then the key expire2 must still

@@ -140,16 +140,10 @@ if ARGV[19] ~= '' then
   field('Q', '1')
   redis.call('SET', q, ARGV[19])
 end
--- Begin's synchronous first attempt is charged to the backlog only if it
--- becomes pending (a retry, a dead letter; complete.lua, reap.lua): until
--- then it is bounded by the caller's connection and the memory budget
--- (docs/limits.md), and the counters are not written twice for a write
--- that succeeds at once. 'u' marks it uncharged.
-if state == 'in_flight' then
-  field('u', '1')
-else
-  acc_add(f, w, tag, size, 1)
-end
+-- Every pending callout is charged, Begin's synchronous attempt in flight
+-- too: one organisation's writes hanging at its upstream then fill only
+-- its own share (docs/limits.md).
+acc_add(f, w, tag, size, 1)
 if drop_legacy then redis.call('DEL', lres) end
 field('S', st_code[state])
 redis.call('HSET', c, unpack(rec))

@@ -140,18 +140,17 @@ end
 
 -- finish_blanks are the record fields finish2 blanks (made once per
 -- script call, not per completion).
-local finish_blanks = concat(lease_fields, rest_fields, {'b', 'Q', 'd', 'u'})
+local finish_blanks = concat(lease_fields, rest_fields, {'b', 'Q', 'd'})
 
 -- finish2 ends a layout-2 callout succeeded or failed (code 'o' or 'x'): it
 -- keeps what an idempotent replay and its status document need (meta,
 -- status, response, attempts, times) but not the request's headers and
 -- body (SPEC §5), releases every byte it was charged and its pending item
--- (acc_add on the counters fa, writes in wa; nothing when it never was,
--- 'u': create.lua), and sets the TTLs. rec are
+-- (acc_add on the counters fa, writes in wa), and sets the TTLs. rec are
 -- its fields as read (S, b, i, Q, the lease and the chunks at least: hall); wc
 -- collects the record's writes.
 local function finish2(keys, rec, wc, fa, wa, code, now_s, ttl)
-  if rec.u ~= '1' then acc_add(fa, wa, rec.i, -num(rec.b), -1) end
+  acc_add(fa, wa, rec.i, -num(rec.b), -1)
   if present(rec.Q) then redis.call('DEL', keys.q) end
   put(rec, wc, 'S', code)
   put(rec, wc, 'F', now_s)

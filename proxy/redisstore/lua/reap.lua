@@ -30,7 +30,7 @@ for i = 1, (#KEYS - 3) / 2 do
   local score = redis.call('ZSCORE', lease, id)
   if score and tonumber(score) <= now then
     zrem[#zrem + 1] = id
-    local rec, wc = hread(c, {'S', 't', 'x', 'n', 'k', 'l', 'i', 'b', 'd', 'u'}), {}
+    local rec, wc = hread(c, {'S', 't', 'x', 'n', 'k', 'l', 'i', 'b', 'd'}), {}
     if rec.S == 'f' then
       local token = rec.t or ''
       local started = num(rec.l)
@@ -40,13 +40,7 @@ for i = 1, (#KEYS - 3) / 2 do
       local tag = rec.i or ''
       hmore(acc, fa, seen, counter_names(tag))
       put(rec, wc, 'b', str(num(rec.b) + #entry + 1))
-      if rec.u == '1' then
-        -- Begin's uncharged callout (create.lua) is pending now: charge all of it
-        acc_add(fa, wa, tag, num(rec.b), 1)
-        blank(rec, wc, 'u')
-      else
-        acc_add(fa, wa, tag, #entry + 1, 0)
-      end
+      acc_add(fa, wa, tag, #entry + 1, 0)
       if given == '' and token ~= '' and fa.pt == token then
         put(fa, wa, 'pt', false)
         put(fa, wa, 'pe', false)

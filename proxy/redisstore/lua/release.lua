@@ -13,14 +13,13 @@
 --       the endpoint hash
 -- Returns 'ok' or 'stale'.
 local c, lease, acc, res, id, token = KEYS[1], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2]
-local rec = hread(c, {'S', 't', 'b', 'i', 'u'})
+local rec = hread(c, {'S', 't', 'b', 'i'})
 if rec.S ~= 'f' or rec.t ~= token then return 'stale' end
 local tag = rec.i or ''
 local names = counter_names(tag)
 if ARGV[4] == '1' then names[#names + 1] = 'pt' end
 local fa, wa = hread(acc, names), {}
--- 'u': never charged (create.lua)
-if rec.u ~= '1' then acc_add(fa, wa, tag, -num(rec.b), -1) end
+acc_add(fa, wa, tag, -num(rec.b), -1)
 if ARGV[4] == '1' and fa.pt == token then
   put(fa, wa, 'pt', false)
   put(fa, wa, 'pe', false)

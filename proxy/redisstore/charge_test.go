@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -24,15 +26,15 @@ func counters(t *testing.T, s *Store, endpoint string) (items, bytes int64) {
 	return n(v[0]), n(v[1])
 }
 
-// A synchronous first attempt (Begin) is charged to the backlog only when
-// its callout becomes pending — a retry scheduled or held, a dead letter, a
-// lease reaped — and then with everything it stores; one that ends at once
-// was never charged and releases nothing (create.lua 'u'). The counters
-// end where they began on every path.
-func TestSynchronousAttemptChargedWhenPending(t *testing.T) {
+// A synchronous first attempt (Begin) is charged to the backlog while in
+// flight, like every pending callout, and every path releases exactly what
+// it was charged: success, inline retry then retry then success, dead
+// letter then discard, a reaped lease, a release. The counters end where
+// they began.
+func TestSynchronousAttemptCharged(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		const ep = "unch-api"
+		const ep = "charge-api"
 		want := func(step string, items int64, positive bool) int64 {
 			t.Helper()
 			i, b := counters(t, s, ep)
@@ -47,7 +49,7 @@ func TestSynchronousAttemptChargedWhenPending(t *testing.T) {
 		}
 
 		cl := begin("ok")
-		want("in flight", 0, false)
+		want("in flight", 1, true)
 		mustComplete(t, s, cl, success())
 		want("succeeded", 0, false)
 
@@ -58,7 +60,7 @@ func TestSynchronousAttemptChargedWhenPending(t *testing.T) {
 		if r := mustComplete(t, s, cl, in); r.State != policy.InFlight {
 			t.Fatalf("inline retry: %+v", r)
 		}
-		want("inline retry, still in flight", 0, false)
+		want("inline retry, still in flight", 1, true)
 		mustComplete(t, s, cl, failure(e.clk.Now().Add(time.Minute)))
 		charged := want("retry scheduled", 1, true)
 		if got := mustGet(t, s, cl.ID); got.State != policy.Scheduled {
@@ -90,6 +92,7 @@ func TestSynchronousAttemptChargedWhenPending(t *testing.T) {
 		want("dead letter discarded", 0, false)
 
 		cl = begin("reaped")
+		want("in flight before the reap", 1, true)
 		e.clk.Advance(testLease)
 		if ids, err := s.Reap(ctxT(t), ep, 10); err != nil || len(ids) != 1 {
 			t.Fatalf("reap: %v %v", ids, err)
@@ -103,6 +106,7 @@ func TestSynchronousAttemptChargedWhenPending(t *testing.T) {
 		want("reaped callout succeeded", 0, false)
 
 		cl = begin("released")
+		want("in flight before the release", 1, true)
 		if err := s.Release(ctxT(t), cl); err != nil {
 			t.Fatal(err)
 		}
@@ -110,19 +114,59 @@ func TestSynchronousAttemptChargedWhenPending(t *testing.T) {
 	})
 }
 
-// The caps still refuse a synchronous write when the pending backlog is
-// full, though its own attempt is not charged while in flight.
+// One organisation's synchronous writes hanging at its upstream fill only
+// its own share of the endpoint, then are refused, and another
+// organisation is still served; when they all fail retryably they stay
+// within the share (the review of 2026-12-01 found that charging them only
+// once pending let 40 pass a share of 5 and lock the others out).
+func TestSynchronousWritesInFlightCountTowardShares(t *testing.T) {
+	const noisy, quiet = "https://noisy.my.salesforce.com", "https://quiet.my.salesforce.com"
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		lim := policy.BacklogLimits{MaxItems: 10, MaxItemsPerIssuer: 5}
+		var inFlight []*policy.Claimed
+		refused := 0
+		for i := range 40 {
+			nc := bigRequest("share-sync", noisy, fmt.Sprintf("k-%d", i), 10, 10)
+			r, err := s.Begin(ctxT(t), nc, policy.BeginOptions{Lease: testLease, Limits: lim})
+			switch {
+			case errors.Is(err, policy.ErrIssuerBacklogFull):
+				refused++
+			case err != nil:
+				t.Fatal(err)
+			default:
+				inFlight = append(inFlight, r.Claimed)
+			}
+		}
+		if len(inFlight) != 5 || refused != 35 {
+			t.Fatalf("noisy org: %d in flight, %d refused, want 5 and 35", len(inFlight), refused)
+		}
+		for _, cl := range inFlight {
+			mustComplete(t, s, cl, failure(e.clk.Now().Add(time.Minute)))
+		}
+		if items, _ := counters(t, s, "share-sync"); items != 5 {
+			t.Fatalf("after the retryable failures: %d pending, want the share of 5", items)
+		}
+		if _, err := s.Begin(ctxT(t), bigRequest("share-sync", quiet, "q", 10, 10),
+			policy.BeginOptions{Lease: testLease, Limits: lim}); err != nil {
+			t.Fatalf("the quiet org's first write: %v", err)
+		}
+	})
+}
+
+// The caps refuse a synchronous write when the pending backlog is full; a
+// duplicate of a reserved key is answered first, full or not.
 func TestSynchronousAttemptStillCapped(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
 		lim := policy.BacklogLimits{MaxItems: 1}
-		if _, err := s.Enqueue(ctxT(t), req("unch-cap", "a", "{}"), policy.EnqueueOptions{Limits: lim}); err != nil {
+		if _, err := s.Enqueue(ctxT(t), req("charge-cap", "a", "{}"), policy.EnqueueOptions{Limits: lim}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Begin(ctxT(t), req("unch-cap", "b", "{}"), policy.BeginOptions{Lease: testLease, Limits: lim})
+		_, err := s.Begin(ctxT(t), req("charge-cap", "b", "{}"), policy.BeginOptions{Lease: testLease, Limits: lim})
 		wantErr(t, err, policy.ErrBacklogFull)
 		// A duplicate of a reserved key is answered first, full or not.
-		r, err := s.Begin(ctxT(t), req("unch-cap", "a", "{}"), policy.BeginOptions{Lease: testLease, Limits: lim})
+		r, err := s.Begin(ctxT(t), req("charge-cap", "a", "{}"), policy.BeginOptions{Lease: testLease, Limits: lim})
 		if err != nil || r.Existing == nil {
 			t.Fatalf("duplicate at a full backlog: %+v, %v", r, err)
 		}
