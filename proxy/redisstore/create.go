@@ -108,14 +108,14 @@ func fingerprints(nc policy.NewCallout) (full, raw12 string) {
 // create runs create.lua. When the reservation points at a callout whose
 // record is gone (both carry the same TTL, but expiry is not simultaneous),
 // it retries once treating it as free.
-func (s *Store) create(ctx context.Context, a createArgs) (createReply, string, error) {
+func (s *Store) create(ctx context.Context, a createArgs) (rep createReply, id string, err error) {
 	nc := a.nc
 	op := map[string]string{"b": "begin", "e": "enqueue", "d": "enqueue (dry run)"}[a.mode]
 	q, err := s.createQueue(ctx, nc)
 	if err != nil {
 		return createReply{}, "", err
 	}
-	id, err := s.newIDIn(q.shard)
+	id, err = s.newIDIn(q.shard)
 	if err != nil {
 		return createReply{}, "", err
 	}
@@ -129,9 +129,20 @@ func (s *Store) create(ctx context.Context, a createArgs) (createReply, string, 
 	}
 	if given && a.mode == "b" && view.gate.State == policy.GateHalfOpen {
 		// The probe token is on the endpoint hash, in another slot: take it
-		// first (admit.lua); this callout is the probe when it got it.
+		// first (admit.lua); this callout is the probe when it got it. If it
+		// is then not created (a duplicate, a refusal), the token goes back
+		// at once, or no probe would run for the whole probe lease.
 		if view, err = s.takeProbe(ctx, nc.Endpoint, a.token, a.probeUntil); err != nil {
 			return createReply{}, "", err
+		}
+		if view.gate.State == "probe" {
+			defer func() {
+				if rep.existing != nil || err != nil {
+					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, a.token); gerr != nil {
+						s.log.Warn("redisstore: giving back a probe token failed", "endpoint", nc.Endpoint, "err", gerr)
+					}
+				}
+			}()
 		}
 	}
 	full, raw12 := fingerprints(nc)

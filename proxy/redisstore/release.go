@@ -35,11 +35,20 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
 	if !q.home && cl.Kind == policy.KindProbe {
-		now := s.now()
-		_, err = s.run(ctx, "release: probe", s.lua.outcome, []string{keysOf(cl.Endpoint).ep},
-			msArg(now), cl.LeaseToken, "0", "0", "1", msArg(now), "0")
-		s.forgetGate(cl.Endpoint)
+		err = s.giveBackProbe(ctx, cl.Endpoint, cl.LeaseToken)
 	}
+	return err
+}
+
+// giveBackProbe releases endpoint's probe token when token holds it, as an
+// attempt that was never made (outcome.lua: the breaker unchanged), for a
+// queue of a sharded endpoint whose caller took the token (admit.lua) for a
+// callout that then made no attempt. Errors: ErrUnavailable.
+func (s *Store) giveBackProbe(ctx context.Context, endpoint, token string) error {
+	now := s.now()
+	_, err := s.run(ctx, "release: probe", s.lua.outcome, []string{keysOf(endpoint).ep},
+		msArg(now), token, "0", "0", "1", msArg(now), "0")
+	s.forgetGate(endpoint)
 	return err
 }
 
