@@ -89,8 +89,9 @@ type Options struct {
 	// the batch or more is free or nothing else is in flight. Default 2 ms;
 	// negative: refill at once.
 	ClaimLinger time.Duration
-	// Idle is the backstop: the longest Run waits after a round that
-	// claimed nothing when nothing wakes it sooner — a Wake (this replica
+	// Idle is the backstop: the longest Run waits after a round that left
+	// no work it could see (nothing more due than it claimed, or no free
+	// slot) when nothing wakes it sooner — a Wake (this replica
 	// enqueued, or a slot freed), a message on Wakeups (another replica's
 	// enqueue, reap or release of held callouts), or the earliest due time
 	// or lease expiry the round saw. It bounds the schedule lag of work a
@@ -208,8 +209,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-d.wake:
 		case <-d.o.Wakeups:
 		}
+		d.Round(ctx)
 		wait := time.Duration(0)
-		if d.Round(ctx) == 0 || !d.takeMore() {
+		if !d.takeMore() {
 			wait = d.o.Idle
 			d.mu.Lock()
 			if !d.wakeAt.IsZero() {
@@ -238,6 +240,9 @@ func (d *Dispatcher) Wait() { d.wg.Wait() }
 // attempts. It returns how many it claimed. Attempts run in goroutines;
 // Wait waits for them.
 func (d *Dispatcher) Round(ctx context.Context) int {
+	d.mu.Lock()
+	d.more = false
+	d.mu.Unlock()
 	names := d.o.Config.EndpointNames()
 	if len(names) == 0 {
 		return 0
@@ -289,8 +294,10 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 	for i, r := range res {
 		n := d.claimed(ctx, eps[i], r)
 		claimed += n
-		// It got all it asked for and still has free slots: more may be due.
-		more = more || (n > 0 && n == reqs[i].Batch && d.free(eps[i]) > 0)
+		// It got all it asked for, or saw more due than it got (another
+		// replica was first), and still has free slots: more may be due.
+		// Never after a failed claim: that waits for the next wake or Idle.
+		more = more || err == nil && ((n > 0 && n == reqs[i].Batch) || r.MoreDue) && d.free(eps[i]) > 0
 	}
 	d.mu.Lock()
 	d.more = more
@@ -299,9 +306,10 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 }
 
 // takeMore reports whether the last round left an endpoint with free slots
-// that claimed all it asked for (more may be due): Run starts the next round
-// at once. Otherwise it waits for a freed slot (slotFreed), a wake or the
-// earliest due time — not one round per finished attempt.
+// that claimed all it asked for or saw more due than it got (more may be
+// due): Run starts the next round at once. Otherwise it waits for a freed
+// slot (slotFreed), a wake or the earliest due time — not one round per
+// finished attempt.
 func (d *Dispatcher) takeMore() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -1,10 +1,14 @@
 package dispatch
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // woken reports whether a Wake is pending, and takes it.
@@ -68,5 +72,52 @@ func TestSlotFreedLingerFires(t *testing.T) {
 	d.mu.Unlock()
 	if armed {
 		t.Fatal("still armed after it fired")
+	}
+}
+
+// stubStore answers every claim with res and err.
+type stubStore struct {
+	Store
+	res redisstore.ClaimResult
+	err error
+}
+
+func (s *stubStore) ClaimBatch(_ context.Context, reqs []redisstore.ClaimRequest, _ int) ([]redisstore.ClaimResult, error) {
+	out := make([]redisstore.ClaimResult, len(reqs))
+	for i := range out {
+		out[i] = s.res
+	}
+	return out, s.err
+}
+
+func (s *stubStore) Reap(context.Context, string, int) ([]string, error) { return nil, nil }
+
+// A round that claimed nothing but saw more due than it got (another
+// replica claimed its candidates first) starts the next at once; one that
+// saw nothing more waits; a failed claim never spins.
+func TestRoundMoreDue(t *testing.T) {
+	cfg, err := config.Parse([]byte("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nauth:\n  issuers: [https://a.my.salesforce.com]\n"+
+		"  audience: callout-proxy\n  algorithms: [HS256]\n  hs256_secret_env: S\nendpoints:\n  e:\n    url: http://127.0.0.1:1\n"+
+		"    allowed_networks: [127.0.0.0/8]\n"), func(string) string { return "0123456789abcdef0123456789abcdef" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stubStore{}
+	d := New(Options{Config: cfg, Store: st, Logger: slog.New(slog.DiscardHandler), ClaimLinger: time.Hour})
+	for _, tc := range []struct {
+		name string
+		res  redisstore.ClaimResult
+		err  error
+		more bool
+	}{
+		{"lost the race, more due", redisstore.ClaimResult{MoreDue: true}, nil, true},
+		{"nothing more due", redisstore.ClaimResult{}, nil, false},
+		{"claim failed", redisstore.ClaimResult{MoreDue: true}, errors.New("boom"), false},
+	} {
+		st.res, st.err = tc.res, tc.err
+		d.Round(context.Background())
+		if got := d.takeMore(); got != tc.more {
+			t.Fatalf("%s: next round at once = %v, want %v", tc.name, got, tc.more)
+		}
 	}
 }

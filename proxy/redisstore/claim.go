@@ -50,6 +50,10 @@ type ClaimResult struct {
 	// LeaseExpiresAt is the earliest lease expiry of the endpoint's callouts
 	// in flight (zero: none): when Reap has work.
 	LeaseExpiresAt time.Time
+	// MoreDue reports that the claim's read saw more callouts due than it
+	// claimed (its batch was full, or another replica claimed some first):
+	// another claim now may find work.
+	MoreDue bool
 }
 
 // Claim leases up to opts.Batch due callouts of endpoint to the caller:
@@ -95,10 +99,8 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) 
 	for i, p := range plans {
 		out[i] = ClaimResult{Gate: policy.Gate{State: policy.GateOpen}, NextDueAt: p.nextDue, LeaseExpiresAt: p.nextLease}
 	}
-	if err := s.claimPlans(ctx, reqs, plans, out, now); err != nil {
-		return out, err
-	}
-	return out, nil
+	err = s.claimPlans(ctx, reqs, plans, out, now)
+	return out, err
 }
 
 // queuePlan is what the candidates pipeline found in one queue.
@@ -119,6 +121,7 @@ type endpointPlan struct {
 	nextLease time.Time
 	legacyAll bool // the legacy due and lease sets are both empty
 	want      int  // due candidates it may claim (its batch)
+	dueSeen   int  // due candidates read, spares included
 }
 
 // candidates reads every queue's first waiting ids (ZRANGE … WITHSCORES)
@@ -221,7 +224,8 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				qp.view, _, _ = s.gateOf(ctx, qp.q) // fresh: read above or recently
 			}
 		}
-		p.want = min(max(r.Batch, 1), maxBatch, len(p.legacy)+p.dueIn())
+		p.dueSeen = len(p.legacy) + p.dueIn()
+		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen)
 	}
 	return plans, nil
 }
@@ -408,6 +412,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 	}
 	for i, r := range reqs {
 		s.noteLegacyEmpty(ctx, r.Endpoint, plans[i].legacyAll)
+		out[i].MoreDue = plans[i].dueSeen > len(out[i].Claimed)
 	}
 	return firstErr
 }

@@ -42,9 +42,14 @@ func TestClaimSparesFillBatchAfterARace(t *testing.T) {
 			}
 			seen[c.ID] = true
 		}
-		// The two left are still due, for the next claim.
-		if rest := mustClaim(t, a, "spare-api", claimOpts).Claimed; len(rest) != 2 {
-			t.Fatalf("%d left to claim, want 2", len(rest))
+		// b's read saw 8 due and it claimed 4: more may be due (MoreDue).
+		if !out[0].MoreDue {
+			t.Fatal("MoreDue false after a claim that saw more due than it got")
+		}
+		// The two left are still due, for the next claim, which sees no more.
+		rest := mustClaim(t, a, "spare-api", claimOpts)
+		if len(rest.Claimed) != 2 || rest.MoreDue {
+			t.Fatalf("%d left to claim (MoreDue %v), want 2 and no more", len(rest.Claimed), rest.MoreDue)
 		}
 	})
 }
