@@ -49,11 +49,13 @@ func handIn(t *testing.T, s *Store, h *pipeHook, holder *policy.Claimed, cls []*
 
 // mixedCompletions is a sequence of completions over the breaker's life
 // (threshold 3) for the 11 claimed callouts cls of one endpoint: counting
-// failures and a dead letter open the breaker at item 4, later retries are
-// held, an inline retry refused, a success closes it again. Item 3 is
-// stale (another lease token); item 5 (a success while open) raises an
-// error in complete.lua after it closed the breaker in memory: the record
-// of the dead letter it "replays" is a string.
+// failures and a dead letter open the breaker at item 4; item 5, a
+// success while open, closes it and then raises an error in complete.lua
+// at its last step, after its record was written (the record of the dead
+// letter it "replays" is a string): its success stands, so the later
+// failure is scheduled, not held, the inline retry is accepted, and the
+// last success ends the outage the failure began. Item 3 is stale
+// (another lease token).
 func mixedCompletions(t *testing.T, e *env, cls []*policy.Claimed) ([]*policy.Claimed, []policy.Completion) {
 	t.Helper()
 	br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
@@ -173,14 +175,14 @@ func TestBatchedCompletionsMatchOneByOne(t *testing.T) {
 			if !r4.Breaker.Opened || r4.State != policy.Held || r4.Breaker.Held != 1 || r4.Breaker.ConsecutiveFailures != 3 {
 				t.Errorf("%s: the third counting failure = %+v, want the breaker opened and item 1 held", ep, r4)
 			}
-			if r6.State != policy.Held || r6.Breaker.ConsecutiveFailures != 4 {
-				t.Errorf("%s: a failure after the failing success = %+v, want held (the breaker still open)", ep, r6)
+			if r6.State != policy.Scheduled || r6.Breaker.ConsecutiveFailures != 1 || !r6.Breaker.OutageBegan {
+				t.Errorf("%s: a failure after the failing success = %+v, want scheduled (its success closed the breaker)", ep, r6)
 			}
-			if r7.State != policy.Held {
-				t.Errorf("%s: the inline retry while open = %+v, want refused and held", ep, r7)
+			if r7.State != policy.InFlight {
+				t.Errorf("%s: the inline retry after it = %+v, want accepted (in flight)", ep, r7)
 			}
-			if !r9.Breaker.Closed || !r9.Breaker.OutageEnded {
-				t.Errorf("%s: the success = %+v, want the breaker closed", ep, r9.Breaker)
+			if r9.Breaker.Closed || !r9.Breaker.OutageEnded {
+				t.Errorf("%s: the last success = %+v, want the outage ended (the breaker was closed already)", ep, r9.Breaker)
 			}
 		}
 		for k, ep := range eps[:2] {

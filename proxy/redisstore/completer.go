@@ -50,7 +50,9 @@ const DefaultLinger = 200 * time.Microsecond
 // an error a completion raises inside the script (a record of the wrong
 // type, a command Redis refuses) is caught there (Lua pcall) and fails
 // only its caller, the others of the call are applied as if it were not
-// there — but what it wrote before the error stays written, as Redis never
+// there when it failed before its record was written (after: its counter
+// and breaker changes stand with the record; complete.lua "Isolation") —
+// and what it wrote before the error stays written, as Redis never
 // rolls a script back (the same as when it was a call of its own: a ZREM
 // from the lease set, a record HSET). An error reply of the whole call
 // (NOSCRIPT twice, a cluster slot error) fails the completions of that

@@ -14,9 +14,11 @@
 --
 -- Isolation: each completion runs under pcall. One that raises an error (a
 -- record of the wrong type, a command Redis refuses, a Lua error on a
--- garbled record) gets an error reply of its own and leaves the counters
--- and breaker in memory as they were before it, so the completions after
--- it see those as if it had not run. Redis does not roll back a script:
+-- garbled record) gets an error reply of its own and, when it failed
+-- before its record was written, leaves the counters and breaker in memory
+-- as they were before it, so the completions after it see those as if it
+-- had not run; when it failed after (the outbox, the replay mark), its
+-- counter and breaker changes stand, as its record does. Redis does not roll back a script:
 -- the commands it ran before the error stay done (as when it was a call
 -- of its own) — a ZREM from the lease set, a record HSET. The counters
 -- hash is written once at the end (hflush), the gate published once
@@ -63,7 +65,7 @@ local item_keys, item_args = 5, 23
 -- replayed, and the queue's dl dlb), its 23 arguments ARGV[o + 1] …
 -- ARGV[o + 23]; fa is the counters hash in memory (writes noted in wa),
 -- seen the fields of it read so far (hmore).
-local function complete_one(keys, o, fa, wa, seen)
+local function complete_one(keys, o, fa, wa, seen, mark)
   local outbox = ARGV[o + 20] == '1'
   local now_s = ARGV[o + 1]
   local now = tonumber(now_s)
@@ -157,6 +159,7 @@ local function complete_one(keys, o, fa, wa, seen)
     put(rec, wc, 'k', 'r')
     keep_response(false)
     hflush(keys.c, wc)
+    mark.written = true
   elseif action == 'retry' or action == 'again_refused' then
     local at = ARGV[o + 10]
     state = 'scheduled'
@@ -170,6 +173,7 @@ local function complete_one(keys, o, fa, wa, seen)
     for _, l in ipairs(lease_fields) do blank(rec, wc, l) end
     keep_response(false)
     hflush(keys.c, wc)
+    mark.written = true
     -- pending again: its reservation lives as long as it does
     if keys.res ~= keys.c and not scheduled then redis.call('PERSIST', keys.res) end
   elseif action == 'dead' then
@@ -178,6 +182,7 @@ local function complete_one(keys, o, fa, wa, seen)
     keep_response(false)
     dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[o + 13], ARGV[o + 14],
       function(names) hmore(acc, fa, seen, names) end)
+    mark.written = true
     if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
       put(fa, wa, 'on', '1')
       notify = 1
@@ -193,6 +198,7 @@ local function complete_one(keys, o, fa, wa, seen)
     keep_response(ARGV[o + 12])
     if res_timed then keys.res = keys.c end
     finish2(keys, rec, wc, fa, wa, st_code[action], now_s, ARGV[o + 12])
+    mark.written = true
     if outbox and action == 'succeeded' and scheduled then
       redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)
     end
@@ -229,9 +235,17 @@ for i = 1, (#KEYS - 7) / item_keys do
   local keys = {c = KEYS[ko + 1], q = KEYS[ko + 2], r = KEYS[ko + 3], res = KEYS[ko + 4],
     replayed = KEYS[ko + 5], dl = dl, dlb = dlb}
   local fa0, wa0, dirty0 = copy(fa), copy(wa), gate_dirty
-  local ok, r = pcall(complete_one, keys, oa, fa, wa, seen)
+  local mark = {}
+  local ok, r = pcall(complete_one, keys, oa, fa, wa, seen, mark)
   if ok then
     out[i] = r
+  elseif mark.written then
+    -- its record is written (finished, rescheduled or dead): its counter and
+    -- breaker changes stand with it, or the charge (and a probe's token)
+    -- would outlive a callout no reaper will find; only what came after
+    -- (the outbox, the replay mark) is missing
+    if type(r) == 'table' then r = r.err end
+    out[i] = {'error', tostring(r)}
   else
     -- as if it had not run: fields it read first are read again by the next
     if type(r) == 'table' then r = r.err end
