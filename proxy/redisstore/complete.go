@@ -50,10 +50,13 @@ type completion struct {
 	keys    []string
 	args    []any
 	breaker *scriptCall // outcome.lua on the endpoint hash: sharded queues only
+	// notify.lua on the endpoint hash, right after breaker in the pipeline:
+	// a dead letter of a sharded queue (the owner is told once per outage)
+	notify *scriptCall
 	// after the write: its own complete.lua (or legacy) reply, or error,
-	// and its breaker call's
-	reply, breakerReply any
-	err, breakerErr     error
+	// and its breaker and notify calls'
+	reply, breakerReply, notifyReply any
+	err, breakerErr, notifyErr       error
 }
 
 // prepareComplete validates c and builds the script calls of its
@@ -107,6 +110,15 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	p.keys, p.args = []string{rc, rest, resp, res, replayed}, args
 	if given {
 		p.breaker = s.breakerCall(cl, c, br, now, view)
+		if c.Action == policy.ActionDeadLetter && c.Reason != policy.DeadLetterEndpointDisabled {
+			// In the pipeline, right after this attempt's breaker update: a
+			// success later in the same pipeline may end the outage (notify.lua
+			// then finds none), so it cannot wait for the pipeline's end.
+			k := keysOf(cl.Endpoint)
+			sfo, _ := k.outbox()
+			p.notify = &scriptCall{sc: s.lua.notify, keys: []string{k.ep, sfo},
+				args: []any{msArg(now), cl.Endpoint, cl.ID, flag(s.outbox)}}
+		}
 	}
 	return p, nil
 }
@@ -170,10 +182,11 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		res.Breaker = decodeBreakerChange(b[0:4], b[4], b[5], b[6])
 		s.forgetGate(p.cl.Endpoint)
 	}
-	if p.q.endpoint != "" && !p.q.home && res.State == policy.DeadLettered && res.Reason != policy.DeadLetterEndpointDisabled {
-		if res.NotifyOwner, err = s.notifyOutage(ctx, p.cl, p.now); err != nil {
-			return res, err
+	if p.notify != nil && res.State == policy.DeadLettered {
+		if p.notifyErr != nil {
+			return res, p.notifyErr
 		}
+		res.NotifyOwner = replyInt(p.notifyReply) == 1
 	}
 	if res.Breaker.Opened || res.Breaker.Closed {
 		s.forgetGate(p.cl.Endpoint)
@@ -184,20 +197,6 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		p.cl.StartedAt, p.cl.LeaseExpiresAt = msTime(p.now), msTime(p.now.Add(p.c.Lease))
 	}
 	return res, nil
-}
-
-// notifyOutage notes a dead letter of a sharded queue on the endpoint hash
-// (notify.lua): it reports whether the owner is told now (the first dead
-// letter of the outage, SPEC §6), and queues that notification in the
-// endpoint's outbox in the same script.
-func (s *Store) notifyOutage(ctx context.Context, cl *policy.Claimed, now time.Time) (bool, error) {
-	k := keysOf(cl.Endpoint)
-	sfo, _ := k.outbox()
-	v, err := s.run(ctx, "notify", s.lua.notify, []string{k.ep, sfo}, msArg(now), cl.Endpoint, cl.ID, flag(s.outbox))
-	if err != nil {
-		return false, err
-	}
-	return replyInt(v) == 1, nil
 }
 
 // completeArgs builds complete.lua's ARGV 1–20 (layout 2: the attempt in

@@ -24,19 +24,22 @@ const completeBatchMax = 32
 type pipeCall struct {
 	call  *scriptCall
 	items []*completion
-	kind  int // callBatch, callLegacy, callBreaker
+	kind  int // callBatch, callLegacy, callBreaker, callNotify
 }
 
 const (
 	callBatch = iota
 	callLegacy
 	callBreaker
+	callNotify
 )
 
 // planCompletions orders the script calls of ps for one pipeline.
 // Layout-2 completions of one queue share a complete.lua call (up to
 // completeBatchMax, in the order of ps), placed where its first completion
-// is; a legacy or breaker call is placed where its completion is. A
+// is; a legacy, breaker or notify call is placed where its completion is
+// (a sharded queue's dead letter tells the owner right after its breaker
+// update, before a later success in the pipeline can end the outage). A
 // completion joins its queue's open call only if that moves it ahead of
 // no call touching the same keys, so every key sees the completions that
 // touch it in the order of ps: the only keys calls of different queues
@@ -86,6 +89,10 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 			calls = append(calls, &pipeCall{call: p.breaker, items: []*completion{p}, kind: callBreaker})
 			last[q.ep] = len(calls) - 1
 		}
+		if p.notify != nil {
+			calls = append(calls, &pipeCall{call: p.notify, items: []*completion{p}, kind: callNotify})
+			last[q.ep] = len(calls) - 1
+		}
 	}
 	return calls
 }
@@ -120,6 +127,10 @@ func (c *pipeCall) resolve(ctx context.Context, s *Store) {
 	case callBreaker:
 		p := c.items[0]
 		p.breakerReply, p.breakerErr = s.result(ctx, "complete: breaker", c.call)
+		return
+	case callNotify:
+		p := c.items[0]
+		p.notifyReply, p.notifyErr = s.result(ctx, "notify", c.call)
 		return
 	case callLegacy:
 		p := c.items[0]
