@@ -25,6 +25,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // clockRigSecret is the HS256 secret of clockRig's configuration.
@@ -55,14 +57,43 @@ func (noEvents) Finished(context.Context, policy.Finished) {}
 // upstream answering with status, under the default policy (72 h max_age).
 func newClockRig(t *testing.T, status int) *clockRig {
 	t.Helper()
-	rig := &clockRig{clock: clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rig := &clockRig{}
+	rig.build(t, rigSpec{upstream: func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		rig.hits.Add(1)
 		w.WriteHeader(status)
-	}))
+	}})
+	return rig
+}
+
+// rigSpec is what a rig's build varies: the upstream's handler, the
+// endpoint "api"'s URL path and extra YAML lines (each indented four
+// spaces), extra environment, the log sink (nil: discarded) and tracing
+// (nil: off).
+type rigSpec struct {
+	upstream http.HandlerFunc
+	path     string
+	extra    string
+	env      map[string]string
+	logs     io.Writer
+	tp       trace.TracerProvider
+	prop     propagation.TextMapPropagator
+}
+
+// build wires the rig: the upstream, the configuration, a redisstore on
+// miniredis, the caller verifier, a forwarder, the breaker watcher, a
+// dispatcher and the server, all on the rig's clock.
+func (rig *clockRig) build(t *testing.T, spec rigSpec) {
+	t.Helper()
+	rig.clock = clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	up := httptest.NewServer(spec.upstream)
 	t.Cleanup(up.Close)
-	getenv := func(k string) string { return map[string]string{"RIG_SECRET": clockRigSecret}[k] }
+	getenv := func(k string) string {
+		if k == "RIG_SECRET" {
+			return clockRigSecret
+		}
+		return spec.env[k]
+	}
 	cfg, err := config.Parse([]byte(`auth:
   issuers: [`+clockRigIssuer+`]
   audience: callout-proxy
@@ -70,17 +101,19 @@ func newClockRig(t *testing.T, status int) *clockRig {
   hs256_secret_env: RIG_SECRET
 endpoints:
   api:
-    url: `+up.URL+`
+    url: `+up.URL+spec.path+`
     allowed_networks: [127.0.0.0/8]
-`), getenv)
+`+spec.extra), getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mr := miniredis.RunT(t)
-	rig.mini = mr
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
+	rig.mini = miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rig.mini.Addr(), DisableIdentity: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	logger := slog.New(slog.DiscardHandler)
+	if spec.logs != nil {
+		logger = slog.New(slog.NewJSONHandler(spec.logs, nil))
+	}
 	rig.store = redisstore.New(rdb, redisstore.Options{Now: rig.clock.Now, Logger: logger})
 	rig.registry = prometheus.NewRegistry()
 	m, err := metrics.New(rig.registry)
@@ -91,16 +124,18 @@ endpoints:
 	if err != nil {
 		t.Fatal(err)
 	}
-	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes})
+	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
+		Propagator: spec.prop})
 	t.Cleanup(fwd.CloseIdleConnections)
 	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger, Events: noEvents{},
 		Now: rig.clock.Now}
 	half := func() float64 { return 0.5 }
 	rig.disp = dispatch.New(dispatch.Options{Config: cfg, Store: rig.store, Upstream: fwd, Metrics: m,
-		Logger: logger, Events: noEvents{}, Breakers: watcher, Now: rig.clock.Now, Rand: half})
-	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store,
-		Metrics: m, Breakers: watcher, Events: noEvents{}, Logger: logger, Now: rig.clock.Now, Rand: half})
-	return rig
+		Logger: logger, Events: noEvents{}, Breakers: watcher, Now: rig.clock.Now, Rand: half,
+		TracerProvider: spec.tp, Propagator: spec.prop})
+	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Metrics: m,
+		Breakers: watcher, Events: noEvents{}, Logger: logger, Now: rig.clock.Now, Rand: half,
+		TracerProvider: spec.tp, Propagator: spec.prop})
 }
 
 // do serves one callout request with a token minted at the rig's now.

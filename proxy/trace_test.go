@@ -5,18 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -24,13 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
-	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
-	"github.com/calloutproxy/callout-proxy/proxy/forward"
-	"github.com/calloutproxy/callout-proxy/proxy/metrics"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
@@ -54,10 +43,7 @@ const (
 // kept, and an upstream that answers statuses in turn and records the
 // traceparent of every request.
 type traceRig struct {
-	clock *clocktest.Clock
-	srv   *Server
-	store *redisstore.Store
-	disp  *dispatch.Dispatcher
+	clockRig
 	spans *tracetest.SpanRecorder
 	logs  *lockedBuffer
 
@@ -98,87 +84,31 @@ func (l *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
 
 func newTraceRig(t *testing.T, statuses ...int) *traceRig {
 	t.Helper()
-	rig := &traceRig{clock: clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)), statuses: statuses,
-		spans: tracetest.NewSpanRecorder(), logs: &lockedBuffer{}}
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		rig.mu.Lock()
-		rig.parents = append(rig.parents, strings.Join(r.Header.Values("Traceparent"), "|"))
-		rig.states = append(rig.states, strings.Join(r.Header.Values("Tracestate"), "|"))
-		status := http.StatusOK
-		if len(rig.statuses) > 0 {
-			status, rig.statuses = rig.statuses[0], rig.statuses[1:]
-		}
-		rig.mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(up.Close)
-	getenv := func(k string) string {
-		return map[string]string{"RIG_SECRET": clockRigSecret, "RIG_UPSTREAM_KEY": rigUpstreamKey}[k]
-	}
-	cfg, err := config.Parse([]byte(`auth:
-  issuers: [`+clockRigIssuer+`]
-  audience: callout-proxy
-  algorithms: [HS256]
-  hs256_secret_env: RIG_SECRET
-endpoints:
-  api:
-    url: `+up.URL+`/base
-    allowed_networks: [127.0.0.0/8]
-    headers:
-      X-Api-Key: {env: RIG_UPSTREAM_KEY}
-    redact: {headers: [X-Card-Token], query: [api_key], json_fields: [card.number]}
-`), getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
-	t.Cleanup(func() { _ = rdb.Close() })
-	logger := slog.New(slog.NewJSONHandler(rig.logs, nil))
-	rig.store = redisstore.New(rdb, redisstore.Options{Now: rig.clock.Now, Logger: logger})
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	callers, err := auth.NewVerifier(cfg.Auth, getenv, rig.clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rig := &traceRig{statuses: statuses, spans: tracetest.NewSpanRecorder(), logs: &lockedBuffer{}}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rig.spans), sdktrace.WithSampler(tracing.Sampler(1)))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	prop := propagation.TraceContext{}
-	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
-		Propagator: prop})
-	t.Cleanup(fwd.CloseIdleConnections)
-	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger, Events: noEvents{},
-		Now: rig.clock.Now}
-	half := func() float64 { return 0.5 }
-	rig.disp = dispatch.New(dispatch.Options{Config: cfg, Store: rig.store, Upstream: fwd, Metrics: m,
-		Logger: logger, Events: noEvents{}, Breakers: watcher, Now: rig.clock.Now, Rand: half,
-		TracerProvider: tp, Propagator: prop})
-	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Metrics: m,
-		Breakers: watcher, Events: noEvents{}, Logger: logger, Now: rig.clock.Now, Rand: half,
-		TracerProvider: tp, Propagator: prop})
+	rig.build(t, rigSpec{
+		upstream: func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			rig.mu.Lock()
+			rig.parents = append(rig.parents, strings.Join(r.Header.Values("Traceparent"), "|"))
+			rig.states = append(rig.states, strings.Join(r.Header.Values("Tracestate"), "|"))
+			status := http.StatusOK
+			if len(rig.statuses) > 0 {
+				status, rig.statuses = rig.statuses[0], rig.statuses[1:]
+			}
+			rig.mu.Unlock()
+			w.WriteHeader(status)
+		},
+		path: "/base",
+		extra: `    headers:
+      X-Api-Key: {env: RIG_UPSTREAM_KEY}
+    redact: {headers: [X-Card-Token], query: [api_key], json_fields: [card.number]}
+`,
+		env:  map[string]string{"RIG_UPSTREAM_KEY": rigUpstreamKey},
+		logs: rig.logs, tp: tp, prop: propagation.TraceContext{},
+	})
 	return rig
-}
-
-// do serves one callout request with a fresh token.
-func (rig *traceRig) do(t *testing.T, method, target string, hdr http.Header, body string) *httptest.ResponseRecorder {
-	t.Helper()
-	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
-		10*time.Minute, rig.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := httptest.NewRequest(method, target, strings.NewReader(body))
-	for k, vs := range hdr {
-		req.Header[k] = vs
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	rec := httptest.NewRecorder()
-	rig.srv.Handler().ServeHTTP(rec, req)
-	return rec
 }
 
 // dispatchDue advances the clock past any retry delay and runs one
