@@ -172,3 +172,27 @@ func TestSynchronousAttemptStillCapped(t *testing.T) {
 		}
 	})
 }
+
+// A duplicate of a reserved key is answered from its callout before the
+// gate too (SPEC §5): at a disabled endpoint the same key still gets its
+// result, a new key ErrDisabled, and Enqueue's dry run the existing callout.
+func TestDuplicateAnsweredAtADisabledEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		orig := mustBegin(t, s, req("dup-disabled", "k", "{}"))
+		mustComplete(t, s, orig, success())
+		if _, err := s.Disable(ctxT(t), "dup-disabled", "test"); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Begin(ctxT(t), req("dup-disabled", "k", "{}"), policy.BeginOptions{Lease: testLease})
+		if err != nil || r.Existing == nil || r.Existing.ID != orig.ID || !r.Existing.SameRequest {
+			t.Fatalf("duplicate at a disabled endpoint: %+v, %v; want the existing callout %s", r, err, orig.ID)
+		}
+		dry, err := s.Enqueue(ctxT(t), req("dup-disabled", "k", "{}"), policy.EnqueueOptions{DryRun: true})
+		if err != nil || dry.Existing == nil || dry.Existing.ID != orig.ID {
+			t.Fatalf("dry run of a duplicate: %+v, %v", dry, err)
+		}
+		_, err = s.Begin(ctxT(t), req("dup-disabled", "new", "{}"), policy.BeginOptions{Lease: testLease})
+		wantErr(t, err, policy.ErrDisabled)
+	})
+}
