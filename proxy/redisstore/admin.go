@@ -90,11 +90,7 @@ func (s *Store) drain2(ctx context.Context, q queue, ids []string, gate string) 
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, x := range replyArr(v) {
-		out = append(out, replyStr(x))
-	}
-	return out, nil
+	return replyStrs(v), nil
 }
 
 // legacyDrain dead-letters the given due callouts of the legacy layout of a
@@ -129,11 +125,7 @@ func (s *Store) legacyDrain(ctx context.Context, k epKeys, ids []string) ([]stri
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, x := range replyArr(v) {
-		out = append(out, replyStr(x))
-	}
-	return out, nil
+	return replyStrs(v), nil
 }
 
 // Enable re-enables a disabled endpoint (SPEC §6 "Only an admin re-enables

@@ -140,11 +140,7 @@ func (o *Outbox) Expire(ctx context.Context, shard, limit int) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, x := range replyArr(v) {
-		out = append(out, replyStr(x))
-	}
-	return out, nil
+	return replyStrs(v), nil
 }
 
 // ExpiresAt returns when dead-letter copy id is scheduled to be checked for

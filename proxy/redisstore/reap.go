@@ -95,9 +95,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		a := replyArr(v)
 		q, layout2 := callQ[c]
 		if !layout2 {
-			for _, x := range a {
-				out = append(out, replyStr(x))
-			}
+			out = append(out, replyStrs(v)...)
 			continue
 		}
 		for i := 0; i+1 < len(a); i += 2 {

@@ -266,6 +266,15 @@ func replyArr(v any) []any {
 	return a
 }
 
+// replyStrs returns a script's array reply of strings (nil for none).
+func replyStrs(v any) []string {
+	var out []string
+	for _, x := range replyArr(v) {
+		out = append(out, replyStr(x))
+	}
+	return out
+}
+
 // replyN returns a script's array reply, checking it has at least n
 // elements (a shorter one means the script and this code disagree).
 func replyN(op string, v any, n int) ([]any, error) {
