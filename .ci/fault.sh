@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault suite (issue 10): SIGKILLed replicas and Redis under load, the
+# The fault suite: SIGKILLed replicas and Redis under load, the
 # Salesforce emulator down for a while, toxiproxy between proxy and upstream.
 # Builds cmd/callout-proxy once; each test starts its own redis-server
 # (appendonly yes, appendfsync always) on a free loopback port in a temp dir

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hostile-caller suite (issue 15): idle connections beyond the cap,
+# The hostile-caller suite: idle connections beyond the cap,
 # slow headers and bodies, 1 MB headers x 400, 60 KiB headers x 400 keyed
 # writes, 12 MiB bodies x 80, 11 MiB responses x 100 (read, and never read)
 # against the real binary, with /healthz, the admin listener and a second

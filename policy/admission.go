@@ -7,10 +7,10 @@ import (
 
 // NewCallout is a request to record: what Begin and Enqueue store.
 type NewCallout struct {
-	// Endpoint is the endpoint name (^[a-z0-9][a-z0-9-]{0,62}$, SPEC §10).
+	// Endpoint is the endpoint name (^[a-z0-9][a-z0-9-]{0,62}$, contract §10).
 	Endpoint string
 	// Issuer is the caller's JWT issuer: with Endpoint and IdempotencyKey
-	// the scope of the reservation (SPEC §5).
+	// the scope of the reservation (contract §5).
 	Issuer string
 	Method string
 	// Path is the path below the endpoint's base URL, with a leading "/".
@@ -27,7 +27,7 @@ type NewCallout struct {
 	// SourceRecord is the Callout-Source-Record header (a Salesforce id).
 	SourceRecord string
 	// ReplayOf (Enqueue only) is the dead letter this new chain replays
-	// (SPEC §8); the chain takes over that dead letter's reservation.
+	// (contract §8); the chain takes over that dead letter's reservation.
 	ReplayOf string
 	// TraceContext is the W3C trace context of the span that accepted the
 	// callout (proxy/tracing Encode: traceparent, then "," and tracestate
@@ -41,7 +41,7 @@ type Existing struct {
 	// ID is the holder's callout id.
 	ID string
 	// SameRequest reports whether the holder's fingerprint equals the new
-	// request's (SPEC §5: else 422).
+	// request's (contract §5: else 422).
 	SameRequest bool
 	// Callout is the holder's record as read just after the reservation
 	// check (a second round trip, only on this path).
@@ -54,7 +54,7 @@ type Existing struct {
 // BeginOptions are the per-endpoint settings Begin needs.
 type BeginOptions struct {
 	// Lease is how long the first attempt is leased to the caller: at least
-	// the attempt limit plus a grace period (SPEC §3). Required (> 0).
+	// the attempt limit plus a grace period (contract §3). Required (> 0).
 	Lease time.Duration
 	// Breaker supplies ProbeLease for a request that becomes the probe.
 	Breaker BreakerSettings
@@ -69,7 +69,7 @@ type BeginResult struct {
 	// took the probe token) is leased to the caller, who must Complete it.
 	Claimed *Claimed
 	// Held: the callout was created held (breaker open, probe out or
-	// endpoint paused); no attempt is consumed (SPEC §4 "breaker open").
+	// endpoint paused); no attempt is consumed (contract §4 "breaker open").
 	Held *HeldCallout
 	// Existing: the idempotency key is already reserved; nothing created.
 	Existing *Existing
@@ -92,7 +92,7 @@ type EnqueueOptions struct {
 	Limits BacklogLimits
 	// DryRun asks what Enqueue would do, changing nothing: the same
 	// reservation, gate and cap checks answer (a replay job's dry run,
-	// SPEC §8), and the result has no ID.
+	// contract §8), and the result has no ID.
 	DryRun bool
 }
 
@@ -112,7 +112,7 @@ type EnqueueResult struct {
 }
 
 // Admission is the gate decision for a request that has no callout record
-// (a read, SPEC §4).
+// (a read, contract §4).
 type Admission struct {
 	// Gate is GateOpen (forward it), GateHalfOpen (forward it: it is the
 	// probe, ProbeToken is set) or a shut gate (refuse: 503, Retry-After
@@ -122,7 +122,7 @@ type Admission struct {
 	// RecordResult.
 	ProbeToken string
 	// ConsecutiveFailures is the endpoint's count: when it is 0 a success
-	// needs no RecordResult (DESIGN: a success costs no write then).
+	// needs no RecordResult (ARCHITECTURE.md: a success costs no write then).
 	ConsecutiveFailures int
 }
 
@@ -133,15 +133,15 @@ type ReadResult struct {
 	ProbeToken string
 	// Success: the upstream answered 2xx.
 	Success bool
-	// CountsTowardBreaker: a retryable failure that counts (SPEC §6).
+	// CountsTowardBreaker: a retryable failure that counts (contract §6).
 	CountsTowardBreaker bool
-	// PausedUntil, when set, pauses the endpoint (429 Retry-After, SPEC §3).
+	// PausedUntil, when set, pauses the endpoint (429 Retry-After, contract §3).
 	PausedUntil time.Time
 	// Breaker is the endpoint's breaker settings (threshold, interval).
 	Breaker BreakerSettings
 }
 
-// BacklogLimits are an endpoint's backlog caps (DESIGN "Fairness", SPEC
+// BacklogLimits are an endpoint's backlog caps (docs/limits.md, contract
 // §10): pending items (scheduled, held and in-flight callouts) and the bytes
 // Redis holds for its pending callouts and dead letters (method, path,
 // headers, body, attempt log, last response and a fixed per-record

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Ceiling returns the backoff ceiling for the gap after attempt n (SPEC.md
+// Ceiling returns the backoff ceiling for the gap after attempt n (contract
 // §3): min(MaxDelay, BaseDelay · Multiplier^(n−1)), so attempt 1 gives
 // BaseDelay. It is the upper bound that full jitter draws under.
 //
@@ -37,7 +37,7 @@ func Ceiling(p Policy, attempt int) time.Duration {
 }
 
 // NextDelay returns how long to wait after attempt n before attempt n+1
-// (SPEC.md §3): full jitter, uniform(0, Ceiling(p, n)), and with a
+// (contract §3): full jitter, uniform(0, Ceiling(p, n)), and with a
 // Retry-After (haveRetryAfter true, as ParseRetryAfter reports it)
 // max(jittered, min(retryAfter, RetryAfterCap)).
 //

@@ -4,11 +4,11 @@ import (
 	"time"
 )
 
-// BreakerState is the state of an endpoint's circuit breaker (SPEC.md §6),
+// BreakerState is the state of an endpoint's circuit breaker (contract §6),
 // as shown by the admin API and calloutctl.
 type BreakerState string
 
-// The circuit breaker states of SPEC.md §6.
+// The circuit breaker states of contract §6.
 const (
 	// BreakerClosed: requests flow; counted failures accumulate.
 	BreakerClosed BreakerState = "closed"
@@ -21,7 +21,7 @@ const (
 )
 
 // CountsTowardBreaker reports whether an attempt's outcome is a failure that
-// counts toward opening the breaker (SPEC.md §6): a Retryable outcome except
+// counts toward opening the breaker (contract §6): a Retryable outcome except
 // a 429 (the upstream is alive and asked us to slow down; its Retry-After
 // pauses the endpoint instead) and except "canceled" (the proxy itself gave
 // up, e.g. at shutdown, which says nothing about the upstream). Permanent,
@@ -42,7 +42,7 @@ func ResetsBreaker(c Classification) bool {
 	return c.Outcome == Success
 }
 
-// AutoDisable reports whether an endpoint is to be disabled (SPEC.md §6):
+// AutoDisable reports whether an endpoint is to be disabled (contract §6):
 // it has failed for DisableAfter without a single success. The time is
 // measured from the start of the current outage — firstFailure, the first
 // counted failure after the last success — so an endpoint that was idle

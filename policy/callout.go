@@ -23,14 +23,14 @@ type Claimed struct {
 	// Body is the caller's request body.
 	Body []byte
 	// IdempotencyKey is forwarded upstream unchanged on every attempt
-	// (SPEC §5); "" when the request had none.
+	// (contract §5); "" when the request had none.
 	IdempotencyKey string
 	SourceRecord   string
 	ReplayOf       string
 	// TraceContext is the stored trace context (NewCallout.TraceContext).
 	TraceContext string
 	// Attempt is this attempt's number: the count of real dispatches,
-	// this one included (SPEC §3 "every real dispatch counts").
+	// this one included (contract §3 "every real dispatch counts").
 	Attempt int
 	// Kind is why this attempt is made: first, retry, probe or replay.
 	Kind Kind
@@ -43,12 +43,12 @@ type Claimed struct {
 	// DueAt is when the attempt was due (its due-set score; for Begin, the
 	// creation time): StartedAt − DueAt is the scheduling lag.
 	DueAt time.Time
-	// FirstAttemptAt starts the max_age window (SPEC §3).
+	// FirstAttemptAt starts the max_age window (contract §3).
 	FirstAttemptAt time.Time
 	CreatedAt      time.Time
 }
 
-// Fingerprint returns the request fingerprint of SPEC §5: base64url (no
+// Fingerprint returns the request fingerprint of contract §5: base64url (no
 // padding) of SHA-256 over the method, path, query and body bytes, each
 // length-prefixed so no two requests share one. Content-Type is ignored.
 func Fingerprint(method, path, query string, body []byte) string {
@@ -60,16 +60,16 @@ func Fingerprint(method, path, query string, body []byte) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// State is a callout's state (SPEC §4 "States").
+// State is a callout's state (contract §4 "States").
 type State string
 
-// Kind says why an attempt was made (SPEC §4 status document `kind`).
+// Kind says why an attempt was made (contract §4 status document `kind`).
 type Kind string
 
-// DeadLetterReason says why a callout became a dead letter (SPEC §4, §7).
+// DeadLetterReason says why a callout became a dead letter (contract §4, §7).
 type DeadLetterReason string
 
-// Attempt is one entry of a callout's attempt log (SPEC §4 `attempts`).
+// Attempt is one entry of a callout's attempt log (contract §4 `attempts`).
 // It is stored as compact JSON with the field names of the status document.
 type Attempt struct {
 	// N is the attempt's number, 1-based (filled from the claim on Complete).
@@ -82,7 +82,7 @@ type Attempt struct {
 	Duration time.Duration
 	// Status is the upstream's HTTP status, 0 when there was no response.
 	Status int
-	// Outcome is the attempt's class (SPEC §2).
+	// Outcome is the attempt's class (contract §2).
 	Outcome Outcome
 	// Error is a short error text without secrets ("" when none), e.g. the
 	// Classification reason or "lease_expired" for a reaped attempt.
@@ -103,12 +103,12 @@ type Response struct {
 	Truncated bool
 }
 
-// Callout is a callout record as stored (SPEC §4 status document; the
+// Callout is a callout record as stored (contract §4 status document; the
 // ingress redacts secrets before anything leaves the proxy).
 type Callout struct {
 	ID       string
 	Endpoint string
-	// Issuer is the caller's JWT issuer (the org, SPEC §5 scope).
+	// Issuer is the caller's JWT issuer (the org, contract §5 scope).
 	Issuer string
 	Method string
 	Path   string
@@ -131,7 +131,7 @@ type Callout struct {
 	NextAttemptAt  time.Time // zero unless scheduled or held
 	LeaseExpiresAt time.Time // zero unless in_flight
 	FinishedAt     time.Time // zero unless finished
-	// ReplayOf is the dead letter this replay chain replays (SPEC §8).
+	// ReplayOf is the dead letter this replay chain replays (contract §8).
 	ReplayOf string
 	// TraceContext is the trace context it was accepted under
 	// (NewCallout.TraceContext); a replay of it joins that trace.
@@ -142,7 +142,7 @@ type Callout struct {
 	DeadLetterReason DeadLetterReason
 }
 
-// The callout states of SPEC §4.
+// The callout states of contract §4.
 const (
 	// Scheduled: waiting in the due set for its next attempt.
 	Scheduled State = "scheduled"
@@ -161,20 +161,20 @@ const (
 	DeadLettered State = "dead_lettered"
 )
 
-// The attempt kinds of SPEC §4.
+// The attempt kinds of contract §4.
 const (
 	KindFirst  Kind = "first"  // the callout's first attempt
 	KindRetry  Kind = "retry"  // any later attempt
-	KindProbe  Kind = "probe"  // the half-open breaker's single probe (SPEC §6)
-	KindReplay Kind = "replay" // first attempt of a replay chain (SPEC §8)
+	KindProbe  Kind = "probe"  // the half-open breaker's single probe (contract §6)
+	KindReplay Kind = "replay" // first attempt of a replay chain (contract §8)
 )
 
 // The dead-letter reasons.
 const (
-	DeadLetterExhausted        DeadLetterReason = "exhausted"         // attempts or max_age used up (SPEC §3)
+	DeadLetterExhausted        DeadLetterReason = "exhausted"         // attempts or max_age used up (contract §3)
 	DeadLetterPermanent        DeadLetterReason = "permanent"         // an asynchronous attempt got a permanent answer
-	DeadLetterAmbiguous        DeadLetterReason = "ambiguous"         // no answer to a write to an `idempotency: ignored` upstream (SPEC §3)
-	DeadLetterEndpointDisabled DeadLetterReason = "endpoint_disabled" // its endpoint was disabled (SPEC §6)
+	DeadLetterAmbiguous        DeadLetterReason = "ambiguous"         // no answer to a write to an `idempotency: ignored` upstream (contract §3)
+	DeadLetterEndpointDisabled DeadLetterReason = "endpoint_disabled" // its endpoint was disabled (contract §6)
 )
 
 // DeadLetterReasons are the reasons above, in that order: the values of

@@ -14,7 +14,7 @@ import (
 )
 
 // Classify decides the outcome class of one attempt and the reason word for
-// it (SPEC.md §2; the words are the Reason* constants).
+// it (contract §2; the words are the Reason* constants).
 //
 // status is the upstream's HTTP status code, 0 when no response arrived. err
 // is what the transport or the body read returned, nil when a whole response
@@ -64,7 +64,7 @@ func Classify(status int, err error) Classification {
 	return classifyStatus(status)
 }
 
-// classifyStatus applies the status rules of SPEC.md §2.
+// classifyStatus applies the status rules of contract §2.
 func classifyStatus(status int) Classification {
 	switch {
 	case status >= 200 && status <= 299:

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// wantStatus is the SPEC.md §2 table restated independently of
+// wantStatus is the contract §2 table restated independently of
 // classifyStatus, so the loop below checks one against the other.
 func wantStatus(status int) Classification {
 	switch {

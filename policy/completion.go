@@ -22,7 +22,7 @@ type Completion struct {
 	// Error is the attempt's error text (no secrets); "" when none.
 	Error string
 	// CountsTowardBreaker: a retryable failure that counts toward the
-	// breaker (SPEC §6: 429 and permanent answers never count).
+	// breaker (contract §6: 429 and permanent answers never count).
 	CountsTowardBreaker bool
 	// NextAttemptAt is when a retry is due (ActionRetry, and
 	// ActionRetryInline when refused).
@@ -30,7 +30,7 @@ type Completion struct {
 	// Reason is the dead-letter reason (ActionDeadLetter).
 	Reason DeadLetterReason
 	// PausedUntil, when set, pauses the whole endpoint until then (429 with
-	// Retry-After, capped by the caller at retry_after_cap, SPEC §3). An
+	// Retry-After, capped by the caller at retry_after_cap, contract §3). An
 	// existing longer pause is kept.
 	PausedUntil time.Time
 	// Lease is the renewed lease for ActionRetryInline.
@@ -49,10 +49,10 @@ type CompleteResult struct {
 	// Reason is the dead-letter reason when State is DeadLettered ("" for
 	// any other state). It is the store's final word, not necessarily
 	// Completion.Reason: a retry whose endpoint was disabled while the
-	// attempt ran ends DeadLetterEndpointDisabled (SPEC §6).
+	// attempt ran ends DeadLetterEndpointDisabled (contract §6).
 	Reason DeadLetterReason
 	// NotifyOwner: this is the first dead letter of the current outage; the
-	// owner must be told (exactly one completion per outage gets it, SPEC §6).
+	// owner must be told (exactly one completion per outage gets it, contract §6).
 	NotifyOwner bool
 	// Breaker is what the completion did to the endpoint's breaker.
 	Breaker BreakerChange
@@ -67,7 +67,7 @@ type CompleteResult struct {
 }
 
 // BreakerChange is what one result did to an endpoint's circuit breaker
-// and outage (SPEC §6).
+// and outage (contract §6).
 type BreakerChange struct {
 	// Opened: this result opened the breaker. When completions race at the
 	// threshold exactly one gets it, and only it wrote opened_at.
@@ -97,13 +97,13 @@ const (
 	// ActionSucceed: 2xx; the callout ends succeeded.
 	ActionSucceed Action = "succeeded"
 	// ActionFail: a synchronous permanent answer returned to the caller;
-	// the callout ends failed (recorded for idempotent replay, SPEC §7).
+	// the callout ends failed (recorded for idempotent replay, contract §7).
 	ActionFail Action = "failed"
 	// ActionRetry: reschedule at Completion.NextAttemptAt (held instead when
 	// the gate is now shut; dead-lettered endpoint_disabled when the
 	// endpoint is disabled).
 	ActionRetry Action = "retry"
-	// ActionRetryInline (Prefer: wait=N, SPEC §4): keep the lease and make
+	// ActionRetryInline (Prefer: wait=N, contract §4): keep the lease and make
 	// the next attempt now; the attempt is counted and the lease renewed
 	// to now+Completion.Lease. When the gate is no longer open the store
 	// refuses and reschedules at Completion.NextAttemptAt instead (the

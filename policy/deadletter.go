@@ -15,7 +15,7 @@ type DeadLetterQuery struct {
 }
 
 // DeadLetter is a dead letter's summary, enough to list and filter them
-// (SPEC §8 filtered replay: endpoint, time range, status code, reason).
+// (contract §8 filtered replay: endpoint, time range, status code, reason).
 // Get returns the whole record.
 type DeadLetter struct {
 	ID             string
@@ -70,7 +70,7 @@ type ReplayMark struct {
 	Resolution Resolution
 }
 
-// Resolution is what became of a dead letter that was replayed (SPEC §8:
+// Resolution is what became of a dead letter that was replayed (contract §8:
 // the Salesforce record shows Reprocessed or Failed Again), following the
 // chain: a replay that dead-lettered and was itself replayed resolves as its
 // own replay did.
@@ -108,7 +108,7 @@ func ResolutionOf(outcome State) Resolution {
 }
 
 // The values of Failed_Callout__c.Status__c, the dead letter's status as
-// admins see it in Salesforce (SPEC §7, §8), in the order of their life: New
+// admins see it in Salesforce (contract §7, §8), in the order of their life: New
 // when first written; Reprocess Requested by an admin; Reprocessing, then
 // Reprocessed or Failed Again, around a replay; Discarded by an admin (the
 // proxy then deletes its copy); Expired when the proxy's copy is gone. The

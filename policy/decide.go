@@ -5,25 +5,25 @@ import (
 	"time"
 )
 
-// LeaseGrace is added to an endpoint's attempt limit to make a lease (SPEC
+// LeaseGrace is added to an endpoint's attempt limit to make a lease (contract
 // §3: "a lease on a dispatched attempt lasts at least the attempt limit plus
 // a grace period"), so a lease never expires while its attempt may still run.
 const LeaseGrace = 10 * time.Second
 
 // EndpointRules are the settings of one endpoint that the callout's life
 // depends on, after inheritance from Policy (config.Endpoint.Rules builds
-// them from the `endpoints:` key, SPEC §10).
+// them from the `endpoints:` key, contract §10).
 type EndpointRules struct {
 	// AttemptTimeout limits one whole attempt (attempt_timeout, default 15 s).
 	AttemptTimeout time.Duration
 	// BreakerFailures opens the breaker after this many consecutive counting
-	// failures (breaker_failures, default 20, SPEC §6).
+	// failures (breaker_failures, default 20, contract §6).
 	BreakerFailures int
 	// BreakerProbeInterval is how long an open breaker waits before its one
-	// probe (breaker_probe_interval, default 5 m, SPEC §6).
+	// probe (breaker_probe_interval, default 5 m, contract §6).
 	BreakerProbeInterval time.Duration
 	// IdempotencyIgnored is true for `idempotency: ignored`: the upstream does
-	// not honour Idempotency-Key, so an unanswered write is ambiguous (SPEC §3).
+	// not honour Idempotency-Key, so an unanswered write is ambiguous (contract §3).
 	IdempotencyIgnored bool
 	// Backlog caps the endpoint's pending callouts (max_backlog_items,
 	// max_backlog_bytes).
@@ -33,7 +33,7 @@ type EndpointRules struct {
 // Lease is the lease of one attempt: the attempt limit plus LeaseGrace.
 func (r EndpointRules) Lease() time.Duration { return r.AttemptTimeout + LeaseGrace }
 
-// Breaker is the endpoint's circuit-breaker settings (SPEC §6), with the
+// Breaker is the endpoint's circuit-breaker settings (contract §6), with the
 // probe token leased like an attempt.
 func (r EndpointRules) Breaker() BreakerSettings {
 	return BreakerSettings{Failures: r.BreakerFailures, ProbeInterval: r.BreakerProbeInterval, ProbeLease: r.Lease()}
@@ -65,16 +65,16 @@ type DecideInput struct {
 	Rand func() float64
 	// Sync is true when the caller waits for the answer (the ingress): a
 	// permanent answer then ends `failed` and goes back to the caller
-	// instead of becoming a dead letter (SPEC §7).
+	// instead of becoming a dead letter (contract §7).
 	Sync bool
 }
 
-// Decide turns one attempt into the completion the store applies (SPEC §3,
+// Decide turns one attempt into the completion the store applies (contract §3,
 // §6, §7):
 //   - 2xx: succeeded.
 //   - permanent: failed when Sync, else a dead letter, reason permanent.
 //   - retryable, a write to an `idempotency: ignored` upstream that was sent
-//     and got no answer: a dead letter, reason ambiguous (SPEC §3).
+//     and got no answer: a dead letter, reason ambiguous (contract §3).
 //   - retryable otherwise: retry after NextDelay (full jitter, with the
 //     response's Retry-After honoured up to retry_after_cap), or a dead
 //     letter, reason exhausted, when that retry would pass max_attempts or
@@ -132,14 +132,14 @@ func attemptRecord(in DecideInput) *Attempt {
 
 // ambiguous reports a write to an upstream that does not honour
 // Idempotency-Key which was sent and got no answer: retrying could execute
-// it twice, so it is not retried (SPEC §3).
+// it twice, so it is not retried (contract §3).
 func ambiguous(in DecideInput) bool {
 	return in.Rules.IdempotencyIgnored && IsWrite(in.Claimed.Method) && in.Result.Response == nil && in.Result.Sent
 }
 
 // PauseUntil is when an endpoint-wide pause ends after resp: a 429 with a
 // valid Retry-After pauses the whole endpoint until then, capped at
-// retry_after_cap (SPEC §3). Zero when resp asks for no pause.
+// retry_after_cap (contract §3). Zero when resp asks for no pause.
 func PauseUntil(p Policy, resp *Response, now time.Time) time.Time {
 	ra, ok := retryAfterOf(resp, now)
 	if !ok || resp.Status != http.StatusTooManyRequests || ra <= 0 {
@@ -160,7 +160,7 @@ func retryAfterOf(r *Response, now time.Time) (time.Duration, bool) {
 	return ParseRetryAfter(v, now)
 }
 
-// IsWrite reports whether method is a write in SPEC §4's sense: anything but
+// IsWrite reports whether method is a write in contract §4's sense: anything but
 // GET, HEAD and OPTIONS.
 func IsWrite(method string) bool {
 	switch method {
@@ -171,13 +171,13 @@ func IsWrite(method string) bool {
 }
 
 // Finished describes a callout that ended: succeeded, or dead-lettered
-// (SPEC §7, §8 "Async completion"), as the store's completion reported it.
+// (contract §7, §8 "Async completion"), as the store's completion reported it.
 type Finished struct {
 	ID       string
 	Endpoint string
 	State    State
 	// Reason is the dead-letter reason; "" when it succeeded.
 	Reason DeadLetterReason
-	// NotifyOwner: the first dead letter of the endpoint's outage (SPEC §6).
+	// NotifyOwner: the first dead letter of the endpoint's outage (contract §6).
 	NotifyOwner bool
 }

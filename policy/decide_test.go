@@ -12,7 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// Idempotency settings of an endpoint (SPEC §3), as config spells them.
+// Idempotency settings of an endpoint (contract §3), as config spells them.
 const (
 	honoured = "honoured"
 	ignored  = "ignored"
@@ -91,7 +91,7 @@ var (
 	refused        = syscall.ECONNREFUSED
 )
 
-// TestDecide is the policy after one attempt (SPEC §3, §6, §7), with the
+// TestDecide is the policy after one attempt (contract §3, §6, §7), with the
 // defaults: base 5s ×2, jitter 0.5, 12 attempts, 72h, Retry-After cap 1h.
 func TestDecide(t *testing.T) {
 	now := t0
@@ -190,7 +190,7 @@ func checkDecision(t *testing.T, c decideCase, in policy.DecideInput, got policy
 }
 
 // TestDecideAttemptNumbers feeds corrupted and huge attempt numbers to
-// Decide (DESIGN: attempt numbers 0, 1, 12, 31, 64, 1000): the delay stays
+// Decide (ARCHITECTURE.md: attempt numbers 0, 1, 12, 31, 64, 1000): the delay stays
 // within [0, max_delay], never negative, never a panic; with the default
 // 12 attempts every count at or over the limit is exhausted.
 func TestDecideAttemptNumbers(t *testing.T) {
@@ -224,7 +224,7 @@ func TestDecideAttemptNumbers(t *testing.T) {
 	}
 }
 
-// TestPauseUntil is the endpoint-wide pause (SPEC §3): only a 429 with a
+// TestPauseUntil is the endpoint-wide pause (contract §3): only a 429 with a
 // valid, positive Retry-After, capped at retry_after_cap.
 func TestPauseUntil(t *testing.T) {
 	p := policy.Defaults()

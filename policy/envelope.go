@@ -7,7 +7,7 @@ import (
 )
 
 // Envelope is the span a callout's backoff gaps can take in all, published
-// at GET /v1/policy (SPEC.md §3): the sum of the MaxAttempts−1 gaps between
+// at GET /v1/policy (contract §3): the sum of the MaxAttempts−1 gaps between
 // attempts, with no Retry-After, no breaker hold and no time spent in the
 // attempts themselves.
 //
@@ -62,7 +62,7 @@ func (e *Envelope) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// BackoffEnvelope returns the envelope of p's backoff (SPEC.md §3): over the
+// BackoffEnvelope returns the envelope of p's backoff (contract §3): over the
 // MaxAttempts−1 gaps, Shortest 0, Mean Σ Ceiling(p, n)/2 and Longest
 // Σ Ceiling(p, n) for n = 1…MaxAttempts−1, each capped at MaxAge. With the
 // defaults that is 11 gaps, Longest 5 s·(2¹¹−1) = 10235 s ≈ 2.84 h and Mean

@@ -60,7 +60,7 @@ func TestBackoffEnvelope(t *testing.T) {
 	}
 }
 
-// The defaults' envelope is what SPEC.md §3 promises: at most about 2.8 h.
+// The defaults' envelope is what contract §3 promises: at most about 2.8 h.
 func TestBackoffEnvelopeDefaultsMatchSpec(t *testing.T) {
 	e := BackoffEnvelope(Defaults())
 	if h := e.Longest.Hours(); h < 2.8 || h > 2.85 {

@@ -30,7 +30,7 @@ var (
 	// ErrUnavailable: Redis could not be reached or is not serving (network
 	// error, closed client, pool timeout, LOADING, CLUSTERDOWN, MASTERDOWN,
 	// TRYAGAIN, READONLY). The ingress answers 503 store-unavailable
-	// (SPEC §4). The underlying error is wrapped too.
+	// (contract §4). The underlying error is wrapped too.
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrNotFound: no callout with that id (or a malformed id).
 	ErrNotFound = errors.New("callout not found")
@@ -38,10 +38,10 @@ var (
 	// (the lease expired and was reaped, or the callout finished); nothing
 	// was changed. A worker getting it must drop the result.
 	ErrStaleLease = errors.New("stale lease")
-	// ErrDisabled: the endpoint is disabled; nothing was created (SPEC §4, §6).
+	// ErrDisabled: the endpoint is disabled; nothing was created (contract §4, §6).
 	ErrDisabled = errors.New("endpoint disabled")
 	// ErrBacklogFull: the endpoint's backlog cap (Limits) is reached;
-	// nothing was created (DESIGN "Fairness").
+	// nothing was created (docs/limits.md).
 	ErrBacklogFull = errors.New("endpoint backlog full")
 	// ErrIssuerBacklogFull: one caller organisation (JWT issuer) used its
 	// share of the endpoint's backlog (BacklogLimits.MaxItemsPerIssuer,

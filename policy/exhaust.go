@@ -2,7 +2,7 @@ package policy
 
 import "time"
 
-// Exhausted reports whether a callout may not be attempted again (SPEC.md
+// Exhausted reports whether a callout may not be attempted again (contract
 // §3): attempts (real dispatches made so far, inline ones included) has
 // reached MaxAttempts, or now − firstAttempt ≥ MaxAge. Both bounds are
 // inclusive: exactly MaxAge after the first attempt is already too late.
@@ -17,7 +17,7 @@ func Exhausted(p Policy, attempts int, firstAttempt, now time.Time) bool {
 }
 
 // NextAttemptFits reports whether a callout that has made attempts
-// dispatches may be rescheduled for an attempt at next (SPEC.md §3): false
+// dispatches may be rescheduled for an attempt at next (contract §3): false
 // when attempts has reached MaxAttempts, or when next is at or after
 // firstAttempt + MaxAge. The dispatcher uses it to choose between
 // rescheduling and dead-lettering the callout as exhausted; it agrees with

@@ -6,7 +6,7 @@ import "time"
 type DisableResult struct {
 	// Newly is true when this call disabled the endpoint (its reason and
 	// time were written); false when it already was disabled. The owner is
-	// notified once per disable (SPEC §6): only when Newly.
+	// notified once per disable (contract §6): only when Newly.
 	Newly bool
 	// DeadLettered are the pending callouts turned into dead letters with
 	// reason endpoint_disabled; mirror them like any dead letter.
@@ -32,7 +32,7 @@ type EndpointState struct {
 	ProbeUntil time.Time
 	// PausedUntil is the end of an endpoint-wide 429 pause (may be past).
 	PausedUntil time.Time
-	// Disabled, with its reason and time (SPEC §6 auto-disable or admin).
+	// Disabled, with its reason and time (contract §6 auto-disable or admin).
 	Disabled       bool
 	DisabledReason string
 	DisabledAt     time.Time
@@ -52,7 +52,7 @@ type EndpointState struct {
 	BacklogBytes             int64
 }
 
-// BreakerSettings is an endpoint's circuit-breaker settings (SPEC §6; per endpoint in
+// BreakerSettings is an endpoint's circuit-breaker settings (contract §6; per endpoint in
 // config.Endpoint, defaults in Policy).
 type BreakerSettings struct {
 	// Failures is the number of consecutive counting failures that opens the
@@ -79,7 +79,7 @@ type Gate struct {
 	Until time.Time
 }
 
-// The gate states, from the endpoint hash (SPEC §3 pause, §6 breaker and
+// The gate states, from the endpoint hash (contract §3 pause, §6 breaker and
 // disable).
 const (
 	// GateOpen: attempts may be made.

@@ -2,11 +2,11 @@ package policy
 
 import "errors"
 
-// Outcome is one of the four published outcome classes (SPEC.md §2). Every
+// Outcome is one of the four published outcome classes (contract §2). Every
 // response the proxy sends carries one in its Callout-Outcome header.
 type Outcome string
 
-// The outcome classes of SPEC.md §2.
+// The outcome classes of contract §2.
 const (
 	// Success: the upstream answered 2xx.
 	Success Outcome = "success"
@@ -36,7 +36,7 @@ type Classification struct {
 }
 
 // ErrResponseTooLarge marks an upstream response whose body exceeded
-// max_response_bytes. Classify maps it to Permanent (SPEC.md §2).
+// max_response_bytes. Classify maps it to Permanent (contract §2).
 var ErrResponseTooLarge = errors.New("upstream response larger than max_response_bytes")
 
 // ErrCredentials marks an attempt that could not be made because the
@@ -46,7 +46,7 @@ var ErrResponseTooLarge = errors.New("upstream response larger than max_response
 // attempt may get a token.
 var ErrCredentials = errors.New("upstream credentials unavailable")
 
-// TimeoutError marks one of the per-attempt limits of SPEC.md §3 running out.
+// TimeoutError marks one of the per-attempt limits of contract §3 running out.
 // The forwarder wraps the transport's error in it so the reason is exact.
 type TimeoutError struct {
 	// Limit is "connect", "header" or "attempt"; Classify turns it into the

@@ -18,14 +18,14 @@ package policy
 import "time"
 
 // Policy is the retry, breaker and size policy in force, as configured under
-// the `policy:` key (SPEC.md §10). Durations are Go durations; sizes are bytes.
+// the `policy:` key (contract §10). Durations are Go durations; sizes are bytes.
 // The zero value is not useful: start from Defaults and override.
 type Policy struct {
 	// MaxAttempts is the number of real dispatches a callout may have in all,
-	// inline ones included (SPEC §3). Default 12.
+	// inline ones included (contract §3). Default 12.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
 	// MaxAge is how long after its first attempt a callout may still be
-	// attempted (SPEC §3). Default 72h.
+	// attempted (contract §3). Default 72h.
 	MaxAge time.Duration `yaml:"max_age" json:"max_age"`
 	// BaseDelay is the backoff ceiling before attempt 2. Default 5s.
 	BaseDelay time.Duration `yaml:"base_delay" json:"base_delay"`
@@ -44,18 +44,18 @@ type Policy struct {
 	// AttemptTimeout limits one whole attempt, body included. Default 15s.
 	AttemptTimeout time.Duration `yaml:"attempt_timeout" json:"attempt_timeout"`
 	// BreakerFailures is the number of consecutive retryable failures that
-	// opens an endpoint's circuit breaker (SPEC §6). Default 20.
+	// opens an endpoint's circuit breaker (contract §6). Default 20.
 	BreakerFailures int `yaml:"breaker_failures" json:"breaker_failures"`
 	// BreakerProbeInterval is how long an open breaker waits before it lets
 	// one probe through, and again after a failed probe. Default 5m.
 	BreakerProbeInterval time.Duration `yaml:"breaker_probe_interval" json:"breaker_probe_interval"`
 	// DisableAfter disables an endpoint that has failed with no success for
-	// this long (SPEC §6). Default 72h.
+	// this long (contract §6). Default 72h.
 	DisableAfter time.Duration `yaml:"disable_after" json:"disable_after"`
 	// DeadLetterRetention is how long the proxy keeps a dead letter. Default 720h.
 	DeadLetterRetention time.Duration `yaml:"dead_letter_retention" json:"dead_letter_retention"`
 	// IdempotencyRetention is how long an idempotency record outlives its
-	// finished callout (SPEC §5). Default 24h.
+	// finished callout (contract §5). Default 24h.
 	IdempotencyRetention time.Duration `yaml:"idempotency_retention" json:"idempotency_retention"`
 	// MaxRequestBytes is the largest request body accepted, in bytes.
 	// Default 12582912 (12 MiB, Apex's asynchronous heap limit).
@@ -69,12 +69,12 @@ type Policy struct {
 	MaxBacklogItems int64 `yaml:"max_backlog_items" json:"max_backlog_items"`
 	// MaxBacklogBytes caps the bytes Redis holds for one endpoint's pending
 	// callouts and dead letters: method, path, headers, body, attempt log,
-	// last response and a fixed per-record overhead (SPEC §10). Default
+	// last response and a fixed per-record overhead (contract §10). Default
 	// 1073741824 (1 GiB).
 	MaxBacklogBytes int64 `yaml:"max_backlog_bytes" json:"max_backlog_bytes"`
 	// MaxBacklogItemsPerIssuer caps one caller organisation's (JWT issuer's)
 	// pending callouts on one endpoint, so one org cannot fill an endpoint
-	// that others share (SPEC §10). Default 0: a fair share, the endpoint's
+	// that others share (contract §10). Default 0: a fair share, the endpoint's
 	// max_backlog_items divided by the number of issuers allowed on it (no
 	// separate cap when only one is).
 	MaxBacklogItemsPerIssuer int64 `yaml:"max_backlog_items_per_issuer" json:"max_backlog_items_per_issuer"`
@@ -84,7 +84,7 @@ type Policy struct {
 	MaxBacklogBytesPerIssuer int64 `yaml:"max_backlog_bytes_per_issuer" json:"max_backlog_bytes_per_issuer"`
 }
 
-// Defaults returns the contract's default policy (SPEC.md §10).
+// Defaults returns the contract's default policy (contract §10).
 func Defaults() Policy {
 	return Policy{
 		MaxAttempts:          12,

@@ -3,7 +3,7 @@ package policy
 // The reason words of Classification.Reason. They are stable: attempt
 // records, logs, metrics labels and dead letters carry them, so a word is
 // never renamed, only added. Each names the single rule of Classify that
-// produced it (SPEC.md §2).
+// produced it (contract §2).
 const (
 	// ReasonStatus2xx: the upstream answered 200–299 (Success).
 	ReasonStatus2xx = "status_2xx"
@@ -16,7 +16,7 @@ const (
 	// ReasonStatus408: 408 Request Timeout (Retryable, RFC 9110 §15.5.9).
 	ReasonStatus408 = "status_408"
 	// ReasonStatus429: 429 Too Many Requests (Retryable, RFC 6585 §4); never
-	// counts toward the breaker (SPEC.md §6).
+	// counts toward the breaker (contract §6).
 	ReasonStatus429 = "status_429"
 	// ReasonStatus4xx: any other 400–499 (Permanent).
 	ReasonStatus4xx = "status_4xx"
@@ -69,6 +69,6 @@ const (
 	// answer, hence Retryable.
 	ReasonNetwork = "network"
 	// ReasonResponseTooLarge: the body exceeded max_response_bytes
-	// (Permanent, SPEC.md §2).
+	// (Permanent, contract §2).
 	ReasonResponseTooLarge = "response_too_large"
 )

@@ -2,7 +2,7 @@ package policy
 
 import "errors"
 
-// Errors of a replay (SPEC §8), returned by the replay service (which
+// Errors of a replay (contract §8), returned by the replay service (which
 // re-exports them as replay.Err*, as os re-exports io/fs's errors). They
 // live here, with the store's errors, so that the one table turning domain
 // errors into problem codes (proxy/problem) sees every one of them without
@@ -19,7 +19,7 @@ var (
 	// configured nor known to the store (it never had a callout).
 	ErrReplayNoSuchEndpoint = errors.New("replay: no such endpoint")
 	// ErrReplayEndpointDisabled: the endpoint is disabled; replays are
-	// refused until an admin re-enables it (SPEC §6).
+	// refused until an admin re-enables it (contract §6).
 	ErrReplayEndpointDisabled = errors.New("replay: endpoint disabled")
 	// ErrReplayBacklogFull: the endpoint's backlog cap is reached; try
 	// later.

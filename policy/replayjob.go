@@ -2,7 +2,7 @@ package policy
 
 import "time"
 
-// JobState is a replay job's state (SPEC §8 "replay jobs").
+// JobState is a replay job's state (contract §8 "replay jobs").
 type JobState string
 
 // JobPhase is what a running job is doing.

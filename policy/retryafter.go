@@ -23,7 +23,7 @@ const (
 // of the three forms of RFC 9110 §5.6.7: IMF-fixdate, the obsolete RFC 850
 // form and asctime. Leading and trailing whitespace is ignored.
 //
-// As SPEC.md §3 says, an invalid, negative, past or overflowing value counts
+// As contract §3 says, an invalid, negative, past or overflowing value counts
 // as absent, so the result is (0, false) for: an empty value; a number with
 // a sign, a decimal point, an exponent or inner spaces ("-5", "+5", "1.5",
 // "1 0"); a number of seconds too large for a time.Duration (over about 292

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// FieldError names one invalid policy setting by its YAML key (SPEC.md §10)
+// FieldError names one invalid policy setting by its YAML key (contract §10)
 // and says what is wrong with it, e.g.
 // "policy.max_attempts: must be at least 1".
 type FieldError struct {
@@ -19,7 +19,7 @@ type FieldError struct {
 // Error implements error as "<key>: <problem>".
 func (e *FieldError) Error() string { return e.Key + ": " + e.Problem }
 
-// Validate checks p as loaded from the `policy:` section (SPEC.md §10) and
+// Validate checks p as loaded from the `policy:` section (contract §10) and
 // returns nil, or every problem found, each a *FieldError, joined with
 // errors.Join in the order the keys are documented (one per line; use
 // errors.As for the first, or the Unwrap() []error of the result for all).

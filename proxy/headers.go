@@ -11,7 +11,7 @@ import (
 // maxKeyLength is the longest Idempotency-Key accepted, in characters.
 const maxKeyLength = 255
 
-// parseIdempotencyKey reads the Idempotency-Key header (SPEC §5). The
+// parseIdempotencyKey reads the Idempotency-Key header (contract §5). The
 // draft (draft-ietf-httpapi-idempotency-key-header §2.1) makes it an RFC
 // 8941 sf-string, but real clients send bare values — Apex
 // `UUID.randomUUID().toString()`, Stripe's, Square's and Adyen's libraries —

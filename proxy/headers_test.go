@@ -9,7 +9,7 @@ import (
 )
 
 // TestParseIdempotencyKey: the keys real clients send are accepted bare
-// (SPEC §5): Apex's and Java's UUID.randomUUID().toString() (lower-case
+// (contract §5): Apex's and Java's UUID.randomUUID().toString() (lower-case
 // hex; about 10 in 16 start with a digit), .NET's upper-case Guid, the
 // keys of Stripe's libraries — stripe-go's NewIdempotencyKey
 // ("<unix nanoseconds>_<6 base64url characters>"), stripe-node's
@@ -79,7 +79,7 @@ func TestParseIdempotencyKey(t *testing.T) {
 	}
 }
 
-// TestQuotedAndBareKeyAreOne: `"abc"` and `abc` are one key (SPEC §5), for
+// TestQuotedAndBareKeyAreOne: `"abc"` and `abc` are one key (contract §5), for
 // every shape a UUID can take.
 func TestQuotedAndBareKeyAreOne(t *testing.T) {
 	for _, k := range []string{"0a1b2c3d-0000-4000-8000-000000000000", "ABCDEF01-2345-4678-9ABC-DEF012345678", "x"} {

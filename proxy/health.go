@@ -36,7 +36,7 @@ func notAdminListener(w http.ResponseWriter, _ *http.Request) {
 // handleReadyz answers 200 when started and not draining, 503 while
 // draining. It reports Redis reachability in its body but never fails on it:
 // a Redis outage must not take every replica out of the load balancer at
-// once (SPEC §9), since reads without a key still pass through.
+// once (contract §9), since reads without a key still pass through.
 func (s *Server) handleReadyz() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		redis := "ok"

@@ -12,7 +12,7 @@ import (
 )
 
 // duplicate answers a request whose idempotency key is already reserved in
-// its scope (issuer, endpoint, key), with Stripe's semantics as SPEC §5
+// its scope (issuer, endpoint, key), with Stripe's semantics as contract §5
 // states them; the upstream is never called:
 //   - another request (method, path, query or body differ): 422;
 //   - finished (succeeded or failed): the stored response, replayed with
@@ -49,7 +49,7 @@ func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, 
 	}
 }
 
-// replayStored sends the stored final response of c again (SPEC §5). A
+// replayStored sends the stored final response of c again (contract §5). A
 // body the store cut at its cap is not sent half: the replay carries the
 // original status and headers, no body, and Callout-Replay-Body: omitted.
 func replayStored(w http.ResponseWriter, c *policy.Callout, rules *redact.Rules) {

@@ -18,10 +18,10 @@ import (
 )
 
 // calloutPrefix is the path under which callouts arrive; the Named
-// Credential's URL is https://<proxy>/callout (SPEC §4).
+// Credential's URL is https://<proxy>/callout (contract §4).
 const calloutPrefix = "/callout/"
 
-// handleCallout serves ANY /callout/{endpoint}/{path...} (SPEC §4): auth
+// handleCallout serves ANY /callout/{endpoint}/{path...} (contract §4): auth
 // before the body is read, the allow-list, path and key checks, the body
 // limit, then the read or the write path. Every answer carries its outcome.
 // The request's headers, body and buffered response are held in the memory
@@ -53,7 +53,7 @@ func (s *Server) handleCallout() http.HandlerFunc {
 			return
 		}
 		// Reads take the recorded path too when the caller asked for
-		// asynchronous handling or inline retries (SPEC §4 Prefer rows).
+		// asynchronous handling or inline retries (contract §4 Prefer rows).
 		if policy.IsWrite(r.Method) || in.prefs.respondAsync || in.prefs.wait > 0 {
 			s.write(w, r, in)
 			return
@@ -80,7 +80,7 @@ func (in *inbound) request(r *http.Request) *forward.Request {
 		Header: r.Header, Body: in.body}
 }
 
-// admitRequest runs the checks of SPEC §4 that come before dispatch, in an
+// admitRequest runs the checks of contract §4 that come before dispatch, in an
 // order that reads the body last: path, token, endpoint, issuer, escape,
 // key rules, source record, then the body within max_request_bytes. The
 // returned inbound is non-nil once the endpoint is known.

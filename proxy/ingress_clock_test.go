@@ -178,8 +178,8 @@ func (rig *clockRig) idempotencyCount(t *testing.T, result string) float64 {
 	return 0
 }
 
-// TestSameKeyWhileRetrying30HoursLater is issue 4's "the key sent again
-// while its chain is still retrying" (SPEC §5: scheduled or held → 202
+// TestSameKeyWhileRetrying30HoursLater is the "the key sent again
+// while its chain is still retrying" (contract §5: scheduled or held → 202
 // with the same Callout-Id): a write scheduled by a 503, retried by the
 // dispatcher 30 hours later (injected clock; max_age 72 h keeps the chain
 // alive), then sent again with its key: 202, the same Callout-Id, no

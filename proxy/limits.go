@@ -81,7 +81,7 @@ func overloaded(out policy.Outcome) *problem.Error {
 }
 
 // readBody reads the request body within max_request_bytes (413
-// body-too-large past it, SPEC §2), reserving it in the request's holder
+// body-too-large past it, contract §2), reserving it in the request's holder
 // as it arrives (503 overloaded when the budget has no room within
 // limits.overload_wait), and within limits.body_read_timeout (408
 // request-timeout, connection closed).

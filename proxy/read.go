@@ -13,7 +13,7 @@ import (
 )
 
 // read serves a read (GET, HEAD, OPTIONS) without Prefer: respond-async:
-// no callout record, the upstream's answer passed through (SPEC §4). The
+// no callout record, the upstream's answer passed through (contract §4). The
 // gate is consulted first — from this replica's gate cache when it is
 // fresh (Store.CachedAdmission: no round trip for a healthy endpoint, nor for
 // one whose breaker is open or paused until a known time), else in Redis,
@@ -97,7 +97,7 @@ func (s *Server) recordRead(ctx context.Context, in *inbound, adm policy.Admissi
 
 // countDeferred counts a request held back by a shut gate in
 // callout_deferred_total{endpoint,reason}: a read refused, or a write
-// accepted held (SPEC §4 "breaker open"). reason is the gate state
+// accepted held (contract §4 "breaker open"). reason is the gate state
 // (breaker_open, probing or paused); a disabled endpoint refuses rather
 // than defers, so it is not counted here (callout_rejected_total is).
 func (s *Server) countDeferred(endpoint string, g policy.Gate) {

@@ -157,7 +157,7 @@ func (rig *benchRig) runWant(b *testing.B, want int) {
 // ingress of one replica to a healthy endpoint: JWT check, gate, upstream
 // round trip to a loopback httptest server, the access log, metrics; with
 // the gate cache running (gatecache, as the binary runs) and without it
-// (nocache: every read asks Redis, as before issue 17). On each Redis
+// (nocache: every read asks Redis, as before the gate cache). On each Redis
 // backend redistest offers (miniredis always; the real single node and
 // cluster when configured). redis-rt/op counts every round trip the
 // store's client made during the loop, the gate cache's background polls

@@ -35,7 +35,7 @@ func (rig *clockRig) watchGates(t *testing.T) {
 // replica's gate cache (every one a hit: no Redis round trip, a success
 // records nothing); when Redis then stops answering, the cached gate is
 // used at most redis.gate_staleness more, after which a read without a key
-// passes through without the breaker (SPEC §4) — and a read with a key,
+// passes through without the breaker (contract §4) — and a read with a key,
 // which always asks Redis, is refused at once.
 func TestReadFromGateCache(t *testing.T) {
 	rig := newClockRig(t, http.StatusOK)

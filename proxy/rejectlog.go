@@ -22,7 +22,7 @@ type rejectionCount struct {
 	last  []slog.Attr // the last one's attributes
 }
 
-// rejectionLog samples the "rejected" log records (issue 15 §4): the first
+// rejectionLog samples the "rejected" log records: the first
 // rejection of each (endpoint, code) is logged at once with its detail;
 // later ones within the same minute are only counted, and one record per
 // minute — "rejected (repeated)" with `count` and the last one's

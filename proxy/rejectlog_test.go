@@ -30,7 +30,7 @@ func logLines(t *testing.T, b *bytes.Buffer) []map[string]any {
 
 // TestRejectionLogIsSampled: 1,000 identical rejections in a minute are
 // one log record with the detail, then one record with their count when
-// the minute ends (issue 15 §4); another code or endpoint is logged on its
+// the minute ends; another code or endpoint is logged on its
 // own; a key quiet for a minute is forgotten; the count of an unfinished
 // window is written on shutdown.
 func TestRejectionLogIsSampled(t *testing.T) {

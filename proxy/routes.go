@@ -9,7 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
 )
 
-// routes lists every route of the callout listener (SPEC §4, §9); the
+// routes lists every route of the callout listener (contract §4, §9); the
 // admin listener's are in proxy/admin/routes.go. Before routing: the
 // method and target checks, closing after a Transfer-Encoding request (RFC
 // 9112 §6.3), the header limits (431) and the body read and response write

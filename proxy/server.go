@@ -1,4 +1,4 @@
-// Package proxy is the callout listener (SPEC.md §4, §9): the callout
+// Package proxy is the callout listener (contract §4, §9): the callout
 // ingress (/callout/…), the caller-facing status and policy documents
 // (/v1/…) and health. Its routes are in routes.go. Sub-packages hold what
 // it uses: forward (the upstream client and SSRF guard), auth (caller
@@ -31,7 +31,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
-// CallerAuth authenticates callers (SPEC §9). *auth.Verifier implements it.
+// CallerAuth authenticates callers (contract §9). *auth.Verifier implements it.
 type CallerAuth interface {
 	// Verify checks an Authorization header value; errors are *problem.Error.
 	Verify(authorization string) (auth.Caller, error)
@@ -65,7 +65,7 @@ type Store interface {
 
 // Completions applies the completion of an attempt, as Store.Complete does;
 // *redisstore.Completer implements it by pipelining the completions of
-// concurrent requests (issue 17: one round trip out, shared).
+// concurrent requests (one round trip out, shared).
 type Completions interface {
 	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
 }
@@ -126,7 +126,7 @@ type Deps struct {
 // Server serves the callout listener.
 type Server struct {
 	d Deps
-	// redactions are the endpoints' redaction rules (SPEC §7).
+	// redactions are the endpoints' redaction rules (contract §7).
 	redactions statusdoc.Redactions
 	// rejections samples the "rejected" log records.
 	rejections *rejectionLog

@@ -16,7 +16,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
 
-// accepted answers 202 with the status document of callout id (SPEC §4):
+// accepted answers 202 with the status document of callout id (contract §4):
 // Callout-Outcome retryable, Location, Preference-Applied when a
 // preference was honoured. When the record cannot be read back the 202
 // still goes out, with the id alone: the callout is recorded.

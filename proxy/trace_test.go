@@ -139,7 +139,7 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 	return m
 }
 
-// TestTraceOfAKeyedWriteThroughTheDispatcher is issue 20's case in
+// TestTraceOfAKeyedWriteThroughTheDispatcher is the case in
 // process: a keyed POST carrying the caller's traceparent fails twice
 // (the synchronous attempt, then the dispatcher's first retry) and then
 // succeeds (the dispatcher's second): one trace, the caller's, with the

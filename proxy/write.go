@@ -14,10 +14,10 @@ import (
 )
 
 // write serves a write (POST, PUT, PATCH, DELETE) and any request with
-// Prefer: respond-async (SPEC §4): the callout is recorded — and its
+// Prefer: respond-async (contract §4): the callout is recorded — and its
 // idempotency key reserved — before anything is dispatched, so nothing
 // answered with a 202 can be lost, and a duplicate is answered from the
-// record (SPEC §5).
+// record (contract §5).
 func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	nc := policy.NewCallout{
 		Endpoint: in.ep.Name, Issuer: in.caller.Issuer, Method: r.Method, Path: in.suffix,
@@ -92,7 +92,7 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 }
 
 // attemptInline makes the first attempt of a recorded callout while the
-// caller waits, then inline retries while Prefer: wait=N allows (SPEC §4),
+// caller waits, then inline retries while Prefer: wait=N allows (contract §4),
 // and completes it: the upstream's answer goes back when the callout
 // ended (succeeded, failed); a 202 when it was scheduled.
 func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *http.Request,
@@ -184,7 +184,7 @@ func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, re
 
 // unrecorded answers when the completion of a synchronous attempt could not
 // be written. With a final upstream answer it goes back, marked
-// `Callout-Record: unrecorded` (SPEC §4). Otherwise the callout is still
+// `Callout-Record: unrecorded` (contract §4). Otherwise the callout is still
 // recorded in flight: its lease expires and a dispatcher retries it, so the
 // caller gets the 202 it would have had.
 func (s *Server) unrecorded(ctx context.Context, w http.ResponseWriter, in *inbound, cl *policy.Claimed,
@@ -202,7 +202,7 @@ func (s *Server) unrecorded(ctx context.Context, w http.ResponseWriter, in *inbo
 
 // abandon deletes a callout whose dispatch was refused before anything was
 // sent (a blocked address), with its reservation: a rejection before
-// dispatch is never the key's result (SPEC §5).
+// dispatch is never the key's result (contract §5).
 func (s *Server) abandon(ctx context.Context, cl *policy.Claimed, in *inbound, pe *problem.Error) {
 	if err := s.d.Store.Release(ctx, cl); err != nil {
 		s.d.Logger.Warn("releasing a refused callout failed", "endpoint", in.ep.Name,
@@ -211,12 +211,12 @@ func (s *Server) abandon(ctx context.Context, cl *policy.Claimed, in *inbound, p
 }
 
 // storeOpTimeout bounds one store operation on the request path, so a hung
-// Redis turns into a prompt 503 store-unavailable (SPEC §4) instead of an
+// Redis turns into a prompt 503 store-unavailable (contract §4) instead of an
 // answer later than the caller's own timeout (Apex: 10 s by default).
 const storeOpTimeout = 2 * time.Second
 
 // inlinePolicy is the short schedule of inline retries under Prefer: wait:
-// the policy's full-jitter backoff (SPEC §3) with a 100 ms base and a 2 s
+// the policy's full-jitter backoff (contract §3) with a 100 ms base and a 2 s
 // ceiling.
 func inlinePolicy(p policy.Policy) policy.Policy {
 	p.BaseDelay, p.MaxDelay = 100*time.Millisecond, 2*time.Second
@@ -226,7 +226,7 @@ func inlinePolicy(p policy.Policy) policy.Policy {
 // inlineDelay decides whether the next attempt is made inline: only for a
 // retry, only under Prefer: wait=N, and only while the wait before it plus
 // an attempt as long as the one just made still fits in N from the
-// request's arrival (SPEC §4 "while they fit in N seconds"). Predicting by
+// request's arrival (contract §4 "while they fit in N seconds"). Predicting by
 // the last attempt lets a fast-failing upstream be retried inline under a
 // wait shorter than the attempt limit; an upstream that suddenly slows down
 // can make the answer late by at most one attempt limit. n is the
@@ -263,7 +263,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // storeRefusal is the refusal of a request whose store call failed: the
 // problem of problem.FromStore (the one table of domain errors), saying
 // what the proxy did not do (notDone) when the store is unreachable
-// (SPEC §4 "Redis unreachable").
+// (contract §4 "Redis unreachable").
 func storeRefusal(err error, notDone string) *problem.Error {
 	pe := problem.FromStore(err)
 	if pe.Code != problem.StoreUnavailable {

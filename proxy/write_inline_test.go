@@ -12,7 +12,7 @@ import (
 
 // TestInlineDelayBacksOff: under Prefer: wait=N the delay before the next
 // inline retry is the policy's full jitter over a 100 ms base and a 2 s
-// ceiling, growing with the number of the attempt just made (SPEC §3, §4
+// ceiling, growing with the number of the attempt just made (contract §3, §4
 // "inline retries with a short schedule"), honours Retry-After, and is
 // only granted while it and an attempt as long as the last one (here 1 s)
 // fit in the wait — so a wait shorter than the attempt limit still allows

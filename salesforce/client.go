@@ -19,7 +19,7 @@ import (
 )
 
 // DefaultAPIVersion is the REST API version used when Options gives none
-// (DESIGN.md "Salesforce facts").
+// (docs/salesforce.md).
 const DefaultAPIVersion = "68.0"
 
 // MaxCollection is the most records one sObject Collections call takes
@@ -56,7 +56,7 @@ type Options struct {
 // access token cached for every goroutine (the OAuth 2.0 JWT bearer flow).
 //
 // Requests go through github.com/simpleforce/simpleforce, wrapped as
-// DESIGN.md asks: a fresh simpleforce client per call (its clients have
+// ARCHITECTURE.md "Salesforce facts" asks: a fresh simpleforce client per call (its clients have
 // unsynchronised state, e.g. makeURL writes the API version), handed the
 // token with SetSidLoc and an http.Client whose RoundTripper attaches the
 // call's context (simpleforce has none), records the status, the

@@ -269,7 +269,7 @@ func (e *env) run(sc costScenario) costResult {
 	return res
 }
 
-// The API-cost scenarios of BENCHMARKS.md (issue 16 §2), each with its
+// The API-cost scenarios of BENCHMARKS.md, each with its
 // target in calls per dead letter.
 func burst(n int) costScenario {
 	return costScenario{seconds: 1, arrivals: func(s int) int { return n }}

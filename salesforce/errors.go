@@ -10,7 +10,7 @@ import (
 
 // Class says what to do about a failed Salesforce call or record. It is
 // decided by Salesforce's errorCode (statusCode in collection results), not
-// by the HTTP status alone (DESIGN.md "Salesforce facts").
+// by the HTTP status alone (docs/salesforce.md).
 type Class string
 
 // The classes.

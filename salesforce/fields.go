@@ -67,7 +67,7 @@ var FailedCalloutFields = []Field{
 const CalloutResultEvent = "Callout_Result__e"
 
 // CalloutResultFields is what the proxy publishes on Callout_Result__e when
-// a scheduled callout ends (SPEC §8). Body__c holds at most
+// a scheduled callout ends (contract §8). Body__c holds at most
 // ResultBodyMax characters of the final response body.
 var CalloutResultFields = []Field{
 	{"Callout_Id__c", Text, 64},

@@ -39,7 +39,7 @@ type apexObjectRules struct {
 	picklists  map[string][]string
 }
 
-// apexRules holds the rules of each object the proxy writes (SPEC §7, §8).
+// apexRules holds the rules of each object the proxy writes (contract §7, §8).
 func apexRules() map[string]apexObjectRules {
 	return map[string]apexObjectRules{
 		FailedCalloutObject: {

@@ -152,7 +152,7 @@ func (b *batch) build() {
 	}
 }
 
-// guard keeps an admin's choice on Status__c (SPEC §8: Status__c belongs
+// guard keeps an admin's choice on Status__c (contract §8: Status__c belongs
 // to the admin after the first write). The proxy writes Status__c only on
 // its own transitions (Transitions; a record is created without it and
 // takes the picklist's default, New), and not even those over a

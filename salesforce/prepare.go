@@ -257,7 +257,7 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 }
 
 // publishes reports whether the ending of scheduled callout c publishes a
-// Callout_Result__e (endpoints.*.completion_events, SPEC §8): "all" every
+// Callout_Result__e (endpoints.*.completion_events, contract §8): "all" every
 // ending, "dead_letters" dead letters only, "none" none; unset, "all" for
 // a callout that carries a Callout-Source-Record (Apex waits on that
 // record) and "dead_letters" for one that does not — an org's hourly

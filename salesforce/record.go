@@ -14,14 +14,14 @@ import (
 )
 
 // Transitions are the statuses the proxy itself sets — around a replay and
-// when its copy expires — and the only ones it writes to Status__c (SPEC
+// when its copy expires — and the only ones it writes to Status__c (contract
 // §8: Status__c belongs to the admin after the first write). New is the
 // picklist's default: a record is created without Status__c and shows it.
 // Reprocess Requested and Discarded are an admin's choices, never written.
 var Transitions = []string{policy.RecordReprocessing, policy.RecordReprocessed, policy.RecordFailedAgain, policy.RecordExpired}
 
 // ExternalIDField is Failed_Callout__c's external id: upserts key on it,
-// so a retried write never makes two records (SPEC §7).
+// so a retried write never makes two records (contract §7).
 const ExternalIDField = "Callout_Id__c"
 
 // sfTime formats a time as a Salesforce dateTime (ISO 8601, UTC, ms).
@@ -59,7 +59,7 @@ func text(field, s string) any {
 
 // FailedCallout builds the Failed_Callout__c record of root from the dead
 // letter copy c (root itself, or a replay chain of it that dead-lettered
-// again), every value redacted with rules (SPEC §7; nil rules hide the
+// again), every value redacted with rules (contract §7; nil rules hide the
 // fixed headers only) and cut to its field (bodies and values longer than
 // a Long Text Area are cut on a character boundary and flagged, a body that
 // is not UTF-8 is stored base64 and flagged; the proxy's store keeps the
@@ -169,7 +169,7 @@ func attemptLog(log []policy.Attempt) string {
 }
 
 // ResultEvent builds the Callout_Result__e of callout c, which ended
-// (SPEC §8): its id, endpoint, source record, state, last status code and
+// (contract §8): its id, endpoint, source record, state, last status code and
 // at most ResultBodyMax characters of its redacted final body. A body that
 // is not UTF-8 is left out (Body_Truncated__c true): the caller can read it
 // with GET /v1/callouts/{id}.

@@ -47,7 +47,7 @@ func deadLetterCopy(body, respBody []byte) *policy.Callout {
 
 // TestFailedCalloutFields: every field written is in the one mapping
 // (FailedCalloutFields, checked against apex-stubs/), within its length,
-// redacted, with the text rules of SPEC §7.
+// redacted, with the text rules of contract §7.
 func TestFailedCalloutFields(t *testing.T) {
 	rules := redact.New(config.Redact{Query: []string{"api_key"}}, []string{"X-Api-Key"})
 	big := []byte(strings.Repeat("é", LongTextMax)) // 2 bytes, 1 character each: fits exactly

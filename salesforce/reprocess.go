@@ -11,7 +11,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// Replayer replays one dead letter (SPEC §8): a new attempt chain with the
+// Replayer replays one dead letter (contract §8): a new attempt chain with the
 // original request and Idempotency-Key. by names who asked, for the audit
 // log ("salesforce:<user id>" here). It returns the new chain's callout
 // id, or with ErrReplayInFlight the chain already holding the dead
@@ -77,7 +77,7 @@ type ReprocessOptions struct {
 }
 
 // Reprocessor picks up the Failed_Callout__c records an admin set to
-// Reprocess Requested (SPEC §8) and replays them: one replica polls at a
+// Reprocess Requested (contract §8) and replays them: one replica polls at a
 // time (a lock in Redis), and each request — a record and its
 // SystemModstamp — is replayed once even if two replicas poll at once
 // (ReprocessRequests). The record shows Reprocessing while the new chain
@@ -97,7 +97,7 @@ type ReprocessOptions struct {
 // that dies between the replay and its claim's end leaves the request to
 // be taken again after ReprocessLease: a dead letter with an
 // Idempotency-Key is then found in flight; one without (PUT or DELETE,
-// idempotent by HTTP semantics, SPEC §5) may be replayed a second time.
+// idempotent by HTTP semantics, contract §5) may be replayed a second time.
 type Reprocessor struct {
 	w     *Writer
 	r     Replayer

@@ -29,7 +29,7 @@ const (
 
 // Tick writes a batch (Round) when one is ready: PerRound entries are
 // due, or the longest-waiting due entry has waited salesforce.batch_linger
-// (SPEC §8: a burst costs about one call per few hundred writes, and a
+// (contract §8: a burst costs about one call per few hundred writes, and a
 // lone dead letter waits at most the linger). It returns what the round
 // did and how long until a batch may be ready (0: at once, more is due;
 // at most outbox_interval). Errors: the outbox's.
@@ -101,7 +101,7 @@ func (w *Writer) gauge(ctx context.Context) {
 	}
 }
 
-// SweepExpired runs the expiry check on every shard with a copy due (SPEC
+// SweepExpired runs the expiry check on every shard with a copy due (contract
 // §7: when the proxy's copy expires, the record becomes Expired; no
 // keyspace notifications) and returns how many records were marked
 // Expired (their writes are queued). Errors: the outbox's.
@@ -145,7 +145,7 @@ func (w *Writer) pollDiscardedLocked(ctx context.Context) {
 
 // PollDiscarded asks Salesforce for the Failed_Callout__c records an admin
 // set to Discarded since the last poll, and deletes the proxy's copies of
-// each (the dead letter and its latest replay chain's, store.Discard; SPEC
+// each (the dead letter and its latest replay chain's, store.Discard; contract
 // §7) and notes Discarded in the record's state, so its expiry no longer
 // marks it Expired. It returns how many records it handled. Errors: the
 // query's or the store's; the watermark then stays, so the next poll looks

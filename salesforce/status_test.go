@@ -23,7 +23,7 @@ func replayOf(id string) func(*policy.NewCallout) {
 	return func(nc *policy.NewCallout) { nc.ReplayOf = id }
 }
 
-// TestReplayStatuses walks a record's life around replays (SPEC §8): New;
+// TestReplayStatuses walks a record's life around replays (contract §8): New;
 // Reprocessing when a replay starts; Failed Again, with the chain's
 // attempts, when the chain dead-letters; Reprocessed when a later chain
 // succeeds. The record stays keyed on the original id.
@@ -149,7 +149,7 @@ func TestExpiredAndDiscarded(t *testing.T) {
 }
 
 // TestCompletionEvents: only scheduled callouts publish Callout_Result__e
-// (SPEC §8); a synchronous success or dead letter does not.
+// (contract §8); a synchronous success or dead letter does not.
 func TestCompletionEvents(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)

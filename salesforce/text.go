@@ -43,7 +43,7 @@ func cleanText(s string, max int) string {
 	return t
 }
 
-// Body is a body prepared for a Long Text Area field (SPEC §7; the proxy's
+// Body is a body prepared for a Long Text Area field (contract §7; the proxy's
 // own store keeps the whole payload for replay).
 type Body struct {
 	// Text is the value to write: the body itself when it is UTF-8, else

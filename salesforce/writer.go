@@ -116,14 +116,14 @@ type WriterOptions struct {
 }
 
 // Writer writes what the proxy must tell Salesforce, from the durable
-// outbox (SPEC §7, §8, §6): dead letters as Failed_Callout__c records,
+// outbox (contract §7, §8, §6): dead letters as Failed_Callout__c records,
 // their status changes, Callout_Result__e completion events and owner
 // notifications. The store's scripts queue those entries in the same
 // script as the change that causes them (redisstore.Options.Outbox), so a
 // crash between a dead letter and its mirror loses nothing. Every replica
 // runs a Writer; one at a time writes a batch (the flush lease), when it
 // is full or its first entry waited salesforce.batch_linger, in one
-// Composite request (SPEC §8), and the outbox's leases keep two replicas
+// Composite request (contract §8), and the outbox's leases keep two replicas
 // from sending the same entry at once.
 //
 // The dispatcher's endings and disables need no call: their entries are

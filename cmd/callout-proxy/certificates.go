@@ -14,7 +14,7 @@ import (
 const certificateWarningBefore = 30 * 24 * time.Hour
 
 // watchCertificates checks the certificates of auth.certificate_files at
-// start (issue 15 §4): one that has expired or is not valid yet is a loud
+// start: one that has expired or is not valid yet is a loud
 // warning naming its file and dates, one expiring within 30 days a warning.
 // The proxy still verifies signatures with them — a JWS verifier trusts
 // configured keys, not certificate chains — but Salesforce stops signing

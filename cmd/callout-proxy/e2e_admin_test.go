@@ -31,7 +31,7 @@ func adminAction(t *testing.T, p *proxyUnderTest, path string) api.EndpointActio
 	return res
 }
 
-// TestE2EAdminEndpoints: the admin API over a running proxy (SPEC §6, §9):
+// TestE2EAdminEndpoints: the admin API over a running proxy (contract §6, §9):
 // a read token lists but cannot change; a write token disables (pending
 // callouts become dead letters, reason endpoint_disabled; reads and writes
 // are refused with endpoint-disabled), enables and resets the breaker;

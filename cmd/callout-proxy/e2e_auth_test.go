@@ -69,7 +69,7 @@ func noneToken(t *testing.T, c jwt.Claims) string {
 	return s
 }
 
-// TestE2EAuthHS256: the claim checks of SPEC §9 on the HS256 dev set-up,
+// TestE2EAuthHS256: the claim checks of contract §9 on the HS256 dev set-up,
 // and per-endpoint allowed_issuers.
 func TestE2EAuthHS256(t *testing.T) {
 	t.Parallel()

@@ -12,13 +12,13 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// The replica tests scale SPEC §6's minutes down to seconds: the breaker
+// The replica tests scale contract §6's minutes down to seconds: the breaker
 // opens after 3 failures and waits replicaInterval before its probe.
 const (
 	replicaInterval = 2 * time.Second
 	// probeSleep is how long the upstream takes to answer the probe.
 	probeSleep = 500 * time.Millisecond
-	// replicaTick is replica B's request pace (SPEC's "every minute" at 5 min).
+	// replicaTick is replica B's request pace (the contract's "every minute" at 5 min).
 	replicaTick = 400 * time.Millisecond
 )
 
@@ -28,7 +28,7 @@ const breakerOpen = problem.TypeBase + string(problem.BreakerOpen)
 // TestE2EBreakerAcrossReplicas runs three processes of the real binary on
 // one real Redis server: the breaker is shared, its probe is taken exactly
 // once, and one replica's traffic neither hides nor delays another's
-// opening (SPEC §6).
+// opening (contract §6).
 func TestE2EBreakerAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	redisURL := startRedis(t)

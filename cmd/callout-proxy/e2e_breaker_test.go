@@ -92,7 +92,7 @@ func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 }
 
 // TestE2EBreakerThreshold: the counting cases through one proxy,
-// threshold 20 (SPEC §6). Only retryable failures count; 429 and permanent
+// threshold 20 (contract §6). Only retryable failures count; 429 and permanent
 // answers never count and — the rule we chose — a permanent answer does
 // not reset the streak either: only a success does.
 func TestE2EBreakerThreshold(t *testing.T) {
@@ -200,7 +200,7 @@ func keyed(key string, async bool) http.Header {
 
 // TestE2EBreakerOpenHoldsWrites: while the breaker is open a read is
 // refused (503, Retry-After = seconds to the probe) and a write is accepted
-// held (202) without consuming an attempt (SPEC §4); both count in
+// held (202) without consuming an attempt (contract §4); both count in
 // callout_deferred_total, the opening in callout_breaker_transitions_total.
 func TestE2EBreakerOpenHoldsWrites(t *testing.T) {
 	t.Parallel()
@@ -286,7 +286,7 @@ func TestE2EPermanentScheduledCalloutDeadLettersAtOnce(t *testing.T) {
 	}
 }
 
-// TestE2EAutoDisable: SPEC §6 auto-disable, measured by the time since the
+// TestE2EAutoDisable: contract §6 auto-disable, measured by the time since the
 // outage began (the first counting failure after a success), not by
 // counting calls. Failures within disable_after (2 s here) do not disable
 // the endpoint however many they are; the first one after it does: its

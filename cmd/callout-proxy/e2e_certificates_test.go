@@ -12,7 +12,7 @@ import (
 
 // TestE2ECertificateValidityWarned: a certificate of auth.certificate_files
 // that has expired, or is not valid yet, is a loud warning at start naming
-// its file, and callout_auth_certificates_invalid counts it (issue 15 §4);
+// its file, and callout_auth_certificates_invalid counts it;
 // a valid one is neither.
 func TestE2ECertificateValidityWarned(t *testing.T) {
 	t.Parallel()

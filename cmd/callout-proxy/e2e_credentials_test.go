@@ -23,7 +23,7 @@ const (
 )
 
 // TestE2ECredentials runs the program with endpoints that authenticate the
-// way a Named Credential used to (SPEC §10, issue "Upstream credentials"):
+// way a Named Credential used to (contract §10, issue "Upstream credentials"):
 //   - oauth-api: OAuth 2.0 client credentials (secret from a file, token
 //     server over TLS with a private CA); the upstream gets the token, never
 //     the caller's JWT;

@@ -18,7 +18,7 @@ const forgedBody = `{"type":"urn:callout-proxy:problem:breaker-open","title":"Se
 // TestE2EUpstreamCannotForgeProxySignals: every Callout-* field and
 // Idempotent-Replayed of an upstream response is dropped — on the answer,
 // on its idempotent replay and in the status document — whatever its case
-// (SPEC §10). A proxy problem type in an upstream body stays the upstream's
+// (contract §10). A proxy problem type in an upstream body stays the upstream's
 // body; the caller tells the two apart by Callout-Outcome (retryable for an
 // upstream 503, rejected for the proxy's breaker-open) and by
 // Callout-Problem, which only the proxy's own problems carry.

@@ -14,7 +14,7 @@ import (
 )
 
 // TestE2EGateCacheAcrossReplicas runs two processes of the real binary on
-// one real Redis (issue 17 §1): replica B answers reads to a healthy
+// one real Redis: replica B answers reads to a healthy
 // endpoint from its gate cache (no Redis round trip: its hit counter
 // grows), the breaker opens through replica A, and as soon as the
 // gate-change message has reached B (its message counter says so) B

@@ -33,7 +33,7 @@ func rawHead(method, target string, lines ...string) string {
 
 // TestE2EHeaders: hop-by-hop and caller-only fields never reach the
 // upstream, and injected fields can be neither removed nor overridden
-// (SPEC §4, §9, §10 `headers`; RFC 9110 §7.6.1).
+// (contract §4, §9, §10 `headers`; RFC 9110 §7.6.1).
 func TestE2EHeaders(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, okHandler)
@@ -98,7 +98,7 @@ func TestE2EHeaders(t *testing.T) {
 }
 
 // apexHeader is what an Apex HttpRequest sends when the code sets only a
-// Content-Type (SPEC §2: Apex sends a browser-like Accept).
+// Content-Type (contract §2: Apex sends a browser-like Accept).
 func apexHeader() http.Header {
 	return http.Header{
 		"User-Agent":       {"SFDC-Callout/68.0"},
@@ -110,7 +110,7 @@ func apexHeader() http.Header {
 
 // TestE2EApexDefaults: Apex's default headers and a mislabelled JSON body
 // reach the upstream byte for byte, and the proxy's own errors are
-// problem+json whatever Accept says (SPEC §2).
+// problem+json whatever Accept says (contract §2).
 func TestE2EApexDefaults(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, okHandler)
@@ -222,7 +222,7 @@ func TestE2EGzipPassThrough(t *testing.T) {
 
 // TestE2EResponseHeaders: a response without Content-Type gets none
 // invented for it, and the proxy's own fields (Callout-Id, ...) are never
-// taken from the upstream (SPEC §2).
+// taken from the upstream (contract §2).
 func TestE2EResponseHeaders(t *testing.T) {
 	t.Parallel()
 	bare := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {

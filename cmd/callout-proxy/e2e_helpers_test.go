@@ -223,7 +223,7 @@ func (p *proxyUnderTest) raw(t *testing.T, head string, body []byte) (*http.Resp
 	return resp, b
 }
 
-// wantProblem asserts a proxy-made error (SPEC §2): the status, the
+// wantProblem asserts a proxy-made error (contract §2): the status, the
 // Callout-Outcome header, application/problem+json, and a body whose type,
 // status and outcome agree. It returns the decoded body.
 func wantProblem(t *testing.T, resp *http.Response, body []byte, status int, code problem.Code,

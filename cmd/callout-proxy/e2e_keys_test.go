@@ -26,7 +26,7 @@ func randomUUID(t *testing.T) string {
 
 // TestE2EBareIdempotencyKeys: a write with the key Apex code writes
 // (`req.setHeader('Idempotency-Key', UUID.randomUUID().toString())`) is
-// accepted whatever its first character (SPEC §5); the same key sent quoted
+// accepted whatever its first character (contract §5); the same key sent quoted
 // is the same key, so it replays; a key of 256 characters and two fields
 // are refused before the upstream is called.
 func TestE2EBareIdempotencyKeys(t *testing.T) {

@@ -25,7 +25,7 @@ func withLimits(cfg string, lines ...string) string {
 // TestE2EHeaderLimits: a callout request over limits.max_header_fields or
 // limits.max_header_bytes is 431 headers-too-large, problem+json, and its
 // connection closed; one over twice max_header_bytes is refused by net/http
-// itself, 431 too; the limits leave a normal callout alone (SPEC §10).
+// itself, 431 too; the limits leave a normal callout alone (contract §10).
 func TestE2EHeaderLimits(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, okHandler)

@@ -36,11 +36,11 @@ func statusHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestE2EStatusPassThrough: every upstream status comes back as the
-// upstream sent it, with its outcome class (SPEC §2).
+// upstream sent it, with its outcome class (contract §2).
 func TestE2EStatusPassThrough(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, statusHandler)
-	// 429 with Retry-After pauses its whole endpoint (SPEC §3), so it has
+	// 429 with Retry-After pauses its whole endpoint (contract §3), so it has
 	// an endpoint of its own.
 	p := startProxy(t, devConfig(endpoint("status-api", up.URL, loopbackNets)+
 		endpoint("pause-api", up.URL, loopbackNets)), testEnv())
@@ -117,7 +117,7 @@ func TestE2EStatusPassThrough(t *testing.T) {
 
 // TestE2ENoAnswer: failures without an upstream answer become the proxy's
 // own problem documents, retryable, and a response over max_response_bytes
-// is permanent (SPEC §2, §3).
+// is permanent (contract §2, §3).
 func TestE2ENoAnswer(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})

@@ -10,7 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// One organisation cannot fill an endpoint that others share (SPEC §10):
+// One organisation cannot fill an endpoint that others share (contract §10):
 // with two issuers configured, each gets a fair share of max_backlog_items
 // by default. Org A's respond-async writes are refused backlog-full, naming
 // its share, once it holds half; org B's are still accepted.

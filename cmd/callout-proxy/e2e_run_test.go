@@ -62,7 +62,7 @@ func metricLine(text, name string, labels ...string) string {
 }
 
 // TestE2EHealthAndMetrics: /healthz, /readyz on the callout listener and
-// /metrics on the admin listener after a callout (SPEC §9).
+// /metrics on the admin listener after a callout (contract §9).
 func TestE2EHealthAndMetrics(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, okHandler)
@@ -101,7 +101,7 @@ func TestE2EHealthAndMetrics(t *testing.T) {
 
 // TestE2ERedisDown: with Redis refusing connections or hung, the replica
 // stays ready, reads without a key pass through, and writes are refused
-// before anything is forwarded (SPEC §4, §9) — within a second, well inside
+// before anything is forwarded (contract §4, §9) — within a second, well inside
 // a readiness probe's and an Apex callout's timeout.
 func TestE2ERedisDown(t *testing.T) {
 	t.Parallel()
@@ -166,7 +166,7 @@ func redisDownRequests(t *testing.T, p *proxyUnderTest) {
 }
 
 // TestE2ECommandLine: --version, the token subcommand, and a bad
-// configuration named by its key (SPEC §10).
+// configuration named by its key (contract §10).
 func TestE2ECommandLine(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -13,7 +13,7 @@ import (
 
 // TestE2ERequestTargets: nothing in the request target can leave the
 // endpoint's base path or reach another host, and TRACE and CONNECT are
-// never forwarded (SPEC §4; RFC 9112 §3.2).
+// never forwarded (contract §4; RFC 9112 §3.2).
 func TestE2ERequestTargets(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, okHandler)
@@ -74,7 +74,7 @@ func TestE2ERequestTargets(t *testing.T) {
 }
 
 // TestE2ERedirectsNotFollowed: an upstream redirect, even to a metadata
-// address or to Redis, goes back to the caller as it is (SPEC §2).
+// address or to Redis, goes back to the caller as it is (contract §2).
 func TestE2ERedirectsNotFollowed(t *testing.T) {
 	t.Parallel()
 	trap := newUpstream(t, okHandler)
@@ -117,7 +117,7 @@ func TestE2ERedirectsNotFollowed(t *testing.T) {
 
 // TestE2EBlockedAddress: the SSRF guard refuses a host that resolves to a
 // private address unless the endpoint's allowed_networks cover it, and
-// metadata addresses always (SPEC §2 "blocked address", §10).
+// metadata addresses always (contract §2 "blocked address", §10).
 func TestE2EBlockedAddress(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, okHandler)
@@ -148,7 +148,7 @@ func TestE2EBlockedAddress(t *testing.T) {
 
 // TestE2EBodyLimit: a body over max_request_bytes is a 413 rejection and
 // the upstream is not called; auth is checked before the body is read
-// (SPEC §2, §9).
+// (contract §2, §9).
 func TestE2EBodyLimit(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, okHandler)

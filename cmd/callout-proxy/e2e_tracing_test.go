@@ -125,7 +125,7 @@ const (
 	e2eParent = "00-" + e2eTrace + "-b7ad6b7169203331-00"
 )
 
-// TestE2ETracing is issue 20's end-to-end case on the real program with
+// TestE2ETracing is the end-to-end case on the real program with
 // tracing on, exporting over OTLP/HTTP to an in-process receiver:
 //   - a keyed POST carrying Apex's traceparent fails twice (the synchronous
 //     attempt, then the dispatcher's first retry) and then succeeds

@@ -6,7 +6,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
-// registerGateCache registers the gate cache's counters (issue 17 §1) on
+// registerGateCache registers the gate cache's counters on
 // reg, read from the store at each scrape:
 //   - callout_gate_cache_reads_total{result="hit"|"miss"}: reads whose gate
 //     was answered from memory, or asked of Redis;

@@ -26,7 +26,7 @@ const runtimeHeadroom = 96 << 20
 // runtime a soft memory limit of the budget plus 96 MiB, so the garbage
 // collector returns the buffers of finished requests before the heap grows
 // to twice what is live (GOGC's default) and the pod stays under its
-// memory limit (SPEC §10: "never an OOM kill").
+// memory limit (contract §10: "never an OOM kill").
 func memoryBudget(lim config.Limits, getenv func(string) string, reg prometheus.Registerer,
 	logger *slog.Logger) (*limit.Budget, error) {
 	b := limit.NewBudget(lim.MaxInflightBytes, lim.OverloadWait)
@@ -61,7 +61,7 @@ func listenerCollectors(name string, l *limit.Listener) []prometheus.Collector {
 }
 
 // newServer is an http.Server for one listener with the limits of
-// config.Limits (SPEC §10): ReadHeaderTimeout, IdleTimeout, the body
+// config.Limits (contract §10): ReadHeaderTimeout, IdleTimeout, the body
 // deadline (in the handler, see limit.BodyDeadline: http.Server's
 // ReadTimeout would also cut requests whose handler outlives it), and a
 // header ceiling of twice max_header_bytes above which net/http refuses a

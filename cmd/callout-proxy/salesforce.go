@@ -23,9 +23,9 @@ import (
 )
 
 // newSalesforceWriter builds the Salesforce writer of the salesforce
-// section (SPEC §7, §8): the JWT bearer client and the outbox consumer,
+// section (contract §7, §8): the JWT bearer client and the outbox consumer,
 // with its metrics on reg. It returns nil when the section is absent: dead
-// letters then stay in the proxy's own store (SPEC §10). store must have
+// letters then stay in the proxy's own store (contract §10). store must have
 // been made with redisstore.Options.Outbox set. Errors: an unreadable key
 // or client id (a configuration error).
 func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, reg prometheus.Registerer,
@@ -96,7 +96,7 @@ func (e sfEvents) Finished(context.Context, policy.Finished)                  { 
 func (e sfEvents) EndpointDisabled(context.Context, *config.Endpoint, string) { e.w.Wake() }
 
 // onReplay marks a replayed dead letter's Failed_Callout__c record
-// Reprocessing, naming the new chain (SPEC §8); the chain's ending then
+// Reprocessing, naming the new chain (contract §8); the chain's ending then
 // makes it Reprocessed or Failed Again. Nil without Salesforce.
 func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, replay.Result) {
 	if sf == nil {
@@ -113,7 +113,7 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 	}
 }
 
-// newReprocessor builds the poller of Reprocess Requested records (SPEC §8
+// newReprocessor builds the poller of Reprocess Requested records (contract §8
 // "Admins reprocess from Salesforce") over the writer, the replay service
 // and the store's request claims. Nil without Salesforce.
 func newReprocessor(sf *salesforce.Writer, replays *replay.Service, store *redisstore.Store) (*salesforce.Reprocessor, error) {

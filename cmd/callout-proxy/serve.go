@@ -182,7 +182,7 @@ func routeRedisLogs(logger *slog.Logger) {
 
 // logEvents is the dead-letter and completion sink while no Salesforce
 // section is configured: the dispatcher already logged each ending, and the
-// dead letters stay in the proxy's own store (SPEC §10).
+// dead letters stay in the proxy's own store (contract §10).
 type logEvents struct{}
 
 func (logEvents) Finished(context.Context, policy.Finished) {}
@@ -226,7 +226,7 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 		// Honour context deadlines on the socket, not only the 3–5 s
 		// read/dial timeouts: /readyz and the write path bound their Redis
 		// check, and a hung Redis must not make them outwait a probe's or
-		// an Apex callout's timeout (SPEC §4, §9).
+		// an Apex callout's timeout (contract §4, §9).
 		opt.ContextTimeoutEnabled = true
 		c := redis.NewClient(opt)
 		return c, func() { c.Close() }, nil

@@ -25,7 +25,7 @@ const (
 	envToken       = "CALLOUTCTL_TOKEN"
 )
 
-// defaultServer is the admin listener of a default configuration (SPEC §10).
+// defaultServer is the admin listener of a default configuration (contract §10).
 const defaultServer = "http://127.0.0.1:8081"
 
 // app is one run of calloutctl with everything it touches made explicit.

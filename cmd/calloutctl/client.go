@@ -15,7 +15,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
-// client calls the proxy's admin API (SPEC §9) with a named bearer token.
+// client calls the proxy's admin API (contract §9) with a named bearer token.
 type client struct {
 	// server is the --server URL as given, for messages.
 	server string

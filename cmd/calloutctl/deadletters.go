@@ -15,7 +15,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
-// filterFlags are the dead-letter filters of SPEC §8, shared by
+// filterFlags are the dead-letter filters of contract §8, shared by
 // `dead-letters list` and `replay`.
 func filterFlags() []cli.Flag {
 	return []cli.Flag{

@@ -1,5 +1,5 @@
 // Command calloutctl operates a Callout Proxy through its admin API
-// (SPEC.md §9): find dead letters, replay them one by one or in bulk
+// (contract §9): find dead letters, replay them one by one or in bulk
 // (filtered by endpoint, time window, status code and reason, paced by a
 // rate, with a dry run), follow and cancel replay jobs, and enable,
 // disable or reset endpoints. It talks to the admin API over HTTP only.

@@ -19,7 +19,7 @@ func (a *app) replayCommand() *cli.Command {
 		Usage:     "replay dead letters: one by id, several by id, or every one matching filters",
 		ArgsUsage: "[ID...]",
 		Description: "A replay is a new attempt chain with the original request and Idempotency-Key\n" +
-			"(SPEC §8). One ID is replayed at once. Several IDs, or filters, make a replay job on\n" +
+			"(contract §8). One ID is replayed at once. Several IDs, or filters, make a replay job on\n" +
 			"the server: each dead letter is replayed at most once, paced by --rate, with a\n" +
 			"progress bar when stderr is a terminal; it is confirmed first unless --yes (the\n" +
 			"question says how many a dry run found would be sent). --dry-run judges every\n" +
@@ -191,7 +191,7 @@ func wouldSendEndpoints(items []api.ReplayJobItemDoc) []string {
 }
 
 // warnShut warns, on stderr, of each endpoint of names whose gate is shut:
-// replays into it are held, not sent, until it reopens (SPEC §4, §6). An
+// replays into it are held, not sent, until it reopens (contract §4, §6). An
 // endpoint that cannot be read is left out: the warning is advice.
 func (a *app) warnShut(ctx context.Context, cl *client, names []string) {
 	for _, n := range names {

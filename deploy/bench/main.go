@@ -1,4 +1,4 @@
-// Command bench is the benchmark harness of issue 10 (BENCHMARKS.md): a
+// Command bench is the benchmark harness (BENCHMARKS.md): a
 // fast upstream, a bare net/http/httputil.ReverseProxy baseline, a vegeta
 // load driver, and the asynchronous-drain seeder and timer. deploy/bench/run.sh
 // runs it; every subcommand prints one JSON object on stdout.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark harness (issue 10), one command: bash deploy/bench/run.sh
+# The benchmark harness, one command: bash deploy/bench/run.sh
 # Loopback only; about 7 minutes. Starts a durable redis-server, the fast
 # upstream, the bare ReverseProxy baseline and the proxy, measures peak
 # throughput and fixed-rate latency at two rates (half the bare proxy's
@@ -17,7 +17,7 @@
 # PHASES (default "sync wrk drain lag") selects phases: sync = vegeta peaks,
 # fixed rates and MONITOR samples; wrk = wrk peaks; drain = the 100,000 drain
 # and its MONITOR sample; lag = the steady-state schedule lag.
-# CPU profiles (issue 17 §6): the proxy runs with admin.pprof on, and each
+# CPU profiles: the proxy runs with admin.pprof on, and each
 # phase records a CPU profile of every proxy under load through
 # /debug/pprof/profile (write-scope token): reads and keyed writes at peak
 # (vegeta, wrk), each replica during the first PROF_DRAIN seconds (default
@@ -197,7 +197,7 @@ emit "{\"kind\":\"drain\",\"replicas\":2,\"result\":$d}"
 emit "{\"kind\":\"commandstats\",\"phase\":\"drain\",\"attempts\":$N,\"delta\":$(delta "$work/d0" "$work/d1")}"
 u1=$(cpu $UPID); r1=$(cpu $REDIS)
 emit "{\"kind\":\"cpu_total\",\"clk_tck\":$(getconf CLK_TCK),\"redis\":$r1,\"upstream\":$u1,\"replica1\":$(cpu ${reps[0]}),\"replica2\":$(cpu ${reps[1]})}"
-# Schedule lag p99 (SPEC metric callout_schedule_lag_seconds, both replicas' buckets summed).
+# Schedule lag p99 (contract metric callout_schedule_lag_seconds, both replicas' buckets summed).
 for i in 1 2; do curl -s "http://127.0.0.1:${adm[$i]}/metrics"; done | grep '^callout_schedule_lag_seconds_bucket' >"$work/lag" || true
 emit "{\"kind\":\"schedule_lag\",\"p99_le_seconds\":$(python3 - "$work/lag" <<'PY'
 import re,sys,collections

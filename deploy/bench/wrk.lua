@@ -1,8 +1,8 @@
--- wrk script of the benchmark harness (run.sh): the peak runs of issue 10.
+-- wrk script of the benchmark harness (run.sh): the peak runs.
 -- Environment: WRK_METHOD (GET or POST), WRK_TOKEN (bearer token, may be
 -- empty), WRK_RUN (a run-unique prefix for the Idempotency-Keys).
 -- A POST carries a fresh Idempotency-Key per request ("<run>-<thread>-<n>",
--- quoted as SPEC §5's structured string) and a 31-byte JSON body; a GET is
+-- quoted as contract §5's structured string) and a 31-byte JSON body; a GET is
 -- wrk's static request. done() prints one line "WRKJSON {...}" with the
 -- requests, duration (s), requests per second, latency percentiles (ms),
 -- non-2xx/3xx answers and socket errors, for run.sh to parse.

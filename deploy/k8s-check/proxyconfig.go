@@ -33,7 +33,7 @@ type ProxyConfig struct {
 	// key and every {file: PATH} secret), sorted, without duplicates.
 	Files []string
 	// LongestAttempt is the longest attempt_timeout in force: the policy's
-	// (default 15 s, SPEC §3) or any endpoint's override.
+	// (default 15 s, contract §3) or any endpoint's override.
 	LongestAttempt time.Duration
 	// HasAdminToken, HasCallerKey and HasSalesforce report an admin token,
 	// caller-JWT key material (certificate_files or an HS256 secret) and a
@@ -41,7 +41,7 @@ type ProxyConfig struct {
 	HasAdminToken, HasCallerKey, HasSalesforce bool
 }
 
-// defaultAttemptTimeout is policy.attempt_timeout's default (SPEC §3).
+// defaultAttemptTimeout is policy.attempt_timeout's default (contract §3).
 const defaultAttemptTimeout = 15 * time.Second
 
 // ParseProxyConfig reads the parts of a Callout Proxy configuration that a

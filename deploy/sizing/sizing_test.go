@@ -14,7 +14,7 @@ import (
 
 // TestMeasure runs the whole measurement on a small N against a real
 // redis-server and the real proxy binary, and checks the figures the
-// runbook relies on: the Redis budget of issue 17 (a read to a healthy
+// runbook relies on: the Redis budget (a read to a healthy
 // endpoint no round trip, a keyed write one in and one out that other
 // requests' completions share, at most 14 commands run), and that records
 // cost what a pending callout and an idempotency record must (something,
@@ -40,7 +40,7 @@ func TestMeasure(t *testing.T) {
 	for _, l := range rep.Loads {
 		loads[l.ID] = l
 	}
-	// The hot path sends only EVALSHA (issue 17): a read to a healthy
+	// The hot path sends only EVALSHA: a read to a healthy
 	// endpoint none (the gate cache answers it; the first read of the
 	// endpoint, or one after a refresh, one), a keyed write two — its
 	// create in, its completion out — the completion pipelined with other

@@ -1,4 +1,4 @@
-// Package admin is the admin API on the admin listener (SPEC.md §9):
+// Package admin is the admin API on the admin listener (contract §9):
 // endpoints (state, enable, disable, breaker reset), dead letters (list,
 // show, replay, discard), any organisation's callouts, and replay jobs,
 // under /admin/v1/ with named bearer tokens scoped read or write, every
@@ -24,7 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
 
-// Tokens checks admin bearer tokens (SPEC §9). *auth.AdminTokens
+// Tokens checks admin bearer tokens (contract §9). *auth.AdminTokens
 // implements it.
 type Tokens interface {
 	// Check returns the name of the token the Authorization header value
@@ -34,7 +34,7 @@ type Tokens interface {
 }
 
 // EndpointStore is what the endpoint routes need of the callout store
-// (SPEC §6, §9). *redisstore.Store implements it.
+// (contract §6, §9). *redisstore.Store implements it.
 type EndpointStore interface {
 	// EndpointState reads an endpoint's breaker, pause, disable flag and
 	// queue sizes in one pipelined round trip. Errors:
@@ -53,7 +53,7 @@ type EndpointStore interface {
 	ResetBreaker(ctx context.Context, endpoint string) error
 }
 
-// DeadLetters is what the dead-letter and callout routes need (SPEC §7,
+// DeadLetters is what the dead-letter and callout routes need (contract §7,
 // §8). *replay.Service implements it; its methods document their errors
 // (policy.Err*, replay.Err*), which problem.From answers.
 type DeadLetters interface {
@@ -70,7 +70,7 @@ type DeadLetters interface {
 	Discard(ctx context.Context, id string) error
 }
 
-// ReplayJobs is what the replay-job routes need (SPEC §8).
+// ReplayJobs is what the replay-job routes need (contract §8).
 // *replay.Service implements it; its methods document their errors.
 type ReplayJobs interface {
 	// CreateJob records a replay job of sp made by token by.
@@ -116,7 +116,7 @@ type Deps struct {
 	// Metrics counts the breaker transitions (callout_breaker_transitions_total)
 	// and dead letters (callout_dead_letters_total) admin actions cause.
 	Metrics *metrics.Metrics
-	// Gatherer, optional, serves /metrics, with no token (SPEC §9).
+	// Gatherer, optional, serves /metrics, with no token (contract §9).
 	Gatherer prometheus.Gatherer
 	// Pprof mounts Go's profiler under /debug/pprof/, behind a
 	// write-scope token (config admin.pprof; pprof.go). Off by default.

@@ -9,7 +9,7 @@ import (
 )
 
 // requireRead wraps a read handler: a token of scope read (or write) is
-// required (SPEC §9), and the answer is never cached.
+// required (contract §9), and the answer is never cached.
 func (s *server) requireRead(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.d.Tokens.Check(r.Header.Get("Authorization"), auth.ScopeRead); err != nil {
@@ -36,7 +36,7 @@ func (s *server) requireWrite(w http.ResponseWriter, r *http.Request, action, ke
 	return "", false
 }
 
-// audit writes the audit line of one admin write action (SPEC §9): msg
+// audit writes the audit line of one admin write action (contract §9): msg
 // "audit" with the token's name ("" when no valid token was presented),
 // the action, the endpoint, the result ("ok" or the problem code) and the
 // caller's address; never a body or a token.

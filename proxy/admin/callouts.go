@@ -12,7 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// Callouts lists an endpoint's pending callouts (SPEC §4 states).
+// Callouts lists an endpoint's pending callouts (contract §4 states).
 // *redisstore.Store implements it.
 type Callouts interface {
 	// Pending returns one page of endpoint's callouts in state scheduled,
@@ -22,7 +22,7 @@ type Callouts interface {
 	Pending(ctx context.Context, endpoint string, state policy.State, offset, limit int) ([]*policy.Callout, int, error)
 }
 
-// Keys finds the callout holding an Idempotency-Key (SPEC §5).
+// Keys finds the callout holding an Idempotency-Key (contract §5).
 // *redisstore.Store implements it.
 type Keys interface {
 	// KeyHolder returns the id of the callout holding key of issuer on

@@ -17,7 +17,7 @@ import (
 )
 
 // handleListDeadLetters serves GET /admin/v1/dead-letters?endpoint=&since=
-// &until=&status=&reason=&unresolved=&cursor=&limit= (SPEC §8 filters;
+// &until=&status=&reason=&unresolved=&cursor=&limit= (contract §8 filters;
 // endpoint, status and reason may repeat or be comma-separated; since and
 // until are RFC 3339 and inclusive; unresolved=true keeps only dead letters
 // whose replays have not succeeded; limit 1–1000, default 100).
@@ -99,7 +99,7 @@ func (s *server) calloutDoc(c *policy.Callout, m policy.ReplayMark) api.CalloutD
 }
 
 // handleReplayDeadLetter serves POST /admin/v1/dead-letters/{id}/replay
-// (SPEC §8), scope write: 202 with Location for a new chain, 200 when a
+// (contract §8), scope write: 202 with Location for a new chain, 200 when a
 // chain already holds the key; a dead letter superseded by a newer one is
 // a 409 naming it in callout_id. The replay service writes the audit line
 // of the replay; a refused token is audited here.
@@ -131,7 +131,7 @@ func (s *server) handleReplayDeadLetter(w http.ResponseWriter, r *http.Request) 
 	httpx.WriteJSON(w, status, doc)
 }
 
-// handleDiscardDeadLetter serves DELETE /admin/v1/dead-letters/{id} (SPEC
+// handleDiscardDeadLetter serves DELETE /admin/v1/dead-letters/{id} (contract
 // §7 "Discarded"), scope write, audit-logged: 204 when deleted.
 func (s *server) handleDiscardDeadLetter(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")

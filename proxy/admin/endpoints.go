@@ -105,7 +105,7 @@ type actionFunc func(ctx context.Context, ep *config.Endpoint, before policy.End
 
 // handleEndpointAction serves POST /admin/v1/endpoints/{name}/{action}: a
 // token of scope write is required; every attempt, refused or not, is
-// audit-logged with the token's name (SPEC §9). The optional JSON body
+// audit-logged with the token's name (contract §9). The optional JSON body
 // {"reason": "..."} (at most 4 KiB) goes into the audit line and is kept
 // with a disable.
 func (s *server) handleEndpointAction(action string, do actionFunc) http.HandlerFunc {
@@ -180,7 +180,7 @@ func actionReason(r *http.Request) (string, error) {
 	return strings.TrimSpace(body.Reason), nil
 }
 
-// enableEndpoint re-enables ep (SPEC §6 "Only an admin re-enables it").
+// enableEndpoint re-enables ep (contract §6 "Only an admin re-enables it").
 // Enabling also closes the breaker and clears the failure count, pause and
 // outage: the endpoint starts afresh.
 func (s *server) enableEndpoint(ctx context.Context, ep *config.Endpoint, before policy.EndpointState,
@@ -198,7 +198,7 @@ func (s *server) enableEndpoint(ctx context.Context, ep *config.Endpoint, before
 }
 
 // disableEndpoint disables ep; its pending callouts become dead letters
-// with reason endpoint_disabled (SPEC §6). The stored reason names the
+// with reason endpoint_disabled (contract §6). The stored reason names the
 // token: "admin <token>" or "admin <token>: <reason>".
 func (s *server) disableEndpoint(ctx context.Context, ep *config.Endpoint, _ policy.EndpointState,
 	token, reason string) (actionOutcome, error) {

@@ -16,7 +16,7 @@ import (
 const maxProfileSeconds = 300
 
 // pprofRoutes mounts Go's profiler (net/http/pprof) under /debug/pprof/
-// when Deps.Pprof is set (config admin.pprof, off by default; issue 17
+// when Deps.Pprof is set (config admin.pprof, off by default;
 // §6): the index, every named profile (/debug/pprof/heap, goroutine,
 // allocs, block, mutex, threadcreate), cmdline, symbol, the CPU profile
 // (/debug/pprof/profile?seconds=N, default 30) and the execution trace

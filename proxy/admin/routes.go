@@ -10,7 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/httpx"
 )
 
-// routes lists every route of the admin listener (SPEC §9): /metrics
+// routes lists every route of the admin listener (contract §9): /metrics
 // without a token; under /admin/v1/ the endpoint routes (Deps.Endpoints),
 // the dead-letter and callout routes (Deps.DeadLetters) and the replay-job
 // routes (Deps.ReplayJobs), each with a named bearer token: scope read for

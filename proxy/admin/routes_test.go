@@ -15,7 +15,7 @@ import (
 )
 
 // TestMetricsWithoutToken: /metrics is served on the admin listener with
-// no token (SPEC §9); the admin routes still want one; TRACE is refused
+// no token (contract §9); the admin routes still want one; TRACE is refused
 // before any route.
 func TestMetricsWithoutToken(t *testing.T) {
 	reg := prometheus.NewRegistry()

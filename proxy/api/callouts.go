@@ -8,7 +8,7 @@ import (
 
 // IdempotencyKeyDoc is the body of GET /admin/v1/idempotency-keys
 // ?endpoint=&key=[&issuer=]: the callouts holding an Idempotency-Key on an
-// endpoint, one per organisation (SPEC §5: the scope is issuer, endpoint,
+// endpoint, one per organisation (contract §5: the scope is issuer, endpoint,
 // key). IdempotencyKey is the key without sf-string quotes, as the status
 // document shows it.
 type IdempotencyKeyDoc struct {
@@ -25,7 +25,7 @@ type KeyHolderDoc struct {
 }
 
 // CalloutSummaryDoc is one pending callout of GET /admin/v1/callouts
-// ?endpoint=&state= (SPEC §4 states scheduled, held, in_flight). Times are
+// ?endpoint=&state= (contract §4 states scheduled, held, in_flight). Times are
 // RFC 3339 in UTC; NextAttemptAt is when it is due (scheduled, held) or
 // when its lease ends (in_flight).
 type CalloutSummaryDoc struct {

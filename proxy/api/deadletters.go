@@ -8,7 +8,7 @@ import (
 )
 
 // DeadLetterSummaryDoc is one dead letter of GET /admin/v1/dead-letters and
-// of a replay job's items (SPEC §7). Times are RFC 3339 in UTC with
+// of a replay job's items (contract §7). Times are RFC 3339 in UTC with
 // millisecond precision. Reason is exhausted, permanent, ambiguous or
 // endpoint_disabled; Status the last upstream status, 0 when the callout
 // never got an answer. LastError is redacted. ReplayedBy is the latest
@@ -43,9 +43,9 @@ type DeadLetterList struct {
 }
 
 // CalloutDoc is GET /admin/v1/dead-letters/{id} and /admin/v1/callouts/{id}:
-// the status document (SPEC §4) of any organisation's callout plus what an
+// the status document (contract §4) of any organisation's callout plus what an
 // operator needs to judge a replay: the request as the caller sent it and
-// the record's times. Secrets are redacted (SPEC §7); the stored copy
+// the record's times. Secrets are redacted (contract §7); the stored copy
 // keeps them for the replay.
 type CalloutDoc struct {
 	StatusDocument

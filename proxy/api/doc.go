@@ -1,4 +1,4 @@
-// Package api holds the JSON documents of the proxy's HTTP API (SPEC.md
+// Package api holds the JSON documents of the proxy's HTTP API (contract
 // §4, §9): the caller-facing status and policy documents of the callout
 // listener, the admin API's documents of the admin listener, and the
 // problem document both send. It holds types only, no behaviour, and

@@ -7,7 +7,7 @@ import (
 )
 
 // EndpointDoc is one endpoint of GET /admin/v1/endpoints and
-// GET /admin/v1/endpoints/{name} (SPEC §6, §9): its shared state in Redis
+// GET /admin/v1/endpoints/{name} (contract §6, §9): its shared state in Redis
 // as read at one moment, and its effective breaker settings. Times are RFC
 // 3339 in UTC with millisecond precision and are left out when not set;
 // durations are Go duration strings.

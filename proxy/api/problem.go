@@ -3,7 +3,7 @@ package api
 import "github.com/calloutproxy/callout-proxy/policy"
 
 // Problem is the RFC 9457 problem document (application/problem+json) of
-// every error the proxy makes itself, on both listeners (SPEC §2). Type
+// every error the proxy makes itself, on both listeners (contract §2). Type
 // is "urn:callout-proxy:problem:" followed by the problem's code (e.g.
 // breaker-open), Title the status's reason phrase, Outcome the outcome
 // class (rejected unless the problem says otherwise), CalloutID the

@@ -6,7 +6,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// ReplayJob is a replay job and its progress on the wire (SPEC §8): GET
+// ReplayJob is a replay job and its progress on the wire (contract §8): GET
 // /admin/v1/replay-jobs/{id}, each entry of GET /admin/v1/replay-jobs, and
 // the answer to creating or cancelling one. It is the one replay-job type
 // of the API; the store keeps policy.ReplayJob.
@@ -49,7 +49,7 @@ type ReplayJob struct {
 	Error       string          `json:"error,omitempty"`
 }
 
-// ReplayJobSpec is the body of POST /admin/v1/replay-jobs (SPEC §8
+// ReplayJobSpec is the body of POST /admin/v1/replay-jobs (contract §8
 // "filtered ... and bulk"): every dead letter matching any of Filters, and
 // every dead letter of IDs (at most 10,000), each replayed at most once
 // however they overlap. DryRun collects what would be replayed and sends
@@ -62,7 +62,7 @@ type ReplayJobSpec struct {
 	Rate    float64        `json:"rate,omitempty"`
 }
 
-// ReplayFilter selects dead letters (SPEC §8 "filtered (endpoint, time
+// ReplayFilter selects dead letters (contract §8 "filtered (endpoint, time
 // range, status code, reason)"): every part that is set must match; an
 // empty part matches everything. Endpoints are endpoint names (none: every
 // endpoint); Since and Until bound the time it became a dead letter, both

@@ -8,8 +8,8 @@ import (
 )
 
 // StatusDocument is the JSON of GET /v1/callouts/{id} and of every 202
-// (SPEC §4), and the first fields of the admin API's CalloutDoc. Secrets
-// are redacted (SPEC §7): Path's query, LastError and each attempt's
+// (contract §4), and the first fields of the admin API's CalloutDoc. Secrets
+// are redacted (contract §7): Path's query, LastError and each attempt's
 // Error, Response's headers and JSON body.
 type StatusDocument struct {
 	ID             string `json:"id"`
@@ -19,16 +19,16 @@ type StatusDocument struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	SourceRecord   string `json:"source_record,omitempty"`
 	// State is scheduled, in_flight, held, succeeded, failed or
-	// dead_lettered (SPEC §4 "States").
+	// dead_lettered (contract §4 "States").
 	State policy.State `json:"state"`
 	// Outcome is the class the callout reports in its state: retryable
 	// while work continues, success, or permanent once it failed or
-	// became a dead letter (SPEC §2).
+	// became a dead letter (contract §2).
 	Outcome  policy.Outcome `json:"outcome"`
 	Attempts []AttemptDoc   `json:"attempts"`
 	// NextAttemptAt is when the next attempt is due; absent once finished.
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
-	// ReplayOf is the dead letter this chain replays (SPEC §8).
+	// ReplayOf is the dead letter this chain replays (contract §8).
 	ReplayOf string `json:"replay_of,omitempty"`
 	// DeadLetterReason is exhausted, permanent, ambiguous or
 	// endpoint_disabled.
@@ -63,7 +63,7 @@ type ResponseDoc struct {
 }
 
 // PolicyDocument is GET /v1/policy: the policy in force and its backoff
-// envelope (SPEC §3). Durations are Go duration strings; byte limits are
+// envelope (contract §3). Durations are Go duration strings; byte limits are
 // bytes.
 type PolicyDocument struct {
 	MaxAttempts          int             `json:"max_attempts"`

@@ -9,7 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// Scope is what an admin token may do on the admin API (SPEC.md §9).
+// Scope is what an admin token may do on the admin API (contract §9).
 type Scope string
 
 // The admin scopes. ScopeWrite includes ScopeRead.
@@ -61,7 +61,7 @@ type adminToken struct {
 	digest [sha256.Size]byte
 }
 
-// NewAdminTokens resolves every token of cfg (SPEC.md §9, §10 `admin:`)
+// NewAdminTokens resolves every token of cfg (contract §9, §10 `admin:`)
 // with config.AdminToken.Value: getenv(TokenEnv) or the file TokenFile (one
 // trailing newline trimmed); a nil getenv means os.Getenv. It returns an error naming admin.tokens[i] when a name
 // is empty or repeated, a value is missing, shorter than MinAdminTokenBytes

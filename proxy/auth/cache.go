@@ -17,7 +17,7 @@ const evictScan = 8
 // verified remembers the tokens that passed every check of Verify that
 // depends on the token alone and the Verifier's configuration (signature,
 // algorithm, crit, iss, aud, lifetime, nbf and iat), so the same token is
-// verified once (issue 17 §2). The key is the SHA-256 of the compact token,
+// verified once. The key is the SHA-256 of the compact token,
 // so the cache holds no token, only its digest and the Caller it names.
 //
 // An entry lives until the token's exp (never longer: Verify accepts a

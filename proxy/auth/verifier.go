@@ -1,4 +1,4 @@
-// Package auth authenticates callers and admins (SPEC.md §9).
+// Package auth authenticates callers and admins (contract §9).
 //
 // Callers send a JWT as `Authorization: Bearer <jwt>` (RFC 6750 §2.1):
 // Salesforce Named Credentials with the JWT protocol sign it RS256 or RS512
@@ -25,7 +25,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// Algorithms the proxy can verify (SPEC.md §9). Anything else, `none`
+// Algorithms the proxy can verify (contract §9). Anything else, `none`
 // included, is refused at configuration time and at verification time.
 const (
 	RS256 = config.AlgRS256
@@ -35,7 +35,7 @@ const (
 
 // Caller is an authenticated caller: a Salesforce org (Issuer) and the
 // token's subject (the running user, as the Named Credential puts it).
-// Idempotency keys and callout ownership are scoped by Issuer (SPEC.md §5).
+// Idempotency keys and callout ownership are scoped by Issuer (contract §5).
 type Caller struct {
 	// Issuer is the token's `iss`, one of auth.issuers.
 	Issuer string
@@ -63,7 +63,7 @@ type Verifier struct {
 	parser      *jwt.Parser
 }
 
-// NewVerifier builds a Verifier from cfg (SPEC.md §9, §10 `auth:`).
+// NewVerifier builds a Verifier from cfg (contract §9, §10 `auth:`).
 //
 // It reads every file of cfg.CertificateFiles: PEM, one or more CERTIFICATE,
 // PUBLIC KEY or RSA PUBLIC KEY blocks per file, RSA of at least MinRSABits.
@@ -193,7 +193,7 @@ func (v *Verifier) Keys() []KeyInfo {
 }
 
 // Verify authenticates an Authorization header value, `Bearer <jwt>`
-// (SPEC.md §9), and returns the caller.
+// (contract §9), and returns the caller.
 //
 // Checks, in order: the Bearer scheme (RFC 6750 §2.1); the compact JWS form;
 // `alg` among auth.algorithms (`none` never); no `crit` header (RFC 7515
@@ -213,8 +213,8 @@ func (v *Verifier) Keys() []KeyInfo {
 // key is trusted alike, and a kid matching no label costs at most one RSA
 // verification per configured key.
 //
-// A token that passed is remembered by its SHA-256 until its exp (cache.go,
-// issue 17 §2): the same token again skips the parse and the signature
+// A token that passed is remembered by its SHA-256 until its exp (cache.go):
+// the same token again skips the parse and the signature
 // check, which depend on nothing but the token and this Verifier. Checks
 // that depend on the request (AllowedOn, the endpoint's allowed_issuers)
 // are not part of Verify and run on every request. A token that failed is
@@ -331,7 +331,7 @@ func (v *Verifier) checkClaims(c *jwt.RegisteredClaims) (Caller, error) {
 }
 
 // AllowedOn reports whether c may call ep: always when ep.AllowedIssuers is
-// empty, otherwise only when c.Issuer is in it (SPEC.md §9, endpoint
+// empty, otherwise only when c.Issuer is in it (contract §9, endpoint
 // `allowed_issuers`). It returns a *problem.Error with Code problem.Forbidden
 // naming the issuer and endpoint, or Code problem.Internal when ep is nil.
 func (v *Verifier) AllowedOn(c Caller, ep *config.Endpoint) error {

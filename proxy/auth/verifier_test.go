@@ -209,7 +209,7 @@ func runVerify(t *testing.T, w *world, tests []verifyCase) {
 				}
 			}
 			// The detail says what is wrong with the token, not what the
-			// proxy is configured to accept (issue 15 §4).
+			// proxy is configured to accept.
 			for _, leak := range []string{`"` + audience + `"`, "allowed:", "RS256, ", "configured RSA keys"} {
 				if strings.Contains(pe.Detail, leak) {
 					t.Errorf("detail %q reveals the configuration (%s)", pe.Detail, leak)

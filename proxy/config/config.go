@@ -1,4 +1,4 @@
-// Package config reads the proxy's YAML configuration (SPEC.md §10), fills in
+// Package config reads the proxy's YAML configuration (contract §10), fills in
 // defaults and validates it, naming the key and what is wrong. Secrets are
 // never inline: they are SecretRefs to an environment variable or a file,
 // and nothing in this package ever prints a secret's value.
@@ -37,7 +37,7 @@ type Config struct {
 	AdminListen string `yaml:"admin_listen"`
 	// TLSCertFile and TLSKeyFile, both set, serve Listen over TLS (PEM files;
 	// Load checks they load as a matching pair). Both empty: plain HTTP, TLS
-	// terminated by the ingress (SPEC §10).
+	// terminated by the ingress (contract §10).
 	TLSCertFile string `yaml:"tls_cert_file"`
 	TLSKeyFile  string `yaml:"tls_key_file"`
 	// Redis says where the store is; neither URL nor Cluster: embedded.
@@ -47,12 +47,12 @@ type Config struct {
 	// Admin configures the admin API's bearer tokens.
 	Admin Admin `yaml:"admin"`
 	// Policy is the retry, breaker and size policy; every key not given keeps
-	// its default from policy.Defaults (SPEC §3, §10).
+	// its default from policy.Defaults (contract §3, §10).
 	Policy policy.Policy `yaml:"policy"`
 	// Log says what the proxy logs (log.access: which attempts get a line).
 	Log Log `yaml:"log"`
 	// Limits protect every caller from every other: listener timeouts,
-	// connection caps, header limits, the memory budget (SPEC §10).
+	// connection caps, header limits, the memory budget (contract §10).
 	Limits Limits `yaml:"limits"`
 	// Endpoints is the allow-list, by endpoint name
 	// (^[a-z0-9][a-z0-9-]{0,62}$). At least one is required.
@@ -147,7 +147,7 @@ func (r Redis) String() string {
 	return "embedded"
 }
 
-// Auth configures caller authentication (SPEC §9).
+// Auth configures caller authentication (contract §9).
 type Auth struct {
 	// Issuers are the allowed `iss` values: one per Salesforce org. At least
 	// one is required.
@@ -175,7 +175,7 @@ type Auth struct {
 	Leeway time.Duration `yaml:"leeway"`
 	// TokenCacheEntries bounds how many verified caller tokens are
 	// remembered (by SHA-256, until their exp) so a token reused across
-	// requests is verified once (issue 17 §2). Default 10000; 0 means the
+	// requests is verified once. Default 10000; 0 means the
 	// default; past it a new token evicts an entry (proxy/auth cache.go).
 	TokenCacheEntries int `yaml:"token_cache_entries"`
 }
@@ -187,7 +187,7 @@ type Admin struct {
 	Tokens []AdminToken `yaml:"tokens"`
 	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on
 	// the admin listener, to tokens of scope write only, each request
-	// audit-logged (issue 17 §6). Default false.
+	// audit-logged. Default false.
 	Pprof bool `yaml:"pprof"`
 }
 
@@ -243,12 +243,12 @@ type Endpoint struct {
 	// Owner is the Salesforce user id (15 or 18 characters, prefix 005)
 	// told of outages. Optional.
 	Owner string `yaml:"owner"`
-	// Idempotency is "honoured" (default) or "ignored" (SPEC §3).
+	// Idempotency is "honoured" (default) or "ignored" (contract §3).
 	Idempotency string `yaml:"idempotency"`
 	// AllowedNetworks are CIDRs besides public addresses that this
 	// endpoint may reach (loopback and private ranges are blocked otherwise).
 	// Each must be a network address (10.20.0.0/16, not 10.20.1.2/16).
-	// Cloud metadata addresses stay blocked whatever is listed (SPEC §10).
+	// Cloud metadata addresses stay blocked whatever is listed (contract §10).
 	AllowedNetworks []string `yaml:"allowed_networks"`
 	// Networks is AllowedNetworks parsed (filled in by Load).
 	Networks []netip.Prefix `yaml:"-"`
@@ -297,10 +297,10 @@ type Endpoint struct {
 	// private CA bundle for this https upstream; nil: system roots, no
 	// client certificate.
 	TLS *UpstreamTLS `yaml:"tls"`
-	// Redact names what is hidden on every way out (SPEC §7).
+	// Redact names what is hidden on every way out (contract §7).
 	Redact Redact `yaml:"redact"`
 	// CompletionEvents says which endings of this endpoint's scheduled
-	// callouts publish a Callout_Result__e platform event (SPEC §8):
+	// callouts publish a Callout_Result__e platform event (contract §8):
 	// "all", "dead_letters" or "none". "" (the default) is "all" for a
 	// callout that carries a Callout-Source-Record, else "dead_letters":
 	// an org's hourly event allocation is far below the proxy's rate.
@@ -315,7 +315,7 @@ const (
 )
 
 // Redact lists per-endpoint secrets to hide in status documents, logs,
-// dead letters and Salesforce records, on top of the fixed list of SPEC §7
+// dead letters and Salesforce records, on top of the fixed list of contract §7
 // (Authorization, Cookie, Set-Cookie, Proxy-Authorization).
 type Redact struct {
 	// Headers are header names (canonicalised by Load), request and response.
@@ -353,15 +353,15 @@ type Salesforce struct {
 	// APIVersion is the REST API version, "NN.0". Default "68.0".
 	APIVersion string `yaml:"api_version"`
 	// OutboxInterval is how often every replica looks for due writes in
-	// the Salesforce outbox (SPEC §7). Default 1s.
+	// the Salesforce outbox (contract §7). Default 1s.
 	OutboxInterval time.Duration `yaml:"outbox_interval"`
 	// PollInterval is how often one replica asks Salesforce (SOQL) for the
 	// Failed_Callout__c records an admin changed: Discarded ones make the
-	// proxy delete its copy (SPEC §7). Default 1m.
+	// proxy delete its copy (contract §7). Default 1m.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// ReprocessInterval is how often one replica asks Salesforce (SOQL)
 	// for the Failed_Callout__c records an admin set to Reprocess
-	// Requested and replays them (SPEC §8 "Admins reprocess from
+	// Requested and replays them (contract §8 "Admins reprocess from
 	// Salesforce"). Default 1m.
 	ReprocessInterval time.Duration `yaml:"reprocess_interval"`
 	// APIUsageSlowdown is the share of the org's daily API limit
@@ -377,11 +377,11 @@ type Salesforce struct {
 	// RequestTimeout bounds one Salesforce HTTP call, the token call
 	// included. Default 30s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
-	// WebhookURL, when set, also receives every owner notification (SPEC
+	// WebhookURL, when set, also receives every owner notification (contract
 	// §6) as a JSON POST: an absolute http or https URL without user info.
 	WebhookURL string `yaml:"webhook_url"`
 	// BatchLinger is how long the first due write waits for others before
-	// a batch that is not full is sent (SPEC §8: one API call carries many
+	// a batch that is not full is sent (contract §8: one API call carries many
 	// records and events). Default 2s; at most 1m.
 	BatchLinger time.Duration `yaml:"batch_linger"`
 	// BatchMaxBytes bounds the JSON body of one Composite request, so that

@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultAPIVersion is the Salesforce REST API version used when the
-// salesforce block gives none (DESIGN.md, "Salesforce facts").
+// salesforce block gives none (ARCHITECTURE.md "Salesforce facts").
 const DefaultAPIVersion = "68.0"
 
 // Salesforce outbox defaults (config.Salesforce).
@@ -27,14 +27,14 @@ const (
 	MaxBatchMaxBytesCap = 50_000_000
 )
 
-// Auth defaults (SPEC §9, §10). A zero value, given or not, means the
+// Auth defaults (contract §9, §10). A zero value, given or not, means the
 // default; proxy/auth treats zero the same way.
 const (
 	DefaultMaxTokenLifetime = time.Hour
 	DefaultLeeway           = 30 * time.Second
 )
 
-// Idempotency values of Endpoint.Idempotency (SPEC §3).
+// Idempotency values of Endpoint.Idempotency (contract §3).
 const (
 	// IdempotencyHonoured: the upstream deduplicates on Idempotency-Key, so
 	// an attempt that got no answer may be retried. The default.
@@ -44,7 +44,7 @@ const (
 	IdempotencyIgnored = "ignored"
 )
 
-// Admin token scopes of AdminToken.Scope (SPEC §9).
+// Admin token scopes of AdminToken.Scope (contract §9).
 const (
 	// ScopeRead allows the admin API's GET routes.
 	ScopeRead = "read"
@@ -91,7 +91,7 @@ func (c *Config) applyDefaults() {
 		inherit(&e.ConnectTimeout, c.Policy.ConnectTimeout)
 		inherit(&e.HeaderTimeout, c.Policy.HeaderTimeout)
 		inherit(&e.AttemptTimeout, c.Policy.AttemptTimeout)
-		// An endpoint may lower its attempt limit alone (SPEC §3): the
+		// An endpoint may lower its attempt limit alone (contract §3): the
 		// connect and header limits it inherits shrink to fit inside it.
 		// Limits it sets itself are validated as written.
 		if !ownConnect && e.AttemptTimeout > 0 {
@@ -106,7 +106,7 @@ func (c *Config) applyDefaults() {
 		inherit(&e.MaxBacklogBytes, c.Policy.MaxBacklogBytes)
 		inherit(&e.MaxBacklogItemsPerIssuer, c.Policy.MaxBacklogItemsPerIssuer)
 		inherit(&e.MaxBacklogBytesPerIssuer, c.Policy.MaxBacklogBytesPerIssuer)
-		// A fair share by default (SPEC §10): with n organisations allowed
+		// A fair share by default (contract §10): with n organisations allowed
 		// on the endpoint, none may hold more than 1/n of its backlog.
 		if n := int64(len(e.AllowedIssuers)); n > 1 || (n == 0 && len(c.Auth.Issuers) > 1) {
 			if n == 0 {

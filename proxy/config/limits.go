@@ -2,7 +2,7 @@ package config
 
 import "time"
 
-// Limits are the limits that protect every caller from every other (SPEC
+// Limits are the limits that protect every caller from every other (contract
 // §10): listener timeouts, connection caps, header limits and the memory
 // budget. docs/limits.md says what a caller sees when each is reached.
 // A zero value, given or not, means the default.
@@ -61,7 +61,7 @@ type Limits struct {
 	OverloadWait time.Duration `yaml:"overload_wait"`
 }
 
-// Limits defaults (SPEC §10, docs/limits.md).
+// Limits defaults (contract §10, docs/limits.md).
 const (
 	DefaultReadHeaderTimeout   = 10 * time.Second
 	DefaultBodyReadTimeout     = 60 * time.Second

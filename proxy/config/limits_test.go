@@ -8,7 +8,7 @@ import (
 )
 
 // TestLimitsDefaults: a file without a limits section gets every default
-// (SPEC §10, docs/limits.md); keys given replace only themselves.
+// (contract §10, docs/limits.md); keys given replace only themselves.
 func TestLimitsDefaults(t *testing.T) {
 	dir := keyFiles(t)
 	cfg := mustParse(t, doc(nil, dir), baseEnv().get)

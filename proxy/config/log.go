@@ -12,7 +12,7 @@ type Log struct {
 	// Access says which upstream attempts get an "attempt" log line — the
 	// callout listener's and the dispatcher's alike, with the same fields
 	// (forward.LogAttempt): LogAccessAll, LogAccessErrors (the default:
-	// attempts whose outcome is not success, SPEC §2) or LogAccessNone.
+	// attempts whose outcome is not success, contract §2) or LogAccessNone.
 	// Rejections before dispatch are logged apart, sampled (one line per
 	// endpoint and problem code a minute), whatever this says.
 	Access string `yaml:"access"`

@@ -1,6 +1,6 @@
 package config
 
-// CanNotify reports whether an owner notification about ep (SPEC §6: the
+// CanNotify reports whether an owner notification about ep (contract §6: the
 // first dead letter of an outage, a disable) reaches anyone: a salesforce
 // section with the endpoint's owner set (a custom notification), or a
 // salesforce.webhook_url. Without either the notification is only logged.

@@ -33,7 +33,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return parse(data, getenv, path, filepath.Dir(path))
 }
 
-// Parse decodes a YAML configuration (SPEC.md §10) and returns it complete,
+// Parse decodes a YAML configuration (contract §10) and returns it complete,
 // or every problem found, joined with errors.Join, one *Error per line.
 //
 // Steps: the YAML is checked strictly (unknown keys, wrong kinds and

@@ -262,7 +262,7 @@ func TestPrepareCodeBuiltConfig(t *testing.T) {
 
 // TestEndpointLowersAttemptTimeoutAlone: an endpoint that sets only
 // attempt_timeout below the inherited connect and header limits is valid;
-// those inherited limits shrink to fit (SPEC §3: an endpoint may lower its
+// those inherited limits shrink to fit (contract §3: an endpoint may lower its
 // limits), while limits it sets itself are still checked as written.
 func TestEndpointLowersAttemptTimeoutAlone(t *testing.T) {
 	base := `auth: {issuers: [https://a.my.salesforce.com], audience: x, algorithms: [HS256], hs256_secret_env: S}
@@ -286,7 +286,7 @@ endpoints:
 	}
 }
 
-// The per-organisation backlog shares (SPEC §10) default to a fair share:
+// The per-organisation backlog shares (contract §10) default to a fair share:
 // the endpoint's cap divided by the issuers allowed on it, no separate cap
 // when only one organisation may use it, and an explicit value as written.
 func TestParseBacklogSharesPerIssuer(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Tracing configures OpenTelemetry tracing (issue 20; docs/tracing.md):
+// Tracing configures OpenTelemetry tracing (docs/tracing.md):
 // spans of each callout's admission, of every attempt and of every
 // Salesforce write batch, exported over OTLP to a collector, with W3C Trace
 // Context (https://www.w3.org/TR/trace-context/) read from the caller and

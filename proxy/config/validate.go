@@ -109,7 +109,7 @@ func validateRedisURL(col *collector, r Redis) {
 	}
 }
 
-// validate checks caller authentication (SPEC §9): issuers, audience,
+// validate checks caller authentication (contract §9): issuers, audience,
 // algorithms and their key material, lifetime and leeway.
 func (a Auth) validate(col *collector) {
 	if len(a.Issuers) == 0 {
@@ -218,7 +218,7 @@ func validatePolicy(col *collector, p policy.Policy) {
 }
 
 // checkLimits reports a connect or header timeout longer than the attempt
-// timeout that contains it (SPEC §3: the attempt limit covers the whole
+// timeout that contains it (contract §3: the attempt limit covers the whole
 // attempt). Non-positive values are reported elsewhere.
 func checkLimits(col *collector, prefix string, connect, header, attempt time.Duration) {
 	if attempt <= 0 {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// EndpointNamePattern is the contract's rule for endpoint names (SPEC §10).
+// EndpointNamePattern is the contract's rule for endpoint names (contract §10).
 const EndpointNamePattern = `^[a-z0-9][a-z0-9-]{0,62}$`
 
 var (

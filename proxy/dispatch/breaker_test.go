@@ -65,7 +65,7 @@ func openBreaker(t *testing.T, h *harness, d *dispatch.Dispatcher, n int) []stri
 	return ids
 }
 
-// TestBreakerHoldsAndProbes: consecutive failures open the breaker (SPEC
+// TestBreakerHoldsAndProbes: consecutive failures open the breaker (contract
 // §6); while it is open the dispatcher claims nothing and burns no
 // attempt; at the probe time exactly one callout goes, as kind probe; its
 // success closes the breaker and the held callouts follow.

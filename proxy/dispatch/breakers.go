@@ -15,7 +15,7 @@ type Disabler interface {
 	Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error)
 }
 
-// Notifier tells an endpoint's owner (SPEC §6: once per outage, on its
+// Notifier tells an endpoint's owner (contract §6: once per outage, on its
 // first dead letter, and once per disable). The Salesforce writer
 // implements it with a custom notification; nil: logged only.
 type Notifier interface {
@@ -25,7 +25,7 @@ type Notifier interface {
 // Watcher reacts to what each result did to its endpoint's circuit breaker:
 // it counts and logs transitions, counts the waiting callouts a result shut
 // the gate on as deferred (callout_deferred_total), and applies
-// auto-disable (SPEC §6): an
+// auto-disable (contract §6): an
 // endpoint whose current outage — from its first counting failure after a
 // success — has lasted disable_after is disabled, its pending callouts
 // become dead letters (reason endpoint_disabled), and its owner is told.

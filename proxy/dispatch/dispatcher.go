@@ -78,12 +78,12 @@ type Options struct {
 	// unless the endpoint sets max_concurrency. Default 16.
 	PerEndpoint int
 	// Batch is the most callouts claimed from one endpoint per round
-	// (DESIGN "Fairness"). Default 16.
+	// (docs/limits.md). Default 16.
 	Batch int
 	// ClaimLinger is how long a freed slot may wait for others before the
 	// round that refills it, while at least half of its endpoint's batch of
 	// slots is still busy: the next claim then takes several callouts in
-	// one script call instead of one per finished attempt (issue 17 §4: a
+	// one script call instead of one per finished attempt (a
 	// claim and its candidates pipeline cost two round trips whatever they
 	// claim). A slot never waits longer than this, and not at all when half
 	// the batch or more is free or nothing else is in flight. Default 2 ms;
@@ -264,7 +264,7 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 			d.mu.Unlock()
 		}
 	}
-	// Fairness (DESIGN "Fairness"): when due work exceeds the free slots,
+	// Fairness (docs/limits.md): when due work exceeds the free slots,
 	// each slot goes to the endpoint with the fewest attempts in flight
 	// here among those with work due (rotation breaks ties), so a hung
 	// endpoint holding slots never starves the others of the ones freed.
@@ -343,7 +343,7 @@ func (d *Dispatcher) reap(ctx context.Context, ep *config.Endpoint) {
 }
 
 // GateRecheck is the longest a dispatcher trusts a shut gate it learnt
-// from a claim before asking Redis again (DESIGN "Hot-path budget": gate
+// from a claim before asking Redis again (ARCHITECTURE.md "Hot-path budget": gate
 // state may be cached briefly). A pause or an open breaker is skipped
 // without a round trip until then, yet an admin's reset (calloutctl
 // endpoints reset) or enable takes effect within GateRecheck instead of at
@@ -499,7 +499,7 @@ func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *polic
 		d.o.Metrics.RetriesScheduled.WithLabelValues(ep.Name, comp.Error).Inc()
 	}
 	if res.State == policy.Held {
-		// The retry met a shut gate: held, not scheduled (SPEC §4, §6).
+		// The retry met a shut gate: held, not scheduled (contract §4, §6).
 		d.o.Metrics.Deferred.WithLabelValues(ep.Name, string(res.Gate)).Inc()
 	}
 	if res.State == policy.Succeeded || res.State == policy.DeadLettered {
@@ -525,7 +525,7 @@ func (d *Dispatcher) lag(ep *config.Endpoint, cl *policy.Claimed) time.Duration 
 // attempt's span (nil when tracing is off or no attempt was made) for the
 // caller to end after the completion. A callout whose window closed while
 // it waited (held by a breaker or a pause, or reaped, past max_age; or over
-// max_attempts) is exhausted (SPEC §3) and is not dispatched: its
+// max_attempts) is exhausted (contract §3) and is not dispatched: its
 // completion has no Attempt, so the store undoes the claim's count and
 // leaves the breaker alone.
 func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) (policy.Completion, *tracing.Span) {

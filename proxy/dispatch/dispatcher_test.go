@@ -19,9 +19,9 @@ import (
 var msPolicy = []string{"base_delay: 1ms", "multiplier: 2", "max_delay: 4ms"}
 
 // TestRetryChainSucceeds: three 503s then a 201, all made by the
-// dispatcher (SPEC §3, §4). One chain of 4 attempts, kinds
+// dispatcher (contract §3, §4). One chain of 4 attempts, kinds
 // first/retry/retry/retry, the same Idempotency-Key upstream every time
-// (SPEC §5), final state succeeded with the final response, the attempt log
+// (contract §5), final state succeeded with the final response, the attempt log
 // complete, and attempts_total / retries_scheduled_total counting it.
 func TestRetryChainSucceeds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
@@ -98,7 +98,7 @@ func checkChainLog(t *testing.T, log []policy.Attempt) {
 // TestAmbiguousWrite: an `idempotency: ignored` upstream reads a POST and
 // never answers; the response-header limit (100ms) runs out. The write was sent
 // with no answer, so it is never retried: one dispatch, dead letter
-// ambiguous (SPEC §3). The same with `honoured` is rescheduled.
+// ambiguous (contract §3). The same with `honoured` is rescheduled.
 func TestAmbiguousWrite(t *testing.T) {
 	// the header limit runs out first: the reason is exact
 	limits := []string{"connect_timeout: 100ms", "header_timeout: 100ms", "attempt_timeout: 200ms"}
@@ -142,7 +142,7 @@ func TestAmbiguousWrite(t *testing.T) {
 
 // TestPermanentDeadLetteredAtOnce: an upstream that answers 403 to a
 // scheduled callout: one dispatch, a dead letter (reason permanent) at
-// once, never retried (SPEC §2, §7).
+// once, never retried (contract §2, §7).
 func TestPermanentDeadLetteredAtOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
 		up := newUpstream(t, status(http.StatusForbidden))

@@ -11,7 +11,7 @@ import (
 
 // TestDisabledDuringAttempt: the endpoint is disabled while an attempt is
 // in flight; its 503 would be retried, but the store turns the retry into a
-// dead letter, reason endpoint_disabled (SPEC §6). The dispatcher must
+// dead letter, reason endpoint_disabled (contract §6). The dispatcher must
 // report that ending with that reason, and no retry scheduled.
 func TestDisabledDuringAttempt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
@@ -44,7 +44,7 @@ func TestDisabledDuringAttempt(t *testing.T) {
 
 // TestHeldPastMaxAgeNotDispatched: a callout's retry is held by an
 // endpoint-wide pause that ends after its max_age window; when the pause
-// ends it is exhausted (SPEC §3: 72h after the first attempt, whichever
+// ends it is exhausted (contract §3: 72h after the first attempt, whichever
 // comes first) and becomes a dead letter without another dispatch, its
 // attempt count unchanged. Here max_age is 10m and the pause 1h.
 func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
@@ -94,7 +94,7 @@ func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
 // TestReapedLastAttemptNotRepeated: with max_attempts 1, the only attempt
 // is lost (its lease expires while the upstream hangs). It was a real
 // dispatch, so the reaped callout is exhausted: the next replica does not
-// send it again, and the attempt count stays 1 (SPEC §3: every real
+// send it again, and the attempt count stays 1 (contract §3: every real
 // dispatch counts; 1 in all).
 func TestReapedLastAttemptNotRepeated(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {

@@ -50,7 +50,7 @@ func (f *fairness) claimedOf(ids []string) int {
 }
 
 // TestBatchBoundServesOtherEndpoints: one hung endpoint never starves the
-// others (DESIGN "Fairness"). The replica has 8 slots and a per-endpoint
+// others (docs/limits.md). The replica has 8 slots and a per-endpoint
 // bound (16) above that, so only the batch bound (4) stops "a", visited
 // first, from taking every slot: the first Round claims 4 of a's and 4 of
 // b's callouts; b's last one follows as soon as slots free up, while a's

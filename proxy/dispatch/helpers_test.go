@@ -160,7 +160,7 @@ func (h *harness) round(d *dispatch.Dispatcher) int {
 
 // enqueue records a callout due at due (zero: now) the way the ingress does
 // for Prefer: respond-async; key, when set, is the Idempotency-Key the
-// caller sent (kept in the stored header, SPEC §5).
+// caller sent (kept in the stored header, contract §5).
 func (h *harness) enqueue(endpoint, method, path, key string, due time.Time) string {
 	h.t.Helper()
 	hdr := http.Header{"Content-Type": {"application/json"}}

@@ -15,12 +15,12 @@ import (
 
 // TestLeaseExpiryRedispatches: replica 1 claims a callout whose upstream
 // call hangs; its lease (attempt limit + 10s) runs out on the injected
-// clock; replica 2's Round reaps it and dispatches it again (SPEC §1: a
+// clock; replica 2's Round reaps it and dispatches it again (contract §1: a
 // replica may die at any moment, no accepted callout is lost). When
 // replica 1's call finally returns, its Complete gets ErrStaleLease and
 // changes nothing: the final state is replica 2's, the attempt count is 2
 // (both were real dispatches), and the upstream saw the same
-// Idempotency-Key twice (SPEC §5).
+// Idempotency-Key twice (contract §5).
 func TestLeaseExpiryRedispatches(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
 		up := newUpstream(t, func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
@@ -96,7 +96,7 @@ func checkLeaseLog(t *testing.T, log []policy.Attempt) {
 }
 
 // TestConcurrentRoundsClaimOnce: two replicas Round at the same time over
-// the same due callouts; every callout is dispatched exactly once (SPEC
+// the same due callouts; every callout is dispatched exactly once (contract
 // §1: none ever runs in two places at once) and counts one attempt.
 func TestConcurrentRoundsClaimOnce(t *testing.T) {
 	const n = 40

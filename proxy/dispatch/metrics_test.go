@@ -14,7 +14,7 @@ import (
 // TestMetricsAfterScenarios runs four endings side by side on a fresh
 // registry — a flaky upstream that succeeds on attempt 3, a dead one that
 // exhausts 3 attempts, one that refuses (403) and an `idempotency: ignored`
-// one that never answers — and checks the operating metrics (SPEC §3):
+// one that never answers — and checks the operating metrics (contract §3):
 // callout_attempts_total by kind, callout_retries_scheduled_total,
 // callout_dead_letters_total by reason and callout_schedule_lag_seconds.
 func TestMetricsAfterScenarios(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 )
 
 // TestPauseOn429: a 429 with Retry-After: 60 on endpoint E pauses all of E
-// until then (SPEC §3): E's other due callouts are not claimed and keep
+// until then (contract §3): E's other due callouts are not claimed and keep
 // their attempt counts (a pause consumes no attempt), the paused 429 does
-// not count toward the breaker (SPEC §6), and endpoint F is unaffected.
+// not count toward the breaker (contract §6), and endpoint F is unaffected.
 // When the clock reaches the pause's end everything on E is dispatched.
 func TestPauseOn429(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {

@@ -20,7 +20,7 @@ const (
 // HTTP-date (RFC 9110 §10.2.3, any §5.6.7 form) computed from the injected
 // clock. The dispatcher never re-attempts before that date: at date−1s a
 // Round claims nothing, at the date it claims the callout. A date in the
-// past counts as absent (SPEC §3): the wait is the jittered delay alone.
+// past counts as absent (contract §3): the wait is the jittered delay alone.
 func TestRetryAfterDateHonoured(t *testing.T) {
 	forms := []struct {
 		name   string

@@ -16,7 +16,7 @@ import (
 // finds every attempt: msg "attempt", endpoint, callout_id ("" for a read
 // that has no record), attempt (its number, 1-based), kind (first, retry,
 // probe, replay), status (the upstream's, 0 when it did not answer),
-// outcome and reason (policy.Classify's, SPEC §2), duration_ms, error
+// outcome and reason (policy.Classify's, contract §2), duration_ms, error
 // (Attempt.Err's text, which never holds the URL or a credential; "" when
 // the upstream answered), then extra (the trace_id of a traced attempt;
 // an empty slog.Attr is left out). The line is built only when it is

@@ -14,7 +14,7 @@ import (
 )
 
 // TestDoResponseInBudget: a buffered response is reserved in the memory
-// budget (SPEC §10 "a budget of request and response bytes"): in the
+// budget (contract §10 "a budget of request and response bytes"): in the
 // holder of the attempt's context, which keeps it after Do returns (the
 // ingress releases it once the answer is written), or else only while Do
 // runs. A response the budget has no room for fails the attempt with

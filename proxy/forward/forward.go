@@ -1,6 +1,6 @@
 // Package forward is the upstream forwarder shared by the synchronous
 // ingress and the asynchronous dispatcher: one call of Forwarder.Do is one
-// attempt (SPEC.md §3, §4). It builds the upstream URL so that nothing in
+// attempt (contract §3, §4). It builds the upstream URL so that nothing in
 // the caller's path can leave the endpoint's base path, forwards the
 // caller's request minus hop-by-hop and caller-only headers plus the
 // endpoint's credentials (static headers, an OAuth 2.0 token, a client
@@ -12,7 +12,7 @@
 //
 // It never logs bodies or header values. It is modelled on Go's
 // net/http/httputil.ReverseProxy, but buffers: the outcome of an attempt is
-// decided on the whole response (SPEC.md §4).
+// decided on the whole response (contract §4).
 package forward
 
 import (
@@ -44,7 +44,7 @@ import (
 
 // Request is the caller's request as received, before the endpoint's
 // credentials are injected. It is what a dead letter keeps and a replay
-// sends again (SPEC.md §7).
+// sends again (contract §7).
 type Request struct {
 	// Method is the HTTP method, e.g. "POST".
 	Method string
@@ -100,7 +100,7 @@ type Attempt struct {
 	// Sent is true once the whole request was written to the upstream
 	// (httptrace WroteRequest), even if no response followed: a write to an
 	// endpoint with `idempotency: ignored` that was sent but not answered
-	// is ambiguous and is not retried (SPEC.md §3). After a 401 re-send
+	// is ambiguous and is not retried (contract §3). After a 401 re-send
 	// (OAuth2 endpoints) it describes the re-sent request: the first one
 	// was answered.
 	Sent bool
@@ -134,7 +134,7 @@ type Options struct {
 	RecheckInterval time.Duration
 	// MaxResponseBytes is the largest response body buffered, in bytes;
 	// a larger one fails the attempt with policy.ErrResponseTooLarge
-	// (SPEC.md §2, permanent). Default 12582912 (12 MiB).
+	// (contract §2, permanent). Default 12582912 (12 MiB).
 	MaxResponseBytes int64
 	// TLSClientConfig is the base TLS configuration, cloned per endpoint
 	// and per token endpoint; an endpoint's tls.ca_file and oauth2.ca_file
@@ -213,7 +213,7 @@ func New(opts Options) *Forwarder {
 	return f
 }
 
-// Do makes one attempt of req against ep (SPEC.md §3, §4) and returns its
+// Do makes one attempt of req against ep (contract §3, §4) and returns its
 // result; it never panics on a bad request, it reports it in Attempt.Err.
 // The attempt is bounded by ep's attempt limit (AttemptTimeout; the policy
 // default if zero) around the OAuth2 token request (when one is needed),
@@ -239,7 +239,7 @@ func (f *Forwarder) Do(ctx context.Context, ep *config.Endpoint, req *Request) A
 // attempt is Do without the clock and the log. The token request, the
 // request and, on an OAuth2 endpoint's 401, one token refresh and one
 // immediate re-send all run within the one attempt limit: a lease never
-// expires under them (SPEC.md §3), and the re-send is no retry of the
+// expires under them (contract §3), and the re-send is no retry of the
 // callout's schedule. The Attempt is the last response's.
 func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Request) Attempt {
 	u, err := UpstreamURL(ep.BaseURL, req.Path, req.RawQuery)
@@ -344,7 +344,7 @@ func (f *Forwarder) send(parent, actx context.Context, c *http.Client, method st
 // A write is never re-sent by the transport on its own: net/http replays a
 // request that has a rewindable body, or an empty one with an
 // Idempotency-Key, when a reused keep-alive connection dies after the
-// request was written — which would hide an attempt and break SPEC §3's
+// request was written — which would hide an attempt and break contract §3's
 // "ambiguous" rule. So a write with a body gets an opaque reader without
 // GetBody and its exact Content-Length; an empty write keeps no body, and its
 // Idempotency-Key travels under the lower-case field name, which net/http's
@@ -422,7 +422,7 @@ func (f *Forwarder) CloseIdleConnections() {
 }
 
 // Classify is the classification step of one attempt (policy.Classify of
-// its status and error, SPEC §2): the outcome class and its reason word.
+// its status and error, contract §2): the outcome class and its reason word.
 func (a Attempt) Classify() policy.Classification {
 	status := 0
 	if a.Response != nil {

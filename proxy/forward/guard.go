@@ -14,7 +14,7 @@ import (
 // ErrBlockedAddress marks a dial the SSRF guard refused: the endpoint's host
 // resolved to an address outside the public internet and the endpoint's
 // allowed_networks, to a cloud metadata address, or the port was not the
-// endpoint's own (SPEC.md §2 "blocked address", rejected, never retried).
+// endpoint's own (contract §2 "blocked address", rejected, never retried).
 // Attempt.Err is then a *problem.Error of code problem.BlockedAddress (403)
 // that wraps an error matching ErrBlockedAddress with errors.Is.
 var ErrBlockedAddress = errors.New("upstream address blocked by the SSRF guard")

@@ -32,7 +32,7 @@ var hopByHop = []string{
 }
 
 // callerOnly lists request header fields that are addressed to the proxy and
-// never reach the upstream (SPEC.md §4, §9):
+// never reach the upstream (contract §4, §9):
 //
 //   - Authorization and Cookie carry the caller's credentials for the proxy
 //     (its JWT); the endpoint's own credentials are injected instead.
@@ -45,7 +45,7 @@ var hopByHop = []string{
 //   - Forwarded (RFC 7239), X-Forwarded-For, -Host, -Proto, -Port and
 //     X-Real-Ip describe the hops in front of the proxy. The proxy is the
 //     upstream's client of record (the upstream allow-lists the proxy's
-//     egress addresses, SPEC §10), so a caller's claim about where the
+//     egress addresses, contract §10), so a caller's claim about where the
 //     request came from is not passed on — an upstream that trusts these
 //     fields could otherwise be told any address — and the proxy adds none
 //     of its own: Salesforce's addresses are not the upstream's business.
@@ -132,7 +132,7 @@ func eachField(h http.Header, fn func(k string, vs []string)) {
 }
 
 // OutboundHeader returns the header sent upstream for a caller's header in
-// (SPEC.md §4): in's fields with canonical names, minus the hop-by-hop fields
+// (contract §4): in's fields with canonical names, minus the hop-by-hop fields
 // (every field named in Connection included), minus Authorization, Cookie,
 // Proxy-Authorization, Prefer, Expect, Host, Content-Length, Forwarded and
 // the X-Forwarded-* family (callerOnly), minus every field with an
@@ -143,7 +143,7 @@ func eachField(h http.Header, fn func(k string, vs []string)) {
 // Authorization` cannot strip an injected Authorization). Names the caller
 // used that are not valid tokens are kept as they are; values are never
 // altered. Neither argument is modified; the result shares no slices with
-// them. Either argument may be nil. On the hot path (issue 17): no set is
+// them. Either argument may be nil. On the hot path: no set is
 // built unless the caller names fields in Connection or fields are
 // injected.
 func OutboundHeader(in http.Header, injected http.Header) http.Header {
@@ -175,7 +175,7 @@ func OutboundHeader(in http.Header, injected http.Header) http.Header {
 }
 
 // ProxyOwned reports whether a response field, by its canonical name, is
-// one only the proxy sets (SPEC §10 "upstream responses never carry proxy
+// one only the proxy sets (contract §10 "upstream responses never carry proxy
 // signals"): every Callout-* field (Callout-Outcome, Callout-Id,
 // Callout-Record, Callout-Problem, Callout-Replay-Body, and any the proxy
 // adds later) and Idempotent-Replayed. An upstream that sends one, by

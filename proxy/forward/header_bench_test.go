@@ -7,7 +7,7 @@ import (
 
 // BenchmarkOutboundHeader: the header of a typical Apex callout as
 // net/http's server hands it over (canonical names), forwarded with one
-// injected credential; issue 17's hot path calls it twice per keyed write
+// injected credential; the hot path calls it twice per keyed write
 // (the stored request and the attempt).
 func BenchmarkOutboundHeader(b *testing.B) {
 	in := http.Header{

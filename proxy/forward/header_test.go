@@ -128,7 +128,7 @@ func TestInboundHeader(t *testing.T) {
 
 // TestInboundHeaderDropsProxySignals: every Callout-* field and
 // Idempotent-Replayed of an upstream response is dropped, in any case
-// (SPEC §10); a field that merely contains "callout" is kept.
+// (contract §10); a field that merely contains "callout" is kept.
 func TestInboundHeaderDropsProxySignals(t *testing.T) {
 	in := http.Header{
 		"Callout-Outcome": {"success"}, "callout-id": {"forged"}, "CALLOUT-RECORD": {"x"},

@@ -18,7 +18,7 @@ import (
 
 // TestWriteNeverReplayedByTransport: a keyed write whose reused keep-alive
 // connection dies after the request was read reaches the upstream once and
-// comes back as an error with Sent = true (SPEC §3: an unanswered write is
+// comes back as an error with Sent = true (contract §3: an unanswered write is
 // ambiguous, or retried by the proxy's own schedule — never re-sent silently
 // inside one attempt). The upstream is a raw TCP server so the test controls
 // exactly when the connection dies.

@@ -38,7 +38,7 @@ type endpointClient struct {
 	tr     *http.Transport
 }
 
-// limits are an endpoint's effective per-attempt limits (SPEC.md §3): the
+// limits are an endpoint's effective per-attempt limits (contract §3): the
 // endpoint's values, or the policy defaults where one is zero or negative.
 type limits struct {
 	connect, header, attempt time.Duration
@@ -155,7 +155,7 @@ func (f *Forwarder) baseTLS() *tls.Config {
 // Content-Encoding as they are), the SSRF guard (base's port, networks) on
 // every dial, the connect limit on TCP and TLS, the header limit after the
 // request is written, and redirects never followed (a 3xx goes back to the
-// caller as is, SPEC.md §2).
+// caller as is, contract §2).
 func newClient(base *url.URL, networks []netip.Prefix, l limits, tlsConf *tls.Config,
 	maxIdle int, key string) (*endpointClient, error) {
 	g, err := newGuard(base, networks)

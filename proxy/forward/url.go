@@ -13,7 +13,7 @@ import (
 // when looking for dot segments hidden under several encodings.
 const maxDecodeRounds = 4
 
-// UpstreamURL returns the upstream URL for a callout (SPEC.md §4): base's
+// UpstreamURL returns the upstream URL for a callout (contract §4): base's
 // scheme, host and port, base's path without its trailing slash followed by
 // escapedPath, and rawQuery appended as it came. escapedPath is the caller's
 // path below /callout/{endpoint} exactly as escaped on the wire ("" or

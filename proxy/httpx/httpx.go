@@ -1,6 +1,6 @@
 // Package httpx holds what the proxy's two listeners, the callout listener
 // (proxy) and the admin listener (proxy/admin), do alike around their
-// routes: the guard that refuses what neither ever serves (SPEC.md §4:
+// routes: the guard that refuses what neither ever serves (contract §4:
 // TRACE, CONNECT, absolute-form targets), the problem+json answers of a
 // router that found no route or no method, and JSON answers.
 package httpx
@@ -13,7 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// AllowedMethods are the methods of SPEC §4's request-flow table, the only
+// AllowedMethods are the methods of contract §4's request-flow table, the only
 // ones the proxy serves: reads, then writes; the Allow value of a 405.
 const AllowedMethods = "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE"
 
@@ -31,7 +31,7 @@ func IsAllowedMethod(method string) bool {
 // Guard refuses TRACE, CONNECT and every method outside AllowedMethods
 // (405 method-not-allowed with Allow, RFC 9110 §15.5.6) and absolute-form
 // or authority-form request targets (400 absolute-form) before any
-// routing (SPEC §4); everything else goes to next.
+// routing (contract §4); everything else goes to next.
 func Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {

@@ -1,5 +1,5 @@
 // Package limit holds the limits that keep one caller from exhausting the
-// proxy for every other (SPEC §10): a memory budget for the bytes held at
+// proxy for every other (contract §10): a memory budget for the bytes held at
 // once (Budget, Holder), a connection cap per listener that closes idle
 // connections first (Listener), and the read deadline of request bodies
 // (BodyDeadline). It knows nothing of callouts; the ingress, the forwarder

@@ -16,7 +16,7 @@ import (
 // (no global registry).
 type Metrics struct {
 	// Attempts counts real upstream dispatches by endpoint, outcome class
-	// (SPEC §2) and kind (first|retry|probe|replay): the retry-share alarm
+	// (contract §2) and kind (first|retry|probe|replay): the retry-share alarm
 	// is rate(kind="retry") / rate(all).
 	Attempts *prometheus.CounterVec
 	// AttemptDuration observes one attempt's wall time in seconds, from
@@ -130,7 +130,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// ObserveAttempt counts one attempt with its class (SPEC §2), kind
+// ObserveAttempt counts one attempt with its class (contract §2), kind
 // (first|retry|probe|replay) and duration.
 func (m *Metrics) ObserveAttempt(endpoint, kind string, cls policy.Classification, d time.Duration) {
 	m.Attempts.WithLabelValues(endpoint, string(cls.Outcome), kind).Inc()

@@ -29,7 +29,7 @@ type domainError struct {
 // meets first. An error no row matches is not the domain's: From answers
 // it Internal, FromStore store-unavailable.
 var domainErrors = [...]domainError{
-	// The replay service (SPEC §8).
+	// The replay service (contract §8).
 	{target: policy.ErrReplayInvalid, code: InvalidRequest, detail: func(err error) string {
 		return strings.ReplaceAll(err.Error(), policy.ErrReplayInvalid.Error()+": ", "")
 	}},
@@ -53,10 +53,10 @@ var domainErrors = [...]domainError{
 	{target: policy.ErrReplaySuperseded, code: DeadLettered, detail: func(err error) string {
 		return "its Idempotency-Key now belongs to a newer dead letter, " + lastPart(err) + "; replay that one"
 	}},
-	// The callout store's refusals of a new callout (SPEC §4, §6).
+	// The callout store's refusals of a new callout (contract §4, §6).
 	{target: policy.ErrDisabled, code: EndpointDisabled, detail: fixed(disabledDetail)},
 	// Before ErrBacklogFull, which it also matches: the organisation's share
-	// (SPEC §10 per-org shares), so the caller knows others are not full.
+	// (contract §10 per-org shares), so the caller knows others are not full.
 	{target: policy.ErrIssuerBacklogFull, code: BacklogFull,
 		detail: fixed("your organisation's share of the endpoint's backlog is full (pending callouts or their stored bytes); try again later")},
 	{target: policy.ErrBacklogFull, code: BacklogFull,
@@ -109,7 +109,7 @@ func lookup(err error) (pe *Error, ok bool) {
 // FromStore is From for the error of a call to a store (the callout store,
 // the replay service over it): an error the table does not know is the
 // store failing, answered 503 store-unavailable with the error as cause
-// (SPEC §4 "Redis unreachable"), not 500. A returned *Error that came from
+// (contract §4 "Redis unreachable"), not 500. A returned *Error that came from
 // the table is new; one found in err's chain is err's own.
 func FromStore(err error) *Error {
 	if pe, ok := lookup(err); ok {
@@ -118,7 +118,7 @@ func FromStore(err error) *Error {
 	return Wrap(StoreUnavailable, unreachableDetail, err)
 }
 
-// FromGate is the refusal of a request meeting a shut gate (SPEC §4, §6):
+// FromGate is the refusal of a request meeting a shut gate (contract §4, §6):
 // 503 endpoint-disabled; or 503 endpoint-paused (a 429 Retry-After pause)
 // or breaker-open (open, or its one probe out), each with Retry-After in
 // whole seconds, at least 1, until g.Until, when the gate may reopen.

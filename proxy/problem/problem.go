@@ -1,6 +1,6 @@
 // Package problem is the proxy's one error type and its one mapping to HTTP:
 // every proxy-made error leaves as application/problem+json (RFC 9457) with
-// the outcome class of SPEC.md §2, so nobody confuses the proxy's own 503
+// the outcome class of contract §2, so nobody confuses the proxy's own 503
 // with an upstream's. The domain's errors (policy.Err*) become problems by
 // one table (domain.go), which both listeners use through From and
 // FromStore; a shut gate through FromGate.
@@ -126,7 +126,7 @@ func From(err error) *Error {
 // is the one place where a proxy error becomes an HTTP response; it never
 // looks at the caller's Accept. Callout-Problem tells the proxy's own
 // problem from an upstream body that looks like one: the forwarder drops
-// every Callout-* field of upstream responses (SPEC §10), so only a
+// every Callout-* field of upstream responses (contract §10), so only a
 // problem the proxy made carries it.
 func Write(w http.ResponseWriter, err error) {
 	pe := From(err)

@@ -1,4 +1,4 @@
-// Package redact hides secrets on every way out of the proxy (SPEC.md §7):
+// Package redact hides secrets on every way out of the proxy (contract §7):
 // the status document, dead letters and their Salesforce records, logs and
 // the CLI. It is pure: no I/O, no state beyond the prepared Rules, safe for
 // concurrent use.
@@ -34,7 +34,7 @@ const Mask = "[REDACTED]"
 
 // Rules is one endpoint's redaction rules, prepared once by New (canonical
 // header names, parsed JSON paths) and then read-only: safe for concurrent
-// use. A nil *Rules is valid and hides only the fixed headers of SPEC §7
+// use. A nil *Rules is valid and hides only the fixed headers of contract §7
 // (and Bearer/Basic credentials in Text), for places where no endpoint is
 // known.
 type Rules struct {
@@ -51,7 +51,7 @@ type Rules struct {
 }
 
 // New prepares the rules of one endpoint: r is its redact configuration
-// (config.Redact, SPEC §10 `redact:`), injected the names of the headers the
+// (config.Redact, contract §10 `redact:`), injected the names of the headers the
 // proxy injects upstream for it (the keys of config.Endpoint.Headers), whose
 // values are credentials too. Header names are compared case-insensitively
 // (RFC 9110 §5.1), query names and JSON keys exactly. Empty names and paths
@@ -81,7 +81,7 @@ func New(r config.Redact, injected []string) *Rules {
 	return rules
 }
 
-// fixedHeader reports whether a canonical header name is one SPEC §7 always
+// fixedHeader reports whether a canonical header name is one contract §7 always
 // hides.
 func fixedHeader(canonical string) bool {
 	switch canonical {

@@ -9,7 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 )
 
-// paymentRules are the rules of SPEC §10's example endpoint, plus an
+// paymentRules are the rules of contract §10's example endpoint, plus an
 // injected X-Api-Key credential header.
 func paymentRules() *redact.Rules {
 	return redact.New(config.Redact{

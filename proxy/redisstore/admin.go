@@ -11,7 +11,7 @@ import (
 // script run stays short.
 const drainBatch = 100
 
-// Disable disables endpoint (SPEC §6: auto-disable after disable_after, or
+// Disable disables endpoint (contract §6: auto-disable after disable_after, or
 // an admin): new callouts are refused with ErrDisabled, claims return
 // GateDisabled, and every pending callout in a due set (scheduled or held;
 // both layouts, every queue) becomes a dead letter with reason
@@ -128,7 +128,7 @@ func (s *Store) legacyDrain(ctx context.Context, k epKeys, ids []string) ([]stri
 	return replyStrs(v), nil
 }
 
-// Enable re-enables a disabled endpoint (SPEC §6 "Only an admin re-enables
+// Enable re-enables a disabled endpoint (contract §6 "Only an admin re-enables
 // it") and gives it a fresh start: disable fields, breaker, failure count,
 // pause and outage are all cleared. Its dead letters stay; replay them.
 // Callouts held behind the old gate become due now. One HDEL, then the

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkKeyedWrite measures the store's part of a synchronous keyed
-// write (issue 17 §3): Begin (create.lua) and the completion of its
+// write: Begin (create.lua) and the completion of its
 // successful first attempt (complete.lua), from parallel callers, each
 // completion either sent alone (Store.Complete) or through the completion
 // writer (Completer: its default linger, none, and 1 ms), which pipelines

@@ -8,7 +8,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// The breaker's transitions (SPEC §6) live in Lua (lib.lua breaker_update,
+// The breaker's transitions (contract §6) live in Lua (lib.lua breaker_update,
 // breaker_state, gate) and nowhere else (ARCHITECTURE.md). These tests drive
 // them through the scripts the live paths run — reads through admit.lua and
 // outcome.lua — on every backend (miniredis, a real node, a real cluster).

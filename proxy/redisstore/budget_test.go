@@ -69,7 +69,7 @@ func budget(t *testing.T, e *env, n int, op func(i int)) (float64, string) {
 	return float64(total) / float64(n), strings.Join(parts, ", ")
 }
 
-// The hot path's Redis budget (issue 17): a lone synchronous keyed write
+// The hot path's Redis budget: a lone synchronous keyed write
 // that succeeds runs at most 14 commands, its two scripts' EVALSHA included
 // (fewer each under concurrency, logged), and a
 // dispatched attempt (claim share and completion) stays small, measured by
@@ -126,7 +126,7 @@ func TestCommandBudget(t *testing.T) {
 
 // completerScriptTime logs what Redis spends on the completions of
 // dispatched attempts that 16 goroutines finish at once (the async drain's
-// completions, issue 17 §4), handed to a Completer ("completer") and, for
+// completions), handed to a Completer ("completer") and, for
 // comparison, each sent alone (Store.Complete, "direct"): the script time
 // per completion from INFO commandstats usec of EVALSHA (and EVAL) — the
 // least and the median of 5 rounds of 640, as other work on a shared

@@ -174,7 +174,7 @@ func TestSynchronousAttemptStillCapped(t *testing.T) {
 }
 
 // A duplicate of a reserved key is answered from its callout before the
-// gate too (SPEC §5): at a disabled endpoint the same key still gets its
+// gate too (contract §5): at a disabled endpoint the same key still gets its
 // result, a new key ErrDisabled, and Enqueue's dry run the existing callout.
 func TestDuplicateAnsweredAtADisabledEndpoint(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {

@@ -12,11 +12,11 @@ import (
 
 // ClaimOptions are the per-endpoint settings of one claim.
 type ClaimOptions struct {
-	// Batch is the most callouts one claim returns (DESIGN "Fairness": a
+	// Batch is the most callouts one claim returns (docs/limits.md: a
 	// bounded batch per endpoint per round). Zero or less: 1. At most 1000.
 	Batch int
 	// Lease is how long each claimed attempt is leased: at least the
-	// attempt limit plus a grace period (SPEC §3). Required (> 0).
+	// attempt limit plus a grace period (contract §3). Required (> 0).
 	Lease time.Duration
 	// Breaker supplies ProbeLease, the probe token's lease.
 	Breaker policy.BreakerSettings
@@ -66,9 +66,9 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 	return r[0], nil
 }
 
-// ClaimBatch leases due callouts of several endpoints at once (DESIGN
-// "Redis data model"; issue 17 "one script call claims up to N callouts
-// across due endpoints"): up to each request's Batch, which the caller
+// ClaimBatch leases due callouts of several endpoints at once (ARCHITECTURE.md
+// "Redis data model": one script call claims up to N callouts
+// across due endpoints): up to each request's Batch, which the caller
 // sizes to each endpoint's free slots, and at most total in all (≤ 0: no
 // such bound), the caller's free slots. When the due callouts are more
 // than total, the slots go one at a time to the requests in their order,

@@ -249,7 +249,7 @@ func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.
 }
 
 // responseArgs returns ARGV 17–18: the status and the encoded response
-// with its body cut to the cap on a UTF-8 character boundary (SPEC §5).
+// with its body cut to the cap on a UTF-8 character boundary (contract §5).
 func (s *Store) responseArgs(r *policy.Response) ([]any, error) {
 	if r == nil {
 		return []any{"", ""}, nil
@@ -268,7 +268,7 @@ func (s *Store) responseArgs(r *policy.Response) ([]any, error) {
 // cutBody returns the first limit bytes of body (limit < len(body)), one to
 // three bytes fewer when the cut would fall inside a UTF-8 sequence, so a
 // long text answer stays valid UTF-8 — text, not base64, in status
-// documents and dead letters (SPEC §5). A binary body loses at most those
+// documents and dead letters (contract §5). A binary body loses at most those
 // three bytes more than the cap.
 func cutBody(body []byte, limit int64) []byte {
 	n := int(limit)

@@ -32,7 +32,7 @@ type CompleterOptions struct {
 // DefaultLinger is CompleterOptions.Linger's default.
 const DefaultLinger = 200 * time.Microsecond
 
-// Completer is the completion writer of one replica (issue 17: "one on the
+// Completer is the completion writer of one replica ("one on the
 // way out that is pipelined with other requests' completions"): Complete
 // prepares a completion in the caller's goroutine and hands it to one
 // writer goroutine, which sends what concurrent callers handed it in one

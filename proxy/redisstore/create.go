@@ -11,8 +11,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// Begin creates a callout for the synchronous ingress (SPEC §4) and, in the
-// same script, reserves its idempotency key (SPEC §5) and checks the gate
+// Begin creates a callout for the synchronous ingress (contract §4) and, in the
+// same script, reserves its idempotency key (contract §5) and checks the gate
 // and the backlog cap (create.lua). One round trip; two when the key is
 // already reserved, and for a queue of a sharded endpoint whose gate is
 // half-open (the probe token is taken first, admit.lua). Errors:
@@ -47,7 +47,7 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 }
 
 // Enqueue creates a callout whose first attempt the dispatcher makes
-// (Prefer: respond-async, SPEC §4; a replay chain, SPEC §8), scheduled at
+// (Prefer: respond-async, contract §4; a replay chain, contract §8), scheduled at
 // opts.DueAt or held when the gate is shut. Same reservation, gate and cap
 // checks as Begin; the first callout due in an empty queue wakes the
 // dispatchers (Options.WakeChannel). With opts.DryRun the same script

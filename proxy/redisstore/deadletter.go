@@ -166,7 +166,7 @@ func (s *Store) summary(ctx context.Context, id string, m map[string]string) *po
 }
 
 // Discard deletes a dead letter (either layout), its index entry and its
-// idempotency reservation when that still points at it (SPEC §7
+// idempotency reservation when that still points at it (contract §7
 // "Discarded ... deletes the proxy's copy"), releasing its backlog bytes.
 // Errors: ErrNotFound, ErrNotDeadLettered (the callout is in another
 // state; nothing deleted), ErrUnavailable.

@@ -22,11 +22,11 @@ func decodeBreakerChange(flags []any, failures, outage, probe any) policy.Breake
 
 // Admit checks endpoint's gate for a request without a callout record and,
 // when the breaker is half-open and the probe token free, gives the token to
-// this request (SPEC §6 "the first request or held callout that takes the
+// this request (contract §6 "the first request or held callout that takes the
 // single probe token"). br.ProbeLease must be > 0 (the request's attempt
 // limit plus a grace period). One round trip (admit.lua), always; its
 // reply refreshes the gate cache while WatchGates runs, and
-// CachedAdmission answers from that cache when it can (DESIGN "Hot-path
+// CachedAdmission answers from that cache when it can (ARCHITECTURE.md "Hot-path
 // budget"). Errors: ErrUnavailable.
 func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error) {
 	if br.ProbeLease <= 0 {

@@ -156,7 +156,7 @@ func TestAdmitAndRecordResultForReads(t *testing.T) {
 }
 
 // TestBeginFollowsTheGate: a synchronous write meets a shut gate (held, no
-// attempt consumed, SPEC §4) or a half-open breaker (it is the probe).
+// attempt consumed, contract §4) or a half-open breaker (it is the probe).
 func TestBeginFollowsTheGate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()

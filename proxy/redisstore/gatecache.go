@@ -90,7 +90,7 @@ type gateEntry struct {
 	used atomic.Int64
 }
 
-// gateCache is a replica's memory of its endpoints' gates (issue 17 §1). It
+// gateCache is a replica's memory of its endpoints' gates. It
 // is safe for concurrent use. Lookups run under a read lock and touch
 // atomics only; entries are made on an endpoint's first read.
 type gateCache struct {

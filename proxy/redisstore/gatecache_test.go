@@ -338,7 +338,7 @@ func TestGateCacheAdminActionsReachOtherReplicas(t *testing.T) {
 
 // TestGateCacheRedisDown: when Redis stops answering, a cached gate is used
 // at most MaxStale more; after that every read asks Redis and gets the
-// error (the read path then passes reads without a key through, SPEC §4).
+// error (the read path then passes reads without a key through, contract §4).
 func TestGateCacheRedisDown(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true, MaxRetries: -1})

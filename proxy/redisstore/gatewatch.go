@@ -11,8 +11,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// WatchGates runs this replica's gate cache until ctx ends (issue 17 §1,
-// DESIGN "Hot-path budget"): while it runs, CachedAdmission answers reads to
+// WatchGates runs this replica's gate cache until ctx ends (
+// ARCHITECTURE.md "Hot-path budget"): while it runs, CachedAdmission answers reads to
 // an endpoint from memory, refreshed by a subscription to gateChannel (each
 // message invalidates the endpoint's entry at once) and by a backstop poll
 // every o.MaxStale/2 that reads every cached gate with gate_read.lua in one
@@ -73,7 +73,7 @@ func (s *Store) subscribeGates(ctx context.Context) {
 // pollGates reads the gate of every endpoint read within Idle (one
 // pipelined round trip per Redis node) and keeps each reading. A failed
 // poll keeps nothing: the entries age past MaxStale and reads ask Redis
-// themselves (SPEC §4's pass-through when it is unreachable).
+// themselves (contract §4's pass-through when it is unreachable).
 func (s *Store) pollGates(ctx context.Context) {
 	now := s.now()
 	eps := s.gates.pollable(now)

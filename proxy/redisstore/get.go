@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Get returns the callout with id (SPEC §4 GET /v1/callouts/{id}; the
+// Get returns the callout with id (contract §4 GET /v1/callouts/{id}; the
 // caller checks the issuer), whichever layout its record has (keys.go). A
 // waiting callout is reported Held while its endpoint's gate is shut and
 // Scheduled otherwise, whatever the record says (the gate, not the record,

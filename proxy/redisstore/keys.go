@@ -12,7 +12,7 @@ import (
 // The Redis data model. Every key of one endpoint queue carries the hash
 // tag {sN} of its shard, so all keys one script touches are in one Redis
 // Cluster slot; every script receives every key it touches in KEYS
-// (DESIGN.md "Redis data model"). These are all of the proxy's keys; no
+// (ARCHITECTURE.md "Redis data model"). These are all of the proxy's keys; no
 // other package names a Redis key.
 //
 // Shards and queues (shards.go, queue.go). An endpoint's home shard is
@@ -63,7 +63,7 @@ import (
 //	                            issuer "\x00" key); the value is the holder's
 //	                            16 random id bytes then the first 12 bytes of
 //	                            its request fingerprint (policy.Fingerprint)
-//	                            — 28 bytes (SPEC §5). A keyed callout's queue
+//	                            — 28 bytes (contract §5). A keyed callout's queue
 //	                            is its key's (keyQueue), so the reservation
 //	                            and the record share a slot. TTL: none while
 //	                            the callout is pending, except Begin's,
@@ -177,7 +177,7 @@ import (
 //	                            retention). Not hash-tagged.
 //	cp:lock:{name}        STRING a replica-wide lock's holder (TryLock);
 //	                            TTL: the lock's. Not hash-tagged.
-//	cp:job:{J}            HASH  one replay job (SPEC §8; replayjob.go, the j*
+//	cp:job:{J}            HASH  one replay job (contract §8; replayjob.go, the j*
 //	                            constants): its spec, state, phase, counters,
 //	                            collect and send positions and the lease of
 //	                            the replica running it (owner token, expiry
@@ -244,7 +244,7 @@ func ShardOf(endpoint string) int {
 // NewCalloutID returns a fresh callout id for endpoint: two lowercase hex
 // digits of the endpoint's shard followed by base64url (RFC 4648 §5, no
 // padding) of 16 bytes read from rnd — 128 random bits, URL-safe, IDLen (24)
-// characters (SPEC §2 "Callout-Id"). The shard prefix lets
+// characters (contract §2 "Callout-Id"). The shard prefix lets
 // GET /v1/callouts/{id} find the record from the id alone. It returns an
 // error only when rnd fails.
 func NewCalloutID(endpoint string, rnd io.Reader) (string, error) {

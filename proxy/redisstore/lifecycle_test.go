@@ -36,7 +36,7 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 		}
 		// The record's TTL is set as it ends; the reservation's was set by
 		// Begin to lease + retention, so it outlives the record by at most
-		// what was left of the lease (SPEC §5: at least the retention).
+		// what was left of the lease (contract §5: at least the retention).
 		for key, most := range map[string]time.Duration{k.callout(cl.ID): day, k.idem(nc.Issuer, nc.IdempotencyKey): day + testLease} {
 			if d := pttl(t, e, key); d <= day-time.Minute || d > most {
 				t.Fatalf("%s TTL = %v, want ~24h", key, d)
@@ -52,7 +52,7 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 			t.Fatalf("record = %+v (response %+v)", got, got.Response)
 		}
 		// A finished callout keeps what replay and its status document
-		// need, not the request (SPEC §5): its headers and body are gone.
+		// need, not the request (contract §5): its headers and body are gone.
 		if len(got.Body) != 0 || len(got.Header) != 0 ||
 			got.Query != "a=1" || got.SourceRecord != "001000000000001AAA" {
 			t.Fatalf("request fields = %+v", got)
@@ -237,7 +237,7 @@ func TestNotDispatchedCompletionUndoesCount(t *testing.T) {
 }
 
 // TestResponseBodyCappedOnCharacterBoundary: a text body cut to the cap
-// stays valid UTF-8 (SPEC §5): "€" is three bytes, so 16 bytes of them end
+// stays valid UTF-8 (contract §5): "€" is three bytes, so 16 bytes of them end
 // after five whole characters, 15 bytes; a binary body is cut at the cap.
 func TestResponseBodyCappedOnCharacterBoundary(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {

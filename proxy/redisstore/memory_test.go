@@ -11,7 +11,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// MaxPendingBytes is issue 17's target for what one pending keyed
+// MaxPendingBytes is the target for what one pending keyed
 // callout costs Redis, its idempotency reservation and due entry included,
 // with a 31-byte body (the benchmark's drain seed: one header).
 const maxPendingBytes = 512
@@ -20,7 +20,7 @@ const maxPendingBytes = 512
 // Redis: its record, its due-set entry and its reservation, by the
 // used_memory delta over 1,000 (and MEMORY USAGE of each part), for two
 // request shapes — the benchmark's drain seed (Content-Type, a 31-byte
-// body, a short key), which issue 17 targets at ≤ 512 B, and an
+// body, a short key), which the sizing target sets at ≤ 512 B, and an
 // Apex-shaped one (three headers, a UUID key, a source record, no body).
 func TestPendingCalloutMemory(t *testing.T) {
 	const n = 1000

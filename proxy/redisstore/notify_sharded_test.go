@@ -9,7 +9,7 @@ import (
 )
 
 // A sharded endpoint's first dead letter of an outage, from a queue outside
-// the endpoint hash's slot, tells the owner (SPEC §6: once per outage) even
+// the endpoint hash's slot, tells the owner (contract §6: once per outage) even
 // when a success of the home queue later in the same completion pipeline
 // ends the outage: the notification is decided in the pipeline, right after
 // the dead letter's breaker update, not after the pipeline (review finding

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Salesforce outbox (SPEC §7: "Salesforce writes (dead letters, status
+// The Salesforce outbox (contract §7: "Salesforce writes (dead letters, status
 // changes, notifications, completion events) go through a durable outbox in
 // Redis"). Each shard has one: a sorted set of entries scored by when they
 // are due, with a hash of their payloads and failure counts (keys.go). The
@@ -27,14 +27,14 @@ const (
 	// Failed_Callout__c record. Queued with the dead letter.
 	EntryMirror = "m"
 	// EntryResult, "e:{callout id}": publish the Callout_Result__e of a
-	// scheduled callout that ended (SPEC §8). Queued with the ending.
+	// scheduled callout that ended (contract §8). Queued with the ending.
 	EntryResult = "e"
 	// EntryOutage, "o:{endpoint}:{callout id}": tell the endpoint's owner an
-	// outage began; the id is its first dead letter (SPEC §6). Queued with
+	// outage began; the id is its first dead letter (contract §6). Queued with
 	// that dead letter.
 	EntryOutage = "o"
 	// EntryDisabled, "d:{endpoint}:{ms}": tell the endpoint's owner it was
-	// disabled at ms (SPEC §6). Queued by Disable.
+	// disabled at ms (contract §6). Queued by Disable.
 	EntryDisabled = "d"
 	// EntryStatus, "s:{root id}": write the status the record of root must
 	// show (SetRecordStatus, Expire).

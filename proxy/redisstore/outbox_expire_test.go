@@ -40,7 +40,7 @@ func gone(t *testing.T, e *env, ids ...string) {
 	}
 }
 
-// TestOutboxExpire walks the expiry check of SPEC §7 without keyspace
+// TestOutboxExpire walks the expiry check of contract §7 without keyspace
 // notifications: nothing happens before the copy's expiry time; a copy
 // still present is checked again when its TTL ends; a copy that is gone
 // marks its record Expired once, unless a later replay chain is the

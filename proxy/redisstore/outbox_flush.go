@@ -9,7 +9,7 @@ import (
 )
 
 // What the Salesforce writer of every replica shares besides the entries
-// (SPEC §8 "Salesforce writes are batched"): the flush lease, so that one
+// (contract §8 "Salesforce writes are batched"): the flush lease, so that one
 // replica writes a batch at a time and replicas do not split batches; the
 // deferrals that hold every replica's writes back after a failed call,
 // whole batches to one time; and the readiness of the outbox (how many

@@ -12,7 +12,7 @@ import (
 
 // The state of Failed_Callout__c records (cp:{sN}:sfs, keys.go). A record
 // is keyed on its root: the dead letter it was created for. Its replay
-// chains (SPEC §8) write to the same record, so the state says what the
+// chains (contract §8) write to the same record, so the state says what the
 // record must show whatever order its writes are sent in: the status and
 // its event time, the latest replay chain, and a version that fences each
 // write (OutboxAck.Root). A record without state shows its dead letter as
@@ -115,7 +115,7 @@ func (o *Outbox) RootOf(ctx context.Context, id string) (string, error) {
 }
 
 // Expire checks up to limit (1–1000) of shard's dead-letter copies whose
-// expiry time has come (SPEC §7: "When the proxy's copy expires, the
+// expiry time has come (contract §7: "When the proxy's copy expires, the
 // record's status becomes Expired"; no keyspace notifications): a copy
 // still present is checked again when its TTL ends; a copy that is gone
 // marks its record Expired and queues that write, when it was the record's

@@ -15,7 +15,7 @@ import (
 // MaxPendingPage bounds one page of Pending.
 const MaxPendingPage = 1000
 
-// Pending lists one page of endpoint's pending callouts in state (SPEC §4:
+// Pending lists one page of endpoint's pending callouts in state (contract §4:
 // scheduled, held or in_flight), from offset, at most limit (1 to
 // MaxPendingPage): in_flight ones from the lease set, soonest lease expiry
 // first; scheduled and held ones from the due set, soonest due first. The
@@ -130,7 +130,7 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 
 // KeyHolder returns the id of the callout that holds the Idempotency-Key
 // (its layout-2 reservation, else a legacy one, keys.go)
-// key of issuer on endpoint (SPEC §5: the scope is issuer, endpoint, key;
+// key of issuer on endpoint (contract §5: the scope is issuer, endpoint, key;
 // key without sf-string quotes, as stored). Errors: policy.ErrNotFound
 // when no callout holds it (never used, or its retention ended),
 // ErrUnavailable.

@@ -123,7 +123,7 @@ func (q queue) record(id string) (c, rest, resp string) {
 // reservation returns the layout-2 reservation key of (issuer, this
 // queue's endpoint, key) and the legacy one of the same scope, or "", ""
 // when key is empty. Both name the same SHA-256 of issuer "\x00" key
-// (SPEC §5 scope: issuer, endpoint, key): the legacy one in full (43
+// (contract §5 scope: issuer, endpoint, key): the legacy one in full (43
 // base64url characters, cp:{sN}:idem:{ep}:{h}), the layout-2 one by its
 // first 16 (96 bits, cp:{sN}:i:{h16}), which with the endpoint's queue tag
 // is its scope: a queue belongs to one endpoint unless two endpoints share

@@ -9,7 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// These tests push past each Redis-bytes limit of SPEC §10 and show the
+// These tests push past each Redis-bytes limit of contract §10 and show the
 // others are still served: what a finished keyed write keeps, the backlog
 // caps counting everything a record stores, and per-organisation shares.
 

@@ -7,7 +7,7 @@ import (
 )
 
 // Reap returns up to limit (at most 1000) of endpoint's expired leases,
-// of every queue and both layouts, to the due set (DESIGN "A reaper returns
+// of every queue and both layouts, to the due set (ARCHITECTURE.md "A reaper returns
 // expired leases"): each gets an attempt entry with error "lease_expired"
 // and outcome retryable, loses its lease token (the lost worker's Complete
 // then gets ErrStaleLease, so nothing is completed twice), and is due now,

@@ -40,7 +40,7 @@ const (
 	fLeaseKind   = "lk" // Kind of the current claim (in_flight only)
 	// fScheduled is "1" once a dispatcher claimed the callout (claim.lua):
 	// it was scheduled or held, not only synchronous, so its ending
-	// publishes a Callout_Result__e (SPEC §8; complete.lua, outbox.go).
+	// publishes a Callout_Result__e (contract §8; complete.lua, outbox.go).
 	fScheduled = "sd"
 	// fTrace is the W3C trace context the callout was accepted under
 	// (policy.NewCallout.TraceContext: traceparent[,tracestate], at most

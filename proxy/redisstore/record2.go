@@ -19,7 +19,7 @@ import (
 // default). The request is packed by this file into two values that only
 // Go reads: the meta (method, endpoint, path, query, key, source record,
 // created time), kept after the callout ends, and the rest (headers and
-// body), dropped when it ends succeeded or failed (SPEC §5).
+// body), dropped when it ends succeeded or failed (contract §5).
 const (
 	f2State    = "S" // state code, stateCode
 	f2Attempts = "n" // attempts made, integer; absent: 0
@@ -33,7 +33,7 @@ const (
 	f2LeaseTo  = "x" // lease expiry ms (in flight)
 	f2LeaseAt  = "l" // lease start ms (in flight)
 	f2Kind     = "k" // kind code of the current claim (in flight)
-	f2Sched    = "d" // "1" once a dispatcher claimed it (SPEC §8 events)
+	f2Sched    = "d" // "1" once a dispatcher claimed it (contract §8 events)
 	f2Attempt  = "A" // A<n>: attempt n, "kind started dur status outcome error"
 	f2Status   = "R" // last response status; the response: r1 … r4 (respField) or key :r
 	f2LastErr  = "e" // last error

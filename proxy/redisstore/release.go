@@ -11,7 +11,7 @@ import (
 
 // Release deletes a callout created by Begin whose dispatch was refused
 // before anything was sent, with its idempotency reservation, so the caller
-// may fix the cause and send the same key again (SPEC §5: "rejections before
+// may fix the cause and send the same key again (contract §5: "rejections before
 // dispatch are never stored as the key's result"). One round trip
 // (release.lua; a probe of a sharded queue releases its token on the
 // endpoint hash in a second). Errors: ErrStaleLease when cl's lease is no

@@ -219,7 +219,7 @@ func decodeJob(id string, m map[string]string) policy.ReplayJob {
 	}
 }
 
-// CancelJob asks job id to stop, on behalf of the admin token by (SPEC §8
+// CancelJob asks job id to stop, on behalf of the admin token by (contract §8
 // "cancel"). A job no replica works on (queued, or its lease expired) is
 // cancelled at once; a running one becomes JobCancelling and its replica
 // ends it JobCancelled before sending anything more. Cancelling a job that

@@ -75,7 +75,7 @@ func (j *ReplayStore) Acquire(ctx context.Context, id, owner string, lease time.
 }
 
 // Collect adds dead-letter ids to job id's queue, each at most once per job
-// however many filters match it (SPEC §8), and saves position, the
+// however many filters match it (contract §8), and saves position, the
 // caller's opaque record of where collection got to (Job.Position). With
 // dryRun the items are recorded as would-send. It returns the job's total
 // afterwards. Fenced on owner's lease, which it renews. One round trip.

@@ -245,7 +245,7 @@ func deadLetter(t *testing.T, s *Store, endpoint, key string) (policy.NewCallout
 // TestReplayedDeadLetterKeepsHistory: a replay is a new chain (kind
 // replay, fresh attempt count and window, the original key) that completes
 // like any callout, while the dead letter it replays keeps its record and
-// history until the dead-letter retention ends (SPEC §7, §8).
+// history until the dead-letter retention ends (contract §7, §8).
 func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()

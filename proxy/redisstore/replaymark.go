@@ -9,7 +9,7 @@ import (
 
 // Fields a replay adds to a dead letter's record cp:{sN}:c:{id} (record.go
 // lists the others). The record keeps its TTL: a replayed dead letter keeps
-// its history until the dead-letter retention ends (SPEC §7).
+// its history until the dead-letter retention ends (contract §7).
 const (
 	fReplayedBy = "rb" // callout id of the latest replay chain of this dead letter
 	fReplayedAt = "rt" // when that chain was created, ms
@@ -20,7 +20,7 @@ const (
 )
 
 // MarkReplayed notes on dead letter id that replayID is its latest replay
-// chain (SPEC §8), keeping the record's TTL. It reports false, changing
+// chain (contract §8), keeping the record's TTL. It reports false, changing
 // nothing, when id is no longer a dead letter (expired, discarded). One
 // round trip. Errors: ErrNotFound for a malformed id, ErrUnavailable.
 func (r *ReplayStore) MarkReplayed(ctx context.Context, id, replayID string) (bool, error) {
@@ -51,7 +51,7 @@ func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.Repla
 }
 
 // PruneDeadLetters drops the entries older than the dead-letter retention
-// from endpoint's dead-letter indexes (every queue; SPEC §7: dead letters
+// from endpoint's dead-letter indexes (every queue; contract §7: dead letters
 // expire after dead_letter_retention; their records expire by TTL, and a
 // new dead letter prunes its own queue's index a little, but an endpoint
 // that stopped failing would keep stale entries without this sweep). It

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Reprocess requests from Salesforce (SPEC §8 "Admins reprocess from
+// Reprocess requests from Salesforce (contract §8 "Admins reprocess from
 // Salesforce"): an admin sets a Failed_Callout__c record's Status__c to
 // Reprocess Requested, and the salesforce package's poller replays it. A
 // request is named by its record's root (Callout_Id__c) and the record's

@@ -280,7 +280,7 @@ func masterCalls(t *testing.T, c *redis.ClusterClient) map[string]int64 {
 	return out
 }
 
-// TestShardsSpreadCommandsOverMasters (issue 17, deliverable 5): a load of
+// TestShardsSpreadCommandsOverMasters (deliverable 5): a load of
 // one endpoint with shards: 3 — 900 callouts enqueued, claimed in batches
 // and completed, a third of them through a failed attempt first — runs
 // within ±20 % of the mean on each of the test cluster's three primaries,

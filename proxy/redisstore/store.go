@@ -1,7 +1,7 @@
 // Package redisstore is the proxy's durable state in Redis: the per-endpoint
 // delay queue with leases, the callout records, the idempotency
 // reservations, the per-endpoint gate (circuit breaker, pause, disable,
-// backlog) and the dead-letter index (SPEC.md §3–§7, DESIGN.md "Redis data
+// backlog) and the dead-letter index (contract §3–§7, ARCHITECTURE.md "Redis data
 // model"). All Redis keys and Lua scripts of the proxy live here: keys.go
 // documents every key once, lua/ holds one file per script.
 //
@@ -42,22 +42,22 @@ type Options struct {
 	// It need not be safe for concurrent use. Default crypto/rand.Reader.
 	Rand io.Reader
 	// ResponseBodyCap is the most bytes of an upstream response body kept
-	// on a callout record (SPEC §5 "a stored body is kept only up to a
+	// on a callout record (contract §5 "a stored body is kept only up to a
 	// cap"). Zero: 64 KiB. Negative: no body is kept.
 	ResponseBodyCap int64
 	// IdempotencyRetention is the TTL of a succeeded or failed callout and
-	// its reservation (policy idempotency_retention, SPEC §5). Default 24h.
+	// its reservation (policy idempotency_retention, contract §5). Default 24h.
 	IdempotencyRetention time.Duration
 	// DeadLetterRetention is the TTL of a dead letter and its reservation
-	// (policy dead_letter_retention, SPEC §7). Default 720h.
+	// (policy dead_letter_retention, contract §7). Default 720h.
 	DeadLetterRetention time.Duration
 	// Logger receives the store's rare warnings. Default: discard.
 	Logger *slog.Logger
 	// Outbox, when true, makes the scripts that end callouts queue the
-	// Salesforce writes they cause in the same script (outbox.go, SPEC §7
+	// Salesforce writes they cause in the same script (outbox.go, contract §7
 	// "durable outbox"): set it when a salesforce section is configured
 	// and an Outbox consumer runs. False: nothing is queued (dead letters
-	// stay in the proxy's own store, SPEC §10).
+	// stay in the proxy's own store, contract §10).
 	Outbox bool
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.

@@ -13,7 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
-// Filter selects dead letters (SPEC §8 "filtered (endpoint, time range,
+// Filter selects dead letters (contract §8 "filtered (endpoint, time range,
 // status code, reason)"). Every part that is set must match; an empty
 // part matches everything.
 type Filter struct {
@@ -35,7 +35,7 @@ type Filter struct {
 	Unresolved bool `json:"unresolved,omitempty"`
 }
 
-// endpointName is SPEC §10's endpoint name rule.
+// endpointName is contract §10's endpoint name rule.
 var endpointName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // MaxFilterValues bounds the endpoints, statuses and reasons of a filter.
@@ -127,7 +127,7 @@ func decodeCursor(s string) (cursor, error) {
 	return c, nil
 }
 
-// DeadLetters lists dead letters matching q.Filter (SPEC §7, §8): endpoint
+// DeadLetters lists dead letters matching q.Filter (contract §7, §8): endpoint
 // by endpoint in name order, oldest first within one, with a stable cursor
 // (entries added or removed between pages neither repeat nor skip others).
 // Each item's Resolution says what became of its replays (resolve).

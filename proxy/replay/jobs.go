@@ -12,7 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
-// Spec is what a replay job replays (SPEC §8 "filtered ... and bulk"):
+// Spec is what a replay job replays (contract §8 "filtered ... and bulk"):
 // every dead letter matching any of Filters, and every dead letter of IDs,
 // each at most once however they overlap.
 type Spec struct {

@@ -1,9 +1,9 @@
-// Package replay replays dead letters (SPEC.md §7, §8): one at a time
+// Package replay replays dead letters (contract §7, §8): one at a time
 // (ReplayOne, for the admin API and the Salesforce reprocess poller) or in
 // bulk through replay jobs that survive the replica running them, run in
 // one replica at a time and are paced by a rate. It also lists dead letters
-// across endpoints with the filters of SPEC §8 and sweeps the dead-letter
-// indexes of expired entries (SPEC §7 dead_letter_retention).
+// across endpoints with the filters of contract §8 and sweeps the dead-letter
+// indexes of expired entries (contract §7 dead_letter_retention).
 //
 // A replay is a new attempt chain (redisstore.Enqueue with ReplayOf): a
 // fresh attempt count and max_age window, the original request and its
@@ -43,7 +43,7 @@ var (
 	// configured nor known to the store.
 	ErrNoSuchEndpoint = policy.ErrReplayNoSuchEndpoint
 	// ErrEndpointDisabled: the endpoint is disabled; replays are refused
-	// until an admin re-enables it (SPEC §6).
+	// until an admin re-enables it (contract §6).
 	ErrEndpointDisabled = policy.ErrReplayEndpointDisabled
 	// ErrBacklogFull: the endpoint's backlog cap is reached; try later.
 	ErrBacklogFull = policy.ErrReplayBacklogFull
@@ -102,7 +102,7 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// OnReplay, optional, is told of every replay chain created (the
 	// Salesforce writer marks the dead letter's record Reprocessing,
-	// SPEC §8). It must not block.
+	// contract §8). It must not block.
 	OnReplay func(ctx context.Context, r Result)
 	// PollEvery is how often Run looks for jobs to run. Default 2s.
 	PollEvery time.Duration
@@ -201,7 +201,7 @@ func (s *Service) ReplayOne(ctx context.Context, id, by string) (newID string, e
 	return r.ReplayID, nil
 }
 
-// Replay replays dead letter id (SPEC §8) on behalf of by, as part of job
+// Replay replays dead letter id (contract §8) on behalf of by, as part of job
 // jobID ("" when alone): a new chain with the original request and
 // Idempotency-Key, replay_of id, a fresh attempt count and window, due at
 // once (held when the endpoint's breaker is open). When a chain that has
@@ -232,7 +232,7 @@ func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, err
 // Preview says what Replay of dead letter id would do now, changing
 // nothing and logging nothing: the same checks in the same order, and the
 // same store script in its dry mode (redisstore Enqueue with DryRun), so a
-// dry run can never disagree with the real run about a rule (SPEC §8
+// dry run can never disagree with the real run about a rule (contract §8
 // --dry-run). Result.Created reports that a chain would be created
 // (ReplayID is then ""), State the state it would start in (held behind
 // a shut gate). It starts no span: nothing happens to trace. Errors as
@@ -373,7 +373,7 @@ func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, poli
 	return c, m, err
 }
 
-// Discard deletes dead letter id (SPEC §7 "Discarded ... deletes the
+// Discard deletes dead letter id (contract §7 "Discarded ... deletes the
 // proxy's copy"). The caller audit-logs it. Errors: ErrNotDeadLetter,
 // policy.ErrUnavailable.
 func (s *Service) Discard(ctx context.Context, id string) error {

@@ -10,7 +10,7 @@ import (
 // (a dead letter replayed, its replay dead-lettered and replayed, …).
 const maxResolveHops = 8
 
-// resolve fills in the Resolution of each replayed dead letter of ds (SPEC
+// resolve fills in the Resolution of each replayed dead letter of ds (contract
 // §8: Reprocessed / Failed Again), following a failed replay chain that was
 // itself replayed to that replay's outcome, up to maxResolveHops; one
 // pipelined read (ReplayStore.Summaries) per hop, for the chains still

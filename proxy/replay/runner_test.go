@@ -14,7 +14,7 @@ import (
 
 // TestJobWindowOnceEach: a job of overlapping filters and ids replays
 // exactly the matching dead letters, once each, each with its original
-// request and Idempotency-Key (SPEC §8).
+// request and Idempotency-Key (contract §8).
 func TestJobWindowOnceEach(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *testEnv) {
 		s := e.service("A")
@@ -169,7 +169,7 @@ func TestJobDryRunSendsNothing(t *testing.T) {
 		s := e.service("A")
 		ds := e.seedN(t, "pay-api", "d", 5, time.Second)
 		// The dead letters themselves are charged to the backlog bytes
-		// (SPEC §10); a dry run must add nothing to them.
+		// (contract §10); a dry run must add nothing to them.
 		_, seeded, _ := e.store.Backlog(ctxT(t), "pay-api")
 		j, err := s.CreateJob(ctxT(t), Spec{DryRun: true, IDs: []string{"00AAAAAAAAAAAAAAAAAAAAAA"},
 			Filters: []Filter{{Endpoints: []string{"pay-api"}, Until: t0.Add(2 * time.Second)}}}, "ops")

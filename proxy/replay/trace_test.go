@@ -50,7 +50,7 @@ func (e *testEnv) seedTraced(t *testing.T, endpoint, key string) string {
 // letter's stored trace context, and the new chain is stored under the
 // replay span's context — same trace id, the tracestate kept — so the
 // chain's dispatched attempts join the trace that accepted the original
-// callout (issue 20). A second replay that finds the chain is recorded as
+// callout. A second replay that finds the chain is recorded as
 // already_replayed; with tracing off the chain keeps the dead letter's
 // context as it is.
 func TestReplayJoinsTheOriginalTrace(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package statusdoc renders a callout record (policy.Callout) as the
-// status document of SPEC.md §4 (api.StatusDocument), with its endpoint's
-// secrets redacted (SPEC §7). Both listeners use it: the callout listener
+// status document of contract §4 (api.StatusDocument), with its endpoint's
+// secrets redacted (contract §7). Both listeners use it: the callout listener
 // (proxy) for GET /v1/callouts/{id}, every 202 and a replayed answer
 // without a stored response; the admin listener (proxy/admin) inside its
 // callout documents.
@@ -20,7 +20,7 @@ import (
 
 // Redactions are the redaction rules of every configured endpoint: its
 // redact section plus the names of the headers the proxy injects upstream
-// (SPEC §7). The zero value redacts every endpoint by the defaults only.
+// (contract §7). The zero value redacts every endpoint by the defaults only.
 // Safe for concurrent use once made.
 type Redactions struct {
 	rules map[string]*redact.Rules // endpoint -> its rules
@@ -45,7 +45,7 @@ func (r Redactions) For(name string) *redact.Rules {
 	return redact.New(config.Redact{}, nil)
 }
 
-// Outcome is the outcome class a callout in state st reports (SPEC §2):
+// Outcome is the outcome class a callout in state st reports (contract §2):
 // work that continues is retryable (every 202), a success success, a
 // failed callout or a dead letter permanent (the proxy will not try it
 // again; a replay is a new chain).

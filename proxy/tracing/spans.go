@@ -13,7 +13,7 @@ import (
 )
 
 // Route is the http.route of every admission: the callout listener's
-// route template (SPEC §4). The caller's own path is never recorded: it may
+// route template (contract §4). The caller's own path is never recorded: it may
 // hold identifiers a redact rule cannot name.
 const Route = "/callout/{endpoint}/*"
 
@@ -54,9 +54,9 @@ const (
 	AdmitAttempt AdmissionResult = "attempt"
 	// AdmitScheduled: recorded for the dispatcher (Prefer: respond-async).
 	AdmitScheduled AdmissionResult = "scheduled"
-	// AdmitHeld: recorded, held behind a shut gate (SPEC §4 "breaker open").
+	// AdmitHeld: recorded, held behind a shut gate (contract §4 "breaker open").
 	AdmitHeld AdmissionResult = "held"
-	// AdmitDuplicate: the key is reserved; answered from its record (SPEC §5).
+	// AdmitDuplicate: the key is reserved; answered from its record (contract §5).
 	AdmitDuplicate AdmissionResult = "duplicate"
 	// AdmitRejected: refused before dispatch (outcome rejected).
 	AdmitRejected AdmissionResult = "rejected"
@@ -121,7 +121,7 @@ func (t *Tracer) EndAdmission(ctx context.Context, a Admission) {
 const (
 	// ModeSynchronous: the first attempt, made while the caller waits.
 	ModeSynchronous = "synchronous"
-	// ModeInline: an inline retry under Prefer: wait=N (SPEC §4).
+	// ModeInline: an inline retry under Prefer: wait=N (contract §4).
 	ModeInline = "inline"
 	// ModeDispatched: made by a dispatcher (retry, probe, replay, or the
 	// first attempt of a respond-async callout).
@@ -171,7 +171,7 @@ func (t *Tracer) StartAttempt(ctx context.Context, a AttemptStart) (context.Cont
 type AttemptEnd struct {
 	// Status is the upstream's status, 0 without a response.
 	Status int
-	// Outcome and Reason are the attempt's classification (SPEC §2).
+	// Outcome and Reason are the attempt's classification (contract §2).
 	Outcome policy.Outcome
 	Reason  string
 	// Problem is the code of a refusal before anything was sent (a
@@ -193,7 +193,7 @@ type AttemptEnd struct {
 
 // Decided fills e from an attempt's result r, its classification and the
 // completion the policy decided at now: status, outcome, reason, action,
-// the Retry-After used (SPEC §3: min(Retry-After, retry_after_cap)) and
+// the Retry-After used (contract §3: min(Retry-After, retry_after_cap)) and
 // the delay before the next attempt.
 func Decided(r policy.AttemptResult, cls policy.Classification, comp policy.Completion, p policy.Policy,
 	now time.Time) AttemptEnd {
@@ -272,7 +272,7 @@ type ReplayResult = string
 // StartReplay starts the span of a replay of dead letter id (kind
 // internal) as a child of the dead letter's stored trace context (Resume):
 // the replay chain, whose trace context is this span's (Encode), joins the
-// trace that accepted the original callout (SPEC §8). t nil: ctx and nil.
+// trace that accepted the original callout (contract §8). t nil: ctx and nil.
 func (t *Tracer) StartReplay(ctx context.Context, stored, deadLetterID, endpoint string) (context.Context, *Span) {
 	if t == nil {
 		return ctx, nil

@@ -1,4 +1,4 @@
-// Package tracing is the proxy's OpenTelemetry tracing (issue 20,
+// Package tracing is the proxy's OpenTelemetry tracing (
 // docs/tracing.md): W3C Trace Context (https://www.w3.org/TR/trace-context/)
 // read from the caller, kept with a callout in the store so that its
 // dispatched attempts and replays join the trace that accepted it, and the

@@ -1,4 +1,4 @@
-// Package console is the ops console (issue 19): a small web UI for the
+// Package console is the ops console: a small web UI for the
 // people who run the proxy, served under /console/ on admin_listen only
 // (proxy/admin mounts it; the callout listener never does). It shows the
 // endpoints (gate, breaker, backlog, dead letters), the dead letters with
@@ -10,8 +10,8 @@
 // The console holds no rule of its own: every page and action is a request
 // to the admin API's own handler (Deps.API) with the session's admin token
 // as its bearer, decoded into proxy/api's documents. So the API checks the
-// token and its scope (SPEC.md §9), audit-logs every write with the
-// token's name, redacts secrets (SPEC §7) and answers its problems; the
+// token and its scope (contract §9), audit-logs every write with the
+// token's name, redacts secrets (contract §7) and answers its problems; the
 // console renders what it answered, with html/template escaping everything
 // that came from a caller or an upstream.
 //
@@ -52,7 +52,7 @@ const (
 	DefaultMaxSessionsPerToken = 8
 )
 
-// Tokens checks admin bearer tokens (SPEC §9); the admin API's Tokens
+// Tokens checks admin bearer tokens (contract §9); the admin API's Tokens
 // (*auth.AdminTokens) is passed, so the console accepts exactly the API's
 // tokens and scopes.
 type Tokens interface {

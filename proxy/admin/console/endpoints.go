@@ -18,7 +18,7 @@ type endpointAction struct {
 
 // endpointActionOf returns the action named in a console URL: enable,
 // disable or reset; false for anything else. The consequences are what
-// the admin API documents for each (SPEC §6).
+// the admin API documents for each (contract §6).
 func endpointActionOf(name string) (endpointAction, bool) {
 	switch name {
 	case "enable":

@@ -108,7 +108,7 @@ func millis(ms int64) string {
 }
 
 // gateLabel names an endpoint's gate in the breaker's terms an operator
-// reads (SPEC §6): the wire's gate "open" (traffic flows) is a closed
+// reads (contract §6): the wire's gate "open" (traffic flows) is a closed
 // breaker.
 func gateLabel(g policy.GateState) string {
 	switch g {

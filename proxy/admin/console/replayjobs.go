@@ -29,7 +29,7 @@ type replayFormData struct {
 	Problem string
 }
 
-// specFilter turns the console's filter into the job's filter (SPEC §8):
+// specFilter turns the console's filter into the job's filter (contract §8):
 // endpoints, reasons and statuses split at commas, the times parsed.
 // Errors: a status that is not a number, a time that does not parse; the
 // API validates the rest.

@@ -1,5 +1,5 @@
 // Package authtest helps tests authenticate to the proxy the way Salesforce
-// does (SPEC.md §9): RSA keys, self-signed certificates written as PEM files
+// does (contract §9): RSA keys, self-signed certificates written as PEM files
 // for auth.certificate_files, and RS256/RS512/HS256 tokens with the claims
 // of a Named Credential JWT. It is for tests only; every helper fails the
 // test on error.

@@ -1,6 +1,6 @@
 // Package credentials holds what the proxy adds to an upstream request so
 // that the upstream API accepts it on the org's behalf — the job a Named
-// Credential did when Apex called the API directly (SPEC.md §10, endpoint
+// Credential did when Apex called the API directly (contract §10, endpoint
 // `headers`, `oauth2` and `tls`):
 //
 //   - static headers whose values come from environment variables or files;

@@ -1,4 +1,4 @@
-// Package fault is the fault suite of issue 10 (SPEC §1: "any replica may
+// Package fault is the fault suite (contract §1: "any replica may
 // die at any moment: no accepted callout is lost and none ever runs in two
 // places at once"). Its tests sit behind the build tag "fault" and are run
 // by .ci/fault.sh: they build cmd/callout-proxy once, start their own

@@ -15,7 +15,7 @@ import (
 // asynchronous writes are spread over them and replica r0 is SIGKILLed a
 // third of the way in, while it holds leases. Every accepted callout ends
 // succeeded (the upstream always answers 200) — none lost — and no key is
-// ever attempted twice at once (SPEC §1, §3 leases: the dead replica's
+// ever attempted twice at once (contract §1, §3 leases: the dead replica's
 // claims are re-dispatched only once their lease of attempt_timeout +
 // policy.LeaseGrace has run out).
 func TestReplicaSIGKILLUnderLoad(t *testing.T) {
@@ -60,7 +60,7 @@ func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 // and restarted on its data directory 1 s later. Requests during the
 // outage are refused (503 store-unavailable) or fail; every callout that
 // got a 202 is in Redis after the restart and ends succeeded, and no key
-// is attempted twice at once (SPEC §1, §10).
+// is attempted twice at once (contract §1, §10).
 func TestRedisSIGKILLUnderLoad(t *testing.T) {
 	rs := startRedis(t)
 	up := newUpstream(t, nil)

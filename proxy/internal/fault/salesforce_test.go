@@ -24,7 +24,7 @@ import (
 // 500, so 60 asynchronous writes (max_attempts 2) all end dead-lettered
 // while the Salesforce emulator answers every request 503. Once it is back
 // (faults cleared), every dead letter arrives as exactly one
-// Failed_Callout__c record (SPEC §7: the outbox is durable and the upsert
+// Failed_Callout__c record (contract §7: the outbox is durable and the upsert
 // keys on Callout_Id__c). The replicas run the real binary, trusting the
 // emulator's certificate through SSL_CERT_FILE. It logs the Salesforce API
 // calls made per dead letter (BENCHMARKS.md).

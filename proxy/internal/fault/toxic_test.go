@@ -61,7 +61,7 @@ var timeouts = []string{"connect_timeout: 500ms", "header_timeout: 1s", "attempt
 // upstream while 150 asynchronous writes are sent, for 2 s (or for the
 // whole run when it only slows the upstream down). Every callout ends
 // succeeded once the toxic is gone, and no key is attempted twice at once
-// — timeouts and resets are retryable (SPEC §2) and are retried.
+// — timeouts and resets are retryable (contract §2) and are retried.
 func TestToxicWritesEndCorrectly(t *testing.T) {
 	rs := startRedis(t)
 	cases := []struct {
@@ -97,7 +97,7 @@ func TestToxicWritesEndCorrectly(t *testing.T) {
 // TestToxicSlowBodyOutcomes checks synchronous reads through a slow body:
 // 16 KiB in 256-byte slices 5 ms apart arrives whole within the attempt
 // (success, body intact); at 4 KiB/s it cannot (the attempt limit cuts it:
-// outcome retryable, SPEC §2 "attempt timeout").
+// outcome retryable, contract §2 "attempt timeout").
 func TestToxicSlowBodyOutcomes(t *testing.T) {
 	rs := startRedis(t)
 	body := strings.Repeat("0123456789abcdef", 1024)

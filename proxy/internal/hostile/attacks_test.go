@@ -22,7 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Sizes of the attacks (issue 15).
+// Sizes of the attacks.
 const (
 	maxConnections = 2048     // limits.max_connections: the default
 	bigBody        = 12 << 20 // max_request_bytes: the default
@@ -124,7 +124,7 @@ func (s *suite) redisGrowth(t *testing.T, attack func()) int64 {
 	return redisBytes(t, s.rdb) - before
 }
 
-// TestHostile replays the attacks of issue 15 one after another against
+// TestHostile replays the attacks one after another against
 // one proxy, each under the monitor (watch).
 func TestHostile(t *testing.T) {
 	s := newSuite(t)
@@ -363,7 +363,7 @@ func (s *suite) hugeHeaders(t *testing.T) {
 // largeHeaders sends 400 keyed writes at once whose headers are just under
 // max_header_bytes (60 KiB): they are accepted and recorded, and Redis
 // grows by what a finished record keeps — what replay needs, not the
-// request (issue 15 §2): under 8 KiB each.
+// request: under 8 KiB each.
 func (s *suite) largeHeaders(t *testing.T) {
 	w := watchProxy(t, s.p)
 	header := strings.Repeat("l", 60<<10)
@@ -395,7 +395,7 @@ func (s *suite) largeHeaders(t *testing.T) {
 		t.Errorf("statuses %v, want 400 x 200", counts)
 	}
 	// A finished keyed write keeps what replay needs (fingerprint, status,
-	// the response, timestamps), not its 60 KiB of headers (issue 15 §2).
+	// the response, timestamps), not its 60 KiB of headers.
 	if growth > 400*(8<<10) {
 		t.Errorf("Redis grew %d KiB for 400 finished writes, over 8 KiB each", growth>>10)
 	}
@@ -403,7 +403,7 @@ func (s *suite) largeHeaders(t *testing.T) {
 
 // bigBodies sends 80 keyed 12 MiB writes at once: the memory budget lets
 // through what fits and answers the rest 503 overloaded with Retry-After;
-// RSS stays bounded; finished records keep no request (issue 15 §2), so
+// RSS stays bounded; finished records keep no request, so
 // Redis grows by a few KiB per accepted write.
 func (s *suite) bigBodies(t *testing.T) {
 	w := watchProxy(t, s.p)
@@ -451,7 +451,7 @@ func (s *suite) bigBodies(t *testing.T) {
 			overloaded.Load(), other.Load())
 	}
 	// A finished keyed write keeps what replay needs, not its 12 MiB
-	// request (issue 15 §2): a few KiB. A write refused store-unavailable
+	// request: a few KiB. A write refused store-unavailable
 	// may be recorded and pending until its lease expires: its request is
 	// kept while it lives (jemalloc rounds 12 MiB to a 14 MiB class).
 	if limit := ok.Load()*(16<<10) + storeSlow.Load()*(16<<20) + 1<<20; growth > limit {

@@ -1,4 +1,4 @@
-// Package hostile is the hostile-caller suite of issue 15 (SPEC §10: "no
+// Package hostile is the hostile-caller suite (contract §10: "no
 // caller can exhaust the proxy for others"). Its tests sit behind the build
 // tag "hostile" and are run by .ci/hostile.sh: they build cmd/callout-proxy
 // once, start one redis-server and one proxy on free loopback ports, and

@@ -34,7 +34,7 @@ const (
 	startupTimeout = 30 * time.Second
 	// budget is the proxy's limits.max_inflight_bytes: the default.
 	budget = 256 << 20
-	// rssSlack is what the proxy's RSS may exceed the budget by (issue 15).
+	// rssSlack is what the proxy's RSS may exceed the budget by.
 	rssSlack = 150 << 20
 )
 

@@ -14,7 +14,7 @@ import (
 )
 
 // probeEvery is the monitor's period; probeTimeout the longest answer it
-// accepts (issue 15: "answers /healthz and a small healthy callout within
+// accepts ("answers /healthz and a small healthy callout within
 // 1 s throughout").
 const (
 	probeEvery   = 100 * time.Millisecond

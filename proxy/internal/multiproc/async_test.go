@@ -61,7 +61,7 @@ func newAsyncSetup(t *testing.T) *asyncSetup {
 	return s
 }
 
-// TestAsyncRetriesAcrossReplicas is issue 3 (SPEC §3, §4) through two
+// TestAsyncRetriesAcrossReplicas checks contract §3 and §4 through two
 // replicas sharing one Redis: what one replica accepted another reports
 // and finishes.
 func TestAsyncRetriesAcrossReplicas(t *testing.T) {
@@ -112,7 +112,7 @@ func (s *asyncSetup) retryableWrite(t *testing.T) {
 		}
 	}
 
-	// Only the caller's own organisation sees it (SPEC §4).
+	// Only the caller's own organisation sees it (contract §4).
 	other, _ := h.status(t, s.a, id, sandboxIssuer)
 	wantProblem(t, other, http.StatusNotFound, problem.NotFound, policy.Rejected)
 }
@@ -136,7 +136,7 @@ func (s *asyncSetup) respondAsync(t *testing.T) {
 	}
 	wantAttempt(t, final.Attempts[0], 1, policy.KindFirst, http.StatusOK, policy.Success)
 
-	// A read asks for it too (SPEC §4: "same" for reads).
+	// A read asks for it too (contract §4: "same" for reads).
 	resp = h.call(t, s.b, http.MethodGet, "/callout/gated/v1/jobs/1", hdr("Prefer", "respond-async"), "")
 	id, _ = wantAccepted(t, resp)
 	if got := resp.Header.Get("Preference-Applied"); got != "respond-async" {

@@ -11,8 +11,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// TestBacklogCapSharedByReplicas is issue 3's backlog cap (DESIGN
-// "Fairness", SPEC §2 "backlog full"): an endpoint with
+// TestBacklogCapSharedByReplicas is the backlog cap (ARCHITECTURE.md
+// "Fairness", contract §2 "backlog full"): an endpoint with
 // max_backlog_items: 2 whose upstream is down takes two writes, through
 // either replica, and refuses the third with 503 backlog-full, before
 // dispatch, so the refusal is not the key's result.

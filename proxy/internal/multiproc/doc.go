@@ -2,7 +2,7 @@
 // callout-proxy binary: it builds cmd/callout-proxy once per test run,
 // starts several replicas sharing one real Redis
 // (CALLOUT_TEST_REDIS_URL, see proxy/internal/redistest), and checks the
-// promises of SPEC.md §3–§5 that only hold across processes: asynchronous
+// promises of contract §3–§5 that only hold across processes: asynchronous
 // retries that survive a SIGKILLed replica (lease expiry, re-dispatch by
 // another replica, never two attempts at once) and Idempotency-Key
 // semantics shared by every replica.

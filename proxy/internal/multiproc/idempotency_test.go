@@ -48,7 +48,7 @@ func newIdemSetup(t *testing.T) *idemSetup {
 	return s
 }
 
-// TestIdempotencyAcrossReplicas is issue 4 (SPEC §5) with two replicas
+// TestIdempotencyAcrossReplicas checks contract §5 with two replicas
 // sharing one Redis: a key's record is the same whichever replica is asked.
 func TestIdempotencyAcrossReplicas(t *testing.T) {
 	s := newIdemSetup(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// keyRules checks SPEC §4's table and §5's syntax: which writes need a
+// keyRules checks contract §4's table and §5's syntax: which writes need a
 // key, which keys are refused, and that an accepted key reaches the
 // upstream exactly as sent, while a write without one sends none.
 func (s *idemSetup) keyRules(t *testing.T) {
@@ -65,7 +65,7 @@ func (s *idemSetup) keyRules(t *testing.T) {
 	}
 }
 
-// metrics checks callout_idempotency_total (SPEC §5, issue 4) summed over
+// metrics checks callout_idempotency_total (contract §5) summed over
 // both replicas after the subtests above: every result label counted.
 // The concurrent duplicate counts as conflict or replayed depending on
 // timing, hence the ranges.

@@ -9,8 +9,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes is issue 3's
-// crash case (SPEC §1 "any replica may die at any moment: no accepted
+// TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes is the
+// crash case (contract §1 "any replica may die at any moment: no accepted
 // callout is lost and none ever runs in two places at once", §3 leases),
 // scaled down: attempt_timeout 3 s (lease 13 s), an upstream that works
 // 1.5 s, the dispatching replica SIGKILLed 0.2 s into the attempt while

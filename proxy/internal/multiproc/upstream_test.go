@@ -134,7 +134,7 @@ func resetConnection(t *testing.T) handler {
 	}
 }
 
-// wantProblem asserts a proxy-made error (SPEC §2): status, outcome,
+// wantProblem asserts a proxy-made error (contract §2): status, outcome,
 // application/problem+json, and the type ending in code. It returns the
 // decoded body.
 func wantProblem(t *testing.T, resp response, status int, code problem.Code, out policy.Outcome) problem.Body {
@@ -161,7 +161,7 @@ func wantProblem(t *testing.T, resp response, status int, code problem.Code, out
 	return pb
 }
 
-// wantAccepted asserts a 202 of SPEC §4 and returns its status document:
+// wantAccepted asserts a 202 of contract §4 and returns its status document:
 // Callout-Outcome retryable, a Callout-Id, Location /v1/callouts/{id},
 // and a body that is that callout's status document.
 func wantAccepted(t *testing.T, resp response) (string, statusDoc) {

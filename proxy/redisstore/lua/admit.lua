@@ -1,6 +1,6 @@
 -- admit.lua: the gate check for a request that has no callout record (a
--- read, SPEC §4). When the breaker is half-open and the probe token free,
--- this request takes it and is the probe (SPEC §6: "the first request or
+-- read, contract §4). When the breaker is half-open and the probe token free,
+-- this request takes it and is the probe (contract §6: "the first request or
 -- held callout that takes the single probe token").
 --
 -- KEYS: 1 endpoint hash

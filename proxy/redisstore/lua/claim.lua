@@ -1,5 +1,5 @@
 -- claim.lua: lease due layout-2 callouts of one or more queues to a
--- dispatcher in one script (DESIGN "Redis data model"; issue 17: one claim
+-- dispatcher in one script (ARCHITECTURE.md "Redis data model": one claim
 -- across due endpoints). Step one, the candidates pipeline (claim.go), read
 -- each queue's first due ids; this script re-checks each, so racing
 -- dispatchers never claim one callout twice. The caller chose how many of
@@ -67,7 +67,7 @@ for _ = 1, tonumber(ARGV[2]) do
           end
           local fa = r.a or now_s
           -- 'd': a dispatcher claimed it, so it was scheduled (complete.lua
-          -- publishes its completion event, SPEC §8)
+          -- publishes its completion event, contract §8)
           redis.call('HSET', c, 'S', 'f', 'n', str(n), 't', token, 'x', lease_until, 'l', now_s,
             'k', kind_code[kind], 'd', '1', 'a', fa)
           zl[#zl + 1] = lease_until

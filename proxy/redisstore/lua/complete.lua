@@ -1,5 +1,5 @@
 -- complete.lua: atomic completions of leased attempts of layout-2 callouts
--- of one queue (DESIGN "Data flow" 2), applied one after another in their
+-- of one queue (ARCHITECTURE.md "Data flow" 2), applied one after another in their
 -- order: each fences on its lease token, logs the attempt, keeps the last
 -- response, updates the circuit breaker and pause, then acks /
 -- reschedules / continues inline / dead-letters. complete_one below is the
@@ -189,7 +189,7 @@ local function complete_one(keys, o, fa, wa, seen, mark)
     end
     if outbox then
       -- 'd' marks a callout a dispatcher claimed: only those were scheduled
-      -- and publish a completion event (SPEC §8).
+      -- and publish a completion event (contract §8).
       outbox_dead_letter(keys.c, sfo, sfx, id, now_s, ARGV[o + 13], scheduled)
       if notify == 1 then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. ARGV[o + 23] .. ':' .. id) end
     end
@@ -206,7 +206,7 @@ local function complete_one(keys, o, fa, wa, seen, mark)
 
   -- A replay chain that ended tells the dead letter it replays, when it is
   -- still that dead letter's latest replay (rb): 'rx' its final state, 'rxt'
-  -- when (SPEC §8 Reprocessed / Failed Again; calloutctl's REPLAY column).
+  -- when (contract §8 Reprocessed / Failed Again; calloutctl's REPLAY column).
   local replayed = keys.replayed
   if replayed and replayed ~= keys.c and (state == 'succeeded' or state == 'failed' or state == 'dead_lettered')
       and redis.call('HGET', replayed, 'rb') == id then

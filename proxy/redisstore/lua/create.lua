@@ -1,7 +1,7 @@
 -- create.lua: create a layout-2 callout (keys.go) — Begin's, leased at once
 -- to the synchronous ingress, or Enqueue's, scheduled for the dispatcher —
--- in one script with its idempotency reservation (SPEC §5), the gate and
--- the backlog caps (SPEC §10).
+-- in one script with its idempotency reservation (contract §5), the gate and
+-- the backlog caps (contract §10).
 --
 -- KEYS: 1 record, 2 its :q (headers and body when not inline), 3 due,
 --       4 lease, 5 counters (the endpoint hash, or the queue's counter

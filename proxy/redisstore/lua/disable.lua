@@ -1,8 +1,8 @@
--- disable.lua: mark an endpoint disabled (SPEC §6), once: reason and time
+-- disable.lua: mark an endpoint disabled (contract §6), once: reason and time
 -- are written only by the call that disabled it. Its pending callouts are
 -- moved to the dead letters afterwards by drain.lua, in bounded batches.
 --
--- The owner is notified once per disable (SPEC §6): with the Salesforce
+-- The owner is notified once per disable (contract §6): with the Salesforce
 -- outbox on, the notification is queued here, in the same script
 -- ('d:' endpoint ':' ms, outbox.go).
 --

@@ -1,6 +1,6 @@
 -- drain.lua: turn one bounded batch of a disabled endpoint's due layout-2
 -- callouts (scheduled or held) into dead letters with reason
--- endpoint_disabled (SPEC §6). Callouts in flight are left to their worker:
+-- endpoint_disabled (contract §6). Callouts in flight are left to their worker:
 -- their completion or their reaping brings them back here.
 --
 -- KEYS: 1 counters (the endpoint hash, or the queue's counter hash),
@@ -32,7 +32,7 @@ for i = 1, (#KEYS - 6) / 4 do
       dead_letter2(keys, rec, wc, fa, wa, id, 'endpoint_disabled', ARGV[1], ARGV[2], ARGV[3],
         function(names) hmore(acc, fa, seen, names) end)
       -- Salesforce outbox in the same script (outbox.go); a due callout was
-      -- scheduled, so its ending publishes a completion event (SPEC §8).
+      -- scheduled, so its ending publishes a completion event (contract §8).
       if ARGV[4] == '1' then outbox_dead_letter(keys.c, sfo, sfx, id, ARGV[1], ARGV[2], true) end
       out[#out + 1] = id
     end

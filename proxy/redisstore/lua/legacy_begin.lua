@@ -1,5 +1,5 @@
 -- begin.lua: create a callout for the synchronous ingress and lease its
--- first attempt to the caller. It IS the idempotency reservation (SPEC §5).
+-- first attempt to the caller. It IS the idempotency reservation (contract §5).
 --
 -- KEYS: 1 callout record, 2 its body, 3 due, 4 lease, 5 endpoint hash,
 --       6 idempotency key (optional)

@@ -1,4 +1,4 @@
--- claim.lua: lease due callouts of one endpoint to a worker (DESIGN "Redis
+-- claim.lua: lease due callouts of one endpoint to a worker (ARCHITECTURE.md "Redis
 -- data model"). Step one, a plain ZRANGEBYSCORE due -inf now LIMIT 0 batch,
 -- found the candidates; this script re-checks each, so racing workers never
 -- claim one callout twice.
@@ -41,7 +41,7 @@ for i = 1, (#KEYS - 3) / 2 do
       end
       redis.call('ZADD', lease, ARGV[2], id)
       -- 'sd': a dispatcher claimed it, so it was scheduled (complete.lua
-      -- publishes its completion event, SPEC §8)
+      -- publishes its completion event, contract §8)
       redis.call('HSET', c, 's', 'in_flight', 'n', str(n), 'lt', token, 'lx', ARGV[2],
         'ls', now_s, 'lk', kind, 'sd', '1')
       redis.call('HSETNX', c, 'fa', now_s)

@@ -1,4 +1,4 @@
--- complete.lua: one atomic completion of a leased attempt (DESIGN "Data
+-- complete.lua: one atomic completion of a leased attempt (ARCHITECTURE.md "Data
 -- flow" 2): fence on the lease token, log the attempt, keep the last
 -- response, update the circuit breaker and pause, then ack / reschedule /
 -- continue inline / dead-letter.
@@ -94,7 +94,7 @@ elseif action == 'dead' then
   end
   if outbox then
     -- 'sd' marks a callout a dispatcher claimed: only those were scheduled
-    -- and publish a completion event (SPEC §8).
+    -- and publish a completion event (contract §8).
     outbox_dead_letter(c, sfo, sfx, id, now_s, ARGV[13], redis.call('HEXISTS', c, 'sd') == 1)
     if notify == 1 then
       redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. redis.call('HGET', c, 'ep') .. ':' .. id)

@@ -1,4 +1,4 @@
--- discard.lua: delete a dead letter (SPEC §7 "Discarded (set by an admin)
+-- discard.lua: delete a dead letter (contract §7 "Discarded (set by an admin)
 -- deletes the proxy's copy"): its four parts, its index entry and its
 -- idempotency reservation when that still points at it.
 --

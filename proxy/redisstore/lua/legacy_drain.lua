@@ -1,6 +1,6 @@
 -- drain.lua: turn one bounded batch of a disabled endpoint's due callouts
 -- (scheduled or held) into dead letters with reason endpoint_disabled
--- (SPEC §6). Callouts in flight are left to their worker: their completion
+-- (contract §6). Callouts in flight are left to their worker: their completion
 -- or their reaping brings them back here.
 --
 -- KEYS: 1 endpoint hash, 2 due, 3 dead-letter index, 4 Salesforce outbox,
@@ -22,7 +22,7 @@ for i = 1, (#KEYS - 6) / 5 do
   if redis.call('ZREM', due, id) == 1 and redis.call('EXISTS', p[1]) == 1 then
     dead_letter(p, ep, dl, dlb, idem, id, ARGV[1], 'endpoint_disabled', ARGV[2], ARGV[3])
     -- Salesforce outbox in the same script (outbox.go); a due callout was
-    -- scheduled, so its ending publishes a completion event (SPEC §8).
+    -- scheduled, so its ending publishes a completion event (contract §8).
     if ARGV[4] == '1' then outbox_dead_letter(p[1], sfo, sfx, id, ARGV[1], ARGV[2], true) end
     out[#out + 1] = id
   end

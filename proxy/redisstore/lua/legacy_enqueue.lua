@@ -1,7 +1,7 @@
 -- enqueue.lua: create a callout whose first attempt the dispatcher makes:
 -- `scheduled` at a due time, or `held` when the gate is shut (breaker open,
 -- probe out, endpoint paused). Same idempotency and cap checks as begin.lua.
--- A replay chain (SPEC §8) takes over the reservation held by the dead
+-- A replay chain (contract §8) takes over the reservation held by the dead
 -- letter it replays.
 --
 -- KEYS: 1 callout record, 2 its body, 3 due, 4 lease, 5 endpoint hash,

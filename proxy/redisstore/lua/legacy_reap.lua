@@ -1,4 +1,4 @@
--- reap.lua: return expired leases to the due set (DESIGN "A reaper returns
+-- reap.lua: return expired leases to the due set (ARCHITECTURE.md "A reaper returns
 -- expired leases"). Step one, a plain ZRANGEBYSCORE lease -inf now LIMIT 0 n,
 -- found the candidates; this script re-checks each.
 --

@@ -18,7 +18,7 @@ local function num(v)
 end
 
 -- breaker_state is the breaker's state at now from its stored fields
--- (SPEC §6): 'closed'; 'open' until the probe time pa; 'half_open' from
+-- (contract §6): 'closed'; 'open' until the probe time pa; 'half_open' from
 -- then on. The one place this rule lives (ARCHITECTURE.md).
 local function breaker_state(bs, pa, now)
   if bs ~= 'open' then return 'closed' end
@@ -73,7 +73,7 @@ end
 local record_overhead = 256
 
 -- over_caps reports which backlog cap one more callout of add bytes from
--- the issuer tagged tag would pass, or false (SPEC §10): 'backlog_full'
+-- the issuer tagged tag would pass, or false (contract §10): 'backlog_full'
 -- for the endpoint's (or queue's) caps — items pending (items, counted by
 -- the caller), bytes everything its pending callouts and dead letters
 -- store ('bb' of f) — and 'issuer_backlog_full' for the issuer's share of
@@ -94,7 +94,7 @@ end
 -- false: 'backlog_full' for the endpoint's caps (items: due + leased;
 -- bytes: everything its pending callouts and dead letters store, 'bb'),
 -- 'issuer_backlog_full' for the issuer's share of them ('ii:'/'ib:' tag,
--- SPEC §10 per-org shares).
+-- contract §10 per-org shares).
 -- lim = {max items, max bytes, max items per issuer, max bytes per issuer}.
 local function backlog_full(due, lease, ep, lim, add_bytes, tag)
   local items = 0
@@ -189,7 +189,7 @@ end
 -- at it). A callout that ended succeeded or failed keeps what an idempotent
 -- replay and its status document need (fingerprint, status, response,
 -- attempts, times) but not the request: its headers and body are deleted
--- and its bytes released from the backlog (SPEC §5). A dead letter keeps
+-- and its bytes released from the backlog (contract §5). A dead letter keeps
 -- everything, still charged, until discard or expiry (dl_release).
 local function finish(p, ep, idem, id, state, now_s, ttl)
   local c = p[1]
@@ -296,12 +296,12 @@ end
 local breaker_fields = {'cf', 'bs', 'os', 'oa', 'pa', 'pt', 'pe', 'on'}
 
 -- breaker_apply applies one attempt's result to the circuit breaker whose
--- endpoint-hash fields are f (SPEC §6), noting its writes in w (put), and
+-- endpoint-hash fields are f (contract §6), noting its writes in w (put), and
 -- returns opened, closed, began, ended (0/1): whether this result opened or
 -- closed the breaker, began or ended an outage. The one owner of the
 -- breaker transitions (ARCHITECTURE.md).
 --   success: failures reset, breaker closed, outage ended, last success
---     recorded; no write at all when nothing was failing (DESIGN: a success
+--     recorded; no write at all when nothing was failing (ARCHITECTURE.md: a success
 --     costs no write when the failure count is already 0).
 --   is_probe and not success: the probe token is released; a counting
 --     failure reopens the breaker for another interval (probe_next), an
@@ -387,7 +387,7 @@ local function pause(ep, until_s)
 end
 
 -- outbox_dead_letter queues, in the same script as the dead letter, the
--- Salesforce writes it causes (outbox.go, SPEC §7, §8): the
+-- Salesforce writes it causes (outbox.go, contract §7, §8): the
 -- Failed_Callout__c mirror ('m:' id, due now), the check of its copy's
 -- expiry (sfx, due when its TTL ends) and, when the callout was scheduled,
 -- its Callout_Result__e ('e:' id). c is the record, sfo the outbox, sfx the

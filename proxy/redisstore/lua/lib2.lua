@@ -145,7 +145,7 @@ local finish_blanks = concat(lease_fields, rest_fields, {'b', 'Q', 'd'})
 -- finish2 ends a layout-2 callout succeeded or failed (code 'o' or 'x'): it
 -- keeps what an idempotent replay and its status document need (meta,
 -- status, response, attempts, times) but not the request's headers and
--- body (SPEC §5), releases every byte it was charged and its pending item
+-- body (contract §5), releases every byte it was charged and its pending item
 -- (acc_add on the counters fa, writes in wa), and sets the TTLs. rec are
 -- its fields as read (S, b, i, Q, the lease and the chunks at least: hall); wc
 -- collects the record's writes.

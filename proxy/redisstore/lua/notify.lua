@@ -1,7 +1,7 @@
 -- notify.lua: a dead letter of a queue of a sharded endpoint (keys.go
 -- "shards") happened outside the endpoint hash's slot; note it there: the
 -- owner is told once per outage, with the outage's first dead letter
--- (SPEC §6), as complete.lua does for the home queue.
+-- (contract §6), as complete.lua does for the home queue.
 --
 -- KEYS: 1 endpoint hash, 2 its shard's Salesforce outbox
 -- ARGV: 1 now ms, 2 endpoint name, 3 the dead letter's id,

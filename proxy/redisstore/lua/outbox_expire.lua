@@ -1,5 +1,5 @@
 -- outbox_expire.lua: check dead-letter copies whose expiry time has come
--- (outbox.go, SPEC §7 "When the proxy's copy expires, the record's status
+-- (outbox.go, contract §7 "When the proxy's copy expires, the record's status
 -- becomes Expired"), without keyspace notifications: the dead-letter
 -- scripts scheduled each copy in cp:{sN}:sfx at its TTL's end.
 --

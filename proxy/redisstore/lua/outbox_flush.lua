@@ -1,7 +1,7 @@
 -- outbox_flush.lua: take, renew or give back the Salesforce flush lease
 -- (outbox_flush.go): one replica writes a batch at a time, so replicas do
--- not split batches between them (SPEC §8). The lease's end is kept in the
--- value, by the injected clock (DESIGN.md: time is passed in), and the key's
+-- not split batches between them (contract §8). The lease's end is kept in the
+-- value, by the injected clock (ARCHITECTURE.md: time is passed in), and the key's
 -- TTL only cleans up.
 --
 -- KEYS: 1 the lease key (cp:sf:flush)

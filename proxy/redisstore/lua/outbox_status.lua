@@ -1,5 +1,5 @@
 -- outbox_status.lua: set the status a Failed_Callout__c record must show
--- (outbox.go, SPEC §7, §8) and, when asked, queue its write ('s:' root).
+-- (outbox.go, contract §7, §8) and, when asked, queue its write ('s:' root).
 -- A change whose event is older than the one the record shows is ignored,
 -- so writes that arrive out of order never move a record back in its life.
 --

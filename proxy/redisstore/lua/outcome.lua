@@ -1,7 +1,7 @@
 -- outcome.lua: apply the result of a request that has no callout record (a
 -- read, or an attempt of a queue of a sharded endpoint, keys.go) to the
 -- endpoint's circuit breaker and pause, as complete.lua does for callouts of
--- the endpoint hash's own slot (SPEC §6).
+-- the endpoint hash's own slot (contract §6).
 --
 -- KEYS: 1 endpoint hash, 2 (optional) the endpoint's home due set, whose
 --       waiting callouts a result that shuts the gate holds

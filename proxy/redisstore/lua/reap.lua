@@ -1,5 +1,5 @@
 -- reap.lua: return expired leases of layout-2 callouts to the due set
--- (DESIGN "A reaper returns expired leases"). Step one, the candidates
+-- (ARCHITECTURE.md "A reaper returns expired leases"). Step one, the candidates
 -- pipeline (claim.go), found them; this script re-checks each.
 --
 -- A reaped callout gets an attempt entry (kind, started, outcome retryable,

@@ -1,5 +1,5 @@
 -- release.lua: undo a synchronous layout-2 callout whose dispatch was
--- refused before anything was sent (a blocked address): SPEC §5
+-- refused before anything was sent (a blocked address): contract §5
 -- "rejections before dispatch are never stored as the key's result".
 -- Fenced on the lease token: the record, its parts, its lease entry, its
 -- backlog bytes and item and its reservation (when that still points at

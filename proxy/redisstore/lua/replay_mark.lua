@@ -1,6 +1,6 @@
 -- replay_mark.lua: note on a dead letter the replay chain that replays it
--- (SPEC §8), keeping the record's TTL: a replayed dead letter keeps its
--- history until the dead-letter retention ends (SPEC §7). A record that
+-- (contract §8), keeping the record's TTL: a replayed dead letter keeps its
+-- history until the dead-letter retention ends (contract §7). A record that
 -- expired or is no longer a dead letter is not touched (HSET would
 -- otherwise create a record without a TTL).
 --

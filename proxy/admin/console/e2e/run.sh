@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of the ops console in headless Chromium, against the real
-# proxy binary and a real Redis (issue 19). It installs what is missing
+# proxy binary and a real Redis. It installs what is missing
 # (Debian's chromium, playwright-core from package-lock.json), builds the
 # binary, starts a throwaway redis-server, a scriptable upstream and the
 # proxy on free loopback ports, runs e2e.mjs, and cleans up whatever
