@@ -96,6 +96,16 @@ func (w *Writer) gauge(ctx context.Context) {
 		return
 	}
 	w.o.Metrics.APIUsage.Set(w.o.API.UsageRatio())
+	w.mu.Lock()
+	why := w.pauseWhy
+	ended := why != "" && !w.pausedTill.After(w.o.Now())
+	if ended {
+		w.pauseWhy = "" // the pause ended: writes resumed by themselves
+	}
+	w.mu.Unlock()
+	if ended {
+		w.o.Metrics.WritesPaused.WithLabelValues(why).Set(0)
+	}
 	if n, err := w.o.Outbox.Len(ctx); err == nil {
 		w.o.Metrics.OutboxItems.Set(float64(n))
 	}
