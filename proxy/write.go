@@ -101,7 +101,9 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 	for {
 		actx, span := s.startAttempt(ctx, r, in, cl, cl.Kind, mode)
 		mode = tracing.ModeInline
-		att := s.d.Upstream.Do(actx, in.ep, in.request(r))
+		req := in.request(r)
+		req.CalloutID = cl.ID
+		att := s.d.Upstream.Do(actx, in.ep, req)
 		var pe *problem.Error
 		if errors.As(att.Err, &pe) {
 			span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Rejected, Problem: string(pe.Code)})

@@ -536,7 +536,7 @@ func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *polic
 	d.o.Metrics.ScheduleLag.Observe(d.lag(ep, cl).Seconds())
 	ctx, span := d.startAttempt(ctx, ep, cl)
 	att := d.o.Upstream.Do(ctx, ep, &forward.Request{
-		Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body,
+		Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body, CalloutID: cl.ID,
 	})
 	var pe *problem.Error
 	if errors.As(att.Err, &pe) {
