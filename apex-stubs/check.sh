@@ -23,10 +23,19 @@
 #   7. PMD 7's Apex rules, categories security, errorprone, bestpractices and
 #      performance (scripts/ApexPmd.java): zero security and errorprone
 #      violations, every other one justified in pmd-suppressions.txt;
-#   8. scripts/prove-checks-bite.sh: in temporary copies of the project, a
+#   8. scripts/check-test-references.mjs force-app: every class of force-app
+#      is named by a test class of force-app and every trigger is fired by
+#      one (a platform event's: EventBus.publish + Test.getEventBus().deliver()),
+#      the offline guard for a production deploy's coverage rule (coverage
+#      itself needs an org);
+#   9. scripts/check-metadata.mjs (step 4) also validates the app metadata:
+#      custom metadata, cache partition, Lightning app, record page, list
+#      views, report type, reports, dashboard and the package definition;
+#  10. scripts/prove-checks-bite.sh: in temporary copies of the project, a
 #      bad method call, an unknown custom field in Apex and in SOQL, a
-#      force-app class that needs the example, and a SOQL injection each make
-#      5, 6 or 7 fail, and the clean copy passes.
+#      force-app class that needs the example, a SOQL injection, a class no
+#      test names and a trigger no test fires each make 5, 6, 7 or 8 fail,
+#      and the clean copy passes; broken app metadata makes 4 fail.
 # The Go test salesforce/fields_apex_test.go compares the object's field
 # files with the Go side's field mapping (run by `go test ./salesforce/`).
 #
@@ -129,5 +138,8 @@ node scripts/check-soql-fields.mjs "$solo"
 echo "== apex-stubs: PMD Apex rules (security, errorprone, bestpractices, performance)"
 "$JAVA" -cp "$APEX_JARS/*" scripts/ApexPmd.java pmd-suppressions.txt force-app example-app
 
-echo "== apex-stubs: the semantic check and PMD fail on injected faults"
+echo "== apex-stubs: every force-app class and trigger is reached by a force-app test (RunLocalTests coverage guard)"
+node scripts/check-test-references.mjs force-app
+
+echo "== apex-stubs: the semantic check, PMD, the test-reference and metadata checks fail on injected faults"
 bash scripts/prove-checks-bite.sh

@@ -18,7 +18,12 @@
 #                  fail, so the force-app-only run in check.sh would catch a
 #                  production package that needs the example;
 #   SOQL injection a probe that concatenates a parameter into Database.query:
-#                  PMD must fail with ApexSOQLInjection (security).
+#                  PMD must fail with ApexSOQLInjection (security);
+#   untested class a force-app class that no force-app test names:
+#                  scripts/check-test-references.mjs must fail naming it;
+#   unfired trigger force-app without CalloutResultTriggerTest (the only test
+#                  that publishes and delivers Callout_Result__e):
+#                  check-test-references must fail naming CalloutResultTrigger.
 # Exits 1 naming the case that did not behave.
 #
 # Needs JAVA and APEX_JARS (see scripts/apex-semantic.sh); check.sh sets them.
@@ -146,8 +151,24 @@ else
   expect_fail "SOQL injection" "$work/pmd.log" "CheckProbe.cls:4: ApexSOQLInjection (security)"
 fi
 
+ws=$(copy untested-class force-app credentials)
+probe "$ws" force-app CheckProbe "$(force_probe valueOf)"
+if (cd "$ws" && node "$here/scripts/check-test-references.mjs" force-app) >"$work/untested.log" 2>&1; then
+  echo "bite [untested class]: check-test-references passed a class no test names" >&2; failures=$((failures + 1))
+else
+  expect_fail "untested class" "$work/untested.log" "class CheckProbe is named by no test class of force-app"
+fi
+
+ws=$(copy unfired-trigger force-app credentials)
+rm "$ws"/force-app/main/default/classes/CalloutResultTriggerTest.cls*
+if (cd "$ws" && node "$here/scripts/check-test-references.mjs" force-app) >"$work/unfired.log" 2>&1; then
+  echo "bite [unfired trigger]: check-test-references passed CalloutResultTrigger with no test delivering its event" >&2; failures=$((failures + 1))
+else
+  expect_fail "unfired trigger" "$work/unfired.log" "trigger CalloutResultTrigger is fired by no test class of force-app"
+fi
+
 if [ "$failures" -ne 0 ]; then
   echo "prove-checks-bite: $failures case(s) did not behave" >&2
   exit 1
 fi
-echo "prove-checks-bite: 6 cases behaved (clean passes; bad method, unknown field, unknown SOQL field, force-app isolation and SOQL injection fail)"
+echo "prove-checks-bite: 8 cases behaved (clean passes; bad method, unknown field, unknown SOQL field, force-app isolation, SOQL injection, an untested class and an unfired trigger fail)"
