@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// The offline guard for a production deploy's coverage rule. A deploy with
-// RunLocalTests fails unless every trigger has some coverage and the org's
-// Apex is covered at 75 % ("Deploy Apex", Apex Developer Guide: "every
-// trigger must have some test coverage"; "Testing Your Platform Event in
-// Apex", Platform Events Developer Guide). Coverage cannot be measured
+// The offline guard for a production deploy's coverage rule. A deploy to
+// production fails unless unit tests cover 75 % of the Apex and "every
+// trigger must have some test coverage" ("Writing Tests", Apex Developer
+// Guide; "Test Your Platform Event in Apex", Platform Events Developer
+// Guide: platform event triggers need tests too). Coverage cannot be measured
 // without an org, so this checks what makes coverage possible, for one
 // package directory on its own (a production deploy ships force-app alone):
 //
