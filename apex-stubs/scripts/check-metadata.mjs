@@ -28,7 +28,12 @@
 //        of the report type;
 //      dashboards: the folder and every report exist, and a dashboard
 //        naming no running user is LoggedInUser;
-//      permission sets: every object, field, tab, class and app exists.
+//      permission sets: every object, field, tab, class and app exists;
+//      Change Data Capture selections (PlatformEventChannelMember): the
+//        channel is ChangeEvents, the entity is the change event of an
+//        object of the directory (X__c -> X__ChangeEvent), and the file is
+//        named ChangeEvents_<entity, double underscores written once>
+//        ("PlatformEventChannelMember", Metadata API Developer Guide).
 // Exits non-zero listing every problem.
 //
 //   node scripts/check-metadata.mjs [project-dir]   (default: the current one)
@@ -304,6 +309,18 @@ for (const dir of dirs.filter((d) => existsSync(d))) {
     for (const a of all(xml, "application")) {
       if (!apps.has(a)) problems.push(`${file}: app ${a} is not an app of ${dir}`);
     }
+  }
+
+  for (const file of filesIn(join(base, "platformEventChannelMembers"), ".platformEventChannelMember-meta.xml")) {
+    count("change data capture selections");
+    const xml = readFileSync(file, "utf8");
+    const channel = tag(xml, "eventChannel");
+    const entity = tag(xml, "selectedEntity") ?? "";
+    if (channel !== "ChangeEvents") problems.push(`${file}: eventChannel ${channel} is not the standard ChangeEvents channel`);
+    const object = entity.endsWith("__ChangeEvent") ? entity.slice(0, -"ChangeEvent".length) + "c" : null;
+    if (!object || !objects.has(object)) problems.push(`${file}: selectedEntity ${entity} is not the change event of an object of ${dir}`);
+    const want = `${channel}_${entity.replaceAll("__", "_")}`;
+    if (basename(file, ".platformEventChannelMember-meta.xml") !== want) problems.push(`${file}: the file must be named ${want}.platformEventChannelMember-meta.xml`);
   }
 }
 
