@@ -83,7 +83,9 @@ const (
 )
 
 // fixed is a detail that does not depend on the error.
-func fixed(detail string) func(policy.Error) string { return func(policy.Error) string { return detail } }
+func fixed(detail string) func(policy.Error) string {
+	return func(policy.Error) string { return detail }
+}
 
 // lookup is the problem err means: the *Error in err's chain as it is;
 // else a new *Error from the first row of domainErrors that err matches.
