@@ -200,6 +200,4 @@ type Finished struct {
 	State    State
 	// Reason is the dead-letter reason; "" when it succeeded.
 	Reason DeadLetterReason
-	// NotifyOwner: the first dead letter of the endpoint's outage (contract §6).
-	NotifyOwner bool
 }
