@@ -45,20 +45,17 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	res, err := s.d.Store.Begin(bctx, nc, policy.BeginOptions{
 		Lease: in.ep.Rules().Lease(), Breaker: in.ep.Rules().Breaker(), Limits: in.ep.Rules().Backlog,
 	})
+	if s.answered(w, r, in, err, res.Existing) {
+		return
+	}
+	s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
 	switch {
-	case err != nil:
-		s.reject(w, r, in.ep.Name, storeRefusal(err, "writes are not forwarded"))
-	case res.Existing != nil:
-		s.admitted(r, in, tracing.AdmitDuplicate, res.Existing.ID, "")
-		s.duplicate(w, r, in, res.Existing)
 	case res.Held != nil:
 		s.admitted(r, in, tracing.AdmitHeld, res.Held.ID, res.Held.Gate.State)
 		s.countDeferred(in.ep.Name, res.Held.Gate)
-		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
 		s.accepted(ctx, w, in.ep.Name, res.Held.ID, "")
 	default:
 		s.admitted(r, in, tracing.AdmitAttempt, res.Claimed.ID, "")
-		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
 		s.attemptInline(ctx, w, r, in, res.Claimed)
 	}
 }
@@ -70,25 +67,37 @@ func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, r *http.Req
 	ectx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
 	res, err := s.d.Store.Enqueue(ectx, nc, policy.EnqueueOptions{Limits: in.ep.Rules().Backlog})
+	if s.answered(w, r, in, err, res.Existing) {
+		return
+	}
+	s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
+	if res.State == policy.Held {
+		s.admitted(r, in, tracing.AdmitHeld, res.ID, res.Gate.State)
+		s.countDeferred(in.ep.Name, res.Gate)
+	} else {
+		s.admitted(r, in, tracing.AdmitScheduled, res.ID, "")
+	}
+	if s.d.Wake != nil {
+		s.d.Wake()
+	}
+	s.accepted(ctx, w, in.ep.Name, res.ID, "respond-async")
+}
+
+// answered answers a write the store created nothing for: refused (err,
+// by the one table of domain errors), or a duplicate of the callout that
+// holds its key (ex, contract §5). It reports whether it answered; false:
+// a new callout was recorded and the caller goes on.
+func (s *Server) answered(w http.ResponseWriter, r *http.Request, in *inbound, err error, ex *policy.Existing) bool {
 	switch {
 	case err != nil:
 		s.reject(w, r, in.ep.Name, storeRefusal(err, "writes are not forwarded"))
-	case res.Existing != nil:
-		s.admitted(r, in, tracing.AdmitDuplicate, res.Existing.ID, "")
-		s.duplicate(w, r, in, res.Existing)
+	case ex != nil:
+		s.admitted(r, in, tracing.AdmitDuplicate, ex.ID, "")
+		s.duplicate(w, r, in, ex)
 	default:
-		s.d.Metrics.Idempotency.WithLabelValues(keyResult(in.key, "new")).Inc()
-		if res.State == policy.Held {
-			s.admitted(r, in, tracing.AdmitHeld, res.ID, res.Gate.State)
-			s.countDeferred(in.ep.Name, res.Gate)
-		} else {
-			s.admitted(r, in, tracing.AdmitScheduled, res.ID, "")
-		}
-		if s.d.Wake != nil {
-			s.d.Wake()
-		}
-		s.accepted(ctx, w, in.ep.Name, res.ID, "respond-async")
+		return false
 	}
+	return true
 }
 
 // attemptInline makes the first attempt of a recorded callout while the
