@@ -79,9 +79,7 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 // the gate of sharded endpoints whose view is stale), then one claim.lua
 // run per Redis Cluster slot that has candidates (on a single node, one in
 // all) re-checks each candidate and the gate in O(1) and leases them,
-// pipelined. Records of the legacy layout (keys.go) are claimed by
-// legacy_claim.lua in the same pipeline. The attempt is counted at claim
-// time (Claimed.Attempt). Results are in request order. Errors:
+// pipelined. The attempt is counted at claim time (Claimed.Attempt). Results are in request order. Errors:
 // ErrUnavailable.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) ([]ClaimResult, error) {
 	for _, r := range reqs {
@@ -116,12 +114,10 @@ type queuePlan struct {
 // endpointPlan is one request's candidates.
 type endpointPlan struct {
 	queues    []*queuePlan
-	legacy    []string // due candidates in the legacy due set
 	nextDue   time.Time
 	nextLease time.Time
-	legacyAll bool // the legacy due and lease sets are both empty
-	want      int  // due candidates it may claim (its batch)
-	dueSeen   int  // due candidates read, spares included
+	want      int // due candidates it may claim (its batch)
+	dueSeen   int // due candidates read, spares included
 }
 
 // candidates reads every queue's first waiting ids (ZRANGE … WITHSCORES)
@@ -132,7 +128,6 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	}
 	plans := make([]*endpointPlan, len(reqs))
 	reads := make([][]read, len(reqs))
-	legacy := make([]read, len(reqs))
 	views := map[string]*scriptCall{}
 	for i, r := range reqs {
 		qs, err := s.queuesOf(ctx, r.Endpoint)
@@ -146,21 +141,16 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	}
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reqs {
-			batch := int64(min(max(r.Batch, 1), maxBatch))
 			// Twice the batch from each queue: another replica reading the
 			// same first ids at the same time claims some of them first; the
 			// spares let this claim still fill its batch (claim.lua stops at
 			// cap), instead of a short claim and another round.
 			spares := int64(min(2*max(r.Batch, 1), maxBatch))
-			lk := keysOf(r.Endpoint)
-			if s.legacyDue(r.Endpoint, now) {
-				legacy[i] = read{p.ZRangeWithScores(ctx, lk.due, 0, batch-1), p.ZRangeWithScores(ctx, lk.lease, 0, 0)}
-			}
 			for _, qp := range plans[i].queues {
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
 					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0)})
 				if qp.given && views[r.Endpoint] == nil && s.viewStale(r.Endpoint) {
-					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{lk.ep}, args: []any{msArg(now)}}
+					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{endpointKey(r.Endpoint)}, args: []any{msArg(now)}}
 					views[r.Endpoint].queue(ctx, p)
 				}
 			}
@@ -168,11 +158,8 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		return nil
 	})
 	for i := range reqs {
-		for _, r := range append(reads[i], legacy[i]) {
+		for _, r := range reads[i] {
 			for _, c := range []*redis.ZSliceCmd{r.due, r.lease} {
-				if c == nil {
-					continue
-				}
 				if err := c.Err(); err != nil && !isNil(err) {
 					return nil, s.wrap("claim", err)
 				}
@@ -211,12 +198,6 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			}
 			return due
 		}
-		p.legacyAll = true
-		if legacy[i].due != nil {
-			p.legacy = note(legacy[i].due.Val(), false)
-			note(legacy[i].lease.Val(), true)
-			p.legacyAll = len(legacy[i].due.Val()) == 0 && len(legacy[i].lease.Val()) == 0
-		}
 		for j, qp := range p.queues {
 			qp.ids = note(reads[i][j].due.Val(), false)
 			note(reads[i][j].lease.Val(), true)
@@ -224,7 +205,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				qp.view, _, _ = s.gateOf(ctx, qp.q) // fresh: read above or recently
 			}
 		}
-		p.dueSeen = len(p.legacy) + p.dueIn()
+		p.dueSeen = p.dueIn()
 		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen)
 	}
 	return plans, nil
@@ -266,20 +247,10 @@ func allot(plans []*endpointPlan, reqs []ClaimRequest, total int) {
 }
 
 // spread shares an endpoint's batch among its queues, taking from the
-// queues in turn (legacy first: they are the oldest): each queue's cap,
-// with as many spare candidates again kept behind it.
+// queues in turn: each queue's cap, with as many spare candidates again
+// kept behind it.
 func spread(p *endpointPlan, batch int) {
-	if batch <= 0 {
-		p.legacy = nil
-		for _, qp := range p.queues {
-			qp.ids, qp.cap = nil, 0
-		}
-		return
-	}
-	if len(p.legacy) > batch {
-		p.legacy = p.legacy[:batch]
-	}
-	left := batch - len(p.legacy)
+	left := max(batch, 0)
 	take := make([]int, len(p.queues))
 	for more := true; more && left > 0; {
 		more = false
@@ -311,11 +282,10 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		qp *queuePlan
 	}
 	members := map[*scriptCall][]member{}
-	var order, legacyCalls []*scriptCall
-	legacyOf := map[*scriptCall]int{}
+	var order []*scriptCall
 	n := 0
 	nextToken := func() string {
-		t := layout2Token + base + "." + strconv.Itoa(n)
+		t := base + "." + strconv.Itoa(n)
 		n++
 		return t
 	}
@@ -323,12 +293,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		p := plans[i]
 		br := r.Breaker.WithDefaults(r.Lease)
 		leaseUntil, probeUntil := now.Add(r.Lease), now.Add(br.ProbeLease)
-		if len(p.legacy) > 0 {
-			c := s.legacyClaimCall(keysOf(r.Endpoint), p.legacy, base, &n, now, r.Lease, br)
-			legacyCalls = append(legacyCalls, c)
-			legacyOf[c] = i
-		}
-		homeDue := len(p.legacy) > 0
+		homeDue := false
 		for _, qp := range p.queues {
 			homeDue = homeDue || (qp.q.home && len(qp.ids) > 0)
 		}
@@ -375,9 +340,9 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			members[c] = append(members[c], member{i, qp})
 		}
 	}
-	if len(order)+len(legacyCalls) > 0 {
+	if len(order) > 0 {
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range append(order, legacyCalls...) {
+			for _, c := range order {
 				c.queue(ctx, p)
 			}
 			return nil
@@ -402,16 +367,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 		}
 	}
-	for _, c := range legacyCalls {
-		i := legacyOf[c]
-		v, err := s.result(ctx, "claim", c)
-		if err == nil {
-			err = s.decodeLegacyClaim(ctx, keysOf(reqs[i].Endpoint), plans[i].legacy, v, &out[i])
-		}
-		keep(err)
-	}
-	for i, r := range reqs {
-		s.noteLegacyEmpty(ctx, r.Endpoint, plans[i].legacyAll)
+	for i := range reqs {
 		out[i].MoreDue = plans[i].dueSeen > len(out[i].Claimed)
 	}
 	return firstErr
@@ -435,7 +391,6 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		if err != nil {
 			return false, err
 		}
-		tok = layout2Token + tok
 		v, err := s.takeProbe(ctx, qp.q.endpoint, tok, probeUntil)
 		if err != nil {
 			return false, err
@@ -450,7 +405,7 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		return true, nil
 	case st == policy.GateDisabled:
 		mergeGate(&out[i], qp.view.gate)
-		moved, err := s.drain2(ctx, qp.q, qp.ids, string(policy.GateDisabled))
+		moved, err := s.drain(ctx, qp.q, qp.ids, string(policy.GateDisabled))
 		out[i].DeadLettered = append(out[i].DeadLettered, moved...)
 		return false, err
 	default:
@@ -485,12 +440,12 @@ func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, a []any, re
 	mergeGate(res, g)
 	if g.State == policy.GateDisabled {
 		gs, _ := gateArgs(qp.view, qp.given)
-		moved, err := s.drain2(ctx, qp.q, qp.ids, gs)
+		moved, err := s.drain(ctx, qp.q, qp.ids, gs)
 		res.DeadLettered = append(res.DeadLettered, moved...)
 		return err
 	}
 	for _, x := range a[2:] {
-		c, err := s.decodeClaimed2(ctx, replyArr(x), now, now.Add(r.Lease))
+		c, err := s.decodeClaimed(ctx, replyArr(x), now, now.Add(r.Lease))
 		if err != nil {
 			return err
 		}
@@ -500,9 +455,9 @@ func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, a []any, re
 	return nil
 }
 
-// decodeClaimed2 decodes one claimed entry of claim.lua:
+// decodeClaimed decodes one claimed entry of claim.lua:
 // {id, kind, attempts, first attempt ms, due ms, :q or false, field, value, ...}.
-func (s *Store) decodeClaimed2(ctx context.Context, r []any, now, leaseUntil time.Time) (*policy.Claimed, error) {
+func (s *Store) decodeClaimed(ctx context.Context, r []any, now, leaseUntil time.Time) (*policy.Claimed, error) {
 	if len(r) < 6 || len(r)%2 != 0 {
 		return nil, fmt.Errorf("redisstore: claim: unexpected entry of %d values", len(r))
 	}
@@ -512,7 +467,7 @@ func (s *Store) decodeClaimed2(ctx context.Context, r []any, now, leaseUntil tim
 	}
 	id := replyStr(r[0])
 	rest, _ := r[5].(string)
-	c, err := decodeRecord2(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := decodeRecord(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}
@@ -524,54 +479,6 @@ func (s *Store) decodeClaimed2(ctx context.Context, r []any, now, leaseUntil tim
 		DueAt: time.UnixMilli(scoreMs(r[4])), FirstAttemptAt: fromMs(replyStr(r[3])), CreatedAt: c.CreatedAt,
 		TraceContext: c.TraceContext,
 	}, nil
-}
-
-// legacyCheck is how often a round looks at an endpoint's legacy due and
-// lease sets once they were seen empty (an old replica of a rolling
-// upgrade may still fill them).
-const legacyCheck = 10 * time.Second
-
-// legacyDue reports whether this round reads endpoint's legacy sets: until
-// they are seen empty, then every legacyCheck.
-func (s *Store) legacyDue(endpoint string, now time.Time) bool {
-	if _, noted := s.legacyEmpty.Load(endpoint); !noted {
-		return true
-	}
-	st := s.shardState(endpoint)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if now.Sub(st.legacyAt) < legacyCheck {
-		return false
-	}
-	st.legacyAt = now
-	return true
-}
-
-// noteLegacyEmpty marks, once per Store and endpoint, that the endpoint's
-// legacy due and lease sets were seen empty (keys.go "Layout 1"):
-// create.lua stops counting them ('L' = "0") and stops looking up legacy
-// reservations once the longest retention has passed from now ('Lr', set
-// once): by then every legacy record is gone. Legacy items seen again
-// (an old replica still running) clear both. Best effort: a failure only
-// keeps legacy work counted and looked up.
-func (s *Store) noteLegacyEmpty(ctx context.Context, endpoint string, empty bool) {
-	_, noted := s.legacyEmpty.Load(endpoint)
-	switch {
-	case empty && !noted:
-		until := s.now().Add(max(s.idemTTL, s.dlTTL))
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, keysOf(endpoint).ep, eLegacy, "0")
-			p.HSetNX(ctx, keysOf(endpoint).ep, eLegacyUntil, msArg(until))
-			return nil
-		})
-		if err == nil {
-			s.legacyEmpty.Store(endpoint, struct{}{})
-		}
-	case !empty && noted:
-		if s.rdb.HDel(ctx, keysOf(endpoint).ep, eLegacy, eLegacyUntil).Err() == nil {
-			s.legacyEmpty.Delete(endpoint)
-		}
-	}
 }
 
 // dueBy is the ZRANGEBYSCORE range of up to n members scored at or before t.

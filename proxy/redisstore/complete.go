@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// Complete applies c to the claimed attempt in one script (complete.lua,
-// or legacy_complete.lua for a record of the legacy layout): fencing on the
-// lease token, attempt log, last response, breaker, pause, then the
+// Complete applies c to the claimed attempt in one script (complete.lua):
+// fencing on the lease token, attempt log, last response, breaker, pause, then the
 // action; finishing sets the TTLs of the record and its reservation. With
 // Options.Outbox, the same script queues the Salesforce writes the ending
 // causes (outbox.go): the dead letter's mirror, expiry check and owner
@@ -40,20 +38,19 @@ func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Compl
 // completion is one prepared Complete: its script calls, queued in a
 // pipeline (possibly with other callers'), then decoded.
 type completion struct {
-	cl     *policy.Claimed
-	c      policy.Completion
-	now    time.Time
-	q      queue
-	legacy *scriptCall // legacy_complete.lua: a record of the legacy layout
-	// layout 2: its part of a complete.lua call (completeBatch): its five
-	// keys and 23 arguments
+	cl  *policy.Claimed
+	c   policy.Completion
+	now time.Time
+	q   queue
+	// its part of a complete.lua call (planCompletions): its five keys and
+	// 23 arguments
 	keys    []string
 	args    []any
 	breaker *scriptCall // outcome.lua on the endpoint hash: sharded queues only
 	// notify.lua on the endpoint hash, right after breaker in the pipeline:
 	// a dead letter of a sharded queue (the owner is told once per outage)
 	notify *scriptCall
-	// after the write: its own complete.lua (or legacy) reply, or error,
+	// after the write: its own complete.lua reply, or error,
 	// and its breaker and notify calls'
 	reply, breakerReply, notifyReply any
 	err, breakerErr, notifyErr       error
@@ -65,26 +62,12 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	now := s.now()
 	br := c.Breaker.WithDefaults(c.Lease)
 	p := &completion{cl: cl, c: c, now: now}
-	if !strings.HasPrefix(cl.LeaseToken, layout2Token) {
-		args, err := s.completeArgs(cl, c, br, now, false)
-		if err != nil {
-			return nil, err
-		}
-		k := keysOf(cl.Endpoint)
-		sfo, sfx := k.outbox()
-		keys := append(k.parts(cl.ID), k.due, k.lease, k.ep, k.dl, sfo, sfx, k.dlb)
-		if ik := k.legacyIdem(cl.Issuer, cl.IdempotencyKey); ik != "" {
-			keys = append(keys, ik)
-		}
-		p.legacy = &scriptCall{sc: s.lua.legacyComplete, keys: keys, args: args}
-		return p, nil
-	}
 	q, ok := queueOfID(cl.Endpoint, cl.ID)
 	if !ok {
 		return nil, fmt.Errorf("redisstore: complete %q: malformed id", cl.ID)
 	}
 	p.q = q
-	args, err := s.completeArgs(cl, c, br, now, true)
+	args, err := s.completeArgs(cl, c, br, now)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +78,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	gs, gu := gateArgs(view, given)
 	args = append(args, gs, gu, cl.Endpoint)
 	rc, rest, resp := q.record(cl.ID)
-	res, _ := q.reservation(cl.Issuer, cl.IdempotencyKey)
+	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
 		res = rc
 	}
@@ -114,9 +97,8 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 			// In the pipeline, right after this attempt's breaker update: a
 			// success later in the same pipeline may end the outage (notify.lua
 			// then finds none), so it cannot wait for the pipeline's end.
-			k := keysOf(cl.Endpoint)
-			sfo, _ := k.outbox()
-			p.notify = &scriptCall{sc: s.lua.notify, keys: []string{k.ep, sfo},
+			home := homeQueue(cl.Endpoint)
+			p.notify = &scriptCall{sc: s.lua.notify, keys: []string{home.ep, home.sfo},
 				args: []any{msArg(now), cl.Endpoint, cl.ID, flag(s.outbox)}}
 		}
 	}
@@ -141,7 +123,7 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 		return nil
 	}
 	dispatched := c.Attempt != nil
-	return &scriptCall{sc: s.lua.outcome, keys: []string{keysOf(cl.Endpoint).ep}, args: []any{
+	return &scriptCall{sc: s.lua.outcome, keys: []string{endpointKey(cl.Endpoint)}, args: []any{
 		msArg(now), probe, flag(success), flag(dispatched && c.CountsTowardBreaker), strconv.Itoa(br.Failures),
 		msArg(now.Add(br.ProbeInterval)), paused}}
 }
@@ -158,19 +140,16 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 	if replyStr(a[0]) == "stale" {
 		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete %s: %w", p.cl.ID, policy.ErrStaleLease)
 	}
-	if len(a) < 11 {
+	if len(a) < 15 {
 		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete: unexpected reply %v", a)
 	}
 	res := policy.CompleteResult{
 		State: policy.State(replyStr(a[0])), NotifyOwner: replyInt(a[5]) == 1,
 		Attempts: int(replyInt(a[9])), Reason: policy.DeadLetterReason(replyStr(a[10])),
 		Breaker: decodeBreakerChange(a[1:5], a[6], a[7], a[8]),
+		Gate:    policy.GateState(replyStr(a[11])), LastStatus: int(replyInt(a[12])), LastError: replyStr(a[13]),
 	}
-	if len(a) > 14 { // complete.lua's; legacy_complete.lua's reply ends at the reason
-		res.Gate = policy.GateState(replyStr(a[11]))
-		res.LastStatus, res.LastError = int(replyInt(a[12])), replyStr(a[13])
-		res.Breaker.Held, res.Breaker.HeldBy = int(replyInt(a[14])), res.Gate
-	}
+	res.Breaker.Held, res.Breaker.HeldBy = int(replyInt(a[14])), res.Gate
 	if p.breaker != nil {
 		if p.breakerErr != nil {
 			return res, p.breakerErr
@@ -199,9 +178,8 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 	return res, nil
 }
 
-// completeArgs builds complete.lua's ARGV 1–20 (layout 2: the attempt in
-// its compact form) or legacy_complete.lua's.
-func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, layout2 bool) ([]any, error) {
+// completeArgs builds complete.lua's ARGV 1–20.
+func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time) ([]any, error) {
 	switch c.Action {
 	case policy.ActionSucceed, policy.ActionFail, policy.ActionRetry, policy.ActionDeadLetter:
 	case policy.ActionRetryInline:
@@ -218,14 +196,7 @@ func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.
 	if c.Attempt != nil {
 		a := *c.Attempt
 		a.N, a.Kind = cl.Attempt, cl.Kind
-		if layout2 {
-			attempt = encodeAttempt2(a)
-		} else {
-			var err error
-			if attempt, err = encodeAttempt(a); err != nil {
-				return nil, fmt.Errorf("redisstore: complete %s: %w", cl.ID, err)
-			}
-		}
+		attempt = encodeAttempt(a)
 		success = a.Outcome == policy.Success
 	}
 	next := c.NextAttemptAt

@@ -18,34 +18,33 @@ import (
 const completeBatchMax = 32
 
 // pipeCall is one script call of a completion pipeline: a complete.lua
-// call of completions of one queue (one reply each, in order), a
-// legacy_complete.lua call, or an outcome.lua breaker update of one
-// completion (items holds its one completion).
+// call of completions of one queue (one reply each, in order), or an
+// outcome.lua breaker update or notify.lua call of one completion (items
+// holds its one completion).
 type pipeCall struct {
 	call  *scriptCall
 	items []*completion
-	kind  int // callBatch, callLegacy, callBreaker, callNotify
+	kind  int // callBatch, callBreaker, callNotify
 }
 
 const (
 	callBatch = iota
-	callLegacy
 	callBreaker
 	callNotify
 )
 
 // planCompletions orders the script calls of ps for one pipeline.
-// Layout-2 completions of one queue share a complete.lua call (up to
+// Completions of one queue share a complete.lua call (up to
 // completeBatchMax, in the order of ps), placed where its first completion
-// is; a legacy, breaker or notify call is placed where its completion is
+// is; a breaker or notify call is placed where its completion is
 // (a sharded queue's dead letter tells the owner right after its breaker
 // update, before a later success in the pipeline can end the outage). A
 // completion joins its queue's open call only if that moves it ahead of
 // no call touching the same keys, so every key sees the completions that
 // touch it in the order of ps: the only keys calls of different queues
-// share are an endpoint hash's slot (its breaker, counters, legacy sets
-// and dead-letter index: touched by its home queue's calls, its legacy
-// calls and the breaker calls of its other queues) and a shard's
+// share are an endpoint hash's slot (its breaker, counters and dead-letter
+// index: touched by its home queue's calls and the breaker calls of its
+// other queues) and a shard's
 // Salesforce outbox (additions of distinct members, in any order the
 // same). Completions of a sharded endpoint's other queues are batched
 // too: their complete.lua reads no endpoint-hash field (each carries the
@@ -62,11 +61,6 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 		return -1
 	}
 	for _, p := range ps {
-		if p.legacy != nil {
-			calls = append(calls, &pipeCall{call: p.legacy, items: []*completion{p}, kind: callLegacy})
-			last[keysOf(p.cl.Endpoint).ep] = len(calls) - 1
-			continue
-		}
 		q := p.q
 		i, ok := open[q.due]
 		if ok && (len(calls[i].items) == completeBatchMax || (q.home && touched(q.ep) > i)) {
@@ -131,10 +125,6 @@ func (c *pipeCall) resolve(ctx context.Context, s *Store) {
 	case callNotify:
 		p := c.items[0]
 		p.notifyReply, p.notifyErr = s.result(ctx, "notify", c.call)
-		return
-	case callLegacy:
-		p := c.items[0]
-		p.reply, p.err = s.result(ctx, "complete", c.call)
 		return
 	}
 	v, err := s.result(ctx, "complete", c.call)

@@ -79,7 +79,7 @@ func mixedCompletions(t *testing.T, e *env, cls []*policy.Claimed) ([]*policy.Cl
 	out := make([]*policy.Claimed, len(cls))
 	copy(out, cls)
 	stale := *cls[3]
-	stale.LeaseToken = layout2Token + "not-the-lease"
+	stale.LeaseToken = "not-the-lease"
 	out[3] = &stale
 	broken := *cls[5]
 	n, _ := ShardOfID(broken.ID)

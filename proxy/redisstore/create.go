@@ -26,7 +26,6 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 	if err != nil {
 		return policy.BeginResult{}, err
 	}
-	token = layout2Token + token
 	now := s.now()
 	rep, id, err := s.create(ctx, createArgs{mode: "b", nc: nc, lim: opts.Limits, now: now,
 		at: now.Add(opts.Lease), probeUntil: now.Add(br.ProbeLease), token: token, br: br})
@@ -96,13 +95,11 @@ type createReply struct {
 	dry bool
 }
 
-// fingerprints returns the request's fingerprint (policy.Fingerprint, as a
-// legacy reservation stores it) and its first 12 bytes (as a layout-2
-// reservation does).
-func fingerprints(nc policy.NewCallout) (full, raw12 string) {
-	full = policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body)
-	b, _ := base64.RawURLEncoding.DecodeString(full)
-	return full, string(b[:12])
+// fingerprint12 returns the first 12 bytes of the request's fingerprint
+// (policy.Fingerprint), as its reservation stores it.
+func fingerprint12(nc policy.NewCallout) string {
+	b, _ := base64.RawURLEncoding.DecodeString(policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body))
+	return string(b[:12])
 }
 
 // create runs create.lua. When the reservation points at a callout whose
@@ -145,30 +142,22 @@ func (s *Store) create(ctx context.Context, a createArgs) (rep createReply, id s
 			}()
 		}
 	}
-	full, raw12 := fingerprints(nc)
-	fields, restQ := newRecord2(nc, a.now)
+	raw12 := fingerprint12(nc)
+	fields, restQ := newRecord(nc, a.now)
 	c, rest, _ := q.record(id)
-	res, lres := q.reservation(nc.Issuer, nc.IdempotencyKey)
+	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
 	if res == "" {
-		res, lres = c, c
+		res = c
 	}
-	if !q.home {
-		lres = c // legacy reservations are in the home slot; a new queue has none
-	}
-	keys := []string{c, rest, q.due, q.lease, q.acc, res, lres}
-	if q.home {
-		lk := keysOf(nc.Endpoint)
-		keys = append(keys, lk.due, lk.lease)
-	}
+	keys := []string{c, rest, q.due, q.lease, q.acc, res}
 	lim := a.lim
 	if n := s.shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
 	}
 	gs, gu := gateArgs(view, given)
-	staleRaw, stale := "", ""
+	staleRaw := ""
 	for range 2 {
-		args := []any{msArg(a.now), a.mode, id, rawOfID(id) + raw12, staleRaw, stale,
-			rawOfID(nc.ReplayOf), nc.ReplayOf,
+		args := []any{msArg(a.now), a.mode, id, rawOfID(id) + raw12, staleRaw, rawOfID(nc.ReplayOf),
 			strconv.FormatInt(lim.MaxItems, 10), strconv.FormatInt(lim.MaxBytes, 10),
 			strconv.FormatInt(lim.MaxItemsPerIssuer, 10), strconv.FormatInt(lim.MaxBytesPerIssuer, 10),
 			tag, gs, gu, msArg(a.at), msArg(a.probeUntil), a.token, restQ, s.wakeChannel, durMs(s.idemTTL)}
@@ -176,14 +165,14 @@ func (s *Store) create(ctx context.Context, a createArgs) (rep createReply, id s
 		if err != nil {
 			return createReply{}, "", err
 		}
-		rep, holder, err := s.decodeCreate(ctx, op, v, q, full, raw12, a.now)
+		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
 			}
 			return rep, id, err
 		}
-		stale, staleRaw = holder, rawOfID(holder)
+		staleRaw = rawOfID(holder)
 	}
 	return createReply{}, "", fmt.Errorf("redisstore: %s: reservation points at a vanished callout twice", op)
 }
@@ -203,7 +192,7 @@ func perQueue(l policy.BacklogLimits, n int) policy.BacklogLimits {
 
 // decodeCreate decodes a create.lua reply. holder is set (and the reply
 // empty) when the reservation's holder has no record any more.
-func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, full, raw12 string, now time.Time) (rep createReply, holder string, err error) {
+func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, raw12 string, now time.Time) (rep createReply, holder string, err error) {
 	a := replyArr(v)
 	if len(a) == 0 {
 		return rep, "", fmt.Errorf("redisstore: %s: empty reply", op)
@@ -216,13 +205,10 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, ful
 	case "issuer_backlog_full":
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrIssuerBacklogFull)
 	case "exists":
-		if len(a) < 4 {
+		if len(a) < 3 {
 			return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
 		}
-		id, same := replyStr(a[1]), replyStr(a[2]) == full
-		if replyStr(a[3]) == "2" {
-			id, same = idOfRaw(q.shard, replyStr(a[1])), replyStr(a[2]) == raw12
-		}
+		id, same := idOfRaw(q.shard, replyStr(a[1])), replyStr(a[2]) == raw12
 		ex, err := s.existing(ctx, id, same, now)
 		if err != nil || ex == nil {
 			return rep, id, err
@@ -273,7 +259,7 @@ func (s *Store) existing(ctx context.Context, id string, same bool, now time.Tim
 func msTime(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
 
 // issuersKey is the HASH of issuer tag -> issuer (JWT iss) of every issuer
-// a layout-2 record was created for: records keep only the tag (keys.go).
+// a record was created for: records keep only the tag (keys.go).
 const issuersKey = keyPrefix + "iss"
 
 // noteIssuer returns the tag of issuer, recording tag -> issuer in
@@ -294,7 +280,7 @@ func (s *Store) noteIssuer(ctx context.Context, issuer string) (string, error) {
 	return tag, nil
 }
 
-// issuerOf resolves an issuer tag of a layout-2 record: from this Store's
+// issuerOf resolves an issuer tag of a record: from this Store's
 // memory, else cp:iss. "" when unknown (the caller then matches no issuer:
 // GET /v1/callouts answers 404, never another organisation's record).
 func (s *Store) issuerOf(ctx context.Context, tag string) string {

@@ -12,9 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DeadLetters lists an endpoint's dead letters (both layouts, every
-// queue) in dead-lettered-at order with a stable cursor: entries added or
-// pruned between pages neither repeat nor skip the others. Index entries
+// DeadLetters lists an endpoint's dead letters (every queue) in
+// dead-lettered-at order with a stable cursor: entries added or pruned between pages neither repeat nor skip the others. Index entries
 // whose record has expired are left out. Two round trips (dead_letters.lua
 // on every queue's index, pipelined and merged by (time, id), then one
 // pipelined HGETALL per item). Errors: ErrUnavailable, or an error for a
@@ -105,8 +104,8 @@ func parseCursor(c string) (ms, id string, err error) {
 	return ms, id, nil
 }
 
-// summaries reads the dead-letter summaries of ids, in order, whichever
-// layout their records have: one pipelined HGETALL each. An entry is nil
+// summaries reads the dead-letter summaries of ids, in order: one
+// pipelined HGETALL each. An entry is nil
 // when that id is not a dead letter (any more). DeadLetteredAt is the
 // record's finish time. Errors: ErrUnavailable.
 func (s *Store) summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
@@ -127,45 +126,32 @@ func (s *Store) summaries(ctx context.Context, ids []string) ([]*policy.DeadLett
 		if cmd == nil {
 			continue
 		}
-		out[i] = s.summary(ctx, ids[i], cmd.Val())
+		out[i] = s.summary(ids[i], cmd.Val())
 	}
 	return out, nil
 }
 
-// summary is the dead-letter summary of record m of either layout, nil
-// when it is not a dead letter.
-func (s *Store) summary(ctx context.Context, id string, m map[string]string) *policy.DeadLetter {
-	if m[f2State] != "" {
-		if m[f2State] != stateCode[policy.DeadLettered] {
-			return nil
-		}
-		meta, err := unpackMeta(joinChunks(m, metaField))
-		if err != nil {
-			return nil
-		}
-		return &policy.DeadLetter{
-			ID: id, Endpoint: meta.Endpoint, DeadLetteredAt: fromMs(m[f2Finished]),
-			Reason: policy.DeadLetterReason(m[f2Reason]), Status: atoi(m[f2Status]),
-			Method: meta.Method, Path: meta.Path, Attempts: atoi(m[f2Attempts]),
-			IdempotencyKey: meta.Key, SourceRecord: meta.Source, ReplayOf: m[f2ReplayOf],
-			LastError: m[f2LastErr], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
-			ReplayOutcome: policy.State(m[fReplayOutcome]),
-		}
+// summary is the dead-letter summary of record m, nil when it is not a
+// dead letter.
+func (s *Store) summary(id string, m map[string]string) *policy.DeadLetter {
+	if m[fState] != stateCode[policy.DeadLettered] {
+		return nil
 	}
-	if m[fState] != string(policy.DeadLettered) {
+	meta, err := unpackMeta(joinChunks(m, metaField))
+	if err != nil {
 		return nil
 	}
 	return &policy.DeadLetter{
-		ID: id, Endpoint: m[fEndpoint], DeadLetteredAt: fromMs(m[fFinished]),
-		Reason: policy.DeadLetterReason(m[fReason]), Status: atoi(m[fRespStatus]),
-		Method: m[fMethod], Path: m[fPath], Attempts: atoi(m[fAttempts]),
-		IdempotencyKey: m[fKey], SourceRecord: m[fSource], ReplayOf: m[fReplayOf],
-		LastError: m[fLastError], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
+		ID: id, Endpoint: meta.Endpoint, DeadLetteredAt: fromMs(m[fFinished]),
+		Reason: policy.DeadLetterReason(m[fReason]), Status: atoi(m[fStatus]),
+		Method: meta.Method, Path: meta.Path, Attempts: atoi(m[fAttempts]),
+		IdempotencyKey: meta.Key, SourceRecord: meta.Source, ReplayOf: m[fReplayOf],
+		LastError: m[fLastErr], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
 		ReplayOutcome: policy.State(m[fReplayOutcome]),
 	}
 }
 
-// Discard deletes a dead letter (either layout), its index entry and its
+// Discard deletes a dead letter, its index entry and its
 // idempotency reservation when that still points at it (contract §7
 // "Discarded ... deletes the proxy's copy"), releasing its backlog bytes.
 // Errors: ErrNotFound, ErrNotDeadLettered (the callout is in another
@@ -179,35 +165,22 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	if err != nil {
 		return s.wrap("discard", err)
 	}
-	var v any
-	switch {
-	case m[f2State] != "":
-		meta, err := unpackMeta(joinChunks(m, metaField))
-		if err != nil {
-			return fmt.Errorf("redisstore: discard %s: %w", id, err)
-		}
-		q, _ := queueOfID(meta.Endpoint, id)
-		c, rest, resp := q.record(id)
-		res, _ := q.reservation(s.issuerOf(ctx, m[f2Issuer]), meta.Key)
-		if res == "" {
-			res = c
-		}
-		v, err = s.run(ctx, "discard", s.lua.discard, []string{c, rest, resp, q.dl, res, q.acc, q.dlb}, id, rawOfID(id))
-		if err != nil {
-			return err
-		}
-	case m[fEndpoint] != "":
-		k := keysOf(m[fEndpoint])
-		ik := k.legacyIdem(m[fIssuer], m[fKey])
-		if ik == "" {
-			ik = key
-		}
-		v, err = s.run(ctx, "discard", s.lua.legacyDiscard, append(k.parts(id), k.dl, ik, k.ep, k.dlb), id)
-		if err != nil {
-			return err
-		}
-	default:
+	if m[fState] == "" {
 		return fmt.Errorf("redisstore: discard %s: %w", id, policy.ErrNotFound)
+	}
+	meta, err := unpackMeta(joinChunks(m, metaField))
+	if err != nil {
+		return fmt.Errorf("redisstore: discard %s: %w", id, err)
+	}
+	q, _ := queueOfID(meta.Endpoint, id)
+	c, rest, resp := q.record(id)
+	res := q.reservation(s.issuerOf(ctx, m[fIssuer]), meta.Key)
+	if res == "" {
+		res = c
+	}
+	v, err := s.run(ctx, "discard", s.lua.discard, []string{c, rest, resp, q.dl, res, q.acc, q.dlb}, id, rawOfID(id))
+	if err != nil {
+		return err
 	}
 	switch r := replyStr(v); r {
 	case "ok":

@@ -38,7 +38,7 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	}
 	now := s.now()
 	seq := s.gates.seq.Add(1)
-	v, err := s.run(ctx, "admit", s.lua.admit, []string{keysOf(endpoint).ep},
+	v, err := s.run(ctx, "admit", s.lua.admit, []string{endpointKey(endpoint)},
 		msArg(now), tok, msArg(now.Add(br.ProbeLease)))
 	if err != nil {
 		return policy.Admission{}, err

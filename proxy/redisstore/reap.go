@@ -7,7 +7,7 @@ import (
 )
 
 // Reap returns up to limit (at most 1000) of endpoint's expired leases,
-// of every queue and both layouts, to the due set (ARCHITECTURE.md "A reaper returns
+// of every queue, to the due set (ARCHITECTURE.md "A reaper returns
 // expired leases"): each gets an attempt entry with error "lease_expired"
 // and outcome retryable, loses its lease token (the lost worker's Complete
 // then gets ErrStaleLease, so nothing is completed twice), and is due now,
@@ -25,33 +25,20 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	k := keysOf(endpoint)
-	var legacy *redis.StringSliceCmd
 	cands := make([]*redis.StringSliceCmd, len(qs))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		legacy = p.ZRangeByScore(ctx, k.lease, dueBy(now, limit))
 		for i, q := range qs {
 			cands[i] = p.ZRangeByScore(ctx, q.lease, dueBy(now, limit))
 		}
 		return nil
 	})
-	for _, c := range append(cands, legacy) {
+	for _, c := range cands {
 		if err := c.Err(); err != nil && !isNil(err) {
 			return nil, s.wrap("reap", err)
 		}
 	}
 	var calls []*scriptCall
 	callQ := map[*scriptCall]queue{}
-	if ids := legacy.Val(); len(ids) > 0 {
-		keys := []string{k.due, k.lease, k.ep}
-		args := []any{msArg(now)}
-		for _, id := range ids {
-			parts := k.parts(id)
-			keys = append(keys, parts[0], parts[2])
-			args = append(args, id)
-		}
-		calls = append(calls, &scriptCall{sc: s.lua.legacyReap, keys: keys, args: args})
-	}
 	for i, q := range qs {
 		ids := cands[i].Val()
 		if len(ids) == 0 {
@@ -93,16 +80,12 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 			return out, err
 		}
 		a := replyArr(v)
-		q, layout2 := callQ[c]
-		if !layout2 {
-			out = append(out, replyStrs(v)...)
-			continue
-		}
+		q := callQ[c]
 		for i := 0; i+1 < len(a); i += 2 {
 			out = append(out, replyStr(a[i]))
 			if tok := replyStr(a[i+1]); !q.home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
-				if _, err := s.run(ctx, "reap: probe", s.lua.outcome, []string{k.ep},
+				if _, err := s.run(ctx, "reap: probe", s.lua.outcome, []string{q.ep},
 					msArg(now), tok, "0", "0", "1", msArg(now), "0"); err != nil {
 					return out, err
 				}
@@ -124,7 +107,7 @@ func (s *Store) publishWake(ctx context.Context, endpoint string) {
 	}
 }
 
-// reservationsOf returns the reservation key of each layout-2 callout ids
+// reservationsOf returns the reservation key of each callout of ids
 // of queue q (its record key when it has none), from their records' meta
 // and issuer tag (one pipelined round trip).
 func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]string, error) {
@@ -145,7 +128,7 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 		out[i] = c
 		m := cmds[i].Val()
 		if meta, err := unpackMeta(joinChunks(m, metaField)); err == nil && meta.Key != "" {
-			out[i], _ = q.reservation(s.issuerOf(ctx, m[f2Issuer]), meta.Key)
+			out[i] = q.reservation(s.issuerOf(ctx, m[fIssuer]), meta.Key)
 		}
 	}
 	return out, nil

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -18,11 +17,11 @@ import (
 // longer valid (nothing changed), ErrUnavailable.
 func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	q, ok := queueOfID(cl.Endpoint, cl.ID)
-	if !ok || !strings.HasPrefix(cl.LeaseToken, layout2Token) {
+	if !ok {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
 	c, rest, resp := q.record(cl.ID)
-	res, _ := q.reservation(cl.Issuer, cl.IdempotencyKey)
+	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
 		res = c
 	}
@@ -46,7 +45,7 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 // callout that then made no attempt. Errors: ErrUnavailable.
 func (s *Store) giveBackProbe(ctx context.Context, endpoint, token string) error {
 	now := s.now()
-	_, err := s.run(ctx, "release: probe", s.lua.outcome, []string{keysOf(endpoint).ep},
+	_, err := s.run(ctx, "release: probe", s.lua.outcome, []string{endpointKey(endpoint)},
 		msArg(now), token, "0", "0", "1", msArg(now), "0")
 	s.forgetGate(endpoint)
 	return err

@@ -81,9 +81,9 @@ func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (in
 	return total, nil
 }
 
-// Summaries reads the dead-letter summaries of ids, in order (either
-// layout): one pipelined HGETALL each. An entry is nil when that id is not
-// a dead letter (any more). DeadLetteredAt is the record's finish time,
+// Summaries reads the dead-letter summaries of ids, in order: one
+// pipelined HGETALL each. An entry is nil when that id is not a dead
+// letter (any more). DeadLetteredAt is the record's finish time,
 // which is the index's score. Errors: ErrUnavailable.
 func (r *ReplayStore) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
 	return r.s.summaries(ctx, ids)

@@ -36,14 +36,13 @@ const shardsRefresh = 30 * time.Second
 
 // shardState is what a Store knows of an endpoint's queues.
 type shardState struct {
-	mu       sync.Mutex
-	counts   []int // every shard count recorded for the endpoint ('sq')
-	queues   []queue
-	readAt   time.Time
-	next     atomic.Uint64 // round-robin queue of unkeyed callouts
-	view     gateView
-	viewAt   time.Time
-	legacyAt time.Time // when a round last read the legacy sets (claim.go)
+	mu     sync.Mutex
+	counts []int // every shard count recorded for the endpoint ('sq')
+	queues []queue
+	readAt time.Time
+	next   atomic.Uint64 // round-robin queue of unkeyed callouts
+	view   gateView
+	viewAt time.Time
 }
 
 // gateView is an endpoint gate as read from its endpoint hash.
@@ -87,10 +86,10 @@ func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) 
 		// Record this count, so replicas configured with fewer still serve
 		// these queues; the script returns every count recorded.
 		var v any
-		v, err = s.run(ctx, "note shards", s.lua.noteShards, []string{keysOf(endpoint).ep}, strconv.Itoa(n))
+		v, err = s.run(ctx, "note shards", s.lua.noteShards, []string{endpointKey(endpoint)}, strconv.Itoa(n))
 		recorded = replyStr(v)
 	} else {
-		recorded, err = s.rdb.HGet(ctx, keysOf(endpoint).ep, eShards).Result()
+		recorded, err = s.rdb.HGet(ctx, endpointKey(endpoint), eShards).Result()
 		if isNil(err) {
 			err = nil
 		}
@@ -195,7 +194,7 @@ func (s *Store) forgetGate(endpoint string) {
 	}
 }
 
-// gateArgs are the gate ARGV of a layout-2 script: "", "" for the home
+// gateArgs are the gate ARGV of a queue's script: "", "" for the home
 // queue, else the viewed state and until ms.
 func gateArgs(v gateView, given bool) (string, string) {
 	if !given {
@@ -227,7 +226,7 @@ func (s *Store) setView(endpoint string, v gateView) {
 // breaker_open, …). It refreshes the gate view either way.
 func (s *Store) takeProbe(ctx context.Context, endpoint, token string, until time.Time) (gateView, error) {
 	now := s.now()
-	v, err := s.run(ctx, "admit", s.lua.admit, []string{keysOf(endpoint).ep}, msArg(now), token, msArg(until))
+	v, err := s.run(ctx, "admit", s.lua.admit, []string{endpointKey(endpoint)}, msArg(now), token, msArg(until))
 	if err != nil {
 		return gateView{}, err
 	}

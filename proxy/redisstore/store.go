@@ -99,7 +99,6 @@ type Store struct {
 	issuers     sync.Map
 	shardsOf    func(string) int
 	shardStates sync.Map // endpoint -> *shardState
-	legacyEmpty sync.Map // endpoints whose legacy sets were seen empty
 	wakeChannel string
 }
 

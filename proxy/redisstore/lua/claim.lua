@@ -1,4 +1,4 @@
--- claim.lua: lease due layout-2 callouts of one or more queues to a
+-- claim.lua: lease due callouts of one or more queues to a
 -- dispatcher in one script (ARCHITECTURE.md "Redis data model": one claim
 -- across due endpoints). Step one, the candidates pipeline (claim.go), read
 -- each queue's first due ids; this script re-checks each, so racing

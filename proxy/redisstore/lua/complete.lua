@@ -1,4 +1,4 @@
--- complete.lua: atomic completions of leased attempts of layout-2 callouts
+-- complete.lua: atomic completions of leased attempts of callouts
 -- of one queue (ARCHITECTURE.md "Data flow" 2), applied one after another in their
 -- order: each fences on its lease token, logs the attempt, keeps the last
 -- response, updates the circuit breaker and pause, then acks /
@@ -136,7 +136,7 @@ local function complete_one(keys, o, fa, wa, seen, mark)
   if action == 'again' and g ~= 'open' then action = 'again_refused' end
 
   -- keep_response writes a long response to :r, with the TTL ttl when the
-  -- callout ends (false: none); keys.r is then the key expire2 must still
+  -- callout ends (false: none); keys.r is then the key expire must still
   -- expire (the record key when none).
   local function keep_response(ttl)
     if resp_long then
@@ -180,7 +180,7 @@ local function complete_one(keys, o, fa, wa, seen, mark)
     state = 'dead_lettered'
     redis.call('ZREM', lease, id)
     keep_response(false)
-    dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[o + 13], ARGV[o + 14],
+    dead_letter(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[o + 13], ARGV[o + 14],
       function(names) hmore(acc, fa, seen, names) end)
     mark.written = true
     if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
@@ -197,7 +197,7 @@ local function complete_one(keys, o, fa, wa, seen, mark)
     redis.call('ZREM', lease, id)
     keep_response(ARGV[o + 12])
     if res_timed then keys.res = keys.c end
-    finish2(keys, rec, wc, fa, wa, st_code[action], now_s, ARGV[o + 12])
+    finish(keys, rec, wc, fa, wa, st_code[action], now_s, ARGV[o + 12])
     mark.written = true
     if outbox and action == 'succeeded' and scheduled then
       redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)

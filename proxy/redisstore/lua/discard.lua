@@ -1,4 +1,4 @@
--- discard.lua: delete a layout-2 dead letter (contract §7 "Discarded (set by an
+-- discard.lua: delete a dead letter (contract §7 "Discarded (set by an
 -- admin) deletes the proxy's copy"): its parts, its index entry and its
 -- idempotency reservation when that still points at it, releasing its
 -- backlog bytes (dl_release).

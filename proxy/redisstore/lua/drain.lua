@@ -1,4 +1,4 @@
--- drain.lua: turn one bounded batch of a disabled endpoint's due layout-2
+-- drain.lua: turn one bounded batch of a disabled endpoint's due
 -- callouts (scheduled or held) into dead letters with reason
 -- endpoint_disabled (contract §6). Callouts in flight are left to their worker:
 -- their completion or their reaping brings them back here.
@@ -29,7 +29,7 @@ for i = 1, (#KEYS - 6) / 4 do
     local rec, wc = hread(keys.c, {'S', 'b', 'i', 'Q', 'd'}), {}
     if rec.S then
       hmore(acc, fa, seen, counter_names(rec.i or ''))
-      dead_letter2(keys, rec, wc, fa, wa, id, 'endpoint_disabled', ARGV[1], ARGV[2], ARGV[3],
+      dead_letter(keys, rec, wc, fa, wa, id, 'endpoint_disabled', ARGV[1], ARGV[2], ARGV[3],
         function(names) hmore(acc, fa, seen, names) end)
       -- Salesforce outbox in the same script (outbox.go); a due callout was
       -- scheduled, so its ending publishes a completion event (contract §8).

@@ -1,4 +1,4 @@
--- reap.lua: return expired leases of layout-2 callouts to the due set
+-- reap.lua: return expired leases of callouts to the due set
 -- (ARCHITECTURE.md "A reaper returns expired leases"). Step one, the candidates
 -- pipeline (claim.go), found them; this script re-checks each.
 --

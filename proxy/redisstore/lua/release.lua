@@ -1,4 +1,4 @@
--- release.lua: undo a synchronous layout-2 callout whose dispatch was
+-- release.lua: undo a synchronous callout whose dispatch was
 -- refused before anything was sent (a blocked address): contract §5
 -- "rejections before dispatch are never stored as the key's result".
 -- Fenced on the lease token: the record, its parts, its lease entry, its
