@@ -123,7 +123,7 @@ func (c *gateCache) entry(endpoint string) *gateEntry {
 	if e = c.byEP[endpoint]; e == nil {
 		e = &gateEntry{}
 		c.byEP[endpoint] = e
-		c.byKey[endpointKey(endpoint)] = e
+		c.byKey[keysOf(endpoint).ep] = e
 	}
 	return e
 }
@@ -220,7 +220,7 @@ func (c *gateCache) pollable(now time.Time) []string {
 	for ep, e := range c.byEP {
 		if now.Sub(time.Unix(0, e.used.Load())) > c.opts.Idle {
 			delete(c.byEP, ep)
-			delete(c.byKey, endpointKey(ep))
+			delete(c.byKey, keysOf(ep).ep)
 			continue
 		}
 		out = append(out, ep)

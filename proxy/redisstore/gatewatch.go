@@ -87,7 +87,7 @@ func (s *Store) pollGates(ctx context.Context) {
 	defer cancel()
 	_, _ = s.rdb.Pipelined(pctx, func(p redis.Pipeliner) error {
 		for i, ep := range eps {
-			cmds[i] = s.lua.gateRead.EvalSha(pctx, p, []string{endpointKey(ep)}, msArg(now))
+			cmds[i] = s.lua.gateRead.EvalSha(pctx, p, []string{keysOf(ep).ep}, msArg(now))
 		}
 		return nil
 	})
@@ -95,7 +95,7 @@ func (s *Store) pollGates(ctx context.Context) {
 		v, err := cmds[i].Result()
 		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			// A restarted or flushed Redis: EVAL loads the script again.
-			v, err = s.lua.gateRead.Run(pctx, s.rdb, []string{endpointKey(ep)}, msArg(now)).Result()
+			v, err = s.lua.gateRead.Run(pctx, s.rdb, []string{keysOf(ep).ep}, msArg(now)).Result()
 		}
 		if err != nil {
 			continue
@@ -160,7 +160,7 @@ func (s *Store) gateChanged(endpoint string, ch policy.BreakerChange, paused boo
 // the other replicas' polls see it within their MaxStale.
 func (s *Store) gateNotify(ctx context.Context, endpoint string) {
 	s.gates.changed(endpoint)
-	if err := s.rdb.Publish(ctx, gateChannel, endpointKey(endpoint)).Err(); err != nil {
+	if err := s.rdb.Publish(ctx, gateChannel, keysOf(endpoint).ep).Err(); err != nil {
 		s.log.Warn("redisstore: gate change not published; other replicas see it at their next poll",
 			"endpoint", endpoint, "err", err)
 	}

@@ -281,3 +281,16 @@ func issuerTag(issuer string) string {
 	h := sha256.Sum256([]byte(issuer))
 	return base64.RawURLEncoding.EncodeToString(h[:])[:11]
 }
+
+// keysOf, epKeys, callout and partKeys are the names the outbox, replay-job
+// and gate-cache files (moving to packages of their own) call the home
+// queue's keys by: keysOf(endpoint) is homeQueue(endpoint).
+type epKeys = queue
+
+func keysOf(endpoint string) epKeys { return homeQueue(endpoint) }
+
+// callout returns the record key of callout id in this queue.
+func (q queue) callout(id string) string { return q.tag + "c:" + id }
+
+// partKeys returns a record key and its :q and :r keys.
+func partKeys(c string) []string { return []string{c, c + ":q", c + ":r"} }

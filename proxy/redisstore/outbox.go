@@ -69,6 +69,10 @@ func EntryShard(name string) (int, bool) {
 	return ShardOf(keys[0]), true
 }
 
+// outbox returns the outbox and expiry-schedule keys of the endpoint's
+// shard (keys.go).
+func (k epKeys) outbox() (sfo, sfx string) { return k.tag + "sfo", k.tag + "sfx" }
+
 // outboxKeys are the Salesforce keys of one shard (keys.go).
 type outboxKeys struct {
 	tag, sfo, sfd, sfx, sfs string

@@ -34,7 +34,7 @@ func gone(t *testing.T, e *env, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		key, _ := calloutKeyOfID(id)
-		if err := e.b.Client.Del(ctxT(t), []string{key, key + ":q", key + ":r"}...).Err(); err != nil {
+		if err := e.b.Client.Del(ctxT(t), partKeys(key)...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,8 +109,8 @@ func mustStatus(t *testing.T, o *Outbox, root string, ch StatusChange) {
 
 func TestOutboxKeysShareTheEndpointSlot(t *testing.T) {
 	for _, ep := range []string{"payments", "erp", "a"} {
-		k := homeQueue(ep)
-		sfo, sfx := k.sfo, k.sfx
+		k := keysOf(ep)
+		sfo, sfx := k.outbox()
 		ok := outboxKeysOf(ShardOf(ep))
 		for _, key := range []string{sfo, sfx, ok.sfd, ok.sfs} {
 			if keySlot(key) != keySlot(k.ep) {

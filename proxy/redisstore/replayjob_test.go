@@ -283,7 +283,7 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 		if m, _ := r.ReplayMarkOf(ctxT(t), dl); m.ReplayedBy != res.ID {
 			t.Fatalf("mark = %+v", m)
 		}
-		if d := pttl(t, e, recordKey(dl)); d <= 30*day-time.Minute || d > 30*day {
+		if d := pttl(t, e, keysOf("hist-api").callout(dl)); d <= 30*day-time.Minute || d > 30*day {
 			t.Fatalf("dead letter TTL after replay = %v, want the retention left", d)
 		}
 		if e.b.Mini == nil {
@@ -300,7 +300,7 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 		if n, err := r.PruneDeadLetters(ctxT(t), "hist-api"); n != 1 || err != nil {
 			t.Fatalf("prune = %d, %v", n, err)
 		}
-		if ok, _ := r.MarkReplayed(ctxT(t), dl, "x"); ok || e.b.Mini.Exists(recordKey(dl)) {
+		if ok, _ := r.MarkReplayed(ctxT(t), dl, "x"); ok || e.b.Mini.Exists(keysOf("hist-api").callout(dl)) {
 			t.Fatal("marking an expired dead letter recreated its record")
 		}
 	})
