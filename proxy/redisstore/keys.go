@@ -175,6 +175,12 @@ import (
 //	cp:jobs:active        SET   ids of jobs that have not ended: what the
 //	                            replicas' job runners look at. Not
 //	                            hash-tagged. No TTL.
+//	cp:layout             STRING the store's layout version (LayoutVersion,
+//	                            layout.go), in decimal: written by the first
+//	                            replica that uses the store (CheckLayout) or
+//	                            by `callout-proxy migrate`; a replica refuses
+//	                            to start on another version. Not hash-tagged:
+//	                            one key, one slot. No TTL.
 //	cp:endpoints          SET   names of every endpoint this store has seen.
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the
