@@ -76,6 +76,9 @@ func checkLayout(ctx context.Context, store *redisstore.Store, logger *slog.Logg
 		return store.CheckLayout(cctx)
 	}
 	err = try(ctx)
+	if ctx.Err() != nil {
+		return nil, nil // shutting down before it started
+	}
 	if err == nil || !unreachable(err) {
 		return nil, err
 	}

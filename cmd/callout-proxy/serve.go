@@ -103,6 +103,12 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			}
 			return 1
 		},
+		// Whether an owner notification reaches anyone: the store's scripts
+		// decide with it whether the owner is told (contract §6).
+		Notify: func(endpoint string) bool {
+			ep, _ := cfg.Endpoint(endpoint)
+			return cfg.CanNotify(ep)
+		},
 	})
 	// The store's layout (keys.go cp:layout) must be this binary's before
 	// anything reads or writes it.

@@ -22,7 +22,7 @@ const drainBatch = 100
 func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {
 	home := homeQueue(endpoint)
 	v, err := s.run(ctx, "disable", s.lua.disable, []string{home.ep, home.sfo}, msArg(s.now()), reason,
-		endpoint, flag(s.outbox))
+		endpoint, flag(s.outbox), s.canNotify(endpoint))
 	if err != nil {
 		return policy.DisableResult{}, err
 	}

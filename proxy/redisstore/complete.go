@@ -43,7 +43,7 @@ type completion struct {
 	now time.Time
 	q   queue
 	// its part of a complete.lua call (planCompletions): its five keys and
-	// 23 arguments
+	// 24 arguments
 	keys    []string
 	args    []any
 	breaker *scriptCall // outcome.lua on the endpoint hash: sharded queues only
@@ -76,7 +76,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 		return nil, err
 	}
 	gs, gu := gateArgs(view, given)
-	args = append(args, gs, gu, cl.Endpoint)
+	args = append(args, gs, gu, cl.Endpoint, s.canNotify(cl.Endpoint))
 	rc, rest, resp := q.record(cl.ID)
 	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
@@ -93,13 +93,13 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	p.keys, p.args = []string{rc, rest, resp, res, replayed}, args
 	if given {
 		p.breaker = s.breakerCall(cl, c, br, now, view)
-		if c.Action == policy.ActionDeadLetter && c.Reason != policy.DeadLetterEndpointDisabled {
+		if c.Action == policy.ActionDeadLetter {
 			// In the pipeline, right after this attempt's breaker update: a
 			// success later in the same pipeline may end the outage (notify.lua
 			// then finds none), so it cannot wait for the pipeline's end.
 			home := homeQueue(cl.Endpoint)
 			p.notify = &scriptCall{sc: s.lua.notify, keys: []string{home.ep, home.sfo},
-				args: []any{msArg(now), cl.Endpoint, cl.ID, flag(s.outbox)}}
+				args: []any{msArg(now), cl.Endpoint, cl.ID, flag(s.outbox), string(c.Reason), s.canNotify(cl.Endpoint)}}
 		}
 	}
 	return p, nil

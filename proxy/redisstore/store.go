@@ -59,6 +59,14 @@ type Options struct {
 	// and an Outbox consumer runs. False: nothing is queued (dead letters
 	// stay in the proxy's own store, contract §10).
 	Outbox bool
+	// Notify reports whether an owner notification about endpoint reaches
+	// anyone (the composition root passes config.CanNotify: an owner or a
+	// webhook, with a salesforce section). The scripts that end callouts
+	// and disable endpoints decide with it whether the owner is told
+	// (lib.lua owner_notice), once, atomically with the dead letter or the
+	// disable (contract §6); CompleteResult.NotifyOwner is their answer, for
+	// no one to decide again. nil: every endpoint's owner can be told.
+	Notify func(endpoint string) bool
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
@@ -98,6 +106,7 @@ type Store struct {
 	// issuers maps issuer tags to issuers (cp:iss, create.go).
 	issuers     sync.Map
 	shardsOf    func(string) int
+	notifies    func(string) bool
 	shardStates sync.Map // endpoint -> *shardState
 	wakeChannel string
 }
@@ -112,7 +121,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards,
+		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
 		wakeChannel: opts.WakeChannel, gates: newGateCache(),
 	}
 	switch s.wakeChannel {
@@ -192,6 +201,12 @@ func (s *Store) newIDIn(n int) (string, error) {
 		return "", fmt.Errorf("redisstore: callout id: %w", err)
 	}
 	return idOfRaw(n, string(b[:])), nil
+}
+
+// canNotify is the scripts' flag of whether an owner notification about
+// endpoint reaches anyone (Options.Notify).
+func (s *Store) canNotify(endpoint string) string {
+	return flag(s.notifies == nil || s.notifies(endpoint))
 }
 
 // WakeChannel is the pub/sub channel this store publishes new due work on

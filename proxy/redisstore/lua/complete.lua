@@ -36,7 +36,7 @@
 --       (response), its reservation (the record key as a placeholder when
 --       there is none), the record of the dead letter its chain replays
 --       (replay_of, in the same slot; the record key when none)
--- ARGV: 23 per completion i from ARGV[1 + 23(i-1)]; of one completion:
+-- ARGV: 24 per completion i from ARGV[1 + 24(i-1)]; of one completion:
 --       1 now ms, 2 id, 3 lease token, 4 action: succeeded|failed|retry|again|dead,
 --       5 attempt entry ('' = never dispatched: the claim's count is undone),
 --       6 success '1'|'0', 7 counts toward the breaker '1'|'0',
@@ -46,7 +46,8 @@
 --       15 paused until ms (0: none), 16 lease until ms (again),
 --       17 response status ('' = no response), 18 the response, encoded
 --       (record.go), 19 last error, 20 Salesforce outbox on '1'|'0',
---       21 gate ('' read it from KEYS[3]), 22 its until ms, 23 endpoint name
+--       21 gate ('' read it from KEYS[3]), 22 its until ms, 23 endpoint name,
+--       24 someone can be told of an outage '1'|'0' (Options.Notify)
 -- Returns one reply per completion, in order:
 --   {'error', message} when its completion raised an error (see Isolation);
 --   {'stale'} when the token is not the callout's current lease (nothing
@@ -59,11 +60,11 @@
 --   what holds a held callout; callers read them and derive nothing.
 local due, lease, acc = KEYS[1], KEYS[2], KEYS[3]
 local dl, dlb, sfo, sfx = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local item_keys, item_args = 5, 23
+local item_keys, item_args = 5, 24
 
 -- complete_one applies one completion: keys are its keys (c q r res
--- replayed, and the queue's dl dlb), its 23 arguments ARGV[o + 1] …
--- ARGV[o + 23]; fa is the counters hash in memory (writes noted in wa),
+-- replayed, and the queue's dl dlb), its 24 arguments ARGV[o + 1] …
+-- ARGV[o + 24]; fa is the counters hash in memory (writes noted in wa),
 -- seen the fields of it read so far (hmore).
 local function complete_one(keys, o, fa, wa, seen, mark)
   local outbox = ARGV[o + 20] == '1'
@@ -183,15 +184,16 @@ local function complete_one(keys, o, fa, wa, seen, mark)
     dead_letter(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[o + 13], ARGV[o + 14],
       function(names) hmore(acc, fa, seen, names) end)
     mark.written = true
-    if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
-      put(fa, wa, 'on', '1')
-      notify = 1
-    end
     if outbox then
       -- 'd' marks a callout a dispatcher claimed: only those were scheduled
       -- and publish a completion event (contract §8).
       outbox_dead_letter(keys.c, sfo, sfx, id, now_s, ARGV[o + 13], scheduled)
-      if notify == 1 then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. ARGV[o + 23] .. ':' .. id) end
+    end
+    if given == '' then
+      -- a sharded endpoint's other queues: notify.lua, on the endpoint hash
+      local box = ''
+      if outbox then box = sfo end
+      notify = owner_notice(fa, wa, box, ARGV[o + 23], id, now_s, reason, ARGV[o + 24])
     end
   else
     redis.call('ZREM', lease, id)
