@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -27,7 +26,7 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 		return policy.BeginResult{}, err
 	}
 	now := s.now()
-	rep, id, err := s.create(ctx, createArgs{mode: "b", nc: nc, lim: opts.Limits, now: now,
+	rep, id, err := s.create(ctx, createInput{mode: "b", nc: nc, lim: opts.Limits, now: now,
 		at: now.Add(opts.Lease), probeUntil: now.Add(br.ProbeLease), token: token, br: br})
 	if err != nil || rep.existing != nil {
 		return policy.BeginResult{Existing: rep.existing}, err
@@ -63,7 +62,7 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 	if opts.DryRun {
 		mode = "d"
 	}
-	rep, id, err := s.create(ctx, createArgs{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due})
+	rep, id, err := s.create(ctx, createInput{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due})
 	if err != nil || rep.existing != nil {
 		return policy.EnqueueResult{Existing: rep.existing}, err
 	}
@@ -73,8 +72,8 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 	return policy.EnqueueResult{ID: id, State: rep.state, Gate: rep.gate, DueAt: rep.at}, nil
 }
 
-// createArgs are the inputs of one create.lua run.
-type createArgs struct {
+// createInput is what Begin and Enqueue ask of one create.lua run.
+type createInput struct {
 	mode       string // "b" Begin, "e" Enqueue, "d" Enqueue's dry run
 	nc         policy.NewCallout
 	lim        policy.BacklogLimits
@@ -95,6 +94,49 @@ type createReply struct {
 	dry bool
 }
 
+// createArgs are create.lua's keys and arguments (lua/create.lua names
+// each).
+type createArgs struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Due         string `lua:"due,key"`
+	Lease       string `lua:"lease,key"`
+	Counters    string `lua:"counters,key"`
+	Reservation string `lua:"reservation,key"`
+
+	Now            int64         `lua:"now"`
+	Mode           string        `lua:"mode"`
+	ID             string        `lua:"id"`
+	Hold           string        `lua:"hold"`
+	Stale          string        `lua:"stale"`
+	Takeover       string        `lua:"takeover"`
+	MaxItems       int64         `lua:"max_items"`
+	MaxBytes       int64         `lua:"max_bytes"`
+	MaxItemsIssuer int64         `lua:"max_items_issuer"`
+	MaxBytesIssuer int64         `lua:"max_bytes_issuer"`
+	Tag            string        `lua:"tag"`
+	Gate           string        `lua:"gate"`
+	GateUntil      int64         `lua:"gate_until"`
+	At             int64         `lua:"at"`
+	ProbeUntil     int64         `lua:"probe_until"`
+	Token          string        `lua:"token"`
+	RestQ          string        `lua:"rest_q"`
+	Wake           string        `lua:"wake"`
+	Retention      time.Duration `lua:"retention"`
+	Fields         []string      `lua:"fields"`
+}
+
+// createResult is create.lua's reply.
+type createResult struct {
+	Result      string `lua:"result"`
+	Holder      string `lua:"holder"`
+	Fingerprint string `lua:"fingerprint"`
+	State       string `lua:"state"`
+	Kind        string `lua:"kind"`
+	Gate        string `lua:"gate"`
+	At          int64  `lua:"at"`
+}
+
 // fingerprint12 returns the first 12 bytes of the request's fingerprint
 // (policy.Fingerprint), as its reservation stores it.
 func fingerprint12(nc policy.NewCallout) string {
@@ -105,7 +147,7 @@ func fingerprint12(nc policy.NewCallout) string {
 // create runs create.lua. When the reservation points at a callout whose
 // record is gone (both carry the same TTL, but expiry is not simultaneous),
 // it retries once treating it as free.
-func (s *Store) create(ctx context.Context, a createArgs) (rep createReply, id string, err error) {
+func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id string, err error) {
 	nc := a.nc
 	op := map[string]string{"b": "begin", "e": "enqueue", "d": "enqueue (dry run)"}[a.mode]
 	q, err := s.createQueue(ctx, nc)
@@ -149,21 +191,22 @@ func (s *Store) create(ctx context.Context, a createArgs) (rep createReply, id s
 	if res == "" {
 		res = c
 	}
-	keys := []string{c, rest, q.due, q.lease, q.acc, res}
 	lim := a.lim
 	if n := s.shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
 	}
-	gs, gu := gateArgs(view, given)
-	staleRaw := ""
+	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res,
+		Now: a.now.UnixMilli(), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
+		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
+		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, At: a.at.UnixMilli(), ProbeUntil: a.probeUntil.UnixMilli(),
+		Token: a.token, RestQ: restQ, Wake: s.wakeChannel, Retention: s.idemTTL, Fields: fields}
+	if given {
+		args.Gate, args.GateUntil = string(view.gate.State), msOf(view.gate.Until)
+	}
 	for range 2 {
-		args := []any{msArg(a.now), a.mode, id, rawOfID(id) + raw12, staleRaw, rawOfID(nc.ReplayOf),
-			strconv.FormatInt(lim.MaxItems, 10), strconv.FormatInt(lim.MaxBytes, 10),
-			strconv.FormatInt(lim.MaxItemsPerIssuer, 10), strconv.FormatInt(lim.MaxBytesPerIssuer, 10),
-			tag, gs, gu, msArg(a.at), msArg(a.probeUntil), a.token, restQ, s.wakeChannel, durMs(s.idemTTL)}
-		v, err := s.run(ctx, op, s.lua.create, keys, append(args, fields...)...)
+		v, err := s.lua.create.Run(ctx, s.rdb, &args)
 		if err != nil {
-			return createReply{}, "", err
+			return createReply{}, "", s.wrap(op, err)
 		}
 		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
 		if err != nil || holder == "" {
@@ -172,7 +215,7 @@ func (s *Store) create(ctx context.Context, a createArgs) (rep createReply, id s
 			}
 			return rep, id, err
 		}
-		staleRaw = rawOfID(holder)
+		args.Stale = rawOfID(holder)
 	}
 	return createReply{}, "", fmt.Errorf("redisstore: %s: reservation points at a vanished callout twice", op)
 }
@@ -192,12 +235,8 @@ func perQueue(l policy.BacklogLimits, n int) policy.BacklogLimits {
 
 // decodeCreate decodes a create.lua reply. holder is set (and the reply
 // empty) when the reservation's holder has no record any more.
-func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, raw12 string, now time.Time) (rep createReply, holder string, err error) {
-	a := replyArr(v)
-	if len(a) == 0 {
-		return rep, "", fmt.Errorf("redisstore: %s: empty reply", op)
-	}
-	switch replyStr(a[0]) {
+func (s *Store) decodeCreate(ctx context.Context, op string, v createResult, q queue, raw12 string, now time.Time) (rep createReply, holder string, err error) {
+	switch v.Result {
 	case "disabled":
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrDisabled)
 	case "backlog_full":
@@ -205,30 +244,24 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, raw
 	case "issuer_backlog_full":
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrIssuerBacklogFull)
 	case "exists":
-		if len(a) < 3 {
-			return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
-		}
-		id, same := idOfRaw(q.shard, replyStr(a[1])), replyStr(a[2]) == raw12
-		ex, err := s.existing(ctx, id, same, now)
+		id := idOfRaw(q.shard, v.Holder)
+		ex, err := s.existing(ctx, id, v.Fingerprint == raw12, now)
 		if err != nil || ex == nil {
 			return rep, id, err
 		}
 		return createReply{existing: ex}, "", nil
 	case "created", "would_create":
-		if len(a) < 4 {
-			return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
-		}
-		rep.dry = replyStr(a[0]) == "would_create"
-		rep.state = policy.State(replyStr(a[1]))
-		rep.at = fromMs(replyStr(a[3]))
+		rep.dry = v.Result == "would_create"
+		rep.state = policy.State(v.State)
+		rep.at = time.UnixMilli(v.At)
 		if rep.state == policy.InFlight {
-			rep.kind = policy.Kind(replyStr(a[2]))
+			rep.kind = policy.Kind(v.Kind)
 			rep.gate = policy.Gate{State: policy.GateOpen}
 			if rep.kind == policy.KindProbe {
 				rep.gate = policy.Gate{State: policy.GateHalfOpen}
 			}
 		} else {
-			rep.gate = policy.Gate{State: policy.GateState(replyStr(a[2]))}
+			rep.gate = policy.Gate{State: policy.GateState(v.Gate)}
 			if rep.gate.State == "probe" {
 				rep.gate.State = policy.GateHalfOpen
 			}
@@ -238,7 +271,7 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, raw
 		}
 		return rep, "", nil
 	}
-	return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
+	return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %+v", op, v)
 }
 
 // existing reads the callout holding a reservation; nil when it is gone.

@@ -304,11 +304,11 @@ func unpackRest(s string) (http.Header, []byte, error) {
 // chunkFields returns the field/value pairs holding v in chunks of
 // chunkLen: names(1), names(2), …; one long field when v needs more than
 // most chunks.
-func chunkFields(v string, name func(int) string, most int) []any {
+func chunkFields(v string, name func(int) string, most int) []string {
 	if len(v) > most*chunkLen {
-		return []any{name(1), v}
+		return []string{name(1), v}
 	}
-	var out []any
+	var out []string
 	for i := 1; len(v) > 0; i++ {
 		n := min(len(v), chunkLen)
 		out = append(out, name(i), v[:n])
@@ -394,7 +394,7 @@ func attemptsOf(m map[string]string) ([]policy.Attempt, error) {
 // newRecord returns the record fields of a new callout as HSET
 // pairs, and its packed rest when that goes to :q ("" when inline). State,
 // charge and issuer tag are the script's to add.
-func newRecord(nc policy.NewCallout, now time.Time) (fields []any, restQ string) {
+func newRecord(nc policy.NewCallout, now time.Time) (fields []string, restQ string) {
 	fields = chunkFields(packMeta(recordMeta{Method: nc.Method, Endpoint: nc.Endpoint, Path: nc.Path,
 		Query: nc.Query, Key: nc.IdempotencyKey, Source: nc.SourceRecord, Created: now,
 		Trace: nc.TraceContext}), metaField, maxInlineChunks)
@@ -525,6 +525,14 @@ func ms(t time.Time) string {
 		return "0"
 	}
 	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// msOf is t in Unix ms, 0 for the zero time.
+func msOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // fromMs parses Unix ms; "" and "0" are the zero time.

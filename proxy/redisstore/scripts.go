@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +20,8 @@ var luaFS embed.FS
 // Redis costs one extra round trip, never an error.
 type scripts struct {
 	// a queue's callouts (keys.go)
-	create, claim, complete, reap, release, drain, discard *redis.Script
+	create                                         *script.Script[createArgs, createResult]
+	claim, complete, reap, release, drain, discard *redis.Script
 	// the endpoint hash, the dead-letter index, a lock
 	disable, admit, outcome, deadLetters, lock         *redis.Script
 	releaseHeld, gateRead, dlPrune, noteShards, notify *redis.Script
@@ -42,7 +44,7 @@ func loadScripts() (scripts, error) {
 		dst  **redis.Script
 		name string
 	}{
-		{&s.create, "create"}, {&s.claim, "claim"}, {&s.complete, "complete"},
+		{&s.claim, "claim"}, {&s.complete, "complete"},
 		{&s.reap, "reap"}, {&s.release, "release"}, {&s.drain, "drain"}, {&s.discard, "discard"},
 		{&s.disable, "disable"}, {&s.admit, "admit"}, {&s.outcome, "outcome"},
 		{&s.deadLetters, "dead_letters"}, {&s.lock, "lock"}, {&s.releaseHeld, "release_held"},
@@ -51,6 +53,9 @@ func loadScripts() (scripts, error) {
 		if *p.dst, err = load(p.name); err != nil {
 			return scripts{}, err
 		}
+	}
+	if s.create, err = script.Load[createArgs, createResult](luaFS, "create", string(lib)); err != nil {
+		return scripts{}, fmt.Errorf("redisstore: %w", err)
 	}
 	return s, nil
 }

@@ -3,38 +3,36 @@
 -- script with its idempotency reservation (contract §5), the gate and the
 -- backlog caps (contract §10).
 --
--- KEYS: 1 record, 2 its :q (headers and body when not inline), 3 due,
---       4 lease, 5 counters (the endpoint hash, or the queue's counter
---       hash), 6 reservation (the record key as a placeholder when there
---       is none)
--- ARGV: 1 now ms, 2 mode 'b' (Begin) | 'e' (Enqueue) | 'd' (Enqueue's dry
---       run: every check, then the answer, nothing written), 3 id,
---       4 reservation value (raw id, 16 bytes, then raw fingerprint, 12),
---       5 stale raw id (a reservation held by it counts as free),
---       6 takeover raw id (the dead letter a replay replaces; '' none),
---       7–10 caps: items, bytes, items per issuer, bytes per issuer (0:
---       none), 11 issuer tag, 12 gate ('' read it from KEYS[5]; else the
---       state the caller read, sharded queues: 'probe' when it took the
---       probe token), 13 its until ms, 14 due ms (Enqueue) | lease until ms
---       (Begin), 15 probe token until ms, 16 lease token, 17 headers and
---       body for :q ('' when inline), 18 wake channel ('' none),
---       19 idempotency retention ms, 20.. the record's field/value pairs
+-- K and A: createArgs (create.go), read by the script layer (script/):
+-- K.record, K.rest (its :q), K.due, K.lease, K.counters (the endpoint
+-- hash, or the queue's counter hash), K.reservation (the record key as a
+-- placeholder when there is none); A.mode 'b' (Begin) | 'e' (Enqueue) |
+-- 'd' (Enqueue's dry run: every check, then the answer, nothing written),
+-- A.id, A.hold (the reservation value: raw id, 16 bytes, then raw
+-- fingerprint, 12), A.stale and A.takeover (raw ids whose reservation counts
+-- as free: a vanished holder, the dead letter a replay replaces), the caps
+-- A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer (0:
+-- none), A.tag (issuer tag), A.gate ('' read it from K.counters; else the
+-- state the caller read, sharded queues: 'probe' when it took the probe
+-- token) and A.gate_until, A.at (Enqueue's due ms, Begin's lease until ms),
+-- A.probe_until, A.token (lease token), A.rest_q (headers and body for :q,
+-- '' when inline), A.wake (channel, '' none), A.retention (idempotency
+-- retention ms), A.fields (the record's field/value pairs).
 -- Begin's reservation gets the TTL lease + retention at once (SET … PX): a
 -- first attempt that ends in time needs no other write to it
 -- (complete.lua); one that does not, or is reaped, resets it.
--- Returns one of:
---   {'exists', raw id, raw fingerprint}   the key's reservation is another's
---   {'disabled'}, {'backlog_full'}, {'issuer_backlog_full'}  nothing created
---   {'created', 'in_flight', kind, lease until}   Begin; kind first or probe
---   {'created', state, gate, due}                 held, or Enqueue's scheduled
---   {'would_create', state, gate, due}            mode 'd': what Enqueue would do
--- A replay job's dry run asks in mode 'd', so that it and the real run apply
--- the same reservation, gate and cap rules (one copy).
-local c, q, due, lease, acc, res = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local now_s = ARGV[1]
-local now = tonumber(now_s)
-local begin, id = ARGV[2] == 'b', ARGV[3]
-local tag, given = ARGV[11], ARGV[12]
+-- Replies (createReply): result 'exists' with holder (raw id) and
+-- fingerprint (raw); 'disabled', 'backlog_full', 'issuer_backlog_full'
+-- (nothing created); 'created' with state (in_flight: kind first or probe;
+-- held or scheduled: gate) and at (lease until, or due ms);
+-- 'would_create' likewise, mode 'd': what Enqueue would do. A replay job's
+-- dry run asks in mode 'd', so that it and the real run apply the same
+-- reservation, gate and cap rules (one copy).
+local c, q, due, lease, acc, res = K.record, K.rest, K.due, K.lease, K.counters, K.reservation
+local now = A.now
+local now_s = str(now)
+local begin, id = A.mode == 'b', A.id
+local tag, given = A.tag, A.gate
 
 local names = counter_names(tag)
 if given == '' then names = concat(names, gate_fields) end
@@ -50,8 +48,8 @@ local keyed = res ~= c
 local function other(v)
   if not v then return nil end
   local holder = string.sub(v, 1, 16)
-  if holder ~= ARGV[5] and holder ~= ARGV[6] then
-    return {'exists', holder, string.sub(v, 17)}
+  if holder ~= A.stale and holder ~= A.takeover then
+    return {'result', 'exists', 'holder', holder, 'fingerprint', string.sub(v, 17)}
   end
   return nil
 end
@@ -59,56 +57,56 @@ local function existing()
   if not keyed then return nil end
   return other(redis.call('GET', res))
 end
-local g, g_until = gate_in(f, given, ARGV[13], now)
-if g == 'disabled' then return existing() or {'disabled'} end
+local g, g_until = gate_in(f, given, A.gate_until, now)
+if g == 'disabled' then return existing() or {'result', 'disabled'} end
 
 local items = num(f.bi)
-local size = record_overhead + #ARGV[17]
-for i = 20, #ARGV do size = size + #ARGV[i] end
-local full = over_caps(f, items, {tonumber(ARGV[7]), tonumber(ARGV[8]),
-  tonumber(ARGV[9]), tonumber(ARGV[10])}, size, tag)
-if full then return existing() or {full} end
-if ARGV[2] == 'd' then
+local size = record_overhead + #A.rest_q
+for _, v in ipairs(A.fields) do size = size + #v end
+local full = over_caps(f, items, {A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer},
+  size, tag)
+if full then return existing() or {'result', full} end
+if A.mode == 'd' then
   local e = existing()
   if e then return e end
-  local state, at = 'scheduled', ARGV[14]
+  local state, at = 'scheduled', A.at
   if shut(g) then
     state = 'held'
-    if g_until > tonumber(at) then at = str(g_until) end
+    if g_until > at then at = g_until end
   end
-  return {'would_create', state, g, at}
+  return {'result', 'would_create', 'state', state, 'gate', g, 'at', at}
 end
 
-local rec = {unpack(ARGV, 20)}
+local rec = {unpack(A.fields)}
 local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
 field('b', str(size))
 if tag ~= '' then field('i', tag) end
 
-local state, out2, at = 'scheduled', g, ARGV[14]
+local state, out2, at = 'scheduled', g, A.at
 if shut(g) then
   state = 'held'
-  if begin or g_until > tonumber(at) then at = str(g_until) end
+  if begin or g_until > at then at = g_until end
 elseif begin then
   state, out2 = 'in_flight', 'first'
   if g == 'half_open' and given == '' then
-    put(f, w, 'pt', ARGV[16])
-    put(f, w, 'pe', ARGV[15])
+    put(f, w, 'pt', A.token)
+    put(f, w, 'pe', str(A.probe_until))
     out2 = 'probe'
   elseif g == 'probe' then
     out2 = 'probe' -- a sharded queue: the caller took the probe token
   end
   field('n', '1')
   field('a', now_s)
-  field('t', ARGV[16])
-  field('x', at)
+  field('t', A.token)
+  field('x', str(at))
   field('l', now_s)
   field('k', kind_code[out2])
 end
 
 if keyed then
   -- Begin's reservation gets the TTL lease + retention at once (header).
-  local set = {'SET', res, ARGV[4]}
-  if state == 'in_flight' then set = {'SET', res, ARGV[4], 'PX', str(tonumber(at) - now + tonumber(ARGV[19]))} end
+  local set = {'SET', res, A.hold}
+  if state == 'in_flight' then set = {'SET', res, A.hold, 'PX', str(at - now + A.retention)} end
   local old = redis.call(set[1], set[2], set[3], 'NX', 'GET', unpack(set, 4))
   if old then
     local e = other(old)
@@ -117,9 +115,9 @@ if keyed then
   end
 end
 
-if ARGV[17] ~= '' then
+if A.rest_q ~= '' then
   field('Q', '1')
-  redis.call('SET', q, ARGV[17])
+  redis.call('SET', q, A.rest_q)
 end
 -- Every pending callout is charged, Begin's synchronous attempt in flight
 -- too: one organisation's writes hanging at its upstream then fill only
@@ -128,15 +126,22 @@ acc_add(f, w, tag, size, 1)
 field('S', st_code[state])
 redis.call('HSET', c, unpack(rec))
 if state == 'in_flight' then
-  redis.call('ZADD', lease, at, id)
+  redis.call('ZADD', lease, str(at), id)
 else
   -- Wake the dispatchers (pub/sub, dispatch.Dispatcher) when this is the
   -- first callout due in a queue that held none pending: others there
   -- have woken them already, or they know when those are due.
-  if ARGV[18] ~= '' and state == 'scheduled' and tonumber(at) <= now and items == 0 then
-    redis.call('PUBLISH', ARGV[18], ARGV[3])
+  if A.wake ~= '' and state == 'scheduled' and at <= now and items == 0 then
+    redis.call('PUBLISH', A.wake, id)
   end
-  redis.call('ZADD', due, at, id)
+  redis.call('ZADD', due, str(at), id)
 end
 hflush(acc, w)
-return {'created', state, out2, at}
+local reply = {'result', 'created', 'state', state, 'at', at}
+if state == 'in_flight' then
+  reply[#reply + 1] = 'kind'
+else
+  reply[#reply + 1] = 'gate'
+end
+reply[#reply + 1] = out2
+return reply
