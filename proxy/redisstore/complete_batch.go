@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,7 +23,9 @@ const completeBatchMax = 32
 // outcome.lua breaker update or notify.lua call of one completion (items
 // holds its one completion).
 type pipeCall struct {
-	call  *scriptCall
+	call  *scriptCall   // callBreaker, callNotify
+	batch *completeArgs // callBatch
+	typed *script.Call[completeArgs, completeReply]
 	items []*completion
 	kind  int // callBatch, callBreaker, callNotify
 }
@@ -67,15 +70,14 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 			ok = false
 		}
 		if !ok {
-			calls = append(calls, &pipeCall{kind: callBatch, call: &scriptCall{sc: s.lua.complete,
-				keys: []string{q.due, q.lease, q.acc, q.dl, q.dlb, q.sfo, q.sfx}}})
+			calls = append(calls, &pipeCall{kind: callBatch, batch: &completeArgs{Due: q.due, Lease: q.lease,
+				Counters: q.acc, DL: q.dl, DLB: q.dlb, SFO: q.sfo, SFX: q.sfx}})
 			i = len(calls) - 1
 			open[q.due] = i
 		}
 		c := calls[i]
 		c.items = append(c.items, p)
-		c.call.keys = append(c.call.keys, p.keys...)
-		c.call.args = append(c.call.args, p.args...)
+		c.batch.Items = append(c.batch.Items, p.item)
 		if q.home {
 			last[q.ep] = max(touched(q.ep), i)
 		}
@@ -104,7 +106,11 @@ func (s *Store) writeCompletions(ctx context.Context, ps []*completion) error {
 	calls := s.planCompletions(ps)
 	_, err := s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
 		for _, c := range calls {
-			c.call.queue(ctx, pp)
+			if c.kind == callBatch {
+				c.typed = s.lua.complete.Queue(ctx, pp, c.batch)
+			} else {
+				c.call.queue(ctx, pp)
+			}
 		}
 		return nil
 	})
@@ -127,21 +133,21 @@ func (c *pipeCall) resolve(ctx context.Context, s *Store) {
 		p.notifyReply, p.notifyErr = s.result(ctx, "notify", c.call)
 		return
 	}
-	v, err := s.result(ctx, "complete", c.call)
-	a := replyArr(v)
-	if err == nil && len(a) != len(c.items) {
-		err = fmt.Errorf("redisstore: complete: %d replies for %d completions: %v", len(a), len(c.items), v)
+	v, err := c.typed.Result(ctx, s.rdb)
+	err = s.wrap("complete", err)
+	if err == nil && len(v.Results) != len(c.items) {
+		err = fmt.Errorf("redisstore: complete: %d replies for %d completions: %+v", len(v.Results), len(c.items), v)
 	}
 	for i, p := range c.items {
 		if err != nil {
 			p.err = err
 			continue
 		}
-		if r := replyArr(a[i]); len(r) == 2 && replyStr(r[0]) == "error" {
-			p.err = s.wrap("complete "+p.cl.ID, scriptError(replyStr(r[1])))
+		if r := v.Results[i]; r.Error != "" {
+			p.err = s.wrap("complete "+p.cl.ID, scriptError(r.Error))
 			continue
 		}
-		p.reply = a[i]
+		p.reply = v.Results[i]
 	}
 }
 

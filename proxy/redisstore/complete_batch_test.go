@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/redis/go-redis/v9"
 )
 
 // handIn hands the completions comps[i] of cls[i] to a new Completer on
@@ -268,10 +267,11 @@ func TestBatchedCompletionsSharded(t *testing.T) {
 			cls = append(cls, home[i], other[i])
 		}
 		// the scripts known to Redis: no NOSCRIPT reruns after the pipeline
-		for _, sc := range []*redis.Script{sh.lua.complete, sh.lua.outcome} {
-			if err := sc.Load(ctxT(t), sh.rdb).Err(); err != nil {
-				t.Fatal(err)
-			}
+		if err := sh.rdb.ScriptLoad(ctxT(t), sh.lua.complete.Source()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sh.lua.outcome.Load(ctxT(t), sh.rdb).Err(); err != nil {
+			t.Fatal(err)
 		}
 		holder := claimN(t, s, "holder-api", 1)[0]
 		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}

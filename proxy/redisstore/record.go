@@ -535,6 +535,14 @@ func msOf(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
+// msTimeOf is Unix ms n as a time, the zero time for 0.
+func msTimeOf(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
 // fromMs parses Unix ms; "" and "0" are the zero time.
 func fromMs(s string) time.Time {
 	n, err := strconv.ParseInt(s, 10, 64)

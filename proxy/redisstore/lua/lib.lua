@@ -236,14 +236,14 @@ end
 -- (contract §6: the owner is told once per outage, with its first dead
 -- letter): a dead letter of reason other than endpoint_disabled, while the
 -- endpoint hash's fields f show an outage ('os') not announced yet ('on'),
--- announces it ('on', noted in w). The owner is told (1) when can is '1'
+-- announces it ('on', noted in w). The owner is told (1) when can is true
 -- — someone is there to tell (Options.Notify) — and then, with the outbox
 -- on (sfo not ''), its entry 'o:' endpoint ':' id is queued in the same
 -- script; else 0. Nothing in Go decides it again.
 local function owner_notice(f, w, sfo, endpoint, id, now_s, reason, can)
   if reason == 'endpoint_disabled' or not f.os or f.on then return 0 end
   put(f, w, 'on', '1')
-  if can ~= '1' then return 0 end
+  if not can then return 0 end
   if sfo ~= '' then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. endpoint .. ':' .. id) end
   return 1
 end

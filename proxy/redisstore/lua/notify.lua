@@ -11,6 +11,6 @@
 local f, w = hread(KEYS[1], {'os', 'on'}), {}
 local sfo = ''
 if ARGV[4] == '1' then sfo = KEYS[2] end
-local told = owner_notice(f, w, sfo, ARGV[2], ARGV[3], ARGV[1], ARGV[5], ARGV[6])
+local told = owner_notice(f, w, sfo, ARGV[2], ARGV[3], ARGV[1], ARGV[5], ARGV[6] == '1')
 hflush(KEYS[1], w)
 return told
