@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -276,13 +277,13 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		return err
 	}
 	cluster := s.isCluster()
-	groups := map[int]*scriptCall{} // by slot (one group, slot 0, on a single node)
+	groups := map[int]*claimArgs{} // by slot (one group, slot 0, on a single node)
 	type member struct {
 		i  int
 		qp *queuePlan
 	}
-	members := map[*scriptCall][]member{}
-	var order []*scriptCall
+	members := map[*claimArgs][]member{}
+	var order []*claimArgs
 	n := 0
 	nextToken := func() string {
 		t := base + "." + strconv.Itoa(n)
@@ -318,14 +319,14 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			c := groups[slot]
 			if c == nil {
-				c = &scriptCall{sc: s.lua.claim, args: []any{msArg(now), 0}}
+				c = &claimArgs{Now: now.UnixMilli()}
 				groups[slot] = c
 				order = append(order, c)
 			}
-			c.keys = append(c.keys, qp.q.due, qp.q.lease, qp.q.acc)
-			gs, gu := gateArgs(qp.view, qp.given)
-			c.args = append(c.args, strconv.Itoa(len(qp.ids)), gs, gu, msArg(leaseUntil), msArg(probeUntil),
-				strconv.Itoa(qp.cap))
+			cq := claimQueue{Due: qp.q.due, Lease: qp.q.lease, Counters: qp.q.acc, Count: len(qp.ids),
+				LeaseUntil: msArg(leaseUntil), ProbeUntil: msArg(probeUntil), Want: qp.cap}
+			cq.Gate, cq.GateUntil = gateArgs(qp.view, qp.given)
+			c.Queues = append(c.Queues, cq)
 			for _, id := range qp.ids {
 				cc, rest, _ := qp.q.record(id)
 				tok := qp.tokens[id]
@@ -333,17 +334,16 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 					tok = nextToken()
 					qp.tokens[id] = tok
 				}
-				c.keys = append(c.keys, cc, rest)
-				c.args = append(c.args, id, tok)
+				c.Candidates = append(c.Candidates, claimCandidate{Record: cc, Rest: rest, ID: id, Token: tok})
 			}
-			c.args[1] = c.args[1].(int) + 1
 			members[c] = append(members[c], member{i, qp})
 		}
 	}
+	calls := make([]*script.Call[claimArgs, claimReply], len(order))
 	if len(order) > 0 {
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range order {
-				c.queue(ctx, p)
+			for k, c := range order {
+				calls[k] = s.lua.claim.Queue(ctx, p, c)
 			}
 			return nil
 		})
@@ -354,17 +354,26 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			firstErr = err
 		}
 	}
-	for _, c := range order {
-		v, err := s.result(ctx, "claim", c)
+	for k, c := range order {
+		v, err := calls[k].Result(ctx, s.rdb)
 		if err != nil {
-			keep(err)
+			keep(s.wrap("claim", err))
 			continue
 		}
-		for k, part := range replyArr(v) {
-			if k < len(members[c]) {
-				m := members[c][k]
-				keep(s.decodeQueueClaim(ctx, m.qp, replyArr(part), &out[m.i], reqs[m.i], now))
+		if len(v.Queues) != len(members[c]) {
+			keep(fmt.Errorf("redisstore: claim: %d queue replies for %d queues", len(v.Queues), len(members[c])))
+			continue
+		}
+		byQueue := make([][]claimedOne, len(members[c]))
+		for _, cl := range v.Claimed {
+			if cl.Queue < 1 || cl.Queue > len(byQueue) {
+				keep(fmt.Errorf("redisstore: claim: a callout of queue %d of %d", cl.Queue, len(byQueue)))
+				continue
 			}
+			byQueue[cl.Queue-1] = append(byQueue[cl.Queue-1], cl)
+		}
+		for q, m := range members[c] {
+			keep(s.decodeQueueClaim(ctx, m.qp, v.Queues[q], byQueue[q], &out[m.i], reqs[m.i], now))
 		}
 	}
 	for i := range reqs {
@@ -430,13 +439,64 @@ func claimable(g policy.GateState) bool {
 	return g == policy.GateOpen || g == policy.GateHalfOpen || g == "probe"
 }
 
-// decodeQueueClaim decodes one queue's part of a claim.lua reply:
-// {gate, until, claimed...}.
-func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, a []any, res *ClaimResult, r ClaimRequest, now time.Time) error {
-	if len(a) < 2 {
-		return fmt.Errorf("redisstore: claim: unexpected reply %v", a)
-	}
-	g := policy.Gate{State: policy.GateState(replyStr(a[0])), Until: fromMs(replyStr(a[1]))}
+// claimArgs are claim.lua's keys and arguments (lua/claim.lua names each):
+// the queues of one slot and their candidates, in queue order.
+type claimArgs struct {
+	Now        int64            `lua:"now"`
+	Queues     []claimQueue     `lua:"queues"`
+	Candidates []claimCandidate `lua:"candidates"`
+}
+
+// claimQueue is one queue of a claim.
+type claimQueue struct {
+	Due        string `lua:"due,key"`
+	Lease      string `lua:"lease,key"`
+	Counters   string `lua:"counters,key"`
+	Count      int    `lua:"count"`
+	Gate       string `lua:"gate"`
+	GateUntil  string `lua:"gate_until"`
+	LeaseUntil string `lua:"lease_until"`
+	ProbeUntil string `lua:"probe_until"`
+	Want       int    `lua:"want"`
+}
+
+// claimCandidate is one due callout a claim re-checks.
+type claimCandidate struct {
+	Record string `lua:"record,key"`
+	Rest   string `lua:"rest,key"`
+	ID     string `lua:"id"`
+	Token  string `lua:"token"`
+}
+
+// claimReply is claim.lua's reply.
+type claimReply struct {
+	Queues  []claimedQueue `lua:"queues"`
+	Claimed []claimedOne   `lua:"claimed"`
+}
+
+// claimedQueue is the gate one queue's claim saw.
+type claimedQueue struct {
+	Gate      string `lua:"gate"`
+	GateUntil int64  `lua:"gate_until"`
+}
+
+// claimedOne is one claimed callout: its record as it was before the claim
+// (field, value, …), its :q when it has one.
+type claimedOne struct {
+	Queue    int      `lua:"queue"`
+	ID       string   `lua:"id"`
+	Kind     string   `lua:"kind"`
+	Attempts int      `lua:"attempts"`
+	First    int64    `lua:"first"`
+	Due      float64  `lua:"due"`
+	Rest     string   `lua:"rest"`
+	Record   []string `lua:"record"`
+}
+
+// decodeQueueClaim decodes one queue's part of a claim.lua reply: the gate
+// it saw and the callouts it claimed.
+func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, gq claimedQueue, claimed []claimedOne, res *ClaimResult, r ClaimRequest, now time.Time) error {
+	g := policy.Gate{State: policy.GateState(gq.Gate), Until: msTimeOf(gq.GateUntil)}
 	mergeGate(res, g)
 	if g.State == policy.GateDisabled {
 		gs, _ := gateArgs(qp.view, qp.given)
@@ -444,8 +504,8 @@ func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, a []any, re
 		res.DeadLettered = append(res.DeadLettered, moved...)
 		return err
 	}
-	for _, x := range a[2:] {
-		c, err := s.decodeClaimed(ctx, replyArr(x), now, now.Add(r.Lease))
+	for _, x := range claimed {
+		c, err := s.decodeClaimed(ctx, x, now, now.Add(r.Lease))
 		if err != nil {
 			return err
 		}
@@ -455,28 +515,25 @@ func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, a []any, re
 	return nil
 }
 
-// decodeClaimed decodes one claimed entry of claim.lua:
-// {id, kind, attempts, first attempt ms, due ms, :q or false, field, value, ...}.
-func (s *Store) decodeClaimed(ctx context.Context, r []any, now, leaseUntil time.Time) (*policy.Claimed, error) {
-	if len(r) < 6 || len(r)%2 != 0 {
-		return nil, fmt.Errorf("redisstore: claim: unexpected entry of %d values", len(r))
+// decodeClaimed decodes one claimed callout of claim.lua.
+func (s *Store) decodeClaimed(ctx context.Context, r claimedOne, now, leaseUntil time.Time) (*policy.Claimed, error) {
+	if len(r.Record)%2 != 0 {
+		return nil, fmt.Errorf("redisstore: claim: a record of %d values", len(r.Record))
 	}
-	m := make(map[string]string, (len(r)-6)/2)
-	for i := 6; i+1 < len(r); i += 2 {
-		m[replyStr(r[i])] = replyStr(r[i+1])
+	m := make(map[string]string, len(r.Record)/2)
+	for i := 0; i+1 < len(r.Record); i += 2 {
+		m[r.Record[i]] = r.Record[i+1]
 	}
-	id := replyStr(r[0])
-	rest, _ := r[5].(string)
-	c, err := decodeRecord(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := decodeRecord(r.ID, m, r.Rest, func(tag string) string { return s.issuerOf(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}
 	return &policy.Claimed{
-		ID: id, Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
+		ID: r.ID, Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
 		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
-		ReplayOf: c.ReplayOf, Attempt: int(replyInt(r[2])), Kind: policy.Kind(replyStr(r[1])),
+		ReplayOf: c.ReplayOf, Attempt: r.Attempts, Kind: policy.Kind(r.Kind),
 		LeaseToken: "", LeaseExpiresAt: msTime(leaseUntil), StartedAt: msTime(now),
-		DueAt: time.UnixMilli(scoreMs(r[4])), FirstAttemptAt: fromMs(replyStr(r[3])), CreatedAt: c.CreatedAt,
+		DueAt: time.UnixMilli(int64(r.Due)), FirstAttemptAt: msTimeOf(r.First), CreatedAt: c.CreatedAt,
 		TraceContext: c.TraceContext,
 	}, nil
 }

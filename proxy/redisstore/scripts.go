@@ -20,9 +20,10 @@ var luaFS embed.FS
 // Redis costs one extra round trip, never an error.
 type scripts struct {
 	// a queue's callouts (keys.go)
-	create                               *script.Script[createArgs, createResult]
-	complete                             *script.Script[completeArgs, completeReply]
-	claim, reap, release, drain, discard *redis.Script
+	create                        *script.Script[createArgs, createResult]
+	complete                      *script.Script[completeArgs, completeReply]
+	claim                         *script.Script[claimArgs, claimReply]
+	reap, release, drain, discard *redis.Script
 	// the endpoint hash, the dead-letter index, a lock
 	disable, admit, outcome, deadLetters, lock         *redis.Script
 	releaseHeld, gateRead, dlPrune, noteShards, notify *redis.Script
@@ -45,7 +46,7 @@ func loadScripts() (scripts, error) {
 		dst  **redis.Script
 		name string
 	}{
-		{&s.claim, "claim"},
+
 		{&s.reap, "reap"}, {&s.release, "release"}, {&s.drain, "drain"}, {&s.discard, "discard"},
 		{&s.disable, "disable"}, {&s.admit, "admit"}, {&s.outcome, "outcome"},
 		{&s.deadLetters, "dead_letters"}, {&s.lock, "lock"}, {&s.releaseHeld, "release_held"},
@@ -59,6 +60,9 @@ func loadScripts() (scripts, error) {
 		return scripts{}, fmt.Errorf("redisstore: %w", err)
 	}
 	if s.complete, err = script.Load[completeArgs, completeReply](luaFS, "complete", string(lib)); err != nil {
+		return scripts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	if s.claim, err = script.Load[claimArgs, claimReply](luaFS, "claim", string(lib)); err != nil {
 		return scripts{}, fmt.Errorf("redisstore: %w", err)
 	}
 	return s, nil
