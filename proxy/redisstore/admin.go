@@ -74,18 +74,48 @@ func (s *Store) drain(ctx context.Context, q queue, ids []string, gate string) (
 		return nil, err
 	}
 	now := s.now()
-	keys := []string{q.acc, q.due, q.dl, q.sfo, q.sfx, q.dlb}
-	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), flag(s.outbox), gate}
+	a := drainArgs{Counters: q.acc, Due: q.due, DL: q.dl, SFO: q.sfo, SFX: q.sfx, DLB: q.dlb, Now: msArg(now),
+		DeadTTL: durMs(s.dlTTL), PruneBefore: msArg(now.Add(-s.dlTTL)), Outbox: s.outbox, Gate: gate}
 	for i, id := range ids {
 		c, rest, resp := q.record(id)
-		keys = append(keys, c, rest, resp, reservations[i])
-		args = append(args, id)
+		a.Callouts = append(a.Callouts, drainCallout{Record: c, Rest: rest, Resp: resp, Reservation: reservations[i], ID: id})
 	}
-	v, err := s.run(ctx, "drain", s.lua.drain, keys, args...)
+	v, err := s.lua.drain.Run(ctx, s.rdb, &a)
 	if err != nil {
-		return nil, err
+		return nil, s.wrap("drain", err)
 	}
-	return replyStrs(v), nil
+	return v.Dead, nil
+}
+
+// drainArgs are drain.lua's keys and arguments (lua/drain.lua names each);
+// times are Unix ms in decimal.
+type drainArgs struct {
+	Counters    string         `lua:"counters,key"`
+	Due         string         `lua:"due,key"`
+	DL          string         `lua:"dl,key"`
+	SFO         string         `lua:"sfo,key"`
+	SFX         string         `lua:"sfx,key"`
+	DLB         string         `lua:"dlb,key"`
+	Now         string         `lua:"now"`
+	DeadTTL     string         `lua:"dead_ttl"`
+	PruneBefore string         `lua:"prune_before"`
+	Outbox      bool           `lua:"outbox"`
+	Gate        string         `lua:"gate"`
+	Callouts    []drainCallout `lua:"callouts"`
+}
+
+// drainCallout is one due callout a drain dead-letters.
+type drainCallout struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Resp        string `lua:"resp,key"`
+	Reservation string `lua:"reservation,key"`
+	ID          string `lua:"id"`
+}
+
+// drainReply is drain.lua's reply: the ids dead-lettered.
+type drainReply struct {
+	Dead []string `lua:"dead"`
 }
 
 // Enable re-enables a disabled endpoint (contract §6 "Only an admin re-enables

@@ -178,11 +178,12 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	if res == "" {
 		res = c
 	}
-	v, err := s.run(ctx, "discard", s.lua.discard, []string{c, rest, resp, q.dl, res, q.acc, q.dlb}, id, rawOfID(id))
+	v, err := s.lua.discard.Run(ctx, s.rdb, &discardArgs{Record: c, Rest: rest, Resp: resp, DL: q.dl,
+		Reservation: res, Counters: q.acc, DLB: q.dlb, ID: id, Raw: rawOfID(id)})
 	if err != nil {
-		return err
+		return s.wrap("discard", err)
 	}
-	switch r := replyStr(v); r {
+	switch r := v.Result; r {
 	case "ok":
 		return nil
 	case "missing":
@@ -190,6 +191,20 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	default:
 		return fmt.Errorf("redisstore: discard %s (%s): %w", id, r, policy.ErrNotDeadLettered)
 	}
+}
+
+// discardArgs are discard.lua's keys and arguments (lua/discard.lua names
+// each).
+type discardArgs struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Resp        string `lua:"resp,key"`
+	DL          string `lua:"dl,key"`
+	Reservation string `lua:"reservation,key"`
+	Counters    string `lua:"counters,key"`
+	DLB         string `lua:"dlb,key"`
+	ID          string `lua:"id"`
+	Raw         string `lua:"raw"`
 }
 
 // scoreMs parses a sorted-set score reply (a decimal that may be written

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,8 +38,8 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 			return nil, s.wrap("reap", err)
 		}
 	}
-	var calls []*scriptCall
-	callQ := map[*scriptCall]queue{}
+	var calls []*reapArgs
+	callQ := map[*reapArgs]queue{}
 	for i, q := range qs {
 		ids := cands[i].Val()
 		if len(ids) == 0 {
@@ -52,38 +53,35 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		if err != nil {
 			return nil, err
 		}
-		gs, gu := gateArgs(view, given)
-		keys := []string{q.due, q.lease, q.acc}
-		args := []any{msArg(now), gs, gu}
+		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: now.UnixMilli()}
+		c.Gate, c.GateUntil = gateArgs(view, given)
 		for j, id := range ids {
-			c, _, _ := q.record(id)
-			keys = append(keys, c, res[j])
-			args = append(args, id)
+			rc, _, _ := q.record(id)
+			c.Candidates = append(c.Candidates, reapCandidate{Record: rc, Reservation: res[j], ID: id})
 		}
-		c := &scriptCall{sc: s.lua.reap, keys: keys, args: args}
 		calls = append(calls, c)
 		callQ[c] = q
 	}
 	if len(calls) == 0 {
 		return nil, nil
 	}
+	queued := make([]*script.Call[reapArgs, reapReply], len(calls))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range calls {
-			c.queue(ctx, p)
+		for i, c := range calls {
+			queued[i] = s.lua.reap.Queue(ctx, p, c)
 		}
 		return nil
 	})
 	var out []string
-	for _, c := range calls {
-		v, err := s.result(ctx, "reap", c)
+	for i, c := range calls {
+		v, err := queued[i].Result(ctx, s.rdb)
 		if err != nil {
-			return out, err
+			return out, s.wrap("reap", err)
 		}
-		a := replyArr(v)
 		q := callQ[c]
-		for i := 0; i+1 < len(a); i += 2 {
-			out = append(out, replyStr(a[i]))
-			if tok := replyStr(a[i+1]); !q.home && tok != "" {
+		for _, r := range v.Reaped {
+			out = append(out, r.ID)
+			if tok := r.Token; !q.home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
 				if _, err := s.run(ctx, "reap: probe", s.lua.outcome, []string{q.ep},
 					msArg(now), tok, "0", "0", "1", msArg(now), "0"); err != nil {
@@ -96,6 +94,32 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		s.publishWake(ctx, endpoint)
 	}
 	return out, nil
+}
+
+// reapArgs are reap.lua's keys and arguments (lua/reap.lua names each).
+type reapArgs struct {
+	Due        string          `lua:"due,key"`
+	Lease      string          `lua:"lease,key"`
+	Counters   string          `lua:"counters,key"`
+	Now        int64           `lua:"now"`
+	Gate       string          `lua:"gate"`
+	GateUntil  string          `lua:"gate_until"`
+	Candidates []reapCandidate `lua:"candidates"`
+}
+
+// reapCandidate is one expired lease a reap re-checks.
+type reapCandidate struct {
+	Record      string `lua:"record,key"`
+	Reservation string `lua:"reservation,key"`
+	ID          string `lua:"id"`
+}
+
+// reapReply is reap.lua's reply: the callouts reaped.
+type reapReply struct {
+	Reaped []struct {
+		ID    string `lua:"id"`
+		Token string `lua:"token"`
+	} `lua:"reaped"`
 }
 
 // publishWake tells the dispatchers that endpoint has work due now (pub/sub

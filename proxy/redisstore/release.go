@@ -25,18 +25,39 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	if res == "" {
 		res = c
 	}
-	v, err := s.run(ctx, "release", s.lua.release, []string{c, rest, resp, q.lease, q.acc, res},
-		cl.ID, cl.LeaseToken, rawOfID(cl.ID), flag(q.home))
+	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
+		Counters: q.acc, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: rawOfID(cl.ID), Home: q.home})
 	if err != nil {
-		return err
+		return s.wrap("release", err)
 	}
-	if replyStr(v) == "stale" {
+	if v.Result != "ok" {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
 	if !q.home && cl.Kind == policy.KindProbe {
 		err = s.giveBackProbe(ctx, cl.Endpoint, cl.LeaseToken)
 	}
 	return err
+}
+
+// releaseArgs are release.lua's keys and arguments (lua/release.lua names
+// each).
+type releaseArgs struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Resp        string `lua:"resp,key"`
+	Lease       string `lua:"lease,key"`
+	Counters    string `lua:"counters,key"`
+	Reservation string `lua:"reservation,key"`
+	ID          string `lua:"id"`
+	Token       string `lua:"token"`
+	Raw         string `lua:"raw"`
+	Home        bool   `lua:"home"`
+}
+
+// resultReply is the reply of a script that answers one word (release.lua,
+// discard.lua).
+type resultReply struct {
+	Result string `lua:"result"`
 }
 
 // giveBackProbe releases endpoint's probe token when token holds it, as an

@@ -20,10 +20,13 @@ var luaFS embed.FS
 // Redis costs one extra round trip, never an error.
 type scripts struct {
 	// a queue's callouts (keys.go)
-	create                        *script.Script[createArgs, createResult]
-	complete                      *script.Script[completeArgs, completeReply]
-	claim                         *script.Script[claimArgs, claimReply]
-	reap, release, drain, discard *redis.Script
+	create   *script.Script[createArgs, createResult]
+	complete *script.Script[completeArgs, completeReply]
+	claim    *script.Script[claimArgs, claimReply]
+	reap     *script.Script[reapArgs, reapReply]
+	release  *script.Script[releaseArgs, resultReply]
+	discard  *script.Script[discardArgs, resultReply]
+	drain    *script.Script[drainArgs, drainReply]
 	// the endpoint hash, the dead-letter index, a lock
 	disable, admit, outcome, deadLetters, lock         *redis.Script
 	releaseHeld, gateRead, dlPrune, noteShards, notify *redis.Script
@@ -47,7 +50,6 @@ func loadScripts() (scripts, error) {
 		name string
 	}{
 
-		{&s.reap, "reap"}, {&s.release, "release"}, {&s.drain, "drain"}, {&s.discard, "discard"},
 		{&s.disable, "disable"}, {&s.admit, "admit"}, {&s.outcome, "outcome"},
 		{&s.deadLetters, "dead_letters"}, {&s.lock, "lock"}, {&s.releaseHeld, "release_held"},
 		{&s.gateRead, "gate_read"}, {&s.dlPrune, "dl_prune"}, {&s.noteShards, "note_shards"}, {&s.notify, "notify"},
@@ -63,6 +65,18 @@ func loadScripts() (scripts, error) {
 		return scripts{}, fmt.Errorf("redisstore: %w", err)
 	}
 	if s.claim, err = script.Load[claimArgs, claimReply](luaFS, "claim", string(lib)); err != nil {
+		return scripts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	if s.reap, err = script.Load[reapArgs, reapReply](luaFS, "reap", string(lib)); err != nil {
+		return scripts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	if s.release, err = script.Load[releaseArgs, resultReply](luaFS, "release", string(lib)); err != nil {
+		return scripts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	if s.discard, err = script.Load[discardArgs, resultReply](luaFS, "discard", string(lib)); err != nil {
+		return scripts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	if s.drain, err = script.Load[drainArgs, drainReply](luaFS, "drain", string(lib)); err != nil {
 		return scripts{}, fmt.Errorf("redisstore: %w", err)
 	}
 	return s, nil
