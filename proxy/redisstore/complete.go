@@ -44,14 +44,15 @@ type completion struct {
 	q   queue
 	// its part of a complete.lua call (planCompletions)
 	item    completeItem
-	breaker *scriptCall // outcome.lua on the endpoint hash: sharded queues only
+	breaker *outcomeArgs // outcome.lua on the endpoint hash: sharded queues only
 	// notify.lua on the endpoint hash, right after breaker in the pipeline:
 	// a dead letter of a sharded queue (the owner is told once per outage)
 	notify *scriptCall
 	// after the write: its own complete.lua reply, or error,
 	// and its breaker and notify calls'
 	reply                      completeOne
-	breakerReply, notifyReply  any
+	breakerReply               outcomeReply
+	notifyReply                any
 	err, breakerErr, notifyErr error
 }
 
@@ -109,7 +110,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 // queue, on the endpoint hash (outcome.lua, the rules of lib.lua
 // breaker_apply), or nil when it has nothing to change: a success while
 // this replica saw no failure and held no probe, or no dispatch at all.
-func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, view gateView) *scriptCall {
+func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, view gateView) *outcomeArgs {
 	probe := ""
 	if cl.Kind == policy.KindProbe {
 		probe = cl.LeaseToken
@@ -123,9 +124,9 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 		return nil
 	}
 	dispatched := c.Attempt != nil
-	return &scriptCall{sc: s.lua.outcome, keys: []string{endpointKey(cl.Endpoint)}, args: []any{
-		msArg(now), probe, flag(success), flag(dispatched && c.CountsTowardBreaker), strconv.Itoa(br.Failures),
-		msArg(now.Add(br.ProbeInterval)), paused}}
+	return &outcomeArgs{Endpoint: endpointKey(cl.Endpoint), Now: msArg(now), Probe: probe, Success: success,
+		Counts: dispatched && c.CountsTowardBreaker, Threshold: br.Failures,
+		ProbeNext: msArg(now.Add(br.ProbeInterval)), PausedUntil: paused}
 }
 
 // finishComplete decodes a completion after its pipeline ran.
@@ -153,11 +154,8 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		if p.breakerErr != nil {
 			return res, p.breakerErr
 		}
-		b, err := replyN("complete: breaker", p.breakerReply, 7)
-		if err != nil {
-			return res, err
-		}
-		res.Breaker = decodeBreakerChange(b[0:4], b[4], b[5], b[6])
+		res.Breaker = p.breakerReply.change()
+		res.Breaker.Held, res.Breaker.HeldBy = 0, ""
 		s.forgetGate(p.cl.Endpoint)
 	}
 	if p.notify != nil && res.State == policy.DeadLettered {

@@ -23,11 +23,12 @@ const completeBatchMax = 32
 // outcome.lua breaker update or notify.lua call of one completion (items
 // holds its one completion).
 type pipeCall struct {
-	call  *scriptCall   // callBreaker, callNotify
-	batch *completeArgs // callBatch
-	typed *script.Call[completeArgs, completeReply]
-	items []*completion
-	kind  int // callBatch, callBreaker, callNotify
+	call    *scriptCall   // callNotify
+	batch   *completeArgs // callBatch
+	typed   *script.Call[completeArgs, completeReply]
+	outcome *script.Call[outcomeArgs, outcomeReply] // callBreaker
+	items   []*completion
+	kind    int // callBatch, callBreaker, callNotify
 }
 
 const (
@@ -82,7 +83,7 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 			last[q.ep] = max(touched(q.ep), i)
 		}
 		if p.breaker != nil {
-			calls = append(calls, &pipeCall{call: p.breaker, items: []*completion{p}, kind: callBreaker})
+			calls = append(calls, &pipeCall{items: []*completion{p}, kind: callBreaker})
 			last[q.ep] = len(calls) - 1
 		}
 		if p.notify != nil {
@@ -106,9 +107,12 @@ func (s *Store) writeCompletions(ctx context.Context, ps []*completion) error {
 	calls := s.planCompletions(ps)
 	_, err := s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
 		for _, c := range calls {
-			if c.kind == callBatch {
+			switch c.kind {
+			case callBatch:
 				c.typed = s.lua.complete.Queue(ctx, pp, c.batch)
-			} else {
+			case callBreaker:
+				c.outcome = s.lua.outcome.Queue(ctx, pp, c.items[0].breaker)
+			default:
 				c.call.queue(ctx, pp)
 			}
 		}
@@ -126,7 +130,8 @@ func (c *pipeCall) resolve(ctx context.Context, s *Store) {
 	switch c.kind {
 	case callBreaker:
 		p := c.items[0]
-		p.breakerReply, p.breakerErr = s.result(ctx, "complete: breaker", c.call)
+		r, err := c.outcome.Result(ctx, s.rdb)
+		p.breakerReply, p.breakerErr = r, s.wrap("complete: breaker", err)
 		return
 	case callNotify:
 		p := c.items[0]

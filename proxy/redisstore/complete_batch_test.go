@@ -270,7 +270,7 @@ func TestBatchedCompletionsSharded(t *testing.T) {
 		if err := sh.rdb.ScriptLoad(ctxT(t), sh.lua.complete.Source()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := sh.lua.outcome.Load(ctxT(t), sh.rdb).Err(); err != nil {
+		if err := sh.rdb.ScriptLoad(ctxT(t), sh.lua.outcome.Source()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		holder := claimN(t, s, "holder-api", 1)[0]

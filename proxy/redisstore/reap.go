@@ -83,9 +83,8 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 			out = append(out, r.ID)
 			if tok := r.Token; !q.home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
-				if _, err := s.run(ctx, "reap: probe", s.lua.outcome, []string{q.ep},
-					msArg(now), tok, "0", "0", "1", msArg(now), "0"); err != nil {
-					return out, err
+				if _, err := s.lua.outcome.Run(ctx, s.rdb, giveBack(q.endpoint, tok, now)); err != nil {
+					return out, s.wrap("reap: probe", err)
 				}
 			}
 		}

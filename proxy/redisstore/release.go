@@ -66,10 +66,9 @@ type resultReply struct {
 // callout that then made no attempt. Errors: ErrUnavailable.
 func (s *Store) giveBackProbe(ctx context.Context, endpoint, token string) error {
 	now := s.now()
-	_, err := s.run(ctx, "release: probe", s.lua.outcome, []string{endpointKey(endpoint)},
-		msArg(now), token, "0", "0", "1", msArg(now), "0")
+	_, err := s.lua.outcome.Run(ctx, s.rdb, giveBack(endpoint, token, now))
 	s.forgetGate(endpoint)
-	return err
+	return s.wrap("release: probe", err)
 }
 
 // lockKey names a replica-wide lock. It is not hash-tagged: no script

@@ -28,7 +28,9 @@ type scripts struct {
 	discard  *script.Script[discardArgs, resultReply]
 	drain    *script.Script[drainArgs, drainReply]
 	// the endpoint hash, the dead-letter index, a lock
-	disable, admit, outcome, deadLetters, lock         *redis.Script
+	outcome                                            *script.Script[outcomeArgs, outcomeReply]
+	admit                                              *script.Script[admitArgs, admitReply]
+	disable, deadLetters, lock                         *redis.Script
 	releaseHeld, gateRead, dlPrune, noteShards, notify *redis.Script
 }
 
@@ -50,7 +52,7 @@ func loadScripts() (scripts, error) {
 		name string
 	}{
 
-		{&s.disable, "disable"}, {&s.admit, "admit"}, {&s.outcome, "outcome"},
+		{&s.disable, "disable"},
 		{&s.deadLetters, "dead_letters"}, {&s.lock, "lock"}, {&s.releaseHeld, "release_held"},
 		{&s.gateRead, "gate_read"}, {&s.dlPrune, "dl_prune"}, {&s.noteShards, "note_shards"}, {&s.notify, "notify"},
 	} {
@@ -65,6 +67,12 @@ func loadScripts() (scripts, error) {
 		return scripts{}, fmt.Errorf("redisstore: %w", err)
 	}
 	if s.claim, err = script.Load[claimArgs, claimReply](luaFS, "claim", string(lib)); err != nil {
+		return scripts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	if s.outcome, err = script.Load[outcomeArgs, outcomeReply](luaFS, "outcome", string(lib)); err != nil {
+		return scripts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	if s.admit, err = script.Load[admitArgs, admitReply](luaFS, "admit", string(lib)); err != nil {
 		return scripts{}, fmt.Errorf("redisstore: %w", err)
 	}
 	if s.reap, err = script.Load[reapArgs, reapReply](luaFS, "reap", string(lib)); err != nil {

@@ -226,16 +226,13 @@ func (s *Store) setView(endpoint string, v gateView) {
 // breaker_open, …). It refreshes the gate view either way.
 func (s *Store) takeProbe(ctx context.Context, endpoint, token string, until time.Time) (gateView, error) {
 	now := s.now()
-	v, err := s.run(ctx, "admit", s.lua.admit, []string{endpointKey(endpoint)}, msArg(now), token, msArg(until))
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: endpointKey(endpoint), Now: now.UnixMilli(),
+		Token: token, ProbeUntil: msArg(until)})
 	if err != nil {
-		return gateView{}, err
+		return gateView{}, s.wrap("admit", err)
 	}
-	a, err := replyN("admit", v, 3)
-	if err != nil {
-		return gateView{}, err
-	}
-	g := gateView{gate: policy.Gate{State: policy.GateState(replyStr(a[0])), Until: fromMs(replyStr(a[1]))},
-		failures: int(replyInt(a[2]))}
+	g := gateView{gate: policy.Gate{State: policy.GateState(a.Gate), Until: msTimeOf(a.GateUntil)},
+		failures: a.Failures}
 	if g.gate.State == "probe" {
 		s.setView(endpoint, gateView{gate: policy.Gate{State: policy.GateProbing, Until: until}, failures: g.failures})
 	} else {
