@@ -21,13 +21,13 @@ const drainBatch = 100
 // Calling it again drains what remains. Errors: ErrUnavailable.
 func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {
 	home := homeQueue(endpoint)
-	v, err := s.run(ctx, "disable", s.lua.disable, []string{home.ep, home.sfo}, msArg(s.now()), reason,
-		endpoint, flag(s.outbox), s.canNotify(endpoint))
+	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.ep, SFO: home.sfo, Now: msArg(s.now()),
+		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint) == "1"})
 	if err != nil {
-		return policy.DisableResult{}, err
+		return policy.DisableResult{}, s.wrap("disable", err)
 	}
 	s.forgetGate(endpoint)
-	res := policy.DisableResult{Newly: replyInt(v) == 1}
+	res := policy.DisableResult{Newly: v.Told == 1}
 	if res.Newly {
 		s.gates.changed(endpoint) // disable.lua published it to the others
 	}
@@ -85,6 +85,41 @@ func (s *Store) drain(ctx context.Context, q queue, ids []string, gate string) (
 		return nil, s.wrap("drain", err)
 	}
 	return v.Dead, nil
+}
+
+// disableArgs are disable.lua's keys and arguments (lua/disable.lua).
+type disableArgs struct {
+	Endpoint string `lua:"endpoint,key"`
+	SFO      string `lua:"sfo,key"`
+	Now      string `lua:"now"`
+	Reason   string `lua:"reason"`
+	Name     string `lua:"name"`
+	Outbox   bool   `lua:"outbox"`
+	Can      bool   `lua:"can"`
+}
+
+// notifyArgs are notify.lua's keys and arguments (lua/notify.lua).
+type notifyArgs struct {
+	Endpoint string `lua:"endpoint,key"`
+	SFO      string `lua:"sfo,key"`
+	Now      string `lua:"now"`
+	Name     string `lua:"name"`
+	ID       string `lua:"id"`
+	Outbox   bool   `lua:"outbox"`
+	Reason   string `lua:"reason"`
+	Can      bool   `lua:"can"`
+}
+
+// toldReply is the reply of disable.lua and notify.lua: 1 when the call
+// did it (disabled the endpoint; tells the owner), else 0.
+type toldReply struct {
+	Told int `lua:"told"`
+}
+
+// countReply is the reply of a script that answers a count (release_held,
+// lock, dl_prune).
+type countReply struct {
+	N int64 `lua:"n"`
 }
 
 // drainArgs are drain.lua's keys and arguments (lua/drain.lua names each);

@@ -47,12 +47,12 @@ type completion struct {
 	breaker *outcomeArgs // outcome.lua on the endpoint hash: sharded queues only
 	// notify.lua on the endpoint hash, right after breaker in the pipeline:
 	// a dead letter of a sharded queue (the owner is told once per outage)
-	notify *scriptCall
+	notify *notifyArgs
 	// after the write: its own complete.lua reply, or error,
 	// and its breaker and notify calls'
 	reply                      completeOne
 	breakerReply               outcomeReply
-	notifyReply                any
+	notifyReply                toldReply
 	err, breakerErr, notifyErr error
 }
 
@@ -99,8 +99,8 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 			// success later in the same pipeline may end the outage (notify.lua
 			// then finds none), so it cannot wait for the pipeline's end.
 			home := homeQueue(cl.Endpoint)
-			p.notify = &scriptCall{sc: s.lua.notify, keys: []string{home.ep, home.sfo},
-				args: []any{msArg(now), cl.Endpoint, cl.ID, flag(s.outbox), string(c.Reason), s.canNotify(cl.Endpoint)}}
+			p.notify = &notifyArgs{Endpoint: home.ep, SFO: home.sfo, Now: msArg(now), Name: cl.Endpoint,
+				ID: cl.ID, Outbox: s.outbox, Reason: string(c.Reason), Can: s.canNotify(cl.Endpoint) == "1"}
 		}
 	}
 	return p, nil
@@ -162,7 +162,7 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		if p.notifyErr != nil {
 			return res, p.notifyErr
 		}
-		res.NotifyOwner = replyInt(p.notifyReply) == 1
+		res.NotifyOwner = p.notifyReply.Told == 1
 	}
 	if res.Breaker.Opened || res.Breaker.Closed {
 		s.forgetGate(p.cl.Endpoint)

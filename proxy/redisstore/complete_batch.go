@@ -23,10 +23,10 @@ const completeBatchMax = 32
 // outcome.lua breaker update or notify.lua call of one completion (items
 // holds its one completion).
 type pipeCall struct {
-	call    *scriptCall   // callNotify
 	batch   *completeArgs // callBatch
 	typed   *script.Call[completeArgs, completeReply]
 	outcome *script.Call[outcomeArgs, outcomeReply] // callBreaker
+	told    *script.Call[notifyArgs, toldReply]     // callNotify
 	items   []*completion
 	kind    int // callBatch, callBreaker, callNotify
 }
@@ -87,7 +87,7 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 			last[q.ep] = len(calls) - 1
 		}
 		if p.notify != nil {
-			calls = append(calls, &pipeCall{call: p.notify, items: []*completion{p}, kind: callNotify})
+			calls = append(calls, &pipeCall{items: []*completion{p}, kind: callNotify})
 			last[q.ep] = len(calls) - 1
 		}
 	}
@@ -112,8 +112,8 @@ func (s *Store) writeCompletions(ctx context.Context, ps []*completion) error {
 				c.typed = s.lua.complete.Queue(ctx, pp, c.batch)
 			case callBreaker:
 				c.outcome = s.lua.outcome.Queue(ctx, pp, c.items[0].breaker)
-			default:
-				c.call.queue(ctx, pp)
+			case callNotify:
+				c.told = s.lua.notify.Queue(ctx, pp, c.items[0].notify)
 			}
 		}
 		return nil
@@ -135,7 +135,8 @@ func (c *pipeCall) resolve(ctx context.Context, s *Store) {
 		return
 	case callNotify:
 		p := c.items[0]
-		p.notifyReply, p.notifyErr = s.result(ctx, "notify", c.call)
+		r, err := c.told.Result(ctx, s.rdb)
+		p.notifyReply, p.notifyErr = r, s.wrap("notify", err)
 		return
 	}
 	v, err := c.typed.Result(ctx, s.rdb)

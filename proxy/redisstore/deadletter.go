@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,13 +37,11 @@ func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (poli
 	if err != nil {
 		return policy.DeadLetterPage{}, err
 	}
-	calls := make([]*scriptCall, len(qs))
+	calls := make([]*script.Call[deadLettersArgs, deadLettersReply], len(qs))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, qu := range qs {
-			calls[i] = &scriptCall{sc: s.lua.deadLetters, keys: []string{qu.dl}, args: []any{
-				strconv.FormatInt(q.Since.UnixMilli(), 10), strconv.FormatInt(until, 10), curMs, curID,
-				strconv.Itoa(limit)}}
-			calls[i].queue(ctx, p)
+			calls[i] = s.lua.deadLetters.Queue(ctx, p, &deadLettersArgs{DL: qu.dl, SinceMs: strconv.FormatInt(q.Since.UnixMilli(), 10),
+				UntilMs: until, CursorMs: curMs, CursorID: curID, Limit: limit})
 		}
 		return nil
 	})
@@ -53,11 +52,11 @@ func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (poli
 	}
 	var all []entry
 	for i, c := range calls {
-		v, err := s.result(ctx, "dead letters", c)
+		v, err := c.Result(ctx, s.rdb)
 		if err != nil {
-			return policy.DeadLetterPage{}, err
+			return policy.DeadLetterPage{}, s.wrap("dead letters", err)
 		}
-		a := replyArr(v)
+		a := v.Entries
 		for j := 0; j+1 < len(a); j += 2 {
 			all = append(all, entry{replyStr(a[j]), scoreMs(a[j+1]), qs[i]})
 		}
@@ -90,6 +89,22 @@ func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (poli
 		}
 	}
 	return page, nil
+}
+
+// deadLettersArgs are dead_letters.lua's keys and arguments
+// (lua/dead_letters.lua).
+type deadLettersArgs struct {
+	DL       string `lua:"dl,key"`
+	SinceMs  string `lua:"since_ms"`
+	UntilMs  int64  `lua:"until_ms"`
+	CursorMs string `lua:"cursor_ms"`
+	CursorID string `lua:"cursor_id"`
+	Limit    int    `lua:"limit"`
+}
+
+// deadLettersReply is dead_letters.lua's reply: id, ms, id, ms, …
+type deadLettersReply struct {
+	Entries []string `lua:"entries"`
 }
 
 // parseCursor splits "ms.id"; "" is the first page.

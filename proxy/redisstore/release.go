@@ -83,9 +83,16 @@ func lockKey(name string) string { return "cp:lock:" + name }
 // (a random token per replica). It reports whether the caller holds the
 // lock. One round trip. Errors: ErrUnavailable.
 func (s *Store) TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
-	v, err := s.run(ctx, "lock", s.lua.lock, []string{lockKey(name)}, owner, durMs(ttl))
+	v, err := s.lua.lock.Run(ctx, s.rdb, &lockArgs{Lock: lockKey(name), Owner: owner, TTL: ttl})
 	if err != nil {
-		return false, err
+		return false, s.wrap("lock", err)
 	}
-	return replyInt(v) == 1, nil
+	return v.N == 1, nil
+}
+
+// lockArgs are lock.lua's keys and arguments (lua/lock.lua).
+type lockArgs struct {
+	Lock  string        `lua:"lock,key"`
+	Owner string        `lua:"owner"`
+	TTL   time.Duration `lua:"ttl"`
 }

@@ -45,18 +45,16 @@ func (s *Store) releaseHeldIn(ctx context.Context, q queue) (int, error) {
 		if len(ids) == 0 {
 			return released, nil
 		}
-		keys := []string{due}
-		args := []any{now}
+		a := releaseHeldArgs{Due: due, Now: now}
 		for _, id := range ids {
 			c, _, _ := q.record(id)
-			keys = append(keys, c)
-			args = append(args, id)
+			a.Callouts = append(a.Callouts, heldCallout{Record: c, ID: id})
 		}
-		v, err := s.run(ctx, "release held", s.lua.releaseHeld, keys, args...)
+		v, err := s.lua.releaseHeld.Run(ctx, s.rdb, &a)
 		if err != nil {
-			return released, err
+			return released, s.wrap("release held", err)
 		}
-		n := int(replyInt(v))
+		n := int(v.N)
 		released += n
 		// Released entries moved before the window; the rest stay in it.
 		offset += int64(len(ids) - n)
@@ -64,4 +62,18 @@ func (s *Store) releaseHeldIn(ctx context.Context, q queue) (int, error) {
 			return released, nil
 		}
 	}
+}
+
+// releaseHeldArgs are release_held.lua's keys and arguments
+// (lua/release_held.lua).
+type releaseHeldArgs struct {
+	Due      string        `lua:"due,key"`
+	Now      string        `lua:"now"`
+	Callouts []heldCallout `lua:"callouts"`
+}
+
+// heldCallout is one candidate of release_held.lua.
+type heldCallout struct {
+	Record string `lua:"record,key"`
+	ID     string `lua:"id"`
 }

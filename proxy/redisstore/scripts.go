@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
@@ -15,9 +16,10 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// scripts are the store's loaded scripts. Run uses EVALSHA and falls back
-// to EVAL on NOSCRIPT (go-redis Script.Run), so a flushed or restarted
-// Redis costs one extra round trip, never an error.
+// scripts are the store's loaded scripts, each with its argument and reply
+// type (script/: named by field, never by position). Run uses EVALSHA and
+// falls back to EVAL on NOSCRIPT, so a flushed or restarted Redis costs one
+// extra round trip, never an error.
 type scripts struct {
 	// a queue's callouts (keys.go)
 	create   *script.Script[createArgs, createResult]
@@ -28,64 +30,50 @@ type scripts struct {
 	discard  *script.Script[discardArgs, resultReply]
 	drain    *script.Script[drainArgs, drainReply]
 	// the endpoint hash, the dead-letter index, a lock
-	outcome                                            *script.Script[outcomeArgs, outcomeReply]
-	admit                                              *script.Script[admitArgs, admitReply]
-	disable, deadLetters, lock                         *redis.Script
-	releaseHeld, gateRead, dlPrune, noteShards, notify *redis.Script
+	outcome     *script.Script[outcomeArgs, outcomeReply]
+	admit       *script.Script[admitArgs, admitReply]
+	disable     *script.Script[disableArgs, toldReply]
+	notify      *script.Script[notifyArgs, toldReply]
+	releaseHeld *script.Script[releaseHeldArgs, countReply]
+	lock        *script.Script[lockArgs, countReply]
+	dlPrune     *script.Script[pruneArgs, countReply]
+	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
+	deadLetters *script.Script[deadLettersArgs, deadLettersReply]
+	// gateRead is read by the gate cache too (gatewatch.go), by position:
+	// {gate, until ms, breaker, failures} (decodeGateRead).
+	gateRead *redis.Script
+}
+
+// loadInto loads lua/<name>.lua with lib.lua before it into dst.
+func loadInto[A, R any](dst **script.Script[A, R], name, lib string) error {
+	sc, err := script.Load[A, R](luaFS, name, lib)
+	if err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	*dst = sc
+	return nil
 }
 
 func loadScripts() (scripts, error) {
-	lib, err := luaFS.ReadFile("lua/lib.lua")
+	b, err := luaFS.ReadFile("lua/lib.lua")
 	if err != nil {
 		return scripts{}, err
 	}
-	load := func(name string) (*redis.Script, error) {
-		body, err := luaFS.ReadFile("lua/" + name + ".lua")
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: script %s: %w", name, err)
-		}
-		return redis.NewScript(string(lib) + "\n" + string(body)), nil
+	lib := string(b)
+	body, err := luaFS.ReadFile("lua/gate_read.lua")
+	if err != nil {
+		return scripts{}, fmt.Errorf("redisstore: script gate_read: %w", err)
 	}
-	var s scripts
-	for _, p := range []struct {
-		dst  **redis.Script
-		name string
-	}{
-
-		{&s.disable, "disable"},
-		{&s.deadLetters, "dead_letters"}, {&s.lock, "lock"}, {&s.releaseHeld, "release_held"},
-		{&s.gateRead, "gate_read"}, {&s.dlPrune, "dl_prune"}, {&s.noteShards, "note_shards"}, {&s.notify, "notify"},
-	} {
-		if *p.dst, err = load(p.name); err != nil {
-			return scripts{}, err
-		}
-	}
-	if s.create, err = script.Load[createArgs, createResult](luaFS, "create", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	if s.complete, err = script.Load[completeArgs, completeReply](luaFS, "complete", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	if s.claim, err = script.Load[claimArgs, claimReply](luaFS, "claim", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	if s.outcome, err = script.Load[outcomeArgs, outcomeReply](luaFS, "outcome", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	if s.admit, err = script.Load[admitArgs, admitReply](luaFS, "admit", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	if s.reap, err = script.Load[reapArgs, reapReply](luaFS, "reap", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	if s.release, err = script.Load[releaseArgs, resultReply](luaFS, "release", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	if s.discard, err = script.Load[discardArgs, resultReply](luaFS, "discard", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	if s.drain, err = script.Load[drainArgs, drainReply](luaFS, "drain", string(lib)); err != nil {
-		return scripts{}, fmt.Errorf("redisstore: %w", err)
-	}
-	return s, nil
+	s := scripts{gateRead: redis.NewScript(lib + "\n" + string(body))}
+	err = errors.Join(
+		loadInto(&s.create, "create", lib), loadInto(&s.complete, "complete", lib),
+		loadInto(&s.claim, "claim", lib), loadInto(&s.reap, "reap", lib),
+		loadInto(&s.release, "release", lib), loadInto(&s.discard, "discard", lib),
+		loadInto(&s.drain, "drain", lib), loadInto(&s.outcome, "outcome", lib),
+		loadInto(&s.admit, "admit", lib), loadInto(&s.disable, "disable", lib),
+		loadInto(&s.notify, "notify", lib), loadInto(&s.releaseHeld, "release_held", lib),
+		loadInto(&s.lock, "lock", lib), loadInto(&s.dlPrune, "dl_prune", lib),
+		loadInto(&s.noteShards, "note_shards", lib), loadInto(&s.deadLetters, "dead_letters", lib),
+	)
+	return s, err
 }

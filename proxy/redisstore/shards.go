@@ -85,9 +85,9 @@ func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) 
 	if n > 1 {
 		// Record this count, so replicas configured with fewer still serve
 		// these queues; the script returns every count recorded.
-		var v any
-		v, err = s.run(ctx, "note shards", s.lua.noteShards, []string{endpointKey(endpoint)}, strconv.Itoa(n))
-		recorded = replyStr(v)
+		var v noteShardsReply
+		v, err = s.lua.noteShards.Run(ctx, s.rdb, &noteShardsArgs{Endpoint: endpointKey(endpoint), N: strconv.Itoa(n)})
+		recorded, err = v.Counts, s.wrap("note shards", err)
 	} else {
 		recorded, err = s.rdb.HGet(ctx, endpointKey(endpoint), eShards).Result()
 		if isNil(err) {
@@ -118,6 +118,18 @@ func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) 
 	defer st.mu.Unlock()
 	st.counts, st.queues, st.readAt = counts, qs, s.now()
 	return qs, nil
+}
+
+// noteShardsArgs are note_shards.lua's keys and arguments
+// (lua/note_shards.lua).
+type noteShardsArgs struct {
+	Endpoint string `lua:"endpoint,key"`
+	N        string `lua:"n"`
+}
+
+// noteShardsReply is note_shards.lua's reply.
+type noteShardsReply struct {
+	Counts string `lua:"counts"`
 }
 
 // createQueue returns the queue a new callout of nc goes to: for a keyed

@@ -3,14 +3,15 @@
 -- owner_notice to the endpoint hash, as complete.lua does for the home
 -- queue.
 --
--- KEYS: 1 endpoint hash, 2 its shard's Salesforce outbox
--- ARGV: 1 now ms, 2 endpoint name, 3 the dead letter's id,
---       4 Salesforce outbox on '1'|'0', 5 the dead-letter reason,
---       6 someone can be told '1'|'0' (Options.Notify)
--- Returns 1 when the owner is to be told now, else 0.
-local f, w = hread(KEYS[1], {'os', 'on'}), {}
+-- K and A: notifyArgs (complete.go), read by the script layer (script/):
+-- K.endpoint (the endpoint hash), K.sfo (its shard's Salesforce outbox);
+-- A.now (ms), A.name (the endpoint), A.id (the dead letter), A.outbox,
+-- A.reason (the dead-letter reason), A.can (someone can be told,
+-- Options.Notify).
+-- Replies (toldReply): told, 1 when the owner is to be told now, else 0.
+local f, w = hread(K.endpoint, {'os', 'on'}), {}
 local sfo = ''
-if ARGV[4] == '1' then sfo = KEYS[2] end
-local told = owner_notice(f, w, sfo, ARGV[2], ARGV[3], ARGV[1], ARGV[5], ARGV[6] == '1')
-hflush(KEYS[1], w)
-return told
+if A.outbox then sfo = K.sfo end
+local told = owner_notice(f, w, sfo, A.name, A.id, A.now, A.reason, A.can)
+hflush(K.endpoint, w)
+return {'told', told}
