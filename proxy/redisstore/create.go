@@ -48,7 +48,7 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 // (Prefer: respond-async, contract §4; a replay chain, contract §8), scheduled at
 // opts.DueAt or held when the gate is shut. Same reservation, gate and cap
 // checks as Begin; the first callout due in an empty queue wakes the
-// dispatchers (Options.WakeChannel). With opts.DryRun the same script
+// dispatchers (keys.go cp:wake). With opts.DryRun the same script
 // answers what it would do and writes nothing (a replay job's dry run: one
 // copy of the rules); the result has no ID. Errors: ErrDisabled,
 // ErrBacklogFull, ErrUnavailable.
@@ -199,7 +199,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		Now: a.now.UnixMilli(), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
 		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
 		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, At: a.at.UnixMilli(), ProbeUntil: a.probeUntil.UnixMilli(),
-		Token: a.token, RestQ: restQ, Wake: s.wakeChannel, Retention: s.idemTTL, Fields: fields}
+		Token: a.token, RestQ: restQ, Wake: wakeChannel, Retention: s.idemTTL, Fields: fields}
 	if given {
 		args.Gate, args.GateUntil = string(view.gate.State), msOf(view.gate.Until)
 	}

@@ -200,7 +200,7 @@ import (
 //	                            of an empty queue (create.lua), reaped
 //	                            leases (Reap), released held callouts —
 //	                            published so idle dispatchers wake
-//	                            (Options.WakeChannel, Store.Wakeups).
+//	                            (Store.Wakeups).
 const (
 	// Shards is the number of endpoint shards (hash tags).
 	Shards = 128

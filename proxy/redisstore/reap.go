@@ -122,12 +122,10 @@ type reapReply struct {
 }
 
 // publishWake tells the dispatchers that endpoint has work due now (pub/sub
-// on Options.WakeChannel). Best effort: a lost message costs at most the
+// on cp:wake). Best effort: a lost message costs at most the
 // dispatcher's backstop wait.
 func (s *Store) publishWake(ctx context.Context, endpoint string) {
-	if s.wakeChannel != "" {
-		_ = s.rdb.Publish(ctx, s.wakeChannel, endpoint).Err()
-	}
+	_ = s.rdb.Publish(ctx, wakeChannel, endpoint).Err()
 }
 
 // reservationsOf returns the reservation key of each callout of ids
@@ -157,18 +155,14 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 	return out, nil
 }
 
-// Wakeups subscribes to the wake channel (Options.WakeChannel) and returns
+// Wakeups subscribes to the wake channel (keys.go cp:wake) and returns
 // a channel that receives a value, coalesced (capacity 1), for every
 // message, until ctx ends: the dispatcher's cue that another replica made
 // work due now (create.lua, Reap, the release of held callouts). The
 // subscription reconnects by itself (go-redis PubSub); what is published
 // while it is down is lost, which the dispatcher's backstop wait bounds.
-// nil when the store publishes nothing.
 func (s *Store) Wakeups(ctx context.Context) <-chan struct{} {
-	if s.wakeChannel == "" {
-		return nil
-	}
-	ps := s.rdb.Subscribe(ctx, s.wakeChannel)
+	ps := s.rdb.Subscribe(ctx, wakeChannel)
 	// Wait for the subscription to be confirmed, so what is published
 	// after Wakeups returns is seen.
 	if _, err := ps.Receive(ctx); err != nil {

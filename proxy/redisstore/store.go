@@ -70,15 +70,12 @@ type Options struct {
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
-	// WakeChannel is the pub/sub channel a callout that becomes due at once
-	// in an empty queue is published on (create.lua, reap, release of held
-	// callouts), for the dispatchers to wake (dispatch.Dispatcher). Default
-	// DefaultWakeChannel; "-": publish nothing.
-	WakeChannel string
 }
 
-// DefaultWakeChannel is Options.WakeChannel's default.
-const DefaultWakeChannel = keyPrefix + "wake"
+// wakeChannel is the pub/sub channel a callout that becomes due at once in
+// an empty queue is published on (create.lua, reap, release of held
+// callouts), for the dispatchers to wake (Store.Wakeups; keys.go cp:wake).
+const wakeChannel = keyPrefix + "wake"
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
 const DefaultResponseBodyCap = 64 << 10
@@ -108,7 +105,6 @@ type Store struct {
 	shardsOf    func(string) int
 	notifies    func(string) bool
 	shardStates sync.Map // endpoint -> *shardState
-	wakeChannel string
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
@@ -122,13 +118,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
-		wakeChannel: opts.WakeChannel, gates: newGateCache(),
-	}
-	switch s.wakeChannel {
-	case "":
-		s.wakeChannel = DefaultWakeChannel
-	case "-":
-		s.wakeChannel = ""
+		gates: newGateCache(),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -208,10 +198,6 @@ func (s *Store) newIDIn(n int) (string, error) {
 func (s *Store) canNotify(endpoint string) string {
 	return flag(s.notifies == nil || s.notifies(endpoint))
 }
-
-// WakeChannel is the pub/sub channel this store publishes new due work on
-// ("" when it publishes none; Options.WakeChannel).
-func (s *Store) WakeChannel() string { return s.wakeChannel }
 
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }
 
