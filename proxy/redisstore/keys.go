@@ -150,7 +150,6 @@ import (
 //	                            retention). Not hash-tagged.
 //	cp:lock:{name}        STRING a replica-wide lock's holder (TryLock);
 //	                            TTL: the lock's. Not hash-tagged.
-//	cp:{pubsub}:lock:{topic}, cp:{pubsub}:replay:{topic}: the Salesforce Pub/Sub subscription (pubsub.go).
 //	cp:job:{J}            HASH  one replay job (contract §8; replayjob.go, the j*
 //	                            constants): its spec, state, phase, counters,
 //	                            collect and send positions and the lease of
