@@ -25,6 +25,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
+	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
@@ -59,7 +60,11 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	}
 	defer closeRedis()
 
-	callers, err := auth.NewVerifier(cfg.Auth, getenv, time.Now)
+	now, err := processClock(getenv)
+	if err != nil {
+		return usageError{err}
+	}
+	callers, err := auth.NewVerifier(cfg.Auth, getenv, now)
 	if err != nil {
 		return usageError{err}
 	}
@@ -75,7 +80,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	build := buildInfo()
 	m.SetBuildInfo(build.Version, build.Commit, build.BuildDate, build.GoVersion)
 	m.Init(cfg.EndpointNames())
-	if err := watchCertificates(callers.Keys(), time.Now, logger, reg); err != nil {
+	if err := watchCertificates(callers.Keys(), now, logger, reg); err != nil {
 		return err
 	}
 	budget, err := memoryBudget(cfg.Limits, getenv, reg, logger)
@@ -94,7 +99,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	defer fwd.CloseIdleConnections()
 
 	store := redisstore.New(rdb, redisstore.Options{
-		Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
+		Now: now, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil,
 		Shards: func(endpoint string) int {
 			if ep, ok := cfg.Endpoint(endpoint); ok {
@@ -167,6 +172,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = store.WatchGates(bg, redisstore.GateCacheOptions{MaxStale: cfg.Redis.GateStaleness}) })
 	wg.Go(func() { disp.Run(bg) })
+	wg.Go(func() { (&skew.Monitor{Client: rdb, Now: now, Gauge: m.ClockOffset, Logger: logger}).Run(bg) })
 	wg.Go(func() { gatherer.Run(bg) })
 	if sf != nil {
 		wg.Go(func() { sf.Run(bg) })

@@ -59,6 +59,11 @@ type Metrics struct {
 	// BuildInfo is 1, labelled with the running build's version, commit,
 	// build_date and goversion (SetBuildInfo).
 	BuildInfo *prometheus.GaugeVec
+	// ClockOffset is this replica's wall clock minus Redis's (TIME), in
+	// seconds, measured by proxy/skew every 30 s (contract §1: Redis's clock
+	// is the one clock of shared state; docs/operating.md says what a
+	// replica's own clock still affects).
+	ClockOffset prometheus.Gauge
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -115,11 +120,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "callout_build_info",
 			Help: "1, labelled with the running build's version, commit, build date and Go version.",
 		}, []string{"version", "commit", "build_date", "goversion"}),
+		ClockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "callout_clock_offset_seconds",
+			Help: "This replica's wall clock minus Redis's clock (TIME), in seconds; positive when the replica is ahead.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.Attempts, m.AttemptDuration, m.Rejected, m.RetriesScheduled, m.BacklogItems,
 		m.ScheduleLag, m.DeadLetters, m.Idempotency, m.BreakerState, m.BreakerTransitions, m.Deferred,
-		m.BuildInfo,
+		m.BuildInfo, m.ClockOffset,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
