@@ -9,8 +9,12 @@
 #      syntax error is reported;
 #   2. prettier --plugin=prettier-plugin-apex --check passes;
 #   3. every metadata XML file is well formed (xmllint --noout);
-#   4. every class/trigger has its -meta.xml with apiVersion 68.0, and
-#      sfdx-project.json's sourceApiVersion is 68.0;
+#   4. scripts/check-metadata.mjs: every class/trigger has its -meta.xml
+#      with apiVersion 68.0, sfdx-project.json's sourceApiVersion is 68.0,
+#      force-app is an unlocked package depending on no other directory, and
+#      the app metadata refers only to what exists (custom metadata records,
+#      cache partition, Lightning app, record page, list views, report type,
+#      reports, dashboard, permission sets);
 #   5. the Apex semantic check (Apex Dev Tools' apex-ls CheckForIssues,
 #      scripts/apex-semantic.sh): every type, method and custom field
 #      resolves against the platform's library and the project's metadata,
@@ -23,10 +27,16 @@
 #   7. PMD 7's Apex rules, categories security, errorprone, bestpractices and
 #      performance (scripts/ApexPmd.java): zero security and errorprone
 #      violations, every other one justified in pmd-suppressions.txt;
-#   8. scripts/prove-checks-bite.sh: in temporary copies of the project, a
+#   8. scripts/check-test-references.mjs force-app: every class of force-app
+#      is named by a test class of force-app and every trigger is fired by
+#      one (a platform event's: EventBus.publish + Test.getEventBus().deliver()),
+#      the offline guard for a production deploy's coverage rule (coverage
+#      itself needs an org);
+#   9. scripts/prove-checks-bite.sh: in temporary copies of the project, a
 #      bad method call, an unknown custom field in Apex and in SOQL, a
-#      force-app class that needs the example, and a SOQL injection each make
-#      5, 6 or 7 fail, and the clean copy passes.
+#      force-app class that needs the example, a SOQL injection, a class no
+#      test names and a trigger no test fires each make 5, 6, 7 or 8 fail,
+#      and the clean copy passes; broken app metadata makes 4 fail.
 # The Go test salesforce/fields_apex_test.go compares the object's field
 # files with the Go side's field mapping (run by `go test ./salesforce/`).
 #
@@ -104,7 +114,7 @@ if [ "${#xml_files[@]}" -eq 0 ]; then echo "no metadata XML found" >&2; exit 1; 
 xmllint --noout "${xml_files[@]}"
 echo "xmllint: ${#xml_files[@]} files well formed"
 
-echo "== apex-stubs: meta files and API versions"
+echo "== apex-stubs: meta files, API versions, package definition, app metadata references"
 node scripts/check-metadata.mjs
 
 echo "== apex-stubs: semantic check (apex-ls), whole project"
@@ -129,5 +139,8 @@ node scripts/check-soql-fields.mjs "$solo"
 echo "== apex-stubs: PMD Apex rules (security, errorprone, bestpractices, performance)"
 "$JAVA" -cp "$APEX_JARS/*" scripts/ApexPmd.java pmd-suppressions.txt force-app example-app
 
-echo "== apex-stubs: the semantic check and PMD fail on injected faults"
+echo "== apex-stubs: every force-app class and trigger is reached by a force-app test (RunLocalTests coverage guard)"
+node scripts/check-test-references.mjs force-app
+
+echo "== apex-stubs: the semantic check, PMD, the test-reference and metadata checks fail on injected faults"
 bash scripts/prove-checks-bite.sh

@@ -30,18 +30,6 @@ func CountsTowardBreaker(c Classification) bool {
 	return c.Outcome == Retryable && c.Reason != ReasonStatus429 && c.Reason != ReasonCanceled
 }
 
-// ResetsBreaker reports whether an attempt's outcome resets the
-// consecutive-failure count and closes the breaker: only Success.
-//
-// Decision: a Permanent answer does NOT reset the streak. It proves the
-// upstream is reachable, not that it is healthy — a failing upstream can
-// still answer 400 or 404 to some requests between its 503s — so we reset
-// only on a 2xx. Neither does a 429 or a canceled attempt. The Redis scripts
-// implement the same rule.
-func ResetsBreaker(c Classification) bool {
-	return c.Outcome == Success
-}
-
 // AutoDisable reports whether an endpoint is to be disabled (contract §6):
 // it has failed for DisableAfter without a single success. The time is
 // measured from the start of the current outage — firstFailure, the first

@@ -5,49 +5,45 @@ import (
 	"time"
 )
 
-func TestCountsAndResets(t *testing.T) {
+func TestCountsTowardBreaker(t *testing.T) {
 	tests := []struct {
 		c      Classification
 		counts bool
-		resets bool
 	}{
-		{Classify(200, nil), false, true},
-		{Classify(204, nil), false, true},
-		{Classify(500, nil), true, false},
-		{Classify(502, nil), true, false},
-		{Classify(503, nil), true, false},
-		{Classify(504, nil), true, false},
-		{Classify(408, nil), true, false},
-		{Classify(429, nil), false, false},
-		{Classify(400, nil), false, false},
-		{Classify(404, nil), false, false},
-		{Classify(501, nil), false, false},
-		{Classify(505, nil), false, false},
-		{Classify(301, nil), false, false},
-		{Classify(100, nil), false, false},
-		{Classification{Permanent, ReasonResponseTooLarge}, false, false},
-		{Classification{Retryable, ReasonDNS}, true, false},
-		{Classification{Retryable, ReasonConnectRefused}, true, false},
-		{Classification{Retryable, ReasonUnreachable}, true, false},
-		{Classification{Retryable, ReasonConnectTimeout}, true, false},
-		{Classification{Retryable, ReasonTLS}, true, false},
-		{Classification{Retryable, ReasonReset}, true, false},
-		{Classification{Retryable, ReasonEOF}, true, false},
-		{Classification{Retryable, ReasonHeaderTimeout}, true, false},
-		{Classification{Retryable, ReasonAttemptTimeout}, true, false},
-		{Classification{Retryable, ReasonNetwork}, true, false},
-		{Classification{Retryable, ReasonCredentials}, true, false},
-		{Classification{Retryable, ReasonCanceled}, false, false},
-		{Classification{Rejected, "breaker_open"}, false, false},
-		{Classification{}, false, false},
+		{Classify(200, nil), false},
+		{Classify(204, nil), false},
+		{Classify(500, nil), true},
+		{Classify(502, nil), true},
+		{Classify(503, nil), true},
+		{Classify(504, nil), true},
+		{Classify(408, nil), true},
+		{Classify(429, nil), false},
+		{Classify(400, nil), false},
+		{Classify(404, nil), false},
+		{Classify(501, nil), false},
+		{Classify(505, nil), false},
+		{Classify(301, nil), false},
+		{Classify(100, nil), false},
+		{Classification{Permanent, ReasonResponseTooLarge}, false},
+		{Classification{Retryable, ReasonDNS}, true},
+		{Classification{Retryable, ReasonConnectRefused}, true},
+		{Classification{Retryable, ReasonUnreachable}, true},
+		{Classification{Retryable, ReasonConnectTimeout}, true},
+		{Classification{Retryable, ReasonTLS}, true},
+		{Classification{Retryable, ReasonReset}, true},
+		{Classification{Retryable, ReasonEOF}, true},
+		{Classification{Retryable, ReasonHeaderTimeout}, true},
+		{Classification{Retryable, ReasonAttemptTimeout}, true},
+		{Classification{Retryable, ReasonNetwork}, true},
+		{Classification{Retryable, ReasonCredentials}, true},
+		{Classification{Retryable, ReasonCanceled}, false},
+		{Classification{Rejected, "breaker_open"}, false},
+		{Classification{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.c.Outcome)+"/"+tt.c.Reason, func(t *testing.T) {
 			if got := CountsTowardBreaker(tt.c); got != tt.counts {
 				t.Errorf("CountsTowardBreaker(%+v) = %v, want %v", tt.c, got, tt.counts)
-			}
-			if got := ResetsBreaker(tt.c); got != tt.resets {
-				t.Errorf("ResetsBreaker(%+v) = %v, want %v", tt.c, got, tt.resets)
 			}
 		})
 	}

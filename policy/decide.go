@@ -72,6 +72,11 @@ type DecideInput struct {
 // Decide turns one attempt into the completion the store applies (contract §3,
 // §6, §7):
 //   - 2xx: succeeded.
+//   - rejected (the proxy refused the attempt before sending anything: a
+//     blocked address, a credential it cannot resolve; contract §2): a dead
+//     letter, reason permanent, never `failed` (a refusal is not the
+//     upstream's answer) and never retried. A synchronous first attempt is
+//     released instead (ReleasesRefusal) and not decided here.
 //   - permanent: failed when Sync, else a dead letter, reason permanent.
 //   - retryable, a write to an `idempotency: ignored` upstream that was sent
 //     and got no answer: a dead letter, reason ambiguous (contract §3).
@@ -101,6 +106,8 @@ func Decide(in DecideInput) Completion {
 	switch {
 	case in.Class.Outcome == Success:
 		c.Action = ActionSucceed
+	case in.Class.Outcome == Rejected:
+		c.Action, c.Reason = ActionDeadLetter, DeadLetterPermanent
 	case in.Class.Outcome != Retryable && in.Sync:
 		c.Action = ActionFail
 	case in.Class.Outcome != Retryable:
@@ -117,6 +124,21 @@ func Decide(in DecideInput) Completion {
 	}
 	return c
 }
+
+// ReleasesRefusal reports whether an attempt the proxy refused before
+// sending anything (outcome rejected) releases its callout — deletes it with
+// its idempotency reservation, as if it had never been recorded — instead of
+// ending it as a dead letter. Only the first attempt of a synchronous
+// request does: nothing was sent for it and nobody was told its id, so the
+// refusal is a rejection before dispatch, answered to the caller and never
+// stored as the key's result (contract §5). Any other refused attempt
+// belongs to an accepted callout — a 202 gave the caller its id, or an
+// earlier attempt reached the upstream — which must not vanish (contract
+// §1: no accepted callout is lost): Decide ends it as a dead letter, reason
+// permanent, kept and mirrored like any other (contract §7), never retried
+// (contract §2: rejected). sync is DecideInput.Sync; cl the claimed callout,
+// its Attempt the number of the refused attempt (1-based).
+func ReleasesRefusal(sync bool, cl *Claimed) bool { return sync && cl.Attempt <= 1 }
 
 // attemptRecord is the attempt-log entry of in.Result.
 func attemptRecord(in DecideInput) *Attempt {
@@ -178,6 +200,4 @@ type Finished struct {
 	State    State
 	// Reason is the dead-letter reason; "" when it succeeded.
 	Reason DeadLetterReason
-	// NotifyOwner: the first dead letter of the endpoint's outage (contract §6).
-	NotifyOwner bool
 }

@@ -45,6 +45,7 @@ type decideCase struct {
 	retryAfter  string
 	err         error // the transport error when status is 0
 	sent        bool
+	refused     string  // the problem code of an attempt refused before sending
 	rand        float64 // default 0.5
 
 	action policy.Action
@@ -78,11 +79,15 @@ func (c decideCase) input(p policy.Policy, now time.Time) policy.DecideInput {
 		}
 		att.Response, err, att.Sent = &policy.Response{Status: c.status, Header: h, Body: []byte("answer")}, nil, true
 	}
+	cls := policy.Classify(c.status, err)
+	if c.refused != "" {
+		cls = policy.Classification{Outcome: policy.Rejected, Reason: c.refused}
+	}
 	return policy.DecideInput{
 		Policy: p, Rules: rulesFor(idem), Result: att, Now: now, Rand: fixed(rnd), Sync: c.sync,
 		Claimed: &policy.Claimed{ID: "c1", Endpoint: "pay", Method: method, Attempt: attempt,
 			FirstAttemptAt: now.Add(-c.age)},
-		Class: policy.Classify(c.status, err),
+		Class: cls,
 	}
 }
 
@@ -134,6 +139,10 @@ func TestDecide(t *testing.T) {
 			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
 		{name: "honoured POST sent no answer retries", err: attemptTimeout, sent: true,
 			action: policy.ActionRetry, next: 2500 * time.Millisecond, counts: true},
+		{name: "async refusal dead letter permanent", refused: "blocked-address",
+			action: policy.ActionDeadLetter, reason: policy.DeadLetterPermanent},
+		{name: "sync refusal of an inline retry dead letter, not failed", refused: "internal", sync: true, attempt: 2,
+			action: policy.ActionDeadLetter, reason: policy.DeadLetterPermanent},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,6 +195,31 @@ func checkDecision(t *testing.T, c decideCase, in policy.DecideInput, got policy
 	}
 	if c.status != 0 && (got.Response == nil || got.Response.Status != c.status || !bytes.Equal(got.Response.Body, []byte("answer"))) {
 		t.Errorf("response = %+v, want the upstream's %d", got.Response, c.status)
+	}
+}
+
+// TestReleasesRefusal: only a synchronous first attempt's refusal releases
+// the callout (a rejection before dispatch, contract §5); the refusal of an
+// accepted callout — dispatched, or an inline retry after a sent attempt —
+// keeps it, as a dead letter (contract §1, §7).
+func TestReleasesRefusal(t *testing.T) {
+	tests := []struct {
+		name    string
+		sync    bool
+		attempt int
+		want    bool
+	}{
+		{"synchronous first attempt", true, 1, true},
+		{"synchronous inline retry", true, 2, false},
+		{"dispatched first attempt (respond-async, held)", false, 1, false},
+		{"dispatched retry", false, 5, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := policy.ReleasesRefusal(tt.sync, &policy.Claimed{Attempt: tt.attempt}); got != tt.want {
+				t.Errorf("ReleasesRefusal(sync %v, attempt %d) = %v, want %v", tt.sync, tt.attempt, got, tt.want)
+			}
+		})
 	}
 }
 

@@ -6,8 +6,8 @@ import "errors"
 // re-exports them as replay.Err*, as os re-exports io/fs's errors). They
 // live here, with the store's errors, so that the one table turning domain
 // errors into problem codes (proxy/problem) sees every one of them without
-// importing the replay service. Test with errors.Is; each is wrapped with
-// the id, endpoint or state it concerns.
+// importing the replay service. Test with errors.Is; each comes as an
+// *Error naming the id, endpoint or state it concerns.
 var (
 	// ErrReplayNotDeadLetter: no callout with that id, or it is not a dead
 	// letter (pending, succeeded, failed, expired or discarded).
@@ -33,6 +33,55 @@ var (
 	// created.
 	ErrReplayAlreadyReplayed = errors.New("replay: already replayed")
 	// ErrReplayInvalid: a filter, job spec or cursor is malformed; the
-	// error's text after "replay: invalid request: " says which part.
+	// *Error's Field and Detail say which part and why.
 	ErrReplayInvalid = errors.New("replay: invalid request")
 )
+
+// Error is a domain error as a value (WTF Dial's habit): which error it is
+// (Code, one of the sentinels above or the store's), and the fields the
+// answers to it name — so that the one table turning domain errors into
+// problems (proxy/problem) reads them instead of parsing the text.
+// errors.Is(err, Code) holds for an *Error err; its text is Code's, then
+// its fields, for logs.
+type Error struct {
+	// Code is the sentinel this error is, e.g. ErrReplaySuperseded.
+	Code error
+	// Endpoint is the endpoint concerned ("" when none).
+	Endpoint string
+	// ID is the callout (a dead letter) concerned ("" when none).
+	ID string
+	// State is the callout's state when it is the reason (a replay of a
+	// callout that is not a dead letter); "" when none.
+	State State
+	// Other is the other callout the error names: the newer dead letter
+	// that holds the key (ErrReplaySuperseded), the chain already replaying
+	// it (ErrReplayAlreadyReplayed); "" when none.
+	Other string
+	// Field is the malformed part of a request (ErrReplayInvalid), e.g.
+	// "filters[0]"; "" for the request as a whole.
+	Field string
+	// Detail says what is wrong, in words for the caller (ErrReplayInvalid:
+	// `"Bad" is not an endpoint name`) or a remark for the log; "" when the
+	// fields say it all.
+	Detail string
+}
+
+// Error is Code's text followed by the fields that are set.
+func (e *Error) Error() string {
+	s := e.Code.Error()
+	add := func(label, v string) {
+		if v != "" {
+			s += ": " + label + v
+		}
+	}
+	add("", e.Field)
+	add("endpoint ", e.Endpoint)
+	add("callout ", e.ID)
+	add("state ", string(e.State))
+	add("other callout ", e.Other)
+	add("", e.Detail)
+	return s
+}
+
+// Unwrap is Code, so errors.Is(err, Code) holds.
+func (e *Error) Unwrap() error { return e.Code }

@@ -11,14 +11,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/attempt"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 )
 
 // TestAccessLog: log.access decides which attempts get an "attempt" line
-// (all, errors — the default, also for a Config not built by Load — or
-// none); every attempt is counted in the metrics whatever it says.
+// (the attempt runner's Observe, which every attempt of the read, write and
+// dispatch paths goes through): all, errors — the default, also for a
+// Config not built by Load — or none; every attempt is counted in the
+// metrics whatever it says.
 func TestAccessLog(t *testing.T) {
 	ok := forward.Attempt{Response: &forward.Response{Status: 200}, Duration: 3 * time.Millisecond}
 	unavailable := forward.Attempt{Response: &forward.Response{Status: 503}, Duration: 4 * time.Millisecond}
@@ -39,11 +42,11 @@ func TestAccessLog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := &Server{d: Deps{Config: &config.Config{Log: config.Log{Access: tt.access}}, Metrics: m,
-				Logger: slog.New(slog.NewJSONHandler(&buf, nil))}}
+			runner := &attempt.Runner{Config: &config.Config{Log: config.Log{Access: tt.access}}, Metrics: m,
+				Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
 			ep := &config.Endpoint{Name: "pay"}
 			for _, att := range []forward.Attempt{ok, unavailable, notFound} {
-				s.observe(context.Background(), ep, "c1", 1, att, policy.KindFirst)
+				runner.Observe(context.Background(), ep, "c1", 1, policy.KindFirst, att)
 			}
 			recs := logLines(t, &buf)
 			if len(recs) != len(tt.want) {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -123,18 +122,6 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 		return in, err
 	}
 	return in, nil
-}
-
-// observe classifies attempt n of a callout (calloutID "" for a read
-// without record), counts it in the metrics and logs it as log.access says
-// (config.Log) with forward.LogAttempt, as the dispatcher logs its own;
-// traced, the line carries the trace_id of ctx (the attempt's).
-func (s *Server) observe(ctx context.Context, ep *config.Endpoint, calloutID string, n int, att forward.Attempt,
-	kind policy.Kind) policy.Classification {
-	cls := att.Classify()
-	s.d.Metrics.ObserveAttempt(ep.Name, string(kind), cls, att.Duration)
-	forward.LogAttempt(ctx, s.d.Logger, s.d.Config.Log.Access, ep.Name, calloutID, n, kind, att, cls, s.tr.LogAttr(ctx))
-	return cls
 }
 
 // respond sends the upstream's answer through, or a problem document when

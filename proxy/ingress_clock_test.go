@@ -48,11 +48,6 @@ type clockRig struct {
 	hits     atomic.Int32
 }
 
-// noEvents drops dispatch endings (the rig has no Salesforce).
-type noEvents struct{}
-
-func (noEvents) Finished(context.Context, policy.Finished) {}
-
 // newClockRig builds a rig whose one endpoint "api" forwards to an
 // upstream answering with status, under the default policy (72 h max_age).
 func newClockRig(t *testing.T, status int) *clockRig {
@@ -76,8 +71,10 @@ type rigSpec struct {
 	extra    string
 	env      map[string]string
 	logs     io.Writer
-	tp       trace.TracerProvider
-	prop     propagation.TextMapPropagator
+	// headerValues, optional, is the forwarder's Options.HeaderValues.
+	headerValues func(ep *config.Endpoint) (http.Header, error)
+	tp           trace.TracerProvider
+	prop         propagation.TextMapPropagator
 }
 
 // build wires the rig: the upstream, the configuration, a redisstore on
@@ -125,16 +122,16 @@ endpoints:
 		t.Fatal(err)
 	}
 	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
-		Propagator: spec.prop})
+		Propagator: spec.prop, HeaderValues: spec.headerValues})
 	t.Cleanup(fwd.CloseIdleConnections)
-	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger, Events: noEvents{},
+	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger,
 		Now: rig.clock.Now}
 	half := func() float64 { return 0.5 }
 	rig.disp = dispatch.New(dispatch.Options{Config: cfg, Store: rig.store, Upstream: fwd, Metrics: m,
-		Logger: logger, Events: noEvents{}, Breakers: watcher, Now: rig.clock.Now, Rand: half,
+		Logger: logger, Breakers: watcher, Now: rig.clock.Now, Rand: half,
 		TracerProvider: spec.tp, Propagator: spec.prop})
 	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Metrics: m,
-		Breakers: watcher, Events: noEvents{}, Logger: logger, Now: rig.clock.Now, Rand: half,
+		Breakers: watcher, Logger: logger, Now: rig.clock.Now, Rand: half,
 		TracerProvider: spec.tp, Propagator: spec.prop})
 }
 

@@ -54,7 +54,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		kind = policy.KindProbe
 	}
 	s.admitted(r, in, tracing.AdmitAttempt, "", "")
-	actx, span := s.startAttempt(r.Context(), r, in, nil, kind, tracing.ModeSynchronous)
+	actx, span := s.startReadAttempt(r.Context(), r, in, kind)
 	att := s.d.Upstream.Do(actx, ep, in.request(r))
 	var pe *problem.Error
 	switch {
@@ -70,7 +70,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		s.reject(w, r, ep.Name, overloaded(policy.Retryable))
 		return
 	}
-	cls := s.observe(actx, ep, "", 1, att, kind)
+	cls := s.attempts.Observe(actx, ep, "", 1, kind, att)
 	if !storeDown && (adm.ProbeToken != "" || cls.Outcome != policy.Success || adm.ConsecutiveFailures > 0) {
 		s.recordRead(actx, in, adm, att, cls)
 	}

@@ -104,9 +104,9 @@ endpoints:
 	}
 	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes})
 	b.Cleanup(fwd.CloseIdleConnections)
-	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger, Events: noEvents{}}
+	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger}
 	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store,
-		Metrics: m, Breakers: watcher, Events: noEvents{}, Logger: logger})
+		Metrics: m, Breakers: watcher, Logger: logger})
 	if watch {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

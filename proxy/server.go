@@ -22,6 +22,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/attempt"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
@@ -63,23 +64,10 @@ type Store interface {
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 }
 
-// Completions applies the completion of an attempt, as Store.Complete does;
-// *redisstore.Completer implements it by pipelining the completions of
-// concurrent requests (one round trip out, shared).
-type Completions interface {
-	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
-}
-
 // BreakerWatcher is told what each result did to its endpoint's breaker
 // (metrics, logs, auto-disable); *dispatch.Watcher implements it.
 type BreakerWatcher interface {
 	Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange)
-}
-
-// Events is told of every callout that ended (succeeded or dead-lettered)
-// on this replica; the Salesforce writer implements it and must not block.
-type Events interface {
-	Finished(ctx context.Context, f policy.Finished)
 }
 
 // Deps are the server's dependencies; every one is explicit. All are
@@ -90,14 +78,17 @@ type Deps struct {
 	Upstream Upstream
 	Store    Store
 	// Completions, optional, writes the completions of synchronous
-	// attempts; nil: Store.Complete, one round trip each.
-	Completions Completions
+	// attempts (*redisstore.Completer pipelines those of concurrent
+	// requests); nil: Store.Complete, one round trip each.
+	Completions attempt.Completions
 	Metrics     *metrics.Metrics
 	// Breakers is told what each result did to its endpoint's breaker.
 	Breakers BreakerWatcher
-	// Events is told of callouts that ended as dead letters on the
-	// synchronous path (an ambiguous write).
-	Events Events
+	// Ended, optional, is called after a synchronous attempt ended its
+	// callout as a dead letter (an ambiguous write, inline exhaustion),
+	// whose Salesforce writes the store queued in the outbox: the Salesforce
+	// writer's Wake; it must not block.
+	Ended func()
 	// Wake, optional, starts this replica's dispatcher at once after a
 	// respond-async callout was recorded.
 	Wake func()
@@ -131,7 +122,10 @@ type Server struct {
 	// rejections samples the "rejected" log records.
 	rejections *rejectionLog
 	// tr makes the spans; nil when tracing is off.
-	tr       *tracing.Tracer
+	tr *tracing.Tracer
+	// attempts makes every synchronous and inline attempt (proxy/attempt,
+	// the dispatcher's runner too).
+	attempts *attempt.Runner
 	draining atomic.Bool
 }
 
@@ -146,8 +140,11 @@ func New(d Deps) *Server {
 	if d.Completions == nil {
 		d.Completions = d.Store
 	}
+	tr := tracing.New(d.TracerProvider, d.Propagator)
 	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now),
-		tr: tracing.New(d.TracerProvider, d.Propagator)}
+		tr: tr, attempts: &attempt.Runner{Config: d.Config, Upstream: d.Upstream, Completions: d.Completions,
+			Releaser: d.Store, Breakers: d.Breakers, Metrics: d.Metrics, Logger: d.Logger, Tracer: tr, Now: d.Now,
+			Rand: d.Rand, Ended: d.Ended, StoreTimeout: storeOpTimeout}}
 }
 
 // Drain makes /readyz fail so load balancers stop sending new callouts

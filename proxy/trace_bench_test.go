@@ -75,9 +75,9 @@ endpoints:
 	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
 		Propagator: tracing.New(tp, prop).Propagator()})
 	b.Cleanup(fwd.CloseIdleConnections)
-	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Events: noEvents{}}
+	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger}
 	return New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: store, Metrics: m, Breakers: watcher,
-		Events: noEvents{}, Logger: logger, TracerProvider: tp, Propagator: prop}).Handler()
+		Logger: logger, TracerProvider: tp, Propagator: prop}).Handler()
 }
 
 // BenchmarkIngressTracing measures what tracing costs the callout

@@ -18,7 +18,18 @@
 #                  fail, so the force-app-only run in check.sh would catch a
 #                  production package that needs the example;
 #   SOQL injection a probe that concatenates a parameter into Database.query:
-#                  PMD must fail with ApexSOQLInjection (security).
+#                  PMD must fail with ApexSOQLInjection (security);
+#   untested class a force-app class that no force-app test names:
+#                  scripts/check-test-references.mjs must fail naming it;
+#   unfired trigger force-app without CalloutResultTriggerTest (the only test
+#                  that publishes and delivers Callout_Result__e):
+#                  check-test-references must fail naming CalloutResultTrigger;
+#   app metadata   a record page naming Record.Attempt_Log_Typo__c, a report
+#                  column that is not in its report type, a list view filter
+#                  on a Status__c value that does not exist, a dashboard on a
+#                  missing report, a custom metadata record with an unknown
+#                  field, and force-app depending on the example:
+#                  scripts/check-metadata.mjs must fail naming each one.
 # Exits 1 naming the case that did not behave.
 #
 # Needs JAVA and APEX_JARS (see scripts/apex-semantic.sh); check.sh sets them.
@@ -146,8 +157,49 @@ else
   expect_fail "SOQL injection" "$work/pmd.log" "CheckProbe.cls:4: ApexSOQLInjection (security)"
 fi
 
+ws=$(copy untested-class force-app credentials)
+probe "$ws" force-app CheckProbe "$(force_probe valueOf)"
+if (cd "$ws" && node "$here/scripts/check-test-references.mjs" force-app) >"$work/untested.log" 2>&1; then
+  echo "bite [untested class]: check-test-references passed a class no test names" >&2; failures=$((failures + 1))
+else
+  expect_fail "untested class" "$work/untested.log" "class CheckProbe is named by no test class of force-app"
+fi
+
+ws=$(copy unfired-trigger force-app credentials)
+rm "$ws"/force-app/main/default/classes/CalloutResultTriggerTest.cls*
+if (cd "$ws" && node "$here/scripts/check-test-references.mjs" force-app) >"$work/unfired.log" 2>&1; then
+  echo "bite [unfired trigger]: check-test-references passed CalloutResultTrigger with no test delivering its event" >&2; failures=$((failures + 1))
+else
+  expect_fail "unfired trigger" "$work/unfired.log" "trigger CalloutResultTrigger is fired by no test class of force-app"
+fi
+
+ws=$(copy app-metadata)
+d="$ws/force-app/main/default"
+sed -i 's#Record.Attempt_Log__c#Record.Attempt_Log_Typo__c#' "$d/flexipages/Failed_Callout_Record_Page.flexipage-meta.xml"
+sed -i 's#<field>Failed_Callout__c\$Method__c</field>#<field>Failed_Callout__c$Method_Typo__c</field>#' "$d/reports/Callout_Proxy/Dead_Letters_by_Endpoint.report-meta.xml"
+sed -i 's#New,Failed Again#New,Failed Agian#' "$d/objects/Failed_Callout__c/listViews/Needs_Attention.listView-meta.xml"
+sed -i 's#Callout_Proxy/Dead_Letters_by_Reason#Callout_Proxy/Dead_Letters_by_Reasons#' "$d/dashboards/Callout_Proxy/Dead_Letters.dashboard-meta.xml"
+sed -i 's#<field>Purge_After_Days__c</field>#<field>Purge_Days__c</field>#' "$d/customMetadata/Callout_Proxy_Setting.Default.md-meta.xml"
+node -e '
+  const fs = require("node:fs");
+  const f = process.argv[1];
+  const p = JSON.parse(fs.readFileSync(f, "utf8"));
+  p.packageDirectories[0].dependencies = [{ package: "example-app" }];
+  fs.writeFileSync(f, JSON.stringify(p, null, 2));
+' "$ws/sfdx-project.json"
+if node scripts/check-metadata.mjs "$ws" >"$work/metadata.log" 2>&1; then
+  echo "bite [app metadata]: check-metadata passed broken app metadata" >&2; failures=$((failures + 1))
+else
+  expect_fail "record page field" "$work/metadata.log" "Record.Attempt_Log_Typo__c is not a field of Failed_Callout__c"
+  expect_fail "report column" "$work/metadata.log" 'Failed_Callout__c$Method_Typo__c is not a column of report type Failed_Callouts__c'
+  expect_fail "list view value" "$work/metadata.log" 'filter value "Failed Agian" is not a value of picklist Failed_Callout__c.Status__c'
+  expect_fail "dashboard report" "$work/metadata.log" "report Callout_Proxy/Dead_Letters_by_Reasons is not defined in force-app"
+  expect_fail "custom metadata field" "$work/metadata.log" "Callout_Proxy_Setting__mdt has no field Purge_Days__c"
+  expect_fail "package dependency" "$work/metadata.log" "force-app depends on example-app"
+fi
+
 if [ "$failures" -ne 0 ]; then
   echo "prove-checks-bite: $failures case(s) did not behave" >&2
   exit 1
 fi
-echo "prove-checks-bite: 6 cases behaved (clean passes; bad method, unknown field, unknown SOQL field, force-app isolation and SOQL injection fail)"
+echo "prove-checks-bite: 9 cases behaved (clean passes; bad method, unknown field, unknown SOQL field, force-app isolation, SOQL injection, an untested class, an unfired trigger and six kinds of broken app metadata fail)"

@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	adminapi "github.com/calloutproxy/callout-proxy/proxy/admin"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
@@ -81,19 +81,15 @@ func sfEndpoints(eps map[string]*config.Endpoint) map[string]salesforce.Endpoint
 	return out
 }
 
-// sfEvents wakes the Salesforce writer when a callout ends or an endpoint
-// is disabled (dispatch.Events, dispatch.Notifier): the store queued the
-// writes in the same script already, so nothing is lost if this call never
-// happens; it only saves waiting for the writer's next tick.
+// sfEvents wakes the Salesforce writer when an admin's disable made dead
+// letters (admin.Events): the store queued their writes in the same
+// script already, so nothing is lost if this call never happens; it only
+// saves waiting for the writer's next tick.
 type sfEvents struct{ w *salesforce.Writer }
 
-var (
-	_ dispatch.Events   = sfEvents{}
-	_ dispatch.Notifier = sfEvents{}
-)
+var _ adminapi.Events = sfEvents{}
 
-func (e sfEvents) Finished(context.Context, policy.Finished)                  { e.w.Wake() }
-func (e sfEvents) EndpointDisabled(context.Context, *config.Endpoint, string) { e.w.Wake() }
+func (e sfEvents) Finished(context.Context, policy.Finished) { e.w.Wake() }
 
 // onReplay marks a replayed dead letter's Failed_Callout__c record
 // Reprocessing, naming the new chain (contract §8); the chain's ending then

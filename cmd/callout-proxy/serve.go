@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy"
 	adminapi "github.com/calloutproxy/callout-proxy/proxy/admin"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
@@ -107,16 +106,20 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if err != nil {
 		return usageError{err}
 	}
-	var events dispatch.Events = logEvents{}
-	var notifier dispatch.Notifier
+	// ended wakes the Salesforce writer after an ending or a disable: the
+	// store queued its writes in the outbox in the same script already, so
+	// nothing is lost if it never runs; it only saves waiting for the
+	// writer's next tick. Without Salesforce the endings are only logged
+	// and the dead letters stay in the proxy's store (contract §11).
+	var ended func()
+	var adminEvents adminapi.Events
 	if sf != nil {
-		events, notifier = sfEvents{sf}, sfEvents{sf}
+		ended, adminEvents = sf.Wake, sfEvents{sf}
 	}
-	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Events: events,
-		Notifier: notifier}
+	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Ended: ended}
 	disp := dispatch.New(dispatch.Options{
 		Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
-		Events: events, Breakers: watcher, Wakeups: store.Wakeups(ctx), TracerProvider: tp, Propagator: prop,
+		Ended: ended, Breakers: watcher, Wakeups: store.Wakeups(ctx), TracerProvider: tp, Propagator: prop,
 	})
 	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
@@ -127,13 +130,13 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	}
 	srv := proxy.New(proxy.Deps{
 		Config: cfg, Callers: callers, Upstream: fwd, Store: store, Completions: completer,
-		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake,
+		Metrics: m, Breakers: watcher, Ended: ended, Wake: disp.Wake,
 		Logger: logger, Build: build, Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
 	adminAPI := adminapi.New(adminapi.Deps{
 		Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
 		Callouts: store, Keys: store,
-		Events: events, Metrics: m, Gatherer: reg, Wake: disp.Wake, Logger: logger, Pprof: cfg.Admin.Pprof,
+		Events: adminEvents, Metrics: m, Gatherer: reg, Wake: disp.Wake, Logger: logger, Pprof: cfg.Admin.Pprof,
 	})
 	gatherer := &dispatch.Gatherer{Config: cfg, Store: store, Metrics: m, Logger: logger, Owner: randomToken()}
 
@@ -179,13 +182,6 @@ var redisLogsOnce sync.Once
 func routeRedisLogs(logger *slog.Logger) {
 	redisLogsOnce.Do(func() { redis.SetLogger(logx.RedisLogger{Logger: logger}) })
 }
-
-// logEvents is the dead-letter and completion sink while no Salesforce
-// section is configured: the dispatcher already logged each ending, and the
-// dead letters stay in the proxy's own store (contract §10).
-type logEvents struct{}
-
-func (logEvents) Finished(context.Context, policy.Finished) {}
 
 // randomToken is 16 random bytes, hex: this replica's name in locks.
 func randomToken() string {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy"
 	"github.com/calloutproxy/callout-proxy/proxy/admin"
@@ -167,16 +166,15 @@ func startProxy(t *testing.T) *proxyEnv {
 	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, Now: p.clk.Now,
 		MaxResponseBytes: cfg.Policy.MaxResponseBytes})
 	t.Cleanup(fwd.CloseIdleConnections)
-	events := noEvents{}
-	watcher := &dispatch.Watcher{Config: cfg, Store: p.store, Metrics: m, Logger: logger, Events: events, Now: p.clk.Now}
+	watcher := &dispatch.Watcher{Config: cfg, Store: p.store, Metrics: m, Logger: logger, Now: p.clk.Now}
 	disp := dispatch.New(dispatch.Options{Config: cfg, Store: p.store, Upstream: fwd, Metrics: m, Logger: logger,
-		Events: events, Breakers: watcher, Now: p.clk.Now, Idle: 5 * time.Millisecond})
+		Breakers: watcher, Now: p.clk.Now, Idle: 5 * time.Millisecond})
 	replays := replay.New(replay.Options{Config: cfg, Store: p.store, Jobs: p.jobs, Logger: logger, Metrics: m,
 		Now: p.clk.Now, Sleep: p.clk.Sleep, Owner: "replica-1", Wake: disp.Wake, PollEvery: 20 * time.Millisecond})
 	srv := proxy.New(proxy.Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: p.store,
-		Metrics: m, Breakers: watcher, Events: events, Wake: disp.Wake, Logger: logger, Now: p.clk.Now})
+		Metrics: m, Breakers: watcher, Wake: disp.Wake, Logger: logger, Now: p.clk.Now})
 	adminSrv := httptest.NewServer(admin.New(admin.Deps{Config: cfg, Tokens: admins, Endpoints: p.store, Callouts: p.store,
-		DeadLetters: replays, ReplayJobs: replays, Events: events, Metrics: m, Wake: disp.Wake, Logger: logger,
+		DeadLetters: replays, ReplayJobs: replays, Metrics: m, Wake: disp.Wake, Logger: logger,
 		Now: p.clk.Now}))
 	calloutSrv := httptest.NewServer(srv.Handler())
 	p.admin, p.callee = adminSrv.URL, calloutSrv.URL
@@ -192,11 +190,6 @@ func startProxy(t *testing.T) *proxyEnv {
 	})
 	return p
 }
-
-// noEvents drops endings (no Salesforce section).
-type noEvents struct{}
-
-func (noEvents) Finished(context.Context, policy.Finished) {}
 
 // ctlResult is one calloutctl run.
 type ctlResult struct {

@@ -15,28 +15,25 @@ type Disabler interface {
 	Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error)
 }
 
-// Notifier tells an endpoint's owner (contract §6: once per outage, on its
-// first dead letter, and once per disable). The Salesforce writer
-// implements it with a custom notification; nil: logged only.
-type Notifier interface {
-	EndpointDisabled(ctx context.Context, ep *config.Endpoint, reason string)
-}
-
 // Watcher reacts to what each result did to its endpoint's circuit breaker:
 // it counts and logs transitions, counts the waiting callouts a result shut
 // the gate on as deferred (callout_deferred_total), and applies
 // auto-disable (contract §6): an
 // endpoint whose current outage — from its first counting failure after a
 // success — has lasted disable_after is disabled, its pending callouts
-// become dead letters (reason endpoint_disabled), and its owner is told.
+// become dead letters (reason endpoint_disabled), and its owner is told:
+// the disable queued the notification and the dead letters' writes in the
+// Salesforce outbox in the same script; Ended wakes the writer for them.
 type Watcher struct {
-	Config   *config.Config
-	Store    Disabler
-	Metrics  *metrics.Metrics
-	Logger   *slog.Logger
-	Notifier Notifier
-	Events   Events
-	Now      func() time.Time
+	Config  *config.Config
+	Store   Disabler
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// Ended, optional, is called after a disable that made dead letters or
+	// is to be told to the owner: the Salesforce writer's Wake (it must
+	// not block). nil: nobody.
+	Ended func()
+	Now   func() time.Time
 }
 
 // Changed is called after every result that went through the breaker.
@@ -81,15 +78,11 @@ func (w *Watcher) disable(ctx context.Context, ep *config.Endpoint, reason strin
 	w.Logger.Error("endpoint disabled: it failed for disable_after without a success; an admin must re-enable it",
 		slog.String("endpoint", ep.Name), slog.String("reason", reason),
 		slog.Int("dead_lettered", len(res.DeadLettered)))
-	for _, id := range res.DeadLettered {
-		w.Metrics.DeadLetters.WithLabelValues(ep.Name, string(policy.DeadLetterEndpointDisabled)).Inc()
-		if w.Events != nil {
-			w.Events.Finished(ctx, policy.Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
-				Reason: policy.DeadLetterEndpointDisabled})
-		}
+	if n := len(res.DeadLettered); n > 0 {
+		w.Metrics.DeadLetters.WithLabelValues(ep.Name, string(policy.DeadLetterEndpointDisabled)).Add(float64(n))
 	}
-	if w.Notifier != nil {
-		w.Notifier.EndpointDisabled(ctx, ep, reason)
+	if w.Ended != nil {
+		w.Ended()
 	}
 }
 

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sort"
@@ -13,45 +12,23 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/attempt"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
-	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
-// Store is what the dispatcher needs of the delay queue.
-// *redisstore.Store implements it.
+// Store is what the dispatcher needs of the delay queue, in the domain's
+// types. *redisstore.Store implements it.
 type Store interface {
-	ClaimBatch(ctx context.Context, reqs []redisstore.ClaimRequest, total int) ([]redisstore.ClaimResult, error)
+	// ClaimBatch claims due callouts of several endpoints under a lease, at
+	// most total in all, one result per request in order.
+	ClaimBatch(ctx context.Context, reqs []policy.ClaimRequest, total int) ([]policy.ClaimResult, error)
 	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
+	// Reap returns up to limit of endpoint's expired leases to the due set
+	// and returns their ids.
 	Reap(ctx context.Context, endpoint string, limit int) ([]string, error)
-}
-
-// Completions applies completions, as Store.Complete does;
-// *redisstore.Completer implements it by pipelining those of concurrent
-// attempts (the completions of a round go out together).
-type Completions interface {
-	Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error)
-}
-
-// Upstream makes one attempt. *forward.Forwarder implements it.
-type Upstream interface {
-	Do(ctx context.Context, ep *config.Endpoint, req *forward.Request) forward.Attempt
-}
-
-// Events is told of every callout that ended asynchronously, once per
-// ending that this replica completed. The Salesforce writer implements it;
-// implementations must not block (they append to a durable outbox).
-type Events interface {
-	Finished(ctx context.Context, f policy.Finished)
-}
-
-// BreakerWatcher is told what each result did to its endpoint's breaker.
-// *Watcher implements it.
-type BreakerWatcher interface {
-	Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange)
 }
 
 // Options configure a Dispatcher. Config, Store, Upstream, Metrics and
@@ -59,15 +36,19 @@ type BreakerWatcher interface {
 type Options struct {
 	Config *config.Config
 	Store  Store
-	// Completions, optional, writes completions; nil: Store.Complete.
-	Completions Completions
-	Upstream    Upstream
+	// Completions, optional, writes completions (*redisstore.Completer
+	// pipelines those of a round); nil: Store.Complete.
+	Completions attempt.Completions
+	Upstream    attempt.Upstream
 	Metrics     *metrics.Metrics
 	Logger      *slog.Logger
-	// Events receives endings; nil: they are only logged.
-	Events Events
+	// Ended, optional, is called after this replica ended a callout
+	// (succeeded, dead-lettered) whose Salesforce writes the store queued in
+	// the outbox; it must not block (the Salesforce writer's Wake). nil:
+	// the endings are only logged.
+	Ended func()
 	// Breakers is told of breaker changes; nil: ignored.
-	Breakers BreakerWatcher
+	Breakers attempt.BreakerWatcher
 	// Now is the clock (time.Now when nil); Rand the jitter source in
 	// [0,1) (math/rand/v2 when nil).
 	Now  func() time.Time
@@ -137,6 +118,7 @@ type Dispatcher struct {
 	wg         sync.WaitGroup
 	wake       chan struct{}
 	tr         *tracing.Tracer // nil: tracing off
+	attempts   *attempt.Runner
 }
 
 // New returns a Dispatcher with o's defaults filled in.
@@ -162,11 +144,15 @@ func New(o Options) *Dispatcher {
 	if o.ReapEvery <= 0 {
 		o.ReapEvery = 10 * time.Second
 	}
+	tr := tracing.New(o.TracerProvider, o.Propagator)
 	return &Dispatcher{
 		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{},
 		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{}, leaseAt: map[string]time.Time{},
 		wasShut: map[string]bool{}, reopenedAt: map[string]time.Time{},
-		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, o.Propagator),
+		wake: make(chan struct{}, 1), tr: tr,
+		attempts: &attempt.Runner{Config: o.Config, Upstream: o.Upstream, Completions: o.Completions,
+			Breakers: o.Breakers, Metrics: o.Metrics, Logger: o.Logger, Tracer: tr, Now: o.Now, Rand: o.Rand,
+			Ended: o.Ended},
 	}
 }
 
@@ -269,10 +255,10 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 	// here among those with work due (rotation breaks ties), so a hung
 	// endpoint holding slots never starves the others of the ones freed.
 	sort.SliceStable(wants, func(i, j int) bool { return wants[i].inFlight < wants[j].inFlight })
-	reqs := make([]redisstore.ClaimRequest, len(wants))
+	reqs := make([]policy.ClaimRequest, len(wants))
 	eps := make([]*config.Endpoint, len(wants))
 	for i, w := range wants {
-		reqs[i] = redisstore.ClaimRequest{Endpoint: w.ep.Name, ClaimOptions: redisstore.ClaimOptions{
+		reqs[i] = policy.ClaimRequest{Endpoint: w.ep.Name, ClaimOptions: policy.ClaimOptions{
 			Batch: w.n, Lease: w.ep.Rules().Lease(), Breaker: w.ep.Rules().Breaker()}}
 		eps[i] = w.ep
 	}
@@ -379,7 +365,7 @@ func (d *Dispatcher) free(ep *config.Endpoint) int {
 // claimed takes in one endpoint's part of a batched claim: the gate it
 // saw, the dead letters a disabled gate made, the earliest due time and
 // lease expiry (for Run's wait and the reaper), and starts the attempts.
-func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res redisstore.ClaimResult) int {
+func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res policy.ClaimResult) int {
 	d.mu.Lock()
 	switch {
 	case res.Gate.Shut():
@@ -401,8 +387,8 @@ func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res redis
 	}
 	d.mu.Unlock()
 	for _, id := range res.DeadLettered {
-		d.finished(ctx, policy.Finished{ID: id, Endpoint: ep.Name, State: policy.DeadLettered,
-			Reason: policy.DeadLetterEndpointDisabled}, policy.CompleteResult{})
+		d.attempts.DeadLettered(ctx, ep, id,
+			policy.CompleteResult{State: policy.DeadLettered, Reason: policy.DeadLetterEndpointDisabled})
 	}
 	for _, cl := range res.Claimed {
 		d.start(ep, cl)
@@ -463,48 +449,16 @@ func (d *Dispatcher) slotFreed(ep *config.Endpoint) {
 	}
 }
 
-// attempt dispatches cl (unless it is already exhausted), decides and
-// completes it. Traced, it joins the trace cl was accepted under.
+// attempt makes cl's attempt with the one attempt runner (proxy/attempt)
+// and counts its schedule lag when it was dispatched; the slot is freed by
+// start. Traced, it joins the trace cl was accepted under.
 func (d *Dispatcher) attempt(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) {
-	ctx = d.tr.Resume(ctx, cl.TraceContext)
-	comp, span := d.outcome(ctx, ep, cl)
-	res, err := d.o.Completions.Complete(ctx, cl, comp)
-	if span != nil {
-		end := tracing.Completed(comp, d.o.Config.Policy, d.o.Now())
-		if err == nil {
-			end.State, end.DeadLetter = res.State, res.Reason
-		}
-		span.EndAttempt(end)
-	}
-	if err != nil {
-		// Built only here: a logger With its attributes costs every attempt
-		// allocations otherwise.
-		log := d.o.Logger.With(slog.String("endpoint", ep.Name), slog.String("callout_id", cl.ID),
-			slog.Int("attempt", cl.Attempt))
-		if d.tr != nil {
-			log = log.With(d.tr.LogAttr(ctx))
-		}
-		if errors.Is(err, policy.ErrStaleLease) {
-			log.Warn("lease lost before completion; another replica owns the callout now")
-			return
-		}
-		// The lease will expire and the reaper will return the callout.
-		log.Error("completion failed; the callout will be re-dispatched after its lease", slog.Any("error", err))
-		return
-	}
-	if d.o.Breakers != nil && comp.Attempt != nil {
-		d.o.Breakers.Changed(ctx, ep, res.Breaker)
-	}
-	if comp.Action == policy.ActionRetry && (res.State == policy.Scheduled || res.State == policy.Held) {
-		d.o.Metrics.RetriesScheduled.WithLabelValues(ep.Name, comp.Error).Inc()
-	}
-	if res.State == policy.Held {
-		// The retry met a shut gate: held, not scheduled (contract §4, §6).
-		d.o.Metrics.Deferred.WithLabelValues(ep.Name, string(res.Gate)).Inc()
-	}
-	if res.State == policy.Succeeded || res.State == policy.DeadLettered {
-		d.finished(ctx, policy.Finished{ID: cl.ID, Endpoint: ep.Name, State: res.State,
-			Reason: res.Reason, NotifyOwner: res.NotifyOwner && d.o.Config.CanNotify(ep)}, res)
+	lag := d.lag(ep, cl)
+	res := d.attempts.Run(d.tr.Resume(ctx, cl.TraceContext), attempt.Call{Endpoint: ep, Claimed: cl,
+		Request: &forward.Request{Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body},
+		Mode:    tracing.ModeDispatched})
+	if res.Completion.Attempt != nil {
+		d.o.Metrics.ScheduleLag.Observe(lag.Seconds())
 	}
 }
 
@@ -519,74 +473,4 @@ func (d *Dispatcher) lag(ep *config.Endpoint, cl *policy.Claimed) time.Duration 
 	}
 	d.mu.Unlock()
 	return max(0, cl.StartedAt.Sub(from))
-}
-
-// outcome makes cl's attempt and returns the completion to apply, and the
-// attempt's span (nil when tracing is off or no attempt was made) for the
-// caller to end after the completion. A callout whose window closed while
-// it waited (held by a breaker or a pause, or reaped, past max_age; or over
-// max_attempts) is exhausted (contract §3) and is not dispatched: its
-// completion has no Attempt, so the store undoes the claim's count and
-// leaves the breaker alone.
-func (d *Dispatcher) outcome(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) (policy.Completion, *tracing.Span) {
-	if policy.Exhausted(d.o.Config.Policy, cl.Attempt-1, cl.FirstAttemptAt, d.o.Now()) {
-		return policy.Completion{Action: policy.ActionDeadLetter, Reason: policy.DeadLetterExhausted,
-			Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease()}, nil
-	}
-	d.o.Metrics.ScheduleLag.Observe(d.lag(ep, cl).Seconds())
-	ctx, span := d.startAttempt(ctx, ep, cl)
-	att := d.o.Upstream.Do(ctx, ep, &forward.Request{
-		Method: cl.Method, Path: cl.Path, RawQuery: cl.Query, Header: cl.Header, Body: cl.Body,
-	})
-	var pe *problem.Error
-	if errors.As(att.Err, &pe) {
-		// Refused before sending (blocked address, unresolvable injected
-		// header): retrying cannot help, so it ends as a permanent dead letter.
-		forward.LogAttempt(ctx, d.o.Logger, d.o.Config.Log.Access, ep.Name, cl.ID, cl.Attempt, cl.Kind, att,
-			policy.Classification{Outcome: policy.Rejected, Reason: string(pe.Code)}, d.tr.LogAttr(ctx))
-		return policy.Completion{
-			Action: policy.ActionDeadLetter, Reason: policy.DeadLetterPermanent,
-			Error: string(pe.Code), Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease(),
-			Attempt: &policy.Attempt{StartedAt: att.Started, Outcome: policy.Rejected, Error: string(pe.Code)},
-		}, span
-	}
-	cls := att.Classify()
-	d.o.Metrics.ObserveAttempt(ep.Name, string(cl.Kind), cls, att.Duration)
-	forward.LogAttempt(ctx, d.o.Logger, d.o.Config.Log.Access, ep.Name, cl.ID, cl.Attempt, cl.Kind, att, cls,
-		d.tr.LogAttr(ctx))
-	return policy.Decide(policy.DecideInput{Policy: d.o.Config.Policy, Rules: ep.Rules(), Claimed: cl,
-		Result: att.Result(), Class: cls, Now: d.o.Now(), Rand: d.o.Rand}), span
-}
-
-// startAttempt starts cl's attempt span (tracing on) under ctx, the
-// callout's resumed trace context.
-func (d *Dispatcher) startAttempt(ctx context.Context, ep *config.Endpoint, cl *policy.Claimed) (context.Context, *tracing.Span) {
-	if d.tr == nil {
-		return ctx, nil
-	}
-	a := tracing.AttemptStart{Endpoint: ep.Name, CalloutID: cl.ID, Method: cl.Method, N: cl.Attempt,
-		Kind: cl.Kind, Mode: tracing.ModeDispatched}
-	if ep.BaseURL != nil {
-		a.Host = ep.BaseURL.Hostname()
-	}
-	return d.tr.StartAttempt(ctx, a)
-}
-
-// finished records an asynchronous ending in metrics and logs and passes
-// it on to Events. The dead-letter line names the callout's attempts, its
-// last status and error as its completion left them (res; zero for one
-// drained by a disable, which had no completion) and notify_owner: whether
-// this dead letter starts an outage whose owner notification reaches
-// someone (config.CanNotify).
-func (d *Dispatcher) finished(ctx context.Context, f policy.Finished, res policy.CompleteResult) {
-	if f.State == policy.DeadLettered {
-		d.o.Metrics.DeadLetters.WithLabelValues(f.Endpoint, string(f.Reason)).Inc()
-		d.o.Logger.Warn("dead letter", slog.String("endpoint", f.Endpoint),
-			slog.String("callout_id", f.ID), slog.String("reason", string(f.Reason)),
-			slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
-			slog.String("last_error", res.LastError), slog.Bool("notify_owner", f.NotifyOwner), d.tr.LogAttr(ctx))
-	}
-	if d.o.Events != nil {
-		d.o.Events.Finished(ctx, f)
-	}
 }

@@ -67,8 +67,8 @@ func TestRetryChainSucceeds(t *testing.T) {
 		wantCounter(t, "attempts retry retryable", h.m.Attempts.WithLabelValues("pay", "retryable", "retry"), 2)
 		wantCounter(t, "attempts retry success", h.m.Attempts.WithLabelValues("pay", "success", "retry"), 1)
 		wantCounter(t, "retries scheduled", h.m.RetriesScheduled.WithLabelValues("pay", "status_5xx"), 3)
-		if f := h.events.of(id); len(f) != 1 || f[0].State != policy.Succeeded || f[0].Reason != "" {
-			t.Errorf("events = %+v, want one succeeded", f)
+		if n := h.ended.Load(); n != 1 || c.State != policy.Succeeded || c.DeadLetterReason != "" {
+			t.Errorf("%d endings reported, state %s reason %q; want one, succeeded", n, c.State, c.DeadLetterReason)
 		}
 	})
 }
@@ -132,8 +132,8 @@ func TestAmbiguousWrite(t *testing.T) {
 		if up.hitsFor("/ignored") != 1 || up.hitsFor("/honoured") != 2 {
 			t.Errorf("upstream saw ignored %d, honoured %d; want 1 and 2", up.hitsFor("/ignored"), up.hitsFor("/honoured"))
 		}
-		if f := h.events.of(ign); len(f) != 1 || f[0].Reason != policy.DeadLetterAmbiguous {
-			t.Errorf("events for the ambiguous write = %+v", f)
+		if n, c := h.ended.Load(), h.get(ign); n != 1 || c.DeadLetterReason != policy.DeadLetterAmbiguous {
+			t.Errorf("%d endings reported; the ambiguous write's reason %q, want one, ambiguous", n, c.DeadLetterReason)
 		}
 		wantCounter(t, "dead letters ambiguous", h.m.DeadLetters.WithLabelValues("ignored", "ambiguous"), 1)
 		wantCounter(t, "retries honoured", h.m.RetriesScheduled.WithLabelValues("honoured", "header_timeout"), 2)

@@ -86,14 +86,14 @@ func newConfig(t testing.TB, policyLines []string, eps ...ep) *config.Config {
 // the shared clock, a store ("replica" one), a fresh metrics registry and
 // an events recorder.
 type harness struct {
-	t      testing.TB
-	b      redistest.Backend
-	clk    *clocktest.Clock
-	cfg    *config.Config
-	store  *redisstore.Store
-	m      *metrics.Metrics
-	events *events
-	seeds  atomic.Uint64
+	t     testing.TB
+	b     redistest.Backend
+	clk   *clocktest.Clock
+	cfg   *config.Config
+	store *redisstore.Store
+	m     *metrics.Metrics
+	ended atomic.Int64 // calls of Options.Ended: the endings reported
+	seeds atomic.Uint64
 }
 
 // forEachBackend runs fn as a subtest on every backend redistest offers
@@ -111,7 +111,7 @@ func newHarness(t testing.TB, b redistest.Backend, cfg *config.Config) *harness 
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	h := &harness{t: t, b: b, clk: newClock(), cfg: cfg, m: m, events: &events{}}
+	h := &harness{t: t, b: b, clk: newClock(), cfg: cfg, m: m}
 	h.store = h.newStore()
 	return h
 }
@@ -135,10 +135,11 @@ func (h *harness) newForwarder() *forward.Forwarder {
 }
 
 // dispatcher returns a Dispatcher over store with its own forwarder, the
-// shared clock, metrics and events, jitter 0.5, and o's bounds.
+// shared clock and metrics, its endings counted in h.ended, jitter 0.5, and o's bounds.
 func (h *harness) dispatcher(store dispatch.Store, o dispatch.Options) *dispatch.Dispatcher {
 	o.Config, o.Store, o.Upstream = h.cfg, store, h.newForwarder()
-	o.Metrics, o.Logger, o.Events, o.Now = h.m, slog.New(slog.DiscardHandler), h.events, h.clk.Now
+	o.Metrics, o.Logger, o.Now = h.m, slog.New(slog.DiscardHandler), h.clk.Now
+	o.Ended = func() { h.ended.Add(1) }
 	if o.Rand == nil {
 		o.Rand = fixed(0.5)
 	}
@@ -228,44 +229,6 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// events records every Finished the dispatchers report.
-type events struct {
-	mu  sync.Mutex
-	got []policy.Finished
-}
-
-func (e *events) Finished(_ context.Context, f policy.Finished) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.got = append(e.got, f)
-}
-
-// of returns the endings reported for id.
-func (e *events) of(id string) []policy.Finished {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []policy.Finished
-	for _, f := range e.got {
-		if f.ID == id {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// count returns how many endings were reported in state st.
-func (e *events) count(st policy.State) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, f := range e.got {
-		if f.State == st {
-			n++
-		}
-	}
-	return n
-}
-
 // recStore is a dispatch.Store that records what Complete returned and
 // counts the claims that included each endpoint.
 type recStore struct {
@@ -275,7 +238,7 @@ type recStore struct {
 	claims map[string]int
 }
 
-func (s *recStore) ClaimBatch(ctx context.Context, reqs []redisstore.ClaimRequest, total int) ([]redisstore.ClaimResult, error) {
+func (s *recStore) ClaimBatch(ctx context.Context, reqs []policy.ClaimRequest, total int) ([]policy.ClaimResult, error) {
 	s.mu.Lock()
 	if s.claims == nil {
 		s.claims = map[string]int{}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // woken reports whether a Wake is pending, and takes it.
@@ -78,12 +78,12 @@ func TestSlotFreedLingerFires(t *testing.T) {
 // stubStore answers every claim with res and err.
 type stubStore struct {
 	Store
-	res redisstore.ClaimResult
+	res policy.ClaimResult
 	err error
 }
 
-func (s *stubStore) ClaimBatch(_ context.Context, reqs []redisstore.ClaimRequest, _ int) ([]redisstore.ClaimResult, error) {
-	out := make([]redisstore.ClaimResult, len(reqs))
+func (s *stubStore) ClaimBatch(_ context.Context, reqs []policy.ClaimRequest, _ int) ([]policy.ClaimResult, error) {
+	out := make([]policy.ClaimResult, len(reqs))
 	for i := range out {
 		out[i] = s.res
 	}
@@ -106,13 +106,13 @@ func TestRoundMoreDue(t *testing.T) {
 	d := New(Options{Config: cfg, Store: st, Logger: slog.New(slog.DiscardHandler), ClaimLinger: time.Hour})
 	for _, tc := range []struct {
 		name string
-		res  redisstore.ClaimResult
+		res  policy.ClaimResult
 		err  error
 		more bool
 	}{
-		{"lost the race, more due", redisstore.ClaimResult{MoreDue: true}, nil, true},
-		{"nothing more due", redisstore.ClaimResult{}, nil, false},
-		{"claim failed", redisstore.ClaimResult{MoreDue: true}, errors.New("boom"), false},
+		{"lost the race, more due", policy.ClaimResult{MoreDue: true}, nil, true},
+		{"nothing more due", policy.ClaimResult{}, nil, false},
+		{"claim failed", policy.ClaimResult{MoreDue: true}, errors.New("boom"), false},
 	} {
 		st.res, st.err = tc.res, tc.err
 		d.Round(context.Background())

@@ -3,7 +3,6 @@ package problem
 import (
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -11,12 +10,13 @@ import (
 
 // domainError is one row of domainErrors: an error of the domain, the
 // problem code it is answered with (its HTTP status is Code.Status), and
-// the detail that answer carries, made from the error's text where it
-// names the id or endpoint concerned.
+// the detail that answer carries, made from the fields of the error's
+// *policy.Error (the zero Error when the error is a bare sentinel, wrapped
+// with %w as the stores return theirs).
 type domainError struct {
 	target error
 	code   Code
-	detail func(err error) string
+	detail func(e policy.Error) string
 	// cause keeps err as the problem's Err (logged, never sent).
 	cause bool
 }
@@ -27,31 +27,39 @@ type domainError struct {
 // place the same way). Rows are tried in order with errors.Is; none of
 // these errors wraps another, so the order only says which row a reader
 // meets first. An error no row matches is not the domain's: From answers
-// it Internal, FromStore store-unavailable.
+// it Internal, FromStore store-unavailable. No detail is parsed out of an
+// error's text: the ids and endpoints it names are fields of its
+// *policy.Error.
 var domainErrors = [...]domainError{
 	// The replay service (contract §8).
-	{target: policy.ErrReplayInvalid, code: InvalidRequest, detail: func(err error) string {
-		return strings.ReplaceAll(err.Error(), policy.ErrReplayInvalid.Error()+": ", "")
+	{target: policy.ErrReplayInvalid, code: InvalidRequest, detail: func(e policy.Error) string {
+		if e.Field == "" {
+			return e.Detail
+		}
+		return e.Field + ": " + e.Detail
 	}},
-	{target: policy.ErrReplayNotDeadLetter, code: NotFound, detail: func(err error) string {
-		return "no such dead letter: " + lastPart(err)
+	{target: policy.ErrReplayNotDeadLetter, code: NotFound, detail: func(e policy.Error) string {
+		if e.State != "" {
+			return "no such dead letter: callout " + e.ID + " is " + string(e.State)
+		}
+		return "no such dead letter: " + e.ID
 	}},
 	// The stores.
 	{target: policy.ErrNotFound, code: NotFound, detail: fixed("no such callout")},
 	{target: policy.ErrJobNotFound, code: NotFound, detail: fixed("no such replay job")},
 	// The replay service again: its refusals of one dead letter.
-	{target: policy.ErrReplayUnknownEndpoint, code: UnknownEndpoint, detail: func(err error) string {
-		return "the dead letter's endpoint is no longer configured: " + lastPart(err)
+	{target: policy.ErrReplayUnknownEndpoint, code: UnknownEndpoint, detail: func(e policy.Error) string {
+		return "the dead letter's endpoint is no longer configured: " + e.Endpoint
 	}},
-	{target: policy.ErrReplayNoSuchEndpoint, code: UnknownEndpoint, detail: func(err error) string {
-		return "no such endpoint: " + lastPart(err) + " (not configured, and the store has never seen it)"
+	{target: policy.ErrReplayNoSuchEndpoint, code: UnknownEndpoint, detail: func(e policy.Error) string {
+		return "no such endpoint: " + e.Endpoint + " (not configured, and the store has never seen it)"
 	}},
 	{target: policy.ErrReplayEndpointDisabled, code: EndpointDisabled,
 		detail: fixed("the endpoint is disabled; replays are refused until it is re-enabled")},
 	{target: policy.ErrReplayBacklogFull, code: BacklogFull,
 		detail: fixed("the endpoint's backlog is full; replay later or at a lower rate")},
-	{target: policy.ErrReplaySuperseded, code: DeadLettered, detail: func(err error) string {
-		return "its Idempotency-Key now belongs to a newer dead letter, " + lastPart(err) + "; replay that one"
+	{target: policy.ErrReplaySuperseded, code: DeadLettered, detail: func(e policy.Error) string {
+		return "its Idempotency-Key now belongs to a newer dead letter, " + e.Other + "; replay that one"
 	}},
 	// The callout store's refusals of a new callout (contract §4, §6).
 	{target: policy.ErrDisabled, code: EndpointDisabled, detail: fixed(disabledDetail)},
@@ -75,16 +83,8 @@ const (
 )
 
 // fixed is a detail that does not depend on the error.
-func fixed(detail string) func(error) string { return func(error) string { return detail } }
-
-// lastPart is the text after the error's last ": ", e.g. the id or
-// endpoint the replay service wrapped its error with.
-func lastPart(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		return s[i+2:]
-	}
-	return s
+func fixed(detail string) func(policy.Error) string {
+	return func(policy.Error) string { return detail }
 }
 
 // lookup is the problem err means: the *Error in err's chain as it is;
@@ -96,7 +96,11 @@ func lookup(err error) (pe *Error, ok bool) {
 	}
 	for _, row := range domainErrors {
 		if errors.Is(err, row.target) {
-			pe = &Error{Code: row.code, Detail: row.detail(err)}
+			var fields policy.Error
+			if de, ok := errors.AsType[*policy.Error](err); ok {
+				fields = *de
+			}
+			pe = &Error{Code: row.code, Detail: row.detail(fields)}
 			if row.cause {
 				pe.Err = err
 			}

@@ -21,21 +21,21 @@ func TestDomainErrors(t *testing.T) {
 		detail     string
 		keepsCause bool
 	}{
-		{"replay invalid", fmt.Errorf("filters[0]: %w: %q is not an endpoint name", policy.ErrReplayInvalid, "Bad"),
+		{"replay invalid", &policy.Error{Code: policy.ErrReplayInvalid, Field: "filters[0]", Detail: `"Bad" is not an endpoint name`},
 			InvalidRequest, 400, `filters[0]: "Bad" is not an endpoint name`, false},
-		{"not a dead letter", fmt.Errorf("%w: callout abc is scheduled", policy.ErrReplayNotDeadLetter),
+		{"not a dead letter", &policy.Error{Code: policy.ErrReplayNotDeadLetter, ID: "abc", State: policy.Scheduled},
 			NotFound, 404, "no such dead letter: callout abc is scheduled", false},
 		{"no such callout", fmt.Errorf("redisstore: get: %w", policy.ErrNotFound), NotFound, 404, "no such callout", false},
 		{"no such replay job", policy.ErrJobNotFound, NotFound, 404, "no such replay job", false},
-		{"endpoint gone", fmt.Errorf("%w: pay-api", policy.ErrReplayUnknownEndpoint), UnknownEndpoint, 404,
+		{"endpoint gone", &policy.Error{Code: policy.ErrReplayUnknownEndpoint, ID: "x", Endpoint: "pay-api"}, UnknownEndpoint, 404,
 			"the dead letter's endpoint is no longer configured: pay-api", false},
-		{"no such endpoint", fmt.Errorf("%w: nosuch", policy.ErrReplayNoSuchEndpoint), UnknownEndpoint, 404,
+		{"no such endpoint", &policy.Error{Code: policy.ErrReplayNoSuchEndpoint, Endpoint: "nosuch"}, UnknownEndpoint, 404,
 			"no such endpoint: nosuch (not configured, and the store has never seen it)", false},
-		{"replay to a disabled endpoint", fmt.Errorf("%w: pay-api (re-enable it)", policy.ErrReplayEndpointDisabled),
+		{"replay to a disabled endpoint", &policy.Error{Code: policy.ErrReplayEndpointDisabled, Endpoint: "pay-api", Detail: "re-enable it"},
 			EndpointDisabled, 503, "the endpoint is disabled; replays are refused until it is re-enabled", false},
-		{"replay backlog full", fmt.Errorf("%w: pay-api", policy.ErrReplayBacklogFull), BacklogFull, 503,
+		{"replay backlog full", &policy.Error{Code: policy.ErrReplayBacklogFull, Endpoint: "pay-api"}, BacklogFull, 503,
 			"the endpoint's backlog is full; replay later or at a lower rate", false},
-		{"superseded", fmt.Errorf("%w: y is superseded by the newer dead letter: x", policy.ErrReplaySuperseded), DeadLettered, 409,
+		{"superseded", &policy.Error{Code: policy.ErrReplaySuperseded, ID: "y", Other: "x"}, DeadLettered, 409,
 			"its Idempotency-Key now belongs to a newer dead letter, x; replay that one", false},
 		{"callout to a disabled endpoint", fmt.Errorf("redisstore: begin: %w", policy.ErrDisabled),
 			EndpointDisabled, 503, "the endpoint is disabled; an admin must re-enable it", false},
@@ -59,6 +59,11 @@ func TestDomainErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A typed error wrapped further keeps its fields.
+	wrapped := fmt.Errorf("admin: %w", &policy.Error{Code: policy.ErrReplayNotDeadLetter, ID: "abc"})
+	if pe := From(wrapped); pe.Code != NotFound || pe.Detail != "no such dead letter: abc" {
+		t.Errorf("From(wrapped typed error) = %s %q, want not-found naming abc", pe.Code, pe.Detail)
 	}
 	// Every row is exercised above.
 	if len(tests) != len(domainErrors) {

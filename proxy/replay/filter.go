@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -41,23 +42,24 @@ var endpointName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // MaxFilterValues bounds the endpoints, statuses and reasons of a filter.
 const MaxFilterValues = 100
 
-// Validate reports the first malformed part of f, wrapping ErrInvalid.
+// Validate reports the first malformed part of f: an *policy.Error, code
+// ErrInvalid.
 func (f Filter) Validate() error {
 	if len(f.Endpoints) > MaxFilterValues || len(f.Statuses) > MaxFilterValues || len(f.Reasons) > MaxFilterValues {
-		return fmt.Errorf("%w: a filter takes at most %d endpoints, statuses and reasons each", ErrInvalid, MaxFilterValues)
+		return invalid("a filter takes at most %d endpoints, statuses and reasons each", MaxFilterValues)
 	}
 	for _, e := range f.Endpoints {
 		if !endpointName.MatchString(e) {
-			return fmt.Errorf("%w: %q is not an endpoint name (^[a-z0-9][a-z0-9-]{0,62}$)", ErrInvalid, e)
+			return invalid("%q is not an endpoint name (^[a-z0-9][a-z0-9-]{0,62}$)", e)
 		}
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Before(f.Since) {
-		return fmt.Errorf("%w: until (%s) is before since (%s)", ErrInvalid,
+		return invalid("until (%s) is before since (%s)",
 			f.Until.Format(time.RFC3339Nano), f.Since.Format(time.RFC3339Nano))
 	}
 	for _, st := range f.Statuses {
 		if st != 0 && (st < 100 || st > 599) {
-			return fmt.Errorf("%w: status %d is not 0 (no response) or 100–599", ErrInvalid, st)
+			return invalid("status %d is not 0 (no response) or 100–599", st)
 		}
 	}
 	for _, r := range f.Reasons {
@@ -65,7 +67,7 @@ func (f Filter) Validate() error {
 		case policy.DeadLetterExhausted, policy.DeadLetterPermanent, policy.DeadLetterAmbiguous,
 			policy.DeadLetterEndpointDisabled:
 		default:
-			return fmt.Errorf("%w: reason %q is not exhausted, permanent, ambiguous or endpoint_disabled", ErrInvalid, r)
+			return invalid("reason %q is not exhausted, permanent, ambiguous or endpoint_disabled", r)
 		}
 	}
 	return nil
@@ -122,7 +124,7 @@ func decodeCursor(s string) (cursor, error) {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil || c.Endpoint == "" {
-		return c, fmt.Errorf("%w: malformed cursor %q", ErrInvalid, s)
+		return c, invalid("malformed cursor %q", s)
 	}
 	return c, nil
 }
@@ -216,7 +218,7 @@ func (s *Service) endpoints(ctx context.Context, names []string) ([]string, erro
 	}
 	for _, n := range names {
 		if _, ok := s.o.Config.Endpoint(n); !ok && !slices.Contains(seen, n) {
-			return nil, fmt.Errorf("%w: %s", ErrNoSuchEndpoint, n)
+			return nil, &policy.Error{Code: ErrNoSuchEndpoint, Endpoint: n}
 		}
 	}
 	slices.Sort(out)
@@ -231,4 +233,22 @@ func allConfigured(cfg *config.Config, names []string) bool {
 		}
 	}
 	return true
+}
+
+// invalid is the ErrInvalid error saying, as fmt.Sprintf(format, args...)
+// would, what is wrong with the request as a whole.
+func invalid(format string, args ...any) error {
+	return &policy.Error{Code: ErrInvalid, Detail: fmt.Sprintf(format, args...)}
+}
+
+// inField is err (an invalid() error) about the part field of a request,
+// e.g. "filters[0]"; any other error is returned as it is.
+func inField(err error, field string) error {
+	var pe *policy.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	cp := *pe
+	cp.Field = field
+	return &cp
 }

@@ -37,26 +37,27 @@ const (
 	MaxIDs     = 10_000
 )
 
-// Validate reports the first malformed part of sp, wrapping ErrInvalid.
+// Validate reports the first malformed part of sp: an *policy.Error, code
+// ErrInvalid, its Field the filter concerned (filters[i]) when one is.
 func (sp Spec) Validate() error {
 	switch {
 	case len(sp.Filters) == 0 && len(sp.IDs) == 0:
-		return fmt.Errorf("%w: a replay job needs filters or ids", ErrInvalid)
+		return invalid("a replay job needs filters or ids")
 	case len(sp.Filters) > MaxFilters:
-		return fmt.Errorf("%w: at most %d filters", ErrInvalid, MaxFilters)
+		return invalid("at most %d filters", MaxFilters)
 	case len(sp.IDs) > MaxIDs:
-		return fmt.Errorf("%w: at most %d ids; use filters", ErrInvalid, MaxIDs)
+		return invalid("at most %d ids; use filters", MaxIDs)
 	case sp.Rate != 0 && (math.IsNaN(sp.Rate) || sp.Rate < MinRate || sp.Rate > MaxRate):
-		return fmt.Errorf("%w: rate %g is not %g–%d per second", ErrInvalid, sp.Rate, MinRate, MaxRate)
+		return invalid("rate %g is not %g–%d per second", sp.Rate, MinRate, MaxRate)
 	}
 	for i, f := range sp.Filters {
 		if err := f.Validate(); err != nil {
-			return fmt.Errorf("filters[%d]: %w", i, err)
+			return inField(err, fmt.Sprintf("filters[%d]", i))
 		}
 	}
 	for _, id := range sp.IDs {
 		if _, ok := redisstore.ShardOfID(id); !ok {
-			return fmt.Errorf("%w: %q is not a callout id", ErrInvalid, id)
+			return invalid("%q is not a callout id", id)
 		}
 	}
 	return nil
@@ -113,8 +114,8 @@ func (s *Service) CreateJob(ctx context.Context, sp Spec, by string) (policy.Rep
 		if sp.Filters[i].Until.IsZero() {
 			sp.Filters[i].Until = now
 			if sp.Filters[i].Since.After(now) {
-				return policy.ReplayJob{}, fmt.Errorf("%w: filters[%d]: since (%s) is in the future: no dead letter can match",
-					ErrInvalid, i, sp.Filters[i].Since.Format(time.RFC3339Nano))
+				return policy.ReplayJob{}, inField(invalid("since (%s) is in the future: no dead letter can match",
+					sp.Filters[i].Since.Format(time.RFC3339Nano)), fmt.Sprintf("filters[%d]", i))
 			}
 		}
 	}

@@ -14,7 +14,6 @@ package replay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -196,7 +195,7 @@ func (s *Service) ReplayOne(ctx context.Context, id, by string) (newID string, e
 		return r.ReplayID, err
 	}
 	if !r.Created {
-		return r.ReplayID, fmt.Errorf("%w: dead letter %s by callout %s (%s)", ErrAlreadyReplayed, id, r.ReplayID, r.State)
+		return r.ReplayID, &policy.Error{Code: ErrAlreadyReplayed, ID: id, Other: r.ReplayID, State: r.State}
 	}
 	return r.ReplayID, nil
 }
@@ -248,7 +247,7 @@ func (s *Service) Preview(ctx context.Context, id string) (Result, error) {
 func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, err error) {
 	c, err := s.o.Store.Get(ctx, id)
 	if errors.Is(err, policy.ErrNotFound) {
-		return Result{DeadLetterID: id}, fmt.Errorf("%w: %s", ErrNotDeadLetter, id)
+		return Result{DeadLetterID: id}, &policy.Error{Code: ErrNotDeadLetter, ID: id}
 	}
 	if err != nil {
 		return Result{DeadLetterID: id}, err
@@ -268,11 +267,11 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 		}()
 	}
 	if c.State != policy.DeadLettered {
-		return r, fmt.Errorf("%w: callout %s is %s", ErrNotDeadLetter, id, c.State)
+		return r, &policy.Error{Code: ErrNotDeadLetter, ID: id, State: c.State}
 	}
 	ep, ok := s.o.Config.Endpoint(c.Endpoint)
 	if !ok {
-		return r, fmt.Errorf("%w: %s", ErrUnknownEndpoint, c.Endpoint)
+		return r, &policy.Error{Code: ErrUnknownEndpoint, ID: id, Endpoint: c.Endpoint}
 	}
 	res, err := s.o.Store.Enqueue(ctx, policy.NewCallout{
 		Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
@@ -282,9 +281,10 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 		Limits: policy.BacklogLimits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}})
 	switch {
 	case errors.Is(err, policy.ErrDisabled):
-		return r, fmt.Errorf("%w: %s (re-enable it to replay its dead letters)", ErrEndpointDisabled, c.Endpoint)
+		return r, &policy.Error{Code: ErrEndpointDisabled, ID: id, Endpoint: c.Endpoint,
+			Detail: "re-enable it to replay its dead letters"}
 	case errors.Is(err, policy.ErrBacklogFull):
-		return r, fmt.Errorf("%w: %s", ErrBacklogFull, c.Endpoint)
+		return r, &policy.Error{Code: ErrBacklogFull, ID: id, Endpoint: c.Endpoint}
 	case err != nil:
 		return r, err
 	case res.Existing != nil:
@@ -293,7 +293,7 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 			r.State = res.Existing.Callout.State
 		}
 		if r.State == policy.DeadLettered {
-			return r, fmt.Errorf("%w: %s is superseded by the newer dead letter: %s", ErrSuperseded, id, r.ReplayID)
+			return r, &policy.Error{Code: ErrSuperseded, ID: id, Other: r.ReplayID}
 		}
 		return r, nil
 	}
@@ -351,9 +351,9 @@ func (s *Service) DeadLetter(ctx context.Context, id string) (*policy.Callout, p
 	c, m, err := s.Callout(ctx, id)
 	switch {
 	case errors.Is(err, policy.ErrNotFound):
-		return nil, m, fmt.Errorf("%w: %s", ErrNotDeadLetter, id)
+		return nil, m, &policy.Error{Code: ErrNotDeadLetter, ID: id}
 	case err == nil && c.State != policy.DeadLettered:
-		return nil, m, fmt.Errorf("%w: callout %s is %s", ErrNotDeadLetter, id, c.State)
+		return nil, m, &policy.Error{Code: ErrNotDeadLetter, ID: id, State: c.State}
 	}
 	return c, m, err
 }
@@ -379,7 +379,7 @@ func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, poli
 func (s *Service) Discard(ctx context.Context, id string) error {
 	err := s.o.Store.Discard(ctx, id)
 	if errors.Is(err, policy.ErrNotFound) || errors.Is(err, policy.ErrNotDeadLettered) {
-		return fmt.Errorf("%w: %s", ErrNotDeadLetter, err)
+		return &policy.Error{Code: ErrNotDeadLetter, ID: id, Detail: err.Error()}
 	}
 	return err
 }

@@ -210,25 +210,6 @@ func Decided(r policy.AttemptResult, cls policy.Classification, comp policy.Comp
 	return e
 }
 
-// Completed is Decided for a completion alone, as the dispatcher has it:
-// the attempt's status, outcome and reason from comp.Attempt (a refusal
-// before sending, outcome rejected, its problem code), the Retry-After
-// from comp.Response. comp.Attempt must be set (an attempt was made).
-func Completed(comp policy.Completion, p policy.Policy, now time.Time) AttemptEnd {
-	var cls policy.Classification
-	if comp.Attempt != nil {
-		cls = policy.Classification{Outcome: comp.Attempt.Outcome, Reason: comp.Attempt.Error}
-	}
-	e := Decided(policy.AttemptResult{Response: comp.Response}, cls, comp, p, now)
-	if comp.Attempt != nil {
-		e.Status = comp.Attempt.Status
-		if comp.Attempt.Outcome == policy.Rejected {
-			e.Problem, e.Reason = comp.Attempt.Error, ""
-		}
-	}
-	return e
-}
-
 // EndAttempt records e and ends the attempt span: status error with the
 // reason word unless the outcome is success.
 func (s *Span) EndAttempt(e AttemptEnd) {

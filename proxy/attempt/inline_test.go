@@ -1,4 +1,4 @@
-package proxy
+package attempt
 
 import (
 	"net/http"
@@ -19,8 +19,8 @@ import (
 // inline retries of a fast-failing upstream.
 func TestInlineDelayBacksOff(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	s := &Server{d: Deps{Config: &config.Config{Policy: policy.Defaults()},
-		Now: func() time.Time { return t0 }, Rand: func() float64 { return 0.5 }}}
+	r := &Runner{Config: &config.Config{Policy: policy.Defaults()},
+		Now: func() time.Time { return t0 }, Rand: func() float64 { return 0.5 }}
 	retry := policy.Completion{Action: policy.ActionRetry}
 	tests := []struct {
 		name     string
@@ -46,10 +46,13 @@ func TestInlineDelayBacksOff(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// The attempt limit (15 s) is longer than several waits
 			// above: the prediction uses the last attempt's 1 s.
-			in := &inbound{ep: &config.Endpoint{AttemptTimeout: 15 * time.Second}, start: t0,
-				prefs: preferences{wait: tt.wait}}
+			c := Call{Endpoint: &config.Endpoint{AttemptTimeout: 15 * time.Second},
+				Claimed: &policy.Claimed{Attempt: tt.n}}
+			if tt.wait > 0 {
+				c.WaitUntil = t0.Add(tt.wait)
+			}
 			att := forward.Attempt{Response: &forward.Response{Status: 503, Header: tt.header}, Duration: time.Second}
-			d, fits := s.inlineDelay(in, tt.n, tt.comp, att)
+			d, fits := r.inlineDelay(c, Result{Attempt: att, Completion: tt.comp})
 			if d != tt.want || fits != tt.wantFits {
 				t.Errorf("inlineDelay(n=%d) = %s, %v; want %s, %v", tt.n, d, fits, tt.want, tt.wantFits)
 			}

@@ -1,0 +1,405 @@
+package script
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// kind is how one field travels: as a scalar, a list of strings, or a list
+// of elements that are structs.
+type kind int
+
+const (
+	scalar kind = iota
+	list
+	structs
+)
+
+// field is one tagged field of an argument or reply struct.
+type field struct {
+	name  string // the Lua name
+	index int    // the Go field index
+	key   bool   // a KEYS field (arguments only)
+	kind  kind
+	typ   reflect.Type // the scalar's type, or the slice's element type
+	elem  []field      // a slice of structs' element fields
+}
+
+// luaName is the form of a field's Lua name: a Lua identifier.
+var luaName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// fieldsOf reads the tagged fields of struct t; nested allows one level of
+// slices of structs inside it.
+func fieldsOf(t reflect.Type, nested bool) ([]field, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%s is not a struct", t)
+	}
+	var fs []field
+	seen := map[string]bool{}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag, ok := sf.Tag.Lookup("lua")
+		if !ok || tag == "-" {
+			continue
+		}
+		name, opt, _ := strings.Cut(tag, ",")
+		if !luaName.MatchString(name) {
+			return nil, fmt.Errorf("field %s: %q is not a Lua name", sf.Name, name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("field %s: name %q used twice", sf.Name, name)
+		}
+		seen[name] = true
+		f := field{name: name, index: i, key: opt == "key"}
+		if opt != "" && opt != "key" {
+			return nil, fmt.Errorf("field %s: unknown tag option %q", sf.Name, opt)
+		}
+		ft := sf.Type
+		switch {
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.String:
+			f.kind, f.typ = list, ft.Elem()
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			if !nested {
+				return nil, fmt.Errorf("field %s: slices of structs nest one level only", sf.Name)
+			}
+			el, err := fieldsOf(ft.Elem(), false)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
+			}
+			f.kind, f.typ, f.elem = structs, ft.Elem(), el
+		case scalarType(ft):
+			f.kind, f.typ = scalar, ft
+		case ft.Kind() == reflect.Struct && nested:
+			// Replies only (argCodecOf refuses it): one nested table.
+			el, err := fieldsOf(ft, false)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
+			}
+			f.kind, f.typ, f.elem = structs, ft, el
+		default:
+			return nil, fmt.Errorf("field %s: type %s is not supported", sf.Name, ft)
+		}
+		if f.key && !(f.kind == list || (f.kind == scalar && ft.Kind() == reflect.String)) {
+			return nil, fmt.Errorf("field %s: a key is a string or []string", sf.Name)
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+// scalarType reports whether t travels as one Lua value.
+func scalarType(t reflect.Type) bool {
+	if t == reflect.TypeFor[[]byte]() {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Float64,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// argCodec encodes one argument struct type into KEYS and ARGV and holds
+// the Lua that reads them back into K and A.
+type argCodec struct {
+	fields []field
+	lua    string
+}
+
+func argCodecOf(t reflect.Type) (*argCodec, error) {
+	fs, err := fieldsOf(t, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		if f.kind == structs && t.Field(f.index).Type.Kind() == reflect.Struct {
+			return nil, fmt.Errorf("field %s: a struct argument must be a slice of structs", f.name)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("local K, A = {}, {}\ndo\nlocal k, a = 1, 1\n")
+	for _, f := range fs {
+		writeReader(&b, "", f)
+	}
+	b.WriteString("end\n")
+	return &argCodec{fields: fs, lua: b.String()}, nil
+}
+
+// writeReader writes the Lua that reads field f into table tbl (K or A
+// for a top-level field, else the element table e).
+func writeReader(b *strings.Builder, elem string, f field) {
+	dst := func(key bool) string {
+		if elem != "" {
+			return elem + "." + f.name
+		}
+		if key {
+			return "K." + f.name
+		}
+		return "A." + f.name
+	}
+	switch f.kind {
+	case scalar:
+		if f.key {
+			fmt.Fprintf(b, "%s = KEYS[k]; k = k + 1\n", dst(true))
+			return
+		}
+		fmt.Fprintf(b, "%s = %s; a = a + 1\n", dst(false), luaValue(f.typ, "ARGV[a]"))
+	case list:
+		src, idx := "ARGV[a]", "a"
+		if f.key {
+			src, idx = "KEYS[k]", "k"
+		}
+		fmt.Fprintf(b, "do local n = tonumber(ARGV[a]); a = a + 1; local t = {}; for j = 1, n do t[j] = %s; %s = %s + 1 end; %s = t end\n",
+			src, idx, idx, dst(f.key))
+	case structs:
+		fmt.Fprintf(b, "do local n = tonumber(ARGV[a]); a = a + 1; local t = {}; for j = 1, n do local e = {}\n")
+		for _, ef := range f.elem {
+			writeReader(b, "e", ef)
+		}
+		fmt.Fprintf(b, "t[j] = e end; %s = t end\n", dst(false))
+	}
+}
+
+// luaValue is the Lua expression that turns the wire string src into the
+// Lua value of Go type t.
+func luaValue(t reflect.Type, src string) string {
+	switch {
+	case t.Kind() == reflect.Bool:
+		return "(" + src + " == '1')"
+	case t.Kind() == reflect.String, t == reflect.TypeFor[[]byte]():
+		return src
+	default:
+		return "tonumber(" + src + ")"
+	}
+}
+
+// encode appends v's fields to KEYS and ARGV.
+func (c *argCodec) encode(v reflect.Value) (keys []string, argv []any) {
+	argv = make([]any, 0, len(c.fields))
+	return encodeFields(c.fields, v, keys, argv)
+}
+
+func encodeFields(fs []field, v reflect.Value, keys []string, argv []any) ([]string, []any) {
+	for _, f := range fs {
+		fv := v.Field(f.index)
+		switch f.kind {
+		case scalar:
+			if f.key {
+				keys = append(keys, fv.String())
+			} else {
+				argv = append(argv, wire(fv))
+			}
+		case list:
+			argv = append(argv, strconv.Itoa(fv.Len()))
+			for i := range fv.Len() {
+				if f.key {
+					keys = append(keys, fv.Index(i).String())
+				} else {
+					argv = append(argv, fv.Index(i).String())
+				}
+			}
+		case structs:
+			argv = append(argv, strconv.Itoa(fv.Len()))
+			for i := range fv.Len() {
+				keys, argv = encodeFields(f.elem, fv.Index(i), keys, argv)
+			}
+		}
+	}
+	return keys, argv
+}
+
+// wire is the ARGV form of one scalar: integers in decimal (a Lua number
+// like 1.7e12 must never reach Redis in exponent form), durations in whole
+// milliseconds, booleans as '1' or '0'.
+func wire(v reflect.Value) any {
+	if v.Type() == durationType {
+		return strconv.FormatInt(v.Interface().(time.Duration).Milliseconds(), 10)
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return v.String()
+	case reflect.Bool:
+		if v.Bool() {
+			return "1"
+		}
+		return "0"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10)
+	case reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'f', -1, 64)
+	}
+	return v.Bytes() // []byte
+}
+
+// replyCodec decodes a script's name/value reply into a struct type.
+type replyCodec struct {
+	fields []field
+	byName map[string]*field
+}
+
+func replyCodecOf(t reflect.Type) (*replyCodec, error) {
+	fs, err := fieldsOf(t, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		if f.key {
+			return nil, fmt.Errorf("field %s: a reply has no keys", f.name)
+		}
+	}
+	return newReplyCodec(fs), nil
+}
+
+func newReplyCodec(fs []field) *replyCodec {
+	c := &replyCodec{fields: fs, byName: make(map[string]*field, len(fs))}
+	for i := range fs {
+		c.byName[fs[i].name] = &fs[i]
+	}
+	return c
+}
+
+// decode fills struct dst from reply v, an array of name/value pairs.
+func (c *replyCodec) decode(v any, dst reflect.Value) error {
+	pairs, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("got %T, want an array of name/value pairs", v)
+	}
+	if len(pairs)%2 != 0 {
+		return fmt.Errorf("odd number of items (%d) in a name/value reply", len(pairs))
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		name, ok := pairs[i].(string)
+		if !ok {
+			return fmt.Errorf("item %d: name is %T, want a string", i+1, pairs[i])
+		}
+		f, ok := c.byName[name]
+		if !ok {
+			return fmt.Errorf("unknown name %q", name)
+		}
+		if pairs[i+1] == nil {
+			continue
+		}
+		if err := decodeField(f, pairs[i+1], dst.Field(f.index)); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func decodeField(f *field, v any, dst reflect.Value) error {
+	switch f.kind {
+	case scalar:
+		return decodeScalar(v, dst)
+	case list:
+		items, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("got %T, want an array", v)
+		}
+		out := reflect.MakeSlice(dst.Type(), len(items), len(items))
+		for i, it := range items {
+			if it == nil {
+				continue
+			}
+			if err := decodeScalar(it, out.Index(i)); err != nil {
+				return fmt.Errorf("item %d: %w", i+1, err)
+			}
+		}
+		dst.Set(out)
+	case structs:
+		ec := newReplyCodec(f.elem)
+		if dst.Kind() == reflect.Struct {
+			return ec.decode(v, dst)
+		}
+		items, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("got %T, want an array of replies", v)
+		}
+		out := reflect.MakeSlice(dst.Type(), len(items), len(items))
+		for i, it := range items {
+			if it == nil {
+				continue
+			}
+			if err := ec.decode(it, out.Index(i)); err != nil {
+				return fmt.Errorf("item %d: %w", i+1, err)
+			}
+		}
+		dst.Set(out)
+	}
+	return nil
+}
+
+// decodeScalar sets dst from a reply value: an int64 (a Lua number) or a
+// string (a Lua string).
+func decodeScalar(v any, dst reflect.Value) error {
+	switch x := v.(type) {
+	case int64:
+		if dst.Type() == durationType {
+			dst.SetInt(int64(time.Duration(x) * time.Millisecond))
+			return nil
+		}
+		switch dst.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			dst.SetInt(x)
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			dst.SetUint(uint64(x))
+		case reflect.Float64:
+			dst.SetFloat(float64(x))
+		case reflect.Bool:
+			dst.SetBool(x != 0)
+		case reflect.String:
+			dst.SetString(strconv.FormatInt(x, 10))
+		default:
+			return fmt.Errorf("an integer cannot go into %s", dst.Type())
+		}
+	case string:
+		if dst.Type() == durationType {
+			n, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				return err
+			}
+			dst.SetInt(int64(time.Duration(n) * time.Millisecond))
+			return nil
+		}
+		switch dst.Kind() {
+		case reflect.String:
+			dst.SetString(x)
+		case reflect.Slice: // []byte
+			dst.SetBytes([]byte(x))
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			n, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				return err
+			}
+			dst.SetInt(n)
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			n, err := strconv.ParseUint(x, 10, 64)
+			if err != nil {
+				return err
+			}
+			dst.SetUint(n)
+		case reflect.Float64:
+			n, err := strconv.ParseFloat(x, 64)
+			if err != nil {
+				return err
+			}
+			dst.SetFloat(n)
+		case reflect.Bool:
+			dst.SetBool(x == "1" || x == "true")
+		default:
+			return fmt.Errorf("a string cannot go into %s", dst.Type())
+		}
+	default:
+		return fmt.Errorf("got %T, want an integer or a string", v)
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+// Package script is the store's one script layer: every Lua script of
+// proxy/redisstore has one Go type for its arguments and one for its reply,
+// encoded and decoded here, named by field and never by position.
+//
+// An argument type is a struct whose fields carry a `lua:"name"` tag (a
+// value in ARGV) or a `lua:"name,key"` tag (a key in KEYS). Load generates,
+// from that struct, the few lines of Lua that open the script and read KEYS
+// and ARGV into two tables, K and A, so the script says K.record and
+// A.lease_ms where it would have said KEYS[1] and ARGV[17]:
+//
+//	type claimArgs struct {
+//		Due   string   `lua:"due,key"`
+//		Lease string   `lua:"lease,key"`
+//		Batch int      `lua:"batch"`
+//		IDs   []string `lua:"ids"`
+//	}
+//
+// opens the script with
+//
+//	local K, A = {}, {}
+//	K.due = KEYS[1]; K.lease = KEYS[2]; A.batch = tonumber(ARGV[1]); A.ids = {…ARGV[3..]…}
+//
+// Field types: string and []byte (Lua strings), bool ('1' or '0' on the
+// wire, a Lua boolean in A), the integer kinds and float64 (Lua numbers;
+// integers are sent in decimal, never in exponent form), time.Duration
+// (whole milliseconds), []string, and a slice of a struct of those kinds
+// (one level), which becomes a Lua array of tables. A slice is sent as its
+// length followed by its items, so any number of slices may follow each
+// other. Keys inside a slice's elements go to KEYS in order.
+//
+// A reply type is a struct with `lua:"name"` tags too. A script answers a
+// flat array of name/value pairs, {'state', 'scheduled', 'attempts', 3};
+// a slice-of-struct field's value is an array of such arrays, and a struct
+// field's value is one. Names the reply type does not declare are an error
+// (a script and its type that drift apart fail the tests, not production).
+// Integers decode into integer, float and bool fields (0 is false), strings
+// into string, []byte, integer and float fields; a Lua false or a missing
+// name leaves the zero value. A script that answers a bare nil (false)
+// decodes as the zero reply.
+//
+// Run uses EVALSHA and falls back to EVAL on NOSCRIPT, as go-redis's
+// Script.Run does, so a flushed or restarted Redis costs one round trip more,
+// never an error. Queue and Call do the same inside a pipeline.
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"reflect"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Script is one loaded Lua script with argument type A and reply type R
+// (see the package comment for the tags and the field types). It is safe
+// for concurrent use.
+type Script[A, R any] struct {
+	name  string
+	src   string
+	sc    *redis.Script
+	args  *argCodec
+	reply *replyCodec
+}
+
+// Load reads lua/<name>.lua from fsys and returns it as a Script whose
+// source is the generated reader of A's KEYS and ARGV, then each prelude
+// in order (the shared helpers, e.g. lib.lua), then the file. It returns
+// an error when the file is missing or when A or R is not a struct of the
+// supported field types.
+func Load[A, R any](fsys fs.FS, name string, prelude ...string) (*Script[A, R], error) {
+	body, err := fs.ReadFile(fsys, "lua/"+name+".lua")
+	if err != nil {
+		return nil, fmt.Errorf("script %s: %w", name, err)
+	}
+	return New[A, R](name, string(body), prelude...)
+}
+
+// New is Load with the script's body given: the source run is the reader
+// of A, then the preludes, then body. Errors as Load.
+func New[A, R any](name, body string, prelude ...string) (*Script[A, R], error) {
+	ac, err := argCodecOf(reflect.TypeFor[A]())
+	if err != nil {
+		return nil, fmt.Errorf("script %s: arguments: %w", name, err)
+	}
+	rc, err := replyCodecOf(reflect.TypeFor[R]())
+	if err != nil {
+		return nil, fmt.Errorf("script %s: reply: %w", name, err)
+	}
+	var src strings.Builder
+	src.WriteString(ac.lua)
+	for _, p := range prelude {
+		src.WriteString("\n")
+		src.WriteString(p)
+	}
+	src.WriteString("\n")
+	src.WriteString(body)
+	return &Script[A, R]{name: name, src: src.String(), sc: redis.NewScript(src.String()), args: ac, reply: rc}, nil
+}
+
+// Name is the script's name (its file name without .lua).
+func (s *Script[A, R]) Name() string { return s.name }
+
+// Source is the whole Lua source Redis runs (reader, preludes, body).
+func (s *Script[A, R]) Source() string { return s.src }
+
+// Encode returns the KEYS and ARGV that a runs the script with. Callers
+// need it only to run the script outside Run and Queue (tests, benchmarks).
+func (s *Script[A, R]) Encode(a *A) (keys []string, argv []any) {
+	return s.args.encode(reflect.ValueOf(a).Elem())
+}
+
+// Run runs the script with a and decodes its reply. Errors: Redis's
+// (connection, NOSCRIPT twice, a script error raised with error_reply),
+// and a reply that does not match R.
+func (s *Script[A, R]) Run(ctx context.Context, c redis.Scripter, a *A) (R, error) {
+	keys, argv := s.Encode(a)
+	v, err := s.sc.Run(ctx, c, keys, argv...).Result()
+	return s.decode(v, err)
+}
+
+// Queue adds a run of the script with a to the pipeline p (EVALSHA); read
+// its reply with the returned Call's Result after p has been executed.
+func (s *Script[A, R]) Queue(ctx context.Context, p redis.Pipeliner, a *A) *Call[A, R] {
+	keys, argv := s.Encode(a)
+	return &Call[A, R]{s: s, keys: keys, argv: argv, cmd: s.sc.EvalSha(ctx, p, keys, argv...)}
+}
+
+// decode turns a script's reply into R; redis.Nil is the zero reply.
+func (s *Script[A, R]) decode(v any, err error) (R, error) {
+	var r R
+	if errors.Is(err, redis.Nil) {
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	if v == nil {
+		return r, nil
+	}
+	if err := s.reply.decode(v, reflect.ValueOf(&r).Elem()); err != nil {
+		return r, fmt.Errorf("script %s: reply: %w", s.name, err)
+	}
+	return r, nil
+}
+
+// Call is one run of a Script queued in a pipeline.
+type Call[A, R any] struct {
+	s    *Script[A, R]
+	keys []string
+	argv []any
+	cmd  *redis.Cmd
+}
+
+// Result is the call's decoded reply once its pipeline has run. A script
+// Redis did not know (NOSCRIPT: flushed or restarted; it did not run) is
+// run again with EVAL on c. Errors as Script.Run.
+func (c *Call[A, R]) Result(ctx context.Context, fallback redis.Scripter) (R, error) {
+	v, err := c.cmd.Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = c.s.sc.Eval(ctx, fallback, c.keys, c.argv...).Result()
+	}
+	return c.s.decode(v, err)
+}
+
+// Err is the call's Redis error as the pipeline returned it (NOSCRIPT
+// included), without running anything again.
+func (c *Call[A, R]) Err() error { return c.cmd.Err() }
