@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/calloutproxy/callout-proxy/proxy/internal/proctest"
 )
 
 // startupTimeout bounds how long a process may take to come up.
@@ -99,17 +100,6 @@ func (p *process) tail(n int) string {
 	return strings.Join(p.lines[max(0, len(p.lines)-n):], "\n")
 }
 
-// freePort returns a loopback TCP port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // redisServer is a durable redis-server of one test: append-only file
 // fsynced on every write, in a directory of the test.
 type redisServer struct {
@@ -125,7 +115,7 @@ type redisServer struct {
 // always on a free loopback port.
 func startRedis(t *testing.T) *redisServer {
 	t.Helper()
-	r := &redisServer{t: t, port: freePort(t), dir: t.TempDir()}
+	r := &redisServer{t: t, port: proctest.FreePort(t), dir: t.TempDir()}
 	r.start()
 	r.Client = redis.NewClient(&redis.Options{Addr: r.Addr(), DisableIdentity: true})
 	t.Cleanup(func() { _ = r.Client.Close() })

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
+
+	"github.com/calloutproxy/callout-proxy/proxy/internal/proctest"
 )
 
 const (
@@ -124,23 +125,12 @@ func (p *process) rss() (int64, error) {
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
 }
 
-// freePort returns a loopback TCP port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startRedis starts a redis-server on a free loopback port (no
 // persistence: the suite measures memory, not durability) and returns a
 // client of it.
 func startRedis(t *testing.T) (*redis.Client, string) {
 	t.Helper()
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	start(t, "redis-server", []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(),
 		"--save", "", "--appendonly", "no", "--protected-mode", "no"}, os.Environ(), nil)
