@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/calloutproxy/callout-proxy/proxy/internal/proctest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // proxyBinary is the callout-proxy binary of this run, set by TestMain

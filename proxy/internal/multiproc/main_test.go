@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/calloutproxy/callout-proxy/proxy/internal/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // proxyBinary is the path of the callout-proxy binary TestMain built for

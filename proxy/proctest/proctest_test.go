@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestLogBufferAudits: only JSON lines with msg "audit" are audits; HasAudit
@@ -22,6 +23,7 @@ func TestLogBufferAudits(t *testing.T) {
 	if b.HasAudit(map[string]string{"action": "pause", "token": "ops"}) {
 		t.Error("an audit no line has was found")
 	}
+	b.WaitFor(t, `"msg":"started"`, time.Second)
 	if got := len(b.Records("started")); got != 1 {
 		t.Errorf("%d started records, want 1", got)
 	}

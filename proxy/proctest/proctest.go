@@ -2,8 +2,9 @@
 // callout-proxy binary (fault, hostile, multiproc) and of the end-to-end
 // tests of cmd/callout-proxy, cmd/calloutctl and the ops console: build the
 // binary once, free loopback ports, and a log sink safe for concurrent
-// writes that reads the proxy's JSON log lines back (the "audit" lines of
-// ARCHITECTURE.md's admin API among them). It is imported by tests only.
+// writes that reads the proxy's JSON log lines back (the admin API's
+// "audit" lines among them). It is imported by tests only; it is not under
+// internal/ so that the tests of cmd/ can import it too.
 package proctest
 
 import (
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // MainPackage is the import path of the callout-proxy binary.
@@ -92,15 +94,44 @@ func FreePort(t testing.TB) int {
 // LogBuffer collects JSON log lines (an slog JSON handler's or a process's
 // stderr). Safe for concurrent use; the zero value is ready.
 type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every Write
 }
 
-// Write appends p.
+// Write appends p and wakes WaitFor.
 func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.changed != nil {
+		close(b.changed)
+	}
+	b.changed = make(chan struct{})
 	return b.buf.Write(p)
+}
+
+// WaitFor waits until what was written contains s, woken by each Write; it
+// fails the test if it does not within timeout.
+func (b *LogBuffer) WaitFor(t testing.TB, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		b.mu.Lock()
+		found := strings.Contains(b.buf.String(), s)
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("logs do not contain %q after %s:\n%s", s, timeout, b.String())
+		}
+	}
 }
 
 // String is everything written so far.
