@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -127,13 +126,7 @@ func testEnv() map[string]string {
 
 // bearer returns an Authorization value with a fresh HS256 token for iss.
 func bearer(t *testing.T, iss string) string {
-	t.Helper()
-	tok, err := auth.MintHS256([]byte(testSecret), iss, "callout-proxy", "005000000000001AAA",
-		10*time.Minute, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "Bearer " + tok
+	return proctest.Bearer(t, testSecret, iss, 10*time.Minute)
 }
 
 // call sends one request to the proxy with a valid token unless the caller

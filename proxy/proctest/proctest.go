@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
 )
 
 // MainPackage is the import path of the callout-proxy binary.
@@ -173,4 +175,17 @@ func (b *LogBuffer) HasAudit(want map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// Bearer is an Authorization value for a caller of org iss: "Bearer " and
+// an HS256 token signed with secret for the audience callout-proxy, user
+// 005000000000001AAA, valid for ttl from now (the configurations' auth
+// section, contract §4's caller JWT).
+func Bearer(t testing.TB, secret, iss string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := auth.MintHS256([]byte(secret), iss, "callout-proxy", "005000000000001AAA", ttl, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "Bearer " + tok
 }

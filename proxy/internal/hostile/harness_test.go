@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -125,12 +124,7 @@ func startProxy(t *testing.T, yaml string) *proxyProc {
 // bearer is an Authorization value with an HS256 token of iss valid for
 // 30 minutes (the suite takes under 5).
 func bearer(t *testing.T, iss string) string {
-	t.Helper()
-	tok, err := auth.MintHS256([]byte(testSecret), iss, "callout-proxy", "005000000000001AAA", 30*time.Minute, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "Bearer " + tok
+	return proctest.Bearer(t, testSecret, iss, 30*time.Minute)
 }
 
 // metric is the value of an unlabelled or fully labelled sample line of
