@@ -7,7 +7,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/httpx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
 
@@ -52,7 +51,7 @@ func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, 
 // replayStored sends the stored final response of c again (contract §5). A
 // body the store cut at its cap is not sent half: the replay carries the
 // original status and headers, no body, and Callout-Replay-Body: omitted.
-func replayStored(w http.ResponseWriter, c *policy.Callout, rules *redact.Rules) {
+func replayStored(w http.ResponseWriter, c *policy.Callout, rules *statusdoc.Rules) {
 	h := w.Header()
 	h.Set("Callout-Id", c.ID)
 	h.Set("Idempotent-Replayed", "true")

@@ -31,6 +31,7 @@ type serveOptions struct {
 const usageText = `Usage:
   callout-proxy --config FILE                run the proxy
   callout-proxy validate --config FILE       check a configuration (and the secrets it names) without starting
+  callout-proxy migrate --config FILE        bring the Redis store to this binary's layout (refused when newer)
   callout-proxy token --config FILE [flags]  print a short-lived HS256 JWT for local tests (token --help)
   callout-proxy healthcheck [--config FILE | --url URL]
                                              ask a running proxy's /healthz; exit 0 when healthy
@@ -54,7 +55,7 @@ func parseServeArgs(args []string, stdout, stderr io.Writer) (serveOptions, erro
 		return o, usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return o, usageError{fmt.Errorf("unexpected argument %q (subcommands: validate, token, healthcheck, version; see --help)", fs.Arg(0))}
+		return o, usageError{fmt.Errorf("unexpected argument %q (subcommands: validate, token, healthcheck, version, migrate; see --help)", fs.Arg(0))}
 	}
 	if !o.version && o.configPath == "" {
 		return o, usageError{errors.New("--config FILE is required")}

@@ -6,6 +6,7 @@
 //
 //	callout-proxy --config FILE                run the proxy
 //	callout-proxy validate --config FILE       check a configuration without starting
+//	callout-proxy migrate --config FILE        bring the Redis store to this binary's layout
 //	callout-proxy token --config FILE          print a short-lived HS256 dev JWT
 //	callout-proxy healthcheck [--config FILE]  ask a running proxy's /healthz (the image's health check)
 //	callout-proxy version                      print the version, commit and build date
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runVersion(args[1:], stdout, stderr)
 		case "validate":
 			return runValidate(args[1:], getenv, stdout, stderr)
+		case "migrate":
+			return runMigrate(ctx, args[1:], getenv, stdout, stderr)
 		case "healthcheck":
 			return runHealthcheck(ctx, args[1:], getenv, stdout, stderr)
 		case "help":

@@ -74,7 +74,7 @@ func sfEndpoints(eps map[string]*config.Endpoint) map[string]salesforce.Endpoint
 		if ep == nil {
 			continue
 		}
-		injected := slices.Sorted(maps.Keys(ep.Headers))
+		injected := append(slices.Sorted(maps.Keys(ep.Headers)), ep.SigningHeaders()...)
 		out[name] = salesforce.Endpoint{Owner: ep.Owner, Redact: redact.New(ep.Redact, injected),
 			CompletionEvents: ep.CompletionEvents}
 	}

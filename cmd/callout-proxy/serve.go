@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,7 +32,17 @@ import (
 // dependency, listens on both listeners and shuts down gracefully when ctx
 // ends (SIGTERM): /readyz turns 503, new connections stop, in-flight
 // callouts get up to their attempt limit to finish.
-func serve(ctx context.Context, configPath string, getenv func(string) string, stderr io.Writer) error {
+func serve(ctx context.Context, configPath string, getenv func(string) string, stderr io.Writer) (err error) {
+	// stopServing ends the proxy with its cause: a store found, once Redis
+	// answers, to have another layout (checkLayout).
+	ctx, stopServing := context.WithCancelCause(ctx)
+	defer func() {
+		var le *redisstore.LayoutError
+		if cause := context.Cause(ctx); err == nil && errors.As(cause, &le) {
+			err = cause
+		}
+		stopServing(nil)
+	}()
 	cfg, err := config.Load(configPath, getenv)
 	if err != nil {
 		return usageError{err}
@@ -91,7 +102,19 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			}
 			return 1
 		},
+		// Whether an owner notification reaches anyone: the store's scripts
+		// decide with it whether the owner is told (contract §6).
+		Notify: func(endpoint string) bool {
+			ep, _ := cfg.Endpoint(endpoint)
+			return cfg.CanNotify(ep)
+		},
 	})
+	// The store's layout (keys.go cp:layout) must be this binary's before
+	// anything reads or writes it.
+	layoutLater, err := checkLayout(ctx, store, logger, stopServing)
+	if err != nil {
+		return err
+	}
 	if err := registerGateCache(store, reg); err != nil {
 		return err
 	}
@@ -150,6 +173,9 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		wg.Go(func() { reprocessor.Run(bg) })
 	}
 	wg.Go(func() { replays.Run(bg) })
+	if layoutLater != nil {
+		wg.Go(func() { layoutLater(bg) })
+	}
 	wg.Go(func() { srv.Run(bg) })
 	if collapser != nil {
 		wg.Go(func() { collapser.Run(bg) })

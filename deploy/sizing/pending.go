@@ -60,11 +60,11 @@ func (r *redisServer) keysOf(ctx context.Context, id string) (record, reservatio
 	keys, _ := r.Client.Keys(ctx, "*"+id).Result()
 	if len(keys) == 1 {
 		record = r.Client.MemoryUsage(ctx, keys[0], 0).Val()
-		// the headers and body: inline in the record (layout 2) unless
+		// the headers and body: inline in the record unless
 		// long, then in :q
 		body = r.Client.MemoryUsage(ctx, keys[0]+":q", 0).Val()
 	}
-	// the layout-2 reservation, cp:{sN}:i:{h}
+	// the reservation, cp:{sN}:i:{h}
 	if idem, _ := r.Client.Keys(ctx, "*:i:*").Result(); len(idem) > 0 {
 		reservation = r.Client.MemoryUsage(ctx, idem[0], 0).Val()
 	}

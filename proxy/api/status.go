@@ -30,6 +30,11 @@ type StatusDocument struct {
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	// ReplayOf is the dead letter this chain replays (contract §8).
 	ReplayOf string `json:"replay_of,omitempty"`
+	// WebhookID, on an endpoint with standard_webhooks, is the webhook-id
+	// every attempt of this callout carries ("msg_" + ID); a replay, a new
+	// callout, has its own, and ReplayOfWebhookID is the replayed one's.
+	WebhookID         string `json:"webhook_id,omitempty"`
+	ReplayOfWebhookID string `json:"replay_of_webhook_id,omitempty"`
 	// DeadLetterReason is exhausted, permanent, ambiguous or
 	// endpoint_disabled.
 	DeadLetterReason string `json:"dead_letter_reason,omitempty"`

@@ -146,7 +146,9 @@ func (r *Runner) Run(ctx context.Context, c Call) Result {
 			Reason: policy.DeadLetterExhausted, Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease()}}, nil)
 	}
 	ctx, span := r.startSpan(ctx, c)
-	res := Result{Attempt: r.Upstream.Do(ctx, ep, c.Request)}
+	req := *c.Request
+	req.CalloutID = cl.ID // a standard_webhooks endpoint's webhook-id (credentials.WebhookID)
+	res := Result{Attempt: r.Upstream.Do(ctx, ep, &req)}
 	if pe, ok := errors.AsType[*problem.Error](res.Attempt.Err); ok {
 		// Refused before sending: logged as an attempt, never counted as one.
 		res.Refusal, res.Class = pe, policy.Classification{Outcome: policy.Rejected, Reason: string(pe.Code)}
@@ -234,7 +236,8 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 // the "dead letter" warning line — its attempts, last status and error as
 // the completion left them (res; zero for one drained by a disable, which
 // had no completion) and notify_owner: whether this dead letter starts an
-// outage whose owner notification reaches someone (config.CanNotify) — and
+// outage whose owner notification reaches someone (decided in the store's
+// one Lua rule, owner_notice; read here as it is) — and
 // Ended. The dispatcher calls it too for the dead letters a claim found
 // on a disabled endpoint.
 func (r *Runner) DeadLettered(ctx context.Context, ep *config.Endpoint, id string, res policy.CompleteResult) {
@@ -243,7 +246,7 @@ func (r *Runner) DeadLettered(ctx context.Context, ep *config.Endpoint, id strin
 		slog.String("callout_id", id), slog.String("reason", string(res.Reason)),
 		slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
 		slog.String("last_error", res.LastError),
-		slog.Bool("notify_owner", res.NotifyOwner && r.Config.CanNotify(ep)), r.Tracer.LogAttr(ctx))
+		slog.Bool("notify_owner", res.NotifyOwner), r.Tracer.LogAttr(ctx))
 	if r.Ended != nil {
 		r.Ended()
 	}

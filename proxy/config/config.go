@@ -297,6 +297,14 @@ type Endpoint struct {
 	// private CA bundle for this https upstream; nil: system roots, no
 	// client certificate.
 	TLS *UpstreamTLS `yaml:"tls"`
+	// StandardWebhooks, when set, signs every attempt with Standard
+	// Webhooks signatures (webhook-id, webhook-timestamp,
+	// webhook-signature); nil: no webhook signature.
+	StandardWebhooks *StandardWebhooks `yaml:"standard_webhooks"`
+	// AWSSigV4, when set, signs every attempt with AWS Signature Version 4
+	// (Authorization, X-Amz-Date, X-Amz-Content-Sha256 and, with a session
+	// token, X-Amz-Security-Token); nil: no AWS signature.
+	AWSSigV4 *AWSSigV4 `yaml:"aws_sigv4"`
 	// Redact names what is hidden on every way out (contract §7).
 	Redact Redact `yaml:"redact"`
 	// CompletionEvents says which endings of this endpoint's scheduled

@@ -106,4 +106,14 @@ func (e *Endpoint) resolveCredentialPaths(abs func(*string)) {
 		abs(&t.ClientKeyFile)
 		abs(&t.CAFile)
 	}
+	if w := e.StandardWebhooks; w != nil {
+		for i := range w.Secrets {
+			abs(&w.Secrets[i].File)
+		}
+	}
+	if a := e.AWSSigV4; a != nil {
+		abs(&a.AccessKeyID.File)
+		abs(&a.SecretAccessKey.File)
+		abs(&a.SessionToken.File)
+	}
 }

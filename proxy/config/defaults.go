@@ -147,6 +147,8 @@ func (e *Endpoint) clone() *Endpoint {
 	n.Headers = maps.Clone(e.Headers)
 	n.OAuth2 = e.OAuth2.clone()
 	n.TLS = e.TLS.clone()
+	n.StandardWebhooks = e.StandardWebhooks.clone()
+	n.AWSSigV4 = e.AWSSigV4.clone()
 	n.Redact = Redact{
 		Headers:    slices.Clone(e.Redact.Headers),
 		Query:      slices.Clone(e.Redact.Query),

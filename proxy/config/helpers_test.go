@@ -47,6 +47,7 @@ func baseEnv() env {
 		"PAYMENT_AUTH":   paymentSecret,
 		"REDIS_PASSWORD": redisPassword,
 		"SF_CLIENT_ID":   "3MVG9-consumer-key",
+		"HOOK_SECRET":    whsec,
 		"SHORT":          "too-short",
 		"NEWLINE":        "value\n\n",
 	}

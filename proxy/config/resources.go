@@ -56,6 +56,7 @@ func (c *Config) checkResources(getenv func(string) string, col *collector) {
 			}
 		}
 		checkCredentialResources(col, join("endpoints", name), e, getenv)
+		checkSigningResources(col, join("endpoints", name), e, getenv)
 	}
 	if sf := c.Salesforce; sf != nil {
 		if sf.ClientIDEnv != "" {

@@ -56,6 +56,7 @@ func (c *Config) validateEndpoints(col *collector) {
 		c.validateEndpointLimits(col, key, e)
 		e.Headers = validateHeaders(col, key+".headers", e.Headers)
 		validateCredentials(col, key, e)
+		validateSigning(col, key, e)
 		validateRedact(col, key+".redact", &e.Redact)
 	}
 }

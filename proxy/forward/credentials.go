@@ -29,6 +29,12 @@ func secretsKey(ep *config.Endpoint) string {
 	if ep.TLS != nil {
 		k += fmt.Sprintf(" tls %+v", *ep.TLS)
 	}
+	if ep.StandardWebhooks != nil {
+		k += fmt.Sprintf(" standard_webhooks %+v", *ep.StandardWebhooks)
+	}
+	if ep.AWSSigV4 != nil {
+		k += fmt.Sprintf(" aws_sigv4 %+v", *ep.AWSSigV4)
+	}
 	return k
 }
 
@@ -87,6 +93,25 @@ func tokenFailure(parent context.Context, ep *config.Endpoint, err error) error 
 	}
 	if !errors.Is(err, policy.ErrCredentials) {
 		err = &credentials.Error{Endpoint: ep.Name, Err: err}
+	}
+	return err
+}
+
+// signFailure maps a failure to sign an attempt of ep (credentials.Set.Sign)
+// into Attempt.Err:
+//
+//   - the caller's context canceled: an error matching context.Canceled;
+//   - a signing secret never loadable or malformed (*credentials.ConfigError):
+//     *problem.Error Internal, as for a static header;
+//   - the AWS credential chain without credentials (*credentials.Error): an
+//     error matching policy.ErrCredentials — Retryable "credentials";
+//     nothing reached the upstream.
+func signFailure(parent context.Context, ep *config.Endpoint, err error) error {
+	if errors.Is(parent.Err(), context.Canceled) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: %w", context.Canceled, err)
+	}
+	if ce, ok := errors.AsType[*credentials.ConfigError](err); ok {
+		return problem.Wrap(problem.Internal, "the signing credentials of endpoint "+ep.Name+" could not be read", ce)
 	}
 	return err
 }

@@ -58,6 +58,10 @@ type Request struct {
 	Header http.Header
 	// Body is the whole request body; nil or empty sends none.
 	Body []byte
+	// CalloutID is the id of the callout this attempt belongs to; "" for a
+	// read without a record. A standard_webhooks endpoint derives the
+	// attempt's webhook-id from it (credentials.WebhookID).
+	CalloutID string
 }
 
 // Response is an upstream response, buffered.
@@ -87,9 +91,11 @@ type Attempt struct {
 	//     URL's dial too), PathEscape or InvalidRequest (400, from
 	//     UpstreamURL or a bad method), Internal (500: a credential of the
 	//     endpoint — header value, OAuth2 client id or secret, certificate,
-	//     CA bundle — was never loadable, see credentials.ConfigError);
+	//     CA bundle, signing secret — was never loadable, see
+	//     credentials.ConfigError);
 	//   - an error matching policy.ErrCredentials (*credentials.Error): the
-	//     OAuth 2.0 token could not be obtained; nothing reached the
+	//     OAuth 2.0 token, or the AWS credentials of aws_sigv4 from the
+	//     standard chain, could not be obtained; nothing reached the
 	//     upstream; Retryable "credentials";
 	//   - *policy.TimeoutError with Limit "connect", "header" or "attempt";
 	//   - an error wrapping policy.ErrResponseTooLarge (permanent);
@@ -271,6 +277,9 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 	if tok != nil {
 		tok.SetHeader(hreq.Header)
 	}
+	if err := creds.Sign(actx, hreq, req.Body, req.CalloutID); err != nil {
+		return Attempt{Err: signFailure(ctx, ep, err)}
+	}
 	a := f.send(ctx, actx, c, req.Method, hreq)
 	if tok == nil || a.Response == nil || a.Response.Status != http.StatusUnauthorized {
 		return a
@@ -284,6 +293,9 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 	hreq, _ = newRequest(ctx, u, req, static) // it built once already
 	f.traceContext(ctx, hreq.Header)
 	tok.SetHeader(hreq.Header)
+	if err := creds.Sign(actx, hreq, req.Body, req.CalloutID); err != nil {
+		return Attempt{Err: signFailure(ctx, ep, err)}
+	}
 	return f.send(ctx, actx, c, req.Method, hreq)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/redis/go-redis/v9"
 )
 
 // drainBatch is how many callouts one drain script run dead-letters, so one
@@ -14,22 +13,21 @@ const drainBatch = 100
 // Disable disables endpoint (contract §6: auto-disable after disable_after, or
 // an admin): new callouts are refused with ErrDisabled, claims return
 // GateDisabled, and every pending callout in a due set (scheduled or held;
-// both layouts, every queue) becomes a dead letter with reason
+// every queue) becomes a dead letter with reason
 // endpoint_disabled, in batches of 100 per script run. With
 // Options.Outbox, the owner notification and each dead letter's Salesforce
 // writes are queued in the same scripts (outbox.go). Callouts in flight
 // finish with their worker; a retry of one becomes a dead letter then.
 // Calling it again drains what remains. Errors: ErrUnavailable.
 func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {
-	k := keysOf(endpoint)
-	sfo, _ := k.outbox()
-	v, err := s.run(ctx, "disable", s.lua.disable, []string{k.ep, sfo}, msArg(s.now()), reason,
-		endpoint, flag(s.outbox))
+	home := homeQueue(endpoint)
+	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.ep, SFO: home.sfo, Now: msArg(s.now()),
+		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint) == "1"})
 	if err != nil {
-		return policy.DisableResult{}, err
+		return policy.DisableResult{}, s.wrap("disable", err)
 	}
 	s.forgetGate(endpoint)
-	res := policy.DisableResult{Newly: replyInt(v) == 1}
+	res := policy.DisableResult{Newly: v.Told == 1}
 	if res.Newly {
 		s.gates.changed(endpoint) // disable.lua published it to the others
 	}
@@ -53,79 +51,106 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 			}
 		}
 	}
-	if err := drainSet(k.due, func(ids []string) ([]string, error) { return s.legacyDrain(ctx, k, ids) }); err != nil {
-		return res, err
-	}
 	for _, q := range qs {
 		gs := ""
 		if !q.home {
 			gs = string(policy.GateDisabled)
 		}
-		if err := drainSet(q.due, func(ids []string) ([]string, error) { return s.drain2(ctx, q, ids, gs) }); err != nil {
+		if err := drainSet(q.due, func(ids []string) ([]string, error) { return s.drain(ctx, q, ids, gs) }); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
 }
 
-// drain2 dead-letters the given due layout-2 callouts of a disabled
+// drain dead-letters the given due callouts of a disabled
 // endpoint in queue q (drain.lua); gate is "" for the home queue (the
 // script checks the endpoint hash) or the gate the caller read. It first
 // reads the records (one pipelined round trip) to name their
 // reservations in KEYS.
-func (s *Store) drain2(ctx context.Context, q queue, ids []string, gate string) ([]string, error) {
+func (s *Store) drain(ctx context.Context, q queue, ids []string, gate string) ([]string, error) {
 	reservations, err := s.reservationsOf(ctx, q, ids)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	keys := []string{q.acc, q.due, q.dl, q.sfo, q.sfx, q.dlb}
-	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), flag(s.outbox), gate}
+	a := drainArgs{Counters: q.acc, Due: q.due, DL: q.dl, SFO: q.sfo, SFX: q.sfx, DLB: q.dlb, Now: msArg(now),
+		DeadTTL: durMs(s.dlTTL), PruneBefore: msArg(now.Add(-s.dlTTL)), Outbox: s.outbox, Gate: gate}
 	for i, id := range ids {
 		c, rest, resp := q.record(id)
-		keys = append(keys, c, rest, resp, reservations[i])
-		args = append(args, id)
+		a.Callouts = append(a.Callouts, drainCallout{Record: c, Rest: rest, Resp: resp, Reservation: reservations[i], ID: id})
 	}
-	v, err := s.run(ctx, "drain", s.lua.drain, keys, args...)
-	if err != nil {
-		return nil, err
-	}
-	return replyStrs(v), nil
-}
-
-// legacyDrain dead-letters the given due callouts of the legacy layout of a
-// disabled endpoint (legacy_drain.lua). It first reads their issuers and
-// keys (one pipelined round trip) to name their reservations in KEYS.
-func (s *Store) legacyDrain(ctx context.Context, k epKeys, ids []string) ([]string, error) {
-	cmds := make([]*redis.SliceCmd, len(ids))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			cmds[i] = p.HMGet(ctx, k.callout(id), fIssuer, fKey)
-		}
-		return nil
-	})
+	v, err := s.lua.drain.Run(ctx, s.rdb, &a)
 	if err != nil {
 		return nil, s.wrap("drain", err)
 	}
-	now := s.now()
-	sfo, sfx := k.outbox()
-	keys := []string{k.ep, k.due, k.dl, sfo, sfx, k.dlb}
-	args := []any{msArg(now), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), flag(s.outbox)}
-	for i, id := range ids {
-		ik := k.ep // placeholder: no reservation
-		if f := cmds[i].Val(); len(f) == 2 {
-			if key := replyStr(f[1]); key != "" {
-				ik = k.legacyIdem(replyStr(f[0]), key)
-			}
-		}
-		keys = append(append(keys, k.parts(id)...), ik)
-		args = append(args, id)
-	}
-	v, err := s.run(ctx, "drain", s.lua.legacyDrain, keys, args...)
-	if err != nil {
-		return nil, err
-	}
-	return replyStrs(v), nil
+	return v.Dead, nil
+}
+
+// disableArgs are disable.lua's keys and arguments (lua/disable.lua).
+type disableArgs struct {
+	Endpoint string `lua:"endpoint,key"`
+	SFO      string `lua:"sfo,key"`
+	Now      string `lua:"now"`
+	Reason   string `lua:"reason"`
+	Name     string `lua:"name"`
+	Outbox   bool   `lua:"outbox"`
+	Can      bool   `lua:"can"`
+}
+
+// notifyArgs are notify.lua's keys and arguments (lua/notify.lua).
+type notifyArgs struct {
+	Endpoint string `lua:"endpoint,key"`
+	SFO      string `lua:"sfo,key"`
+	Now      string `lua:"now"`
+	Name     string `lua:"name"`
+	ID       string `lua:"id"`
+	Outbox   bool   `lua:"outbox"`
+	Reason   string `lua:"reason"`
+	Can      bool   `lua:"can"`
+}
+
+// toldReply is the reply of disable.lua and notify.lua: 1 when the call
+// did it (disabled the endpoint; tells the owner), else 0.
+type toldReply struct {
+	Told int `lua:"told"`
+}
+
+// countReply is the reply of a script that answers a count (release_held,
+// lock, dl_prune).
+type countReply struct {
+	N int64 `lua:"n"`
+}
+
+// drainArgs are drain.lua's keys and arguments (lua/drain.lua names each);
+// times are Unix ms in decimal.
+type drainArgs struct {
+	Counters    string         `lua:"counters,key"`
+	Due         string         `lua:"due,key"`
+	DL          string         `lua:"dl,key"`
+	SFO         string         `lua:"sfo,key"`
+	SFX         string         `lua:"sfx,key"`
+	DLB         string         `lua:"dlb,key"`
+	Now         string         `lua:"now"`
+	DeadTTL     string         `lua:"dead_ttl"`
+	PruneBefore string         `lua:"prune_before"`
+	Outbox      bool           `lua:"outbox"`
+	Gate        string         `lua:"gate"`
+	Callouts    []drainCallout `lua:"callouts"`
+}
+
+// drainCallout is one due callout a drain dead-letters.
+type drainCallout struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Resp        string `lua:"resp,key"`
+	Reservation string `lua:"reservation,key"`
+	ID          string `lua:"id"`
+}
+
+// drainReply is drain.lua's reply: the ids dead-lettered.
+type drainReply struct {
+	Dead []string `lua:"dead"`
 }
 
 // Enable re-enables a disabled endpoint (contract §6 "Only an admin re-enables
@@ -135,7 +160,7 @@ func (s *Store) legacyDrain(ctx context.Context, k epKeys, ids []string) ([]stri
 // held-callout release; every replica's gate cache is told (gateChannel).
 // Errors: ErrUnavailable.
 func (s *Store) Enable(ctx context.Context, endpoint string) error {
-	err := s.rdb.HDel(ctx, keysOf(endpoint).ep, eDisabled, eDisReason, eDisAt, eBreaker,
+	err := s.rdb.HDel(ctx, endpointKey(endpoint), eDisabled, eDisReason, eDisAt, eBreaker,
 		eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, eOutage, eNotified).Err()
 	if err != nil {
 		return s.wrap("enable", err)
@@ -153,7 +178,7 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 // then the held-callout release; every replica's gate cache is told
 // (gateChannel). Errors: ErrUnavailable.
 func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
-	err := s.rdb.HDel(ctx, keysOf(endpoint).ep, eBreaker, eFailures, eOpenedAt, eProbeAt,
+	err := s.rdb.HDel(ctx, endpointKey(endpoint), eBreaker, eFailures, eOpenedAt, eProbeAt,
 		eProbeToken, eProbeUntil, ePaused).Err()
 	if err != nil {
 		return s.wrap("reset breaker", err)

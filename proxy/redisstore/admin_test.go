@@ -32,8 +32,8 @@ func TestDisableDeadLettersPending(t *testing.T) {
 		if rec.State != policy.DeadLettered || rec.DeadLetterReason != policy.DeadLetterEndpointDisabled {
 			t.Fatalf("record = %+v", rec)
 		}
-		k := keysOf("off-api")
-		if d := pttl(t, e, k.idem(rec.Issuer, "kk")); d <= 29*day {
+		k := homeQueue("off-api")
+		if d := pttl(t, e, k.reservation(rec.Issuer, "kk")); d <= 29*day {
 			t.Fatalf("reservation TTL = %v, want the dead-letter retention", d)
 		}
 		st := mustState(t, s, "off-api")
@@ -209,8 +209,8 @@ func TestDiscard(t *testing.T) {
 		_, err := s.Get(ctxT(t), r.ID)
 		wantErr(t, err, policy.ErrNotFound)
 		wantErr(t, s.Discard(ctxT(t), r.ID), policy.ErrNotFound)
-		k := keysOf("disc-api")
-		if n := e.b.Client.Exists(ctxT(t), k.idem(nc.Issuer, "key")).Val(); n != 0 {
+		k := homeQueue("disc-api")
+		if n := e.b.Client.Exists(ctxT(t), k.reservation(nc.Issuer, "key")).Val(); n != 0 {
 			t.Fatal("reservation outlived the discarded dead letter")
 		}
 		if n := e.b.Client.ZCard(ctxT(t), k.dl).Val(); n != 0 {

@@ -80,7 +80,7 @@ func TestCommandBudget(t *testing.T) {
 			t.Skip("INFO commandstats is read on the real single node")
 		}
 		s := e.store()
-		// warm: endpoint hash, issuer map, legacy sets noted empty
+		// warm: endpoint hash, issuer map
 		mustComplete(t, s, mustBegin(t, s, req("budget-api", "warm", "{}")), success())
 		mustClaim(t, s, "budget-api", claimOpts)
 		const n = 200
@@ -91,16 +91,15 @@ func TestCommandBudget(t *testing.T) {
 		complete, completeBy := budget(t, e, n, func(i int) { mustComplete(t, s, cls[i], success()) })
 		t.Logf("keyed write: begin %.2f commands (%s); complete %.2f (%s); in all %.2f", begin, beginBy,
 			complete, completeBy, begin+complete)
-		// A lone keyed write: 14 with the two EVALSHA themselves during the
-		// legacy window (one HMGET of a legacy reservation; 13 after it).
+		// A lone keyed write: 13 with the two EVALSHA themselves.
 		// create.lua takes the reservation with one SET … NX GET; the
 		// counters are charged at the create and released at the end, as a
 		// synchronous attempt in flight counts toward the caps and the org
 		// shares (TestSynchronousWritesInFlightCountTowardShares). Under
 		// concurrency the completion writer's one call per queue shares its
 		// EVALSHA and the counters' HMGET and HSET (concurrentKeyedWrites).
-		if begin+complete > 14 {
-			t.Errorf("begin runs %.2f and complete %.2f commands with their EVALSHA, want at most 14 in all", begin, complete)
+		if begin+complete > 13 {
+			t.Errorf("begin runs %.2f and complete %.2f commands with their EVALSHA, want at most 13 in all", begin, complete)
 		}
 		concurrentKeyedWrites(t, e, s)
 		for i := range n {

@@ -14,7 +14,7 @@ import (
 // with the caps: pending items (bi) and charged bytes (bb).
 func counters(t *testing.T, s *Store, endpoint string) (items, bytes int64) {
 	t.Helper()
-	v, err := s.rdb.HMGet(ctxT(t), keysOf(endpoint).ep, "bi", eBytes).Result()
+	v, err := s.rdb.HMGet(ctxT(t), endpointKey(endpoint), "bi", eBytes).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

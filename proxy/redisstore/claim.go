@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -42,9 +43,7 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 // the gate of sharded endpoints whose view is stale), then one claim.lua
 // run per Redis Cluster slot that has candidates (on a single node, one in
 // all) re-checks each candidate and the gate in O(1) and leases them,
-// pipelined. Records of the legacy layout (keys.go) are claimed by
-// legacy_claim.lua in the same pipeline. The attempt is counted at claim
-// time (Claimed.Attempt). Results are in request order. Errors:
+// pipelined. The attempt is counted at claim time (Claimed.Attempt). Results are in request order. Errors:
 // ErrUnavailable.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) ([]ClaimResult, error) {
 	for _, r := range reqs {
@@ -79,12 +78,10 @@ type queuePlan struct {
 // endpointPlan is one request's candidates.
 type endpointPlan struct {
 	queues    []*queuePlan
-	legacy    []string // due candidates in the legacy due set
 	nextDue   time.Time
 	nextLease time.Time
-	legacyAll bool // the legacy due and lease sets are both empty
-	want      int  // due candidates it may claim (its batch)
-	dueSeen   int  // due candidates read, spares included
+	want      int // due candidates it may claim (its batch)
+	dueSeen   int // due candidates read, spares included
 }
 
 // candidates reads every queue's first waiting ids (ZRANGE … WITHSCORES)
@@ -95,7 +92,6 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	}
 	plans := make([]*endpointPlan, len(reqs))
 	reads := make([][]read, len(reqs))
-	legacy := make([]read, len(reqs))
 	views := map[string]*scriptCall{}
 	for i, r := range reqs {
 		qs, err := s.queuesOf(ctx, r.Endpoint)
@@ -109,21 +105,16 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	}
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reqs {
-			batch := int64(min(max(r.Batch, 1), maxBatch))
 			// Twice the batch from each queue: another replica reading the
 			// same first ids at the same time claims some of them first; the
 			// spares let this claim still fill its batch (claim.lua stops at
 			// cap), instead of a short claim and another round.
 			spares := int64(min(2*max(r.Batch, 1), maxBatch))
-			lk := keysOf(r.Endpoint)
-			if s.legacyDue(r.Endpoint, now) {
-				legacy[i] = read{p.ZRangeWithScores(ctx, lk.due, 0, batch-1), p.ZRangeWithScores(ctx, lk.lease, 0, 0)}
-			}
 			for _, qp := range plans[i].queues {
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
 					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0)})
 				if qp.given && views[r.Endpoint] == nil && s.viewStale(r.Endpoint) {
-					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{lk.ep}, args: []any{msArg(now)}}
+					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{endpointKey(r.Endpoint)}, args: []any{msArg(now)}}
 					views[r.Endpoint].queue(ctx, p)
 				}
 			}
@@ -131,11 +122,8 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		return nil
 	})
 	for i := range reqs {
-		for _, r := range append(reads[i], legacy[i]) {
+		for _, r := range reads[i] {
 			for _, c := range []*redis.ZSliceCmd{r.due, r.lease} {
-				if c == nil {
-					continue
-				}
 				if err := c.Err(); err != nil && !isNil(err) {
 					return nil, s.wrap("claim", err)
 				}
@@ -174,12 +162,6 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			}
 			return due
 		}
-		p.legacyAll = true
-		if legacy[i].due != nil {
-			p.legacy = note(legacy[i].due.Val(), false)
-			note(legacy[i].lease.Val(), true)
-			p.legacyAll = len(legacy[i].due.Val()) == 0 && len(legacy[i].lease.Val()) == 0
-		}
 		for j, qp := range p.queues {
 			qp.ids = note(reads[i][j].due.Val(), false)
 			note(reads[i][j].lease.Val(), true)
@@ -187,7 +169,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				qp.view, _, _ = s.gateOf(ctx, qp.q) // fresh: read above or recently
 			}
 		}
-		p.dueSeen = len(p.legacy) + p.dueIn()
+		p.dueSeen = p.dueIn()
 		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen)
 	}
 	return plans, nil
@@ -229,20 +211,10 @@ func allot(plans []*endpointPlan, reqs []ClaimRequest, total int) {
 }
 
 // spread shares an endpoint's batch among its queues, taking from the
-// queues in turn (legacy first: they are the oldest): each queue's cap,
-// with as many spare candidates again kept behind it.
+// queues in turn: each queue's cap, with as many spare candidates again
+// kept behind it.
 func spread(p *endpointPlan, batch int) {
-	if batch <= 0 {
-		p.legacy = nil
-		for _, qp := range p.queues {
-			qp.ids, qp.cap = nil, 0
-		}
-		return
-	}
-	if len(p.legacy) > batch {
-		p.legacy = p.legacy[:batch]
-	}
-	left := batch - len(p.legacy)
+	left := max(batch, 0)
 	take := make([]int, len(p.queues))
 	for more := true; more && left > 0; {
 		more = false
@@ -268,17 +240,16 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		return err
 	}
 	cluster := s.isCluster()
-	groups := map[int]*scriptCall{} // by slot (one group, slot 0, on a single node)
+	groups := map[int]*claimArgs{} // by slot (one group, slot 0, on a single node)
 	type member struct {
 		i  int
 		qp *queuePlan
 	}
-	members := map[*scriptCall][]member{}
-	var order, legacyCalls []*scriptCall
-	legacyOf := map[*scriptCall]int{}
+	members := map[*claimArgs][]member{}
+	var order []*claimArgs
 	n := 0
 	nextToken := func() string {
-		t := layout2Token + base + "." + strconv.Itoa(n)
+		t := base + "." + strconv.Itoa(n)
 		n++
 		return t
 	}
@@ -286,12 +257,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		p := plans[i]
 		br := r.Breaker.WithDefaults(r.Lease)
 		leaseUntil, probeUntil := now.Add(r.Lease), now.Add(br.ProbeLease)
-		if len(p.legacy) > 0 {
-			c := s.legacyClaimCall(keysOf(r.Endpoint), p.legacy, base, &n, now, r.Lease, br)
-			legacyCalls = append(legacyCalls, c)
-			legacyOf[c] = i
-		}
-		homeDue := len(p.legacy) > 0
+		homeDue := false
 		for _, qp := range p.queues {
 			homeDue = homeDue || (qp.q.home && len(qp.ids) > 0)
 		}
@@ -316,14 +282,14 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			c := groups[slot]
 			if c == nil {
-				c = &scriptCall{sc: s.lua.claim, args: []any{msArg(now), 0}}
+				c = &claimArgs{Now: now.UnixMilli()}
 				groups[slot] = c
 				order = append(order, c)
 			}
-			c.keys = append(c.keys, qp.q.due, qp.q.lease, qp.q.acc)
-			gs, gu := gateArgs(qp.view, qp.given)
-			c.args = append(c.args, strconv.Itoa(len(qp.ids)), gs, gu, msArg(leaseUntil), msArg(probeUntil),
-				strconv.Itoa(qp.cap))
+			cq := claimQueue{Due: qp.q.due, Lease: qp.q.lease, Counters: qp.q.acc, Count: len(qp.ids),
+				LeaseUntil: msArg(leaseUntil), ProbeUntil: msArg(probeUntil), Want: qp.cap}
+			cq.Gate, cq.GateUntil = gateArgs(qp.view, qp.given)
+			c.Queues = append(c.Queues, cq)
 			for _, id := range qp.ids {
 				cc, rest, _ := qp.q.record(id)
 				tok := qp.tokens[id]
@@ -331,17 +297,16 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 					tok = nextToken()
 					qp.tokens[id] = tok
 				}
-				c.keys = append(c.keys, cc, rest)
-				c.args = append(c.args, id, tok)
+				c.Candidates = append(c.Candidates, claimCandidate{Record: cc, Rest: rest, ID: id, Token: tok})
 			}
-			c.args[1] = c.args[1].(int) + 1
 			members[c] = append(members[c], member{i, qp})
 		}
 	}
-	if len(order)+len(legacyCalls) > 0 {
+	calls := make([]*script.Call[claimArgs, claimReply], len(order))
+	if len(order) > 0 {
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range append(order, legacyCalls...) {
-				c.queue(ctx, p)
+			for k, c := range order {
+				calls[k] = s.lua.claim.Queue(ctx, p, c)
 			}
 			return nil
 		})
@@ -352,29 +317,29 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			firstErr = err
 		}
 	}
-	for _, c := range order {
-		v, err := s.result(ctx, "claim", c)
+	for k, c := range order {
+		v, err := calls[k].Result(ctx, s.rdb)
 		if err != nil {
-			keep(err)
+			keep(s.wrap("claim", err))
 			continue
 		}
-		for k, part := range replyArr(v) {
-			if k < len(members[c]) {
-				m := members[c][k]
-				keep(s.decodeQueueClaim(ctx, m.qp, replyArr(part), &out[m.i], reqs[m.i], now))
+		if len(v.Queues) != len(members[c]) {
+			keep(fmt.Errorf("redisstore: claim: %d queue replies for %d queues", len(v.Queues), len(members[c])))
+			continue
+		}
+		byQueue := make([][]claimedOne, len(members[c]))
+		for _, cl := range v.Claimed {
+			if cl.Queue < 1 || cl.Queue > len(byQueue) {
+				keep(fmt.Errorf("redisstore: claim: a callout of queue %d of %d", cl.Queue, len(byQueue)))
+				continue
 			}
+			byQueue[cl.Queue-1] = append(byQueue[cl.Queue-1], cl)
+		}
+		for q, m := range members[c] {
+			keep(s.decodeQueueClaim(ctx, m.qp, v.Queues[q], byQueue[q], &out[m.i], reqs[m.i], now))
 		}
 	}
-	for _, c := range legacyCalls {
-		i := legacyOf[c]
-		v, err := s.result(ctx, "claim", c)
-		if err == nil {
-			err = s.decodeLegacyClaim(ctx, keysOf(reqs[i].Endpoint), plans[i].legacy, v, &out[i])
-		}
-		keep(err)
-	}
-	for i, r := range reqs {
-		s.noteLegacyEmpty(ctx, r.Endpoint, plans[i].legacyAll)
+	for i := range reqs {
 		out[i].MoreDue = plans[i].dueSeen > len(out[i].Claimed)
 	}
 	return firstErr
@@ -398,7 +363,6 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		if err != nil {
 			return false, err
 		}
-		tok = layout2Token + tok
 		v, err := s.takeProbe(ctx, qp.q.endpoint, tok, probeUntil)
 		if err != nil {
 			return false, err
@@ -413,7 +377,7 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		return true, nil
 	case st == policy.GateDisabled:
 		mergeGate(&out[i], qp.view.gate)
-		moved, err := s.drain2(ctx, qp.q, qp.ids, string(policy.GateDisabled))
+		moved, err := s.drain(ctx, qp.q, qp.ids, string(policy.GateDisabled))
 		out[i].DeadLettered = append(out[i].DeadLettered, moved...)
 		return false, err
 	default:
@@ -438,22 +402,73 @@ func claimable(g policy.GateState) bool {
 	return g == policy.GateOpen || g == policy.GateHalfOpen || g == "probe"
 }
 
-// decodeQueueClaim decodes one queue's part of a claim.lua reply:
-// {gate, until, claimed...}.
-func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, a []any, res *ClaimResult, r ClaimRequest, now time.Time) error {
-	if len(a) < 2 {
-		return fmt.Errorf("redisstore: claim: unexpected reply %v", a)
-	}
-	g := policy.Gate{State: policy.GateState(replyStr(a[0])), Until: fromMs(replyStr(a[1]))}
+// claimArgs are claim.lua's keys and arguments (lua/claim.lua names each):
+// the queues of one slot and their candidates, in queue order.
+type claimArgs struct {
+	Now        int64            `lua:"now"`
+	Queues     []claimQueue     `lua:"queues"`
+	Candidates []claimCandidate `lua:"candidates"`
+}
+
+// claimQueue is one queue of a claim.
+type claimQueue struct {
+	Due        string `lua:"due,key"`
+	Lease      string `lua:"lease,key"`
+	Counters   string `lua:"counters,key"`
+	Count      int    `lua:"count"`
+	Gate       string `lua:"gate"`
+	GateUntil  string `lua:"gate_until"`
+	LeaseUntil string `lua:"lease_until"`
+	ProbeUntil string `lua:"probe_until"`
+	Want       int    `lua:"want"`
+}
+
+// claimCandidate is one due callout a claim re-checks.
+type claimCandidate struct {
+	Record string `lua:"record,key"`
+	Rest   string `lua:"rest,key"`
+	ID     string `lua:"id"`
+	Token  string `lua:"token"`
+}
+
+// claimReply is claim.lua's reply.
+type claimReply struct {
+	Queues  []claimedQueue `lua:"queues"`
+	Claimed []claimedOne   `lua:"claimed"`
+}
+
+// claimedQueue is the gate one queue's claim saw.
+type claimedQueue struct {
+	Gate      string `lua:"gate"`
+	GateUntil int64  `lua:"gate_until"`
+}
+
+// claimedOne is one claimed callout: its record as it was before the claim
+// (field, value, …), its :q when it has one.
+type claimedOne struct {
+	Queue    int      `lua:"queue"`
+	ID       string   `lua:"id"`
+	Kind     string   `lua:"kind"`
+	Attempts int      `lua:"attempts"`
+	First    int64    `lua:"first"`
+	Due      float64  `lua:"due"`
+	Rest     string   `lua:"rest"`
+	Record   []string `lua:"record"`
+}
+
+// decodeQueueClaim decodes one queue's part of a claim.lua reply: the gate
+// it saw and the callouts it claimed.
+func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, gq claimedQueue, claimed []claimedOne, res *ClaimResult, r ClaimRequest, now time.Time) error {
+	g := policy.Gate{State: policy.GateState(gq.Gate), Until: msTimeOf(gq.GateUntil)}
 	mergeGate(res, g)
 	if g.State == policy.GateDisabled {
 		gs, _ := gateArgs(qp.view, qp.given)
-		moved, err := s.drain2(ctx, qp.q, qp.ids, gs)
+		moved, err := s.drain(ctx, qp.q, qp.ids, gs)
 		res.DeadLettered = append(res.DeadLettered, moved...)
 		return err
 	}
-	for _, x := range a[2:] {
-		c, err := s.decodeClaimed2(ctx, replyArr(x), now, now.Add(r.Lease))
+	for _, x := range claimed {
+		c, err := s.decodeClaimed(ctx, x, now, now.Add(r.Lease))
 		if err != nil {
 			return err
 		}
@@ -463,78 +478,27 @@ func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, a []any, re
 	return nil
 }
 
-// decodeClaimed2 decodes one claimed entry of claim.lua:
-// {id, kind, attempts, first attempt ms, due ms, :q or false, field, value, ...}.
-func (s *Store) decodeClaimed2(ctx context.Context, r []any, now, leaseUntil time.Time) (*policy.Claimed, error) {
-	if len(r) < 6 || len(r)%2 != 0 {
-		return nil, fmt.Errorf("redisstore: claim: unexpected entry of %d values", len(r))
+// decodeClaimed decodes one claimed callout of claim.lua.
+func (s *Store) decodeClaimed(ctx context.Context, r claimedOne, now, leaseUntil time.Time) (*policy.Claimed, error) {
+	if len(r.Record)%2 != 0 {
+		return nil, fmt.Errorf("redisstore: claim: a record of %d values", len(r.Record))
 	}
-	m := make(map[string]string, (len(r)-6)/2)
-	for i := 6; i+1 < len(r); i += 2 {
-		m[replyStr(r[i])] = replyStr(r[i+1])
+	m := make(map[string]string, len(r.Record)/2)
+	for i := 0; i+1 < len(r.Record); i += 2 {
+		m[r.Record[i]] = r.Record[i+1]
 	}
-	id := replyStr(r[0])
-	rest, _ := r[5].(string)
-	c, err := decodeRecord2(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := decodeRecord(r.ID, m, r.Rest, func(tag string) string { return s.issuerOf(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}
 	return &policy.Claimed{
-		ID: id, Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
+		ID: r.ID, Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
 		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
-		ReplayOf: c.ReplayOf, Attempt: int(replyInt(r[2])), Kind: policy.Kind(replyStr(r[1])),
+		ReplayOf: c.ReplayOf, Attempt: r.Attempts, Kind: policy.Kind(r.Kind),
 		LeaseToken: "", LeaseExpiresAt: msTime(leaseUntil), StartedAt: msTime(now),
-		DueAt: time.UnixMilli(scoreMs(r[4])), FirstAttemptAt: fromMs(replyStr(r[3])), CreatedAt: c.CreatedAt,
+		DueAt: time.UnixMilli(int64(r.Due)), FirstAttemptAt: msTimeOf(r.First), CreatedAt: c.CreatedAt,
 		TraceContext: c.TraceContext,
 	}, nil
-}
-
-// legacyCheck is how often a round looks at an endpoint's legacy due and
-// lease sets once they were seen empty (an old replica of a rolling
-// upgrade may still fill them).
-const legacyCheck = 10 * time.Second
-
-// legacyDue reports whether this round reads endpoint's legacy sets: until
-// they are seen empty, then every legacyCheck.
-func (s *Store) legacyDue(endpoint string, now time.Time) bool {
-	if _, noted := s.legacyEmpty.Load(endpoint); !noted {
-		return true
-	}
-	st := s.shardState(endpoint)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if now.Sub(st.legacyAt) < legacyCheck {
-		return false
-	}
-	st.legacyAt = now
-	return true
-}
-
-// noteLegacyEmpty marks, once per Store and endpoint, that the endpoint's
-// legacy due and lease sets were seen empty (keys.go "Layout 1"):
-// create.lua stops counting them ('L' = "0") and stops looking up legacy
-// reservations once the longest retention has passed from now ('Lr', set
-// once): by then every legacy record is gone. Legacy items seen again
-// (an old replica still running) clear both. Best effort: a failure only
-// keeps legacy work counted and looked up.
-func (s *Store) noteLegacyEmpty(ctx context.Context, endpoint string, empty bool) {
-	_, noted := s.legacyEmpty.Load(endpoint)
-	switch {
-	case empty && !noted:
-		until := s.now().Add(max(s.idemTTL, s.dlTTL))
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, keysOf(endpoint).ep, eLegacy, "0")
-			p.HSetNX(ctx, keysOf(endpoint).ep, eLegacyUntil, msArg(until))
-			return nil
-		})
-		if err == nil {
-			s.legacyEmpty.Store(endpoint, struct{}{})
-		}
-	case !empty && noted:
-		if s.rdb.HDel(ctx, keysOf(endpoint).ep, eLegacy, eLegacyUntil).Err() == nil {
-			s.legacyEmpty.Delete(endpoint)
-		}
-	}
 }
 
 // dueBy is the ZRANGEBYSCORE range of up to n members scored at or before t.

@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// Complete applies c to the claimed attempt in one script (complete.lua,
-// or legacy_complete.lua for a record of the legacy layout): fencing on the
-// lease token, attempt log, last response, breaker, pause, then the
+// Complete applies c to the claimed attempt in one script (complete.lua):
+// fencing on the lease token, attempt log, last response, breaker, pause, then the
 // action; finishing sets the TTLs of the record and its reservation. With
 // Options.Outbox, the same script queues the Salesforce writes the ending
 // causes (outbox.go): the dead letter's mirror, expiry check and owner
@@ -40,23 +38,22 @@ func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Compl
 // completion is one prepared Complete: its script calls, queued in a
 // pipeline (possibly with other callers'), then decoded.
 type completion struct {
-	cl     *policy.Claimed
-	c      policy.Completion
-	now    time.Time
-	q      queue
-	legacy *scriptCall // legacy_complete.lua: a record of the legacy layout
-	// layout 2: its part of a complete.lua call (completeBatch): its five
-	// keys and 23 arguments
-	keys    []string
-	args    []any
-	breaker *scriptCall // outcome.lua on the endpoint hash: sharded queues only
+	cl  *policy.Claimed
+	c   policy.Completion
+	now time.Time
+	q   queue
+	// its part of a complete.lua call (planCompletions)
+	item    completeItem
+	breaker *outcomeArgs // outcome.lua on the endpoint hash: sharded queues only
 	// notify.lua on the endpoint hash, right after breaker in the pipeline:
 	// a dead letter of a sharded queue (the owner is told once per outage)
-	notify *scriptCall
-	// after the write: its own complete.lua (or legacy) reply, or error,
+	notify *notifyArgs
+	// after the write: its own complete.lua reply, or error,
 	// and its breaker and notify calls'
-	reply, breakerReply, notifyReply any
-	err, breakerErr, notifyErr       error
+	reply                      completeOne
+	breakerReply               outcomeReply
+	notifyReply                toldReply
+	err, breakerErr, notifyErr error
 }
 
 // prepareComplete validates c and builds the script calls of its
@@ -65,26 +62,12 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	now := s.now()
 	br := c.Breaker.WithDefaults(c.Lease)
 	p := &completion{cl: cl, c: c, now: now}
-	if !strings.HasPrefix(cl.LeaseToken, layout2Token) {
-		args, err := s.completeArgs(cl, c, br, now, false)
-		if err != nil {
-			return nil, err
-		}
-		k := keysOf(cl.Endpoint)
-		sfo, sfx := k.outbox()
-		keys := append(k.parts(cl.ID), k.due, k.lease, k.ep, k.dl, sfo, sfx, k.dlb)
-		if ik := k.legacyIdem(cl.Issuer, cl.IdempotencyKey); ik != "" {
-			keys = append(keys, ik)
-		}
-		p.legacy = &scriptCall{sc: s.lua.legacyComplete, keys: keys, args: args}
-		return p, nil
-	}
 	q, ok := queueOfID(cl.Endpoint, cl.ID)
 	if !ok {
 		return nil, fmt.Errorf("redisstore: complete %q: malformed id", cl.ID)
 	}
 	p.q = q
-	args, err := s.completeArgs(cl, c, br, now, true)
+	item, err := s.completeItemOf(cl, c, br, now)
 	if err != nil {
 		return nil, err
 	}
@@ -92,10 +75,10 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	if err != nil {
 		return nil, err
 	}
-	gs, gu := gateArgs(view, given)
-	args = append(args, gs, gu, cl.Endpoint)
+	item.Gate, item.GateUntil = gateArgs(view, given)
+	item.Endpoint, item.Notify = cl.Endpoint, s.canNotify(cl.Endpoint) == "1"
 	rc, rest, resp := q.record(cl.ID)
-	res, _ := q.reservation(cl.Issuer, cl.IdempotencyKey)
+	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
 		res = rc
 	}
@@ -107,17 +90,17 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 			replayed, _ = calloutKeyOfID(cl.ReplayOf)
 		}
 	}
-	p.keys, p.args = []string{rc, rest, resp, res, replayed}, args
+	item.Record, item.Rest, item.Resp, item.Reservation, item.Replayed = rc, rest, resp, res, replayed
+	p.item = item
 	if given {
 		p.breaker = s.breakerCall(cl, c, br, now, view)
-		if c.Action == policy.ActionDeadLetter && c.Reason != policy.DeadLetterEndpointDisabled {
+		if c.Action == policy.ActionDeadLetter {
 			// In the pipeline, right after this attempt's breaker update: a
 			// success later in the same pipeline may end the outage (notify.lua
 			// then finds none), so it cannot wait for the pipeline's end.
-			k := keysOf(cl.Endpoint)
-			sfo, _ := k.outbox()
-			p.notify = &scriptCall{sc: s.lua.notify, keys: []string{k.ep, sfo},
-				args: []any{msArg(now), cl.Endpoint, cl.ID, flag(s.outbox)}}
+			home := homeQueue(cl.Endpoint)
+			p.notify = &notifyArgs{Endpoint: home.ep, SFO: home.sfo, Now: msArg(now), Name: cl.Endpoint,
+				ID: cl.ID, Outbox: s.outbox, Reason: string(c.Reason), Can: s.canNotify(cl.Endpoint) == "1"}
 		}
 	}
 	return p, nil
@@ -127,7 +110,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 // queue, on the endpoint hash (outcome.lua, the rules of lib.lua
 // breaker_apply), or nil when it has nothing to change: a success while
 // this replica saw no failure and held no probe, or no dispatch at all.
-func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, view gateView) *scriptCall {
+func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, view gateView) *outcomeArgs {
 	probe := ""
 	if cl.Kind == policy.KindProbe {
 		probe = cl.LeaseToken
@@ -141,9 +124,9 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 		return nil
 	}
 	dispatched := c.Attempt != nil
-	return &scriptCall{sc: s.lua.outcome, keys: []string{keysOf(cl.Endpoint).ep}, args: []any{
-		msArg(now), probe, flag(success), flag(dispatched && c.CountsTowardBreaker), strconv.Itoa(br.Failures),
-		msArg(now.Add(br.ProbeInterval)), paused}}
+	return &outcomeArgs{Endpoint: endpointKey(cl.Endpoint), Now: msArg(now), Probe: probe, Success: success,
+		Counts: dispatched && c.CountsTowardBreaker, Threshold: br.Failures,
+		ProbeNext: msArg(now.Add(br.ProbeInterval)), PausedUntil: paused}
 }
 
 // finishComplete decodes a completion after its pipeline ran.
@@ -151,42 +134,35 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 	if p.err != nil {
 		return policy.CompleteResult{}, p.err
 	}
-	a, err := replyN("complete", p.reply, 1)
-	if err != nil {
-		return policy.CompleteResult{}, err
-	}
-	if replyStr(a[0]) == "stale" {
+	a := p.reply
+	if a.State == "stale" {
 		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete %s: %w", p.cl.ID, policy.ErrStaleLease)
 	}
-	if len(a) < 11 {
-		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete: unexpected reply %v", a)
+	if a.State == "" {
+		return policy.CompleteResult{}, fmt.Errorf("redisstore: complete %s: reply without a state: %+v", p.cl.ID, a)
 	}
 	res := policy.CompleteResult{
-		State: policy.State(replyStr(a[0])), NotifyOwner: replyInt(a[5]) == 1,
-		Attempts: int(replyInt(a[9])), Reason: policy.DeadLetterReason(replyStr(a[10])),
-		Breaker: decodeBreakerChange(a[1:5], a[6], a[7], a[8]),
+		State: policy.State(a.State), NotifyOwner: a.Notify, Attempts: a.Attempts,
+		Reason: policy.DeadLetterReason(a.Reason), Gate: policy.GateState(a.Gate),
+		LastStatus: a.LastStatus, LastError: a.LastError,
+		Breaker: policy.BreakerChange{Opened: a.Opened, Closed: a.Closed, OutageBegan: a.Began,
+			OutageEnded: a.Ended, Probe: a.Probe, ConsecutiveFailures: a.Failures,
+			OutageStartedAt: msTimeOf(a.OutageAt), Held: a.Held},
 	}
-	if len(a) > 14 { // complete.lua's; legacy_complete.lua's reply ends at the reason
-		res.Gate = policy.GateState(replyStr(a[11]))
-		res.LastStatus, res.LastError = int(replyInt(a[12])), replyStr(a[13])
-		res.Breaker.Held, res.Breaker.HeldBy = int(replyInt(a[14])), res.Gate
-	}
+	res.Breaker.HeldBy = res.Gate
 	if p.breaker != nil {
 		if p.breakerErr != nil {
 			return res, p.breakerErr
 		}
-		b, err := replyN("complete: breaker", p.breakerReply, 7)
-		if err != nil {
-			return res, err
-		}
-		res.Breaker = decodeBreakerChange(b[0:4], b[4], b[5], b[6])
+		res.Breaker = p.breakerReply.change()
+		res.Breaker.Held, res.Breaker.HeldBy = 0, ""
 		s.forgetGate(p.cl.Endpoint)
 	}
 	if p.notify != nil && res.State == policy.DeadLettered {
 		if p.notifyErr != nil {
 			return res, p.notifyErr
 		}
-		res.NotifyOwner = replyInt(p.notifyReply) == 1
+		res.NotifyOwner = p.notifyReply.Told == 1
 	}
 	if res.Breaker.Opened || res.Breaker.Closed {
 		s.forgetGate(p.cl.Endpoint)
@@ -199,70 +175,136 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 	return res, nil
 }
 
-// completeArgs builds complete.lua's ARGV 1–20 (layout 2: the attempt in
-// its compact form) or legacy_complete.lua's.
-func (s *Store) completeArgs(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, layout2 bool) ([]any, error) {
+// completeArgs are complete.lua's keys and arguments: the queue's keys,
+// then its completions (lua/complete.lua names each).
+type completeArgs struct {
+	Due      string         `lua:"due,key"`
+	Lease    string         `lua:"lease,key"`
+	Counters string         `lua:"counters,key"`
+	DL       string         `lua:"dl,key"`
+	DLB      string         `lua:"dlb,key"`
+	SFO      string         `lua:"sfo,key"`
+	SFX      string         `lua:"sfx,key"`
+	Items    []completeItem `lua:"items"`
+}
+
+// completeItem is one completion of a complete.lua call. Times are Unix ms
+// in decimal, as the record stores them.
+type completeItem struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Resp        string `lua:"resp,key"`
+	Reservation string `lua:"reservation,key"`
+	Replayed    string `lua:"replayed,key"`
+
+	Now         string `lua:"now"`
+	ID          string `lua:"id"`
+	Token       string `lua:"token"`
+	Action      string `lua:"action"`
+	Attempt     string `lua:"attempt"`
+	Success     bool   `lua:"success"`
+	Counts      bool   `lua:"counts"`
+	Threshold   int    `lua:"threshold"`
+	ProbeNext   string `lua:"probe_next"`
+	NextDue     string `lua:"next_due"`
+	Reason      string `lua:"reason"`
+	FinishedTTL string `lua:"finished_ttl"`
+	DeadTTL     string `lua:"dead_ttl"`
+	PruneBefore string `lua:"prune_before"`
+	PausedUntil string `lua:"paused_until"`
+	LeaseUntil  string `lua:"lease_until"`
+	Status      string `lua:"status"`
+	Response    string `lua:"response"`
+	Error       string `lua:"error"`
+	Outbox      bool   `lua:"outbox"`
+	Gate        string `lua:"gate"`
+	GateUntil   string `lua:"gate_until"`
+	Endpoint    string `lua:"endpoint"`
+	Notify      bool   `lua:"notify"`
+}
+
+// completeReply is complete.lua's reply: one result per completion, in
+// order.
+type completeReply struct {
+	Results []completeOne `lua:"results"`
+}
+
+// completeOne is one completion's result (lua/complete.lua).
+type completeOne struct {
+	Error      string `lua:"error"`
+	State      string `lua:"state"`
+	Opened     bool   `lua:"opened"`
+	Closed     bool   `lua:"closed"`
+	Began      bool   `lua:"began"`
+	Ended      bool   `lua:"ended"`
+	Notify     bool   `lua:"notify"`
+	Failures   int    `lua:"failures"`
+	OutageAt   int64  `lua:"outage_at"`
+	Probe      bool   `lua:"probe"`
+	Attempts   int    `lua:"attempts"`
+	Reason     string `lua:"reason"`
+	Gate       string `lua:"gate"`
+	LastStatus int    `lua:"last_status"`
+	LastError  string `lua:"last_error"`
+	Held       int    `lua:"held"`
+}
+
+// completeItemOf builds the arguments of c's completion of cl (its keys,
+// gate, endpoint and notify flag are the caller's to add).
+func (s *Store) completeItemOf(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time) (completeItem, error) {
 	switch c.Action {
 	case policy.ActionSucceed, policy.ActionFail, policy.ActionRetry, policy.ActionDeadLetter:
 	case policy.ActionRetryInline:
 		if c.Lease <= 0 {
-			return nil, fmt.Errorf("redisstore: complete %s: inline retry needs a lease", cl.ID)
+			return completeItem{}, fmt.Errorf("redisstore: complete %s: inline retry needs a lease", cl.ID)
 		}
 	default:
-		return nil, fmt.Errorf("redisstore: complete %s: unknown action %q", cl.ID, c.Action)
+		return completeItem{}, fmt.Errorf("redisstore: complete %s: unknown action %q", cl.ID, c.Action)
 	}
 	if c.Action == policy.ActionDeadLetter && c.Reason == "" {
-		return nil, fmt.Errorf("redisstore: complete %s: dead letter without a reason", cl.ID)
+		return completeItem{}, fmt.Errorf("redisstore: complete %s: dead letter without a reason", cl.ID)
 	}
-	attempt, success := "", false
+	it := completeItem{Now: msArg(now), ID: cl.ID, Token: cl.LeaseToken, Action: string(c.Action),
+		Counts: c.CountsTowardBreaker, Threshold: br.Failures, ProbeNext: msArg(now.Add(br.ProbeInterval)),
+		Reason: string(c.Reason), FinishedTTL: durMs(s.idemTTL), DeadTTL: durMs(s.dlTTL),
+		PruneBefore: msArg(now.Add(-s.dlTTL)), PausedUntil: "0", LeaseUntil: msArg(now.Add(c.Lease)),
+		Error: c.Error, Outbox: s.outbox}
 	if c.Attempt != nil {
 		a := *c.Attempt
 		a.N, a.Kind = cl.Attempt, cl.Kind
-		if layout2 {
-			attempt = encodeAttempt2(a)
-		} else {
-			var err error
-			if attempt, err = encodeAttempt(a); err != nil {
-				return nil, fmt.Errorf("redisstore: complete %s: %w", cl.ID, err)
-			}
-		}
-		success = a.Outcome == policy.Success
+		it.Attempt, it.Success = encodeAttempt(a), a.Outcome == policy.Success
 	}
 	next := c.NextAttemptAt
 	if next.Before(now) {
 		next = now
 	}
-	paused := "0"
+	it.NextDue = msArg(next)
 	if c.PausedUntil.After(now) {
-		paused = msArg(c.PausedUntil)
+		it.PausedUntil = msArg(c.PausedUntil)
 	}
-	resp, err := s.responseArgs(c.Response)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: complete %s: %w", cl.ID, err)
+	var err error
+	if it.Status, it.Response, err = s.responseArgs(c.Response); err != nil {
+		return completeItem{}, fmt.Errorf("redisstore: complete %s: %w", cl.ID, err)
 	}
-	args := []any{msArg(now), cl.ID, cl.LeaseToken, string(c.Action), attempt,
-		flag(success), flag(c.CountsTowardBreaker), strconv.Itoa(br.Failures),
-		msArg(now.Add(br.ProbeInterval)), msArg(next), string(c.Reason),
-		durMs(s.idemTTL), durMs(s.dlTTL), msArg(now.Add(-s.dlTTL)), paused,
-		msArg(now.Add(c.Lease))}
-	return append(append(args, resp...), c.Error, flag(s.outbox)), nil
+	return it, nil
 }
 
-// responseArgs returns ARGV 17–18: the status and the encoded response
-// with its body cut to the cap on a UTF-8 character boundary (contract §5).
-func (s *Store) responseArgs(r *policy.Response) ([]any, error) {
+// responseArgs returns the status and the encoded response with its body
+// cut to the cap on a UTF-8 character boundary (contract §5); "", "" for
+// no response.
+func (s *Store) responseArgs(r *policy.Response) (status, enc string, err error) {
 	if r == nil {
-		return []any{"", ""}, nil
+		return "", "", nil
 	}
 	body, cut := r.Body, r.Truncated
 	if int64(len(body)) > max(s.bodyCap, 0) {
 		body, cut = cutBody(body, max(s.bodyCap, 0)), true
 	}
-	enc, err := encodeResponse(r, body, cut)
+	b, err := encodeResponse(r, body, cut)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	return []any{strconv.Itoa(r.Status), enc}, nil
+	return strconv.Itoa(r.Status), string(b), nil
 }
 
 // cutBody returns the first limit bytes of body (limit < len(body)), one to

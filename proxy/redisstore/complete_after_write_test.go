@@ -64,7 +64,7 @@ func TestProbeCompletionFailingAfterItsRecordClosesTheBreaker(t *testing.T) {
 		if _, err := s.Complete(ctxT(t), garbledReplayMark(t, e, probe), success()); err == nil {
 			t.Fatal("the completion did not fail at its replay mark")
 		}
-		h := e.b.Client.HGetAll(ctxT(t), keysOf("after-probe").ep).Val()
+		h := e.b.Client.HGetAll(ctxT(t), homeQueue("after-probe").ep).Val()
 		if h["pt"] != "" || h["bs"] == "open" {
 			t.Fatalf("the probe succeeded but the endpoint hash keeps pt=%q bs=%q", h["pt"], h["bs"])
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,34 +19,36 @@ import (
 const completeBatchMax = 32
 
 // pipeCall is one script call of a completion pipeline: a complete.lua
-// call of completions of one queue (one reply each, in order), a
-// legacy_complete.lua call, or an outcome.lua breaker update of one
-// completion (items holds its one completion).
+// call of completions of one queue (one reply each, in order), or an
+// outcome.lua breaker update or notify.lua call of one completion (items
+// holds its one completion).
 type pipeCall struct {
-	call  *scriptCall
-	items []*completion
-	kind  int // callBatch, callLegacy, callBreaker, callNotify
+	batch   *completeArgs // callBatch
+	typed   *script.Call[completeArgs, completeReply]
+	outcome *script.Call[outcomeArgs, outcomeReply] // callBreaker
+	told    *script.Call[notifyArgs, toldReply]     // callNotify
+	items   []*completion
+	kind    int // callBatch, callBreaker, callNotify
 }
 
 const (
 	callBatch = iota
-	callLegacy
 	callBreaker
 	callNotify
 )
 
 // planCompletions orders the script calls of ps for one pipeline.
-// Layout-2 completions of one queue share a complete.lua call (up to
+// Completions of one queue share a complete.lua call (up to
 // completeBatchMax, in the order of ps), placed where its first completion
-// is; a legacy, breaker or notify call is placed where its completion is
+// is; a breaker or notify call is placed where its completion is
 // (a sharded queue's dead letter tells the owner right after its breaker
 // update, before a later success in the pipeline can end the outage). A
 // completion joins its queue's open call only if that moves it ahead of
 // no call touching the same keys, so every key sees the completions that
 // touch it in the order of ps: the only keys calls of different queues
-// share are an endpoint hash's slot (its breaker, counters, legacy sets
-// and dead-letter index: touched by its home queue's calls, its legacy
-// calls and the breaker calls of its other queues) and a shard's
+// share are an endpoint hash's slot (its breaker, counters and dead-letter
+// index: touched by its home queue's calls and the breaker calls of its
+// other queues) and a shard's
 // Salesforce outbox (additions of distinct members, in any order the
 // same). Completions of a sharded endpoint's other queues are batched
 // too: their complete.lua reads no endpoint-hash field (each carries the
@@ -62,35 +65,29 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 		return -1
 	}
 	for _, p := range ps {
-		if p.legacy != nil {
-			calls = append(calls, &pipeCall{call: p.legacy, items: []*completion{p}, kind: callLegacy})
-			last[keysOf(p.cl.Endpoint).ep] = len(calls) - 1
-			continue
-		}
 		q := p.q
 		i, ok := open[q.due]
 		if ok && (len(calls[i].items) == completeBatchMax || (q.home && touched(q.ep) > i)) {
 			ok = false
 		}
 		if !ok {
-			calls = append(calls, &pipeCall{kind: callBatch, call: &scriptCall{sc: s.lua.complete,
-				keys: []string{q.due, q.lease, q.acc, q.dl, q.dlb, q.sfo, q.sfx}}})
+			calls = append(calls, &pipeCall{kind: callBatch, batch: &completeArgs{Due: q.due, Lease: q.lease,
+				Counters: q.acc, DL: q.dl, DLB: q.dlb, SFO: q.sfo, SFX: q.sfx}})
 			i = len(calls) - 1
 			open[q.due] = i
 		}
 		c := calls[i]
 		c.items = append(c.items, p)
-		c.call.keys = append(c.call.keys, p.keys...)
-		c.call.args = append(c.call.args, p.args...)
+		c.batch.Items = append(c.batch.Items, p.item)
 		if q.home {
 			last[q.ep] = max(touched(q.ep), i)
 		}
 		if p.breaker != nil {
-			calls = append(calls, &pipeCall{call: p.breaker, items: []*completion{p}, kind: callBreaker})
+			calls = append(calls, &pipeCall{items: []*completion{p}, kind: callBreaker})
 			last[q.ep] = len(calls) - 1
 		}
 		if p.notify != nil {
-			calls = append(calls, &pipeCall{call: p.notify, items: []*completion{p}, kind: callNotify})
+			calls = append(calls, &pipeCall{items: []*completion{p}, kind: callNotify})
 			last[q.ep] = len(calls) - 1
 		}
 	}
@@ -110,7 +107,14 @@ func (s *Store) writeCompletions(ctx context.Context, ps []*completion) error {
 	calls := s.planCompletions(ps)
 	_, err := s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
 		for _, c := range calls {
-			c.call.queue(ctx, pp)
+			switch c.kind {
+			case callBatch:
+				c.typed = s.lua.complete.Queue(ctx, pp, c.batch)
+			case callBreaker:
+				c.outcome = s.lua.outcome.Queue(ctx, pp, c.items[0].breaker)
+			case callNotify:
+				c.told = s.lua.notify.Queue(ctx, pp, c.items[0].notify)
+			}
 		}
 		return nil
 	})
@@ -126,32 +130,30 @@ func (c *pipeCall) resolve(ctx context.Context, s *Store) {
 	switch c.kind {
 	case callBreaker:
 		p := c.items[0]
-		p.breakerReply, p.breakerErr = s.result(ctx, "complete: breaker", c.call)
+		r, err := c.outcome.Result(ctx, s.rdb)
+		p.breakerReply, p.breakerErr = r, s.wrap("complete: breaker", err)
 		return
 	case callNotify:
 		p := c.items[0]
-		p.notifyReply, p.notifyErr = s.result(ctx, "notify", c.call)
-		return
-	case callLegacy:
-		p := c.items[0]
-		p.reply, p.err = s.result(ctx, "complete", c.call)
+		r, err := c.told.Result(ctx, s.rdb)
+		p.notifyReply, p.notifyErr = r, s.wrap("notify", err)
 		return
 	}
-	v, err := s.result(ctx, "complete", c.call)
-	a := replyArr(v)
-	if err == nil && len(a) != len(c.items) {
-		err = fmt.Errorf("redisstore: complete: %d replies for %d completions: %v", len(a), len(c.items), v)
+	v, err := c.typed.Result(ctx, s.rdb)
+	err = s.wrap("complete", err)
+	if err == nil && len(v.Results) != len(c.items) {
+		err = fmt.Errorf("redisstore: complete: %d replies for %d completions: %+v", len(v.Results), len(c.items), v)
 	}
 	for i, p := range c.items {
 		if err != nil {
 			p.err = err
 			continue
 		}
-		if r := replyArr(a[i]); len(r) == 2 && replyStr(r[0]) == "error" {
-			p.err = s.wrap("complete "+p.cl.ID, scriptError(replyStr(r[1])))
+		if r := v.Results[i]; r.Error != "" {
+			p.err = s.wrap("complete "+p.cl.ID, scriptError(r.Error))
 			continue
 		}
-		p.reply = a[i]
+		p.reply = v.Results[i]
 	}
 }
 

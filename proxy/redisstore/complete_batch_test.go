@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/redis/go-redis/v9"
 )
 
 // handIn hands the completions comps[i] of cls[i] to a new Completer on
@@ -79,7 +78,7 @@ func mixedCompletions(t *testing.T, e *env, cls []*policy.Claimed) ([]*policy.Cl
 	out := make([]*policy.Claimed, len(cls))
 	copy(out, cls)
 	stale := *cls[3]
-	stale.LeaseToken = layout2Token + "not-the-lease"
+	stale.LeaseToken = "not-the-lease"
 	out[3] = &stale
 	broken := *cls[5]
 	n, _ := ShardOfID(broken.ID)
@@ -268,10 +267,11 @@ func TestBatchedCompletionsSharded(t *testing.T) {
 			cls = append(cls, home[i], other[i])
 		}
 		// the scripts known to Redis: no NOSCRIPT reruns after the pipeline
-		for _, sc := range []*redis.Script{sh.lua.complete, sh.lua.outcome} {
-			if err := sc.Load(ctxT(t), sh.rdb).Err(); err != nil {
-				t.Fatal(err)
-			}
+		if err := sh.rdb.ScriptLoad(ctxT(t), sh.lua.complete.Source()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sh.rdb.ScriptLoad(ctxT(t), sh.lua.outcome.Source()).Err(); err != nil {
+			t.Fatal(err)
 		}
 		holder := claimN(t, s, "holder-api", 1)[0]
 		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}

@@ -43,8 +43,7 @@ const DefaultLinger = 200 * time.Microsecond
 // complete.lua call, up to completeBatchMax each, applied one after
 // another in the order they were handed in, exactly as that many calls
 // would be: the script's prelude runs and the counters hash is read and
-// written once per call. Completions of legacy records (legacy_complete.lua)
-// are calls of their own.
+// written once per call.
 //
 // Errors stay each caller's: a stale lease is its caller's ErrStaleLease;
 // an error a completion raises inside the script (a record of the wrong

@@ -163,7 +163,7 @@ func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 		h.cmds.Store(0)
 		h.armed.Store(true)
 		stale := *cls[1]
-		stale.LeaseToken = layout2Token + "not-the-lease"
+		stale.LeaseToken = "not-the-lease"
 		broken := *cls[2]
 		// a record that is not a hash: the script fails at its first read
 		q, _ := queueOfID(broken.Endpoint, broken.ID)

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -26,9 +25,8 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 	if err != nil {
 		return policy.BeginResult{}, err
 	}
-	token = layout2Token + token
 	now := s.now()
-	rep, id, err := s.create(ctx, createArgs{mode: "b", nc: nc, lim: opts.Limits, now: now,
+	rep, id, err := s.create(ctx, createInput{mode: "b", nc: nc, lim: opts.Limits, now: now,
 		at: now.Add(opts.Lease), probeUntil: now.Add(br.ProbeLease), token: token, br: br})
 	if err != nil || rep.existing != nil {
 		return policy.BeginResult{Existing: rep.existing}, err
@@ -50,7 +48,7 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 // (Prefer: respond-async, contract §4; a replay chain, contract §8), scheduled at
 // opts.DueAt or held when the gate is shut. Same reservation, gate and cap
 // checks as Begin; the first callout due in an empty queue wakes the
-// dispatchers (Options.WakeChannel). With opts.DryRun the same script
+// dispatchers (keys.go cp:wake). With opts.DryRun the same script
 // answers what it would do and writes nothing (a replay job's dry run: one
 // copy of the rules); the result has no ID. Errors: ErrDisabled,
 // ErrBacklogFull, ErrUnavailable.
@@ -64,7 +62,7 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 	if opts.DryRun {
 		mode = "d"
 	}
-	rep, id, err := s.create(ctx, createArgs{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due})
+	rep, id, err := s.create(ctx, createInput{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due})
 	if err != nil || rep.existing != nil {
 		return policy.EnqueueResult{Existing: rep.existing}, err
 	}
@@ -74,8 +72,8 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 	return policy.EnqueueResult{ID: id, State: rep.state, Gate: rep.gate, DueAt: rep.at}, nil
 }
 
-// createArgs are the inputs of one create.lua run.
-type createArgs struct {
+// createInput is what Begin and Enqueue ask of one create.lua run.
+type createInput struct {
 	mode       string // "b" Begin, "e" Enqueue, "d" Enqueue's dry run
 	nc         policy.NewCallout
 	lim        policy.BacklogLimits
@@ -96,19 +94,60 @@ type createReply struct {
 	dry bool
 }
 
-// fingerprints returns the request's fingerprint (policy.Fingerprint, as a
-// legacy reservation stores it) and its first 12 bytes (as a layout-2
-// reservation does).
-func fingerprints(nc policy.NewCallout) (full, raw12 string) {
-	full = policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body)
-	b, _ := base64.RawURLEncoding.DecodeString(full)
-	return full, string(b[:12])
+// createArgs are create.lua's keys and arguments (lua/create.lua names
+// each).
+type createArgs struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Due         string `lua:"due,key"`
+	Lease       string `lua:"lease,key"`
+	Counters    string `lua:"counters,key"`
+	Reservation string `lua:"reservation,key"`
+
+	Now            int64         `lua:"now"`
+	Mode           string        `lua:"mode"`
+	ID             string        `lua:"id"`
+	Hold           string        `lua:"hold"`
+	Stale          string        `lua:"stale"`
+	Takeover       string        `lua:"takeover"`
+	MaxItems       int64         `lua:"max_items"`
+	MaxBytes       int64         `lua:"max_bytes"`
+	MaxItemsIssuer int64         `lua:"max_items_issuer"`
+	MaxBytesIssuer int64         `lua:"max_bytes_issuer"`
+	Tag            string        `lua:"tag"`
+	Gate           string        `lua:"gate"`
+	GateUntil      int64         `lua:"gate_until"`
+	At             int64         `lua:"at"`
+	ProbeUntil     int64         `lua:"probe_until"`
+	Token          string        `lua:"token"`
+	RestQ          string        `lua:"rest_q"`
+	Wake           string        `lua:"wake"`
+	Retention      time.Duration `lua:"retention"`
+	Fields         []string      `lua:"fields"`
+}
+
+// createResult is create.lua's reply.
+type createResult struct {
+	Result      string `lua:"result"`
+	Holder      string `lua:"holder"`
+	Fingerprint string `lua:"fingerprint"`
+	State       string `lua:"state"`
+	Kind        string `lua:"kind"`
+	Gate        string `lua:"gate"`
+	At          int64  `lua:"at"`
+}
+
+// fingerprint12 returns the first 12 bytes of the request's fingerprint
+// (policy.Fingerprint), as its reservation stores it.
+func fingerprint12(nc policy.NewCallout) string {
+	b, _ := base64.RawURLEncoding.DecodeString(policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body))
+	return string(b[:12])
 }
 
 // create runs create.lua. When the reservation points at a callout whose
 // record is gone (both carry the same TTL, but expiry is not simultaneous),
 // it retries once treating it as free.
-func (s *Store) create(ctx context.Context, a createArgs) (rep createReply, id string, err error) {
+func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id string, err error) {
 	nc := a.nc
 	op := map[string]string{"b": "begin", "e": "enqueue", "d": "enqueue (dry run)"}[a.mode]
 	q, err := s.createQueue(ctx, nc)
@@ -145,45 +184,38 @@ func (s *Store) create(ctx context.Context, a createArgs) (rep createReply, id s
 			}()
 		}
 	}
-	full, raw12 := fingerprints(nc)
-	fields, restQ := newRecord2(nc, a.now)
+	raw12 := fingerprint12(nc)
+	fields, restQ := newRecord(nc, a.now)
 	c, rest, _ := q.record(id)
-	res, lres := q.reservation(nc.Issuer, nc.IdempotencyKey)
+	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
 	if res == "" {
-		res, lres = c, c
-	}
-	if !q.home {
-		lres = c // legacy reservations are in the home slot; a new queue has none
-	}
-	keys := []string{c, rest, q.due, q.lease, q.acc, res, lres}
-	if q.home {
-		lk := keysOf(nc.Endpoint)
-		keys = append(keys, lk.due, lk.lease)
+		res = c
 	}
 	lim := a.lim
 	if n := s.shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
 	}
-	gs, gu := gateArgs(view, given)
-	staleRaw, stale := "", ""
+	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res,
+		Now: a.now.UnixMilli(), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
+		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
+		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, At: a.at.UnixMilli(), ProbeUntil: a.probeUntil.UnixMilli(),
+		Token: a.token, RestQ: restQ, Wake: wakeChannel, Retention: s.idemTTL, Fields: fields}
+	if given {
+		args.Gate, args.GateUntil = string(view.gate.State), msOf(view.gate.Until)
+	}
 	for range 2 {
-		args := []any{msArg(a.now), a.mode, id, rawOfID(id) + raw12, staleRaw, stale,
-			rawOfID(nc.ReplayOf), nc.ReplayOf,
-			strconv.FormatInt(lim.MaxItems, 10), strconv.FormatInt(lim.MaxBytes, 10),
-			strconv.FormatInt(lim.MaxItemsPerIssuer, 10), strconv.FormatInt(lim.MaxBytesPerIssuer, 10),
-			tag, gs, gu, msArg(a.at), msArg(a.probeUntil), a.token, restQ, s.wakeChannel, durMs(s.idemTTL)}
-		v, err := s.run(ctx, op, s.lua.create, keys, append(args, fields...)...)
+		v, err := s.lua.create.Run(ctx, s.rdb, &args)
 		if err != nil {
-			return createReply{}, "", err
+			return createReply{}, "", s.wrap(op, err)
 		}
-		rep, holder, err := s.decodeCreate(ctx, op, v, q, full, raw12, a.now)
+		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
 			}
 			return rep, id, err
 		}
-		stale, staleRaw = holder, rawOfID(holder)
+		args.Stale = rawOfID(holder)
 	}
 	return createReply{}, "", fmt.Errorf("redisstore: %s: reservation points at a vanished callout twice", op)
 }
@@ -203,12 +235,8 @@ func perQueue(l policy.BacklogLimits, n int) policy.BacklogLimits {
 
 // decodeCreate decodes a create.lua reply. holder is set (and the reply
 // empty) when the reservation's holder has no record any more.
-func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, full, raw12 string, now time.Time) (rep createReply, holder string, err error) {
-	a := replyArr(v)
-	if len(a) == 0 {
-		return rep, "", fmt.Errorf("redisstore: %s: empty reply", op)
-	}
-	switch replyStr(a[0]) {
+func (s *Store) decodeCreate(ctx context.Context, op string, v createResult, q queue, raw12 string, now time.Time) (rep createReply, holder string, err error) {
+	switch v.Result {
 	case "disabled":
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrDisabled)
 	case "backlog_full":
@@ -216,33 +244,24 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, ful
 	case "issuer_backlog_full":
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrIssuerBacklogFull)
 	case "exists":
-		if len(a) < 4 {
-			return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
-		}
-		id, same := replyStr(a[1]), replyStr(a[2]) == full
-		if replyStr(a[3]) == "2" {
-			id, same = idOfRaw(q.shard, replyStr(a[1])), replyStr(a[2]) == raw12
-		}
-		ex, err := s.existing(ctx, id, same, now)
+		id := idOfRaw(q.shard, v.Holder)
+		ex, err := s.existing(ctx, id, v.Fingerprint == raw12, now)
 		if err != nil || ex == nil {
 			return rep, id, err
 		}
 		return createReply{existing: ex}, "", nil
 	case "created", "would_create":
-		if len(a) < 4 {
-			return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
-		}
-		rep.dry = replyStr(a[0]) == "would_create"
-		rep.state = policy.State(replyStr(a[1]))
-		rep.at = fromMs(replyStr(a[3]))
+		rep.dry = v.Result == "would_create"
+		rep.state = policy.State(v.State)
+		rep.at = time.UnixMilli(v.At)
 		if rep.state == policy.InFlight {
-			rep.kind = policy.Kind(replyStr(a[2]))
+			rep.kind = policy.Kind(v.Kind)
 			rep.gate = policy.Gate{State: policy.GateOpen}
 			if rep.kind == policy.KindProbe {
 				rep.gate = policy.Gate{State: policy.GateHalfOpen}
 			}
 		} else {
-			rep.gate = policy.Gate{State: policy.GateState(replyStr(a[2]))}
+			rep.gate = policy.Gate{State: policy.GateState(v.Gate)}
 			if rep.gate.State == "probe" {
 				rep.gate.State = policy.GateHalfOpen
 			}
@@ -252,7 +271,7 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v any, q queue, ful
 		}
 		return rep, "", nil
 	}
-	return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %v", op, a)
+	return rep, "", fmt.Errorf("redisstore: %s: unexpected reply %+v", op, v)
 }
 
 // existing reads the callout holding a reservation; nil when it is gone.
@@ -273,7 +292,7 @@ func (s *Store) existing(ctx context.Context, id string, same bool, now time.Tim
 func msTime(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
 
 // issuersKey is the HASH of issuer tag -> issuer (JWT iss) of every issuer
-// a layout-2 record was created for: records keep only the tag (keys.go).
+// a record was created for: records keep only the tag (keys.go).
 const issuersKey = keyPrefix + "iss"
 
 // noteIssuer returns the tag of issuer, recording tag -> issuer in
@@ -294,7 +313,7 @@ func (s *Store) noteIssuer(ctx context.Context, issuer string) (string, error) {
 	return tag, nil
 }
 
-// issuerOf resolves an issuer tag of a layout-2 record: from this Store's
+// issuerOf resolves an issuer tag of a record: from this Store's
 // memory, else cp:iss. "" when unknown (the caller then matches no issuer:
 // GET /v1/callouts answers 404, never another organisation's record).
 func (s *Store) issuerOf(ctx context.Context, tag string) string {

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
-// DeadLetters lists an endpoint's dead letters (both layouts, every
-// queue) in dead-lettered-at order with a stable cursor: entries added or
-// pruned between pages neither repeat nor skip the others. Index entries
+// DeadLetters lists an endpoint's dead letters (every queue) in
+// dead-lettered-at order with a stable cursor: entries added or pruned between pages neither repeat nor skip the others. Index entries
 // whose record has expired are left out. Two round trips (dead_letters.lua
 // on every queue's index, pipelined and merged by (time, id), then one
 // pipelined HGETALL per item). Errors: ErrUnavailable, or an error for a
@@ -37,13 +37,11 @@ func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (poli
 	if err != nil {
 		return policy.DeadLetterPage{}, err
 	}
-	calls := make([]*scriptCall, len(qs))
+	calls := make([]*script.Call[deadLettersArgs, deadLettersReply], len(qs))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, qu := range qs {
-			calls[i] = &scriptCall{sc: s.lua.deadLetters, keys: []string{qu.dl}, args: []any{
-				strconv.FormatInt(q.Since.UnixMilli(), 10), strconv.FormatInt(until, 10), curMs, curID,
-				strconv.Itoa(limit)}}
-			calls[i].queue(ctx, p)
+			calls[i] = s.lua.deadLetters.Queue(ctx, p, &deadLettersArgs{DL: qu.dl, SinceMs: strconv.FormatInt(q.Since.UnixMilli(), 10),
+				UntilMs: until, CursorMs: curMs, CursorID: curID, Limit: limit})
 		}
 		return nil
 	})
@@ -54,11 +52,11 @@ func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (poli
 	}
 	var all []entry
 	for i, c := range calls {
-		v, err := s.result(ctx, "dead letters", c)
+		v, err := c.Result(ctx, s.rdb)
 		if err != nil {
-			return policy.DeadLetterPage{}, err
+			return policy.DeadLetterPage{}, s.wrap("dead letters", err)
 		}
-		a := replyArr(v)
+		a := v.Entries
 		for j := 0; j+1 < len(a); j += 2 {
 			all = append(all, entry{replyStr(a[j]), scoreMs(a[j+1]), qs[i]})
 		}
@@ -93,6 +91,22 @@ func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (poli
 	return page, nil
 }
 
+// deadLettersArgs are dead_letters.lua's keys and arguments
+// (lua/dead_letters.lua).
+type deadLettersArgs struct {
+	DL       string `lua:"dl,key"`
+	SinceMs  string `lua:"since_ms"`
+	UntilMs  int64  `lua:"until_ms"`
+	CursorMs string `lua:"cursor_ms"`
+	CursorID string `lua:"cursor_id"`
+	Limit    int    `lua:"limit"`
+}
+
+// deadLettersReply is dead_letters.lua's reply: id, ms, id, ms, …
+type deadLettersReply struct {
+	Entries []string `lua:"entries"`
+}
+
 // parseCursor splits "ms.id"; "" is the first page.
 func parseCursor(c string) (ms, id string, err error) {
 	if c == "" {
@@ -105,8 +119,8 @@ func parseCursor(c string) (ms, id string, err error) {
 	return ms, id, nil
 }
 
-// summaries reads the dead-letter summaries of ids, in order, whichever
-// layout their records have: one pipelined HGETALL each. An entry is nil
+// summaries reads the dead-letter summaries of ids, in order: one
+// pipelined HGETALL each. An entry is nil
 // when that id is not a dead letter (any more). DeadLetteredAt is the
 // record's finish time. Errors: ErrUnavailable.
 func (s *Store) summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
@@ -127,45 +141,32 @@ func (s *Store) summaries(ctx context.Context, ids []string) ([]*policy.DeadLett
 		if cmd == nil {
 			continue
 		}
-		out[i] = s.summary(ctx, ids[i], cmd.Val())
+		out[i] = s.summary(ids[i], cmd.Val())
 	}
 	return out, nil
 }
 
-// summary is the dead-letter summary of record m of either layout, nil
-// when it is not a dead letter.
-func (s *Store) summary(ctx context.Context, id string, m map[string]string) *policy.DeadLetter {
-	if m[f2State] != "" {
-		if m[f2State] != stateCode[policy.DeadLettered] {
-			return nil
-		}
-		meta, err := unpackMeta(joinChunks(m, metaField))
-		if err != nil {
-			return nil
-		}
-		return &policy.DeadLetter{
-			ID: id, Endpoint: meta.Endpoint, DeadLetteredAt: fromMs(m[f2Finished]),
-			Reason: policy.DeadLetterReason(m[f2Reason]), Status: atoi(m[f2Status]),
-			Method: meta.Method, Path: meta.Path, Attempts: atoi(m[f2Attempts]),
-			IdempotencyKey: meta.Key, SourceRecord: meta.Source, ReplayOf: m[f2ReplayOf],
-			LastError: m[f2LastErr], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
-			ReplayOutcome: policy.State(m[fReplayOutcome]),
-		}
+// summary is the dead-letter summary of record m, nil when it is not a
+// dead letter.
+func (s *Store) summary(id string, m map[string]string) *policy.DeadLetter {
+	if m[fState] != stateCode[policy.DeadLettered] {
+		return nil
 	}
-	if m[fState] != string(policy.DeadLettered) {
+	meta, err := unpackMeta(joinChunks(m, metaField))
+	if err != nil {
 		return nil
 	}
 	return &policy.DeadLetter{
-		ID: id, Endpoint: m[fEndpoint], DeadLetteredAt: fromMs(m[fFinished]),
-		Reason: policy.DeadLetterReason(m[fReason]), Status: atoi(m[fRespStatus]),
-		Method: m[fMethod], Path: m[fPath], Attempts: atoi(m[fAttempts]),
-		IdempotencyKey: m[fKey], SourceRecord: m[fSource], ReplayOf: m[fReplayOf],
-		LastError: m[fLastError], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
+		ID: id, Endpoint: meta.Endpoint, DeadLetteredAt: fromMs(m[fFinished]),
+		Reason: policy.DeadLetterReason(m[fReason]), Status: atoi(m[fStatus]),
+		Method: meta.Method, Path: meta.Path, Attempts: atoi(m[fAttempts]),
+		IdempotencyKey: meta.Key, SourceRecord: meta.Source, ReplayOf: m[fReplayOf],
+		LastError: m[fLastErr], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
 		ReplayOutcome: policy.State(m[fReplayOutcome]),
 	}
 }
 
-// Discard deletes a dead letter (either layout), its index entry and its
+// Discard deletes a dead letter, its index entry and its
 // idempotency reservation when that still points at it (contract §7
 // "Discarded ... deletes the proxy's copy"), releasing its backlog bytes.
 // Errors: ErrNotFound, ErrNotDeadLettered (the callout is in another
@@ -179,37 +180,25 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	if err != nil {
 		return s.wrap("discard", err)
 	}
-	var v any
-	switch {
-	case m[f2State] != "":
-		meta, err := unpackMeta(joinChunks(m, metaField))
-		if err != nil {
-			return fmt.Errorf("redisstore: discard %s: %w", id, err)
-		}
-		q, _ := queueOfID(meta.Endpoint, id)
-		c, rest, resp := q.record(id)
-		res, _ := q.reservation(s.issuerOf(ctx, m[f2Issuer]), meta.Key)
-		if res == "" {
-			res = c
-		}
-		v, err = s.run(ctx, "discard", s.lua.discard, []string{c, rest, resp, q.dl, res, q.acc, q.dlb}, id, rawOfID(id))
-		if err != nil {
-			return err
-		}
-	case m[fEndpoint] != "":
-		k := keysOf(m[fEndpoint])
-		ik := k.legacyIdem(m[fIssuer], m[fKey])
-		if ik == "" {
-			ik = key
-		}
-		v, err = s.run(ctx, "discard", s.lua.legacyDiscard, append(k.parts(id), k.dl, ik, k.ep, k.dlb), id)
-		if err != nil {
-			return err
-		}
-	default:
+	if m[fState] == "" {
 		return fmt.Errorf("redisstore: discard %s: %w", id, policy.ErrNotFound)
 	}
-	switch r := replyStr(v); r {
+	meta, err := unpackMeta(joinChunks(m, metaField))
+	if err != nil {
+		return fmt.Errorf("redisstore: discard %s: %w", id, err)
+	}
+	q, _ := queueOfID(meta.Endpoint, id)
+	c, rest, resp := q.record(id)
+	res := q.reservation(s.issuerOf(ctx, m[fIssuer]), meta.Key)
+	if res == "" {
+		res = c
+	}
+	v, err := s.lua.discard.Run(ctx, s.rdb, &discardArgs{Record: c, Rest: rest, Resp: resp, DL: q.dl,
+		Reservation: res, Counters: q.acc, DLB: q.dlb, ID: id, Raw: rawOfID(id)})
+	if err != nil {
+		return s.wrap("discard", err)
+	}
+	switch r := v.Result; r {
 	case "ok":
 		return nil
 	case "missing":
@@ -217,6 +206,20 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	default:
 		return fmt.Errorf("redisstore: discard %s (%s): %w", id, r, policy.ErrNotDeadLettered)
 	}
+}
+
+// discardArgs are discard.lua's keys and arguments (lua/discard.lua names
+// each).
+type discardArgs struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Resp        string `lua:"resp,key"`
+	DL          string `lua:"dl,key"`
+	Reservation string `lua:"reservation,key"`
+	Counters    string `lua:"counters,key"`
+	DLB         string `lua:"dlb,key"`
+	ID          string `lua:"id"`
+	Raw         string `lua:"raw"`
 }
 
 // scoreMs parses a sorted-set score reply (a decimal that may be written

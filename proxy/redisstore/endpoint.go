@@ -11,13 +11,13 @@ import (
 
 // EndpointState reads endpoint's state: one pipelined round trip (its
 // endpoint hash and the sizes of its due, lease and dead-letter sets, of
-// both layouts and every queue, keys.go), then the gate (gate_read.lua).
+// every queue, keys.go), then the gate (gate_read.lua).
 // Errors: ErrUnavailable.
 func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error) {
 	now := s.now()
 	var h *redis.MapStringStringCmd
 	counts, err := s.pendingCounts(ctx, endpoint, func(p redis.Pipeliner) {
-		h = p.HGetAll(ctx, keysOf(endpoint).ep)
+		h = p.HGetAll(ctx, endpointKey(endpoint))
 	})
 	if err != nil {
 		return policy.EndpointState{}, err
@@ -42,7 +42,7 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 }
 
 // pending are an endpoint's pending items and their charged bytes, over
-// both layouts and every queue (the home queue's bytes are in the endpoint
+// every queue (the home queue's bytes are in the endpoint
 // hash and not counted here).
 type pending struct {
 	due, leased, dead, bytes int64
@@ -55,21 +55,17 @@ func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p
 	if err != nil {
 		return pending{}, err
 	}
-	lk := keysOf(endpoint)
 	var due, leased, dead []*redis.IntCmd
 	var bytes []*redis.StringCmd
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if extra != nil {
 			extra(p)
 		}
-		due = append(due, p.ZCard(ctx, lk.due))
-		leased = append(leased, p.ZCard(ctx, lk.lease))
-		dead = append(dead, p.ZCard(ctx, lk.dl))
 		for _, q := range qs {
 			due = append(due, p.ZCard(ctx, q.due))
 			leased = append(leased, p.ZCard(ctx, q.lease))
+			dead = append(dead, p.ZCard(ctx, q.dl))
 			if !q.home {
-				dead = append(dead, p.ZCard(ctx, q.dl))
 				bytes = append(bytes, p.HGet(ctx, q.acc, eBytes))
 			}
 		}
@@ -105,7 +101,7 @@ func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (polic
 
 // gateRead is gate with the breaker's consecutive failures.
 func (s *Store) gateRead(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, int, error) {
-	v, err := s.run(ctx, "gate_read", s.lua.gateRead, []string{keysOf(endpoint).ep}, msArg(now))
+	v, err := s.run(ctx, "gate_read", s.lua.gateRead, []string{endpointKey(endpoint)}, msArg(now))
 	if err != nil {
 		return policy.Gate{}, "", 0, err
 	}
@@ -125,14 +121,14 @@ func decodeGateRead(v any) (policy.Gate, policy.BreakerState, int, error) {
 	return g, policy.BreakerState(replyStr(a[2])), int(replyInt(a[3])), nil
 }
 
-// Backlog returns endpoint's pending items (due + leased callouts, both
-// layouts, every queue) and the bytes they and its dead letters are charged:
+// Backlog returns endpoint's pending items (due + leased callouts, every
+// queue) and the bytes they and its dead letters are charged:
 // the figures the backlog caps (Limits) compare. One pipelined round trip.
 // Errors: ErrUnavailable.
 func (s *Store) Backlog(ctx context.Context, endpoint string) (items, bytes int64, err error) {
 	var b *redis.StringCmd
 	c, err := s.pendingCounts(ctx, endpoint, func(p redis.Pipeliner) {
-		b = p.HGet(ctx, keysOf(endpoint).ep, eBytes)
+		b = p.HGet(ctx, endpointKey(endpoint), eBytes)
 	})
 	if err != nil {
 		return 0, 0, err

@@ -3,21 +3,65 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// decodeBreakerChange decodes {opened, closed, began, ended} and the
-// failures, outage-start and probe values of a script reply.
-func decodeBreakerChange(flags []any, failures, outage, probe any) policy.BreakerChange {
-	return policy.BreakerChange{
-		Opened: replyInt(flags[0]) == 1, Closed: replyInt(flags[1]) == 1,
-		OutageBegan: replyInt(flags[2]) == 1, OutageEnded: replyInt(flags[3]) == 1,
-		Probe: replyInt(probe) == 1, ConsecutiveFailures: int(replyInt(failures)),
-		OutageStartedAt: fromMs(replyStr(outage)),
-	}
+// outcomeArgs are outcome.lua's keys and arguments (lua/outcome.lua names
+// each); times are Unix ms in decimal.
+type outcomeArgs struct {
+	Endpoint    string   `lua:"endpoint,key"`
+	Due         []string `lua:"due,key"`
+	Now         string   `lua:"now"`
+	Probe       string   `lua:"probe"`
+	Success     bool     `lua:"success"`
+	Counts      bool     `lua:"counts"`
+	Threshold   int      `lua:"threshold"`
+	ProbeNext   string   `lua:"probe_next"`
+	PausedUntil string   `lua:"paused_until"`
+}
+
+// outcomeReply is outcome.lua's reply.
+type outcomeReply struct {
+	Opened   bool   `lua:"opened"`
+	Closed   bool   `lua:"closed"`
+	Began    bool   `lua:"began"`
+	Ended    bool   `lua:"ended"`
+	Failures int    `lua:"failures"`
+	OutageAt int64  `lua:"outage_at"`
+	Probe    bool   `lua:"probe"`
+	Held     int    `lua:"held"`
+	Gate     string `lua:"gate"`
+}
+
+// change is the breaker change the reply reports.
+func (r outcomeReply) change() policy.BreakerChange {
+	return policy.BreakerChange{Opened: r.Opened, Closed: r.Closed, OutageBegan: r.Began, OutageEnded: r.Ended,
+		Probe: r.Probe, ConsecutiveFailures: r.Failures, OutageStartedAt: msTimeOf(r.OutageAt),
+		Held: r.Held, HeldBy: policy.GateState(r.Gate)}
+}
+
+// giveBack is the outcome of a probe that made no attempt: the token is
+// released, the breaker unchanged.
+func giveBack(endpoint, token string, now time.Time) *outcomeArgs {
+	return &outcomeArgs{Endpoint: endpointKey(endpoint), Now: msArg(now), Probe: token, Counts: false,
+		Success: false, Threshold: 1, ProbeNext: msArg(now), PausedUntil: "0"}
+}
+
+// admitArgs are admit.lua's keys and arguments (lua/admit.lua).
+type admitArgs struct {
+	Endpoint   string `lua:"endpoint,key"`
+	Now        int64  `lua:"now"`
+	Token      string `lua:"token"`
+	ProbeUntil string `lua:"probe_until"`
+}
+
+// admitReply is admit.lua's reply.
+type admitReply struct {
+	Gate      string `lua:"gate"`
+	GateUntil int64  `lua:"gate_until"`
+	Failures  int    `lua:"failures"`
 }
 
 // Admit checks endpoint's gate for a request without a callout record and,
@@ -38,18 +82,14 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	}
 	now := s.now()
 	seq := s.gates.seq.Add(1)
-	v, err := s.run(ctx, "admit", s.lua.admit, []string{keysOf(endpoint).ep},
-		msArg(now), tok, msArg(now.Add(br.ProbeLease)))
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: endpointKey(endpoint), Now: now.UnixMilli(),
+		Token: tok, ProbeUntil: msArg(now.Add(br.ProbeLease))})
 	if err != nil {
-		return policy.Admission{}, err
-	}
-	a, err := replyN("admit", v, 3)
-	if err != nil {
-		return policy.Admission{}, err
+		return policy.Admission{}, s.wrap("admit", err)
 	}
 	ad := policy.Admission{
-		Gate:                policy.Gate{State: policy.GateState(replyStr(a[0])), Until: fromMs(replyStr(a[1]))},
-		ConsecutiveFailures: int(replyInt(a[2])),
+		Gate:                policy.Gate{State: policy.GateState(a.Gate), Until: msTimeOf(a.GateUntil)},
+		ConsecutiveFailures: a.Failures,
 	}
 	if ad.Gate.State == "probe" {
 		ad.Gate, ad.ProbeToken = policy.Gate{State: policy.GateHalfOpen}, tok
@@ -70,20 +110,13 @@ func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.Read
 		paused = msArg(r.PausedUntil)
 	}
 	home := queueAt(endpoint, ShardOf(endpoint))
-	v, err := s.run(ctx, "record result", s.lua.outcome, []string{home.ep, home.due},
-		msArg(now), r.ProbeToken, flag(r.Success), flag(r.CountsTowardBreaker),
-		strconv.Itoa(br.Failures), msArg(now.Add(br.ProbeInterval)), paused)
+	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.ep, Due: []string{home.due},
+		Now: msArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
+		Threshold: br.Failures, ProbeNext: msArg(now.Add(br.ProbeInterval)), PausedUntil: paused})
 	if err != nil {
-		return policy.BreakerChange{}, err
+		return policy.BreakerChange{}, s.wrap("record result", err)
 	}
-	a, err := replyN("record result", v, 7)
-	if err != nil {
-		return policy.BreakerChange{}, err
-	}
-	ch := decodeBreakerChange(a[0:4], a[4], a[5], a[6])
-	if len(a) > 8 {
-		ch.Held, ch.HeldBy = int(replyInt(a[7])), policy.GateState(replyStr(a[8]))
-	}
+	ch := v.change()
 	s.gateChanged(endpoint, ch, paused != "0")
 	return ch, nil
 }

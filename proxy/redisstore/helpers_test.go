@@ -183,3 +183,15 @@ func pttl(t *testing.T, e *env, key string) time.Duration {
 	}
 	return d
 }
+
+// recordKey is the record key of callout id (keys.go).
+func recordKey(id string) string {
+	k, _ := calloutKeyOfID(id)
+	return k
+}
+
+// recordKeys are the keys of callout id: its record, :q and :r.
+func recordKeys(id string) []string {
+	k := recordKey(id)
+	return []string{k, k + ":q", k + ":r"}
+}

@@ -73,7 +73,7 @@ func TestIdempotencyFinishedAndVanished(t *testing.T) {
 			t.Fatalf("replay lookup = %+v, %v", r.Existing, err)
 		}
 		// The record expires a moment before its reservation: the key is free.
-		if err := e.b.Client.Del(ctxT(t), keysOf("fin-api").callout(first.Claimed.ID)).Err(); err != nil {
+		if err := e.b.Client.Del(ctxT(t), recordKey(first.Claimed.ID)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		r, err = s.Begin(ctxT(t), req("fin-api", "k", "{}"), opts)
@@ -99,8 +99,8 @@ func TestReplayTakesOverReservation(t *testing.T) {
 		if err != nil || r.Existing != nil || r.State != policy.Scheduled {
 			t.Fatalf("replay = %+v, %v", r, err)
 		}
-		k := keysOf("replay-api")
-		if d := pttl(t, e, k.idem(nc.Issuer, nc.IdempotencyKey)); d != -1 {
+		k := homeQueue("replay-api")
+		if d := pttl(t, e, k.reservation(nc.Issuer, nc.IdempotencyKey)); d != -1 {
 			t.Fatalf("reservation TTL = %v, want none while the replay is pending", d)
 		}
 		got, _ := s.Begin(ctxT(t), nc, policy.BeginOptions{Lease: testLease})

@@ -25,10 +25,10 @@ import (
 // so every key of the callout is found from its id. Keys marked "per
 // queue" below exist once per queue, under that queue's tag.
 //
-// Layout 2 (every record written by this version; record2.go, lua/lib2.lua):
+// The keys:
 //
-//	cp:{sN}:c:{id}        HASH  one callout, one-letter fields (the f2*
-//	                            constants in record2.go), every value at most
+//	cp:{sN}:c:{id}        HASH  one callout, one-letter fields (the f*
+//	                            constants in record.go), every value at most
 //	                            64 bytes so Redis keeps it in its compact
 //	                            listpack encoding: state code S, attempts n,
 //	                            issuer tag i (the issuer: cp:iss), charged
@@ -82,44 +82,17 @@ import (
 //	                            counters bb, bi, ii:{tag}, ib:{tag} (below);
 //	                            each queue enforces 1/K of the caps. No TTL.
 //	cp:iss                HASH  issuer tag -> issuer (JWT iss) of every
-//	                            issuer a layout-2 record was made for.
+//	                            issuer a record was made for.
 //	                            Written once per issuer and process before
 //	                            its first record. Not hash-tagged. No TTL.
-//
-// Layout 1, the legacy layout (records written before layout 2, legacy.go,
-// lua/legacy_*.lua): still read, claimed, completed, reaped, drained,
-// discarded and accounted until gone; never written. A rolling upgrade
-// loses none of them (docs/performance.md "Upgrading").
-//
-//	cp:{sN}:c:{id}        HASH  one callout's small fields (the f* constants
-//	                            in record.go; a replayed dead letter also
-//	                            names its latest replay chain and, once that
-//	                            chain ended, its final state: replaymark.go),
-//	                            headers one field each.
-//	cp:{sN}:c:{id}:b      STRING the request body, raw (absent when empty).
-//	cp:{sN}:c:{id}:l      STRING the attempt log, one JSON object per line,
-//	                            appended (absent before the first attempt).
-//	cp:{sN}:c:{id}:r      STRING the last upstream response, as above.
-//	                            TTL of all four: as layout 2's.
-//	cp:{sN}:due:{ep}      ZSET  callout id -> due time (Unix ms). No TTL.
-//	cp:{sN}:lease:{ep}    ZSET  callout id -> lease expiry (Unix ms). No TTL.
-//	cp:{sN}:idem:{ep}:{h} HASH  idempotency reservation {id, fp}; h is
-//	                            base64url(sha256(issuer "\x00" key)). TTL: its
-//	                            callout's. Looked up by create.lua only until
-//	                            the endpoint hash's Lr.
-//
-// Both layouts:
-//
 //	cp:{sN}:ep:{ep}       HASH  endpoint state, in the home shard: circuit
 //	                            breaker, pause, disable, outage, the home
 //	                            queue's backlog counters — bb bytes charged
-//	                            (pending callouts and dead letters, both
-//	                            layouts), bi pending layout-2 items,
-//	                            ii:{tag} / ib:{tag} an issuer's items and
-//	                            bytes — and sq (the shard counts used), L and
-//	                            Lr (legacy sets seen empty; legacy
-//	                            reservations looked up until Lr ms) (the e*
-//	                            constants in record.go). No TTL.
+//	                            (pending callouts and dead letters), bi
+//	                            pending items, ii:{tag} / ib:{tag} an
+//	                            issuer's items and bytes — and sq (the shard
+//	                            counts used) (the e* constants in
+//	                            record.go). No TTL.
 //	cp:{sN}:dl:{ep}       ZSET  per queue: callout id -> dead-lettered at (Unix ms):
 //	                            the index for listing dead letters; entries
 //	                            older than the dead-letter retention are
@@ -202,6 +175,12 @@ import (
 //	cp:jobs:active        SET   ids of jobs that have not ended: what the
 //	                            replicas' job runners look at. Not
 //	                            hash-tagged. No TTL.
+//	cp:layout             STRING the store's layout version (LayoutVersion,
+//	                            layout.go), in decimal: written by the first
+//	                            replica that uses the store (CheckLayout) or
+//	                            by `callout-proxy migrate`; a replica refuses
+//	                            to start on another version. Not hash-tagged:
+//	                            one key, one slot. No TTL.
 //	cp:endpoints          SET   names of every endpoint this store has seen.
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the
@@ -221,7 +200,7 @@ import (
 //	                            of an empty queue (create.lua), reaped
 //	                            leases (Reap), released held callouts —
 //	                            published so idle dispatchers wake
-//	                            (Options.WakeChannel, Store.Wakeups).
+//	                            (Store.Wakeups).
 const (
 	// Shards is the number of endpoint shards (hash tags).
 	Shards = 128
@@ -281,55 +260,10 @@ func ShardOfID(id string) (int, bool) {
 // tag returns the hash tag of shard n, e.g. "{s17}".
 func tag(n int) string { return "{s" + strconv.Itoa(n) + "}" }
 
-// epKeys are the per-endpoint keys of one endpoint.
-type epKeys struct {
-	endpoint string
-	tag      string
-	due      string
-	lease    string
-	ep       string
-	dl       string
-	dlb      string
-}
-
-func keysOf(endpoint string) epKeys {
-	t := keyPrefix + tag(ShardOf(endpoint)) + ":"
-	return epKeys{
-		endpoint: endpoint,
-		tag:      t,
-		due:      t + "due:" + endpoint,
-		lease:    t + "lease:" + endpoint,
-		ep:       t + "ep:" + endpoint,
-		dl:       t + "dl:" + endpoint,
-		dlb:      t + "dlb:" + endpoint,
-	}
-}
-
-// callout returns the record key of a callout of this endpoint.
-func (k epKeys) callout(id string) string { return k.tag + "c:" + id }
-
-// parts returns the record key of a callout and its body, attempt-log and
-// response keys, in that order (the order the scripts take them in).
-func (k epKeys) parts(id string) []string { return partKeys(k.callout(id)) }
-
-// partKeys returns a record key and its body, attempt-log and response keys.
-func partKeys(c string) []string { return []string{c, c + ":b", c + ":l", c + ":r"} }
-
-// idem returns the layout-2 reservation key of (issuer, this endpoint,
-// key) in the endpoint's home queue, or "" when key is empty.
-func (k epKeys) idem(issuer, key string) string {
-	v2, _ := queueAt(k.endpoint, ShardOf(k.endpoint)).reservation(issuer, key)
-	return v2
-}
-
-// legacyIdem returns the legacy idempotency reservation key of (issuer,
-// this endpoint, key), or "" when key is empty (no reservation).
-func (k epKeys) legacyIdem(issuer, key string) string {
-	if key == "" {
-		return ""
-	}
-	h := sha256.Sum256([]byte(issuer + "\x00" + key))
-	return k.tag + "idem:" + k.endpoint + ":" + base64.RawURLEncoding.EncodeToString(h[:])
+// endpointKey returns the endpoint hash cp:{sN}:ep:{ep} of endpoint, in
+// its home shard.
+func endpointKey(endpoint string) string {
+	return keyPrefix + tag(ShardOf(endpoint)) + ":ep:" + endpoint
 }
 
 // calloutKeyOfID returns the record key of a callout id, and false when the
@@ -344,7 +278,7 @@ func calloutKeyOfID(id string) (string, bool) {
 
 // issuerTag is the short tag of a caller organisation (JWT issuer) in the
 // endpoint hash's per-issuer backlog counters ('ii:' items, 'ib:' bytes)
-// and the record's 'it' field: 11 base64url characters (66 bits) of
+// and the record's 'i' field: 11 base64url characters (66 bits) of
 // sha256(issuer), "" for no issuer.
 func issuerTag(issuer string) string {
 	if issuer == "" {
@@ -353,3 +287,16 @@ func issuerTag(issuer string) string {
 	h := sha256.Sum256([]byte(issuer))
 	return base64.RawURLEncoding.EncodeToString(h[:])[:11]
 }
+
+// keysOf, epKeys, callout and partKeys are the names the outbox, replay-job
+// and gate-cache files (moving to packages of their own) call the home
+// queue's keys by: keysOf(endpoint) is homeQueue(endpoint).
+type epKeys = queue
+
+func keysOf(endpoint string) epKeys { return homeQueue(endpoint) }
+
+// callout returns the record key of callout id in this queue.
+func (q queue) callout(id string) string { return q.tag + "c:" + id }
+
+// partKeys returns a record key and its :q and :r keys.
+func partKeys(c string) []string { return []string{c, c + ":q", c + ":r"} }

@@ -74,10 +74,10 @@ func TestKeysOfOneEndpointShareASlot(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		for i := range 200 {
 			endpoint := fmt.Sprintf("api-%d", i)
-			k := keysOf(endpoint)
+			k := homeQueue(endpoint)
 			id, _ := NewCalloutID(endpoint, rand.Reader)
 			idKey, _ := calloutKeyOfID(id)
-			keys := []string{k.due, k.lease, k.ep, k.dl, k.callout(id), idKey, k.idem("https://org", "key")}
+			keys := []string{k.due, k.lease, k.ep, k.dl, recordKey(id), idKey, k.reservation("https://org", "key")}
 			want := keySlot(keys[0])
 			for _, key := range keys {
 				if keySlot(key) != want {

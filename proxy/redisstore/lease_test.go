@@ -99,7 +99,7 @@ func TestSyncFailureRecordedAsFailed(t *testing.T) {
 		if r.State != policy.Failed || r.Breaker.ConsecutiveFailures != 0 || r.Breaker.OutageBegan {
 			t.Fatalf("result = %+v (a permanent answer never counts)", r)
 		}
-		if d := pttl(t, e, keysOf("fail-api").callout(res.Claimed.ID)); d <= day-time.Minute {
+		if d := pttl(t, e, recordKey(res.Claimed.ID)); d <= day-time.Minute {
 			t.Fatalf("failed TTL = %v, want the idempotency retention", d)
 		}
 		if page, _ := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "fail-api"}); len(page.Items) != 0 {

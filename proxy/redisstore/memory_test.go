@@ -76,7 +76,7 @@ func TestPendingCalloutMemory(t *testing.T) {
 				perCallout := (usedMemory(t, e) - before) / n
 				q := queueAt("payment-api", ShardOf("payment-api"))
 				c, _, _ := q.record(lastID)
-				res, _ := q.reservation(last.Issuer, last.IdempotencyKey)
+				res := q.reservation(last.Issuer, last.IdempotencyKey)
 				record := e.b.Client.MemoryUsage(ctx, c, 0).Val()
 				idem := e.b.Client.MemoryUsage(ctx, res, 0).Val()
 				due := e.b.Client.MemoryUsage(ctx, q.due, 0).Val() / (n + 1)

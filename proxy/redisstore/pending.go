@@ -30,21 +30,20 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 	if limit < 1 || limit > MaxPendingPage || offset < 0 {
 		return nil, 0, fmt.Errorf("redisstore: pending: limit %d not 1–%d or offset %d negative", limit, MaxPendingPage, offset)
 	}
-	k := keysOf(endpoint)
 	qs, err := s.queuesOf(ctx, endpoint)
 	if err != nil {
 		return nil, 0, err
 	}
 	type set struct {
-		key, tag string // tag "" for the legacy set
+		key, tag string
 	}
-	sets := []set{{k.due, ""}}
+	var sets []set
 	for _, q := range qs {
 		sets = append(sets, set{q.due, q.tag})
 	}
 	switch state {
 	case policy.InFlight:
-		sets = []set{{k.lease, ""}}
+		sets = sets[:0]
 		for _, q := range qs {
 			sets = append(sets, set{q.lease, q.tag})
 		}
@@ -59,8 +58,8 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 	default:
 		return nil, 0, fmt.Errorf("redisstore: pending: state %q is not scheduled, held or in_flight", state)
 	}
-	// Every set's first offset+limit+1 entries, merged by score (both
-	// layouts and every queue, keys.go): one more than the page says
+	// Every set's first offset+limit+1 entries, merged by score (every
+	// queue, keys.go): one more than the page says
 	// whether there is a next page.
 	zs := make([]*redis.ZSliceCmd, len(sets))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -80,11 +79,7 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 	for i, z := range zs {
 		for _, m := range z.Val() {
 			id := m.Member.(string)
-			rec := k.callout(id)
-			if sets[i].tag != "" {
-				rec = sets[i].tag + "c:" + id
-			}
-			all = append(all, member{id, rec, m.Score})
+			all = append(all, member{id, sets[i].tag + "c:" + id, m.Score})
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].score < all[j].score })
@@ -107,7 +102,7 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 	}
 	page = make([]*policy.Callout, 0, len(all))
 	for i, m := range all {
-		c, err := s.decodeAny(ctx, m.id, cmds[i].Val(), func() storedParts { return storedParts{} }, "", "")
+		c, err := s.decode(ctx, m.id, cmds[i].Val(), "", "")
 		if errors.Is(err, policy.ErrNotFound) {
 			continue // ended between the two reads
 		}
@@ -116,8 +111,8 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 		}
 		c.Body, c.AttemptLog, c.Response, c.Fingerprint = nil, nil, nil, ""
 		c.State = state
-		// The set's score is the due time (lease expiry in flight): a
-		// layout-2 record does not keep it (keys.go).
+		// The set's score is the due time (lease expiry in flight): the
+		// record does not keep it (keys.go).
 		if at := time.UnixMilli(int64(m.score)); state == policy.InFlight {
 			c.LeaseExpiresAt = at
 		} else {
@@ -129,30 +124,22 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 }
 
 // KeyHolder returns the id of the callout that holds the Idempotency-Key
-// (its layout-2 reservation, else a legacy one, keys.go)
-// key of issuer on endpoint (contract §5: the scope is issuer, endpoint, key;
-// key without sf-string quotes, as stored). Errors: policy.ErrNotFound
-// when no callout holds it (never used, or its retention ended),
-// ErrUnavailable.
+// key of issuer on endpoint (its reservation, keys.go; contract §5: the
+// scope is issuer, endpoint, key; key without sf-string quotes, as
+// stored). Errors: policy.ErrNotFound when no callout holds it (never
+// used, or its retention ended), ErrUnavailable.
 func (s *Store) KeyHolder(ctx context.Context, issuer, endpoint, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("redisstore: key holder: empty key: %w", policy.ErrNotFound)
 	}
-	q := queueAt(endpoint, queueShards(endpoint, s.shards(endpoint))[keyQueue(endpoint, issuer, key, s.shards(endpoint))])
-	res, legacy := q.reservation(issuer, key)
-	v, err := s.rdb.Get(ctx, res).Result()
+	n := s.shards(endpoint)
+	q := queueAt(endpoint, queueShards(endpoint, n)[keyQueue(endpoint, issuer, key, n)])
+	v, err := s.rdb.Get(ctx, q.reservation(issuer, key)).Result()
 	if err == nil && len(v) >= 16 {
 		return idOfRaw(q.shard, v[:16]), nil
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", s.wrap("key holder", err)
 	}
-	id, err := s.rdb.HGet(ctx, legacy, "id").Result()
-	if errors.Is(err, redis.Nil) || (err == nil && id == "") {
-		return "", fmt.Errorf("redisstore: key holder %s: %w", endpoint, policy.ErrNotFound)
-	}
-	if err != nil {
-		return "", s.wrap("key holder", err)
-	}
-	return id, nil
+	return "", fmt.Errorf("redisstore: key holder %s: %w", endpoint, policy.ErrNotFound)
 }

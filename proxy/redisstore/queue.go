@@ -79,7 +79,7 @@ func queueShards(endpoint string, n int) []int {
 	return out
 }
 
-// queue is one queue of an endpoint in layout 2 (keys.go): its due and
+// queue is one queue of an endpoint (keys.go): its due and
 // lease sets, records, reservations, dead letters and backlog counters,
 // all under one hash tag. An endpoint with shards: 1 has one queue, its
 // home queue, in the endpoint hash's slot.
@@ -95,6 +95,9 @@ type queue struct {
 	ep                                 string // the endpoint hash (home slot)
 }
 
+// homeQueue returns endpoint's home queue, in the endpoint hash's shard.
+func homeQueue(endpoint string) queue { return queueAt(endpoint, ShardOf(endpoint)) }
+
 // queueAt returns the queue of endpoint in shard n.
 func queueAt(endpoint string, n int) queue {
 	t := keyPrefix + tag(n) + ":"
@@ -104,7 +107,7 @@ func queueAt(endpoint string, n int) queue {
 		due: t + "d:" + endpoint, lease: t + "l:" + endpoint,
 		dl: t + "dl:" + endpoint, dlb: t + "dlb:" + endpoint,
 		sfo: t + "sfo", sfx: t + "sfx",
-		ep: keyPrefix + tag(ShardOf(endpoint)) + ":ep:" + endpoint,
+		ep: endpointKey(endpoint),
 	}
 	q.acc = q.ep
 	if !home {
@@ -120,22 +123,17 @@ func (q queue) record(id string) (c, rest, resp string) {
 	return c, c + ":q", c + ":r"
 }
 
-// reservation returns the layout-2 reservation key of (issuer, this
-// queue's endpoint, key) and the legacy one of the same scope, or "", ""
-// when key is empty. Both name the same SHA-256 of issuer "\x00" key
-// (contract §5 scope: issuer, endpoint, key): the legacy one in full (43
-// base64url characters, cp:{sN}:idem:{ep}:{h}), the layout-2 one by its
-// first 16 (96 bits, cp:{sN}:i:{h16}), which with the endpoint's queue tag
-// is its scope: a queue belongs to one endpoint unless two endpoints share
-// a shard, so the endpoint is mixed into the layout-2 hash.
-func (q queue) reservation(issuer, key string) (v2, legacy string) {
+// reservation returns the reservation key of (issuer, this queue's
+// endpoint, key), or "" when key is empty: cp:{sN}:i:{h}, h the first 12
+// bytes (96 bits) of sha256(endpoint "\x00" issuer "\x00" key) in
+// base64url — the scope of contract §5 (issuer, endpoint, key); the
+// endpoint is mixed in because two endpoints may share a shard.
+func (q queue) reservation(issuer, key string) string {
 	if key == "" {
-		return "", ""
+		return ""
 	}
-	h := sha256.Sum256([]byte(issuer + "\x00" + key))
-	legacy = keyPrefix + tag(ShardOf(q.endpoint)) + ":idem:" + q.endpoint + ":" + base64.RawURLEncoding.EncodeToString(h[:])
-	h2 := sha256.Sum256([]byte(q.endpoint + "\x00" + issuer + "\x00" + key))
-	return q.tag + "i:" + base64.RawURLEncoding.EncodeToString(h2[:12]), legacy
+	h := sha256.Sum256([]byte(q.endpoint + "\x00" + issuer + "\x00" + key))
+	return q.tag + "i:" + base64.RawURLEncoding.EncodeToString(h[:12])
 }
 
 // keyQueue picks the queue index (0 … n-1) of a keyed callout: a function
@@ -150,7 +148,7 @@ func keyQueue(endpoint, issuer, key string, n int) int {
 }
 
 // idOfRaw rebuilds a callout id from the shard of its queue and its 16 raw
-// random bytes (how a layout-2 reservation stores it).
+// random bytes (how a reservation stores it).
 func idOfRaw(shard int, raw string) string {
 	return hex2(shard) + base64.RawURLEncoding.EncodeToString([]byte(raw))
 }

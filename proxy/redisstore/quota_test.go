@@ -47,8 +47,8 @@ func TestFinishedKeyedWriteKeepsNoRequest(t *testing.T) {
 				if items, n, err := s.Backlog(ctxT(t), "fin-api"); items != 0 || n != 0 || err != nil {
 					t.Fatalf("after success: %d items %d bytes (%v), want 0 0", items, n, err)
 				}
-				k := keysOf("fin-api")
-				keys := append(k.parts(res.Claimed.ID), k.idem(nc.Issuer, nc.IdempotencyKey))
+				k := homeQueue("fin-api")
+				keys := append(recordKeys(res.Claimed.ID), k.reservation(nc.Issuer, nc.IdempotencyKey))
 				var total int64
 				for _, key := range keys {
 					if e.b.Mini != nil {

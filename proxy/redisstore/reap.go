@@ -3,11 +3,12 @@ package redisstore
 import (
 	"context"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
 // Reap returns up to limit (at most 1000) of endpoint's expired leases,
-// of every queue and both layouts, to the due set (ARCHITECTURE.md "A reaper returns
+// of every queue, to the due set (ARCHITECTURE.md "A reaper returns
 // expired leases"): each gets an attempt entry with error "lease_expired"
 // and outcome retryable, loses its lease token (the lost worker's Complete
 // then gets ErrStaleLease, so nothing is completed twice), and is due now,
@@ -25,33 +26,20 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	k := keysOf(endpoint)
-	var legacy *redis.StringSliceCmd
 	cands := make([]*redis.StringSliceCmd, len(qs))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		legacy = p.ZRangeByScore(ctx, k.lease, dueBy(now, limit))
 		for i, q := range qs {
 			cands[i] = p.ZRangeByScore(ctx, q.lease, dueBy(now, limit))
 		}
 		return nil
 	})
-	for _, c := range append(cands, legacy) {
+	for _, c := range cands {
 		if err := c.Err(); err != nil && !isNil(err) {
 			return nil, s.wrap("reap", err)
 		}
 	}
-	var calls []*scriptCall
-	callQ := map[*scriptCall]queue{}
-	if ids := legacy.Val(); len(ids) > 0 {
-		keys := []string{k.due, k.lease, k.ep}
-		args := []any{msArg(now)}
-		for _, id := range ids {
-			parts := k.parts(id)
-			keys = append(keys, parts[0], parts[2])
-			args = append(args, id)
-		}
-		calls = append(calls, &scriptCall{sc: s.lua.legacyReap, keys: keys, args: args})
-	}
+	var calls []*reapArgs
+	callQ := map[*reapArgs]queue{}
 	for i, q := range qs {
 		ids := cands[i].Val()
 		if len(ids) == 0 {
@@ -65,46 +53,38 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		if err != nil {
 			return nil, err
 		}
-		gs, gu := gateArgs(view, given)
-		keys := []string{q.due, q.lease, q.acc}
-		args := []any{msArg(now), gs, gu}
+		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: now.UnixMilli()}
+		c.Gate, c.GateUntil = gateArgs(view, given)
 		for j, id := range ids {
-			c, _, _ := q.record(id)
-			keys = append(keys, c, res[j])
-			args = append(args, id)
+			rc, _, _ := q.record(id)
+			c.Candidates = append(c.Candidates, reapCandidate{Record: rc, Reservation: res[j], ID: id})
 		}
-		c := &scriptCall{sc: s.lua.reap, keys: keys, args: args}
 		calls = append(calls, c)
 		callQ[c] = q
 	}
 	if len(calls) == 0 {
 		return nil, nil
 	}
+	queued := make([]*script.Call[reapArgs, reapReply], len(calls))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range calls {
-			c.queue(ctx, p)
+		for i, c := range calls {
+			queued[i] = s.lua.reap.Queue(ctx, p, c)
 		}
 		return nil
 	})
 	var out []string
-	for _, c := range calls {
-		v, err := s.result(ctx, "reap", c)
+	for i, c := range calls {
+		v, err := queued[i].Result(ctx, s.rdb)
 		if err != nil {
-			return out, err
+			return out, s.wrap("reap", err)
 		}
-		a := replyArr(v)
-		q, layout2 := callQ[c]
-		if !layout2 {
-			out = append(out, replyStrs(v)...)
-			continue
-		}
-		for i := 0; i+1 < len(a); i += 2 {
-			out = append(out, replyStr(a[i]))
-			if tok := replyStr(a[i+1]); !q.home && tok != "" {
+		q := callQ[c]
+		for _, r := range v.Reaped {
+			out = append(out, r.ID)
+			if tok := r.Token; !q.home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
-				if _, err := s.run(ctx, "reap: probe", s.lua.outcome, []string{k.ep},
-					msArg(now), tok, "0", "0", "1", msArg(now), "0"); err != nil {
-					return out, err
+				if _, err := s.lua.outcome.Run(ctx, s.rdb, giveBack(q.endpoint, tok, now)); err != nil {
+					return out, s.wrap("reap: probe", err)
 				}
 			}
 		}
@@ -115,16 +95,40 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 	return out, nil
 }
 
-// publishWake tells the dispatchers that endpoint has work due now (pub/sub
-// on Options.WakeChannel). Best effort: a lost message costs at most the
-// dispatcher's backstop wait.
-func (s *Store) publishWake(ctx context.Context, endpoint string) {
-	if s.wakeChannel != "" {
-		_ = s.rdb.Publish(ctx, s.wakeChannel, endpoint).Err()
-	}
+// reapArgs are reap.lua's keys and arguments (lua/reap.lua names each).
+type reapArgs struct {
+	Due        string          `lua:"due,key"`
+	Lease      string          `lua:"lease,key"`
+	Counters   string          `lua:"counters,key"`
+	Now        int64           `lua:"now"`
+	Gate       string          `lua:"gate"`
+	GateUntil  string          `lua:"gate_until"`
+	Candidates []reapCandidate `lua:"candidates"`
 }
 
-// reservationsOf returns the reservation key of each layout-2 callout ids
+// reapCandidate is one expired lease a reap re-checks.
+type reapCandidate struct {
+	Record      string `lua:"record,key"`
+	Reservation string `lua:"reservation,key"`
+	ID          string `lua:"id"`
+}
+
+// reapReply is reap.lua's reply: the callouts reaped.
+type reapReply struct {
+	Reaped []struct {
+		ID    string `lua:"id"`
+		Token string `lua:"token"`
+	} `lua:"reaped"`
+}
+
+// publishWake tells the dispatchers that endpoint has work due now (pub/sub
+// on cp:wake). Best effort: a lost message costs at most the
+// dispatcher's backstop wait.
+func (s *Store) publishWake(ctx context.Context, endpoint string) {
+	_ = s.rdb.Publish(ctx, wakeChannel, endpoint).Err()
+}
+
+// reservationsOf returns the reservation key of each callout of ids
 // of queue q (its record key when it has none), from their records' meta
 // and issuer tag (one pipelined round trip).
 func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]string, error) {
@@ -145,24 +149,20 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 		out[i] = c
 		m := cmds[i].Val()
 		if meta, err := unpackMeta(joinChunks(m, metaField)); err == nil && meta.Key != "" {
-			out[i], _ = q.reservation(s.issuerOf(ctx, m[f2Issuer]), meta.Key)
+			out[i] = q.reservation(s.issuerOf(ctx, m[fIssuer]), meta.Key)
 		}
 	}
 	return out, nil
 }
 
-// Wakeups subscribes to the wake channel (Options.WakeChannel) and returns
+// Wakeups subscribes to the wake channel (keys.go cp:wake) and returns
 // a channel that receives a value, coalesced (capacity 1), for every
 // message, until ctx ends: the dispatcher's cue that another replica made
 // work due now (create.lua, Reap, the release of held callouts). The
 // subscription reconnects by itself (go-redis PubSub); what is published
 // while it is down is lost, which the dispatcher's backstop wait bounds.
-// nil when the store publishes nothing.
 func (s *Store) Wakeups(ctx context.Context) <-chan struct{} {
-	if s.wakeChannel == "" {
-		return nil
-	}
-	ps := s.rdb.Subscribe(ctx, s.wakeChannel)
+	ps := s.rdb.Subscribe(ctx, wakeChannel)
 	// Wait for the subscription to be confirmed, so what is published
 	// after Wakeups returns is seen.
 	if _, err := ps.Receive(ctx); err != nil {

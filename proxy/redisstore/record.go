@@ -1,9 +1,13 @@
 package redisstore
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -11,46 +15,436 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// Fields of the callout hash cp:{sN}:c:{id}. Names are short and values
-// small because a pending callout's memory is budgeted (< 1 KiB besides its
-// body); an empty value is never stored. Times are Unix ms in decimal.
+// Fields of the callout record cp:{sN}:c:{id} (keys.go, lua/lib.lua): one
+// hash with one-letter fields, every value at most chunkLen bytes, so that Redis
+// keeps it in its compact listpack encoding (hash-max-listpack-value 64 by
+// default). The request is packed by this file into two values that only
+// Go reads: the meta (method, endpoint, path, query, key, source record,
+// created time), kept after the callout ends, and the rest (headers and
+// body), dropped when it ends succeeded or failed (contract §5).
 const (
-	fID          = "id" // callout id
-	fEndpoint    = "ep" // endpoint name
-	fIssuer      = "is" // caller's JWT issuer
-	fMethod      = "m"  // HTTP method
-	fPath        = "p"  // path below the endpoint's base URL, with leading "/"
-	fQuery       = "q"  // raw query, without "?"
-	fKey         = "k"  // Idempotency-Key
-	fFingerprint = "fp" // Fingerprint(method, path, query, body)
-	fSource      = "sr" // Callout-Source-Record
-	fState       = "s"  // State
-	fAttempts    = "n"  // attempts made (dispatches), integer
-	fCreated     = "ct" // created ms
-	fFirst       = "fa" // first attempt ms
-	fNext        = "na" // next attempt ms (scheduled, held)
-	fLeaseUntil  = "lx" // lease expiry ms (in_flight; the lease ZSET is authoritative)
-	fFinished    = "ft" // finished ms
-	fReplayOf    = "ro" // replay_of callout id
-	fRespStatus  = "rs" // last response status (the response itself: key :r)
-	fLastError   = "le" // last error text
-	fReason      = "dr" // dead-letter reason
-	fToken       = "lt" // lease token of the current claim (in_flight only)
-	fLeaseStart  = "ls" // ms the current claim started (in_flight only)
-	fLeaseKind   = "lk" // Kind of the current claim (in_flight only)
-	// fScheduled is "1" once a dispatcher claimed the callout (claim.lua):
-	// it was scheduled or held, not only synchronous, so its ending
-	// publishes a Callout_Result__e (contract §8; complete.lua, outbox.go).
-	fScheduled = "sd"
-	// fTrace is the W3C trace context the callout was accepted under
-	// (policy.NewCallout.TraceContext: traceparent[,tracestate], at most
-	// 312 bytes): written by begin and enqueue with the request's fields,
-	// returned by claim and get; counted in the backlog bytes like them.
-	fTrace = "tc"
-	// fHeaderPrefix + canonical name: one request header, its values joined
-	// by "\n" (which no header value can contain, RFC 9110 §5.5).
-	fHeaderPrefix = "h:"
+	fState    = "S" // state code, stateCode
+	fAttempts = "n" // attempts made, integer; absent: 0
+	fIssuer   = "i" // issuer tag (issuerTag); the issuer itself: cp:iss
+	fCharged  = "b" // bytes charged to the backlog (pending and dead letters)
+	fMeta     = "m" // packed meta, chunked: m, m2, m3, m4 (or one long m); the rest: 1 … 8
+	fRestInQ  = "Q" // "1": the packed rest is the string :q, not chunks 1…4
+	fReplayOf = "o" // replay_of callout id
+	fFirst    = "a" // first attempt ms
+	fToken    = "t" // lease token (in flight)
+	fLeaseTo  = "x" // lease expiry ms (in flight)
+	fLeaseAt  = "l" // lease start ms (in flight)
+	fKind     = "k" // kind code of the current claim (in flight)
+	fSched    = "d" // "1" once a dispatcher claimed it (contract §8 events)
+	fAttempt  = "A" // A<n>: attempt n, "kind started dur status outcome error"
+	fStatus   = "R" // last response status; the response: r1 … r4 (respField) or key :r
+	fLastErr  = "e" // last error
+	fFinished = "F" // finished ms
+	fReason   = "D" // dead-letter reason
 )
+
+// chunkLen is the longest value a record stores in one field.
+const chunkLen = 64
+
+// maxInlineChunks is how many chunks of the meta a record holds inline (a
+// longer meta is one long field: the hash leaves listpack encoding,
+// correctness unchanged); maxRestChunks how many of the rest (headers and
+// body: a longer one goes to the key :q).
+const (
+	maxInlineChunks = 4
+	maxRestChunks   = 8
+)
+
+var stateCode = map[policy.State]string{
+	policy.Scheduled: "s", policy.Held: "h", policy.InFlight: "f", policy.Succeeded: "o",
+	policy.Failed: "x", policy.DeadLettered: "d",
+}
+
+var stateOfCode = func() map[string]policy.State {
+	m := map[string]policy.State{}
+	for s, c := range stateCode {
+		m[c] = s
+	}
+	return m
+}()
+
+var kindOfCode = map[string]policy.Kind{
+	"f": policy.KindFirst, "r": policy.KindRetry, "p": policy.KindProbe, "y": policy.KindReplay,
+}
+
+// Method codes of the packed meta; any other method is written out.
+var methodCode = map[string]byte{
+	http.MethodGet: 'G', http.MethodPost: 'P', http.MethodPut: 'U', http.MethodPatch: 'A',
+	http.MethodDelete: 'D', http.MethodHead: 'H', http.MethodOptions: 'O',
+}
+
+// Header names and values common in Apex callouts get one-byte codes in
+// the packed rest (1 … len); 0 means written out. Append only: the codes
+// are stored.
+var (
+	headerNames = []string{"Content-Type", "Accept", "User-Agent", "Accept-Encoding",
+		"Accept-Language", "Cache-Control", "Pragma", "Content-Encoding", "Traceparent",
+		"Tracestate", "X-Request-Id", "If-Match", "If-None-Match", "Content-Language"}
+	headerValues = []string{"application/json", "application/json; charset=UTF-8",
+		"application/json;charset=UTF-8", "text/plain", "text/xml", "application/xml",
+		"application/x-www-form-urlencoded", "*/*", "no-cache", "gzip",
+		"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2", "text/plain; charset=UTF-8"}
+	headerNameCode  = codes(headerNames)
+	headerValueCode = codes(headerValues)
+)
+
+func codes(list []string) map[string]byte {
+	m := make(map[string]byte, len(list))
+	for i, s := range list {
+		m[s] = byte(i + 1)
+	}
+	return m
+}
+
+// recordMeta is what the packed meta holds.
+type recordMeta struct {
+	Method, Endpoint, Path, Query, Key, Source string
+	Created                                    time.Time
+	// Trace is the W3C trace context it was accepted under
+	// (policy.NewCallout.TraceContext).
+	Trace string
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// packMeta packs m: a method code (or 0 and the method), then the
+// length-prefixed endpoint, path, query, key and source, the created time
+// in Unix ms as a uvarint, then the length-prefixed trace context
+// (packTrace).
+func packMeta(m recordMeta) string {
+	b := make([]byte, 0, 16+len(m.Endpoint)+len(m.Path)+len(m.Query)+len(m.Key)+len(m.Source))
+	if c, ok := methodCode[m.Method]; ok {
+		b = append(b, c)
+	} else {
+		b = appendStr(append(b, 0), m.Method)
+	}
+	for _, s := range []string{m.Endpoint, m.Path, m.Query, m.Key, m.Source} {
+		b = appendStr(b, s)
+	}
+	b = binary.AppendUvarint(b, uint64(max(m.Created.UnixMilli(), 0)))
+	return string(appendStr(b, packTrace(m.Trace)))
+}
+
+// packTrace packs a trace context "traceparent[,tracestate]": a version-00
+// traceparent (W3C Trace Context §3.2: 00-<32 hex>-<16 hex>-<2 hex>) as
+// 1, its 16 + 8 + 1 bytes and the rest as it is (26 bytes instead of 55);
+// anything else as 0 and itself; "" as "".
+func packTrace(tc string) string {
+	if tc == "" {
+		return ""
+	}
+	if len(tc) >= 55 && tc[:3] == "00-" && tc[35] == '-' && tc[52] == '-' && (len(tc) == 55 || tc[55] == ',') {
+		raw, err := hex.DecodeString(tc[3:35] + tc[36:52] + tc[53:55])
+		if err == nil && hex.EncodeToString(raw) == tc[3:35]+tc[36:52]+tc[53:55] {
+			return "\x01" + string(raw) + tc[55:]
+		}
+	}
+	return "\x00" + tc
+}
+
+func unpackTrace(p string) string {
+	switch {
+	case p == "":
+		return ""
+	case p[0] == 1 && len(p) >= 26:
+		h := hex.EncodeToString([]byte(p[1:26]))
+		return "00-" + h[:32] + "-" + h[32:48] + "-" + h[48:50] + p[26:]
+	default:
+		return p[1:]
+	}
+}
+
+var errPacked = errors.New("malformed packed record")
+
+// unpacker reads what packMeta and packRest wrote.
+type unpacker struct {
+	b   string
+	err error
+}
+
+func (u *unpacker) uvarint() uint64 {
+	if u.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint([]byte(u.b[:min(len(u.b), binary.MaxVarintLen64)]))
+	if n <= 0 {
+		u.err = errPacked
+		return 0
+	}
+	u.b = u.b[n:]
+	return v
+}
+
+func (u *unpacker) str() string {
+	n := u.uvarint()
+	if u.err != nil || n > uint64(len(u.b)) {
+		u.err = errPacked
+		return ""
+	}
+	s := u.b[:n]
+	u.b = u.b[n:]
+	return s
+}
+
+func (u *unpacker) byte() byte {
+	if u.err != nil || len(u.b) == 0 {
+		u.err = errPacked
+		return 0
+	}
+	c := u.b[0]
+	u.b = u.b[1:]
+	return c
+}
+
+func unpackMeta(s string) (recordMeta, error) {
+	u := &unpacker{b: s}
+	var m recordMeta
+	if c := u.byte(); c != 0 {
+		for name, code := range methodCode {
+			if code == c {
+				m.Method = name
+			}
+		}
+	} else {
+		m.Method = u.str()
+	}
+	m.Endpoint, m.Path, m.Query, m.Key, m.Source = u.str(), u.str(), u.str(), u.str(), u.str()
+	if ms := u.uvarint(); ms > 0 {
+		m.Created = time.UnixMilli(int64(ms))
+	}
+	m.Trace = unpackTrace(u.str())
+	if u.err == nil && m.Method == "" {
+		u.err = errPacked
+	}
+	return m, u.err
+}
+
+// packRest packs the request's headers and body: the count of header
+// fields, each as a name code (or 0 and the name), its count of values and
+// each value as a code (or 0 and the value), then the body to the end.
+// Names are canonical (http.CanonicalHeaderKey).
+func packRest(h http.Header, body []byte) string {
+	names := make([]string, 0, len(h))
+	for name, vs := range h {
+		if len(vs) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names) // deterministic, so equal requests pack alike
+	b := binary.AppendUvarint(make([]byte, 0, 8+len(body)+32*len(names)), uint64(len(names)))
+	for _, name := range names {
+		cn := http.CanonicalHeaderKey(name)
+		if c, ok := headerNameCode[cn]; ok {
+			b = append(b, c)
+		} else {
+			b = appendStr(append(b, 0), cn)
+		}
+		b = binary.AppendUvarint(b, uint64(len(h[name])))
+		for _, v := range h[name] {
+			if c, ok := headerValueCode[v]; ok {
+				b = append(b, c)
+			} else {
+				b = appendStr(append(b, 0), v)
+			}
+		}
+	}
+	return string(append(b, body...))
+}
+
+func unpackRest(s string) (http.Header, []byte, error) {
+	u := &unpacker{b: s}
+	n := u.uvarint()
+	var h http.Header
+	for i := uint64(0); i < n && u.err == nil; i++ {
+		var name string
+		if c := u.byte(); c == 0 {
+			name = u.str()
+		} else if int(c) <= len(headerNames) {
+			name = headerNames[c-1]
+		} else {
+			u.err = errPacked
+		}
+		nv := u.uvarint()
+		if nv > uint64(len(u.b)) {
+			u.err = errPacked
+		}
+		vs := make([]string, 0, min(nv, 64))
+		for j := uint64(0); j < nv && u.err == nil; j++ {
+			if c := u.byte(); c == 0 {
+				vs = append(vs, u.str())
+			} else if int(c) <= len(headerValues) {
+				vs = append(vs, headerValues[c-1])
+			} else {
+				u.err = errPacked
+			}
+		}
+		if h == nil {
+			h = http.Header{}
+		}
+		h[name] = vs
+	}
+	if u.err != nil {
+		return nil, nil, u.err
+	}
+	var body []byte
+	if len(u.b) > 0 {
+		body = []byte(u.b)
+	}
+	return h, body, nil
+}
+
+// chunkFields returns the field/value pairs holding v in chunks of
+// chunkLen: names(1), names(2), …; one long field when v needs more than
+// most chunks.
+func chunkFields(v string, name func(int) string, most int) []string {
+	if len(v) > most*chunkLen {
+		return []string{name(1), v}
+	}
+	var out []string
+	for i := 1; len(v) > 0; i++ {
+		n := min(len(v), chunkLen)
+		out = append(out, name(i), v[:n])
+		v = v[n:]
+	}
+	return out
+}
+
+func metaField(i int) string {
+	if i == 1 {
+		return fMeta
+	}
+	return fMeta + strconv.Itoa(i)
+}
+
+func restField(i int) string { return strconv.Itoa(i) }
+
+// respField names the inline chunks of the last response: r1 … r4.
+func respField(i int) string { return "r" + strconv.Itoa(i) }
+
+// joinChunks reassembles what chunkFields split, from a record's fields.
+func joinChunks(m map[string]string, name func(int) string) string {
+	var b strings.Builder
+	for i := 1; ; i++ {
+		v, ok := m[name(i)]
+		if !ok {
+			return b.String()
+		}
+		b.WriteString(v)
+	}
+}
+
+// encodeAttempt is an attempt entry (A<n>): "kind started_ms
+// duration_ms status outcome error", error last (it may hold spaces). The
+// reaper writes the same form (lua/reap.lua).
+func encodeAttempt(a policy.Attempt) string {
+	return string(a.Kind) + " " + strconv.FormatInt(a.StartedAt.UnixMilli(), 10) + " " +
+		strconv.FormatInt(a.Duration.Milliseconds(), 10) + " " + strconv.Itoa(a.Status) + " " +
+		string(a.Outcome) + " " + a.Error
+}
+
+func decodeAttempt(n int, s string) (policy.Attempt, error) {
+	p := strings.SplitN(s, " ", 6)
+	if len(p) < 5 {
+		return policy.Attempt{}, errPacked
+	}
+	started, err1 := strconv.ParseInt(p[1], 10, 64)
+	dur, err2 := strconv.ParseInt(p[2], 10, 64)
+	status, err3 := strconv.Atoi(p[3])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return policy.Attempt{}, errPacked
+	}
+	a := policy.Attempt{N: n, Kind: policy.Kind(p[0]), StartedAt: time.UnixMilli(started),
+		Duration: time.Duration(dur) * time.Millisecond, Status: status, Outcome: policy.Outcome(p[4])}
+	if len(p) == 6 {
+		a.Error = p[5]
+	}
+	return a, nil
+}
+
+// attemptsOf collects the A<n> fields of a record in order of n.
+func attemptsOf(m map[string]string) ([]policy.Attempt, error) {
+	var out []policy.Attempt
+	for f, v := range m {
+		ns, ok := strings.CutPrefix(f, fAttempt)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(ns)
+		if err != nil {
+			continue
+		}
+		a, err := decodeAttempt(n, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].N < out[j].N })
+	return out, nil
+}
+
+// newRecord returns the record fields of a new callout as HSET
+// pairs, and its packed rest when that goes to :q ("" when inline). State,
+// charge and issuer tag are the script's to add.
+func newRecord(nc policy.NewCallout, now time.Time) (fields []string, restQ string) {
+	fields = chunkFields(packMeta(recordMeta{Method: nc.Method, Endpoint: nc.Endpoint, Path: nc.Path,
+		Query: nc.Query, Key: nc.IdempotencyKey, Source: nc.SourceRecord, Created: now,
+		Trace: nc.TraceContext}), metaField, maxInlineChunks)
+	rest := packRest(nc.Header, nc.Body)
+	if len(rest) > maxRestChunks*chunkLen {
+		restQ = rest
+	} else {
+		fields = append(fields, chunkFields(rest, restField, maxRestChunks)...)
+	}
+	if nc.ReplayOf != "" {
+		fields = append(fields, fReplayOf, nc.ReplayOf)
+	}
+	return fields, restQ
+}
+
+// decodeRecord decodes the fields m of a record; rest is its :q
+// (when m says it has one; "" otherwise).
+func decodeRecord(id string, m map[string]string, rest string, issuer func(tag string) string) (*policy.Callout, error) {
+	meta, err := unpackMeta(joinChunks(m, metaField))
+	if err != nil {
+		return nil, errors.New("redisstore: callout " + id + ": meta: " + err.Error())
+	}
+	if m[fRestInQ] != "1" {
+		rest = joinChunks(m, restField)
+	}
+	c := &policy.Callout{
+		ID: id, Endpoint: meta.Endpoint, Method: meta.Method, Path: meta.Path, Query: meta.Query,
+		IdempotencyKey: meta.Key, SourceRecord: meta.Source, CreatedAt: meta.Created,
+		State: stateOfCode[m[fState]], Attempts: atoi(m[fAttempts]),
+		FirstAttemptAt: fromMs(m[fFirst]), LeaseExpiresAt: fromMs(m[fLeaseTo]),
+		FinishedAt: fromMs(m[fFinished]), ReplayOf: m[fReplayOf], LastError: m[fLastErr],
+		DeadLetterReason: policy.DeadLetterReason(m[fReason]), TraceContext: meta.Trace,
+	}
+	if tag := m[fIssuer]; tag != "" {
+		c.Issuer = issuer(tag)
+	}
+	if rest != "" {
+		if c.Header, c.Body, err = unpackRest(rest); err != nil {
+			return nil, errors.New("redisstore: callout " + id + ": request: " + err.Error())
+		}
+		// The record keeps no fingerprint (its reservation keeps the first
+		// 96 bits, for idempotent replay); while it has the request, it is
+		// derived.
+		c.Fingerprint = policy.Fingerprint(c.Method, c.Path, c.Query, c.Body)
+	}
+	if c.AttemptLog, err = attemptsOf(m); err != nil {
+		return nil, errors.New("redisstore: callout " + id + ": attempt log: " + err.Error())
+	}
+	return c, nil
+}
 
 // Fields of the endpoint hash cp:{sN}:ep:{ep}. Absent means zero/false.
 const (
@@ -69,52 +463,7 @@ const (
 	eNotified   = "on"  // "1" once the owner heard of the current outage
 	eBytes      = "bb"  // bytes charged by pending callouts and dead letters
 	eShards     = "sq"  // shard counts the endpoint was served with, "1,3" (shards.go)
-	// eLegacy is "0" once the dispatcher saw the endpoint's legacy due and
-	// lease sets empty: create.lua stops counting them (keys.go).
-	eLegacy = "L"
-	// eLegacyUntil is the time (ms) after which no legacy reservation can
-	// exist any more: create.lua stops looking them up then (claim.go).
-	eLegacyUntil = "Lr"
 )
-
-// attemptJSON is the stored form of an Attempt.
-type attemptJSON struct {
-	N          int            `json:"n"`
-	Kind       policy.Kind    `json:"kind"`
-	StartedAt  int64          `json:"started_at"`
-	DurationMs int64          `json:"duration_ms"`
-	Status     int            `json:"status,omitempty"`
-	Outcome    policy.Outcome `json:"outcome"`
-	Error      string         `json:"error,omitempty"`
-}
-
-func encodeAttempt(a policy.Attempt) (string, error) {
-	b, err := json.Marshal(attemptJSON{
-		N: a.N, Kind: a.Kind, StartedAt: a.StartedAt.UnixMilli(), DurationMs: a.Duration.Milliseconds(),
-		Status: a.Status, Outcome: a.Outcome, Error: a.Error,
-	})
-	return string(b), err
-}
-
-// decodeAttempts parses the attempt log (key :l), one JSON object a line.
-func decodeAttempts(s string) ([]policy.Attempt, error) {
-	var out []policy.Attempt
-	for line := range strings.SplitSeq(s, "\n") {
-		if line == "" {
-			continue
-		}
-		var a attemptJSON
-		if err := json.Unmarshal([]byte(line), &a); err != nil {
-			return nil, err
-		}
-		out = append(out, policy.Attempt{
-			N: a.N, Kind: a.Kind, StartedAt: time.UnixMilli(a.StartedAt),
-			Duration: time.Duration(a.DurationMs) * time.Millisecond,
-			Status:   a.Status, Outcome: a.Outcome, Error: a.Error,
-		})
-	}
-	return out, nil
-}
 
 // encodeHeader returns JSON for a response header ("" when empty).
 func encodeHeader(h http.Header) (string, error) {
@@ -178,6 +527,22 @@ func ms(t time.Time) string {
 	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
+// msOf is t in Unix ms, 0 for the zero time.
+func msOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// msTimeOf is Unix ms n as a time, the zero time for 0.
+func msTimeOf(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
 // fromMs parses Unix ms; "" and "0" are the zero time.
 func fromMs(s string) time.Time {
 	n, err := strconv.ParseInt(s, 10, 64)
@@ -190,74 +555,4 @@ func fromMs(s string) time.Time {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
-}
-
-// requestFields returns the immutable request fields of a new callout as
-// HSET pairs, leaving empty ones out. The body is not among them (key :b).
-func requestFields(id string, nc policy.NewCallout, fp string, now time.Time) []any {
-	pairs := []struct{ f, v string }{
-		{fID, id}, {fEndpoint, nc.Endpoint}, {fIssuer, nc.Issuer}, {fMethod, nc.Method},
-		{fPath, nc.Path}, {fQuery, nc.Query}, {fKey, nc.IdempotencyKey}, {fFingerprint, fp},
-		{fSource, nc.SourceRecord}, {fReplayOf, nc.ReplayOf}, {fCreated, ms(now)},
-		{fTrace, nc.TraceContext},
-	}
-	out := make([]any, 0, 2*(len(pairs)+len(nc.Header)))
-	for _, p := range pairs {
-		if p.v != "" {
-			out = append(out, p.f, p.v)
-		}
-	}
-	for name, vs := range nc.Header {
-		if len(vs) > 0 {
-			out = append(out, fHeaderPrefix+http.CanonicalHeaderKey(name), strings.Join(vs, "\n"))
-		}
-	}
-	return out
-}
-
-// storedParts are the four stored parts of a callout (keys.go).
-type storedParts struct {
-	hash map[string]string
-	body []byte
-	log  string
-	resp string // "" when none
-}
-
-// decodeCallout turns the stored parts of a callout into a Callout.
-func decodeCallout(p storedParts) (*policy.Callout, error) {
-	m := p.hash
-	c := &policy.Callout{
-		ID: m[fID], Endpoint: m[fEndpoint], Issuer: m[fIssuer], Method: m[fMethod],
-		Path: m[fPath], Query: m[fQuery], IdempotencyKey: m[fKey], Fingerprint: m[fFingerprint],
-		SourceRecord: m[fSource], State: policy.State(m[fState]), Attempts: atoi(m[fAttempts]),
-		CreatedAt: fromMs(m[fCreated]), FirstAttemptAt: fromMs(m[fFirst]),
-		NextAttemptAt: fromMs(m[fNext]), LeaseExpiresAt: fromMs(m[fLeaseUntil]),
-		FinishedAt: fromMs(m[fFinished]), ReplayOf: m[fReplayOf], LastError: m[fLastError],
-		DeadLetterReason: policy.DeadLetterReason(m[fReason]), Header: headerOf(m), Body: p.body,
-		TraceContext: m[fTrace],
-	}
-	var err error
-	if c.AttemptLog, err = decodeAttempts(p.log); err != nil {
-		return nil, fmt.Errorf("redisstore: callout %s: attempt log: %w", c.ID, err)
-	}
-	if p.resp != "" {
-		if c.Response, err = decodeResponse(p.resp); err != nil {
-			return nil, fmt.Errorf("redisstore: callout %s: response: %w", c.ID, err)
-		}
-	}
-	return c, nil
-}
-
-// headerOf collects the h:Name fields of a callout hash.
-func headerOf(m map[string]string) http.Header {
-	var h http.Header
-	for f, v := range m {
-		if name, ok := strings.CutPrefix(f, fHeaderPrefix); ok {
-			if h == nil {
-				h = http.Header{}
-			}
-			h[name] = strings.Split(v, "\n")
-		}
-	}
-	return h
 }

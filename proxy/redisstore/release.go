@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -18,20 +17,20 @@ import (
 // longer valid (nothing changed), ErrUnavailable.
 func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	q, ok := queueOfID(cl.Endpoint, cl.ID)
-	if !ok || !strings.HasPrefix(cl.LeaseToken, layout2Token) {
+	if !ok {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
 	c, rest, resp := q.record(cl.ID)
-	res, _ := q.reservation(cl.Issuer, cl.IdempotencyKey)
+	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
 		res = c
 	}
-	v, err := s.run(ctx, "release", s.lua.release, []string{c, rest, resp, q.lease, q.acc, res},
-		cl.ID, cl.LeaseToken, rawOfID(cl.ID), flag(q.home))
+	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
+		Counters: q.acc, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: rawOfID(cl.ID), Home: q.home})
 	if err != nil {
-		return err
+		return s.wrap("release", err)
 	}
-	if replyStr(v) == "stale" {
+	if v.Result != "ok" {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
 	if !q.home && cl.Kind == policy.KindProbe {
@@ -40,16 +39,36 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	return err
 }
 
+// releaseArgs are release.lua's keys and arguments (lua/release.lua names
+// each).
+type releaseArgs struct {
+	Record      string `lua:"record,key"`
+	Rest        string `lua:"rest,key"`
+	Resp        string `lua:"resp,key"`
+	Lease       string `lua:"lease,key"`
+	Counters    string `lua:"counters,key"`
+	Reservation string `lua:"reservation,key"`
+	ID          string `lua:"id"`
+	Token       string `lua:"token"`
+	Raw         string `lua:"raw"`
+	Home        bool   `lua:"home"`
+}
+
+// resultReply is the reply of a script that answers one word (release.lua,
+// discard.lua).
+type resultReply struct {
+	Result string `lua:"result"`
+}
+
 // giveBackProbe releases endpoint's probe token when token holds it, as an
 // attempt that was never made (outcome.lua: the breaker unchanged), for a
 // queue of a sharded endpoint whose caller took the token (admit.lua) for a
 // callout that then made no attempt. Errors: ErrUnavailable.
 func (s *Store) giveBackProbe(ctx context.Context, endpoint, token string) error {
 	now := s.now()
-	_, err := s.run(ctx, "release: probe", s.lua.outcome, []string{keysOf(endpoint).ep},
-		msArg(now), token, "0", "0", "1", msArg(now), "0")
+	_, err := s.lua.outcome.Run(ctx, s.rdb, giveBack(endpoint, token, now))
 	s.forgetGate(endpoint)
-	return err
+	return s.wrap("release: probe", err)
 }
 
 // lockKey names a replica-wide lock. It is not hash-tagged: no script
@@ -64,9 +83,16 @@ func lockKey(name string) string { return "cp:lock:" + name }
 // (a random token per replica). It reports whether the caller holds the
 // lock. One round trip. Errors: ErrUnavailable.
 func (s *Store) TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
-	v, err := s.run(ctx, "lock", s.lua.lock, []string{lockKey(name)}, owner, durMs(ttl))
+	v, err := s.lua.lock.Run(ctx, s.rdb, &lockArgs{Lock: lockKey(name), Owner: owner, TTL: ttl})
 	if err != nil {
-		return false, err
+		return false, s.wrap("lock", err)
 	}
-	return replyInt(v) == 1, nil
+	return v.N == 1, nil
+}
+
+// lockArgs are lock.lua's keys and arguments (lua/lock.lua).
+type lockArgs struct {
+	Lock  string        `lua:"lock,key"`
+	Owner string        `lua:"owner"`
+	TTL   time.Duration `lua:"ttl"`
 }

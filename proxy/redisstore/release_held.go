@@ -6,29 +6,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// releaseHeld makes endpoint's held callouts (both layouts, every queue)
-// due now (after ResetBreaker or Enable): it walks each due set from now
-// on in batches of maxBatch, each batch one ZRANGEBYSCORE and one
-// release_held.lua run, and wakes the dispatchers when it released any. It
-// returns how many were released. Errors: ErrUnavailable.
+// releaseHeld makes endpoint's held callouts (every queue) due now (after
+// ResetBreaker or Enable): it walks each due set from now on in batches of
+// maxBatch, each batch one ZRANGEBYSCORE and one release_held.lua run, and
+// wakes the dispatchers when it released any. It returns how many were
+// released. Errors: ErrUnavailable.
 func (s *Store) releaseHeld(ctx context.Context, endpoint string) (int, error) {
 	qs, err := s.queuesOf(ctx, endpoint)
 	if err != nil {
 		return 0, err
 	}
-	k := keysOf(endpoint)
 	released := 0
-	sets := [][2]string{{k.due, ""}}
 	for _, q := range qs {
-		sets = append(sets, [2]string{q.due, q.tag})
-	}
-	for _, set := range sets {
-		n, err := s.releaseHeldIn(ctx, set[0], func(id string) string {
-			if set[1] == "" {
-				return k.callout(id)
-			}
-			return set[1] + "c:" + id
-		})
+		n, err := s.releaseHeldIn(ctx, q)
 		released += n
 		if err != nil {
 			return released, err
@@ -40,9 +30,9 @@ func (s *Store) releaseHeld(ctx context.Context, endpoint string) (int, error) {
 	return released, nil
 }
 
-// releaseHeldIn releases the held callouts of one due set; record names a
-// member's record key.
-func (s *Store) releaseHeldIn(ctx context.Context, due string, record func(id string) string) (int, error) {
+// releaseHeldIn releases the held callouts of queue q.
+func (s *Store) releaseHeldIn(ctx context.Context, q queue) (int, error) {
+	due := q.due
 	now := msArg(s.now())
 	released, offset := 0, int64(0)
 	for {
@@ -55,17 +45,16 @@ func (s *Store) releaseHeldIn(ctx context.Context, due string, record func(id st
 		if len(ids) == 0 {
 			return released, nil
 		}
-		keys := []string{due}
-		args := []any{now}
+		a := releaseHeldArgs{Due: due, Now: now}
 		for _, id := range ids {
-			keys = append(keys, record(id))
-			args = append(args, id)
+			c, _, _ := q.record(id)
+			a.Callouts = append(a.Callouts, heldCallout{Record: c, ID: id})
 		}
-		v, err := s.run(ctx, "release held", s.lua.releaseHeld, keys, args...)
+		v, err := s.lua.releaseHeld.Run(ctx, s.rdb, &a)
 		if err != nil {
-			return released, err
+			return released, s.wrap("release held", err)
 		}
-		n := int(replyInt(v))
+		n := int(v.N)
 		released += n
 		// Released entries moved before the window; the rest stay in it.
 		offset += int64(len(ids) - n)
@@ -73,4 +62,18 @@ func (s *Store) releaseHeldIn(ctx context.Context, due string, record func(id st
 			return released, nil
 		}
 	}
+}
+
+// releaseHeldArgs are release_held.lua's keys and arguments
+// (lua/release_held.lua).
+type releaseHeldArgs struct {
+	Due      string        `lua:"due,key"`
+	Now      string        `lua:"now"`
+	Callouts []heldCallout `lua:"callouts"`
+}
+
+// heldCallout is one candidate of release_held.lua.
+type heldCallout struct {
+	Record string `lua:"record,key"`
+	ID     string `lua:"id"`
 }

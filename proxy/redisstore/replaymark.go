@@ -67,11 +67,11 @@ func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (in
 	var total int64
 	for _, q := range qs {
 		for range 100 {
-			v, err := r.s.run(ctx, "dl_prune", r.s.lua.dlPrune, []string{q.acc, q.dl, q.dlb}, before)
+			v, err := r.s.lua.dlPrune.Run(ctx, r.s.rdb, &pruneArgs{Counters: q.acc, DL: q.dl, DLB: q.dlb, Before: before})
 			if err != nil {
-				return total, err
+				return total, r.s.wrap("dl_prune", err)
 			}
-			n := replyInt(v)
+			n := v.N
 			total += n
 			if n < 100 {
 				break
@@ -81,9 +81,17 @@ func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (in
 	return total, nil
 }
 
-// Summaries reads the dead-letter summaries of ids, in order (either
-// layout): one pipelined HGETALL each. An entry is nil when that id is not
-// a dead letter (any more). DeadLetteredAt is the record's finish time,
+// pruneArgs are dl_prune.lua's keys and arguments (lua/dl_prune.lua).
+type pruneArgs struct {
+	Counters string `lua:"counters,key"`
+	DL       string `lua:"dl,key"`
+	DLB      string `lua:"dlb,key"`
+	Before   string `lua:"before"`
+}
+
+// Summaries reads the dead-letter summaries of ids, in order: one
+// pipelined HGETALL each. An entry is nil when that id is not a dead
+// letter (any more). DeadLetteredAt is the record's finish time,
 // which is the index's score. Errors: ErrUnavailable.
 func (r *ReplayStore) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
 	return r.s.summaries(ctx, ids)

@@ -2,74 +2,78 @@ package redisstore
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
-// luaFS holds the Lua scripts, one file each; lib.lua and lib2.lua hold
-// the helpers they share and are prepended to each, so every script loaded
-// into Redis is one self-contained chunk. The legacy_*.lua scripts serve
-// records of the layout before layout 2 (keys.go) until they are gone.
+// luaFS holds the Lua scripts, one file each; lib.lua holds the helpers
+// they share and is prepended to each, so every script loaded into Redis is
+// one self-contained chunk.
 //
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// scripts are the store's loaded scripts. Run uses EVALSHA and falls back
-// to EVAL on NOSCRIPT (go-redis Script.Run), so a flushed or restarted
-// Redis costs one extra round trip, never an error.
+// scripts are the store's loaded scripts, each with its argument and reply
+// type (script/: named by field, never by position). Run uses EVALSHA and
+// falls back to EVAL on NOSCRIPT, so a flushed or restarted Redis costs one
+// extra round trip, never an error.
 type scripts struct {
-	// layout 2 (keys.go)
-	create, claim, complete, reap, release, drain, discard *redis.Script
-	// the legacy layout (records written before layout 2)
-	legacyClaim, legacyComplete, legacyReap, legacyDrain, legacyDiscard *redis.Script
-	// both layouts, or the endpoint hash only
-	disable, admit, outcome, deadLetters, lock         *redis.Script
-	releaseHeld, gateRead, dlPrune, noteShards, notify *redis.Script
+	// a queue's callouts (keys.go)
+	create   *script.Script[createArgs, createResult]
+	complete *script.Script[completeArgs, completeReply]
+	claim    *script.Script[claimArgs, claimReply]
+	reap     *script.Script[reapArgs, reapReply]
+	release  *script.Script[releaseArgs, resultReply]
+	discard  *script.Script[discardArgs, resultReply]
+	drain    *script.Script[drainArgs, drainReply]
+	// the endpoint hash, the dead-letter index, a lock
+	outcome     *script.Script[outcomeArgs, outcomeReply]
+	admit       *script.Script[admitArgs, admitReply]
+	disable     *script.Script[disableArgs, toldReply]
+	notify      *script.Script[notifyArgs, toldReply]
+	releaseHeld *script.Script[releaseHeldArgs, countReply]
+	lock        *script.Script[lockArgs, countReply]
+	dlPrune     *script.Script[pruneArgs, countReply]
+	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
+	deadLetters *script.Script[deadLettersArgs, deadLettersReply]
+	// gateRead is read by the gate cache too (gatewatch.go), by position:
+	// {gate, until ms, breaker, failures} (decodeGateRead).
+	gateRead *redis.Script
 }
 
-// libLua is the shared prelude of every script: lib.lua, then lib2.lua.
-func libLua() (string, error) {
-	lib, err := luaFS.ReadFile("lua/lib.lua")
+// loadInto loads lua/<name>.lua with lib.lua before it into dst.
+func loadInto[A, R any](dst **script.Script[A, R], name, lib string) error {
+	sc, err := script.Load[A, R](luaFS, name, lib)
 	if err != nil {
-		return "", err
+		return fmt.Errorf("redisstore: %w", err)
 	}
-	lib2, err := luaFS.ReadFile("lua/lib2.lua")
-	if err != nil {
-		return "", err
-	}
-	return string(lib) + "\n" + string(lib2), nil
+	*dst = sc
+	return nil
 }
 
 func loadScripts() (scripts, error) {
-	lib, err := libLua()
+	b, err := luaFS.ReadFile("lua/lib.lua")
 	if err != nil {
 		return scripts{}, err
 	}
-	load := func(name string) (*redis.Script, error) {
-		body, err := luaFS.ReadFile("lua/" + name + ".lua")
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: script %s: %w", name, err)
-		}
-		return redis.NewScript(lib + "\n" + string(body)), nil
+	lib := string(b)
+	body, err := luaFS.ReadFile("lua/gate_read.lua")
+	if err != nil {
+		return scripts{}, fmt.Errorf("redisstore: script gate_read: %w", err)
 	}
-	var s scripts
-	for _, p := range []struct {
-		dst  **redis.Script
-		name string
-	}{
-		{&s.create, "create"}, {&s.claim, "claim"}, {&s.complete, "complete"},
-		{&s.reap, "reap"}, {&s.release, "release"}, {&s.drain, "drain"}, {&s.discard, "discard"},
-		{&s.legacyClaim, "legacy_claim"}, {&s.legacyComplete, "legacy_complete"},
-		{&s.legacyReap, "legacy_reap"}, {&s.legacyDrain, "legacy_drain"},
-		{&s.legacyDiscard, "legacy_discard"},
-		{&s.disable, "disable"}, {&s.admit, "admit"}, {&s.outcome, "outcome"},
-		{&s.deadLetters, "dead_letters"}, {&s.lock, "lock"}, {&s.releaseHeld, "release_held"},
-		{&s.gateRead, "gate_read"}, {&s.dlPrune, "dl_prune"}, {&s.noteShards, "note_shards"}, {&s.notify, "notify"},
-	} {
-		if *p.dst, err = load(p.name); err != nil {
-			return scripts{}, err
-		}
-	}
-	return s, nil
+	s := scripts{gateRead: redis.NewScript(lib + "\n" + string(body))}
+	err = errors.Join(
+		loadInto(&s.create, "create", lib), loadInto(&s.complete, "complete", lib),
+		loadInto(&s.claim, "claim", lib), loadInto(&s.reap, "reap", lib),
+		loadInto(&s.release, "release", lib), loadInto(&s.discard, "discard", lib),
+		loadInto(&s.drain, "drain", lib), loadInto(&s.outcome, "outcome", lib),
+		loadInto(&s.admit, "admit", lib), loadInto(&s.disable, "disable", lib),
+		loadInto(&s.notify, "notify", lib), loadInto(&s.releaseHeld, "release_held", lib),
+		loadInto(&s.lock, "lock", lib), loadInto(&s.dlPrune, "dl_prune", lib),
+		loadInto(&s.noteShards, "note_shards", lib), loadInto(&s.deadLetters, "dead_letters", lib),
+	)
+	return s, err
 }

@@ -36,14 +36,13 @@ const shardsRefresh = 30 * time.Second
 
 // shardState is what a Store knows of an endpoint's queues.
 type shardState struct {
-	mu       sync.Mutex
-	counts   []int // every shard count recorded for the endpoint ('sq')
-	queues   []queue
-	readAt   time.Time
-	next     atomic.Uint64 // round-robin queue of unkeyed callouts
-	view     gateView
-	viewAt   time.Time
-	legacyAt time.Time // when a round last read the legacy sets (claim.go)
+	mu     sync.Mutex
+	counts []int // every shard count recorded for the endpoint ('sq')
+	queues []queue
+	readAt time.Time
+	next   atomic.Uint64 // round-robin queue of unkeyed callouts
+	view   gateView
+	viewAt time.Time
 }
 
 // gateView is an endpoint gate as read from its endpoint hash.
@@ -86,11 +85,11 @@ func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) 
 	if n > 1 {
 		// Record this count, so replicas configured with fewer still serve
 		// these queues; the script returns every count recorded.
-		var v any
-		v, err = s.run(ctx, "note shards", s.lua.noteShards, []string{keysOf(endpoint).ep}, strconv.Itoa(n))
-		recorded = replyStr(v)
+		var v noteShardsReply
+		v, err = s.lua.noteShards.Run(ctx, s.rdb, &noteShardsArgs{Endpoint: endpointKey(endpoint), N: strconv.Itoa(n)})
+		recorded, err = v.Counts, s.wrap("note shards", err)
 	} else {
-		recorded, err = s.rdb.HGet(ctx, keysOf(endpoint).ep, eShards).Result()
+		recorded, err = s.rdb.HGet(ctx, endpointKey(endpoint), eShards).Result()
 		if isNil(err) {
 			err = nil
 		}
@@ -119,6 +118,18 @@ func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) 
 	defer st.mu.Unlock()
 	st.counts, st.queues, st.readAt = counts, qs, s.now()
 	return qs, nil
+}
+
+// noteShardsArgs are note_shards.lua's keys and arguments
+// (lua/note_shards.lua).
+type noteShardsArgs struct {
+	Endpoint string `lua:"endpoint,key"`
+	N        string `lua:"n"`
+}
+
+// noteShardsReply is note_shards.lua's reply.
+type noteShardsReply struct {
+	Counts string `lua:"counts"`
 }
 
 // createQueue returns the queue a new callout of nc goes to: for a keyed
@@ -195,7 +206,7 @@ func (s *Store) forgetGate(endpoint string) {
 	}
 }
 
-// gateArgs are the gate ARGV of a layout-2 script: "", "" for the home
+// gateArgs are the gate ARGV of a queue's script: "", "" for the home
 // queue, else the viewed state and until ms.
 func gateArgs(v gateView, given bool) (string, string) {
 	if !given {
@@ -227,16 +238,13 @@ func (s *Store) setView(endpoint string, v gateView) {
 // breaker_open, …). It refreshes the gate view either way.
 func (s *Store) takeProbe(ctx context.Context, endpoint, token string, until time.Time) (gateView, error) {
 	now := s.now()
-	v, err := s.run(ctx, "admit", s.lua.admit, []string{keysOf(endpoint).ep}, msArg(now), token, msArg(until))
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: endpointKey(endpoint), Now: now.UnixMilli(),
+		Token: token, ProbeUntil: msArg(until)})
 	if err != nil {
-		return gateView{}, err
+		return gateView{}, s.wrap("admit", err)
 	}
-	a, err := replyN("admit", v, 3)
-	if err != nil {
-		return gateView{}, err
-	}
-	g := gateView{gate: policy.Gate{State: policy.GateState(replyStr(a[0])), Until: fromMs(replyStr(a[1]))},
-		failures: int(replyInt(a[2]))}
+	g := gateView{gate: policy.Gate{State: policy.GateState(a.Gate), Until: msTimeOf(a.GateUntil)},
+		failures: a.Failures}
 	if g.gate.State == "probe" {
 		s.setView(endpoint, gateView{gate: policy.Gate{State: policy.GateProbing, Until: until}, failures: g.failures})
 	} else {

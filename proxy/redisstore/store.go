@@ -59,18 +59,23 @@ type Options struct {
 	// and an Outbox consumer runs. False: nothing is queued (dead letters
 	// stay in the proxy's own store, contract §10).
 	Outbox bool
+	// Notify reports whether an owner notification about endpoint reaches
+	// anyone (the composition root passes config.CanNotify: an owner or a
+	// webhook, with a salesforce section). The scripts that end callouts
+	// and disable endpoints decide with it whether the owner is told
+	// (lib.lua owner_notice), once, atomically with the dead letter or the
+	// disable (contract §6); CompleteResult.NotifyOwner is their answer, for
+	// no one to decide again. nil: every endpoint's owner can be told.
+	Notify func(endpoint string) bool
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
-	// WakeChannel is the pub/sub channel a callout that becomes due at once
-	// in an empty queue is published on (create.lua, reap, release of held
-	// callouts), for the dispatchers to wake (dispatch.Dispatcher). Default
-	// DefaultWakeChannel; "-": publish nothing.
-	WakeChannel string
 }
 
-// DefaultWakeChannel is Options.WakeChannel's default.
-const DefaultWakeChannel = keyPrefix + "wake"
+// wakeChannel is the pub/sub channel a callout that becomes due at once in
+// an empty queue is published on (create.lua, reap, release of held
+// callouts), for the dispatchers to wake (Store.Wakeups; keys.go cp:wake).
+const wakeChannel = keyPrefix + "wake"
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
 const DefaultResponseBodyCap = 64 << 10
@@ -98,9 +103,8 @@ type Store struct {
 	// issuers maps issuer tags to issuers (cp:iss, create.go).
 	issuers     sync.Map
 	shardsOf    func(string) int
+	notifies    func(string) bool
 	shardStates sync.Map // endpoint -> *shardState
-	legacyEmpty sync.Map // endpoints whose legacy sets were seen empty
-	wakeChannel string
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
@@ -113,14 +117,8 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards,
-		wakeChannel: opts.WakeChannel, gates: newGateCache(),
-	}
-	switch s.wakeChannel {
-	case "":
-		s.wakeChannel = DefaultWakeChannel
-	case "-":
-		s.wakeChannel = ""
+		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
+		gates: newGateCache(),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -195,9 +193,11 @@ func (s *Store) newIDIn(n int) (string, error) {
 	return idOfRaw(n, string(b[:])), nil
 }
 
-// WakeChannel is the pub/sub channel this store publishes new due work on
-// ("" when it publishes none; Options.WakeChannel).
-func (s *Store) WakeChannel() string { return s.wakeChannel }
+// canNotify is the scripts' flag of whether an owner notification about
+// endpoint reaches anyone (Options.Notify).
+func (s *Store) canNotify(endpoint string) string {
+	return flag(s.notifies == nil || s.notifies(endpoint))
+}
 
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }
 

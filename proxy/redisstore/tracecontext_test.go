@@ -43,7 +43,7 @@ func TestTraceContextStored(t *testing.T) {
 
 		// Enqueue writes it too; without one nothing is stored.
 		bytes := func() int {
-			n, _ := strconv.Atoi(e.b.Client.HGet(ctx, keysOf("trace-bytes").ep, eBytes).Val())
+			n, _ := strconv.Atoi(e.b.Client.HGet(ctx, homeQueue("trace-bytes").ep, eBytes).Val())
 			return n
 		}
 		plain := req("trace-bytes", "", "{}")
@@ -61,12 +61,13 @@ func TestTraceContextStored(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Charged as stored: layout 2 packs the traceparent (packTrace), so
+		// Charged as stored: the record packs the traceparent (packTrace), so
 		// the traced callout costs the untraced one's bytes plus at least
-		// the packed trace context and less than it written out.
-		if got := bytes() - without; got < without+len(packTrace(testTrace)) || got > without+len(fTrace)+len(testTrace) {
+		// the packed trace context and less than it written out (with its
+		// length prefix).
+		if got := bytes() - without; got < without+len(packTrace(testTrace)) || got > without+1+len(testTrace) {
 			t.Errorf("the traced callout charged %d bytes, want the untraced one's %d + %d to %d for its trace context",
-				got, without, len(packTrace(testTrace)), len(fTrace)+len(testTrace))
+				got, without, len(packTrace(testTrace)), 1+len(testTrace))
 		}
 		e.clk.Advance(time.Second)
 		got := mustClaim(t, s, "trace-bytes", claimOpts).Claimed

@@ -15,34 +15,46 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 )
 
 // Redactions are the redaction rules of every configured endpoint: its
 // redact section plus the names of the headers the proxy injects upstream
-// (contract §7). The zero value redacts every endpoint by the defaults only.
-// Safe for concurrent use once made.
+// and those its signing credentials set (contract §7). The zero value
+// redacts every endpoint by the defaults only. Safe for concurrent use once
+// made.
 type Redactions struct {
-	rules map[string]*redact.Rules // endpoint -> its rules
+	rules map[string]*Rules // endpoint -> its rules
+}
+
+// Rules are one endpoint's redaction rules, and what its status documents
+// show of its credentials.
+type Rules struct {
+	*redact.Rules
+	// Webhooks is set when the endpoint signs with standard_webhooks: its
+	// documents show the webhook-id every attempt carries.
+	Webhooks bool
 }
 
 // NewRedactions builds the rules of cfg's endpoints.
 func NewRedactions(cfg *config.Config) Redactions {
-	rules := map[string]*redact.Rules{}
+	rules := map[string]*Rules{}
 	for _, name := range cfg.EndpointNames() {
 		ep, _ := cfg.Endpoint(name)
-		rules[name] = redact.New(ep.Redact, slices.Collect(maps.Keys(ep.Headers)))
+		hidden := append(slices.Collect(maps.Keys(ep.Headers)), ep.SigningHeaders()...)
+		rules[name] = &Rules{Rules: redact.New(ep.Redact, hidden), Webhooks: ep.StandardWebhooks != nil}
 	}
 	return Redactions{rules: rules}
 }
 
 // For is the redaction of endpoint name; the defaults (Authorization,
 // Cookie, Set-Cookie, Proxy-Authorization) when it is no longer configured.
-func (r Redactions) For(name string) *redact.Rules {
+func (r Redactions) For(name string) *Rules {
 	if rules, ok := r.rules[name]; ok {
 		return rules
 	}
-	return redact.New(config.Redact{}, nil)
+	return &Rules{Rules: redact.New(config.Redact{}, nil)}
 }
 
 // Outcome is the outcome class a callout in state st reports (contract §2):
@@ -70,8 +82,11 @@ func Body(b []byte) (body, encoding string) {
 
 // Render is the status document of c, redacted by rules: the query of its
 // path, its last error and each attempt's error, and the headers and JSON
-// body of the final response, which is shown only once c finished.
-func Render(c *policy.Callout, rules *redact.Rules) api.StatusDocument {
+// body of the final response, which is shown only once c finished. On a
+// standard_webhooks endpoint it shows the webhook-id of c's attempts
+// (credentials.WebhookID) and, for a replay, the one of the dead letter it
+// replays.
+func Render(c *policy.Callout, rules *Rules) api.StatusDocument {
 	d := api.StatusDocument{
 		ID: c.ID, Endpoint: c.Endpoint, Method: c.Method, Path: c.Path, IdempotencyKey: c.IdempotencyKey,
 		SourceRecord: c.SourceRecord, State: c.State, Outcome: Outcome(c.State), ReplayOf: c.ReplayOf,
@@ -80,6 +95,12 @@ func Render(c *policy.Callout, rules *redact.Rules) api.StatusDocument {
 	}
 	if c.Query != "" {
 		d.Path += "?" + rules.Query(c.Query)
+	}
+	if rules.Webhooks {
+		d.WebhookID = credentials.WebhookID(c.ID)
+		if c.ReplayOf != "" {
+			d.ReplayOfWebhookID = credentials.WebhookID(c.ReplayOf)
+		}
 	}
 	for _, a := range c.AttemptLog {
 		d.Attempts = append(d.Attempts, api.AttemptDoc{N: a.N, Kind: string(a.Kind), StartedAt: a.StartedAt.UTC(),

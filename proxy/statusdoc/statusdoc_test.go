@@ -59,3 +59,37 @@ func TestRender(t *testing.T) {
 		t.Fatalf("scheduled document under the default rules = %+v", d)
 	}
 }
+
+// TestRenderSigning: a standard_webhooks endpoint's documents show the
+// webhook-id of the callout and, for a replay, of the dead letter it
+// replays; the signing headers of both kinds are redacted wherever a
+// request or response header is shown; other endpoints show no webhook-id.
+func TestRenderSigning(t *testing.T) {
+	cfg := &config.Config{Endpoints: map[string]*config.Endpoint{
+		"hooks": {Name: "hooks", StandardWebhooks: &config.StandardWebhooks{Secrets: []config.SecretRef{{Env: "S"}}}},
+		"aws":   {Name: "aws", AWSSigV4: &config.AWSSigV4{Region: "eu-west-1", Service: "execute-api"}},
+	}}
+	rs := NewRedactions(cfg)
+	c := &policy.Callout{ID: "0aNEW", Endpoint: "hooks", Method: "POST", Path: "/v1", State: policy.Scheduled, ReplayOf: "0aOLD"}
+	d := Render(c, rs.For("hooks"))
+	if d.WebhookID != "msg_0aNEW" || d.ReplayOfWebhookID != "msg_0aOLD" || d.ReplayOf != "0aOLD" {
+		t.Errorf("webhook ids = %q, %q (replay_of %q)", d.WebhookID, d.ReplayOfWebhookID, d.ReplayOf)
+	}
+	if d := Render(c, rs.For("aws")); d.WebhookID != "" || d.ReplayOfWebhookID != "" {
+		t.Errorf("an endpoint without standard_webhooks shows webhook id %q", d.WebhookID)
+	}
+	h := http.Header{"Webhook-Signature": {"v1,c2ln"}, "Webhook-Id": {"msg_1"}, "Authorization": {"AWS4-HMAC-SHA256 x"},
+		"X-Amz-Security-Token": {"tok"}, "X-Amz-Date": {"20260302T090000Z"}, "Content-Type": {"application/json"}}
+	for _, ep := range []string{"hooks", "aws"} {
+		got := rs.For(ep).Header(h)
+		if got.Get("Authorization") != redact.Mask || got.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: redacted header = %v", ep, got)
+		}
+	}
+	if got := rs.For("hooks").Header(h); got.Get("Webhook-Signature") != redact.Mask {
+		t.Errorf("hooks: webhook-signature = %q", got.Get("Webhook-Signature"))
+	}
+	if got := rs.For("aws").Header(h); got.Get("X-Amz-Security-Token") != redact.Mask {
+		t.Errorf("aws: X-Amz-Security-Token = %q", got.Get("X-Amz-Security-Token"))
+	}
+}

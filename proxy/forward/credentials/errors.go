@@ -12,8 +12,9 @@ import (
 )
 
 // Error is a failure to obtain an endpoint's OAuth 2.0 access token from
-// its token endpoint: unreachable, too slow, an error answer (RFC 6749
-// §5.2), or an answer that is not a usable token. It matches
+// its token endpoint (unreachable, too slow, an error answer (RFC 6749
+// §5.2), or an answer that is not a usable token), or its AWS credentials
+// from the standard AWS credential chain. It matches
 // policy.ErrCredentials, so policy.Classify makes the attempt Retryable
 // "credentials": nothing reached the upstream, and a later attempt may get
 // a token. Its text holds the endpoint, the token endpoint's status and
@@ -22,6 +23,8 @@ import (
 type Error struct {
 	// Endpoint is the endpoint's name.
 	Endpoint string
+	// Credential names what could not be obtained; "" means "oauth2 token".
+	Credential string
 	// Status is the token endpoint's HTTP status; 0 when it did not answer.
 	Status int
 	// Err is the cause.
@@ -30,7 +33,11 @@ type Error struct {
 
 // Error implements error.
 func (e *Error) Error() string {
-	return "oauth2 token for endpoint " + e.Endpoint + ": " + e.Err.Error()
+	what := e.Credential
+	if what == "" {
+		what = "oauth2 token"
+	}
+	return what + " for endpoint " + e.Endpoint + ": " + e.Err.Error()
 }
 
 // Unwrap returns the cause.

@@ -27,6 +27,7 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -58,9 +59,11 @@ type Options struct {
 // Set is one endpoint's upstream credentials. It is safe for concurrent
 // use. Build a new one when the endpoint's configuration changes.
 type Set struct {
-	static map[string]*secret // canonical header name -> value
-	token  *tokenSource       // nil without oauth2
-	tls    *tlsFiles          // nil without tls
+	static   map[string]*secret // canonical header name -> value
+	token    *tokenSource       // nil without oauth2
+	tls      *tlsFiles          // nil without tls
+	webhooks *webhookSigner     // nil without standard_webhooks
+	aws      *awsSigner         // nil without aws_sigv4
 }
 
 // New returns the credentials of ep (a loaded endpoint: Name set, keys
@@ -100,7 +103,40 @@ func New(ep *config.Endpoint, o Options) *Set {
 	if ep.TLS != nil {
 		s.tls = newTLSFiles(key+".tls", ep.TLS, &o)
 	}
+	if w := ep.StandardWebhooks; w != nil {
+		s.webhooks = &webhookSigner{now: o.Now}
+		for i, ref := range w.Secrets {
+			s.webhooks.keys = append(s.webhooks.keys,
+				newWebhookKey(key+".standard_webhooks.secrets["+strconv.Itoa(i)+"]", ref, &o))
+		}
+	}
+	if ep.AWSSigV4 != nil {
+		s.aws = newAWSSigner(key+".aws_sigv4", ep, &o)
+	}
 	return s
+}
+
+// Sign signs r, the request of one attempt whose body is body, as it is
+// about to be sent, on the Options.Now clock: first the Standard Webhooks
+// headers (webhook-id from calloutID, "" for a read without a record),
+// then AWS Signature Version 4, which so covers them too. It does nothing
+// for an endpoint with neither. r's header must be complete: a header set
+// after Sign is not in an AWS signature.
+//
+// Errors: *ConfigError (a secret never loadable, or not a Standard
+// Webhooks secret), *Error (matches policy.ErrCredentials: the AWS
+// credential chain had no credentials), an error matching
+// context.Canceled when ctx was canceled. None carries a value.
+func (s *Set) Sign(ctx context.Context, r *http.Request, body []byte, calloutID string) error {
+	if s.webhooks != nil {
+		if err := s.webhooks.sign(r.Header, body, calloutID); err != nil {
+			return err
+		}
+	}
+	if s.aws != nil {
+		return s.aws.sign(ctx, r, body)
+	}
+	return nil
 }
 
 // Header returns the endpoint's static headers with their current values

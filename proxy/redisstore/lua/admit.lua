@@ -3,13 +3,15 @@
 -- this request takes it and is the probe (contract §6: "the first request or
 -- held callout that takes the single probe token").
 --
--- KEYS: 1 endpoint hash
--- ARGV: 1 now ms, 2 probe token, 3 probe token until ms
--- Returns {gate, gate_until, failures}; gate 'probe' when the token was taken.
-local ep = KEYS[1]
-local g, g_until = gate(ep, tonumber(ARGV[1]))
+-- K and A: admitArgs (gate.go), read by the script layer (script/):
+-- K.endpoint (the endpoint hash); A.now, A.token (the probe token this
+-- request takes if it can), A.probe_until (ms).
+-- Replies (admitReply): gate ('probe' when the token was taken),
+-- gate_until (ms), failures.
+local ep = K.endpoint
+local g, g_until = gate(ep, A.now)
 if g == 'half_open' then
-  redis.call('HSET', ep, 'pt', ARGV[2], 'pe', ARGV[3])
+  redis.call('HSET', ep, 'pt', A.token, 'pe', A.probe_until)
   g = 'probe'
 end
-return {g, g_until, num(redis.call('HGET', ep, 'cf'))}
+return {'gate', g, 'gate_until', g_until, 'failures', num(redis.call('HGET', ep, 'cf'))}

@@ -1,4 +1,4 @@
--- claim.lua: lease due layout-2 callouts of one or more queues to a
+-- claim.lua: lease due callouts of one or more queues to a
 -- dispatcher in one script (ARCHITECTURE.md "Redis data model": one claim
 -- across due endpoints). Step one, the candidates pipeline (claim.go), read
 -- each queue's first due ids; this script re-checks each, so racing
@@ -14,38 +14,40 @@
 -- 'probe' means it took the probe token, whose value is the lease token of
 -- the queue's one candidate).
 --
--- KEYS: per queue: due, lease, counters (the endpoint hash or the queue's
---       counter hash), then per candidate its record and its :q
--- ARGV: 1 now ms, 2 number of queues, then per queue 6 values: candidates
---       count, gate ('' read it from the counters hash), gate until ms,
---       lease until ms, probe token until ms, the most to claim (the
---       candidates past it are spares, for those another replica claimed
---       first); then per candidate: id, lease token
--- Returns per queue {gate, gate until, claimed...}, each claimed
---   {id, kind, attempts, first attempt ms, due ms, :q or false, field,
---    value, ...} (the record before the claim, HGETALL order)
-local now_s = ARGV[1]
-local now = tonumber(now_s)
-local ki, ai = 1, 3
-local out = {}
-for _ = 1, tonumber(ARGV[2]) do
-  local due, lease, acc = KEYS[ki], KEYS[ki + 1], KEYS[ki + 2]
-  local nc, given, given_until = tonumber(ARGV[ai]), ARGV[ai + 1], ARGV[ai + 2]
-  local lease_until, probe_until = ARGV[ai + 3], ARGV[ai + 4]
-  local want = tonumber(ARGV[ai + 5]) or nc
-  ki, ai = ki + 3, ai + 6
+-- K and A: claimArgs (claim.go), read by the script layer (script/):
+-- A.now, A.queues, each with its keys due, lease, counters (the endpoint
+-- hash or the queue's counter hash) and count (its candidates), gate (''
+-- read it from the counters hash), gate_until, lease_until, probe_until,
+-- want (the most to claim: the candidates past it are spares, for those
+-- another replica claimed first); A.candidates, the queues' candidates in
+-- queue order, each with its keys record and rest (:q) and id and token
+-- (the lease token it is claimed with).
+-- Replies (claimReply): queues, one per queue, in order: {gate, gate_until};
+-- claimed, every callout claimed: {queue (its index in queues), id, kind,
+-- attempts, first (ms), due (ms), rest (:q, or absent), record (the
+-- record before the claim, HGETALL order)}.
+local now = A.now
+local now_s = str(now)
+local ci = 1
+local queues, claimed = {}, {}
+for qi, qa in ipairs(A.queues) do
+  local due, lease, acc = qa.due, qa.lease, qa.counters
+  local nc, given, given_until = qa.count, qa.gate, qa.gate_until
+  local lease_until, probe_until = qa.lease_until, qa.probe_until
+  local want = qa.want
   local f, w = {}, {}
   if given == '' then f = hread(acc, gate_fields) end
   local g, g_until = gate_in(f, given, given_until, now)
   -- a sharded queue probes only with the token its caller took ('probe')
   if given ~= '' and g == 'half_open' then g = 'probing' end
-  local res = {g, str(g_until)}
+  queues[qi] = {'gate', g, 'gate_until', g_until}
   if g == 'open' or g == 'half_open' or g == 'probe' then
-    local ids, zl = {}, {}
+    local ids, zl, got = {}, {}, 0
     for i = 0, nc - 1 do
-      local c, q, id, token = KEYS[ki + 2 * i], KEYS[ki + 2 * i + 1], ARGV[ai + 2 * i], ARGV[ai + 2 * i + 1]
-      if (g == 'half_open' or g == 'probe') and #res > 2 then break end
-      if #res - 2 >= want then break end
+      local cand = A.candidates[ci + i]
+      local c, q, id, token = cand.record, cand.rest, cand.id, cand.token
+      if (g == 'half_open' or g == 'probe') and got > 0 then break end
+      if got >= want then break end
       local score = redis.call('ZSCORE', due, id)
       if score and tonumber(score) <= now then
         ids[#ids + 1] = id
@@ -72,11 +74,14 @@ for _ = 1, tonumber(ARGV[2]) do
             'k', kind_code[kind], 'd', '1', 'a', fa)
           zl[#zl + 1] = lease_until
           zl[#zl + 1] = id
-          local body = false
-          if r.Q then body = redis.call('GET', q) end
-          local e = {id, kind, str(n), fa, score, body}
-          for j = 1, #all do e[#e + 1] = all[j] end
-          res[#res + 1] = e
+          local e = {'queue', qi, 'id', id, 'kind', kind, 'attempts', n, 'first', fa, 'due', score,
+            'record', all}
+          if r.Q then
+            e[#e + 1] = 'rest'
+            e[#e + 1] = redis.call('GET', q)
+          end
+          claimed[#claimed + 1] = e
+          got = got + 1
         end
       end
     end
@@ -84,7 +89,6 @@ for _ = 1, tonumber(ARGV[2]) do
     if #zl > 0 then redis.call('ZADD', lease, unpack(zl)) end
     if given == '' then hflush(acc, w) end
   end
-  ki, ai = ki + 2 * nc, ai + 2 * nc
-  out[#out + 1] = res
+  ci = ci + nc
 end
-return out
+return {'queues', queues, 'claimed', claimed}

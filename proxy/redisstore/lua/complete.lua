@@ -1,4 +1,4 @@
--- complete.lua: atomic completions of leased attempts of layout-2 callouts
+-- complete.lua: atomic completions of leased attempts of callouts
 -- of one queue (ARCHITECTURE.md "Data flow" 2), applied one after another in their
 -- order: each fences on its lease token, logs the attempt, keeps the last
 -- response, updates the circuit breaker and pause, then acks /
@@ -25,54 +25,52 @@
 -- (gate_publish).
 --
 -- A queue of a sharded endpoint (keys.go "shards") is not in the endpoint
--- hash's slot: the caller passes the gate it read (ARGV 21) and applies the
+-- hash's slot: the caller passes the gate it read (its gate) and applies the
 -- attempt to the breaker itself (outcome.lua, in the same pipeline); this
 -- script then neither reads nor writes breaker fields.
 --
--- KEYS: 1 due, 2 lease, 3 counters (the endpoint hash, or the queue's
---       counter hash), 4 dead-letter index, 5 dead-letter bytes,
---       6 Salesforce outbox, 7 its expiry schedule (outbox.go); then five
---       per completion i from KEYS[8 + 5(i-1)]: its record, :q, :r
---       (response), its reservation (the record key as a placeholder when
---       there is none), the record of the dead letter its chain replays
---       (replay_of, in the same slot; the record key when none)
--- ARGV: 23 per completion i from ARGV[1 + 23(i-1)]; of one completion:
---       1 now ms, 2 id, 3 lease token, 4 action: succeeded|failed|retry|again|dead,
---       5 attempt entry ('' = never dispatched: the claim's count is undone),
---       6 success '1'|'0', 7 counts toward the breaker '1'|'0',
---       8 breaker threshold, 9 probe time if the breaker (re)opens (ms),
---       10 next due ms (retry, and again when refused), 11 dead-letter reason,
---       12 finished TTL ms, 13 dead-letter TTL ms, 14 prune index before ms,
---       15 paused until ms (0: none), 16 lease until ms (again),
---       17 response status ('' = no response), 18 the response, encoded
---       (record.go), 19 last error, 20 Salesforce outbox on '1'|'0',
---       21 gate ('' read it from KEYS[3]), 22 its until ms, 23 endpoint name
--- Returns one reply per completion, in order:
---   {'error', message} when its completion raised an error (see Isolation);
---   {'stale'} when the token is not the callout's current lease (nothing
---   changed), else
---   {state, opened, closed, outage_began, outage_ended, notify, failures,
---    outage_started_ms, probe, attempts, dead-letter reason, gate, last
---    status, last error, newly held (the waiting callouts of this queue
---    the result shut the gate on)}: the state and reason are this script's decision
---   (it may turn a retry into a dead letter endpoint_disabled), the gate
---   what holds a held callout; callers read them and derive nothing.
-local due, lease, acc = KEYS[1], KEYS[2], KEYS[3]
-local dl, dlb, sfo, sfx = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local item_keys, item_args = 5, 23
+-- K and A: completeArgs (complete.go), read by the script layer
+-- (script/): the queue's K.due, K.lease, K.counters (the endpoint hash, or
+-- the queue's counter hash), K.dl (dead-letter index), K.dlb (dead-letter
+-- bytes), K.sfo (Salesforce outbox), K.sfx (its expiry schedule,
+-- outbox.go); then A.items, one per completion (completeItem): its keys
+-- record, rest (:q), resp (:r), reservation (the record key as a
+-- placeholder when there is none), replayed (the record of the dead letter
+-- its chain replays, in the same slot; the record key when none), and its
+-- now (ms), id, token, action (succeeded|failed|retry|again|dead), attempt
+-- (the entry; '' = never dispatched: the claim's count is undone),
+-- success, counts (toward the breaker), threshold, probe_next (ms, if the
+-- breaker (re)opens), next_due (ms: retry, and again when refused),
+-- reason, finished_ttl and dead_ttl (ms), prune_before (ms), paused_until
+-- (ms, 0: none), lease_until (ms: again), status ('' = no response),
+-- response (encoded, record.go), error, outbox, gate ('' read it from
+-- K.counters) and gate_until, endpoint, notify (someone can be told of an
+-- outage, Options.Notify).
+-- Replies (completeReply): results, one per completion, in order:
+--   {error = message} when its completion raised an error (see Isolation);
+--   {state = 'stale'} when the token is not the callout's current lease
+--   (nothing changed), else
+--   {state, opened, closed, began, ended (outage), notify, failures,
+--    outage_at (ms), probe, attempts, reason (dead letter), gate,
+--    last_status, last_error, held (the waiting callouts of this queue the
+--    result shut the gate on)}: the state and reason are this script's
+--   decision (it may turn a retry into a dead letter endpoint_disabled),
+--   the gate what holds a held callout; callers read them and derive
+--   nothing.
+local due, lease, acc = K.due, K.lease, K.counters
+local dl, dlb, sfo, sfx = K.dl, K.dlb, K.sfo, K.sfx
 
 -- complete_one applies one completion: keys are its keys (c q r res
--- replayed, and the queue's dl dlb), its 23 arguments ARGV[o + 1] …
--- ARGV[o + 23]; fa is the counters hash in memory (writes noted in wa),
+-- replayed, and the queue's dl dlb), e its arguments (A.items[i]); fa is the counters hash in memory (writes noted in wa),
 -- seen the fields of it read so far (hmore).
-local function complete_one(keys, o, fa, wa, seen, mark)
-  local outbox = ARGV[o + 20] == '1'
-  local now_s = ARGV[o + 1]
+local function complete_one(keys, e, fa, wa, seen, mark)
+  local outbox = e.outbox
+  local now_s = e.now
   local now = tonumber(now_s)
-  local id, token, action, reason, given = ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 11], ARGV[o + 21]
+  local id, token, action, reason, given = e.id, e.token, e.action, e.reason, e.gate
 
   local rec = hall(keys.c)
-  if rec.S ~= 'f' or rec.t ~= token then return {'stale'} end
+  if rec.S ~= 'f' or rec.t ~= token then return {'state', 'stale'} end
   local wc = {}
   local tag = rec.i or ''
   local names = counter_names(tag)
@@ -81,22 +79,22 @@ local function complete_one(keys, o, fa, wa, seen, mark)
   -- Begin's first attempt, ending before its lease: its reservation already
   -- has the TTL it needs (create.lua).
   local res_timed = rec.d ~= '1' and rec.n == '1' and now <= num(rec.x)
-  local dispatched, scheduled = ARGV[o + 5] ~= '', rec.d == '1'
+  local dispatched, scheduled = e.attempt ~= '', rec.d == '1'
   local n, charged = num(rec.n), 0
   if dispatched then
-    put(rec, wc, 'A' .. str(n), ARGV[o + 5])
-    charged = #ARGV[o + 5] + 1
+    put(rec, wc, 'A' .. str(n), e.attempt)
+    charged = #e.attempt + 1
   else
     n = n - 1
     put(rec, wc, 'n', str(n))
   end
   -- the last response: inline chunks r1 … r4, or the key :r when longer
-  local resp, resp_long = ARGV[o + 18], false
+  local resp, resp_long = e.response, false
   local old_long = present(rec.R) and chunks_len(rec, resp_fields) == 0
-  if ARGV[o + 17] ~= '' then
+  if e.status ~= '' then
     local before = chunks_len(rec, resp_fields)
     if old_long then before = redis.call('STRLEN', keys.r) end
-    put(rec, wc, 'R', ARGV[o + 17])
+    put(rec, wc, 'R', e.status)
     if put_chunks(rec, wc, resp_fields, resp) then
       if old_long then redis.call('DEL', keys.r) end
       old_long = false
@@ -106,29 +104,29 @@ local function complete_one(keys, o, fa, wa, seen, mark)
     end
     charged = charged + #resp - before
   end
-  if ARGV[o + 19] ~= '' then
-    put(rec, wc, 'e', ARGV[o + 19])
+  if e.error ~= '' then
+    put(rec, wc, 'e', e.error)
   elseif dispatched then
     blank(rec, wc, 'e')
   end
   put(rec, wc, 'b', str(num(rec.b) + charged))
   acc_add(fa, wa, tag, charged, 0)
 
-  local g0 = gate_in(fa, given, ARGV[o + 22], now)
+  local g0 = gate_in(fa, given, e.gate_until, now)
   local is_probe = given == '' and fa.pt == token
   local opened, closed, began, ended = 0, 0, 0, 0
   if given == '' then
     if dispatched then
-      opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, ARGV[o + 6] == '1',
-        ARGV[o + 7] == '1', tonumber(ARGV[o + 8]), ARGV[o + 9])
+      opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, e.success,
+        e.counts, e.threshold, e.probe_next)
     elseif is_probe then
       put(fa, wa, 'pt', false)
       put(fa, wa, 'pe', false)
     end
-    pause_apply(fa, wa, ARGV[o + 15])
+    pause_apply(fa, wa, e.paused_until)
   end
 
-  local g, g_until = gate_in(fa, given, ARGV[o + 22], now)
+  local g, g_until = gate_in(fa, given, e.gate_until, now)
   local held = newly_held(due, g0, g)
   if g == 'disabled' and (action == 'retry' or action == 'again') then
     action, reason = 'dead', 'endpoint_disabled'
@@ -136,7 +134,7 @@ local function complete_one(keys, o, fa, wa, seen, mark)
   if action == 'again' and g ~= 'open' then action = 'again_refused' end
 
   -- keep_response writes a long response to :r, with the TTL ttl when the
-  -- callout ends (false: none); keys.r is then the key expire2 must still
+  -- callout ends (false: none); keys.r is then the key expire must still
   -- expire (the record key when none).
   local function keep_response(ttl)
     if resp_long then
@@ -152,16 +150,16 @@ local function complete_one(keys, o, fa, wa, seen, mark)
   local state, notify = action, 0
   if action == 'again' then
     state = 'in_flight'
-    redis.call('ZADD', lease, ARGV[o + 16], id)
+    redis.call('ZADD', lease, e.lease_until, id)
     put(rec, wc, 'n', str(n + 1))
-    put(rec, wc, 'x', ARGV[o + 16])
+    put(rec, wc, 'x', e.lease_until)
     put(rec, wc, 'l', now_s)
     put(rec, wc, 'k', 'r')
     keep_response(false)
     hflush(keys.c, wc)
     mark.written = true
   elseif action == 'retry' or action == 'again_refused' then
-    local at = ARGV[o + 10]
+    local at = e.next_due
     state = 'scheduled'
     if shut(g) then
       state = 'held'
@@ -180,24 +178,25 @@ local function complete_one(keys, o, fa, wa, seen, mark)
     state = 'dead_lettered'
     redis.call('ZREM', lease, id)
     keep_response(false)
-    dead_letter2(keys, rec, wc, fa, wa, id, reason, now_s, ARGV[o + 13], ARGV[o + 14],
+    dead_letter(keys, rec, wc, fa, wa, id, reason, now_s, e.dead_ttl, e.prune_before,
       function(names) hmore(acc, fa, seen, names) end)
     mark.written = true
-    if given == '' and reason ~= 'endpoint_disabled' and fa.os and not fa.on then
-      put(fa, wa, 'on', '1')
-      notify = 1
-    end
     if outbox then
       -- 'd' marks a callout a dispatcher claimed: only those were scheduled
       -- and publish a completion event (contract §8).
-      outbox_dead_letter(keys.c, sfo, sfx, id, now_s, ARGV[o + 13], scheduled)
-      if notify == 1 then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. ARGV[o + 23] .. ':' .. id) end
+      outbox_dead_letter(keys.c, sfo, sfx, id, now_s, e.dead_ttl, scheduled)
+    end
+    if given == '' then
+      -- a sharded endpoint's other queues: notify.lua, on the endpoint hash
+      local box = ''
+      if outbox then box = sfo end
+      notify = owner_notice(fa, wa, box, e.endpoint, id, now_s, reason, e.notify)
     end
   else
     redis.call('ZREM', lease, id)
-    keep_response(ARGV[o + 12])
+    keep_response(e.finished_ttl)
     if res_timed then keys.res = keys.c end
-    finish2(keys, rec, wc, fa, wa, st_code[action], now_s, ARGV[o + 12])
+    finish(keys, rec, wc, fa, wa, st_code[action], now_s, e.finished_ttl)
     mark.written = true
     if outbox and action == 'succeeded' and scheduled then
       redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id)
@@ -218,8 +217,9 @@ local function complete_one(keys, o, fa, wa, seen, mark)
   local why = ''
   if state == 'dead_lettered' then why = reason end
   if state == 'in_flight' then n = n + 1 end
-  return {state, opened, closed, began, ended, notify, num(fa.cf), num(fa.os), probe, n, why, g,
-    rec.R or '', rec.e or '', held}
+  return {'state', state, 'opened', opened, 'closed', closed, 'began', began, 'ended', ended,
+    'notify', notify, 'failures', num(fa.cf), 'outage_at', num(fa.os), 'probe', probe, 'attempts', n,
+    'reason', why, 'gate', g, 'last_status', num(rec.R), 'last_error', rec.e or '', 'held', held}
 end
 
 -- copy returns a shallow copy of table t.
@@ -230,13 +230,11 @@ local function copy(t)
 end
 
 local out, fa, wa, seen = {}, {}, {}, {}
-for i = 1, (#KEYS - 7) / item_keys do
-  local ko, oa = 7 + item_keys * (i - 1), item_args * (i - 1)
-  local keys = {c = KEYS[ko + 1], q = KEYS[ko + 2], r = KEYS[ko + 3], res = KEYS[ko + 4],
-    replayed = KEYS[ko + 5], dl = dl, dlb = dlb}
+for i, e in ipairs(A.items) do
+  local keys = {c = e.record, q = e.rest, r = e.resp, res = e.reservation, replayed = e.replayed, dl = dl, dlb = dlb}
   local fa0, wa0, dirty0 = copy(fa), copy(wa), gate_dirty
   local mark = {}
-  local ok, r = pcall(complete_one, keys, oa, fa, wa, seen, mark)
+  local ok, r = pcall(complete_one, keys, e, fa, wa, seen, mark)
   if ok then
     out[i] = r
   elseif mark.written then
@@ -258,4 +256,4 @@ for i = 1, (#KEYS - 7) / item_keys do
 end
 hflush(acc, wa)
 gate_publish(acc)
-return out
+return {'results', out}

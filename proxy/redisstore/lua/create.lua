@@ -1,45 +1,41 @@
--- create.lua: create a layout-2 callout (keys.go) — Begin's, leased at once
--- to the synchronous ingress, or Enqueue's, scheduled for the dispatcher —
--- in one script with its idempotency reservation (contract §5), the gate and
--- the backlog caps (contract §10).
+-- create.lua: create a callout (keys.go) — Begin's, leased at once to the
+-- synchronous ingress, or Enqueue's, scheduled for the dispatcher — in one
+-- script with its idempotency reservation (contract §5), the gate and the
+-- backlog caps (contract §10).
 --
--- KEYS: 1 record, 2 its :q (headers and body when not inline), 3 due,
---       4 lease, 5 counters (the endpoint hash, or the queue's counter
---       hash), 6 reservation, 7 legacy reservation (6 and 7: the record key
---       as a placeholder when there is none), 8.. the legacy due and lease
---       sets (home queue only), counted while 'L' is not '0'
--- ARGV: 1 now ms, 2 mode 'b' (Begin) | 'e' (Enqueue) | 'd' (Enqueue's dry
---       run: every check, then the answer, nothing written), 3 id,
---       4 reservation value (raw id, 16 bytes, then raw fingerprint, 12),
---       5 stale raw id, 6 stale id (a reservation held by it counts as free),
---       7 takeover raw id, 8 takeover id (the dead letter a replay
---       replaces; '' none), 9–12 caps: items, bytes, items per issuer,
---       bytes per issuer (0: none), 13 issuer tag, 14 gate ('' read it from
---       KEYS[5]; else the state the caller read, sharded queues: 'probe'
---       when it took the probe token), 15 its until ms, 16 due ms (Enqueue)
---       | lease until ms (Begin), 17 probe token until ms, 18 lease token,
---       19 headers and body for :q ('' when inline), 20 wake channel (''
---       none), 21 idempotency retention ms, 22.. the record's field/value
---       pairs
--- Begin's reservation gets the TTL lease + retention at once (SET … PX): a first attempt that ends in time needs no other write to it
+-- K and A: createArgs (create.go), read by the script layer (script/):
+-- K.record, K.rest (its :q), K.due, K.lease, K.counters (the endpoint
+-- hash, or the queue's counter hash), K.reservation (the record key as a
+-- placeholder when there is none); A.mode 'b' (Begin) | 'e' (Enqueue) |
+-- 'd' (Enqueue's dry run: every check, then the answer, nothing written),
+-- A.id, A.hold (the reservation value: raw id, 16 bytes, then raw
+-- fingerprint, 12), A.stale and A.takeover (raw ids whose reservation counts
+-- as free: a vanished holder, the dead letter a replay replaces), the caps
+-- A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer (0:
+-- none), A.tag (issuer tag), A.gate ('' read it from K.counters; else the
+-- state the caller read, sharded queues: 'probe' when it took the probe
+-- token) and A.gate_until, A.at (Enqueue's due ms, Begin's lease until ms),
+-- A.probe_until, A.token (lease token), A.rest_q (headers and body for :q,
+-- '' when inline), A.wake (channel, '' none), A.retention (idempotency
+-- retention ms), A.fields (the record's field/value pairs).
+-- Begin's reservation gets the TTL lease + retention at once (SET … PX): a
+-- first attempt that ends in time needs no other write to it
 -- (complete.lua); one that does not, or is reaped, resets it.
--- Returns one of:
---   {'exists', raw id, raw fingerprint, '2'}   a layout-2 reservation
---   {'exists', id, fingerprint, '1'}           a legacy one
---   {'disabled'}, {'backlog_full'}, {'issuer_backlog_full'}  nothing created
---   {'created', 'in_flight', kind, lease until}   Begin; kind first or probe
---   {'created', state, gate, due}                 held, or Enqueue's scheduled
---   {'would_create', state, gate, due}            mode 'd': what Enqueue would do
--- A replay job's dry run asks in mode 'd', so that it and the real run apply
--- the same reservation, gate and cap rules (one copy).
-local c, q, due, lease, acc, res, lres = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local now_s = ARGV[1]
-local now = tonumber(now_s)
-local begin, id = ARGV[2] == 'b', ARGV[3]
-local tag, given = ARGV[13], ARGV[14]
+-- Replies (createReply): result 'exists' with holder (raw id) and
+-- fingerprint (raw); 'disabled', 'backlog_full', 'issuer_backlog_full'
+-- (nothing created); 'created' with state (in_flight: kind first or probe;
+-- held or scheduled: gate) and at (lease until, or due ms);
+-- 'would_create' likewise, mode 'd': what Enqueue would do. A replay job's
+-- dry run asks in mode 'd', so that it and the real run apply the same
+-- reservation, gate and cap rules (one copy).
+local c, q, due, lease, acc, res = K.record, K.rest, K.due, K.lease, K.counters, K.reservation
+local now = A.now
+local now_s = str(now)
+local begin, id = A.mode == 'b', A.id
+local tag, given = A.tag, A.gate
 
 local names = counter_names(tag)
-if given == '' then names = concat(names, gate_fields, {'L', 'Lr'}) end
+if given == '' then names = concat(names, gate_fields) end
 local f, w = hread(acc, names), {}
 
 -- The reservation is taken by the one write that takes it (SET … NX GET,
@@ -47,13 +43,13 @@ local f, w = hread(acc, names), {}
 -- refusal, the dry run) looks it up first (existing), so an existing key
 -- still answers before the gate and the caps, as it always has.
 local keyed = res ~= c
--- other: the 'exists' reply for the layout-2 reservation value v, or nil
+-- other: the 'exists' reply for the reservation value v, or nil
 -- when v is free (absent, or held by the stale or the takeover callout).
 local function other(v)
   if not v then return nil end
   local holder = string.sub(v, 1, 16)
-  if holder ~= ARGV[5] and holder ~= ARGV[7] then
-    return {'exists', holder, string.sub(v, 17), '2'}
+  if holder ~= A.stale and holder ~= A.takeover then
+    return {'result', 'exists', 'holder', holder, 'fingerprint', string.sub(v, 17)}
   end
   return nil
 end
@@ -61,73 +57,56 @@ local function existing()
   if not keyed then return nil end
   return other(redis.call('GET', res))
 end
--- A legacy reservation may exist until 'Lr' (keys.go, claim.go).
-local drop_legacy = false
-if lres ~= c and not (f.Lr and num(f.Lr) < now) then
-  local cur = redis.call('HMGET', lres, 'id', 'fp')
-  if cur[1] then
-    if cur[1] ~= ARGV[6] and cur[1] ~= ARGV[8] then
-      return existing() or {'exists', cur[1], cur[2], '1'}
-    end
-    drop_legacy = true
-  end
-end
-
-local g, g_until = gate_in(f, given, ARGV[15], now)
-if g == 'disabled' then return existing() or {'disabled'} end
+local g, g_until = gate_in(f, given, A.gate_until, now)
+if g == 'disabled' then return existing() or {'result', 'disabled'} end
 
 local items = num(f.bi)
-if tonumber(ARGV[9]) > 0 and f.L ~= '0' then
-  local sets = {}
-  for i = 8, #KEYS do sets[#sets + 1] = KEYS[i] end
-  items = items + pending_items(sets)
-end
-local size = record_overhead + #ARGV[19]
-for i = 22, #ARGV do size = size + #ARGV[i] end
-local full = over_caps(f, items, {tonumber(ARGV[9]), tonumber(ARGV[10]),
-  tonumber(ARGV[11]), tonumber(ARGV[12])}, size, tag)
-if full then return existing() or {full} end
-if ARGV[2] == 'd' then
+local size = record_overhead + #A.rest_q
+for _, v in ipairs(A.fields) do size = size + #v end
+local full = over_caps(f, items, {A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer},
+  size, tag)
+if full then return existing() or {'result', full} end
+if A.mode == 'd' then
   local e = existing()
   if e then return e end
-  local state, at = 'scheduled', ARGV[16]
+  local state, at = 'scheduled', A.at
   if shut(g) then
     state = 'held'
-    if g_until > tonumber(at) then at = str(g_until) end
+    if g_until > at then at = g_until end
   end
-  return {'would_create', state, g, at}
+  return {'result', 'would_create', 'state', state, 'gate', g, 'at', at}
 end
 
-local rec = {unpack(ARGV, 22)}
+local rec = {unpack(A.fields)}
 local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
 field('b', str(size))
 if tag ~= '' then field('i', tag) end
 
-local state, out2, at = 'scheduled', g, ARGV[16]
+local state, out2, at = 'scheduled', g, A.at
 if shut(g) then
   state = 'held'
-  if begin or g_until > tonumber(at) then at = str(g_until) end
+  if begin or g_until > at then at = g_until end
 elseif begin then
   state, out2 = 'in_flight', 'first'
   if g == 'half_open' and given == '' then
-    put(f, w, 'pt', ARGV[18])
-    put(f, w, 'pe', ARGV[17])
+    put(f, w, 'pt', A.token)
+    put(f, w, 'pe', str(A.probe_until))
     out2 = 'probe'
   elseif g == 'probe' then
     out2 = 'probe' -- a sharded queue: the caller took the probe token
   end
   field('n', '1')
   field('a', now_s)
-  field('t', ARGV[18])
-  field('x', at)
+  field('t', A.token)
+  field('x', str(at))
   field('l', now_s)
   field('k', kind_code[out2])
 end
 
 if keyed then
   -- Begin's reservation gets the TTL lease + retention at once (header).
-  local set = {'SET', res, ARGV[4]}
-  if state == 'in_flight' then set = {'SET', res, ARGV[4], 'PX', str(tonumber(at) - now + tonumber(ARGV[21]))} end
+  local set = {'SET', res, A.hold}
+  if state == 'in_flight' then set = {'SET', res, A.hold, 'PX', str(at - now + A.retention)} end
   local old = redis.call(set[1], set[2], set[3], 'NX', 'GET', unpack(set, 4))
   if old then
     local e = other(old)
@@ -136,27 +115,33 @@ if keyed then
   end
 end
 
-if ARGV[19] ~= '' then
+if A.rest_q ~= '' then
   field('Q', '1')
-  redis.call('SET', q, ARGV[19])
+  redis.call('SET', q, A.rest_q)
 end
 -- Every pending callout is charged, Begin's synchronous attempt in flight
 -- too: one organisation's writes hanging at its upstream then fill only
 -- its own share (docs/limits.md).
 acc_add(f, w, tag, size, 1)
-if drop_legacy then redis.call('DEL', lres) end
 field('S', st_code[state])
 redis.call('HSET', c, unpack(rec))
 if state == 'in_flight' then
-  redis.call('ZADD', lease, at, id)
+  redis.call('ZADD', lease, str(at), id)
 else
   -- Wake the dispatchers (pub/sub, dispatch.Dispatcher) when this is the
   -- first callout due in a queue that held none pending: others there
   -- have woken them already, or they know when those are due.
-  if ARGV[20] ~= '' and state == 'scheduled' and tonumber(at) <= now and items == 0 then
-    redis.call('PUBLISH', ARGV[20], ARGV[3])
+  if A.wake ~= '' and state == 'scheduled' and at <= now and items == 0 then
+    redis.call('PUBLISH', A.wake, id)
   end
-  redis.call('ZADD', due, at, id)
+  redis.call('ZADD', due, str(at), id)
 end
 hflush(acc, w)
-return {'created', state, out2, at}
+local reply = {'result', 'created', 'state', state, 'at', at}
+if state == 'in_flight' then
+  reply[#reply + 1] = 'kind'
+else
+  reply[#reply + 1] = 'gate'
+end
+reply[#reply + 1] = out2
+return reply

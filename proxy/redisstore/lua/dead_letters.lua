@@ -2,11 +2,12 @@
 -- (dead-lettered at, id), atomically, so concurrent pruning cannot shift
 -- the page. Read-only.
 --
--- KEYS: 1 dead-letter index
--- ARGV: 1 since ms, 2 until ms, 3 cursor ms ('' = first page), 4 cursor id,
---       5 limit
--- Returns {id, ms, id, ms, ...}: up to limit+1 entries after the cursor
--- (or from since) and not after until; a (limit+1)th says there is more.
+-- K and A: deadLettersArgs (deadletter.go), read by the script layer
+-- (script/): K.dl (the dead-letter index); A.since_ms, A.until_ms,
+-- A.cursor_ms ('' = first page), A.cursor_id, A.limit.
+-- Replies (deadLettersReply): entries, {id, ms, id, ms, ...}: up to
+-- limit+1 entries after the cursor (or from since) and not after until; a
+-- (limit+1)th says there is more.
 
 -- le reports a <= b bytewise, as Redis orders members (not by locale).
 local function le(a, b)
@@ -18,29 +19,29 @@ local function le(a, b)
   return #a <= #b
 end
 
-local dl = KEYS[1]
+local dl = K.dl
 local start
-if ARGV[3] == '' then
-  start = redis.call('ZCOUNT', dl, '-inf', '(' .. ARGV[1])
+if A.cursor_ms == '' then
+  start = redis.call('ZCOUNT', dl, '-inf', '(' .. A.since_ms)
 else
-  local r = redis.call('ZRANK', dl, ARGV[4])
-  local sc = redis.call('ZSCORE', dl, ARGV[4])
-  if r and sc and tonumber(sc) == tonumber(ARGV[3]) then
+  local r = redis.call('ZRANK', dl, A.cursor_id)
+  local sc = redis.call('ZSCORE', dl, A.cursor_id)
+  if r and sc and tonumber(sc) == tonumber(A.cursor_ms) then
     start = r + 1
   else
     -- the cursor's entry is gone: count what sorts at or before it
-    start = redis.call('ZCOUNT', dl, '-inf', '(' .. ARGV[3])
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', dl, ARGV[3], ARGV[3])) do
-      if le(m, ARGV[4]) then start = start + 1 end
+    start = redis.call('ZCOUNT', dl, '-inf', '(' .. A.cursor_ms)
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', dl, A.cursor_ms, A.cursor_ms)) do
+      if le(m, A.cursor_id) then start = start + 1 end
     end
   end
 end
-local r = redis.call('ZRANGE', dl, start, start + tonumber(ARGV[5]), 'WITHSCORES')
+local r = redis.call('ZRANGE', dl, start, start + A.limit, 'WITHSCORES')
 local out = {}
-local until_ms = tonumber(ARGV[2])
+local until_ms = A.until_ms
 for i = 1, #r, 2 do
   if tonumber(r[i + 1]) > until_ms then break end
   out[#out + 1] = r[i]
   out[#out + 1] = r[i + 1]
 end
-return out
+return {'entries', out}

@@ -2,17 +2,20 @@
 -- are written only by the call that disabled it. Its pending callouts are
 -- moved to the dead letters afterwards by drain.lua, in bounded batches.
 --
--- The owner is notified once per disable (contract §6): with the Salesforce
--- outbox on, the notification is queued here, in the same script
--- ('d:' endpoint ':' ms, outbox.go).
+-- The owner is notified once per disable (contract §6), when someone is
+-- there to tell (Options.Notify): with the Salesforce outbox on, the
+-- notification is queued here, in the same script ('d:' endpoint ':' ms,
+-- outbox.go).
 --
--- KEYS: 1 endpoint hash, 2 Salesforce outbox
--- ARGV: 1 now ms, 2 reason, 3 endpoint name, 4 Salesforce outbox on '1'|'0'
--- Returns 1 when this call disabled it, 0 when it already was.
-if redis.call('HSETNX', KEYS[1], 'dis', '1') == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'dr', ARGV[2], 'dat', ARGV[1])
-gate_changed(KEYS[1])
-if ARGV[4] == '1' then
-  redis.call('ZADD', KEYS[2], 'NX', ARGV[1], 'd:' .. ARGV[3] .. ':' .. ARGV[1])
+-- K and A: disableArgs (admin.go), read by the script layer (script/):
+-- K.endpoint (the endpoint hash), K.sfo (Salesforce outbox); A.now (ms),
+-- A.reason, A.name (the endpoint), A.outbox, A.can (someone can be told).
+-- Replies (toldReply): told, 1 when this call disabled it, 0 when it
+-- already was.
+if redis.call('HSETNX', K.endpoint, 'dis', '1') == 0 then return {'told', 0} end
+redis.call('HSET', K.endpoint, 'dr', A.reason, 'dat', A.now)
+gate_changed(K.endpoint)
+if A.outbox and A.can then
+  redis.call('ZADD', K.sfo, 'NX', A.now, 'd:' .. A.name .. ':' .. A.now)
 end
-return 1
+return {'told', 1}

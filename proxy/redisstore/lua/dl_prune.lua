@@ -3,7 +3,9 @@
 -- dead-letter retention and release the backlog bytes their expired records
 -- were charged (lib.lua dl_prune, dl_release).
 --
--- KEYS: 1 endpoint hash, 2 dead-letter index, 3 dead-letter bytes
--- ARGV: 1 prune before ms
--- Returns how many entries were dropped (100: there may be more).
-return dl_prune(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+-- K and A: pruneArgs (replaymark.go), read by the script layer (script/):
+-- K.counters (the endpoint hash or the queue's counter hash), K.dl
+-- (dead-letter index), K.dlb (dead-letter bytes); A.before (ms).
+-- Replies (countReply): n, how many entries were dropped (100: there may
+-- be more).
+return {'n', dl_prune(K.counters, K.dl, K.dlb, A.before)}

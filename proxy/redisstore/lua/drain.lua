@@ -1,42 +1,42 @@
--- drain.lua: turn one bounded batch of a disabled endpoint's due layout-2
+-- drain.lua: turn one bounded batch of a disabled endpoint's due
 -- callouts (scheduled or held) into dead letters with reason
 -- endpoint_disabled (contract §6). Callouts in flight are left to their worker:
 -- their completion or their reaping brings them back here.
 --
--- KEYS: 1 counters (the endpoint hash, or the queue's counter hash),
---       2 due, 3 dead-letter index, 4 Salesforce outbox, 5 its expiry
---       schedule (outbox.go), 6 dead-letter bytes, then per callout i four
---       keys from KEYS[4i+3]: its record, :q, :r, and its reservation (the
---       record key as a placeholder when it has none)
--- ARGV: 1 now ms, 2 dead-letter TTL ms, 3 prune index before ms,
---       4 Salesforce outbox on '1'|'0', 5 gate ('' read it from KEYS[1];
---       else the gate the caller read), then ARGV[5+i] the id of callout i
--- Returns the ids dead-lettered ({} when the endpoint is not disabled).
-local acc, due, dl, sfo, sfx, dlb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+-- K and A: drainArgs (admin.go), read by the script layer (script/):
+-- K.counters (the endpoint hash, or the queue's counter hash), K.due, K.dl
+-- (dead-letter index), K.sfo (Salesforce outbox), K.sfx (its expiry
+-- schedule, outbox.go), K.dlb (dead-letter bytes); A.now, A.dead_ttl (ms),
+-- A.prune_before (ms), A.outbox, A.gate ('' read it from K.counters; else
+-- the gate the caller read), and A.callouts, each with its keys record,
+-- rest (:q), resp (:r), reservation (the record key as a placeholder when
+-- it has none) and its id.
+-- Replies (drainReply): dead, the ids dead-lettered (none when the
+-- endpoint is not disabled).
+local acc, due, dl, sfo, sfx, dlb = K.counters, K.due, K.dl, K.sfo, K.sfx, K.dlb
 local fa, wa, seen = {}, {}, {}
-if ARGV[5] == '' then
+if A.gate == '' then
   hmore(acc, fa, seen, {'dis'})
-  if fa.dis ~= '1' then return {} end
-elseif ARGV[5] ~= 'disabled' then
-  return {}
+  if fa.dis ~= '1' then return {'dead', {}} end
+elseif A.gate ~= 'disabled' then
+  return {'dead', {}}
 end
 local out = {}
-for i = 1, (#KEYS - 6) / 4 do
-  local j = 4 * i + 3
-  local keys = {c = KEYS[j], q = KEYS[j + 1], r = KEYS[j + 2], res = KEYS[j + 3], dl = dl, dlb = dlb}
-  local id = ARGV[5 + i]
+for _, co in ipairs(A.callouts) do
+  local keys = {c = co.record, q = co.rest, r = co.resp, res = co.reservation, dl = dl, dlb = dlb}
+  local id = co.id
   if redis.call('ZREM', due, id) == 1 then
     local rec, wc = hread(keys.c, {'S', 'b', 'i', 'Q', 'd'}), {}
     if rec.S then
       hmore(acc, fa, seen, counter_names(rec.i or ''))
-      dead_letter2(keys, rec, wc, fa, wa, id, 'endpoint_disabled', ARGV[1], ARGV[2], ARGV[3],
+      dead_letter(keys, rec, wc, fa, wa, id, 'endpoint_disabled', A.now, A.dead_ttl, A.prune_before,
         function(names) hmore(acc, fa, seen, names) end)
       -- Salesforce outbox in the same script (outbox.go); a due callout was
       -- scheduled, so its ending publishes a completion event (contract §8).
-      if ARGV[4] == '1' then outbox_dead_letter(keys.c, sfo, sfx, id, ARGV[1], ARGV[2], true) end
+      if A.outbox then outbox_dead_letter(keys.c, sfo, sfx, id, A.now, A.dead_ttl, true) end
       out[#out + 1] = id
     end
   end
 end
 hflush(acc, wa)
-return out
+return {'dead', out}

@@ -89,133 +89,10 @@ local function over_caps(f, items, lim, add, tag)
   return false
 end
 
--- backlog_full reports which backlog cap one more callout of add_bytes
--- stored bytes, from the issuer tagged tag, would pass (0: no cap), or
--- false: 'backlog_full' for the endpoint's caps (items: due + leased;
--- bytes: everything its pending callouts and dead letters store, 'bb'),
--- 'issuer_backlog_full' for the issuer's share of them ('ii:'/'ib:' tag,
--- contract §10 per-org shares).
--- lim = {max items, max bytes, max items per issuer, max bytes per issuer}.
-local function backlog_full(due, lease, ep, lim, add_bytes, tag)
-  local items = 0
-  if lim[1] > 0 then items = redis.call('ZCARD', due) + redis.call('ZCARD', lease) end
-  return over_caps(hread(ep, {'bb', 'ii:' .. tag, 'ib:' .. tag}), items, lim, add_bytes, tag)
-end
-
--- stored_size is the bytes a new callout will store: its record's field
--- names and values (ARGV from first on), its body and record_overhead.
-local function stored_size(body, first)
-  local n = #body + record_overhead
-  for i = first, #ARGV do n = n + #ARGV[i] end
-  return n
-end
-
 -- add is HINCRBY that drops the field when it reaches 0 or less, so an
 -- idle endpoint keeps no counter fields.
 local function add(h, f, n)
   if n ~= 0 and redis.call('HINCRBY', h, f, n) <= 0 then redis.call('HDEL', h, f) end
-end
-
--- charge counts n more stored bytes of callout c (record field 'cb') in its
--- endpoint's and its issuer's backlog bytes; a record written before byte
--- accounting (no 'cb' and no 'it') is not charged further.
-local function charge(c, ep, n)
-  local f = redis.call('HMGET', c, 'cb', 'it')
-  if not f[1] and not f[2] then return end
-  redis.call('HINCRBY', c, 'cb', n)
-  add(ep, 'bb', n)
-  if f[2] and f[2] ~= '' then add(ep, 'ib:' .. f[2], n) end
-end
-
--- uncharge releases every byte callout c was charged ('cb'; a record from
--- before byte accounting: its body's length, as that version counted) from
--- the endpoint's and issuer's backlog bytes, and returns its issuer tag.
-local function uncharge(c, b, ep)
-  local f = redis.call('HMGET', c, 'cb', 'it')
-  local n = num(f[1])
-  if not f[1] then n = redis.call('STRLEN', b) end
-  add(ep, 'bb', -n)
-  if f[2] and f[2] ~= '' then add(ep, 'ib:' .. f[2], -n) end
-  redis.call('HDEL', c, 'cb')
-  return f[2] or ''
-end
-
--- unpend counts one pending callout of issuer tag less ('ii:' tag).
-local function unpend(ep, tag)
-  if tag and tag ~= '' then add(ep, 'ii:' .. tag, -1) end
-end
-
--- idem_lookup returns {id, fingerprint} of the callout holding the
--- reservation, or nil when it is free, held by stale_id (a callout whose
--- record is gone) or by takeover_id (the dead letter a replay replaces).
-local function idem_lookup(idem, stale_id, takeover_id)
-  if not idem or idem == '' then return nil end
-  local cur = redis.call('HMGET', idem, 'id', 'fp')
-  if not cur[1] or cur[1] == stale_id or cur[1] == takeover_id then return nil end
-  return cur
-end
-
--- create writes a new callout: its request fields (ARGV pairs from index
--- first on) into the record c, its body into b (when not empty); reserves
--- its idempotency key (pending: no TTL) and charges everything it stores
--- (stored_size) to the endpoint's and its issuer's (tag) backlog, and one
--- pending item to the issuer.
-local function create(c, b, ep, idem, id, fp, body, first, tag)
-  local n = stored_size(body, first)
-  redis.call('HSET', c, unpack(ARGV, first))
-  redis.call('HSET', c, 'cb', n, 'it', tag)
-  if #body > 0 then redis.call('SET', b, body) end
-  add(ep, 'bb', n)
-  if tag ~= '' then
-    add(ep, 'ib:' .. tag, n)
-    add(ep, 'ii:' .. tag, 1)
-  end
-  if idem and idem ~= '' then
-    redis.call('HSET', idem, 'id', id, 'fp', fp)
-    redis.call('PERSIST', idem)
-  end
-end
-
--- append_attempt appends one JSON attempt object, as a line, to the log l
--- of callout c, charged to its backlog bytes.
-local function append_attempt(c, ep, l, entry)
-  redis.call('APPEND', l, entry .. '\n')
-  charge(c, ep, #entry + 1)
-end
-
--- finish ends a callout whose parts are p = {record, body, log, response}:
--- final state and time, lease fields gone, one pending item less for its
--- issuer, TTL on every part and on its reservation (when that still points
--- at it). A callout that ended succeeded or failed keeps what an idempotent
--- replay and its status document need (fingerprint, status, response,
--- attempts, times) but not the request: its headers and body are deleted
--- and its bytes released from the backlog (contract §5). A dead letter keeps
--- everything, still charged, until discard or expiry (dl_release).
-local function finish(p, ep, idem, id, state, now_s, ttl)
-  local c = p[1]
-  redis.call('HSET', c, 's', state, 'ft', now_s)
-  redis.call('HDEL', c, 'lt', 'lx', 'ls', 'lk', 'na')
-  local tag
-  if state == 'dead_lettered' and redis.call('HEXISTS', c, 'cb') == 1 then
-    tag = redis.call('HGET', c, 'it')
-  else
-    -- (A dead letter from before byte accounting releases its body's
-    -- bytes here, as that version did.)
-    tag = uncharge(c, p[2], ep)
-  end
-  if state ~= 'dead_lettered' then
-    redis.call('DEL', p[2])
-    local drop = {}
-    for _, f in ipairs(redis.call('HKEYS', c)) do
-      if string.sub(f, 1, 2) == 'h:' then drop[#drop + 1] = f end
-    end
-    if #drop > 0 then redis.call('HDEL', c, unpack(drop)) end
-  end
-  unpend(ep, tag)
-  for i = 1, 4 do redis.call('PEXPIRE', p[i], ttl) end
-  if idem and idem ~= '' and redis.call('HGET', idem, 'id') == id then
-    redis.call('PEXPIRE', idem, ttl)
-  end
 end
 
 -- dl_release releases the backlog bytes of the dead letters whose index
@@ -242,19 +119,6 @@ local function dl_prune(ep, dl, dlb, prune_before)
   local ids = redis.call('ZRANGEBYSCORE', dl, '-inf', '(' .. prune_before, 'LIMIT', 0, 100)
   dl_release(ep, dl, dlb, ids)
   return #ids
-end
-
--- dead_letter finishes a callout as a dead letter, indexes it and notes its
--- charged bytes for their release at expiry; index entries older than
--- prune_before (ms) are dropped on the way. dlb is the dead-letter bytes
--- hash, or '' for a caller from before byte accounting.
-local function dead_letter(p, ep, dl, dlb, idem, id, now_s, reason, ttl, prune_before)
-  redis.call('HSET', p[1], 'dr', reason)
-  finish(p, ep, idem, id, 'dead_lettered', now_s, ttl)
-  redis.call('ZADD', dl, now_s, id)
-  local f = redis.call('HMGET', p[1], 'cb', 'it')
-  if f[1] then redis.call('HSET', dlb, id, f[1] .. ' ' .. (f[2] or '')) end
-  dl_prune(ep, dl, dlb, prune_before)
 end
 
 -- gate_changed tells every replica's gate cache (gatecache.go) that the
@@ -347,16 +211,6 @@ local function breaker_apply(f, w, now_s, is_probe, success, counts, threshold, 
   return opened, 0, began, 0
 end
 
--- breaker_update is breaker_apply on the endpoint hash ep itself: it reads
--- the fields, applies the result and writes the changes.
-local function breaker_update(ep, now_s, is_probe, success, counts, threshold, probe_next)
-  local f, w = hread(ep, breaker_fields), {}
-  local opened, closed, began, ended = breaker_apply(f, w, now_s, is_probe, success, counts, threshold, probe_next)
-  hflush(ep, w)
-  gate_publish(ep)
-  return opened, closed, began, ended
-end
-
 -- pause_apply extends the endpoint-wide pause in f to until (ms), never
 -- shortening it.
 local function pause_apply(f, w, until_s)
@@ -367,7 +221,6 @@ local function pause_apply(f, w, until_s)
   end
 end
 
--- pause extends the endpoint-wide pause to until (ms), never shortening it.
 -- newly_held is how many waiting callouts (the due set's size) a result
 -- just shut the gate on: g0 is the gate before the result, g1 after. 0
 -- when it was shut already or is still open. Counted once, by the result
@@ -379,11 +232,20 @@ local function newly_held(due, g0, g1)
   return 0
 end
 
-local function pause(ep, until_s)
-  local f, w = hread(ep, {'pu'}), {}
-  pause_apply(f, w, until_s)
-  hflush(ep, w)
-  gate_publish(ep)
+-- owner_notice is the one rule of the owner notification about an outage
+-- (contract §6: the owner is told once per outage, with its first dead
+-- letter): a dead letter of reason other than endpoint_disabled, while the
+-- endpoint hash's fields f show an outage ('os') not announced yet ('on'),
+-- announces it ('on', noted in w). The owner is told (1) when can is true
+-- — someone is there to tell (Options.Notify) — and then, with the outbox
+-- on (sfo not ''), its entry 'o:' endpoint ':' id is queued in the same
+-- script; else 0. Nothing in Go decides it again.
+local function owner_notice(f, w, sfo, endpoint, id, now_s, reason, can)
+  if reason == 'endpoint_disabled' or not f.os or f.on then return 0 end
+  put(f, w, 'on', '1')
+  if not can then return 0 end
+  if sfo ~= '' then redis.call('ZADD', sfo, 'NX', now_s, 'o:' .. endpoint .. ':' .. id) end
+  return 1
 end
 
 -- outbox_dead_letter queues, in the same script as the dead letter, the
@@ -396,4 +258,197 @@ local function outbox_dead_letter(c, sfo, sfx, id, now_s, ttl, scheduled)
   redis.call('ZADD', sfo, 'NX', now_s, 'm:' .. id)
   redis.call('ZADD', sfx, str(tonumber(now_s) + tonumber(ttl)), id)
   if scheduled then redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id) end
+end
+
+-- A callout record (keys.go, record.go) is one hash with one-letter
+-- fields, kept in Redis's compact listpack encoding (every value at most
+-- 64 bytes):
+--   S state code (st below), n attempts, i issuer tag, b bytes charged to
+--   the backlog, m m2 … the packed meta (Go only: method, endpoint, path,
+--   query, key, source, created, trace context), 1 … 8 the packed headers
+--   and body in 64-byte chunks (or Q = '1' and the whole of them in the key :q),
+--   o replay_of, a first attempt ms, t x l k the lease (token, until,
+--   started, kind code), d '1' once a dispatcher claimed it, A<n> attempt
+--   n ("kind started_ms duration_ms status outcome error"), R last
+--   response status (the response itself: key :r), e last error,
+--   F finished ms, D dead-letter reason, rb rt the replay mark, r1 … r4 the
+--   last response in chunks (or the key :r when longer).
+-- A field a script drops is blanked ('' reads as absent, present() below),
+-- so a record is always written with one HSET and never an HDEL.
+-- Scripts never parse m or the chunks; they copy, keep or blank them.
+
+-- st_code maps a state to its code in 'S'.
+local st_code = {scheduled = 's', held = 'h', in_flight = 'f', succeeded = 'o',
+  failed = 'x', dead_lettered = 'd'}
+local st_name = {s = 'scheduled', h = 'held', f = 'in_flight', o = 'succeeded',
+  x = 'failed', d = 'dead_lettered'}
+-- kind_code maps an attempt kind to its code in 'k'.
+local kind_code = {first = 'f', retry = 'r', probe = 'p', replay = 'y'}
+local kind_name = {f = 'first', r = 'retry', p = 'probe', y = 'replay'}
+
+-- rest_fields are the inline chunks of the packed headers and body;
+-- resp_fields those of the last response.
+local rest_fields = {'1', '2', '3', '4', '5', '6', '7', '8'}
+local resp_fields = {'r1', 'r2', 'r3', 'r4'}
+local chunk_len = 64
+
+-- present reports whether a record field holds a value ('' is a blanked
+-- field).
+local function present(v)
+  return v and v ~= ''
+end
+
+-- blank drops record field n (in memory rec, noted in wc) when present.
+local function blank(rec, wc, n)
+  if present(rec[n]) then put(rec, wc, n, '') end
+end
+
+-- put_chunks stores v in the record's fields names (64 bytes each, the
+-- rest blanked); false when v does not fit them.
+local function put_chunks(rec, wc, names, v)
+  if #v > #names * chunk_len then return false end
+  for i, n in ipairs(names) do
+    local part = string.sub(v, (i - 1) * chunk_len + 1, i * chunk_len)
+    if part ~= '' then put(rec, wc, n, part) else blank(rec, wc, n) end
+  end
+  return true
+end
+
+-- hall reads every field of hash h (a record: HGETALL, one pass over its
+-- listpack, is cheaper than an HMGET of the two dozen fields a script may
+-- need) into a table by name (absent: nil).
+local function hall(h)
+  local v = redis.call('HGETALL', h)
+  local f = {}
+  for i = 1, #v, 2 do f[v[i]] = v[i + 1] end
+  return f
+end
+
+-- chunks_len is the length of what fields names of rec hold.
+local function chunks_len(rec, names)
+  local n = 0
+  for _, f in ipairs(names) do
+    if rec[f] then n = n + #rec[f] end
+  end
+  return n
+end
+-- lease_fields are the record's fields of the current lease.
+local lease_fields = {'t', 'x', 'l', 'k'}
+
+-- counter_names are the backlog counter fields of issuer tag in a queue's
+-- counter hash (the endpoint hash for its home queue, keys.go).
+local function counter_names(tag)
+  return {'bb', 'bi', 'ii:' .. tag, 'ib:' .. tag}
+end
+
+-- concat returns a new list of the elements of lists a, b, …
+local function concat(...)
+  local out = {}
+  for _, l in ipairs({...}) do
+    for _, v in ipairs(l) do out[#out + 1] = v end
+  end
+  return out
+end
+
+-- acc_add adds bytes and items to the counters of issuer tag in the
+-- in-memory counter hash f, noting the writes in w (put): 'bb' bytes and
+-- 'bi' pending items of the queue, 'ib:'/'ii:' tag the issuer's share. A
+-- counter that reaches 0 or less is dropped, so an idle queue keeps no counter
+-- fields.
+local function acc_add(f, w, tag, bytes, items)
+  local function bump(n, d)
+    if d == 0 then return end
+    local v = num(f[n]) + d
+    if v > 0 then put(f, w, n, str(v)) elseif f[n] then put(f, w, n, false) end
+  end
+  bump('bb', bytes)
+  bump('bi', items)
+  if tag and tag ~= '' then
+    bump('ib:' .. tag, bytes)
+    bump('ii:' .. tag, items)
+  end
+end
+
+-- gate_in is the gate a queue's script acts on and when it may open: the
+-- gate of the endpoint hash's fields f (gate_of) when the script runs in
+-- the endpoint hash's slot (given is ''); else given and until_s, the gate
+-- the caller read from the endpoint hash (a queue of a sharded endpoint,
+-- keys.go "shards").
+local function gate_in(f, given, until_s, now)
+  if given == '' then return gate_of(f, now) end
+  return given, num(until_s)
+end
+
+-- expire sets the TTL ms of a finished callout's record, its
+-- long response (keys.r; keys.c when it has none) and its reservation
+-- (keys.res; keys.c when it has none or its TTL is already right,
+-- complete.lua).
+local function expire(keys, ttl)
+  redis.call('PEXPIRE', keys.c, ttl)
+  if keys.r ~= keys.c then redis.call('PEXPIRE', keys.r, ttl) end
+  if keys.res ~= keys.c then redis.call('PEXPIRE', keys.res, ttl) end
+end
+
+-- finish_blanks are the record fields finish blanks (made once per
+-- script call, not per completion).
+local finish_blanks = concat(lease_fields, rest_fields, {'b', 'Q', 'd'})
+
+-- finish ends a callout succeeded or failed (code 'o' or 'x'): it
+-- keeps what an idempotent replay and its status document need (meta,
+-- status, response, attempts, times) but not the request's headers and
+-- body (contract §5), releases every byte it was charged and its pending item
+-- (acc_add on the counters fa, writes in wa), and sets the TTLs. rec are
+-- its fields as read (S, b, i, Q, the lease and the chunks at least: hall); wc
+-- collects the record's writes.
+local function finish(keys, rec, wc, fa, wa, code, now_s, ttl)
+  acc_add(fa, wa, rec.i, -num(rec.b), -1)
+  if present(rec.Q) then redis.call('DEL', keys.q) end
+  put(rec, wc, 'S', code)
+  put(rec, wc, 'F', now_s)
+  for _, n in ipairs(finish_blanks) do blank(rec, wc, n) end
+  hflush(keys.c, wc)
+  expire(keys, ttl)
+end
+
+-- dead_letter ends a callout as a dead letter: it keeps
+-- everything, still charged, until discard or expiry (dl_release), counts
+-- one pending item less, indexes it (dl, its charge noted in dlb) and
+-- prunes up to two index entries older than prune_before (ms) on the way
+-- (the hourly sweep does the rest, dl_prune.lua), releasing their bytes
+-- from the counters and their issuer's share: more(names) reads the
+-- counter fields names into fa first (an entry may be another issuer's).
+local function dead_letter(keys, rec, wc, fa, wa, id, reason, now_s, ttl, prune_before, more)
+  put(rec, wc, 'S', 'd')
+  put(rec, wc, 'F', now_s)
+  put(rec, wc, 'D', reason)
+  for _, n in ipairs(lease_fields) do blank(rec, wc, n) end
+  acc_add(fa, wa, rec.i, 0, -1)
+  hflush(keys.c, wc)
+  expire(keys, ttl)
+  if present(rec.Q) then redis.call('PEXPIRE', keys.q, ttl) end
+  redis.call('ZADD', keys.dl, now_s, id)
+  redis.call('HSET', keys.dlb, id, str(num(rec.b)) .. ' ' .. (rec.i or ''))
+  local old = redis.call('ZRANGEBYSCORE', keys.dl, '-inf', '(' .. prune_before, 'LIMIT', 0, 2)
+  for _, o in ipairs(old) do
+    local v = redis.call('HGET', keys.dlb, o)
+    if v then
+      local n, tag = string.match(v, '^(%d+) ?(.*)$')
+      more(counter_names(tag))
+      acc_add(fa, wa, tag, -tonumber(n), 0)
+      redis.call('HDEL', keys.dlb, o)
+    end
+    redis.call('ZREM', keys.dl, o)
+  end
+end
+
+-- hmore reads into the in-memory hash f (from hash h) those fields of
+-- names not read yet (seen), in at most one HMGET.
+local function hmore(h, f, seen, names)
+  local want = {}
+  for _, n in ipairs(names) do
+    if not seen[n] then want[#want + 1] = n; seen[n] = true end
+  end
+  if #want == 0 then return end
+  local v = redis.call('HMGET', h, unpack(want))
+  for i, n in ipairs(want) do f[n] = v[i] end
 end

@@ -1,10 +1,11 @@
 -- lock.lua: take or renew a named lock held by one replica at a time (the
 -- backlog gatherer, the Salesforce reprocess poller).
 --
--- KEYS: 1 lock key
--- ARGV: 1 owner token, 2 TTL ms
--- Returns 1 when the caller holds the lock afterwards, else 0.
-local cur = redis.call('GET', KEYS[1])
-if cur and cur ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
+-- K and A: lockArgs (release.go), read by the script layer (script/):
+-- K.lock; A.owner (token), A.ttl (ms).
+-- Replies (countReply): n, 1 when the caller holds the lock afterwards,
+-- else 0.
+local cur = redis.call('GET', K.lock)
+if cur and cur ~= A.owner then return {'n', 0} end
+redis.call('SET', K.lock, A.owner, 'PX', A.ttl)
+return {'n', 1}

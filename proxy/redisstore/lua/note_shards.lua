@@ -2,13 +2,14 @@
 -- (shards.go), so that replicas configured with another count still serve
 -- every queue that may hold its callouts.
 --
--- KEYS: 1 endpoint hash
--- ARGV: 1 n
--- Returns the comma-separated shard counts recorded ('sq').
-local cur = redis.call('HGET', KEYS[1], 'sq') or ''
+-- K and A: noteShardsArgs (shards.go), read by the script layer
+-- (script/): K.endpoint (the endpoint hash); A.n (the shard count).
+-- Replies (noteShardsReply): counts, the comma-separated shard counts
+-- recorded ('sq').
+local cur = redis.call('HGET', K.endpoint, 'sq') or ''
 for p in string.gmatch(cur, '[^,]+') do
-  if p == ARGV[1] then return cur end
+  if p == A.n then return {'counts', cur} end
 end
-if cur == '' then cur = ARGV[1] else cur = cur .. ',' .. ARGV[1] end
-redis.call('HSET', KEYS[1], 'sq', cur)
-return cur
+if cur == '' then cur = A.n else cur = cur .. ',' .. A.n end
+redis.call('HSET', K.endpoint, 'sq', cur)
+return {'counts', cur}

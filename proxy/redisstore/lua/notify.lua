@@ -1,16 +1,17 @@
 -- notify.lua: a dead letter of a queue of a sharded endpoint (keys.go
--- "shards") happened outside the endpoint hash's slot; note it there: the
--- owner is told once per outage, with the outage's first dead letter
--- (contract §6), as complete.lua does for the home queue.
+-- "shards") happened outside the endpoint hash's slot; apply lib.lua's
+-- owner_notice to the endpoint hash, as complete.lua does for the home
+-- queue.
 --
--- KEYS: 1 endpoint hash, 2 its shard's Salesforce outbox
--- ARGV: 1 now ms, 2 endpoint name, 3 the dead letter's id,
---       4 Salesforce outbox on '1'|'0'
--- Returns 1 when the owner is to be told now, else 0.
-if redis.call('HEXISTS', KEYS[1], 'os') == 0 or redis.call('HSETNX', KEYS[1], 'on', '1') == 0 then
-  return 0
-end
-if ARGV[4] == '1' then
-  redis.call('ZADD', KEYS[2], 'NX', ARGV[1], 'o:' .. ARGV[2] .. ':' .. ARGV[3])
-end
-return 1
+-- K and A: notifyArgs (complete.go), read by the script layer (script/):
+-- K.endpoint (the endpoint hash), K.sfo (its shard's Salesforce outbox);
+-- A.now (ms), A.name (the endpoint), A.id (the dead letter), A.outbox,
+-- A.reason (the dead-letter reason), A.can (someone can be told,
+-- Options.Notify).
+-- Replies (toldReply): told, 1 when the owner is to be told now, else 0.
+local f, w = hread(K.endpoint, {'os', 'on'}), {}
+local sfo = ''
+if A.outbox then sfo = K.sfo end
+local told = owner_notice(f, w, sfo, A.name, A.id, A.now, A.reason, A.can)
+hflush(K.endpoint, w)
+return {'told', told}

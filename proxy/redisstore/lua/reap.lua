@@ -1,4 +1,4 @@
--- reap.lua: return expired leases of layout-2 callouts to the due set
+-- reap.lua: return expired leases of callouts to the due set
 -- (ARCHITECTURE.md "A reaper returns expired leases"). Step one, the candidates
 -- pipeline (claim.go), found them; this script re-checks each.
 --
@@ -10,23 +10,22 @@
 -- dispatch over-counts by one). A reaped probe releases the probe token
 -- (in a sharded queue the caller does, with the tokens returned).
 --
--- KEYS: 1 due, 2 lease, 3 counters (the endpoint hash or the queue's
---       counter hash), then per candidate i: KEYS[2+2i] its record,
---       KEYS[3+2i] its reservation (the record key when it has none): a
---       reaped synchronous callout's reservation loses Begin's TTL, as it is
---       pending again
--- ARGV: 1 now ms, 2 gate ('' read it from KEYS[3]), 3 its until ms, then
---       ARGV[3+i] the id of candidate i
--- Returns {id, lease token, ...} of the callouts reaped.
-local due, lease, acc = KEYS[1], KEYS[2], KEYS[3]
-local now_s, given = ARGV[1], ARGV[2]
-local now = tonumber(now_s)
+-- K and A: reapArgs (reap.go), read by the script layer (script/): K.due,
+-- K.lease, K.counters (the endpoint hash or the queue's counter hash),
+-- A.now, A.gate ('' read it from K.counters) and A.gate_until, and
+-- A.candidates, each with its keys record and reservation (the record key
+-- when it has none: a reaped synchronous callout's reservation loses
+-- Begin's TTL, as it is pending again) and its id.
+-- Replies (reapReply): reaped, {id, token} of each callout reaped.
+local due, lease, acc = K.due, K.lease, K.counters
+local now, given = A.now, A.gate
+local now_s = str(now)
 local fa, wa, seen = {}, {}, {}
 if given == '' then hmore(acc, fa, seen, gate_fields) end
 
 local out, zrem, zadd = {}, {}, {}
-for i = 1, (#KEYS - 3) / 2 do
-  local c, res, id = KEYS[2 + 2 * i], KEYS[3 + 2 * i], ARGV[3 + i]
+for _, cand in ipairs(A.candidates) do
+  local c, res, id = cand.record, cand.reservation, cand.id
   local score = redis.call('ZSCORE', lease, id)
   if score and tonumber(score) <= now then
     zrem[#zrem + 1] = id
@@ -45,7 +44,7 @@ for i = 1, (#KEYS - 3) / 2 do
         put(fa, wa, 'pt', false)
         put(fa, wa, 'pe', false)
       end
-      local g, g_until = gate_in(fa, given, ARGV[3], now)
+      local g, g_until = gate_in(fa, given, A.gate_until, now)
       local state, at = 's', now_s
       if shut(g) then
         state = 'h'
@@ -57,12 +56,11 @@ for i = 1, (#KEYS - 3) / 2 do
       if res ~= c and rec.d ~= '1' then redis.call('PERSIST', res) end
       zadd[#zadd + 1] = at
       zadd[#zadd + 1] = id
-      out[#out + 1] = id
-      out[#out + 1] = token
+      out[#out + 1] = {'id', id, 'token', token}
     end
   end
 end
 if #zrem > 0 then redis.call('ZREM', lease, unpack(zrem)) end
 if #zadd > 0 then redis.call('ZADD', due, unpack(zadd)) end
 hflush(acc, wa)
-return out
+return {'reaped', out}

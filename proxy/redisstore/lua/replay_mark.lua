@@ -7,8 +7,7 @@
 -- KEYS: 1 the dead letter's record
 -- ARGV: 1 replay chain's callout id, 2 now ms
 -- Returns 1 when marked, else 0.
-local f = redis.call('HMGET', KEYS[1], 's', 'S')
-if f[1] ~= 'dead_lettered' and f[2] ~= 'd' then return 0 end
+if redis.call('HGET', KEYS[1], 'S') ~= 'd' then return 0 end
 redis.call('HSET', KEYS[1], 'rb', ARGV[1], 'rt', ARGV[2])
 redis.call('HDEL', KEYS[1], 'rx', 'rxt') -- the outcome of an earlier chain
 return 1

@@ -1,0 +1,92 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LayoutVersion is the version of the store's layout — its keys, records
+// and scripts (keys.go) — that this binary reads and writes. A change of
+// layout raises it and gives Migrate the step from the one before, as
+// River numbers its migrations; two layouts are never read side by side.
+const LayoutVersion = 1
+
+// layoutKey is the STRING holding the store's layout version (keys.go).
+const layoutKey = keyPrefix + "layout"
+
+// LayoutError reports a store whose layout is not this binary's.
+type LayoutError struct {
+	// Store is the store's layout version (-1: the key holds no number).
+	Store int
+	// Binary is this binary's, LayoutVersion.
+	Binary int
+}
+
+// Error names both versions and what the operator can do.
+func (e *LayoutError) Error() string {
+	if e.Store > e.Binary {
+		return fmt.Sprintf("redisstore: the store's layout is version %d, newer than this binary's %d: "+
+			"run a binary of layout %d or later (migrate cannot go back)", e.Store, e.Binary, e.Store)
+	}
+	return fmt.Sprintf("redisstore: the store's layout is version %d, this binary's is %d: "+
+		"run `callout-proxy migrate --config FILE` with this binary first", e.Store, e.Binary)
+}
+
+// stampLayout reads the store's layout version, writing LayoutVersion
+// when the store has none (a store never used: nothing to migrate) in the
+// same command (SET … NX GET). It returns the version found, and false
+// when there was none. Errors: ErrUnavailable; a LayoutError when the key
+// holds no number.
+func (s *Store) stampLayout(ctx context.Context) (int, bool, error) {
+	old, err := s.rdb.SetArgs(ctx, layoutKey, strconv.Itoa(LayoutVersion),
+		redis.SetArgs{Mode: "NX", Get: true}).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, s.wrap("layout", err)
+	}
+	v, err := strconv.Atoi(old)
+	if err != nil || v < 0 {
+		return 0, true, &LayoutError{Store: -1, Binary: LayoutVersion}
+	}
+	return v, true, nil
+}
+
+// CheckLayout is the start-up check: nil when the store's layout is
+// LayoutVersion, or when the store has none yet — it is then stamped with
+// it (the first use of a store). One round trip. Errors: a *LayoutError
+// for a store of another layout (nothing is written; run Migrate, or a
+// newer binary), ErrUnavailable.
+func (s *Store) CheckLayout(ctx context.Context) error {
+	v, found, err := s.stampLayout(ctx)
+	if err != nil {
+		return err
+	}
+	if found && v != LayoutVersion {
+		return &LayoutError{Store: v, Binary: LayoutVersion}
+	}
+	return nil
+}
+
+// Migrate brings the store to LayoutVersion (`callout-proxy migrate`) and
+// returns the version it found (0: none, the store was stamped; versions
+// start at 1). There is
+// one layout today, so it stamps an empty store and leaves a current one
+// as it is; running it again changes nothing. Errors: a *LayoutError for a
+// store of a newer or an unknown older layout (nothing is written),
+// ErrUnavailable.
+func (s *Store) Migrate(ctx context.Context) (from int, err error) {
+	v, found, err := s.stampLayout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if found && v != LayoutVersion {
+		return v, &LayoutError{Store: v, Binary: LayoutVersion}
+	}
+	return v, nil
+}

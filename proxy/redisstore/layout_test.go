@@ -1,0 +1,75 @@
+package redisstore
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A store's layout version (keys.go cp:layout): a fresh store is stamped
+// on first use, a matching one passes, another one is refused by the
+// start-up check and by migrate with both versions named, and migrate is
+// idempotent.
+func TestLayoutVersion(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		version := func() string { return e.b.Client.Get(ctxT(t), layoutKey).Val() }
+
+		if err := s.CheckLayout(ctxT(t)); err != nil {
+			t.Fatalf("fresh store: %v", err)
+		}
+		if got := version(); got != strconv.Itoa(LayoutVersion) {
+			t.Fatalf("a fresh store is stamped %q, want %d", got, LayoutVersion)
+		}
+		if err := s.CheckLayout(ctxT(t)); err != nil {
+			t.Fatalf("matching store: %v", err)
+		}
+		for range 2 {
+			if from, err := s.Migrate(ctxT(t)); err != nil || from != LayoutVersion {
+				t.Fatalf("migrate of a current store = %d, %v; want %d, nil", from, err, LayoutVersion)
+			}
+		}
+
+		for _, v := range []int{LayoutVersion - 1, LayoutVersion + 1} {
+			if err := e.b.Client.Set(ctxT(t), layoutKey, strconv.Itoa(v), 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"version " + strconv.Itoa(v), strconv.Itoa(LayoutVersion)}
+			if v < LayoutVersion {
+				want = append(want, "callout-proxy migrate")
+			}
+			for name, err := range map[string]error{"check": s.CheckLayout(ctxT(t)), "migrate": second(s.Migrate(ctxT(t)))} {
+				var le *LayoutError
+				if !errors.As(err, &le) || le.Store != v || le.Binary != LayoutVersion {
+					t.Fatalf("%s of a store at %d: %v, want a LayoutError", name, v, err)
+				}
+				for _, w := range want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %q does not say %q", name, err, w)
+					}
+				}
+			}
+			if got := version(); got != strconv.Itoa(v) {
+				t.Fatalf("a refused store's version became %q", got)
+			}
+		}
+
+		if err := e.b.Client.Set(ctxT(t), layoutKey, "two", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var le *LayoutError
+		if err := s.CheckLayout(ctxT(t)); !errors.As(err, &le) || le.Store != -1 {
+			t.Fatalf("a layout key holding no number: %v", err)
+		}
+
+		if err := e.b.Client.Del(ctxT(t), layoutKey).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if from, err := s.Migrate(ctxT(t)); err != nil || from != 0 || version() != strconv.Itoa(LayoutVersion) {
+			t.Fatalf("migrate of an empty store = %d, %v, version %q; want 0, nil, %d", from, err, version(), LayoutVersion)
+		}
+	})
+}
+
+func second[T any](_ T, err error) error { return err }
