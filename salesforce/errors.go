@@ -34,6 +34,13 @@ const (
 	// (invalid_grant, invalid_client, ...): the connected app, the user's
 	// pre-authorisation or the certificate is wrong. Retried with backoff.
 	AuthFailed Class = "auth_failed"
+	// StorageFull: STORAGE_LIMIT_EXCEEDED, the org's data storage is full
+	// ("Data and File Storage Allocations", Salesforce Help; "Status Codes
+	// and Error Responses"). No record of the org can be saved until an
+	// admin frees storage (or the Failed_Callout__c purge runs), so it is
+	// not a rejection of one record: every write of every replica pauses
+	// for StoragePause and resumes on its own (Writer).
+	StorageFull Class = "storage_full"
 	// Rejected: Salesforce will not accept this as it is (a validation
 	// rule, a missing field, a bad value). The proxy keeps its copy,
 	// reports it and tries again rarely, in case an admin fixes the org.
@@ -117,6 +124,8 @@ func classify(status int, code string) Class {
 		return InvalidSession
 	case code == "REQUEST_LIMIT_EXCEEDED":
 		return LimitExceeded
+	case code == "STORAGE_LIMIT_EXCEEDED":
+		return StorageFull
 	case retryCodes[code], status >= 500, status == http.StatusRequestTimeout,
 		status == http.StatusTooManyRequests:
 		return Retry

@@ -282,11 +282,28 @@ func (w *Writer) sendBatch(ctx context.Context, s *sender, b *batch) {
 				w.log.Warn("ending a deferral of Salesforce writes failed", slog.Any("error", err))
 			}
 		}
+		w.storageFull(ctx, s, errs)
 		for j, rw := range g.records {
 			w.settleRecord(s, rw, errs[j])
 		}
 		for j, ev := range g.events {
 			w.settleEvent(s, ev, errs[len(g.records)+j])
+		}
+	}
+}
+
+// storageFull pauses every write when a record of a collection was refused
+// with STORAGE_LIMIT_EXCEEDED: the org can save no record, so the outbox
+// waits as a whole (StoragePause) and the round stops; the refused entries
+// are then settled as not tried (sender.notTried), not as failed tries.
+func (w *Writer) storageFull(ctx context.Context, s *sender, errs []error) {
+	if s.stop != nil {
+		return
+	}
+	for _, err := range errs {
+		if err != nil && ClassOf(err) == StorageFull {
+			s.stop, s.until = err, w.pause(ctx, pauseStorage)
+			return
 		}
 	}
 }
@@ -331,8 +348,13 @@ func (w *Writer) groupFailed(ctx context.Context, s *sender, g *group, err error
 	now := w.o.Now()
 	class := ClassOf(err)
 	var until time.Time
-	if class == LimitExceeded {
-		until = w.pause(ctx)
+	if class == LimitExceeded || class == StorageFull {
+		why := pauseAPILimit
+		if class == StorageFull {
+			why = pauseStorage
+		}
+		until = w.pause(ctx, why)
+		s.stop, s.until = err, until
 		for _, it := range g.items() {
 			it.later(until)
 		}

@@ -25,6 +25,13 @@ type Metrics struct {
 	// field or object the integration user cannot see) once, each refused
 	// record (a validation rule, STRING_TOO_LONG) once.
 	WriteErrors *prometheus.CounterVec
+	// WritesPaused is 1 while this replica has paused every Salesforce
+	// write, by reason: api_limit (REQUEST_LIMIT_EXCEEDED, the daily API
+	// allocation) or storage_limit (STORAGE_LIMIT_EXCEEDED, the org's data
+	// storage full); 0 once the pause ended. The replica that met the error
+	// reports it (the others only honour the stored pause): aggregate with
+	// max.
+	WritesPaused *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg. It returns an
@@ -47,8 +54,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "callout_salesforce_write_errors_total",
 			Help: "Salesforce writes refused as they are, by error code (a whole collection once, a record once).",
 		}, []string{"code"}),
+		WritesPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "callout_salesforce_writes_paused",
+			Help: "1 while this replica paused every Salesforce write, by reason (api_limit|storage_limit).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.OutboxItems, m.Requests, m.APIUsage, m.WriteErrors} {
+	for _, c := range []prometheus.Collector{m.OutboxItems, m.Requests, m.APIUsage, m.WriteErrors, m.WritesPaused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -111,7 +111,7 @@ func NewReprocessor(o ReprocessOptions) (*Reprocessor, error) {
 	if o.Writer == nil || o.Replayer == nil || o.Requests == nil {
 		return nil, fmt.Errorf("salesforce: reprocessor needs a writer, a replayer and a request store")
 	}
-	every := o.Writer.sf.ReprocessInterval
+	every := min(o.Writer.sf.ReprocessInterval, o.Writer.sf.PollInterval) // both polls share one call
 	if every <= 0 {
 		every = time.Minute
 	}
@@ -137,9 +137,13 @@ type ReprocessReport struct {
 	// Deferred requests wait for their endpoint's backlog to drain; the
 	// first poll after ReprocessLease tries them again.
 	Deferred int
+	// Discarded is the records seen as Discarded, whose proxy copies were
+	// deleted (Writer.PollDiscarded; polled in the same Composite call).
+	Discarded int
 }
 
-// Run polls every reprocess_interval until ctx ends.
+// Run polls (both polls, one call) every reprocess_interval, or
+// poll_interval when shorter, until ctx ends.
 func (p *Reprocessor) Run(ctx context.Context) {
 	t := time.NewTicker(p.every)
 	defer t.Stop()
@@ -152,6 +156,9 @@ func (p *Reprocessor) Run(ctx context.Context) {
 			p.log.Info("Salesforce reprocess requests handled", slog.Int("replayed", rep.Replayed),
 				slog.Int("answered", rep.Answered), slog.Int("deferred", rep.Deferred))
 		}
+		if rep.Discarded > 0 {
+			p.log.Info("deleted the proxy's copies of Discarded records", slog.Int("records", rep.Discarded))
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -162,7 +169,10 @@ func (p *Reprocessor) Run(ctx context.Context) {
 
 // Poll asks Salesforce, when this replica holds the poll lock (for two
 // intervals, renewed by each poll), for the records set to Reprocess
-// Requested since the last poll and handles each (see Reprocessor).
+// Requested since the last poll and handles each (see Reprocessor), and in
+// the same Composite call for the records set to Discarded
+// (Writer.PollDiscarded): one API call a poll, at most 1,440 a day at the
+// default interval.
 // Errors: the lock's, the query's, the store's; the watermark then stays
 // and the next poll looks again (a handled request is skipped).
 func (p *Reprocessor) Poll(ctx context.Context) (ReprocessReport, error) {
@@ -175,11 +185,11 @@ func (p *Reprocessor) Poll(ctx context.Context) (ReprocessReport, error) {
 		return rep, err
 	}
 	rep.Polled = true
-	err = p.w.PollSince(ctx, reprocessPoll, FailedCalloutObject,
-		[]string{ExternalIDField, "Replay_Callout_Id__c", "LastModifiedById"},
-		"Status__c = "+QuoteSOQL(policy.RecordReprocessRequested), func(r Record, stamp time.Time) error {
+	err = p.w.pollAll(ctx, []sincePoll{p.w.discardedPoll(ctx, &rep.Discarded), {name: reprocessPoll,
+		object: FailedCalloutObject, fields: []string{ExternalIDField, "Replay_Callout_Id__c", "LastModifiedById"},
+		where: "Status__c = " + QuoteSOQL(policy.RecordReprocessRequested), each: func(r Record, stamp time.Time) error {
 			return p.handle(ctx, r, stamp, &rep)
-		})
+		}}})
 	return rep, err
 }
 

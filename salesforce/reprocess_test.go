@@ -39,7 +39,7 @@ func TestReprocessTwoReplicasAtOnce(t *testing.T) {
 			for i, owner := range tt.owners {
 				_, reps[i] = e.replica(owner, counter)
 			}
-			queries := e.emu.Calls("query")
+			queries, calls := e.emu.Calls("query"), e.emu.APICalls()
 			got := pollAtOnce(t, reps[:]...)
 			polled, replayed, skipped := 0, 0, 0
 			var poller *Reprocessor
@@ -52,8 +52,11 @@ func TestReprocessTwoReplicasAtOnce(t *testing.T) {
 			if polled != tt.polled || replayed != 3 || skipped != tt.skipped {
 				t.Fatalf("reports = %+v, want %d polled, 3 replayed and %d skipped in all", got, tt.polled, tt.skipped)
 			}
-			if n := e.emu.Calls("query") - queries; n != tt.polled {
-				t.Errorf("%d queries, want %d", n, tt.polled)
+			if n := e.emu.Calls("query") - queries; n != 2*tt.polled {
+				t.Errorf("%d queries, want %d: the Discarded and the reprocess poll of each poll", n, 2*tt.polled)
+			}
+			if n := e.emu.APICalls() - calls; n != int64(tt.polled) {
+				t.Errorf("%d API calls, want %d: both queries of a poll in one Composite call", n, tt.polled)
 			}
 			for _, root := range roots {
 				if n := counter.count(root); n != 1 {

@@ -130,20 +130,57 @@ func (w *Writer) paused(ctx context.Context) (bool, error) {
 	return till.After(now), nil
 }
 
-// pause pauses writes of every replica for limit_pause (the daily API
-// limit: REQUEST_LIMIT_EXCEEDED TotalRequests) and returns when they
-// resume.
-func (w *Writer) pause(ctx context.Context) time.Time {
-	till := w.o.Now().Add(w.sf.LimitPause)
+// Why every write is paused (the reason label of
+// callout_salesforce_writes_paused).
+const (
+	// pauseAPILimit: the daily API limit (REQUEST_LIMIT_EXCEEDED
+	// TotalRequests), for salesforce.limit_pause.
+	pauseAPILimit = "api_limit"
+	// pauseStorage: the org's data storage is full (STORAGE_LIMIT_EXCEEDED),
+	// for StoragePause.
+	pauseStorage = "storage_limit"
+)
+
+// StoragePause is how long every replica pauses its Salesforce writes after
+// a write was refused with STORAGE_LIMIT_EXCEEDED: the whole outbox waits,
+// not each record on its own backoff, and the first round after it tries
+// again (pausing again while storage is still full). Freeing storage takes
+// an admin or the nightly Failed_Callout__c purge, so minutes, not seconds.
+const StoragePause = 30 * time.Minute
+
+// pause pauses writes of every replica — for limit_pause after the daily
+// API limit (REQUEST_LIMIT_EXCEEDED TotalRequests), for StoragePause after
+// STORAGE_LIMIT_EXCEEDED (why names which) — and returns when they resume.
+// This replica reports the pause in callout_salesforce_writes_paused{reason}
+// until it ends.
+func (w *Writer) pause(ctx context.Context, why string) time.Time {
+	d, msg := w.sf.LimitPause, "Salesforce API limit exceeded (REQUEST_LIMIT_EXCEEDED): writes paused"
+	if why == pauseStorage {
+		d, msg = StoragePause, "Salesforce org data storage is full (STORAGE_LIMIT_EXCEEDED): every write paused; "+
+			"free storage (delete old Failed_Callout__c records or schedule the purge) and writes resume by themselves"
+	}
+	till := w.o.Now().Add(d)
 	w.mu.Lock()
-	w.pausedTill = till
+	w.pausedTill, w.pauseWhy = till, why
 	w.mu.Unlock()
+	if m := w.o.Metrics; m != nil {
+		for _, r := range []string{pauseAPILimit, pauseStorage} {
+			m.WritesPaused.WithLabelValues(r).Set(b2f(r == why))
+		}
+	}
 	if err := w.o.Outbox.Pause(ctx, till); err != nil {
 		w.log.Warn("storing the Salesforce pause failed; this replica pauses alone", slog.Any("error", err))
 	}
-	w.log.Warn("Salesforce API limit exceeded (REQUEST_LIMIT_EXCEEDED): writes paused",
-		slog.Time("until", till))
+	w.log.Warn(msg, slog.String("reason", why), slog.Time("until", till))
 	return till
+}
+
+// b2f is 1 for true, 0 for false (a gauge's value).
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // claim leases due entries shard by shard until PerRound are claimed,

@@ -23,7 +23,7 @@ const (
 	// SystemModstamp is set when a transaction starts, so a record can
 	// commit with a stamp older than one already seen.
 	PollOverlap = 5 * time.Minute
-	// discardedPoll names the Discarded poll's lock and watermark.
+	// discardedPoll names the Discarded poll's watermark.
 	discardedPoll = "discarded"
 )
 
@@ -51,10 +51,10 @@ func (w *Writer) Tick(ctx context.Context) (Report, time.Duration, error) {
 // Run writes the outbox until ctx ends: a batch whenever Tick finds one
 // ready (it looks again every outbox_interval, sooner when a linger ends,
 // at once after a full batch, or when woken), the expiry check every
-// ExpirySweepEvery, and — in one replica at a time — the poll of Discarded
-// records every poll_interval.
+// ExpirySweepEvery. The Discarded records are polled by the Reprocessor,
+// in the same call as the Reprocess Requested ones.
 func (w *Writer) Run(ctx context.Context) {
-	var swept, gauged, polled time.Time
+	var swept, gauged time.Time
 	for {
 		_, wait, err := w.Tick(ctx)
 		if err != nil {
@@ -70,10 +70,6 @@ func (w *Writer) Run(ctx context.Context) {
 		if now.Sub(gauged) >= GaugeEvery {
 			gauged = now
 			w.gauge(ctx)
-		}
-		if now.Sub(polled) >= w.sf.PollInterval {
-			polled = now
-			w.pollDiscardedLocked(ctx)
 		}
 		if wait <= 0 {
 			continue // more is due
@@ -96,6 +92,16 @@ func (w *Writer) gauge(ctx context.Context) {
 		return
 	}
 	w.o.Metrics.APIUsage.Set(w.o.API.UsageRatio())
+	w.mu.Lock()
+	why := w.pauseWhy
+	ended := why != "" && !w.pausedTill.After(w.o.Now())
+	if ended {
+		w.pauseWhy = "" // the pause ended: writes resumed by themselves
+	}
+	w.mu.Unlock()
+	if ended {
+		w.o.Metrics.WritesPaused.WithLabelValues(why).Set(0)
+	}
 	if n, err := w.o.Outbox.Len(ctx); err == nil {
 		w.o.Metrics.OutboxItems.Set(float64(n))
 	}
@@ -129,20 +135,6 @@ func (w *Writer) SweepExpired(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// pollDiscardedLocked runs PollDiscarded when this replica holds the poll
-// lock (one replica at a time).
-func (w *Writer) pollDiscardedLocked(ctx context.Context) {
-	held, err := w.o.Store.TryLock(ctx, "sf-poll-"+discardedPoll, w.o.Owner, 2*w.sf.PollInterval)
-	if err != nil || !held {
-		return
-	}
-	if n, err := w.PollDiscarded(ctx); err != nil {
-		w.log.Warn("polling Discarded Failed_Callout__c records failed", slog.Any("error", err))
-	} else if n > 0 {
-		w.log.Info("deleted the proxy's copies of Discarded records", slog.Int("records", n))
-	}
-}
-
 // PollDiscarded asks Salesforce for the Failed_Callout__c records an admin
 // set to Discarded since the last poll, and deletes the proxy's copies of
 // each (the dead letter and its latest replay chain's, store.Discard; contract
@@ -152,8 +144,16 @@ func (w *Writer) pollDiscardedLocked(ctx context.Context) {
 // again (handling a record twice is harmless).
 func (w *Writer) PollDiscarded(ctx context.Context) (int, error) {
 	n := 0
-	err := w.PollSince(ctx, discardedPoll, FailedCalloutObject, []string{ExternalIDField, "Replay_Callout_Id__c"},
-		"Status__c = "+QuoteSOQL(policy.RecordDiscarded), func(r Record, stamp time.Time) error {
+	err := w.pollAll(ctx, []sincePoll{w.discardedPoll(ctx, &n)})
+	return n, err
+}
+
+// discardedPoll is the Discarded poll (PollDiscarded); n counts the
+// records it handled.
+func (w *Writer) discardedPoll(ctx context.Context, n *int) sincePoll {
+	return sincePoll{name: discardedPoll, object: FailedCalloutObject,
+		fields: []string{ExternalIDField, "Replay_Callout_Id__c"},
+		where:  "Status__c = " + QuoteSOQL(policy.RecordDiscarded), each: func(r Record, stamp time.Time) error {
 			id, _ := r[ExternalIDField].(string)
 			if id == "" {
 				return nil
@@ -164,14 +164,13 @@ func (w *Writer) PollDiscarded(ctx context.Context) (int, error) {
 					return err
 				}
 			}
-			n++
+			*n++
 			_, err := w.o.Outbox.SetRecordStatus(ctx, id, redisstore.StatusChange{Status: policy.RecordDiscarded, At: stamp})
 			if errors.Is(err, policy.ErrNotFound) {
 				return nil // not an id of ours
 			}
 			return err
-		})
-	return n, err
+		}}
 }
 
 // discard deletes one copy; one already gone or not a dead letter (a
@@ -191,38 +190,87 @@ func (w *Writer) discard(ctx context.Context, id string) error {
 	return err
 }
 
-// ErrPollAgain is what a PollSince callback returns (alone or wrapped) for
-// a record it cannot handle now but should see again: the poll goes on
-// with the next records, and its watermark stops at that record's stamp.
+// ErrPollAgain is what a poll's callback returns (alone or wrapped) for a
+// record it cannot handle now but should see again: the poll goes on with
+// the next records, and its watermark stops at that record's stamp.
 var ErrPollAgain = errors.New("salesforce: poll this record again")
 
-// PollSince runs a watermark poll named name: it selects fields (and
+// sincePoll is one watermark poll named name: the fields (and
 // SystemModstamp) of object's records matching where (a SOQL condition)
-// changed since the poll's watermark minus PollOverlap, oldest first,
-// following nextRecordsUrl, and calls each with every record and its
-// SystemModstamp. When every call succeeded it moves the watermark to the
-// newest stamp seen; not past the oldest record whose call returned
-// ErrPollAgain. The Discarded and reprocess polls use it. Errors: the
-// query's (an *Error), each's (but ErrPollAgain), the outbox's.
-func (w *Writer) PollSince(ctx context.Context, name, object string, fields []string, where string,
-	each func(r Record, stamp time.Time) error) error {
-	mark, err := w.o.Outbox.Watermark(ctx, name)
-	if err != nil {
-		return err
-	}
-	var hold time.Time // the oldest stamp to see again
-	stmt := fmt.Sprintf("SELECT %s, SystemModstamp FROM %s WHERE %s", strings.Join(fields, ", "), object, where)
+// changed since the poll's watermark minus PollOverlap, oldest first; each
+// is called with every record and its SystemModstamp.
+type sincePoll struct {
+	name, object string
+	fields       []string
+	where        string
+	each         func(r Record, stamp time.Time) error
+}
+
+// statement is the poll's SOQL after watermark mark (zero: none yet).
+func (p sincePoll) statement(mark time.Time) string {
+	stmt := fmt.Sprintf("SELECT %s, SystemModstamp FROM %s WHERE %s", strings.Join(p.fields, ", "), p.object, p.where)
 	if !mark.IsZero() {
 		stmt += " AND SystemModstamp >= " + mark.Add(-PollOverlap).UTC().Format(time.RFC3339)
 	}
-	stmt += " ORDER BY SystemModstamp ASC"
-	newest := mark
-	err = w.o.API.Query(ctx, stmt, func(r Record) error {
-		stamp, perr := parseStamp(r["SystemModstamp"])
-		if perr != nil {
-			return fmt.Errorf("salesforce: poll %s: SystemModstamp %v: %w", name, r["SystemModstamp"], perr)
+	return stmt + " ORDER BY SystemModstamp ASC"
+}
+
+// pollAll runs watermark polls in ONE API call: a Composite request with
+// one query subrequest per poll ("Send Multiple Requests Using
+// Composite": a query subrequest counts toward its limit of 5 queries or
+// collections), so the Discarded and the reprocess polls of an idle org
+// cost one call a minute, not two. A poll whose first page is not the
+// whole answer (more than 2,000 records changed) is run again on its own,
+// following nextRecordsUrl. Each poll then moves its watermark to the
+// newest stamp seen when every call of it succeeded, but not past the
+// oldest record whose call returned ErrPollAgain. Errors: the call's (an
+// *Error), each's (but ErrPollAgain), the outbox's; a poll that failed
+// keeps its watermark and the next one looks again.
+func (w *Writer) pollAll(ctx context.Context, polls []sincePoll) error {
+	marks := make([]time.Time, len(polls))
+	subs := make([]Subrequest, len(polls))
+	for i, p := range polls {
+		mark, err := w.o.Outbox.Watermark(ctx, p.name)
+		if err != nil {
+			return err
 		}
-		if err := each(r, stamp); errors.Is(err, ErrPollAgain) {
+		marks[i], subs[i] = mark, QuerySubrequest(p.name, p.statement(mark))
+	}
+	res, err := w.o.API.Composite(ctx, subs)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, p := range polls {
+		records, qerr := QueryResults(res[i])
+		if qerr != nil && ClassOf(qerr) == Retry && res[i].Status >= 200 && res[i].Status <= 299 {
+			records = nil // a page that is not the whole answer: page through it on its own
+			qerr = w.o.API.Query(ctx, p.statement(marks[i]), func(r Record) error {
+				records = append(records, r)
+				return nil
+			})
+		}
+		if qerr == nil {
+			qerr = w.applyPoll(ctx, p, marks[i], records)
+		}
+		if qerr != nil {
+			errs = append(errs, fmt.Errorf("salesforce: poll %s: %w", p.name, qerr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// applyPoll calls the poll's each with every record and moves its
+// watermark (pollAll).
+func (w *Writer) applyPoll(ctx context.Context, p sincePoll, mark time.Time, records []Record) error {
+	var hold time.Time // the oldest stamp to see again
+	newest := mark
+	for _, r := range records {
+		stamp, err := parseStamp(r["SystemModstamp"])
+		if err != nil {
+			return fmt.Errorf("SystemModstamp %v: %w", r["SystemModstamp"], err)
+		}
+		if err := p.each(r, stamp); errors.Is(err, ErrPollAgain) {
 			if hold.IsZero() || stamp.Before(hold) {
 				hold = stamp
 			}
@@ -232,16 +280,12 @@ func (w *Writer) PollSince(ctx context.Context, name, object string, fields []st
 		if stamp.After(newest) {
 			newest = stamp
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	if !hold.IsZero() && newest.After(hold) {
 		newest = hold
 	}
 	if newest.After(mark) {
-		return w.o.Outbox.SetWatermark(ctx, name, newest)
+		return w.o.Outbox.SetWatermark(ctx, p.name, newest)
 	}
 	return nil
 }

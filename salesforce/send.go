@@ -66,7 +66,9 @@ func (s *sender) call(ctx context.Context, f func() error) error {
 	}
 	switch class := ClassOf(err); class {
 	case LimitExceeded:
-		s.stop, s.until = err, w.pause(ctx)
+		s.stop, s.until = err, w.pause(ctx, pauseAPILimit)
+	case StorageFull:
+		s.stop, s.until = err, w.pause(ctx, pauseStorage)
 	case ConcurrentLimit, InvalidSession, AuthFailed, Retry:
 		s.stop, s.until = err, w.deferWrites(ctx, "", class, now)
 		w.log.Error("Salesforce call failed; its batch and the writes behind it wait in the outbox",
@@ -133,10 +135,11 @@ func (w *Writer) nextCall() time.Time {
 }
 
 // notTried reports whether err means the write was not made (so the entry
-// is deferred, not counted as a failed try): not tried this round, or the
-// daily API limit.
+// is deferred, not counted as a failed try): not tried this round, the
+// daily API limit, or the org's storage full.
 func (s *sender) notTried(err error) bool {
-	return errors.Is(err, errNotTried) || ClassOf(err) == LimitExceeded
+	c := ClassOf(err)
+	return errors.Is(err, errNotTried) || c == LimitExceeded || c == StorageFull
 }
 
 // settleErr settles an entry whose write failed with err: deferred when it

@@ -137,7 +137,8 @@ type Writer struct {
 	tr   *tracing.Tracer // nil: tracing off
 
 	mu         sync.Mutex
-	pausedTill time.Time // a known REQUEST_LIMIT_EXCEEDED pause
+	pausedTill time.Time // a known pause of every write
+	pauseWhy   string    // why this replica paused them (pauseAPILimit, pauseStorage); "" none
 	nextCallAt time.Time // while slowed down: the earliest next call
 	slowed     bool      // API usage was at or above api_usage_slowdown
 	notifType  string    // cached CustomNotificationType id

@@ -365,7 +365,9 @@ type Salesforce struct {
 	OutboxInterval time.Duration `yaml:"outbox_interval"`
 	// PollInterval is how often one replica asks Salesforce (SOQL) for the
 	// Failed_Callout__c records an admin changed: Discarded ones make the
-	// proxy delete its copy (contract §7). Default 1m.
+	// proxy delete its copy (contract §7). It shares one Composite call with
+	// the reprocess poll, which runs every min(PollInterval,
+	// ReprocessInterval). Default 1m.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// ReprocessInterval is how often one replica asks Salesforce (SOQL)
 	// for the Failed_Callout__c records an admin set to Reprocess
