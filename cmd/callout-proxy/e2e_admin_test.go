@@ -71,7 +71,7 @@ func TestE2EAdminEndpoints(t *testing.T) {
 			resp, body := admin(t, p.AdminURL, http.MethodPost, "/admin/v1/endpoints/ops-api/"+path, viewerToken, nil)
 			wantProblem(t, resp, body, http.StatusForbidden, problem.Forbidden, policy.Rejected)
 		}
-		p.logs.waitFor(t, auditLine("viewer", "disable", "ops-api", "forbidden"), 5*time.Second)
+		p.logs.WaitFor(t, auditLine("viewer", "disable", "ops-api", "forbidden"), 5*time.Second)
 		resp, body := admin(t, p.AdminURL, http.MethodPost, "/admin/v1/endpoints/ops-api/disable", "", nil)
 		wantProblem(t, resp, body, http.StatusUnauthorized, problem.Unauthorized, policy.Rejected)
 		resp, body = admin(t, p.AdminURL, http.MethodPost, "/admin/v1/endpoints/nope/disable", opsToken, nil)
@@ -89,7 +89,7 @@ func TestE2EAdminEndpoints(t *testing.T) {
 			res.Endpoint.DisabledReason != "admin ops" || res.Endpoint.BacklogItems != 0 {
 			t.Fatalf("disable = %+v / %+v, want the held callouts %v dead-lettered", res, res.Endpoint, held)
 		}
-		p.logs.waitFor(t, auditLine("ops", "disable", "ops-api", "ok"), 5*time.Second)
+		p.logs.WaitFor(t, auditLine("ops", "disable", "ops-api", "ok"), 5*time.Second)
 		for _, id := range held {
 			_, body := p.call(t, http.MethodGet, "/v1/callouts/"+id, nil, nil)
 			if d := statusDoc(t, body); d.State != "dead_lettered" || d.DeadLetterReason != "endpoint_disabled" {
@@ -122,7 +122,7 @@ func TestE2EAdminEndpoints(t *testing.T) {
 		if !res.Changed || res.Endpoint.Disabled || res.Endpoint.Breaker != "closed" || res.Endpoint.Gate != "open" {
 			t.Fatalf("enable = %+v / %+v", res, res.Endpoint)
 		}
-		p.logs.waitFor(t, auditLine("ops", "enable", "ops-api", "ok"), 5*time.Second)
+		p.logs.WaitFor(t, auditLine("ops", "enable", "ops-api", "ok"), 5*time.Second)
 		resp, body := p.call(t, http.MethodGet, "/callout/ops-api/status/200", nil, nil)
 		wantUpstream(t, resp, body, http.StatusOK, policy.Success)
 	})
@@ -135,7 +135,7 @@ func TestE2EAdminEndpoints(t *testing.T) {
 		if !res.Changed || res.Endpoint.Breaker != "closed" || res.Endpoint.ConsecutiveFailures != 0 {
 			t.Fatalf("reset = %+v / %+v", res, res.Endpoint)
 		}
-		p.logs.waitFor(t, auditLine("ops", "breaker_reset", "ops-api", "ok"), 5*time.Second)
+		p.logs.WaitFor(t, auditLine("ops", "breaker_reset", "ops-api", "ok"), 5*time.Second)
 		resp, body = p.call(t, http.MethodGet, "/callout/ops-api/status/200", nil, nil)
 		wantUpstream(t, resp, body, http.StatusOK, policy.Success)
 	})

@@ -151,21 +151,6 @@ func writeConfig(t *testing.T, yaml string) string {
 	return path
 }
 
-// freePort returns a loopback TCP port nothing listens on (it was free a
-// moment ago and is closed again), for a server the test starts on it.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
 // closedPort returns a loopback TCP port that refuses connections for the
 // rest of the test: a socket bound to it but never listening holds it, so
 // no other listener of the parallel tests (a proxy on port 0) can take it

@@ -15,6 +15,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestE2EHelpAndSubcommands: --help and help list every subcommand and
@@ -180,7 +181,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 		t.Fatalf("first attempt: %d %s", resp.StatusCode, body)
 	}
 	id := resp.Header.Get("Callout-Id")
-	p.logs.waitFor(t, `"msg":"dead letter"`, 30*time.Second)
+	p.logs.WaitFor(t, `"msg":"dead letter"`, 30*time.Second)
 	var mine []map[string]any
 	for _, a := range logLines(t, p, "attempt") {
 		if a["callout_id"] == id {
@@ -262,12 +263,12 @@ func TestE2ETextLogFormat(t *testing.T) {
 	path := writeConfig(t, devConfig(endpoint("pay-api", "https://api.example.com"))+"log:\n  format: text\n  level: warn\n")
 	env := testEnv()
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs proctest.LogBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--config", path}, func(k string) string { return env[k] }, io.Discard, &logs)
 	}()
-	logs.waitFor(t, "level=WARN msg=\"NO REDIS CONFIGURED", 30*time.Second)
+	logs.WaitFor(t, "level=WARN msg=\"NO REDIS CONFIGURED", 30*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

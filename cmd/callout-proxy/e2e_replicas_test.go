@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // buildProxy builds this command's binary into a temporary directory and
@@ -51,7 +53,7 @@ func startReplica(t *testing.T, bin, yaml string) *proxyUnderTest {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proxyUnderTest{logs: &syncBuffer{}}
+	p := &proxyUnderTest{logs: &proctest.LogBuffer{}}
 	addrs := make(chan [2]string, 1)
 	scanned := make(chan struct{})
 	go func() {
@@ -86,7 +88,7 @@ func startReplica(t *testing.T, bin, yaml string) *proxyUnderTest {
 
 // stopReplica sends SIGTERM and waits up to 30 s for a clean exit, then
 // kills the process.
-func stopReplica(t *testing.T, cmd *exec.Cmd, exited chan error, logs *syncBuffer) {
+func stopReplica(t *testing.T, cmd *exec.Cmd, exited chan error, logs *proctest.LogBuffer) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-exited:
@@ -115,10 +117,10 @@ func startRedis(t *testing.T) string {
 		}
 		t.Skipf("redis-server not found: %v", err)
 	}
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", t.TempDir())
-	var out syncBuffer
+	var out proctest.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -256,7 +256,7 @@ func TestE2EGracefulShutdown(t *testing.T) {
 	}()
 	<-arrived
 	p.cancel()
-	p.logs.waitFor(t, `"msg":"draining"`, 10*time.Second)
+	p.logs.WaitFor(t, `"msg":"draining"`, 10*time.Second)
 	waitRefused(t, strings.TrimPrefix(p.URL, "http://"))
 	select {
 	case err := <-p.done:

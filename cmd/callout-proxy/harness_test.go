@@ -10,12 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // testSecret is the HS256 secret of the test configurations.
@@ -28,7 +27,7 @@ const testIssuer = "https://test.my.salesforce.com"
 type proxyUnderTest struct {
 	URL      string // base URL of the callout listener
 	AdminURL string // base URL of the admin listener
-	logs     *syncBuffer
+	logs     *proctest.LogBuffer
 	cancel   context.CancelFunc
 	done     chan error
 
@@ -51,53 +50,6 @@ func (p *proxyUnderTest) stop() error {
 	return p.runErr
 }
 
-// syncBuffer collects the JSON log lines the program writes to stderr.
-type syncBuffer struct {
-	mu      sync.Mutex
-	buf     strings.Builder
-	changed chan struct{} // closed and replaced on every Write
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.changed != nil {
-		close(b.changed)
-	}
-	b.changed = make(chan struct{})
-	return b.buf.Write(p)
-}
-
-// waitFor waits until the collected logs contain s, woken by each write;
-// it fails the test if they do not within timeout.
-func (b *syncBuffer) waitFor(t *testing.T, s string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		b.mu.Lock()
-		found := strings.Contains(b.buf.String(), s)
-		if b.changed == nil {
-			b.changed = make(chan struct{})
-		}
-		changed := b.changed
-		b.mu.Unlock()
-		if found {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("logs do not contain %q after %s:\n%s", s, timeout, b.String())
-		}
-	}
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startProxy writes yaml to a config file, runs the program with env as its
 // environment and waits until it logs its listening addresses. The program
 // is stopped (as by SIGTERM) when the test ends.
@@ -110,7 +62,7 @@ func startProxy(t *testing.T, yaml string, env map[string]string) *proxyUnderTes
 	getenv := func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	p := &proxyUnderTest{logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	p := &proxyUnderTest{logs: &proctest.LogBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		err := run(ctx, []string{"--config", path}, getenv, io.Discard, pw)
 		pw.CloseWithError(fmt.Errorf("run returned: %v", err))
@@ -174,13 +126,7 @@ func testEnv() map[string]string {
 
 // bearer returns an Authorization value with a fresh HS256 token for iss.
 func bearer(t *testing.T, iss string) string {
-	t.Helper()
-	tok, err := auth.MintHS256([]byte(testSecret), iss, "callout-proxy", "005000000000001AAA",
-		10*time.Minute, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "Bearer " + tok
+	return proctest.Bearer(t, testSecret, iss, 10*time.Minute)
 }
 
 // call sends one request to the proxy with a valid token unless the caller

@@ -164,7 +164,7 @@ func TestReadTokenCannotReplayAndEveryReplayIsAudited(t *testing.T) {
 
 	var replays []string
 	denied := 0
-	for _, a := range p.logs.audits() {
+	for _, a := range p.logs.Audits() {
 		switch {
 		case a["result"] == "forbidden":
 			if a["token"] != "viewer" {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
@@ -85,35 +85,9 @@ type proxyEnv struct {
 	clk    *clocktest.Clock
 	store  *redisstore.Store
 	jobs   *redisstore.ReplayStore
-	logs   *logBuffer
+	logs   *proctest.LogBuffer
 	admin  string // base URL of the admin listener
 	callee string // base URL of the callout listener
-}
-
-// logBuffer collects the proxy's JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// audits returns the "audit" lines.
-func (b *logBuffer) audits() []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(b.buf.String(), "\n") {
-		var m map[string]any
-		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "audit" {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // testConfig is the proxy's configuration: pay-api and crm-api on the
@@ -142,7 +116,7 @@ func startProxy(t *testing.T) *proxyEnv {
 	t.Helper()
 	env := map[string]string{"JWT_SECRET": jwtSecret, "OPS_TOKEN": opsToken, "VIEWER_TOKEN": viewerToken}
 	getenv := func(k string) string { return env[k] }
-	p := &proxyEnv{up: newUpstream(t), clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &logBuffer{}}
+	p := &proxyEnv{up: newUpstream(t), clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &proctest.LogBuffer{}}
 	cfg, err := config.Parse([]byte(testConfig(p.up.url)), getenv)
 	if err != nil {
 		t.Fatal(err)

@@ -115,10 +115,50 @@ func TestListenerEvictsIdleConnections(t *testing.T) {
 	}
 }
 
+// acceptCounter wraps a net.Listener and reports each connection its Accept
+// returns, so a test knows when the Listener above it holds a connection.
+type acceptCounter struct {
+	net.Listener
+	accepted chan struct{}
+}
+
+func (a acceptCounter) Accept() (net.Conn, error) {
+	c, err := a.Listener.Accept()
+	if err == nil {
+		a.accepted <- struct{}{}
+	}
+	return c, err
+}
+
 // TestListenerWaitsWhenAllBusy: when every connection runs a request, a new
-// connection waits, unserved, until one ends; then it is served.
+// connection waits, unserved, until one ends; then it is served. No
+// wall-clock window: the test waits until both requests are inside the
+// handler (so neither connection is evictable) and until the Listener has
+// taken the third connection from the socket, then checks that Accept has
+// not handed it out, and that only a request's end lets it through.
 func TestListenerWaitsWhenAllBusy(t *testing.T) {
-	l, addr, release := capped(t, 2)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{}, 3)
+	l := NewListener(acceptCounter{Listener: raw, accepted: accepted}, 2)
+	entered := make(chan struct{}, 2)
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			entered <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	handedOut := make(chan net.Conn, 3)
+	srv := &http.Server{Handler: l.Handler(h), ConnState: l.ConnState, ConnContext: l.ConnContext,
+		ReadHeaderTimeout: time.Minute}
+	go func() { _ = srv.Serve(handOut{Listener: l, out: handedOut}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := raw.Addr().String()
+
 	var busy []net.Conn
 	for range 2 {
 		c := dial(t, addr)
@@ -126,11 +166,12 @@ func TestListenerWaitsWhenAllBusy(t *testing.T) {
 			t.Fatal(err)
 		}
 		busy = append(busy, c)
-	}
-	for l.Open() < 2 {
-		time.Sleep(time.Millisecond)
+		<-accepted
+		<-handedOut
+		<-entered // the request runs: its connection is not evictable
 	}
 	waiting := dial(t, addr)
+	<-accepted // the Listener holds the third connection and must make room or wait
 	got := make(chan string, 1)
 	go func() {
 		body, err := get(t, waiting, "/")
@@ -140,9 +181,14 @@ func TestListenerWaitsWhenAllBusy(t *testing.T) {
 		got <- body
 	}()
 	select {
+	case <-handedOut:
+		t.Fatal("Accept handed out a connection while every connection was busy")
 	case body := <-got:
 		t.Fatalf("served %q while every connection was busy", body)
-	case <-time.After(100 * time.Millisecond):
+	default:
+	}
+	if l.Open() != 2 || l.Evicted() != 0 {
+		t.Fatalf("open %d, evicted %d while all busy; want 2 and 0", l.Open(), l.Evicted())
 	}
 	release <- struct{}{} // one request ends; its connection turns idle and makes room
 	if body := <-got; body != "ok" {
@@ -158,4 +204,18 @@ func TestListenerWaitsWhenAllBusy(t *testing.T) {
 	if l.Evicted() != 1 {
 		t.Errorf("evicted %d; want 1, the connection whose request ended", l.Evicted())
 	}
+}
+
+// handOut reports each connection the Listener's Accept hands to the server.
+type handOut struct {
+	*Listener
+	out chan net.Conn
+}
+
+func (h handOut) Accept() (net.Conn, error) {
+	c, err := h.Listener.Accept()
+	if err == nil {
+		h.out <- c
+	}
+	return c, err
 }

@@ -24,8 +24,8 @@ func TestLogin(t *testing.T) {
 			nonce := nonceRe.FindStringSubmatch(p.Body)[1]
 			b.post("/console/login", url.Values{"token": {"no-such-token-0123456789"}, "nonce": {nonce}}).
 				wantStatus(t, http.StatusUnauthorized).wantBody(t, "unknown admin token")
-			if !e.logs.hasAudit(map[string]string{"action": "console.login", "result": "unauthorized", "token": ""}) {
-				t.Fatalf("no audit line of the refused login: %v", e.logs.audits())
+			if !e.logs.HasAudit(map[string]string{"action": "console.login", "result": "unauthorized", "token": ""}) {
+				t.Fatalf("no audit line of the refused login: %v", e.logs.Audits())
 			}
 		})
 		t.Run("a login form posted without its nonce is refused", func(t *testing.T) {
@@ -57,8 +57,8 @@ func TestLogin(t *testing.T) {
 				t.Fatalf("session cookie %q is Secure over plain HTTP", cookie)
 			}
 			b.get("/console/endpoints").wantStatus(t, http.StatusOK).wantBody(t, `<span title="admin token">ops</span>`)
-			if !e.logs.hasAudit(map[string]string{"action": "console.login", "result": "ok", "token": "ops", "scope": "write"}) {
-				t.Fatalf("no audit line of the login: %v", e.logs.audits())
+			if !e.logs.HasAudit(map[string]string{"action": "console.login", "result": "ok", "token": "ops", "scope": "write"}) {
+				t.Fatalf("no audit line of the login: %v", e.logs.Audits())
 			}
 		})
 		t.Run("the session ends after its lifetime", func(t *testing.T) {
@@ -69,7 +69,7 @@ func TestLogin(t *testing.T) {
 			csrf := b.login(writeToken)
 			b.post("/console/logout", url.Values{"csrf": {csrf}}).wantStatus(t, http.StatusSeeOther)
 			b.get("/console/endpoints").wantStatus(t, http.StatusSeeOther)
-			if !e.logs.hasAudit(map[string]string{"action": "console.logout", "token": "ops"}) {
+			if !e.logs.HasAudit(map[string]string{"action": "console.logout", "token": "ops"}) {
 				t.Fatal("no audit line of the logout")
 			}
 		})
@@ -126,7 +126,7 @@ func TestWritesNeedTheSessionsCSRFToken(t *testing.T) {
 		if st.Disabled {
 			t.Fatal("a form without the session's CSRF token disabled the endpoint")
 		}
-		if !e.logs.hasAudit(map[string]string{"action": "console.post", "result": "csrf", "token": "ops"}) {
+		if !e.logs.HasAudit(map[string]string{"action": "console.post", "result": "csrf", "token": "ops"}) {
 			t.Fatal("no audit line of the refused form")
 		}
 

@@ -62,16 +62,16 @@ func TestReplayOutcomeFilter(t *testing.T) {
 		// Replaying it again makes nothing: the chain holds the key.
 		p = ops.post("/console/dead-letters/"+replayed+"/replay", url.Values{"csrf": {csrf}}).wantStatus(t, http.StatusSeeOther)
 		ops.get(p.Header.Get("Location")).wantBody(t, "Nothing was sent")
-		if !e.logs.hasAudit(map[string]string{"token": "ops", "action": "replay", "dead_letter_id": replayed, "result": "replayed"}) {
-			t.Fatalf("no audit line of the replay: %v", e.logs.audits())
+		if !e.logs.HasAudit(map[string]string{"token": "ops", "action": "replay", "dead_letter_id": replayed, "result": "replayed"}) {
+			t.Fatalf("no audit line of the replay: %v", e.logs.Audits())
 		}
 
 		viewer := e.browser(t)
 		vcsrf := viewer.login(readToken)
 		viewer.post("/console/dead-letters/"+left+"/replay", url.Values{"csrf": {vcsrf}}).
 			wantStatus(t, http.StatusForbidden).wantBody(t, "scope read")
-		if !e.logs.hasAudit(map[string]string{"token": "viewer", "action": "replay", "result": "forbidden"}) {
-			t.Fatalf("no audit line of the refused replay: %v", e.logs.audits())
+		if !e.logs.HasAudit(map[string]string{"token": "viewer", "action": "replay", "result": "forbidden"}) {
+			t.Fatalf("no audit line of the refused replay: %v", e.logs.Audits())
 		}
 	})
 }

@@ -46,8 +46,8 @@ func TestEndpointActions(t *testing.T) {
 				wantBody(t, "scope read: it cannot do this").wantNoBody(t, `<form method="post" action="/console/endpoints`)
 			viewer.post("/console/endpoints/pay-api/reset", url.Values{"csrf": {vcsrf}}).
 				wantStatus(t, http.StatusForbidden).wantBody(t, "&#34;viewer&#34; has scope read; this action needs write")
-			if !e.logs.hasAudit(map[string]string{"token": "viewer", "action": "breaker_reset", "result": "forbidden"}) {
-				t.Fatalf("no audit line of the refused reset: %v", e.logs.audits())
+			if !e.logs.HasAudit(map[string]string{"token": "viewer", "action": "breaker_reset", "result": "forbidden"}) {
+				t.Fatalf("no audit line of the refused reset: %v", e.logs.Audits())
 			}
 		})
 		t.Run("reset closes the breaker", func(t *testing.T) {
@@ -55,9 +55,9 @@ func TestEndpointActions(t *testing.T) {
 				wantStatus(t, http.StatusSeeOther)
 			ops.get(p.Header.Get("Location")).wantStatus(t, http.StatusOK).
 				wantBody(t, "Reset the breaker of pay-api: done.", `data-gate="open">closed</span>`)
-			if !e.logs.hasAudit(map[string]string{"token": "ops", "action": "breaker_reset", "result": "ok",
+			if !e.logs.HasAudit(map[string]string{"token": "ops", "action": "breaker_reset", "result": "ok",
 				"endpoint": "pay-api", "reason": "fixed"}) {
-				t.Fatalf("no audit line of the reset: %v", e.logs.audits())
+				t.Fatalf("no audit line of the reset: %v", e.logs.Audits())
 			}
 		})
 		t.Run("disable dead-letters the backlog, enable undoes it", func(t *testing.T) {

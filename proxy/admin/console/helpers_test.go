@@ -1,10 +1,8 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -14,7 +12,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
@@ -49,51 +47,8 @@ type env struct {
 	store *redisstore.Store
 	svc   *replay.Service
 	cfg   *config.Config
-	logs  *syncBuffer
+	logs  *proctest.LogBuffer
 	srv   *httptest.Server
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// audits returns the decoded "audit" lines.
-func (b *syncBuffer) audits() []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(b.buf.String(), "\n") {
-		var m map[string]any
-		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "audit" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// hasAudit reports whether an audit line has every key=value of want.
-func (b *syncBuffer) hasAudit(want map[string]string) bool {
-	for _, m := range b.audits() {
-		ok := true
-		for k, v := range want {
-			if s, _ := m[k].(string); s != v {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // testConfig has pay-api and crm-api with the default policy, breaker
@@ -123,7 +78,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 // newEnv builds the admin listener's handler over backend b.
 func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	t.Helper()
-	e := &env{clk: clocktest.New(t0), cfg: testConfig(), logs: &syncBuffer{}}
+	e := &env{clk: clocktest.New(t0), cfg: testConfig(), logs: &proctest.LogBuffer{}}
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
 	e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(s),

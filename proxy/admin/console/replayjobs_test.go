@@ -60,8 +60,8 @@ func TestBulkReplayFromItsDryRun(t *testing.T) {
 		if n := strings.Count(p.Body, `badge item-sent`); n != 3 {
 			t.Fatalf("%d sent items, want 3", n)
 		}
-		if !e.logs.hasAudit(map[string]string{"token": "ops", "action": "replay_job.create", "job_id": real, "result": "ok"}) {
-			t.Fatalf("no audit line of the job: %v", e.logs.audits())
+		if !e.logs.HasAudit(map[string]string{"token": "ops", "action": "replay_job.create", "job_id": real, "result": "ok"}) {
+			t.Fatalf("no audit line of the job: %v", e.logs.Audits())
 		}
 		ops.post("/console/replay-jobs/"+real+"/run", url.Values{"csrf": {csrf}}).
 			wantStatus(t, http.StatusConflict).wantBody(t, "Only a dry run that completed")

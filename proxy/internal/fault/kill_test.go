@@ -37,7 +37,7 @@ func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 	}
 	kill := func(i int) {
 		if i == n/3 {
-			once.Do(func() { reps[0].kill(); killed.Store(true); t.Logf("SIGKILLed r0 after request %d", i) })
+			once.Do(func() { reps[0].Kill(); killed.Store(true); t.Logf("SIGKILLed r0 after request %d", i) })
 		}
 	}
 	acc, refused := c.postAsync(n, 16, "pay", "kill", target, kill)

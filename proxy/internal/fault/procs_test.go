@@ -3,112 +3,24 @@
 package fault
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // startupTimeout bounds how long a process may take to come up.
 const startupTimeout = 30 * time.Second
-
-// process is a child process whose stderr (or stdout) is collected.
-type process struct {
-	Name   string
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	lines  []string
-	exited chan struct{}
-}
-
-// start runs path with args and env, collecting its output; onLine sees
-// every line. The process is SIGKILLed when the test ends if still alive.
-func start(t *testing.T, name, path string, args, env []string, onLine func(string)) *process {
-	t.Helper()
-	p := &process{Name: name, cmd: exec.Command(path, args...), exited: make(chan struct{})}
-	p.cmd.Env = env
-	out, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout = p.cmd.Stderr // one pipe for both
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-			if onLine != nil {
-				onLine(sc.Text())
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.signal(syscall.SIGTERM, 15*time.Second)
-		if t.Failed() {
-			t.Logf("%s output (last 40 lines):\n%s", name, p.tail(40))
-		}
-	})
-	return p
-}
-
-// signal sends sig and waits up to wait for the process to exit, then
-// SIGKILLs it.
-func (p *process) signal(sig syscall.Signal, wait time.Duration) {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exited:
-	case <-time.After(wait):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-// kill SIGKILLs the process, as a node failure or the OOM killer does.
-func (p *process) kill() { p.signal(syscall.SIGKILL, 10*time.Second) }
-
-func (p *process) tail(n int) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines[max(0, len(p.lines)-n):], "\n")
-}
-
-// freePort returns a loopback TCP port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // redisServer is a durable redis-server of one test: append-only file
 // fsynced on every write, in a directory of the test.
@@ -116,7 +28,7 @@ type redisServer struct {
 	t    *testing.T
 	port int
 	dir  string
-	proc *process
+	proc *proctest.Process
 	// Client is connected to it (go-redis reconnects after a restart).
 	Client *redis.Client
 }
@@ -125,7 +37,7 @@ type redisServer struct {
 // always on a free loopback port.
 func startRedis(t *testing.T) *redisServer {
 	t.Helper()
-	r := &redisServer{t: t, port: freePort(t), dir: t.TempDir()}
+	r := &redisServer{t: t, port: proctest.FreePort(t), dir: t.TempDir()}
 	r.start()
 	r.Client = redis.NewClient(&redis.Options{Addr: r.Addr(), DisableIdentity: true})
 	t.Cleanup(func() { _ = r.Client.Close() })
@@ -142,13 +54,13 @@ func (r *redisServer) start() {
 	r.t.Helper()
 	args := []string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no"}
-	r.proc = start(r.t, "redis", "redis-server", args, os.Environ(), nil)
+	r.proc = proctest.Start(r.t, "redis", "redis-server", args, os.Environ(), nil)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
 	end := time.Now().Add(startupTimeout)
 	for c.Ping(context.Background()).Err() != nil {
 		if time.Now().After(end) {
-			r.t.Fatalf("redis-server on %s did not answer PING:\n%s", r.Addr(), r.proc.tail(20))
+			r.t.Fatalf("redis-server on %s did not answer PING:\n%s", r.Addr(), r.proc.Tail(20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -156,12 +68,12 @@ func (r *redisServer) start() {
 
 // crash SIGKILLs redis-server; restart starts it again on the same port
 // and data directory (it replays its append-only file).
-func (r *redisServer) crash()   { r.proc.kill() }
+func (r *redisServer) crash()   { r.proc.Kill() }
 func (r *redisServer) restart() { r.start() }
 
 // replica is one callout-proxy process.
 type replica struct {
-	*process
+	*proctest.Process
 	// URL and AdminURL are the base URLs of its two listeners.
 	URL, AdminURL string
 }
@@ -189,19 +101,19 @@ func startReplica(t *testing.T, name, yaml string, env map[string]string) *repli
 		default:
 		}
 	}
-	p := start(t, name, proxyBinary, []string{"--config", path}, envList(env), onLine)
+	p := proctest.Start(t, name, proxyBinary, []string{"--config", path}, envList(env), onLine)
 	t.Cleanup(func() {
-		if s := p.tail(1 << 20); strings.Contains(s, "panic: ") || strings.Contains(s, "fatal error: ") {
-			t.Errorf("replica %s panicked:\n%s", name, p.tail(60))
+		if s := p.Tail(1 << 20); strings.Contains(s, "panic: ") || strings.Contains(s, "fatal error: ") {
+			t.Errorf("replica %s panicked:\n%s", name, p.Tail(60))
 		}
 	})
 	select {
 	case a := <-addrs:
-		return &replica{process: p, URL: "http://" + a[0], AdminURL: "http://" + a[1]}
-	case <-p.exited:
-		t.Fatalf("%s exited before listening:\n%s", name, p.tail(40))
+		return &replica{Process: p, URL: "http://" + a[0], AdminURL: "http://" + a[1]}
+	case <-p.Exited():
+		t.Fatalf("%s exited before listening:\n%s", name, p.Tail(40))
 	case <-time.After(startupTimeout):
-		t.Fatalf("%s did not log \"listening\" within %s:\n%s", name, startupTimeout, p.tail(40))
+		t.Fatalf("%s did not log \"listening\" within %s:\n%s", name, startupTimeout, p.Tail(40))
 	}
 	return nil
 }

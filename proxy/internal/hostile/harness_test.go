@@ -3,26 +3,20 @@
 package hostile
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 const (
@@ -38,111 +32,14 @@ const (
 	rssSlack = 150 << 20
 )
 
-// process is a child process whose output is collected.
-type process struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	lines  []string
-	exited chan struct{}
-}
-
-// start runs path with args, collecting its output; onLine sees every
-// line. It is stopped (SIGTERM, then SIGKILL) when the test ends.
-func start(t *testing.T, path string, args []string, env []string, onLine func(string)) *process {
-	t.Helper()
-	p := &process{cmd: exec.Command(path, args...), exited: make(chan struct{})}
-	p.cmd.Env = env
-	out, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout = p.cmd.Stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-			if onLine != nil {
-				onLine(sc.Text())
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("%s output (last 30 lines):\n%s", filepath.Base(path), p.tail(30))
-		}
-	})
-	return p
-}
-
-func (p *process) tail(n int) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines[max(0, len(p.lines)-n):], "\n")
-}
-
-// count is the number of output lines containing s.
-func (p *process) count(s string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, l := range p.lines {
-		if strings.Contains(l, s) {
-			n++
-		}
-	}
-	return n
-}
-
-// rss is the process's resident set size in bytes (VmRSS).
-func (p *process) rss() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
-}
-
-// freePort returns a loopback TCP port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startRedis starts a redis-server on a free loopback port (no
 // persistence: the suite measures memory, not durability) and returns a
 // client of it.
 func startRedis(t *testing.T) (*redis.Client, string) {
 	t.Helper()
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	start(t, "redis-server", []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(),
+	proctest.Start(t, "redis-server", "redis-server", []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(),
 		"--save", "", "--appendonly", "no", "--protected-mode", "no"}, os.Environ(), nil)
 	c := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
@@ -180,7 +77,7 @@ func redisBytes(t *testing.T, c *redis.Client) int64 {
 
 // proxyProc is the callout-proxy under attack.
 type proxyProc struct {
-	*process
+	*proctest.Process
 	URL, AdminURL string
 	addr          string // host:port of the callout listener
 }
@@ -207,19 +104,19 @@ func startProxy(t *testing.T, yaml string) *proxyProc {
 		}
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "TEST_JWT_SECRET=" + testSecret}
-	p := start(t, proxyBinary, []string{"--config", path}, env, onLine)
+	p := proctest.Start(t, "callout-proxy", proxyBinary, []string{"--config", path}, env, onLine)
 	t.Cleanup(func() {
-		if s := p.tail(1 << 20); strings.Contains(s, "panic: ") || strings.Contains(s, "fatal error: ") {
-			t.Errorf("the proxy panicked:\n%s", p.tail(60))
+		if s := p.Tail(1 << 20); strings.Contains(s, "panic: ") || strings.Contains(s, "fatal error: ") {
+			t.Errorf("the proxy panicked:\n%s", p.Tail(60))
 		}
 	})
 	select {
 	case a := <-addrs:
-		return &proxyProc{process: p, URL: "http://" + a[0], AdminURL: "http://" + a[1], addr: a[0]}
-	case <-p.exited:
-		t.Fatalf("the proxy exited before listening:\n%s", p.tail(40))
+		return &proxyProc{Process: p, URL: "http://" + a[0], AdminURL: "http://" + a[1], addr: a[0]}
+	case <-p.Exited():
+		t.Fatalf("the proxy exited before listening:\n%s", p.Tail(40))
 	case <-time.After(startupTimeout):
-		t.Fatalf("the proxy did not listen within %s:\n%s", startupTimeout, p.tail(40))
+		t.Fatalf("the proxy did not listen within %s:\n%s", startupTimeout, p.Tail(40))
 	}
 	return nil
 }
@@ -227,12 +124,7 @@ func startProxy(t *testing.T, yaml string) *proxyProc {
 // bearer is an Authorization value with an HS256 token of iss valid for
 // 30 minutes (the suite takes under 5).
 func bearer(t *testing.T, iss string) string {
-	t.Helper()
-	tok, err := auth.MintHS256([]byte(testSecret), iss, "callout-proxy", "005000000000001AAA", 30*time.Minute, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "Bearer " + tok
+	return proctest.Bearer(t, testSecret, iss, 30*time.Minute)
 }
 
 // metric is the value of an unlabelled or fully labelled sample line of

@@ -97,7 +97,7 @@ func (w *watch) rssLoop() {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if rss, err := w.p.rss(); err == nil {
+		if rss, err := w.p.RSS(); err == nil {
 			w.mu.Lock()
 			w.maxRSS = max(w.maxRSS, rss)
 			w.mu.Unlock()

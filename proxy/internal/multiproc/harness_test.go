@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/api"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -121,13 +121,7 @@ func replicaEnv(name string) map[string]string {
 
 // bearer returns an Authorization value with a fresh token from iss.
 func bearer(t *testing.T, iss string) string {
-	t.Helper()
-	tok, err := auth.MintHS256([]byte(testSecret), iss, "callout-proxy", "005000000000001AAA",
-		10*time.Minute, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "Bearer " + tok
+	return proctest.Bearer(t, testSecret, iss, 10*time.Minute)
 }
 
 // response is a proxy answer with its body read.

@@ -1,0 +1,61 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestDuplicateWhileDispatchedRetryInFlight is contract §5's "in flight on a
+// dispatcher: 202, same Callout-Id": a keyed write scheduled by a 503, its
+// retry claimed by the dispatcher and still running upstream, then the same
+// request sent again with the same key. The answer is 202 with the same
+// Callout-Id (not the 409 of a synchronous first attempt still running),
+// and the upstream sees no extra call.
+func TestDuplicateWhileDispatchedRetryInFlight(t *testing.T) {
+	rig := &clockRig{}
+	var calls atomic.Int32
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	rig.build(t, rigSpec{upstream: func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		close(entered) // the dispatched retry is upstream now
+		<-release
+		w.WriteHeader(http.StatusOK)
+	}})
+	key := http.Header{"Idempotency-Key": {`"retry-in-flight-1"`}}
+	first := rig.do(t, http.MethodPost, "/callout/api/v1/charges", key, `{"amount":100}`)
+	if first.Code != http.StatusAccepted {
+		t.Fatalf("first: %d %s, want 202", first.Code, first.Body)
+	}
+	id := first.Header().Get("Callout-Id")
+
+	rig.clock.Advance(7 * time.Hour) // past any first backoff (at most 6 h)
+	if n := rig.disp.Round(context.Background()); n != 1 {
+		t.Fatalf("dispatcher claimed %d callouts, want the 1 due retry", n)
+	}
+	<-entered
+	again := rig.do(t, http.MethodPost, "/callout/api/v1/charges", key, `{"amount":100}`)
+	close(release)
+	rig.disp.Wait()
+	if again.Code != http.StatusAccepted || again.Header().Get("Callout-Id") != id {
+		t.Fatalf("duplicate while the retry runs: %d Callout-Id %q %s, want 202 and %q",
+			again.Code, again.Header().Get("Callout-Id"), again.Body, id)
+	}
+	if got := again.Header().Get("Callout-Outcome"); got != "retryable" {
+		t.Errorf("Callout-Outcome %q, want retryable (the work continues asynchronously)", got)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("upstream called %d times, want 2 (first attempt and the one retry)", n)
+	}
+	if n := rig.idempotencyCount(t, "replayed"); n != 1 {
+		t.Errorf("callout_idempotency_total{result=replayed} = %v, want 1", n)
+	}
+}

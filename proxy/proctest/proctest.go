@@ -1,0 +1,191 @@
+// Package proctest is the process harness of the suites that run the real
+// callout-proxy binary (fault, hostile, multiproc) and of the end-to-end
+// tests of cmd/callout-proxy, cmd/calloutctl and the ops console: build the
+// binary once, free loopback ports, and a log sink safe for concurrent
+// writes that reads the proxy's JSON log lines back (the admin API's
+// "audit" lines among them). It is imported by tests only; it is not under
+// internal/ so that the tests of cmd/ can import it too.
+package proctest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+)
+
+// MainPackage is the import path of the callout-proxy binary.
+const MainPackage = "github.com/calloutproxy/callout-proxy/cmd/callout-proxy"
+
+// GoTool is the go command: from PATH, else from $GOROOT or the toolchain's
+// GOROOT.
+func GoTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	root := os.Getenv("GOROOT")
+	if root == "" {
+		root = runtime.GOROOT()
+	}
+	return filepath.Join(root, "bin", "go")
+}
+
+// BuildBinary builds MainPackage into dir/callout-proxy, with -race when
+// race is true, and returns its path. Errors carry the go command's output.
+func BuildBinary(dir string, race bool) (string, error) {
+	bin := filepath.Join(dir, "callout-proxy")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command(GoTool(), append(args, MainPackage)...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", MainPackage, err, out)
+	}
+	return bin, nil
+}
+
+// RunWithBinary is a TestMain body: it builds the binary into a temporary
+// directory (or uses the one the environment variable prebuilt names, when
+// set), stores its path in *bin, runs the tests and removes what it built.
+// suite prefixes its error messages. It returns the exit code.
+func RunWithBinary(m *testing.M, suite, prebuilt string, race bool, bin *string) int {
+	if p := os.Getenv(prebuilt); prebuilt != "" && p != "" {
+		*bin = p
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "callout-proxy-"+suite+"-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, suite+":", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	p, err := BuildBinary(dir, race)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, suite+":", err)
+		return 1
+	}
+	*bin = p
+	return m.Run()
+}
+
+// FreePort returns a loopback TCP port nothing listens on (it was free a
+// moment ago and is closed again), for a server the test starts on it.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// LogBuffer collects JSON log lines (an slog JSON handler's or a process's
+// stderr). Safe for concurrent use; the zero value is ready.
+type LogBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every Write
+}
+
+// Write appends p and wakes WaitFor.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.changed != nil {
+		close(b.changed)
+	}
+	b.changed = make(chan struct{})
+	return b.buf.Write(p)
+}
+
+// WaitFor waits until what was written contains s, woken by each Write; it
+// fails the test if it does not within timeout.
+func (b *LogBuffer) WaitFor(t testing.TB, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		b.mu.Lock()
+		found := strings.Contains(b.buf.String(), s)
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("logs do not contain %q after %s:\n%s", s, timeout, b.String())
+		}
+	}
+}
+
+// String is everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Records returns the decoded lines whose msg is msg; lines that are not
+// JSON objects are skipped.
+func (b *LogBuffer) Records(msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(b.String(), "\n") {
+		var m map[string]any
+		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Audits returns the decoded "audit" lines of the admin API.
+func (b *LogBuffer) Audits() []map[string]any { return b.Records("audit") }
+
+// HasAudit reports whether an audit line has every key=value of want
+// (string values).
+func (b *LogBuffer) HasAudit(want map[string]string) bool {
+	for _, m := range b.Audits() {
+		ok := true
+		for k, v := range want {
+			if s, _ := m[k].(string); s != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Bearer is an Authorization value for a caller of org iss: "Bearer " and
+// an HS256 token signed with secret for the audience callout-proxy, user
+// 005000000000001AAA, valid for ttl from now (the configurations' auth
+// section, contract §4's caller JWT).
+func Bearer(t testing.TB, secret, iss string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := auth.MintHS256([]byte(secret), iss, "callout-proxy", "005000000000001AAA", ttl, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "Bearer " + tok
+}
