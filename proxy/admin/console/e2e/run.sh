@@ -35,10 +35,17 @@ trap cleanup EXIT
 
 # 1. What the test needs: chromium from Debian, playwright-core pinned by
 # package-lock.json, redis-server, node.
-if [ ! -x /usr/bin/chromium ] || ! command -v redis-server >/dev/null || ! command -v node >/dev/null; then
+# Only what is missing: a machine whose node came from elsewhere (NodeSource's
+# nodejs bundles npm) cannot take Debian's npm beside it (they conflict).
+need=()
+[ -x /usr/bin/chromium ] || need+=(chromium)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   timeout 300 apt-get update -qq
-  timeout 600 apt-get install -y -qq chromium redis-server nodejs npm >/dev/null
+  timeout 600 apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
   (cd "$here" && timeout 300 npm ci --no-audit --no-fund --silent)
