@@ -103,12 +103,17 @@ func tokenFailure(parent context.Context, ep *config.Endpoint, err error) error 
 //   - the caller's context canceled: an error matching context.Canceled;
 //   - a signing secret never loadable or malformed (*credentials.ConfigError):
 //     *problem.Error Internal, as for a static header;
+//   - a query aws_sigv4 cannot sign as sent (*credentials.QueryError):
+//     *problem.Error InvalidRequest (400), the caller's request at fault;
 //   - the AWS credential chain without credentials (*credentials.Error): an
 //     error matching policy.ErrCredentials — Retryable "credentials";
 //     nothing reached the upstream.
 func signFailure(parent context.Context, ep *config.Endpoint, err error) error {
 	if errors.Is(parent.Err(), context.Canceled) && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w: %w", context.Canceled, err)
+	}
+	if qe, ok := errors.AsType[*credentials.QueryError](err); ok {
+		return problem.Wrap(problem.InvalidRequest, "endpoint "+ep.Name+" signs with AWS Signature Version 4, which cannot sign this query as sent (use '&' between parameters and valid %-escapes)", qe)
 	}
 	if ce, ok := errors.AsType[*credentials.ConfigError](err); ok {
 		return problem.Wrap(problem.Internal, "the signing credentials of endpoint "+ep.Name+" could not be read", ce)

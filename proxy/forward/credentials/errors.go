@@ -62,6 +62,20 @@ func (e *ConfigError) Error() string { return "credentials: " + e.Err.Error() }
 // Unwrap returns the cause.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// QueryError is a request whose query aws_sigv4 cannot sign as sent: one
+// url.ParseQuery does not read losslessly (a ';' separator, a bad
+// %-escape). The signer would drop or alter those parts, so the attempt is
+// refused instead (the caller's request is at fault; nothing was sent).
+type QueryError struct {
+	Err error
+}
+
+// Error implements error.
+func (e *QueryError) Error() string { return "credentials: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *QueryError) Unwrap() error { return e.Err }
+
 // maxErrorCode bounds the RFC 6749 error code quoted in an Error.
 const maxErrorCode = 64
 

@@ -25,6 +25,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
 // received is one request as a signing test's upstream got it.
@@ -323,4 +324,47 @@ func isolateAWSEnv(t *testing.T, dir string) {
 	}
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config-none"))
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+// TestSigV4QueryAsSent: the upstream gets the caller's query byte for byte
+// (contract §4), signed — repeated keys in their order, '+' and reserved
+// characters untouched — while the signer's canonical form is only what it
+// signs; a query the signer would alter (a ';' separator, a bad %-escape)
+// is refused with invalid-request before anything is sent.
+func TestSigV4QueryAsSent(t *testing.T) {
+	creds := aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
+	rig := newSignRig(t, time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC),
+		"    aws_sigv4: {region: eu-west-1, service: execute-api, access_key_id: {env: AK}, secret_access_key: {env: SK}}\n",
+		map[string]string{"AK": creds.AccessKeyID, "SK": creds.SecretAccessKey})
+	for _, q := range []string{
+		"ids=3&ids=1&ids=2",
+		"b=2&a=1&a=0&noval&plus=a+b",
+		"ts=2024-01-01T00:00:00+01:00",
+		"name=J%C3%BCrgen&path=%2Fa%2Fb&sp=%20x",
+	} {
+		a := rig.fwd.Do(context.Background(), rig.ep, &forward.Request{Method: http.MethodGet, Path: "/q", RawQuery: q, CalloutID: "q1"})
+		if a.Err != nil {
+			t.Fatalf("%s: attempt: %v", q, a.Err)
+		}
+		rig.mu.Lock()
+		got := rig.got[len(rig.got)-1]
+		rig.mu.Unlock()
+		if got.req.URL.RawQuery != q {
+			t.Errorf("upstream got query %q, want %q as sent", got.req.URL.RawQuery, q)
+		}
+		if err := credtest.VerifySigV4(got.req, got.body, creds, "execute-api", "eu-west-1"); err != nil {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+	n := len(rig.got)
+	for _, q := range []string{"a=1;b=2&c=3", "x=%zz&y=1"} {
+		a := rig.fwd.Do(context.Background(), rig.ep, &forward.Request{Method: http.MethodGet, Path: "/q", RawQuery: q, CalloutID: "q2"})
+		var pe *problem.Error
+		if !errors.As(a.Err, &pe) || pe.Code != problem.InvalidRequest {
+			t.Errorf("%s: err = %v, want invalid-request", q, a.Err)
+		}
+	}
+	if len(rig.got) != n {
+		t.Errorf("a refused query reached the upstream")
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -122,10 +124,22 @@ func (s *awsSigner) sign(ctx context.Context, r *http.Request, body []byte) erro
 	}
 	sum := sha256.Sum256(body)
 	hash := hex.EncodeToString(sum[:])
+	// The signer writes its canonical form of the query into
+	// r.URL.RawQuery (sorted, re-encoded, dropping what url.ParseQuery
+	// cannot read). The upstream gets the query as the caller sent it
+	// (contract §4: url + /path?query), so it is put back after signing;
+	// a query that url.ParseQuery cannot read losslessly (a ';' separator,
+	// a bad %-escape) cannot be signed faithfully and is refused instead
+	// of being sent altered.
+	raw := r.URL.RawQuery
+	if _, err := url.ParseQuery(raw); err != nil {
+		return &QueryError{Err: fmt.Errorf("aws_sigv4 of endpoint %s: the query cannot be signed as sent: %w", s.endpoint, err)}
+	}
 	r.Header.Del("X-Amz-Security-Token")
 	r.Header.Set("X-Amz-Content-Sha256", hash)
 	if err := s.signer.SignHTTP(ctx, c, r, hash, s.cfg.Service, s.cfg.Region, s.now()); err != nil {
 		return &ConfigError{Err: errors.New("aws_sigv4 of endpoint " + s.endpoint + ": the request could not be signed")}
 	}
+	r.URL.RawQuery = raw
 	return nil
 }
