@@ -20,15 +20,23 @@ const layoutKey = keyPrefix + "layout"
 
 // LayoutError reports a store whose layout is not this binary's.
 type LayoutError struct {
-	// Store is the store's layout version (-1: the key holds no number).
+	// Store is the store's layout version (-1: the key holds no version).
 	Store int
 	// Binary is this binary's, LayoutVersion.
 	Binary int
+	// Found is what the key holds when it is no version (Store -1): the
+	// value quoted, or the kind of key ("a hash").
+	Found string
 }
 
 // Error names both versions and what the operator can do.
 func (e *LayoutError) Error() string {
-	if e.Store > e.Binary {
+	switch {
+	case e.Store < 0:
+		return fmt.Sprintf("redisstore: %s holds %s, which is no layout version (versions are whole numbers from 1): "+
+			"this is not a store of a known layout; check redis.url (and its database), and delete the key only "+
+			"if the store is empty (this binary's layout is %d)", layoutKey, e.Found, e.Binary)
+	case e.Store > e.Binary:
 		return fmt.Sprintf("redisstore: the store's layout is version %d, newer than this binary's %d: "+
 			"run a binary of layout %d or later (migrate cannot go back)", e.Store, e.Binary, e.Store)
 	}
@@ -40,19 +48,28 @@ func (e *LayoutError) Error() string {
 // when the store has none (a store never used: nothing to migrate) in the
 // same command (SET … NX GET). It returns the version found, and false
 // when there was none. Errors: ErrUnavailable; a LayoutError when the key
-// holds no number.
+// holds no version (or is not a string).
 func (s *Store) stampLayout(ctx context.Context) (int, bool, error) {
 	old, err := s.rdb.SetArgs(ctx, layoutKey, strconv.Itoa(LayoutVersion),
 		redis.SetArgs{Mode: "NX", Get: true}).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
+	if err != nil && redis.HasErrorPrefix(err, "WRONGTYPE") {
+		kind, terr := s.rdb.Type(ctx, layoutKey).Result()
+		if terr != nil {
+			kind = "another type"
+		}
+		return 0, true, &LayoutError{Store: -1, Binary: LayoutVersion, Found: "a " + kind + " key, not a string"}
+	}
 	if err != nil {
 		return 0, false, s.wrap("layout", err)
 	}
+	// Only the canonical form of a version counts ("1", not "01", " 1",
+	// "1.0"): anything else was not written by a binary of this project.
 	v, err := strconv.Atoi(old)
-	if err != nil || v < 0 {
-		return 0, true, &LayoutError{Store: -1, Binary: LayoutVersion}
+	if err != nil || v < 1 || strconv.Itoa(v) != old {
+		return 0, true, &LayoutError{Store: -1, Binary: LayoutVersion, Found: strconv.Quote(old)}
 	}
 	return v, true, nil
 }

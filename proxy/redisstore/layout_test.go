@@ -31,7 +31,16 @@ func TestLayoutVersion(t *testing.T) {
 			}
 		}
 
-		for _, v := range []int{LayoutVersion - 1, LayoutVersion + 1} {
+		// An older store (there is none while LayoutVersion is 1: versions
+		// start at 1, and "0" is no version, below) is told to migrate.
+		if msg := (&LayoutError{Store: 1, Binary: 2}).Error(); !strings.Contains(msg, "callout-proxy migrate") {
+			t.Errorf("an older store's error %q does not say to migrate", msg)
+		}
+		versions := []int{LayoutVersion + 1}
+		if LayoutVersion > 1 {
+			versions = append(versions, LayoutVersion-1)
+		}
+		for _, v := range versions {
 			if err := e.b.Client.Set(ctxT(t), layoutKey, strconv.Itoa(v), 0).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -55,12 +64,34 @@ func TestLayoutVersion(t *testing.T) {
 			}
 		}
 
-		if err := e.b.Client.Set(ctxT(t), layoutKey, "two", 0).Err(); err != nil {
+		// Values no binary writes: named as found, never answered "run
+		// migrate" (which would refuse them again), by CheckLayout and
+		// Migrate alike; nothing is written.
+		for _, bad := range []string{"two", "0", "-1", "01", " 1", "1.0", "", "99999999999999999999"} {
+			if err := e.b.Client.Set(ctxT(t), layoutKey, bad, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for name, check := range map[string]func() error{
+				"CheckLayout": func() error { return s.CheckLayout(ctxT(t)) },
+				"Migrate":     func() error { return second(s.Migrate(ctxT(t))) },
+			} {
+				var le *LayoutError
+				err := check()
+				if !errors.As(err, &le) || le.Store != -1 || !strings.Contains(err.Error(), strconv.Quote(bad)) ||
+					strings.Contains(err.Error(), "migrate --config") || version() != bad {
+					t.Fatalf("%s of a layout key holding %q: %v (key now %q)", name, bad, err, version())
+				}
+			}
+		}
+		if err := e.b.Client.Del(ctxT(t), layoutKey).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.b.Client.HSet(ctxT(t), layoutKey, "v", "1").Err(); err != nil {
 			t.Fatal(err)
 		}
 		var le *LayoutError
-		if err := s.CheckLayout(ctxT(t)); !errors.As(err, &le) || le.Store != -1 {
-			t.Fatalf("a layout key holding no number: %v", err)
+		if err := s.CheckLayout(ctxT(t)); !errors.As(err, &le) || le.Store != -1 || !strings.Contains(err.Error(), "a hash key") {
+			t.Fatalf("a layout key that is a hash: %v", err)
 		}
 
 		if err := e.b.Client.Del(ctxT(t), layoutKey).Err(); err != nil {
