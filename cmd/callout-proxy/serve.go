@@ -100,7 +100,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 
 	store := redisstore.New(rdb, redisstore.Options{
 		Now: now, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
-		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil,
+		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil, RequireLayout: true,
 		Shards: func(endpoint string) int {
 			if ep, ok := cfg.Endpoint(endpoint); ok {
 				return ep.Shards

@@ -46,6 +46,9 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 // pipelined. The attempt is counted at claim time (Claimed.Attempt). Results are in request order. Errors:
 // ErrUnavailable.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) ([]ClaimResult, error) {
+	if err := s.layoutReady(ctx); err != nil {
+		return nil, err
+	}
 	for _, r := range reqs {
 		if r.Lease <= 0 {
 			return nil, fmt.Errorf("redisstore: claim: lease must be > 0")

@@ -150,6 +150,9 @@ func fingerprint12(nc policy.NewCallout) string {
 func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id string, err error) {
 	nc := a.nc
 	op := map[string]string{"b": "begin", "e": "enqueue", "d": "enqueue (dry run)"}[a.mode]
+	if err := s.layoutReady(ctx); err != nil {
+		return createReply{}, "", err
+	}
 	q, err := s.createQueue(ctx, nc)
 	if err != nil {
 		return createReply{}, "", err

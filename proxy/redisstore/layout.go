@@ -87,7 +87,17 @@ func (s *Store) CheckLayout(ctx context.Context) error {
 	if found && v != LayoutVersion {
 		return &LayoutError{Store: v, Binary: LayoutVersion}
 	}
+	s.layoutOK.Store(true)
 	return nil
+}
+
+// layoutReady is the guard of Options.RequireLayout: nil once the layout
+// has been confirmed (or when not required), else CheckLayout's answer.
+func (s *Store) layoutReady(ctx context.Context) error {
+	if !s.requireLayout || s.layoutOK.Load() {
+		return nil
+	}
+	return s.CheckLayout(ctx)
 }
 
 // Migrate brings the store to LayoutVersion (`callout-proxy migrate`) and
@@ -105,5 +115,6 @@ func (s *Store) Migrate(ctx context.Context) (from int, err error) {
 	if found && v != LayoutVersion {
 		return v, &LayoutError{Store: v, Binary: LayoutVersion}
 	}
+	s.layoutOK.Store(true)
 	return v, nil
 }

@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -67,6 +68,14 @@ type Options struct {
 	// disable (contract §6); CompleteResult.NotifyOwner is their answer, for
 	// no one to decide again. nil: every endpoint's owner can be told.
 	Notify func(endpoint string) bool
+	// RequireLayout, when true, makes every write of a new callout and
+	// every claim wait for a confirmed layout: until CheckLayout or Migrate
+	// has succeeded once, each such call checks the layout first (one
+	// round trip) and fails — nothing written — with its error (a
+	// *LayoutError, or ErrUnavailable). The composition root sets it, so a
+	// replica that started while Redis was down never writes into a store
+	// of another layout in the seconds before its background check runs.
+	RequireLayout bool
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
@@ -105,6 +114,10 @@ type Store struct {
 	shardsOf    func(string) int
 	notifies    func(string) bool
 	shardStates sync.Map // endpoint -> *shardState
+	// requireLayout and layoutOK: Options.RequireLayout, and whether the
+	// layout has been confirmed (layout.go).
+	requireLayout bool
+	layoutOK      atomic.Bool
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
@@ -118,7 +131,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
-		gates: newGateCache(),
+		gates: newGateCache(), requireLayout: opts.RequireLayout,
 	}
 	if s.now == nil {
 		s.now = time.Now
