@@ -21,20 +21,9 @@ import (
 // store lives only inside a running proxy, which stamps it at start:
 // nothing to migrate.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("callout-proxy migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "path to the YAML configuration file (required)")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return nil
-	} else if err != nil {
-		return usageError{err}
-	}
-	if *path == "" {
-		return usageError{errors.New("migrate: --config FILE is required")}
-	}
-	cfg, err := config.Load(*path, getenv)
-	if err != nil {
-		return usageError{err}
+	_, cfg, err := loadConfigFlag("migrate", args, getenv, stderr)
+	if cfg == nil {
+		return err
 	}
 	if cfg.Redis.Embedded() {
 		fmt.Fprintln(stdout, "redis: embedded (in memory): nothing to migrate; a proxy stamps its embedded store at start")
@@ -109,4 +98,28 @@ func checkLayout(ctx context.Context, store *redisstore.Store, logger *slog.Logg
 // unreachable reports an error of a Redis that did not answer.
 func unreachable(err error) bool {
 	return errors.Is(err, policy.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// loadConfigFlag parses the one flag of a subcommand that reads the
+// configuration (--config FILE, required) and loads it. It returns the
+// path and the configuration, or a nil configuration with the error to
+// return: nil for -h (the usage was printed), a usageError (exit 2) for a
+// bad flag, a missing --config or a configuration error.
+func loadConfigFlag(sub string, args []string, getenv func(string) string, stderr io.Writer) (string, *config.Config, error) {
+	fs := flag.NewFlagSet("callout-proxy "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "path to the YAML configuration file (required)")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return "", nil, nil
+	} else if err != nil {
+		return "", nil, usageError{err}
+	}
+	if *path == "" {
+		return "", nil, usageError{errors.New(sub + ": --config FILE is required")}
+	}
+	cfg, err := config.Load(*path, getenv)
+	if err != nil {
+		return "", nil, usageError{err}
+	}
+	return *path, cfg, nil
 }

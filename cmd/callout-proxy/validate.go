@@ -1,15 +1,12 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
-	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
 // runValidate is `callout-proxy validate --config FILE`: it checks the
@@ -20,20 +17,9 @@ import (
 // and returns nil when the configuration would start; a configuration
 // error otherwise (exit 2).
 func runValidate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("callout-proxy validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "path to the YAML configuration file (required)")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return nil
-	} else if err != nil {
-		return usageError{err}
-	}
-	if *path == "" {
-		return usageError{errors.New("validate: --config FILE is required")}
-	}
-	cfg, err := config.Load(*path, getenv)
-	if err != nil {
-		return usageError{err}
+	path, cfg, err := loadConfigFlag("validate", args, getenv, stderr)
+	if cfg == nil {
+		return err
 	}
 	if _, err := auth.NewVerifier(cfg.Auth, getenv, time.Now); err != nil {
 		return usageError{fmt.Errorf("auth: %w", err)}
@@ -46,7 +32,7 @@ func runValidate(args []string, getenv func(string) string, stdout, stderr io.Wr
 		sf = "on (" + cfg.Salesforce.LoginURL + ")"
 	}
 	fmt.Fprintf(stdout, "%s: configuration OK\n  listen %s, admin_listen %s\n  redis: %s\n  endpoints (%d): %s\n"+
-		"  salesforce: %s\n  log: %s, %s\n", *path, cfg.Listen, cfg.AdminListen, cfg.Redis,
+		"  salesforce: %s\n  log: %s, %s\n", path, cfg.Listen, cfg.AdminListen, cfg.Redis,
 		len(cfg.Endpoints), strings.Join(cfg.EndpointNames(), ", "), sf, cfg.Log.Level, cfg.Log.Format)
 	return nil
 }
