@@ -134,6 +134,14 @@ audit_line() {
   fi
 }
 audit_line ops breaker_reset ok
+# The console's reset closed an open breaker (the API reports "changed").
+if grep '"msg":"audit"' "$work/proxy.log" | grep '"token":"ops"' | grep '"action":"breaker_reset"' |
+   grep '"result":"ok"' | grep -q '"changed":true'; then
+  echo "ok - audit line: the reset changed the breaker"
+else
+  echo "not ok - audit line: the reset changed the breaker"
+  exit 1
+fi
 audit_line ops replay_job.create ok
 audit_line viewer breaker_reset forbidden
 audit_line viewer console.login ok
