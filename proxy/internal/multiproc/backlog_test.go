@@ -3,6 +3,7 @@ package multiproc
 import (
 	"context"
 	"fmt"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"net/http"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestBacklogCapSharedByReplicas(t *testing.T) {
 	// for the whole test: their next attempts are up to a minute away.
 	slow := []string{"base_delay: 1m", "max_delay: 1m", "connect_timeout: 1s",
 		"header_timeout: 2s", "attempt_timeout: 2s"}
-	down := fmt.Sprintf("http://127.0.0.1:%d", closedPort(t))
+	down := fmt.Sprintf("http://127.0.0.1:%d", proctest.FreePort(t))
 	reps := startReplicas(t, 2, h.config(slow, endpoint("capped", down, loopbackNets, "max_backlog_items: 2", "max_backlog_items_per_issuer: 2")))
 
 	for i, r := range []*replica{reps[0], reps[1]} {

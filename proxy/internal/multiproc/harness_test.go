@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -216,20 +215,6 @@ func decodeDoc(t *testing.T, body []byte) statusDoc {
 		t.Fatalf("status document %q: %v", body, err)
 	}
 	return doc
-}
-
-// closedPort returns a loopback TCP port nothing listens on.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
 }
 
 // hdr builds a request header from name, value pairs.
