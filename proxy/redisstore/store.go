@@ -2,7 +2,7 @@
 // delay queue with leases, the callout records, the idempotency
 // reservations, the per-endpoint gate (circuit breaker, pause, disable,
 // backlog) and the dead-letter index (contract §3–§7, ARCHITECTURE.md "Redis data
-// model"). All Redis keys and Lua scripts of the proxy live here: keys.go
+// model"). All Redis keys and Lua scripts of the proxy live here: keyspace
 // documents every key once, lua/ holds one file per script.
 //
 // Every key of one endpoint shares a hash tag and every script receives all
@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -80,11 +81,6 @@ type Options struct {
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
 }
-
-// wakeChannel is the pub/sub channel a callout that becomes due at once in
-// an empty queue is published on (create.lua, reap, release of held
-// callouts), for the dispatchers to wake (Store.Wakeups; keys.go cp:wake).
-const wakeChannel = keyPrefix + "wake"
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
 const DefaultResponseBodyCap = 64 << 10
@@ -162,7 +158,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Endpoints returns the names of every endpoint this store has created a
 // callout for (the cp:endpoints set), unordered.
 func (s *Store) Endpoints(ctx context.Context) ([]string, error) {
-	v, err := s.rdb.SMembers(ctx, endpointsKey).Result()
+	v, err := s.rdb.SMembers(ctx, keyspace.Endpoints).Result()
 	return v, s.wrap("endpoints", err)
 }
 
@@ -173,7 +169,7 @@ func (s *Store) remember(ctx context.Context, endpoint string) {
 	if _, ok := s.seen.Load(endpoint); ok {
 		return
 	}
-	if err := s.rdb.SAdd(ctx, endpointsKey, endpoint).Err(); err != nil {
+	if err := s.rdb.SAdd(ctx, keyspace.Endpoints, endpoint).Err(); err != nil {
 		s.log.Warn("redisstore: remember endpoint", "endpoint", endpoint, "err", err)
 		return
 	}
