@@ -30,8 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -219,30 +219,9 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []str
 	return v, nil
 }
 
-// wrap turns a Redis error into the store's: connection-level failures
-// wrap ErrUnavailable; context cancellation and script/reply errors are
-// wrapped as they are. nil stays nil.
-func (s *Store) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if unavailable(err) {
-		return fmt.Errorf("redisstore: %s: %w: %w", op, policy.ErrUnavailable, err)
-	}
-	return fmt.Errorf("redisstore: %s: %w", op, err)
-}
-
-func unavailable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, redis.Nil) {
-		return false
-	}
-	var re redis.Error
-	if errors.As(err, &re) {
-		return redis.IsLoadingError(err) || redis.IsClusterDownError(err) ||
-			redis.IsMasterDownError(err) || redis.IsTryAgainError(err) || redis.IsReadOnlyError(err)
-	}
-	return true // network errors, EOF, closed client, pool timeout, deadline
-}
+// wrap turns a Redis error into the store's (script.Wrap): connection-level
+// failures wrap ErrUnavailable. nil stays nil.
+func (s *Store) wrap(op string, err error) error { return script.Wrap("redisstore: "+op, err) }
 
 // Reply decoding helpers for script results (RESP arrays of strings and
 // integers; nil for absent hash fields).
