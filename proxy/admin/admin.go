@@ -136,6 +136,7 @@ type Deps struct {
 type server struct {
 	d          Deps
 	redactions statusdoc.Redactions
+	throttle   *auth.LoginThrottle // the API's and the console's
 }
 
 // New returns the admin listener's handler over d (routes.go lists its
@@ -154,8 +155,27 @@ func New(d Deps) http.Handler {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	s := &server{d: d, redactions: statusdoc.NewRedactions(d.Config)}
+	s := &server{d: d, redactions: statusdoc.NewRedactions(d.Config), throttle: loginThrottle(d)}
 	return s.routes()
+}
+
+// loginThrottle is the throttle of failed admin-token checks of the API
+// and the console, from limits.admin_login_* (a configuration that did not
+// go through config.Parse gets their defaults).
+func loginThrottle(d Deps) *auth.LoginThrottle {
+	lim := d.Config.Limits
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	window := lim.AdminLoginWindow
+	if window <= 0 {
+		window = config.DefaultAdminLoginWindow
+	}
+	return auth.NewLoginThrottle(or(lim.AdminLoginFailures, config.DefaultAdminLoginFailures), window,
+		or(lim.AdminLoginSources, config.DefaultAdminLoginSources), d.Now, d.Logger)
 }
 
 // storeTimeout bounds one store operation of an admin write (replay,

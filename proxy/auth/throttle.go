@@ -31,10 +31,12 @@ import (
 // line (remote_addr "*") instead. Lapsed windows are written at the next
 // check of any admin token (Failure or Sweep): the throttle runs no timer.
 //
-// Memory: at most capacity sources and prefixes are remembered; a new one
-// past it forgets the one whose window started first (writing its line),
-// so an attacker rotating addresses or prefixes never grows it. IPv6
-// sources are counted per /64, the block one host is usually given.
+// Memory: at most capacity sources and capacity prefixes are remembered; a
+// new one past it forgets the one of its kind whose window started first
+// (writing its line), so an attacker rotating addresses or prefixes never
+// grows it, and one rotating prefixes from one address never pushes that
+// address out. IPv6 sources are counted per /64, the block one host is
+// usually given.
 //
 // A nil *LoginThrottle throttles nothing and logs every failure. It is safe
 // for concurrent use.
@@ -47,7 +49,7 @@ type LoginThrottle struct {
 
 	mu      sync.Mutex
 	entries map[throttleKey]*list.Element // of *throttleEntry
-	order   *list.List                    // oldest window first
+	order   [2]*list.List                 // per kind (source, prefix): oldest window first
 	lines   firstLines
 }
 
@@ -68,9 +70,15 @@ const throttlePrefixBytes = 8
 // throttleKey names what is counted: a source address (or IPv6 /64) or a
 // token prefix's digest.
 type throttleKey struct {
-	prefix bool
-	id     string
+	kind int // kindSource or kindPrefix
+	id   string
 }
+
+// The kinds of throttleKey.
+const (
+	kindSource = iota
+	kindPrefix
+)
 
 // throttleEntry counts one key's failures in the window that began at
 // start; throttled counts those answered 429.
@@ -83,13 +91,13 @@ type throttleEntry struct {
 
 // NewLoginThrottle returns a throttle that allows failures failed checks
 // per source and per token prefix in each window, remembers at most
-// capacity of them, reads time from now and writes its collapsed audit
+// capacity sources and capacity prefixes, reads time from now and writes its collapsed audit
 // lines to logger. failures, window and capacity must be positive
 // (config.Limits validates them).
 func NewLoginThrottle(failures int, window time.Duration, capacity int, now func() time.Time,
 	logger *slog.Logger) *LoginThrottle {
 	return &LoginThrottle{failures: failures, window: window, capacity: capacity, now: now, logger: logger,
-		entries: map[throttleKey]*list.Element{}, order: list.New()}
+		entries: map[throttleKey]*list.Element{}, order: [2]*list.List{list.New(), list.New()}}
 }
 
 // Verdict is what the throttle decided of one failure.
@@ -120,11 +128,11 @@ func (t *LoginThrottle) Failure(ctx context.Context, remoteAddr, authorization s
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweep(ctx, now)
-	src := t.count(ctx, throttleKey{id: SourceOf(remoteAddr)}, now)
+	src := t.count(ctx, throttleKey{kind: kindSource, id: SourceOf(remoteAddr)}, now)
 	v := Verdict{Log: src.failures == 1}
 	over := []*throttleEntry{src}
 	if p := tokenPrefix(authorization); p != "" {
-		over = append(over, t.count(ctx, throttleKey{prefix: true, id: p}, now))
+		over = append(over, t.count(ctx, throttleKey{kind: kindPrefix, id: p}, now))
 	}
 	for _, e := range over {
 		if e.failures > t.failures {
@@ -179,11 +187,12 @@ func (t *LoginThrottle) count(ctx context.Context, key throttleKey, now time.Tim
 		e.failures++
 		return e
 	}
-	if len(t.entries) >= t.capacity {
-		t.forget(ctx, t.order.Front())
+	order := t.order[key.kind]
+	if order.Len() >= t.capacity {
+		t.forget(ctx, order.Front())
 	}
 	e := &throttleEntry{key: key, start: now, failures: 1}
-	t.entries[key] = t.order.PushBack(e)
+	t.entries[key] = order.PushBack(e)
 	return e
 }
 
@@ -192,11 +201,13 @@ func (t *LoginThrottle) count(ctx context.Context, key throttleKey, now time.Tim
 // Windows have one length and start in order, so the oldest are in front.
 // t.mu is held.
 func (t *LoginThrottle) sweep(ctx context.Context, now time.Time) {
-	for el := t.order.Front(); el != nil; el = t.order.Front() {
-		if now.Before(el.Value.(*throttleEntry).start.Add(t.window)) {
-			break
+	for _, order := range t.order {
+		for el := order.Front(); el != nil; el = order.Front() {
+			if now.Before(el.Value.(*throttleEntry).start.Add(t.window)) {
+				break
+			}
+			t.forget(ctx, el)
 		}
-		t.forget(ctx, el)
 	}
 	if t.lines.suppressed > 0 && !now.Before(t.lines.start.Add(t.window)) {
 		t.logger.LogAttrs(ctx, slog.LevelWarn, "audit", slog.String("token", ""),
@@ -212,9 +223,9 @@ func (t *LoginThrottle) sweep(ctx context.Context, now time.Time) {
 // forget drops el's entry; a source's with more than one failure writes its
 // audit line first. t.mu is held.
 func (t *LoginThrottle) forget(ctx context.Context, el *list.Element) {
-	e := t.order.Remove(el).(*throttleEntry)
+	e := t.order[el.Value.(*throttleEntry).key.kind].Remove(el).(*throttleEntry)
 	delete(t.entries, e.key)
-	if e.key.prefix || e.failures < 2 {
+	if e.key.kind == kindPrefix || e.failures < 2 {
 		return
 	}
 	t.logger.LogAttrs(ctx, slog.LevelWarn, "audit", slog.String("token", ""),

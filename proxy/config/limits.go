@@ -79,9 +79,9 @@ type Limits struct {
 	// in, and the longest Retry-After of a throttled one; each source's
 	// failures of a window are collapsed into one audit line. Default 1m.
 	AdminLoginWindow time.Duration `yaml:"admin_login_window"`
-	// AdminLoginSources bounds the sources and token prefixes the login
-	// throttle remembers (about 150 bytes each); past it the oldest is
-	// forgotten. Default 10000.
+	// AdminLoginSources bounds the source addresses the login throttle
+	// remembers, and separately the token prefixes (about 200 bytes each);
+	// past it the one counted longest is forgotten. Default 10000.
 	AdminLoginSources int `yaml:"admin_login_sources"`
 }
 
