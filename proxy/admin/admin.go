@@ -124,11 +124,12 @@ type Deps struct {
 	// Wake, optional, starts this replica's dispatcher at once after an
 	// enable or breaker reset, which may release held callouts.
 	Wake func()
-	// Logger receives the audit lines (msg "audit"). Default: discard —
-	// the composition root always passes one.
+	// Logger receives the audit lines (msg "audit"), the login throttle's
+	// collapsed ones included. Default: discard — the composition root
+	// always passes one.
 	Logger *slog.Logger
-	// Now is the clock (a pause in force, a breaker's reset); default
-	// time.Now.
+	// Now is the clock (a pause in force, a breaker's reset, the login
+	// throttle's windows); default time.Now.
 	Now func() time.Time
 }
 
@@ -140,7 +141,8 @@ type server struct {
 }
 
 // New returns the admin listener's handler over d (routes.go lists its
-// routes). It panics when Config or Tokens is nil, or Endpoints is set
+// routes). Failed token checks of the API and the console share one login
+// throttle (auth.LoginThrottle, limits.admin_login_*: docs/limits.md). It panics when Config or Tokens is nil, or Endpoints is set
 // without Metrics: a wiring mistake, not a condition to serve with.
 func New(d Deps) http.Handler {
 	switch {

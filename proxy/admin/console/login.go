@@ -129,7 +129,8 @@ func (c *console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 // handleLogin serves POST /console/login: form fields token (an admin
 // token's value), nonce (the login form's CSRF value) and next. A token
 // that Tokens knows starts a session of its name and scope; every try is
-// audit-logged (action console.login).
+// audit-logged (action console.login), failed ones as the login throttle
+// collapses them (loginFailed).
 func (c *console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
