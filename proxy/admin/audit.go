@@ -48,7 +48,7 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request, need auth.Sco
 		return token, true
 	}
 	if pe := problem.From(err); pe.Code == problem.Unauthorized {
-		v := s.throttle.Failure(r.Context(), r.RemoteAddr, authz)
+		v := s.throttle.Failure(r.Context(), r.RemoteAddr, authz, au != nil)
 		if v.RetryAfter > 0 {
 			err = loginThrottled(v)
 		}

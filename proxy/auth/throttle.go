@@ -23,8 +23,8 @@ import (
 // throttle only of failures), so an attacker sharing an address with the
 // admin (a NAT, an ingress, a port-forward) cannot lock the admin out.
 //
-// Audit lines: the first failure of a source in a window is logged by the
-// caller (Failure says when); the others are counted, and when the window
+// Audit lines: the first audited failure of a source in a window is
+// logged by the caller (Failure says when); the others are counted, and when the window
 // is over one line per source says how many there were (msg "audit",
 // result "unauthorized_repeated", failures, throttled). Past
 // maxFirstLines first lines in a window, new sources are counted into one
@@ -38,7 +38,7 @@ import (
 // address out. IPv6 sources are counted per /64, the block one host is
 // usually given.
 //
-// A nil *LoginThrottle throttles nothing and logs every failure. It is safe
+// A nil *LoginThrottle throttles nothing and logs every audited failure. It is safe
 // for concurrent use.
 type LoginThrottle struct {
 	failures int
@@ -87,6 +87,7 @@ type throttleEntry struct {
 	start     time.Time
 	failures  int
 	throttled int
+	logged    bool // the caller wrote a line of this window
 }
 
 // NewLoginThrottle returns a throttle that allows failures failed checks
@@ -106,7 +107,7 @@ type Verdict struct {
 	// Retry-After of it in whole seconds (RetryAfterSeconds).
 	RetryAfter time.Duration
 	// Log says the caller writes this failure's own audit line: the first
-	// failure of its source in the window.
+	// audited failure of its source in the window.
 	Log bool
 }
 
@@ -119,17 +120,21 @@ func (v Verdict) RetryAfterSeconds() int {
 // Failure counts a failed check from remoteAddr (an http.Request's
 // RemoteAddr) that presented authorization (the Authorization value; the
 // console passes "Bearer " + the typed token) and returns its verdict. A
-// missing or empty token counts for its source only.
-func (t *LoginThrottle) Failure(ctx context.Context, remoteAddr, authorization string) Verdict {
+// missing or empty token counts for its source only. audited says the
+// caller writes audit lines of such failures (admin writes and console
+// logins do, admin reads do not): only then may the verdict ask for one,
+// so a failed read never takes the place of a failed write's line.
+func (t *LoginThrottle) Failure(ctx context.Context, remoteAddr, authorization string, audited bool) Verdict {
 	if t == nil {
-		return Verdict{Log: true}
+		return Verdict{Log: audited}
 	}
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweep(ctx, now)
 	src := t.count(ctx, throttleKey{kind: kindSource, id: SourceOf(remoteAddr)}, now)
-	v := Verdict{Log: src.failures == 1}
+	v := Verdict{Log: audited && !src.logged}
+	src.logged = src.logged || audited
 	over := []*throttleEntry{src}
 	if p := tokenPrefix(authorization); p != "" {
 		over = append(over, t.count(ctx, throttleKey{kind: kindPrefix, id: p}, now))

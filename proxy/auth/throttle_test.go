@@ -56,13 +56,13 @@ func TestThrottleAfterFailures(t *testing.T) {
 	r := newThrottleRig(3, time.Minute, 100)
 	ctx := context.Background()
 	for i := range 3 {
-		v := r.t.Failure(ctx, "192.0.2.7:50000", wrong(i))
+		v := r.t.Failure(ctx, "192.0.2.7:50000", wrong(i), true)
 		if v.RetryAfter != 0 || v.Log != (i == 0) {
 			t.Fatalf("failure %d: %+v, want not throttled, logged only the first", i+1, v)
 		}
 	}
 	r.clock.Advance(20 * time.Second)
-	v := r.t.Failure(ctx, "192.0.2.7:50001", wrong(3))
+	v := r.t.Failure(ctx, "192.0.2.7:50001", wrong(3), true)
 	if v.RetryAfter != 40*time.Second || v.RetryAfterSeconds() != 40 || v.Log {
 		t.Fatalf("4th failure 20 s in: %+v, want throttled for 40 s, not logged", v)
 	}
@@ -70,7 +70,7 @@ func TestThrottleAfterFailures(t *testing.T) {
 		t.Fatalf("%d lines written inside the window, want 0", n)
 	}
 	r.clock.Advance(40 * time.Second)
-	if v := r.t.Failure(ctx, "192.0.2.7:50002", wrong(4)); v.RetryAfter != 0 || !v.Log {
+	if v := r.t.Failure(ctx, "192.0.2.7:50002", wrong(4), true); v.RetryAfter != 0 || !v.Log {
 		t.Fatalf("first failure of the next window: %+v, want a logged 401", v)
 	}
 	lines := r.lines(t)
@@ -92,15 +92,15 @@ func TestThrottleAfterFailures(t *testing.T) {
 func TestThrottlePerPrefix(t *testing.T) {
 	r := newThrottleRig(3, time.Minute, 100)
 	for i := range 3 {
-		if v := r.t.Failure(context.Background(), "198.51.100."+strconv.Itoa(i)+":1", "Bearer samepref-"+strconv.Itoa(i)); v.RetryAfter != 0 {
+		if v := r.t.Failure(context.Background(), "198.51.100."+strconv.Itoa(i)+":1", "Bearer samepref-"+strconv.Itoa(i), true); v.RetryAfter != 0 {
 			t.Fatalf("failure %d: throttled already", i+1)
 		}
 	}
-	v := r.t.Failure(context.Background(), "198.51.100.9:1", "Bearer samepref-x")
+	v := r.t.Failure(context.Background(), "198.51.100.9:1", "Bearer samepref-x", true)
 	if v.RetryAfter != time.Minute || !v.Log {
 		t.Fatalf("4th try of the prefix from a new address: %+v, want throttled 60 s and its address's first line", v)
 	}
-	if v := r.t.Failure(context.Background(), "198.51.100.10:1", ""); v.RetryAfter != 0 {
+	if v := r.t.Failure(context.Background(), "198.51.100.10:1", "", true); v.RetryAfter != 0 {
 		t.Errorf("no token from a new address: %+v, want a 401 (no prefix to count)", v)
 	}
 }
@@ -112,7 +112,7 @@ func TestThrottleCollapsesAFlood(t *testing.T) {
 	r := newThrottleRig(10, time.Minute, 10000)
 	logged, throttled := 0, 0
 	for i := range 500 {
-		v := r.t.Failure(context.Background(), "203.0.113.5:4000", wrong(i))
+		v := r.t.Failure(context.Background(), "203.0.113.5:4000", wrong(i), true)
 		if v.Log {
 			logged++
 		}
@@ -149,7 +149,7 @@ func TestThrottleMemoryIsBounded(t *testing.T) {
 	logged := 0
 	for i := range 20000 {
 		addr := "10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255) + ":1"
-		if r.t.Failure(context.Background(), addr, wrong(i)).Log {
+		if r.t.Failure(context.Background(), addr, wrong(i), true).Log {
 			logged++
 		}
 		if n := r.t.Len(); n > 1000 {
@@ -173,7 +173,7 @@ func TestThrottleMemoryIsBounded(t *testing.T) {
 
 	var last Verdict
 	for i := range 2000 {
-		last = r.t.Failure(context.Background(), "192.0.2.1:1", wrong(50000+i))
+		last = r.t.Failure(context.Background(), "192.0.2.1:1", wrong(50000+i), true)
 	}
 	if last.RetryAfter == 0 {
 		t.Error("one address rotating 2000 prefixes (capacity 500) is not throttled")
@@ -209,11 +209,27 @@ func TestSourceOf(t *testing.T) {
 	}
 }
 
-// TestNilThrottle: a nil throttle throttles nothing and logs everything.
+// TestUnauditedFailuresTakeNoLine: a failed read (not audited) first does
+// not take its source's one line: the audited failure after it writes it.
+func TestUnauditedFailuresTakeNoLine(t *testing.T) {
+	r := newThrottleRig(10, time.Minute, 100)
+	if v := r.t.Failure(context.Background(), "192.0.2.8:1", wrong(0), false); v.Log {
+		t.Fatalf("unaudited failure: %+v, want no line", v)
+	}
+	if v := r.t.Failure(context.Background(), "192.0.2.8:1", wrong(1), true); !v.Log {
+		t.Fatalf("first audited failure after it: %+v, want its line", v)
+	}
+	if v := r.t.Failure(context.Background(), "192.0.2.8:1", wrong(2), true); v.Log {
+		t.Fatalf("second audited failure: %+v, want no line", v)
+	}
+}
+
+// TestNilThrottle: a nil throttle throttles nothing and logs every audited
+// failure.
 func TestNilThrottle(t *testing.T) {
 	var none *LoginThrottle
-	for range 50 {
-		if v := none.Failure(context.Background(), "192.0.2.1:1", "Bearer x"); v.RetryAfter != 0 || !v.Log {
+	for i := range 50 {
+		if v := none.Failure(context.Background(), "192.0.2.1:1", "Bearer x", i%2 == 0); v.RetryAfter != 0 || v.Log != (i%2 == 0) {
 			t.Fatalf("nil throttle: %+v", v)
 		}
 	}

@@ -180,7 +180,7 @@ func (c *console) loginFailed(w http.ResponseWriter, r *http.Request, next, bear
 	pe := problem.From(err)
 	status, result, msg := pe.Code.Status(), string(pe.Code), pe.Detail
 	if pe.Code == problem.Unauthorized {
-		v := c.d.Throttle.Failure(r.Context(), r.RemoteAddr, bearer)
+		v := c.d.Throttle.Failure(r.Context(), r.RemoteAddr, bearer, true)
 		if v.RetryAfter > 0 {
 			secs := v.RetryAfterSeconds()
 			status, result = http.StatusTooManyRequests, string(problem.LoginThrottled)
