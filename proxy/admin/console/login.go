@@ -184,7 +184,7 @@ func (c *console) loginFailed(w http.ResponseWriter, r *http.Request, next, bear
 		if v.RetryAfter > 0 {
 			secs := v.RetryAfterSeconds()
 			status, result = http.StatusTooManyRequests, string(problem.LoginThrottled)
-			msg = "Too many failed logins from this address: try again in " + strconv.Itoa(secs) + " s."
+			msg = "Too many failed logins from this address or with this token: try again in " + strconv.Itoa(secs) + " s."
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
 		if !v.Log {
