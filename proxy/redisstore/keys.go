@@ -185,6 +185,10 @@ import (
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
+//	cp:ack                STRING an integer each durable acknowledgement
+//	                            round increments before its WAIT (durable.go,
+//	                            redis.durability replicated or fsync). Not
+//	                            hash-tagged. No TTL.
 //
 // Two pub/sub channels, which store nothing:
 //
