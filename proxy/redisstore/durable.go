@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
-// ackKey is cp:ack (keys.go), which every acknowledgement round increments
-// before its WAIT or WAITAOF, so the round's connection has a write of its
-// own at the primary's replication offset (WAIT covers the writes of the
-// connection it runs on).
-const ackKey = keyPrefix + "ack"
+// ackKey is cp:ack (keyspace), which every acknowledgement round
+// increments before its WAIT or WAITAOF, so the round's connection has a
+// write of its own at the primary's replication offset (WAIT covers the
+// writes of the connection it runs on).
+const ackKey = keyspace.Ack
 
 // AckOptions configures an Acknowledger (config redis.durability,
 // contract §11).
