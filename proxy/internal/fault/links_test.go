@@ -250,7 +250,11 @@ type keyedLoad struct {
 	// codes counts answers by status ("err" for a transport error) and,
 	// for problems, by status and problem code ("503 store-unavailable").
 	codes map[string]int
+	wg    sync.WaitGroup
 }
+
+// wait returns once every worker of the load has stopped.
+func (l *keyedLoad) wait() { l.wg.Wait() }
 
 // accepted returns the callouts answered 202 so far.
 func (l *keyedLoad) accepted() []accepted {
@@ -271,13 +275,20 @@ func (l *keyedLoad) count() int {
 // prefix-0, prefix-1, …), until done reports true or deadline passes, and
 // returns the answers.
 func (c *client) runKeyedLoad(bases []string, ep, prefix string, workers int, deadline time.Duration, done func(l *keyedLoad) bool) *keyedLoad {
+	l := c.startKeyedLoad(bases, ep, prefix, workers, deadline, done)
+	l.wait()
+	return l
+}
+
+// startKeyedLoad is runKeyedLoad without waiting: the load runs until
+// done or the deadline; wait for it with keyedLoad.wait.
+func (c *client) startKeyedLoad(bases []string, ep, prefix string, workers int, deadline time.Duration, done func(l *keyedLoad) bool) *keyedLoad {
 	l := &keyedLoad{codes: map[string]int{}}
 	var next atomic.Int64
-	var wg sync.WaitGroup
 	end := time.Now().Add(deadline)
 	for w := range workers {
 		base := bases[w%len(bases)]
-		wg.Go(func() {
+		l.wg.Go(func() {
 			for !done(l) && time.Now().Before(end) {
 				i := next.Add(1) - 1
 				key := fmt.Sprintf(`"%s-%d"`, prefix, i)
@@ -289,7 +300,7 @@ func (c *client) runKeyedLoad(bases []string, ep, prefix string, workers int, de
 				if err != nil {
 					label = "err"
 				} else if json.Unmarshal(body, &doc) == nil && doc.Type != "" {
-					label += " " + doc.Type[strings.LastIndex(doc.Type, "/")+1:]
+					label += " " + doc.Type[strings.LastIndexAny(doc.Type, "/:")+1:]
 				}
 				l.mu.Lock()
 				l.codes[label]++
@@ -300,7 +311,6 @@ func (c *client) runKeyedLoad(bases []string, ep, prefix string, workers int, de
 			}
 		})
 	}
-	wg.Wait()
 	return l
 }
 
