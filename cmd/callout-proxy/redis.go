@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,9 +58,14 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 		if rc.Sentinel.PasswordEnv != "" {
 			sentinelPassword = getenv(rc.Sentinel.PasswordEnv)
 		}
-		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: rc.Sentinel.MasterName,
+		opt := &redis.FailoverOptions{MasterName: rc.Sentinel.MasterName,
 			SentinelAddrs: rc.Sentinel.Addresses, SentinelPassword: sentinelPassword, Password: password,
-			ContextTimeoutEnabled: true, ReadTimeout: readTimeout})
+			ContextTimeoutEnabled: true, ReadTimeout: readTimeout}
+		if rc.Sentinel.TLS {
+			// The server name is each address's host (crypto/tls).
+			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		c := redis.NewFailoverClient(opt)
 		return c, func() { c.Close() }, nil
 	case len(rc.Cluster) > 0:
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Password: password,

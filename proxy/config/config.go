@@ -143,6 +143,10 @@ type Sentinel struct {
 	// password (requirepass of the Sentinels); the data nodes' password is
 	// Redis.PasswordEnv.
 	PasswordEnv string `yaml:"password_env"`
+	// TLS makes every connection, to the Sentinels and to the data nodes,
+	// TLS 1.2+ verified against the system roots (as rediss:// does for
+	// URL). Default false.
+	TLS bool `yaml:"tls"`
 }
 
 // Values of Redis.Durability (contract §1, §11).
