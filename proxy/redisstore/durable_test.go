@@ -97,7 +97,6 @@ func TestAcknowledgerGroupsConcurrentWrites(t *testing.T) {
 
 	const n = 400
 	before = waitCalls(t, primary)
-	ids := make([]string, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -111,7 +110,6 @@ func TestAcknowledgerGroupsConcurrentWrites(t *testing.T) {
 			if ex, err := replica.Exists(ctx, recordKey(r.ID)).Result(); err != nil || ex != 1 {
 				errs <- fmt.Errorf("callout %s acknowledged but not on the replica (exists %d, %v)", r.ID, ex, err)
 			}
-			ids[i] = r.ID
 		})
 	}
 	wg.Wait()
