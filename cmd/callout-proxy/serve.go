@@ -24,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
@@ -98,9 +99,13 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	})
 	defer fwd.CloseIdleConnections()
 
+	// The gate cache wraps the store's core; the core tells it of this
+	// replica's own gate changes (GateChanged), before the call returns.
+	var gates *gatecache.Cache
 	store := redisstore.New(rdb, redisstore.Options{
 		Now: now, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil, RequireLayout: true,
+		GateChanged: func(endpoint string) { gates.Changed(endpoint) },
 		Shards: func(endpoint string) int {
 			if ep, ok := cfg.Endpoint(endpoint); ok {
 				return ep.Shards
@@ -114,13 +119,14 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			return cfg.CanNotify(ep)
 		},
 	})
+	gates = gatecache.New(store, rdb, gatecache.Options{MaxStale: cfg.Redis.GateStaleness, Now: now, Logger: logger})
 	// The store's layout (keyspace cp:layout) must be this binary's before
 	// anything reads or writes it.
 	layoutLater, err := checkLayout(ctx, store, logger, stopServing)
 	if err != nil {
 		return err
 	}
-	if err := registerGateCache(store, reg); err != nil {
+	if err := registerGateCache(gates, reg); err != nil {
 		return err
 	}
 	// One completion writer per replica: the completions of concurrent
@@ -157,7 +163,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		return err
 	}
 	srv := proxy.New(proxy.Deps{
-		Config: cfg, Callers: callers, Upstream: fwd, Store: store, Completions: completer,
+		Config: cfg, Callers: callers, Upstream: fwd, Store: store, Gates: gates, Completions: completer,
 		Metrics: m, Breakers: watcher, Ended: ended, Wake: disp.Wake,
 		Logger: logger, Build: build, Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
@@ -170,7 +176,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = store.WatchGates(bg, redisstore.GateCacheOptions{MaxStale: cfg.Redis.GateStaleness}) })
+	wg.Go(func() { _ = gates.Run(bg) })
 	wg.Go(func() { disp.Run(bg) })
 	wg.Go(func() { (&skew.Monitor{Client: rdb, Now: now, Gauge: m.ClockOffset, Logger: logger}).Run(bg) })
 	wg.Go(func() { gatherer.Run(bg) })

@@ -77,6 +77,15 @@ type Options struct {
 	// replica that started while Redis was down never writes into a store
 	// of another layout in the seconds before its background check runs.
 	RequireLayout bool
+	// GateChanged, optional, is called with an endpoint's name right after
+	// this Store changed that endpoint's gate (a breaker transition, a
+	// pause, a probe taken or given back, a disable, an enable, a reset),
+	// before the call that changed it returns. Every replica learns of the
+	// change by a message on keyspace.GateChannel too; this hook is how
+	// the replica's own gate cache (proxy/redisstore/gatecache, Cache.Changed)
+	// stops using its entry at once, without waiting for its own message.
+	// It must not block. nil: nobody is told.
+	GateChanged func(endpoint string)
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
@@ -102,9 +111,8 @@ type Store struct {
 	outbox  bool
 	// seen remembers endpoints already added to cp:endpoints by this Store.
 	seen sync.Map
-	// gates is this replica's gate cache (gatecache.go), used by
-	// CachedAdmission while WatchGates runs.
-	gates *gateCache
+	// onGate is Options.GateChanged.
+	onGate func(endpoint string)
 	// issuers maps issuer tags to issuers (cp:iss, create.go).
 	issuers     sync.Map
 	shardsOf    func(string) int
@@ -127,7 +135,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
-		gates: newGateCache(), requireLayout: opts.RequireLayout,
+		onGate: opts.GateChanged, requireLayout: opts.RequireLayout,
 	}
 	if s.now == nil {
 		s.now = time.Now
