@@ -15,6 +15,10 @@
 // dispatcher worker; Complete fences on the lease token and acks,
 // reschedules, continues inline or dead-letters, updating the breaker in
 // the same script; Reap returns expired leases.
+//
+// The gate cache (proxy/redisstore/gatecache) is not part of the core and
+// the core imports nothing of it: it wraps Admit, polls through ReadGates,
+// and is told of this Store's own gate changes by Options.GateChanged.
 package redisstore
 
 import (

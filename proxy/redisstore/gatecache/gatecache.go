@@ -73,7 +73,7 @@ type Options struct {
 }
 
 // Stats counts what a Cache did since it was made (the
-// callout_gate_cache_* metrics, docs/operating.md).
+// callout_gate_cache_* metrics, docs/performance.md).
 type Stats struct {
 	// Hits are reads answered from memory (no Redis round trip): an open
 	// gate, or a shut one before its Until.
