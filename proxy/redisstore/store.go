@@ -82,9 +82,10 @@ type Options struct {
 	// of another layout in the seconds before its background check runs.
 	RequireLayout bool
 	// GateChanged, optional, is called with an endpoint's name right after
-	// this Store changed that endpoint's gate (a breaker transition, a
-	// pause, a probe taken or given back, a disable, an enable, a reset),
-	// before the call that changed it returns. Every replica learns of the
+	// this Store changed that endpoint's gate, before the call that changed
+	// it returns: Complete or RecordResult reporting a breaker that opened
+	// or closed, an outage that began or ended, a probe's result or a
+	// pause; Disable newly disabling; Enable; ResetBreaker. Every replica learns of the
 	// change by a message on keyspace.GateChannel too; this hook is how
 	// the replica's own gate cache (proxy/redisstore/gatecache, Cache.Changed)
 	// stops using its entry at once, without waiting for its own message.
