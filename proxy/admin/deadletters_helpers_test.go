@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,12 +42,13 @@ const (
 
 // dltEnv is the dead-letter and replay-job routes over a real store on one backend.
 type dltEnv struct {
-	h     http.Handler
-	clk   *clocktest.Clock
-	store *redisstore.Store
-	svc   *replay.Service
-	logs  *bytes.Buffer
-	mu    sync.Mutex
+	h       http.Handler
+	clk     *clocktest.Clock
+	store   *redisstore.Store
+	svc     *replay.Service
+	logs    *bytes.Buffer
+	mu      sync.Mutex
+	sources atomic.Int32 // the requests' addresses
 }
 
 // dltConfig has pay-api (with redaction rules) and crm-api.
@@ -72,7 +75,7 @@ func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
 func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	t.Helper()
 	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &bytes.Buffer{}}
-	e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now})
+	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now})
 	env := map[string]string{"OPS": dltWrite, "VIEWER": dltRead}
 	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
 		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
@@ -108,6 +111,11 @@ func (e *dltEnv) do(t *testing.T, method, path, token, body string) *httptest.Re
 		rd = strings.NewReader(body)
 	}
 	r := httptest.NewRequest(method, path, rd)
+	// Each request from its own address: the login throttle logs a
+	// refused write only for its source's first failure in a window, and
+	// these tests expect every refusal's line (admin_throttle_test.go
+	// tests the collapse).
+	r.RemoteAddr = "192.0.2." + strconv.Itoa(int(e.sources.Add(1))%250) + ":1234"
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -120,29 +120,32 @@ func (r gateReadReply) gateOf() policy.Gate {
 	return policy.Gate{State: policy.GateState(r.Gate), Until: msTimeOf(r.GateUntil)}
 }
 
-// readGate queues gate_read.lua for endpoint at now in p.
+// readGate queues gate_read.lua for endpoint at now (the script's clock,
+// Options.PinScriptTime) in p.
 func (s *Store) readGate(ctx context.Context, p redis.Pipeliner, endpoint string, now time.Time) *script.Call[gateReadArgs, gateReadReply] {
-	return s.lua.gateRead.Queue(ctx, p, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: now.UnixMilli()})
+	return s.lua.gateRead.Queue(ctx, p, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
 }
 
 // gateRead is gate with the breaker's consecutive failures.
 func (s *Store) gateRead(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, int, error) {
-	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: now.UnixMilli()})
+	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
 	if err != nil {
 		return policy.Gate{}, "", 0, s.wrap("gate_read", err)
 	}
 	return v.gateOf(), policy.BreakerState(v.Breaker), v.Failures, nil
 }
 
-// ReadGates reads the gates of endpoints at now as lib.lua computes them
-// (gate_read.lua each, in one pipeline: one round trip per Redis node), for
+// ReadGates reads the gates of endpoints now as lib.lua computes them
+// (gate_read.lua each, on the scripts' clock, in one pipeline: one round
+// trip per Redis node), for
 // a reader that keeps them (the gate cache, proxy/redisstore/gatecache,
 // ARCHITECTURE.md "Hot-path budget"). gates[i] is endpoints[i]'s gate as a
 // read would be admitted by it — Gate and ConsecutiveFailures; ProbeToken
 // is never set (nothing is taken: a half-open breaker reads GateHalfOpen)
 // — and errs[i] its error, when it could not be read (ErrUnavailable, or a
 // reply the code does not understand); gates[i] is then zero.
-func (s *Store) ReadGates(ctx context.Context, endpoints []string, now time.Time) (gates []policy.Admission, errs []error) {
+func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []policy.Admission, errs []error) {
+	now := s.now()
 	calls := make([]*script.Call[gateReadArgs, gateReadReply], len(endpoints))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ep := range endpoints {

@@ -43,7 +43,7 @@ type scripts struct {
 
 // loadInto loads lua/<name>.lua with lib.lua before it into dst.
 func loadInto[A, R any](dst **script.Script[A, R], name, lib string) error {
-	sc, err := script.Load[A, R](luaFS, name, lib)
+	sc, err := script.Load[A, R](luaFS, name, script.Clock, lib)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}

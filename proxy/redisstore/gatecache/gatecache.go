@@ -41,10 +41,10 @@ type Core interface {
 	// Admit decides a read's gate in Redis (admit.lua: one round trip) and
 	// takes the half-open probe token for it. Errors: policy.ErrUnavailable.
 	Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error)
-	// ReadGates reads the gates of endpoints at now in one pipeline
+	// ReadGates reads the gates of endpoints in one pipeline
 	// (gate_read.lua each, nothing taken): gates[i] and errs[i] are
 	// endpoints[i]'s gate and failure count, or its error.
-	ReadGates(ctx context.Context, endpoints []string, now time.Time) (gates []policy.Admission, errs []error)
+	ReadGates(ctx context.Context, endpoints []string) (gates []policy.Admission, errs []error)
 }
 
 // Subscriber opens a pub/sub subscription; a redis.UniversalClient
@@ -64,8 +64,10 @@ type Options struct {
 	// Idle is how long an endpoint stays cached, and polled, after its
 	// last read. Default 1 minute.
 	Idle time.Duration
-	// Now is the clock: the store's (redisstore.Options.Now), since a
-	// reading's age and a gate's Until are compared with it. nil: time.Now.
+	// Now is the clock: the store's (redisstore.Options.Now, the replica's
+	// clock corrected to Redis's, contract §1), since a reading's age and a
+	// gate's Until (computed on the scripts' clock) are compared with it.
+	// nil: time.Now.
 	Now func() time.Time
 	// Logger receives the rare warnings (a poll reply the code does not
 	// understand). Default: discard.

@@ -67,7 +67,7 @@ func newReplica(rdb redis.UniversalClient, clk *clocktest.Clock, seed uint64) *r
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
 	r := &replica{rdb: rdb}
-	r.Store = redisstore.New(rdb, redisstore.Options{Now: clk.Now, Rand: rand.NewChaCha8(s),
+	r.Store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: clk.Now, Rand: rand.NewChaCha8(s),
 		GateChanged: func(ep string) { r.cache.Changed(ep) }})
 	r.cache = New(r.Store, rdb, Options{Now: clk.Now})
 	return r

@@ -84,7 +84,7 @@ func (c *Cache) poll(ctx context.Context) {
 	seq := c.seq.Add(1)
 	pctx, cancel := context.WithTimeout(ctx, c.opts.MaxStale)
 	defer cancel()
-	gates, errs := c.core.ReadGates(pctx, eps, now)
+	gates, errs := c.core.ReadGates(pctx, eps)
 	for i, ep := range eps {
 		if err := errs[i]; err != nil {
 			// Redis unreachable is what MaxStale is for; anything else (a

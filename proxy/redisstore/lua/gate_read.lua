@@ -4,9 +4,10 @@
 -- for the gate cache) that must not compute it themselves.
 --
 -- K and A: gateReadArgs (endpoint.go), read by the script layer (script/):
--- K.endpoint (the endpoint hash); A.now (ms).
+-- K.endpoint (the endpoint hash); A.now (lib.lua clock).
 -- Replies (gateReadReply): gate, gate_until (ms, 0: none), breaker
 -- (closed|open|half_open), failures (consecutive).
+local now = clock(A.now)
 local f = hread(K.endpoint, {'dis', 'pu', 'bs', 'pa', 'pt', 'pe', 'cf'})
-local g, u = gate_of(f, A.now)
-return {'gate', g, 'gate_until', u, 'breaker', breaker_state(f.bs, f.pa, A.now), 'failures', num(f.cf)}
+local g, u = gate_of(f, now)
+return {'gate', g, 'gate_until', u, 'breaker', breaker_state(f.bs, f.pa, now), 'failures', num(f.cf)}
