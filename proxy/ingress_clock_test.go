@@ -26,6 +26,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -43,6 +44,7 @@ type clockRig struct {
 	clock    *clocktest.Clock
 	srv      *Server
 	store    *redisstore.Store
+	gates    *gatecache.Cache // not running unless the test runs it (watchGates)
 	disp     *dispatch.Dispatcher
 	registry *prometheus.Registry
 	mini     *miniredis.Miniredis
@@ -116,7 +118,9 @@ endpoints:
 	if spec.logs != nil {
 		logger = slog.New(slog.NewJSONHandler(spec.logs, nil))
 	}
-	rig.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: rig.clock.Now, Logger: logger})
+	rig.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: rig.clock.Now, Logger: logger,
+		GateChanged: func(ep string) { rig.gates.Changed(ep) }})
+	rig.gates = gatecache.New(rig.store, rdb, gatecache.Options{Now: rig.clock.Now, Logger: logger})
 	rig.registry = prometheus.NewRegistry()
 	m, err := metrics.New(rig.registry)
 	if err != nil {
@@ -135,7 +139,7 @@ endpoints:
 	rig.disp = dispatch.New(dispatch.Options{Config: cfg, Store: rig.store, Upstream: fwd, Metrics: m,
 		Logger: logger, Breakers: watcher, Now: rig.clock.Now, Rand: half,
 		TracerProvider: spec.tp, Propagator: spec.prop})
-	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Metrics: m,
+	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Gates: rig.gates, Metrics: m,
 		Breakers: watcher, Logger: logger, Now: rig.clock.Now, Rand: half,
 		TracerProvider: spec.tp, Propagator: spec.prop, Budget: spec.budget})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
@@ -105,10 +106,13 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	// The gate cache wraps the store's core; the core tells it of this
+	// replica's own gate changes (GateChanged), before the call returns.
+	var gates *gatecache.Cache
 	store := redisstore.New(rdb, redisstore.Options{
 		Now: shared, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil, RequireLayout: true,
-		Acknowledger: acks,
+		Acknowledger: acks, GateChanged: func(endpoint string) { gates.Changed(endpoint) },
 		Shards: func(endpoint string) int {
 			if ep, ok := cfg.Endpoint(endpoint); ok {
 				return ep.Shards
@@ -122,13 +126,14 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			return cfg.CanNotify(ep)
 		},
 	})
+	gates = gatecache.New(store, rdb, gatecache.Options{MaxStale: cfg.Redis.GateStaleness, Now: shared, Logger: logger})
 	// The store's layout (keyspace cp:layout) must be this binary's before
 	// anything reads or writes it.
 	layoutLater, err := checkLayout(ctx, store, logger, stopServing)
 	if err != nil {
 		return err
 	}
-	if err := registerGateCache(store, reg); err != nil {
+	if err := registerGateCache(gates, reg); err != nil {
 		return err
 	}
 	// One completion writer per replica: the completions of concurrent
@@ -165,7 +170,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		return err
 	}
 	srv := proxy.New(proxy.Deps{
-		Now: shared, Config: cfg, Callers: callers, Upstream: fwd, Store: store, Completions: completer,
+		Now: shared, Config: cfg, Callers: callers, Upstream: fwd, Store: store, Gates: gates, Completions: completer,
 		Metrics: m, Breakers: watcher, Ended: ended, Wake: disp.Wake,
 		Logger: logger, Build: build, Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
@@ -178,7 +183,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = store.WatchGates(bg, redisstore.GateCacheOptions{MaxStale: cfg.Redis.GateStaleness}) })
+	wg.Go(func() { _ = gates.Run(bg) })
 	wg.Go(func() { disp.Run(bg) })
 	wg.Go(func() { clocks.Run(bg) })
 	wg.Go(func() { gatherer.Run(bg) })

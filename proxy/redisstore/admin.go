@@ -30,7 +30,7 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 	s.forgetGate(endpoint)
 	res := policy.DisableResult{Newly: v.Told == 1}
 	if res.Newly {
-		s.gates.changed(endpoint) // disable.lua published it to the others
+		s.changed(endpoint) // disable.lua published it to the others
 	}
 	qs, err := s.queuesOf(ctx, endpoint)
 	if err != nil {

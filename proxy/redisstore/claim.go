@@ -96,7 +96,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	}
 	plans := make([]*endpointPlan, len(reqs))
 	reads := make([][]read, len(reqs))
-	views := map[string]*scriptCall{}
+	views := map[string]*script.Call[gateReadArgs, gateReadReply]{}
 	for i, r := range reqs {
 		qs, err := s.queuesOf(ctx, r.Endpoint)
 		if err != nil {
@@ -118,8 +118,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
 					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0)})
 				if qp.given && views[r.Endpoint] == nil && s.viewStale(r.Endpoint) {
-					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{keyspace.Endpoint(r.Endpoint)}, args: []any{msArg(now)}}
-					views[r.Endpoint].queue(ctx, p)
+					views[r.Endpoint] = s.readGate(ctx, p, r.Endpoint, now)
 				}
 			}
 		}
@@ -135,15 +134,11 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		}
 	}
 	for ep, c := range views {
-		v, err := s.result(ctx, "gate_read", c)
+		v, err := c.Result(ctx, s.rdb)
 		if err != nil {
-			return nil, err
+			return nil, s.wrap("gate_read", err)
 		}
-		g, _, failures, err := decodeGateRead(v)
-		if err != nil {
-			return nil, err
-		}
-		s.setView(ep, gateView{gate: g, failures: failures})
+		s.setView(ep, gateView{gate: v.gateOf(), failures: v.Failures})
 	}
 	nowMs := float64(now.UnixMilli())
 	for i, r := range reqs {

@@ -69,10 +69,10 @@ type admitReply struct {
 // when the breaker is half-open and the probe token free, gives the token to
 // this request (contract §6 "the first request or held callout that takes the
 // single probe token"). br.ProbeLease must be > 0 (the request's attempt
-// limit plus a grace period). One round trip (admit.lua), always; its
-// reply refreshes the gate cache while WatchGates runs, and
-// CachedAdmission answers from that cache when it can (ARCHITECTURE.md "Hot-path
-// budget"). Errors: ErrUnavailable.
+// limit plus a grace period). One round trip (admit.lua), always; the gate
+// cache (proxy/redisstore/gatecache) wraps it, keeping its replies, and
+// answers from memory when it can (ARCHITECTURE.md "Hot-path budget").
+// Errors: ErrUnavailable.
 func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error) {
 	if br.ProbeLease <= 0 {
 		return policy.Admission{}, fmt.Errorf("redisstore: admit: probe lease must be > 0")
@@ -82,7 +82,6 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 		return policy.Admission{}, err
 	}
 	now := s.now()
-	seq := s.gates.seq.Add(1)
 	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
 		Token: tok, ProbeLease: br.ProbeLease.Milliseconds()})
 	if err != nil {
@@ -95,7 +94,6 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	if ad.Gate.State == "probe" {
 		ad.Gate, ad.ProbeToken = policy.Gate{State: policy.GateHalfOpen}, tok
 	}
-	s.gates.admitted(endpoint, seq, now, ad)
 	return ad, nil
 }
 
@@ -117,4 +115,34 @@ func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.Read
 	ch := v.change()
 	s.gateChanged(endpoint, ch, pause > 0)
 	return ch, nil
+}
+
+// gateChanged tells Options.GateChanged of a transition of endpoint's gate
+// this replica's own script reported (the breaker opened, closed or took a
+// probe, an outage began or ended, a pause), so a gate cache's next read
+// asks Redis without waiting for its own message.
+func (s *Store) gateChanged(endpoint string, ch policy.BreakerChange, paused bool) {
+	if paused || ch.Opened || ch.Closed || ch.OutageBegan || ch.OutageEnded || ch.Probe {
+		s.changed(endpoint)
+	}
+}
+
+// changed calls Options.GateChanged, if set.
+func (s *Store) changed(endpoint string) {
+	if s.onGate != nil {
+		s.onGate(endpoint)
+	}
+}
+
+// gateNotify tells every replica that endpoint's gate changed by plain
+// commands (not a script, which calls gate_changed itself): this one by
+// Options.GateChanged, the others by a PUBLISH on keyspace.GateChannel. A
+// failed PUBLISH is logged: the change is made, and the other replicas'
+// gate caches see it at their next poll.
+func (s *Store) gateNotify(ctx context.Context, endpoint string) {
+	s.changed(endpoint)
+	if err := s.rdb.Publish(ctx, keyspace.GateChannel, keyspace.Endpoint(endpoint)).Err(); err != nil {
+		s.log.Warn("redisstore: gate change not published; other replicas see it at their next poll",
+			"endpoint", endpoint, "err", err)
+	}
 }

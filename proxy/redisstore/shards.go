@@ -166,16 +166,10 @@ func queueOfID(endpoint, id string) (queue, bool) {
 
 // gateOf returns the endpoint gate a queue's script acts on: "" for the
 // home queue (its scripts read the gate themselves); for another queue the
-// replica's gate cache's answer when it has one (WatchGates running, at
-// most its MaxStale old), else the gate this replica read from the
-// endpoint hash at most GateViewTTL ago.
+// gate this replica read from the endpoint hash at most GateViewTTL ago.
 func (s *Store) gateOf(ctx context.Context, q queue) (gateView, bool, error) {
 	if q.home {
 		return gateView{}, false, nil
-	}
-	if a, ok := s.CachedAdmission(q.endpoint); ok {
-		// this replica's gate cache (gatecache.go), as fresh as its MaxStale
-		return gateView{gate: a.Gate, failures: a.ConsecutiveFailures}, true, nil
 	}
 	st := s.shardState(q.endpoint)
 	st.mu.Lock()

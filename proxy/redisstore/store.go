@@ -16,6 +16,10 @@
 // dispatcher worker; Complete fences on the lease token and acks,
 // reschedules, continues inline or dead-letters, updating the breaker in
 // the same script; Reap returns expired leases.
+//
+// The gate cache (proxy/redisstore/gatecache) is not part of the core and
+// the core imports nothing of it: it wraps Admit, polls through ReadGates,
+// and is told of this Store's own gate changes by Options.GateChanged.
 package redisstore
 
 import (
@@ -91,6 +95,16 @@ type Options struct {
 	// replica that started while Redis was down never writes into a store
 	// of another layout in the seconds before its background check runs.
 	RequireLayout bool
+	// GateChanged, optional, is called with an endpoint's name right after
+	// this Store changed that endpoint's gate, before the call that changed
+	// it returns: Complete or RecordResult reporting a breaker that opened
+	// or closed, an outage that began or ended, a probe's result or a
+	// pause; Disable newly disabling; Enable; ResetBreaker. Every replica learns of the
+	// change by a message on keyspace.GateChannel too; this hook is how
+	// the replica's own gate cache (proxy/redisstore/gatecache, Cache.Changed)
+	// stops using its entry at once, without waiting for its own message.
+	// It must not block. nil: nobody is told.
+	GateChanged func(endpoint string)
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
@@ -122,9 +136,8 @@ type Store struct {
 	outbox  bool
 	// seen remembers endpoints already added to cp:endpoints by this Store.
 	seen sync.Map
-	// gates is this replica's gate cache (gatecache.go), used by
-	// CachedAdmission while WatchGates runs.
-	gates *gateCache
+	// onGate is Options.GateChanged.
+	onGate func(endpoint string)
 	// issuers maps issuer tags to issuers (cp:iss, create.go).
 	issuers     sync.Map
 	shardsOf    func(string) int
@@ -150,7 +163,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
-		gates: newGateCache(), requireLayout: opts.RequireLayout, acks: opts.Acknowledger, pin: opts.PinScriptTime,
+		onGate: opts.GateChanged, requireLayout: opts.RequireLayout, acks: opts.Acknowledger, pin: opts.PinScriptTime,
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -191,7 +191,7 @@
 //	                            gate_changed, once per script through
 //	                            gate_publish) or after Enable/ResetBreaker;
 //	                            every replica's gate cache subscribes
-//	                            (gatecache.go, gatewatch.go).
+//	                            (proxy/redisstore/gatecache).
 //	cp:wake               CHANNEL messages: a callout id or endpoint name
 //	                            that became due now — the first due callout
 //	                            of an empty queue (create.lua), reaped
