@@ -39,6 +39,7 @@ type scripts struct {
 	dlPrune     *script.Script[pruneArgs, countReply]
 	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
 	deadLetters *script.Script[deadLettersArgs, deadLettersReply]
+	replayMark  *script.Script[replayMarkArgs, countReply]
 	// gateRead is read by the gate cache too (gatewatch.go), by position:
 	// {gate, until ms, breaker, failures} (decodeGateRead).
 	gateRead *redis.Script
@@ -74,6 +75,7 @@ func loadScripts() (scripts, error) {
 		loadInto(&s.notify, "notify", lib), loadInto(&s.releaseHeld, "release_held", lib),
 		loadInto(&s.lock, "lock", lib), loadInto(&s.dlPrune, "dl_prune", lib),
 		loadInto(&s.noteShards, "note_shards", lib), loadInto(&s.deadLetters, "dead_letters", lib),
+		loadInto(&s.replayMark, "replay_mark", lib),
 	)
 	return s, err
 }
