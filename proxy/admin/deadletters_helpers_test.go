@@ -73,7 +73,7 @@ func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
 func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	t.Helper()
 	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &bytes.Buffer{}}
-	e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now})
+	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now})
 	env := map[string]string{"OPS": dltWrite, "VIEWER": dltRead}
 	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
 		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},

@@ -29,7 +29,7 @@ func (s *Store) MarkReplayed(ctx context.Context, id, replayID string) (bool, er
 	if !ok {
 		return false, fmt.Errorf("redisstore: mark replayed %q: %w", id, policy.ErrNotFound)
 	}
-	v, err := s.lua.replayMark.Run(ctx, s.rdb, &replayMarkArgs{Record: key, ReplayID: replayID, Now: s.now().UnixMilli()})
+	v, err := s.lua.replayMark.Run(ctx, s.rdb, &replayMarkArgs{Record: key, ReplayID: replayID, Now: s.clockArg(s.now())})
 	if err != nil {
 		return false, s.wrap("mark replayed", err)
 	}
@@ -68,7 +68,7 @@ func (s *Store) ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark,
 // records were charged (dl_prune.lua, 100 entries a round trip, at most 100
 // round trips a queue and call). Errors: ErrUnavailable.
 func (s *Store) PruneDeadLetters(ctx context.Context, endpoint string) (int64, error) {
-	before := msArg(s.now().Add(-s.dlTTL))
+	now := s.clockArg(s.now())
 	qs, err := s.queuesOf(ctx, endpoint)
 	if err != nil {
 		return 0, err
@@ -76,7 +76,8 @@ func (s *Store) PruneDeadLetters(ctx context.Context, endpoint string) (int64, e
 	var total int64
 	for _, q := range qs {
 		for range 100 {
-			v, err := s.lua.dlPrune.Run(ctx, s.rdb, &pruneArgs{Counters: q.acc, DL: q.dl, DLB: q.dlb, Before: before})
+			v, err := s.lua.dlPrune.Run(ctx, s.rdb, &pruneArgs{Counters: q.acc, DL: q.dl, DLB: q.dlb, Now: now,
+				Retention: s.dlTTL.Milliseconds()})
 			if err != nil {
 				return total, s.wrap("dl_prune", err)
 			}
@@ -92,10 +93,11 @@ func (s *Store) PruneDeadLetters(ctx context.Context, endpoint string) (int64, e
 
 // pruneArgs are dl_prune.lua's keys and arguments (lua/dl_prune.lua).
 type pruneArgs struct {
-	Counters string `lua:"counters,key"`
-	DL       string `lua:"dl,key"`
-	DLB      string `lua:"dlb,key"`
-	Before   string `lua:"before"`
+	Counters  string `lua:"counters,key"`
+	DL        string `lua:"dl,key"`
+	DLB       string `lua:"dlb,key"`
+	Now       int64  `lua:"now"`
+	Retention int64  `lua:"retention"`
 }
 
 // Summaries reads the dead-letter summaries of ids, in order: one

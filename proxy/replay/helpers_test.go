@@ -86,7 +86,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 			e := &testEnv{b: b, clk: clocktest.New(t0), cfg: testConfig(), logs: &syncBuffer{}}
 			var seed [32]byte
 			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-			e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
+			e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
 				DeadLetterRetention: 30 * 24 * time.Hour})
 			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 			e.jobs = jobs.New(b.Client, jobs.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed)})
