@@ -37,7 +37,7 @@ func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
 // itself).
 func (e *env) replays(owner string) *replay.Service {
 	return replay.New(replay.Options{Config: e.cfg, Store: e.store, Now: e.clk.Now, Owner: owner,
-		Jobs: jobs.New(e.rdb, jobs.Options{Now: e.clk.Now})})
+		Jobs: jobs.New(e.rdb, jobs.Options{PinScriptTime: true, Now: e.clk.Now})})
 }
 
 // request sets the record of root to Reprocess Requested, as an admin's

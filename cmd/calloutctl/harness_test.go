@@ -125,7 +125,7 @@ func startProxy(t *testing.T) *proxyEnv {
 	rdb := testRedis(t)
 	logger := slog.New(slog.NewJSONHandler(p.logs, nil))
 	p.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: p.clk.Now, Logger: logger})
-	p.jobs = jobs.New(rdb, jobs.Options{Now: p.clk.Now})
+	p.jobs = jobs.New(rdb, jobs.Options{PinScriptTime: true, Now: p.clk.Now})
 	callers, err := auth.NewVerifier(cfg.Auth, getenv, time.Now)
 	if err != nil {
 		t.Fatal(err)

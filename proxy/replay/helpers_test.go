@@ -89,7 +89,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 			e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
 				DeadLetterRetention: 30 * 24 * time.Hour})
 			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-			e.jobs = jobs.New(b.Client, jobs.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed)})
+			e.jobs = jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed)})
 			fn(t, e)
 		})
 	}

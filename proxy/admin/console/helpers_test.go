@@ -85,7 +85,7 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s),
 		DeadLetterRetention: 30 * 24 * time.Hour})
 	binary.LittleEndian.PutUint64(s[:], seed+1<<32)
-	js := jobs.New(b.Client, jobs.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(s)})
+	js := jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s)})
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	e.svc = replay.New(replay.Options{Config: e.cfg, Store: e.store, Jobs: js, Owner: "replica-1",
 		Logger: logger, Now: e.clk.Now, Sleep: e.clk.Sleep})

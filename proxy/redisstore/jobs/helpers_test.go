@@ -36,13 +36,13 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 }
 
 // replays returns a new job Store (a "replica") on the backend with the
-// env's clock and its own deterministic random source, o's other options
-// as given.
+// env's clock (its scripts pinned to it) and its own deterministic random
+// source, o's other options as given.
 func (e *env) replays(o Options) *Store {
 	e.seeds++
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], e.seeds)
-	o.Now, o.Rand = e.clk.Now, rand.NewChaCha8(seed)
+	o.Now, o.Rand, o.PinScriptTime = e.clk.Now, rand.NewChaCha8(seed), true
 	return New(e.b.Client, o)
 }
 

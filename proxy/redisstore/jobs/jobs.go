@@ -31,9 +31,18 @@ import (
 
 // Options configures a Store. The zero value works.
 type Options struct {
-	// Now is the clock; every time a job records comes from it. Default
-	// time.Now.
+	// Now is this replica's clock: it stamps a job's creation (CreateJob
+	// writes keys of three slots, outside any script). Every other instant
+	// of a job — its lease, start, progress and end — is Redis's clock,
+	// read inside its scripts (ARCHITECTURE.md "One clock"); the
+	// composition root passes its Redis-corrected clock, so the two agree.
+	// Default time.Now.
 	Now func() time.Time
+	// PinScriptTime, for tests that travel in time only, makes every
+	// script take Now() as its now instead of reading TIME. Never set in
+	// production: a pinned clock is the skew that makes two replicas
+	// disagree about a lease (contract §1).
+	PinScriptTime bool
 	// Rand is the source of job ids (16 bytes each). It need not be safe
 	// for concurrent use. Default crypto/rand.Reader.
 	Rand io.Reader
@@ -68,6 +77,7 @@ type Store struct {
 	lua      scripts
 	ttl      time.Duration
 	maxItems int
+	pin      bool // Options.PinScriptTime
 }
 
 // New returns the replay-job store on client, filling o's defaults. It does
@@ -89,7 +99,18 @@ func New(client redis.UniversalClient, o Options) *Store {
 	if o.MaxItems <= 0 {
 		o.MaxItems = DefaultMaxItems
 	}
-	return &Store{rdb: client, now: o.Now, rand: o.Rand, lua: lua, ttl: o.Retention, maxItems: o.MaxItems}
+	return &Store{rdb: client, now: o.Now, rand: o.Rand, lua: lua, ttl: o.Retention, maxItems: o.MaxItems,
+		pin: o.PinScriptTime}
+}
+
+// clockArg is every script's now argument (A.now): 0, which makes the
+// script read Redis's clock (script.Clock), or with Options.PinScriptTime
+// Now() in Unix ms.
+func (j *Store) clockArg() int64 {
+	if j.pin {
+		return j.now().UnixMilli()
+	}
+	return 0
 }
 
 // MaxItems is the most dead letters one job may hold (Options.MaxItems).
@@ -289,7 +310,7 @@ func (j *Store) CancelJob(ctx context.Context, id, by string) (policy.JobState, 
 	}
 	k := keyspace.JobOf(id)
 	v, err := j.lua.cancel.Run(ctx, j.rdb, &cancelArgs{Job: k.Hash, Items: k.Items, Queue: k.Queue,
-		Now: j.now().UnixMilli(), By: by, Retention: j.ttl})
+		Now: j.clockArg(), By: by, Retention: j.ttl})
 	if err != nil {
 		return "", wrap("cancel job", err)
 	}

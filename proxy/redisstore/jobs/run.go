@@ -14,10 +14,11 @@ import (
 // lease, Collect fills its queue, StartSending ends collection, ClaimItem
 // and FinishItem send it item by item, Finish ends it and Release gives the
 // lease back. Every step but FinishItem and Release is fenced on the
-// caller's lease (owner, a replica's token) and renews it until now+lease.
+// caller's lease (owner, a replica's token) and renews it for lease from
+// Redis's now.
 
-// Acquire takes (or renews) the lease on job id for owner until now+lease
-// and returns the job as it is afterwards; a queued job starts running in
+// Acquire takes (or renews) the lease on job id for owner for lease (from
+// Redis's now) and returns the job as it is afterwards; a queued job starts running in
 // policy.PhaseCollect. One round trip (acquire.lua). Errors:
 // policy.ErrJobNotFound, policy.ErrJobFinal, policy.ErrJobBusy (another
 // replica holds a live lease), policy.ErrUnavailable.
@@ -25,9 +26,8 @@ func (j *Store) Acquire(ctx context.Context, id, owner string, lease time.Durati
 	if !validID(id) {
 		return policy.ReplayJob{}, fmt.Errorf("jobs: acquire job %q: %w", id, policy.ErrJobNotFound)
 	}
-	now := j.now()
-	v, err := j.lua.acquire.Run(ctx, j.rdb, &acquireArgs{Job: keyspace.JobOf(id).Hash, Now: now.UnixMilli(),
-		Owner: owner, LeaseUntil: now.Add(lease).UnixMilli()})
+	v, err := j.lua.acquire.Run(ctx, j.rdb, &acquireArgs{Job: keyspace.JobOf(id).Hash, Now: j.clockArg(),
+		Owner: owner, Lease: lease})
 	if err != nil {
 		return policy.ReplayJob{}, wrap("acquire job", err)
 	}
@@ -52,14 +52,13 @@ func (j *Store) Acquire(ctx context.Context, id, owner string, lease time.Durati
 // policy.ErrUnavailable.
 func (j *Store) Collect(ctx context.Context, id, owner string, lease time.Duration, position string,
 	dryRun bool, ids []string) (int, error) {
-	now := j.now()
 	state := itemQueued
 	if dryRun {
 		state = itemWouldSend
 	}
 	k := keyspace.JobOf(id)
 	v, err := j.lua.collect.Run(ctx, j.rdb, &collectArgs{Job: k.Hash, Items: k.Items, Queue: k.Queue,
-		Now: now.UnixMilli(), Owner: owner, LeaseUntil: now.Add(lease).UnixMilli(), Cap: j.maxItems,
+		Now: j.clockArg(), Owner: owner, Lease: lease, Cap: j.maxItems,
 		Position: position, State: state, IDs: ids})
 	if err != nil {
 		return 0, wrap("collect", err)
@@ -72,9 +71,8 @@ func (j *Store) Collect(ctx context.Context, id, owner string, lease time.Durati
 // trip (send.lua). Errors: policy.ErrJobCancelled, policy.ErrJobLost,
 // policy.ErrJobNotFound, policy.ErrUnavailable.
 func (j *Store) StartSending(ctx context.Context, id, owner string, lease time.Duration) error {
-	now := j.now()
-	v, err := j.lua.send.Run(ctx, j.rdb, &sendArgs{Job: keyspace.JobOf(id).Hash, Now: now.UnixMilli(),
-		Owner: owner, LeaseUntil: now.Add(lease).UnixMilli()})
+	v, err := j.lua.send.Run(ctx, j.rdb, &sendArgs{Job: keyspace.JobOf(id).Hash, Now: j.clockArg(),
+		Owner: owner, Lease: lease})
 	if err != nil {
 		return wrap("start sending", err)
 	}
@@ -100,10 +98,9 @@ func (j *Store) Queue(ctx context.Context, id string, from, n int) ([]string, er
 // policy.ErrJobNotFound, policy.ErrUnavailable.
 func (j *Store) ClaimItem(ctx context.Context, id, owner string, lease time.Duration, index int,
 	dl string) (claimed bool, prev policy.ItemStatus, err error) {
-	now := j.now()
 	k := keyspace.JobOf(id)
-	v, err := j.lua.claim.Run(ctx, j.rdb, &claimArgs{Job: k.Hash, Items: k.Items, Now: now.UnixMilli(),
-		Owner: owner, LeaseUntil: now.Add(lease).UnixMilli(), Next: index + 1, DeadLetter: dl})
+	v, err := j.lua.claim.Run(ctx, j.rdb, &claimArgs{Job: k.Hash, Items: k.Items, Now: j.clockArg(),
+		Owner: owner, Lease: lease, Next: index + 1, DeadLetter: dl})
 	if err != nil {
 		return false, "", wrap("claim item", err)
 	}
@@ -129,7 +126,7 @@ func (j *Store) FinishItem(ctx context.Context, id string, it policy.ReplayItem)
 		return false, fmt.Errorf("jobs: finish item %s: %q is not a result", it.DeadLetterID, it.Status)
 	}
 	k := keyspace.JobOf(id)
-	v, err := j.lua.item.Run(ctx, j.rdb, &itemArgs{Job: k.Hash, Items: k.Items, Now: j.now().UnixMilli(),
+	v, err := j.lua.item.Run(ctx, j.rdb, &itemArgs{Job: k.Hash, Items: k.Items, Now: j.clockArg(),
 		DeadLetter: it.DeadLetterID, Result: encodeItem(it), Counter: counter})
 	if err != nil {
 		return false, wrap("finish item", err)
@@ -150,7 +147,7 @@ func (j *Store) Finish(ctx context.Context, id, owner string, state policy.JobSt
 	}
 	k := keyspace.JobOf(id)
 	v, err := j.lua.finish.Run(ctx, j.rdb, &finishArgs{Job: k.Hash, Items: k.Items, Queue: k.Queue,
-		Now: j.now().UnixMilli(), Owner: owner, State: string(state), Error: errText, Retention: j.ttl})
+		Now: j.clockArg(), Owner: owner, State: string(state), Error: errText, Retention: j.ttl})
 	if err != nil {
 		return wrap("finish job", err)
 	}

@@ -31,8 +31,10 @@ type scripts struct {
 
 // Every script's result is "ok" or why not: "missing" (no such job),
 // "final", "busy", "cancel", "lost" or "full" (refusal turns each into its
-// policy error). Times are Unix ms; a lease's end is now plus the caller's
-// lease.
+// policy error). Now is 0, which makes the script read Redis's clock
+// (script.Clock), or with Options.PinScriptTime a test's now in Unix ms;
+// a lease is a duration the script adds to that now (ARCHITECTURE.md "One
+// clock").
 
 // resultReply is a reply that is only a result (send.lua, finish.lua).
 type resultReply struct {
@@ -41,10 +43,10 @@ type resultReply struct {
 
 // acquireArgs are acquire.lua's keys and arguments.
 type acquireArgs struct {
-	Job        string `lua:"job,key"`
-	Now        int64  `lua:"now"`
-	Owner      string `lua:"owner"`
-	LeaseUntil int64  `lua:"lease_until"`
+	Job   string        `lua:"job,key"`
+	Now   int64         `lua:"now"`
+	Owner string        `lua:"owner"`
+	Lease time.Duration `lua:"lease"`
 }
 
 // acquireReply is acquire.lua's reply: with "ok", the whole job hash
@@ -58,16 +60,16 @@ type acquireReply struct {
 // form an added item starts in (itemQueued, or itemWouldSend for a dry
 // run), Cap the most items the job may hold.
 type collectArgs struct {
-	Job        string   `lua:"job,key"`
-	Items      string   `lua:"items,key"`
-	Queue      string   `lua:"queue,key"`
-	Now        int64    `lua:"now"`
-	Owner      string   `lua:"owner"`
-	LeaseUntil int64    `lua:"lease_until"`
-	Cap        int      `lua:"cap"`
-	Position   string   `lua:"position"`
-	State      string   `lua:"state"`
-	IDs        []string `lua:"ids"`
+	Job      string        `lua:"job,key"`
+	Items    string        `lua:"items,key"`
+	Queue    string        `lua:"queue,key"`
+	Now      int64         `lua:"now"`
+	Owner    string        `lua:"owner"`
+	Lease    time.Duration `lua:"lease"`
+	Cap      int           `lua:"cap"`
+	Position string        `lua:"position"`
+	State    string        `lua:"state"`
+	IDs      []string      `lua:"ids"`
 }
 
 // collectReply is collect.lua's reply: Total is the job's item count
@@ -79,22 +81,22 @@ type collectReply struct {
 
 // sendArgs are send.lua's keys and arguments.
 type sendArgs struct {
-	Job        string `lua:"job,key"`
-	Now        int64  `lua:"now"`
-	Owner      string `lua:"owner"`
-	LeaseUntil int64  `lua:"lease_until"`
+	Job   string        `lua:"job,key"`
+	Now   int64         `lua:"now"`
+	Owner string        `lua:"owner"`
+	Lease time.Duration `lua:"lease"`
 }
 
 // claimArgs are claim.lua's keys and arguments: Next is the send position
 // after the claimed item.
 type claimArgs struct {
-	Job        string `lua:"job,key"`
-	Items      string `lua:"items,key"`
-	Now        int64  `lua:"now"`
-	Owner      string `lua:"owner"`
-	LeaseUntil int64  `lua:"lease_until"`
-	Next       int    `lua:"next"`
-	DeadLetter string `lua:"dead_letter"`
+	Job        string        `lua:"job,key"`
+	Items      string        `lua:"items,key"`
+	Now        int64         `lua:"now"`
+	Owner      string        `lua:"owner"`
+	Lease      time.Duration `lua:"lease"`
+	Next       int           `lua:"next"`
+	DeadLetter string        `lua:"dead_letter"`
 }
 
 // claimReply is claim.lua's reply: "ok" (claimed), "done" with the item's
@@ -164,9 +166,10 @@ type releaseReply struct {
 	Released bool `lua:"released"`
 }
 
-// loadInto loads lua/<name>.lua with lib.lua before it into dst.
+// loadInto loads lua/<name>.lua with script.Clock and lib.lua before it
+// into dst.
 func loadInto[A, R any](dst **script.Script[A, R], name, lib string) error {
-	sc, err := script.Load[A, R](luaFS, name, lib)
+	sc, err := script.Load[A, R](luaFS, name, script.Clock, lib)
 	if err != nil {
 		return fmt.Errorf("jobs: %w", err)
 	}

@@ -1,7 +1,10 @@
 -- lib.lua: helpers shared by the replay-job scripts (lua/*.lua of
 -- proxy/redisstore/jobs). The job store prepends this file to each of them
--- (scripts.go), after the script layer's reader of K and A, so every job
--- script runs as one self-contained chunk.
+-- (scripts.go), after the script layer's reader of K and A and
+-- script.Clock, so every job script runs as one self-contained chunk.
+-- Redis's clock is the one clock of shared state (ARCHITECTURE.md "One
+-- clock"): every script takes now from clock(A.now), and replicas pass the
+-- lease as a duration (ms), never an instant.
 --
 -- A job hash (keyspace, cp:job:{J}) holds its state in 's' (queued, running,
 -- cancelling, cancelled, completed, failed) and, while a replica works on
