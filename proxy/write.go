@@ -30,7 +30,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	if h := limit.HolderFrom(r.Context()); h != nil {
 		_, hb := headerSize(r)
 		if err := h.Acquire(r.Context(), int64(len(in.body)+hb)); err != nil {
-			s.reject(w, r, in.ep.Name, overloaded(policy.Rejected))
+			s.reject(w, r, in.ep.Name, s.overloadedBy(err, policy.Rejected))
 			return
 		}
 	}

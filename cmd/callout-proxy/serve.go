@@ -103,7 +103,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	defer fwd.CloseIdleConnections()
 
 	clocks := &skew.Monitor{Client: rdb, Now: now, Gauge: m.ClockOffset, Logger: logger}
-	shared := clocks.Corrected
+	shared := sharedClock(getenv, clocks.Corrected, now)
 	store := redisstore.New(rdb, redisstore.Options{
 		Now: shared, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil, RequireLayout: true,

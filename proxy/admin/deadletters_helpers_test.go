@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,12 +43,13 @@ const (
 
 // dltEnv is the dead-letter and replay-job routes over a real store on one backend.
 type dltEnv struct {
-	h     http.Handler
-	clk   *clocktest.Clock
-	store *redisstore.Store
-	svc   *replay.Service
-	logs  *bytes.Buffer
-	mu    sync.Mutex
+	h       http.Handler
+	clk     *clocktest.Clock
+	store   *redisstore.Store
+	svc     *replay.Service
+	logs    *bytes.Buffer
+	mu      sync.Mutex
+	sources atomic.Int32 // the requests' addresses
 }
 
 // dltConfig has pay-api (with redaction rules) and crm-api.
@@ -109,6 +112,11 @@ func (e *dltEnv) do(t *testing.T, method, path, token, body string) *httptest.Re
 		rd = strings.NewReader(body)
 	}
 	r := httptest.NewRequest(method, path, rd)
+	// Each request from its own address: the login throttle logs a
+	// refused write only for its source's first failure in a window, and
+	// these tests expect every refusal's line (admin_throttle_test.go
+	// tests the collapse).
+	r.RemoteAddr = "192.0.2." + strconv.Itoa(int(e.sources.Add(1))%250) + ":1234"
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}

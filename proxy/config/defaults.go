@@ -65,6 +65,7 @@ const (
 // to report. An endpoint shared through a YAML alias is copied first.
 func (c *Config) applyDefaults() {
 	c.Limits.applyDefaults()
+	c.Limits.fairInflightShare(len(c.Auth.Issuers), c.Policy.MaxRequestBytes+c.Policy.MaxResponseBytes)
 	c.Log.applyDefaults()
 	inherit(&c.Redis.GateStaleness, DefaultGateStaleness)
 	c.Tracing.applyDefaults()

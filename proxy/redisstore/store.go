@@ -10,8 +10,9 @@
 //
 // Every key of one endpoint shares a hash tag and every script receives all
 // keys it touches in KEYS, so the store works unchanged on a single node,
-// Redis Cluster and the embedded miniredis. Time always comes from the
-// injected clock and is passed to scripts in ARGV (never TIME).
+// Redis Cluster and the embedded miniredis. Redis's clock decides every
+// instant of shared state: the scripts read TIME (script.Clock) and the
+// store passes them durations (Options.Now, Options.PinScriptTime).
 //
 // A callout's life: Begin (synchronous first attempt, leased to the
 // ingress) or Enqueue (scheduled or held); Claim leases due callouts to a
