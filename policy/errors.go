@@ -21,7 +21,7 @@ var (
 	ErrJobBusy = errors.New("replay job held by another replica")
 	// ErrJobFinal: the job has ended (completed, cancelled or failed).
 	ErrJobFinal = errors.New("replay job has ended")
-	// ErrJobFull: the job already holds ReplayStoreOptions.MaxItems dead letters.
+	// ErrJobFull: the job already holds the most dead letters a job may (jobs.Options.MaxItems).
 	ErrJobFull = errors.New("replay job item cap reached")
 )
 

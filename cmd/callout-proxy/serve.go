@@ -23,6 +23,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
@@ -163,7 +164,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		Ended: ended, Breakers: watcher, Wakeups: store.Wakeups(ctx), TracerProvider: tp, Propagator: prop,
 	})
 	replays := replay.New(replay.Options{Now: shared, Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
-		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
+		Jobs: jobs.New(rdb, jobs.Options{Now: shared}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
 	reprocessor, err := newReprocessor(sf, replays, store)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -86,7 +87,7 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	logger := slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, e.logs}, nil))
 	cfg := dltConfig()
 	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, Owner: "A", Logger: logger,
-		Jobs: redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{}), Now: e.clk.Now, Sleep: e.clk.Sleep})
+		Jobs: jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now}), Now: e.clk.Now, Sleep: e.clk.Sleep})
 	e.h = New(Deps{Config: cfg, Tokens: tokens, DeadLetters: e.svc, ReplayJobs: e.svc, Callouts: e.store,
 		Logger: logger, Now: e.clk.Now})
 	return e

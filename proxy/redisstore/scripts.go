@@ -39,6 +39,7 @@ type scripts struct {
 	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
 	deadLetters *script.Script[deadLettersArgs, deadLettersReply]
 	gateRead    *script.Script[gateReadArgs, gateReadReply]
+	replayMark  *script.Script[replayMarkArgs, countReply]
 }
 
 // loadInto loads lua/<name>.lua with lib.lua before it into dst.
@@ -67,7 +68,7 @@ func loadScripts() (scripts, error) {
 		loadInto(&s.notify, "notify", lib), loadInto(&s.releaseHeld, "release_held", lib),
 		loadInto(&s.lock, "lock", lib), loadInto(&s.dlPrune, "dl_prune", lib),
 		loadInto(&s.noteShards, "note_shards", lib), loadInto(&s.deadLetters, "dead_letters", lib),
-		loadInto(&s.gateRead, "gate_read", lib),
+		loadInto(&s.gateRead, "gate_read", lib), loadInto(&s.replayMark, "replay_mark", lib),
 	)
 	return s, err
 }

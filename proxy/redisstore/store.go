@@ -2,8 +2,11 @@
 // delay queue with leases, the callout records, the idempotency
 // reservations, the per-endpoint gate (circuit breaker, pause, disable,
 // backlog) and the dead-letter index (contract §3–§7, ARCHITECTURE.md "Redis data
-// model"). All Redis keys and Lua scripts of the proxy live here: keyspace
-// documents every key once, lua/ holds one file per script.
+// model"). All Redis keys and Lua scripts of the proxy live here and in its
+// subpackages: keyspace documents every key once, lua/ holds one file per
+// script of the core, and the seams the core does not apply atomically are
+// packages of their own beside it (jobs: replay jobs, contract §8), which
+// the core does not import.
 //
 // Every key of one endpoint shares a hash tag and every script receives all
 // keys it touches in KEYS, so the store works unchanged on a single node,

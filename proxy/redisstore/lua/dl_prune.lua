@@ -1,5 +1,5 @@
 -- dl_prune.lua: the hourly sweep of an endpoint's dead-letter index
--- (ReplayStore.PruneDeadLetters): drop up to 100 entries older than the
+-- (Store.PruneDeadLetters): drop up to 100 entries older than the
 -- dead-letter retention and release the backlog bytes their expired records
 -- were charged (lib.lua dl_prune, dl_release).
 --
