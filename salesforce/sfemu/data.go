@@ -290,6 +290,7 @@ func (s *Server) upsertLocked(object, extField, extID string, fields Record) sav
 		if rec[extField] == extID {
 			merge(rec, fields)
 			rec["SystemModstamp"] = s.stamp()
+			s.changeLocked(object, rec, fields, false)
 			created := false
 			return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
 		}
@@ -297,6 +298,7 @@ func (s *Server) upsertLocked(object, extField, extID string, fields Record) sav
 	rec := s.newRecordLocked(object)
 	merge(rec, fields)
 	s.records[object] = append(s.records[object], rec)
+	s.changeLocked(object, rec, fields, true)
 	created := true
 	return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
 }
