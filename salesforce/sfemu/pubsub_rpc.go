@@ -172,11 +172,9 @@ func (p *PubSub) startLocked(tp *topic, r *pubsubapi.FetchRequest) (uint64, bool
 			return 0, false
 		}
 		seq := binary.BigEndian.Uint64(id)
-		if seq > last {
-			return 0, false
-		}
-		if len(tp.events) > 0 && seq < tp.events[0].seq-1 || len(tp.events) == 0 && seq < last {
-			return 0, false // its events are no longer retained
+		retained := len(tp.events) > 0 && seq >= tp.events[0].seq
+		if seq > last || !retained && seq != last {
+			return 0, false // unknown, or its event is past the retention window
 		}
 		return seq, true
 	}
