@@ -94,15 +94,15 @@ type Subscription struct {
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	cancel   context.CancelFunc // ends the running stream; nil when none runs
-	gen      int                // the running stream's number
-	caughtUp bool               // a catch-up poll covered the time before the first stream
-	fails    int                // failed streams in a row
-	retryAt  time.Time          // no stream before it
-	pollAt   time.Time          // the next fallback poll
-	polled   time.Time          // the last fallback poll
+	cancel   context.CancelFunc   // ends the running stream; nil when none runs
+	gen      int                  // the running stream's number
+	caughtUp bool                 // a catch-up poll covered the time before the first stream
+	fails    int                  // failed streams in a row
+	retryAt  time.Time            // no stream before it
+	pollAt   time.Time            // the next fallback poll
+	polled   time.Time            // the last fallback poll
 	again    map[string]time.Time // record ids to look at again, and when
-	ended    chan struct{}      // gets a value when a stream ends (wakes Run)
+	ended    chan struct{}        // gets a value when a stream ends (wakes Run)
 	counts   SubscriptionCounts
 }
 
