@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -288,9 +289,10 @@ func (s *Server) upsertLocked(object, extField, extID string, fields Record) sav
 	}
 	for _, rec := range s.records[object] {
 		if rec[extField] == extID {
+			before := maps.Clone(rec)
 			merge(rec, fields)
 			rec["SystemModstamp"] = s.stamp()
-			s.changeLocked(object, rec, fields, false)
+			s.changeLocked(object, rec, changedOf(before, fields), false)
 			created := false
 			return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
 		}

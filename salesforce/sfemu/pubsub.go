@@ -221,6 +221,19 @@ func (s *Server) changeLocked(object string, rec, changed Record, created bool) 
 	s.pubsub.publish(object, rec, changed, created, s.o.Now())
 }
 
+// changedOf returns the fields of an update whose values differ from the
+// record's before it (an update event carries only those: "Change Event
+// Message Structure").
+func changedOf(before, fields Record) Record {
+	out := Record{}
+	for k, v := range fields {
+		if fmt.Sprint(before[k]) != fmt.Sprint(v) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // publish stores the change event of rec.
 func (p *PubSub) publish(object string, rec, changed Record, created bool, now time.Time) {
 	p.mu.Lock()
