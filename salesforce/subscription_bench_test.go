@@ -24,8 +24,9 @@ func BenchmarkReprocessLatencyPubSub(b *testing.B) {
 	se.drain()
 	a := se.subscriber("replica-a", nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go a.Run(ctx)
+	ran := make(chan struct{})
+	defer func() { cancel(); <-ran }() // Run gives the lease back before Redis stops
+	go func() { defer close(ran); a.Run(ctx) }()
 	for deadline := time.Now().Add(10 * time.Second); se.ps.Streams() != 1 || a.Counts().Polls != 1; {
 		if time.Now().After(deadline) {
 			b.Fatal("the subscription never started")
