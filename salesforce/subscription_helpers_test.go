@@ -69,11 +69,11 @@ func (c *countingReplayer) total() int {
 	return n
 }
 
-// waitFor waits (up to 10 s of real time) until cond holds: the stream
+// waitFor waits (up to 30 s of real time, for a loaded machine) until cond holds: the stream
 // runs in its own goroutine, over a real gRPC connection.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)

@@ -73,8 +73,10 @@ func TestSubscriptionRestartResumes(t *testing.T) {
 		se.request(root)
 	}
 	waitFor(t, "A died", func() bool { return !a.Streaming() && se.ps.Streams() == 0 })
-	if n := se.counter.total(); n != 4 {
-		t.Fatalf("A replayed %d requests before it died, want 4 (two batches of 2, the second not stored)", n)
+	// A stored the first batch and handled the second (1 or 2 events each:
+	// at most 2 are requested at a time) without storing it.
+	if n := se.counter.total(); n < 2 || n > 4 {
+		t.Fatalf("A replayed %d requests before it died, want 2 to 4 (two batches, the second not stored)", n)
 	}
 	b := se.subscriber("replica-b", nil)
 	ctx := ctxT(t)
@@ -85,7 +87,7 @@ func TestSubscriptionRestartResumes(t *testing.T) {
 	se.mini.FastForward(SubscriptionLease)
 	b.Step(ctx)
 	waitFor(t, "6 replays", func() bool { return se.counter.total() == 6 })
-	waitFor(t, "B handled every event", func() bool { return b.Counts().Events >= 4 })
+	waitFor(t, "B handled every event", func() bool { return b.Counts().Events >= 4 }) // the 4 to 5 after the stored id
 	// B looks again, once, at the requests it found claimed (A's, done).
 	se.clk.Advance(ReprocessLease)
 	b.Step(ctx)
