@@ -97,6 +97,7 @@ type Subscription struct {
 	cancel   context.CancelFunc   // ends the running stream; nil when none runs
 	gen      int                  // the running stream's number
 	caughtUp bool                 // a catch-up poll covered the time before the first stream
+	topicOK  bool                 // GetTopic said the integration user may subscribe
 	fails    int                  // failed streams in a row
 	retryAt  time.Time            // no stream before it
 	pollAt   time.Time            // the next fallback poll
@@ -272,6 +273,9 @@ func (s *Subscription) streamEnded(gen int, err error) {
 // poll when there is none yet, or EARLIEST: see the comment below) and
 // handles every batch until the stream ends.
 func (s *Subscription) stream(ctx context.Context) error {
+	if err := s.checkTopic(ctx); err != nil {
+		return err
+	}
 	after, err := s.o.State.ReplayID(ctx)
 	if err != nil {
 		return err
@@ -304,6 +308,30 @@ func (s *Subscription) stream(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// checkTopic asks once per process whether the integration user may
+// subscribe to the topic ("GetTopic RPC Method": can_subscribe), so that a
+// missing Change Data Capture selection or permission is named in the log.
+func (s *Subscription) checkTopic(ctx context.Context) error {
+	s.mu.Lock()
+	ok := s.topicOK
+	s.mu.Unlock()
+	if ok {
+		return nil
+	}
+	info, err := s.o.PubSub.Topic(ctx, ChangeEventTopic)
+	if err != nil {
+		return err
+	}
+	if !info.GetCanSubscribe() {
+		return fmt.Errorf("salesforce: the integration user may not subscribe to %s: deploy force-app (its "+
+			"ChangeEvents channel member) and check %s", ChangeEventTopic, IntegrationPermissionSet)
+	}
+	s.mu.Lock()
+	s.topicOK = true
+	s.mu.Unlock()
+	return nil
 }
 
 // errLeaseLost ends a stream whose replica no longer holds the lease.

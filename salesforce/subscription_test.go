@@ -10,8 +10,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
-// TestSubscriptionReprocesses: a first subscription starts at LATEST after
-// one catch-up poll; then the change events of records set to Reprocess
+// TestSubscriptionReprocesses: a first subscription checks the topic
+// (GetTopic) and starts at LATEST after one catch-up poll; then the change events of records set to Reprocess
 // Requested reach the reprocess path (one replay each, the records show
 // Reprocessing) without any poll, and the stored replay id follows.
 func TestSubscriptionReprocesses(t *testing.T) {
@@ -41,6 +41,9 @@ func TestSubscriptionReprocesses(t *testing.T) {
 	}
 	if got := se.ps.Presets(); !slices.Equal(got, []string{"LATEST"}) {
 		t.Errorf("replay presets %v, want [LATEST]", got)
+	}
+	if topic, schema := se.ps.Calls("GetTopic"), se.ps.Calls("GetSchema"); topic != 1 || schema != 1 {
+		t.Errorf("%d GetTopic and %d GetSchema calls, want 1 each (the topic checked once, one schema id)", topic, schema)
 	}
 	waitFor(t, "the replay id is stored", func() bool {
 		id, err := se.state.ReplayID(ctx)
