@@ -41,14 +41,21 @@ func GoTool() string {
 }
 
 // BuildBinary builds MainPackage into dir/callout-proxy, with -race when
-// race is true, and returns its path. Errors carry the go command's output.
+// race is true, and returns its path. It builds in the main module's root
+// (found from this file's path), so a test of another module that imports
+// this package (proxy/internal/realclients) builds the same binary. Errors
+// carry the go command's output.
 func BuildBinary(dir string, race bool) (string, error) {
 	bin := filepath.Join(dir, "callout-proxy")
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	if out, err := exec.Command(GoTool(), append(args, MainPackage)...).CombinedOutput(); err != nil {
+	cmd := exec.Command(GoTool(), append(args, MainPackage)...)
+	if _, file, _, ok := runtime.Caller(0); ok {
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", MainPackage, err, out)
 	}
 	return bin, nil
