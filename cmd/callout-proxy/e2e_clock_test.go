@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestE2EClockOffsetExported: every replica exports how far its clock is
@@ -12,7 +14,7 @@ import (
 // reads within a second of it once the first measurement is in.
 func TestE2EClockOffsetExported(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, statusHandler)
+	up := proctest.NewUpstream(t, statusHandler)
 	p := startProxy(t, devConfig(endpoint("api", up.URL, loopbackNets)), testEnv())
 	deadline := time.Now().Add(10 * time.Second)
 	for {

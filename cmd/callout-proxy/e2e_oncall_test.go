@@ -158,7 +158,7 @@ func logLines(t *testing.T, p *proxyUnderTest, msg string) []map[string]any {
 // endpoint's dead-letter series exists at 0 before its first dead letter.
 func TestE2EAttemptLogsAlike(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, statusHandler)
+	up := proctest.NewUpstream(t, statusHandler)
 	p := startProxy(t, withPolicy(devConfig(endpoint("flaky-api", up.URL, loopbackNets, "owner: 005000000000001AAA")+
 		endpoint("quiet-api", up.URL, loopbackNets)), "max_attempts: 3", "base_delay: 1ms", "max_delay: 2ms"), testEnv())
 
@@ -224,7 +224,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 // callout_breaker_transitions_total{to="enabled"}.
 func TestE2EDeferredAndEnableCounted(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, statusHandler)
+	up := proctest.NewUpstream(t, statusHandler)
 	p := startProxy(t, devConfig(endpoint("busy-api", up.URL, loopbackNets)), testEnv())
 	ep := `endpoint="busy-api"`
 	if v := metricValue(t, p, "callout_deferred_total", ep, `reason="paused"`); v != 0 {

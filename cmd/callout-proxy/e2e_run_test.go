@@ -16,6 +16,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // get fetches url without a token and returns the response and its body.
@@ -65,7 +66,7 @@ func metricLine(text, name string, labels ...string) string {
 // /metrics on the admin listener after a callout (contract §9).
 func TestE2EHealthAndMetrics(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
+	up := proctest.NewUpstream(t, okHandler)
 	p := startProxy(t, devConfig(endpoint("metered", up.URL, loopbackNets)), testEnv())
 
 	resp, body := get(t, p.URL+"/healthz")
@@ -114,12 +115,12 @@ func TestE2ERedisDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			up := newUpstream(t, okHandler)
+			up := proctest.NewUpstream(t, okHandler)
 			cfg := strings.Replace(devConfig(endpoint("ok", up.URL, loopbackNets)), "auth:",
 				"redis:\n  url: redis://"+tc.addr(t)+"/0\nauth:", 1)
 			p := startProxy(t, cfg, testEnv())
 			t.Run("requests", func(t *testing.T) { redisDownRequests(t, p) })
-			if n, r := up.hits(), up.hitsFor("/read"); n != 1 || r != 1 {
+			if n, r := up.Hits(), up.HitsFor("/read"); n != 1 || r != 1 {
 				t.Errorf("upstream got %d requests (%d reads), want the one read only", n, r)
 			}
 		})
@@ -183,7 +184,7 @@ func TestE2ECommandLine(t *testing.T) {
 	})
 	t.Run("token accepted by the proxy", func(t *testing.T) {
 		t.Parallel()
-		up := newUpstream(t, okHandler)
+		up := proctest.NewUpstream(t, okHandler)
 		cfg := devConfig(endpoint("ok", up.URL, loopbackNets))
 		env := testEnv()
 		var out, errOut bytes.Buffer
@@ -221,7 +222,7 @@ func TestE2ECommandLine(t *testing.T) {
 func TestE2EGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	arrived, release := make(chan struct{}), make(chan struct{})
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-release
 		okHandler(w, r)

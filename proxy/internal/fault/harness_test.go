@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -62,79 +61,6 @@ func endpoint(name, url string, extra ...string) string {
 		b.WriteString("    " + e + "\n")
 	}
 	return b.String()
-}
-
-// upstream is a real HTTP server that answers with its handler and records,
-// per Idempotency-Key, how many attempts it saw and whether two ever ran
-// at the same time.
-type upstream struct {
-	URL string
-	// handle answers one request; nil answers 200 {"ok":true}.
-	handle func(w http.ResponseWriter, r *http.Request)
-
-	mu       sync.Mutex
-	active   map[string]int
-	hits     map[string]int
-	overlaps []string
-	inFlight atomic.Int64
-	peak     atomic.Int64
-}
-
-func newUpstream(t *testing.T, handle func(http.ResponseWriter, *http.Request)) *upstream {
-	t.Helper()
-	u := &upstream{handle: handle, active: map[string]int{}, hits: map[string]int{}}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
-	srv.Config.ErrorLog = nil
-	srv.Start()
-	t.Cleanup(srv.Close)
-	u.URL = srv.URL
-	return u
-}
-
-func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	key := r.Header.Get("Idempotency-Key")
-	n := u.inFlight.Add(1)
-	defer u.inFlight.Add(-1)
-	for p := u.peak.Load(); n > p && !u.peak.CompareAndSwap(p, n); p = u.peak.Load() {
-	}
-	if key != "" {
-		u.mu.Lock()
-		u.hits[key]++
-		u.active[key]++
-		if u.active[key] > 1 {
-			u.overlaps = append(u.overlaps, key)
-		}
-		u.mu.Unlock()
-		defer func() {
-			u.mu.Lock()
-			u.active[key]--
-			u.mu.Unlock()
-		}()
-	}
-	if u.handle != nil {
-		u.handle(w, r)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"ok":true}`)
-}
-
-// checkNoOverlap fails the test when any key had two attempts at once.
-func (u *upstream) checkNoOverlap(t *testing.T) {
-	t.Helper()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.overlaps) > 0 {
-		t.Errorf("%d concurrent attempts of one key at the upstream: %v", len(u.overlaps), u.overlaps)
-	}
-}
-
-// attempts returns how many requests carried key.
-func (u *upstream) attempts(key string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.hits[key]
 }
 
 // client talks to the replicas as Apex does.

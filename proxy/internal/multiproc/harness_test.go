@@ -113,10 +113,9 @@ func endpoint(name, url string, extra ...string) string {
 	return b.String()
 }
 
-// replicaEnv is the environment of replica name.
-func replicaEnv(name string) map[string]string {
-	return map[string]string{"TEST_JWT_SECRET": testSecret, "REPLICA": name}
-}
+// replicaEnv is the environment of every replica (proctest.StartReplicas
+// adds its REPLICA).
+func replicaEnv() map[string]string { return map[string]string{"TEST_JWT_SECRET": testSecret} }
 
 // bearer returns an Authorization value with a fresh token from iss.
 func bearer(t *testing.T, iss string) string {
@@ -157,7 +156,7 @@ func (h *harness) send(base, method, path string, hdr http.Header, body string) 
 
 // call is send on the test goroutine, authenticated as prodIssuer unless
 // hdr has Authorization; it fails the test on a transport error.
-func (h *harness) call(t *testing.T, r *replica, method, path string, hdr http.Header, body string) response {
+func (h *harness) call(t *testing.T, r *proctest.Proxy, method, path string, hdr http.Header, body string) response {
 	t.Helper()
 	if hdr == nil {
 		hdr = http.Header{}
@@ -174,7 +173,7 @@ func (h *harness) call(t *testing.T, r *replica, method, path string, hdr http.H
 }
 
 // status fetches GET /v1/callouts/{id} from r as iss.
-func (h *harness) status(t *testing.T, r *replica, id, iss string) (response, statusDoc) {
+func (h *harness) status(t *testing.T, r *proctest.Proxy, id, iss string) (response, statusDoc) {
 	t.Helper()
 	resp := h.call(t, r, http.MethodGet, "/v1/callouts/"+id, http.Header{"Authorization": {bearer(t, iss)}}, "")
 	var doc statusDoc
@@ -189,7 +188,7 @@ func (h *harness) status(t *testing.T, r *replica, id, iss string) (response, st
 // waitFinal polls GET /v1/callouts/{id} on r every 25 ms until the callout
 // is finished (succeeded, failed, dead_lettered), failing the test after
 // deadline. It returns the final status document.
-func (h *harness) waitFinal(t *testing.T, r *replica, id string, deadline time.Duration) statusDoc {
+func (h *harness) waitFinal(t *testing.T, r *proctest.Proxy, id string, deadline time.Duration) statusDoc {
 	t.Helper()
 	end := time.Now().Add(deadline)
 	for {
