@@ -16,7 +16,7 @@ import (
 
 // runMigrate is `callout-proxy migrate --config FILE`: it brings the
 // configured Redis store to this binary's layout (redisstore.Migrate,
-// keys.go cp:layout) and says what it found. A store of a newer or an
+// keyspace cp:layout) and says what it found. A store of a newer or an
 // unknown older layout is refused (exit 1), nothing written. The embedded
 // store lives only inside a running proxy, which stamps it at start:
 // nothing to migrate.

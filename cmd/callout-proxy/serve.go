@@ -114,7 +114,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			return cfg.CanNotify(ep)
 		},
 	})
-	// The store's layout (keys.go cp:layout) must be this binary's before
+	// The store's layout (keyspace cp:layout) must be this binary's before
 	// anything reads or writes it.
 	layoutLater, err := checkLayout(ctx, store, logger, stopServing)
 	if err != nil {

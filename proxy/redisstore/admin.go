@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // drainBatch is how many callouts one drain script run dead-letters, so one
@@ -157,10 +158,10 @@ type drainReply struct {
 // it") and gives it a fresh start: disable fields, breaker, failure count,
 // pause and outage are all cleared. Its dead letters stay; replay them.
 // Callouts held behind the old gate become due now. One HDEL, then the
-// held-callout release; every replica's gate cache is told (gateChannel).
+// held-callout release; every replica's gate cache is told (keyspace.GateChannel).
 // Errors: ErrUnavailable.
 func (s *Store) Enable(ctx context.Context, endpoint string) error {
-	err := s.rdb.HDel(ctx, endpointKey(endpoint), eDisabled, eDisReason, eDisAt, eBreaker,
+	err := s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), eDisabled, eDisReason, eDisAt, eBreaker,
 		eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, eOutage, eNotified).Err()
 	if err != nil {
 		return s.wrap("enable", err)
@@ -176,9 +177,9 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 // and pause are cleared; the outage (if any) and the disable flag stay.
 // Callouts held behind the breaker or the pause become due now. One HDEL,
 // then the held-callout release; every replica's gate cache is told
-// (gateChannel). Errors: ErrUnavailable.
+// (keyspace.GateChannel). Errors: ErrUnavailable.
 func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
-	err := s.rdb.HDel(ctx, endpointKey(endpoint), eBreaker, eFailures, eOpenedAt, eProbeAt,
+	err := s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), eBreaker, eFailures, eOpenedAt, eProbeAt,
 		eProbeToken, eProbeUntil, ePaused).Err()
 	if err != nil {
 		return s.wrap("reset breaker", err)

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // counters reads endpoint's backlog counters as create.lua compares them
 // with the caps: pending items (bi) and charged bytes (bb).
 func counters(t *testing.T, s *Store, endpoint string) (items, bytes int64) {
 	t.Helper()
-	v, err := s.rdb.HMGet(ctxT(t), endpointKey(endpoint), "bi", eBytes).Result()
+	v, err := s.rdb.HMGet(ctxT(t), keyspace.Endpoint(endpoint), "bi", eBytes).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

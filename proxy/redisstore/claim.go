@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -117,7 +118,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
 					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0)})
 				if qp.given && views[r.Endpoint] == nil && s.viewStale(r.Endpoint) {
-					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{endpointKey(r.Endpoint)}, args: []any{msArg(now)}}
+					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{keyspace.Endpoint(r.Endpoint)}, args: []any{msArg(now)}}
 					views[r.Endpoint].queue(ctx, p)
 				}
 			}
@@ -281,7 +282,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			slot := 0
 			if cluster {
-				slot = keySlot(qp.q.due)
+				slot = keyspace.Slot(qp.q.due)
 			}
 			c := groups[slot]
 			if c == nil {

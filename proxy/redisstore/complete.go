@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // Complete applies c to the claimed attempt in one script (complete.lua):
@@ -83,11 +84,11 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 		res = rc
 	}
 	replayed := rc
-	if n, ok := ShardOfID(cl.ReplayOf); ok {
-		if m, _ := ShardOfID(cl.ID); n == m {
+	if n, ok := keyspace.ShardOfID(cl.ReplayOf); ok {
+		if m, _ := keyspace.ShardOfID(cl.ID); n == m {
 			// The chain replays a dead letter whose record is in this slot
 			// (the same key's queue): complete.lua notes the outcome there.
-			replayed, _ = calloutKeyOfID(cl.ReplayOf)
+			replayed, _ = keyspace.Callout(cl.ReplayOf)
 		}
 	}
 	item.Record, item.Rest, item.Resp, item.Reservation, item.Replayed = rc, rest, resp, res, replayed
@@ -124,7 +125,7 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 		return nil
 	}
 	dispatched := c.Attempt != nil
-	return &outcomeArgs{Endpoint: endpointKey(cl.Endpoint), Now: msArg(now), Probe: probe, Success: success,
+	return &outcomeArgs{Endpoint: keyspace.Endpoint(cl.Endpoint), Now: msArg(now), Probe: probe, Success: success,
 		Counts: dispatched && c.CountsTowardBreaker, Threshold: br.Failures,
 		ProbeNext: msArg(now.Add(br.ProbeInterval)), PausedUntil: paused}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // garbledReplayMark makes cl's completion fail at its last step: the
@@ -13,10 +14,10 @@ import (
 // written (the review of 2026-12-01's trigger).
 func garbledReplayMark(t *testing.T, e *env, cl *policy.Claimed) *policy.Claimed {
 	t.Helper()
-	n, _ := ShardOfID(cl.ID)
+	n, _ := keyspace.ShardOfID(cl.ID)
 	broken := *cl
 	broken.ReplayOf = idOfRaw(n, "0123456789abcdef")
-	rk, _ := calloutKeyOfID(broken.ReplayOf)
+	rk, _ := keyspace.Callout(broken.ReplayOf)
 	if err := e.b.Client.Set(ctxT(t), rk, "not a record", 0).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // handIn hands the completions comps[i] of cls[i] to a new Completer on
@@ -81,9 +82,9 @@ func mixedCompletions(t *testing.T, e *env, cls []*policy.Claimed) ([]*policy.Cl
 	stale.LeaseToken = "not-the-lease"
 	out[3] = &stale
 	broken := *cls[5]
-	n, _ := ShardOfID(broken.ID)
+	n, _ := keyspace.ShardOfID(broken.ID)
 	broken.ReplayOf = idOfRaw(n, "0123456789abcdef")
-	rk, _ := calloutKeyOfID(broken.ReplayOf)
+	rk, _ := keyspace.Callout(broken.ReplayOf)
 	if err := e.b.Client.Set(ctxT(t), rk, "not a record", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +187,8 @@ func TestBatchedCompletionsMatchOneByOne(t *testing.T) {
 		}
 		for k, ep := range eps[:2] {
 			seq := eps[2+k]
-			bh := e.b.Client.HGetAll(ctxT(t), queueAt(ep, ShardOf(ep)).acc).Val()
-			sh := e.b.Client.HGetAll(ctxT(t), queueAt(seq, ShardOf(seq)).acc).Val()
+			bh := e.b.Client.HGetAll(ctxT(t), queueAt(ep, keyspace.ShardOf(ep)).acc).Val()
+			sh := e.b.Client.HGetAll(ctxT(t), queueAt(seq, keyspace.ShardOf(seq)).acc).Val()
 			if !reflect.DeepEqual(bh, sh) || bh["bi"] == "" {
 				t.Errorf("endpoint hash: batched %v, one by one %v", bh, sh)
 			}
@@ -224,7 +225,7 @@ func TestBatchedCompletionsSplitAtMax(t *testing.T) {
 				t.Fatalf("completion %d = %+v, %v", i, res[i], errs[i])
 			}
 		}
-		if bi := e.b.Client.HGet(ctxT(t), queueAt("split-api", ShardOf("split-api")).acc, "bi").Val(); bi != "" {
+		if bi := e.b.Client.HGet(ctxT(t), queueAt("split-api", keyspace.ShardOf("split-api")).acc, "bi").Val(); bi != "" {
 			t.Fatalf("all ended, %s still counted pending", bi)
 		}
 	})
@@ -253,7 +254,7 @@ func TestBatchedCompletionsSharded(t *testing.T) {
 		// home and other queue alternating
 		var home, other []*policy.Claimed
 		for _, cl := range cls {
-			if n, _ := ShardOfID(cl.ID); n == ShardOf("wide-api") {
+			if n, _ := keyspace.ShardOfID(cl.ID); n == keyspace.ShardOf("wide-api") {
 				home = append(home, cl)
 			} else {
 				other = append(other, cl)

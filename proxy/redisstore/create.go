@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // Begin creates a callout for the synchronous ingress (contract §4) and, in the
@@ -48,7 +49,7 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 // (Prefer: respond-async, contract §4; a replay chain, contract §8), scheduled at
 // opts.DueAt or held when the gate is shut. Same reservation, gate and cap
 // checks as Begin; the first callout due in an empty queue wakes the
-// dispatchers (keys.go cp:wake). With opts.DryRun the same script
+// dispatchers (keyspace cp:wake). With opts.DryRun the same script
 // answers what it would do and writes nothing (a replay job's dry run: one
 // copy of the rules); the result has no ID. Errors: ErrDisabled,
 // ErrBacklogFull, ErrUnavailable.
@@ -202,7 +203,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		Now: a.now.UnixMilli(), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
 		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
 		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, At: a.at.UnixMilli(), ProbeUntil: a.probeUntil.UnixMilli(),
-		Token: a.token, RestQ: restQ, Wake: wakeChannel, Retention: s.idemTTL, Fields: fields}
+		Token: a.token, RestQ: restQ, Wake: keyspace.WakeChannel, Retention: s.idemTTL, Fields: fields}
 	if given {
 		args.Gate, args.GateUntil = string(view.gate.State), msOf(view.gate.Until)
 	}
@@ -294,22 +295,18 @@ func (s *Store) existing(ctx context.Context, id string, same bool, now time.Tim
 // msTime truncates t to the millisecond, as stored.
 func msTime(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
 
-// issuersKey is the HASH of issuer tag -> issuer (JWT iss) of every issuer
-// a record was created for: records keep only the tag (keys.go).
-const issuersKey = keyPrefix + "iss"
-
 // noteIssuer returns the tag of issuer, recording tag -> issuer in
 // cp:iss once per Store before the first record that uses it, so every
 // replica can resolve the tag (issuerOf). Errors: ErrUnavailable.
 func (s *Store) noteIssuer(ctx context.Context, issuer string) (string, error) {
-	tag := issuerTag(issuer)
+	tag := keyspace.IssuerTag(issuer)
 	if tag == "" {
 		return "", nil
 	}
 	if _, ok := s.issuers.Load(tag); ok {
 		return tag, nil
 	}
-	if err := s.rdb.HSetNX(ctx, issuersKey, tag, issuer).Err(); err != nil {
+	if err := s.rdb.HSetNX(ctx, keyspace.Issuers, tag, issuer).Err(); err != nil {
 		return "", s.wrap("note issuer", err)
 	}
 	s.issuers.Store(tag, issuer)
@@ -323,7 +320,7 @@ func (s *Store) issuerOf(ctx context.Context, tag string) string {
 	if v, ok := s.issuers.Load(tag); ok {
 		return v.(string)
 	}
-	v, err := s.rdb.HGet(ctx, issuersKey, tag).Result()
+	v, err := s.rdb.HGet(ctx, keyspace.Issuers, tag).Result()
 	if err != nil {
 		return ""
 	}

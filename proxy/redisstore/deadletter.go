@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -127,7 +128,7 @@ func (s *Store) summaries(ctx context.Context, ids []string) ([]*policy.DeadLett
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			if key, ok := calloutKeyOfID(id); ok {
+			if key, ok := keyspace.Callout(id); ok {
 				cmds[i] = p.HGetAll(ctx, key)
 			}
 		}
@@ -172,7 +173,7 @@ func (s *Store) summary(id string, m map[string]string) *policy.DeadLetter {
 // Errors: ErrNotFound, ErrNotDeadLettered (the callout is in another
 // state; nothing deleted), ErrUnavailable.
 func (s *Store) Discard(ctx context.Context, id string) error {
-	key, ok := calloutKeyOfID(id)
+	key, ok := keyspace.Callout(id)
 	if !ok {
 		return fmt.Errorf("redisstore: discard %q: %w", id, policy.ErrNotFound)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // A dead letter that prunes an expired index entry of another issuer's
@@ -17,10 +18,10 @@ func TestDeadLetterPruneReleasesOtherIssuersShare(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
 		const ep = "prune-api"
-		acc := queueAt(ep, ShardOf(ep)).acc
+		acc := queueAt(ep, keyspace.ShardOf(ep)).acc
 		old := req(ep, "", "{}")
 		old.Issuer = "https://other.my.salesforce.com"
-		other := "ib:" + issuerTag(old.Issuer)
+		other := "ib:" + keyspace.IssuerTag(old.Issuer)
 		deadLetter := func(nc policy.NewCallout) {
 			t.Helper()
 			if _, err := s.Enqueue(ctxT(t), nc, enqOpts); err != nil {

@@ -6,18 +6,19 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
 // EndpointState reads endpoint's state: one pipelined round trip (its
 // endpoint hash and the sizes of its due, lease and dead-letter sets, of
-// every queue, keys.go), then the gate (gate_read.lua).
+// every queue, keyspace), then the gate (gate_read.lua).
 // Errors: ErrUnavailable.
 func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error) {
 	now := s.now()
 	var h *redis.MapStringStringCmd
 	counts, err := s.pendingCounts(ctx, endpoint, func(p redis.Pipeliner) {
-		h = p.HGetAll(ctx, endpointKey(endpoint))
+		h = p.HGetAll(ctx, keyspace.Endpoint(endpoint))
 	})
 	if err != nil {
 		return policy.EndpointState{}, err
@@ -101,7 +102,7 @@ func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (polic
 
 // gateRead is gate with the breaker's consecutive failures.
 func (s *Store) gateRead(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, int, error) {
-	v, err := s.run(ctx, "gate_read", s.lua.gateRead, []string{endpointKey(endpoint)}, msArg(now))
+	v, err := s.run(ctx, "gate_read", s.lua.gateRead, []string{keyspace.Endpoint(endpoint)}, msArg(now))
 	if err != nil {
 		return policy.Gate{}, "", 0, err
 	}
@@ -128,7 +129,7 @@ func decodeGateRead(v any) (policy.Gate, policy.BreakerState, int, error) {
 func (s *Store) Backlog(ctx context.Context, endpoint string) (items, bytes int64, err error) {
 	var b *redis.StringCmd
 	c, err := s.pendingCounts(ctx, endpoint, func(p redis.Pipeliner) {
-		b = p.HGet(ctx, endpointKey(endpoint), eBytes)
+		b = p.HGet(ctx, keyspace.Endpoint(endpoint), eBytes)
 	})
 	if err != nil {
 		return 0, 0, err

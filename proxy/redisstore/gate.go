@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // outcomeArgs are outcome.lua's keys and arguments (lua/outcome.lua names
@@ -45,7 +46,7 @@ func (r outcomeReply) change() policy.BreakerChange {
 // giveBack is the outcome of a probe that made no attempt: the token is
 // released, the breaker unchanged.
 func giveBack(endpoint, token string, now time.Time) *outcomeArgs {
-	return &outcomeArgs{Endpoint: endpointKey(endpoint), Now: msArg(now), Probe: token, Counts: false,
+	return &outcomeArgs{Endpoint: keyspace.Endpoint(endpoint), Now: msArg(now), Probe: token, Counts: false,
 		Success: false, Threshold: 1, ProbeNext: msArg(now), PausedUntil: "0"}
 }
 
@@ -82,7 +83,7 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	}
 	now := s.now()
 	seq := s.gates.seq.Add(1)
-	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: endpointKey(endpoint), Now: now.UnixMilli(),
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: now.UnixMilli(),
 		Token: tok, ProbeUntil: msArg(now.Add(br.ProbeLease))})
 	if err != nil {
 		return policy.Admission{}, s.wrap("admit", err)
@@ -109,7 +110,7 @@ func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.Read
 	if r.PausedUntil.After(now) {
 		paused = msArg(r.PausedUntil)
 	}
-	home := queueAt(endpoint, ShardOf(endpoint))
+	home := queueAt(endpoint, keyspace.ShardOf(endpoint))
 	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.ep, Due: []string{home.due},
 		Now: msArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
 		Threshold: br.Failures, ProbeNext: msArg(now.Add(br.ProbeInterval)), PausedUntil: paused})

@@ -8,17 +8,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// gateChannel is the pub/sub channel on which every script that changes an
-// endpoint's gate publishes the endpoint hash's key (lib.lua gate_changed,
-// and Enable and ResetBreaker here): the breaker opening, closing or
-// reopening, a probe's result, the first failure after a success, a pause,
-// a disable, an enable, a reset. PUBLISH reaches every subscriber of a
-// single node, and on Redis Cluster every node's subscribers (a cluster
-// broadcasts PUBLISH over its bus, from scripts too), so one subscription
-// per replica on any node hears every endpoint. Not a key: nothing is
-// stored under it.
-const gateChannel = "cp:gate"
-
 // Gate cache defaults (GateCacheOptions).
 const (
 	// DefaultGateStaleness is GateCacheOptions.MaxStale's default.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // cacheBreaker is the breaker of the gate-cache tests: 3 failures, a
@@ -27,7 +28,7 @@ func watching(t *testing.T, s *Store) *Store {
 	t.Cleanup(func() { cancel(); <-done })
 	// The subscription is confirmed once a PUBLISH reaches it.
 	waitFor(t, "the gate subscription", func() bool {
-		_ = s.rdb.Publish(ctx, gateChannel, "cp:{test}:ep:nobody").Err()
+		_ = s.rdb.Publish(ctx, keyspace.GateChannel, "cp:{test}:ep:nobody").Err()
 		return s.GateCacheStats().Messages > 0
 	})
 	return s

@@ -9,11 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // WatchGates runs this replica's gate cache until ctx ends (
 // ARCHITECTURE.md "Hot-path budget"): while it runs, CachedAdmission answers reads to
-// an endpoint from memory, refreshed by a subscription to gateChannel (each
+// an endpoint from memory, refreshed by a subscription to keyspace.GateChannel (each
 // message invalidates the endpoint's entry at once) and by a backstop poll
 // every o.MaxStale/2 that reads every cached gate with gate_read.lua in one
 // pipeline. A cached gate is never used once the reading it came from is
@@ -43,11 +44,11 @@ func (s *Store) WatchGates(ctx context.Context, o GateCacheOptions) error {
 	return nil
 }
 
-// subscribeGates applies gateChannel's messages until ctx ends. go-redis
+// subscribeGates applies keyspace.GateChannel's messages until ctx ends. go-redis
 // reconnects a broken subscription by itself; every (re)subscription
 // invalidates the whole cache, since messages may have been missed.
 func (s *Store) subscribeGates(ctx context.Context) {
-	ps := s.rdb.Subscribe(ctx, gateChannel)
+	ps := s.rdb.Subscribe(ctx, keyspace.GateChannel)
 	defer ps.Close()
 	ch := ps.ChannelWithSubscriptions()
 	for {
@@ -160,7 +161,7 @@ func (s *Store) gateChanged(endpoint string, ch policy.BreakerChange, paused boo
 // the other replicas' polls see it within their MaxStale.
 func (s *Store) gateNotify(ctx context.Context, endpoint string) {
 	s.gates.changed(endpoint)
-	if err := s.rdb.Publish(ctx, gateChannel, keysOf(endpoint).ep).Err(); err != nil {
+	if err := s.rdb.Publish(ctx, keyspace.GateChannel, keysOf(endpoint).ep).Err(); err != nil {
 		s.log.Warn("redisstore: gate change not published; other replicas see it at their next poll",
 			"endpoint", endpoint, "err", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,7 +21,7 @@ import (
 // replica's gate cache has it). Errors: ErrNotFound (also for a malformed
 // id), ErrUnavailable.
 func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
-	key, ok := calloutKeyOfID(id)
+	key, ok := keyspace.Callout(id)
 	if !ok {
 		return nil, fmt.Errorf("redisstore: get %q: %w", id, policy.ErrNotFound)
 	}
@@ -97,7 +98,7 @@ func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
 		return nil
 	}
 	var due *redis.FloatCmd
-	gc := &scriptCall{sc: s.lua.gateRead, keys: []string{endpointKey(c.Endpoint)}, args: []any{msArg(s.now())}}
+	gc := &scriptCall{sc: s.lua.gateRead, keys: []string{keyspace.Endpoint(c.Endpoint)}, args: []any{msArg(s.now())}}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		gc.queue(ctx, p)
 		if q, ok := queueOfID(c.Endpoint, c.ID); ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // t0 is a round Unix-ms instant on purpose: a Lua number like 1.7e12 must
@@ -184,9 +185,9 @@ func pttl(t *testing.T, e *env, key string) time.Duration {
 	return d
 }
 
-// recordKey is the record key of callout id (keys.go).
+// recordKey is the record key of callout id (keyspace).
 func recordKey(id string) string {
-	k, _ := calloutKeyOfID(id)
+	k, _ := keyspace.Callout(id)
 	return k
 }
 

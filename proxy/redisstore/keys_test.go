@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -11,43 +10,9 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
-
-func TestCalloutIDShape(t *testing.T) {
-	id, err := NewCalloutID("payment-api", rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ok := ShardOfID(id)
-	if len(id) != IDLen || !ok || n != ShardOf("payment-api") || id[:2] != fmt.Sprintf("%02x", n) {
-		t.Fatalf("id %q: shard %d %v, want %d", id, n, ok, ShardOf("payment-api"))
-	}
-	tests := []struct {
-		name string
-		id   string
-		ok   bool
-	}{
-		{"valid", id, true},
-		{"too short", id[:23], false},
-		{"too long", id + "A", false},
-		{"uppercase hex", "7F" + id[2:], false},
-		{"shard out of range", "80" + id[2:], false},
-		{"not base64url", id[:10] + "+" + id[11:], false},
-		{"non-canonical last char", id[:23] + "B", false},
-		{"empty", "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, ok := ShardOfID(tt.id); ok != tt.ok {
-				t.Fatalf("ShardOfID(%q) ok = %v, want %v", tt.id, ok, tt.ok)
-			}
-		})
-	}
-	if _, err := NewCalloutID("x", bytes.NewReader(nil)); err == nil {
-		t.Fatal("NewCalloutID with a failing reader did not fail")
-	}
-}
 
 func TestFingerprint(t *testing.T) {
 	base := policy.Fingerprint("POST", "/a", "q=1", []byte("body"))
@@ -68,20 +33,20 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestKeysOfOneEndpointShareASlot(t *testing.T) {
-	if got := keySlot("123456789"); got != 0x31C3%16384 {
+	if got := keyspace.Slot("123456789"); got != 0x31C3%16384 {
 		t.Fatalf("crc16 self-check = %#x", got)
 	}
 	forEachBackend(t, func(t *testing.T, e *env) {
 		for i := range 200 {
 			endpoint := fmt.Sprintf("api-%d", i)
 			k := homeQueue(endpoint)
-			id, _ := NewCalloutID(endpoint, rand.Reader)
-			idKey, _ := calloutKeyOfID(id)
+			id, _ := keyspace.NewCalloutID(endpoint, rand.Reader)
+			idKey, _ := keyspace.Callout(id)
 			keys := []string{k.due, k.lease, k.ep, k.dl, recordKey(id), idKey, k.reservation("https://org", "key")}
-			want := keySlot(keys[0])
+			want := keyspace.Slot(keys[0])
 			for _, key := range keys {
-				if keySlot(key) != want {
-					t.Fatalf("%s in slot %d, %s in %d", keys[0], want, key, keySlot(key))
+				if keyspace.Slot(key) != want {
+					t.Fatalf("%s in slot %d, %s in %d", keys[0], want, key, keyspace.Slot(key))
 				}
 			}
 			if e.b.Cluster() && i%20 == 0 {

@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
 // LayoutVersion is the version of the store's layout — its keys, records
-// and scripts (keys.go) — that this binary reads and writes. A change of
+// and scripts (keyspace) — that this binary reads and writes. A change of
 // layout raises it and gives Migrate the step from the one before, as
 // River numbers its migrations; two layouts are never read side by side.
 const LayoutVersion = 1
-
-// layoutKey is the STRING holding the store's layout version (keys.go).
-const layoutKey = keyPrefix + "layout"
 
 // LayoutError reports a store whose layout is not this binary's.
 type LayoutError struct {
@@ -35,7 +33,7 @@ func (e *LayoutError) Error() string {
 	case e.Store < 0:
 		return fmt.Sprintf("redisstore: %s holds %s, which is no layout version (versions are whole numbers from 1): "+
 			"this is not a store of a known layout; check redis.url (and its database), and delete the key only "+
-			"if the store is empty (this binary's layout is %d)", layoutKey, e.Found, e.Binary)
+			"if the store is empty (this binary's layout is %d)", keyspace.Layout, e.Found, e.Binary)
 	case e.Store > e.Binary:
 		return fmt.Sprintf("redisstore: the store's layout is version %d, newer than this binary's %d: "+
 			"run a binary of layout %d or later (migrate cannot go back)", e.Store, e.Binary, e.Store)
@@ -50,13 +48,13 @@ func (e *LayoutError) Error() string {
 // when there was none. Errors: ErrUnavailable; a LayoutError when the key
 // holds no version (or is not a string).
 func (s *Store) stampLayout(ctx context.Context) (int, bool, error) {
-	old, err := s.rdb.SetArgs(ctx, layoutKey, strconv.Itoa(LayoutVersion),
+	old, err := s.rdb.SetArgs(ctx, keyspace.Layout, strconv.Itoa(LayoutVersion),
 		redis.SetArgs{Mode: "NX", Get: true}).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
 	if err != nil && redis.HasErrorPrefix(err, "WRONGTYPE") {
-		kind, terr := s.rdb.Type(ctx, layoutKey).Result()
+		kind, terr := s.rdb.Type(ctx, keyspace.Layout).Result()
 		if terr != nil {
 			kind = "another type"
 		}

@@ -3,22 +3,24 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/redis/go-redis/v9"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/redis/go-redis/v9"
 )
 
-// A store's layout version (keys.go cp:layout): a fresh store is stamped
+// A store's layout version (keyspace cp:layout): a fresh store is stamped
 // on first use, a matching one passes, another one is refused by the
 // start-up check and by migrate with both versions named, and migrate is
 // idempotent.
 func TestLayoutVersion(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		version := func() string { return e.b.Client.Get(ctxT(t), layoutKey).Val() }
+		version := func() string { return e.b.Client.Get(ctxT(t), keyspace.Layout).Val() }
 
 		if err := s.CheckLayout(ctxT(t)); err != nil {
 			t.Fatalf("fresh store: %v", err)
@@ -45,7 +47,7 @@ func TestLayoutVersion(t *testing.T) {
 			versions = append(versions, LayoutVersion-1)
 		}
 		for _, v := range versions {
-			if err := e.b.Client.Set(ctxT(t), layoutKey, strconv.Itoa(v), 0).Err(); err != nil {
+			if err := e.b.Client.Set(ctxT(t), keyspace.Layout, strconv.Itoa(v), 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			want := []string{"version " + strconv.Itoa(v), strconv.Itoa(LayoutVersion)}
@@ -72,7 +74,7 @@ func TestLayoutVersion(t *testing.T) {
 		// migrate" (which would refuse them again), by CheckLayout and
 		// Migrate alike; nothing is written.
 		for _, bad := range []string{"two", "0", "-1", "01", " 1", "1.0", "", "99999999999999999999"} {
-			if err := e.b.Client.Set(ctxT(t), layoutKey, bad, 0).Err(); err != nil {
+			if err := e.b.Client.Set(ctxT(t), keyspace.Layout, bad, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			for name, check := range map[string]func() error{
@@ -87,10 +89,10 @@ func TestLayoutVersion(t *testing.T) {
 				}
 			}
 		}
-		if err := e.b.Client.Del(ctxT(t), layoutKey).Err(); err != nil {
+		if err := e.b.Client.Del(ctxT(t), keyspace.Layout).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.b.Client.HSet(ctxT(t), layoutKey, "v", "1").Err(); err != nil {
+		if err := e.b.Client.HSet(ctxT(t), keyspace.Layout, "v", "1").Err(); err != nil {
 			t.Fatal(err)
 		}
 		var le *LayoutError
@@ -98,7 +100,7 @@ func TestLayoutVersion(t *testing.T) {
 			t.Fatalf("a layout key that is a hash: %v", err)
 		}
 
-		if err := e.b.Client.Del(ctxT(t), layoutKey).Err(); err != nil {
+		if err := e.b.Client.Del(ctxT(t), keyspace.Layout).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if from, err := s.Migrate(ctxT(t)); err != nil || from != 0 || version() != strconv.Itoa(LayoutVersion) {
@@ -116,7 +118,7 @@ func second[T any](_ T, err error) error { return err }
 func TestRequireLayoutHoldsWritesUntilConfirmed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := New(e.b.Client, Options{Now: e.clk.Now, RequireLayout: true})
-		if err := e.b.Client.Set(ctxT(t), layoutKey, strconv.Itoa(LayoutVersion+1), 0).Err(); err != nil {
+		if err := e.b.Client.Set(ctxT(t), keyspace.Layout, strconv.Itoa(LayoutVersion+1), 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		nc := req("layout-api", "k-1", "{}")
@@ -129,9 +131,9 @@ func TestRequireLayoutHoldsWritesUntilConfirmed(t *testing.T) {
 			t.Fatalf("ClaimBatch on another layout: %v, want a LayoutError", err)
 		}
 		if n := dbSize(t, e); n != 1 {
-			t.Fatalf("%d keys before the layout was confirmed, want only %s", n, layoutKey)
+			t.Fatalf("%d keys before the layout was confirmed, want only %s", n, keyspace.Layout)
 		}
-		if err := e.b.Client.Set(ctxT(t), layoutKey, strconv.Itoa(LayoutVersion), 0).Err(); err != nil {
+		if err := e.b.Client.Set(ctxT(t), keyspace.Layout, strconv.Itoa(LayoutVersion), 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Begin(ctxT(t), nc, opts); err != nil {

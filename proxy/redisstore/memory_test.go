@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // MaxPendingBytes is the target for what one pending keyed
@@ -74,7 +75,7 @@ func TestPendingCalloutMemory(t *testing.T) {
 					lastID = r.ID
 				}
 				perCallout := (usedMemory(t, e) - before) / n
-				q := queueAt("payment-api", ShardOf("payment-api"))
+				q := queueAt("payment-api", keyspace.ShardOf("payment-api"))
 				c, _, _ := q.record(lastID)
 				res := q.reservation(last.Issuer, last.IdempotencyKey)
 				record := e.b.Client.MemoryUsage(ctx, c, 0).Val()

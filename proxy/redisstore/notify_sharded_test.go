@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // A sharded endpoint's first dead letter of an outage, from a queue outside
@@ -28,7 +29,7 @@ func TestShardedDeadLetterTellsOwnerInAPipeline(t *testing.T) {
 			}
 			var home, other *policy.Claimed
 			for _, c := range claimEvery(t, s, ep) {
-				if n, _ := ShardOfID(c.ID); n == ShardOf(ep) {
+				if n, _ := keyspace.ShardOfID(c.ID); n == keyspace.ShardOf(ep) {
 					home = c
 				} else {
 					other = c

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
 // The Salesforce outbox (contract §7: "Salesforce writes (dead letters, status
 // changes, notifications, completion events) go through a durable outbox in
 // Redis"). Each shard has one: a sorted set of entries scored by when they
-// are due, with a hash of their payloads and failure counts (keys.go). The
+// are due, with a hash of their payloads and failure counts (keyspace). The
 // scripts that end callouts queue entries in the same script as the change
 // that causes them (Options.Outbox), so no dead letter, outage, disable or
 // completion can happen without its Salesforce write being queued; the
@@ -64,30 +65,14 @@ func EntryShard(name string) (int, bool) {
 	}
 	switch kind {
 	case EntryMirror, EntryResult, EntryStatus:
-		return ShardOfID(keys[0])
+		return keyspace.ShardOfID(keys[0])
 	}
-	return ShardOf(keys[0]), true
+	return keyspace.ShardOf(keys[0]), true
 }
 
 // outbox returns the outbox and expiry-schedule keys of the endpoint's
-// shard (keys.go).
+// shard (keyspace).
 func (k epKeys) outbox() (sfo, sfx string) { return k.tag + "sfo", k.tag + "sfx" }
-
-// outboxKeys are the Salesforce keys of one shard (keys.go).
-type outboxKeys struct {
-	tag, sfo, sfd, sfx, sfs string
-}
-
-func outboxKeysOf(shard int) outboxKeys {
-	t := keyPrefix + tag(shard) + ":"
-	return outboxKeys{tag: t, sfo: t + "sfo", sfd: t + "sfo:d", sfx: t + "sfx", sfs: t + "sfs"}
-}
-
-// Keys of the outbox that are not per shard (keys.go).
-const (
-	pauseKey     = keyPrefix + "sf:pause"
-	watermarkKey = keyPrefix + "sf:wm:"
-)
 
 // Outbox is the Salesforce outbox of a Store. It is safe for concurrent use.
 type Outbox struct {
@@ -135,24 +120,24 @@ type OutboxEntry struct {
 }
 
 // DueShards returns the shards whose outbox has an entry due now, in shard
-// order: one pipelined round trip of Shards ZRANGEBYSCORE … LIMIT 0 1.
+// order: one pipelined round trip of keyspace.Shards ZRANGEBYSCORE … LIMIT 0 1.
 // Errors: ErrUnavailable.
 func (o *Outbox) DueShards(ctx context.Context) ([]int, error) {
-	return o.dueShards(ctx, "due shards", func(k outboxKeys) string { return k.sfo })
+	return o.dueShards(ctx, "due shards", func(k keyspace.Outbox) string { return k.Due })
 }
 
 // ExpiryShards returns the shards with a dead-letter copy whose expiry
 // time has come (Expire). One pipelined round trip. Errors: ErrUnavailable.
 func (o *Outbox) ExpiryShards(ctx context.Context) ([]int, error) {
-	return o.dueShards(ctx, "expiry shards", func(k outboxKeys) string { return k.sfx })
+	return o.dueShards(ctx, "expiry shards", func(k keyspace.Outbox) string { return k.Expiry })
 }
 
-func (o *Outbox) dueShards(ctx context.Context, op string, key func(outboxKeys) string) ([]int, error) {
+func (o *Outbox) dueShards(ctx context.Context, op string, key func(keyspace.Outbox) string) ([]int, error) {
 	by := &redis.ZRangeBy{Min: "-inf", Max: msArg(o.s.now()), Count: 1}
-	cmds := make([]*redis.StringSliceCmd, Shards)
+	cmds := make([]*redis.StringSliceCmd, keyspace.Shards)
 	_, err := o.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for n := range cmds {
-			cmds[n] = p.ZRangeByScore(ctx, key(outboxKeysOf(n)), by)
+			cmds[n] = p.ZRangeByScore(ctx, key(keyspace.OutboxOf(n)), by)
 		}
 		return nil
 	})
@@ -176,10 +161,10 @@ func (o *Outbox) Claim(ctx context.Context, shard, limit int, lease time.Duratio
 	if lease <= 0 {
 		return nil, fmt.Errorf("redisstore: outbox claim: lease must be > 0")
 	}
-	k := outboxKeysOf(shard)
+	k := keyspace.OutboxOf(shard)
 	now := o.s.now()
 	until := msTime(now.Add(lease))
-	v, err := o.s.run(ctx, "outbox claim", o.lua.claim, []string{k.sfo, k.sfd},
+	v, err := o.s.run(ctx, "outbox claim", o.lua.claim, []string{k.Due, k.Data},
 		msArg(now), msArg(until), strconv.Itoa(min(max(limit, 1), maxBatch)))
 	if err != nil {
 		return nil, err
@@ -240,7 +225,7 @@ func (o *Outbox) Ack(ctx context.Context, shard int, lease time.Time, acks []Out
 	if len(acks) == 0 {
 		return 0, nil
 	}
-	k := outboxKeysOf(shard)
+	k := keyspace.OutboxOf(shard)
 	args := make([]any, 0, 2+9*len(acks))
 	args = append(args, msArg(lease), msArg(o.s.now()))
 	for _, a := range acks {
@@ -251,7 +236,7 @@ func (o *Outbox) Ack(ctx context.Context, shard int, lease time.Time, acks []Out
 		args = append(args, a.Name, string(a.Verdict), msArg(a.At), flag(a.SetPayload), a.Payload,
 			a.Error, a.Root, version, flag(a.Forget))
 	}
-	v, err := o.s.run(ctx, "outbox ack", o.lua.ack, []string{k.sfo, k.sfd, k.sfs}, args...)
+	v, err := o.s.run(ctx, "outbox ack", o.lua.ack, []string{k.Due, k.Data, k.State}, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -281,8 +266,8 @@ func (o *Outbox) Put(ctx context.Context, at time.Time, items ...OutboxItem) (in
 	}
 	added := 0
 	for n, pairs := range byShard {
-		k := outboxKeysOf(n)
-		v, err := o.s.run(ctx, "outbox put", o.lua.put, []string{k.sfo, k.sfd},
+		k := keyspace.OutboxOf(n)
+		v, err := o.s.run(ctx, "outbox put", o.lua.put, []string{k.Due, k.Data},
 			append([]any{msArg(at)}, pairs...)...)
 		if err != nil {
 			return added, err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // expireAll runs Expire on every shard with a due copy and returns the
@@ -33,8 +34,8 @@ func expireAll(t *testing.T, o *Outbox) []string {
 func gone(t *testing.T, e *env, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		key, _ := calloutKeyOfID(id)
-		if err := e.b.Client.Del(ctxT(t), partKeys(key)...).Err(); err != nil {
+		key, _ := keyspace.Callout(id)
+		if err := e.b.Client.Del(ctxT(t), keyspace.RecordParts(key)...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,28 +112,28 @@ func TestOutboxKeysShareTheEndpointSlot(t *testing.T) {
 	for _, ep := range []string{"payments", "erp", "a"} {
 		k := keysOf(ep)
 		sfo, sfx := k.outbox()
-		ok := outboxKeysOf(ShardOf(ep))
-		for _, key := range []string{sfo, sfx, ok.sfd, ok.sfs} {
-			if keySlot(key) != keySlot(k.ep) {
-				t.Errorf("%s: slot %d, endpoint hash %d", key, keySlot(key), keySlot(k.ep))
+		ok := keyspace.OutboxOf(keyspace.ShardOf(ep))
+		for _, key := range []string{sfo, sfx, ok.Data, ok.State} {
+			if keyspace.Slot(key) != keyspace.Slot(k.ep) {
+				t.Errorf("%s: slot %d, endpoint hash %d", key, keyspace.Slot(key), keyspace.Slot(k.ep))
 			}
 		}
-		if sfo != ok.sfo || sfx != ok.sfx {
+		if sfo != ok.Due || sfx != ok.Expiry {
 			t.Errorf("%s: outbox keys disagree: %s %s vs %+v", ep, sfo, sfx, ok)
 		}
 	}
 }
 
 func TestEntryNames(t *testing.T) {
-	id, _ := NewCalloutID("payments", fixedReader{})
+	id, _ := keyspace.NewCalloutID("payments", fixedReader{})
 	for _, tc := range []struct {
 		name  string
 		shard int
 		ok    bool
 	}{
-		{EntryName(EntryMirror, id), ShardOf("payments"), true},
-		{EntryName(EntryOutage, "payments", id), ShardOf("payments"), true},
-		{EntryName(EntryDisabled, "erp", "1700000000000"), ShardOf("erp"), true},
+		{EntryName(EntryMirror, id), keyspace.ShardOf("payments"), true},
+		{EntryName(EntryOutage, "payments", id), keyspace.ShardOf("payments"), true},
+		{EntryName(EntryDisabled, "erp", "1700000000000"), keyspace.ShardOf("erp"), true},
 		{EntryName(EntryStatus, "not-an-id"), 0, false},
 		{"m:", 0, false},
 	} {

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // TestFlushLease: one replica holds the flush lease at a time, by the
@@ -89,7 +91,7 @@ func TestDueStats(t *testing.T) {
 		if err != nil || n != 7 || !oldest.Equal(t0) {
 			t.Fatalf("due = %d since %v (%v), want 7 since %v", n, oldest, err, t0)
 		}
-		shard, _ := ShardOfID(ids[1])
+		shard, _ := keyspace.ShardOfID(ids[1])
 		if got, err := o.Claim(ctx, shard, 1000, time.Minute); err != nil || len(got) == 0 {
 			t.Fatalf("claim: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,12 +29,12 @@ func (o *Outbox) Entry(ctx context.Context, name string) (OutboxInfo, bool, erro
 	if !ok {
 		return OutboxInfo{}, false, fmt.Errorf("redisstore: outbox entry: malformed entry %q", name)
 	}
-	k := outboxKeysOf(n)
+	k := keyspace.OutboxOf(n)
 	var score *redis.FloatCmd
 	var data *redis.SliceCmd
 	_, err := o.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		score = p.ZScore(ctx, k.sfo, name)
-		data = p.HMGet(ctx, k.sfd, "p:"+name, "n:"+name, "e:"+name)
+		score = p.ZScore(ctx, k.Due, name)
+		data = p.HMGet(ctx, k.Data, "p:"+name, "n:"+name, "e:"+name)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -49,12 +50,12 @@ func (o *Outbox) Entry(ctx context.Context, name string) (OutboxInfo, bool, erro
 
 // Len counts the entries of every shard's outbox (due, claimed or waiting
 // to be retried; not the expiry schedule): one pipelined round trip of
-// Shards ZCARDs. Errors: ErrUnavailable.
+// keyspace.Shards ZCARDs. Errors: ErrUnavailable.
 func (o *Outbox) Len(ctx context.Context) (int64, error) {
-	cmds := make([]*redis.IntCmd, Shards)
+	cmds := make([]*redis.IntCmd, keyspace.Shards)
 	_, err := o.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for n := range cmds {
-			cmds[n] = p.ZCard(ctx, outboxKeysOf(n).sfo)
+			cmds[n] = p.ZCard(ctx, keyspace.OutboxOf(n).Due)
 		}
 		return nil
 	})
@@ -76,14 +77,14 @@ func (o *Outbox) Pause(ctx context.Context, until time.Time) error {
 	if ttl <= 0 {
 		return nil
 	}
-	return o.s.wrap("outbox pause", o.s.rdb.Set(ctx, pauseKey, msArg(until), ttl).Err())
+	return o.s.wrap("outbox pause", o.s.rdb.Set(ctx, keyspace.SFPause, msArg(until), ttl).Err())
 }
 
 // PausedUntil returns the end of the current pause of Salesforce writes;
 // the zero time when none was set (compare it with the clock: the key's
 // TTL only cleans up). One round trip. Errors: ErrUnavailable.
 func (o *Outbox) PausedUntil(ctx context.Context) (time.Time, error) {
-	v, err := o.s.rdb.Get(ctx, pauseKey).Result()
+	v, err := o.s.rdb.Get(ctx, keyspace.SFPause).Result()
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, nil
 	}
@@ -97,7 +98,7 @@ func (o *Outbox) PausedUntil(ctx context.Context) (time.Time, error) {
 // to which Discarded records were handled); the zero time when unset. One
 // round trip. Errors: ErrUnavailable.
 func (o *Outbox) Watermark(ctx context.Context, name string) (time.Time, error) {
-	v, err := o.s.rdb.Get(ctx, watermarkKey+name).Result()
+	v, err := o.s.rdb.Get(ctx, keyspace.SFWatermark(name)).Result()
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, nil
 	}
@@ -110,5 +111,5 @@ func (o *Outbox) Watermark(ctx context.Context, name string) (time.Time, error) 
 // SetWatermark stores the named poll watermark (ms precision). One round
 // trip. Errors: ErrUnavailable.
 func (o *Outbox) SetWatermark(ctx context.Context, name string, t time.Time) error {
-	return o.s.wrap("watermark", o.s.rdb.Set(ctx, watermarkKey+name, msArg(t), 0).Err())
+	return o.s.wrap("watermark", o.s.rdb.Set(ctx, keyspace.SFWatermark(name), msArg(t), 0).Err())
 }

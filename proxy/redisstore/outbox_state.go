@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
-// The state of Failed_Callout__c records (cp:{sN}:sfs, keys.go). A record
+// The state of Failed_Callout__c records (cp:{sN}:sfs, keyspace). A record
 // is keyed on its root: the dead letter it was created for. Its replay
 // chains (contract §8) write to the same record, so the state says what the
 // record must show whatever order its writes are sent in: the status and
@@ -39,11 +40,11 @@ type RecordState struct {
 // RecordState reads the state of root's record. One round trip. Errors:
 // ErrNotFound for a malformed id, ErrUnavailable.
 func (o *Outbox) RecordState(ctx context.Context, root string) (RecordState, error) {
-	n, ok := ShardOfID(root)
+	n, ok := keyspace.ShardOfID(root)
 	if !ok {
 		return RecordState{}, fmt.Errorf("redisstore: record state %q: %w", root, policy.ErrNotFound)
 	}
-	f, err := o.s.rdb.HMGet(ctx, outboxKeysOf(n).sfs, "s:"+root, "rc:"+root, "t:"+root, "v:"+root,
+	f, err := o.s.rdb.HMGet(ctx, keyspace.OutboxOf(n).State, "s:"+root, "rc:"+root, "t:"+root, "v:"+root,
 		"a:"+root).Result()
 	if err != nil {
 		return RecordState{}, o.s.wrap("record state", err)
@@ -77,7 +78,7 @@ type StatusChange struct {
 // the change was older than the record's status (nothing changed but the
 // Copy link). Errors: ErrNotFound for a malformed root, ErrUnavailable.
 func (o *Outbox) SetRecordStatus(ctx context.Context, root string, ch StatusChange) (bool, error) {
-	n, ok := ShardOfID(root)
+	n, ok := keyspace.ShardOfID(root)
 	if !ok {
 		return false, fmt.Errorf("redisstore: record status %q: %w", root, policy.ErrNotFound)
 	}
@@ -86,12 +87,12 @@ func (o *Outbox) SetRecordStatus(ctx context.Context, root string, ch StatusChan
 	if at.IsZero() {
 		at = now
 	}
-	k := outboxKeysOf(n)
+	k := keyspace.OutboxOf(n)
 	answers := ""
 	if !ch.Answers.IsZero() {
 		answers = msArg(ch.Answers)
 	}
-	v, err := o.s.run(ctx, "record status", o.lua.status, []string{k.sfo, k.sfs},
+	v, err := o.s.run(ctx, "record status", o.lua.status, []string{k.Due, k.State},
 		msArg(now), root, ch.Status, ch.Replay, ch.Copy, msArg(at), flag(ch.Write), answers)
 	if err != nil {
 		return false, err
@@ -103,11 +104,11 @@ func (o *Outbox) SetRecordStatus(ctx context.Context, root string, ch StatusChan
 // as SetRecordStatus(…, StatusChange{Copy: id}) linked it; "" when id is
 // not linked. One round trip. Errors: ErrUnavailable.
 func (o *Outbox) RootOf(ctx context.Context, id string) (string, error) {
-	n, ok := ShardOfID(id)
+	n, ok := keyspace.ShardOfID(id)
 	if !ok {
 		return "", nil
 	}
-	v, err := o.s.rdb.HGet(ctx, outboxKeysOf(n).sfs, "r:"+id).Result()
+	v, err := o.s.rdb.HGet(ctx, keyspace.OutboxOf(n).State, "r:"+id).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
@@ -124,16 +125,16 @@ func (o *Outbox) RootOf(ctx context.Context, id string) (string, error) {
 // re-checked in the script. Two round trips (ZRANGEBYSCORE,
 // outbox_expire.lua). Errors: ErrUnavailable.
 func (o *Outbox) Expire(ctx context.Context, shard, limit int) ([]string, error) {
-	k := outboxKeysOf(shard)
+	k := keyspace.OutboxOf(shard)
 	now := o.s.now()
-	ids, err := o.s.rdb.ZRangeByScore(ctx, k.sfx, dueBy(now, min(max(limit, 1), maxBatch))).Result()
+	ids, err := o.s.rdb.ZRangeByScore(ctx, k.Expiry, dueBy(now, min(max(limit, 1), maxBatch))).Result()
 	if err != nil || len(ids) == 0 {
 		return nil, o.s.wrap("expire", err)
 	}
-	keys := []string{k.sfx, k.sfo, k.sfs}
+	keys := []string{k.Expiry, k.Due, k.State}
 	args := []any{msArg(now), durMs(time.Hour), policy.RecordExpired, policy.RecordReprocessed, policy.RecordDiscarded}
 	for _, id := range ids {
-		keys = append(keys, k.tag+"c:"+id)
+		keys = append(keys, keyspace.ShardPrefix(shard)+"c:"+id)
 		args = append(args, id)
 	}
 	v, err := o.s.run(ctx, "expire", o.lua.expire, keys, args...)
@@ -147,11 +148,11 @@ func (o *Outbox) Expire(ctx context.Context, shard, limit int) ([]string, error)
 // expiry; false when it is not scheduled. One round trip. Errors:
 // ErrUnavailable.
 func (o *Outbox) ExpiresAt(ctx context.Context, id string) (time.Time, bool, error) {
-	n, ok := ShardOfID(id)
+	n, ok := keyspace.ShardOfID(id)
 	if !ok {
 		return time.Time{}, false, nil
 	}
-	v, err := o.s.rdb.ZScore(ctx, outboxKeysOf(n).sfx, id).Result()
+	v, err := o.s.rdb.ZScore(ctx, keyspace.OutboxOf(n).Expiry, id).Result()
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, false, nil
 	}

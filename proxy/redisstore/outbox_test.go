@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // outboxStore is e.store() with the Salesforce outbox on.
@@ -191,7 +192,7 @@ func TestOutboxClaimLeaseAndAck(t *testing.T) {
 		if n, _ := o.Put(ctxT(t), t0, OutboxItem{a, "other"}); n != 0 {
 			t.Fatalf("second put of %s added %d", a, n)
 		}
-		shard := ShardOf("erp")
+		shard := keyspace.ShardOf("erp")
 		first, err := o.Claim(ctxT(t), shard, 10, time.Minute)
 		if err != nil || len(first) != 3 || first[0].Payload != "pa" || first[1].Payload != "" {
 			t.Fatalf("claim = %+v %v", first, err)
@@ -246,7 +247,7 @@ func TestOutboxRecordWriteFencedOnVersion(t *testing.T) {
 		s, o := e.outboxStore()
 		ids, _ := scheduledDeadLetters(t, s, "payments", 1)
 		root := ids[0]
-		shard, _ := ShardOfID(root)
+		shard, _ := keyspace.ShardOfID(root)
 		claimAll(t, o) // the dead letter's own entries
 		set := func(status string, at time.Time) bool {
 			ok, err := o.SetRecordStatus(ctxT(t), root, StatusChange{Status: status, At: at, Write: true})

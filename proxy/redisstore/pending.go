@@ -59,7 +59,7 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 		return nil, 0, fmt.Errorf("redisstore: pending: state %q is not scheduled, held or in_flight", state)
 	}
 	// Every set's first offset+limit+1 entries, merged by score (every
-	// queue, keys.go): one more than the page says
+	// queue, keyspace): one more than the page says
 	// whether there is a next page.
 	zs := make([]*redis.ZSliceCmd, len(sets))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -112,7 +112,7 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 		c.Body, c.AttemptLog, c.Response, c.Fingerprint = nil, nil, nil, ""
 		c.State = state
 		// The set's score is the due time (lease expiry in flight): the
-		// record does not keep it (keys.go).
+		// record does not keep it (keyspace).
 		if at := time.UnixMilli(int64(m.score)); state == policy.InFlight {
 			c.LeaseExpiresAt = at
 		} else {
@@ -124,7 +124,7 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 }
 
 // KeyHolder returns the id of the callout that holds the Idempotency-Key
-// key of issuer on endpoint (its reservation, keys.go; contract §5: the
+// key of issuer on endpoint (its reservation, keyspace; contract §5: the
 // scope is issuer, endpoint, key; key without sf-string quotes, as
 // stored). Errors: policy.ErrNotFound when no callout holds it (never
 // used, or its retention ended), ErrUnavailable.

@@ -4,63 +4,31 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strconv"
-	"strings"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
-// clusterSlots is the number of Redis Cluster hash slots.
-const clusterSlots = 16384
-
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial 0), the checksum Redis
-// Cluster maps keys to slots with (Redis Cluster specification, "Keys
-// distribution model").
-func crc16(b []byte) uint16 {
-	var crc uint16
-	for _, c := range b {
-		crc ^= uint16(c) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// keySlot is the Redis Cluster slot of a key (0 … 16383), honouring a
-// {hash tag}: the part between the first '{' and the next '}' when that is
-// not empty.
-func keySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return int(crc16([]byte(key)) % clusterSlots)
-}
-
 // shardSlot is the slot of the hash tag {sN}.
-func shardSlot(n int) int { return keySlot(tag(n)) }
+func shardSlot(n int) int { return keyspace.Slot(keyspace.Tag(n)) }
 
 // queueShards returns the shard (hash tag number) of each of the n queues
-// of endpoint (keys.go "shards"): queue 0 is the endpoint's own shard,
-// ShardOf(endpoint), where its endpoint hash lives; queue q ≥ 1 is the
+// of endpoint (keyspace "Shards and queues"): queue 0 is the endpoint's own shard,
+// keyspace.ShardOf(endpoint), where its endpoint hash lives; queue q ≥ 1 is the
 // unused shard whose slot is nearest to slot(queue 0) + q·16384/n, so the
 // queues spread evenly over the slot space and hence over the primaries of
 // a cluster whose slots are split evenly (redis-cli --cluster create). A
 // pure function of (endpoint, n): every replica computes the same queues.
-// n is at least 1 and at most Shards.
+// n is at least 1 and at most keyspace.Shards.
 func queueShards(endpoint string, n int) []int {
-	n = min(max(n, 1), Shards)
-	home := ShardOf(endpoint)
+	n = min(max(n, 1), keyspace.Shards)
+	home := keyspace.ShardOf(endpoint)
 	out := []int{home}
 	used := map[int]bool{home: true}
 	base := shardSlot(home)
 	for q := 1; q < n; q++ {
-		target := (base + q*clusterSlots/n) % clusterSlots
-		best, bestD := -1, clusterSlots
-		for m := range Shards {
+		target := (base + q*keyspace.ClusterSlots/n) % keyspace.ClusterSlots
+		best, bestD := -1, keyspace.ClusterSlots
+		for m := range keyspace.Shards {
 			if used[m] {
 				continue
 			}
@@ -68,7 +36,7 @@ func queueShards(endpoint string, n int) []int {
 			if d < 0 {
 				d = -d
 			}
-			d = min(d, clusterSlots-d)
+			d = min(d, keyspace.ClusterSlots-d)
 			if d < bestD {
 				best, bestD = m, d
 			}
@@ -79,7 +47,7 @@ func queueShards(endpoint string, n int) []int {
 	return out
 }
 
-// queue is one queue of an endpoint (keys.go): its due and
+// queue is one queue of an endpoint (keyspace): its due and
 // lease sets, records, reservations, dead letters and backlog counters,
 // all under one hash tag. An endpoint with shards: 1 has one queue, its
 // home queue, in the endpoint hash's slot.
@@ -96,18 +64,18 @@ type queue struct {
 }
 
 // homeQueue returns endpoint's home queue, in the endpoint hash's shard.
-func homeQueue(endpoint string) queue { return queueAt(endpoint, ShardOf(endpoint)) }
+func homeQueue(endpoint string) queue { return queueAt(endpoint, keyspace.ShardOf(endpoint)) }
 
 // queueAt returns the queue of endpoint in shard n.
 func queueAt(endpoint string, n int) queue {
-	t := keyPrefix + tag(n) + ":"
-	home := ShardOf(endpoint) == n
+	t := keyspace.ShardPrefix(n)
+	home := keyspace.ShardOf(endpoint) == n
 	q := queue{
 		endpoint: endpoint, shard: n, home: home, tag: t,
 		due: t + "d:" + endpoint, lease: t + "l:" + endpoint,
 		dl: t + "dl:" + endpoint, dlb: t + "dlb:" + endpoint,
 		sfo: t + "sfo", sfx: t + "sfx",
-		ep: endpointKey(endpoint),
+		ep: keyspace.Endpoint(endpoint),
 	}
 	q.acc = q.ep
 	if !home {
@@ -156,7 +124,7 @@ func idOfRaw(shard int, raw string) string {
 // rawOfID returns the 16 random bytes of a well-formed callout id, "" for
 // anything else.
 func rawOfID(id string) string {
-	if _, ok := ShardOfID(id); !ok {
+	if _, ok := keyspace.ShardOfID(id); !ok {
 		return ""
 	}
 	b, _ := base64.RawURLEncoding.DecodeString(id[2:])

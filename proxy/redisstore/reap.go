@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -125,7 +126,7 @@ type reapReply struct {
 // on cp:wake). Best effort: a lost message costs at most the
 // dispatcher's backstop wait.
 func (s *Store) publishWake(ctx context.Context, endpoint string) {
-	_ = s.rdb.Publish(ctx, wakeChannel, endpoint).Err()
+	_ = s.rdb.Publish(ctx, keyspace.WakeChannel, endpoint).Err()
 }
 
 // reservationsOf returns the reservation key of each callout of ids
@@ -155,14 +156,14 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 	return out, nil
 }
 
-// Wakeups subscribes to the wake channel (keys.go cp:wake) and returns
+// Wakeups subscribes to the wake channel (keyspace cp:wake) and returns
 // a channel that receives a value, coalesced (capacity 1), for every
 // message, until ctx ends: the dispatcher's cue that another replica made
 // work due now (create.lua, Reap, the release of held callouts). The
 // subscription reconnects by itself (go-redis PubSub); what is published
 // while it is down is lost, which the dispatcher's backstop wait bounds.
 func (s *Store) Wakeups(ctx context.Context) <-chan struct{} {
-	ps := s.rdb.Subscribe(ctx, wakeChannel)
+	ps := s.rdb.Subscribe(ctx, keyspace.WakeChannel)
 	// Wait for the subscription to be confirmed, so what is published
 	// after Wakeups returns is seen.
 	if _, err := ps.Receive(ctx); err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 )
 
-// Fields of the callout record cp:{sN}:c:{id} (keys.go, lua/lib.lua): one
+// Fields of the callout record cp:{sN}:c:{id} (keyspace, lua/lib.lua): one
 // hash with one-letter fields, every value at most chunkLen bytes, so that Redis
 // keeps it in its compact listpack encoding (hash-max-listpack-value 64 by
 // default). The request is packed by this file into two values that only

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // Release deletes a callout created by Begin whose dispatch was refused
@@ -71,19 +72,13 @@ func (s *Store) giveBackProbe(ctx context.Context, endpoint, token string) error
 	return s.wrap("release: probe", err)
 }
 
-// lockKey names a replica-wide lock. It is not hash-tagged: no script
-// touches it with other keys.
-//
-//	cp:lock:{name}        STRING the holder's token; TTL: the lock's.
-func lockKey(name string) string { return "cp:lock:" + name }
-
 // TryLock takes, or renews when the caller already holds it, the named lock
 // for ttl, so that one replica at a time does a periodic job (the backlog
 // gatherer; the Salesforce reprocess poller). owner identifies the caller
 // (a random token per replica). It reports whether the caller holds the
 // lock. One round trip. Errors: ErrUnavailable.
 func (s *Store) TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
-	v, err := s.lua.lock.Run(ctx, s.rdb, &lockArgs{Lock: lockKey(name), Owner: owner, TTL: ttl})
+	v, err := s.lua.lock.Run(ctx, s.rdb, &lockArgs{Lock: keyspace.Lock(name), Owner: owner, TTL: ttl})
 	if err != nil {
 		return false, s.wrap("lock", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,7 +28,7 @@ const (
 	DefaultJobMaxItems  = 100_000
 )
 
-// ReplayStore keeps replay jobs in Redis (keys.go: cp:job:{J}, its :items and
+// ReplayStore keeps replay jobs in Redis (keyspace: cp:job:{J}, its :items and
 // :queue, cp:jobs, cp:jobs:active) so that a job survives the replica that
 // runs it and runs in one replica at a time (a lease in the job's hash,
 // fencing every step). It is safe for concurrent use.
@@ -57,7 +58,7 @@ func NewReplayStore(s *Store, o ReplayStoreOptions) *ReplayStore {
 // MaxItems is the most dead letters one job may hold.
 func (j *ReplayStore) MaxItems() int { return j.maxItems }
 
-// Fields of a job hash cp:job:{J} (keys.go). Times are Unix ms.
+// Fields of a job hash cp:job:{J} (keyspace). Times are Unix ms.
 const (
 	jSpec        = "sp"  // spec (opaque)
 	jState       = "s"   // JobState
@@ -80,22 +81,6 @@ const (
 	jIndex       = "i"   // send position
 	jOwner       = "ow"  // lease holder's token
 	jLeaseUntil  = "lx"  // lease expiry ms
-)
-
-// jobKeys are the three keys of one job, in the order the scripts take them.
-type jobKeys struct{ job, items, queue string }
-
-func keysOfJob(id string) jobKeys {
-	j := keyPrefix + "job:{" + id + "}"
-	return jobKeys{job: j, items: j + ":items", queue: j + ":queue"}
-}
-
-func (k jobKeys) all() []string { return []string{k.job, k.items, k.queue} }
-
-// The job index keys (keys.go); neither is hash-tagged.
-const (
-	jobsKey       = keyPrefix + "jobs"
-	activeJobsKey = keyPrefix + "jobs:active"
 )
 
 // validJobID reports whether id is shaped like a job id: base64url (no
@@ -122,22 +107,22 @@ func (j *ReplayStore) CreateJob(ctx context.Context, spec, createdBy string) (po
 		return policy.ReplayJob{}, err
 	}
 	now := msTime(j.s.now())
-	k := keysOfJob(id)
+	k := keyspace.JobOf(id)
 	// The job hash first, then the active set, in that order: on Redis
 	// Cluster the keys live on different nodes and one pipeline runs them in
 	// parallel, so a runner could list the id before its hash exists, find
 	// no job and forget it for good.
 	_, err = j.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k.job, jSpec, spec, jState, string(policy.JobQueued), jBy, createdBy,
+		p.HSet(ctx, k.Hash, jSpec, spec, jState, string(policy.JobQueued), jBy, createdBy,
 			jCreated, msArg(now), jUpdated, msArg(now))
-		p.ZAdd(ctx, jobsKey, redis.Z{Score: float64(now.UnixMilli()), Member: id})
+		p.ZAdd(ctx, keyspace.Jobs, redis.Z{Score: float64(now.UnixMilli()), Member: id})
 		return nil
 	})
 	if err == nil {
-		err = j.s.rdb.SAdd(ctx, activeJobsKey, id).Err()
+		err = j.s.rdb.SAdd(ctx, keyspace.JobsActive, id).Err()
 	}
 	if err != nil {
-		_ = j.s.rdb.Del(context.WithoutCancel(ctx), k.job).Err()
+		_ = j.s.rdb.Del(context.WithoutCancel(ctx), k.Hash).Err()
 		return policy.ReplayJob{}, j.s.wrap("create job", err)
 	}
 	return policy.ReplayJob{ID: id, Spec: spec, State: policy.JobQueued, CreatedBy: createdBy, CreatedAt: now, UpdatedAt: now}, nil
@@ -148,7 +133,7 @@ func (j *ReplayStore) Job(ctx context.Context, id string) (policy.ReplayJob, err
 	if !validJobID(id) {
 		return policy.ReplayJob{}, fmt.Errorf("redisstore: job %q: %w", id, policy.ErrJobNotFound)
 	}
-	m, err := j.s.rdb.HGetAll(ctx, keysOfJob(id).job).Result()
+	m, err := j.s.rdb.HGetAll(ctx, keyspace.JobOf(id).Hash).Result()
 	if err != nil {
 		return policy.ReplayJob{}, j.s.wrap("job", err)
 	}
@@ -165,14 +150,14 @@ func (j *ReplayStore) Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, 
 	if limit <= 0 {
 		limit = 100
 	}
-	ids, err := j.s.rdb.ZRevRange(ctx, jobsKey, 0, int64(min(limit, maxBatch)-1)).Result()
+	ids, err := j.s.rdb.ZRevRange(ctx, keyspace.Jobs, 0, int64(min(limit, maxBatch)-1)).Result()
 	if err != nil {
 		return nil, j.s.wrap("jobs", err)
 	}
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err = j.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.HGetAll(ctx, keysOfJob(id).job)
+			cmds[i] = p.HGetAll(ctx, keyspace.JobOf(id).Hash)
 		}
 		return nil
 	})
@@ -185,7 +170,7 @@ func (j *ReplayStore) Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, 
 			out = append(out, decodeJob(ids[i], m))
 			continue
 		}
-		_ = j.s.rdb.ZRem(ctx, jobsKey, ids[i]).Err() // expired: forget it
+		_ = j.s.rdb.ZRem(ctx, keyspace.Jobs, ids[i]).Err() // expired: forget it
 	}
 	return out, nil
 }
@@ -195,14 +180,14 @@ func (j *ReplayStore) Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, 
 // ended or expired; Acquire says so and Forget drops it.
 // Errors: ErrUnavailable.
 func (j *ReplayStore) ActiveJobs(ctx context.Context) ([]string, error) {
-	ids, err := j.s.rdb.SMembers(ctx, activeJobsKey).Result()
+	ids, err := j.s.rdb.SMembers(ctx, keyspace.JobsActive).Result()
 	return ids, j.s.wrap("active jobs", err)
 }
 
 // Forget drops id from the active set (after it ended or expired).
 // Errors: ErrUnavailable.
 func (j *ReplayStore) Forget(ctx context.Context, id string) error {
-	return j.s.wrap("forget job", j.s.rdb.SRem(ctx, activeJobsKey, id).Err())
+	return j.s.wrap("forget job", j.s.rdb.SRem(ctx, keyspace.JobsActive, id).Err())
 }
 
 // decodeJob turns a job hash into a Job.
@@ -229,7 +214,7 @@ func (j *ReplayStore) CancelJob(ctx context.Context, id, by string) (policy.JobS
 	if !validJobID(id) {
 		return "", fmt.Errorf("redisstore: cancel job %q: %w", id, policy.ErrJobNotFound)
 	}
-	v, err := j.s.run(ctx, "cancel job", j.lua.cancel, keysOfJob(id).all(),
+	v, err := j.s.run(ctx, "cancel job", j.lua.cancel, keyspace.JobOf(id).All(),
 		msArg(j.s.now()), by, durMs(j.ttl))
 	if err != nil {
 		return "", err

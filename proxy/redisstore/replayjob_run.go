@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -55,7 +56,7 @@ func (j *ReplayStore) Acquire(ctx context.Context, id, owner string, lease time.
 		return policy.ReplayJob{}, fmt.Errorf("redisstore: acquire job %q: %w", id, policy.ErrJobNotFound)
 	}
 	now := j.s.now()
-	v, err := j.s.run(ctx, "acquire job", j.lua.acquire, []string{keysOfJob(id).job},
+	v, err := j.s.run(ctx, "acquire job", j.lua.acquire, []string{keyspace.JobOf(id).Hash},
 		msArg(now), owner, msArg(now.Add(lease)))
 	if err != nil {
 		return policy.ReplayJob{}, err
@@ -93,7 +94,7 @@ func (j *ReplayStore) Collect(ctx context.Context, id, owner string, lease time.
 	for _, dl := range ids {
 		args = append(args, dl)
 	}
-	v, err := j.s.run(ctx, "collect", j.lua.collect, keysOfJob(id).all(), args...)
+	v, err := j.s.run(ctx, "collect", j.lua.collect, keyspace.JobOf(id).All(), args...)
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +114,7 @@ func (j *ReplayStore) Collect(ctx context.Context, id, owner string, lease time.
 // ErrJobCancelled, ErrJobLost, ErrJobNotFound, ErrUnavailable.
 func (j *ReplayStore) StartSending(ctx context.Context, id, owner string, lease time.Duration) error {
 	now := j.s.now()
-	v, err := j.s.run(ctx, "start sending", j.lua.send, []string{keysOfJob(id).job},
+	v, err := j.s.run(ctx, "start sending", j.lua.send, []string{keyspace.JobOf(id).Hash},
 		msArg(now), owner, msArg(now.Add(lease)))
 	if err != nil {
 		return err
@@ -124,7 +125,7 @@ func (j *ReplayStore) StartSending(ctx context.Context, id, owner string, lease 
 // Queue returns up to n dead-letter ids of job id's queue from index from
 // (0-based), in collection order. Errors: ErrUnavailable.
 func (j *ReplayStore) Queue(ctx context.Context, id string, from, n int) ([]string, error) {
-	ids, err := j.s.rdb.LRange(ctx, keysOfJob(id).queue, int64(from), int64(from+n-1)).Result()
+	ids, err := j.s.rdb.LRange(ctx, keyspace.JobOf(id).Queue, int64(from), int64(from+n-1)).Result()
 	return ids, j.s.wrap("job queue", err)
 }
 
@@ -139,8 +140,8 @@ func (j *ReplayStore) Queue(ctx context.Context, id string, from, n int) ([]stri
 func (j *ReplayStore) ClaimItem(ctx context.Context, id, owner string, lease time.Duration, index int,
 	dl string) (claimed bool, prev policy.ItemStatus, err error) {
 	now := j.s.now()
-	k := keysOfJob(id)
-	v, err := j.s.run(ctx, "claim item", j.lua.claim, []string{k.job, k.items},
+	k := keyspace.JobOf(id)
+	v, err := j.s.run(ctx, "claim item", j.lua.claim, []string{k.Hash, k.Items},
 		msArg(now), owner, msArg(now.Add(lease)), itoa(index+1), dl)
 	if err != nil {
 		return false, "", err
@@ -172,8 +173,8 @@ func (j *ReplayStore) FinishItem(ctx context.Context, id string, it policy.Repla
 	if counter == "" {
 		return false, fmt.Errorf("redisstore: finish item %s: %q is not a result", it.DeadLetterID, it.Status)
 	}
-	k := keysOfJob(id)
-	v, err := j.s.run(ctx, "finish item", j.lua.item, []string{k.job, k.items},
+	k := keyspace.JobOf(id)
+	v, err := j.s.run(ctx, "finish item", j.lua.item, []string{k.Hash, k.Items},
 		msArg(j.s.now()), it.DeadLetterID, encodeItem(it), counter)
 	if err != nil {
 		return false, err
@@ -190,7 +191,7 @@ func (j *ReplayStore) Finish(ctx context.Context, id, owner string, state policy
 	if !state.Final() {
 		return fmt.Errorf("redisstore: finish job %s: %q is not a final state", id, state)
 	}
-	v, err := j.s.run(ctx, "finish job", j.lua.finish, keysOfJob(id).all(),
+	v, err := j.s.run(ctx, "finish job", j.lua.finish, keyspace.JobOf(id).All(),
 		msArg(j.s.now()), owner, string(state), errText, durMs(j.ttl))
 	if err != nil {
 		return err
@@ -205,7 +206,7 @@ func (j *ReplayStore) Finish(ctx context.Context, id, owner string, state policy
 // another replica may take it over at once; a lease the caller does not
 // hold is left alone. Errors: ErrUnavailable.
 func (j *ReplayStore) Release(ctx context.Context, id, owner string) error {
-	_, err := j.s.run(ctx, "release job", j.lua.release, []string{keysOfJob(id).job}, owner)
+	_, err := j.s.run(ctx, "release job", j.lua.release, []string{keyspace.JobOf(id).Hash}, owner)
 	return err
 }
 
@@ -220,7 +221,7 @@ func (j *ReplayStore) Items(ctx context.Context, id string, offset, limit int) (
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	vals, err := j.s.rdb.HMGet(ctx, keysOfJob(id).items, ids...).Result()
+	vals, err := j.s.rdb.HMGet(ctx, keyspace.JobOf(id).Items, ids...).Result()
 	if err != nil {
 		return nil, j.s.wrap("job items", err)
 	}

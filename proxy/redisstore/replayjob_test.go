@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 const jobLease = 10 * time.Second
@@ -118,7 +119,7 @@ func wantFinished(t *testing.T, e *env, r *ReplayStore, id string) {
 		done.Refused != 1 || done.Failed != 1 || done.Index != 1 || done.Owner != "" || done.FinishedAt.IsZero() {
 		t.Fatalf("finished = %+v", done)
 	}
-	for _, key := range keysOfJob(id).all() {
+	for _, key := range keyspace.JobOf(id).All() {
 		if d := pttl(t, e, key); d <= DefaultJobRetention-time.Minute || d > DefaultJobRetention {
 			t.Fatalf("%s TTL = %v, want the job retention", key, d)
 		}

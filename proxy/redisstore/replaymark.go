@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // Fields a replay adds to a dead letter's record cp:{sN}:c:{id} (record.go
@@ -24,7 +25,7 @@ const (
 // nothing, when id is no longer a dead letter (expired, discarded). One
 // round trip. Errors: ErrNotFound for a malformed id, ErrUnavailable.
 func (r *ReplayStore) MarkReplayed(ctx context.Context, id, replayID string) (bool, error) {
-	key, ok := calloutKeyOfID(id)
+	key, ok := keyspace.Callout(id)
 	if !ok {
 		return false, fmt.Errorf("redisstore: mark replayed %q: %w", id, policy.ErrNotFound)
 	}
@@ -38,7 +39,7 @@ func (r *ReplayStore) MarkReplayed(ctx context.Context, id, replayID string) (bo
 // ReplayMarkOf reads the replay mark of callout id (zero when it has none
 // or does not exist). One round trip. Errors: ErrUnavailable.
 func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error) {
-	key, ok := calloutKeyOfID(id)
+	key, ok := keyspace.Callout(id)
 	if !ok {
 		return policy.ReplayMark{}, nil
 	}

@@ -21,7 +21,7 @@ var luaFS embed.FS
 // falls back to EVAL on NOSCRIPT, so a flushed or restarted Redis costs one
 // extra round trip, never an error.
 type scripts struct {
-	// a queue's callouts (keys.go)
+	// a queue's callouts (keyspace)
 	create   *script.Script[createArgs, createResult]
 	complete *script.Script[completeArgs, completeReply]
 	claim    *script.Script[claimArgs, claimReply]

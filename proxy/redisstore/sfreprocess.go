@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // Reprocess requests from Salesforce (contract §8 "Admins reprocess from
@@ -13,14 +15,14 @@ import (
 // stamp, so it is a new request. The claim makes each request replay once
 // even when two replicas poll at once (a poll lock that lapsed, a slow
 // poll): SET NX, then "done" for the dead-letter retention once handled.
-// The key, cp:sf:rq:{root}:{ms}, is documented in keys.go.
+// The key, cp:sf:rq:{root}:{ms}, is documented in package keyspace.
 
 // reprocessDone is a handled request's claim value.
 const reprocessDone = "done"
 
 // reprocessKey names the claim of root's request seen at stamp (Unix ms).
 func reprocessKey(root string, stamp time.Time) string {
-	return keyPrefix + "sf:rq:" + root + ":" + msArg(stamp)
+	return keyspace.SFReprocess(root, stamp.UnixMilli())
 }
 
 // ClaimReprocess takes the reprocess request of the record of root whose

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
-// Sharded endpoints (keys.go "shards"): an endpoint configured with
+// Sharded endpoints (keyspace "Shards and queues"): an endpoint configured with
 // shards: N spreads its callouts over N queues, each under its own hash
 // tag, so a Redis Cluster spreads one endpoint's load over several
 // primaries. The endpoint hash (breaker, gate, pause, disable, outage)
@@ -56,7 +57,7 @@ func (s *Store) shards(endpoint string) int {
 	if s.shardsOf == nil {
 		return 1
 	}
-	return min(max(s.shardsOf(endpoint), 1), Shards)
+	return min(max(s.shardsOf(endpoint), 1), keyspace.Shards)
 }
 
 func (s *Store) shardState(endpoint string) *shardState {
@@ -86,10 +87,10 @@ func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) 
 		// Record this count, so replicas configured with fewer still serve
 		// these queues; the script returns every count recorded.
 		var v noteShardsReply
-		v, err = s.lua.noteShards.Run(ctx, s.rdb, &noteShardsArgs{Endpoint: endpointKey(endpoint), N: strconv.Itoa(n)})
+		v, err = s.lua.noteShards.Run(ctx, s.rdb, &noteShardsArgs{Endpoint: keyspace.Endpoint(endpoint), N: strconv.Itoa(n)})
 		recorded, err = v.Counts, s.wrap("note shards", err)
 	} else {
-		recorded, err = s.rdb.HGet(ctx, endpointKey(endpoint), eShards).Result()
+		recorded, err = s.rdb.HGet(ctx, keyspace.Endpoint(endpoint), eShards).Result()
 		if isNil(err) {
 			err = nil
 		}
@@ -139,7 +140,7 @@ type noteShardsReply struct {
 func (s *Store) createQueue(ctx context.Context, nc policy.NewCallout) (queue, error) {
 	n := s.shards(nc.Endpoint)
 	if n == 1 {
-		return queueAt(nc.Endpoint, ShardOf(nc.Endpoint)), nil
+		return queueAt(nc.Endpoint, keyspace.ShardOf(nc.Endpoint)), nil
 	}
 	if _, err := s.queuesOf(ctx, nc.Endpoint); err != nil {
 		return queue{}, err
@@ -156,7 +157,7 @@ func (s *Store) createQueue(ctx context.Context, nc policy.NewCallout) (queue, e
 
 // queueOfID returns the queue holding callout id of endpoint.
 func queueOfID(endpoint, id string) (queue, bool) {
-	n, ok := ShardOfID(id)
+	n, ok := keyspace.ShardOfID(id)
 	if !ok {
 		return queue{}, false
 	}
@@ -238,7 +239,7 @@ func (s *Store) setView(endpoint string, v gateView) {
 // breaker_open, …). It refreshes the gate view either way.
 func (s *Store) takeProbe(ctx context.Context, endpoint, token string, until time.Time) (gateView, error) {
 	now := s.now()
-	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: endpointKey(endpoint), Now: now.UnixMilli(),
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: now.UnixMilli(),
 		Token: token, ProbeUntil: msArg(until)})
 	if err != nil {
 		return gateView{}, s.wrap("admit", err)

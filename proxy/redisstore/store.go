@@ -2,7 +2,7 @@
 // delay queue with leases, the callout records, the idempotency
 // reservations, the per-endpoint gate (circuit breaker, pause, disable,
 // backlog) and the dead-letter index (contract §3–§7, ARCHITECTURE.md "Redis data
-// model"). All Redis keys and Lua scripts of the proxy live here: keys.go
+// model"). All Redis keys and Lua scripts of the proxy live here: keyspace
 // documents every key once, lua/ holds one file per script.
 //
 // Every key of one endpoint shares a hash tag and every script receives all
@@ -30,7 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -80,11 +81,6 @@ type Options struct {
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
 }
-
-// wakeChannel is the pub/sub channel a callout that becomes due at once in
-// an empty queue is published on (create.lua, reap, release of held
-// callouts), for the dispatchers to wake (Store.Wakeups; keys.go cp:wake).
-const wakeChannel = keyPrefix + "wake"
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
 const DefaultResponseBodyCap = 64 << 10
@@ -162,7 +158,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Endpoints returns the names of every endpoint this store has created a
 // callout for (the cp:endpoints set), unordered.
 func (s *Store) Endpoints(ctx context.Context) ([]string, error) {
-	v, err := s.rdb.SMembers(ctx, endpointsKey).Result()
+	v, err := s.rdb.SMembers(ctx, keyspace.Endpoints).Result()
 	return v, s.wrap("endpoints", err)
 }
 
@@ -173,7 +169,7 @@ func (s *Store) remember(ctx context.Context, endpoint string) {
 	if _, ok := s.seen.Load(endpoint); ok {
 		return
 	}
-	if err := s.rdb.SAdd(ctx, endpointsKey, endpoint).Err(); err != nil {
+	if err := s.rdb.SAdd(ctx, keyspace.Endpoints, endpoint).Err(); err != nil {
 		s.log.Warn("redisstore: remember endpoint", "endpoint", endpoint, "err", err)
 		return
 	}
@@ -223,30 +219,9 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []str
 	return v, nil
 }
 
-// wrap turns a Redis error into the store's: connection-level failures
-// wrap ErrUnavailable; context cancellation and script/reply errors are
-// wrapped as they are. nil stays nil.
-func (s *Store) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if unavailable(err) {
-		return fmt.Errorf("redisstore: %s: %w: %w", op, policy.ErrUnavailable, err)
-	}
-	return fmt.Errorf("redisstore: %s: %w", op, err)
-}
-
-func unavailable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, redis.Nil) {
-		return false
-	}
-	var re redis.Error
-	if errors.As(err, &re) {
-		return redis.IsLoadingError(err) || redis.IsClusterDownError(err) ||
-			redis.IsMasterDownError(err) || redis.IsTryAgainError(err) || redis.IsReadOnlyError(err)
-	}
-	return true // network errors, EOF, closed client, pool timeout, deadline
-}
+// wrap turns a Redis error into the store's (script.Wrap): connection-level
+// failures wrap ErrUnavailable. nil stays nil.
+func (s *Store) wrap(op string, err error) error { return script.Wrap("redisstore: "+op, err) }
 
 // Reply decoding helpers for script results (RESP arrays of strings and
 // integers; nil for absent hash fields).

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // Spec is what a replay job replays (contract §8 "filtered ... and bulk"):
@@ -56,7 +56,7 @@ func (sp Spec) Validate() error {
 		}
 	}
 	for _, id := range sp.IDs {
-		if _, ok := redisstore.ShardOfID(id); !ok {
+		if _, ok := keyspace.ShardOfID(id); !ok {
 			return invalid("%q is not a callout id", id)
 		}
 	}

@@ -24,7 +24,7 @@
 -- hash is written once at the end (hflush), the gate published once
 -- (gate_publish).
 --
--- A queue of a sharded endpoint (keys.go "shards") is not in the endpoint
+-- A queue of a sharded endpoint (keyspace "Shards and queues") is not in the endpoint
 -- hash's slot: the caller passes the gate it read (its gate) and applies the
 -- attempt to the breaker itself (outcome.lua, in the same pipeline); this
 -- script then neither reads nor writes breaker fields.

@@ -1,4 +1,4 @@
--- create.lua: create a callout (keys.go) — Begin's, leased at once to the
+-- create.lua: create a callout (keyspace) — Begin's, leased at once to the
 -- synchronous ingress, or Enqueue's, scheduled for the dispatcher — in one
 -- script with its idempotency reservation (contract §5), the gate and the
 -- backlog caps (contract §10).

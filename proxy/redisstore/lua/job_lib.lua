@@ -2,7 +2,7 @@
 -- job store prepends lib.lua and then this file to each of them
 -- (replayjob.go), so every job script runs as one self-contained chunk.
 --
--- A job hash (keys.go, cp:job:{J}) holds its state in 's' (queued, running,
+-- A job hash (keyspace, cp:job:{J}) holds its state in 's' (queued, running,
 -- cancelling, cancelled, completed, failed) and, while a replica works on
 -- it, that replica's token in 'ow' and its lease expiry (ms) in 'lx'.
 

@@ -260,7 +260,7 @@ local function outbox_dead_letter(c, sfo, sfx, id, now_s, ttl, scheduled)
   if scheduled then redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id) end
 end
 
--- A callout record (keys.go, record.go) is one hash with one-letter
+-- A callout record (keyspace, record.go) is one hash with one-letter
 -- fields, kept in Redis's compact listpack encoding (every value at most
 -- 64 bytes):
 --   S state code (st below), n attempts, i issuer tag, b bytes charged to
@@ -336,7 +336,7 @@ end
 local lease_fields = {'t', 'x', 'l', 'k'}
 
 -- counter_names are the backlog counter fields of issuer tag in a queue's
--- counter hash (the endpoint hash for its home queue, keys.go).
+-- counter hash (the endpoint hash for its home queue, keyspace).
 local function counter_names(tag)
   return {'bb', 'bi', 'ii:' .. tag, 'ib:' .. tag}
 end
@@ -373,7 +373,7 @@ end
 -- gate of the endpoint hash's fields f (gate_of) when the script runs in
 -- the endpoint hash's slot (given is ''); else given and until_s, the gate
 -- the caller read from the endpoint hash (a queue of a sharded endpoint,
--- keys.go "shards").
+-- keyspace "Shards and queues").
 local function gate_in(f, given, until_s, now)
   if given == '' then return gate_of(f, now) end
   return given, num(until_s)

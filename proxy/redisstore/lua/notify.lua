@@ -1,4 +1,4 @@
--- notify.lua: a dead letter of a queue of a sharded endpoint (keys.go
+-- notify.lua: a dead letter of a queue of a sharded endpoint (keyspace
 -- "shards") happened outside the endpoint hash's slot; apply lib.lua's
 -- owner_notice to the endpoint hash, as complete.lua does for the home
 -- queue.

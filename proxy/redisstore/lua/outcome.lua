@@ -1,5 +1,5 @@
 -- outcome.lua: apply the result of a request that has no callout record (a
--- read, or an attempt of a queue of a sharded endpoint, keys.go) to the
+-- read, or an attempt of a queue of a sharded endpoint, keyspace) to the
 -- endpoint's circuit breaker and pause, as complete.lua does for callouts of
 -- the endpoint hash's own slot (contract §6).
 --

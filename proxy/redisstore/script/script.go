@@ -51,6 +51,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -168,3 +169,35 @@ func (c *Call[A, R]) Result(ctx context.Context, fallback redis.Scripter) (R, er
 // Err is the call's Redis error as the pipeline returned it (NOSCRIPT
 // included), without running anything again.
 func (c *Call[A, R]) Err() error { return c.cmd.Err() }
+
+// Wrap turns a Redis error into a store error for the operation op (say
+// "redisstore: claim"): connection-level failures (network errors, EOF, a
+// closed client, pool or deadline timeouts, and the LOADING, CLUSTERDOWN,
+// MASTERDOWN, TRYAGAIN and READONLY replies) wrap policy.ErrUnavailable,
+// which the HTTP layer answers with 503 store-unavailable (contract §11);
+// context cancellation, redis.Nil and script or reply errors are wrapped as
+// they are. nil stays nil. Every store package (the core, the outbox, replay
+// jobs, the gate cache) classifies errors through it.
+func Wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if Unavailable(err) {
+		return fmt.Errorf("%s: %w: %w", op, policy.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Unavailable reports whether err means Redis could not be reached or
+// could not serve the command now (Wrap's rule).
+func Unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, redis.Nil) {
+		return false
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return redis.IsLoadingError(err) || redis.IsClusterDownError(err) ||
+			redis.IsMasterDownError(err) || redis.IsTryAgainError(err) || redis.IsReadOnlyError(err)
+	}
+	return true
+}
