@@ -76,8 +76,8 @@ func TestE2EAuthHS256(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
 	p := startProxy(t, devConfig(
-		endpoint("open", up.URL, loopbackNets)+
-			endpoint("prod-only", up.URL, loopbackNets, "allowed_issuers: ["+testIssuer+"]")),
+		proctest.Endpoint("open", up.URL, loopbackNets)+
+			proctest.Endpoint("prod-only", up.URL, loopbackNets, "allowed_issuers: ["+testIssuer+"]")),
 		testEnv())
 	secret := []byte(testSecret)
 	now := time.Now()
@@ -132,7 +132,7 @@ auth:
   algorithms: [RS256, RS512]
   certificate_files: [` + oldCert + `, ` + newCert + `]
 endpoints:
-` + endpoint("open", up.URL, loopbackNets)
+` + proctest.Endpoint("open", up.URL, loopbackNets)
 	p := startProxy(t, cfg, nil)
 
 	certPEM, err := os.ReadFile(oldCert)

@@ -42,8 +42,8 @@ func TestE2EBreakerAcrossReplicas(t *testing.T) {
 		"fail": answerStatus(503), "ok": answerStatus(200),
 	})
 	settings := []string{loopbackNets, "breaker_failures: 3", "breaker_probe_interval: 2s"}
-	cfg := devConfig(endpoint("probe-api", probeUp.URL, settings...)+
-		endpoint("tick-api", tickUp.URL, settings...)) + "redis:\n  url: " + redisURL + "\n"
+	cfg := devConfig(proctest.Endpoint("probe-api", probeUp.URL, settings...)+
+		proctest.Endpoint("tick-api", tickUp.URL, settings...)) + "redis:\n  url: " + redisURL + "\n"
 	reps := []*proxyUnderTest{replica(t, bin, cfg), replica(t, bin, cfg), replica(t, bin, cfg)}
 	t.Run("one probe among 50 concurrent requests", func(t *testing.T) { oneProbe(t, reps, probeUp) })
 	t.Run("another replica's traffic does not delay the probe", func(t *testing.T) { probeOnTime(t, reps, tickUp) })

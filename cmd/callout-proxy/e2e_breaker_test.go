@@ -115,7 +115,7 @@ func TestE2EBreakerThreshold(t *testing.T) {
 	ups := make([]*proctest.Upstream, len(tests))
 	for i := range tests {
 		ups[i] = proctest.NewUpstream(t, bareStatusHandler)
-		eps += endpoint("count-"+strconv.Itoa(i), ups[i].URL, loopbackNets, "breaker_failures: 20",
+		eps += proctest.Endpoint("count-"+strconv.Itoa(i), ups[i].URL, loopbackNets, "breaker_failures: 20",
 			"breaker_probe_interval: 10m")
 	}
 	p := startProxy(t, devConfig(eps), testEnv())
@@ -206,7 +206,7 @@ func keyed(key string, async bool) http.Header {
 func TestE2EBreakerOpenHoldsWrites(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, bareStatusHandler)
-	p := startProxy(t, devConfig(endpoint("hold-api", up.URL, loopbackNets, "breaker_failures: 2",
+	p := startProxy(t, devConfig(proctest.Endpoint("hold-api", up.URL, loopbackNets, "breaker_failures: 2",
 		"breaker_probe_interval: 10m")), testEnv())
 	for range 2 {
 		resp, body := p.call(t, http.MethodGet, "/callout/hold-api/status/503", nil, nil)
@@ -258,7 +258,7 @@ func TestE2EBreakerOpenHoldsWrites(t *testing.T) {
 func TestE2EPermanentScheduledCalloutDeadLettersAtOnce(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, bareStatusHandler)
-	p := startProxy(t, devConfig(endpoint("forbid-api", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("forbid-api", up.URL, loopbackNets)), testEnv())
 	resp, body := p.call(t, http.MethodPost, "/callout/forbid-api/status/403", strings.NewReader(`{}`),
 		keyed("forbid-1", true))
 	if resp.StatusCode != http.StatusAccepted {
@@ -297,7 +297,7 @@ func TestE2EPermanentScheduledCalloutDeadLettersAtOnce(t *testing.T) {
 func TestE2EAutoDisable(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, bareStatusHandler)
-	cfg := withPolicy(devConfig(endpoint("flaky-api", up.URL, loopbackNets, "breaker_failures: 1000")),
+	cfg := withPolicy(devConfig(proctest.Endpoint("flaky-api", up.URL, loopbackNets, "breaker_failures: 1000")),
 		"disable_after: 2s", "base_delay: 1h", "max_delay: 1h")
 	p := startProxy(t, cfg, testEnv())
 	resp, body := p.call(t, http.MethodPost, "/callout/flaky-api/status/503", strings.NewReader(`{}`),

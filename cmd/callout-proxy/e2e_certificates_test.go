@@ -35,7 +35,7 @@ func TestE2ECertificateValidityWarned(t *testing.T) {
 	future := write("future", y(2090), y(2100))
 	valid := write("valid", y(2000), y(2100))
 	up := proctest.NewUpstream(t, okHandler)
-	cfg := strings.Replace(devConfig(endpoint("api", up.URL, loopbackNets)),
+	cfg := strings.Replace(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"  algorithms: [HS256]\n",
 		"  algorithms: [HS256, RS256]\n  certificate_files: ["+expired+", "+future+", "+valid+"]\n", 1)
 	p := startProxy(t, cfg, testEnv())

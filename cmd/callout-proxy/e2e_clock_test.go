@@ -15,7 +15,7 @@ import (
 func TestE2EClockOffsetExported(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, statusHandler)
-	p := startProxy(t, devConfig(endpoint("api", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), testEnv())
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		line := metricLines(metricsText(t, p), "callout_clock_offset_seconds ")

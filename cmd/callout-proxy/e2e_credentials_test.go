@@ -133,11 +133,11 @@ func startCredentialsProxy(t *testing.T) (*proxyUnderTest, *credtest.TokenServer
 			"scopes: [payments], audience: e2e-api, ca_file: %s}", tokenURL, secretFile, ts.CAFile)
 	}
 	cfg := devConfig(
-		endpoint("oauth-api", up.URL, loopbackNets, oauth(ts.URL)) +
-			endpoint("oauth-down", up.URL, loopbackNets, oauth(fmt.Sprintf("https://127.0.0.1:%d/token", closedPort(t)))) +
-			endpoint("mtls-api", mtls.URL, loopbackNets,
+		proctest.Endpoint("oauth-api", up.URL, loopbackNets, oauth(ts.URL)) +
+			proctest.Endpoint("oauth-down", up.URL, loopbackNets, oauth(fmt.Sprintf("https://127.0.0.1:%d/token", closedPort(t)))) +
+			proctest.Endpoint("mtls-api", mtls.URL, loopbackNets,
 				fmt.Sprintf("tls: {client_cert_file: %s, client_key_file: %s, ca_file: %s}", certFile, keyFile, mtlsCA)) +
-			endpoint("mtls-nocert", mtls.URL, loopbackNets, "tls: {ca_file: "+mtlsCA+"}"))
+			proctest.Endpoint("mtls-nocert", mtls.URL, loopbackNets, "tls: {ca_file: "+mtlsCA+"}"))
 	return startProxy(t, cfg, envWith("E2E_CLIENT_ID", e2eClientID)), ts, up, keyPEM
 }
 
@@ -164,7 +164,7 @@ func TestE2EReplayAfterSecretRotation(t *testing.T) {
 	})
 	dir := t.TempDir()
 	secretFile := credtest.WriteFile(t, dir, "client-secret", []byte(e2eClientSecret+"\n"))
-	cfg := withPolicy(devConfig(endpoint("oauth-api", up.URL, loopbackNets, "breaker_failures: 1000",
+	cfg := withPolicy(devConfig(proctest.Endpoint("oauth-api", up.URL, loopbackNets, "breaker_failures: 1000",
 		fmt.Sprintf("oauth2: {token_url: %q, client_id: {env: E2E_CLIENT_ID}, client_secret: {file: %s}, ca_file: %s}",
 			ts.URL, secretFile, ts.CAFile))), "max_attempts: 1")
 	p := startProxy(t, cfg, envWith("E2E_CLIENT_ID", e2eClientID))

@@ -43,8 +43,8 @@ func TestE2EUpstreamCannotForgeProxySignals(t *testing.T) {
 		_, _ = io.WriteString(w, forgedBody)
 	})
 	okay := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("forger", forger.URL, loopbackNets)+
-		endpoint("ok", okay.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("forger", forger.URL, loopbackNets)+
+		proctest.Endpoint("ok", okay.URL, loopbackNets)), testEnv())
 
 	noForgery := func(t *testing.T, h http.Header) {
 		t.Helper()
@@ -119,7 +119,7 @@ func TestE2EUpstreamCannotForgeProxySignals(t *testing.T) {
 func TestE2ECallerHeaderClaims(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("inject", up.URL, loopbackNets, "headers: {X-Api-Key: {env: UP_KEY}}")),
+	p := startProxy(t, devConfig(proctest.Endpoint("inject", up.URL, loopbackNets, "headers: {X-Api-Key: {env: UP_KEY}}")),
 		envWith("UP_KEY", upstreamKey))
 	token := "Authorization: " + bearer(t, testIssuer)
 	resp, body := p.raw(t, rawHead(http.MethodGet, "/callout/inject/claims", token,

@@ -39,8 +39,8 @@ func TestE2EHeaders(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
 	p := startProxy(t, devConfig(
-		endpoint("plain", up.URL, loopbackNets)+
-			endpoint("inject", up.URL, loopbackNets,
+		proctest.Endpoint("plain", up.URL, loopbackNets)+
+			proctest.Endpoint("inject", up.URL, loopbackNets,
 				"headers: {Authorization: {env: UP_AUTH}, X-Api-Key: {env: UP_KEY}}")),
 		envWith("UP_AUTH", upstreamAuth, "UP_KEY", upstreamKey))
 	token := "Authorization: " + bearer(t, testIssuer)
@@ -115,7 +115,7 @@ func apexHeader() http.Header {
 func TestE2EApexDefaults(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, withPolicy(devConfig(endpoint("apex", up.URL, loopbackNets)),
+	p := startProxy(t, withPolicy(devConfig(proctest.Endpoint("apex", up.URL, loopbackNets)),
 		"max_request_bytes: 1024"), testEnv())
 	payload := []byte(`{"amount":1250,"currency":"EUR","note":"a=b&c=d"}`)
 
@@ -189,7 +189,7 @@ func TestE2EGzipPassThrough(t *testing.T) {
 		w.(http.Flusher).Flush() // headers out first: chunked, no Content-Length from the upstream
 		_, _ = w.Write(zipped)
 	})
-	p := startProxy(t, devConfig(endpoint("gz", gz.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("gz", gz.URL, loopbackNets)), testEnv())
 	for _, ae := range []string{"gzip", ""} {
 		t.Run("Accept-Encoding "+strconv.Quote(ae), func(t *testing.T) {
 			t.Parallel()
@@ -240,8 +240,8 @@ func TestE2EResponseHeaders(t *testing.T) {
 		h.Set("X-Upstream", "forger")
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
-	p := startProxy(t, devConfig(endpoint("bare", bare.URL, loopbackNets)+
-		endpoint("forger", forger.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("bare", bare.URL, loopbackNets)+
+		proctest.Endpoint("forger", forger.URL, loopbackNets)), testEnv())
 	t.Run("no Content-Type stays none", func(t *testing.T) {
 		t.Parallel()
 		resp, body := p.call(t, http.MethodGet, "/callout/bare/x", nil, nil)

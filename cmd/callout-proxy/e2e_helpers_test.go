@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,27 +15,16 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
-// loopbackNets lets an endpoint reach the httptest upstreams on 127.0.0.1,
-// which the SSRF guard refuses otherwise.
-const loopbackNets = "allowed_networks: [127.0.0.0/8]"
+// loopbackNets lets an endpoint reach the httptest upstreams on 127.0.0.1.
+const loopbackNets = proctest.Loopback
 
 // okHandler answers 200 with a small text body.
 func okHandler(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = io.WriteString(w, "upstream ok")
-}
-
-// endpoint renders one entry of devConfig's endpoints block: name, url and
-// extra keys such as loopbackNets, each one "key: value" line.
-func endpoint(name, url string, extra ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "  %s:\n    url: %s\n", name, url)
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
 }
 
 // withPolicy appends a policy section with lines ("key: value") to cfg.

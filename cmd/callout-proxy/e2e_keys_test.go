@@ -33,7 +33,7 @@ func randomUUID(t *testing.T) string {
 func TestE2EBareIdempotencyKeys(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("api", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), testEnv())
 
 	keys := []string{"0" + randomUUID(t)[1:], strings.ToUpper("9" + randomUUID(t)[1:]), "a" + randomUUID(t)[1:]}
 	for i, key := range keys {

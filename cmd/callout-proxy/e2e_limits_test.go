@@ -30,7 +30,7 @@ func withLimits(cfg string, lines ...string) string {
 func TestE2EHeaderLimits(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"max_header_bytes: 8192", "max_header_fields: 20"), testEnv())
 	token := "Authorization: " + bearer(t, testIssuer)
 	many := []string{token}
@@ -73,7 +73,7 @@ func TestE2EHeaderLimits(t *testing.T) {
 func TestE2ETransferEncodingAndContentLength(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("api", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), testEnv())
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestE2ETransferEncodingAndContentLength(t *testing.T) {
 func TestE2EBodyReadTimeout(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"body_read_timeout: 300ms"), testEnv())
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
 	if err != nil {
@@ -166,7 +166,7 @@ func TestE2EOverloaded(t *testing.T) {
 			close(release)
 		}
 	})
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"max_inflight_bytes: 25165824", "overload_wait: 100ms"), testEnv())
 	body := strings.Repeat("x", 4<<20)
 	const writers = 12 // 48 MiB offered against 21 MiB for large requests
@@ -245,7 +245,7 @@ func TestE2EWriteTimeout(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("r", 11<<20)
 	up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, big) })
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)), "write_timeout: 300ms"), testEnv())
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), "write_timeout: 300ms"), testEnv())
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}
@@ -291,7 +291,7 @@ func TestE2EWriteTimeout(t *testing.T) {
 func TestE2ERefusalBeforeTheBodyIsAnsweredAtOnce(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"body_read_timeout: 1h"), testEnv())
 	for _, tc := range []struct {
 		name, method, path, auth string

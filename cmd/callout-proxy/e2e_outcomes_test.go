@@ -43,8 +43,8 @@ func TestE2EStatusPassThrough(t *testing.T) {
 	up := proctest.NewUpstream(t, statusHandler)
 	// 429 with Retry-After pauses its whole endpoint (contract §3), so it has
 	// an endpoint of its own.
-	p := startProxy(t, devConfig(endpoint("status-api", up.URL, loopbackNets)+
-		endpoint("pause-api", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("status-api", up.URL, loopbackNets)+
+		proctest.Endpoint("pause-api", up.URL, loopbackNets)), testEnv())
 
 	tests := []struct {
 		status int
@@ -133,13 +133,13 @@ func TestE2ENoAnswer(t *testing.T) {
 		_, _ = w.Write(bytes.Repeat([]byte("z"), 1024))
 	})
 	cfg := devConfig(
-		endpoint("refused", fmt.Sprintf("http://127.0.0.1:%d", closedPort(t)), loopbackNets) +
-			endpoint("hang", hang.URL, loopbackNets,
+		proctest.Endpoint("refused", fmt.Sprintf("http://127.0.0.1:%d", closedPort(t)), loopbackNets) +
+			proctest.Endpoint("hang", hang.URL, loopbackNets,
 				"connect_timeout: 1s", "header_timeout: 200ms", "attempt_timeout: 2s") +
-			endpoint("trickle", trickle.URL, loopbackNets,
+			proctest.Endpoint("trickle", trickle.URL, loopbackNets,
 				"connect_timeout: 300ms", "header_timeout: 300ms", "attempt_timeout: 300ms") +
-			endpoint("big", big.URL, loopbackNets) +
-			endpoint("exact", exact.URL, loopbackNets))
+			proctest.Endpoint("big", big.URL, loopbackNets) +
+			proctest.Endpoint("exact", exact.URL, loopbackNets))
 	p := startProxy(t, withPolicy(cfg, "max_response_bytes: 1024"), testEnv())
 
 	tests := []struct {
@@ -205,7 +205,7 @@ func trickleHandler(w http.ResponseWriter, r *http.Request) {
 func TestE2EUnknownEndpoint(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("known", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("known", up.URL, loopbackNets)), testEnv())
 	t.Run("paths", func(t *testing.T) {
 		for _, path := range []string{"/callout/unknown/x", "/callout/Known/x", "/callout/unknown"} {
 			t.Run(path, func(t *testing.T) {

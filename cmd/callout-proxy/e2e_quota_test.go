@@ -19,7 +19,7 @@ func TestOrganisationShareOfTheBacklog(t *testing.T) {
 	// The upstream fails and the next attempt is an hour away, so every
 	// accepted callout stays pending for the whole test.
 	up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
-	p := startProxy(t, withPolicy(devConfig(endpoint("shared", up.URL, "allowed_networks: [127.0.0.0/8]",
+	p := startProxy(t, withPolicy(devConfig(proctest.Endpoint("shared", up.URL, "allowed_networks: [127.0.0.0/8]",
 		"max_backlog_items: 4")), "base_delay: 1h", "max_delay: 1h"), testEnv())
 	const orgB = "https://sandbox--uat.sandbox.my.salesforce.com"
 	write := func(iss string, i int) (*http.Response, []byte) {

@@ -67,7 +67,7 @@ func metricLine(text, name string, labels ...string) string {
 func TestE2EHealthAndMetrics(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("metered", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("metered", up.URL, loopbackNets)), testEnv())
 
 	resp, body := get(t, p.URL+"/healthz")
 	if resp.StatusCode != http.StatusOK {
@@ -116,7 +116,7 @@ func TestE2ERedisDown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			up := proctest.NewUpstream(t, okHandler)
-			cfg := strings.Replace(devConfig(endpoint("ok", up.URL, loopbackNets)), "auth:",
+			cfg := strings.Replace(devConfig(proctest.Endpoint("ok", up.URL, loopbackNets)), "auth:",
 				"redis:\n  url: redis://"+tc.addr(t)+"/0\nauth:", 1)
 			p := startProxy(t, cfg, testEnv())
 			t.Run("requests", func(t *testing.T) { redisDownRequests(t, p) })
@@ -185,7 +185,7 @@ func TestE2ECommandLine(t *testing.T) {
 	t.Run("token accepted by the proxy", func(t *testing.T) {
 		t.Parallel()
 		up := proctest.NewUpstream(t, okHandler)
-		cfg := devConfig(endpoint("ok", up.URL, loopbackNets))
+		cfg := devConfig(proctest.Endpoint("ok", up.URL, loopbackNets))
 		env := testEnv()
 		var out, errOut bytes.Buffer
 		err := run(ctx, []string{"token", "--config", writeConfig(t, cfg)}, func(k string) string { return env[k] },
@@ -203,7 +203,7 @@ func TestE2ECommandLine(t *testing.T) {
 	})
 	t.Run("bad configuration", func(t *testing.T) {
 		t.Parallel()
-		path := writeConfig(t, devConfig(endpoint("Bad_Name", "https://api.example.com")))
+		path := writeConfig(t, devConfig(proctest.Endpoint("Bad_Name", "https://api.example.com")))
 		env := testEnv()
 		err := run(ctx, []string{"--config", path}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 		switch {
@@ -233,7 +233,7 @@ func TestE2EGracefulShutdown(t *testing.T) {
 			close(release)
 		}
 	})
-	p := startProxy(t, devConfig(endpoint("slow", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("slow", up.URL, loopbackNets)), testEnv())
 	req, err := http.NewRequest(http.MethodGet, p.URL+"/callout/slow/x", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 func TestE2ERequestTargets(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("ok", up.URL+"/base", loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("ok", up.URL+"/base", loopbackNets)), testEnv())
 	token := "Authorization: " + bearer(t, testIssuer)
 
 	tests := []struct {
@@ -92,7 +92,7 @@ func TestE2ERedirectsNotFollowed(t *testing.T) {
 		w.Header().Set("Location", tg.location)
 		w.WriteHeader(tg.status)
 	})
-	p := startProxy(t, devConfig(endpoint("redir", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("redir", up.URL, loopbackNets)), testEnv())
 	t.Run("redirects", func(t *testing.T) {
 		for path, tg := range targets {
 			t.Run(path, func(t *testing.T) {
@@ -124,9 +124,9 @@ func TestE2EBlockedAddress(t *testing.T) {
 	up := proctest.NewUpstream(t, okHandler)
 	viaLocalhost := strings.Replace(up.URL, "127.0.0.1", "localhost", 1)
 	p := startProxy(t, devConfig(
-		endpoint("private", viaLocalhost)+
-			endpoint("allowed", viaLocalhost, loopbackNets)+
-			endpoint("metadata", "http://169.254.169.254/latest", "allowed_networks: [169.254.0.0/16]")),
+		proctest.Endpoint("private", viaLocalhost)+
+			proctest.Endpoint("allowed", viaLocalhost, loopbackNets)+
+			proctest.Endpoint("metadata", "http://169.254.169.254/latest", "allowed_networks: [169.254.0.0/16]")),
 		testEnv())
 	t.Run("cases", func(t *testing.T) {
 		for _, ep := range []string{"private", "metadata"} {
@@ -153,7 +153,7 @@ func TestE2EBlockedAddress(t *testing.T) {
 func TestE2EBodyLimit(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
-	p := startProxy(t, withPolicy(devConfig(endpoint("ok", up.URL, loopbackNets)), "max_request_bytes: 1024"),
+	p := startProxy(t, withPolicy(devConfig(proctest.Endpoint("ok", up.URL, loopbackNets)), "max_request_bytes: 1024"),
 		testEnv())
 	t.Run("cases", func(t *testing.T) {
 		t.Run("declared length over the limit", func(t *testing.T) {

@@ -73,7 +73,7 @@ func TestE2EStandardWebhooks(t *testing.T) {
 	secretFile := credtest.WriteFile(t, t.TempDir(), "hooks-next", []byte(newSecret+"\n"))
 	rc := newOTLPReceiver(t)
 	up := proctest.NewUpstream(t, failOnce())
-	cfg := withPolicy(devConfig(endpoint("hooks", up.URL, loopbackNets,
+	cfg := withPolicy(devConfig(proctest.Endpoint("hooks", up.URL, loopbackNets,
 		"standard_webhooks: {secrets: [{env: E2E_HOOK_SECRET}, {file: "+secretFile+"}]}")),
 		"base_delay: 10ms", "max_delay: 20ms") +
 		"tracing:\n  endpoint: " + rc.URL + "\n  sample_ratio: 1\n"
@@ -179,7 +179,7 @@ func TestE2EAWSSigV4(t *testing.T) {
 	skFile := credtest.WriteFile(t, t.TempDir(), "aws-secret", []byte(creds.SecretAccessKey+"\n"))
 	rc := newOTLPReceiver(t)
 	up := proctest.NewUpstream(t, failOnce())
-	cfg := withPolicy(devConfig(endpoint("aws-api", up.URL, loopbackNets,
+	cfg := withPolicy(devConfig(proctest.Endpoint("aws-api", up.URL, loopbackNets,
 		"aws_sigv4: {region: eu-west-1, service: execute-api, access_key_id: {env: E2E_AWS_KEY}, "+
 			"secret_access_key: {file: "+skFile+"}, session_token: {env: E2E_AWS_TOKEN}}")),
 		"base_delay: 10ms", "max_delay: 20ms") +

@@ -153,7 +153,7 @@ func TestE2ETracing(t *testing.T) {
 		mu.Unlock()
 		w.WriteHeader(status)
 	})
-	cfg := withPolicy(devConfig(endpoint("trace-api", up.URL, loopbackNets)), "base_delay: 10ms", "max_delay: 20ms") +
+	cfg := withPolicy(devConfig(proctest.Endpoint("trace-api", up.URL, loopbackNets)), "base_delay: 10ms", "max_delay: 20ms") +
 		"tracing:\n  endpoint: " + rc.URL + "\n  sample_ratio: 1\n  replica: e2e-replica-1\n"
 	p := startProxy(t, cfg, testEnv())
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -169,15 +168,15 @@ type ctlResult struct {
 // give --token) and stdin.
 func (p *proxyEnv) ctl(t *testing.T, stdin string, args ...string) ctlResult {
 	t.Helper()
-	return p.ctlWith(t, false, stdin, &syncWriter{}, args...)
+	return p.ctlWith(t, false, stdin, &proctest.LogBuffer{}, args...)
 }
 
 // ctlWith runs calloutctl with stderr going to errw and, when terminal,
 // stderr taken for a terminal (the progress bar is drawn).
-func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *syncWriter, args ...string) ctlResult {
+func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *proctest.LogBuffer, args ...string) ctlResult {
 	t.Helper()
 	env := map[string]string{envServer: p.admin, envToken: opsToken}
-	var out syncWriter
+	var out proctest.LogBuffer
 	a := newApp(func(k string) string { return env[k] }, strings.NewReader(stdin), &out, errw)
 	a.pollEvery, a.throttle = 5*time.Millisecond, 0
 	a.now = p.clk.Now // relative --since and "in 1m30s" on the proxy's clock
@@ -189,24 +188,6 @@ func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *sync
 		fmt.Fprintln(errw, "calloutctl:", err)
 	}
 	return ctlResult{stdout: out.String(), stderr: errw.String(), code: exitCode(err)}
-}
-
-// syncWriter is a buffer safe to read while calloutctl writes it.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
 
 // want asserts a run's exit code and that stdout contains each of subs.

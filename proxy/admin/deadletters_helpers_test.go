@@ -1,23 +1,19 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
@@ -44,8 +40,7 @@ type dltEnv struct {
 	clk   *clocktest.Clock
 	store *redisstore.Store
 	svc   *replay.Service
-	logs  *bytes.Buffer
-	mu    sync.Mutex
+	logs  *proctest.LogBuffer
 }
 
 // dltConfig has pay-api (with redaction rules) and crm-api.
@@ -71,16 +66,10 @@ func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
 
 func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	t.Helper()
-	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &bytes.Buffer{}}
+	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &proctest.LogBuffer{}}
 	e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now})
-	env := map[string]string{"OPS": dltWrite, "VIEWER": dltRead}
-	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
-		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
-	}}, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, e.logs}, nil))
+	tokens := testTokens(t, dltWrite, dltRead)
+	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	cfg := dltConfig()
 	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, Owner: "A", Logger: logger,
 		Jobs: redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{}), Now: e.clk.Now, Sleep: e.clk.Sleep})
@@ -89,46 +78,13 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	return e
 }
 
-// lockedWriter serialises log writes from the job runner and handlers.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 func (e *dltEnv) do(t *testing.T, method, path, token, body string) *httptest.ResponseRecorder {
-	t.Helper()
-	var rd io.Reader = http.NoBody
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	r := httptest.NewRequest(method, path, rd)
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	w := httptest.NewRecorder()
-	e.h.ServeHTTP(w, r)
-	return w
+	return serve(t, e.h, method, path, token, body)
 }
 
 // audits returns the "audit" log lines.
 func (e *dltEnv) audits(t *testing.T) []map[string]any {
-	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(e.logs.String(), "\n") {
-		var m map[string]any
-		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "audit" {
-			out = append(out, m)
-		}
-	}
-	return out
+	return e.logs.Audits()
 }
 
 // dltDecode asserts a JSON answer's status and decodes it into v.

@@ -1,11 +1,8 @@
 package admin
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,11 +15,11 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -42,7 +39,7 @@ type admEnv struct {
 	h       http.Handler
 	store   *redisstore.Store
 	now     time.Time
-	logs    *bytes.Buffer
+	logs    *proctest.LogBuffer
 	metrics *metrics.Metrics
 	events  *admEvents
 }
@@ -75,7 +72,7 @@ func admConfig() *config.Config {
 // with the tokens ops (write) and viewer (read).
 func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 	t.Helper()
-	e := &admEnv{now: admT0, logs: &bytes.Buffer{}, events: &admEvents{}}
+	e := &admEnv{now: admT0, logs: &proctest.LogBuffer{}, events: &admEvents{}}
 	clock := func() time.Time { return e.now }
 	if b.Client != nil {
 		e.store = redisstore.New(b.Client, redisstore.Options{Now: clock})
@@ -83,13 +80,8 @@ func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 	if store == nil {
 		store = e.store
 	}
-	env := map[string]string{"OPS": admWriteToken, "VIEWER": admReadToken}
-	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
-		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
-	}}, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := testTokens(t, admWriteToken, admReadToken)
+	var err error
 	if e.metrics, err = metrics.New(prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)
 	}
@@ -101,35 +93,13 @@ func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 // do sends one admin request with token ("" for none) and returns the
 // recorded answer.
 func (e *admEnv) do(t *testing.T, method, path, token, body string) *httptest.ResponseRecorder {
-	t.Helper()
-	var rd io.Reader = http.NoBody
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	r := httptest.NewRequest(method, path, rd)
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	w := httptest.NewRecorder()
-	e.h.ServeHTTP(w, r)
-	return w
+	return serve(t, e.h, method, path, token, body)
 }
 
 // audits returns the decoded "audit" log lines.
 func (e *admEnv) audits(t *testing.T) []map[string]any {
 	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(e.logs.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if m["msg"] == "audit" {
-			out = append(out, m)
-		}
-	}
-	return out
+	return e.logs.MustRecords(t, "audit")
 }
 
 // wantAudit asserts the last audit line.

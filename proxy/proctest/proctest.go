@@ -85,6 +85,19 @@ func RunWithBinary(m *testing.M, suite, prebuilt string, race bool, bin *string)
 	return m.Run()
 }
 
+// RunSuite is the TestMain body of a suite that runs the binary (without
+// -race: the race detector's cost would distort the load and the memory
+// such a suite measures) on redis-servers of its own, as fault and hostile
+// do: it fails at once without redis-server on PATH, then runs
+// RunWithBinary.
+func RunSuite(m *testing.M, suite, prebuilt string, bin *string) int {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		fmt.Fprintln(os.Stderr, suite+": redis-server is required:", err)
+		return 1
+	}
+	return RunWithBinary(m, suite, prebuilt, false, bin)
+}
+
 // FreePort returns a loopback TCP port nothing listens on (it was free a
 // moment ago and is closed again), for a server the test starts on it.
 func FreePort(t testing.TB) int {
@@ -150,6 +163,9 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
+// Count is how many times s occurs in what was written so far.
+func (b *LogBuffer) Count(s string) int { return strings.Count(b.String(), s) }
+
 // Records returns the decoded lines whose msg is msg; lines that are not
 // JSON objects are skipped.
 func (b *LogBuffer) Records(msg string) []map[string]any {
@@ -161,6 +177,20 @@ func (b *LogBuffer) Records(msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// MustRecords is Records, failing the test on a line that is not a JSON
+// object (for a logger that must write nothing else); blank lines are
+// skipped.
+func (b *LogBuffer) MustRecords(t testing.TB, msg string) []map[string]any {
+	t.Helper()
+	for _, line := range strings.Split(b.String(), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); line != "" && err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+	}
+	return b.Records(msg)
 }
 
 // Audits returns the decoded "audit" lines of the admin API.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
 // TestLogBufferAudits: only JSON lines with msg "audit" are audits; HasAudit
@@ -117,5 +119,22 @@ func TestUpstreamRecords(t *testing.T) {
 	defer resp.Body.Close()
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != `{"ok":true}` {
 		t.Errorf("nil handler answered %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestConfigParses: what Config renders is a configuration the proxy
+// loads, with each part where it was put.
+func TestConfigParses(t *testing.T) {
+	yaml := Config{RedisURL: "redis://127.0.0.1:6379/0", Issuers: []string{"https://a.my.salesforce.com"},
+		Policy:    []string{"max_attempts: 3"},
+		Endpoints: []string{Endpoint("pay", "http://127.0.0.1:9", Loopback, "breaker_failures: 2")}}.YAML()
+	cfg, err := config.Parse([]byte(yaml), func(string) string { return "a-secret-of-at-least-32-bytes-long!!" })
+	if err != nil {
+		t.Fatalf("%v\n%s", err, yaml)
+	}
+	ep, ok := cfg.Endpoint("pay")
+	if !ok || cfg.Redis.URL != "redis://127.0.0.1:6379/0" || cfg.Policy.MaxAttempts != 3 || ep.BreakerFailures != 2 ||
+		len(ep.AllowedNetworks) != 1 {
+		t.Errorf("parsed %+v, endpoint %+v from:\n%s", cfg, ep, yaml)
 	}
 }

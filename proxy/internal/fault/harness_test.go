@@ -17,6 +17,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 const (
@@ -24,7 +25,7 @@ const (
 	testSecret = "fault-suite-secret-of-at-least-32-bytes!"
 	issuer     = "https://fault.my.salesforce.com"
 	// loopback lets an endpoint reach upstreams on 127.0.0.1.
-	loopback = "allowed_networks: [127.0.0.0/8]"
+	loopback = proctest.Loopback
 )
 
 // replicaEnv is the environment of every replica.
@@ -33,34 +34,18 @@ var replicaEnv = map[string]string{"TEST_JWT_SECRET": testSecret}
 // config is a whole configuration on port 0 for redisURL with HS256
 // auth, a millisecond retry policy plus policy lines, and the endpoints.
 func config(redisURL string, policy []string, endpoints ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nredis:\n  url: %s\n", redisURL)
-	fmt.Fprintf(&b, "auth:\n  issuers: [%s]\n  audience: callout-proxy\n", issuer)
-	b.WriteString("  algorithms: [HS256]\n  hs256_secret_env: TEST_JWT_SECRET\npolicy:\n")
 	lines := []string{"base_delay: 20ms", "max_delay: 200ms", "max_attempts: 30", "breaker_failures: 100000"}
 	for _, l := range policy { // a line for the same key replaces the default
 		k, _, _ := strings.Cut(l, ":")
 		lines = slices.DeleteFunc(lines, func(d string) bool { return strings.HasPrefix(d, k+":") })
 		lines = append(lines, l)
 	}
-	for _, l := range lines {
-		b.WriteString("  " + l + "\n")
-	}
-	b.WriteString("endpoints:\n")
-	for _, e := range endpoints {
-		b.WriteString(e)
-	}
-	return b.String()
+	return proctest.Config{RedisURL: redisURL, Issuers: []string{issuer}, Policy: lines, Endpoints: endpoints}.YAML()
 }
 
-// endpoint renders one entry of the endpoints block.
+// endpoint renders one entry of the endpoints block, reaching loopback.
 func endpoint(name, url string, extra ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "  %s:\n    url: %s\n    %s\n", name, url, loopback)
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
+	return proctest.Endpoint(name, url, append([]string{loopback}, extra...)...)
 }
 
 // client talks to the replicas as Apex does.

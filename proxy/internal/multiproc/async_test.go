@@ -51,12 +51,12 @@ func newAsyncSetup(t *testing.T) *asyncSetup {
 	s.waitDown = proctest.NewUpstream(t, unavailable)
 	s.reads = proctest.NewUpstream(t, unavailable)
 	cfg := s.h.config(msPolicy(),
-		endpoint("recovering", s.recovering.URL, loopbackNets),
-		endpoint("gated", s.gated.URL, loopbackNets),
-		endpoint("wait-ok", s.waitOK.URL, loopbackNets, "attempt_timeout: 2s", "header_timeout: 2s"),
-		endpoint("wait-down", s.waitDown.URL, loopbackNets,
+		proctest.Endpoint("recovering", s.recovering.URL, loopbackNets),
+		proctest.Endpoint("gated", s.gated.URL, loopbackNets),
+		proctest.Endpoint("wait-ok", s.waitOK.URL, loopbackNets, "attempt_timeout: 2s", "header_timeout: 2s"),
+		proctest.Endpoint("wait-down", s.waitDown.URL, loopbackNets,
 			"attempt_timeout: 300ms", "header_timeout: 300ms", "connect_timeout: 300ms"),
-		endpoint("reads", s.reads.URL, loopbackNets))
+		proctest.Endpoint("reads", s.reads.URL, loopbackNets))
 	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv())
 	s.a, s.b = reps[0], reps[1]
 	t.Cleanup(s.release) // before the replicas stop, so none waits on the gate

@@ -2,7 +2,6 @@ package multiproc
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -23,8 +22,8 @@ const (
 	prodIssuer    = "https://test.my.salesforce.com"
 	sandboxIssuer = "https://test--uat.sandbox.my.salesforce.com"
 	// loopbackNets lets an endpoint reach the httptest upstreams on
-	// 127.0.0.1, which the SSRF guard refuses otherwise.
-	loopbackNets = "allowed_networks: [127.0.0.0/8]"
+	// 127.0.0.1.
+	loopbackNets = proctest.Loopback
 	// replicaHeader injects the replica's name upstream on every attempt,
 	// so an upstream can tell which process dispatched a request.
 	replicaHeader = "headers: {X-Replica: {env: REPLICA}}"
@@ -87,30 +86,8 @@ func newHarness(t *testing.T) *harness {
 // config is a whole configuration on port 0 for the shared Redis, with
 // HS256 auth for both orgs, the policy lines and the endpoints.
 func (h *harness) config(policy []string, endpoints ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nredis:\n  url: %s\n", h.redisURL)
-	fmt.Fprintf(&b, "auth:\n  issuers: [%s, %s]\n  audience: callout-proxy\n", prodIssuer, sandboxIssuer)
-	b.WriteString("  algorithms: [HS256]\n  hs256_secret_env: TEST_JWT_SECRET\n")
-	b.WriteString("policy:\n")
-	for _, l := range policy {
-		b.WriteString("  " + l + "\n")
-	}
-	b.WriteString("endpoints:\n")
-	for _, e := range endpoints {
-		b.WriteString(e)
-	}
-	return b.String()
-}
-
-// endpoint renders one entry of the endpoints block: its url and extra
-// "key: value" lines.
-func endpoint(name, url string, extra ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "  %s:\n    url: %s\n", name, url)
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
+	return proctest.Config{RedisURL: h.redisURL, Issuers: []string{prodIssuer, sandboxIssuer}, Policy: policy,
+		Endpoints: endpoints}.YAML()
 }
 
 // replicaEnv is the environment of every replica (proctest.StartReplicas

@@ -40,11 +40,11 @@ func newIdemSetup(t *testing.T) *idemSetup {
 	})
 	s.forbidden = proctest.NewUpstream(t, reply(http.StatusForbidden, `{"error":"not allowed"}`))
 	cfg := s.h.config(msPolicy(),
-		endpoint("slow", s.slow.URL, loopbackNets),
-		endpoint("fast", s.fast.URL, loopbackNets),
-		endpoint("reset", s.reset.URL, loopbackNets),
-		endpoint("counted", s.counted.URL, loopbackNets),
-		endpoint("forbidden", s.forbidden.URL, loopbackNets))
+		proctest.Endpoint("slow", s.slow.URL, loopbackNets),
+		proctest.Endpoint("fast", s.fast.URL, loopbackNets),
+		proctest.Endpoint("reset", s.reset.URL, loopbackNets),
+		proctest.Endpoint("counted", s.counted.URL, loopbackNets),
+		proctest.Endpoint("forbidden", s.forbidden.URL, loopbackNets))
 	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv())
 	s.a, s.b = reps[0], reps[1]
 	return s

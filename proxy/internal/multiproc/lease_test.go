@@ -29,7 +29,7 @@ func TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes(t *testing.T) {
 		case <-r.Context().Done(): // the proxy died: the attempt is cut off
 		}
 	})
-	cfg := h.config(msPolicy(), endpoint("slow", up.URL, loopbackNets, replicaHeader,
+	cfg := h.config(msPolicy(), proctest.Endpoint("slow", up.URL, loopbackNets, replicaHeader,
 		"attempt_timeout: 3s", "header_timeout: 3s"))
 	reps := proctest.StartReplicas(t, proxyBinary, 3, cfg, replicaEnv())
 	lease := 3*time.Second + policy.LeaseGrace
