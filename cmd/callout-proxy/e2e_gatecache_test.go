@@ -4,8 +4,6 @@ package main
 
 import (
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,16 +85,9 @@ func TestE2EGateCacheAcrossReplicas(t *testing.T) {
 // labels, read from p's admin listener; it fails the test when absent.
 func unlabelledMetric(t *testing.T, p *proxyUnderTest, name string) float64 {
 	t.Helper()
-	_, body := get(t, p.AdminURL+"/metrics")
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			return f
-		}
+	v, ok := proctest.Sample(t, metricsText(t, p), name)
+	if !ok {
+		t.Fatalf("no %s on %s/metrics", name, p.AdminURL)
 	}
-	t.Fatalf("no %s on %s/metrics", name, p.AdminURL)
-	return 0
+	return v
 }

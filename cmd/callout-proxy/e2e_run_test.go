@@ -22,16 +22,11 @@ import (
 // get fetches url without a token and returns the response and its body.
 func get(t *testing.T, url string) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := noRedirectClient.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return doRequest(t, req)
 }
 
 // readyBody decodes a /readyz answer.

@@ -141,14 +141,25 @@ func (p *Proxy) Metric(t testing.TB, sample string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
+	if v, ok := Sample(t, string(b), sample); ok {
+		return v
+	}
+	return -1
+}
+
+// Sample is the value of one sample in text, a /metrics answer in the
+// Prometheus text format: sample is the whole name ("name" or
+// `name{l="v"}`) as written before the value; false when there is none.
+func Sample(t testing.TB, text, sample string) (float64, bool) {
+	t.Helper()
+	for line := range strings.SplitSeq(text, "\n") {
 		if v, ok := strings.CutPrefix(line, sample+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatalf("metric line %q: %v", line, err)
 			}
-			return f
+			return f, true
 		}
 	}
-	return -1
+	return 0, false
 }
