@@ -111,7 +111,7 @@ endpoints:
 	if spec.logs != nil {
 		logger = slog.New(slog.NewJSONHandler(spec.logs, nil))
 	}
-	rig.store = redisstore.New(rdb, redisstore.Options{Now: rig.clock.Now, Logger: logger})
+	rig.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: rig.clock.Now, Logger: logger})
 	rig.registry = prometheus.NewRegistry()
 	m, err := metrics.New(rig.registry)
 	if err != nil {

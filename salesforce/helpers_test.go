@@ -119,7 +119,7 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 	}
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], 42)
-	e.store = redisstore.New(e.rdb, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
+	e.store = redisstore.New(e.rdb, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
 		DeadLetterRetention: e.cfg.Policy.DeadLetterRetention, Outbox: true})
 	e.outbox = redisstore.NewOutbox(e.store)
 	e.reg = prometheus.NewRegistry()

@@ -60,6 +60,9 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	}
 	defer closeRedis()
 
+	// now is this process's wall clock: it checks callers' token exp/nbf
+	// and certificates. shared (below) is Redis's clock as this replica
+	// reads it, for everything that computes with shared state.
 	now, err := processClock(getenv)
 	if err != nil {
 		return usageError{err}
@@ -98,8 +101,10 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	})
 	defer fwd.CloseIdleConnections()
 
+	clocks := &skew.Monitor{Client: rdb, Now: now, Gauge: m.ClockOffset, Logger: logger}
+	shared := sharedClock(getenv, clocks.Corrected, now)
 	store := redisstore.New(rdb, redisstore.Options{
-		Now: now, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
+		Now: shared, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil, RequireLayout: true,
 		Shards: func(endpoint string) int {
 			if ep, ok := cfg.Endpoint(endpoint); ok {
@@ -144,12 +149,12 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if sf != nil {
 		ended, adminEvents = sf.Wake, sfEvents{sf}
 	}
-	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Ended: ended}
+	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Ended: ended, Now: shared}
 	disp := dispatch.New(dispatch.Options{
-		Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
+		Now: shared, Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
 		Ended: ended, Breakers: watcher, Wakeups: store.Wakeups(ctx), TracerProvider: tp, Propagator: prop,
 	})
-	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
+	replays := replay.New(replay.Options{Now: shared, Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
 	reprocessor, err := newReprocessor(sf, replays, store)
@@ -157,12 +162,12 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		return err
 	}
 	srv := proxy.New(proxy.Deps{
-		Config: cfg, Callers: callers, Upstream: fwd, Store: store, Completions: completer,
+		Now: shared, Config: cfg, Callers: callers, Upstream: fwd, Store: store, Completions: completer,
 		Metrics: m, Breakers: watcher, Ended: ended, Wake: disp.Wake,
 		Logger: logger, Build: build, Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
 	adminAPI := adminapi.New(adminapi.Deps{
-		Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
+		Now: shared, Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
 		Callouts: store, Keys: store,
 		Events: adminEvents, Metrics: m, Gatherer: reg, Wake: disp.Wake, Logger: logger, Pprof: cfg.Admin.Pprof,
 	})
@@ -172,7 +177,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = store.WatchGates(bg, redisstore.GateCacheOptions{MaxStale: cfg.Redis.GateStaleness}) })
 	wg.Go(func() { disp.Run(bg) })
-	wg.Go(func() { (&skew.Monitor{Client: rdb, Now: now, Gauge: m.ClockOffset, Logger: logger}).Run(bg) })
+	wg.Go(func() { clocks.Run(bg) })
 	wg.Go(func() { gatherer.Run(bg) })
 	if sf != nil {
 		wg.Go(func() { sf.Run(bg) })

@@ -116,7 +116,7 @@ func startProxy(t *testing.T) *proxyEnv {
 	}
 	rdb := testRedis(t)
 	logger := slog.New(slog.NewJSONHandler(p.logs, nil))
-	p.store = redisstore.New(rdb, redisstore.Options{Now: p.clk.Now, Logger: logger})
+	p.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: p.clk.Now, Logger: logger})
 	p.jobs = redisstore.NewReplayStore(p.store, redisstore.ReplayStoreOptions{})
 	callers, err := auth.NewVerifier(cfg.Auth, getenv, time.Now)
 	if err != nil {

@@ -75,7 +75,7 @@ func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 	e := &admEnv{now: admT0, logs: &proctest.LogBuffer{}, events: &admEvents{}}
 	clock := func() time.Time { return e.now }
 	if b.Client != nil {
-		e.store = redisstore.New(b.Client, redisstore.Options{Now: clock})
+		e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: clock})
 	}
 	if store == nil {
 		store = e.store

@@ -260,7 +260,6 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 	for i, r := range reqs {
 		p := plans[i]
 		br := r.Breaker.WithDefaults(r.Lease)
-		leaseUntil, probeUntil := now.Add(r.Lease), now.Add(br.ProbeLease)
 		homeDue := false
 		for _, qp := range p.queues {
 			homeDue = homeDue || (qp.q.home && len(qp.ids) > 0)
@@ -271,7 +270,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			qp.tokens = map[string]string{}
 			if qp.given {
-				ok, err := s.sharedGate(ctx, qp, out, i, homeDue, probeUntil)
+				ok, err := s.sharedGate(ctx, qp, out, i, homeDue, br.ProbeLease)
 				if err != nil {
 					return err
 				}
@@ -286,12 +285,12 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			c := groups[slot]
 			if c == nil {
-				c = &claimArgs{Now: now.UnixMilli()}
+				c = &claimArgs{Now: s.clockArg(now)}
 				groups[slot] = c
 				order = append(order, c)
 			}
 			cq := claimQueue{Due: qp.q.due, Lease: qp.q.lease, Counters: qp.q.acc, Count: len(qp.ids),
-				LeaseUntil: msArg(leaseUntil), ProbeUntil: msArg(probeUntil), Want: qp.cap}
+				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap}
 			cq.Gate, cq.GateUntil = gateArgs(qp.view, qp.given)
 			c.Queues = append(c.Queues, cq)
 			for _, id := range qp.ids {
@@ -355,7 +354,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 // one probes only when no home-slot queue has candidates (the home queue
 // takes the probe token itself, atomically), by taking the token on the
 // endpoint hash first (admit.lua) and claiming one candidate with it.
-func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult, i int, homeDue bool, probeUntil time.Time) (bool, error) {
+func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult, i int, homeDue bool, probeLease time.Duration) (bool, error) {
 	switch st := qp.view.gate.State; {
 	case st == policy.GateOpen:
 		return true, nil
@@ -367,7 +366,7 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		if err != nil {
 			return false, err
 		}
-		v, err := s.takeProbe(ctx, qp.q.endpoint, tok, probeUntil)
+		v, err := s.takeProbe(ctx, qp.q.endpoint, tok, probeLease)
 		if err != nil {
 			return false, err
 		}
@@ -422,8 +421,8 @@ type claimQueue struct {
 	Count      int    `lua:"count"`
 	Gate       string `lua:"gate"`
 	GateUntil  string `lua:"gate_until"`
-	LeaseUntil string `lua:"lease_until"`
-	ProbeUntil string `lua:"probe_until"`
+	LeaseMs    int64  `lua:"lease_ms"`
+	ProbeLease int64  `lua:"probe_lease"`
 	Want       int    `lua:"want"`
 }
 

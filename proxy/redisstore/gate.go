@@ -10,17 +10,17 @@ import (
 )
 
 // outcomeArgs are outcome.lua's keys and arguments (lua/outcome.lua names
-// each); times are Unix ms in decimal.
+// each); durations are ms.
 type outcomeArgs struct {
-	Endpoint    string   `lua:"endpoint,key"`
-	Due         []string `lua:"due,key"`
-	Now         string   `lua:"now"`
-	Probe       string   `lua:"probe"`
-	Success     bool     `lua:"success"`
-	Counts      bool     `lua:"counts"`
-	Threshold   int      `lua:"threshold"`
-	ProbeNext   string   `lua:"probe_next"`
-	PausedUntil string   `lua:"paused_until"`
+	Endpoint  string   `lua:"endpoint,key"`
+	Due       []string `lua:"due,key"`
+	Now       int64    `lua:"now"`
+	Probe     string   `lua:"probe"`
+	Success   bool     `lua:"success"`
+	Counts    bool     `lua:"counts"`
+	Threshold int      `lua:"threshold"`
+	ProbeIn   int64    `lua:"probe_in"`
+	Pause     int64    `lua:"pause"`
 }
 
 // outcomeReply is outcome.lua's reply.
@@ -45,9 +45,9 @@ func (r outcomeReply) change() policy.BreakerChange {
 
 // giveBack is the outcome of a probe that made no attempt: the token is
 // released, the breaker unchanged.
-func giveBack(endpoint, token string, now time.Time) *outcomeArgs {
-	return &outcomeArgs{Endpoint: keyspace.Endpoint(endpoint), Now: msArg(now), Probe: token, Counts: false,
-		Success: false, Threshold: 1, ProbeNext: msArg(now), PausedUntil: "0"}
+func (s *Store) giveBack(endpoint, token string, now time.Time) *outcomeArgs {
+	return &outcomeArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Probe: token,
+		Threshold: 1}
 }
 
 // admitArgs are admit.lua's keys and arguments (lua/admit.lua).
@@ -55,7 +55,7 @@ type admitArgs struct {
 	Endpoint   string `lua:"endpoint,key"`
 	Now        int64  `lua:"now"`
 	Token      string `lua:"token"`
-	ProbeUntil string `lua:"probe_until"`
+	ProbeLease int64  `lua:"probe_lease"`
 }
 
 // admitReply is admit.lua's reply.
@@ -83,8 +83,8 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	}
 	now := s.now()
 	seq := s.gates.seq.Add(1)
-	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: now.UnixMilli(),
-		Token: tok, ProbeUntil: msArg(now.Add(br.ProbeLease))})
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
+		Token: tok, ProbeLease: br.ProbeLease.Milliseconds()})
 	if err != nil {
 		return policy.Admission{}, s.wrap("admit", err)
 	}
@@ -106,18 +106,15 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.ReadResult) (policy.BreakerChange, error) {
 	now := s.now()
 	br := r.Breaker.WithDefaults(time.Minute)
-	paused := "0"
-	if r.PausedUntil.After(now) {
-		paused = msArg(r.PausedUntil)
-	}
+	pause := msUntil(r.PausedUntil, now)
 	home := queueAt(endpoint, keyspace.ShardOf(endpoint))
 	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.ep, Due: []string{home.due},
-		Now: msArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
-		Threshold: br.Failures, ProbeNext: msArg(now.Add(br.ProbeInterval)), PausedUntil: paused})
+		Now: s.clockArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
+		Threshold: br.Failures, ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause})
 	if err != nil {
 		return policy.BreakerChange{}, s.wrap("record result", err)
 	}
 	ch := v.change()
-	s.gateChanged(endpoint, ch, paused != "0")
+	s.gateChanged(endpoint, ch, pause > 0)
 	return ch, nil
 }

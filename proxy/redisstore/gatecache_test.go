@@ -345,7 +345,7 @@ func TestGateCacheRedisDown(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	clk := clocktest.New(t0)
-	s := manual(New(rdb, Options{Now: clk.Now}))
+	s := manual(New(rdb, Options{PinScriptTime: true, Now: clk.Now}))
 	readGate(t, s, "down-api")
 	mr.Close()
 	s.pollGates(ctxT(t)) // fails: keeps nothing

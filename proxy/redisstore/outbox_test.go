@@ -16,7 +16,7 @@ func (e *env) outboxStore() (*Store, *Outbox) {
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 	s := New(e.b.Client, Options{
-		Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day, Outbox: true,
 	})
 	return s, NewOutbox(s)

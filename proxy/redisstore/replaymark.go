@@ -60,7 +60,7 @@ func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.Repla
 // records were charged (dl_prune.lua, 100 entries a round trip, at most 100
 // round trips a queue and call). Errors: ErrUnavailable.
 func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (int64, error) {
-	before := msArg(r.s.now().Add(-r.s.dlTTL))
+	now := r.s.clockArg(r.s.now())
 	qs, err := r.s.queuesOf(ctx, endpoint)
 	if err != nil {
 		return 0, err
@@ -68,7 +68,8 @@ func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (in
 	var total int64
 	for _, q := range qs {
 		for range 100 {
-			v, err := r.s.lua.dlPrune.Run(ctx, r.s.rdb, &pruneArgs{Counters: q.acc, DL: q.dl, DLB: q.dlb, Before: before})
+			v, err := r.s.lua.dlPrune.Run(ctx, r.s.rdb, &pruneArgs{Counters: q.acc, DL: q.dl, DLB: q.dlb, Now: now,
+				Retention: r.s.dlTTL.Milliseconds()})
 			if err != nil {
 				return total, r.s.wrap("dl_prune", err)
 			}
@@ -84,10 +85,11 @@ func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (in
 
 // pruneArgs are dl_prune.lua's keys and arguments (lua/dl_prune.lua).
 type pruneArgs struct {
-	Counters string `lua:"counters,key"`
-	DL       string `lua:"dl,key"`
-	DLB      string `lua:"dlb,key"`
-	Before   string `lua:"before"`
+	Counters  string `lua:"counters,key"`
+	DL        string `lua:"dl,key"`
+	DLB       string `lua:"dlb,key"`
+	Now       int64  `lua:"now"`
+	Retention int64  `lua:"retention"`
 }
 
 // Summaries reads the dead-letter summaries of ids, in order: one

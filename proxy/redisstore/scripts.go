@@ -46,7 +46,7 @@ type scripts struct {
 
 // loadInto loads lua/<name>.lua with lib.lua before it into dst.
 func loadInto[A, R any](dst **script.Script[A, R], name, lib string) error {
-	sc, err := script.Load[A, R](luaFS, name, lib)
+	sc, err := script.Load[A, R](luaFS, name, script.Clock, lib)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
@@ -64,7 +64,7 @@ func loadScripts() (scripts, error) {
 	if err != nil {
 		return scripts{}, fmt.Errorf("redisstore: script gate_read: %w", err)
 	}
-	s := scripts{gateRead: redis.NewScript(lib + "\n" + string(body))}
+	s := scripts{gateRead: redis.NewScript(script.Clock + "\n" + lib + "\n" + string(body))}
 	err = errors.Join(
 		loadInto(&s.create, "create", lib), loadInto(&s.complete, "complete", lib),
 		loadInto(&s.claim, "claim", lib), loadInto(&s.reap, "reap", lib),

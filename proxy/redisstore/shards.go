@@ -233,14 +233,15 @@ func (s *Store) setView(endpoint string, v gateView) {
 	st.mu.Unlock()
 }
 
-// takeProbe tries to take endpoint's probe token as token until until
+// takeProbe tries to take endpoint's probe token as token for lease
 // (admit.lua, on the endpoint hash): the gate it returns is "probe" when
 // this caller holds the token now, else the gate it found (probing, open,
 // breaker_open, …). It refreshes the gate view either way.
-func (s *Store) takeProbe(ctx context.Context, endpoint, token string, until time.Time) (gateView, error) {
+func (s *Store) takeProbe(ctx context.Context, endpoint, token string, lease time.Duration) (gateView, error) {
 	now := s.now()
-	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: now.UnixMilli(),
-		Token: token, ProbeUntil: msArg(until)})
+	until := now.Add(lease)
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
+		Token: token, ProbeLease: lease.Milliseconds()})
 	if err != nil {
 		return gateView{}, s.wrap("admit", err)
 	}

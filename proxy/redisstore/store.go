@@ -7,8 +7,9 @@
 //
 // Every key of one endpoint shares a hash tag and every script receives all
 // keys it touches in KEYS, so the store works unchanged on a single node,
-// Redis Cluster and the embedded miniredis. Time always comes from the
-// injected clock and is passed to scripts in ARGV (never TIME).
+// Redis Cluster and the embedded miniredis. Redis's clock decides every
+// instant of shared state: the scripts read TIME (script.Clock) and the
+// store passes them durations (Options.Now, Options.PinScriptTime).
 //
 // A callout's life: Begin (synchronous first attempt, leased to the
 // ingress) or Enqueue (scheduled or held); Claim leases due callouts to a
@@ -37,9 +38,22 @@ import (
 
 // Options configures a Store. The zero value works.
 type Options struct {
-	// Now is the clock; every time the store writes comes from it.
-	// Default time.Now.
+	// Now is this replica's clock. Redis's clock (TIME, read inside every
+	// script) decides every instant of shared state — due times, leases,
+	// probe times and tokens, pauses, disable times, retentions — and Now
+	// only measures the durations the store passes (a backoff until
+	// Completion.NextAttemptAt, a pause until PausedUntil) and stamps what
+	// a replica observes itself (an attempt's start). The composition root
+	// passes its Redis-corrected clock (proxy/skew Monitor.Now), so those
+	// stamps agree with Redis's (ARCHITECTURE.md "One clock"). Default
+	// time.Now.
 	Now func() time.Time
+	// PinScriptTime, for tests that travel in time only, makes every script
+	// take Now() as its now instead of reading TIME, so a test clock
+	// (policy/clocktest) moves the scripts' clock on real Redis too. Never
+	// set in production: a pinned clock is exactly the skew that makes two
+	// replicas disagree about a lease (contract §1).
+	PinScriptTime bool
 	// Rand is the source of callout ids and lease tokens (16 bytes each).
 	// It need not be safe for concurrent use. Default crypto/rand.Reader.
 	Rand io.Reader
@@ -114,6 +128,8 @@ type Store struct {
 	// layout has been confirmed (layout.go).
 	requireLayout bool
 	layoutOK      atomic.Bool
+	// pin: Options.PinScriptTime.
+	pin bool
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
@@ -127,7 +143,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
-		gates: newGateCache(), requireLayout: opts.RequireLayout,
+		gates: newGateCache(), requireLayout: opts.RequireLayout, pin: opts.PinScriptTime,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -272,6 +288,21 @@ func replyN(op string, v any, n int) ([]any, error) {
 	}
 	return a, nil
 }
+
+// clockArg is the now argument (A.now) of every script at now: 0, which
+// makes the script read Redis's clock (lib.lua clock), or with
+// Options.PinScriptTime now in Unix ms.
+func (s *Store) clockArg(now time.Time) int64 {
+	if s.pin {
+		return now.UnixMilli()
+	}
+	return 0
+}
+
+// msUntil is the duration from now until t in ms, at least 0: how an
+// instant the replica computed (a backoff's end, a pause's end) reaches a
+// script, which adds it to Redis's now.
+func msUntil(t, now time.Time) int64 { return max(0, t.Sub(now).Milliseconds()) }
 
 // msArg formats a time as the Unix ms argument of a script.
 func msArg(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }

@@ -55,7 +55,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 			e := &testEnv{b: b, clk: clocktest.New(t0), cfg: testConfig(), logs: &proctest.LogBuffer{}}
 			var seed [32]byte
 			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-			e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
+			e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
 				DeadLetterRetention: 30 * 24 * time.Hour})
 			e.jobs = redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{})
 			fn(t, e)

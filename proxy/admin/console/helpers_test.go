@@ -81,7 +81,7 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	e := &env{clk: clocktest.New(t0), cfg: testConfig(), logs: &proctest.LogBuffer{}}
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
-	e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(s),
+	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s),
 		DeadLetterRetention: 30 * 24 * time.Hour})
 	jobs := redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{})
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))

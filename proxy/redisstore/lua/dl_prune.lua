@@ -5,7 +5,8 @@
 --
 -- K and A: pruneArgs (replaymark.go), read by the script layer (script/):
 -- K.counters (the endpoint hash or the queue's counter hash), K.dl
--- (dead-letter index), K.dlb (dead-letter bytes); A.before (ms).
+-- (dead-letter index), K.dlb (dead-letter bytes); A.now (lib.lua clock),
+-- A.retention (the dead-letter retention, ms: entries older are dropped).
 -- Replies (countReply): n, how many entries were dropped (100: there may
 -- be more).
-return {'n', dl_prune(K.counters, K.dl, K.dlb, A.before)}
+return {'n', dl_prune(K.counters, K.dl, K.dlb, str(clock(A.now) - A.retention))}
