@@ -23,6 +23,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"go.opentelemetry.io/otel/propagation"
@@ -75,6 +76,10 @@ type rigSpec struct {
 	headerValues func(ep *config.Endpoint) (http.Header, error)
 	tp           trace.TracerProvider
 	prop         propagation.TextMapPropagator
+	// issuers, optional, are allowed beside clockRigIssuer; budget,
+	// optional, is the server's memory budget.
+	issuers []string
+	budget  *limit.Budget
 }
 
 // build wires the rig: the upstream, the configuration, a redisstore on
@@ -92,7 +97,7 @@ func (rig *clockRig) build(t *testing.T, spec rigSpec) {
 		return spec.env[k]
 	}
 	cfg, err := config.Parse([]byte(`auth:
-  issuers: [`+clockRigIssuer+`]
+  issuers: [`+strings.Join(append([]string{clockRigIssuer}, spec.issuers...), ", ")+`]
   audience: callout-proxy
   algorithms: [HS256]
   hs256_secret_env: RIG_SECRET
@@ -132,7 +137,7 @@ endpoints:
 		TracerProvider: spec.tp, Propagator: spec.prop})
 	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Metrics: m,
 		Breakers: watcher, Logger: logger, Now: rig.clock.Now, Rand: half,
-		TracerProvider: spec.tp, Propagator: spec.prop})
+		TracerProvider: spec.tp, Propagator: spec.prop, Budget: spec.budget})
 }
 
 // do serves one callout request with a token minted at the rig's now.

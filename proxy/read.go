@@ -67,7 +67,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		// buffer it: the proxy's own limit, not the upstream's failure, so
 		// the breaker is not told.
 		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Retryable, Problem: string(problem.Overloaded)})
-		s.reject(w, r, ep.Name, overloaded(policy.Retryable))
+		s.reject(w, r, ep.Name, s.overloadedBy(att.Err, policy.Retryable))
 		return
 	}
 	cls := s.attempts.Observe(actx, ep, "", 1, kind, att)

@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -103,9 +101,14 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 
 	clocks := &skew.Monitor{Client: rdb, Now: now, Gauge: m.ClockOffset, Logger: logger}
 	shared := sharedClock(getenv, clocks.Corrected, now)
+	acks, err := acknowledger(ctx, cfg.Redis, rdb, logger)
+	if err != nil {
+		return err
+	}
 	store := redisstore.New(rdb, redisstore.Options{
 		Now: shared, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil, RequireLayout: true,
+		Acknowledger: acks,
 		Shards: func(endpoint string) int {
 			if ep, ok := cfg.Endpoint(endpoint); ok {
 				return ep.Shards
@@ -238,44 +241,4 @@ func drainGrace(cfg *config.Config) time.Duration {
 		}
 	}
 	return longest + 5*time.Second
-}
-
-// openRedis connects to the configured Redis (single node or Cluster), or
-// starts the embedded in-memory one with a loud warning when none is set.
-func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger) (redis.UniversalClient, func(), error) {
-	password := ""
-	if rc.PasswordEnv != "" {
-		password = getenv(rc.PasswordEnv)
-	}
-	switch {
-	case rc.URL != "":
-		opt, err := redis.ParseURL(rc.URL)
-		if err != nil {
-			return nil, nil, usageError{fmt.Errorf("redis.url: %w", err)}
-		}
-		if password != "" {
-			opt.Password = password
-		}
-		// Honour context deadlines on the socket, not only the 3–5 s
-		// read/dial timeouts: /readyz and the write path bound their Redis
-		// check, and a hung Redis must not make them outwait a probe's or
-		// an Apex callout's timeout (contract §4, §9).
-		opt.ContextTimeoutEnabled = true
-		c := redis.NewClient(opt)
-		return c, func() { c.Close() }, nil
-	case len(rc.Cluster) > 0:
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Password: password,
-			ContextTimeoutEnabled: true})
-		return c, func() { c.Close() }, nil
-	}
-	m := miniredis.NewMiniRedis()
-	m.ClockTTL(true)
-	if err := m.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, nil, fmt.Errorf("embedded redis: %w", err)
-	}
-	logger.Warn("NO REDIS CONFIGURED: running on an embedded in-memory Redis. NOTHING IS DURABLE: " +
-		"scheduled retries, idempotency records and dead letters are lost when this process exits, " +
-		"and only this one replica can use them. Set redis.url or redis.cluster for production.")
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return c, func() { c.Close(); m.Close() }, nil
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +42,8 @@ type dltEnv struct {
 	store *redisstore.Store
 	svc   *replay.Service
 	logs  *proctest.LogBuffer
+	// sources numbers the requests' addresses (nextSource).
+	sources atomic.Int32
 }
 
 // dltConfig has pay-api (with redaction rules) and crm-api.
@@ -79,7 +82,7 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 }
 
 func (e *dltEnv) do(t *testing.T, method, path, token, body string) *httptest.ResponseRecorder {
-	return serve(t, e.h, method, path, token, body)
+	return serve(t, e.h, nextSource(&e.sources), method, path, token, body)
 }
 
 // audits returns the "audit" log lines.

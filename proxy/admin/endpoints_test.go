@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ type admEnv struct {
 	logs    *proctest.LogBuffer
 	metrics *metrics.Metrics
 	events  *admEvents
+	sources atomic.Int32 // the requests' addresses
 }
 
 // admEvents records what the admin API hands to Events.
@@ -93,7 +95,7 @@ func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 // do sends one admin request with token ("" for none) and returns the
 // recorded answer.
 func (e *admEnv) do(t *testing.T, method, path, token, body string) *httptest.ResponseRecorder {
-	return serve(t, e.h, method, path, token, body)
+	return serve(t, e.h, nextSource(&e.sources), method, path, token, body)
 }
 
 // audits returns the decoded "audit" log lines.

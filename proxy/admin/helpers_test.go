@@ -4,7 +4,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
@@ -25,15 +27,24 @@ func testTokens(t *testing.T, write, read string) *auth.AdminTokens {
 	return tokens
 }
 
-// serve sends one admin request to h with token ("" for none) and body (""
-// for none) and returns the recorded answer.
-func serve(t *testing.T, h http.Handler, method, path, token, body string) *httptest.ResponseRecorder {
+// nextSource is a request's address, a new one for each number n gives:
+// the login throttle logs a refused write only for its source's first
+// failure in a window, and the tests expect every refusal's line
+// (admin_throttle_test.go tests the collapse).
+func nextSource(n *atomic.Int32) string {
+	return "192.0.2." + strconv.Itoa(int(n.Add(1))%250) + ":1234"
+}
+
+// serve sends one admin request to h from the address remote with token
+// ("" for none) and body ("" for none) and returns the recorded answer.
+func serve(t *testing.T, h http.Handler, remote, method, path, token, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	var rd io.Reader = http.NoBody
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	r := httptest.NewRequest(method, path, rd)
+	r.RemoteAddr = remote
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -96,6 +96,17 @@ func (p *Process) ExitErr() error {
 	return p.err
 }
 
+// Count is the number of output lines containing s.
+func (p *Process) Count(s string) int {
+	n := 0
+	for line := range strings.SplitSeq(p.Logs.String(), "\n") {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
 // Tail is the last n lines of output.
 func (p *Process) Tail(n int) string {
 	lines := strings.Split(strings.TrimSuffix(p.Logs.String(), "\n"), "\n")

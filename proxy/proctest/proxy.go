@@ -64,7 +64,7 @@ func StartProxy(t testing.TB, bin, yaml string, opts ProxyOptions) *Proxy {
 			}
 		}
 	}
-	p := Start(t, name, bin, []string{"--config", path}, envList(opts.Env), onLine)
+	p := Start(t, name, bin, []string{"--config", path}, EnvList(opts.Env), onLine)
 	t.Cleanup(func() { checkStopped(t, p, opts.CleanExit) })
 	select {
 	case a := <-addrs:
@@ -97,8 +97,10 @@ func checkStopped(t testing.TB, p *Process, cleanExit bool) {
 	}
 }
 
-// envList renders env as sorted KEY=value entries, with PATH.
-func envList(env map[string]string) []string {
+// EnvList renders env as sorted KEY=value entries, with PATH: the
+// environment StartProxy gives a process, for a test that starts one with
+// Start itself (one meant to exit at once).
+func EnvList(env map[string]string) []string {
 	out := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range env {
 		out = append(out, k+"="+v)

@@ -214,6 +214,10 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 			return createReply{}, "", s.wrap(op, err)
 		}
 		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
+		if err == nil && holder == "" && !rep.dry && s.acks != nil {
+			// Durable before the caller is answered (contract §11).
+			err = s.acks.Ack(ctx)
+		}
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)

@@ -94,6 +94,12 @@ type Options struct {
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
+	// Acknowledger, when set, confirms every create that answers a caller
+	// (a new callout, or the one holding its key) as durable before Begin
+	// or Enqueue returns (config redis.durability replicated or fsync,
+	// contract §11; durable.go); they fail with policy.ErrNotDurable when
+	// it does not. nil: durability local, nothing waited for.
+	Acknowledger *Acknowledger
 }
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
@@ -128,6 +134,7 @@ type Store struct {
 	// layout has been confirmed (layout.go).
 	requireLayout bool
 	layoutOK      atomic.Bool
+	acks          *Acknowledger
 	// pin: Options.PinScriptTime.
 	pin bool
 }
@@ -143,7 +150,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
-		gates: newGateCache(), requireLayout: opts.RequireLayout, pin: opts.PinScriptTime,
+		gates: newGateCache(), requireLayout: opts.RequireLayout, acks: opts.Acknowledger, pin: opts.PinScriptTime,
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -102,7 +102,7 @@ endpoints:
     url: %s
     allowed_networks: [127.0.0.0/8]
 `, redisURL, orgA, orgB, healthy.URL, floodSrv.URL)
-	p := proctest.StartProxy(t, proxyBinary, cfg, proctest.ProxyOptions{Env: map[string]string{"TEST_JWT_SECRET": testSecret}})
+	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
 	return &suite{p: p, rdb: rdb, tokenA: bearer(t, orgA), flood: flood}
 }
 

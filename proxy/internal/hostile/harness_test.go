@@ -45,6 +45,11 @@ func redisBytes(t *testing.T, c *redis.Client) int64 {
 	return total
 }
 
+// proxyOptions start the proxy with the suite's secret.
+func proxyOptions() proctest.ProxyOptions {
+	return proctest.ProxyOptions{Env: map[string]string{"TEST_JWT_SECRET": testSecret}}
+}
+
 // bearer is an Authorization value with an HS256 token of iss valid for
 // 30 minutes (the suite takes under 5).
 func bearer(t *testing.T, iss string) string {

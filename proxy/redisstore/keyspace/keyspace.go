@@ -178,6 +178,10 @@
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
+//	cp:ack                STRING an integer each durable acknowledgement
+//	                            round increments before its WAIT (redisstore
+//	                            durable.go, redis.durability replicated or
+//	                            fsync). Not hash-tagged. No TTL.
 //
 // Two pub/sub channels, which store nothing:
 //
@@ -230,6 +234,7 @@ const (
 	SFDefer     = Prefix + "sf:defer"    // HASH deferrals of Salesforce writes by scope
 	Jobs        = Prefix + "jobs"        // ZSET job id -> created ms
 	JobsActive  = Prefix + "jobs:active" // SET ids of jobs not ended
+	Ack         = Prefix + "ack"         // STRING durable acknowledgement rounds
 )
 
 // Tag returns the hash tag of shard n, e.g. "{s17}".
