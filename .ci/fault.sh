@@ -14,9 +14,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work" 2>/dev/null || true' EXIT
 echo "== building callout-proxy for the fault suite"
 go build -o "$work/callout-proxy" ./cmd/callout-proxy
+# The skew case runs replicas whose wall clocks are offset (build tag faultclock).
+go build -tags faultclock -o "$work/callout-proxy-faultclock" ./cmd/callout-proxy
 echo "== fault suite"
 rc=0
-CALLOUT_FAULT_BINARY="$work/callout-proxy" go test -tags fault -count=1 -timeout 9m -v ./proxy/internal/fault/ \
+CALLOUT_FAULT_BINARY="$work/callout-proxy" CALLOUT_FAULT_CLOCK_BINARY="$work/callout-proxy-faultclock" go test -tags fault -count=1 -timeout 9m -v ./proxy/internal/fault/ \
   >"$work/fault.log" 2>&1 || rc=$?
 if [ "$rc" -eq 0 ]; then
   grep -E '^(=== RUN|--- |PASS|FAIL|ok)|_test\.go:[0-9]+:' "$work/fault.log"
