@@ -6,8 +6,7 @@
 --
 -- K and A: replayMarkArgs (replaymark.go), read by the script layer
 -- (script/): K.record (the dead letter's record); A.replay_id (the replay
--- chain's callout id), A.now (0, or a test's pinned now: lib.lua clock; the
--- mark's time is Redis's).
+-- chain's callout id), A.now (lib.lua clock).
 -- Replies (countReply): n, 1 when marked, else 0.
 if redis.call('HGET', K.record, 'S') ~= 'd' then return {'n', 0} end
 redis.call('HSET', K.record, 'rb', A.replay_id, 'rt', str(clock(A.now)))
