@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
