@@ -24,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
@@ -130,7 +131,8 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	defer completer.Close()
 	// With a salesforce section, dead letters, completions and owner
 	// notifications go through the durable outbox to Salesforce.
-	sf, err := newSalesforceWriter(cfg, store, reg, getenv, logger, randomToken(), tp)
+	ob := outbox.New(rdb, outbox.Options{Now: now, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
+	sf, err := newSalesforceWriter(cfg, store, ob, reg, getenv, logger, randomToken(), tp)
 	if err != nil {
 		return usageError{err}
 	}
@@ -152,7 +154,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
-	reprocessor, err := newReprocessor(sf, replays, store)
+	reprocessor, err := newReprocessor(sf, replays, ob)
 	if err != nil {
 		return err
 	}
