@@ -21,7 +21,7 @@ var (
 	ErrJobBusy = errors.New("replay job held by another replica")
 	// ErrJobFinal: the job has ended (completed, cancelled or failed).
 	ErrJobFinal = errors.New("replay job has ended")
-	// ErrJobFull: the job already holds ReplayStoreOptions.MaxItems dead letters.
+	// ErrJobFull: the job already holds the most dead letters a job may (jobs.Options.MaxItems).
 	ErrJobFull = errors.New("replay job item cap reached")
 )
 
@@ -32,6 +32,13 @@ var (
 	// TRYAGAIN, READONLY). The ingress answers 503 store-unavailable
 	// (contract §4). The underlying error is wrapped too.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrNotDurable: the store wrote a callout but the durability its
+	// configuration asks for (redis.durability replicated or fsync: a
+	// replica's or the append-only file's confirmation) did not come in
+	// time, so a failover may still lose it. The callout may exist: a retry
+	// with the same Idempotency-Key answers from it (contract §11). It
+	// matches ErrUnavailable too: 503 store-unavailable.
+	ErrNotDurable = fmt.Errorf("write not confirmed durable: %w", ErrUnavailable)
 	// ErrNotFound: no callout with that id (or a malformed id).
 	ErrNotFound = errors.New("callout not found")
 	// ErrStaleLease: the lease token is no longer the callout's current one

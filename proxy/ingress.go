@@ -12,6 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -92,6 +93,9 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 	if err != nil {
 		return nil, err
 	}
+	// From here on the request's bytes count toward its organisation's
+	// share of the memory budget (limits.max_inflight_bytes_per_issuer).
+	limit.HolderFrom(r.Context()).Assign(caller.Issuer)
 	ep, ok := s.d.Config.Endpoint(name)
 	if !ok {
 		return nil, problem.Errorf(problem.UnknownEndpoint, "endpoint "+strconv.Quote(name)+" is not configured")

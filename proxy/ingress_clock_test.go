@@ -23,8 +23,10 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -42,6 +44,7 @@ type clockRig struct {
 	clock    *clocktest.Clock
 	srv      *Server
 	store    *redisstore.Store
+	gates    *gatecache.Cache // not running unless the test runs it (watchGates)
 	disp     *dispatch.Dispatcher
 	registry *prometheus.Registry
 	mini     *miniredis.Miniredis
@@ -75,6 +78,10 @@ type rigSpec struct {
 	headerValues func(ep *config.Endpoint) (http.Header, error)
 	tp           trace.TracerProvider
 	prop         propagation.TextMapPropagator
+	// issuers, optional, are allowed beside clockRigIssuer; budget,
+	// optional, is the server's memory budget.
+	issuers []string
+	budget  *limit.Budget
 }
 
 // build wires the rig: the upstream, the configuration, a redisstore on
@@ -92,7 +99,7 @@ func (rig *clockRig) build(t *testing.T, spec rigSpec) {
 		return spec.env[k]
 	}
 	cfg, err := config.Parse([]byte(`auth:
-  issuers: [`+clockRigIssuer+`]
+  issuers: [`+strings.Join(append([]string{clockRigIssuer}, spec.issuers...), ", ")+`]
   audience: callout-proxy
   algorithms: [HS256]
   hs256_secret_env: RIG_SECRET
@@ -111,7 +118,9 @@ endpoints:
 	if spec.logs != nil {
 		logger = slog.New(slog.NewJSONHandler(spec.logs, nil))
 	}
-	rig.store = redisstore.New(rdb, redisstore.Options{Now: rig.clock.Now, Logger: logger})
+	rig.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: rig.clock.Now, Logger: logger,
+		GateChanged: func(ep string) { rig.gates.Changed(ep) }})
+	rig.gates = gatecache.New(rig.store, rdb, gatecache.Options{Now: rig.clock.Now, Logger: logger})
 	rig.registry = prometheus.NewRegistry()
 	m, err := metrics.New(rig.registry)
 	if err != nil {
@@ -130,9 +139,9 @@ endpoints:
 	rig.disp = dispatch.New(dispatch.Options{Config: cfg, Store: rig.store, Upstream: fwd, Metrics: m,
 		Logger: logger, Breakers: watcher, Now: rig.clock.Now, Rand: half,
 		TracerProvider: spec.tp, Propagator: spec.prop})
-	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Metrics: m,
+	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Gates: rig.gates, Metrics: m,
 		Breakers: watcher, Logger: logger, Now: rig.clock.Now, Rand: half,
-		TracerProvider: spec.tp, Propagator: spec.prop})
+		TracerProvider: spec.tp, Propagator: spec.prop, Budget: spec.budget})
 }
 
 // do serves one callout request with a token minted at the rig's now.

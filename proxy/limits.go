@@ -80,6 +80,19 @@ func overloaded(out policy.Outcome) *problem.Error {
 			"(limits.max_inflight_bytes); retry in a second"}
 }
 
+// overloadedBy is the 503 overloaded of a reservation refused with err
+// (limit.ErrShareExceeded or limit.ErrOverloaded), naming the share when
+// it was the caller's organisation's share that was full (contract §10).
+func (s *Server) overloadedBy(err error, out policy.Outcome) *problem.Error {
+	pe := overloaded(out)
+	if errors.Is(err, limit.ErrShareExceeded) {
+		pe.Detail = "your organisation holds its share of the proxy's memory budget (limits.max_inflight_bytes_per_issuer: " +
+			strconv.FormatInt(s.d.Budget.Share(), 10) + " bytes, in force while more than half of " +
+			"limits.max_inflight_bytes is held); retry in a second"
+	}
+	return pe
+}
+
 // readBody reads the request body within max_request_bytes (413
 // body-too-large past it, contract §2), reserving it in the request's holder
 // as it arrives (503 overloaded when the budget has no room within
@@ -97,7 +110,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		return nil, problem.Errorf(problem.BodyTooLarge,
 			"the request body is larger than max_request_bytes ("+strconv.FormatInt(maxBytes, 10)+" bytes)")
 	case errors.Is(err, limit.ErrOverloaded):
-		return nil, overloaded(policy.Rejected)
+		return nil, s.overloadedBy(err, policy.Rejected)
 	case limit.IsTimeout(err):
 		w.Header().Set("Connection", "close")
 		return nil, problem.Wrap(problem.RequestTimeout, "the request body did not arrive within "+

@@ -15,13 +15,13 @@ import (
 // read serves a read (GET, HEAD, OPTIONS) without Prefer: respond-async:
 // no callout record, the upstream's answer passed through (contract §4). The
 // gate is consulted first — from this replica's gate cache when it is
-// fresh (Store.CachedAdmission: no round trip for a healthy endpoint, nor for
+// fresh (Gates.CachedAdmission: no round trip for a healthy endpoint, nor for
 // one whose breaker is open or paused until a known time), else in Redis,
 // which also hands out the half-open probe token — and the breaker is told
 // of anything but a plain success to an endpoint with no failures counted.
 // When Redis is unreachable a read without a key still passes through,
 // without the breaker; a read with a key is refused, so it always asks
-// Redis (Store.Admit).
+// Redis (Gates.Admit).
 func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	ep := in.ep
 	br := ep.Rules().Breaker()
@@ -29,11 +29,11 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	var err error
 	cached := false
 	if in.key == "" {
-		adm, cached = s.d.Store.CachedAdmission(ep.Name)
+		adm, cached = s.d.Gates.CachedAdmission(ep.Name)
 	}
 	if !cached {
 		actx, cancel := context.WithTimeout(r.Context(), storeOpTimeout)
-		adm, err = s.d.Store.Admit(actx, ep.Name, br)
+		adm, err = s.d.Gates.Admit(actx, ep.Name, br)
 		cancel()
 	}
 	storeDown := err != nil
@@ -67,7 +67,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		// buffer it: the proxy's own limit, not the upstream's failure, so
 		// the breaker is not told.
 		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Retryable, Problem: string(problem.Overloaded)})
-		s.reject(w, r, ep.Name, overloaded(policy.Retryable))
+		s.reject(w, r, ep.Name, s.overloadedBy(att.Err, policy.Retryable))
 		return
 	}
 	cls := s.attempts.Observe(actx, ep, "", 1, kind, att)

@@ -21,6 +21,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 )
 
 // roundTrips counts the Redis round trips a client makes: one per command
@@ -54,6 +55,7 @@ const benchSecret = "read-bench-secret-of-at-least-32-bytes!"
 type benchRig struct {
 	srv   *Server
 	store *redisstore.Store
+	gates *gatecache.Cache
 	rt    *roundTrips
 	token string
 	watch bool
@@ -61,13 +63,13 @@ type benchRig struct {
 
 // cached reports whether the gate cache answers for the endpoint.
 func (rig *benchRig) cached() bool {
-	_, ok := rig.store.CachedAdmission("api")
+	_, ok := rig.gates.CachedAdmission("api")
 	return ok
 }
 
 // newBenchRig builds a benchRig on client with the extra YAML appended to
 // its configuration (a log: section, say); with watch, the store's gate
-// cache runs (Store.WatchGates, as cmd/callout-proxy starts it).
+// cache runs (gatecache.Cache.Run, as cmd/callout-proxy starts it).
 func newBenchRig(b *testing.B, client redis.UniversalClient, extra string, watch bool) *benchRig {
 	b.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +95,9 @@ endpoints:
 	rig := &benchRig{rt: &roundTrips{}, watch: watch}
 	client.AddHook(rig.rt)
 	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	rig.store = redisstore.New(client, redisstore.Options{Logger: logger})
+	rig.store = redisstore.New(client, redisstore.Options{Logger: logger,
+		GateChanged: func(ep string) { rig.gates.Changed(ep) }})
+	rig.gates = gatecache.New(rig.store, client, gatecache.Options{Logger: logger})
 	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
@@ -105,12 +109,12 @@ endpoints:
 	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes})
 	b.Cleanup(fwd.CloseIdleConnections)
 	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger}
-	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store,
+	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Gates: rig.gates,
 		Metrics: m, Breakers: watcher, Logger: logger})
 	if watch {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); _ = rig.store.WatchGates(ctx, redisstore.GateCacheOptions{}) }()
+		go func() { defer close(done); _ = rig.gates.Run(ctx) }()
 		b.Cleanup(func() { cancel(); <-done })
 	}
 	rig.token, err = auth.MintHS256([]byte(benchSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",

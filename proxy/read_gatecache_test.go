@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 )
 
 // watchGates runs the rig's gate cache until the test ends.
@@ -14,12 +14,12 @@ func (rig *clockRig) watchGates(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = rig.store.WatchGates(ctx, redisstore.GateCacheOptions{}) }()
+	go func() { defer close(done); _ = rig.gates.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		// Wait until WatchGates has turned the cache on: a read's gate is
+		// Wait until Run has turned the cache on: a read's gate is
 		// then kept.
-		if _, ok := rig.store.CachedAdmission("api"); ok {
+		if _, ok := rig.gates.CachedAdmission("api"); ok {
 			return
 		}
 		if rec := rig.do(t, http.MethodGet, "/callout/api/warm", nil, ""); rec.Code != http.StatusOK {
@@ -40,13 +40,13 @@ func (rig *clockRig) watchGates(t *testing.T) {
 func TestReadFromGateCache(t *testing.T) {
 	rig := newClockRig(t, http.StatusOK)
 	rig.watchGates(t)
-	before := rig.store.GateCacheStats()
+	before := rig.gates.Stats()
 	for i := range 5 {
 		if rec := rig.do(t, http.MethodGet, "/callout/api/v1/things", nil, ""); rec.Code != http.StatusOK {
 			t.Fatalf("read %d: %d %s", i, rec.Code, rec.Body)
 		}
 	}
-	if st := rig.store.GateCacheStats(); st.Hits-before.Hits != 5 || st.Misses != before.Misses {
+	if st := rig.gates.Stats(); st.Hits-before.Hits != 5 || st.Misses != before.Misses {
 		t.Fatalf("gate cache %+v after %+v: want 5 more hits, no miss", st, before)
 	}
 
@@ -56,14 +56,14 @@ func TestReadFromGateCache(t *testing.T) {
 		rec.Header().Get("Callout-Outcome") != "rejected" {
 		t.Fatalf("keyed read with Redis down = %d %s, want 503 store-unavailable", rec.Code, rec.Body)
 	}
-	rig.clock.Advance(redisstore.DefaultGateStaleness + time.Millisecond)
-	misses := rig.store.GateCacheStats().Misses
+	rig.clock.Advance(gatecache.DefaultMaxStale + time.Millisecond)
+	misses := rig.gates.Stats().Misses
 	hits := rig.hits.Load()
 	if rec := rig.do(t, http.MethodGet, "/callout/api/v1/things", nil, ""); rec.Code != http.StatusOK ||
 		rec.Header().Get("Callout-Outcome") != "success" {
 		t.Fatalf("read with Redis down = %d %s, want the upstream's 200 passed through", rec.Code, rec.Body)
 	}
-	if rig.store.GateCacheStats().Misses != misses+1 || rig.hits.Load() != hits+1 {
+	if rig.gates.Stats().Misses != misses+1 || rig.hits.Load() != hits+1 {
 		t.Fatal("the read past gate_staleness did not ask Redis, or did not reach the upstream")
 	}
 }

@@ -53,9 +53,6 @@ type Store interface {
 	// Admit decides a read's gate in Redis (one round trip) and takes the
 	// half-open probe token for it.
 	Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error)
-	// CachedAdmission answers a read's gate from the replica's gate cache
-	// when it is fresh (no round trip); ok false: call Admit.
-	CachedAdmission(endpoint string) (a policy.Admission, ok bool)
 	RecordResult(ctx context.Context, endpoint string, r policy.ReadResult) (policy.BreakerChange, error)
 	Begin(ctx context.Context, nc policy.NewCallout, o policy.BeginOptions) (policy.BeginResult, error)
 	Enqueue(ctx context.Context, nc policy.NewCallout, o policy.EnqueueOptions) (policy.EnqueueResult, error)
@@ -63,6 +60,21 @@ type Store interface {
 	Release(ctx context.Context, cl *policy.Claimed) error
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 }
+
+// Gates decides a read's gate (contract §4, §6) through the replica's gate
+// cache (ARCHITECTURE.md "Hot-path budget"). *gatecache.Cache implements it.
+type Gates interface {
+	// CachedAdmission answers from memory when the cached gate is fresh
+	// (no round trip); ok false: call Admit.
+	CachedAdmission(endpoint string) (a policy.Admission, ok bool)
+	// Admit is Store.Admit, whose reply the cache keeps.
+	Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error)
+}
+
+// uncached is Gates without a cache: every read asks Store.Admit.
+type uncached struct{ Store }
+
+func (uncached) CachedAdmission(string) (policy.Admission, bool) { return policy.Admission{}, false }
 
 // BreakerWatcher is told what each result did to its endpoint's breaker
 // (metrics, logs, auto-disable); *dispatch.Watcher implements it.
@@ -77,6 +89,9 @@ type Deps struct {
 	Callers  CallerAuth
 	Upstream Upstream
 	Store    Store
+	// Gates, optional, is the replica's gate cache, which reads consult
+	// before asking Redis; nil: every read asks Store.Admit.
+	Gates Gates
 	// Completions, optional, writes the completions of synchronous
 	// attempts (*redisstore.Completer pipelines those of concurrent
 	// requests); nil: Store.Complete, one round trip each.
@@ -139,6 +154,9 @@ func New(d Deps) *Server {
 	}
 	if d.Completions == nil {
 		d.Completions = d.Store
+	}
+	if d.Gates == nil {
+		d.Gates = uncached{d.Store}
 	}
 	tr := tracing.New(d.TracerProvider, d.Propagator)
 	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now),

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -30,7 +31,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 	if h := limit.HolderFrom(r.Context()); h != nil {
 		_, hb := headerSize(r)
 		if err := h.Acquire(r.Context(), int64(len(in.body)+hb)); err != nil {
-			s.reject(w, r, in.ep.Name, overloaded(policy.Rejected))
+			s.reject(w, r, in.ep.Name, s.overloadedBy(err, policy.Rejected))
 			return
 		}
 	}
@@ -221,10 +222,11 @@ func sleep(ctx context.Context, d time.Duration) {
 // storeRefusal is the refusal of a request whose store call failed: the
 // problem of problem.FromStore (the one table of domain errors), saying
 // what the proxy did not do (notDone) when the store is unreachable
-// (contract §4 "Redis unreachable").
+// (contract §4 "Redis unreachable"); a write not confirmed durable says
+// all of it in its own detail (contract §11).
 func storeRefusal(err error, notDone string) *problem.Error {
 	pe := problem.FromStore(err)
-	if pe.Code != problem.StoreUnavailable {
+	if pe.Code != problem.StoreUnavailable || errors.Is(err, policy.ErrNotDurable) {
 		return pe
 	}
 	cp := *pe

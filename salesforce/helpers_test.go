@@ -127,7 +127,7 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 	}
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], 42)
-	e.store = redisstore.New(e.rdb, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
+	e.store = redisstore.New(e.rdb, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
 		DeadLetterRetention: e.cfg.Policy.DeadLetterRetention, Outbox: true})
 	e.outbox = outbox.New(e.rdb, outbox.Options{Now: e.clk.Now, DeadLetterRetention: e.cfg.Policy.DeadLetterRetention})
 	e.reg = prometheus.NewRegistry()

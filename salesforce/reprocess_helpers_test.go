@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -37,7 +37,7 @@ func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
 // itself).
 func (e *env) replays(owner string) *replay.Service {
 	return replay.New(replay.Options{Config: e.cfg, Store: e.store, Now: e.clk.Now, Owner: owner,
-		Jobs: redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{})})
+		Jobs: jobs.New(e.rdb, jobs.Options{PinScriptTime: true, Now: e.clk.Now})})
 }
 
 // request sets the record of root to Reprocess Requested, as an admin's

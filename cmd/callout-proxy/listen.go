@@ -29,7 +29,7 @@ const runtimeHeadroom = 96 << 20
 // memory limit (contract §10: "never an OOM kill").
 func memoryBudget(lim config.Limits, getenv func(string) string, reg prometheus.Registerer,
 	logger *slog.Logger) (*limit.Budget, error) {
-	b := limit.NewBudget(lim.MaxInflightBytes, lim.OverloadWait)
+	b := limit.NewBudget(lim.MaxInflightBytes, lim.OverloadWait, lim.MaxInflightBytesPerIssuer)
 	for _, c := range b.Collectors() {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -24,6 +22,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
@@ -61,6 +61,9 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	}
 	defer closeRedis()
 
+	// now is this process's wall clock: it checks callers' token exp/nbf
+	// and certificates. shared (below) is Redis's clock as this replica
+	// reads it, for everything that computes with shared state.
 	now, err := processClock(getenv)
 	if err != nil {
 		return usageError{err}
@@ -99,9 +102,19 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	})
 	defer fwd.CloseIdleConnections()
 
+	clocks := &skew.Monitor{Client: rdb, Now: now, Gauge: m.ClockOffset, Logger: logger}
+	shared := sharedClock(getenv, clocks.Corrected, now)
+	acks, err := acknowledger(ctx, cfg.Redis, rdb, logger)
+	if err != nil {
+		return err
+	}
+	// The gate cache wraps the store's core; the core tells it of this
+	// replica's own gate changes (GateChanged), before the call returns.
+	var gates *gatecache.Cache
 	store := redisstore.New(rdb, redisstore.Options{
-		Now: now, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
+		Now: shared, Logger: logger, IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		DeadLetterRetention: cfg.Policy.DeadLetterRetention, Outbox: cfg.Salesforce != nil, RequireLayout: true,
+		Acknowledger: acks, GateChanged: func(endpoint string) { gates.Changed(endpoint) },
 		Shards: func(endpoint string) int {
 			if ep, ok := cfg.Endpoint(endpoint); ok {
 				return ep.Shards
@@ -115,13 +128,14 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			return cfg.CanNotify(ep)
 		},
 	})
+	gates = gatecache.New(store, rdb, gatecache.Options{MaxStale: cfg.Redis.GateStaleness, Now: shared, Logger: logger})
 	// The store's layout (keyspace cp:layout) must be this binary's before
 	// anything reads or writes it.
 	layoutLater, err := checkLayout(ctx, store, logger, stopServing)
 	if err != nil {
 		return err
 	}
-	if err := registerGateCache(store, reg); err != nil {
+	if err := registerGateCache(gates, reg); err != nil {
 		return err
 	}
 	// One completion writer per replica: the completions of concurrent
@@ -131,7 +145,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	defer completer.Close()
 	// With a salesforce section, dead letters, completions and owner
 	// notifications go through the durable outbox to Salesforce.
-	ob := outbox.New(rdb, outbox.Options{Now: now, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
+	ob := outbox.New(rdb, outbox.Options{Now: shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
 	sf, err := newSalesforceWriter(cfg, store, ob, reg, getenv, logger, randomToken(), tp)
 	if err != nil {
 		return usageError{err}
@@ -146,25 +160,25 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if sf != nil {
 		ended, adminEvents = sf.Wake, sfEvents{sf}
 	}
-	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Ended: ended}
+	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Ended: ended, Now: shared}
 	disp := dispatch.New(dispatch.Options{
-		Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
+		Now: shared, Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
 		Ended: ended, Breakers: watcher, Wakeups: store.Wakeups(ctx), TracerProvider: tp, Propagator: prop,
 	})
-	replays := replay.New(replay.Options{Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
-		Jobs: redisstore.NewReplayStore(store, redisstore.ReplayStoreOptions{}), Wake: disp.Wake,
+	replays := replay.New(replay.Options{Now: shared, Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
+		Jobs: jobs.New(rdb, jobs.Options{Now: shared}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
 	reprocessor, err := newReprocessor(sf, replays, ob)
 	if err != nil {
 		return err
 	}
 	srv := proxy.New(proxy.Deps{
-		Config: cfg, Callers: callers, Upstream: fwd, Store: store, Completions: completer,
+		Now: shared, Config: cfg, Callers: callers, Upstream: fwd, Store: store, Gates: gates, Completions: completer,
 		Metrics: m, Breakers: watcher, Ended: ended, Wake: disp.Wake,
 		Logger: logger, Build: build, Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
 	adminAPI := adminapi.New(adminapi.Deps{
-		Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
+		Now: shared, Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
 		Callouts: store, Keys: store,
 		Events: adminEvents, Metrics: m, Gatherer: reg, Wake: disp.Wake, Logger: logger, Pprof: cfg.Admin.Pprof,
 	})
@@ -172,9 +186,9 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = store.WatchGates(bg, redisstore.GateCacheOptions{MaxStale: cfg.Redis.GateStaleness}) })
+	wg.Go(func() { _ = gates.Run(bg) })
 	wg.Go(func() { disp.Run(bg) })
-	wg.Go(func() { (&skew.Monitor{Client: rdb, Now: now, Gauge: m.ClockOffset, Logger: logger}).Run(bg) })
+	wg.Go(func() { clocks.Run(bg) })
 	wg.Go(func() { gatherer.Run(bg) })
 	if sf != nil {
 		wg.Go(func() { sf.Run(bg) })
@@ -235,44 +249,4 @@ func drainGrace(cfg *config.Config) time.Duration {
 		}
 	}
 	return longest + 5*time.Second
-}
-
-// openRedis connects to the configured Redis (single node or Cluster), or
-// starts the embedded in-memory one with a loud warning when none is set.
-func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger) (redis.UniversalClient, func(), error) {
-	password := ""
-	if rc.PasswordEnv != "" {
-		password = getenv(rc.PasswordEnv)
-	}
-	switch {
-	case rc.URL != "":
-		opt, err := redis.ParseURL(rc.URL)
-		if err != nil {
-			return nil, nil, usageError{fmt.Errorf("redis.url: %w", err)}
-		}
-		if password != "" {
-			opt.Password = password
-		}
-		// Honour context deadlines on the socket, not only the 3–5 s
-		// read/dial timeouts: /readyz and the write path bound their Redis
-		// check, and a hung Redis must not make them outwait a probe's or
-		// an Apex callout's timeout (contract §4, §9).
-		opt.ContextTimeoutEnabled = true
-		c := redis.NewClient(opt)
-		return c, func() { c.Close() }, nil
-	case len(rc.Cluster) > 0:
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Password: password,
-			ContextTimeoutEnabled: true})
-		return c, func() { c.Close() }, nil
-	}
-	m := miniredis.NewMiniRedis()
-	m.ClockTTL(true)
-	if err := m.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, nil, fmt.Errorf("embedded redis: %w", err)
-	}
-	logger.Warn("NO REDIS CONFIGURED: running on an embedded in-memory Redis. NOTHING IS DURABLE: " +
-		"scheduled retries, idempotency records and dead letters are lost when this process exits, " +
-		"and only this one replica can use them. Set redis.url or redis.cluster for production.")
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return c, func() { c.Close(); m.Close() }, nil
 }

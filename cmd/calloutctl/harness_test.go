@@ -26,6 +26,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -84,7 +85,7 @@ type proxyEnv struct {
 	up     *upstream
 	clk    *clocktest.Clock
 	store  *redisstore.Store
-	jobs   *redisstore.ReplayStore
+	jobs   *jobs.Store
 	logs   *proctest.LogBuffer
 	admin  string // base URL of the admin listener
 	callee string // base URL of the callout listener
@@ -123,8 +124,8 @@ func startProxy(t *testing.T) *proxyEnv {
 	}
 	rdb := testRedis(t)
 	logger := slog.New(slog.NewJSONHandler(p.logs, nil))
-	p.store = redisstore.New(rdb, redisstore.Options{Now: p.clk.Now, Logger: logger})
-	p.jobs = redisstore.NewReplayStore(p.store, redisstore.ReplayStoreOptions{})
+	p.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: p.clk.Now, Logger: logger})
+	p.jobs = jobs.New(rdb, jobs.Options{PinScriptTime: true, Now: p.clk.Now})
 	callers, err := auth.NewVerifier(cfg.Auth, getenv, time.Now)
 	if err != nil {
 		t.Fatal(err)

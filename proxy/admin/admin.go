@@ -124,11 +124,12 @@ type Deps struct {
 	// Wake, optional, starts this replica's dispatcher at once after an
 	// enable or breaker reset, which may release held callouts.
 	Wake func()
-	// Logger receives the audit lines (msg "audit"). Default: discard —
-	// the composition root always passes one.
+	// Logger receives the audit lines (msg "audit"), the login throttle's
+	// collapsed ones included. Default: discard — the composition root
+	// always passes one.
 	Logger *slog.Logger
-	// Now is the clock (a pause in force, a breaker's reset); default
-	// time.Now.
+	// Now is the clock (a pause in force, a breaker's reset, the login
+	// throttle's windows); default time.Now.
 	Now func() time.Time
 }
 
@@ -136,10 +137,12 @@ type Deps struct {
 type server struct {
 	d          Deps
 	redactions statusdoc.Redactions
+	throttle   *auth.LoginThrottle // the API's and the console's
 }
 
 // New returns the admin listener's handler over d (routes.go lists its
-// routes). It panics when Config or Tokens is nil, or Endpoints is set
+// routes). Failed token checks of the API and the console share one login
+// throttle (auth.LoginThrottle, limits.admin_login_*: docs/limits.md). It panics when Config or Tokens is nil, or Endpoints is set
 // without Metrics: a wiring mistake, not a condition to serve with.
 func New(d Deps) http.Handler {
 	switch {
@@ -154,8 +157,27 @@ func New(d Deps) http.Handler {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	s := &server{d: d, redactions: statusdoc.NewRedactions(d.Config)}
+	s := &server{d: d, redactions: statusdoc.NewRedactions(d.Config), throttle: loginThrottle(d)}
 	return s.routes()
+}
+
+// loginThrottle is the throttle of failed admin-token checks of the API
+// and the console, from limits.admin_login_* (a configuration that did not
+// go through config.Parse gets their defaults).
+func loginThrottle(d Deps) *auth.LoginThrottle {
+	lim := d.Config.Limits
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	window := lim.AdminLoginWindow
+	if window <= 0 {
+		window = config.DefaultAdminLoginWindow
+	}
+	return auth.NewLoginThrottle(or(lim.AdminLoginFailures, config.DefaultAdminLoginFailures), window,
+		or(lim.AdminLoginSources, config.DefaultAdminLoginSources), d.Now, d.Logger)
 }
 
 // storeTimeout bounds one store operation of an admin write (replay,

@@ -3,6 +3,7 @@ package admin
 import (
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
@@ -12,8 +13,7 @@ import (
 // required (contract §9), and the answer is never cached.
 func (s *server) requireRead(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.d.Tokens.Check(r.Header.Get("Authorization"), auth.ScopeRead); err != nil {
-			problem.Write(w, err)
+		if _, ok := s.authorize(w, r, auth.ScopeRead, nil); !ok {
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
@@ -24,16 +24,57 @@ func (s *server) requireRead(h http.HandlerFunc) http.HandlerFunc {
 // requireWrite checks that the request carries a token of scope write and
 // returns its name; when not, it audit-logs the refusal (action, with the
 // attribute key=value) under the token's name when the token is valid for
-// reading, answers the problem and returns false.
+// reading (an unknown token's as the login throttle collapses them:
+// authorize), answers the problem and returns false.
 func (s *server) requireWrite(w http.ResponseWriter, r *http.Request, action, key, value string) (string, bool) {
-	token, err := s.d.Tokens.Check(r.Header.Get("Authorization"), auth.ScopeWrite)
+	return s.authorize(w, r, auth.ScopeWrite, &audit{s: s, r: r, action: action}, slog.String(key, value))
+}
+
+// authorize checks the request's admin token for need and returns its
+// name. A missing or unknown token (401) is told to the login throttle
+// (docs/limits.md, "Failed logins"): once its source or token prefix is
+// throttled it is answered 429 login-throttled with Retry-After instead,
+// and the audit line of a write (au, with attrs; reads, au nil, write
+// none) only for the first failure of its source in the throttle's window —
+// the throttle writes one line with the rest's count. A right token is
+// never throttled. Any other refusal (403: scope read, write needed) is
+// audit-logged under the token's name. On refusal it answers and returns
+// false.
+func (s *server) authorize(w http.ResponseWriter, r *http.Request, need auth.Scope, au *audit,
+	attrs ...slog.Attr) (string, bool) {
+	authz := r.Header.Get("Authorization")
+	token, err := s.d.Tokens.Check(authz, need)
 	if err == nil {
+		s.throttle.Sweep(r.Context())
 		return token, true
 	}
-	au := audit{s: s, r: r, action: action}
-	au.token, _ = s.d.Tokens.Check(r.Header.Get("Authorization"), auth.ScopeRead)
-	au.refused(w, err, slog.String(key, value))
+	if pe := problem.From(err); pe.Code == problem.Unauthorized {
+		v := s.throttle.Failure(r.Context(), r.RemoteAddr, authz, au != nil)
+		if v.RetryAfter > 0 {
+			err = loginThrottled(v)
+		}
+		if !v.Log {
+			au = nil
+		}
+	} else if au != nil {
+		au.token, _ = s.d.Tokens.Check(authz, auth.ScopeRead)
+	}
+	if au == nil {
+		problem.Write(w, err)
+		return "", false
+	}
+	au.refused(w, err, attrs...)
 	return "", false
+}
+
+// loginThrottled is the 429 of a failed admin-token check whose source or
+// token prefix is throttled (limits.admin_login_failures in
+// limits.admin_login_window), with Retry-After the rest of the window.
+func loginThrottled(v auth.Verdict) *problem.Error {
+	return &problem.Error{Code: problem.LoginThrottled, RetryAfter: v.RetryAfterSeconds(),
+		Detail: "too many failed admin-token checks from this address or with this token prefix " +
+			"(limits.admin_login_failures in limits.admin_login_window); retry in " +
+			strconv.Itoa(v.RetryAfterSeconds()) + " s"}
 }
 
 // audit writes the audit line of one admin write action (contract §9): msg

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -40,12 +43,13 @@ const (
 
 // dltEnv is the dead-letter and replay-job routes over a real store on one backend.
 type dltEnv struct {
-	h     http.Handler
-	clk   *clocktest.Clock
-	store *redisstore.Store
-	svc   *replay.Service
-	logs  *bytes.Buffer
-	mu    sync.Mutex
+	h       http.Handler
+	clk     *clocktest.Clock
+	store   *redisstore.Store
+	svc     *replay.Service
+	logs    *bytes.Buffer
+	mu      sync.Mutex
+	sources atomic.Int32 // the requests' addresses
 }
 
 // dltConfig has pay-api (with redaction rules) and crm-api.
@@ -72,7 +76,7 @@ func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
 func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	t.Helper()
 	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &bytes.Buffer{}}
-	e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now})
+	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now})
 	env := map[string]string{"OPS": dltWrite, "VIEWER": dltRead}
 	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
 		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
@@ -83,7 +87,7 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	logger := slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, e.logs}, nil))
 	cfg := dltConfig()
 	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, Owner: "A", Logger: logger,
-		Jobs: redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{}), Now: e.clk.Now, Sleep: e.clk.Sleep})
+		Jobs: jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now}), Now: e.clk.Now, Sleep: e.clk.Sleep})
 	e.h = New(Deps{Config: cfg, Tokens: tokens, DeadLetters: e.svc, ReplayJobs: e.svc, Callouts: e.store,
 		Logger: logger, Now: e.clk.Now})
 	return e
@@ -108,6 +112,11 @@ func (e *dltEnv) do(t *testing.T, method, path, token, body string) *httptest.Re
 		rd = strings.NewReader(body)
 	}
 	r := httptest.NewRequest(method, path, rd)
+	// Each request from its own address: the login throttle logs a
+	// refused write only for its source's first failure in a window, and
+	// these tests expect every refusal's line (admin_throttle_test.go
+	// tests the collapse).
+	r.RemoteAddr = "192.0.2." + strconv.Itoa(int(e.sources.Add(1))%250) + ":1234"
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}

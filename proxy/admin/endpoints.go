@@ -112,10 +112,8 @@ func (s *server) handleEndpointAction(action string, do actionFunc) http.Handler
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := chi.URLParam(r, "name")
 		au := audit{s: s, r: r, action: action, endpoint: name}
-		token, err := s.d.Tokens.Check(r.Header.Get("Authorization"), auth.ScopeWrite)
-		if err != nil {
-			au.token, _ = s.d.Tokens.Check(r.Header.Get("Authorization"), auth.ScopeRead)
-			au.refused(w, err)
+		token, ok := s.authorize(w, r, auth.ScopeWrite, &au)
+		if !ok {
 			return
 		}
 		au.token = token

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +47,7 @@ type admEnv struct {
 	logs    *bytes.Buffer
 	metrics *metrics.Metrics
 	events  *admEvents
+	sources atomic.Int32 // the requests' addresses
 }
 
 // admEvents records what the admin API hands to Events.
@@ -78,7 +81,7 @@ func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 	e := &admEnv{now: admT0, logs: &bytes.Buffer{}, events: &admEvents{}}
 	clock := func() time.Time { return e.now }
 	if b.Client != nil {
-		e.store = redisstore.New(b.Client, redisstore.Options{Now: clock})
+		e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: clock})
 	}
 	if store == nil {
 		store = e.store
@@ -107,6 +110,11 @@ func (e *admEnv) do(t *testing.T, method, path, token, body string) *httptest.Re
 		rd = strings.NewReader(body)
 	}
 	r := httptest.NewRequest(method, path, rd)
+	// Each request from its own address: the login throttle logs a
+	// refused write only for its source's first failure in a window, and
+	// these tests expect every refusal's line (admin_throttle_test.go
+	// tests the collapse).
+	r.RemoteAddr = "192.0.2." + strconv.Itoa(int(e.sources.Add(1))%250) + ":1234"
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}

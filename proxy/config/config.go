@@ -99,7 +99,8 @@ func (c *Config) EndpointNames() []string {
 	return sortedKeys(c.Endpoints)
 }
 
-// Redis locates the store. At most one of URL and Cluster is set.
+// Redis locates the store and says how durable an acknowledgement is. At
+// most one of URL, Cluster and Sentinel is set.
 type Redis struct {
 	// URL is a redis:// or rediss:// URL for a single node, with an optional
 	// database number as its path (redis://host:6379/0). A password may sit
@@ -117,7 +118,58 @@ type Redis struct {
 	// arrives). The backstop poll runs every half of it. Default 100ms;
 	// 0 means the default; 10ms to 10s.
 	GateStaleness time.Duration `yaml:"gate_staleness"`
+	// Sentinel locates a primary with replicas through Redis Sentinel
+	// (go-redis's failover client follows a promotion). Not with URL or
+	// Cluster.
+	Sentinel *Sentinel `yaml:"sentinel"`
+	// Durability is what an acknowledged callout survives (contract §1,
+	// §11): DurabilityLocal (default), DurabilityReplicated or
+	// DurabilityFsync.
+	Durability string `yaml:"durability"`
+	// DurabilityTimeout bounds how long a write waits for its replicas'
+	// (or the append-only file's) confirmation before the caller gets 503
+	// store-unavailable. Default 1s; 0 means the default; 10ms to 10s.
+	DurabilityTimeout time.Duration `yaml:"durability_timeout"`
 }
+
+// Sentinel names the primary that Redis Sentinels watch.
+type Sentinel struct {
+	// MasterName is the name the Sentinels monitor the primary under.
+	MasterName string `yaml:"master_name"`
+	// Addresses are host:port of Sentinels (at least one; three or more in
+	// production, so a majority can agree on a failover).
+	Addresses []string `yaml:"addresses"`
+	// PasswordEnv names an environment variable holding the Sentinels' own
+	// password (requirepass of the Sentinels); the data nodes' password is
+	// Redis.PasswordEnv.
+	PasswordEnv string `yaml:"password_env"`
+	// TLS makes every connection, to the Sentinels and to the data nodes,
+	// TLS 1.2+ verified against the system roots (as rediss:// does for
+	// URL). Default false.
+	TLS bool `yaml:"tls"`
+}
+
+// Values of Redis.Durability (contract §1, §11).
+const (
+	// DurabilityLocal: a callout is acknowledged once the primary ran its
+	// script; what survives is what the primary's appendfsync keeps.
+	DurabilityLocal = "local"
+	// DurabilityReplicated: each acknowledging write is confirmed by at
+	// least one replica (WAIT, grouped) before the caller is answered.
+	// Single node with replicas or Sentinel; not a Cluster.
+	DurabilityReplicated = "replicated"
+	// DurabilityFsync: each acknowledging write is fsynced to the
+	// primary's append-only file, and with Sentinel to one replica's too
+	// (WAITAOF), before the caller is answered. Needs Redis 7.2 or later.
+	DurabilityFsync = "fsync"
+)
+
+// Defaults and bounds of Redis.DurabilityTimeout.
+const (
+	DefaultDurabilityTimeout = time.Second
+	MinDurabilityTimeout     = 10 * time.Millisecond
+	MaxDurabilityTimeout     = 10 * time.Second
+)
 
 // Bounds of Redis.GateStaleness.
 const (
@@ -128,10 +180,11 @@ const (
 
 // Embedded reports whether no Redis is configured and the embedded,
 // non-durable in-memory store must be used.
-func (r Redis) Embedded() bool { return r.URL == "" && len(r.Cluster) == 0 }
+func (r Redis) Embedded() bool { return r.URL == "" && len(r.Cluster) == 0 && r.Sentinel == nil }
 
 // String describes the store for logs: "embedded", the URL with any
-// password replaced by "xxxxx" (url.URL.Redacted), or "cluster [seeds]".
+// password replaced by "xxxxx" (url.URL.Redacted), "cluster [seeds]" or
+// "sentinel master-name [addresses]".
 // fmt uses it for Redis values nested in a printed Config, too.
 func (r Redis) String() string {
 	switch {
@@ -143,6 +196,8 @@ func (r Redis) String() string {
 		return u.Redacted()
 	case len(r.Cluster) > 0:
 		return "cluster [" + strings.Join(r.Cluster, ", ") + "]"
+	case r.Sentinel != nil:
+		return "sentinel " + r.Sentinel.MasterName + " [" + strings.Join(r.Sentinel.Addresses, ", ") + "]"
 	}
 	return "embedded"
 }

@@ -65,8 +65,13 @@ const (
 // to report. An endpoint shared through a YAML alias is copied first.
 func (c *Config) applyDefaults() {
 	c.Limits.applyDefaults()
+	c.Limits.fairInflightShare(len(c.Auth.Issuers), c.Policy.MaxRequestBytes+c.Policy.MaxResponseBytes)
 	c.Log.applyDefaults()
 	inherit(&c.Redis.GateStaleness, DefaultGateStaleness)
+	inherit(&c.Redis.DurabilityTimeout, DefaultDurabilityTimeout)
+	if c.Redis.Durability == "" {
+		c.Redis.Durability = DurabilityLocal
+	}
 	c.Tracing.applyDefaults()
 	inherit(&c.Auth.MaxTokenLifetime, DefaultMaxTokenLifetime)
 	inherit(&c.Auth.Leeway, DefaultLeeway)

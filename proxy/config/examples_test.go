@@ -89,7 +89,10 @@ func TestExampleProduction(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"redis", cfg.Redis.String(), "rediss://redis.internal.example.com:6379/0"},
+		{"redis", cfg.Redis.String(), "sentinel callouts [sentinel-0.internal.example.com:26379, " +
+			"sentinel-1.internal.example.com:26379, sentinel-2.internal.example.com:26379]"},
+		{"durability", cfg.Redis.Durability, config.DurabilityReplicated},
+		{"sentinel tls", cfg.Redis.Sentinel.TLS, true},
 		{"algorithms", cfg.Auth.Algorithms, []string{"RS256"}},
 		{"certificate", cfg.Auth.CertificateFiles, []string{filepath.Join(dir, "named-credential.crt")}},
 		{"tokens", len(cfg.Admin.Tokens), 2},

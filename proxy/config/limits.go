@@ -56,9 +56,33 @@ type Limits struct {
 	// for a 1 GiB pod; the Go runtime is also given a soft memory limit of
 	// this plus 96 MiB unless GOMEMLIMIT is set).
 	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
+	// MaxInflightBytesPerIssuer is one organisation's (JWT issuer's) share
+	// of the memory budget, in bytes: while more than half of
+	// MaxInflightBytes is held, a request of an organisation that would
+	// hold more than this waits up to OverloadWait, then gets 503
+	// overloaded naming the share; the other organisations are still
+	// served. Default 0: a fair share, MaxInflightBytes divided by the
+	// number of auth.issuers (but at least one largest callout,
+	// max_request_bytes + max_response_bytes); no share with a single
+	// issuer. Contract §10, docs/limits.md.
+	MaxInflightBytesPerIssuer int64 `yaml:"max_inflight_bytes_per_issuer"`
 	// OverloadWait is how long, in all, a request may wait for room in the
 	// memory budget before 503 overloaded. Default 1s.
 	OverloadWait time.Duration `yaml:"overload_wait"`
+	// AdminLoginFailures is how many failed admin-token checks (admin API
+	// 401s, console logins) one source address, and one presented token
+	// prefix, may make in an AdminLoginWindow before the next are answered
+	// 429 with Retry-After until the window ends. A right token is always
+	// accepted. Default 10.
+	AdminLoginFailures int `yaml:"admin_login_failures"`
+	// AdminLoginWindow is the window failed admin-token checks are counted
+	// in, and the longest Retry-After of a throttled one; each source's
+	// failures of a window are collapsed into one audit line. Default 1m.
+	AdminLoginWindow time.Duration `yaml:"admin_login_window"`
+	// AdminLoginSources bounds the source addresses the login throttle
+	// remembers, and separately the token prefixes (about 200 bytes each);
+	// past it the one counted longest is forgotten. Default 10000.
+	AdminLoginSources int `yaml:"admin_login_sources"`
 }
 
 // Limits defaults (contract §10, docs/limits.md).
@@ -73,6 +97,9 @@ const (
 	DefaultMaxHeaderFields     = 100
 	DefaultMaxInflightBytes    = 256 << 20
 	DefaultOverloadWait        = time.Second
+	DefaultAdminLoginFailures  = 10
+	DefaultAdminLoginWindow    = time.Minute
+	DefaultAdminLoginSources   = 10000
 )
 
 // applyDefaults fills every zero limit with its default.
@@ -87,6 +114,20 @@ func (l *Limits) applyDefaults() {
 	inherit(&l.MaxHeaderFields, DefaultMaxHeaderFields)
 	inherit(&l.MaxInflightBytes, DefaultMaxInflightBytes)
 	inherit(&l.OverloadWait, DefaultOverloadWait)
+	inherit(&l.AdminLoginFailures, DefaultAdminLoginFailures)
+	inherit(&l.AdminLoginWindow, DefaultAdminLoginWindow)
+	inherit(&l.AdminLoginSources, DefaultAdminLoginSources)
+}
+
+// fairInflightShare fills a zero max_inflight_bytes_per_issuer with the
+// fair share of issuers organisations: the budget divided among them, but
+// at least one largest callout (largest: max_request_bytes +
+// max_response_bytes), so every organisation may always make one. With
+// one issuer or none there is nobody to share with: the share stays 0.
+func (l *Limits) fairInflightShare(issuers int, largest int64) {
+	if issuers > 1 {
+		inherit(&l.MaxInflightBytesPerIssuer, max(l.MaxInflightBytes/int64(issuers), largest))
+	}
 }
 
 // minInflightBytes is the smallest memory budget accepted: one whole
@@ -101,7 +142,7 @@ func (l Limits) validate(col *collector, maxRequest, maxResponse int64) {
 	for key, d := range map[string]time.Duration{
 		"limits.read_header_timeout": l.ReadHeaderTimeout, "limits.body_read_timeout": l.BodyReadTimeout,
 		"limits.idle_timeout": l.IdleTimeout, "limits.overload_wait": l.OverloadWait,
-		"limits.write_timeout": l.WriteTimeout,
+		"limits.write_timeout": l.WriteTimeout, "limits.admin_login_window": l.AdminLoginWindow,
 	} {
 		if d < 0 {
 			col.add(key, "%s is negative", d)
@@ -119,6 +160,16 @@ func (l Limits) validate(col *collector, maxRequest, maxResponse int64) {
 	}
 	if l.MaxHeaderFields < 16 {
 		col.add("limits.max_header_fields", "%d: at least 16 fields (Apex sends about 10)", l.MaxHeaderFields)
+	}
+	for key, n := range map[string]int{
+		"limits.admin_login_failures": l.AdminLoginFailures, "limits.admin_login_sources": l.AdminLoginSources,
+	} {
+		if n < 1 {
+			col.add(key, "%d: at least 1; leave it out for the default", n)
+		}
+	}
+	if l.MaxInflightBytesPerIssuer < 0 {
+		col.add("limits.max_inflight_bytes_per_issuer", "%d is negative; leave it out for a fair share", l.MaxInflightBytesPerIssuer)
 	}
 	if need := max(minInflightBytes, maxRequest+maxResponse); l.MaxInflightBytes < need {
 		col.add("limits.max_inflight_bytes", "%d bytes: at least %d (max_request_bytes + max_response_bytes, "+

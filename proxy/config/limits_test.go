@@ -17,15 +17,56 @@ func TestLimitsDefaults(t *testing.T) {
 		IdleTimeout:    60 * time.Second,
 		MaxConnections: 2048, AdminMaxConnections: 64, MaxHeaderBytes: 65536, MaxHeaderFields: 100,
 		MaxInflightBytes: 256 << 20, OverloadWait: time.Second,
+		// Two issuers in the base document: a fair share is half the budget.
+		MaxInflightBytesPerIssuer: 128 << 20,
+		AdminLoginFailures:        10, AdminLoginWindow: time.Minute, AdminLoginSources: 10000,
 	}
 	if cfg.Limits != want {
 		t.Errorf("defaults = %+v\nwant %+v", cfg.Limits, want)
 	}
 	cfg = mustParse(t, doc(map[string]string{"extra": "limits:\n  idle_timeout: 5s\n  max_connections: 10\n" +
 		"  max_inflight_bytes: 33554432\n"}, dir), baseEnv().get)
+	// Half of 32 MiB is less than one largest callout (12 MiB + 12 MiB):
+	// the fair share is that.
 	want.IdleTimeout, want.MaxConnections, want.MaxInflightBytes = 5*time.Second, 10, 32<<20
+	want.MaxInflightBytesPerIssuer = 24 << 20
 	if cfg.Limits != want {
 		t.Errorf("limits = %+v\nwant %+v", cfg.Limits, want)
+	}
+}
+
+// TestInflightShareDefaults: limits.max_inflight_bytes_per_issuer
+// defaults to the budget divided by the issuers, never below one largest
+// callout; none with one issuer; a value given is kept.
+func TestInflightShareDefaults(t *testing.T) {
+	dir := keyFiles(t)
+	auth := func(issuers string) string {
+		return "auth:\n  issuers: [" + issuers + "]\n  audience: callout-proxy\n  algorithms: [HS256]\n  hs256_secret_env: JWT_SECRET\n"
+	}
+	for _, tt := range []struct {
+		name, auth, extra string
+		want              int64
+	}{
+		{"one issuer: no share", auth("https://a.my.salesforce.com"), "", 0},
+		{"four issuers: a quarter", auth("https://a.my.salesforce.com, https://b.my.salesforce.com, " +
+			"https://c.my.salesforce.com, https://d.my.salesforce.com"), "", 64 << 20},
+		{"twelve issuers: one largest callout", auth("https://a1.my.salesforce.com, https://a2.my.salesforce.com, " +
+			"https://a3.my.salesforce.com, https://a4.my.salesforce.com, https://a5.my.salesforce.com, " +
+			"https://a6.my.salesforce.com, https://a7.my.salesforce.com, https://a8.my.salesforce.com, " +
+			"https://a9.my.salesforce.com, https://b1.my.salesforce.com, https://b2.my.salesforce.com, " +
+			"https://b3.my.salesforce.com"), "", 24 << 20},
+		{"given", "", "limits:\n  max_inflight_bytes_per_issuer: 1000000\n", 1000000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			over := map[string]string{"extra": tt.extra}
+			if tt.auth != "" {
+				over["auth"] = tt.auth
+			}
+			cfg := mustParse(t, doc(over, dir), baseEnv().get)
+			if got := cfg.Limits.MaxInflightBytesPerIssuer; got != tt.want {
+				t.Errorf("max_inflight_bytes_per_issuer = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -42,6 +83,11 @@ func TestValidateLimits(t *testing.T) {
 		{"budget below large bodies", map[string]string{"extra": "limits:\n  max_inflight_bytes: 33554432\n",
 			"policy": "policy:\n  max_request_bytes: 20000000\n  max_response_bytes: 20000000\n"},
 			[]string{"limits.max_inflight_bytes: 33554432 bytes: at least 40000000"}},
+		{"negative share", map[string]string{"extra": "limits:\n  max_inflight_bytes_per_issuer: -1\n"},
+			[]string{"limits.max_inflight_bytes_per_issuer: -1 is negative"}},
+		{"login throttle", map[string]string{"extra": "limits:\n  admin_login_failures: -1\n  admin_login_window: -1s\n  admin_login_sources: -5\n"},
+			[]string{"limits.admin_login_failures: -1: at least 1", "limits.admin_login_window: -1s is negative",
+				"limits.admin_login_sources: -5: at least 1"}},
 		{"unknown key", map[string]string{"extra": "limits:\n  max_inflight: 1\n"},
 			[]string{"limits.max_inflight: unknown key"}},
 	})

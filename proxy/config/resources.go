@@ -35,6 +35,11 @@ func (c *Config) checkResources(getenv func(string) string, col *collector) {
 			col.add("redis.password_env", "%v", err)
 		}
 	}
+	if s := c.Redis.Sentinel; s != nil && s.PasswordEnv != "" {
+		if _, err := resolveEnv(s.PasswordEnv, getenv); err != nil {
+			col.add("redis.sentinel.password_env", "%v", err)
+		}
+	}
 	c.checkAdminTokens(getenv, col)
 	for _, name := range c.EndpointNames() {
 		e := c.Endpoints[name]

@@ -62,28 +62,83 @@ func validateListen(col *collector, key, addr string) {
 // validate checks the Redis location. The URL is never quoted back: it may
 // carry a password.
 func (r Redis) validate(col *collector) {
-	if r.URL != "" && len(r.Cluster) > 0 {
-		col.add("redis", "set url or cluster, not both")
+	set := 0
+	for _, given := range []bool{r.URL != "", len(r.Cluster) > 0, r.Sentinel != nil} {
+		if given {
+			set++
+		}
+	}
+	if set > 1 {
+		col.add("redis", "set one of url, cluster and sentinel, not several")
 	}
 	if r.URL != "" {
 		validateRedisURL(col, r)
 	}
 	for i, seed := range r.Cluster {
-		host, port, err := net.SplitHostPort(seed)
-		if err == nil {
-			var p uint64
-			p, err = strconv.ParseUint(port, 10, 16)
-			if host == "" || p == 0 {
-				err = errors.New("bad host or port")
-			}
-		}
-		if err != nil {
+		if !hostPort(seed) {
 			col.add(index("redis.cluster", i), "%q is not host:port", seed)
 		}
 	}
 	if g := r.GateStaleness; g != 0 && (g < MinGateStaleness || g > MaxGateStaleness) {
 		col.add("redis.gate_staleness", "%s is outside %s to %s", g, MinGateStaleness, MaxGateStaleness)
 	}
+	if r.Sentinel != nil {
+		r.Sentinel.validate(col)
+	}
+	r.validateDurability(col)
+}
+
+// validate checks the Sentinel block: a master name and host:port addresses.
+func (s Sentinel) validate(col *collector) {
+	if s.MasterName == "" {
+		col.add("redis.sentinel.master_name", "is required (the name the Sentinels monitor the primary under)")
+	}
+	if len(s.Addresses) == 0 {
+		col.add("redis.sentinel.addresses", "needs at least one Sentinel host:port")
+	}
+	for i, a := range s.Addresses {
+		if !hostPort(a) {
+			col.add(index("redis.sentinel.addresses", i), "%q is not host:port", a)
+		}
+	}
+}
+
+// validateDurability checks redis.durability and its timeout (contract
+// §11). replicated and fsync need a store with replicas to wait for, or an
+// append-only file: not the embedded one; and not a Cluster, where one
+// write's WAIT covers only the node it ran on and a callout's keys spread
+// over every primary (docs/operating.md "Durability").
+func (r Redis) validateDurability(col *collector) {
+	switch r.Durability {
+	case "", DurabilityLocal:
+		return
+	case DurabilityReplicated, DurabilityFsync:
+	default:
+		col.add("redis.durability", "must be %s, %s or %s, not %q", DurabilityLocal, DurabilityReplicated,
+			DurabilityFsync, r.Durability)
+		return
+	}
+	switch {
+	case len(r.Cluster) > 0:
+		col.add("redis.durability", "%s is not supported on a Redis Cluster (a WAIT covers one primary); "+
+			"use url or sentinel, or durability %s", r.Durability, DurabilityLocal)
+	case r.Embedded():
+		col.add("redis.durability", "%s needs a Redis (url or sentinel); the embedded store keeps nothing", r.Durability)
+	}
+	if t := r.DurabilityTimeout; t != 0 && (t < MinDurabilityTimeout || t > MaxDurabilityTimeout) {
+		col.add("redis.durability_timeout", "%s is outside %s to %s", t, MinDurabilityTimeout, MaxDurabilityTimeout)
+	}
+}
+
+// hostPort reports whether s is host:port with a non-empty host and a port
+// 1–65535.
+func hostPort(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return false
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && p != 0
 }
 
 func validateRedisURL(col *collector, r Redis) {

@@ -175,7 +175,7 @@ func TestValidateListenersAndTLS(t *testing.T) {
 func TestValidateRedis(t *testing.T) {
 	runInvalid(t, []invalidCase{
 		{"url and cluster", map[string]string{"redis": "redis:\n  url: redis://127.0.0.1:6379/0\n  cluster: [10.0.0.1:6379]\n"},
-			[]string{"redis: set url or cluster, not both"}},
+			[]string{"redis: set one of url, cluster and sentinel, not several"}},
 		{"url scheme", map[string]string{"redis": "redis:\n  url: http://:" + urlPassword + "@127.0.0.1:6379\n"},
 			[]string{`redis.url: scheme must be redis or rediss, not "http"`}},
 		{"url without host", map[string]string{"redis": "redis:\n  url: redis:///0\n"},

@@ -122,7 +122,7 @@ func (h *harness) newStore() *redisstore.Store {
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], h.seeds.Add(1))
 	return redisstore.New(h.b.Client, redisstore.Options{
-		Now: h.clk.Now, Rand: rand.NewChaCha8(seed),
+		PinScriptTime: true, Now: h.clk.Now, Rand: rand.NewChaCha8(seed),
 		IdempotencyRetention: 24 * time.Hour, DeadLetterRetention: 720 * time.Hour,
 	})
 }

@@ -24,7 +24,7 @@ func TestDoResponseInBudget(t *testing.T) {
 	srv, _ := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, strings.Repeat("x", size))
 	})
-	budget := limit.NewBudget(24<<20, 10*time.Millisecond)
+	budget := limit.NewBudget(24<<20, 10*time.Millisecond, 0)
 	f := newForwarder(t, Options{Budget: budget})
 	ep := newEndpoint(t, "budget", srv.URL)
 

@@ -144,7 +144,7 @@ func newReplayRig(t *testing.T, b redistest.Backend) *replayRig {
 	logger := slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], 7)
-	r.store = redisstore.New(b.Client, redisstore.Options{Now: r.clock.Now, Rand: rand.NewChaCha8(seed),
+	r.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: r.clock.Now, Rand: rand.NewChaCha8(seed),
 		IdempotencyRetention: 24 * time.Hour, DeadLetterRetention: 720 * time.Hour, Logger: logger})
 	fwd := forward.New(forward.Options{Now: r.clock.Now, Logger: logger,
 		Getenv: func(k string) string { return map[string]string{"CLIENT_ID": "replay-client"}[k] }})

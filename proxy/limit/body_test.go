@@ -17,7 +17,7 @@ import (
 // maximum, announced or not, is ErrTooLarge; one longer than announced
 // too; a read error is returned.
 func TestReadBody(t *testing.T) {
-	b := NewBudget(64<<20, time.Millisecond)
+	b := NewBudget(64<<20, time.Millisecond, 0)
 	const maxBytes = 12 << 20
 	for _, tt := range []struct {
 		name     string
@@ -66,7 +66,7 @@ func TestReadBody(t *testing.T) {
 // TestReadBodyOverloaded: a body that would pass the budget stops reading
 // with ErrOverloaded; the part already read stays held until the release.
 func TestReadBodyOverloaded(t *testing.T) {
-	b := NewBudget(1<<20, time.Millisecond)
+	b := NewBudget(1<<20, time.Millisecond, 0)
 	h := b.Holder()
 	_, err := ReadBody(context.Background(), h, bytes.NewReader(make([]byte, 2<<20)), 2<<20, 12<<20)
 	if !errors.Is(err, ErrOverloaded) {

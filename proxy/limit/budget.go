@@ -9,6 +9,7 @@ package limit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -18,6 +19,12 @@ import (
 // ErrOverloaded is what Acquire returns when the budget had no room within
 // the wait: the caller answers 503 overloaded with Retry-After.
 var ErrOverloaded = errors.New("limit: the memory budget (max_inflight_bytes) is exhausted")
+
+// ErrShareExceeded is what Acquire returns when the holder's organisation
+// held its share of the budget (max_inflight_bytes_per_issuer) while the
+// budget was under pressure, for the whole wait. It matches ErrOverloaded
+// too (errors.Is): the caller answers 503 overloaded, naming the share.
+var ErrShareExceeded = fmt.Errorf("%w: the organisation's share of it (max_inflight_bytes_per_issuer) is full", ErrOverloaded)
 
 // SmallBytes is the most a Holder may hold in all and still draw on the
 // whole budget; a Holder holding more draws only on the budget minus its
@@ -29,26 +36,64 @@ const SmallBytes = 64 << 10
 // headers held in memory at once (limits.max_inflight_bytes). Reservations
 // are made through Holders, one per request. A nil *Budget has no limit.
 // It is safe for concurrent use.
+//
+// Organisation shares (contract §10, docs/limits.md): a holder assigned to
+// an organisation (Holder.Assign, the caller's JWT issuer) counts toward
+// that organisation's bytes too. While the budget is under pressure — more
+// than half of it would be held — an organisation that would hold more
+// than its share is refused (ErrShareExceeded), however much room is left,
+// so the room that is left stays for the others. Below half the budget no
+// share applies: one busy organisation alone may use what nobody else
+// needs.
 type Budget struct {
 	max      int64 // bytes; small holders may fill it
 	largeMax int64 // bytes; what larger holders may fill
+	pressure int64 // bytes; past it, shares apply
+	share    int64 // bytes per organisation; 0: no share
 	wait     time.Duration
 
-	refused prometheus.Counter
+	refused, shareRefused prometheus.Counter
 
 	mu      sync.Mutex
 	used    int64
-	changed chan struct{} // closed and replaced on every release
+	byOrg   map[string]int64 // bytes held per organisation; no zero entries
+	changed chan struct{}    // closed and replaced on every release
 }
 
 // NewBudget returns a budget of max bytes whose Acquire waits at most
-// wait for room. max must be positive.
-func NewBudget(max int64, wait time.Duration) *Budget {
-	return &Budget{max: max, largeMax: max - max/8, wait: wait, changed: make(chan struct{}),
+// wait for room, and in which, under pressure, no organisation may hold
+// more than share bytes (limits.max_inflight_bytes_per_issuer; 0: no
+// share, as with a single organisation). max must be positive.
+func NewBudget(max int64, wait time.Duration, share int64) *Budget {
+	return &Budget{max: max, largeMax: max - max/8, pressure: max / 2, share: share, wait: wait,
+		byOrg: map[string]int64{}, changed: make(chan struct{}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "callout_overloaded_total",
-			Help: "Reservations refused because the memory budget (max_inflight_bytes) had no room within overload_wait.",
+			Help: "Reservations refused because the memory budget (max_inflight_bytes) had no room within overload_wait, or the organisation's share of it was full.",
+		}),
+		shareRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "callout_overloaded_share_total",
+			Help: "Reservations refused because the organisation held its share of the memory budget (max_inflight_bytes_per_issuer) while the budget was more than half full; counted in callout_overloaded_total too.",
 		})}
+}
+
+// Share is the bytes one organisation may hold under pressure
+// (limits.max_inflight_bytes_per_issuer); 0 when no share applies.
+func (b *Budget) Share() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.share
+}
+
+// OrgInUse is the number of bytes organisation org holds now.
+func (b *Budget) OrgInUse(org string) int64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.byOrg[org]
 }
 
 // Collectors are the budget's metrics: callout_inflight_bytes (bytes held
@@ -63,7 +108,11 @@ func (b *Budget) Collectors() []prometheus.Collector {
 			Name: "callout_inflight_bytes_limit",
 			Help: "The memory budget, limits.max_inflight_bytes.",
 		}, func() float64 { return float64(b.max) }),
-		b.refused,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "callout_inflight_bytes_share",
+			Help: "What one organisation may hold of the memory budget while it is more than half full, limits.max_inflight_bytes_per_issuer (0: no share).",
+		}, func() float64 { return float64(b.share) }),
+		b.refused, b.shareRefused,
 	}
 }
 
@@ -80,9 +129,11 @@ func (b *Budget) InUse() int64 {
 // Holder returns a new, empty holder: one request's share of the budget.
 func (b *Budget) Holder() *Holder { return &Holder{b: b} }
 
-// acquire reserves n bytes for a holder that will then hold total, waiting
-// until ctx ends or the budget's wait has passed. Errors: ErrOverloaded.
-func (b *Budget) acquire(ctx context.Context, n, total int64) error {
+// acquire reserves n bytes for a holder of org ("" for none) that will
+// then hold total, waiting until ctx ends or the budget's wait has passed.
+// Errors: ErrShareExceeded when org's share was what refused it last, else
+// ErrOverloaded.
+func (b *Budget) acquire(ctx context.Context, n, total int64, org string) error {
 	limit := b.largeMax
 	if total <= SmallBytes {
 		limit = b.max
@@ -90,8 +141,13 @@ func (b *Budget) acquire(ctx context.Context, n, total int64) error {
 	var timeout <-chan time.Time
 	for {
 		b.mu.Lock()
-		if b.used+n <= limit || (b.used == 0 && n <= b.max) {
+		fits := b.used+n <= limit || (b.used == 0 && n <= b.max)
+		overShare := b.overShare(org, n)
+		if fits && !overShare {
 			b.used += n
+			if org != "" {
+				b.byOrg[org] += n
+			}
 			b.mu.Unlock()
 			return nil
 		}
@@ -104,25 +160,62 @@ func (b *Budget) acquire(ctx context.Context, n, total int64) error {
 		}
 		select {
 		case <-changed:
+			continue
 		case <-timeout:
-			b.refused.Inc()
-			return ErrOverloaded
 		case <-ctx.Done():
-			b.refused.Inc()
-			return ErrOverloaded
 		}
+		b.refused.Inc()
+		if overShare {
+			b.shareRefused.Inc()
+			return ErrShareExceeded
+		}
+		return ErrOverloaded
 	}
 }
 
-// release returns n bytes and wakes every waiter.
-func (b *Budget) release(n int64) {
+// overShare reports whether org reserving n more bytes would pass its
+// share while the budget is under pressure. b.mu is held.
+func (b *Budget) overShare(org string, n int64) bool {
+	return org != "" && b.share > 0 && b.used+n > b.pressure && b.byOrg[org]+n > b.share
+}
+
+// release returns n bytes of org ("" for none) and wakes every waiter.
+func (b *Budget) release(n int64, org string) {
 	if n == 0 {
 		return
 	}
 	b.mu.Lock()
 	b.used -= n
+	b.take(org, n)
 	close(b.changed)
 	b.changed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// take removes n bytes from org's count, dropping it at zero so the map
+// holds only organisations holding bytes. b.mu is held.
+func (b *Budget) take(org string, n int64) {
+	if org == "" {
+		return
+	}
+	if left := b.byOrg[org] - n; left > 0 {
+		b.byOrg[org] = left
+	} else {
+		delete(b.byOrg, org)
+	}
+}
+
+// assign moves n bytes held without an organisation (from) to org. b.mu is
+// not held.
+func (b *Budget) assign(from, to string, n int64) {
+	if n == 0 || from == to {
+		return
+	}
+	b.mu.Lock()
+	b.take(from, n)
+	if to != "" {
+		b.byOrg[to] += n
+	}
 	b.mu.Unlock()
 }
 
@@ -133,20 +226,39 @@ type Holder struct {
 	b    *Budget
 	mu   sync.Mutex
 	held int64
+	org  string // "" until Assign
+}
+
+// Assign charges the holder, and everything it holds and will acquire, to
+// organisation org (the caller's JWT issuer, known once its token is
+// verified: the header bytes it acquired before move with it). It never
+// refuses: a share is checked when bytes are acquired.
+func (h *Holder) Assign(org string) {
+	if h == nil || h.b == nil {
+		return
+	}
+	h.mu.Lock()
+	from, n := h.org, h.held
+	h.org = org
+	h.b.assign(from, org, n) // under h.mu, so a concurrent Release sees the new org
+	h.mu.Unlock()
 }
 
 // Acquire reserves n more bytes, waiting for room at most the budget's
 // wait (limits.overload_wait) or until ctx ends. While the holder holds at
 // most SmallBytes in all it may fill the whole budget; beyond, seven
-// eighths of it. Errors: ErrOverloaded; nothing is reserved then.
+// eighths of it; and under pressure its organisation at most its share.
+// Errors: ErrShareExceeded, ErrOverloaded; nothing is reserved then.
+// Acquire and Assign of one holder are not called concurrently (one
+// request's code path calls them in turn).
 func (h *Holder) Acquire(ctx context.Context, n int64) error {
 	if h == nil || h.b == nil || n <= 0 {
 		return nil
 	}
 	h.mu.Lock()
-	total := h.held + n
+	total, org := h.held+n, h.org
 	h.mu.Unlock()
-	if err := h.b.acquire(ctx, n, total); err != nil {
+	if err := h.b.acquire(ctx, n, total, org); err != nil {
 		return err
 	}
 	h.mu.Lock()
@@ -174,8 +286,8 @@ func (h *Holder) Release() {
 	h.mu.Lock()
 	n := h.held
 	h.held = 0
+	h.b.release(n, h.org) // under h.mu, so a concurrent Assign moves nothing twice
 	h.mu.Unlock()
-	h.b.release(n)
 }
 
 // holderKey is the context key of a request's Holder.

@@ -13,7 +13,7 @@ import (
 // reserves nothing; a release within the wait lets it through.
 func TestBudgetWaitsThenRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(1<<20, time.Second)
+		b := NewBudget(1<<20, time.Second, 0)
 		big := b.Holder()
 		if err := big.Acquire(context.Background(), 900<<10); err != nil {
 			t.Fatal(err)
@@ -51,7 +51,7 @@ func TestBudgetWaitsThenRefuses(t *testing.T) {
 // only seven eighths of the budget; a small callout still gets the rest.
 func TestBudgetKeepsRoomForSmallCallouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(8<<20, time.Second)
+		b := NewBudget(8<<20, time.Second, 0)
 		var large []*Holder
 		for {
 			h := b.Holder()
@@ -78,7 +78,7 @@ func TestBudgetKeepsRoomForSmallCallouts(t *testing.T) {
 // TestBudgetContextEndsWait: a wait ends with the caller's context.
 func TestBudgetContextEndsWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(1<<20, time.Hour)
+		b := NewBudget(1<<20, time.Hour, 0)
 		if err := b.Holder().Acquire(context.Background(), 1<<20); err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestBudgetContextEndsWait(t *testing.T) {
 // TestBudgetLoneReservation: a reservation as large as the whole budget
 // passes when nothing else is held; a nil budget or holder never refuses.
 func TestBudgetLoneReservation(t *testing.T) {
-	b := NewBudget(1<<20, time.Millisecond)
+	b := NewBudget(1<<20, time.Millisecond, 0)
 	h := b.Holder()
 	if err := h.Acquire(context.Background(), 1<<20); err != nil {
 		t.Fatalf("lone reservation of the whole budget: %v", err)

@@ -69,6 +69,8 @@ var domainErrors = [...]domainError{
 		detail: fixed("your organisation's share of the endpoint's backlog is full (pending callouts or their stored bytes); try again later")},
 	{target: policy.ErrBacklogFull, code: BacklogFull,
 		detail: fixed("the endpoint's backlog of pending callouts is full; try again later")},
+	// Before ErrUnavailable, which it also matches (contract §11).
+	{target: policy.ErrNotDurable, code: StoreUnavailable, detail: fixed(notDurableDetail), cause: true},
 	{target: policy.ErrUnavailable, code: StoreUnavailable, detail: fixed(unreachableDetail), cause: true},
 }
 
@@ -80,6 +82,11 @@ const (
 	// unreachableDetail: Redis could not be reached (ErrUnavailable, and
 	// FromStore's answer to any error of a store call not in the table).
 	unreachableDetail = "the callout store (Redis) is unreachable"
+	// notDurableDetail: the replicas (or the append-only file) did not
+	// confirm a written callout in time (ErrNotDurable, contract §11).
+	notDurableDetail = "the callout was written but Redis did not confirm it durable in time (redis.durability); " +
+		"this request was not forwarded, but the callout may exist and, if it survives, is delivered like any " +
+		"accepted callout; retry with the same Idempotency-Key: the answer then comes from it"
 )
 
 // fixed is a detail that does not depend on the error.

@@ -43,6 +43,8 @@ func TestDomainErrors(t *testing.T) {
 			"the endpoint's backlog of pending callouts is full; try again later", false},
 		{"organisation's share full", fmt.Errorf("redisstore: begin: %w", policy.ErrIssuerBacklogFull), BacklogFull, 503,
 			"your organisation's share of the endpoint's backlog is full (pending callouts or their stored bytes); try again later", false},
+		{"not confirmed durable", fmt.Errorf("redisstore: acknowledge: %w: %w", policy.ErrNotDurable, redisDown),
+			StoreUnavailable, 503, notDurableDetail, true},
 		{"store unavailable", fmt.Errorf("redisstore: get: %w: %w", policy.ErrUnavailable, redisDown),
 			StoreUnavailable, 503, "the callout store (Redis) is unreachable", true},
 	}

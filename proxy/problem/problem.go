@@ -53,6 +53,7 @@ const (
 	Overloaded            Code = "overloaded"              // 503: memory budget (max_inflight_bytes) exhausted
 	HeadersTooLarge       Code = "headers-too-large"       // 431: over max_header_bytes or max_header_fields
 	RequestTimeout        Code = "request-timeout"         // 408: body not received within body_read_timeout
+	LoginThrottled        Code = "login-throttled"         // 429: too many failed admin-token checks from a source or token prefix
 )
 
 var statuses = map[Code]int{
@@ -62,7 +63,7 @@ var statuses = map[Code]int{
 	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 409,
 	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, EndpointPaused: 503, Ambiguous: 502, BacklogFull: 503,
 	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, UpstreamTimeout: 504,
-	Internal: 500, Overloaded: 503, HeadersTooLarge: 431, RequestTimeout: 408,
+	Internal: 500, Overloaded: 503, HeadersTooLarge: 431, RequestTimeout: 408, LoginThrottled: 429,
 }
 
 // Status returns the HTTP status for a code; 500 for an unknown one.

@@ -22,7 +22,7 @@ const drainBatch = 100
 // Calling it again drains what remains. Errors: ErrUnavailable.
 func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {
 	home := homeQueue(endpoint)
-	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.ep, SFO: home.sfo, Now: msArg(s.now()),
+	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.ep, SFO: home.sfo, Now: s.clockArg(s.now()),
 		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint) == "1"})
 	if err != nil {
 		return policy.DisableResult{}, s.wrap("disable", err)
@@ -30,7 +30,7 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 	s.forgetGate(endpoint)
 	res := policy.DisableResult{Newly: v.Told == 1}
 	if res.Newly {
-		s.gates.changed(endpoint) // disable.lua published it to the others
+		s.changed(endpoint) // disable.lua published it to the others
 	}
 	qs, err := s.queuesOf(ctx, endpoint)
 	if err != nil {
@@ -74,9 +74,8 @@ func (s *Store) drain(ctx context.Context, q queue, ids []string, gate string) (
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
-	a := drainArgs{Counters: q.acc, Due: q.due, DL: q.dl, SFO: q.sfo, SFX: q.sfx, DLB: q.dlb, Now: msArg(now),
-		DeadTTL: durMs(s.dlTTL), PruneBefore: msArg(now.Add(-s.dlTTL)), Outbox: s.outbox, Gate: gate}
+	a := drainArgs{Counters: q.acc, Due: q.due, DL: q.dl, SFO: q.sfo, SFX: q.sfx, DLB: q.dlb,
+		Now: s.clockArg(s.now()), DeadTTL: durMs(s.dlTTL), Outbox: s.outbox, Gate: gate}
 	for i, id := range ids {
 		c, rest, resp := q.record(id)
 		a.Callouts = append(a.Callouts, drainCallout{Record: c, Rest: rest, Resp: resp, Reservation: reservations[i], ID: id})
@@ -92,7 +91,7 @@ func (s *Store) drain(ctx context.Context, q queue, ids []string, gate string) (
 type disableArgs struct {
 	Endpoint string `lua:"endpoint,key"`
 	SFO      string `lua:"sfo,key"`
-	Now      string `lua:"now"`
+	Now      int64  `lua:"now"`
 	Reason   string `lua:"reason"`
 	Name     string `lua:"name"`
 	Outbox   bool   `lua:"outbox"`
@@ -103,7 +102,7 @@ type disableArgs struct {
 type notifyArgs struct {
 	Endpoint string `lua:"endpoint,key"`
 	SFO      string `lua:"sfo,key"`
-	Now      string `lua:"now"`
+	Now      int64  `lua:"now"`
 	Name     string `lua:"name"`
 	ID       string `lua:"id"`
 	Outbox   bool   `lua:"outbox"`
@@ -124,20 +123,19 @@ type countReply struct {
 }
 
 // drainArgs are drain.lua's keys and arguments (lua/drain.lua names each);
-// times are Unix ms in decimal.
+// durations are ms in decimal.
 type drainArgs struct {
-	Counters    string         `lua:"counters,key"`
-	Due         string         `lua:"due,key"`
-	DL          string         `lua:"dl,key"`
-	SFO         string         `lua:"sfo,key"`
-	SFX         string         `lua:"sfx,key"`
-	DLB         string         `lua:"dlb,key"`
-	Now         string         `lua:"now"`
-	DeadTTL     string         `lua:"dead_ttl"`
-	PruneBefore string         `lua:"prune_before"`
-	Outbox      bool           `lua:"outbox"`
-	Gate        string         `lua:"gate"`
-	Callouts    []drainCallout `lua:"callouts"`
+	Counters string         `lua:"counters,key"`
+	Due      string         `lua:"due,key"`
+	DL       string         `lua:"dl,key"`
+	SFO      string         `lua:"sfo,key"`
+	SFX      string         `lua:"sfx,key"`
+	DLB      string         `lua:"dlb,key"`
+	Now      int64          `lua:"now"`
+	DeadTTL  string         `lua:"dead_ttl"`
+	Outbox   bool           `lua:"outbox"`
+	Gate     string         `lua:"gate"`
+	Callouts []drainCallout `lua:"callouts"`
 }
 
 // drainCallout is one due callout a drain dead-letters.

@@ -96,7 +96,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	}
 	plans := make([]*endpointPlan, len(reqs))
 	reads := make([][]read, len(reqs))
-	views := map[string]*scriptCall{}
+	views := map[string]*script.Call[gateReadArgs, gateReadReply]{}
 	for i, r := range reqs {
 		qs, err := s.queuesOf(ctx, r.Endpoint)
 		if err != nil {
@@ -118,8 +118,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
 					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0)})
 				if qp.given && views[r.Endpoint] == nil && s.viewStale(r.Endpoint) {
-					views[r.Endpoint] = &scriptCall{sc: s.lua.gateRead, keys: []string{keyspace.Endpoint(r.Endpoint)}, args: []any{msArg(now)}}
-					views[r.Endpoint].queue(ctx, p)
+					views[r.Endpoint] = s.readGate(ctx, p, r.Endpoint, now)
 				}
 			}
 		}
@@ -135,15 +134,11 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		}
 	}
 	for ep, c := range views {
-		v, err := s.result(ctx, "gate_read", c)
+		v, err := c.Result(ctx, s.rdb)
 		if err != nil {
-			return nil, err
+			return nil, s.wrap("gate_read", err)
 		}
-		g, _, failures, err := decodeGateRead(v)
-		if err != nil {
-			return nil, err
-		}
-		s.setView(ep, gateView{gate: g, failures: failures})
+		s.setView(ep, gateView{gate: v.gateOf(), failures: v.Failures})
 	}
 	nowMs := float64(now.UnixMilli())
 	for i, r := range reqs {
@@ -260,7 +255,6 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 	for i, r := range reqs {
 		p := plans[i]
 		br := r.Breaker.WithDefaults(r.Lease)
-		leaseUntil, probeUntil := now.Add(r.Lease), now.Add(br.ProbeLease)
 		homeDue := false
 		for _, qp := range p.queues {
 			homeDue = homeDue || (qp.q.home && len(qp.ids) > 0)
@@ -271,7 +265,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			qp.tokens = map[string]string{}
 			if qp.given {
-				ok, err := s.sharedGate(ctx, qp, out, i, homeDue, probeUntil)
+				ok, err := s.sharedGate(ctx, qp, out, i, homeDue, br.ProbeLease)
 				if err != nil {
 					return err
 				}
@@ -286,12 +280,12 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			c := groups[slot]
 			if c == nil {
-				c = &claimArgs{Now: now.UnixMilli()}
+				c = &claimArgs{Now: s.clockArg(now)}
 				groups[slot] = c
 				order = append(order, c)
 			}
 			cq := claimQueue{Due: qp.q.due, Lease: qp.q.lease, Counters: qp.q.acc, Count: len(qp.ids),
-				LeaseUntil: msArg(leaseUntil), ProbeUntil: msArg(probeUntil), Want: qp.cap}
+				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap}
 			cq.Gate, cq.GateUntil = gateArgs(qp.view, qp.given)
 			c.Queues = append(c.Queues, cq)
 			for _, id := range qp.ids {
@@ -355,7 +349,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 // one probes only when no home-slot queue has candidates (the home queue
 // takes the probe token itself, atomically), by taking the token on the
 // endpoint hash first (admit.lua) and claiming one candidate with it.
-func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult, i int, homeDue bool, probeUntil time.Time) (bool, error) {
+func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult, i int, homeDue bool, probeLease time.Duration) (bool, error) {
 	switch st := qp.view.gate.State; {
 	case st == policy.GateOpen:
 		return true, nil
@@ -367,7 +361,7 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		if err != nil {
 			return false, err
 		}
-		v, err := s.takeProbe(ctx, qp.q.endpoint, tok, probeUntil)
+		v, err := s.takeProbe(ctx, qp.q.endpoint, tok, probeLease)
 		if err != nil {
 			return false, err
 		}
@@ -422,8 +416,8 @@ type claimQueue struct {
 	Count      int    `lua:"count"`
 	Gate       string `lua:"gate"`
 	GateUntil  string `lua:"gate_until"`
-	LeaseUntil string `lua:"lease_until"`
-	ProbeUntil string `lua:"probe_until"`
+	LeaseMs    int64  `lua:"lease_ms"`
+	ProbeLease int64  `lua:"probe_lease"`
 	Want       int    `lua:"want"`
 }
 

@@ -100,7 +100,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 			// success later in the same pipeline may end the outage (notify.lua
 			// then finds none), so it cannot wait for the pipeline's end.
 			home := homeQueue(cl.Endpoint)
-			p.notify = &notifyArgs{Endpoint: home.ep, SFO: home.sfo, Now: msArg(now), Name: cl.Endpoint,
+			p.notify = &notifyArgs{Endpoint: home.ep, SFO: home.sfo, Now: s.clockArg(now), Name: cl.Endpoint,
 				ID: cl.ID, Outbox: s.outbox, Reason: string(c.Reason), Can: s.canNotify(cl.Endpoint) == "1"}
 		}
 	}
@@ -117,17 +117,14 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 		probe = cl.LeaseToken
 	}
 	success := c.Attempt != nil && c.Attempt.Outcome == policy.Success
-	paused := "0"
-	if c.PausedUntil.After(now) {
-		paused = msArg(c.PausedUntil)
-	}
-	if probe == "" && paused == "0" && (c.Attempt == nil || (success && view.failures == 0)) {
+	pause := msUntil(c.PausedUntil, now)
+	if probe == "" && pause == 0 && (c.Attempt == nil || (success && view.failures == 0)) {
 		return nil
 	}
 	dispatched := c.Attempt != nil
-	return &outcomeArgs{Endpoint: keyspace.Endpoint(cl.Endpoint), Now: msArg(now), Probe: probe, Success: success,
+	return &outcomeArgs{Endpoint: keyspace.Endpoint(cl.Endpoint), Now: s.clockArg(now), Probe: probe, Success: success,
 		Counts: dispatched && c.CountsTowardBreaker, Threshold: br.Failures,
-		ProbeNext: msArg(now.Add(br.ProbeInterval)), PausedUntil: paused}
+		ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause}
 }
 
 // finishComplete decodes a completion after its pipeline ran.
@@ -189,8 +186,8 @@ type completeArgs struct {
 	Items    []completeItem `lua:"items"`
 }
 
-// completeItem is one completion of a complete.lua call. Times are Unix ms
-// in decimal, as the record stores them.
+// completeItem is one completion of a complete.lua call. Durations are ms
+// from the script's now (Redis's clock).
 type completeItem struct {
 	Record      string `lua:"record,key"`
 	Rest        string `lua:"rest,key"`
@@ -198,7 +195,7 @@ type completeItem struct {
 	Reservation string `lua:"reservation,key"`
 	Replayed    string `lua:"replayed,key"`
 
-	Now         string `lua:"now"`
+	Now         int64  `lua:"now"`
 	ID          string `lua:"id"`
 	Token       string `lua:"token"`
 	Action      string `lua:"action"`
@@ -206,14 +203,13 @@ type completeItem struct {
 	Success     bool   `lua:"success"`
 	Counts      bool   `lua:"counts"`
 	Threshold   int    `lua:"threshold"`
-	ProbeNext   string `lua:"probe_next"`
-	NextDue     string `lua:"next_due"`
+	ProbeIn     int64  `lua:"probe_in"`
+	DueIn       int64  `lua:"due_in"`
 	Reason      string `lua:"reason"`
-	FinishedTTL string `lua:"finished_ttl"`
-	DeadTTL     string `lua:"dead_ttl"`
-	PruneBefore string `lua:"prune_before"`
-	PausedUntil string `lua:"paused_until"`
-	LeaseUntil  string `lua:"lease_until"`
+	FinishedTTL int64  `lua:"finished_ttl"`
+	DeadTTL     int64  `lua:"dead_ttl"`
+	Pause       int64  `lua:"pause"`
+	Lease       int64  `lua:"lease"`
 	Status      string `lua:"status"`
 	Response    string `lua:"response"`
 	Error       string `lua:"error"`
@@ -265,23 +261,15 @@ func (s *Store) completeItemOf(cl *policy.Claimed, c policy.Completion, br polic
 	if c.Action == policy.ActionDeadLetter && c.Reason == "" {
 		return completeItem{}, fmt.Errorf("redisstore: complete %s: dead letter without a reason", cl.ID)
 	}
-	it := completeItem{Now: msArg(now), ID: cl.ID, Token: cl.LeaseToken, Action: string(c.Action),
-		Counts: c.CountsTowardBreaker, Threshold: br.Failures, ProbeNext: msArg(now.Add(br.ProbeInterval)),
-		Reason: string(c.Reason), FinishedTTL: durMs(s.idemTTL), DeadTTL: durMs(s.dlTTL),
-		PruneBefore: msArg(now.Add(-s.dlTTL)), PausedUntil: "0", LeaseUntil: msArg(now.Add(c.Lease)),
+	it := completeItem{Now: s.clockArg(now), ID: cl.ID, Token: cl.LeaseToken, Action: string(c.Action),
+		Counts: c.CountsTowardBreaker, Threshold: br.Failures, ProbeIn: br.ProbeInterval.Milliseconds(),
+		Reason: string(c.Reason), FinishedTTL: s.idemTTL.Milliseconds(), DeadTTL: s.dlTTL.Milliseconds(),
+		Pause: msUntil(c.PausedUntil, now), Lease: c.Lease.Milliseconds(), DueIn: msUntil(c.NextAttemptAt, now),
 		Error: c.Error, Outbox: s.outbox}
 	if c.Attempt != nil {
 		a := *c.Attempt
 		a.N, a.Kind = cl.Attempt, cl.Kind
 		it.Attempt, it.Success = encodeAttempt(a), a.Outcome == policy.Success
-	}
-	next := c.NextAttemptAt
-	if next.Before(now) {
-		next = now
-	}
-	it.NextDue = msArg(next)
-	if c.PausedUntil.After(now) {
-		it.PausedUntil = msArg(c.PausedUntil)
 	}
 	var err error
 	if it.Status, it.Response, err = s.responseArgs(c.Response); err != nil {

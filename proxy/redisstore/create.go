@@ -28,7 +28,7 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 	}
 	now := s.now()
 	rep, id, err := s.create(ctx, createInput{mode: "b", nc: nc, lim: opts.Limits, now: now,
-		at: now.Add(opts.Lease), probeUntil: now.Add(br.ProbeLease), token: token, br: br})
+		at: opts.Lease, probeLease: br.ProbeLease, token: token, br: br})
 	if err != nil || rep.existing != nil {
 		return policy.BeginResult{Existing: rep.existing}, err
 	}
@@ -63,7 +63,7 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 	if opts.DryRun {
 		mode = "d"
 	}
-	rep, id, err := s.create(ctx, createInput{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due})
+	rep, id, err := s.create(ctx, createInput{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due.Sub(now)})
 	if err != nil || rep.existing != nil {
 		return policy.EnqueueResult{Existing: rep.existing}, err
 	}
@@ -78,8 +78,9 @@ type createInput struct {
 	mode       string // "b" Begin, "e" Enqueue, "d" Enqueue's dry run
 	nc         policy.NewCallout
 	lim        policy.BacklogLimits
-	now, at    time.Time // at: Begin's lease expiry, Enqueue's due time
-	probeUntil time.Time
+	now        time.Time
+	at         time.Duration // from now: Begin's lease, Enqueue's due time
+	probeLease time.Duration
 	token      string
 	br         policy.BreakerSettings
 }
@@ -118,8 +119,8 @@ type createArgs struct {
 	Tag            string        `lua:"tag"`
 	Gate           string        `lua:"gate"`
 	GateUntil      int64         `lua:"gate_until"`
-	At             int64         `lua:"at"`
-	ProbeUntil     int64         `lua:"probe_until"`
+	AtIn           int64         `lua:"at_in"`
+	ProbeLease     int64         `lua:"probe_lease"`
 	Token          string        `lua:"token"`
 	RestQ          string        `lua:"rest_q"`
 	Wake           string        `lua:"wake"`
@@ -175,7 +176,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		// first (admit.lua); this callout is the probe when it got it. If it
 		// is then not created (a duplicate, a refusal), the token goes back
 		// at once, or no probe would run for the whole probe lease.
-		if view, err = s.takeProbe(ctx, nc.Endpoint, a.token, a.probeUntil); err != nil {
+		if view, err = s.takeProbe(ctx, nc.Endpoint, a.token, a.probeLease); err != nil {
 			return createReply{}, "", err
 		}
 		if view.gate.State == "probe" {
@@ -200,9 +201,9 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		lim = perQueue(lim, n)
 	}
 	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res,
-		Now: a.now.UnixMilli(), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
+		Now: s.clockArg(a.now), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
 		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
-		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, At: a.at.UnixMilli(), ProbeUntil: a.probeUntil.UnixMilli(),
+		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, AtIn: a.at.Milliseconds(), ProbeLease: a.probeLease.Milliseconds(),
 		Token: a.token, RestQ: restQ, Wake: keyspace.WakeChannel, Retention: s.idemTTL, Fields: fields}
 	if given {
 		args.Gate, args.GateUntil = string(view.gate.State), msOf(view.gate.Until)
@@ -213,6 +214,10 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 			return createReply{}, "", s.wrap(op, err)
 		}
 		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
+		if err == nil && holder == "" && !rep.dry && s.acks != nil {
+			// Durable before the caller is answered (contract §11).
+			err = s.acks.Ack(ctx)
+		}
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)

@@ -59,7 +59,7 @@ func (s *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (poli
 		}
 		a := v.Entries
 		for j := 0; j+1 < len(a); j += 2 {
-			all = append(all, entry{replyStr(a[j]), scoreMs(a[j+1]), qs[i]})
+			all = append(all, entry{a[j], scoreMs(a[j+1]), qs[i]})
 		}
 	}
 	sort.Slice(all, func(i, j int) bool {
@@ -225,7 +225,7 @@ type discardArgs struct {
 
 // scoreMs parses a sorted-set score reply (a decimal that may be written
 // in floating-point form) as Unix ms.
-func scoreMs(v any) int64 {
-	f, _ := strconv.ParseFloat(replyStr(v), 64)
+func scoreMs(v string) int64 {
+	f, _ := strconv.ParseFloat(v, 64)
 	return int64(f)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -100,26 +101,68 @@ func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (polic
 	return g, br, err
 }
 
-// gateRead is gate with the breaker's consecutive failures.
-func (s *Store) gateRead(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, int, error) {
-	v, err := s.run(ctx, "gate_read", s.lua.gateRead, []string{keyspace.Endpoint(endpoint)}, msArg(now))
-	if err != nil {
-		return policy.Gate{}, "", 0, err
-	}
-	return decodeGateRead(v)
+// gateReadArgs are gate_read.lua's keys and arguments (lua/gate_read.lua).
+type gateReadArgs struct {
+	Endpoint string `lua:"endpoint,key"`
+	Now      int64  `lua:"now"`
 }
 
-// decodeGateRead decodes gate_read.lua's reply.
-func decodeGateRead(v any) (policy.Gate, policy.BreakerState, int, error) {
-	a, err := replyN("gate_read", v, 4)
+// gateReadReply is gate_read.lua's reply.
+type gateReadReply struct {
+	Gate      string `lua:"gate"`
+	GateUntil int64  `lua:"gate_until"`
+	Breaker   string `lua:"breaker"`
+	Failures  int    `lua:"failures"`
+}
+
+// gateOf is the gate a gate_read.lua reply reports.
+func (r gateReadReply) gateOf() policy.Gate {
+	return policy.Gate{State: policy.GateState(r.Gate), Until: msTimeOf(r.GateUntil)}
+}
+
+// readGate queues gate_read.lua for endpoint at now (the script's clock,
+// Options.PinScriptTime) in p.
+func (s *Store) readGate(ctx context.Context, p redis.Pipeliner, endpoint string, now time.Time) *script.Call[gateReadArgs, gateReadReply] {
+	return s.lua.gateRead.Queue(ctx, p, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
+}
+
+// gateRead is gate with the breaker's consecutive failures.
+func (s *Store) gateRead(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, int, error) {
+	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
 	if err != nil {
-		return policy.Gate{}, "", 0, err
+		return policy.Gate{}, "", 0, s.wrap("gate_read", err)
 	}
-	g := policy.Gate{State: policy.GateState(replyStr(a[0]))}
-	if ms := replyStr(a[1]); ms != "0" {
-		g.Until = fromMs(ms)
+	return v.gateOf(), policy.BreakerState(v.Breaker), v.Failures, nil
+}
+
+// ReadGates reads the gates of endpoints now as lib.lua computes them
+// (gate_read.lua each, on the scripts' clock, in one pipeline: one round
+// trip per Redis node), for
+// a reader that keeps them (the gate cache, proxy/redisstore/gatecache,
+// ARCHITECTURE.md "Hot-path budget"). gates[i] is endpoints[i]'s gate as a
+// read would be admitted by it — Gate and ConsecutiveFailures; ProbeToken
+// is never set (nothing is taken: a half-open breaker reads GateHalfOpen)
+// — and errs[i] its error, when it could not be read (ErrUnavailable, or a
+// reply the code does not understand); gates[i] is then zero.
+func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []policy.Admission, errs []error) {
+	now := s.now()
+	calls := make([]*script.Call[gateReadArgs, gateReadReply], len(endpoints))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, ep := range endpoints {
+			calls[i] = s.readGate(ctx, p, ep, now)
+		}
+		return nil
+	})
+	gates, errs = make([]policy.Admission, len(endpoints)), make([]error, len(endpoints))
+	for i, c := range calls {
+		v, err := c.Result(ctx, s.rdb)
+		if err != nil {
+			errs[i] = s.wrap("gate_read", err)
+			continue
+		}
+		gates[i] = policy.Admission{Gate: v.gateOf(), ConsecutiveFailures: v.Failures}
 	}
-	return g, policy.BreakerState(replyStr(a[2])), int(replyInt(a[3])), nil
+	return gates, errs
 }
 
 // Backlog returns endpoint's pending items (due + leased callouts, every

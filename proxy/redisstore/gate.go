@@ -10,17 +10,17 @@ import (
 )
 
 // outcomeArgs are outcome.lua's keys and arguments (lua/outcome.lua names
-// each); times are Unix ms in decimal.
+// each); durations are ms.
 type outcomeArgs struct {
-	Endpoint    string   `lua:"endpoint,key"`
-	Due         []string `lua:"due,key"`
-	Now         string   `lua:"now"`
-	Probe       string   `lua:"probe"`
-	Success     bool     `lua:"success"`
-	Counts      bool     `lua:"counts"`
-	Threshold   int      `lua:"threshold"`
-	ProbeNext   string   `lua:"probe_next"`
-	PausedUntil string   `lua:"paused_until"`
+	Endpoint  string   `lua:"endpoint,key"`
+	Due       []string `lua:"due,key"`
+	Now       int64    `lua:"now"`
+	Probe     string   `lua:"probe"`
+	Success   bool     `lua:"success"`
+	Counts    bool     `lua:"counts"`
+	Threshold int      `lua:"threshold"`
+	ProbeIn   int64    `lua:"probe_in"`
+	Pause     int64    `lua:"pause"`
 }
 
 // outcomeReply is outcome.lua's reply.
@@ -45,9 +45,9 @@ func (r outcomeReply) change() policy.BreakerChange {
 
 // giveBack is the outcome of a probe that made no attempt: the token is
 // released, the breaker unchanged.
-func giveBack(endpoint, token string, now time.Time) *outcomeArgs {
-	return &outcomeArgs{Endpoint: keyspace.Endpoint(endpoint), Now: msArg(now), Probe: token, Counts: false,
-		Success: false, Threshold: 1, ProbeNext: msArg(now), PausedUntil: "0"}
+func (s *Store) giveBack(endpoint, token string, now time.Time) *outcomeArgs {
+	return &outcomeArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Probe: token,
+		Threshold: 1}
 }
 
 // admitArgs are admit.lua's keys and arguments (lua/admit.lua).
@@ -55,7 +55,7 @@ type admitArgs struct {
 	Endpoint   string `lua:"endpoint,key"`
 	Now        int64  `lua:"now"`
 	Token      string `lua:"token"`
-	ProbeUntil string `lua:"probe_until"`
+	ProbeLease int64  `lua:"probe_lease"`
 }
 
 // admitReply is admit.lua's reply.
@@ -69,10 +69,10 @@ type admitReply struct {
 // when the breaker is half-open and the probe token free, gives the token to
 // this request (contract §6 "the first request or held callout that takes the
 // single probe token"). br.ProbeLease must be > 0 (the request's attempt
-// limit plus a grace period). One round trip (admit.lua), always; its
-// reply refreshes the gate cache while WatchGates runs, and
-// CachedAdmission answers from that cache when it can (ARCHITECTURE.md "Hot-path
-// budget"). Errors: ErrUnavailable.
+// limit plus a grace period). One round trip (admit.lua), always; the gate
+// cache (proxy/redisstore/gatecache) wraps it, keeping its replies, and
+// answers from memory when it can (ARCHITECTURE.md "Hot-path budget").
+// Errors: ErrUnavailable.
 func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error) {
 	if br.ProbeLease <= 0 {
 		return policy.Admission{}, fmt.Errorf("redisstore: admit: probe lease must be > 0")
@@ -82,9 +82,8 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 		return policy.Admission{}, err
 	}
 	now := s.now()
-	seq := s.gates.seq.Add(1)
-	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: now.UnixMilli(),
-		Token: tok, ProbeUntil: msArg(now.Add(br.ProbeLease))})
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
+		Token: tok, ProbeLease: br.ProbeLease.Milliseconds()})
 	if err != nil {
 		return policy.Admission{}, s.wrap("admit", err)
 	}
@@ -95,7 +94,6 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	if ad.Gate.State == "probe" {
 		ad.Gate, ad.ProbeToken = policy.Gate{State: policy.GateHalfOpen}, tok
 	}
-	s.gates.admitted(endpoint, seq, now, ad)
 	return ad, nil
 }
 
@@ -106,18 +104,45 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.ReadResult) (policy.BreakerChange, error) {
 	now := s.now()
 	br := r.Breaker.WithDefaults(time.Minute)
-	paused := "0"
-	if r.PausedUntil.After(now) {
-		paused = msArg(r.PausedUntil)
-	}
+	pause := msUntil(r.PausedUntil, now)
 	home := queueAt(endpoint, keyspace.ShardOf(endpoint))
 	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.ep, Due: []string{home.due},
-		Now: msArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
-		Threshold: br.Failures, ProbeNext: msArg(now.Add(br.ProbeInterval)), PausedUntil: paused})
+		Now: s.clockArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
+		Threshold: br.Failures, ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause})
 	if err != nil {
 		return policy.BreakerChange{}, s.wrap("record result", err)
 	}
 	ch := v.change()
-	s.gateChanged(endpoint, ch, paused != "0")
+	s.gateChanged(endpoint, ch, pause > 0)
 	return ch, nil
+}
+
+// gateChanged tells Options.GateChanged of a transition of endpoint's gate
+// this replica's own script reported (the breaker opened, closed or took a
+// probe, an outage began or ended, a pause), so a gate cache's next read
+// asks Redis without waiting for its own message.
+func (s *Store) gateChanged(endpoint string, ch policy.BreakerChange, paused bool) {
+	if paused || ch.Opened || ch.Closed || ch.OutageBegan || ch.OutageEnded || ch.Probe {
+		s.changed(endpoint)
+	}
+}
+
+// changed calls Options.GateChanged, if set.
+func (s *Store) changed(endpoint string) {
+	if s.onGate != nil {
+		s.onGate(endpoint)
+	}
+}
+
+// gateNotify tells every replica that endpoint's gate changed by plain
+// commands (not a script, which calls gate_changed itself): this one by
+// Options.GateChanged, the others by a PUBLISH on keyspace.GateChannel. A
+// failed PUBLISH is logged: the change is made, and the other replicas'
+// gate caches see it at their next poll.
+func (s *Store) gateNotify(ctx context.Context, endpoint string) {
+	s.changed(endpoint)
+	if err := s.rdb.Publish(ctx, keyspace.GateChannel, keyspace.Endpoint(endpoint)).Err(); err != nil {
+		s.log.Warn("redisstore: gate change not published; other replicas see it at their next poll",
+			"endpoint", endpoint, "err", err)
+	}
 }

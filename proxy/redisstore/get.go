@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -81,26 +82,10 @@ func (s *Store) decode(ctx context.Context, id string, m map[string]string, rest
 // next attempt time from its due set (the record does not keep it), in one
 // pipelined round trip.
 func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
-	if a, ok := s.CachedAdmission(c.Endpoint); ok {
-		// the gate from this replica's gate cache (gatecache.go): only the
-		// due time is read
-		c.State = policy.Scheduled
-		if a.Gate.Shut() {
-			c.State = policy.Held
-		}
-		if q, ok := queueOfID(c.Endpoint, c.ID); ok {
-			if due, err := s.rdb.ZScore(ctx, q.due, c.ID).Result(); err == nil {
-				c.NextAttemptAt = time.UnixMilli(int64(due))
-			} else if !errors.Is(err, redis.Nil) {
-				return s.wrap("get", err)
-			}
-		}
-		return nil
-	}
 	var due *redis.FloatCmd
-	gc := &scriptCall{sc: s.lua.gateRead, keys: []string{keyspace.Endpoint(c.Endpoint)}, args: []any{msArg(s.now())}}
+	var gc *script.Call[gateReadArgs, gateReadReply]
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		gc.queue(ctx, p)
+		gc = s.readGate(ctx, p, c.Endpoint, s.now())
 		if q, ok := queueOfID(c.Endpoint, c.ID); ok {
 			due = p.ZScore(ctx, q.due, c.ID)
 		}
@@ -109,14 +94,11 @@ func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
 	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return s.wrap("get", err)
 	}
-	v, err := s.result(ctx, "gate_read", gc)
+	v, err := gc.Result(ctx, s.rdb)
 	if err != nil {
-		return err
+		return s.wrap("gate_read", err)
 	}
-	g, _, _, err := decodeGateRead(v)
-	if err != nil {
-		return err
-	}
+	g := v.gateOf()
 	if due != nil && due.Err() == nil {
 		c.NextAttemptAt = time.UnixMilli(int64(due.Val()))
 	}

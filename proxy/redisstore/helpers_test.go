@@ -38,7 +38,7 @@ func (e *env) store() *Store {
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 	return New(e.b.Client, Options{
-		Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
 	})
 }

@@ -71,7 +71,7 @@ func TestUnavailable(t *testing.T) {
 			DialerRetries: 1, DialerRetryTimeout: time.Millisecond,
 		})
 		defer c.Close()
-		s := New(c, Options{Now: e.clk.Now})
+		s := New(c, Options{PinScriptTime: true, Now: e.clk.Now})
 		if err := s.Ping(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}

@@ -117,7 +117,7 @@ func second[T any](_ T, err error) error { return err }
 // and works at once when it is this binary's; nothing is written before.
 func TestRequireLayoutHoldsWritesUntilConfirmed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		s := New(e.b.Client, Options{Now: e.clk.Now, RequireLayout: true})
+		s := New(e.b.Client, Options{PinScriptTime: true, Now: e.clk.Now, RequireLayout: true})
 		if err := e.b.Client.Set(ctxT(t), keyspace.Layout, strconv.Itoa(LayoutVersion+1), 0).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ func noticeStore(e *env, sharded string, loud ...string) *Store {
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 	return New(e.b.Client, Options{
-		Now: e.clk.Now, Rand: rand.NewChaCha8(seed), IdempotencyRetention: day, DeadLetterRetention: 30 * day,
+		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), IdempotencyRetention: day, DeadLetterRetention: 30 * day,
 		Outbox: true,
 		Notify: func(ep string) bool {
 			for _, l := range loud {

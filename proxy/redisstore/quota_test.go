@@ -158,7 +158,6 @@ func TestPerIssuerShares(t *testing.T) {
 func TestDeadLetterBytesReleased(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		r := NewReplayStore(s, ReplayStoreOptions{})
 		dead := func(ep string) string {
 			mustEnqueueReq(t, s, bigRequest(ep, "https://a.my.salesforce.com", "", 100, 1000))
 			c := mustClaim(t, s, ep, claimOpts).Claimed[0]
@@ -179,7 +178,7 @@ func TestDeadLetterBytesReleased(t *testing.T) {
 		}
 		dead("dlb-api")
 		e.clk.Advance(31 * day)
-		if n, err := r.PruneDeadLetters(ctxT(t), "dlb-api"); n != 1 || err != nil {
+		if n, err := s.PruneDeadLetters(ctxT(t), "dlb-api"); n != 1 || err != nil {
 			t.Fatalf("prune = %d, %v", n, err)
 		}
 		if _, n, _ := s.Backlog(ctxT(t), "dlb-api"); n != 0 {

@@ -54,7 +54,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		if err != nil {
 			return nil, err
 		}
-		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: now.UnixMilli()}
+		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: s.clockArg(now)}
 		c.Gate, c.GateUntil = gateArgs(view, given)
 		for j, id := range ids {
 			rc, _, _ := q.record(id)
@@ -84,7 +84,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 			out = append(out, r.ID)
 			if tok := r.Token; !q.home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
-				if _, err := s.lua.outcome.Run(ctx, s.rdb, giveBack(q.endpoint, tok, now)); err != nil {
+				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.endpoint, tok, now)); err != nil {
 					return out, s.wrap("reap: probe", err)
 				}
 			}

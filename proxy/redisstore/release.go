@@ -67,7 +67,7 @@ type resultReply struct {
 // callout that then made no attempt. Errors: ErrUnavailable.
 func (s *Store) giveBackProbe(ctx context.Context, endpoint, token string) error {
 	now := s.now()
-	_, err := s.lua.outcome.Run(ctx, s.rdb, giveBack(endpoint, token, now))
+	_, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(endpoint, token, now))
 	s.forgetGate(endpoint)
 	return s.wrap("release: probe", err)
 }

@@ -33,11 +33,13 @@ func (s *Store) releaseHeld(ctx context.Context, endpoint string) (int, error) {
 // releaseHeldIn releases the held callouts of queue q.
 func (s *Store) releaseHeldIn(ctx context.Context, q queue) (int, error) {
 	due := q.due
-	now := msArg(s.now())
+	// The window (due later than this replica's now) only picks the
+	// candidates; the script re-checks each against Redis's clock.
+	now := s.now()
 	released, offset := 0, int64(0)
 	for {
 		ids, err := s.rdb.ZRangeByScore(ctx, due, &redis.ZRangeBy{
-			Min: "(" + now, Max: "+inf", Offset: offset, Count: maxBatch,
+			Min: "(" + msArg(now), Max: "+inf", Offset: offset, Count: maxBatch,
 		}).Result()
 		if err != nil {
 			return released, s.wrap("release held", err)
@@ -45,7 +47,7 @@ func (s *Store) releaseHeldIn(ctx context.Context, q queue) (int, error) {
 		if len(ids) == 0 {
 			return released, nil
 		}
-		a := releaseHeldArgs{Due: due, Now: now}
+		a := releaseHeldArgs{Due: due, Now: s.clockArg(now)}
 		for _, id := range ids {
 			c, _, _ := q.record(id)
 			a.Callouts = append(a.Callouts, heldCallout{Record: c, ID: id})
@@ -68,7 +70,7 @@ func (s *Store) releaseHeldIn(ctx context.Context, q queue) (int, error) {
 // (lua/release_held.lua).
 type releaseHeldArgs struct {
 	Due      string        `lua:"due,key"`
-	Now      string        `lua:"now"`
+	Now      int64         `lua:"now"`
 	Callouts []heldCallout `lua:"callouts"`
 }
 

@@ -24,28 +24,36 @@ const (
 // chain (contract §8), keeping the record's TTL. It reports false, changing
 // nothing, when id is no longer a dead letter (expired, discarded). One
 // round trip. Errors: ErrNotFound for a malformed id, ErrUnavailable.
-func (r *ReplayStore) MarkReplayed(ctx context.Context, id, replayID string) (bool, error) {
+func (s *Store) MarkReplayed(ctx context.Context, id, replayID string) (bool, error) {
 	key, ok := keyspace.Callout(id)
 	if !ok {
 		return false, fmt.Errorf("redisstore: mark replayed %q: %w", id, policy.ErrNotFound)
 	}
-	v, err := r.s.run(ctx, "mark replayed", r.lua.mark, []string{key}, replayID, msArg(r.s.now()))
+	v, err := s.lua.replayMark.Run(ctx, s.rdb, &replayMarkArgs{Record: key, ReplayID: replayID, Now: s.clockArg(s.now())})
 	if err != nil {
-		return false, err
+		return false, s.wrap("mark replayed", err)
 	}
-	return replyInt(v) == 1, nil
+	return v.N == 1, nil
+}
+
+// replayMarkArgs are replay_mark.lua's keys and arguments
+// (lua/replay_mark.lua).
+type replayMarkArgs struct {
+	Record   string `lua:"record,key"`
+	ReplayID string `lua:"replay_id"`
+	Now      int64  `lua:"now"`
 }
 
 // ReplayMarkOf reads the replay mark of callout id (zero when it has none
 // or does not exist). One round trip. Errors: ErrUnavailable.
-func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error) {
+func (s *Store) ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error) {
 	key, ok := keyspace.Callout(id)
 	if !ok {
 		return policy.ReplayMark{}, nil
 	}
-	f, err := r.s.rdb.HMGet(ctx, key, fReplayedBy, fReplayedAt, fReplayOutcome, fReplayEnded).Result()
+	f, err := s.rdb.HMGet(ctx, key, fReplayedBy, fReplayedAt, fReplayOutcome, fReplayEnded).Result()
 	if err != nil {
-		return policy.ReplayMark{}, r.s.wrap("replay mark", err)
+		return policy.ReplayMark{}, s.wrap("replay mark", err)
 	}
 	return policy.ReplayMark{ReplayedBy: replyStr(f[0]), ReplayedAt: fromMs(replyStr(f[1])),
 		ReplayOutcome: policy.State(replyStr(f[2])), ReplayEndedAt: fromMs(replyStr(f[3]))}, nil
@@ -59,18 +67,19 @@ func (r *ReplayStore) ReplayMarkOf(ctx context.Context, id string) (policy.Repla
 // returns how many were dropped, and releases the backlog bytes their
 // records were charged (dl_prune.lua, 100 entries a round trip, at most 100
 // round trips a queue and call). Errors: ErrUnavailable.
-func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (int64, error) {
-	before := msArg(r.s.now().Add(-r.s.dlTTL))
-	qs, err := r.s.queuesOf(ctx, endpoint)
+func (s *Store) PruneDeadLetters(ctx context.Context, endpoint string) (int64, error) {
+	now := s.clockArg(s.now())
+	qs, err := s.queuesOf(ctx, endpoint)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for _, q := range qs {
 		for range 100 {
-			v, err := r.s.lua.dlPrune.Run(ctx, r.s.rdb, &pruneArgs{Counters: q.acc, DL: q.dl, DLB: q.dlb, Before: before})
+			v, err := s.lua.dlPrune.Run(ctx, s.rdb, &pruneArgs{Counters: q.acc, DL: q.dl, DLB: q.dlb, Now: now,
+				Retention: s.dlTTL.Milliseconds()})
 			if err != nil {
-				return total, r.s.wrap("dl_prune", err)
+				return total, s.wrap("dl_prune", err)
 			}
 			n := v.N
 			total += n
@@ -84,16 +93,17 @@ func (r *ReplayStore) PruneDeadLetters(ctx context.Context, endpoint string) (in
 
 // pruneArgs are dl_prune.lua's keys and arguments (lua/dl_prune.lua).
 type pruneArgs struct {
-	Counters string `lua:"counters,key"`
-	DL       string `lua:"dl,key"`
-	DLB      string `lua:"dlb,key"`
-	Before   string `lua:"before"`
+	Counters  string `lua:"counters,key"`
+	DL        string `lua:"dl,key"`
+	DLB       string `lua:"dlb,key"`
+	Now       int64  `lua:"now"`
+	Retention int64  `lua:"retention"`
 }
 
 // Summaries reads the dead-letter summaries of ids, in order: one
 // pipelined HGETALL each. An entry is nil when that id is not a dead
 // letter (any more). DeadLetteredAt is the record's finish time,
 // which is the index's score. Errors: ErrUnavailable.
-func (r *ReplayStore) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
-	return r.s.summaries(ctx, ids)
+func (s *Store) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
+	return s.summaries(ctx, ids)
 }

@@ -14,7 +14,6 @@ import (
 func TestReplayOutcomeNotedOnTheDeadLetter(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		r := NewReplayStore(s, ReplayStoreOptions{})
 		ctx := ctxT(t)
 		replayOnce := func(nc policy.NewCallout, dl string) string {
 			t.Helper()
@@ -23,18 +22,18 @@ func TestReplayOutcomeNotedOnTheDeadLetter(t *testing.T) {
 			if err != nil || res.ID == "" {
 				t.Fatalf("replay = %+v, %v", res, err)
 			}
-			if ok, err := r.MarkReplayed(ctx, dl, res.ID); !ok || err != nil {
+			if ok, err := s.MarkReplayed(ctx, dl, res.ID); !ok || err != nil {
 				t.Fatalf("mark = %v, %v", ok, err)
 			}
 			return res.ID
 		}
 		outcome := func(dl string) policy.State {
 			t.Helper()
-			m, err := r.ReplayMarkOf(ctx, dl)
+			m, err := s.ReplayMarkOf(ctx, dl)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sums, _ := r.Summaries(ctx, []string{dl})
+			sums, _ := s.Summaries(ctx, []string{dl})
 			page, _ := s.DeadLetters(ctx, policy.DeadLetterQuery{Endpoint: "rx-api"})
 			var listed policy.State = "missing"
 			for _, d := range page.Items {
@@ -74,11 +73,11 @@ func TestReplayOutcomeNotedOnTheDeadLetter(t *testing.T) {
 		if got := outcome(dl); got != policy.DeadLettered {
 			t.Fatalf("the original names its own latest replay only: %q", got)
 		}
-		if m, _ := r.ReplayMarkOf(ctx, first); m.ReplayedBy != second || !m.ReplayEndedAt.Equal(e.clk.Now().Truncate(time.Millisecond)) {
+		if m, _ := s.ReplayMarkOf(ctx, first); m.ReplayedBy != second || !m.ReplayEndedAt.Equal(e.clk.Now().Truncate(time.Millisecond)) {
 			t.Fatalf("mark = %+v", m)
 		}
 		// A new replay of dl clears its old outcome.
-		if ok, _ := r.MarkReplayed(ctx, dl, "another"); !ok {
+		if ok, _ := s.MarkReplayed(ctx, dl, "another"); !ok {
 			t.Fatal("mark failed")
 		}
 		if got := outcome(dl); got != "" {

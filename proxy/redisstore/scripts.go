@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
-	"github.com/redis/go-redis/v9"
 )
 
 // luaFS holds the Lua scripts, one file each; lib.lua holds the helpers
@@ -39,14 +38,13 @@ type scripts struct {
 	dlPrune     *script.Script[pruneArgs, countReply]
 	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
 	deadLetters *script.Script[deadLettersArgs, deadLettersReply]
-	// gateRead is read by the gate cache too (gatewatch.go), by position:
-	// {gate, until ms, breaker, failures} (decodeGateRead).
-	gateRead *redis.Script
+	gateRead    *script.Script[gateReadArgs, gateReadReply]
+	replayMark  *script.Script[replayMarkArgs, countReply]
 }
 
 // loadInto loads lua/<name>.lua with lib.lua before it into dst.
 func loadInto[A, R any](dst **script.Script[A, R], name, lib string) error {
-	sc, err := script.Load[A, R](luaFS, name, lib)
+	sc, err := script.Load[A, R](luaFS, name, script.Clock, lib)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
@@ -60,11 +58,7 @@ func loadScripts() (scripts, error) {
 		return scripts{}, err
 	}
 	lib := string(b)
-	body, err := luaFS.ReadFile("lua/gate_read.lua")
-	if err != nil {
-		return scripts{}, fmt.Errorf("redisstore: script gate_read: %w", err)
-	}
-	s := scripts{gateRead: redis.NewScript(lib + "\n" + string(body))}
+	var s scripts
 	err = errors.Join(
 		loadInto(&s.create, "create", lib), loadInto(&s.complete, "complete", lib),
 		loadInto(&s.claim, "claim", lib), loadInto(&s.reap, "reap", lib),
@@ -74,6 +68,7 @@ func loadScripts() (scripts, error) {
 		loadInto(&s.notify, "notify", lib), loadInto(&s.releaseHeld, "release_held", lib),
 		loadInto(&s.lock, "lock", lib), loadInto(&s.dlPrune, "dl_prune", lib),
 		loadInto(&s.noteShards, "note_shards", lib), loadInto(&s.deadLetters, "dead_letters", lib),
+		loadInto(&s.gateRead, "gate_read", lib), loadInto(&s.replayMark, "replay_mark", lib),
 	)
 	return s, err
 }

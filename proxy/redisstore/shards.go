@@ -166,16 +166,10 @@ func queueOfID(endpoint, id string) (queue, bool) {
 
 // gateOf returns the endpoint gate a queue's script acts on: "" for the
 // home queue (its scripts read the gate themselves); for another queue the
-// replica's gate cache's answer when it has one (WatchGates running, at
-// most its MaxStale old), else the gate this replica read from the
-// endpoint hash at most GateViewTTL ago.
+// gate this replica read from the endpoint hash at most GateViewTTL ago.
 func (s *Store) gateOf(ctx context.Context, q queue) (gateView, bool, error) {
 	if q.home {
 		return gateView{}, false, nil
-	}
-	if a, ok := s.CachedAdmission(q.endpoint); ok {
-		// this replica's gate cache (gatecache.go), as fresh as its MaxStale
-		return gateView{gate: a.Gate, failures: a.ConsecutiveFailures}, true, nil
 	}
 	st := s.shardState(q.endpoint)
 	st.mu.Lock()
@@ -233,14 +227,15 @@ func (s *Store) setView(endpoint string, v gateView) {
 	st.mu.Unlock()
 }
 
-// takeProbe tries to take endpoint's probe token as token until until
+// takeProbe tries to take endpoint's probe token as token for lease
 // (admit.lua, on the endpoint hash): the gate it returns is "probe" when
 // this caller holds the token now, else the gate it found (probing, open,
 // breaker_open, …). It refreshes the gate view either way.
-func (s *Store) takeProbe(ctx context.Context, endpoint, token string, until time.Time) (gateView, error) {
+func (s *Store) takeProbe(ctx context.Context, endpoint, token string, lease time.Duration) (gateView, error) {
 	now := s.now()
-	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: now.UnixMilli(),
-		Token: token, ProbeUntil: msArg(until)})
+	until := now.Add(lease)
+	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
+		Token: token, ProbeLease: lease.Milliseconds()})
 	if err != nil {
 		return gateView{}, s.wrap("admit", err)
 	}

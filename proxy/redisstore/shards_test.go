@@ -18,7 +18,7 @@ func shardedStore(e *env, endpoint string, n int) *Store {
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 	return New(e.b.Client, Options{
-		Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
 		Shards: func(ep string) int {
 			if ep == endpoint {

@@ -2,19 +2,27 @@
 // delay queue with leases, the callout records, the idempotency
 // reservations, the per-endpoint gate (circuit breaker, pause, disable,
 // backlog) and the dead-letter index (contract §3–§7, ARCHITECTURE.md "Redis data
-// model"). All Redis keys and Lua scripts of the proxy live here: keyspace
-// documents every key once, lua/ holds one file per script.
+// model"). All Redis keys and Lua scripts of the proxy live here and in its
+// subpackages: keyspace documents every key once, lua/ holds one file per
+// script of the core, and the seams the core does not apply atomically are
+// packages of their own beside it (jobs: replay jobs, contract §8), which
+// the core does not import.
 //
 // Every key of one endpoint shares a hash tag and every script receives all
 // keys it touches in KEYS, so the store works unchanged on a single node,
-// Redis Cluster and the embedded miniredis. Time always comes from the
-// injected clock and is passed to scripts in ARGV (never TIME).
+// Redis Cluster and the embedded miniredis. Redis's clock decides every
+// instant of shared state: the scripts read TIME (script.Clock) and the
+// store passes them durations (Options.Now, Options.PinScriptTime).
 //
 // A callout's life: Begin (synchronous first attempt, leased to the
 // ingress) or Enqueue (scheduled or held); Claim leases due callouts to a
 // dispatcher worker; Complete fences on the lease token and acks,
 // reschedules, continues inline or dead-letters, updating the breaker in
 // the same script; Reap returns expired leases.
+//
+// The gate cache (proxy/redisstore/gatecache) is not part of the core and
+// the core imports nothing of it: it wraps Admit, polls through ReadGates,
+// and is told of this Store's own gate changes by Options.GateChanged.
 package redisstore
 
 import (
@@ -37,9 +45,22 @@ import (
 
 // Options configures a Store. The zero value works.
 type Options struct {
-	// Now is the clock; every time the store writes comes from it.
-	// Default time.Now.
+	// Now is this replica's clock. Redis's clock (TIME, read inside every
+	// script) decides every instant of shared state — due times, leases,
+	// probe times and tokens, pauses, disable times, retentions — and Now
+	// only measures the durations the store passes (a backoff until
+	// Completion.NextAttemptAt, a pause until PausedUntil) and stamps what
+	// a replica observes itself (an attempt's start). The composition root
+	// passes its Redis-corrected clock (proxy/skew Monitor.Now), so those
+	// stamps agree with Redis's (ARCHITECTURE.md "One clock"). Default
+	// time.Now.
 	Now func() time.Time
+	// PinScriptTime, for tests that travel in time only, makes every script
+	// take Now() as its now instead of reading TIME, so a test clock
+	// (policy/clocktest) moves the scripts' clock on real Redis too. Never
+	// set in production: a pinned clock is exactly the skew that makes two
+	// replicas disagree about a lease (contract §1).
+	PinScriptTime bool
 	// Rand is the source of callout ids and lease tokens (16 bytes each).
 	// It need not be safe for concurrent use. Default crypto/rand.Reader.
 	Rand io.Reader
@@ -77,9 +98,25 @@ type Options struct {
 	// replica that started while Redis was down never writes into a store
 	// of another layout in the seconds before its background check runs.
 	RequireLayout bool
+	// GateChanged, optional, is called with an endpoint's name right after
+	// this Store changed that endpoint's gate, before the call that changed
+	// it returns: Complete or RecordResult reporting a breaker that opened
+	// or closed, an outage that began or ended, a probe's result or a
+	// pause; Disable newly disabling; Enable; ResetBreaker. Every replica learns of the
+	// change by a message on keyspace.GateChannel too; this hook is how
+	// the replica's own gate cache (proxy/redisstore/gatecache, Cache.Changed)
+	// stops using its entry at once, without waiting for its own message.
+	// It must not block. nil: nobody is told.
+	GateChanged func(endpoint string)
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
+	// Acknowledger, when set, confirms every create that answers a caller
+	// (a new callout, or the one holding its key) as durable before Begin
+	// or Enqueue returns (config redis.durability replicated or fsync,
+	// contract §11; durable.go); they fail with policy.ErrNotDurable when
+	// it does not. nil: durability local, nothing waited for.
+	Acknowledger *Acknowledger
 }
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
@@ -102,9 +139,8 @@ type Store struct {
 	outbox  bool
 	// seen remembers endpoints already added to cp:endpoints by this Store.
 	seen sync.Map
-	// gates is this replica's gate cache (gatecache.go), used by
-	// CachedAdmission while WatchGates runs.
-	gates *gateCache
+	// onGate is Options.GateChanged.
+	onGate func(endpoint string)
 	// issuers maps issuer tags to issuers (cp:iss, create.go).
 	issuers     sync.Map
 	shardsOf    func(string) int
@@ -114,6 +150,9 @@ type Store struct {
 	// layout has been confirmed (layout.go).
 	requireLayout bool
 	layoutOK      atomic.Bool
+	acks          *Acknowledger
+	// pin: Options.PinScriptTime.
+	pin bool
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
@@ -127,7 +166,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
-		gates: newGateCache(), requireLayout: opts.RequireLayout,
+		onGate: opts.GateChanged, requireLayout: opts.RequireLayout, acks: opts.Acknowledger, pin: opts.PinScriptTime,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -272,6 +311,21 @@ func replyN(op string, v any, n int) ([]any, error) {
 	}
 	return a, nil
 }
+
+// clockArg is the now argument (A.now) of every script at now: 0, which
+// makes the script read Redis's clock (lib.lua clock), or with
+// Options.PinScriptTime now in Unix ms.
+func (s *Store) clockArg(now time.Time) int64 {
+	if s.pin {
+		return now.UnixMilli()
+	}
+	return 0
+}
+
+// msUntil is the duration from now until t in ms, at least 0: how an
+// instant the replica computed (a backoff's end, a pause's end) reaches a
+// script, which adds it to Redis's now.
+func msUntil(t, now time.Time) int64 { return max(0, t.Sub(now).Milliseconds()) }
 
 // msArg formats a time as the Unix ms argument of a script.
 func msArg(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }

@@ -20,6 +20,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 )
 
 // t0 is a round Unix-ms instant.
@@ -32,7 +33,7 @@ type testEnv struct {
 	b     redistest.Backend
 	clk   *clocktest.Clock
 	store *redisstore.Store
-	jobs  *redisstore.ReplayStore
+	jobs  *jobs.Store
 	cfg   *config.Config
 	logs  *syncBuffer
 	seeds atomic.Uint64
@@ -85,9 +86,10 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 			e := &testEnv{b: b, clk: clocktest.New(t0), cfg: testConfig(), logs: &syncBuffer{}}
 			var seed [32]byte
 			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-			e.store = redisstore.New(b.Client, redisstore.Options{Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
+			e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
 				DeadLetterRetention: 30 * 24 * time.Hour})
-			e.jobs = redisstore.NewReplayStore(e.store, redisstore.ReplayStoreOptions{})
+			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
+			e.jobs = jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed)})
 			fn(t, e)
 		})
 	}

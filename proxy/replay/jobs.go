@@ -12,6 +12,67 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
+// Jobs is what the service needs of the replay-job store (contract §8
+// "replay jobs"): a job's record, its queue of dead-letter ids with each
+// item's state, and the lease of the one replica running it. Every step of
+// a running job (Acquire, Collect, StartSending, ClaimItem, Finish) is
+// fenced on owner's lease and renews it by lease; they fail with
+// policy.ErrJobLost when another replica holds the job, and with
+// policy.ErrJobCancelled once an admin asked to cancel it. Every method may
+// fail with policy.ErrUnavailable. *jobs.Store (proxy/redisstore/jobs)
+// implements it.
+type Jobs interface {
+	// CreateJob records a queued job of spec (opaque to the store) made by
+	// the admin token createdBy.
+	CreateJob(ctx context.Context, spec, createdBy string) (policy.ReplayJob, error)
+	// Job reads job id; policy.ErrJobNotFound when there is none.
+	Job(ctx context.Context, id string) (policy.ReplayJob, error)
+	// Jobs lists up to limit jobs, newest first.
+	Jobs(ctx context.Context, limit int) ([]policy.ReplayJob, error)
+	// CancelJob asks job id to stop on behalf of by and returns its state
+	// afterwards; policy.ErrJobNotFound when there is none.
+	CancelJob(ctx context.Context, id, by string) (policy.JobState, error)
+	// Items returns up to limit items of job id's queue from offset, in
+	// collection order.
+	Items(ctx context.Context, id string, offset, limit int) ([]policy.ReplayItem, error)
+	// ActiveJobs returns the ids of the jobs that have not ended.
+	ActiveJobs(ctx context.Context) ([]string, error)
+	// Forget drops id from the active jobs (it ended or expired).
+	Forget(ctx context.Context, id string) error
+	// Acquire takes or renews owner's lease on job id and returns the job;
+	// policy.ErrJobBusy while another replica's lease is live,
+	// policy.ErrJobFinal once it ended, policy.ErrJobNotFound.
+	Acquire(ctx context.Context, id, owner string, lease time.Duration) (policy.ReplayJob, error)
+	// Collect adds dead-letter ids to job id's queue, each once per job,
+	// and saves position (ReplayJob.Position); dryRun records them as
+	// would-send. It returns the job's total; policy.ErrJobFull past
+	// MaxItems.
+	Collect(ctx context.Context, id, owner string, lease time.Duration, position string, dryRun bool,
+		ids []string) (int, error)
+	// MaxItems is the most dead letters one job may hold.
+	MaxItems() int
+	// StartSending ends job id's collect phase; sending starts at the head
+	// of its queue.
+	StartSending(ctx context.Context, id, owner string, lease time.Duration) error
+	// Queue returns up to n dead-letter ids of job id's queue from index
+	// from.
+	Queue(ctx context.Context, id string, from, n int) ([]string, error)
+	// ClaimItem claims dead letter dl, the queue item at index, for
+	// sending, at most once per job, and moves the send position past it;
+	// unclaimed, prev is the item's state (policy.ItemSending: its replica
+	// died while sending it).
+	ClaimItem(ctx context.Context, id, owner string, lease time.Duration, index int,
+		dl string) (claimed bool, prev policy.ItemStatus, err error)
+	// FinishItem records a claimed item's result and counts it; false when
+	// it was recorded already.
+	FinishItem(ctx context.Context, id string, it policy.ReplayItem) (bool, error)
+	// Finish ends job id in a final state (errText: why it failed).
+	Finish(ctx context.Context, id, owner string, state policy.JobState, errText string) error
+	// Release gives up owner's lease on job id, so another replica may take
+	// it over at once.
+	Release(ctx context.Context, id, owner string) error
+}
+
 // Spec is what a replay job replays (contract §8 "filtered ... and bulk"):
 // every dead letter matching any of Filters, and every dead letter of IDs,
 // each at most once however they overlap.
@@ -194,7 +255,7 @@ func (s *Service) JobItems(ctx context.Context, id string, offset, limit int) (I
 	for i, it := range its {
 		ids[i] = it.DeadLetterID
 	}
-	sums, err := s.o.Jobs.Summaries(ctx, ids)
+	sums, err := s.o.Store.Summaries(ctx, ids)
 	if err != nil {
 		return ItemPage{}, err
 	}

@@ -5,7 +5,7 @@
 // across endpoints with the filters of contract §8 and sweeps the dead-letter
 // indexes of expired entries (contract §7 dead_letter_retention).
 //
-// A replay is a new attempt chain (redisstore.Enqueue with ReplayOf): a
+// A replay is a new attempt chain (Store.Enqueue with ReplayOf): a
 // fresh attempt count and max_age window, the original request and its
 // original Idempotency-Key, whose reservation the chain takes over. The
 // dead letter itself is kept, with its history, until its retention ends.
@@ -24,7 +24,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
@@ -59,14 +58,27 @@ var (
 	ErrInvalid = policy.ErrReplayInvalid
 )
 
-// Store is what the service needs of the callout store.
-// *redisstore.Store implements it.
+// Store is what the service needs of the callout store: the dead letters
+// it lists, reads and replays (contract §7, §8), their replay marks, the
+// retention sweep of the dead-letter index and the lock that keeps that
+// sweep to one replica. *redisstore.Store implements it.
 type Store interface {
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 	Enqueue(ctx context.Context, nc policy.NewCallout, o policy.EnqueueOptions) (policy.EnqueueResult, error)
 	DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error)
+	// Summaries reads the dead-letter summaries of ids, in order; an entry
+	// is nil when that id is not a dead letter (any more).
+	Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error)
 	Discard(ctx context.Context, id string) error
 	Endpoints(ctx context.Context) ([]string, error)
+	// MarkReplayed notes on dead letter id that replayID is its latest
+	// replay chain; false when id is no longer a dead letter.
+	MarkReplayed(ctx context.Context, id, replayID string) (bool, error)
+	// ReplayMarkOf reads callout id's replay mark (zero when none).
+	ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error)
+	// PruneDeadLetters drops endpoint's dead-letter index entries past the
+	// retention and returns how many.
+	PruneDeadLetters(ctx context.Context, endpoint string) (int64, error)
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
 }
 
@@ -74,12 +86,8 @@ type Store interface {
 type Options struct {
 	Config *config.Config
 	Store  Store
-	// Jobs is the replay-job store: jobs, their leases, queues and items,
-	// the dead letters' replay marks and the retention sweep. The service
-	// uses nearly all of it and it has one implementation, tested against
-	// every Redis backend, so it is taken as it is rather than behind an
-	// interface that would copy its twenty methods.
-	Jobs *redisstore.ReplayStore
+	// Jobs is the replay-job store: jobs, their leases, queues and items.
+	Jobs Jobs
 	// Logger receives the audit lines (msg "audit") and the runner's
 	// warnings. Default: discard.
 	Logger *slog.Logger
@@ -230,7 +238,7 @@ func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, err
 
 // Preview says what Replay of dead letter id would do now, changing
 // nothing and logging nothing: the same checks in the same order, and the
-// same store script in its dry mode (redisstore Enqueue with DryRun), so a
+// same store script in its dry mode (Store.Enqueue with DryRun), so a
 // dry run can never disagree with the real run about a rule (contract §8
 // --dry-run). Result.Created reports that a chain would be created
 // (ReplayID is then ""), State the state it would start in (held behind
@@ -301,7 +309,7 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 	if dry {
 		return r, nil
 	}
-	if _, err := s.o.Jobs.MarkReplayed(ctx, id, res.ID); err != nil {
+	if _, err := s.o.Store.MarkReplayed(ctx, id, res.ID); err != nil {
 		s.o.Logger.Warn("replay: could not note the replay on its dead letter", slog.String("callout_id", id),
 			slog.String("replay_id", res.ID), slog.Any("error", err))
 	}
@@ -366,7 +374,7 @@ func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, poli
 	if err != nil {
 		return nil, policy.ReplayMark{}, err
 	}
-	m, err := s.o.Jobs.ReplayMarkOf(ctx, id)
+	m, err := s.o.Store.ReplayMarkOf(ctx, id)
 	if err == nil && m.ReplayedBy != "" {
 		err = s.resolveMark(ctx, id, &m)
 	}

@@ -8,9 +8,13 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 )
 
-var _ Store = (*redisstore.Store)(nil)
+var (
+	_ Store = (*redisstore.Store)(nil)
+	_ Jobs  = (*jobs.Store)(nil)
+)
 
 // completeChain claims the replay chain of endpoint and ends it as action
 // (a dead letter, permanent, or succeeded).

@@ -354,7 +354,7 @@ func (r *jobRun) record(ctx context.Context, it policy.ReplayItem) {
 }
 
 // sweep prunes every known endpoint's dead-letter index of entries past
-// the retention (ReplayStore.PruneDeadLetters), at most every SweepEvery,
+// the retention (Store.PruneDeadLetters), at most every SweepEvery,
 // in one replica at a time.
 func (s *Service) sweep(ctx context.Context) {
 	now := s.o.Now()
@@ -372,7 +372,7 @@ func (s *Service) sweep(ctx context.Context) {
 	}
 	var pruned int64
 	for _, ep := range eps {
-		n, err := s.o.Jobs.PruneDeadLetters(ctx, ep)
+		n, err := s.o.Store.PruneDeadLetters(ctx, ep)
 		if err != nil {
 			s.o.Logger.Warn("replay: pruning dead letters failed", slog.String("endpoint", ep), slog.Any("error", err))
 			continue

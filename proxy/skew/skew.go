@@ -11,6 +11,7 @@ package skew
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -60,6 +61,34 @@ type Monitor struct {
 	Gauge Gauge
 	// Logger receives the warnings.
 	Logger *slog.Logger
+
+	// offset is the last measured offset in ns (0 until the first).
+	offset atomic.Int64
+}
+
+// CorrectPast is the smallest offset Corrected corrects (and at least the
+// measurement's round trip): NTP keeps healthy hosts within a few ms, and a
+// measurement on a loaded 2-core host can be off by more than that, so
+// smaller offsets are left alone (the gauge still shows them).
+const CorrectPast = 100 * time.Millisecond
+
+// Corrected is this replica's best reading of Redis's clock: Now minus the
+// last measured offset when it is past CorrectPast (Now itself until the
+// first measurement, and while the offset is smaller). It is the
+// clock the composition root gives every component that computes with
+// shared state — the store, the dispatcher, the attempt runner, the replay
+// runner — so the durations they pass to Redis and the instants they read
+// back (due times, lease and probe times) agree with the scripts, which read
+// TIME (contract §1, ARCHITECTURE.md "One clock"). The error is at most the
+// measurement's rtt/2 plus the drift since it (Every, 30 s by default); the
+// scripts decide every instant anyway, so the error only makes a replica
+// look at a due callout a little early or late. Safe for concurrent use.
+func (m *Monitor) Corrected() time.Time {
+	now := m.Now
+	if now == nil {
+		now = time.Now
+	}
+	return now().Add(-time.Duration(m.offset.Load()))
 }
 
 // Check measures once, sets the gauge and logs a warning when the offset is
@@ -77,6 +106,14 @@ func (m *Monitor) Check(ctx context.Context) (time.Duration, error) {
 	off, rtt, err := Measure(ctx, m.Client, now)
 	if err != nil {
 		return 0, err
+	}
+	// An offset within the measurement's own noise (the round trip, which a
+	// loaded host stretches unevenly, or CorrectPast) is not corrected:
+	// applying noise would only move this replica's clock off Redis's.
+	if off > max(rtt, CorrectPast) || off < -max(rtt, CorrectPast) {
+		m.offset.Store(int64(off))
+	} else {
+		m.offset.Store(0)
 	}
 	m.Gauge.Set(off.Seconds())
 	if off > warn || off < -warn {

@@ -95,6 +95,37 @@ func TestCheckSetsTheGaugeAndWarnsPastTheThreshold(t *testing.T) {
 	}
 }
 
+func TestCorrectedReadsRedisClock(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clocktest.New(t0.Add(90 * time.Second)) // 90 s ahead of Redis
+	f := &fakeRedis{at: t0, clk: clk}
+	m := &Monitor{Client: f, Now: clk.Now, Gauge: &gauge{}, Logger: slog.New(slog.DiscardHandler)}
+	if got := m.Corrected(); !got.Equal(clk.Now()) {
+		t.Fatalf("before any measurement Corrected = %v, want the local clock %v", got, clk.Now())
+	}
+	if _, err := m.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second)
+	if got, want := m.Corrected(), t0.Add(10*time.Second); !got.Equal(want) {
+		t.Fatalf("Corrected = %v, want Redis's clock %v", got, want)
+	}
+	// A failed measurement keeps the last offset; an offset within the
+	// noise (below CorrectPast) is not corrected.
+	f.err = errors.New("connection refused")
+	_, _ = m.Check(context.Background())
+	if got, want := m.Corrected(), t0.Add(10*time.Second); !got.Equal(want) {
+		t.Fatalf("after a failed check Corrected = %v, want %v", got, want)
+	}
+	f.err, f.at = nil, clk.Now().Add(-CorrectPast) // exactly CorrectPast ahead
+	if _, err := m.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Corrected(); !got.Equal(clk.Now()) {
+		t.Fatalf("an offset of %v was corrected: Corrected = %v, want the local clock %v", CorrectPast, got, clk.Now())
+	}
+}
+
 func TestCheckKeepsTheGaugeWhenRedisFails(t *testing.T) {
 	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	g := &gauge{v: 0.25}

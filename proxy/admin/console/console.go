@@ -70,6 +70,10 @@ type Deps struct {
 	API http.Handler
 	// Tokens checks the token typed into the login form. Required.
 	Tokens Tokens
+	// Throttle, optional, throttles failed logins per source address and
+	// token prefix and collapses their audit lines (the admin API's own:
+	// proxy/admin passes it). Nil: every failure is a 401 with its line.
+	Throttle *auth.LoginThrottle
 	// Issuers are the configured JWT issuers (auth.issuers): the
 	// organisations an Idempotency-Key is looked up in.
 	Issuers []string

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
@@ -128,7 +129,8 @@ func (c *console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 // handleLogin serves POST /console/login: form fields token (an admin
 // token's value), nonce (the login form's CSRF value) and next. A token
 // that Tokens knows starts a session of its name and scope; every try is
-// audit-logged (action console.login).
+// audit-logged (action console.login), failed ones as the login throttle
+// collapses them (loginFailed).
 func (c *console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
@@ -146,11 +148,10 @@ func (c *console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	bearer := "Bearer " + value
 	name, err := c.d.Tokens.Check(bearer, auth.ScopeRead)
 	if err != nil {
-		pe := problem.From(err)
-		c.audit(r, slog.LevelWarn, "", "console.login", string(pe.Code))
-		c.renderLogin(w, r, pe.Code.Status(), next, pe.Detail)
+		c.loginFailed(w, r, next, bearer, err)
 		return
 	}
+	c.d.Throttle.Sweep(r.Context())
 	scope := auth.ScopeRead
 	if _, err := c.d.Tokens.Check(bearer, auth.ScopeWrite); err == nil {
 		scope = auth.ScopeWrite
@@ -167,6 +168,32 @@ func (c *console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	setCookie(w, r, sessionCookie, cookie, int(c.d.SessionLifetime.Seconds()))
 	c.audit(r, slog.LevelInfo, name, "console.login", "ok", slog.String("scope", string(scope)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// loginFailed answers a login whose token Tokens refused with err: a 401
+// is told to the login throttle (docs/limits.md, "Failed logins"), which
+// turns it into a 429 with Retry-After once the source or the token's
+// prefix is throttled and says whether this failure writes its audit line
+// (the first of its source in the window; the throttle writes one with the
+// rest's count). A right token is never throttled: it never gets here.
+func (c *console) loginFailed(w http.ResponseWriter, r *http.Request, next, bearer string, err error) {
+	pe := problem.From(err)
+	status, result, msg := pe.Code.Status(), string(pe.Code), pe.Detail
+	if pe.Code == problem.Unauthorized {
+		v := c.d.Throttle.Failure(r.Context(), r.RemoteAddr, bearer, true)
+		if v.RetryAfter > 0 {
+			secs := v.RetryAfterSeconds()
+			status, result = http.StatusTooManyRequests, string(problem.LoginThrottled)
+			msg = "Too many failed logins from this address or with this token: try again in " + strconv.Itoa(secs) + " s."
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		}
+		if !v.Log {
+			c.renderLogin(w, r, status, next, msg)
+			return
+		}
+	}
+	c.audit(r, slog.LevelWarn, "", "console.login", result)
+	c.renderLogin(w, r, status, next, msg)
 }
 
 // handleLogout serves POST /console/logout: the session ends here and in

@@ -4,7 +4,10 @@
 // by .ci/fault.sh: they build cmd/callout-proxy once, start their own
 // redis-server processes (appendonly yes, appendfsync always) on free
 // loopback ports, SIGKILL replicas and Redis under bounded load, take the
-// Salesforce emulator (salesforce/sfemu) down for a while, and put
+// Salesforce emulator (salesforce/sfemu) down for a while, fail a primary
+// over with Redis Sentinel while its replication links stall (per
+// redis.durability level) and hold every byte between the proxy and Redis
+// for 5 s (a forwarder of the test's, links_test.go), and put
 // toxiproxy (github.com/Shopify/toxiproxy/v2, in-process) between the
 // proxy and its upstream. Every scenario sends a fixed number of requests,
 // stops by itself and polls with deadlines; it asserts the final state of

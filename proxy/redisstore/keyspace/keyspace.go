@@ -92,7 +92,7 @@
 //	                            pruned, two at a time, whenever a new dead
 //	                            letter is added, and by the replay runner's
 //	                            hourly sweep
-//	                            (ReplayStore.PruneDeadLetters). No TTL.
+//	                            (Store.PruneDeadLetters). No TTL.
 //	cp:{sN}:dlb:{ep}      HASH  per queue: dead-letter id -> "bytes tag": what the dead
 //	                            letter is charged in the endpoint's backlog
 //	                            bytes ('bb') and its issuer's ('ib:' tag),
@@ -143,13 +143,14 @@
 //	                            retention). Not hash-tagged.
 //	cp:lock:{name}        STRING a replica-wide lock's holder (TryLock);
 //	                            TTL: the lock's. Not hash-tagged.
-//	cp:job:{J}            HASH  one replay job (contract §8; replayjob.go, the j*
-//	                            constants): its spec, state, phase, counters,
-//	                            collect and send positions and the lease of
-//	                            the replica running it (owner token, expiry
-//	                            ms). The hash tag is the job id J (base64url
-//	                            of 16 random bytes), so its three keys share a
-//	                            slot. TTL: none until the job ends; then the
+//	cp:job:{J}            HASH  one replay job (contract §8; the j* constants
+//	                            of proxy/redisstore/jobs): its spec, state,
+//	                            phase, counters, collect and send positions
+//	                            and the lease of the replica running it
+//	                            (owner token, expiry ms). The hash tag is
+//	                            the job id J (base64url of 16 random bytes),
+//	                            so its three keys share a slot. TTL: none
+//	                            until the job ends; then the
 //	                            job retention (7 days by default), set on all
 //	                            three in the script that ends it.
 //	cp:job:{J}:items      HASH  dead-letter id -> its state in the job ("q"
@@ -178,6 +179,10 @@
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
+//	cp:ack                STRING an integer each durable acknowledgement
+//	                            round increments before its WAIT (redisstore
+//	                            durable.go, redis.durability replicated or
+//	                            fsync). Not hash-tagged. No TTL.
 //
 // Two pub/sub channels, which store nothing:
 //
@@ -187,7 +192,7 @@
 //	                            gate_changed, once per script through
 //	                            gate_publish) or after Enable/ResetBreaker;
 //	                            every replica's gate cache subscribes
-//	                            (gatecache.go, gatewatch.go).
+//	                            (proxy/redisstore/gatecache).
 //	cp:wake               CHANNEL messages: a callout id or endpoint name
 //	                            that became due now — the first due callout
 //	                            of an empty queue (create.lua), reaped
@@ -230,6 +235,7 @@ const (
 	SFDefer     = Prefix + "sf:defer"    // HASH deferrals of Salesforce writes by scope
 	Jobs        = Prefix + "jobs"        // ZSET job id -> created ms
 	JobsActive  = Prefix + "jobs:active" // SET ids of jobs not ended
+	Ack         = Prefix + "ack"         // STRING durable acknowledgement rounds
 )
 
 // Tag returns the hash tag of shard n, e.g. "{s17}".

@@ -15,9 +15,9 @@
 -- the queue's one candidate).
 --
 -- K and A: claimArgs (claim.go), read by the script layer (script/):
--- A.now, A.queues, each with its keys due, lease, counters (the endpoint
+-- A.now (lib.lua clock), A.queues, each with its keys due, lease, counters (the endpoint
 -- hash or the queue's counter hash) and count (its candidates), gate (''
--- read it from the counters hash), gate_until, lease_until, probe_until,
+-- read it from the counters hash), gate_until, lease_ms and probe_lease (ms),
 -- want (the most to claim: the candidates past it are spares, for those
 -- another replica claimed first); A.candidates, the queues' candidates in
 -- queue order, each with its keys record and rest (:q) and id and token
@@ -26,14 +26,14 @@
 -- claimed, every callout claimed: {queue (its index in queues), id, kind,
 -- attempts, first (ms), due (ms), rest (:q, or absent), record (the
 -- record before the claim, HGETALL order)}.
-local now = A.now
+local now = clock(A.now)
 local now_s = str(now)
 local ci = 1
 local queues, claimed = {}, {}
 for qi, qa in ipairs(A.queues) do
   local due, lease, acc = qa.due, qa.lease, qa.counters
   local nc, given, given_until = qa.count, qa.gate, qa.gate_until
-  local lease_until, probe_until = qa.lease_until, qa.probe_until
+  local lease_until, probe_until = str(now + qa.lease_ms), str(now + qa.probe_lease)
   local want = qa.want
   local f, w = {}, {}
   if given == '' then f = hread(acc, gate_fields) end

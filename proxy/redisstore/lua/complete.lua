@@ -37,12 +37,14 @@
 -- record, rest (:q), resp (:r), reservation (the record key as a
 -- placeholder when there is none), replayed (the record of the dead letter
 -- its chain replays, in the same slot; the record key when none), and its
--- now (ms), id, token, action (succeeded|failed|retry|again|dead), attempt
--- (the entry; '' = never dispatched: the claim's count is undone),
--- success, counts (toward the breaker), threshold, probe_next (ms, if the
--- breaker (re)opens), next_due (ms: retry, and again when refused),
--- reason, finished_ttl and dead_ttl (ms), prune_before (ms), paused_until
--- (ms, 0: none), lease_until (ms: again), status ('' = no response),
+-- now (lib.lua clock), id, token, action (succeeded|failed|retry|again|dead),
+-- attempt (the entry; '' = never dispatched: the claim's count is undone),
+-- success, counts (toward the breaker), threshold, probe_in (ms from now
+-- to the next probe, if the breaker (re)opens), due_in (ms from now: retry,
+-- and again when refused), reason, finished_ttl and dead_ttl (ms; index
+-- entries older than dead_ttl are pruned on the way), pause (ms from now
+-- the endpoint pauses for, 0: none), lease (ms: again), status ('' = no
+-- response),
 -- response (encoded, record.go), error, outbox, gate ('' read it from
 -- K.counters) and gate_until, endpoint, notify (someone can be told of an
 -- outage, Options.Notify).
@@ -65,8 +67,8 @@ local dl, dlb, sfo, sfx = K.dl, K.dlb, K.sfo, K.sfx
 -- seen the fields of it read so far (hmore).
 local function complete_one(keys, e, fa, wa, seen, mark)
   local outbox = e.outbox
-  local now_s = e.now
-  local now = tonumber(now_s)
+  local now = clock(e.now)
+  local now_s = str(now)
   local id, token, action, reason, given = e.id, e.token, e.action, e.reason, e.gate
 
   local rec = hall(keys.c)
@@ -118,12 +120,12 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   if given == '' then
     if dispatched then
       opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, e.success,
-        e.counts, e.threshold, e.probe_next)
+        e.counts, e.threshold, str(now + e.probe_in))
     elseif is_probe then
       put(fa, wa, 'pt', false)
       put(fa, wa, 'pe', false)
     end
-    pause_apply(fa, wa, e.paused_until)
+    pause_apply(fa, wa, now, e.pause)
   end
 
   local g, g_until = gate_in(fa, given, e.gate_until, now)
@@ -150,16 +152,17 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   local state, notify = action, 0
   if action == 'again' then
     state = 'in_flight'
-    redis.call('ZADD', lease, e.lease_until, id)
+    local lease_until = str(now + e.lease)
+    redis.call('ZADD', lease, lease_until, id)
     put(rec, wc, 'n', str(n + 1))
-    put(rec, wc, 'x', e.lease_until)
+    put(rec, wc, 'x', lease_until)
     put(rec, wc, 'l', now_s)
     put(rec, wc, 'k', 'r')
     keep_response(false)
     hflush(keys.c, wc)
     mark.written = true
   elseif action == 'retry' or action == 'again_refused' then
-    local at = e.next_due
+    local at = str(now + e.due_in)
     state = 'scheduled'
     if shut(g) then
       state = 'held'
@@ -178,7 +181,7 @@ local function complete_one(keys, e, fa, wa, seen, mark)
     state = 'dead_lettered'
     redis.call('ZREM', lease, id)
     keep_response(false)
-    dead_letter(keys, rec, wc, fa, wa, id, reason, now_s, e.dead_ttl, e.prune_before,
+    dead_letter(keys, rec, wc, fa, wa, id, reason, now_s, e.dead_ttl, str(now - e.dead_ttl),
       function(names) hmore(acc, fa, seen, names) end)
     mark.written = true
     if outbox then

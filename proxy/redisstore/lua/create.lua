@@ -14,8 +14,8 @@
 -- A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer (0:
 -- none), A.tag (issuer tag), A.gate ('' read it from K.counters; else the
 -- state the caller read, sharded queues: 'probe' when it took the probe
--- token) and A.gate_until, A.at (Enqueue's due ms, Begin's lease until ms),
--- A.probe_until, A.token (lease token), A.rest_q (headers and body for :q,
+-- token) and A.gate_until, A.at_in (ms from now: Enqueue's due time, Begin's
+-- lease), A.probe_lease (ms), A.token (lease token), A.rest_q (headers and body for :q,
 -- '' when inline), A.wake (channel, '' none), A.retention (idempotency
 -- retention ms), A.fields (the record's field/value pairs).
 -- Begin's reservation gets the TTL lease + retention at once (SET … PX): a
@@ -29,7 +29,8 @@
 -- dry run asks in mode 'd', so that it and the real run apply the same
 -- reservation, gate and cap rules (one copy).
 local c, q, due, lease, acc, res = K.record, K.rest, K.due, K.lease, K.counters, K.reservation
-local now = A.now
+local now = clock(A.now)
+local at_in = now + A.at_in
 local now_s = str(now)
 local begin, id = A.mode == 'b', A.id
 local tag, given = A.tag, A.gate
@@ -69,7 +70,7 @@ if full then return existing() or {'result', full} end
 if A.mode == 'd' then
   local e = existing()
   if e then return e end
-  local state, at = 'scheduled', A.at
+  local state, at = 'scheduled', at_in
   if shut(g) then
     state = 'held'
     if g_until > at then at = g_until end
@@ -82,7 +83,7 @@ local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
 field('b', str(size))
 if tag ~= '' then field('i', tag) end
 
-local state, out2, at = 'scheduled', g, A.at
+local state, out2, at = 'scheduled', g, at_in
 if shut(g) then
   state = 'held'
   if begin or g_until > at then at = g_until end
@@ -90,7 +91,7 @@ elseif begin then
   state, out2 = 'in_flight', 'first'
   if g == 'half_open' and given == '' then
     put(f, w, 'pt', A.token)
-    put(f, w, 'pe', str(A.probe_until))
+    put(f, w, 'pe', str(now + A.probe_lease))
     out2 = 'probe'
   elseif g == 'probe' then
     out2 = 'probe' -- a sharded queue: the caller took the probe token

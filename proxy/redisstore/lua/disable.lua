@@ -8,14 +8,15 @@
 -- outbox.go).
 --
 -- K and A: disableArgs (admin.go), read by the script layer (script/):
--- K.endpoint (the endpoint hash), K.sfo (Salesforce outbox); A.now (ms),
--- A.reason, A.name (the endpoint), A.outbox, A.can (someone can be told).
+-- K.endpoint (the endpoint hash), K.sfo (Salesforce outbox); A.now (lib.lua
+-- clock), A.reason, A.name (the endpoint), A.outbox, A.can (someone can be told).
 -- Replies (toldReply): told, 1 when this call disabled it, 0 when it
 -- already was.
 if redis.call('HSETNX', K.endpoint, 'dis', '1') == 0 then return {'told', 0} end
-redis.call('HSET', K.endpoint, 'dr', A.reason, 'dat', A.now)
+local now_s = str(clock(A.now))
+redis.call('HSET', K.endpoint, 'dr', A.reason, 'dat', now_s)
 gate_changed(K.endpoint)
 if A.outbox and A.can then
-  redis.call('ZADD', K.sfo, 'NX', A.now, 'd:' .. A.name .. ':' .. A.now)
+  redis.call('ZADD', K.sfo, 'NX', now_s, 'd:' .. A.name .. ':' .. now_s)
 end
 return {'told', 1}

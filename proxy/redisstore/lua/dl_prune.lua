@@ -1,11 +1,12 @@
 -- dl_prune.lua: the hourly sweep of an endpoint's dead-letter index
--- (ReplayStore.PruneDeadLetters): drop up to 100 entries older than the
+-- (Store.PruneDeadLetters): drop up to 100 entries older than the
 -- dead-letter retention and release the backlog bytes their expired records
 -- were charged (lib.lua dl_prune, dl_release).
 --
 -- K and A: pruneArgs (replaymark.go), read by the script layer (script/):
 -- K.counters (the endpoint hash or the queue's counter hash), K.dl
--- (dead-letter index), K.dlb (dead-letter bytes); A.before (ms).
+-- (dead-letter index), K.dlb (dead-letter bytes); A.now (lib.lua clock),
+-- A.retention (the dead-letter retention, ms: entries older are dropped).
 -- Replies (countReply): n, how many entries were dropped (100: there may
 -- be more).
-return {'n', dl_prune(K.counters, K.dl, K.dlb, A.before)}
+return {'n', dl_prune(K.counters, K.dl, K.dlb, str(clock(A.now) - A.retention))}

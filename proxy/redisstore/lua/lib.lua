@@ -2,9 +2,12 @@
 -- file to each script (scripts.go), so every script runs as one chunk and
 -- stays self-contained on the server.
 --
--- Conventions: times are Unix ms passed in ARGV from the store's injected
--- clock (never TIME); an absent hash field reads as false; numbers written
--- to Redis go through str() so they are never formatted as 1.7e+12.
+-- Conventions: Redis's clock is the one clock of shared state (contract §1,
+-- ARCHITECTURE.md "One clock"): every script takes "now" from clock(A.now)
+-- (script.Clock, prepended before this file), which reads TIME, and replicas pass durations (ms), never instants, for
+-- due times, leases, probe times, pauses and retentions. An absent hash
+-- field reads as false; numbers written to Redis go through str() so they
+-- are never formatted as 1.7e+12.
 
 -- str formats an integral number as a decimal string.
 local function str(n)
@@ -211,12 +214,12 @@ local function breaker_apply(f, w, now_s, is_probe, success, counts, threshold, 
   return opened, 0, began, 0
 end
 
--- pause_apply extends the endpoint-wide pause in f to until (ms), never
--- shortening it.
-local function pause_apply(f, w, until_s)
-  local u = tonumber(until_s)
-  if u > 0 and u > num(f.pu) then
-    put(f, w, 'pu', until_s)
+-- pause_apply extends the endpoint-wide pause in f to now + pause (ms; 0:
+-- none), never shortening it.
+local function pause_apply(f, w, now, pause)
+  local u = now + (tonumber(pause) or 0)
+  if u > now and u > num(f.pu) then
+    put(f, w, 'pu', str(u))
     gate_dirty = true
   end
 end

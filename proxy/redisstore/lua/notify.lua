@@ -5,13 +5,13 @@
 --
 -- K and A: notifyArgs (complete.go), read by the script layer (script/):
 -- K.endpoint (the endpoint hash), K.sfo (its shard's Salesforce outbox);
--- A.now (ms), A.name (the endpoint), A.id (the dead letter), A.outbox,
+-- A.now (lib.lua clock), A.name (the endpoint), A.id (the dead letter), A.outbox,
 -- A.reason (the dead-letter reason), A.can (someone can be told,
 -- Options.Notify).
 -- Replies (toldReply): told, 1 when the owner is to be told now, else 0.
 local f, w = hread(K.endpoint, {'os', 'on'}), {}
 local sfo = ''
 if A.outbox then sfo = K.sfo end
-local told = owner_notice(f, w, sfo, A.name, A.id, A.now, A.reason, A.can)
+local told = owner_notice(f, w, sfo, A.name, A.id, str(clock(A.now)), A.reason, A.can)
 hflush(K.endpoint, w)
 return {'told', told}

@@ -5,21 +5,22 @@
 --
 -- K and A: outcomeArgs (gate.go), read by the script layer (script/):
 -- K.endpoint (the endpoint hash), K.due (none, or the endpoint's home due
--- set, whose waiting callouts a result that shuts the gate holds); A.now,
--- A.probe (the probe token, '' when not the probe), A.success, A.counts
--- (toward the breaker), A.threshold, A.probe_next (ms, if the breaker
--- (re)opens), A.paused_until (ms, 0: none).
+-- set, whose waiting callouts a result that shuts the gate holds); A.now
+-- (lib.lua clock), A.probe (the probe token, '' when not the probe), A.success, A.counts
+-- (toward the breaker), A.threshold, A.probe_in (ms from now to the
+-- next probe, if the breaker (re)opens), A.pause (ms from now the endpoint
+-- pauses for, 0: none).
 -- Replies (outcomeReply): opened, closed, began, ended (the outage),
 -- failures, outage_at (ms), probe, held (the home queue's waiting callouts
 -- this result shut the gate on), gate.
 local ep = K.endpoint
-local now = tonumber(A.now)
+local now = clock(A.now)
 local f, w = hread(ep, concat(breaker_fields, {'pu', 'dis'})), {}
 local g0 = gate_of(f, now)
 local is_probe = A.probe ~= '' and f.pt == A.probe
-local opened, closed, began, ended = breaker_apply(f, w, A.now, is_probe, A.success,
-  A.counts, A.threshold, A.probe_next)
-pause_apply(f, w, A.paused_until)
+local opened, closed, began, ended = breaker_apply(f, w, str(now), is_probe, A.success,
+  A.counts, A.threshold, str(now + A.probe_in))
+pause_apply(f, w, now, A.pause)
 hflush(ep, w)
 gate_publish(ep)
 local g1 = gate_of(f, now)

@@ -18,7 +18,7 @@
 -- Begin's TTL, as it is pending again) and its id.
 -- Replies (reapReply): reaped, {id, token} of each callout reaped.
 local due, lease, acc = K.due, K.lease, K.counters
-local now, given = A.now, A.gate
+local now, given = clock(A.now), A.gate
 local now_s = str(now)
 local fa, wa, seen = {}, {}, {}
 if given == '' then hmore(acc, fa, seen, gate_fields) end

@@ -4,10 +4,10 @@
 -- (state scheduled) keep their due time.
 --
 -- K and A: releaseHeldArgs (release_held.go), read by the script layer
--- (script/): K.due; A.now (ms); A.callouts, each with its key record and
+-- (script/): K.due; A.now (lib.lua clock); A.callouts, each with its key record and
 -- its id.
 -- Replies (countReply): n, how many were released.
-local due, now = K.due, A.now
+local due, now = K.due, str(clock(A.now))
 local n = 0
 for _, c in ipairs(A.callouts) do
   if redis.call('HGET', c.record, 'S') == 'h' and redis.call('ZSCORE', due, c.id) then

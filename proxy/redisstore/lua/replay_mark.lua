@@ -4,10 +4,12 @@
 -- expired or is no longer a dead letter is not touched (HSET would
 -- otherwise create a record without a TTL).
 --
--- KEYS: 1 the dead letter's record
--- ARGV: 1 replay chain's callout id, 2 now ms
--- Returns 1 when marked, else 0.
-if redis.call('HGET', KEYS[1], 'S') ~= 'd' then return 0 end
-redis.call('HSET', KEYS[1], 'rb', ARGV[1], 'rt', ARGV[2])
-redis.call('HDEL', KEYS[1], 'rx', 'rxt') -- the outcome of an earlier chain
-return 1
+-- K and A: replayMarkArgs (replaymark.go), read by the script layer
+-- (script/): K.record (the dead letter's record); A.replay_id (the replay
+-- chain's callout id), A.now (0, or a test's pinned now: lib.lua clock; the
+-- mark's time is Redis's).
+-- Replies (countReply): n, 1 when marked, else 0.
+if redis.call('HGET', K.record, 'S') ~= 'd' then return {'n', 0} end
+redis.call('HSET', K.record, 'rb', A.replay_id, 'rt', str(clock(A.now)))
+redis.call('HDEL', K.record, 'rx', 'rxt') -- the outcome of an earlier chain
+return {'n', 1}

@@ -47,7 +47,7 @@ func (e *env) newStore(outbox bool) *redisstore.Store {
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 	return redisstore.New(e.b.Client, redisstore.Options{
-		Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day, Outbox: outbox,
 	})
 }

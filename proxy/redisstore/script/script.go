@@ -55,6 +55,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Clock is a prelude every store script loads before its own helpers: the
+// Lua function clock(pinned), which returns the time of shared state in Unix
+// ms — Redis's own (TIME; allowed before writes since Redis 7 replicates a
+// script's effects, not the script) — unless the caller pinned it: pinned > 0
+// is a test clock's now (the store's PinScriptTime option, set only by tests
+// that travel in time). TIME is read once per script run, so every item of
+// one call sees one now. Redis's clock is the one clock of shared state
+// (contract §1, ARCHITECTURE.md "One clock"): scripts take now from clock
+// and replicas pass durations, never instants.
+const Clock = `local clock_now = nil
+local function clock(pinned)
+  local p = tonumber(pinned) or 0
+  if p > 0 then return p end
+  if not clock_now then
+    local t = redis.call('TIME')
+    clock_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock_now
+end`
+
 // Script is one loaded Lua script with argument type A and reply type R
 // (see the package comment for the tags and the field types). It is safe
 // for concurrent use.

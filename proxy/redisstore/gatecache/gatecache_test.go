@@ -1,8 +1,11 @@
-package redisstore
+package gatecache
 
 import (
 	"context"
+	"encoding/binary"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,20 +14,90 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
+
+// The store's core is the cache's Core.
+var _ Core = (*redisstore.Store)(nil)
+
+// t0 is a round Unix-ms instant: a Lua number like 1.7e12 must never reach
+// Redis in exponent form.
+var t0 = time.UnixMilli(1_700_000_000_000)
 
 // cacheBreaker is the breaker of the gate-cache tests: 3 failures, a
 // 1-minute probe interval, a 10-second probe lease.
 var cacheBreaker = policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute, ProbeLease: 10 * time.Second}
 
+// env is one backend under test with its clock.
+type env struct {
+	b     redistest.Backend
+	clk   *clocktest.Clock
+	seeds atomic.Uint64
+}
+
+// forEachBackend runs fn as a subtest on every backend redistest offers.
+func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			fn(t, &env{b: b, clk: clocktest.New(t0)})
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// replica is one proxy replica's store and gate cache, wired as
+// cmd/callout-proxy wires them: the cache wraps the store's core, which
+// tells it of its own gate changes (redisstore.Options.GateChanged).
+type replica struct {
+	*redisstore.Store
+	cache *Cache
+	rdb   redis.UniversalClient
+}
+
+// newReplica returns a replica on rdb with clock clk.
+func newReplica(rdb redis.UniversalClient, clk *clocktest.Clock, seed uint64) *replica {
+	var s [32]byte
+	binary.LittleEndian.PutUint64(s[:], seed)
+	r := &replica{rdb: rdb}
+	r.Store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: clk.Now, Rand: rand.NewChaCha8(s),
+		GateChanged: func(ep string) { r.cache.Changed(ep) }})
+	r.cache = New(r.Store, rdb, Options{Now: clk.Now})
+	return r
+}
+
+// store returns a new replica on the backend.
+func (e *env) store() *replica { return newReplica(e.b.Client, e.clk, e.seeds.Add(1)) }
+
+// CachedAdmission and Admit are the replica's read path: its gate cache's.
+func (r *replica) CachedAdmission(endpoint string) (policy.Admission, bool) {
+	return r.cache.CachedAdmission(endpoint)
+}
+
+func (r *replica) Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error) {
+	return r.cache.Admit(ctx, endpoint, br)
+}
+
+// GateCacheStats is the replica's cache's Stats.
+func (r *replica) GateCacheStats() Stats { return r.cache.Stats() }
+
+// pollGates is one backstop poll of the replica's cache.
+func (r *replica) pollGates(ctx context.Context) { r.cache.poll(ctx) }
+
 // watching starts s's gate cache (subscription and poll) until the test
 // ends, and waits until its subscription is confirmed.
-func watching(t *testing.T, s *Store) *Store {
+func watching(t *testing.T, s *replica) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = s.WatchGates(ctx, GateCacheOptions{}) }()
+	go func() { defer close(done); _ = s.cache.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	// The subscription is confirmed once a PUBLISH reaches it.
 	waitFor(t, "the gate subscription", func() bool {
@@ -35,19 +108,19 @@ func watching(t *testing.T, s *Store) *Store {
 }
 
 // mark is the latest invalidation of s's entry for endpoint (0: none).
-func mark(s *Store, endpoint string) uint64 { return s.gates.entry(endpoint).mark.Load() }
+func mark(s *replica, endpoint string) uint64 { return s.cache.entry(endpoint).mark.Load() }
 
 // heard waits until s's entry for endpoint was invalidated after before (a
 // message reached it).
-func heard(t *testing.T, s *Store, endpoint, what string, before uint64) {
+func heard(t *testing.T, s *replica, endpoint, what string, before uint64) {
 	t.Helper()
 	waitFor(t, what, func() bool { return mark(s, endpoint) > before })
 }
 
 // manual turns s's gate cache on without its subscription and poll: the
 // test polls (pollGates) itself.
-func manual(s *Store) *Store {
-	s.gates.active.Store(true)
+func manual(s *replica) *replica {
+	s.cache.active.Store(true)
 	return s
 }
 
@@ -67,7 +140,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // readGate is the read path's gate decision on replica s: the cache when
 // it answers, else Admit. cached says which.
-func readGate(t *testing.T, s *Store, endpoint string) (a policy.Admission, cached bool) {
+func readGate(t *testing.T, s *replica, endpoint string) (a policy.Admission, cached bool) {
 	t.Helper()
 	if a, ok := s.CachedAdmission(endpoint); ok {
 		return a, true
@@ -80,7 +153,7 @@ func readGate(t *testing.T, s *Store, endpoint string) (a policy.Admission, cach
 }
 
 // fail records n counting read failures through s.
-func fail(t *testing.T, s *Store, endpoint string, n int) policy.BreakerChange {
+func fail(t *testing.T, s *replica, endpoint string, n int) policy.BreakerChange {
 	t.Helper()
 	var ch policy.BreakerChange
 	for range n {
@@ -94,7 +167,7 @@ func fail(t *testing.T, s *Store, endpoint string, n int) policy.BreakerChange {
 
 // TestGateCacheHealthyRead: a healthy endpoint's gate is answered from
 // memory after the first read (CachedAdmission has no context: it cannot
-// reach Redis), with the failure count Lua returned; without WatchGates
+// reach Redis), with the failure count Lua returned; without Run
 // nothing is cached.
 func TestGateCacheHealthyRead(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
@@ -103,7 +176,7 @@ func TestGateCacheHealthyRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, ok := off.CachedAdmission("healthy-api"); ok {
-			t.Fatal("a store without WatchGates answered from a cache")
+			t.Fatal("a store without Run answered from a cache")
 		}
 
 		s := watching(t, e.store())
@@ -172,7 +245,7 @@ func TestGateCacheBreakerOpensOnAnotherReplica(t *testing.T) {
 		// poll needed, and the probe is taken in Redis by one read only.
 		e.clk.Set(probeAt)
 		var probes, refused int
-		for _, s := range []*Store{a, b, a, b} {
+		for _, s := range []*replica{a, b, a, b} {
 			g, cached := readGate(t, s, "pub-api")
 			switch {
 			case g.ProbeToken != "" && !cached:
@@ -193,7 +266,7 @@ func TestGateCacheBreakerOpensOnAnotherReplica(t *testing.T) {
 // replicas at the probe time take the probe token once.
 func TestGateCacheExactlyOneProbe(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		reps := []*Store{watching(t, e.store()), watching(t, e.store())}
+		reps := []*replica{watching(t, e.store()), watching(t, e.store())}
 		for _, s := range reps {
 			readGate(t, s, "one-probe-api")
 		}
@@ -239,11 +312,11 @@ func TestGateCachePollBackstop(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		a := e.store()
 		b, c := manual(e.store()), manual(e.store())
-		for _, s := range []*Store{b, c} {
+		for _, s := range []*replica{b, c} {
 			readGate(t, s, "poll-api")
 		}
 		fail(t, a, "poll-api", 3)
-		for _, s := range []*Store{b, c} {
+		for _, s := range []*replica{b, c} {
 			if g, cached := readGate(t, s, "poll-api"); !cached || g.Gate.State != policy.GateOpen {
 				t.Fatalf("before any poll = %+v cached %v, want the stale open gate from memory", g, cached)
 			}
@@ -254,7 +327,7 @@ func TestGateCachePollBackstop(t *testing.T) {
 			t.Fatalf("B after one poll = %+v cached %v, want breaker_open from memory", g, cached)
 		}
 		// C: no poll, but its reading ages past MaxStale.
-		e.clk.Advance(DefaultGateStaleness)
+		e.clk.Advance(DefaultMaxStale)
 		if _, cached := readGate(t, c, "poll-api"); !cached {
 			t.Fatal("C's reading at exactly MaxStale was not used")
 		}
@@ -345,14 +418,14 @@ func TestGateCacheRedisDown(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	clk := clocktest.New(t0)
-	s := manual(New(rdb, Options{Now: clk.Now}))
+	s := manual(newReplica(rdb, clk, 1))
 	readGate(t, s, "down-api")
 	mr.Close()
 	s.pollGates(ctxT(t)) // fails: keeps nothing
 	if a, ok := s.CachedAdmission("down-api"); !ok || a.Gate.State != policy.GateOpen {
 		t.Fatalf("within MaxStale of the last reading = %+v %v, want the cached open gate", a, ok)
 	}
-	clk.Advance(DefaultGateStaleness + time.Millisecond)
+	clk.Advance(DefaultMaxStale + time.Millisecond)
 	if _, ok := s.CachedAdmission("down-api"); ok {
 		t.Fatal("a reading older than MaxStale was used while Redis is down")
 	}
@@ -371,7 +444,7 @@ func TestGateCacheIdleEndpointsDropped(t *testing.T) {
 		e.clk.Advance(30 * time.Second)
 		readGate(t, s, "busy-api")
 		e.clk.Advance(31 * time.Second)
-		if got := s.gates.pollable(e.clk.Now()); len(got) != 1 || got[0] != "busy-api" {
+		if got := s.cache.pollable(e.clk.Now()); len(got) != 1 || got[0] != "busy-api" {
 			t.Fatalf("pollable = %v, want only busy-api", got)
 		}
 		if _, ok := s.CachedAdmission("idle-api"); ok {

@@ -1,4 +1,4 @@
-package redisstore
+package jobs
 
 import (
 	"slices"
@@ -9,13 +9,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
-const jobLease = 10 * time.Second
-
-// replays returns a ReplayStore over a new Store of e.
-func (e *env) replays(o ReplayStoreOptions) *ReplayStore { return NewReplayStore(e.store(), o) }
-
 // mustJob creates a job and fails the test on error.
-func mustJob(t *testing.T, r *ReplayStore, spec string) policy.ReplayJob {
+func mustJob(t *testing.T, r *Store, spec string) policy.ReplayJob {
 	t.Helper()
 	j, err := r.CreateJob(ctxT(t), spec, "ops")
 	if err != nil {
@@ -25,7 +20,7 @@ func mustJob(t *testing.T, r *ReplayStore, spec string) policy.ReplayJob {
 }
 
 // mustAcquire acquires a job for owner and fails the test on error.
-func mustAcquire(t *testing.T, r *ReplayStore, id, owner string) policy.ReplayJob {
+func mustAcquire(t *testing.T, r *Store, id, owner string) policy.ReplayJob {
 	t.Helper()
 	j, err := r.Acquire(ctxT(t), id, owner, jobLease)
 	if err != nil {
@@ -35,7 +30,7 @@ func mustAcquire(t *testing.T, r *ReplayStore, id, owner string) policy.ReplayJo
 }
 
 // mustClaimItem claims queue item index of a job and fails on error.
-func mustClaimItem(t *testing.T, r *ReplayStore, id, owner string, index int, dl string) (bool, policy.ItemStatus) {
+func mustClaimItem(t *testing.T, r *Store, id, owner string, index int, dl string) (bool, policy.ItemStatus) {
 	t.Helper()
 	ok, prev, err := r.ClaimItem(ctxT(t), id, owner, jobLease, index, dl)
 	if err != nil {
@@ -46,9 +41,9 @@ func mustClaimItem(t *testing.T, r *ReplayStore, id, owner string, index int, dl
 
 func TestReplayJobLifecycle(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		r := e.replays(ReplayStoreOptions{})
+		r := e.replays(Options{})
 		j := mustJob(t, r, `{"ids":["x"]}`)
-		if j.State != policy.JobQueued || j.CreatedBy != "ops" || !j.CreatedAt.Equal(t0) || !validJobID(j.ID) {
+		if j.State != policy.JobQueued || j.CreatedBy != "ops" || !j.CreatedAt.Equal(t0) || !validID(j.ID) {
 			t.Fatalf("created = %+v", j)
 		}
 		if active, _ := r.ActiveJobs(ctxT(t)); !slices.Equal(active, []string{j.ID}) {
@@ -109,7 +104,7 @@ func TestReplayJobLifecycle(t *testing.T) {
 // wantFinished ends job id as owner A and checks what ending does: the
 // counters stay, the lease goes, the keys get the retention, the job
 // leaves the active set and cannot be taken again, and is still listed.
-func wantFinished(t *testing.T, e *env, r *ReplayStore, id string) {
+func wantFinished(t *testing.T, e *env, r *Store, id string) {
 	t.Helper()
 	if err := r.Finish(ctxT(t), id, "A", policy.JobCompleted, ""); err != nil {
 		t.Fatal(err)
@@ -120,7 +115,7 @@ func wantFinished(t *testing.T, e *env, r *ReplayStore, id string) {
 		t.Fatalf("finished = %+v", done)
 	}
 	for _, key := range keyspace.JobOf(id).All() {
-		if d := pttl(t, e, key); d <= DefaultJobRetention-time.Minute || d > DefaultJobRetention {
+		if d := pttl(t, e, key); d <= DefaultRetention-time.Minute || d > DefaultRetention {
 			t.Fatalf("%s TTL = %v, want the job retention", key, d)
 		}
 	}
@@ -136,7 +131,7 @@ func wantFinished(t *testing.T, e *env, r *ReplayStore, id string) {
 
 func TestReplayJobCancel(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		r := e.replays(ReplayStoreOptions{})
+		r := e.replays(Options{})
 		queued := mustJob(t, r, "{}")
 		if st, err := r.CancelJob(ctxT(t), queued.ID, "ops"); err != nil || st != policy.JobCancelled {
 			t.Fatalf("cancel queued = %q, %v", st, err)
@@ -178,7 +173,7 @@ func TestReplayJobCancel(t *testing.T) {
 
 func TestReplayJobLeaseTakeover(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		r := e.replays(ReplayStoreOptions{})
+		r := e.replays(Options{})
 		j := mustJob(t, r, "{}")
 		mustAcquire(t, r, j.ID, "A")
 		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", false, []string{"d1", "d2"}); err != nil {
@@ -211,7 +206,7 @@ func TestReplayJobLeaseTakeover(t *testing.T) {
 
 func TestReplayJobItemCapAndDryRun(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		r := e.replays(ReplayStoreOptions{MaxItems: 3})
+		r := e.replays(Options{MaxItems: 3})
 		j := mustJob(t, r, "{}")
 		mustAcquire(t, r, j.ID, "A")
 		total, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "p1", true, []string{"a", "b", "a", "c", "d", "e"})
@@ -228,106 +223,11 @@ func TestReplayJobItemCapAndDryRun(t *testing.T) {
 	})
 }
 
-// deadLetter records a keyed callout of endpoint and makes it a dead
-// letter (reason permanent) at the clock's time; it returns its request.
-func deadLetter(t *testing.T, s *Store, endpoint, key string) (policy.NewCallout, string) {
-	t.Helper()
-	nc := req(endpoint, key, `{"n":1}`)
-	if _, err := s.Enqueue(ctxT(t), nc, enqOpts); err != nil {
-		t.Fatal(err)
-	}
-	c := mustClaim(t, s, endpoint, ClaimOptions{Batch: 1, Lease: testLease}).Claimed[0]
-	comp := failure(time.Time{})
-	comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
-	mustComplete(t, s, c, comp)
-	return nc, c.ID
-}
-
-// TestReplayedDeadLetterKeepsHistory: a replay is a new chain (kind
-// replay, fresh attempt count and window, the original key) that completes
-// like any callout, while the dead letter it replays keeps its record and
-// history until the dead-letter retention ends (contract §7, §8).
-func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e *env) {
-		s := e.store()
-		r := NewReplayStore(s, ReplayStoreOptions{})
-		nc, dl := deadLetter(t, s, "hist-api", "key-7")
-		e.clk.Advance(time.Hour)
-		nc.ReplayOf = dl
-		res, err := s.Enqueue(ctxT(t), nc, enqOpts)
-		if err != nil || res.ID == "" {
-			t.Fatalf("replay = %+v, %v", res, err)
-		}
-		if ok, err := r.MarkReplayed(ctxT(t), dl, res.ID); !ok || err != nil {
-			t.Fatalf("mark = %v, %v", ok, err)
-		}
-		cl := mustClaim(t, s, "hist-api", claimOpts).Claimed[0]
-		if cl.Kind != policy.KindReplay || cl.Attempt != 1 || !cl.FirstAttemptAt.Equal(t0.Add(time.Hour)) ||
-			cl.ReplayOf != dl || cl.IdempotencyKey != "key-7" || string(cl.Body) != `{"n":1}` {
-			t.Fatalf("replay claim = %+v", cl)
-		}
-		if out := mustComplete(t, s, cl, success()); out.State != policy.Succeeded || out.Attempts != 1 {
-			t.Fatalf("replay completion = %+v", out)
-		}
-		chain := mustGet(t, s, res.ID)
-		if chain.State != policy.Succeeded || len(chain.AttemptLog) != 1 || chain.AttemptLog[0].Kind != policy.KindReplay {
-			t.Fatalf("chain = %+v", chain)
-		}
-		orig := mustGet(t, s, dl)
-		if orig.State != policy.DeadLettered || len(orig.AttemptLog) != 1 || orig.DeadLetterReason != policy.DeadLetterPermanent {
-			t.Fatalf("replayed dead letter = %+v", orig)
-		}
-		page, _ := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "hist-api"})
-		if len(page.Items) != 1 || page.Items[0].ReplayedBy != res.ID || !page.Items[0].ReplayedAt.Equal(t0.Add(time.Hour)) {
-			t.Fatalf("listing = %+v", page.Items)
-		}
-		if m, _ := r.ReplayMarkOf(ctxT(t), dl); m.ReplayedBy != res.ID {
-			t.Fatalf("mark = %+v", m)
-		}
-		if d := pttl(t, e, keysOf("hist-api").callout(dl)); d <= 30*day-time.Minute || d > 30*day {
-			t.Fatalf("dead letter TTL after replay = %v, want the retention left", d)
-		}
-		if e.b.Mini == nil {
-			return
-		}
-		e.b.Mini.FastForward(30*day - 2*time.Hour)
-		if got := mustGet(t, s, dl); got.State != policy.DeadLettered {
-			t.Fatalf("before the retention ends: %+v", got)
-		}
-		e.b.Mini.FastForward(2 * time.Hour)
-		_, err = s.Get(ctxT(t), dl)
-		wantErr(t, err, policy.ErrNotFound)
-		e.clk.Advance(30 * day)
-		if n, err := r.PruneDeadLetters(ctxT(t), "hist-api"); n != 1 || err != nil {
-			t.Fatalf("prune = %d, %v", n, err)
-		}
-		if ok, _ := r.MarkReplayed(ctxT(t), dl, "x"); ok || e.b.Mini.Exists(keysOf("hist-api").callout(dl)) {
-			t.Fatal("marking an expired dead letter recreated its record")
-		}
-	})
-}
-
-func TestMarkReplayedOnlyDeadLetters(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e *env) {
-		s := e.store()
-		r := NewReplayStore(s, ReplayStoreOptions{})
-		ids := mustEnqueue(t, s, "mark-api", 1)
-		if ok, err := r.MarkReplayed(ctxT(t), ids[0], "x"); ok || err != nil {
-			t.Fatalf("mark of a scheduled callout = %v, %v", ok, err)
-		}
-		_, err := r.MarkReplayed(ctxT(t), "bad", "x")
-		wantErr(t, err, policy.ErrNotFound)
-		if m, err := r.ReplayMarkOf(ctxT(t), ids[0]); m.ReplayedBy != "" || err != nil {
-			t.Fatalf("mark = %+v, %v", m, err)
-		}
-	})
-}
-
 // A replay job's id never starts with '-' or '_', so a command line never
 // reads it as a flag (calloutctl replay-jobs get ID).
 func TestJobIDsNeverLookLikeFlags(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		r := NewReplayStore(e.store(), ReplayStoreOptions{})
+		r := e.replays(Options{})
 		for i := range 200 {
 			j, err := r.CreateJob(ctxT(t), `{}`, "ops")
 			if err != nil {

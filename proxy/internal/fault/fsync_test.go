@@ -1,0 +1,50 @@
+//go:build fault
+
+package fault
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
+)
+
+// TestFsyncRefusedBeforeRedis72: durability fsync needs WAITAOF (Redis
+// 7.2); on an older Redis the binary refuses to start and names the
+// version it found (docs/configuration.md redis.durability). On 7.2 or
+// later it starts.
+func TestFsyncRefusedBeforeRedis72(t *testing.T) {
+	rs := startRedis(t)
+	info, err := rs.Client.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			version = v
+		}
+	}
+	if !strings.HasPrefix(version, "6.") && !strings.HasPrefix(version, "7.0.") && !strings.HasPrefix(version, "7.1.") {
+		t.Skipf("Redis %s has WAITAOF; the refusal cannot be shown here", version)
+	}
+	up := newUpstream(t, nil)
+	cfg := strings.Replace(config(rs.URL(), nil, endpoint("pay", up.URL)), "redis:\n", "redis:\n  durability: fsync\n", 1)
+	path := filepath.Join(t.TempDir(), "fsync.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := proctest.Start(t, "fsync", proxyBinary, []string{"--config", path}, envList(replicaEnv), nil)
+	select {
+	case <-p.Exited():
+	case <-time.After(startupTimeout):
+		t.Fatalf("callout-proxy with durability fsync on Redis %s did not exit:\n%s", version, p.Tail(20))
+	}
+	if out := p.Tail(20); !strings.Contains(out, "7.2 or later") || !strings.Contains(out, version) {
+		t.Errorf("the refusal does not name the version %s:\n%s", version, out)
+	}
+}

@@ -1,0 +1,66 @@
+package jobs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+)
+
+// A job's lease is measured on Redis's clock (ARCHITECTURE.md "One
+// clock"): two replicas whose own clocks are 90 s apart, neither pinned,
+// agree on it, because the scripts read TIME and the replicas pass the
+// lease as a duration only.
+func TestJobLeaseFollowsRedisClock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		skewed := func(skew time.Duration) *Store {
+			return New(e.b.Client, Options{Now: func() time.Time { return time.Now().Add(skew) }})
+		}
+		ahead, behind := skewed(90*time.Second), skewed(-90*time.Second)
+		const tol = 5 * time.Second // the test's own round trips, never the skew
+
+		j, err := behind.CreateJob(ctxT(t), "{}", "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := behind.Acquire(ctxT(t), j.ID, "B", jobLease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := redisNow(t, e)
+		within(t, "lease expiry", got.LeaseExpiresAt, now.Add(jobLease), tol)
+		within(t, "started", got.StartedAt, now, tol)
+		// The replica ahead by 90 s sees the lease as long expired on its
+		// own clock, yet cannot take the job over: Redis's clock says 10 s.
+		_, err = ahead.Acquire(ctxT(t), j.ID, "A", jobLease)
+		wantErr(t, err, policy.ErrJobBusy)
+		// Nor does a cancel by the replica ahead end the running job at
+		// once: it asks the replica behind to stop.
+		if st, err := ahead.CancelJob(ctxT(t), j.ID, "ops"); st != policy.JobCancelling || err != nil {
+			t.Fatalf("cancel by the replica ahead = %q, %v; want cancelling (the lease is live)", st, err)
+		}
+	})
+}
+
+// redisNow is the backend's clock.
+func redisNow(t *testing.T, e *env) time.Time {
+	t.Helper()
+	if e.b.Mini != nil {
+		// miniredis answers TIME from the real clock unless SetTime was
+		// called; these tests never call it.
+		return time.Now()
+	}
+	v, err := e.b.Client.Time(ctxT(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// within fails unless got is within tol of want.
+func within(t *testing.T, what string, got, want time.Time, tol time.Duration) {
+	t.Helper()
+	if d := got.Sub(want); d < -tol || d > tol {
+		t.Fatalf("%s = %v, want %v ± %v (off by %v)", what, got, want, tol, d)
+	}
+}
