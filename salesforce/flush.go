@@ -283,8 +283,10 @@ func (w *Writer) sendBatch(ctx context.Context, s *sender, b *batch) {
 			}
 		}
 		w.storageFull(ctx, s, errs)
+		ids := collectionIDs(res[i], g.size())
 		for j, rw := range g.records {
 			w.settleRecord(s, rw, errs[j])
+			s.noteRecordID(rw.root, ids[j])
 		}
 		for j, ev := range g.events {
 			w.settleEvent(s, ev, errs[len(g.records)+j])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,9 +23,10 @@ const NotificationType = "Callout_Proxy_Alert"
 // notification ("Custom Notification Actions", Actions Developer Guide).
 const notificationAction = "customNotificationAction"
 
-// failedCalloutsPage is the notification's target: the Failed_Callout__c
-// list view (a PageReference, as targetPageRef takes it).
-const failedCalloutsPage = `{"type":"standard__objectPage","attributes":{"objectApiName":"Failed_Callout__c","actionName":"list"},"state":{"filterName":"Recent"}}`
+// failedCalloutsPage is the target of a notification without a record
+// (notetarget.go): the Failed_Callout__c list view Needs Attention (a
+// PageReference, as targetPageRef takes it).
+const failedCalloutsPage = `{"type":"standard__objectPage","attributes":{"objectApiName":"Failed_Callout__c","actionName":"list"},"state":{"filterName":"Needs_Attention"}}`
 
 // Notification targets: an entry's payload lists those still to reach
 // (JSON array); an empty payload means all that apply.
@@ -206,11 +208,12 @@ func (w *Writer) sendSalesforceNotes(ctx context.Context, s *sender, notes []*no
 	}
 	var results []error
 	if err == nil {
+		ids := w.noteRecordIDs(ctx, s, notes)
 		inputs := make([]Record, len(notes))
 		for i, n := range notes {
 			inputs[i] = Record{"customNotifTypeId": typeID, "recipientIds": []string{n.notice.Owner},
-				"title": cleanText(n.notice.Title, 250), "body": cleanText(n.notice.Body, 750),
-				"targetPageRef": failedCalloutsPage}
+				"title": cleanText(n.notice.Title, 250), "body": cleanText(n.notice.Body, 750)}
+			maps.Copy(inputs[i], noteTarget(n.notice, ids))
 		}
 		err = s.call(ctx, func() error {
 			var cerr error

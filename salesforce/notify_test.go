@@ -54,7 +54,9 @@ func (h *hook) answer(status int) {
 }
 
 // TestOutageOneNotification: an outage producing 40 dead letters for one
-// endpoint notifies its owner once, in Salesforce and on the webhook.
+// endpoint notifies its owner once, in Salesforce and on the webhook; the
+// Salesforce notification opens the first dead letter's record (targetId,
+// the Id its upsert answered in the same round).
 func TestOutageOneNotification(t *testing.T) {
 	h, srv := newHook(t)
 	e := newEnv(t, withWebhook(srv.URL))
@@ -67,7 +69,7 @@ func TestOutageOneNotification(t *testing.T) {
 	n := notes[0]
 	if n["recipientIds"] != owner || n["customNotifTypeId"] != "0MLEMU000000001AAA" ||
 		!strings.Contains(n["title"].(string), "payments") || !strings.Contains(n["body"].(string), ids[0]) ||
-		!strings.Contains(n["targetPageRef"].(string), "Failed_Callout__c") {
+		n["targetId"] != e.record(ids[0])["Id"] || n["targetPageRef"] != "" {
 		t.Errorf("notification = %v", n)
 	}
 	hooks := h.got()

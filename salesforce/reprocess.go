@@ -185,11 +185,7 @@ func (p *Reprocessor) Poll(ctx context.Context) (ReprocessReport, error) {
 		return rep, err
 	}
 	rep.Polled = true
-	err = p.w.pollAll(ctx, []sincePoll{p.w.discardedPoll(ctx, &rep.Discarded), {name: reprocessPoll,
-		object: FailedCalloutObject, fields: []string{ExternalIDField, "Replay_Callout_Id__c", "LastModifiedById"},
-		where: "Status__c = " + QuoteSOQL(policy.RecordReprocessRequested), each: func(r Record, stamp time.Time) error {
-			return p.handle(ctx, r, stamp, &rep)
-		}}})
+	err = p.w.pollAll(ctx, p.polls(ctx, &rep))
 	return rep, err
 }
 

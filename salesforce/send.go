@@ -30,6 +30,9 @@ type sender struct {
 	// calls counts the API calls made; overflow the entries left for the
 	// next batch.
 	calls, overflow int
+	// recordIDs are the Failed_Callout__c record Ids this round's upserts
+	// answered, by root (notetarget.go: where a notification leads).
+	recordIDs map[string]string
 }
 
 func (s *sender) stopped() bool { return s.stop != nil }

@@ -32,6 +32,11 @@ type Token struct {
 	// InstanceURL is the org's base URL for REST calls, e.g.
 	// https://example.my.salesforce.com.
 	InstanceURL string
+	// OrgID is the org's id (the tenantid the Pub/Sub API wants), the
+	// first segment after /id/ of the answer's identity URL `id`
+	// ("OAuth 2.0 JWT Bearer Flow for Server-to-Server Integration":
+	// https://login.salesforce.com/id/{org id}/{user id}); "" when absent.
+	OrgID string
 }
 
 // The audiences Salesforce accepts in a JWT bearer assertion ("OAuth 2.0
@@ -117,6 +122,7 @@ func (c Credentials) audience() string {
 type tokenAnswer struct {
 	AccessToken      string `json:"access_token"`
 	InstanceURL      string `json:"instance_url"`
+	ID               string `json:"id"`
 	Error            string `json:"error"`
 	ErrorDescription string `json:"error_description"`
 }
@@ -167,7 +173,17 @@ func (c Credentials) mint(ctx context.Context, hc *http.Client, now time.Time) (
 		return Token{}, &Error{Op: op, Status: resp.StatusCode, Message: "answer without access_token or instance_url",
 			Class: AuthFailed}
 	}
-	return Token{AccessToken: a.AccessToken, InstanceURL: strings.TrimRight(a.InstanceURL, "/")}, nil
+	return Token{AccessToken: a.AccessToken, InstanceURL: strings.TrimRight(a.InstanceURL, "/"), OrgID: orgOf(a.ID)}, nil
+}
+
+// orgOf returns the org id of an identity URL .../id/{org id}/{user id}.
+func orgOf(identity string) string {
+	_, rest, ok := strings.Cut(identity, "/id/")
+	if !ok {
+		return ""
+	}
+	org, _, _ := strings.Cut(rest, "/")
+	return org
 }
 
 // isLoginRate reports whether an OAuth error or its description says the

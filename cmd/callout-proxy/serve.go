@@ -172,6 +172,11 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	subscription, closeSubscription, err := newSubscription(cfg, sf, reprocessor, rdb)
+	if err != nil {
+		return err
+	}
+	defer closeSubscription()
 	srv := proxy.New(proxy.Deps{
 		Now: shared, Config: cfg, Callers: callers, Upstream: fwd, Store: store, Gates: gates, Completions: completer,
 		Metrics: m, Breakers: watcher, Ended: ended, Wake: disp.Wake,
@@ -192,7 +197,11 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	wg.Go(func() { gatherer.Run(bg) })
 	if sf != nil {
 		wg.Go(func() { sf.Run(bg) })
-		wg.Go(func() { reprocessor.Run(bg) })
+		if subscription != nil { // the polls run only while its stream is down
+			wg.Go(func() { subscription.Run(bg) })
+		} else {
+			wg.Go(func() { reprocessor.Run(bg) })
+		}
 	}
 	wg.Go(func() { replays.Run(bg) })
 	if layoutLater != nil {

@@ -455,6 +455,13 @@ type Salesforce struct {
 	// limit on a text body ("Insert or Update Blob Data"). A record larger
 	// than it is sent alone. Default 8 MiB (8388608); 65536 to 50000000.
 	BatchMaxBytes int `yaml:"batch_max_bytes"`
+	// PubSub is the Salesforce Pub/Sub API endpoint (host:port, TLS) the
+	// proxy subscribes at to the change events of Failed_Callout__c, so
+	// that reprocess requests and discards arrive without polling (the
+	// polls then run only while the subscription is down); "off" polls
+	// only. Default api.pubsub.salesforce.com:7443 ("Pub/Sub API
+	// Endpoint").
+	PubSub string `yaml:"pubsub"`
 }
 
 // Rules are the endpoint's settings that the callout's life depends on

@@ -21,6 +21,10 @@ const (
 	DefaultRequestTimeout    = 30 * time.Second
 	DefaultBatchLinger       = 2 * time.Second
 	DefaultBatchMaxBytes     = 8 << 20
+	// DefaultPubSub is the Pub/Sub API endpoint of every org ("Pub/Sub
+	// API Endpoint"); PubSubOff turns the subscription off.
+	DefaultPubSub = "api.pubsub.salesforce.com:7443"
+	PubSubOff     = "off"
 	// MaxBatchLinger and the bounds of batch_max_bytes (validate).
 	MaxBatchLinger      = time.Minute
 	MinBatchMaxBytes    = 64 << 10
@@ -132,6 +136,7 @@ func (c *Config) applyDefaults() {
 		inherit(&sf.RequestTimeout, DefaultRequestTimeout)
 		inherit(&sf.BatchLinger, DefaultBatchLinger)
 		inherit(&sf.BatchMaxBytes, DefaultBatchMaxBytes)
+		inherit(&sf.PubSub, DefaultPubSub)
 	}
 }
 

@@ -356,6 +356,9 @@ func (s *Salesforce) validateOutbox(col *collector) {
 	if s.BatchMaxBytes < MinBatchMaxBytes || s.BatchMaxBytes > MaxBatchMaxBytesCap {
 		col.add("salesforce.batch_max_bytes", "must be %d to %d bytes", MinBatchMaxBytes, MaxBatchMaxBytesCap)
 	}
+	if _, port, err := net.SplitHostPort(s.PubSub); s.PubSub != PubSubOff && (err != nil || port == "") {
+		col.add("salesforce.pubsub", "must be host:port (default %s) or %q", DefaultPubSub, PubSubOff)
+	}
 	if !(s.APIUsageSlowdown > 0 && s.APIUsageSlowdown <= 1) {
 		col.add("salesforce.api_usage_slowdown", "must be a share of the daily limit: more than 0, at most 1")
 	}

@@ -218,5 +218,8 @@ func TestValidateSalesforce(t *testing.T) {
 			"  audience: https://test.salesforce.com?x=1\n  batch_linger: -1s\n  batch_max_bytes: 60000000\n"},
 			[]string{"salesforce.audience: must be an https URL", "salesforce.batch_linger: must not be negative",
 				"salesforce.batch_max_bytes: must be 65536 to 50000000 bytes"}},
+		{"pubsub endpoint", map[string]string{"salesforce": "salesforce:\n  login_url: https://login.salesforce.com\n" + rest +
+			"  pubsub: api.pubsub.salesforce.com\n"},
+			[]string{`salesforce.pubsub: must be host:port (default api.pubsub.salesforce.com:7443) or "off"`}},
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -288,8 +289,10 @@ func (s *Server) upsertLocked(object, extField, extID string, fields Record) sav
 	}
 	for _, rec := range s.records[object] {
 		if rec[extField] == extID {
+			before := maps.Clone(rec)
 			merge(rec, fields)
 			rec["SystemModstamp"] = s.stamp()
+			s.changeLocked(object, rec, changedOf(before, fields), false)
 			created := false
 			return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
 		}
@@ -297,6 +300,7 @@ func (s *Server) upsertLocked(object, extField, extID string, fields Record) sav
 	rec := s.newRecordLocked(object)
 	merge(rec, fields)
 	s.records[object] = append(s.records[object], rec)
+	s.changeLocked(object, rec, fields, true)
 	created := true
 	return saveResult{ID: rec["Id"].(string), Success: true, Errors: []saveError{}, Created: &created}
 }

@@ -121,6 +121,7 @@ type Server struct {
 	calls     map[string]int
 	cursors   map[string][]Record
 	cursorSeq int
+	pubsub    *PubSub // the Pub/Sub API server (StartPubSub), nil until started
 }
 
 // New starts an emulator; it is closed when the test ends. The org has the
@@ -220,6 +221,7 @@ func (s *Server) Set(t testing.TB, object, extField, extID, field string, value 
 		if r[extField] == extID {
 			r[field] = value
 			r["SystemModstamp"] = s.stamp()
+			s.changeLocked(object, r, Record{field: value}, false)
 			return
 		}
 	}

@@ -133,6 +133,20 @@ func (s *Server) checkNotification(in notification) string {
 		return "title and body are required"
 	case in.TargetID == "" && in.TargetPageRef == "":
 		return "targetId or targetPageRef is required"
+	case in.TargetID != "" && !s.knownIDLocked(in.TargetID):
+		return "invalid targetId: no record has this id"
 	}
 	return ""
+}
+
+// knownIDLocked reports whether a record of any object has id.
+func (s *Server) knownIDLocked(id string) bool {
+	for _, recs := range s.records {
+		for _, r := range recs {
+			if r["Id"] == id {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -33,7 +33,7 @@ func TestSalesforceDownDeadLettersArriveOnce(t *testing.T) {
 	emu, env := startEmulator(t)
 	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 	sf := fmt.Sprintf("salesforce:\n  login_url: %s\n  client_id_env: SF_CLIENT_ID\n  username: %s\n"+
-		"  private_key_file: %s\n  outbox_interval: 200ms\n", emu.URL, "proxy@fault.test", env["KEY_FILE"])
+		"  private_key_file: %s\n  outbox_interval: 200ms\n  pubsub: off\n", emu.URL, "proxy@fault.test", env["KEY_FILE"])
 	cfg := config(rs.URL(), slices.Concat(timeouts, []string{"max_attempts: 2"}), endpoint("pay", up.URL)) + sf
 	reps := startReplicas(t, 2, cfg, env)
 	c := newClient(t)

@@ -143,6 +143,24 @@
 //	                            retention). Not hash-tagged.
 //	cp:lock:{name}        STRING a replica-wide lock's holder (TryLock);
 //	                            TTL: the lock's. Not hash-tagged.
+//	cp:{sfsub}:lease:{topic}  STRING the token of the replica that
+//	                            subscribes to the Salesforce Pub/Sub API
+//	                            topic (e.g. /data/Failed_Callout__ChangeEvent),
+//	                            one replica at a time (proxy/redisstore/sfsub).
+//	                            TTL: the lease's, renewed by its holder while
+//	                            it runs, so another replica takes over when
+//	                            it dies.
+//	cp:{sfsub}:replay:{topic} STRING the replay id (opaque bytes, as a
+//	                            FetchResponse gives it) after the last batch
+//	                            of events the holder handled; a restarted or
+//	                            new holder subscribes after it (replay
+//	                            preset CUSTOM). Written only by the lease's
+//	                            holder (one script reads the lease), hence
+//	                            the shared hash tag {sfsub}. No TTL:
+//	                            Salesforce keeps events 72 hours ("Event
+//	                            Message Durability"), and an expired id is
+//	                            answered with an error the subscriber
+//	                            handles (it resubscribes LATEST).
 //	cp:job:{J}            HASH  one replay job (contract §8; the j* constants
 //	                            of proxy/redisstore/jobs): its spec, state,
 //	                            phase, counters, collect and send positions
@@ -345,6 +363,14 @@ func SFWatermark(name string) string { return Prefix + "sf:wm:" + name }
 func SFReprocess(root string, stampMs int64) string {
 	return Prefix + "sf:rq:" + root + ":" + strconv.FormatInt(stampMs, 10)
 }
+
+// SFSubLease returns the key of the Pub/Sub subscriber lease of topic,
+// cp:{sfsub}:lease:{topic}.
+func SFSubLease(topic string) string { return Prefix + "{sfsub}:lease:" + topic }
+
+// SFSubReplay returns the key of the stored replay id of topic,
+// cp:{sfsub}:replay:{topic}; it shares SFSubLease's slot.
+func SFSubReplay(topic string) string { return Prefix + "{sfsub}:replay:" + topic }
 
 // Job are the three keys of one replay job, hash-tagged by the job id.
 type Job struct {
