@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
@@ -45,7 +44,7 @@ const (
 type traceRig struct {
 	clockRig
 	spans *tracetest.SpanRecorder
-	logs  *lockedBuffer
+	logs  *proctest.LogBuffer
 
 	mu       sync.Mutex
 	statuses []int
@@ -53,38 +52,9 @@ type traceRig struct {
 	states   []string // tracestate fields of each, joined by "|"
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the JSON log records whose msg is msg.
-func (l *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 func newTraceRig(t *testing.T, statuses ...int) *traceRig {
 	t.Helper()
-	rig := &traceRig{statuses: statuses, spans: tracetest.NewSpanRecorder(), logs: &lockedBuffer{}}
+	rig := &traceRig{statuses: statuses, spans: tracetest.NewSpanRecorder(), logs: &proctest.LogBuffer{}}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rig.spans), sdktrace.WithSampler(tracing.Sampler(1)))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	rig.build(t, rigSpec{
@@ -218,7 +188,7 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 	}
 	// The ingress's attempt and the dispatcher's retry are logged alike
 	// (forward.LogAttempt), each with the caller's trace_id.
-	lines := rig.logs.lines(t, "attempt")
+	lines := rig.logs.MustRecords(t, "attempt")
 	if len(lines) != 2 || lines[0]["trace_id"] != callerTrace || lines[1]["trace_id"] != callerTrace ||
 		lines[0]["kind"] != "first" || lines[1]["kind"] != "retry" {
 		t.Errorf("attempt log lines %v, want the first and the retry with trace_id %s", lines, callerTrace)
@@ -285,7 +255,7 @@ func TestTraceOfARejection(t *testing.T) {
 		got["http.response.status_code"].AsInt64() != 400 || adm[0].Status().Code.String() != "Unset" {
 		t.Errorf("admission %v status %v", got, adm[0].Status())
 	}
-	lines := rig.logs.lines(t, "rejected")
+	lines := rig.logs.MustRecords(t, "rejected")
 	if len(lines) != 1 || lines[0]["trace_id"] != callerTrace {
 		t.Errorf("rejected log lines %v, want one with trace_id %s", lines, callerTrace)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // auditLine is the start of the audit log line of one admin write action
@@ -38,9 +39,9 @@ func adminAction(t *testing.T, p *proxyUnderTest, path string) api.EndpointActio
 // every write action is audit-logged with the token's name.
 func TestE2EAdminEndpoints(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, bareStatusHandler)
-	p := startProxy(t, devConfig(endpoint("ops-api", up.URL, loopbackNets, "breaker_failures: 1",
-		"breaker_probe_interval: 10m")+endpoint("other-api", up.URL, loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, bareStatusHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("ops-api", up.URL, loopbackNets, "breaker_failures: 1",
+		"breaker_probe_interval: 10m")+proctest.Endpoint("other-api", up.URL, loopbackNets)), testEnv())
 
 	// Open the breaker and hold two writes behind it.
 	p.call(t, http.MethodGet, "/callout/ops-api/status/503", nil, nil)
@@ -96,7 +97,7 @@ func TestE2EAdminEndpoints(t *testing.T) {
 				t.Errorf("callout %s = %+v, want a dead letter with reason endpoint_disabled", id, d)
 			}
 		}
-		hits := up.hits()
+		hits := up.Hits()
 		resp, body := p.call(t, http.MethodGet, "/callout/ops-api/status/200", nil, nil)
 		pb := wantProblem(t, resp, body, http.StatusServiceUnavailable, problem.EndpointDisabled, policy.Rejected)
 		if !strings.HasSuffix(pb.Type, "endpoint-disabled") {
@@ -106,7 +107,7 @@ func TestE2EAdminEndpoints(t *testing.T) {
 		wantProblem(t, resp, body, http.StatusServiceUnavailable, problem.EndpointDisabled, policy.Rejected)
 		resp, body = p.call(t, http.MethodPost, "/callout/ops-api/status/201", strings.NewReader(`{}`), keyed("adm-4", true))
 		wantProblem(t, resp, body, http.StatusServiceUnavailable, problem.EndpointDisabled, policy.Rejected)
-		if n := up.hits(); n != hits {
+		if n := up.Hits(); n != hits {
 			t.Errorf("a disabled endpoint forwarded %d requests", n-hits)
 		}
 		if got := metricValue(t, p, "callout_dead_letters_total", `endpoint="ops-api"`, `reason="endpoint_disabled"`); got != 2 {

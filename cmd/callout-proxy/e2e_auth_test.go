@@ -12,6 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth/authtest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // sandboxIssuer is devConfig's second issuer.
@@ -73,10 +74,10 @@ func noneToken(t *testing.T, c jwt.Claims) string {
 // and per-endpoint allowed_issuers.
 func TestE2EAuthHS256(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
+	up := proctest.NewUpstream(t, okHandler)
 	p := startProxy(t, devConfig(
-		endpoint("open", up.URL, loopbackNets)+
-			endpoint("prod-only", up.URL, loopbackNets, "allowed_issuers: ["+testIssuer+"]")),
+		proctest.Endpoint("open", up.URL, loopbackNets)+
+			proctest.Endpoint("prod-only", up.URL, loopbackNets, "allowed_issuers: ["+testIssuer+"]")),
 		testEnv())
 	secret := []byte(testSecret)
 	now := time.Now()
@@ -109,7 +110,7 @@ func TestE2EAuthHS256(t *testing.T) {
 		{name: "other issuer on open endpoint", header: authHeader(bearer(t, sandboxIssuer)), status: 200},
 	}
 	t.Run("cases", func(t *testing.T) { runAuthCases(t, p, cases) })
-	if got, want := up.hits(), 3; got != want {
+	if got, want := up.Hits(), 3; got != want {
 		t.Errorf("upstream called %d times, want %d (only the accepted callers)", got, want)
 	}
 }
@@ -118,7 +119,7 @@ func TestE2EAuthHS256(t *testing.T) {
 // certificate files (rotation), and algorithm confusion refused.
 func TestE2EAuthRSA(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
+	up := proctest.NewUpstream(t, okHandler)
 	dir := t.TempDir()
 	oldKey, newKey, strangerKey := authtest.NewRSAKey(t), authtest.NewRSAKey(t), authtest.NewRSAKey(t)
 	oldCert := authtest.WriteNamedCertificate(t, dir, "sf-2025", oldKey)
@@ -131,7 +132,7 @@ auth:
   algorithms: [RS256, RS512]
   certificate_files: [` + oldCert + `, ` + newCert + `]
 endpoints:
-` + endpoint("open", up.URL, loopbackNets)
+` + proctest.Endpoint("open", up.URL, loopbackNets)
 	p := startProxy(t, cfg, nil)
 
 	certPEM, err := os.ReadFile(oldCert)
@@ -154,7 +155,7 @@ endpoints:
 			claims(testIssuer, "callout-proxy", time.Now().Add(-time.Hour), 5*time.Minute))), status: 401},
 	}
 	t.Run("cases", func(t *testing.T) { runAuthCases(t, p, cases) })
-	if got, want := up.hits(), 3; got != want {
+	if got, want := up.Hits(), 3; got != want {
 		t.Errorf("upstream called %d times, want %d (only the accepted callers)", got, want)
 	}
 }

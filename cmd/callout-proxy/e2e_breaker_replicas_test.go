@@ -10,6 +10,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // The replica tests scale contract §6's minutes down to seconds: the breaker
@@ -31,8 +32,8 @@ const breakerOpen = problem.TypeBase + string(problem.BreakerOpen)
 // opening (contract §6).
 func TestE2EBreakerAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	redisURL := startRedis(t)
-	bin := buildProxy(t)
+	bin := replicaBinary(t)
+	redisURL := proctest.StartRedis(t, false).URL
 	probeUp := newTimedUpstream(t, "fail", map[string]func(http.ResponseWriter){
 		"fail": answerStatus(503), "ok": answerStatus(200),
 		"slow500": func(w http.ResponseWriter) { time.Sleep(probeSleep); w.WriteHeader(500) },
@@ -41,9 +42,9 @@ func TestE2EBreakerAcrossReplicas(t *testing.T) {
 		"fail": answerStatus(503), "ok": answerStatus(200),
 	})
 	settings := []string{loopbackNets, "breaker_failures: 3", "breaker_probe_interval: 2s"}
-	cfg := devConfig(endpoint("probe-api", probeUp.URL, settings...)+
-		endpoint("tick-api", tickUp.URL, settings...)) + "redis:\n  url: " + redisURL + "\n"
-	reps := []*proxyUnderTest{startReplica(t, bin, cfg), startReplica(t, bin, cfg), startReplica(t, bin, cfg)}
+	cfg := devConfig(proctest.Endpoint("probe-api", probeUp.URL, settings...)+
+		proctest.Endpoint("tick-api", tickUp.URL, settings...)) + "redis:\n  url: " + redisURL + "\n"
+	reps := []*proxyUnderTest{replica(t, bin, cfg), replica(t, bin, cfg), replica(t, bin, cfg)}
 	t.Run("one probe among 50 concurrent requests", func(t *testing.T) { oneProbe(t, reps, probeUp) })
 	t.Run("another replica's traffic does not delay the probe", func(t *testing.T) { probeOnTime(t, reps, tickUp) })
 }

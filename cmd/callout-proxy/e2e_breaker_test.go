@@ -12,6 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // bareStatusHandler answers /status/NNN with status NNN and nothing else:
@@ -111,10 +112,10 @@ func TestE2EBreakerThreshold(t *testing.T) {
 		{"30 x 429 stays closed", repeatStatus(429, 30), false, 0},
 	}
 	var eps string
-	ups := make([]*upstream, len(tests))
+	ups := make([]*proctest.Upstream, len(tests))
 	for i := range tests {
-		ups[i] = newUpstream(t, bareStatusHandler)
-		eps += endpoint("count-"+strconv.Itoa(i), ups[i].URL, loopbackNets, "breaker_failures: 20",
+		ups[i] = proctest.NewUpstream(t, bareStatusHandler)
+		eps += proctest.Endpoint("count-"+strconv.Itoa(i), ups[i].URL, loopbackNets, "breaker_failures: 20",
 			"breaker_probe_interval: 10m")
 	}
 	p := startProxy(t, devConfig(eps), testEnv())
@@ -142,7 +143,7 @@ func TestE2EBreakerThreshold(t *testing.T) {
 			if !tt.wantOpen {
 				wantHits++
 			}
-			if n := ups[i].hits(); n != wantHits {
+			if n := ups[i].Hits(); n != wantHits {
 				t.Errorf("upstream hits = %d, want %d", n, wantHits)
 			}
 			doc := endpointDoc(t, p.AdminURL, name)
@@ -204,8 +205,8 @@ func keyed(key string, async bool) http.Header {
 // callout_deferred_total, the opening in callout_breaker_transitions_total.
 func TestE2EBreakerOpenHoldsWrites(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, bareStatusHandler)
-	p := startProxy(t, devConfig(endpoint("hold-api", up.URL, loopbackNets, "breaker_failures: 2",
+	up := proctest.NewUpstream(t, bareStatusHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("hold-api", up.URL, loopbackNets, "breaker_failures: 2",
 		"breaker_probe_interval: 10m")), testEnv())
 	for range 2 {
 		resp, body := p.call(t, http.MethodGet, "/callout/hold-api/status/503", nil, nil)
@@ -231,7 +232,7 @@ func TestE2EBreakerOpenHoldsWrites(t *testing.T) {
 		!doc.NextAttemptAt.Equal(*opened.NextProbeAt) {
 		t.Fatalf("held write = %+v, want held until the probe time %v, no attempt", doc, opened.NextProbeAt)
 	}
-	if n := up.hits(); n != 2 {
+	if n := up.Hits(); n != 2 {
 		t.Errorf("upstream hits = %d, want 2 (nothing forwarded while open)", n)
 	}
 	ep := `endpoint="hold-api"`
@@ -256,8 +257,8 @@ func TestE2EBreakerOpenHoldsWrites(t *testing.T) {
 // the breaker does not count it.
 func TestE2EPermanentScheduledCalloutDeadLettersAtOnce(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, bareStatusHandler)
-	p := startProxy(t, devConfig(endpoint("forbid-api", up.URL, loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, bareStatusHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("forbid-api", up.URL, loopbackNets)), testEnv())
 	resp, body := p.call(t, http.MethodPost, "/callout/forbid-api/status/403", strings.NewReader(`{}`),
 		keyed("forbid-1", true))
 	if resp.StatusCode != http.StatusAccepted {
@@ -274,7 +275,7 @@ func TestE2EPermanentScheduledCalloutDeadLettersAtOnce(t *testing.T) {
 		doc.DeadLetterReason != "permanent" || doc.NextAttemptAt != nil {
 		t.Fatalf("dead letter = %+v, want one 403 attempt, reason permanent, nothing next", doc)
 	}
-	if n := up.hitsFor("/status/403"); n != 1 {
+	if n := up.HitsFor("/status/403"); n != 1 {
 		t.Errorf("upstream hits = %d, want exactly 1", n)
 	}
 	st := endpointDoc(t, p.AdminURL, "forbid-api")
@@ -295,8 +296,8 @@ func TestE2EPermanentScheduledCalloutDeadLettersAtOnce(t *testing.T) {
 // hook hears of the outage once.
 func TestE2EAutoDisable(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, bareStatusHandler)
-	cfg := withPolicy(devConfig(endpoint("flaky-api", up.URL, loopbackNets, "breaker_failures: 1000")),
+	up := proctest.NewUpstream(t, bareStatusHandler)
+	cfg := withPolicy(devConfig(proctest.Endpoint("flaky-api", up.URL, loopbackNets, "breaker_failures: 1000")),
 		"disable_after: 2s", "base_delay: 1h", "max_delay: 1h")
 	p := startProxy(t, cfg, testEnv())
 	resp, body := p.call(t, http.MethodPost, "/callout/flaky-api/status/503", strings.NewReader(`{}`),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth/authtest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestE2ECertificateValidityWarned: a certificate of auth.certificate_files
@@ -33,8 +34,8 @@ func TestE2ECertificateValidityWarned(t *testing.T) {
 	expired := write("expired", y(2000), y(2001))
 	future := write("future", y(2090), y(2100))
 	valid := write("valid", y(2000), y(2100))
-	up := newUpstream(t, okHandler)
-	cfg := strings.Replace(devConfig(endpoint("api", up.URL, loopbackNets)),
+	up := proctest.NewUpstream(t, okHandler)
+	cfg := strings.Replace(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"  algorithms: [HS256]\n",
 		"  algorithms: [HS256, RS256]\n  certificate_files: ["+expired+", "+future+", "+valid+"]\n", 1)
 	p := startProxy(t, cfg, testEnv())

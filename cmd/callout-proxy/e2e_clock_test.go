@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestE2EClockOffsetExported: every replica exports how far its clock is
@@ -12,8 +14,8 @@ import (
 // reads within a second of it once the first measurement is in.
 func TestE2EClockOffsetExported(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, statusHandler)
-	p := startProxy(t, devConfig(endpoint("api", up.URL, loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, statusHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), testEnv())
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		line := metricLines(metricsText(t, p), "callout_clock_offset_seconds ")

@@ -13,6 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // Client credentials of TestE2ECredentials; none may leave the proxy
@@ -43,7 +44,7 @@ func TestE2ECredentials(t *testing.T) {
 	t.Run("oauth2 read and write", func(t *testing.T) {
 		resp, body := p.call(t, http.MethodGet, "/callout/oauth-api/v1/balance", nil, nil)
 		wantUpstream(t, resp, body, http.StatusOK, policy.Success)
-		seen := up.request(t, "/v1/balance")
+		seen := up.Request(t, "/v1/balance")
 		if !ts.Valid(seen.Header.Get("Authorization")) {
 			t.Errorf("upstream Authorization is not the minted token")
 		}
@@ -106,10 +107,10 @@ func TestE2ECredentials(t *testing.T) {
 
 // startCredentialsProxy starts the token server, the upstreams and the
 // program for TestE2ECredentials; it returns the client key's PEM too.
-func startCredentialsProxy(t *testing.T) (*proxyUnderTest, *credtest.TokenServer, *upstream, []byte) {
+func startCredentialsProxy(t *testing.T) (*proxyUnderTest, *credtest.TokenServer, *proctest.Upstream, []byte) {
 	t.Helper()
 	ts := credtest.NewTokenServer(t, e2eClientID, e2eClientSecret)
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		ts.Protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasSuffix(r.URL.Path, "/invalid") {
 				w.Header().Set("Content-Type", "application/json")
@@ -132,11 +133,11 @@ func startCredentialsProxy(t *testing.T) (*proxyUnderTest, *credtest.TokenServer
 			"scopes: [payments], audience: e2e-api, ca_file: %s}", tokenURL, secretFile, ts.CAFile)
 	}
 	cfg := devConfig(
-		endpoint("oauth-api", up.URL, loopbackNets, oauth(ts.URL)) +
-			endpoint("oauth-down", up.URL, loopbackNets, oauth(fmt.Sprintf("https://127.0.0.1:%d/token", closedPort(t)))) +
-			endpoint("mtls-api", mtls.URL, loopbackNets,
+		proctest.Endpoint("oauth-api", up.URL, loopbackNets, oauth(ts.URL)) +
+			proctest.Endpoint("oauth-down", up.URL, loopbackNets, oauth(fmt.Sprintf("https://127.0.0.1:%d/token", closedPort(t)))) +
+			proctest.Endpoint("mtls-api", mtls.URL, loopbackNets,
 				fmt.Sprintf("tls: {client_cert_file: %s, client_key_file: %s, ca_file: %s}", certFile, keyFile, mtlsCA)) +
-			endpoint("mtls-nocert", mtls.URL, loopbackNets, "tls: {ca_file: "+mtlsCA+"}"))
+			proctest.Endpoint("mtls-nocert", mtls.URL, loopbackNets, "tls: {ca_file: "+mtlsCA+"}"))
 	return startProxy(t, cfg, envWith("E2E_CLIENT_ID", e2eClientID)), ts, up, keyPEM
 }
 
@@ -153,7 +154,7 @@ func TestE2EReplayAfterSecretRotation(t *testing.T) {
 	ts := credtest.NewTokenServer(t, e2eClientID, e2eClientSecret)
 	var status atomic.Int32
 	status.Store(http.StatusServiceUnavailable)
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		ts.Protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet {
 				return // the probe read below: 200
@@ -163,7 +164,7 @@ func TestE2EReplayAfterSecretRotation(t *testing.T) {
 	})
 	dir := t.TempDir()
 	secretFile := credtest.WriteFile(t, dir, "client-secret", []byte(e2eClientSecret+"\n"))
-	cfg := withPolicy(devConfig(endpoint("oauth-api", up.URL, loopbackNets, "breaker_failures: 1000",
+	cfg := withPolicy(devConfig(proctest.Endpoint("oauth-api", up.URL, loopbackNets, "breaker_failures: 1000",
 		fmt.Sprintf("oauth2: {token_url: %q, client_id: {env: E2E_CLIENT_ID}, client_secret: {file: %s}, ca_file: %s}",
 			ts.URL, secretFile, ts.CAFile))), "max_attempts: 1")
 	p := startProxy(t, cfg, envWith("E2E_CLIENT_ID", e2eClientID))
@@ -207,11 +208,9 @@ func TestE2EReplayAfterSecretRotation(t *testing.T) {
 }
 
 // lastPost is the last POST the upstream received.
-func lastPost(u *upstream) seenRequest {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var last seenRequest
-	for _, s := range u.seen {
+func lastPost(u *proctest.Upstream) proctest.Request {
+	var last proctest.Request
+	for _, s := range u.Requests("") {
 		if s.Method == http.MethodPost {
 			last = s
 		}

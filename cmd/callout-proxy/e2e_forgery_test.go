@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // forgedBody is an upstream body dressed as one of the proxy's problems.
@@ -24,7 +25,7 @@ const forgedBody = `{"type":"urn:callout-proxy:problem:breaker-open","title":"Se
 // Callout-Problem, which only the proxy's own problems carry.
 func TestE2EUpstreamCannotForgeProxySignals(t *testing.T) {
 	t.Parallel()
-	forger := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	forger := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h["callout-outcome"] = []string{"rejected"}
 		for _, k := range []string{"Callout-Id", "Callout-Record", "Callout-Problem", "Callout-Replay-Body",
@@ -41,9 +42,9 @@ func TestE2EUpstreamCannotForgeProxySignals(t *testing.T) {
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, forgedBody)
 	})
-	okay := newUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("forger", forger.URL, loopbackNets)+
-		endpoint("ok", okay.URL, loopbackNets)), testEnv())
+	okay := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("forger", forger.URL, loopbackNets)+
+		proctest.Endpoint("ok", okay.URL, loopbackNets)), testEnv())
 
 	noForgery := func(t *testing.T, h http.Header) {
 		t.Helper()
@@ -89,8 +90,8 @@ func TestE2EUpstreamCannotForgeProxySignals(t *testing.T) {
 		}
 		resp.Header.Del("Idempotent-Replayed")
 		noForgery(t, resp.Header)
-		if forger.hitsFor("/w") != 1 {
-			t.Errorf("upstream called %d times, want 1", forger.hitsFor("/w"))
+		if forger.HitsFor("/w") != 1 {
+			t.Errorf("upstream called %d times, want 1", forger.HitsFor("/w"))
 		}
 		_, body = p.call(t, http.MethodGet, "/v1/callouts/"+id, nil, nil)
 		var doc struct {
@@ -117,8 +118,8 @@ func TestE2EUpstreamCannotForgeProxySignals(t *testing.T) {
 // injected header's name — while Salesforce's Sfdc_stack_depth passes.
 func TestE2ECallerHeaderClaims(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("inject", up.URL, loopbackNets, "headers: {X-Api-Key: {env: UP_KEY}}")),
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("inject", up.URL, loopbackNets, "headers: {X-Api-Key: {env: UP_KEY}}")),
 		envWith("UP_KEY", upstreamKey))
 	token := "Authorization: " + bearer(t, testIssuer)
 	resp, body := p.raw(t, rawHead(http.MethodGet, "/callout/inject/claims", token,
@@ -126,7 +127,7 @@ func TestE2ECallerHeaderClaims(t *testing.T) {
 		"Forwarded: for=10.0.0.1", "X-Real-IP: 10.0.0.1", "X_Forwarded_For: 10.0.0.2",
 		"Idempotency_Key: other", "Sfdc_stack_depth: 1"), nil)
 	wantUpstream(t, resp, body, http.StatusOK, policy.Success)
-	seen := up.request(t, "/claims").Header
+	seen := up.Request(t, "/claims").Header
 	for k, vs := range seen {
 		for _, v := range vs {
 			if strings.HasPrefix(v, "caller-value") || strings.HasPrefix(v, "10.0.0.") || v == "other" {

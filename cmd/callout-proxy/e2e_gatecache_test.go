@@ -4,13 +4,12 @@ package main
 
 import (
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestE2EGateCacheAcrossReplicas runs two processes of the real binary on
@@ -23,18 +22,18 @@ import (
 // is not what tells it: the message is.
 func TestE2EGateCacheAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	redisURL := startRedis(t)
-	bin := buildProxy(t)
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	bin := replicaBinary(t)
+	redisURL := proctest.StartRedis(t, false).URL
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/fail" {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	cfg := devConfig(endpoint("gate-api", up.URL, loopbackNets, "breaker_failures: 3",
+	cfg := devConfig(proctest.Endpoint("gate-api", up.URL, loopbackNets, "breaker_failures: 3",
 		"breaker_probe_interval: 1m")) + "redis:\n  url: " + redisURL + "\n  gate_staleness: 10s\n"
-	a, b := startReplica(t, bin, cfg), startReplica(t, bin, cfg)
+	a, b := replica(t, bin, cfg), replica(t, bin, cfg)
 	authz := bearer(t, testIssuer)
 	read := func(p *proxyUnderTest, path string) (int, string) {
 		t.Helper()
@@ -66,7 +65,7 @@ func TestE2EGateCacheAcrossReplicas(t *testing.T) {
 	}
 	// Two messages: the first failure (the count left 0) and the opening.
 	pollUntil(t, 10*time.Second, "B heard both gate changes", func() bool { return messages() >= before+2 })
-	okHits := up.hitsFor("/ok")
+	okHits := up.HitsFor("/ok")
 	for i := range 3 {
 		resp, body := b.call(t, http.MethodGet, "/callout/gate-api/ok", nil, authHeader(authz))
 		wantProblem(t, resp, body, http.StatusServiceUnavailable, problem.BreakerOpen, policy.Rejected)
@@ -74,7 +73,7 @@ func TestE2EGateCacheAcrossReplicas(t *testing.T) {
 			t.Fatalf("B's refusal %d has Retry-After %q, want the seconds until the probe", i, ra)
 		}
 	}
-	if n := up.hitsFor("/ok"); n != okHits {
+	if n := up.HitsFor("/ok"); n != okHits {
 		t.Fatalf("the upstream got %d reads through B after the opening, want none", n-okHits)
 	}
 	if doc := endpointDoc(t, b.AdminURL, "gate-api"); doc.Breaker != "open" {
@@ -86,16 +85,9 @@ func TestE2EGateCacheAcrossReplicas(t *testing.T) {
 // labels, read from p's admin listener; it fails the test when absent.
 func unlabelledMetric(t *testing.T, p *proxyUnderTest, name string) float64 {
 	t.Helper()
-	_, body := get(t, p.AdminURL+"/metrics")
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			return f
-		}
+	v, ok := proctest.Sample(t, metricsText(t, p), name)
+	if !ok {
+		t.Fatalf("no %s on %s/metrics", name, p.AdminURL)
 	}
-	t.Fatalf("no %s on %s/metrics", name, p.AdminURL)
-	return 0
+	return v
 }

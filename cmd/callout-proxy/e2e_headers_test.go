@@ -12,6 +12,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // Values of the endpoint-injected headers in TestE2EHeaders.
@@ -36,10 +37,10 @@ func rawHead(method, target string, lines ...string) string {
 // (contract §4, §9, §10 `headers`; RFC 9110 §7.6.1).
 func TestE2EHeaders(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
+	up := proctest.NewUpstream(t, okHandler)
 	p := startProxy(t, devConfig(
-		endpoint("plain", up.URL, loopbackNets)+
-			endpoint("inject", up.URL, loopbackNets,
+		proctest.Endpoint("plain", up.URL, loopbackNets)+
+			proctest.Endpoint("inject", up.URL, loopbackNets,
 				"headers: {Authorization: {env: UP_AUTH}, X-Api-Key: {env: UP_KEY}}")),
 		envWith("UP_AUTH", upstreamAuth, "UP_KEY", upstreamKey))
 	token := "Authorization: " + bearer(t, testIssuer)
@@ -79,7 +80,7 @@ func TestE2EHeaders(t *testing.T) {
 			resp, body := p.raw(t, rawHead(http.MethodGet, "/callout"+tt.target, lines...), nil)
 			wantUpstream(t, resp, body, http.StatusOK, policy.Success)
 			_, below, _ := strings.Cut(strings.TrimPrefix(tt.target, "/"), "/")
-			seen := up.request(t, "/"+below)
+			seen := up.Request(t, "/"+below)
 			for _, k := range tt.absent {
 				if v, ok := seen.Header[k]; ok {
 					t.Errorf("upstream got %s: %q", k, v)
@@ -113,8 +114,8 @@ func apexHeader() http.Header {
 // problem+json whatever Accept says (contract §2).
 func TestE2EApexDefaults(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, withPolicy(devConfig(endpoint("apex", up.URL, loopbackNets)),
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, withPolicy(devConfig(proctest.Endpoint("apex", up.URL, loopbackNets)),
 		"max_request_bytes: 1024"), testEnv())
 	payload := []byte(`{"amount":1250,"currency":"EUR","note":"a=b&c=d"}`)
 
@@ -122,7 +123,7 @@ func TestE2EApexDefaults(t *testing.T) {
 		t.Parallel()
 		resp, body := p.call(t, http.MethodPut, "/callout/apex/v1/charges/42", bytes.NewReader(payload), apexHeader())
 		wantUpstream(t, resp, body, http.StatusOK, policy.Success)
-		seen := up.request(t, "/v1/charges/42")
+		seen := up.Request(t, "/v1/charges/42")
 		if !bytes.Equal(seen.Body, payload) {
 			t.Errorf("upstream body = %q, want %q", seen.Body, payload)
 		}
@@ -182,13 +183,13 @@ func TestE2EGzipPassThrough(t *testing.T) {
 	t.Parallel()
 	original := bytes.Repeat([]byte(`{"status":"accepted","id":"ch_123"}`+"\n"), 200)
 	zipped := gzipped(t, original)
-	gz := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	gz := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Encoding", "gzip")
 		w.(http.Flusher).Flush() // headers out first: chunked, no Content-Length from the upstream
 		_, _ = w.Write(zipped)
 	})
-	p := startProxy(t, devConfig(endpoint("gz", gz.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("gz", gz.URL, loopbackNets)), testEnv())
 	for _, ae := range []string{"gzip", ""} {
 		t.Run("Accept-Encoding "+strconv.Quote(ae), func(t *testing.T) {
 			t.Parallel()
@@ -213,7 +214,7 @@ func TestE2EGzipPassThrough(t *testing.T) {
 			if err != nil || !bytes.Equal(plain, original) {
 				t.Errorf("gunzipped body differs from the original (err %v, %d bytes)", err, len(plain))
 			}
-			if got := gz.request(t, path).Header.Get("Accept-Encoding"); got != ae {
+			if got := gz.Request(t, path).Header.Get("Accept-Encoding"); got != ae {
 				t.Errorf("upstream Accept-Encoding = %q, want the caller's %q", got, ae)
 			}
 		})
@@ -225,12 +226,12 @@ func TestE2EGzipPassThrough(t *testing.T) {
 // taken from the upstream (contract §2).
 func TestE2EResponseHeaders(t *testing.T) {
 	t.Parallel()
-	bare := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	bare := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header()["Content-Type"] = nil // send none, and stop net/http sniffing one
 		w.Header().Set("X-Upstream", "bare")
 		_, _ = io.WriteString(w, "<html><body>no type</body></html>")
 	})
-	forger := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	forger := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
 		h.Set("Callout-Outcome", "success")
 		h.Set("Callout-Id", "forged-id")
@@ -239,8 +240,8 @@ func TestE2EResponseHeaders(t *testing.T) {
 		h.Set("X-Upstream", "forger")
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
-	p := startProxy(t, devConfig(endpoint("bare", bare.URL, loopbackNets)+
-		endpoint("forger", forger.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("bare", bare.URL, loopbackNets)+
+		proctest.Endpoint("forger", forger.URL, loopbackNets)), testEnv())
 	t.Run("no Content-Type stays none", func(t *testing.T) {
 		t.Parallel()
 		resp, body := p.call(t, http.MethodGet, "/callout/bare/x", nil, nil)

@@ -2,125 +2,29 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
-// loopbackNets lets an endpoint reach the httptest upstreams on 127.0.0.1,
-// which the SSRF guard refuses otherwise.
-const loopbackNets = "allowed_networks: [127.0.0.0/8]"
-
-// upstream is a real HTTP server on 127.0.0.1 standing in for an API behind
-// the proxy. It records every request it receives, body included, before
-// its handler runs.
-type upstream struct {
-	URL string
-
-	mu   sync.Mutex
-	seen []seenRequest
-}
-
-// seenRequest is one request as the upstream received it.
-type seenRequest struct {
-	Method     string
-	RequestURI string
-	Header     http.Header
-	Body       []byte
-}
-
-// newUpstream starts an upstream that records each request and then calls
-// h. It is closed when the test ends; a test whose handler blocks must
-// unblock it in a Cleanup registered after this call (Cleanups run last
-// registered first), since closing waits for running handlers.
-func newUpstream(t *testing.T, h http.HandlerFunc) *upstream {
-	t.Helper()
-	u := &upstream{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			t.Errorf("upstream: read body: %v", err)
-		}
-		u.mu.Lock()
-		u.seen = append(u.seen, seenRequest{
-			Method: r.Method, RequestURI: r.RequestURI, Header: r.Header.Clone(), Body: body,
-		})
-		u.mu.Unlock()
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		h(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	u.URL = srv.URL
-	return u
-}
-
-// hits is the number of requests the upstream received.
-func (u *upstream) hits() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.seen)
-}
-
-// hitsFor is the number of requests the upstream received for requestURI.
-func (u *upstream) hitsFor(requestURI string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	n := 0
-	for _, s := range u.seen {
-		if s.RequestURI == requestURI {
-			n++
-		}
-	}
-	return n
-}
-
-// request returns the one request received for requestURI, failing the
-// test when there is not exactly one.
-func (u *upstream) request(t *testing.T, requestURI string) seenRequest {
-	t.Helper()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var found []seenRequest
-	for _, s := range u.seen {
-		if s.RequestURI == requestURI {
-			found = append(found, s)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("upstream received %d requests for %s, want 1", len(found), requestURI)
-	}
-	return found[0]
-}
+// loopbackNets lets an endpoint reach the httptest upstreams on 127.0.0.1.
+const loopbackNets = proctest.Loopback
 
 // okHandler answers 200 with a small text body.
 func okHandler(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = io.WriteString(w, "upstream ok")
-}
-
-// endpoint renders one entry of devConfig's endpoints block: name, url and
-// extra keys such as loopbackNets, each one "key: value" line.
-func endpoint(name, url string, extra ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "  %s:\n    url: %s\n", name, url)
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
 }
 
 // withPolicy appends a policy section with lines ("key: value") to cfg.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // randomUUID is a version 4 UUID in the shape of Apex's (and Java's)
@@ -31,8 +32,8 @@ func randomUUID(t *testing.T) string {
 // are refused before the upstream is called.
 func TestE2EBareIdempotencyKeys(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("api", up.URL, loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), testEnv())
 
 	keys := []string{"0" + randomUUID(t)[1:], strings.ToUpper("9" + randomUUID(t)[1:]), "a" + randomUUID(t)[1:]}
 	for i, key := range keys {
@@ -40,7 +41,7 @@ func TestE2EBareIdempotencyKeys(t *testing.T) {
 		resp, body := p.call(t, http.MethodPost, path, strings.NewReader(`{"n":1}`),
 			http.Header{"Idempotency-Key": {key}})
 		wantUpstream(t, resp, body, http.StatusOK, policy.Success)
-		if got := up.request(t, fmt.Sprintf("/charges/%d", i)).Header.Get("Idempotency-Key"); got != key {
+		if got := up.Request(t, fmt.Sprintf("/charges/%d", i)).Header.Get("Idempotency-Key"); got != key {
 			t.Errorf("upstream got Idempotency-Key %q, want %q unchanged", got, key)
 		}
 		resp, body = p.call(t, http.MethodPost, path, strings.NewReader(`{"n":1}`),
@@ -49,7 +50,7 @@ func TestE2EBareIdempotencyKeys(t *testing.T) {
 		if resp.Header.Get("Idempotent-Replayed") != "true" {
 			t.Errorf("key %s sent quoted was not a replay of the bare one", key)
 		}
-		if n := up.hitsFor(fmt.Sprintf("/charges/%d", i)); n != 1 {
+		if n := up.HitsFor(fmt.Sprintf("/charges/%d", i)); n != 1 {
 			t.Errorf("upstream called %d times for one key, want 1", n)
 		}
 	}
@@ -65,7 +66,7 @@ func TestE2EBareIdempotencyKeys(t *testing.T) {
 			http.Header{"Idempotency-Key": tt.values})
 		wantProblem(t, resp, body, http.StatusBadRequest, problem.IdempotencyKeyInvalid, policy.Rejected)
 	}
-	if n := up.hitsFor("/refused"); n != 0 {
+	if n := up.HitsFor("/refused"); n != 0 {
 		t.Errorf("refused keys reached the upstream %d times", n)
 	}
 }

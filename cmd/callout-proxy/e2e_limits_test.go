@@ -15,6 +15,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // withLimits adds a limits section to a devConfig configuration.
@@ -28,8 +29,8 @@ func withLimits(cfg string, lines ...string) string {
 // itself, 431 too; the limits leave a normal callout alone (contract §10).
 func TestE2EHeaderLimits(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"max_header_bytes: 8192", "max_header_fields: 20"), testEnv())
 	token := "Authorization: " + bearer(t, testIssuer)
 	many := []string{token}
@@ -58,7 +59,7 @@ func TestE2EHeaderLimits(t *testing.T) {
 		t.Errorf("a header over twice the limit: status %d, want 431 from net/http", resp.StatusCode)
 	}
 	conn.Close()
-	if up.hitsFor("/x") != 0 {
+	if up.HitsFor("/x") != 0 {
 		t.Error("an oversized header reached the upstream")
 	}
 	resp, body = p.raw(t, rawHead(http.MethodGet, "/callout/api/x", token, "X-Ok: "+strings.Repeat("o", 4000)), nil)
@@ -71,8 +72,8 @@ func TestE2EHeaderLimits(t *testing.T) {
 // — a smuggled second request — is never read.
 func TestE2ETransferEncodingAndContentLength(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("api", up.URL, loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), testEnv())
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -96,13 +97,13 @@ func TestE2ETransferEncodingAndContentLength(t *testing.T) {
 	if !resp.Close {
 		t.Error("the response does not close the connection")
 	}
-	if got := string(up.request(t, "/te").Body); got != "abc" {
+	if got := string(up.Request(t, "/te").Body); got != "abc" {
 		t.Errorf("upstream got body %q, want the chunked body abc", got)
 	}
 	if _, err := http.ReadResponse(br, nil); err == nil {
 		t.Error("the proxy answered the request smuggled behind the chunked body")
 	}
-	if up.hitsFor("/smuggled") != 0 {
+	if up.HitsFor("/smuggled") != 0 {
 		t.Error("the smuggled request reached the upstream")
 	}
 }
@@ -112,8 +113,8 @@ func TestE2ETransferEncodingAndContentLength(t *testing.T) {
 // closed, nothing forwarded; the proxy serves others meanwhile.
 func TestE2EBodyReadTimeout(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"body_read_timeout: 300ms"), testEnv())
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
 	if err != nil {
@@ -139,7 +140,7 @@ func TestE2EBodyReadTimeout(t *testing.T) {
 	if !resp.Close {
 		t.Error("the connection of a 408 stays open")
 	}
-	if up.hitsFor("/slow") != 0 {
+	if up.HitsFor("/slow") != 0 {
 		t.Error("a partial body was forwarded")
 	}
 }
@@ -152,7 +153,7 @@ func TestE2EBodyReadTimeout(t *testing.T) {
 func TestE2EOverloaded(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
 			<-release
 		}
@@ -165,7 +166,7 @@ func TestE2EOverloaded(t *testing.T) {
 			close(release)
 		}
 	})
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"max_inflight_bytes: 25165824", "overload_wait: 100ms"), testEnv())
 	body := strings.Repeat("x", 4<<20)
 	const writers = 12 // 48 MiB offered against 21 MiB for large requests
@@ -243,8 +244,8 @@ func metricLines(text, name string) string {
 func TestE2EWriteTimeout(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("r", 11<<20)
-	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, big) })
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)), "write_timeout: 300ms"), testEnv())
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, big) })
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), "write_timeout: 300ms"), testEnv())
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}
@@ -259,7 +260,7 @@ func TestE2EWriteTimeout(t *testing.T) {
 	// The caller reads nothing. Once the upstream has been asked, the
 	// request is held in the budget until its answer is written or given
 	// up: poll the metric (bounded) rather than time it.
-	for end := time.Now().Add(20 * time.Second); up.hits() == 0; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); up.Hits() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the request never reached the upstream")
 		}
@@ -289,8 +290,8 @@ func TestE2EWriteTimeout(t *testing.T) {
 // here: the 401 must not wait for it.
 func TestE2ERefusalBeforeTheBodyIsAnsweredAtOnce(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, withLimits(devConfig(endpoint("api", up.URL, loopbackNets)),
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"body_read_timeout: 1h"), testEnv())
 	for _, tc := range []struct {
 		name, method, path, auth string

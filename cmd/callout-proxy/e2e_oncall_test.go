@@ -58,7 +58,7 @@ func TestE2EHelpAndSubcommands(t *testing.T) {
 func TestE2EValidate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	good := writeConfig(t, devConfig(endpoint("pay-api", "https://api.example.com")+endpoint("crm-api", "https://crm.example.com")))
+	good := writeConfig(t, devConfig(proctest.Endpoint("pay-api", "https://api.example.com")+proctest.Endpoint("crm-api", "https://crm.example.com")))
 	env := testEnv()
 	var out bytes.Buffer
 	if err := run(ctx, []string{"validate", "--config", good}, func(k string) string { return env[k] }, &out, io.Discard); err != nil {
@@ -69,7 +69,7 @@ func TestE2EValidate(t *testing.T) {
 			t.Fatalf("validate printed:\n%s\nlacks %q", out.String(), want)
 		}
 	}
-	bad := writeConfig(t, devConfig(endpoint("Bad_Name", "https://api.example.com"))+"log:\n  level: loud\n")
+	bad := writeConfig(t, devConfig(proctest.Endpoint("Bad_Name", "https://api.example.com"))+"log:\n  level: loud\n")
 	err := run(ctx, []string{"validate", "--config", bad}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 	if exitCode(err) != 2 || !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "endpoints.Bad_Name") ||
 		!strings.Contains(err.Error(), "log.level") {
@@ -91,7 +91,7 @@ func TestE2EValidate(t *testing.T) {
 func TestE2EHealthcheck(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	p := startProxy(t, devConfig(endpoint("pay-api", "https://api.example.com")), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("pay-api", "https://api.example.com")), testEnv())
 	var out bytes.Buffer
 	if err := run(ctx, []string{"healthcheck", "--url", p.URL + "/healthz"}, func(string) string { return "" }, &out, io.Discard); err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestE2EHealthcheck(t *testing.T) {
 		t.Fatalf("against a closed port: %v", err)
 	}
 	// A configuration with port 0 cannot name its own address.
-	err = run(ctx, []string{"healthcheck", "--config", writeConfig(t, devConfig(endpoint("a", "https://a.example.com")))},
+	err = run(ctx, []string{"healthcheck", "--config", writeConfig(t, devConfig(proctest.Endpoint("a", "https://a.example.com")))},
 		func(k string) string { return testEnv()[k] }, io.Discard, io.Discard)
 	if exitCode(err) != 2 || !strings.Contains(err.Error(), "pass --url") {
 		t.Fatalf("port 0: %v", err)
@@ -158,9 +158,9 @@ func logLines(t *testing.T, p *proxyUnderTest, msg string) []map[string]any {
 // endpoint's dead-letter series exists at 0 before its first dead letter.
 func TestE2EAttemptLogsAlike(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, statusHandler)
-	p := startProxy(t, withPolicy(devConfig(endpoint("flaky-api", up.URL, loopbackNets, "owner: 005000000000001AAA")+
-		endpoint("quiet-api", up.URL, loopbackNets)), "max_attempts: 3", "base_delay: 1ms", "max_delay: 2ms"), testEnv())
+	up := proctest.NewUpstream(t, statusHandler)
+	p := startProxy(t, withPolicy(devConfig(proctest.Endpoint("flaky-api", up.URL, loopbackNets, "owner: 005000000000001AAA")+
+		proctest.Endpoint("quiet-api", up.URL, loopbackNets)), "max_attempts: 3", "base_delay: 1ms", "max_delay: 2ms"), testEnv())
 
 	for _, reason := range []string{"exhausted", "permanent", "ambiguous", "endpoint_disabled"} {
 		line := metricLine(metricsText(t, p), "callout_dead_letters_total", `endpoint="quiet-api"`, `reason="`+reason+`"`)
@@ -224,8 +224,8 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 // callout_breaker_transitions_total{to="enabled"}.
 func TestE2EDeferredAndEnableCounted(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, statusHandler)
-	p := startProxy(t, devConfig(endpoint("busy-api", up.URL, loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, statusHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("busy-api", up.URL, loopbackNets)), testEnv())
 	ep := `endpoint="busy-api"`
 	if v := metricValue(t, p, "callout_deferred_total", ep, `reason="paused"`); v != 0 {
 		t.Fatalf("deferred before = %v", v)
@@ -260,7 +260,7 @@ func metricsText(t *testing.T, p *proxyUnderTest) string {
 // listening line among them); log.level warn leaves out the info lines.
 func TestE2ETextLogFormat(t *testing.T) {
 	t.Parallel()
-	path := writeConfig(t, devConfig(endpoint("pay-api", "https://api.example.com"))+"log:\n  format: text\n  level: warn\n")
+	path := writeConfig(t, devConfig(proctest.Endpoint("pay-api", "https://api.example.com"))+"log:\n  format: text\n  level: warn\n")
 	env := testEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs proctest.LogBuffer

@@ -12,6 +12,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // statusHandler answers /status/NNN with status NNN, a text body naming it
@@ -39,11 +40,11 @@ func statusHandler(w http.ResponseWriter, r *http.Request) {
 // upstream sent it, with its outcome class (contract §2).
 func TestE2EStatusPassThrough(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, statusHandler)
+	up := proctest.NewUpstream(t, statusHandler)
 	// 429 with Retry-After pauses its whole endpoint (contract §3), so it has
 	// an endpoint of its own.
-	p := startProxy(t, devConfig(endpoint("status-api", up.URL, loopbackNets)+
-		endpoint("pause-api", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("status-api", up.URL, loopbackNets)+
+		proctest.Endpoint("pause-api", up.URL, loopbackNets)), testEnv())
 
 	tests := []struct {
 		status int
@@ -94,7 +95,7 @@ func TestE2EStatusPassThrough(t *testing.T) {
 					t.Errorf("paused Retry-After = %q, want 1..7", again.Header.Get("Retry-After"))
 				}
 			}
-			if n := up.hitsFor(path); n != 1 {
+			if n := up.HitsFor(path); n != 1 {
 				t.Errorf("upstream called %d times for %s, want 1 (nothing retried inline)", n, path)
 			}
 		})
@@ -109,7 +110,7 @@ func TestE2EStatusPassThrough(t *testing.T) {
 			t.Errorf("Content-Length %q (want %s), %d body bytes (want 0)",
 				resp.Header.Get("Content-Length"), want, len(body))
 		}
-		if seen := up.request(t, "/status/200?via=head"); seen.Method != http.MethodHead {
+		if seen := up.Request(t, "/status/200?via=head"); seen.Method != http.MethodHead {
 			t.Errorf("upstream method = %s, want HEAD", seen.Method)
 		}
 	})
@@ -121,24 +122,24 @@ func TestE2EStatusPassThrough(t *testing.T) {
 func TestE2ENoAnswer(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	hang := newUpstream(t, func(http.ResponseWriter, *http.Request) { <-release })
+	hang := proctest.NewUpstream(t, func(http.ResponseWriter, *http.Request) { <-release })
 	t.Cleanup(func() { close(release) }) // runs before hang's server closes
-	trickle := newUpstream(t, trickleHandler)
-	big := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	trickle := proctest.NewUpstream(t, trickleHandler)
+	big := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = w.Write(bytes.Repeat([]byte("z"), 2048))
 	})
-	exact := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	exact := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write(bytes.Repeat([]byte("z"), 1024))
 	})
 	cfg := devConfig(
-		endpoint("refused", fmt.Sprintf("http://127.0.0.1:%d", closedPort(t)), loopbackNets) +
-			endpoint("hang", hang.URL, loopbackNets,
+		proctest.Endpoint("refused", fmt.Sprintf("http://127.0.0.1:%d", closedPort(t)), loopbackNets) +
+			proctest.Endpoint("hang", hang.URL, loopbackNets,
 				"connect_timeout: 1s", "header_timeout: 200ms", "attempt_timeout: 2s") +
-			endpoint("trickle", trickle.URL, loopbackNets,
+			proctest.Endpoint("trickle", trickle.URL, loopbackNets,
 				"connect_timeout: 300ms", "header_timeout: 300ms", "attempt_timeout: 300ms") +
-			endpoint("big", big.URL, loopbackNets) +
-			endpoint("exact", exact.URL, loopbackNets))
+			proctest.Endpoint("big", big.URL, loopbackNets) +
+			proctest.Endpoint("exact", exact.URL, loopbackNets))
 	p := startProxy(t, withPolicy(cfg, "max_response_bytes: 1024"), testEnv())
 
 	tests := []struct {
@@ -203,8 +204,8 @@ func trickleHandler(w http.ResponseWriter, r *http.Request) {
 // TestE2EUnknownEndpoint: a name outside the allow-list is a 404 rejection.
 func TestE2EUnknownEndpoint(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("known", up.URL, loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("known", up.URL, loopbackNets)), testEnv())
 	t.Run("paths", func(t *testing.T) {
 		for _, path := range []string{"/callout/unknown/x", "/callout/Known/x", "/callout/unknown"} {
 			t.Run(path, func(t *testing.T) {
@@ -214,7 +215,7 @@ func TestE2EUnknownEndpoint(t *testing.T) {
 			})
 		}
 	})
-	if n := up.hits(); n != 0 {
+	if n := up.Hits(); n != 0 {
 		t.Errorf("upstream called %d times", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // One organisation cannot fill an endpoint that others share (contract §10):
@@ -17,8 +18,8 @@ import (
 func TestOrganisationShareOfTheBacklog(t *testing.T) {
 	// The upstream fails and the next attempt is an hour away, so every
 	// accepted callout stays pending for the whole test.
-	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
-	p := startProxy(t, withPolicy(devConfig(endpoint("shared", up.URL, "allowed_networks: [127.0.0.0/8]",
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	p := startProxy(t, withPolicy(devConfig(proctest.Endpoint("shared", up.URL, "allowed_networks: [127.0.0.0/8]",
 		"max_backlog_items: 4")), "base_delay: 1h", "max_delay: 1h"), testEnv())
 	const orgB = "https://sandbox--uat.sandbox.my.salesforce.com"
 	write := func(iss string, i int) (*http.Response, []byte) {

@@ -16,21 +16,17 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // get fetches url without a token and returns the response and its body.
 func get(t *testing.T, url string) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := noRedirectClient.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return doRequest(t, req)
 }
 
 // readyBody decodes a /readyz answer.
@@ -65,8 +61,8 @@ func metricLine(text, name string, labels ...string) string {
 // /metrics on the admin listener after a callout (contract §9).
 func TestE2EHealthAndMetrics(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("metered", up.URL, loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("metered", up.URL, loopbackNets)), testEnv())
 
 	resp, body := get(t, p.URL+"/healthz")
 	if resp.StatusCode != http.StatusOK {
@@ -114,12 +110,12 @@ func TestE2ERedisDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			up := newUpstream(t, okHandler)
-			cfg := strings.Replace(devConfig(endpoint("ok", up.URL, loopbackNets)), "auth:",
+			up := proctest.NewUpstream(t, okHandler)
+			cfg := strings.Replace(devConfig(proctest.Endpoint("ok", up.URL, loopbackNets)), "auth:",
 				"redis:\n  url: redis://"+tc.addr(t)+"/0\nauth:", 1)
 			p := startProxy(t, cfg, testEnv())
 			t.Run("requests", func(t *testing.T) { redisDownRequests(t, p) })
-			if n, r := up.hits(), up.hitsFor("/read"); n != 1 || r != 1 {
+			if n, r := up.Hits(), up.HitsFor("/read"); n != 1 || r != 1 {
 				t.Errorf("upstream got %d requests (%d reads), want the one read only", n, r)
 			}
 		})
@@ -183,8 +179,8 @@ func TestE2ECommandLine(t *testing.T) {
 	})
 	t.Run("token accepted by the proxy", func(t *testing.T) {
 		t.Parallel()
-		up := newUpstream(t, okHandler)
-		cfg := devConfig(endpoint("ok", up.URL, loopbackNets))
+		up := proctest.NewUpstream(t, okHandler)
+		cfg := devConfig(proctest.Endpoint("ok", up.URL, loopbackNets))
 		env := testEnv()
 		var out, errOut bytes.Buffer
 		err := run(ctx, []string{"token", "--config", writeConfig(t, cfg)}, func(k string) string { return env[k] },
@@ -202,7 +198,7 @@ func TestE2ECommandLine(t *testing.T) {
 	})
 	t.Run("bad configuration", func(t *testing.T) {
 		t.Parallel()
-		path := writeConfig(t, devConfig(endpoint("Bad_Name", "https://api.example.com")))
+		path := writeConfig(t, devConfig(proctest.Endpoint("Bad_Name", "https://api.example.com")))
 		env := testEnv()
 		err := run(ctx, []string{"--config", path}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 		switch {
@@ -221,7 +217,7 @@ func TestE2ECommandLine(t *testing.T) {
 func TestE2EGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	arrived, release := make(chan struct{}), make(chan struct{})
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-release
 		okHandler(w, r)
@@ -232,7 +228,7 @@ func TestE2EGracefulShutdown(t *testing.T) {
 			close(release)
 		}
 	})
-	p := startProxy(t, devConfig(endpoint("slow", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("slow", up.URL, loopbackNets)), testEnv())
 	req, err := http.NewRequest(http.MethodGet, p.URL+"/callout/slow/x", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestE2ERequestTargets: nothing in the request target can leave the
@@ -16,8 +17,8 @@ import (
 // never forwarded (contract §4; RFC 9112 §3.2).
 func TestE2ERequestTargets(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, devConfig(endpoint("ok", up.URL+"/base", loopbackNets)), testEnv())
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("ok", up.URL+"/base", loopbackNets)), testEnv())
 	token := "Authorization: " + bearer(t, testIssuer)
 
 	tests := []struct {
@@ -65,19 +66,19 @@ func TestE2ERequestTargets(t *testing.T) {
 			wantProblem(t, resp, body, http.StatusMethodNotAllowed, problem.MethodNotAllowed, policy.Rejected)
 		})
 	})
-	if n := up.hits(); n != 0 {
+	if n := up.Hits(); n != 0 {
 		t.Errorf("upstream called %d times for refused targets", n)
 	}
 	resp, body := p.call(t, http.MethodGet, "/callout/ok/a/b.c/%7Euser/x;y=1?q=%2F", nil, nil)
 	wantUpstream(t, resp, body, http.StatusOK, policy.Success)
-	up.request(t, "/base/a/b.c/%7Euser/x;y=1?q=%2F")
+	up.Request(t, "/base/a/b.c/%7Euser/x;y=1?q=%2F")
 }
 
 // TestE2ERedirectsNotFollowed: an upstream redirect, even to a metadata
 // address or to Redis, goes back to the caller as it is (contract §2).
 func TestE2ERedirectsNotFollowed(t *testing.T) {
 	t.Parallel()
-	trap := newUpstream(t, okHandler)
+	trap := proctest.NewUpstream(t, okHandler)
 	targets := map[string]struct {
 		status   int
 		location string
@@ -86,12 +87,12 @@ func TestE2ERedirectsNotFollowed(t *testing.T) {
 		"/redis":    {http.StatusTemporaryRedirect, "http://127.0.0.1:6379/"},
 		"/trap":     {http.StatusPermanentRedirect, trap.URL + "/stolen"},
 	}
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		tg := targets[r.URL.Path]
 		w.Header().Set("Location", tg.location)
 		w.WriteHeader(tg.status)
 	})
-	p := startProxy(t, devConfig(endpoint("redir", up.URL, loopbackNets)), testEnv())
+	p := startProxy(t, devConfig(proctest.Endpoint("redir", up.URL, loopbackNets)), testEnv())
 	t.Run("redirects", func(t *testing.T) {
 		for path, tg := range targets {
 			t.Run(path, func(t *testing.T) {
@@ -101,16 +102,16 @@ func TestE2ERedirectsNotFollowed(t *testing.T) {
 				if loc := resp.Header.Get("Location"); loc != tg.location {
 					t.Errorf("Location = %q, want %q", loc, tg.location)
 				}
-				if n := up.hitsFor(path); n != 1 {
+				if n := up.HitsFor(path); n != 1 {
 					t.Errorf("upstream got %d requests for %s, want 1", n, path)
 				}
 			})
 		}
 	})
-	if n := trap.hits(); n != 0 {
+	if n := trap.Hits(); n != 0 {
 		t.Errorf("the redirect target was called %d times", n)
 	}
-	if n := up.hits(); n != len(targets) {
+	if n := up.Hits(); n != len(targets) {
 		t.Errorf("upstream got %d requests, want %d", n, len(targets))
 	}
 }
@@ -120,12 +121,12 @@ func TestE2ERedirectsNotFollowed(t *testing.T) {
 // metadata addresses always (contract §2 "blocked address", §10).
 func TestE2EBlockedAddress(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
+	up := proctest.NewUpstream(t, okHandler)
 	viaLocalhost := strings.Replace(up.URL, "127.0.0.1", "localhost", 1)
 	p := startProxy(t, devConfig(
-		endpoint("private", viaLocalhost)+
-			endpoint("allowed", viaLocalhost, loopbackNets)+
-			endpoint("metadata", "http://169.254.169.254/latest", "allowed_networks: [169.254.0.0/16]")),
+		proctest.Endpoint("private", viaLocalhost)+
+			proctest.Endpoint("allowed", viaLocalhost, loopbackNets)+
+			proctest.Endpoint("metadata", "http://169.254.169.254/latest", "allowed_networks: [169.254.0.0/16]")),
 		testEnv())
 	t.Run("cases", func(t *testing.T) {
 		for _, ep := range []string{"private", "metadata"} {
@@ -141,7 +142,7 @@ func TestE2EBlockedAddress(t *testing.T) {
 			wantUpstream(t, resp, body, http.StatusOK, policy.Success)
 		})
 	})
-	if n, m := up.hits(), up.hitsFor("/y"); n != 1 || m != 1 {
+	if n, m := up.Hits(), up.HitsFor("/y"); n != 1 || m != 1 {
 		t.Errorf("upstream got %d requests (%d for /y), want only the allowed one", n, m)
 	}
 }
@@ -151,8 +152,8 @@ func TestE2EBlockedAddress(t *testing.T) {
 // (contract §2, §9).
 func TestE2EBodyLimit(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, okHandler)
-	p := startProxy(t, withPolicy(devConfig(endpoint("ok", up.URL, loopbackNets)), "max_request_bytes: 1024"),
+	up := proctest.NewUpstream(t, okHandler)
+	p := startProxy(t, withPolicy(devConfig(proctest.Endpoint("ok", up.URL, loopbackNets)), "max_request_bytes: 1024"),
 		testEnv())
 	t.Run("cases", func(t *testing.T) {
 		t.Run("declared length over the limit", func(t *testing.T) {
@@ -187,12 +188,12 @@ func TestE2EBodyLimit(t *testing.T) {
 			payload := bytes.Repeat([]byte("b"), 1024)
 			resp, body := p.call(t, http.MethodPut, "/callout/ok/exact", bytes.NewReader(payload), nil)
 			wantUpstream(t, resp, body, http.StatusOK, policy.Success)
-			if got := up.request(t, "/exact").Body; !bytes.Equal(got, payload) {
+			if got := up.Request(t, "/exact").Body; !bytes.Equal(got, payload) {
 				t.Errorf("upstream got %d bytes, want the 1024 sent", len(got))
 			}
 		})
 	})
-	if n := up.hits(); n != 1 {
+	if n := up.Hits(); n != 1 {
 		t.Errorf("upstream called %d times, want 1 (only the body within the limit)", n)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // failOnce answers 503 to the first POST of each path and 201 after, and
@@ -43,13 +44,11 @@ func failOnce() http.HandlerFunc {
 	}
 }
 
-// posts are the POSTs the upstream received for requestURI, in order.
-func (u *upstream) posts(requestURI string) []seenRequest {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var out []seenRequest
-	for _, s := range u.seen {
-		if s.Method == http.MethodPost && s.RequestURI == requestURI {
+// posts are the POSTs u received for requestURI, in order.
+func posts(u *proctest.Upstream, requestURI string) []proctest.Request {
+	var out []proctest.Request
+	for _, s := range u.Requests(requestURI) {
+		if s.Method == http.MethodPost {
 			out = append(out, s)
 		}
 	}
@@ -73,8 +72,8 @@ func TestE2EStandardWebhooks(t *testing.T) {
 	newSecret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-webhook-secret-NEW-9876543210"))
 	secretFile := credtest.WriteFile(t, t.TempDir(), "hooks-next", []byte(newSecret+"\n"))
 	rc := newOTLPReceiver(t)
-	up := newUpstream(t, failOnce())
-	cfg := withPolicy(devConfig(endpoint("hooks", up.URL, loopbackNets,
+	up := proctest.NewUpstream(t, failOnce())
+	cfg := withPolicy(devConfig(proctest.Endpoint("hooks", up.URL, loopbackNets,
 		"standard_webhooks: {secrets: [{env: E2E_HOOK_SECRET}, {file: "+secretFile+"}]}")),
 		"base_delay: 10ms", "max_delay: 20ms") +
 		"tracing:\n  endpoint: " + rc.URL + "\n  sample_ratio: 1\n"
@@ -92,7 +91,7 @@ func TestE2EStandardWebhooks(t *testing.T) {
 	if got := statusDoc(t, doc); got.WebhookID != "msg_"+d.ID || len(got.Attempts) != 2 {
 		t.Errorf("status document = %s, want webhook_id msg_%s and 2 attempts", doc, d.ID)
 	}
-	attempts := up.posts("/v1/events")
+	attempts := posts(up, "/v1/events")
 	if len(attempts) != 2 {
 		t.Fatalf("the receiver got %d POSTs, want the 503'd attempt and the retry", len(attempts))
 	}
@@ -132,7 +131,7 @@ func TestE2EStandardWebhooks(t *testing.T) {
 	if rd.WebhookID != "msg_"+res.ReplayID || rd.ReplayOf != orig || rd.ReplayOfWebhookID != "msg_"+orig {
 		t.Errorf("replay document = %s, want its own webhook_id linked to msg_%s", doc, orig)
 	}
-	rejects := up.posts("/v1/reject")
+	rejects := posts(up, "/v1/reject")
 	if len(rejects) != 2 || rejects[0].Header.Get("webhook-id") != "msg_"+orig ||
 		rejects[1].Header.Get("webhook-id") != "msg_"+res.ReplayID {
 		t.Errorf("the dead letter and its replay reached the receiver %d times with ids %q", len(rejects), webhookIDs(rejects))
@@ -158,7 +157,7 @@ func TestE2EStandardWebhooks(t *testing.T) {
 }
 
 // webhookIDs lists the webhook-id of each request.
-func webhookIDs(rs []seenRequest) []string {
+func webhookIDs(rs []proctest.Request) []string {
 	var ids []string
 	for _, r := range rs {
 		ids = append(ids, r.Header.Get("webhook-id"))
@@ -179,8 +178,8 @@ func TestE2EAWSSigV4(t *testing.T) {
 		SessionToken: "e2e-SESSION-token-EXAMPLE-0123456789"}
 	skFile := credtest.WriteFile(t, t.TempDir(), "aws-secret", []byte(creds.SecretAccessKey+"\n"))
 	rc := newOTLPReceiver(t)
-	up := newUpstream(t, failOnce())
-	cfg := withPolicy(devConfig(endpoint("aws-api", up.URL, loopbackNets,
+	up := proctest.NewUpstream(t, failOnce())
+	cfg := withPolicy(devConfig(proctest.Endpoint("aws-api", up.URL, loopbackNets,
 		"aws_sigv4: {region: eu-west-1, service: execute-api, access_key_id: {env: E2E_AWS_KEY}, "+
 			"secret_access_key: {file: "+skFile+"}, session_token: {env: E2E_AWS_TOKEN}}")),
 		"base_delay: 10ms", "max_delay: 20ms") +
@@ -196,7 +195,7 @@ func TestE2EAWSSigV4(t *testing.T) {
 	}
 	waitState(t, p, id, "succeeded")
 	_, doc := p.call(t, http.MethodGet, "/v1/callouts/"+id, nil, nil)
-	attempts := up.posts("/prod/orders?stage=1")
+	attempts := posts(up, "/prod/orders?stage=1")
 	if len(attempts) != 2 {
 		t.Fatalf("the upstream got %d POSTs, want the 503'd attempt and the retry", len(attempts))
 	}

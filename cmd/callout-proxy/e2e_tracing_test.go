@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver on loopback (the OTLP
@@ -143,7 +144,7 @@ func TestE2ETracing(t *testing.T) {
 	rc := newOTLPReceiver(t)
 	var mu sync.Mutex
 	answers := map[string][]int{"/v1/charges": {503, 503, 201}, "/v1/refunds": {503, 400, 200}}
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		status := http.StatusOK
 		if q := answers[r.URL.Path]; len(q) > 0 {
@@ -152,7 +153,7 @@ func TestE2ETracing(t *testing.T) {
 		mu.Unlock()
 		w.WriteHeader(status)
 	})
-	cfg := withPolicy(devConfig(endpoint("trace-api", up.URL, loopbackNets)), "base_delay: 10ms", "max_delay: 20ms") +
+	cfg := withPolicy(devConfig(proctest.Endpoint("trace-api", up.URL, loopbackNets)), "base_delay: 10ms", "max_delay: 20ms") +
 		"tracing:\n  endpoint: " + rc.URL + "\n  sample_ratio: 1\n  replica: e2e-replica-1\n"
 	p := startProxy(t, cfg, testEnv())
 
@@ -207,8 +208,7 @@ func TestE2ETracing(t *testing.T) {
 		}
 	}
 	var parents, refundParents []string
-	up.mu.Lock()
-	for _, r := range up.seen {
+	for _, r := range up.Requests("") {
 		switch r.RequestURI {
 		case "/v1/charges":
 			parents = append(parents, strings.Join(r.Header.Values("Traceparent"), " | "))
@@ -216,7 +216,6 @@ func TestE2ETracing(t *testing.T) {
 			refundParents = append(refundParents, strings.Join(r.Header.Values("Traceparent"), " | "))
 		}
 	}
-	up.mu.Unlock()
 	if len(parents) != 3 {
 		t.Fatalf("the upstream saw %d charges, want 3", len(parents))
 	}

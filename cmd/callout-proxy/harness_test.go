@@ -143,16 +143,7 @@ func (p *proxyUnderTest) call(t *testing.T, method, path string, body io.Reader,
 	if _, ok := req.Header["Authorization"]; !ok {
 		req.Header.Set("Authorization", bearer(t, testIssuer))
 	}
-	resp, err := noRedirectClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return doRequest(t, req)
 }
 
 // noRedirectClient never follows redirects, so tests see what the proxy sent.

@@ -10,12 +10,13 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // migrateConfig is devConfig on the Redis at addr.
 func migrateConfig(t *testing.T, addr string) string {
-	return writeConfig(t, strings.Replace(devConfig(endpoint("pay-api", "https://api.example.com")), "auth:",
+	return writeConfig(t, strings.Replace(devConfig(proctest.Endpoint("pay-api", "https://api.example.com")), "auth:",
 		"redis:\n  url: redis://"+addr+"/0\nauth:", 1))
 }
 

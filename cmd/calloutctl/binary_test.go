@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // buildCalloutctl builds this command into a temporary directory with the
@@ -88,7 +90,7 @@ func TestTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stdin.Close()
-	var errb syncWriter
+	var errb proctest.LogBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

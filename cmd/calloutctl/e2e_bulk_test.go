@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // jobCreated finds the job id in calloutctl's "replay job ID created" note.
@@ -29,7 +30,7 @@ func TestBulkReplayPacedShowsProgressAndCancels(t *testing.T) {
 	blocked, release := p.clk.GateAt(start.Add(2 * time.Second))
 	defer release()
 
-	var errw syncWriter
+	var errw proctest.LogBuffer
 	done := make(chan ctlResult, 1)
 	go func() {
 		done <- p.ctlWith(t, true, "", &errw, "replay", "--endpoint", "pay-api", "--rate", "200", "--yes")

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestDryRunAndConfirmationSayWhatTheRunDoes: with one of three dead
@@ -213,13 +214,13 @@ func TestReplayIntoAShutGateWarns(t *testing.T) {
 func TestDiscardAsksOnATerminal(t *testing.T) {
 	p := startProxy(t)
 	d := p.seedDeadLetters(t, "pay-api", "pay", 2, time.Second)
-	r := p.ctlWith(t, true, "n\n", &syncWriter{}, "dead-letters", "discard", d[0].id)
+	r := p.ctlWith(t, true, "n\n", &proctest.LogBuffer{}, "dead-letters", "discard", d[0].id)
 	r.want(t, exitRefused)
 	if !strings.Contains(r.stderr, "Discard dead letter "+d[0].id+"? This deletes the proxy's copy. [y/N]") {
 		t.Fatalf("no question:\n%s", r.stderr)
 	}
 	p.ctl(t, "", "dead-letters", "get", d[0].id).want(t, exitOK)
-	p.ctlWith(t, true, "y\n", &syncWriter{}, "dead-letters", "discard", d[0].id).want(t, exitOK, "discarded "+d[0].id)
+	p.ctlWith(t, true, "y\n", &proctest.LogBuffer{}, "dead-letters", "discard", d[0].id).want(t, exitOK, "discarded "+d[0].id)
 	p.ctl(t, "", "dead-letters", "discard", d[1].id).want(t, exitOK, "discarded "+d[1].id)
 	r = p.ctl(t, "", "dead-letters", "discard", d[1].id)
 	r.want(t, exitNotFound)

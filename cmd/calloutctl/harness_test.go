@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -38,45 +37,38 @@ const (
 	testIssuer  = "https://test.my.salesforce.com"
 )
 
-// upstream records what it receives; it answers 400 (a permanent failure,
-// so an asynchronous callout becomes a dead letter) until ok is set.
+// upstream is the recording upstream behind both endpoints; it answers
+// 400 (a permanent failure, so an asynchronous callout becomes a dead
+// letter) until ok is set.
 type upstream struct {
-	url string
-	ok  atomic.Bool
+	*proctest.Upstream
+	ok atomic.Bool
 	// failBody, when set, is the body of the refusals instead of
 	// {"error":"card declined"}.
 	failBody atomic.Pointer[string]
-	mu       sync.Mutex
-	keys     []string // Idempotency-Key of every request, in arrival order
 }
 
-func newUpstream(t *testing.T) *upstream {
-	u := &upstream{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		u.mu.Lock()
-		u.keys = append(u.keys, r.Header.Get("Idempotency-Key"))
-		u.mu.Unlock()
-		if u.ok.Load() {
-			_, _ = io.WriteString(w, `{"ok":true}`)
-			return
-		}
-		body := `{"error":"card declined"}`
-		if b := u.failBody.Load(); b != nil {
-			body = *b
-		}
-		http.Error(w, body, http.StatusBadRequest)
-	}))
-	t.Cleanup(srv.Close)
-	u.url = srv.URL
-	return u
+// answer is the upstream's handler.
+func (u *upstream) answer(w http.ResponseWriter, _ *http.Request) {
+	if u.ok.Load() {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+		return
+	}
+	body := `{"error":"card declined"}`
+	if b := u.failBody.Load(); b != nil {
+		body = *b
+	}
+	http.Error(w, body, http.StatusBadRequest)
 }
 
-// received returns the keys received so far.
+// received returns the Idempotency-Key of every request so far, in
+// arrival order.
 func (u *upstream) received() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]string(nil), u.keys...)
+	var keys []string
+	for _, r := range u.Requests("") {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+	}
+	return keys
 }
 
 // proxyEnv is a whole proxy running in-process, wired as
@@ -117,8 +109,9 @@ func startProxy(t *testing.T) *proxyEnv {
 	t.Helper()
 	env := map[string]string{"JWT_SECRET": jwtSecret, "OPS_TOKEN": opsToken, "VIEWER_TOKEN": viewerToken}
 	getenv := func(k string) string { return env[k] }
-	p := &proxyEnv{up: newUpstream(t), clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &proctest.LogBuffer{}}
-	cfg, err := config.Parse([]byte(testConfig(p.up.url)), getenv)
+	p := &proxyEnv{up: &upstream{}, clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &proctest.LogBuffer{}}
+	p.up.Upstream = proctest.NewUpstream(t, p.up.answer)
+	cfg, err := config.Parse([]byte(testConfig(p.up.URL)), getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,15 +169,15 @@ type ctlResult struct {
 // give --token) and stdin.
 func (p *proxyEnv) ctl(t *testing.T, stdin string, args ...string) ctlResult {
 	t.Helper()
-	return p.ctlWith(t, false, stdin, &syncWriter{}, args...)
+	return p.ctlWith(t, false, stdin, &proctest.LogBuffer{}, args...)
 }
 
 // ctlWith runs calloutctl with stderr going to errw and, when terminal,
 // stderr taken for a terminal (the progress bar is drawn).
-func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *syncWriter, args ...string) ctlResult {
+func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *proctest.LogBuffer, args ...string) ctlResult {
 	t.Helper()
 	env := map[string]string{envServer: p.admin, envToken: opsToken}
-	var out syncWriter
+	var out proctest.LogBuffer
 	a := newApp(func(k string) string { return env[k] }, strings.NewReader(stdin), &out, errw)
 	a.pollEvery, a.throttle = 5*time.Millisecond, 0
 	a.now = p.clk.Now // relative --since and "in 1m30s" on the proxy's clock
@@ -196,24 +189,6 @@ func (p *proxyEnv) ctlWith(t *testing.T, terminal bool, stdin string, errw *sync
 		fmt.Fprintln(errw, "calloutctl:", err)
 	}
 	return ctlResult{stdout: out.String(), stderr: errw.String(), code: exitCode(err)}
-}
-
-// syncWriter is a buffer safe to read while calloutctl writes it.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
 
 // want asserts a run's exit code and that stdout contains each of subs.

@@ -11,8 +11,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
-	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
@@ -45,13 +43,7 @@ func calloutsHandler(t *testing.T, c Callouts, k Keys) http.Handler {
 	t.Helper()
 	cfg := admConfig()
 	cfg.Auth.Issuers = []string{"https://a.my.salesforce.com", "https://b.my.salesforce.com"}
-	env := map[string]string{"OPS": admWriteToken, "VIEWER": admReadToken}
-	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
-		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
-	}}, func(key string) string { return env[key] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := testTokens(t, admWriteToken, admReadToken)
 	return New(Deps{Config: cfg, Tokens: tokens, Callouts: c, Keys: k,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }

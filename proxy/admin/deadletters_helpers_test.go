@@ -1,25 +1,20 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
@@ -43,13 +38,13 @@ const (
 
 // dltEnv is the dead-letter and replay-job routes over a real store on one backend.
 type dltEnv struct {
-	h       http.Handler
-	clk     *clocktest.Clock
-	store   *redisstore.Store
-	svc     *replay.Service
-	logs    *bytes.Buffer
-	mu      sync.Mutex
-	sources atomic.Int32 // the requests' addresses
+	h     http.Handler
+	clk   *clocktest.Clock
+	store *redisstore.Store
+	svc   *replay.Service
+	logs  *proctest.LogBuffer
+	// sources numbers the requests' addresses (nextSource).
+	sources atomic.Int32
 }
 
 // dltConfig has pay-api (with redaction rules) and crm-api.
@@ -75,16 +70,10 @@ func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
 
 func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	t.Helper()
-	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &bytes.Buffer{}}
+	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &proctest.LogBuffer{}}
 	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now})
-	env := map[string]string{"OPS": dltWrite, "VIEWER": dltRead}
-	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
-		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
-	}}, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, e.logs}, nil))
+	tokens := testTokens(t, dltWrite, dltRead)
+	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	cfg := dltConfig()
 	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, Owner: "A", Logger: logger,
 		Jobs: jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now}), Now: e.clk.Now, Sleep: e.clk.Sleep})
@@ -93,51 +82,13 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	return e
 }
 
-// lockedWriter serialises log writes from the job runner and handlers.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 func (e *dltEnv) do(t *testing.T, method, path, token, body string) *httptest.ResponseRecorder {
-	t.Helper()
-	var rd io.Reader = http.NoBody
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	r := httptest.NewRequest(method, path, rd)
-	// Each request from its own address: the login throttle logs a
-	// refused write only for its source's first failure in a window, and
-	// these tests expect every refusal's line (admin_throttle_test.go
-	// tests the collapse).
-	r.RemoteAddr = "192.0.2." + strconv.Itoa(int(e.sources.Add(1))%250) + ":1234"
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	w := httptest.NewRecorder()
-	e.h.ServeHTTP(w, r)
-	return w
+	return serve(t, e.h, nextSource(&e.sources), method, path, token, body)
 }
 
 // audits returns the "audit" log lines.
 func (e *dltEnv) audits(t *testing.T) []map[string]any {
-	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(e.logs.String(), "\n") {
-		var m map[string]any
-		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "audit" {
-			out = append(out, m)
-		}
-	}
-	return out
+	return e.logs.Audits()
 }
 
 // dltDecode asserts a JSON answer's status and decodes it into v.

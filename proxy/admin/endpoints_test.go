@@ -1,15 +1,11 @@
 package admin
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,11 +16,11 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -44,7 +40,7 @@ type admEnv struct {
 	h       http.Handler
 	store   *redisstore.Store
 	now     time.Time
-	logs    *bytes.Buffer
+	logs    *proctest.LogBuffer
 	metrics *metrics.Metrics
 	events  *admEvents
 	sources atomic.Int32 // the requests' addresses
@@ -78,7 +74,7 @@ func admConfig() *config.Config {
 // with the tokens ops (write) and viewer (read).
 func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 	t.Helper()
-	e := &admEnv{now: admT0, logs: &bytes.Buffer{}, events: &admEvents{}}
+	e := &admEnv{now: admT0, logs: &proctest.LogBuffer{}, events: &admEvents{}}
 	clock := func() time.Time { return e.now }
 	if b.Client != nil {
 		e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: clock})
@@ -86,13 +82,8 @@ func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 	if store == nil {
 		store = e.store
 	}
-	env := map[string]string{"OPS": admWriteToken, "VIEWER": admReadToken}
-	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
-		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
-	}}, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := testTokens(t, admWriteToken, admReadToken)
+	var err error
 	if e.metrics, err = metrics.New(prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)
 	}
@@ -104,40 +95,13 @@ func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 // do sends one admin request with token ("" for none) and returns the
 // recorded answer.
 func (e *admEnv) do(t *testing.T, method, path, token, body string) *httptest.ResponseRecorder {
-	t.Helper()
-	var rd io.Reader = http.NoBody
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	r := httptest.NewRequest(method, path, rd)
-	// Each request from its own address: the login throttle logs a
-	// refused write only for its source's first failure in a window, and
-	// these tests expect every refusal's line (admin_throttle_test.go
-	// tests the collapse).
-	r.RemoteAddr = "192.0.2." + strconv.Itoa(int(e.sources.Add(1))%250) + ":1234"
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	w := httptest.NewRecorder()
-	e.h.ServeHTTP(w, r)
-	return w
+	return serve(t, e.h, nextSource(&e.sources), method, path, token, body)
 }
 
 // audits returns the decoded "audit" log lines.
 func (e *admEnv) audits(t *testing.T) []map[string]any {
 	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(e.logs.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if m["msg"] == "audit" {
-			out = append(out, m)
-		}
-	}
-	return out
+	return e.logs.MustRecords(t, "audit")
 }
 
 // wantAudit asserts the last audit line.

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,9 +9,8 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
-	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -20,15 +18,9 @@ import (
 // mounted), with the tokens ops (write) and viewer (read).
 func newFakeEnv(t *testing.T, dl *fakeDeadLetters, jobs *fakeReplayJobs) *dltEnv {
 	t.Helper()
-	env := map[string]string{"OPS": dltWrite, "VIEWER": dltRead}
-	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
-		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
-	}}, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &dltEnv{logs: &bytes.Buffer{}}
-	logger := slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, e.logs}, nil))
+	tokens := testTokens(t, dltWrite, dltRead)
+	e := &dltEnv{logs: &proctest.LogBuffer{}}
+	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	d := Deps{Config: dltConfig(), Tokens: tokens, Logger: logger}
 	if dl != nil { // a nil *fake in the interface would mount the routes
 		d.DeadLetters = dl

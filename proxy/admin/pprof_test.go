@@ -7,22 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
-	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
 // pprofHandler is the admin handler with Deps.Pprof as given, a write and
 // a read token, and its audit lines in logs.
 func pprofHandler(t *testing.T, on bool, logs *bytes.Buffer) http.Handler {
 	t.Helper()
-	env := map[string]string{"OPS": admWriteToken, "VIEWER": admReadToken}
-	tokens, err := auth.NewAdminTokens(config.Admin{Tokens: []config.AdminToken{
-		{Name: "ops", TokenEnv: "OPS", Scope: "write"}, {Name: "viewer", TokenEnv: "VIEWER", Scope: "read"},
-	}}, func(key string) string { return env[key] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := testTokens(t, admWriteToken, admReadToken)
 	return New(Deps{Config: admConfig(), Tokens: tokens, Pprof: on, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 }
 

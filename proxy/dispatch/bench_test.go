@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // BenchmarkDispatch measures how fast one replica drains due callouts
@@ -51,7 +52,7 @@ func BenchmarkDispatch(b *testing.B) {
 func forEachBackendB(b *testing.B, fn func(b *testing.B, h *harness, names []string)) {
 	for _, be := range redistest.Backends(b) {
 		b.Run(be.Name, func(b *testing.B) {
-			up := newUpstream(b, status(http.StatusOK))
+			up := proctest.NewUpstream(b, status(http.StatusOK))
 			var eps []ep
 			var names []string
 			for i := range 4 {

@@ -12,6 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // changes records what the dispatcher told its BreakerWatcher.
@@ -38,8 +39,8 @@ func (c *changes) counts() (opened, closed int) {
 }
 
 // healable answers 503 until healthy is set, then 200.
-func healable(healthy *atomic.Bool) reply {
-	return func(_ *upstream, w http.ResponseWriter, _ *http.Request, _ int) {
+func healable(healthy *atomic.Bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
 		if healthy.Load() {
 			w.WriteHeader(http.StatusOK)
 			return
@@ -72,7 +73,7 @@ func openBreaker(t *testing.T, h *harness, d *dispatch.Dispatcher, n int) []stri
 func TestBreakerHoldsAndProbes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
 		var healthy atomic.Bool
-		up := newUpstream(t, healable(&healthy))
+		up := proctest.NewUpstream(t, healable(&healthy))
 		h := newHarness(t, b, newConfig(t, append([]string{"breaker_failures: 2"}, msPolicy...),
 			ep{name: "pay", url: up.URL}))
 		watch := &changes{}
@@ -130,7 +131,7 @@ func TestBreakerHoldsAndProbes(t *testing.T) {
 func TestResetBreakerResumesDispatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
 		var healthy atomic.Bool
-		up := newUpstream(t, healable(&healthy))
+		up := proctest.NewUpstream(t, healable(&healthy))
 		h := newHarness(t, b, newConfig(t, append([]string{"breaker_failures: 2"}, msPolicy...),
 			ep{name: "pay", url: up.URL}))
 		d := h.dispatcher(h.store, dispatchOpts())

@@ -12,6 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // msPolicy is a policy whose backoff is milliseconds, so a test walks a
@@ -25,7 +26,8 @@ var msPolicy = []string{"base_delay: 1ms", "multiplier: 2", "max_delay: 4ms"}
 // complete, and attempts_total / retries_scheduled_total counting it.
 func TestRetryChainSucceeds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, func(_ *upstream, w http.ResponseWriter, _ *http.Request, n int) {
+		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			n := proctest.Received(r).PathN
 			if n <= 3 {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				return
@@ -55,13 +57,13 @@ func TestRetryChainSucceeds(t *testing.T) {
 			t.Fatalf("final response = %+v, want the 201", c.Response)
 		}
 		checkChainLog(t, c.AttemptLog)
-		for i, r := range up.requests() {
-			if r.Key != `"charge-42"` || r.Method != http.MethodPost || string(r.Body) != `{"amount":42}` {
+		for i, r := range up.Requests("") {
+			if r.Header.Get("Idempotency-Key") != `"charge-42"` || r.Method != http.MethodPost || string(r.Body) != `{"amount":42}` {
 				t.Errorf("upstream request %d = %+v, want the stored POST with its Idempotency-Key", i+1, r)
 			}
 		}
-		if up.hits() != 4 {
-			t.Errorf("upstream saw %d requests, want 4", up.hits())
+		if up.Hits() != 4 {
+			t.Errorf("upstream saw %d requests, want 4", up.Hits())
 		}
 		wantCounter(t, "attempts first", h.m.Attempts.WithLabelValues("pay", "retryable", "first"), 1)
 		wantCounter(t, "attempts retry retryable", h.m.Attempts.WithLabelValues("pay", "retryable", "retry"), 2)
@@ -103,7 +105,7 @@ func TestAmbiguousWrite(t *testing.T) {
 	// the header limit runs out first: the reason is exact
 	limits := []string{"connect_timeout: 100ms", "header_timeout: 100ms", "attempt_timeout: 200ms"}
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, held(http.StatusOK))
+		up := proctest.NewUpstream(t, held(http.StatusOK))
 		h := newHarness(t, b, newConfig(t, nil,
 			ep{name: "ignored", url: up.URL, extra: append([]string{"idempotency: ignored"}, limits...)},
 			ep{name: "honoured", url: up.URL, extra: append([]string{"idempotency: honoured"}, limits...)}))
@@ -129,8 +131,8 @@ func TestAmbiguousWrite(t *testing.T) {
 		if n := h.round(d); n != 1 {
 			t.Fatalf("round an hour later claimed %d, want 1 (the honoured one)", n)
 		}
-		if up.hitsFor("/ignored") != 1 || up.hitsFor("/honoured") != 2 {
-			t.Errorf("upstream saw ignored %d, honoured %d; want 1 and 2", up.hitsFor("/ignored"), up.hitsFor("/honoured"))
+		if up.PathHits("/ignored") != 1 || up.PathHits("/honoured") != 2 {
+			t.Errorf("upstream saw ignored %d, honoured %d; want 1 and 2", up.PathHits("/ignored"), up.PathHits("/honoured"))
 		}
 		if n, c := h.ended.Load(), h.get(ign); n != 1 || c.DeadLetterReason != policy.DeadLetterAmbiguous {
 			t.Errorf("%d endings reported; the ambiguous write's reason %q, want one, ambiguous", n, c.DeadLetterReason)
@@ -145,7 +147,7 @@ func TestAmbiguousWrite(t *testing.T) {
 // once, never retried (contract §2, §7).
 func TestPermanentDeadLetteredAtOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, status(http.StatusForbidden))
+		up := proctest.NewUpstream(t, status(http.StatusForbidden))
 		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
 		d := h.dispatcher(h.store, dispatchOpts())
 		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "k-403", time.Time{})
@@ -164,8 +166,8 @@ func TestPermanentDeadLetteredAtOnce(t *testing.T) {
 			t.Fatalf("state %s reason %q attempts %d response %+v, want dead_lettered permanent after one 403",
 				c.State, c.DeadLetterReason, c.Attempts, c.Response)
 		}
-		if up.hits() != 1 {
-			t.Errorf("upstream saw %d requests, want 1", up.hits())
+		if up.Hits() != 1 {
+			t.Errorf("upstream saw %d requests, want 1", up.Hits())
 		}
 		if st := h.state("pay"); st.Due != 0 || st.Leased != 0 || st.DeadLetters != 1 {
 			t.Errorf("endpoint queues due %d leased %d dead letters %d, want 0, 0, 1", st.Due, st.Leased, st.DeadLetters)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestDisabledDuringAttempt: the endpoint is disabled while an attempt is
@@ -15,18 +16,18 @@ import (
 // report that ending with that reason, and no retry scheduled.
 func TestDisabledDuringAttempt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, held(http.StatusServiceUnavailable))
+		up := proctest.NewUpstream(t, held(http.StatusServiceUnavailable))
 		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
 		d := h.dispatcher(h.store, dispatchOpts())
 		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "k-dis", time.Time{})
 		if n := d.Round(ctxT(t)); n != 1 {
 			t.Fatalf("round claimed %d, want 1", n)
 		}
-		eventually(t, "the request at the upstream", func() bool { return up.hits() == 1 })
+		eventually(t, "the request at the upstream", func() bool { return up.Hits() == 1 })
 		if _, err := h.store.Disable(ctxT(t), "pay", "test: disabled by an admin"); err != nil {
 			t.Fatalf("disable: %v", err)
 		}
-		up.release()
+		up.Release()
 		d.Wait()
 		c := h.get(id)
 		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterEndpointDisabled {
@@ -48,7 +49,7 @@ func TestDisabledDuringAttempt(t *testing.T) {
 // attempt count unchanged. Here max_age is 10m and the pause 1h.
 func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, func(_ *upstream, w http.ResponseWriter, r *http.Request, _ int) {
+		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/limited" {
 				w.Header().Set("Retry-After", "3600")
 				w.WriteHeader(http.StatusTooManyRequests)
@@ -78,9 +79,9 @@ func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
 		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterExhausted {
 			t.Fatalf("state %s reason %q, want dead_lettered exhausted", c.State, c.DeadLetterReason)
 		}
-		if c.Attempts != 1 || len(c.AttemptLog) != 1 || up.hitsFor("/v1/charges") != 1 {
+		if c.Attempts != 1 || len(c.AttemptLog) != 1 || up.PathHits("/v1/charges") != 1 {
 			t.Fatalf("attempts %d, log %d, upstream %d: want the one attempt made inside max_age",
-				c.Attempts, len(c.AttemptLog), up.hitsFor("/v1/charges"))
+				c.Attempts, len(c.AttemptLog), up.PathHits("/v1/charges"))
 		}
 		if c.LastError != "status_5xx" {
 			t.Errorf("last error %q, want the last real attempt's status_5xx", c.LastError)
@@ -97,7 +98,7 @@ func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
 // dispatch counts; 1 in all).
 func TestReapedLastAttemptNotRepeated(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, held(http.StatusOK))
+		up := proctest.NewUpstream(t, held(http.StatusOK))
 		h := newHarness(t, b, newConfig(t, []string{"max_attempts: 1"}, ep{name: "pay", url: up.URL}))
 		d1 := h.dispatcher(h.store, dispatchOpts())
 		d2 := h.dispatcher(h.newStore(), dispatchOpts())
@@ -105,7 +106,7 @@ func TestReapedLastAttemptNotRepeated(t *testing.T) {
 		if n := d1.Round(ctxT(t)); n != 1 {
 			t.Fatalf("replica 1 claimed %d, want 1", n)
 		}
-		eventually(t, "the request at the upstream", func() bool { return up.hits() == 1 })
+		eventually(t, "the request at the upstream", func() bool { return up.Hits() == 1 })
 		h.clk.Advance(time.Hour)
 		if n := h.round(d2); n != 1 {
 			t.Fatalf("replica 2 claimed %d after the lease expired, want 1", n)
@@ -115,10 +116,10 @@ func TestReapedLastAttemptNotRepeated(t *testing.T) {
 			t.Fatalf("state %s reason %q attempts %d, want dead_lettered exhausted after 1",
 				c.State, c.DeadLetterReason, c.Attempts)
 		}
-		up.release()
+		up.Release()
 		d1.Wait()
-		if up.hits() != 1 {
-			t.Fatalf("upstream saw %d requests, want 1", up.hits())
+		if up.Hits() != 1 {
+			t.Fatalf("upstream saw %d requests, want 1", up.Hits())
 		}
 	})
 }

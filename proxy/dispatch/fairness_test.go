@@ -9,6 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // hungBacklog is how many due callouts the dead endpoint holds.
@@ -19,15 +20,15 @@ const hungBacklog = 500
 // "b" with 5 due callouts.
 type fairness struct {
 	h          *harness
-	aUp, bUp   *upstream
-	all        *gauge // requests in flight at both upstreams
+	aUp, bUp   *proctest.Upstream
+	all        *proctest.Gauge // requests in flight at both upstreams
 	aIDs, bIDs []string
 }
 
-func newFairness(t *testing.T, b redistest.Backend, bReply reply, aExtra ...string) *fairness {
-	f := &fairness{all: &gauge{}}
-	f.aUp = newUpstream(t, held(http.StatusOK), f.all)
-	f.bUp = newUpstream(t, bReply, f.all)
+func newFairness(t *testing.T, b redistest.Backend, bReply http.HandlerFunc, aExtra ...string) *fairness {
+	f := &fairness{all: &proctest.Gauge{}}
+	f.aUp = proctest.NewUpstream(t, held(http.StatusOK), f.all)
+	f.bUp = proctest.NewUpstream(t, bReply, f.all)
 	f.h = newHarness(t, b, newConfig(t, nil,
 		ep{name: "a", url: f.aUp.URL, extra: aExtra}, ep{name: "b", url: f.bUp.URL}))
 	f.aIDs = f.h.enqueueMany("a", hungBacklog)
@@ -59,9 +60,9 @@ func TestBatchBoundServesOtherEndpoints(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
 		// b answers its first 4 at once and holds the 5th, so round 2's
 		// free slots do not depend on how fast b's answer comes back
-		f := newFairness(t, b, func(u *upstream, w http.ResponseWriter, r *http.Request, _ int) {
-			if u.hits() > 4 {
-				u.hold(r)
+		f := newFairness(t, b, func(w http.ResponseWriter, r *http.Request) {
+			if proctest.Received(r).N > 4 {
+				proctest.Hold(r)
 			}
 			w.WriteHeader(http.StatusOK)
 		})
@@ -82,18 +83,18 @@ func TestBatchBoundServesOtherEndpoints(t *testing.T) {
 			d.Round(ctxT(t))
 			return f.claimedOf(f.bIDs) == 5
 		})
-		if got := f.aUp.own.cur.Load(); got < 4 {
+		if got := f.aUp.InFlight.Running(); got < 4 {
 			t.Fatalf("%d of a's requests in flight, want its first 4 still hanging", got)
 		}
-		f.aUp.release()
-		f.bUp.release()
+		f.aUp.Release()
+		f.bUp.Release()
 		d.Wait()
 		for i, id := range f.bIDs {
 			if c := h.get(id); c.State != policy.Succeeded {
 				t.Errorf("b's callout %d: state %s, want succeeded", i, c.State)
 			}
 		}
-		if got := f.all.peak.Load(); got > 8 {
+		if got := f.all.Peak(); got > 8 {
 			t.Errorf("%d requests in flight at once, over the replica's 8", got)
 		}
 		if st := h.state("a"); st.Due > hungBacklog-4 || st.Leased != 0 {
@@ -114,7 +115,7 @@ func TestConcurrencyBounds(t *testing.T) {
 		if n := d.Round(ctxT(t)); n != 5 {
 			t.Fatalf("round 1 claimed %d, want 5 (3 of a's, 2 of b's)", n)
 		}
-		eventually(t, "5 requests at the upstreams", func() bool { return f.all.cur.Load() == 5 })
+		eventually(t, "5 requests at the upstreams", func() bool { return f.all.Running() == 5 })
 		for i := range 5 {
 			if n := d.Round(ctxT(t)); n != 0 {
 				t.Fatalf("round %d with every slot busy claimed %d", i+2, n)
@@ -123,8 +124,8 @@ func TestConcurrencyBounds(t *testing.T) {
 		if st := h.state("a"); st.Leased != 3 {
 			t.Fatalf("a has %d leased, want 3", st.Leased)
 		}
-		f.aUp.release()
-		f.bUp.release()
+		f.aUp.Release()
+		f.bUp.Release()
 		claimed := 5
 		for i := range 40 {
 			claimed += d.Round(ctxT(t))
@@ -136,10 +137,10 @@ func TestConcurrencyBounds(t *testing.T) {
 			}
 		}
 		d.Wait()
-		if a, all := f.aUp.own.peak.Load(), f.all.peak.Load(); a != 3 || all != 5 {
+		if a, all := f.aUp.InFlight.Peak(), f.all.Peak(); a != 3 || all != 5 {
 			t.Errorf("peak in flight: a %d, all %d; want 3 and 5", a, all)
 		}
-		if got := f.aUp.hits() + f.bUp.hits(); got != claimed {
+		if got := f.aUp.Hits() + f.bUp.Hits(); got != claimed {
 			t.Errorf("upstreams saw %d requests for %d claims", got, claimed)
 		}
 		if got := f.claimedOf(f.bIDs); got != 5 {

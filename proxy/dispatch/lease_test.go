@@ -11,6 +11,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestLeaseExpiryRedispatches: replica 1 claims a callout whose upstream
@@ -23,9 +24,10 @@ import (
 // Idempotency-Key twice (contract §5).
 func TestLeaseExpiryRedispatches(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			n := proctest.Received(r).PathN
 			if n == 1 {
-				u.hold(r)
+				proctest.Hold(r)
 				_, _ = io.WriteString(w, "late")
 				return
 			}
@@ -42,7 +44,7 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 		if n := d1.Round(ctxT(t)); n != 1 {
 			t.Fatalf("replica 1 claimed %d, want 1", n)
 		}
-		eventually(t, "replica 1's request at the upstream", func() bool { return up.hits() == 1 })
+		eventually(t, "replica 1's request at the upstream", func() bool { return up.Hits() == 1 })
 		if n := h.round(d2); n != 0 {
 			t.Fatalf("replica 2 claimed %d while the lease is live, want 0", n)
 		}
@@ -58,7 +60,7 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 		}
 		checkLeaseLog(t, want.AttemptLog)
 
-		up.release()
+		up.Release()
 		d1.Wait()
 		errs := rec1.completeErrs()
 		if len(errs) != 1 {
@@ -70,8 +72,8 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 			string(got.Response.Body) != "second" || !got.FinishedAt.Equal(want.FinishedAt) {
 			t.Fatalf("replica 1's stale completion changed the callout: %+v", got)
 		}
-		reqs := up.requests()
-		if len(reqs) != 2 || reqs[0].Key != `"order-42"` || reqs[1].Key != `"order-42"` {
+		reqs := up.Requests("")
+		if len(reqs) != 2 || reqs[0].Header.Get("Idempotency-Key") != `"order-42"` || reqs[1].Header.Get("Idempotency-Key") != `"order-42"` {
 			t.Fatalf("upstream requests = %+v, want two with Idempotency-Key \"order-42\"", reqs)
 		}
 		if n := h.ended.Load(); n != 1 || got.State != policy.Succeeded {
@@ -101,7 +103,7 @@ func checkLeaseLog(t *testing.T, log []policy.Attempt) {
 func TestConcurrentRoundsClaimOnce(t *testing.T) {
 	const n = 40
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, status(http.StatusOK))
+		up := proctest.NewUpstream(t, status(http.StatusOK))
 		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
 		opts := dispatch.Options{Concurrency: 16, PerEndpoint: 16, Batch: 3}
 		ds := []*dispatch.Dispatcher{h.dispatcher(h.store, opts), h.dispatcher(h.newStore(), opts)}
@@ -126,7 +128,7 @@ func TestConcurrentRoundsClaimOnce(t *testing.T) {
 			t.Fatalf("claimed %d in all, want %d", claimed, n)
 		}
 		for i, id := range ids {
-			if got := up.hitsFor(fmt.Sprintf("/c/%d", i)); got != 1 {
+			if got := up.PathHits(fmt.Sprintf("/c/%d", i)); got != 1 {
 				t.Errorf("callout %d dispatched %d times, want 1", i, got)
 			}
 			if c := h.get(id); c.State != policy.Succeeded || c.Attempts != 1 {

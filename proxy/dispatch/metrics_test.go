@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestMetricsAfterScenarios runs four endings side by side on a fresh
@@ -19,10 +20,10 @@ import (
 // callout_dead_letters_total by reason and callout_schedule_lag_seconds.
 func TestMetricsAfterScenarios(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		flaky := newUpstream(t, sequence(503, 503, 200))
-		down := newUpstream(t, status(http.StatusBadGateway))
-		refuse := newUpstream(t, status(http.StatusForbidden))
-		hang := newUpstream(t, held(http.StatusOK))
+		flaky := proctest.NewUpstream(t, sequence(503, 503, 200))
+		down := proctest.NewUpstream(t, status(http.StatusBadGateway))
+		refuse := proctest.NewUpstream(t, status(http.StatusForbidden))
+		hang := proctest.NewUpstream(t, held(http.StatusOK))
 		h := newHarness(t, b, newConfig(t, append([]string{"max_attempts: 3"}, msPolicy...),
 			ep{name: "flaky", url: flaky.URL}, ep{name: "down", url: down.URL},
 			ep{name: "refuse", url: refuse.URL},

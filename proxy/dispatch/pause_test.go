@@ -10,6 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestPauseOn429: a 429 with Retry-After: 60 on endpoint E pauses all of E
@@ -19,7 +20,8 @@ import (
 // When the clock reaches the pause's end everything on E is dispatched.
 func TestPauseOn429(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		eUp := newUpstream(t, func(_ *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		eUp := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			n := proctest.Received(r).PathN
 			if r.URL.Path == "/first" && n == 1 {
 				w.Header().Set("Retry-After", "60")
 				w.WriteHeader(http.StatusTooManyRequests)
@@ -27,7 +29,7 @@ func TestPauseOn429(t *testing.T) {
 			}
 			w.WriteHeader(http.StatusOK)
 		})
-		fUp := newUpstream(t, status(http.StatusOK))
+		fUp := proctest.NewUpstream(t, status(http.StatusOK))
 		h := newHarness(t, b, newConfig(t, nil, ep{name: "e", url: eUp.URL}, ep{name: "f", url: fUp.URL}))
 		d := h.dispatcher(h.store, dispatchOpts())
 		first := h.enqueue("e", http.MethodPost, "/first", "", time.Time{})
@@ -58,8 +60,8 @@ func TestPauseOn429(t *testing.T) {
 				t.Fatalf("e's waiting callout during the pause: state %s attempts %d, want held with 0", c.State, c.Attempts)
 			}
 		}
-		if eUp.hitsFor("/later") != 0 {
-			t.Fatalf("e's upstream saw %d requests during the pause", eUp.hitsFor("/later"))
+		if eUp.PathHits("/later") != 0 {
+			t.Fatalf("e's upstream saw %d requests during the pause", eUp.PathHits("/later"))
 		}
 
 		h.clk.Advance(time.Millisecond) // t0+60s: the pause is over
@@ -106,7 +108,7 @@ func checkPaused(t *testing.T, h *harness, first string) {
 // GateRecheck; then it claims again (so an admin's reset is seen).
 func TestShutGateCachedBriefly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, func(_ *upstream, w http.ResponseWriter, _ *http.Request, _ int) {
+		up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Retry-After", "3600")
 			w.WriteHeader(http.StatusTooManyRequests)
 		})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // HTTP-date layouts of RFC 9110 §5.6.7.
@@ -36,7 +37,8 @@ func TestRetryAfterDateHonoured(t *testing.T) {
 	}
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
 		var h *harness
-		up := newUpstream(t, func(_ *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			n := proctest.Received(r).PathN
 			if n > 1 {
 				_, _ = io.WriteString(w, "done")
 				return
@@ -66,7 +68,7 @@ func TestRetryAfterDateHonoured(t *testing.T) {
 				if n := h.round(d); n != 0 {
 					t.Fatalf("round 1ms before the date claimed %d, want 0", n)
 				}
-				if got := up.hitsFor("/" + f.name); got != 1 {
+				if got := up.PathHits("/" + f.name); got != 1 {
 					t.Fatalf("upstream saw %d requests before the date, want 1", got)
 				}
 				h.clk.Advance(time.Millisecond)

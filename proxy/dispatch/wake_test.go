@@ -9,6 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestWakesOnAnotherReplicasEnqueue: an idle dispatcher does not poll (its
@@ -17,7 +18,7 @@ import (
 // claimed and done.
 func TestWakesOnAnotherReplicasEnqueue(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := newUpstream(t, status(http.StatusOK))
+		up := proctest.NewUpstream(t, status(http.StatusOK))
 		h := newHarness(t, b, newConfig(t, nil, ep{name: "e", url: up.URL}))
 		other := h.newStore() // the replica that enqueues
 		mine := h.newStore()
@@ -36,7 +37,7 @@ func TestWakesOnAnotherReplicasEnqueue(t *testing.T) {
 		eventually(t, "the woken dispatcher to finish the callout", func() bool {
 			return h.get(res.ID).State == policy.Succeeded
 		})
-		if got := up.hits(); got != 1 {
+		if got := up.Hits(); got != 1 {
 			t.Fatalf("%d upstream requests, want 1", got)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,11 +18,12 @@ import (
 // concurrent use.
 type Process struct {
 	// Name names the process in failure output.
-	Name   string
+	Name string
+	// Logs is its output so far, one line per line written.
+	Logs   LogBuffer
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	lines  []string
 	exited chan struct{}
+	err    error // what Wait returned; read after exited is closed
 }
 
 // Start runs path with args and env (nil: the command's default, the
@@ -47,15 +47,13 @@ func Start(t testing.TB, name, path string, args, env []string, onLine func(stri
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
+			_, _ = p.Logs.Write(append(sc.Bytes(), '\n'))
 			if onLine != nil {
 				onLine(sc.Text())
 			}
 		}
-		_, _ = io.Copy(io.Discard, out)
-		_ = p.cmd.Wait()
+		_, _ = io.Copy(io.Discard, out) // a line over 1 MiB: keep the pipe drained
+		p.err = p.cmd.Wait()
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
@@ -91,24 +89,28 @@ func (p *Process) Kill() { p.Signal(syscall.SIGKILL, 10*time.Second) }
 // Exited is closed once the process has exited and its output is read.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
-// Tail is the last n lines of output.
-func (p *Process) Tail(n int) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines[max(0, len(p.lines)-n):], "\n")
+// ExitErr is what waiting for the process returned (nil: exit status 0);
+// call it after Exited is closed.
+func (p *Process) ExitErr() error {
+	<-p.exited
+	return p.err
 }
 
 // Count is the number of output lines containing s.
 func (p *Process) Count(s string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	n := 0
-	for _, l := range p.lines {
-		if strings.Contains(l, s) {
+	for line := range strings.SplitSeq(p.Logs.String(), "\n") {
+		if strings.Contains(line, s) {
 			n++
 		}
 	}
 	return n
+}
+
+// Tail is the last n lines of output.
+func (p *Process) Tail(n int) string {
+	lines := strings.Split(strings.TrimSuffix(p.Logs.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // RSS is the process's resident set size in bytes (VmRSS of

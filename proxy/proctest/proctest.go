@@ -41,14 +41,21 @@ func GoTool() string {
 }
 
 // BuildBinary builds MainPackage into dir/callout-proxy, with -race when
-// race is true, and returns its path. Errors carry the go command's output.
+// race is true, and returns its path. It builds in the main module's root
+// (found from this file's path), so a test of another module that imports
+// this package (proxy/internal/realclients) builds the same binary. Errors
+// carry the go command's output.
 func BuildBinary(dir string, race bool) (string, error) {
 	bin := filepath.Join(dir, "callout-proxy")
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	if out, err := exec.Command(GoTool(), append(args, MainPackage)...).CombinedOutput(); err != nil {
+	cmd := exec.Command(GoTool(), append(args, MainPackage)...)
+	if _, file, _, ok := runtime.Caller(0); ok {
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", MainPackage, err, out)
 	}
 	return bin, nil
@@ -76,6 +83,19 @@ func RunWithBinary(m *testing.M, suite, prebuilt string, race bool, bin *string)
 	}
 	*bin = p
 	return m.Run()
+}
+
+// RunSuite is the TestMain body of a suite that runs the binary (without
+// -race: the race detector's cost would distort the load and the memory
+// such a suite measures) on redis-servers of its own, as fault and hostile
+// do: it fails at once without redis-server on PATH, then runs
+// RunWithBinary.
+func RunSuite(m *testing.M, suite, prebuilt string, bin *string) int {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		fmt.Fprintln(os.Stderr, suite+": redis-server is required:", err)
+		return 1
+	}
+	return RunWithBinary(m, suite, prebuilt, false, bin)
 }
 
 // FreePort returns a loopback TCP port nothing listens on (it was free a
@@ -143,6 +163,9 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
+// Count is how many times s occurs in what was written so far.
+func (b *LogBuffer) Count(s string) int { return strings.Count(b.String(), s) }
+
 // Records returns the decoded lines whose msg is msg; lines that are not
 // JSON objects are skipped.
 func (b *LogBuffer) Records(msg string) []map[string]any {
@@ -154,6 +177,20 @@ func (b *LogBuffer) Records(msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// MustRecords is Records, failing the test on a line that is not a JSON
+// object (for a logger that must write nothing else); blank lines are
+// skipped.
+func (b *LogBuffer) MustRecords(t testing.TB, msg string) []map[string]any {
+	t.Helper()
+	for _, line := range strings.Split(b.String(), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); line != "" && err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+	}
+	return b.Records(msg)
 }
 
 // Audits returns the decoded "audit" lines of the admin API.

@@ -1,10 +1,16 @@
 package proctest
 
 import (
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
 // TestLogBufferAudits: only JSON lines with msg "audit" are audits; HasAudit
@@ -37,4 +43,98 @@ func TestFreePort(t *testing.T) {
 		t.Fatalf("port %d: %v", p, err)
 	}
 	_ = l.Close()
+}
+
+// TestUpstreamRecords: every request is recorded with its numbers (at the
+// upstream and per path), body and Idempotency-Key before its handler
+// runs; the handler reads the body again; a held handler returns on
+// Release; a nil handler answers 200 {"ok":true}.
+func TestUpstreamRecords(t *testing.T) {
+	var bodies []string
+	u := NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		if rec := Received(r); rec.Path == "/held" {
+			Hold(r)
+		}
+		fmt.Fprintf(w, "%d/%d", Received(r).N, Received(r).PathN)
+	})
+	post := func(path, key, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, u.URL+path, strings.NewReader(body))
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := post("/a?x=1", "k1", "one"); got != "1/1" {
+		t.Errorf("first answer %q, want 1/1", got)
+	}
+	if got := post("/a?x=2", "k1", "two"); got != "2/2" {
+		t.Errorf("second answer %q, want 2/2", got)
+	}
+	if got := post("/b", "k2", "three"); got != "3/1" {
+		t.Errorf("third answer %q, want 3/1", got)
+	}
+	done := make(chan string)
+	go func() { done <- post("/held", "k3", "") }()
+	if r := u.WaitRequest(t, 5*time.Second); r.Path != "/a" {
+		t.Errorf("first arrival %+v", r)
+	}
+	for range 3 {
+		u.WaitRequest(t, 5*time.Second)
+	}
+	select {
+	case got := <-done:
+		t.Fatalf("the held request was answered (%q) before Release", got)
+	default:
+	}
+	u.Release()
+	if got := <-done; got != "4/1" {
+		t.Errorf("held answer %q, want 4/1", got)
+	}
+	if u.Hits() != 4 || u.HitsFor("/a?x=2") != 1 || u.PathHits("/a") != 2 || u.Attempts("k1") != 2 {
+		t.Errorf("hits %d, /a?x=2 %d, /a %d, k1 %d; want 4, 1, 2, 2", u.Hits(), u.HitsFor("/a?x=2"),
+			u.PathHits("/a"), u.Attempts("k1"))
+	}
+	if r := u.Request(t, "/b"); string(r.Body) != "three" || r.Method != http.MethodPost || r.End.Before(r.Start) {
+		t.Errorf("request for /b: %+v", r)
+	}
+	if strings.Join(bodies, ",") != "one,two,three," {
+		t.Errorf("the handler read %q", bodies)
+	}
+	u.CheckNoOverlap(t)
+	if u.InFlight.Peak() != 1 || u.InFlight.Running() != 0 {
+		t.Errorf("peak %d running %d, want 1 and 0", u.InFlight.Peak(), u.InFlight.Running())
+	}
+	def := NewUpstream(t, nil)
+	resp, err := http.Get(def.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != `{"ok":true}` {
+		t.Errorf("nil handler answered %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestConfigParses: what Config renders is a configuration the proxy
+// loads, with each part where it was put.
+func TestConfigParses(t *testing.T) {
+	yaml := Config{RedisURL: "redis://127.0.0.1:6379/0", Issuers: []string{"https://a.my.salesforce.com"},
+		Policy:    []string{"max_attempts: 3"},
+		Endpoints: []string{Endpoint("pay", "http://127.0.0.1:9", Loopback, "breaker_failures: 2")}}.YAML()
+	cfg, err := config.Parse([]byte(yaml), func(string) string { return "a-secret-of-at-least-32-bytes-long!!" })
+	if err != nil {
+		t.Fatalf("%v\n%s", err, yaml)
+	}
+	ep, ok := cfg.Endpoint("pay")
+	if !ok || cfg.Redis.URL != "redis://127.0.0.1:6379/0" || cfg.Policy.MaxAttempts != 3 || ep.BreakerFailures != 2 ||
+		len(ep.AllowedNetworks) != 1 {
+		t.Errorf("parsed %+v, endpoint %+v from:\n%s", cfg, ep, yaml)
+	}
 }

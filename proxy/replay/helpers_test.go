@@ -1,16 +1,12 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +15,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 )
@@ -35,35 +32,8 @@ type testEnv struct {
 	store *redisstore.Store
 	jobs  *jobs.Store
 	cfg   *config.Config
-	logs  *syncBuffer
+	logs  *proctest.LogBuffer
 	seeds atomic.Uint64
-}
-
-// syncBuffer is a log sink safe for the runner's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// audits returns the decoded "audit" lines.
-func (b *syncBuffer) audits(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(b.buf.String(), "\n") {
-		var m map[string]any
-		if line != "" && json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "audit" {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // testConfig has pay-api and crm-api, with the default policy.
@@ -83,7 +53,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 	t.Helper()
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			e := &testEnv{b: b, clk: clocktest.New(t0), cfg: testConfig(), logs: &syncBuffer{}}
+			e := &testEnv{b: b, clk: clocktest.New(t0), cfg: testConfig(), logs: &proctest.LogBuffer{}}
 			var seed [32]byte
 			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 			e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),

@@ -69,7 +69,7 @@ func TestReplayOne(t *testing.T) {
 			t.Fatalf("mark of the original = %+v", m)
 		}
 		var results []string
-		for _, a := range e.logs.audits(t) {
+		for _, a := range e.logs.Audits() {
 			if a["token"] != "ops" || a["action"] != "replay" || a["dead_letter_id"] == "" {
 				t.Fatalf("audit line = %v", a)
 			}

@@ -49,12 +49,12 @@ func TestJobWindowOnceEach(t *testing.T) {
 		if other := e.replayChains(t, "crm-api"); len(other) != 0 || len(crm) != 3 {
 			t.Fatalf("another endpoint was replayed: %v", other)
 		}
-		for _, a := range e.logs.audits(t) {
+		for _, a := range e.logs.Audits() {
 			if a["token"] != "ops" || a["job_id"] != j.ID || a["result"] != "replayed" {
 				t.Fatalf("audit line = %v", a)
 			}
 		}
-		if n := len(e.logs.audits(t)); n != 6 {
+		if n := len(e.logs.Audits()); n != 6 {
 			t.Fatalf("%d audit lines, want one per replay (6)", n)
 		}
 	})
@@ -195,7 +195,7 @@ func TestJobDryRunSendsNothing(t *testing.T) {
 			last.Detail != "not_found" {
 			t.Fatalf("would send %v; last %+v", got, last)
 		}
-		if len(e.logs.audits(t)) != 0 {
+		if len(e.logs.Audits()) != 0 {
 			t.Fatal("a dry run audit-logged a replay")
 		}
 	})
@@ -244,7 +244,7 @@ func TestRunPicksUpJobsAndSweeps(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("job not completed by Run: %+v\nlogs:\n%s", got, e.logs.buf.String())
+				t.Fatalf("job not completed by Run: %+v\nlogs:\n%s", got, e.logs.String())
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -14,10 +14,11 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // newOAuthSet returns the Set of an OAuth2 endpoint against ts, on clock.
-func newOAuthSet(t *testing.T, ts *credtest.TokenServer, clock *clocktest.Clock, logs *logBuffer) *Set {
+func newOAuthSet(t *testing.T, ts *credtest.TokenServer, clock *clocktest.Clock, logs *proctest.LogBuffer) *Set {
 	t.Helper()
 	ep := &config.Endpoint{Name: "pay", AttemptTimeout: 5 * time.Second, OAuth2: &config.OAuth2{
 		TokenURL: ts.URL, ClientID: config.SecretRef{Env: "ID"}, ClientSecret: config.SecretRef{Env: "SECRET"},
@@ -39,7 +40,7 @@ func TestTokenFallsBackWhileUsable(t *testing.T) {
 	ts := credtest.NewTokenServer(t, "client", "secret-1")
 	ts.SetLifetime(60)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock, logs := clocktest.New(t0), &logBuffer{}
+	clock, logs := clocktest.New(t0), &proctest.LogBuffer{}
 	s := newOAuthSet(t, ts, clock, logs)
 	ctx := context.Background()
 	first, err := s.Token(ctx)
@@ -64,7 +65,7 @@ func TestTokenFallsBackWhileUsable(t *testing.T) {
 // already replaced does not cause another token request.
 func TestUnauthorizedDropsOnlyItsToken(t *testing.T) {
 	ts := credtest.NewTokenServer(t, "client", "secret-1")
-	s := newOAuthSet(t, ts, clocktest.New(time.Now()), &logBuffer{})
+	s := newOAuthSet(t, ts, clocktest.New(time.Now()), &proctest.LogBuffer{})
 	ctx := context.Background()
 	first, err := s.Token(ctx)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 const tokenValue = "access-token-VALUE-123"
@@ -92,7 +93,7 @@ func TestNewToken(t *testing.T) {
 // value.
 func TestTokenNeverPrints(t *testing.T) {
 	tok := &Token{typ: "Bearer", value: tokenValue}
-	logs := &logBuffer{}
+	logs := &proctest.LogBuffer{}
 	slog.New(slog.NewJSONHandler(logs, nil)).Info("x", "token", tok, "any", any(tok))
 	for _, s := range []string{fmt.Sprint(tok), fmt.Sprintf("%+v %#v %s %q", tok, tok, tok, tok), logs.String()} {
 		if strings.Contains(s, tokenValue) {

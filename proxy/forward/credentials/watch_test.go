@@ -6,33 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
-
-// logBuffer collects log output safely.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) count(s string) int { return strings.Count(l.String(), s) }
 
 const (
 	msgKept    = `"msg":"credential file unusable; keeping the previous value"`
@@ -49,7 +29,7 @@ func TestWatchedSecret(t *testing.T) {
 	path := filepath.Join(dir, "secret")
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := clocktest.New(t0)
-	logs := &logBuffer{}
+	logs := &proctest.LogBuffer{}
 	parses := 0
 	parse := parseSecret(path)
 	w := &watched[string]{key: "endpoints.a.headers.X-Key", paths: []string{path}, maxBytes: maxSecretBytes,
@@ -100,7 +80,7 @@ func TestWatchedSecret(t *testing.T) {
 		if gen != st.gen || parses != st.parses {
 			t.Fatalf("%s: generation %d, parses %d; want %d, %d", st.name, gen, parses, st.gen, st.parses)
 		}
-		if k, f, c := logs.count(msgKept), logs.count(msgFirst+","), logs.count(msgChanged); k != st.kept || f != st.first || c != st.changed {
+		if k, f, c := logs.Count(msgKept), logs.Count(msgFirst+","), logs.Count(msgChanged); k != st.kept || f != st.first || c != st.changed {
 			t.Fatalf("%s: log lines kept/first/changed = %d/%d/%d, want %d/%d/%d:\n%s",
 				st.name, k, f, c, st.kept, st.first, st.changed, logs)
 		}

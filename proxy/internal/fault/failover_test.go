@@ -64,9 +64,9 @@ func sentinelFailover(t *testing.T, durability string) (int, []accepted) {
 	}
 	sentinels := startSentinels(t, primaryPort, 2)
 
-	up := newUpstream(t, nil)
+	up := proctest.NewUpstream(t, nil)
 	cfg := sentinelConfig(sentinels, durability, timeouts, endpoint("pay", up.URL))
-	reps := startReplicas(t, 2, cfg, replicaEnv)
+	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv)
 	c := newClient(t)
 
 	var (

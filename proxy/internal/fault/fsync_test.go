@@ -18,7 +18,7 @@ import (
 // version it found (docs/configuration.md redis.durability). On 7.2 or
 // later it starts.
 func TestFsyncRefusedBeforeRedis72(t *testing.T) {
-	rs := startRedis(t)
+	rs := proctest.StartRedis(t, true)
 	info, err := rs.Client.Info(context.Background(), "server").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -32,16 +32,16 @@ func TestFsyncRefusedBeforeRedis72(t *testing.T) {
 	if !strings.HasPrefix(version, "6.") && !strings.HasPrefix(version, "7.0.") && !strings.HasPrefix(version, "7.1.") {
 		t.Skipf("Redis %s has WAITAOF; the refusal cannot be shown here", version)
 	}
-	up := newUpstream(t, nil)
-	cfg := strings.Replace(config(rs.URL(), nil, endpoint("pay", up.URL)), "redis:\n", "redis:\n  durability: fsync\n", 1)
+	up := proctest.NewUpstream(t, nil)
+	cfg := strings.Replace(config(rs.URL, nil, endpoint("pay", up.URL)), "redis:\n", "redis:\n  durability: fsync\n", 1)
 	path := filepath.Join(t.TempDir(), "fsync.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := proctest.Start(t, "fsync", proxyBinary, []string{"--config", path}, envList(replicaEnv), nil)
+	p := proctest.Start(t, "fsync", proxyBinary, []string{"--config", path}, proctest.EnvList(replicaEnv), nil)
 	select {
 	case <-p.Exited():
-	case <-time.After(startupTimeout):
+	case <-time.After(proctest.StartupTimeout):
 		t.Fatalf("callout-proxy with durability fsync on Redis %s did not exit:\n%s", version, p.Tail(20))
 	}
 	if out := p.Tail(20); !strings.Contains(out, "7.2 or later") || !strings.Contains(out, version) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 const (
@@ -25,7 +25,7 @@ const (
 	testSecret = "fault-suite-secret-of-at-least-32-bytes!"
 	issuer     = "https://fault.my.salesforce.com"
 	// loopback lets an endpoint reach upstreams on 127.0.0.1.
-	loopback = "allowed_networks: [127.0.0.0/8]"
+	loopback = proctest.Loopback
 )
 
 // replicaEnv is the environment of every replica.
@@ -34,107 +34,18 @@ var replicaEnv = map[string]string{"TEST_JWT_SECRET": testSecret}
 // config is a whole configuration on port 0 for redisURL with HS256
 // auth, a millisecond retry policy plus policy lines, and the endpoints.
 func config(redisURL string, policy []string, endpoints ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nredis:\n  url: %s\n", redisURL)
-	fmt.Fprintf(&b, "auth:\n  issuers: [%s]\n  audience: callout-proxy\n", issuer)
-	b.WriteString("  algorithms: [HS256]\n  hs256_secret_env: TEST_JWT_SECRET\npolicy:\n")
 	lines := []string{"base_delay: 20ms", "max_delay: 200ms", "max_attempts: 30", "breaker_failures: 100000"}
 	for _, l := range policy { // a line for the same key replaces the default
 		k, _, _ := strings.Cut(l, ":")
 		lines = slices.DeleteFunc(lines, func(d string) bool { return strings.HasPrefix(d, k+":") })
 		lines = append(lines, l)
 	}
-	for _, l := range lines {
-		b.WriteString("  " + l + "\n")
-	}
-	b.WriteString("endpoints:\n")
-	for _, e := range endpoints {
-		b.WriteString(e)
-	}
-	return b.String()
+	return proctest.Config{RedisURL: redisURL, Issuers: []string{issuer}, Policy: lines, Endpoints: endpoints}.YAML()
 }
 
-// endpoint renders one entry of the endpoints block.
+// endpoint renders one entry of the endpoints block, reaching loopback.
 func endpoint(name, url string, extra ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "  %s:\n    url: %s\n    %s\n", name, url, loopback)
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
-}
-
-// upstream is a real HTTP server that answers with its handler and records,
-// per Idempotency-Key, how many attempts it saw and whether two ever ran
-// at the same time.
-type upstream struct {
-	URL string
-	// handle answers one request; nil answers 200 {"ok":true}.
-	handle func(w http.ResponseWriter, r *http.Request)
-
-	mu       sync.Mutex
-	active   map[string]int
-	hits     map[string]int
-	overlaps []string
-	inFlight atomic.Int64
-	peak     atomic.Int64
-}
-
-func newUpstream(t *testing.T, handle func(http.ResponseWriter, *http.Request)) *upstream {
-	t.Helper()
-	u := &upstream{handle: handle, active: map[string]int{}, hits: map[string]int{}}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
-	srv.Config.ErrorLog = nil
-	srv.Start()
-	t.Cleanup(srv.Close)
-	u.URL = srv.URL
-	return u
-}
-
-func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	key := r.Header.Get("Idempotency-Key")
-	n := u.inFlight.Add(1)
-	defer u.inFlight.Add(-1)
-	for p := u.peak.Load(); n > p && !u.peak.CompareAndSwap(p, n); p = u.peak.Load() {
-	}
-	if key != "" {
-		u.mu.Lock()
-		u.hits[key]++
-		u.active[key]++
-		if u.active[key] > 1 {
-			u.overlaps = append(u.overlaps, key)
-		}
-		u.mu.Unlock()
-		defer func() {
-			u.mu.Lock()
-			u.active[key]--
-			u.mu.Unlock()
-		}()
-	}
-	if u.handle != nil {
-		u.handle(w, r)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"ok":true}`)
-}
-
-// checkNoOverlap fails the test when any key had two attempts at once.
-func (u *upstream) checkNoOverlap(t *testing.T) {
-	t.Helper()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.overlaps) > 0 {
-		t.Errorf("%d concurrent attempts of one key at the upstream: %v", len(u.overlaps), u.overlaps)
-	}
-}
-
-// attempts returns how many requests carried key.
-func (u *upstream) attempts(key string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.hits[key]
+	return proctest.Endpoint(name, url, append([]string{loopback}, extra...)...)
 }
 
 // client talks to the replicas as Apex does.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestReplicaSIGKILLUnderLoad: three replicas share a durable Redis; 600
@@ -19,10 +20,10 @@ import (
 // claims are re-dispatched only once their lease of attempt_timeout +
 // policy.LeaseGrace has run out).
 func TestReplicaSIGKILLUnderLoad(t *testing.T) {
-	rs := startRedis(t)
-	up := newUpstream(t, nil)
-	cfg := config(rs.URL(), []string{"connect_timeout: 500ms", "attempt_timeout: 1s", "header_timeout: 1s"}, endpoint("pay", up.URL))
-	reps := startReplicas(t, 3, cfg, replicaEnv)
+	rs := proctest.StartRedis(t, true)
+	up := proctest.NewUpstream(t, nil)
+	cfg := config(rs.URL, []string{"connect_timeout: 500ms", "attempt_timeout: 1s", "header_timeout: 1s"}, endpoint("pay", up.URL))
+	reps := proctest.StartReplicas(t, proxyBinary, 3, cfg, replicaEnv)
 	c := newClient(t)
 
 	const n = 600
@@ -47,9 +48,9 @@ func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 	}
 	final := c.waitFinal(t, reps[1].URL, acc, 1*time.Second+policy.LeaseGrace+60*time.Second)
 	wantAll(t, final, policy.Succeeded)
-	up.checkNoOverlap(t)
+	up.CheckNoOverlap(t)
 	for _, a := range acc {
-		if up.attempts(a.Key) == 0 {
+		if up.Attempts(a.Key) == 0 {
 			t.Errorf("callout %s (key %s) succeeded but the upstream never saw it", a.ID, a.Key)
 		}
 	}
@@ -62,10 +63,10 @@ func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 // got a 202 is in Redis after the restart and ends succeeded, and no key
 // is attempted twice at once (contract §1, §10).
 func TestRedisSIGKILLUnderLoad(t *testing.T) {
-	rs := startRedis(t)
-	up := newUpstream(t, nil)
-	cfg := config(rs.URL(), []string{"connect_timeout: 500ms", "attempt_timeout: 1s", "header_timeout: 1s"}, endpoint("pay", up.URL))
-	reps := startReplicas(t, 2, cfg, replicaEnv)
+	rs := proctest.StartRedis(t, true)
+	up := proctest.NewUpstream(t, nil)
+	cfg := config(rs.URL, []string{"connect_timeout: 500ms", "attempt_timeout: 1s", "header_timeout: 1s"}, endpoint("pay", up.URL))
+	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv)
 	c := newClient(t)
 
 	const n = 600
@@ -73,10 +74,10 @@ func TestRedisSIGKILLUnderLoad(t *testing.T) {
 	crash := func(i int) {
 		if i == n/3 {
 			once.Do(func() {
-				rs.crash()
+				rs.Crash()
 				t.Logf("SIGKILLed redis-server after request %d", i)
 				time.Sleep(time.Second)
-				rs.restart()
+				rs.Restart()
 				t.Log("redis-server restarted from its append-only file")
 			})
 		}
@@ -88,5 +89,5 @@ func TestRedisSIGKILLUnderLoad(t *testing.T) {
 	}
 	final := c.waitFinal(t, reps[0].URL, acc, 1*time.Second+policy.LeaseGrace+60*time.Second)
 	wantAll(t, final, policy.Succeeded)
-	up.checkNoOverlap(t)
+	up.CheckNoOverlap(t)
 }

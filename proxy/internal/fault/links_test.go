@@ -150,7 +150,7 @@ func waitPing(t *testing.T, p *proctest.Process, addr string) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
-	end := time.Now().Add(startupTimeout)
+	end := time.Now().Add(proctest.StartupTimeout)
 	for c.Ping(context.Background()).Err() != nil {
 		if time.Now().After(end) {
 			t.Fatalf("%s on %s did not answer PING:\n%s", p.Name, addr, p.Tail(20))

@@ -3,9 +3,7 @@
 package fault
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
@@ -15,16 +13,9 @@ import (
 // before any test runs and only read afterwards.
 var proxyBinary string
 
-// TestMain builds cmd/callout-proxy once (without -race: the race
-// detector's cost would distort the load and the memory the suite
-// measures), unless CALLOUT_FAULT_BINARY names one already built, runs the
+// TestMain builds cmd/callout-proxy once (proctest.RunSuite: redis-server
+// is required, no -race), unless CALLOUT_FAULT_BINARY names one already built, runs the
 // tests and removes the binary.
-func TestMain(m *testing.M) { os.Exit(runTests(m)) }
-
-func runTests(m *testing.M) int {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		fmt.Fprintln(os.Stderr, "fault: redis-server is required:", err)
-		return 1
-	}
-	return proctest.RunWithBinary(m, "fault", "CALLOUT_FAULT_BINARY", false, &proxyBinary)
+func TestMain(m *testing.M) {
+	os.Exit(proctest.RunSuite(m, "fault", "CALLOUT_FAULT_BINARY", &proxyBinary))
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
@@ -29,13 +30,13 @@ import (
 // emulator's certificate through SSL_CERT_FILE. It logs the Salesforce API
 // calls made per dead letter (BENCHMARKS.md).
 func TestSalesforceDownDeadLettersArriveOnce(t *testing.T) {
-	rs := startRedis(t)
+	rs := proctest.StartRedis(t, true)
 	emu, env := startEmulator(t)
-	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 	sf := fmt.Sprintf("salesforce:\n  login_url: %s\n  client_id_env: SF_CLIENT_ID\n  username: %s\n"+
 		"  private_key_file: %s\n  outbox_interval: 200ms\n  pubsub: off\n", emu.URL, "proxy@fault.test", env["KEY_FILE"])
-	cfg := config(rs.URL(), slices.Concat(timeouts, []string{"max_attempts: 2"}), endpoint("pay", up.URL)) + sf
-	reps := startReplicas(t, 2, cfg, env)
+	cfg := config(rs.URL, slices.Concat(timeouts, []string{"max_attempts: 2"}), endpoint("pay", up.URL)) + sf
+	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, env)
 	c := newClient(t)
 
 	emu.Inject(sfemu.Fault{Status: http.StatusServiceUnavailable, Body: sfemu.ServerError, Times: 1 << 30})

@@ -13,6 +13,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -63,7 +64,7 @@ var timeouts = []string{"connect_timeout: 500ms", "header_timeout: 1s", "attempt
 // succeeded once the toxic is gone, and no key is attempted twice at once
 // — timeouts and resets are retryable (contract §2) and are retried.
 func TestToxicWritesEndCorrectly(t *testing.T) {
-	rs := startRedis(t)
+	rs := proctest.StartRedis(t, true)
 	cases := []struct {
 		name, typ, stream, attrs string
 		lift                     time.Duration // 0: never removed
@@ -75,9 +76,10 @@ func TestToxicWritesEndCorrectly(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			up := newUpstream(t, nil)
+			up := proctest.NewUpstream(t, nil)
 			x := newToxic(t, up.URL)
-			r := startReplica(t, "r-"+tc.name, config(rs.URL(), timeouts, endpoint("pay", x.URL)), replicaEnv)
+			r := proctest.StartProxy(t, proxyBinary, config(rs.URL, timeouts, endpoint("pay", x.URL)),
+				proctest.ProxyOptions{Name: "r-" + tc.name, Env: replicaEnv})
 			c := newClient(t)
 			x.add(t, tc.name, tc.typ, tc.stream, tc.attrs)
 			if tc.lift > 0 {
@@ -89,7 +91,7 @@ func TestToxicWritesEndCorrectly(t *testing.T) {
 				t.Errorf("%d of 150 writes were not accepted", refused)
 			}
 			wantAll(t, c.waitFinal(t, r.URL, acc, 90*time.Second), policy.Succeeded)
-			up.checkNoOverlap(t)
+			up.CheckNoOverlap(t)
 		})
 	}
 }
@@ -99,14 +101,14 @@ func TestToxicWritesEndCorrectly(t *testing.T) {
 // (success, body intact); at 4 KiB/s it cannot (the attempt limit cuts it:
 // outcome retryable, contract §2 "attempt timeout").
 func TestToxicSlowBodyOutcomes(t *testing.T) {
-	rs := startRedis(t)
+	rs := proctest.StartRedis(t, true)
 	body := strings.Repeat("0123456789abcdef", 1024)
-	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte(body))
 	})
 	x := newToxic(t, up.URL)
-	r := startReplica(t, "r-body", config(rs.URL(), timeouts, endpoint("files", x.URL)), replicaEnv)
+	r := proctest.StartProxy(t, proxyBinary, config(rs.URL, timeouts, endpoint("files", x.URL)), proctest.ProxyOptions{Name: "r-body", Env: replicaEnv})
 	c := newClient(t)
 
 	x.add(t, "slices", "slicer", "downstream", `{"average_size":256,"delay":5000}`)
@@ -129,17 +131,17 @@ func TestToxicSlowBodyOutcomes(t *testing.T) {
 // within 5 s, the slow endpoint never has more than 50 attempts in flight
 // from the replica, and every callout ends succeeded.
 func TestSlowUpstreamDoesNotExhaustWorkers(t *testing.T) {
-	rs := startRedis(t)
-	slowUp := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	rs := proctest.StartRedis(t, true)
+	slowUp := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 		time.Sleep(2 * time.Second)
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})
-	fastUp := newUpstream(t, nil)
+	fastUp := proctest.NewUpstream(t, nil)
 	x := newToxic(t, slowUp.URL)
 	x.add(t, "slow", "latency", "upstream", `{"latency":50}`)
-	cfg := config(rs.URL(), []string{"connect_timeout: 1s", "header_timeout: 5s", "attempt_timeout: 5s"},
+	cfg := config(rs.URL, []string{"connect_timeout: 1s", "header_timeout: 5s", "attempt_timeout: 5s"},
 		endpoint("slow", x.URL, "max_concurrency: 50", "max_backlog_items: 1000"), endpoint("fast", fastUp.URL))
-	r := startReplica(t, "r-pool", cfg, replicaEnv)
+	r := proctest.StartProxy(t, proxyBinary, cfg, proctest.ProxyOptions{Name: "r-pool", Env: replicaEnv})
 	c := newClient(t)
 
 	slow, refused := c.postAsync(200, 16, "slow", "slow", func(int) string { return r.URL }, nil)
@@ -153,15 +155,15 @@ func TestSlowUpstreamDoesNotExhaustWorkers(t *testing.T) {
 		t.Fatalf("%d of 50 fast writes were not accepted", refused)
 	}
 	wantAll(t, c.waitFinal(t, r.URL, fast, 5*time.Second), policy.Succeeded)
-	busy := slowUp.inFlight.Load()
+	busy := slowUp.InFlight.Running()
 	t.Logf("50 healthy callouts done in %s while %d slow attempts were in flight", time.Since(start), busy)
 	if busy == 0 {
 		t.Error("no slow attempt was in flight while the healthy callouts ran: the scenario proved nothing")
 	}
 	wantAll(t, c.waitFinal(t, r.URL, slow, 60*time.Second), policy.Succeeded)
-	if p := slowUp.peak.Load(); p > 50 {
+	if p := slowUp.InFlight.Peak(); p > 50 {
 		t.Errorf("slow upstream saw %d attempts at once, want at most max_concurrency 50", p)
 	}
-	slowUp.checkNoOverlap(t)
-	fastUp.checkNoOverlap(t)
+	slowUp.CheckNoOverlap(t)
+	fastUp.CheckNoOverlap(t)
 }

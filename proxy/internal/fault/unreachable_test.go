@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // maxGapRSS bounds each replica's resident memory while Redis is
@@ -22,11 +24,11 @@ const maxGapRSS = 256 << 20
 // accepted again; no callout answered 202 is lost; each replica's memory
 // stays bounded.
 func TestRedisUnreachableFiveSeconds(t *testing.T) {
-	rs := startRedis(t)
-	link := newStallLink(t, rs.Addr())
-	up := newUpstream(t, nil)
+	rs := proctest.StartRedis(t, true)
+	link := newStallLink(t, rs.Addr)
+	up := proctest.NewUpstream(t, nil)
 	cfg := config("redis://"+link.Addr()+"/0", timeouts, endpoint("pay", up.URL))
-	reps := startReplicas(t, 2, cfg, replicaEnv)
+	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv)
 	c := newClient(t)
 
 	var (

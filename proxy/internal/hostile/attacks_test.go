@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // Sizes of the attacks.
@@ -31,7 +33,7 @@ const (
 
 // suite is the proxy under attack, its Redis and its upstreams.
 type suite struct {
-	p      *proxyProc
+	p      *proctest.Proxy
 	rdb    *redis.Client
 	tokenA string
 	flood  *counter // the flooded endpoint's upstream
@@ -59,7 +61,8 @@ func (c *counter) get(path string) int {
 // except read_header_timeout 3s, body_read_timeout 5s and write_timeout
 // 5s, so the slow callers of the suite are cut within its time.
 func newSuite(t *testing.T) *suite {
-	rdb, redisURL := startRedis(t)
+	rs := proctest.StartRedis(t, false)
+	rdb, redisURL := rs.Client, rs.URL
 	healthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "pong")
 	}))
@@ -99,7 +102,8 @@ endpoints:
     url: %s
     allowed_networks: [127.0.0.0/8]
 `, redisURL, orgA, orgB, healthy.URL, floodSrv.URL)
-	return &suite{p: startProxy(t, cfg), rdb: rdb, tokenA: bearer(t, orgA), flood: flood}
+	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
+	return &suite{p: p, rdb: rdb, tokenA: bearer(t, orgA), flood: flood}
 }
 
 // settle waits until the proxy holds no request bytes (every answer
@@ -107,9 +111,9 @@ endpoints:
 func (s *suite) settle(t *testing.T) {
 	t.Helper()
 	end := time.Now().Add(30 * time.Second)
-	for s.p.metric(t, "callout_inflight_bytes") != 0 {
+	for s.p.Metric(t, "callout_inflight_bytes") != 0 {
 		if time.Now().After(end) {
-			t.Fatalf("the proxy still holds %v bytes 30 s after the attack", s.p.metric(t, "callout_inflight_bytes"))
+			t.Fatalf("the proxy still holds %v bytes 30 s after the attack", s.p.Metric(t, "callout_inflight_bytes"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -162,7 +166,7 @@ func (s *suite) idleConnections(t *testing.T) {
 	conns := make([]net.Conn, n)
 	var failedDials atomic.Int64
 	parallel(n, 64, func(i int) {
-		c, err := net.DialTimeout("tcp", s.p.addr, 5*time.Second)
+		c, err := net.DialTimeout("tcp", s.p.Addr, 5*time.Second)
 		if err != nil {
 			failedDials.Add(1)
 			return
@@ -179,8 +183,8 @@ func (s *suite) idleConnections(t *testing.T) {
 		}
 	})
 	time.Sleep(2 * time.Second) // the attacker holds them; the monitor runs
-	open := s.p.metric(t, `callout_listener_connections{listener="callout"}`)
-	evicted := s.p.metric(t, `callout_listener_evictions_total{listener="callout"}`)
+	open := s.p.Metric(t, `callout_listener_connections{listener="callout"}`)
+	evicted := s.p.Metric(t, `callout_listener_evictions_total{listener="callout"}`)
 	for _, c := range conns {
 		if c != nil {
 			c.Close()
@@ -207,7 +211,7 @@ func (s *suite) promisedBodies(t *testing.T) {
 	const n = maxConnections + 200
 	var refused, other atomic.Int64
 	parallel(n, 128, func(i int) {
-		c, err := net.DialTimeout("tcp", s.p.addr, 5*time.Second)
+		c, err := net.DialTimeout("tcp", s.p.Addr, 5*time.Second)
 		if err != nil {
 			other.Add(1)
 			return
@@ -249,7 +253,7 @@ func (s *suite) slowCallers(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 2 * n {
 		wg.Go(func() {
-			c, err := net.DialTimeout("tcp", s.p.addr, 5*time.Second)
+			c, err := net.DialTimeout("tcp", s.p.Addr, 5*time.Second)
 			if err != nil {
 				other.Add(1)
 				return
@@ -331,7 +335,7 @@ func (s *suite) hugeHeaders(t *testing.T) {
 	var ok, refused atomic.Int64
 	growth := s.redisGrowth(t, func() {
 		parallel(400, 400, func(i int) {
-			c, err := net.DialTimeout("tcp", s.p.addr, 5*time.Second)
+			c, err := net.DialTimeout("tcp", s.p.Addr, 5*time.Second)
 			if err != nil {
 				refused.Add(1)
 				return
@@ -529,14 +533,14 @@ func (s *suite) slowReaders(t *testing.T) {
 	}}
 	conns := make([]net.Conn, 100)
 	parallel(len(conns), len(conns), func(i int) {
-		c, err := d.Dial("tcp", s.p.addr)
+		c, err := d.Dial("tcp", s.p.Addr)
 		if err != nil {
 			return
 		}
 		conns[i] = c
 		_, _ = io.WriteString(c, "GET /callout/flood/big HTTP/1.1\r\nHost: x\r\nAuthorization: "+s.tokenA+"\r\n\r\n")
 	})
-	for end := time.Now().Add(5 * time.Second); s.p.metric(t, "callout_inflight_bytes") == 0; time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); s.p.Metric(t, "callout_inflight_bytes") == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("no answer was ever held")
 		}

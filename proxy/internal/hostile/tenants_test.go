@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // The memory-share attack's sizes: org-a's stalled uploads, org-b's write.
@@ -36,8 +38,8 @@ const (
 // uploads must outlast the attack) and the extra limits lines given, and
 // an admin token of scope read in a file. It returns the proxy and the
 // admin token's value.
-func tenantProxy(t *testing.T, extraLimits string) (*proxyProc, string) {
-	_, redisURL := startRedis(t)
+func tenantProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
+	redisURL := proctest.StartRedis(t, false).URL
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, `{"ok":true}`)
@@ -71,7 +73,7 @@ endpoints:
     url: %s
     allowed_networks: [127.0.0.0/8]
 `, redisURL, orgA, orgB, tokenFile, extraLimits, up.URL, up.URL)
-	return startProxy(t, cfg), adminToken
+	return proctest.StartProxy(t, proxyBinary, cfg, proxyOptions()), adminToken
 }
 
 // TestHostileMemoryShare: org-a opens 400 chunked uploads to the shared
@@ -97,7 +99,7 @@ func TestHostileMemoryShare(t *testing.T) {
 	for i := range stalledUploads {
 		sent.Add(1)
 		go func() {
-			c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+			c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
 			if err != nil {
 				unsent.Add(1)
 				sent.Done()
@@ -140,7 +142,7 @@ func TestHostileMemoryShare(t *testing.T) {
 	var inflight float64
 	for prev, end := -1.0, time.Now().Add(20*time.Second); time.Now().Before(end); prev = inflight {
 		time.Sleep(500 * time.Millisecond)
-		if inflight = p.metric(t, "callout_inflight_bytes"); inflight == prev {
+		if inflight = p.Metric(t, "callout_inflight_bytes"); inflight == prev {
 			break
 		}
 	}
@@ -158,7 +160,7 @@ func TestHostileMemoryShare(t *testing.T) {
 	} else {
 		t.Errorf("org-b's 1 MiB write: %v", err)
 	}
-	shareRefused := p.metric(t, "callout_overloaded_share_total")
+	shareRefused := p.Metric(t, "callout_overloaded_share_total")
 
 	mu.Lock()
 	for _, c := range conns {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // probeEvery is the monitor's period; probeTimeout the longest answer it
@@ -26,7 +28,7 @@ const (
 // a new connection (so the callout listener's accept path is probed too),
 // and samples the proxy's RSS.
 type watch struct {
-	p      *proxyProc
+	p      *proctest.Proxy
 	stop   chan struct{}
 	done   sync.WaitGroup
 	client *http.Client
@@ -40,7 +42,7 @@ type watch struct {
 }
 
 // watchProxy starts the monitor.
-func watchProxy(t *testing.T, p *proxyProc) *watch {
+func watchProxy(t *testing.T, p *proctest.Proxy) *watch {
 	t.Helper()
 	w := &watch{p: p, stop: make(chan struct{}), tokenB: bearer(t, orgB), slowest: map[string]time.Duration{},
 		client: &http.Client{Timeout: probeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}}

@@ -11,51 +11,53 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // asyncSetup is two replicas and the upstreams of TestAsyncRetriesAcrossReplicas.
 type asyncSetup struct {
 	h          *harness
-	a, b       *replica
-	recovering *upstream // 503 (Retry-After: 1), 503, 503, then 200
-	gated      *upstream // answers 200 once release is closed
+	a, b       *proctest.Proxy
+	recovering *proctest.Upstream // 503 (Retry-After: 1), 503, 503, then 200
+	gated      *proctest.Upstream // answers 200 once release is closed
 	release    func()
-	waitOK     *upstream // 503 twice, then 200
-	waitDown   *upstream // always 503
-	reads      *upstream // always 503
+	waitOK     *proctest.Upstream // 503 twice, then 200
+	waitDown   *proctest.Upstream // always 503
+	reads      *proctest.Upstream // always 503
 }
 
 func newAsyncSetup(t *testing.T) *asyncSetup {
 	s := &asyncSetup{h: newHarness(t)}
 	ok := reply(http.StatusOK, `{"ok":true}`)
 	unavailable := reply(http.StatusServiceUnavailable, `{"error":"down"}`)
-	s.recovering = newUpstream(t, failFirst(3, func(w http.ResponseWriter, r *http.Request, n int) {
+	s.recovering = proctest.NewUpstream(t, failFirst(3, func(w http.ResponseWriter, r *http.Request) {
+		n := proctest.Received(r).N
 		if n == 1 {
 			w.Header().Set("Retry-After", "1") // keeps the 202's callout scheduled for 1 s
 		}
-		unavailable(w, r, n)
+		unavailable(w, r)
 	}, ok))
 	gate := make(chan struct{})
 	var once sync.Once
 	s.release = func() { once.Do(func() { close(gate) }) }
-	s.gated = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	s.gated = proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-gate:
-			ok(w, r, n)
+			ok(w, r)
 		case <-r.Context().Done():
 		}
 	})
-	s.waitOK = newUpstream(t, failFirst(2, unavailable, ok))
-	s.waitDown = newUpstream(t, unavailable)
-	s.reads = newUpstream(t, unavailable)
+	s.waitOK = proctest.NewUpstream(t, failFirst(2, unavailable, ok))
+	s.waitDown = proctest.NewUpstream(t, unavailable)
+	s.reads = proctest.NewUpstream(t, unavailable)
 	cfg := s.h.config(msPolicy(),
-		endpoint("recovering", s.recovering.URL, loopbackNets),
-		endpoint("gated", s.gated.URL, loopbackNets),
-		endpoint("wait-ok", s.waitOK.URL, loopbackNets, "attempt_timeout: 2s", "header_timeout: 2s"),
-		endpoint("wait-down", s.waitDown.URL, loopbackNets,
+		proctest.Endpoint("recovering", s.recovering.URL, loopbackNets),
+		proctest.Endpoint("gated", s.gated.URL, loopbackNets),
+		proctest.Endpoint("wait-ok", s.waitOK.URL, loopbackNets, "attempt_timeout: 2s", "header_timeout: 2s"),
+		proctest.Endpoint("wait-down", s.waitDown.URL, loopbackNets,
 			"attempt_timeout: 300ms", "header_timeout: 300ms", "connect_timeout: 300ms"),
-		endpoint("reads", s.reads.URL, loopbackNets))
-	reps := startReplicas(t, 2, cfg)
+		proctest.Endpoint("reads", s.reads.URL, loopbackNets))
+	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv())
 	s.a, s.b = reps[0], reps[1]
 	t.Cleanup(s.release) // before the replicas stop, so none waits on the gate
 	return s
@@ -106,7 +108,7 @@ func (s *asyncSetup) retryableWrite(t *testing.T) {
 	if final.Response == nil || final.Response.Status != http.StatusOK || final.Outcome != policy.Success {
 		t.Errorf("final response %+v, outcome %s; want the upstream's 200, success", final.Response, final.Outcome)
 	}
-	for _, hit := range s.recovering.snapshot("/v1/orders") {
+	for _, hit := range s.recovering.Requests("/v1/orders") {
 		if got := hit.Header.Get("Idempotency-Key"); got != key {
 			t.Errorf("attempt %d sent Idempotency-Key %q, want %q", hit.N, got, key)
 		}
@@ -168,7 +170,7 @@ func (s *asyncSetup) waitInline(t *testing.T) {
 	wantAttempt(t, doc.Attempts[0], 1, policy.KindFirst, 503, policy.Retryable)
 	wantAttempt(t, doc.Attempts[1], 2, policy.KindRetry, 503, policy.Retryable)
 	wantAttempt(t, doc.Attempts[2], 3, policy.KindRetry, 200, policy.Success)
-	if n := len(s.waitOK.snapshot("")); n != 3 {
+	if n := len(s.waitOK.Requests("")); n != 3 {
 		t.Errorf("upstream hits = %d, want 3", n)
 	}
 }
@@ -211,7 +213,7 @@ func (s *asyncSetup) readNotScheduled(t *testing.T) {
 	if err != nil || items != 0 {
 		t.Errorf("backlog of reads = %d (%v), want nothing scheduled", items, err)
 	}
-	if n := len(s.reads.snapshot("")); n != 1 {
+	if n := len(s.reads.Requests("")); n != 1 {
 		t.Errorf("upstream hits = %d, want 1", n)
 	}
 }

@@ -3,13 +3,13 @@ package multiproc
 import (
 	"context"
 	"fmt"
-	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestBacklogCapSharedByReplicas is the backlog cap (ARCHITECTURE.md
@@ -24,9 +24,9 @@ func TestBacklogCapSharedByReplicas(t *testing.T) {
 	slow := []string{"base_delay: 1m", "max_delay: 1m", "connect_timeout: 1s",
 		"header_timeout: 2s", "attempt_timeout: 2s"}
 	down := fmt.Sprintf("http://127.0.0.1:%d", proctest.FreePort(t))
-	reps := startReplicas(t, 2, h.config(slow, endpoint("capped", down, loopbackNets, "max_backlog_items: 2", "max_backlog_items_per_issuer: 2")))
+	reps := proctest.StartReplicas(t, proxyBinary, 2, h.config(slow, proctest.Endpoint("capped", down, loopbackNets, "max_backlog_items: 2", "max_backlog_items_per_issuer: 2")), replicaEnv())
 
-	for i, r := range []*replica{reps[0], reps[1]} {
+	for i, r := range []*proctest.Proxy{reps[0], reps[1]} {
 		resp := h.call(t, r, http.MethodPost, "/callout/capped/v1/items",
 			hdr("Idempotency-Key", fmt.Sprintf(`"cap-%d"`, i)), `{"n":1}`)
 		if _, doc := wantAccepted(t, resp); doc.State.Finished() || len(doc.Attempts) != 1 ||
@@ -35,7 +35,7 @@ func TestBacklogCapSharedByReplicas(t *testing.T) {
 				i, doc.State, doc.Attempts)
 		}
 	}
-	for _, r := range []*replica{reps[0], reps[1]} { // the same refused key twice
+	for _, r := range []*proctest.Proxy{reps[0], reps[1]} { // the same refused key twice
 		resp := h.call(t, r, http.MethodPost, "/callout/capped/v1/items", hdr("Idempotency-Key", `"cap-2"`), `{"n":1}`)
 		pb := wantProblem(t, resp, http.StatusServiceUnavailable, problem.BacklogFull, policy.Rejected)
 		if pb.CalloutID != "" || resp.Header.Get("Callout-Id") != "" {

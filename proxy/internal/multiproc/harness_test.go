@@ -2,7 +2,6 @@ package multiproc
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -23,8 +22,8 @@ const (
 	prodIssuer    = "https://test.my.salesforce.com"
 	sandboxIssuer = "https://test--uat.sandbox.my.salesforce.com"
 	// loopbackNets lets an endpoint reach the httptest upstreams on
-	// 127.0.0.1, which the SSRF guard refuses otherwise.
-	loopbackNets = "allowed_networks: [127.0.0.0/8]"
+	// 127.0.0.1.
+	loopbackNets = proctest.Loopback
 	// replicaHeader injects the replica's name upstream on every attempt,
 	// so an upstream can tell which process dispatched a request.
 	replicaHeader = "headers: {X-Replica: {env: REPLICA}}"
@@ -87,36 +86,13 @@ func newHarness(t *testing.T) *harness {
 // config is a whole configuration on port 0 for the shared Redis, with
 // HS256 auth for both orgs, the policy lines and the endpoints.
 func (h *harness) config(policy []string, endpoints ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nredis:\n  url: %s\n", h.redisURL)
-	fmt.Fprintf(&b, "auth:\n  issuers: [%s, %s]\n  audience: callout-proxy\n", prodIssuer, sandboxIssuer)
-	b.WriteString("  algorithms: [HS256]\n  hs256_secret_env: TEST_JWT_SECRET\n")
-	b.WriteString("policy:\n")
-	for _, l := range policy {
-		b.WriteString("  " + l + "\n")
-	}
-	b.WriteString("endpoints:\n")
-	for _, e := range endpoints {
-		b.WriteString(e)
-	}
-	return b.String()
+	return proctest.Config{RedisURL: h.redisURL, Issuers: []string{prodIssuer, sandboxIssuer}, Policy: policy,
+		Endpoints: endpoints}.YAML()
 }
 
-// endpoint renders one entry of the endpoints block: its url and extra
-// "key: value" lines.
-func endpoint(name, url string, extra ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "  %s:\n    url: %s\n", name, url)
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
-}
-
-// replicaEnv is the environment of replica name.
-func replicaEnv(name string) map[string]string {
-	return map[string]string{"TEST_JWT_SECRET": testSecret, "REPLICA": name}
-}
+// replicaEnv is the environment of every replica (proctest.StartReplicas
+// adds its REPLICA).
+func replicaEnv() map[string]string { return map[string]string{"TEST_JWT_SECRET": testSecret} }
 
 // bearer returns an Authorization value with a fresh token from iss.
 func bearer(t *testing.T, iss string) string {
@@ -157,7 +133,7 @@ func (h *harness) send(base, method, path string, hdr http.Header, body string) 
 
 // call is send on the test goroutine, authenticated as prodIssuer unless
 // hdr has Authorization; it fails the test on a transport error.
-func (h *harness) call(t *testing.T, r *replica, method, path string, hdr http.Header, body string) response {
+func (h *harness) call(t *testing.T, r *proctest.Proxy, method, path string, hdr http.Header, body string) response {
 	t.Helper()
 	if hdr == nil {
 		hdr = http.Header{}
@@ -174,7 +150,7 @@ func (h *harness) call(t *testing.T, r *replica, method, path string, hdr http.H
 }
 
 // status fetches GET /v1/callouts/{id} from r as iss.
-func (h *harness) status(t *testing.T, r *replica, id, iss string) (response, statusDoc) {
+func (h *harness) status(t *testing.T, r *proctest.Proxy, id, iss string) (response, statusDoc) {
 	t.Helper()
 	resp := h.call(t, r, http.MethodGet, "/v1/callouts/"+id, http.Header{"Authorization": {bearer(t, iss)}}, "")
 	var doc statusDoc
@@ -189,7 +165,7 @@ func (h *harness) status(t *testing.T, r *replica, id, iss string) (response, st
 // waitFinal polls GET /v1/callouts/{id} on r every 25 ms until the callout
 // is finished (succeeded, failed, dead_lettered), failing the test after
 // deadline. It returns the final status document.
-func (h *harness) waitFinal(t *testing.T, r *replica, id string, deadline time.Duration) statusDoc {
+func (h *harness) waitFinal(t *testing.T, r *proctest.Proxy, id string, deadline time.Duration) statusDoc {
 	t.Helper()
 	end := time.Now().Add(deadline)
 	for {

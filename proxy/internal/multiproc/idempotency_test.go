@@ -8,42 +8,44 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // idemSetup is two replicas and the upstreams of TestIdempotencyAcrossReplicas.
 type idemSetup struct {
 	h    *harness
-	a, b *replica
+	a, b *proctest.Proxy
 	// slow takes 3 s; fast answers 200 at once; reset resets its first
 	// connection, then answers 200; counted answers 201 with the hit's
 	// number in a header and the body; forbidden always answers 403.
-	slow, fast, reset, counted, forbidden *upstream
+	slow, fast, reset, counted, forbidden *proctest.Upstream
 }
 
 func newIdemSetup(t *testing.T) *idemSetup {
 	s := &idemSetup{h: newHarness(t)}
 	ok := reply(http.StatusOK, `{"ok":true}`)
-	s.slow = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	s.slow = proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(3 * time.Second):
-			reply(http.StatusCreated, `{"charge":"ch_slow"}`)(w, r, n)
+			reply(http.StatusCreated, `{"charge":"ch_slow"}`)(w, r)
 		case <-r.Context().Done():
 		}
 	})
-	s.fast = newUpstream(t, ok)
-	s.reset = newUpstream(t, failFirst(1, resetConnection(t), ok))
-	s.counted = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	s.fast = proctest.NewUpstream(t, ok)
+	s.reset = proctest.NewUpstream(t, failFirst(1, resetConnection(t), ok))
+	s.counted = proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		n := proctest.Received(r).N
 		w.Header().Set("X-Upstream-Hit", fmt.Sprint(n))
-		reply(http.StatusCreated, fmt.Sprintf(`{"charge":"ch_%d"}`, n))(w, r, n)
+		reply(http.StatusCreated, fmt.Sprintf(`{"charge":"ch_%d"}`, n))(w, r)
 	})
-	s.forbidden = newUpstream(t, reply(http.StatusForbidden, `{"error":"not allowed"}`))
+	s.forbidden = proctest.NewUpstream(t, reply(http.StatusForbidden, `{"error":"not allowed"}`))
 	cfg := s.h.config(msPolicy(),
-		endpoint("slow", s.slow.URL, loopbackNets),
-		endpoint("fast", s.fast.URL, loopbackNets),
-		endpoint("reset", s.reset.URL, loopbackNets),
-		endpoint("counted", s.counted.URL, loopbackNets),
-		endpoint("forbidden", s.forbidden.URL, loopbackNets))
-	reps := startReplicas(t, 2, cfg)
+		proctest.Endpoint("slow", s.slow.URL, loopbackNets),
+		proctest.Endpoint("fast", s.fast.URL, loopbackNets),
+		proctest.Endpoint("reset", s.reset.URL, loopbackNets),
+		proctest.Endpoint("counted", s.counted.URL, loopbackNets),
+		proctest.Endpoint("forbidden", s.forbidden.URL, loopbackNets))
+	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv())
 	s.a, s.b = reps[0], reps[1]
 	return s
 }
@@ -82,7 +84,7 @@ func (s *idemSetup) concurrent(t *testing.T) {
 	if err != nil || first.err != nil {
 		t.Fatalf("requests failed: %v / %v", first.err, err)
 	}
-	if n := len(s.slow.snapshot("/v1/charges")); n != 1 {
+	if n := len(s.slow.Requests("/v1/charges")); n != 1 {
 		t.Fatalf("upstream hits = %d, want exactly 1", n)
 	}
 	winner, loser := first.resp, second
@@ -127,8 +129,8 @@ func (s *idemSetup) mismatch(t *testing.T) {
 			wantProblem(t, resp, http.StatusUnprocessableEntity, problem.IdempotencyMismatch, policy.Rejected)
 		})
 	}
-	hits := s.fast.snapshot("")
-	if len(hits) != 1 || hits[0].Body != `{"amount":100}` || hits[0].URI != "/v1/charges" {
+	hits := s.fast.Requests("")
+	if len(hits) != 1 || string(hits[0].Body) != `{"amount":100}` || hits[0].RequestURI != "/v1/charges" {
 		t.Errorf("upstream saw %+v, want only the first request", hits)
 	}
 }
@@ -146,12 +148,12 @@ func (s *idemSetup) resetRetried(t *testing.T) {
 	if final.State != policy.Succeeded || len(final.Attempts) != 2 {
 		t.Fatalf("final: state %s, attempts %+v; want succeeded after 2", final.State, final.Attempts)
 	}
-	hits := s.reset.snapshot("")
+	hits := s.reset.Requests("")
 	if len(hits) != 2 {
 		t.Fatalf("upstream hits = %d, want 2", len(hits))
 	}
 	for _, hit := range hits {
-		if got := hit.Header.Get("Idempotency-Key"); got != key || hit.Body != `{"amount":7}` {
+		if got := hit.Header.Get("Idempotency-Key"); got != key || string(hit.Body) != `{"amount":7}` {
 			t.Errorf("hit %d: key %q body %q; want the identical request with key %q", hit.N, got, hit.Body, key)
 		}
 	}
@@ -161,7 +163,7 @@ func (s *idemSetup) perOrg(t *testing.T) {
 	h := s.h
 	ids := map[string]bool{}
 	for i, iss := range []string{prodIssuer, sandboxIssuer} {
-		r := []*replica{s.a, s.b}[i]
+		r := []*proctest.Proxy{s.a, s.b}[i]
 		resp := h.call(t, r, http.MethodPost, "/callout/counted/v1/orgs",
 			hdr("Idempotency-Key", `"org-1"`, "Authorization", bearer(t, iss)), `{"org":"same body"}`)
 		if resp.Status != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
@@ -172,7 +174,7 @@ func (s *idemSetup) perOrg(t *testing.T) {
 	if len(ids) != 2 || ids[""] {
 		t.Errorf("callout ids %v, want two different ones", ids)
 	}
-	if n := len(s.counted.snapshot("/v1/orgs")); n != 2 {
+	if n := len(s.counted.Requests("/v1/orgs")); n != 2 {
 		t.Errorf("upstream hits = %d, want 2 (one per org)", n)
 	}
 }
@@ -197,7 +199,7 @@ func (s *idemSetup) replayed(t *testing.T) {
 		t.Errorf("Idempotent-Replayed: first %q, replay %q; want only the replay marked",
 			first.Header.Get("Idempotent-Replayed"), again.Header.Get("Idempotent-Replayed"))
 	}
-	if n := len(s.counted.snapshot("/v1/replays")); n != 1 {
+	if n := len(s.counted.Requests("/v1/replays")); n != 1 {
 		t.Errorf("upstream hits = %d, want 1", n)
 	}
 }
@@ -218,7 +220,7 @@ func (s *idemSetup) deadLettered(t *testing.T) {
 	if pb.CalloutID != id || again.Header.Get("Callout-Id") != id {
 		t.Errorf("409 callout id: body %q, header %q; want %q", pb.CalloutID, again.Header.Get("Callout-Id"), id)
 	}
-	if n := len(s.forbidden.snapshot("")); n != 1 {
+	if n := len(s.forbidden.Requests("")); n != 1 {
 		t.Errorf("upstream hits = %d, want 1", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // keyRules checks contract §4's table and §5's syntax: which writes need a
@@ -46,8 +47,8 @@ func (s *idemSetup) keyRules(t *testing.T) {
 			if tt.key != nil {
 				h["Idempotency-Key"] = tt.key
 			}
-			resp := s.h.call(t, []*replica{s.a, s.b}[i%2], tt.method, "/callout/fast"+path, h, `{"k":1}`)
-			hits := s.fast.snapshot(path)
+			resp := s.h.call(t, []*proctest.Proxy{s.a, s.b}[i%2], tt.method, "/callout/fast"+path, h, `{"k":1}`)
+			hits := s.fast.Requests(path)
 			if tt.code != "" {
 				wantProblem(t, resp, http.StatusBadRequest, tt.code, policy.Rejected)
 				if len(hits) != 0 {
@@ -71,7 +72,7 @@ func (s *idemSetup) keyRules(t *testing.T) {
 // timing, hence the ranges.
 func (s *idemSetup) metrics(t *testing.T) {
 	got := map[string]float64{}
-	for _, r := range []*replica{s.a, s.b} {
+	for _, r := range []*proctest.Proxy{s.a, s.b} {
 		for k, v := range s.h.scrape(t, r, "callout_idempotency_total") {
 			got[k] += v
 		}
@@ -98,7 +99,7 @@ func (s *idemSetup) metrics(t *testing.T) {
 
 // scrape reads /metrics on r's admin listener and returns the samples of
 // family name by their label text (`result="new"`).
-func (h *harness) scrape(t *testing.T, r *replica, name string) map[string]float64 {
+func (h *harness) scrape(t *testing.T, r *proctest.Proxy, name string) map[string]float64 {
 	t.Helper()
 	resp, err := h.send(r.AdminURL, http.MethodGet, "/metrics", nil, "")
 	if err != nil || resp.Status != http.StatusOK {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes is the
@@ -20,7 +21,7 @@ import (
 func TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes(t *testing.T) {
 	h := newHarness(t)
 	const work = 1500 * time.Millisecond
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(work):
 			w.Header().Set("Content-Type", "application/json")
@@ -28,9 +29,9 @@ func TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes(t *testing.T) {
 		case <-r.Context().Done(): // the proxy died: the attempt is cut off
 		}
 	})
-	cfg := h.config(msPolicy(), endpoint("slow", up.URL, loopbackNets, replicaHeader,
+	cfg := h.config(msPolicy(), proctest.Endpoint("slow", up.URL, loopbackNets, replicaHeader,
 		"attempt_timeout: 3s", "header_timeout: 3s"))
-	reps := startReplicas(t, 3, cfg)
+	reps := proctest.StartReplicas(t, proxyBinary, 3, cfg, replicaEnv())
 	lease := 3*time.Second + policy.LeaseGrace
 
 	const key = `"kill-1"`
@@ -42,17 +43,17 @@ func TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes(t *testing.T) {
 		t.Errorf("Preference-Applied = %q, want respond-async", got)
 	}
 
-	first := up.waitHit(t, finalDeadline)
+	first := up.WaitRequest(t, finalDeadline)
 	victim := replicaNamed(t, reps, first.Header.Get("X-Replica"))
 	// The scenario: the replica dies mid-attempt. 200 ms in leaves 1.3 s
 	// before the upstream would answer, ample for a loaded machine.
 	time.Sleep(200 * time.Millisecond)
-	victim.kill(t)
+	victim.Kill()
 	t.Logf("killed %s, which dispatched the first attempt", victim.Name)
 
 	survivor := otherThan(reps, victim)
 	doc := h.waitFinal(t, survivor, id, lease+finalDeadline)
-	hits := up.snapshot("")
+	hits := up.Requests("")
 	if len(hits) != 2 {
 		t.Fatalf("upstream hits = %d, want 2 (the cut-off attempt and the re-dispatch): %+v", len(hits), hits)
 	}
@@ -63,7 +64,7 @@ func TestSIGKILLMidAttemptLeaseExpiresAndAnotherReplicaFinishes(t *testing.T) {
 // checkCrashHits asserts the upstream's view of the crash: the same key on
 // both attempts, the first cut off by the kill, the second from another
 // replica, started after the first ended and after the lease ran out.
-func checkCrashHits(t *testing.T, hits []hit, key, victim string, work, lease time.Duration) {
+func checkCrashHits(t *testing.T, hits []proctest.Request, key, victim string, work, lease time.Duration) {
 	t.Helper()
 	for _, h := range hits {
 		if got := h.Header.Get("Idempotency-Key"); got != key {
@@ -113,7 +114,7 @@ func checkCrashDocument(t *testing.T, doc statusDoc) {
 }
 
 // replicaNamed returns the replica called name.
-func replicaNamed(t *testing.T, reps []*replica, name string) *replica {
+func replicaNamed(t *testing.T, reps []*proctest.Proxy, name string) *proctest.Proxy {
 	t.Helper()
 	for _, r := range reps {
 		if r.Name == name {
@@ -125,7 +126,7 @@ func replicaNamed(t *testing.T, reps []*replica, name string) *replica {
 }
 
 // otherThan returns the first replica that is not r.
-func otherThan(reps []*replica, r *replica) *replica {
+func otherThan(reps []*proctest.Proxy, r *proctest.Proxy) *proctest.Proxy {
 	for _, o := range reps {
 		if o != r {
 			return o
