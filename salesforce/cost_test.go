@@ -8,7 +8,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -80,8 +79,8 @@ func TestFailedCallDefersTheBatchToOneTime(t *testing.T) {
 	}
 	due := map[time.Time]int{}
 	for _, id := range ids {
-		due[e.entry(redisstore.EntryName(redisstore.EntryMirror, id)).Due]++
-		due[e.entry(redisstore.EntryName(redisstore.EntryResult, id)).Due]++
+		due[e.entry(policy.EntryName(policy.EntryMirror, id)).Due]++
+		due[e.entry(policy.EntryName(policy.EntryResult, id)).Due]++
 	}
 	if len(due) != 1 {
 		t.Fatalf("the failed batch is due at %d times, want one: %v", len(due), due)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 )
 
 // TestAdminStatusSurvivesAnUpdate: an admin sets Reprocess Requested; before
@@ -20,8 +20,8 @@ func TestAdminStatusSurvivesAnUpdate(t *testing.T) {
 	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", policy.RecordReprocessRequested)
 	before := e.record(root)["SystemModstamp"]
 	e.clk.Advance(time.Minute)
-	if _, err := e.outbox.Put(ctxT(t), e.clk.Now(), redisstore.OutboxItem{
-		Name: redisstore.EntryName(redisstore.EntryMirror, root)}); err != nil {
+	if _, err := e.outbox.Put(ctxT(t), e.clk.Now(), outbox.Item{
+		Name: policy.EntryName(policy.EntryMirror, root)}); err != nil {
 		t.Fatal(err)
 	}
 	calls := e.emu.APICalls()

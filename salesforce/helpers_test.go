@@ -25,7 +25,15 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
+)
+
+// The store's outbox is the writer's Outbox and the reprocess poller's
+// request claims.
+var (
+	_ Outbox            = (*outbox.Outbox)(nil)
+	_ ReprocessRequests = (*outbox.Outbox)(nil)
 )
 
 // t0 is a round Unix-ms instant.
@@ -75,7 +83,7 @@ type env struct {
 	mini    *miniredis.Miniredis
 	rdb     redis.UniversalClient
 	store   *redisstore.Store
-	outbox  *redisstore.Outbox
+	outbox  *outbox.Outbox
 	emu     *sfemu.Server
 	client  *Client
 	writer  *Writer
@@ -121,7 +129,7 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 	binary.LittleEndian.PutUint64(seed[:], 42)
 	e.store = redisstore.New(e.rdb, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
 		DeadLetterRetention: e.cfg.Policy.DeadLetterRetention, Outbox: true})
-	e.outbox = redisstore.NewOutbox(e.store)
+	e.outbox = outbox.New(e.rdb, outbox.Options{Now: e.clk.Now, DeadLetterRetention: e.cfg.Policy.DeadLetterRetention})
 	e.reg = prometheus.NewRegistry()
 	var err error
 	if e.metrics, err = NewMetrics(e.reg); err != nil {
@@ -299,7 +307,7 @@ func (e *env) drain() {
 }
 
 // entry reads an outbox entry and fails when it is not queued.
-func (e *env) entry(name string) redisstore.OutboxInfo {
+func (e *env) entry(name string) outbox.Info {
 	e.t.Helper()
 	info, ok, err := e.outbox.Entry(ctxT(e.t), name)
 	if err != nil || !ok {

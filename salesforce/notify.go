@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // NotificationType is the DeveloperName of the custom notification type
@@ -102,7 +102,7 @@ func (w *Writer) prepNotify(ctx context.Context, p *plan, it *item) error {
 func (w *Writer) notice(ctx context.Context, kind, endpoint, key string) (Notice, error) {
 	n := Notice{Endpoint: endpoint, At: w.o.Now().UTC()}
 	n.Owner = w.endpoint(endpoint).Owner
-	if kind == redisstore.EntryDisabled {
+	if kind == policy.EntryDisabled {
 		st, err := w.o.Store.EndpointState(ctx, endpoint)
 		if err != nil {
 			return n, err

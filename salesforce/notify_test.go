@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -94,7 +93,7 @@ func TestNotificationTargetsRetriedSeparately(t *testing.T) {
 	if _, err := e.writer.Round(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	name := redisstore.EntryName(redisstore.EntryOutage, "payments", ids[0])
+	name := policy.EntryName(policy.EntryOutage, "payments", ids[0])
 	if info := e.entry(name); info.Payload != `["webhook"]` || info.Tries != 1 {
 		t.Fatalf("entry = %+v: want the webhook still to reach", info)
 	}
@@ -158,7 +157,7 @@ func TestNotificationTypeMissing(t *testing.T) {
 	ids := e.deadLetters("payments", 1)
 	e.drain()
 	e.record(ids[0])
-	info := e.entry(redisstore.EntryName(redisstore.EntryOutage, "payments", ids[0]))
+	info := e.entry(policy.EntryName(policy.EntryOutage, "payments", ids[0]))
 	if !strings.Contains(info.LastError, NotificationType) || info.Due.Sub(e.clk.Now()) != RejectedRetry {
 		t.Errorf("entry = %+v: want it kept for an hour, naming the missing type", info)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // plan is what one round sends: one write per Failed_Callout__c record
@@ -58,13 +57,13 @@ func (w *Writer) prepare(ctx context.Context, items []*item) *plan {
 		switch {
 		case len(it.keys) == 0 || it.keys[0] == "":
 			err = errMalformed
-		case it.kind == redisstore.EntryMirror:
+		case it.kind == policy.EntryMirror:
 			err = w.prepMirror(ctx, p, it, it.keys[0])
-		case it.kind == redisstore.EntryStatus:
+		case it.kind == policy.EntryStatus:
 			err = w.prepStatus(ctx, p, it, it.keys[0])
-		case it.kind == redisstore.EntryResult:
+		case it.kind == policy.EntryResult:
 			err = w.prepResult(ctx, p, it, it.keys[0])
-		case it.kind == redisstore.EntryOutage || it.kind == redisstore.EntryDisabled:
+		case it.kind == policy.EntryOutage || it.kind == policy.EntryDisabled:
 			err = w.prepNotify(ctx, p, it)
 		default:
 			err = errMalformed
@@ -149,7 +148,7 @@ func (w *Writer) prepMirror(ctx context.Context, p *plan, it *item, id string) e
 	}
 	current := true
 	if root != id {
-		current, err = w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{
+		current, err = w.o.Outbox.SetRecordStatus(ctx, root, policy.StatusChange{
 			Status: policy.RecordFailedAgain, Replay: id, Copy: id, At: c.FinishedAt})
 		if err != nil {
 			return err
@@ -182,7 +181,7 @@ func ownStatus(status string) string {
 // addStatus adds the status-only write of root's state: its transition
 // and latest replay chain. A state with neither needs no write: the entry
 // is settled at once, fenced on the state's version.
-func (w *Writer) addStatus(p *plan, it *item, root string, st redisstore.RecordState) {
+func (w *Writer) addStatus(p *plan, it *item, root string, st policy.RecordState) {
 	status := ownStatus(st.Status)
 	forget := st.Status == policy.RecordExpired
 	if status == "" && st.Replay == "" {
@@ -243,7 +242,7 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 		if err != nil {
 			return err
 		}
-		if _, err := w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{
+		if _, err := w.o.Outbox.SetRecordStatus(ctx, root, policy.StatusChange{
 			Status: policy.RecordReprocessed, Replay: id, At: c.FinishedAt, Write: true}); err != nil {
 			return err
 		}

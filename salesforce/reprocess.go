@@ -46,8 +46,8 @@ var (
 )
 
 // ReprocessRequests keeps each reprocess request to one replay across
-// replicas. *redisstore.Store implements it (ClaimReprocess documents the
-// rule).
+// replicas. The store's outbox (proxy/redisstore/outbox) implements it
+// (its ClaimReprocess documents the rule).
 type ReprocessRequests interface {
 	ClaimReprocess(ctx context.Context, root string, stamp time.Time, owner string, lease time.Duration) (bool, error)
 	FinishReprocess(ctx context.Context, root string, stamp time.Time) error

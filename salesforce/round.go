@@ -7,32 +7,32 @@ import (
 	"slices"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // item is one claimed outbox entry and how it will be settled.
 type item struct {
-	redisstore.OutboxEntry
+	policy.OutboxEntry
 	kind string
 	keys []string
-	ack  redisstore.OutboxAck
+	ack  policy.OutboxAck
 	set  bool
 }
 
-func (it *item) settle(a redisstore.OutboxAck) {
+func (it *item) settle(a policy.OutboxAck) {
 	a.Name = it.Name
 	it.ack, it.set = a, true
 }
 
 // done settles a written entry; root and version fence a record write.
 func (it *item) done(root string, version int64, forget bool) {
-	it.settle(redisstore.OutboxAck{Verdict: redisstore.VerdictDone, Root: root, Version: version, Forget: forget})
+	it.settle(policy.OutboxAck{Verdict: policy.VerdictDone, Root: root, Version: version, Forget: forget})
 }
 
 // later settles an entry that was not tried, due again at at.
 func (it *item) later(at time.Time) {
-	it.settle(redisstore.OutboxAck{Verdict: redisstore.VerdictDefer, At: at})
+	it.settle(policy.OutboxAck{Verdict: policy.VerdictDefer, At: at})
 }
 
 // Report is what one Round did.
@@ -206,7 +206,7 @@ func (w *Writer) claim(ctx context.Context) ([]*item, error) {
 			return items, err
 		}
 		for _, e := range got {
-			kind, keys := redisstore.SplitEntry(e.Name)
+			kind, keys := policy.SplitEntry(e.Name)
 			items = append(items, &item{OutboxEntry: e, kind: kind, keys: keys})
 		}
 	}
@@ -219,7 +219,7 @@ func (w *Writer) claim(ctx context.Context) ([]*item, error) {
 func (w *Writer) settleAll(ctx context.Context, items []*item, rep *Report) {
 	type group struct {
 		lease time.Time
-		acks  []redisstore.OutboxAck
+		acks  []policy.OutboxAck
 	}
 	byShard := map[int]*group{}
 	for _, it := range items {
@@ -228,9 +228,9 @@ func (w *Writer) settleAll(ctx context.Context, items []*item, rep *Report) {
 			it.later(w.o.Now().Add(BaseBackoff))
 		}
 		switch it.ack.Verdict {
-		case redisstore.VerdictDone:
+		case policy.VerdictDone:
 			rep.Done++
-		case redisstore.VerdictRetry:
+		case policy.VerdictRetry:
 			rep.Retried++
 		default:
 			rep.Deferred++

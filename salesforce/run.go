@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
 // Background timing of Run.
@@ -165,7 +164,7 @@ func (w *Writer) discardedPoll(ctx context.Context, n *int) sincePoll {
 				}
 			}
 			*n++
-			_, err := w.o.Outbox.SetRecordStatus(ctx, id, redisstore.StatusChange{Status: policy.RecordDiscarded, At: stamp})
+			_, err := w.o.Outbox.SetRecordStatus(ctx, id, policy.StatusChange{Status: policy.RecordDiscarded, At: stamp})
 			if errors.Is(err, policy.ErrNotFound) {
 				return nil // not an id of ours
 			}

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // errNotTried marks a write the round did not send: writes were paused,
@@ -18,11 +18,11 @@ var errNotTried = errors.New("salesforce: not tried this round")
 // invalid session after its one re-mint and retry, a refused token, or a
 // network or server failure. Such a failure defers every write — the whole
 // batch, and what is queued behind it — to one time, shared by every
-// replica (redisstore.Outbox.Defer).
+// replica (Outbox.Defer).
 type sender struct {
 	w *Writer
 	// defs are the deferrals in force when the round began.
-	defs map[string]redisstore.Deferral
+	defs map[string]policy.Deferral
 	// stop is the failure that stopped the round; nil while going on.
 	stop error
 	// until is when the writes not tried are due again.
@@ -176,7 +176,7 @@ func (w *Writer) retryAt(it *item, err error, at time.Time) {
 	if len(msg) > 500 {
 		msg = cleanText(msg, 500)
 	}
-	it.settle(redisstore.OutboxAck{Verdict: redisstore.VerdictRetry, At: at, Error: msg})
+	it.settle(policy.OutboxAck{Verdict: policy.VerdictRetry, At: at, Error: msg})
 }
 
 // send makes the plan's calls: the record upserts and events that fit in

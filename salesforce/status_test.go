@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -92,7 +91,7 @@ func TestStatusChangeWaitsForTheRecord(t *testing.T) {
 	if _, err := e.writer.Round(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if info := e.entry(redisstore.EntryName(redisstore.EntryMirror, root)); info.Tries != 1 || info.Due.Sub(e.clk.Now()) < BaseBackoff/2 {
+	if info := e.entry(policy.EntryName(policy.EntryMirror, root)); info.Tries != 1 || info.Due.Sub(e.clk.Now()) < BaseBackoff/2 {
 		t.Fatalf("locked record: entry %+v, want a retry with backoff", info)
 	}
 	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessing, ""); err != nil {
@@ -143,7 +142,7 @@ func TestExpiredAndDiscarded(t *testing.T) {
 	if s := e.record(discarded)["Status__c"]; s != policy.RecordDiscarded {
 		t.Errorf("discarded record's status = %v", s)
 	}
-	if st, _ := e.outbox.RecordState(ctxT(t), expiring); st != (redisstore.RecordState{}) {
+	if st, _ := e.outbox.RecordState(ctxT(t), expiring); st != (policy.RecordState{}) {
 		t.Errorf("state kept after the last write: %+v", st)
 	}
 }
@@ -188,7 +187,7 @@ func TestRejectedRecordStays(t *testing.T) {
 	e.drain()
 	e.record(ids[0])
 	e.record(ids[2])
-	info := e.entry(redisstore.EntryName(redisstore.EntryMirror, ids[1]))
+	info := e.entry(policy.EntryName(policy.EntryMirror, ids[1]))
 	if info.Due.Sub(e.clk.Now()) != RejectedRetry || !strings.Contains(info.LastError, "FIELD_CUSTOM_VALIDATION_EXCEPTION") {
 		t.Errorf("rejected entry = %+v", info)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -31,7 +31,7 @@ func TestStorageLimitPausesTheOutbox(t *testing.T) {
 	if v := testutil.ToFloat64(gauge); v != 1 {
 		t.Fatalf("writes_paused{storage_limit} = %v during the pause, want 1", v)
 	}
-	info := e.entry(redisstore.EntryName(redisstore.EntryMirror, ids[0]))
+	info := e.entry(policy.EntryName(policy.EntryMirror, ids[0]))
 	if info.Tries != 0 {
 		t.Errorf("the refused record counts %d failed tries: a full org is no fault of the record", info.Tries)
 	}

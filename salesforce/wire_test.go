@@ -11,7 +11,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -47,7 +46,7 @@ func TestInvalidFieldRefusesTheCollection(t *testing.T) {
 	}
 	due := map[time.Time]bool{}
 	for _, id := range ids {
-		info := e.entry(redisstore.EntryName(redisstore.EntryMirror, id))
+		info := e.entry(policy.EntryName(policy.EntryMirror, id))
 		due[info.Due] = true
 		if !info.Due.Equal(e.clk.Now().Add(RejectedRetry)) || !strings.Contains(info.LastError, "INVALID_FIELD") {
 			t.Errorf("entry of %s = %+v, want due in %v", id, info, RejectedRetry)

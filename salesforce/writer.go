@@ -15,17 +15,75 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
-// Store is what the writer reads and changes in the proxy's own store.
-// *redisstore.Store implements it.
+// Store is what the writer reads and changes in the proxy's own store. The
+// store's core (proxy/redisstore) implements it.
 type Store interface {
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 	Discard(ctx context.Context, id string) error
 	EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error)
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+}
+
+// Outbox is the durable outbox the writer consumes (contract §7, §8): its
+// entries, the state of each Failed_Callout__c record, and what every
+// replica's writer shares. The store's outbox (proxy/redisstore/outbox)
+// implements it; its methods document their round trips and errors
+// (policy.ErrUnavailable when Redis cannot serve them).
+type Outbox interface {
+	Entries
+	Records
+	Shared
+}
+
+// Entries are the outbox's entries, named policy.EntryName. Claim leases up
+// to limit of one shard's due entries until now+lease (at-least-once: an
+// entry whose consumer died is due again when its lease ends); Ack settles
+// claimed entries of that shard while they still hold lease, reporting how
+// many had been claimed again meanwhile; DueShards lists the shards with
+// an entry due now; DueStats counts the due entries and when the oldest of
+// them became due; Len counts every entry (due, claimed or waiting).
+type Entries interface {
+	DueShards(ctx context.Context) ([]int, error)
+	Claim(ctx context.Context, shard, limit int, lease time.Duration) ([]policy.OutboxEntry, error)
+	Ack(ctx context.Context, shard int, lease time.Time, acks []policy.OutboxAck) (stale int, err error)
+	DueStats(ctx context.Context) (due int64, oldest time.Time, err error)
+	Len(ctx context.Context) (int64, error)
+}
+
+// Records is the state of the Failed_Callout__c records, by root (the dead
+// letter a record was created for, contract §7, §8). SetRecordStatus applies
+// a change (ignored, false, when older than the record's status) and queues
+// its write when asked; RootOf finds the root of a replay dead letter
+// linked to it ("" none); ExpiryShards and Expire run the expiry check
+// that marks a record Expired once the proxy's copy is gone (contract §7),
+// returning the roots marked.
+type Records interface {
+	RecordState(ctx context.Context, root string) (policy.RecordState, error)
+	SetRecordStatus(ctx context.Context, root string, ch policy.StatusChange) (bool, error)
+	RootOf(ctx context.Context, id string) (string, error)
+	ExpiryShards(ctx context.Context) ([]int, error)
+	Expire(ctx context.Context, shard, limit int) (roots []string, err error)
+}
+
+// Shared is what every replica's writer shares (contract §8 "Salesforce
+// writes are batched"): the flush lease (one replica writes a batch at a
+// time; true when owner holds it), the deferrals of writes after failed
+// calls by scope ("" all, or an sObject), the pause of every write after
+// REQUEST_LIMIT_EXCEEDED, and the poll watermarks by name (the zero time
+// when unset).
+type Shared interface {
+	AcquireFlush(ctx context.Context, owner string, lease time.Duration) (bool, error)
+	ReleaseFlush(ctx context.Context, owner string) error
+	Deferrals(ctx context.Context) (map[string]policy.Deferral, error)
+	Defer(ctx context.Context, scope string, until func(fails int) time.Time) (policy.Deferral, error)
+	ClearDeferral(ctx context.Context, scope string) error
+	Pause(ctx context.Context, until time.Time) error
+	PausedUntil(ctx context.Context) (time.Time, error)
+	Watermark(ctx context.Context, name string) (time.Time, error)
+	SetWatermark(ctx context.Context, name string, t time.Time) error
 }
 
 // API is what the writer calls in Salesforce. *Client implements it.
@@ -80,8 +138,8 @@ type Endpoint struct {
 type WriterOptions struct {
 	API   API
 	Store Store
-	// Outbox is the durable outbox in Redis (its one implementation).
-	Outbox *redisstore.Outbox
+	// Outbox is the durable outbox in Redis (proxy/redisstore/outbox).
+	Outbox Outbox
 	// Salesforce is the salesforce section (zero settings take the
 	// config.Default* values).
 	Salesforce config.Salesforce
@@ -119,7 +177,7 @@ type WriterOptions struct {
 // outbox (contract §7, §8, §6): dead letters as Failed_Callout__c records,
 // their status changes, Callout_Result__e completion events and owner
 // notifications. The store's scripts queue those entries in the same
-// script as the change that causes them (redisstore.Options.Outbox), so a
+// script as the change that causes them (the store's Options.Outbox), so a
 // crash between a dead letter and its mirror loses nothing. Every replica
 // runs a Writer; one at a time writes a batch (the flush lease), when it
 // is full or its first entry waited salesforce.batch_linger, in one
@@ -209,8 +267,8 @@ func (w *Writer) Wake() {
 // choice made since the last poll (see Writer.guard). Replay endings need no call: the
 // writer marks a replay chain's record Reprocessed when the chain succeeds
 // and Failed Again (with the chain's attempts) when it dead-letters.
-// Errors: an unknown status, redisstore.ErrNotFound for a malformed id,
-// redisstore.ErrUnavailable.
+// Errors: an unknown status, policy.ErrNotFound for a malformed id,
+// policy.ErrUnavailable.
 func (w *Writer) StatusChanged(ctx context.Context, id, status, replay string) error {
 	return w.statusAt(ctx, id, status, replay, w.o.Now(), time.Time{})
 }
@@ -227,7 +285,7 @@ func (w *Writer) statusAt(ctx context.Context, id, status, replay string, at, an
 	if err != nil {
 		return err
 	}
-	_, err = w.o.Outbox.SetRecordStatus(ctx, root, redisstore.StatusChange{Status: status, Replay: replay,
+	_, err = w.o.Outbox.SetRecordStatus(ctx, root, policy.StatusChange{Status: status, Replay: replay,
 		At: at, Write: true, Answers: answers})
 	w.Wake()
 	return err

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -97,7 +96,7 @@ func TestInvalidSessionTwice(t *testing.T) {
 		t.Errorf("round %+v: want both records (and their events) retried", rep)
 	}
 	for _, id := range ids {
-		info := e.entry(redisstore.EntryName(redisstore.EntryMirror, id))
+		info := e.entry(policy.EntryName(policy.EntryMirror, id))
 		if info.Tries != 1 || !info.Due.After(e.clk.Now()) || !strings.Contains(info.LastError, "INVALID_SESSION_ID") {
 			t.Errorf("entry of %s = %+v: want one failed try, due later", id, info)
 		}
@@ -146,7 +145,7 @@ func TestLimitExceeded(t *testing.T) {
 	e.drain()
 	for _, id := range ids {
 		e.record(id)
-		if _, ok, _ := e.outbox.Entry(ctxT(t), redisstore.EntryName(redisstore.EntryMirror, id)); ok {
+		if _, ok, _ := e.outbox.Entry(ctxT(t), policy.EntryName(policy.EntryMirror, id)); ok {
 			t.Errorf("entry of %s still queued", id)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 )
@@ -26,9 +27,10 @@ import (
 // section (contract §7, §8): the JWT bearer client and the outbox consumer,
 // with its metrics on reg. It returns nil when the section is absent: dead
 // letters then stay in the proxy's own store (contract §10). store must have
-// been made with redisstore.Options.Outbox set. Errors: an unreadable key
-// or client id (a configuration error).
-func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, reg prometheus.Registerer,
+// been made with redisstore.Options.Outbox set; ob is the outbox its
+// scripts queue into. Errors: an unreadable key or client id (a
+// configuration error).
+func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox.Outbox, reg prometheus.Registerer,
 	getenv func(string) string, logger *slog.Logger, owner string, tp trace.TracerProvider) (*salesforce.Writer, error) {
 	sf := cfg.Salesforce
 	if sf == nil {
@@ -59,7 +61,7 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, reg promet
 		return nil, err
 	}
 	return salesforce.NewWriter(salesforce.WriterOptions{
-		API: client, Store: store, Outbox: redisstore.NewOutbox(store), Salesforce: *sf,
+		API: client, Store: store, Outbox: ob, Salesforce: *sf,
 		Endpoints: sfEndpoints(cfg.Endpoints), DeadLetterRetention: cfg.Policy.DeadLetterRetention,
 		Metrics: m, Logger: logger, Owner: owner, TracerProvider: tp,
 	})
@@ -111,13 +113,13 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 
 // newReprocessor builds the poller of Reprocess Requested records (contract §8
 // "Admins reprocess from Salesforce") over the writer, the replay service
-// and the store's request claims. Nil without Salesforce.
-func newReprocessor(sf *salesforce.Writer, replays *replay.Service, store *redisstore.Store) (*salesforce.Reprocessor, error) {
+// and the outbox's request claims. Nil without Salesforce.
+func newReprocessor(sf *salesforce.Writer, replays *replay.Service, ob *outbox.Outbox) (*salesforce.Reprocessor, error) {
 	if sf == nil {
 		return nil, nil
 	}
 	return salesforce.NewReprocessor(salesforce.ReprocessOptions{Writer: sf, Replayer: reprocessReplayer{replays},
-		Requests: store})
+		Requests: ob})
 }
 
 // reprocessReplayer is the replay service as the reprocess poller needs it:

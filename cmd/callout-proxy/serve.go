@@ -24,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
@@ -144,7 +145,8 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	defer completer.Close()
 	// With a salesforce section, dead letters, completions and owner
 	// notifications go through the durable outbox to Salesforce.
-	sf, err := newSalesforceWriter(cfg, store, reg, getenv, logger, randomToken(), tp)
+	ob := outbox.New(rdb, outbox.Options{Now: shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
+	sf, err := newSalesforceWriter(cfg, store, ob, reg, getenv, logger, randomToken(), tp)
 	if err != nil {
 		return usageError{err}
 	}
@@ -166,7 +168,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	replays := replay.New(replay.Options{Now: shared, Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: jobs.New(rdb, jobs.Options{Now: shared}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
-	reprocessor, err := newReprocessor(sf, replays, store)
+	reprocessor, err := newReprocessor(sf, replays, ob)
 	if err != nil {
 		return err
 	}

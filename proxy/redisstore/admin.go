@@ -17,7 +17,7 @@ const drainBatch = 100
 // every queue) becomes a dead letter with reason
 // endpoint_disabled, in batches of 100 per script run. With
 // Options.Outbox, the owner notification and each dead letter's Salesforce
-// writes are queued in the same scripts (outbox.go). Callouts in flight
+// writes are queued in the same scripts (proxy/redisstore/outbox). Callouts in flight
 // finish with their worker; a retry of one becomes a dead letter then.
 // Calling it again drains what remains. Errors: ErrUnavailable.
 func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {

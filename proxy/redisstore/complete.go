@@ -15,7 +15,7 @@ import (
 // fencing on the lease token, attempt log, last response, breaker, pause, then the
 // action; finishing sets the TTLs of the record and its reservation. With
 // Options.Outbox, the same script queues the Salesforce writes the ending
-// causes (outbox.go): the dead letter's mirror, expiry check and owner
+// causes (proxy/redisstore/outbox): the dead letter's mirror, expiry check and owner
 // notification, and the completion event of a scheduled callout. It updates
 // cl in place after an accepted ActionRetryInline (Attempt, Kind,
 // StartedAt, LeaseExpiresAt). One round trip (a queue of a sharded

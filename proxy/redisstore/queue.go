@@ -74,7 +74,7 @@ func queueAt(endpoint string, n int) queue {
 		endpoint: endpoint, shard: n, home: home, tag: t,
 		due: t + "d:" + endpoint, lease: t + "l:" + endpoint,
 		dl: t + "dl:" + endpoint, dlb: t + "dlb:" + endpoint,
-		sfo: t + "sfo", sfx: t + "sfx",
+		sfo: keyspace.OutboxOf(n).Due, sfx: keyspace.OutboxOf(n).Expiry,
 		ep: keyspace.Endpoint(endpoint),
 	}
 	q.acc = q.ep

@@ -5,8 +5,10 @@
 // model"). All Redis keys and Lua scripts of the proxy live here and in its
 // subpackages: keyspace documents every key once, lua/ holds one file per
 // script of the core, and the seams the core does not apply atomically are
-// packages of their own beside it (jobs: replay jobs, contract §8), which
-// the core does not import.
+// packages of their own beside it (jobs: replay jobs, contract §8; outbox:
+// the Salesforce outbox, contract §7), which the core does not import. The
+// core's scripts still queue outbox entries, in the same script as the dead
+// letter, ending or disable that causes them (Options.Outbox).
 //
 // Every key of one endpoint shares a hash tag and every script receives all
 // keys it touches in KEYS, so the store works unchanged on a single node,
@@ -77,7 +79,7 @@ type Options struct {
 	// Logger receives the store's rare warnings. Default: discard.
 	Logger *slog.Logger
 	// Outbox, when true, makes the scripts that end callouts queue the
-	// Salesforce writes they cause in the same script (outbox.go, contract §7
+	// Salesforce writes they cause in the same script (proxy/redisstore/outbox, contract §7
 	// "durable outbox"): set it when a salesforce section is configured
 	// and an Outbox consumer runs. False: nothing is queued (dead letters
 	// stay in the proxy's own store, contract §10).

@@ -99,7 +99,7 @@
 //	                            released when its index entry is pruned
 //	                            (expiry) or it is discarded. No TTL: fields
 //	                            go with their index entries.
-//	cp:{sN}:sfo           ZSET  the shard's Salesforce outbox (outbox.go):
+//	cp:{sN}:sfo           ZSET  the shard's Salesforce outbox (outbox/):
 //	                            entry name -> due time (Unix ms); while
 //	                            claimed, its lease expiry. Names are kind ":"
 //	                            keys (m: e: o: d: s: and the salesforce
@@ -125,7 +125,7 @@
 //	                            (REQUEST_LIMIT_EXCEEDED). Not hash-tagged.
 //	                            TTL: until then.
 //	cp:sf:flush           STRING the Salesforce flush lease: "owner|until
-//	                            ms" (outbox_flush.go); one replica writes a
+//	                            ms" (outbox/flush.go); one replica writes a
 //	                            batch at a time. TTL: a minute past its end.
 //	                            Not hash-tagged.
 //	cp:sf:defer           HASH  deferrals of Salesforce writes after failed
@@ -137,7 +137,7 @@
 //	                            No TTL.
 //	cp:sf:rq:{root}:{ms}  STRING a reprocess request from Salesforce: the
 //	                            record of root seen as Reprocess Requested
-//	                            with SystemModstamp ms (sfreprocess.go).
+//	                            with SystemModstamp ms (outbox/reprocess.go).
 //	                            The claiming replica's token (TTL: its
 //	                            lease), then "done" (TTL: the dead-letter
 //	                            retention). Not hash-tagged.

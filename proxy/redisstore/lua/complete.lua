@@ -33,7 +33,7 @@
 -- (script/): the queue's K.due, K.lease, K.counters (the endpoint hash, or
 -- the queue's counter hash), K.dl (dead-letter index), K.dlb (dead-letter
 -- bytes), K.sfo (Salesforce outbox), K.sfx (its expiry schedule,
--- outbox.go); then A.items, one per completion (completeItem): its keys
+-- proxy/redisstore/outbox); then A.items, one per completion (completeItem): its keys
 -- record, rest (:q), resp (:r), reservation (the record key as a
 -- placeholder when there is none), replayed (the record of the dead letter
 -- its chain replays, in the same slot; the record key when none), and its

@@ -5,7 +5,7 @@
 -- The owner is notified once per disable (contract §6), when someone is
 -- there to tell (Options.Notify): with the Salesforce outbox on, the
 -- notification is queued here, in the same script ('d:' endpoint ':' ms,
--- outbox.go).
+-- proxy/redisstore/outbox).
 --
 -- K and A: disableArgs (admin.go), read by the script layer (script/):
 -- K.endpoint (the endpoint hash), K.sfo (Salesforce outbox); A.now (lib.lua

@@ -6,7 +6,7 @@
 -- K and A: drainArgs (admin.go), read by the script layer (script/):
 -- K.counters (the endpoint hash, or the queue's counter hash), K.due, K.dl
 -- (dead-letter index), K.sfo (Salesforce outbox), K.sfx (its expiry
--- schedule, outbox.go), K.dlb (dead-letter bytes); A.now (lib.lua clock),
+-- schedule, proxy/redisstore/outbox), K.dlb (dead-letter bytes); A.now (lib.lua clock),
 -- A.dead_ttl (ms; index entries older are pruned on the way), A.outbox, A.gate ('' read it from K.counters; else
 -- the gate the caller read), and A.callouts, each with its keys record,
 -- rest (:q), resp (:r), reservation (the record key as a placeholder when
@@ -33,7 +33,7 @@ for _, co in ipairs(A.callouts) do
       hmore(acc, fa, seen, counter_names(rec.i or ''))
       dead_letter(keys, rec, wc, fa, wa, id, 'endpoint_disabled', now_s, A.dead_ttl, prune_before,
         function(names) hmore(acc, fa, seen, names) end)
-      -- Salesforce outbox in the same script (outbox.go); a due callout was
+      -- Salesforce outbox in the same script (proxy/redisstore/outbox); a due callout was
       -- scheduled, so its ending publishes a completion event (contract §8).
       if A.outbox then outbox_dead_letter(keys.c, sfo, sfx, id, now_s, A.dead_ttl, true) end
       out[#out + 1] = id

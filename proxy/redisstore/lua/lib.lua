@@ -252,7 +252,7 @@ local function owner_notice(f, w, sfo, endpoint, id, now_s, reason, can)
 end
 
 -- outbox_dead_letter queues, in the same script as the dead letter, the
--- Salesforce writes it causes (outbox.go, contract §7, §8): the
+-- Salesforce writes it causes (proxy/redisstore/outbox, contract §7, §8): the
 -- Failed_Callout__c mirror ('m:' id, due now), the check of its copy's
 -- expiry (sfx, due when its TTL ends) and, when the callout was scheduled,
 -- its Callout_Result__e ('e:' id). c is the record, sfo the outbox, sfx the

@@ -1,4 +1,4 @@
-package redisstore
+package outbox
 
 import (
 	"slices"
@@ -56,9 +56,9 @@ func TestOutboxExpire(t *testing.T) {
 		// dead-lettered later (its own copy expires later).
 		chain, _ := scheduledDeadLetters(t, s, "payments", 1)
 		claimAll(t, o)
-		mustStatus(t, o, replayed, StatusChange{Status: "Failed Again", Replay: chain[0], Copy: chain[0]})
-		mustStatus(t, o, reprocessed, StatusChange{Status: policy.RecordReprocessed, Replay: "x"})
-		mustStatus(t, o, discarded, StatusChange{Status: policy.RecordDiscarded})
+		mustStatus(t, o, replayed, policy.StatusChange{Status: "Failed Again", Replay: chain[0], Copy: chain[0]})
+		mustStatus(t, o, reprocessed, policy.StatusChange{Status: policy.RecordReprocessed, Replay: "x"})
+		mustStatus(t, o, discarded, policy.StatusChange{Status: policy.RecordDiscarded})
 		claimAll(t, o)
 
 		e.clk.Advance(30*day - time.Second)
@@ -75,7 +75,7 @@ func TestOutboxExpire(t *testing.T) {
 			t.Errorf("a copy still present must be checked again later, got %v %v", at, ok)
 		}
 		for _, id := range []string{reprocessed, discarded} {
-			if st, _ := o.RecordState(ctxT(t), id); st != (RecordState{}) {
+			if st, _ := o.RecordState(ctxT(t), id); st != (policy.RecordState{}) {
 				t.Errorf("state of final record %s kept: %+v", id, st)
 			}
 		}
@@ -89,7 +89,7 @@ func TestOutboxExpire(t *testing.T) {
 		if got := expireAll(t, o); len(got) != 0 {
 			t.Errorf("expired twice: %v", got)
 		}
-		if got, want := claimAll(t, o), sorted(names(EntryStatus, plain, replayed)); !slices.Equal(got, want) {
+		if got, want := claimAll(t, o), sorted(names(policy.EntryStatus, plain, replayed)); !slices.Equal(got, want) {
 			t.Errorf("queued %v, want %v", got, want)
 		}
 		if st, _ := o.RecordState(ctxT(t), replayed); st.Status != policy.RecordExpired || st.Replay != chain[0] {
@@ -101,7 +101,7 @@ func TestOutboxExpire(t *testing.T) {
 	})
 }
 
-func mustStatus(t *testing.T, o *Outbox, root string, ch StatusChange) {
+func mustStatus(t *testing.T, o *Outbox, root string, ch policy.StatusChange) {
 	t.Helper()
 	if _, err := o.SetRecordStatus(ctxT(t), root, ch); err != nil {
 		t.Fatal(err)
@@ -110,16 +110,16 @@ func mustStatus(t *testing.T, o *Outbox, root string, ch StatusChange) {
 
 func TestOutboxKeysShareTheEndpointSlot(t *testing.T) {
 	for _, ep := range []string{"payments", "erp", "a"} {
-		k := keysOf(ep)
-		sfo, sfx := k.outbox()
-		ok := keyspace.OutboxOf(keyspace.ShardOf(ep))
-		for _, key := range []string{sfo, sfx, ok.Data, ok.State} {
-			if keyspace.Slot(key) != keyspace.Slot(k.ep) {
-				t.Errorf("%s: slot %d, endpoint hash %d", key, keyspace.Slot(key), keyspace.Slot(k.ep))
+		n := keyspace.ShardOf(ep)
+		ep := keyspace.Endpoint(ep)
+		ok := keyspace.OutboxOf(n)
+		for _, key := range []string{ok.Due, ok.Data, ok.Expiry, ok.State} {
+			if keyspace.Slot(key) != keyspace.Slot(ep) {
+				t.Errorf("%s: slot %d, endpoint hash %d", key, keyspace.Slot(key), keyspace.Slot(ep))
 			}
 		}
-		if sfo != ok.Due || sfx != ok.Expiry {
-			t.Errorf("%s: outbox keys disagree: %s %s vs %+v", ep, sfo, sfx, ok)
+		if p := keyspace.ShardPrefix(n); ok.Due != p+"sfo" || ok.Expiry != p+"sfx" {
+			t.Errorf("%s: outbox keys are not the documented cp:{sN}:sfo and cp:{sN}:sfx: %+v", ep, ok)
 		}
 	}
 }
@@ -131,10 +131,10 @@ func TestEntryNames(t *testing.T) {
 		shard int
 		ok    bool
 	}{
-		{EntryName(EntryMirror, id), keyspace.ShardOf("payments"), true},
-		{EntryName(EntryOutage, "payments", id), keyspace.ShardOf("payments"), true},
-		{EntryName(EntryDisabled, "erp", "1700000000000"), keyspace.ShardOf("erp"), true},
-		{EntryName(EntryStatus, "not-an-id"), 0, false},
+		{policy.EntryName(policy.EntryMirror, id), keyspace.ShardOf("payments"), true},
+		{policy.EntryName(policy.EntryOutage, "payments", id), keyspace.ShardOf("payments"), true},
+		{policy.EntryName(policy.EntryDisabled, "erp", "1700000000000"), keyspace.ShardOf("erp"), true},
+		{policy.EntryName(policy.EntryStatus, "not-an-id"), 0, false},
 		{"m:", 0, false},
 	} {
 		n, ok := EntryShard(tc.name)
@@ -142,9 +142,9 @@ func TestEntryNames(t *testing.T) {
 			t.Errorf("EntryShard(%q) = %d %v, want %d %v", tc.name, n, ok, tc.shard, tc.ok)
 		}
 	}
-	kind, keys := SplitEntry(EntryName(EntryOutage, "payments", id))
-	if kind != EntryOutage || !slices.Equal(keys, []string{"payments", id}) {
-		t.Errorf("SplitEntry = %q %q", kind, keys)
+	kind, keys := policy.SplitEntry(policy.EntryName(policy.EntryOutage, "payments", id))
+	if kind != policy.EntryOutage || !slices.Equal(keys, []string{"payments", id}) {
+		t.Errorf("policy.SplitEntry = %q %q", kind, keys)
 	}
 }
 

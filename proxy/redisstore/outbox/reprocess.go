@@ -1,4 +1,4 @@
-package redisstore
+package outbox
 
 import (
 	"context"
@@ -30,19 +30,20 @@ func reprocessKey(root string, stamp time.Time) string {
 // (ms precision; at least 1 ms): it reports true when this call took it,
 // false when a replica holds it or it was handled (FinishReprocess). A
 // claim whose holder died lapses after lease, and the request may then be
-// claimed again. One round trip (SET NX PX). Errors: ErrUnavailable.
-func (s *Store) ClaimReprocess(ctx context.Context, root string, stamp time.Time, owner string,
+// claimed again. One round trip (SET NX PX). Errors: policy.ErrUnavailable.
+func (o *Outbox) ClaimReprocess(ctx context.Context, root string, stamp time.Time, owner string,
 	lease time.Duration) (bool, error) {
-	ok, err := s.rdb.SetNX(ctx, reprocessKey(root, stamp), owner, max(lease, time.Millisecond)).Result()
+	ok, err := o.rdb.SetNX(ctx, reprocessKey(root, stamp), owner, max(lease, time.Millisecond)).Result()
 	if err != nil {
-		return false, s.wrap("claim reprocess", err)
+		return false, wrap("claim reprocess", err)
 	}
 	return ok, nil
 }
 
 // FinishReprocess notes the request of root at stamp handled, for the
-// dead-letter retention (720 h by default): after that no copy it could
-// replay is left. One round trip. Errors: ErrUnavailable.
-func (s *Store) FinishReprocess(ctx context.Context, root string, stamp time.Time) error {
-	return s.wrap("finish reprocess", s.rdb.Set(ctx, reprocessKey(root, stamp), reprocessDone, s.dlTTL).Err())
+// dead-letter retention (Options.DeadLetterRetention, 720 h by default):
+// after that no copy it could replay is left. One round trip. Errors:
+// policy.ErrUnavailable.
+func (o *Outbox) FinishReprocess(ctx context.Context, root string, stamp time.Time) error {
+	return wrap("finish reprocess", o.rdb.Set(ctx, reprocessKey(root, stamp), reprocessDone, o.dlTTL).Err())
 }

@@ -1,9 +1,10 @@
-package redisstore
+package outbox
 
 import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -84,7 +85,7 @@ func TestDueStats(t *testing.T) {
 		}
 		ids, _ := scheduledDeadLetters(t, s, "pay", 3) // m: and e: each, o: once, at t0
 		e.clk.Advance(time.Second)
-		if _, err := o.Put(ctx, e.clk.Now().Add(time.Hour), OutboxItem{Name: EntryName(EntryStatus, ids[0])}); err != nil {
+		if _, err := o.Put(ctx, e.clk.Now().Add(time.Hour), Item{Name: policy.EntryName(policy.EntryStatus, ids[0])}); err != nil {
 			t.Fatal(err)
 		}
 		n, oldest, err := o.DueStats(ctx)
@@ -110,14 +111,14 @@ func TestRecordAnswered(t *testing.T) {
 		ctx := ctxT(t)
 		root := mustEnqueue(t, e.store(), "pay", 1)[0]
 		stamp := t0.Add(time.Minute)
-		if _, err := o.SetRecordStatus(ctx, root, StatusChange{Status: "Reprocessing", At: t0.Add(time.Hour)}); err != nil {
+		if _, err := o.SetRecordStatus(ctx, root, policy.StatusChange{Status: "Reprocessing", At: t0.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		ok, err := o.SetRecordStatus(ctx, root, StatusChange{Status: "Failed Again", At: t0, Answers: stamp})
+		ok, err := o.SetRecordStatus(ctx, root, policy.StatusChange{Status: "Failed Again", At: t0, Answers: stamp})
 		if err != nil || ok {
 			t.Fatalf("older change applied (%v %v)", ok, err)
 		}
-		if _, err := o.SetRecordStatus(ctx, root, StatusChange{Status: "Reprocessed", At: t0.Add(2 * time.Hour),
+		if _, err := o.SetRecordStatus(ctx, root, policy.StatusChange{Status: "Reprocessed", At: t0.Add(2 * time.Hour),
 			Answers: t0}); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package redisstore
+package outbox
 
 import (
 	"testing"
@@ -11,11 +11,11 @@ import (
 // whose holder died lapses with its lease.
 func TestReprocessClaims(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		a, b := e.store(), e.store()
+		a, b := e.outbox(), e.outbox()
 		ctx := ctxT(t)
-		root := mustEnqueue(t, a, "payments", 1)[0]
+		root := mustEnqueue(t, e.store(), "payments", 1)[0]
 		stamp := t0.Add(-time.Minute)
-		claim := func(s *Store, owner string, at time.Time) bool {
+		claim := func(s *Outbox, owner string, at time.Time) bool {
 			t.Helper()
 			ok, err := s.ClaimReprocess(ctx, root, at, owner, time.Minute)
 			if err != nil {
@@ -25,7 +25,7 @@ func TestReprocessClaims(t *testing.T) {
 		}
 		steps := []struct {
 			name  string
-			s     *Store
+			s     *Outbox
 			owner string
 			at    time.Time
 			want  bool

@@ -1,42 +1,22 @@
-package redisstore
+package outbox
 
 import (
-	"encoding/binary"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
-
-// outboxStore is e.store() with the Salesforce outbox on.
-func (e *env) outboxStore() (*Store, *Outbox) {
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-	s := New(e.b.Client, Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
-		IdempotencyRetention: day, DeadLetterRetention: 30 * day, Outbox: true,
-	})
-	return s, NewOutbox(s)
-}
-
-// deadCompletion ends a claimed attempt as a dead letter after a
-// retryable failure that counts toward the breaker.
-func deadCompletion(reason policy.DeadLetterReason) policy.Completion {
-	c := failure(t0)
-	c.Action, c.Reason = policy.ActionDeadLetter, reason
-	return c
-}
 
 // scheduledDeadLetters enqueues n callouts of endpoint, claims them as a
 // dispatcher does and ends each as a dead letter; it returns their ids and
 // which completions were told to notify the owner.
-func scheduledDeadLetters(t *testing.T, s *Store, endpoint string, n int) (ids []string, notified []string) {
+func scheduledDeadLetters(t *testing.T, s *redisstore.Store, endpoint string, n int) (ids []string, notified []string) {
 	t.Helper()
 	mustEnqueue(t, s, endpoint, n)
-	for _, cl := range mustClaim(t, s, endpoint, ClaimOptions{Batch: n, Lease: testLease}).Claimed {
+	for _, cl := range mustClaim(t, s, endpoint, policy.ClaimOptions{Batch: n, Lease: testLease}).Claimed {
 		ids = append(ids, cl.ID)
 		if mustComplete(t, s, cl, deadCompletion(policy.DeadLetterExhausted)).NotifyOwner {
 			notified = append(notified, cl.ID)
@@ -62,10 +42,10 @@ func claimAll(t *testing.T, o *Outbox) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		acks := make([]OutboxAck, len(got))
+		acks := make([]policy.OutboxAck, len(got))
 		for i, e := range got {
 			names = append(names, e.Name)
-			acks[i] = OutboxAck{Name: e.Name, Verdict: VerdictDone}
+			acks[i] = policy.OutboxAck{Name: e.Name, Verdict: policy.VerdictDone}
 		}
 		if len(got) > 0 {
 			if _, err := o.Ack(ctxT(t), n, got[0].Lease, acks); err != nil {
@@ -80,7 +60,7 @@ func claimAll(t *testing.T, o *Outbox) []string {
 func names(kind string, ids ...string) []string {
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		out[i] = EntryName(kind, id)
+		out[i] = policy.EntryName(kind, id)
 	}
 	return out
 }
@@ -106,8 +86,8 @@ func TestOutboxQueuedWithTheEnding(t *testing.T) {
 		if len(notified) != 1 || notified[0] != ids[0] {
 			t.Fatalf("notified %v, want the first dead letter %s", notified, ids[0])
 		}
-		want := sorted(names(EntryMirror, ids...), names(EntryResult, ids...),
-			[]string{EntryName(EntryOutage, "payments", ids[0])})
+		want := sorted(names(policy.EntryMirror, ids...), names(policy.EntryResult, ids...),
+			[]string{policy.EntryName(policy.EntryOutage, "payments", ids[0])})
 		if got := claimAll(t, o); !slices.Equal(got, want) {
 			t.Errorf("queued %v, want %v", got, want)
 		}
@@ -125,7 +105,7 @@ func TestOutboxQueuedWithTheEnding(t *testing.T) {
 		// Synchronous endings (Begin): a success queues nothing, a dead
 		// letter its mirror and expiry check but no event.
 		sync := func(c policy.Completion) string {
-			r, err := s.Begin(ctxT(t), req("orders", "", "{}"), policy.BeginOptions{Lease: testLease})
+			r, err := s.Begin(ctxT(t), req("orders"), policy.BeginOptions{Lease: testLease})
 			if err != nil || r.Claimed == nil {
 				t.Fatalf("begin: %v %+v", err, r)
 			}
@@ -136,8 +116,8 @@ func TestOutboxQueuedWithTheEnding(t *testing.T) {
 		// The synchronous dead letter's failure began an outage on orders:
 		// its owner is told, as for any first dead letter of an outage.
 		amb := sync(deadCompletion(policy.DeadLetterAmbiguous))
-		want = sorted([]string{EntryName(EntryResult, ok), EntryName(EntryMirror, amb),
-			EntryName(EntryOutage, "orders", amb)})
+		want = sorted([]string{policy.EntryName(policy.EntryResult, ok), policy.EntryName(policy.EntryMirror, amb),
+			policy.EntryName(policy.EntryOutage, "orders", amb)})
 		if got := claimAll(t, o); !slices.Equal(got, want) {
 			t.Errorf("queued %v, want %v", got, want)
 		}
@@ -155,8 +135,8 @@ func TestOutboxQueuedByDisable(t *testing.T) {
 		if _, err := s.Disable(ctxT(t), "erp", "again"); err != nil {
 			t.Fatal(err)
 		}
-		disabled := EntryName(EntryDisabled, "erp", msArg(t0))
-		want := sorted(names(EntryMirror, ids...), names(EntryResult, ids...), []string{disabled})
+		disabled := policy.EntryName(policy.EntryDisabled, "erp", ms(t0))
+		want := sorted(names(policy.EntryMirror, ids...), names(policy.EntryResult, ids...), []string{disabled})
 		if got := claimAll(t, o); !slices.Equal(got, want) {
 			t.Errorf("queued %v, want %v (one notification per disable)", got, want)
 		}
@@ -166,7 +146,7 @@ func TestOutboxQueuedByDisable(t *testing.T) {
 func TestOutboxOffQueuesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		o := NewOutbox(s)
+		o := e.outbox()
 		scheduledDeadLetters(t, s, "payments", 2)
 		mustEnqueue(t, s, "payments", 1)
 		if _, err := s.Disable(ctxT(t), "payments", "auto"); err != nil {
@@ -185,11 +165,11 @@ func TestOutboxOffQueuesNothing(t *testing.T) {
 func TestOutboxClaimLeaseAndAck(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		_, o := e.outboxStore()
-		a, b, c := EntryName("n", "erp", "1"), EntryName("n", "erp", "2"), EntryName("n", "erp", "3")
-		if n, err := o.Put(ctxT(t), t0, OutboxItem{a, "pa"}, OutboxItem{b, ""}, OutboxItem{c, "pc"}); err != nil || n != 3 {
+		a, b, c := policy.EntryName("n", "erp", "1"), policy.EntryName("n", "erp", "2"), policy.EntryName("n", "erp", "3")
+		if n, err := o.Put(ctxT(t), t0, Item{a, "pa"}, Item{b, ""}, Item{c, "pc"}); err != nil || n != 3 {
 			t.Fatalf("put = %d %v", n, err)
 		}
-		if n, _ := o.Put(ctxT(t), t0, OutboxItem{a, "other"}); n != 0 {
+		if n, _ := o.Put(ctxT(t), t0, Item{a, "other"}); n != 0 {
 			t.Fatalf("second put of %s added %d", a, n)
 		}
 		shard := keyspace.ShardOf("erp")
@@ -205,15 +185,15 @@ func TestOutboxClaimLeaseAndAck(t *testing.T) {
 		if err != nil || len(second) != 3 || !second[0].Lease.After(first[0].Lease) {
 			t.Fatalf("claim after the lease = %+v %v", second, err)
 		}
-		stale, err := o.Ack(ctxT(t), shard, first[0].Lease, []OutboxAck{{Name: a, Verdict: VerdictDone}})
+		stale, err := o.Ack(ctxT(t), shard, first[0].Lease, []policy.OutboxAck{{Name: a, Verdict: policy.VerdictDone}})
 		if err != nil || stale != 1 {
 			t.Fatalf("ack with the old lease: stale %d %v, want 1", stale, err)
 		}
 		retryAt, deferAt := e.clk.Now().Add(time.Hour), e.clk.Now().Add(2*time.Hour)
-		stale, err = o.Ack(ctxT(t), shard, second[0].Lease, []OutboxAck{
-			{Name: a, Verdict: VerdictDone},
-			{Name: b, Verdict: VerdictRetry, At: retryAt, Error: "UNABLE_TO_LOCK_ROW", SetPayload: true, Payload: "pb"},
-			{Name: c, Verdict: VerdictDefer, At: deferAt},
+		stale, err = o.Ack(ctxT(t), shard, second[0].Lease, []policy.OutboxAck{
+			{Name: a, Verdict: policy.VerdictDone},
+			{Name: b, Verdict: policy.VerdictRetry, At: retryAt, Error: "UNABLE_TO_LOCK_ROW", SetPayload: true, Payload: "pb"},
+			{Name: c, Verdict: policy.VerdictDefer, At: deferAt},
 		})
 		if err != nil || stale != 0 {
 			t.Fatalf("ack: stale %d %v", stale, err)
@@ -221,11 +201,11 @@ func TestOutboxClaimLeaseAndAck(t *testing.T) {
 		for _, tc := range []struct {
 			name string
 			ok   bool
-			want OutboxInfo
+			want Info
 		}{
-			{a, false, OutboxInfo{}},
-			{b, true, OutboxInfo{Due: retryAt, Payload: "pb", Tries: 1, LastError: "UNABLE_TO_LOCK_ROW"}},
-			{c, true, OutboxInfo{Due: deferAt, Payload: "pc"}},
+			{a, false, Info{}},
+			{b, true, Info{Due: retryAt, Payload: "pb", Tries: 1, LastError: "UNABLE_TO_LOCK_ROW"}},
+			{c, true, Info{Due: deferAt, Payload: "pc"}},
 		} {
 			got, ok, err := o.Entry(ctxT(t), tc.name)
 			if err != nil || ok != tc.ok || !got.Due.Equal(tc.want.Due) || got.Payload != tc.want.Payload ||
@@ -250,7 +230,7 @@ func TestOutboxRecordWriteFencedOnVersion(t *testing.T) {
 		shard, _ := keyspace.ShardOfID(root)
 		claimAll(t, o) // the dead letter's own entries
 		set := func(status string, at time.Time) bool {
-			ok, err := o.SetRecordStatus(ctxT(t), root, StatusChange{Status: status, At: at, Write: true})
+			ok, err := o.SetRecordStatus(ctxT(t), root, policy.StatusChange{Status: status, At: at, Write: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,14 +239,14 @@ func TestOutboxRecordWriteFencedOnVersion(t *testing.T) {
 		set("Reprocessing", t0)
 		st, _ := o.RecordState(ctxT(t), root)
 		claimed, err := o.Claim(ctxT(t), shard, 10, time.Minute)
-		if err != nil || len(claimed) != 1 || claimed[0].Name != EntryName(EntryStatus, root) {
+		if err != nil || len(claimed) != 1 || claimed[0].Name != policy.EntryName(policy.EntryStatus, root) {
 			t.Fatalf("claim = %+v %v", claimed, err)
 		}
 		if !set("Failed Again", t0.Add(time.Second)) || set("Reprocessing", t0.Add(-time.Second)) {
 			t.Fatal("a newer change must apply and an older one must not")
 		}
-		done := OutboxAck{Name: claimed[0].Name, Verdict: VerdictDone, Root: root, Version: st.Version}
-		if _, err := o.Ack(ctxT(t), claimed[0].Shard, claimed[0].Lease, []OutboxAck{done}); err != nil {
+		done := policy.OutboxAck{Name: claimed[0].Name, Verdict: policy.VerdictDone, Root: root, Version: st.Version}
+		if _, err := o.Ack(ctxT(t), claimed[0].Shard, claimed[0].Lease, []policy.OutboxAck{done}); err != nil {
 			t.Fatal(err)
 		}
 		again, _ := o.Claim(ctxT(t), claimed[0].Shard, 10, time.Minute)
@@ -274,14 +254,14 @@ func TestOutboxRecordWriteFencedOnVersion(t *testing.T) {
 		if len(again) != 1 || cur.Status != "Failed Again" || cur.Version != st.Version+1 {
 			t.Fatalf("after a stale-version done: claimed %+v, state %+v", again, cur)
 		}
-		done = OutboxAck{Name: again[0].Name, Verdict: VerdictDone, Root: root, Version: cur.Version, Forget: true}
-		if _, err := o.Ack(ctxT(t), again[0].Shard, again[0].Lease, []OutboxAck{done}); err != nil {
+		done = policy.OutboxAck{Name: again[0].Name, Verdict: policy.VerdictDone, Root: root, Version: cur.Version, Forget: true}
+		if _, err := o.Ack(ctxT(t), again[0].Shard, again[0].Lease, []policy.OutboxAck{done}); err != nil {
 			t.Fatal(err)
 		}
 		if n, _ := o.Len(ctxT(t)); n != 0 {
 			t.Errorf("len = %d after the last write", n)
 		}
-		if st, _ := o.RecordState(ctxT(t), root); st != (RecordState{}) {
+		if st, _ := o.RecordState(ctxT(t), root); st != (policy.RecordState{}) {
 			t.Errorf("state after Forget = %+v", st)
 		}
 	})

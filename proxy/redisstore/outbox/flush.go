@@ -1,10 +1,12 @@
-package redisstore
+package outbox
 
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
@@ -16,43 +18,49 @@ import (
 // whole batches to one time; and the readiness of the outbox (how many
 // entries are due and since when) that decides when a batch is sent.
 
+// flushArgs are flush.lua's keys and arguments (lua/flush.lua).
+type flushArgs struct {
+	Lease      string `lua:"lease,key"`
+	Owner      string `lua:"owner"`
+	Now        string `lua:"now"`
+	LeaseUntil string `lua:"lease_until"`
+}
+
+// flushReply is flush.lua's reply.
+type flushReply struct {
+	Held bool `lua:"held"`
+}
+
 // AcquireFlush takes or renews the flush lease for owner until now+lease
-// (the store's clock): true when owner holds it afterwards. A lease whose
-// holder died ends by itself. One round trip (outbox_flush.lua). Errors:
-// ErrUnavailable.
+// (the outbox's clock): true when owner holds it afterwards. A lease whose
+// holder died ends by itself. One round trip (lua/flush.lua). Errors:
+// policy.ErrUnavailable.
 func (o *Outbox) AcquireFlush(ctx context.Context, owner string, lease time.Duration) (bool, error) {
-	now := o.s.now()
-	v, err := o.s.run(ctx, "flush lease", o.lua.flush, []string{keyspace.SFFlush}, owner, msArg(now), msArg(now.Add(lease)))
+	now := o.now()
+	r, err := o.lua.flush.Run(ctx, o.rdb, &flushArgs{Lease: keyspace.SFFlush, Owner: owner, Now: ms(now),
+		LeaseUntil: ms(now.Add(lease))})
 	if err != nil {
-		return false, err
+		return false, wrap("flush lease", err)
 	}
-	return replyInt(v) == 1, nil
+	return r.Held, nil
 }
 
 // ReleaseFlush gives the flush lease back when owner holds it. One round
-// trip. Errors: ErrUnavailable.
+// trip. Errors: policy.ErrUnavailable.
 func (o *Outbox) ReleaseFlush(ctx context.Context, owner string) error {
-	_, err := o.s.run(ctx, "flush release", o.lua.flush, []string{keyspace.SFFlush}, owner, msArg(o.s.now()), "")
-	return err
+	_, err := o.lua.flush.Run(ctx, o.rdb, &flushArgs{Lease: keyspace.SFFlush, Owner: owner, Now: ms(o.now())})
+	return wrap("flush release", err)
 }
 
-// Deferral holds back the Salesforce writes of one scope after failed
-// calls: "" every write, or an sObject's API name (its writes only).
-type Deferral struct {
-	// Until is when the writes may be tried again.
-	Until time.Time
-	// Fails counts the failed calls in a row behind it.
-	Fails int
-}
-
-// Deferrals returns every scope's deferral (ended ones included; compare
-// Until with the clock). One round trip. Errors: ErrUnavailable.
-func (o *Outbox) Deferrals(ctx context.Context) (map[string]Deferral, error) {
-	m, err := o.s.rdb.HGetAll(ctx, keyspace.SFDefer).Result()
+// Deferrals returns every scope's deferral ("" every write, or an
+// sObject's API name; ended ones included: compare Until with the clock).
+// One round trip. Errors: policy.ErrUnavailable.
+func (o *Outbox) Deferrals(ctx context.Context) (map[string]policy.Deferral, error) {
+	m, err := o.rdb.HGetAll(ctx, keyspace.SFDefer).Result()
 	if err != nil {
-		return nil, o.s.wrap("deferrals", err)
+		return nil, wrap("deferrals", err)
 	}
-	out := map[string]Deferral{}
+	out := map[string]policy.Deferral{}
 	for k, v := range m {
 		if len(k) < 2 || k[1] != ':' {
 			continue
@@ -62,7 +70,7 @@ func (o *Outbox) Deferrals(ctx context.Context) (map[string]Deferral, error) {
 		case 'u':
 			d.Until = fromMs(v)
 		case 'n':
-			d.Fails = atoi(v)
+			d.Fails, _ = strconv.Atoi(v)
 		}
 		out[k[2:]] = d
 	}
@@ -71,31 +79,32 @@ func (o *Outbox) Deferrals(ctx context.Context) (map[string]Deferral, error) {
 
 // Defer counts one more failed call of scope and holds its writes back
 // until until(fails), fails being the failed calls in a row including this
-// one. Two round trips. Errors: ErrUnavailable.
-func (o *Outbox) Defer(ctx context.Context, scope string, until func(fails int) time.Time) (Deferral, error) {
-	n, err := o.s.rdb.HIncrBy(ctx, keyspace.SFDefer, "n:"+scope, 1).Result()
+// one. Two round trips. Errors: policy.ErrUnavailable.
+func (o *Outbox) Defer(ctx context.Context, scope string, until func(fails int) time.Time) (policy.Deferral, error) {
+	n, err := o.rdb.HIncrBy(ctx, keyspace.SFDefer, "n:"+scope, 1).Result()
 	if err != nil {
-		return Deferral{}, o.s.wrap("defer", err)
+		return policy.Deferral{}, wrap("defer", err)
 	}
-	d := Deferral{Fails: int(n), Until: until(int(n))}
-	return d, o.s.wrap("defer", o.s.rdb.HSet(ctx, keyspace.SFDefer, "u:"+scope, msArg(d.Until)).Err())
+	d := policy.Deferral{Fails: int(n), Until: until(int(n))}
+	return d, wrap("defer", o.rdb.HSet(ctx, keyspace.SFDefer, "u:"+scope, ms(d.Until)).Err())
 }
 
 // ClearDeferral ends scope's deferral and its count of failed calls (a
-// call of it succeeded). One round trip. Errors: ErrUnavailable.
+// call of it succeeded). One round trip. Errors: policy.ErrUnavailable.
 func (o *Outbox) ClearDeferral(ctx context.Context, scope string) error {
-	return o.s.wrap("clear deferral", o.s.rdb.HDel(ctx, keyspace.SFDefer, "u:"+scope, "n:"+scope).Err())
+	return wrap("clear deferral", o.rdb.HDel(ctx, keyspace.SFDefer, "u:"+scope, "n:"+scope).Err())
 }
 
 // DueStats returns how many entries are due now across every shard's
 // outbox (claimed ones are not: their score is their lease's end) and when
 // the longest-waiting of them became due (the zero time when none is). One
-// pipelined round trip of 2·keyspace.Shards commands. Errors: ErrUnavailable.
+// pipelined round trip of 2·keyspace.Shards commands. Errors:
+// policy.ErrUnavailable.
 func (o *Outbox) DueStats(ctx context.Context) (due int64, oldest time.Time, err error) {
-	now := msArg(o.s.now())
+	now := ms(o.now())
 	counts := make([]*redis.IntCmd, keyspace.Shards)
 	firsts := make([]*redis.ZSliceCmd, keyspace.Shards)
-	_, err = o.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = o.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for n := range counts {
 			k := keyspace.OutboxOf(n).Due
 			counts[n] = p.ZCount(ctx, k, "-inf", now)
@@ -104,7 +113,7 @@ func (o *Outbox) DueStats(ctx context.Context) (due int64, oldest time.Time, err
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, time.Time{}, o.s.wrap("due stats", err)
+		return 0, time.Time{}, wrap("due stats", err)
 	}
 	first := int64(-1)
 	for n := range counts {

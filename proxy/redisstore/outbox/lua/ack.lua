@@ -1,0 +1,54 @@
+-- ack.lua: settle claimed entries of one shard's Salesforce outbox
+-- (outbox.go). Each entry is settled only while it still carries the
+-- claim's lease score; an entry claimed again meanwhile is left alone.
+--
+--   done:  the write is in Salesforce: the entry and its data go. With a
+--          record root, only when the record's state version is still the
+--          one the write was built from; otherwise the entry is due again
+--          at once, so the newer state is written too. With forget, the
+--          record's state goes as well (its last write is done).
+--   retry: failed; due again at `at`, failed tries + 1, last error kept,
+--          payload replaced when set_payload.
+--   defer: not tried (paused, slowed); due again at `at`, nothing counted.
+--
+-- K and A: ackArgs (outbox.go): K.due the outbox, K.data its data hash,
+-- K.state the record states (cp:{sN}:sfs); A.lease (the claim's lease
+-- score, Unix ms), A.now (Unix ms), A.acks, each {name, verdict, at (Unix
+-- ms), set_payload, payload, error, root ('' none), version ('' none),
+-- forget}.
+-- Replies (ackReply): stale, the number of entries left alone (claimed
+-- again meanwhile).
+local lease = tonumber(A.lease)
+local stale = 0
+for _, a in ipairs(A.acks) do
+  local m = a.name
+  local sc = redis.call('ZSCORE', K.due, m)
+  if not sc or tonumber(sc) ~= lease then
+    stale = stale + 1
+  elseif a.verdict == 'done' then
+    local root = a.root
+    if root ~= '' and (redis.call('HGET', K.state, 'v:' .. root) or '') ~= a.version then
+      redis.call('ZADD', K.due, A.now, m)
+    else
+      redis.call('ZREM', K.due, m)
+      redis.call('HDEL', K.data, 'p:' .. m, 'n:' .. m, 'e:' .. m)
+      if root ~= '' and a.forget then
+        redis.call('HDEL', K.state, 's:' .. root, 'v:' .. root, 't:' .. root, 'rc:' .. root, 'a:' .. root)
+      end
+    end
+  elseif a.verdict == 'retry' then
+    redis.call('ZADD', K.due, a.at, m)
+    redis.call('HINCRBY', K.data, 'n:' .. m, 1)
+    if a.error ~= '' then redis.call('HSET', K.data, 'e:' .. m, a.error) end
+    if a.set_payload then
+      if a.payload == '' then
+        redis.call('HDEL', K.data, 'p:' .. m)
+      else
+        redis.call('HSET', K.data, 'p:' .. m, a.payload)
+      end
+    end
+  else
+    redis.call('ZADD', K.due, a.at, m)
+  end
+end
+return {'stale', stale}

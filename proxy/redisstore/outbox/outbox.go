@@ -1,0 +1,338 @@
+// Package outbox is the Salesforce outbox in Redis (contract §7:
+// "Salesforce writes (dead letters, status changes, notifications,
+// completion events) go through a durable outbox in Redis"). Each store
+// shard has one: a sorted set of entries scored by when they are due, with
+// a hash of their payloads and failure counts (package keyspace names the
+// keys). The core's scripts (proxy/redisstore, lib.lua outbox_dead_letter
+// and owner_notice) queue entries in the same script as the change that
+// causes them (redisstore.Options.Outbox), so no dead letter, outage,
+// disable or completion can happen without its Salesforce write being
+// queued; this package claims, settles and reports them, keeps the state of
+// each Failed_Callout__c record, and the leases, deferrals, pause and
+// watermarks every replica's writer shares. The salesforce package
+// consumes it through an interface of its own over the policy types
+// (policy.OutboxEntry, policy.OutboxAck, policy.RecordState, …).
+//
+// An entry is named kind ":" keys (policy.EntryName, the policy.Entry*
+// kinds). Every script has one Go type for its arguments and one for its
+// reply (proxy/redisstore/script), its Lua in lua/; the core never imports
+// this package.
+package outbox
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
+	"github.com/redis/go-redis/v9"
+)
+
+// luaFS holds the outbox's scripts; lib.lua (str, num) is the prelude of
+// each.
+//
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// maxBatch bounds one claim or expiry check.
+const maxBatch = 1000
+
+// Options configure an Outbox. The zero value works.
+type Options struct {
+	// Now is the clock; every time the outbox writes comes from it (the
+	// store's, so that entries and leases agree). Default time.Now.
+	Now func() time.Time
+	// DeadLetterRetention is policy.dead_letter_retention (contract §7):
+	// how long a handled reprocess request is remembered
+	// (FinishReprocess). Default 720 h.
+	DeadLetterRetention time.Duration
+}
+
+// Outbox is the Salesforce outbox on one Redis (a *redis.Client or a
+// *redis.ClusterClient: every script touches one shard's keys, or one key).
+// It is safe for concurrent use.
+type Outbox struct {
+	rdb   redis.UniversalClient
+	now   func() time.Time
+	dlTTL time.Duration
+	lua   scripts
+}
+
+// scripts are the outbox's scripts, each with its argument and reply type.
+type scripts struct {
+	claim  *script.Script[claimArgs, claimReply]
+	ack    *script.Script[ackArgs, ackReply]
+	put    *script.Script[putArgs, putReply]
+	status *script.Script[statusArgs, statusReply]
+	expire *script.Script[expireArgs, expireReply]
+	flush  *script.Script[flushArgs, flushReply]
+}
+
+func load[A, R any](dst **script.Script[A, R], name, lib string) error {
+	sc, err := script.Load[A, R](luaFS, name, lib)
+	*dst = sc
+	return err
+}
+
+func loadScripts() (scripts, error) {
+	lib, err := luaFS.ReadFile("lua/lib.lua")
+	if err != nil {
+		return scripts{}, err
+	}
+	var s scripts
+	return s, errors.Join(
+		load(&s.claim, "claim", string(lib)), load(&s.ack, "ack", string(lib)),
+		load(&s.put, "put", string(lib)), load(&s.status, "status", string(lib)),
+		load(&s.expire, "expire", string(lib)), load(&s.flush, "flush", string(lib)),
+	)
+}
+
+// New returns the outbox on client with opts' defaults filled in. It does
+// not contact Redis. Entries are queued by the core's scripts only when its
+// Store was made with redisstore.Options.Outbox.
+func New(client redis.UniversalClient, opts Options) *Outbox {
+	lua, err := loadScripts()
+	if err != nil {
+		panic(fmt.Errorf("outbox: %w", err)) // the scripts are embedded: a build defect, not a runtime condition
+	}
+	o := &Outbox{rdb: client, now: opts.Now, dlTTL: opts.DeadLetterRetention, lua: lua}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if o.dlTTL <= 0 {
+		o.dlTTL = 720 * time.Hour
+	}
+	return o
+}
+
+// wrap turns a Redis error into the outbox's (script.Wrap): connection-level
+// failures wrap policy.ErrUnavailable. nil stays nil.
+func wrap(op string, err error) error { return script.Wrap("outbox: "+op, err) }
+
+// EntryShard returns the shard whose outbox holds the entry: the shard of
+// its callout id (m, e, s: keyspace.ShardOfID) or of its endpoint (o, d,
+// and any kind whose first key is an endpoint name: keyspace.ShardOf);
+// false for a malformed name.
+func EntryShard(name string) (int, bool) {
+	kind, keys := policy.SplitEntry(name)
+	if len(keys) == 0 || keys[0] == "" {
+		return 0, false
+	}
+	switch kind {
+	case policy.EntryMirror, policy.EntryResult, policy.EntryStatus:
+		return keyspace.ShardOfID(keys[0])
+	}
+	return keyspace.ShardOf(keys[0]), true
+}
+
+// DueShards returns the shards whose outbox has an entry due now, in shard
+// order: one pipelined round trip of keyspace.Shards ZRANGEBYSCORE … LIMIT 0 1.
+// Errors: policy.ErrUnavailable.
+func (o *Outbox) DueShards(ctx context.Context) ([]int, error) {
+	return o.dueShards(ctx, "due shards", func(k keyspace.Outbox) string { return k.Due })
+}
+
+// ExpiryShards returns the shards with a dead-letter copy whose expiry
+// time has come (Expire). One pipelined round trip. Errors:
+// policy.ErrUnavailable.
+func (o *Outbox) ExpiryShards(ctx context.Context) ([]int, error) {
+	return o.dueShards(ctx, "expiry shards", func(k keyspace.Outbox) string { return k.Expiry })
+}
+
+func (o *Outbox) dueShards(ctx context.Context, op string, key func(keyspace.Outbox) string) ([]int, error) {
+	by := &redis.ZRangeBy{Min: "-inf", Max: ms(o.now()), Count: 1}
+	cmds := make([]*redis.StringSliceCmd, keyspace.Shards)
+	_, err := o.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for n := range cmds {
+			cmds[n] = p.ZRangeByScore(ctx, key(keyspace.OutboxOf(n)), by)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	var out []int
+	for n, c := range cmds {
+		if len(c.Val()) > 0 {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// claimArgs are claim.lua's keys and arguments (lua/claim.lua); times are
+// Unix ms in decimal.
+type claimArgs struct {
+	Due        string `lua:"due,key"`
+	Data       string `lua:"data,key"`
+	Now        string `lua:"now"`
+	LeaseUntil string `lua:"lease_until"`
+	Limit      int    `lua:"limit"`
+}
+
+// claimReply is claim.lua's reply.
+type claimReply struct {
+	Entries []claimed `lua:"entries"`
+}
+
+// claimed is one entry of claimReply.
+type claimed struct {
+	Name    string `lua:"name"`
+	Payload string `lua:"payload"`
+	Tries   int    `lua:"tries"`
+}
+
+// Claim leases up to limit (1–1000) of shard's due entries, oldest first,
+// until now+lease: no other claim returns them before the lease ends, and
+// an entry whose consumer died is due again then (at-least-once). One round
+// trip (lua/claim.lua). Errors: a lease ≤ 0, policy.ErrUnavailable.
+func (o *Outbox) Claim(ctx context.Context, shard, limit int, lease time.Duration) ([]policy.OutboxEntry, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("outbox: claim: lease must be > 0")
+	}
+	k := keyspace.OutboxOf(shard)
+	now := o.now()
+	until := time.UnixMilli(now.Add(lease).UnixMilli())
+	r, err := o.lua.claim.Run(ctx, o.rdb, &claimArgs{Due: k.Due, Data: k.Data, Now: ms(now), LeaseUntil: ms(until),
+		Limit: min(max(limit, 1), maxBatch)})
+	if err != nil {
+		return nil, wrap("claim", err)
+	}
+	var out []policy.OutboxEntry
+	for _, e := range r.Entries {
+		out = append(out, policy.OutboxEntry{Shard: shard, Name: e.Name, Payload: e.Payload, Tries: e.Tries, Lease: until})
+	}
+	return out, nil
+}
+
+// ackArgs are ack.lua's keys and arguments (lua/ack.lua).
+type ackArgs struct {
+	Due   string `lua:"due,key"`
+	Data  string `lua:"data,key"`
+	State string `lua:"state,key"`
+	Lease string `lua:"lease"`
+	Now   string `lua:"now"`
+	Acks  []ack  `lua:"acks"`
+}
+
+// ack is one policy.OutboxAck as ack.lua reads it: times in Unix ms,
+// Version "" for none.
+type ack struct {
+	Name       string `lua:"name"`
+	Verdict    string `lua:"verdict"`
+	At         string `lua:"at"`
+	SetPayload bool   `lua:"set_payload"`
+	Payload    string `lua:"payload"`
+	Error      string `lua:"error"`
+	Root       string `lua:"root"`
+	Version    string `lua:"version"`
+	Forget     bool   `lua:"forget"`
+}
+
+// ackReply is ack.lua's reply.
+type ackReply struct {
+	Stale int `lua:"stale"`
+}
+
+// Ack settles claimed entries of one shard, each only while it still holds
+// the claim's lease (lease is policy.OutboxEntry.Lease). It returns how
+// many were left alone because their lease had passed and they were
+// claimed again. One round trip (lua/ack.lua). Errors:
+// policy.ErrUnavailable.
+func (o *Outbox) Ack(ctx context.Context, shard int, lease time.Time, acks []policy.OutboxAck) (int, error) {
+	if len(acks) == 0 {
+		return 0, nil
+	}
+	k := keyspace.OutboxOf(shard)
+	a := &ackArgs{Due: k.Due, Data: k.Data, State: k.State, Lease: ms(lease), Now: ms(o.now()),
+		Acks: make([]ack, len(acks))}
+	for i, x := range acks {
+		version := ""
+		if x.Version > 0 {
+			version = strconv.FormatInt(x.Version, 10)
+		}
+		a.Acks[i] = ack{Name: x.Name, Verdict: string(x.Verdict), At: ms(x.At), SetPayload: x.SetPayload,
+			Payload: x.Payload, Error: x.Error, Root: x.Root, Version: version, Forget: x.Forget}
+	}
+	r, err := o.lua.ack.Run(ctx, o.rdb, a)
+	if err != nil {
+		return 0, wrap("ack", err)
+	}
+	return r.Stale, nil
+}
+
+// Item is an entry to queue (Put).
+type Item struct {
+	// Name is kind ":" keys (policy.EntryName); its shard is
+	// EntryShard(Name).
+	Name string
+	// Payload is carried with it ("" none).
+	Payload string
+}
+
+// putArgs are put.lua's keys and arguments (lua/put.lua).
+type putArgs struct {
+	Due   string    `lua:"due,key"`
+	Data  string    `lua:"data,key"`
+	At    string    `lua:"at"`
+	Items []putItem `lua:"items"`
+}
+
+type putItem struct {
+	Name    string `lua:"name"`
+	Payload string `lua:"payload"`
+}
+
+// putReply is put.lua's reply.
+type putReply struct {
+	Added int `lua:"added"`
+}
+
+// Put queues items due at at. An item already queued (or claimed) is left
+// as it is, so queuing is idempotent. One round trip per shard involved
+// (lua/put.lua). It returns how many were added. Errors: a malformed
+// name, policy.ErrUnavailable.
+func (o *Outbox) Put(ctx context.Context, at time.Time, items ...Item) (int, error) {
+	byShard := map[int][]putItem{}
+	for _, it := range items {
+		n, ok := EntryShard(it.Name)
+		if !ok {
+			return 0, fmt.Errorf("outbox: put: malformed entry %q", it.Name)
+		}
+		byShard[n] = append(byShard[n], putItem(it))
+	}
+	added := 0
+	for n, its := range byShard {
+		k := keyspace.OutboxOf(n)
+		r, err := o.lua.put.Run(ctx, o.rdb, &putArgs{Due: k.Due, Data: k.Data, At: ms(at), Items: its})
+		if err != nil {
+			return added, wrap("put", err)
+		}
+		added += r.Added
+	}
+	return added, nil
+}
+
+// ms formats a time as Unix ms in decimal, the form every outbox key and
+// script keeps times in.
+func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+// fromMs parses Unix ms; "" and "0" are the zero time.
+func fromMs(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// str is a reply value (HMGET's) as a string: "" for an absent field.
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
