@@ -62,7 +62,7 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 		if m, _ := s.ReplayMarkOf(ctxT(t), dl); m.ReplayedBy != res.ID {
 			t.Fatalf("mark = %+v", m)
 		}
-		if d := pttl(t, e, keysOf("hist-api").callout(dl)); d <= 30*day-time.Minute || d > 30*day {
+		if d := pttl(t, e, recordKey(dl)); d <= 30*day-time.Minute || d > 30*day {
 			t.Fatalf("dead letter TTL after replay = %v, want the retention left", d)
 		}
 		if e.b.Mini == nil {
@@ -79,7 +79,7 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 		if n, err := s.PruneDeadLetters(ctxT(t), "hist-api"); n != 1 || err != nil {
 			t.Fatalf("prune = %d, %v", n, err)
 		}
-		if ok, _ := s.MarkReplayed(ctxT(t), dl, "x"); ok || e.b.Mini.Exists(keysOf("hist-api").callout(dl)) {
+		if ok, _ := s.MarkReplayed(ctxT(t), dl, "x"); ok || e.b.Mini.Exists(recordKey(dl)) {
 			t.Fatal("marking an expired dead letter recreated its record")
 		}
 	})

@@ -251,22 +251,12 @@ func (s *Store) canNotify(endpoint string) string {
 
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }
 
-// run runs a script and wraps its error.
-func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []string, args ...any) (any, error) {
-	v, err := sc.Run(ctx, s.rdb, keys, args...).Result()
-	if err != nil {
-		return nil, s.wrap(op, err)
-	}
-	return v, nil
-}
-
 // wrap turns a Redis error into the store's (script.Wrap): connection-level
 // failures wrap ErrUnavailable. nil stays nil.
 func (s *Store) wrap(op string, err error) error { return script.Wrap("redisstore: "+op, err) }
 
-// Reply decoding helpers for script results (RESP arrays of strings and
-// integers; nil for absent hash fields).
-
+// replyStr is a reply value as a string (HMGET's; nil for an absent field
+// is "").
 func replyStr(v any) string {
 	switch x := v.(type) {
 	case string:
@@ -276,42 +266,6 @@ func replyStr(v any) string {
 	default:
 		return ""
 	}
-}
-
-func replyInt(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case string:
-		n, _ := strconv.ParseInt(x, 10, 64)
-		return n
-	default:
-		return 0
-	}
-}
-
-func replyArr(v any) []any {
-	a, _ := v.([]any)
-	return a
-}
-
-// replyStrs returns a script's array reply of strings (nil for none).
-func replyStrs(v any) []string {
-	var out []string
-	for _, x := range replyArr(v) {
-		out = append(out, replyStr(x))
-	}
-	return out
-}
-
-// replyN returns a script's array reply, checking it has at least n
-// elements (a shorter one means the script and this code disagree).
-func replyN(op string, v any, n int) ([]any, error) {
-	a := replyArr(v)
-	if len(a) < n {
-		return nil, fmt.Errorf("redisstore: %s: unexpected reply %v", op, v)
-	}
-	return a, nil
 }
 
 // clockArg is the now argument (A.now) of every script at now: 0, which
