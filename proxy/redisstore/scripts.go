@@ -42,16 +42,6 @@ type scripts struct {
 	replayMark  *script.Script[replayMarkArgs, countReply]
 }
 
-// loadInto loads lua/<name>.lua with lib.lua before it into dst.
-func loadInto[A, R any](dst **script.Script[A, R], name, lib string) error {
-	sc, err := script.Load[A, R](luaFS, name, script.Clock, lib)
-	if err != nil {
-		return fmt.Errorf("redisstore: %w", err)
-	}
-	*dst = sc
-	return nil
-}
-
 func loadScripts() (scripts, error) {
 	b, err := luaFS.ReadFile("lua/lib.lua")
 	if err != nil {
@@ -60,15 +50,27 @@ func loadScripts() (scripts, error) {
 	lib := string(b)
 	var s scripts
 	err = errors.Join(
-		loadInto(&s.create, "create", lib), loadInto(&s.complete, "complete", lib),
-		loadInto(&s.claim, "claim", lib), loadInto(&s.reap, "reap", lib),
-		loadInto(&s.release, "release", lib), loadInto(&s.discard, "discard", lib),
-		loadInto(&s.drain, "drain", lib), loadInto(&s.outcome, "outcome", lib),
-		loadInto(&s.admit, "admit", lib), loadInto(&s.disable, "disable", lib),
-		loadInto(&s.notify, "notify", lib), loadInto(&s.releaseHeld, "release_held", lib),
-		loadInto(&s.lock, "lock", lib), loadInto(&s.dlPrune, "dl_prune", lib),
-		loadInto(&s.noteShards, "note_shards", lib), loadInto(&s.deadLetters, "dead_letters", lib),
-		loadInto(&s.gateRead, "gate_read", lib), loadInto(&s.replayMark, "replay_mark", lib),
+		script.LoadInto(&s.create, luaFS, "create", script.Clock, lib),
+		script.LoadInto(&s.complete, luaFS, "complete", script.Clock, lib),
+		script.LoadInto(&s.claim, luaFS, "claim", script.Clock, lib),
+		script.LoadInto(&s.reap, luaFS, "reap", script.Clock, lib),
+		script.LoadInto(&s.release, luaFS, "release", script.Clock, lib),
+		script.LoadInto(&s.discard, luaFS, "discard", script.Clock, lib),
+		script.LoadInto(&s.drain, luaFS, "drain", script.Clock, lib),
+		script.LoadInto(&s.outcome, luaFS, "outcome", script.Clock, lib),
+		script.LoadInto(&s.admit, luaFS, "admit", script.Clock, lib),
+		script.LoadInto(&s.disable, luaFS, "disable", script.Clock, lib),
+		script.LoadInto(&s.notify, luaFS, "notify", script.Clock, lib),
+		script.LoadInto(&s.releaseHeld, luaFS, "release_held", script.Clock, lib),
+		script.LoadInto(&s.lock, luaFS, "lock", script.Clock, lib),
+		script.LoadInto(&s.dlPrune, luaFS, "dl_prune", script.Clock, lib),
+		script.LoadInto(&s.noteShards, luaFS, "note_shards", script.Clock, lib),
+		script.LoadInto(&s.deadLetters, luaFS, "dead_letters", script.Clock, lib),
+		script.LoadInto(&s.gateRead, luaFS, "gate_read", script.Clock, lib),
+		script.LoadInto(&s.replayMark, luaFS, "replay_mark", script.Clock, lib),
 	)
-	return s, err
+	if err != nil {
+		return s, fmt.Errorf("redisstore: %w", err)
+	}
+	return s, nil
 }

@@ -166,17 +166,6 @@ type releaseReply struct {
 	Released bool `lua:"released"`
 }
 
-// loadInto loads lua/<name>.lua with script.Clock and lib.lua before it
-// into dst.
-func loadInto[A, R any](dst **script.Script[A, R], name, lib string) error {
-	sc, err := script.Load[A, R](luaFS, name, script.Clock, lib)
-	if err != nil {
-		return fmt.Errorf("jobs: %w", err)
-	}
-	*dst = sc
-	return nil
-}
-
 func loadScripts() (scripts, error) {
 	b, err := luaFS.ReadFile("lua/lib.lua")
 	if err != nil {
@@ -185,10 +174,17 @@ func loadScripts() (scripts, error) {
 	lib := string(b)
 	var s scripts
 	err = errors.Join(
-		loadInto(&s.acquire, "acquire", lib), loadInto(&s.collect, "collect", lib),
-		loadInto(&s.send, "send", lib), loadInto(&s.claim, "claim", lib),
-		loadInto(&s.item, "item", lib), loadInto(&s.finish, "finish", lib),
-		loadInto(&s.cancel, "cancel", lib), loadInto(&s.release, "release", lib),
+		script.LoadInto(&s.acquire, luaFS, "acquire", script.Clock, lib),
+		script.LoadInto(&s.collect, luaFS, "collect", script.Clock, lib),
+		script.LoadInto(&s.send, luaFS, "send", script.Clock, lib),
+		script.LoadInto(&s.claim, luaFS, "claim", script.Clock, lib),
+		script.LoadInto(&s.item, luaFS, "item", script.Clock, lib),
+		script.LoadInto(&s.finish, luaFS, "finish", script.Clock, lib),
+		script.LoadInto(&s.cancel, luaFS, "cancel", script.Clock, lib),
+		script.LoadInto(&s.release, luaFS, "release", script.Clock, lib),
 	)
-	return s, err
+	if err != nil {
+		return s, fmt.Errorf("jobs: %w", err)
+	}
+	return s, nil
 }

@@ -73,12 +73,6 @@ type scripts struct {
 	flush  *script.Script[flushArgs, flushReply]
 }
 
-func load[A, R any](dst **script.Script[A, R], name, lib string) error {
-	sc, err := script.Load[A, R](luaFS, name, lib)
-	*dst = sc
-	return err
-}
-
 func loadScripts() (scripts, error) {
 	lib, err := luaFS.ReadFile("lua/lib.lua")
 	if err != nil {
@@ -86,9 +80,12 @@ func loadScripts() (scripts, error) {
 	}
 	var s scripts
 	return s, errors.Join(
-		load(&s.claim, "claim", string(lib)), load(&s.ack, "ack", string(lib)),
-		load(&s.put, "put", string(lib)), load(&s.status, "status", string(lib)),
-		load(&s.expire, "expire", string(lib)), load(&s.flush, "flush", string(lib)),
+		script.LoadInto(&s.claim, luaFS, "claim", string(lib)),
+		script.LoadInto(&s.ack, luaFS, "ack", string(lib)),
+		script.LoadInto(&s.put, luaFS, "put", string(lib)),
+		script.LoadInto(&s.status, luaFS, "status", string(lib)),
+		script.LoadInto(&s.expire, luaFS, "expire", string(lib)),
+		script.LoadInto(&s.flush, luaFS, "flush", string(lib)),
 	)
 }
 

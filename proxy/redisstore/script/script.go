@@ -99,6 +99,15 @@ func Load[A, R any](fsys fs.FS, name string, prelude ...string) (*Script[A, R], 
 	return New[A, R](name, string(body), prelude...)
 }
 
+// LoadInto is Load into *dst, for a package that loads its scripts in one
+// errors.Join: lua/<name>.lua of fsys with the preludes before it. Errors
+// as Load.
+func LoadInto[A, R any](dst **Script[A, R], fsys fs.FS, name string, prelude ...string) error {
+	sc, err := Load[A, R](fsys, name, prelude...)
+	*dst = sc
+	return err
+}
+
 // New is Load with the script's body given: the source run is the reader
 // of A, then the preludes, then body. Errors as Load.
 func New[A, R any](name, body string, prelude ...string) (*Script[A, R], error) {
