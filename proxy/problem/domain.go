@@ -19,6 +19,9 @@ type domainError struct {
 	detail func(e policy.Error) string
 	// cause keeps err as the problem's Err (logged, never sent).
 	cause bool
+	// outcome, when set, is the answer's Callout-Outcome instead of
+	// rejected.
+	outcome policy.Outcome
 }
 
 // domainErrors is the one table from the domain's errors (policy.Err*,
@@ -70,7 +73,10 @@ var domainErrors = [...]domainError{
 	{target: policy.ErrBacklogFull, code: BacklogFull,
 		detail: fixed("the endpoint's backlog of pending callouts is full; try again later")},
 	// Before ErrUnavailable, which it also matches (contract §11).
-	{target: policy.ErrNotDurable, code: StoreUnavailable, detail: fixed(notDurableDetail), cause: true},
+	// Retryable, not rejected: the callout may exist and be delivered, so
+	// the caller must retry with the same key (contract §2, §11).
+	{target: policy.ErrNotDurable, code: StoreUnavailable, detail: fixed(notDurableDetail), cause: true,
+		outcome: policy.Retryable},
 	{target: policy.ErrUnavailable, code: StoreUnavailable, detail: fixed(unreachableDetail), cause: true},
 }
 
@@ -85,8 +91,9 @@ const (
 	// notDurableDetail: the replicas (or the append-only file) did not
 	// confirm a written callout in time (ErrNotDurable, contract §11).
 	notDurableDetail = "the callout was written but Redis did not confirm it durable in time (redis.durability); " +
-		"this request was not forwarded, but the callout may exist and, if it survives, is delivered like any " +
-		"accepted callout; retry with the same Idempotency-Key: the answer then comes from it"
+		"this request was not forwarded; a synchronous write's callout was withdrawn again, an asynchronous one " +
+		"may exist and, if it survives, is delivered like any accepted callout; retry with the same " +
+		"Idempotency-Key: the answer then comes from it"
 )
 
 // fixed is a detail that does not depend on the error.
@@ -107,7 +114,7 @@ func lookup(err error) (pe *Error, ok bool) {
 			if de, ok := errors.AsType[*policy.Error](err); ok {
 				fields = *de
 			}
-			pe = &Error{Code: row.code, Detail: row.detail(fields)}
+			pe = &Error{Code: row.code, Detail: row.detail(fields), Outcome: row.outcome}
 			if row.cause {
 				pe.Err = err
 			}

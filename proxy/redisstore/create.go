@@ -29,6 +29,20 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 	now := s.now()
 	rep, id, err := s.create(ctx, createInput{mode: "b", nc: nc, lim: opts.Limits, now: now,
 		at: opts.Lease, probeLease: br.ProbeLease, token: token, br: br})
+	if errors.Is(err, policy.ErrNotDurable) && rep.state == policy.InFlight {
+		// Not confirmed durable: nothing is sent, so the callout leased to
+		// this request is withdrawn at once (release.lua), not left for its
+		// lease to lapse into a retry with an attempt that never went out
+		// (contract §11). A record replicated before the withdrawal may
+		// survive a failover; the caller's retry with the key finds it.
+		cl := &policy.Claimed{ID: id, Endpoint: nc.Endpoint, Issuer: nc.Issuer, IdempotencyKey: nc.IdempotencyKey,
+			Kind: rep.kind, LeaseToken: token}
+		if rerr := s.Release(context.WithoutCancel(ctx), cl); rerr != nil {
+			s.log.Warn("redisstore: withdrawing a callout not confirmed durable failed; its lease will lapse",
+				"callout_id", id, "err", rerr)
+		}
+		return policy.BeginResult{}, err
+	}
 	if err != nil || rep.existing != nil {
 		return policy.BeginResult{Existing: rep.existing}, err
 	}

@@ -126,8 +126,8 @@ func TestAcknowledgerGroupsConcurrentWrites(t *testing.T) {
 
 // TestAcknowledgerRefusesWithoutReplica: with no replica to confirm, a
 // create fails with ErrNotDurable (which is ErrUnavailable too) after the
-// timeout, and the callout it wrote exists: the same key then answers from
-// it.
+// timeout; an asynchronous callout it wrote exists (the same key then
+// answers from it), a synchronous one is withdrawn.
 func TestAcknowledgerRefusesWithoutReplica(t *testing.T) {
 	primary, _ := ownRedis(t, "")
 	acks, err := NewAcknowledger(primary, AckOptions{Replicas: 1, Timeout: 50 * time.Millisecond})
@@ -146,6 +146,16 @@ func TestAcknowledgerRefusesWithoutReplica(t *testing.T) {
 	cl, err := durableStore(primary, acks).Begin(ctx, req("pay", "sync", "{}"), policy.BeginOptions{Lease: testLease})
 	if !errors.Is(err, policy.ErrNotDurable) || cl.Claimed != nil {
 		t.Fatalf("Begin without a replica: %+v, %v; want ErrNotDurable and nothing to send", cl, err)
+	}
+	// The synchronous callout was withdrawn (nothing was sent): the same key
+	// begins afresh, as after any refusal before dispatch (contract §5), and
+	// no lease is left to lapse into an attempt that never went out.
+	if n := primary.ZCard(ctx, homeQueue("pay").lease).Val(); n != 0 {
+		t.Fatalf("%d leases left after the withdrawn Begin, want 0", n)
+	}
+	fresh, err := durableStore(primary, nil).Begin(ctx, req("pay", "sync", "{}"), policy.BeginOptions{Lease: testLease})
+	if err != nil || fresh.Existing != nil || fresh.Claimed == nil {
+		t.Fatalf("the same key after the withdrawal: %+v, %v; want a new callout to send", fresh, err)
 	}
 }
 
