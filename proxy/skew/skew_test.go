@@ -126,6 +126,33 @@ func TestCorrectedReadsRedisClock(t *testing.T) {
 	}
 }
 
+// A steady offset logs the same line every time (whole seconds, no round
+// trip), so the logger's Collapser folds the repeats.
+func TestSteadyOffsetLogsIdenticalLines(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+	var lines []string
+	for _, off := range []time.Duration{90*time.Second + time.Millisecond, 90*time.Second + 200*time.Millisecond} {
+		logs.Reset()
+		clk := clocktest.New(t0.Add(off))
+		m := &Monitor{Client: &fakeRedis{at: t0, rtt: off / 10000, clk: clk}, Now: clk.Now, Gauge: &gauge{}, Logger: log}
+		if _, err := m.Check(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, logs.String())
+	}
+	if lines[0] == "" || lines[0] != lines[1] {
+		t.Fatalf("warnings for a steady 90 s offset differ:\n%s%s", lines[0], lines[1])
+	}
+}
+
 func TestCheckKeepsTheGaugeWhenRedisFails(t *testing.T) {
 	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	g := &gauge{v: 0.25}
