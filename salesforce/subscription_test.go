@@ -49,6 +49,9 @@ func TestSubscriptionReprocesses(t *testing.T) {
 		id, err := se.state.ReplayID(ctx)
 		return err == nil && id != nil
 	})
+	// The counter above counts replays as they start; the subscription
+	// counts a batch once HandleChanges returned, its status writes queued.
+	waitFor(t, "3 requests handled", func() bool { return a.Counts().Replayed == 3 })
 	se.drain()
 	for _, root := range roots {
 		if st := se.record(root)["Status__c"]; st != policy.RecordReprocessing {
