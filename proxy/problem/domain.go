@@ -19,9 +19,6 @@ type domainError struct {
 	detail func(e policy.Error) string
 	// cause keeps err as the problem's Err (logged, never sent).
 	cause bool
-	// outcome, when set, is the answer's Callout-Outcome instead of
-	// rejected.
-	outcome policy.Outcome
 }
 
 // domainErrors is the one table from the domain's errors (policy.Err*,
@@ -73,10 +70,7 @@ var domainErrors = [...]domainError{
 	{target: policy.ErrBacklogFull, code: BacklogFull,
 		detail: fixed("the endpoint's backlog of pending callouts is full; try again later")},
 	// Before ErrUnavailable, which it also matches (contract §11).
-	// Retryable, not rejected: the callout may exist and be delivered, so
-	// the caller must retry with the same key (contract §2, §11).
-	{target: policy.ErrNotDurable, code: StoreUnavailable, detail: fixed(notDurableDetail), cause: true,
-		outcome: policy.Retryable},
+	{target: policy.ErrNotDurable, code: StoreUnavailable, detail: fixed(notDurableDetail), cause: true},
 	{target: policy.ErrUnavailable, code: StoreUnavailable, detail: fixed(unreachableDetail), cause: true},
 }
 
@@ -114,7 +108,7 @@ func lookup(err error) (pe *Error, ok bool) {
 			if de, ok := errors.AsType[*policy.Error](err); ok {
 				fields = *de
 			}
-			pe = &Error{Code: row.code, Detail: row.detail(fields), Outcome: row.outcome}
+			pe = &Error{Code: row.code, Detail: row.detail(fields)}
 			if row.cause {
 				pe.Err = err
 			}

@@ -56,10 +56,10 @@ func TestDomainErrors(t *testing.T) {
 					t.Errorf("%s = %s %d %q, want %s %d %q", name, pe.Code, pe.Code.Status(), pe.Detail,
 						tt.code, tt.status, tt.detail)
 				}
-				// Only a write not confirmed durable is retryable: its
-				// callout may exist, so the caller retries with the key.
-				if wantRetry := errors.Is(tt.err, policy.ErrNotDurable); (pe.Outcome == policy.Retryable) != wantRetry {
-					t.Errorf("%s outcome = %q, want retryable: %v", name, pe.Outcome, wantRetry)
+				// Every store refusal is rejected (contract §2), a write
+				// not confirmed durable too.
+				if pe.Outcome != "" && pe.Outcome != policy.Rejected {
+					t.Errorf("%s outcome = %q, want rejected", name, pe.Outcome)
 				}
 				if (pe.Err != nil) != tt.keepsCause || (tt.keepsCause && !errors.Is(pe, redisDown)) {
 					t.Errorf("%s cause = %v, want kept: %v", name, pe.Err, tt.keepsCause)
