@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 )
 
 // Redis's clock decides shared state (contract §1, ARCHITECTURE.md "One
@@ -19,29 +20,6 @@ func skewedStore(e *env, skew time.Duration) *Store {
 		Now:                  func() time.Time { return time.Now().Add(skew) },
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
 	})
-}
-
-// redisNow is the backend's clock.
-func redisNow(t *testing.T, e *env) time.Time {
-	t.Helper()
-	if e.b.Mini != nil {
-		// miniredis answers TIME from the real clock unless SetTime was
-		// called; these tests never call it.
-		return time.Now()
-	}
-	v, err := e.b.Client.Time(ctxT(t)).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// within fails unless got is within tol of want.
-func within(t *testing.T, what string, got, want time.Time, tol time.Duration) {
-	t.Helper()
-	if d := got.Sub(want); d < -tol || d > tol {
-		t.Fatalf("%s = %v, want %v ± %v (off by %v)", what, got, want, tol, d)
-	}
 }
 
 func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
@@ -63,7 +41,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		within(t, "lease expiry", time.UnixMilli(int64(score)), redisNow(t, e).Add(testLease), tol)
+		redistest.Within(t, "lease expiry", time.UnixMilli(int64(score)), e.b.Now(t).Add(testLease), tol)
 
 		// The replica ahead by 90 s sees the lease as long expired on its
 		// own clock, yet its reaper leaves it: Redis's clock says 30 s.
@@ -79,7 +57,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		within(t, "retry due time", time.UnixMilli(int64(score)), redisNow(t, e).Add(10*time.Second), tol)
+		redistest.Within(t, "retry due time", time.UnixMilli(int64(score)), e.b.Now(t).Add(10*time.Second), tol)
 		if got := mustClaim(t, ahead, "clock-api", claimOpts); len(got.Claimed) != 0 {
 			t.Fatalf("the replica ahead claimed a retry due in 10 s: %+v", got.Claimed)
 		}
@@ -107,7 +85,7 @@ func TestProbeTimeFollowsRedisClock(t *testing.T) {
 			if a.Gate.State != policy.GateBreakerOpen || a.ProbeToken != "" {
 				t.Fatalf("%s: admission right after opening = %+v, want breaker_open and no probe", name, a)
 			}
-			within(t, name+": next probe time", a.Gate.Until, redisNow(t, e).Add(time.Minute), 5*time.Second)
+			redistest.Within(t, name+": next probe time", a.Gate.Until, e.b.Now(t).Add(time.Minute), 5*time.Second)
 		}
 	})
 }

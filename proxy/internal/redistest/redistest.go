@@ -51,6 +51,30 @@ func (b Backend) Real() bool { return b.Mini == nil }
 // Cluster reports whether the backend is a Redis Cluster.
 func (b Backend) Cluster() bool { return b.Name == "cluster" }
 
+// Now is the backend's clock, what TIME answers inside its scripts: the
+// host's clock for miniredis (which answers TIME from it unless SetTime was
+// called), the server's TIME for a real one (one node of a cluster).
+func (b Backend) Now(t testing.TB) time.Time {
+	t.Helper()
+	if b.Mini != nil {
+		return time.Now()
+	}
+	v, err := b.Client.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Within fails the test unless got is within tol of want: for instants a
+// script computed from TIME, which a test can only bound.
+func Within(t testing.TB, what string, got, want time.Time, tol time.Duration) {
+	t.Helper()
+	if d := got.Sub(want); d < -tol || d > tol {
+		t.Fatalf("%s = %v, want %v ± %v (off by %v)", what, got, want, tol, d)
+	}
+}
+
 // Backends returns a fresh miniredis plus, when configured, the real single
 // node and the real cluster, each emptied with FLUSHALL. Without
 // CALLOUT_TEST_REQUIRE_REAL=1 a missing real backend is logged and left

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 )
 
 // A job's lease is measured on Redis's clock (ARCHITECTURE.md "One
@@ -27,9 +28,9 @@ func TestJobLeaseFollowsRedisClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		now := redisNow(t, e)
-		within(t, "lease expiry", got.LeaseExpiresAt, now.Add(jobLease), tol)
-		within(t, "started", got.StartedAt, now, tol)
+		now := e.b.Now(t)
+		redistest.Within(t, "lease expiry", got.LeaseExpiresAt, now.Add(jobLease), tol)
+		redistest.Within(t, "started", got.StartedAt, now, tol)
 		// The replica ahead by 90 s sees the lease as long expired on its
 		// own clock, yet cannot take the job over: Redis's clock says 10 s.
 		_, err = ahead.Acquire(ctxT(t), j.ID, "A", jobLease)
@@ -40,27 +41,4 @@ func TestJobLeaseFollowsRedisClock(t *testing.T) {
 			t.Fatalf("cancel by the replica ahead = %q, %v; want cancelling (the lease is live)", st, err)
 		}
 	})
-}
-
-// redisNow is the backend's clock.
-func redisNow(t *testing.T, e *env) time.Time {
-	t.Helper()
-	if e.b.Mini != nil {
-		// miniredis answers TIME from the real clock unless SetTime was
-		// called; these tests never call it.
-		return time.Now()
-	}
-	v, err := e.b.Client.Time(ctxT(t)).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// within fails unless got is within tol of want.
-func within(t *testing.T, what string, got, want time.Time, tol time.Duration) {
-	t.Helper()
-	if d := got.Sub(want); d < -tol || d > tol {
-		t.Fatalf("%s = %v, want %v ± %v (off by %v)", what, got, want, tol, d)
-	}
 }
