@@ -13,6 +13,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/durable"
 )
 
 // defaultReadTimeout is go-redis's socket read timeout, which a WAIT of a
@@ -69,7 +70,7 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 		return c, func() { c.Close() }, nil
 	case len(rc.Cluster) > 0:
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Password: password,
-			ContextTimeoutEnabled: true})
+			ContextTimeoutEnabled: true, ReadTimeout: readTimeout})
 		return c, func() { c.Close() }, nil
 	}
 	m := miniredis.NewMiniRedis()
@@ -85,13 +86,14 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 }
 
 // acknowledger is the store's durable acknowledgement for
-// redis.durability (contract §11): nil for local; WAIT 1 for replicated;
-// WAITAOF 1 N for fsync, N = 1 with Sentinel (a replica's file too), else 0.
-// fsync is checked against the Redis version at once: a Redis older than
-// 7.2 ends the start with an error naming the version; a Redis that does
-// not answer yet is checked again before the first acknowledgement.
-func acknowledger(ctx context.Context, rc config.Redis, rdb redis.UniversalClient, logger *slog.Logger) (*redisstore.Acknowledger, error) {
-	opts := redisstore.AckOptions{Timeout: rc.DurabilityTimeout}
+// redis.durability (contract §11): nil for local; WAIT 1 for replicated
+// (per primary on a Cluster); WAITAOF 1 N for fsync, N = 1 with Sentinel
+// (a replica's file too), else 0. fsync is checked against the Redis
+// version at once: a Redis older than 7.2 ends the start with an error
+// naming the version; a Redis that does not answer yet is checked again
+// before the first acknowledgement.
+func acknowledger(ctx context.Context, rc config.Redis, rdb redis.UniversalClient, logger *slog.Logger) (redisstore.Acknowledger, error) {
+	opts := durable.Options{Timeout: rc.DurabilityTimeout}
 	switch rc.Durability {
 	case config.DurabilityReplicated:
 		opts.Replicas = 1
@@ -103,14 +105,11 @@ func acknowledger(ctx context.Context, rc config.Redis, rdb redis.UniversalClien
 	default:
 		return nil, nil
 	}
-	acks, err := redisstore.NewAcknowledger(rdb, opts)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("redis.durability %s: %w", rc.Durability, err)}
-	}
+	acks := durable.New(rdb, opts)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := acks.CheckVersion(cctx); err != nil {
-		var ve *redisstore.VersionError
+		var ve *durable.VersionError
 		if errors.As(err, &ve) {
 			return nil, usageError{err}
 		}

@@ -27,7 +27,8 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 		res = c
 	}
 	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
-		Counters: q.acc, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: rawOfID(cl.ID), Home: q.home})
+		Due: q.due, Counters: q.acc, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: rawOfID(cl.ID),
+		Home: q.home})
 	if err != nil {
 		return s.wrap("release", err)
 	}
@@ -40,6 +41,34 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	return err
 }
 
+// withdraw deletes an asynchronous callout (Enqueue's, or Begin's held
+// one) that could not be confirmed durable, with its idempotency
+// reservation, while it is still scheduled or held and was never
+// attempted, so that nothing is forwarded for a write answered 503
+// (contract §4, §11; release.lua without a lease token). It reports
+// whether it withdrew the callout; when it did not — a dispatcher claimed
+// it first, or Redis failed — it logs a warning: the callout is then
+// delivered, as the answer's detail says it may be. One round trip.
+func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) bool {
+	q, ok := queueOfID(nc.Endpoint, id)
+	if !ok {
+		return false
+	}
+	c, rest, resp := q.record(id)
+	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
+	if res == "" {
+		res = c
+	}
+	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
+		Due: q.due, Counters: q.acc, Reservation: res, ID: id, Raw: rawOfID(id), Home: q.home})
+	if err != nil || v.Result != "ok" {
+		s.log.Warn("redisstore: a callout not confirmed durable was not withdrawn; it will be delivered",
+			"callout_id", id, "claimed", err == nil, "err", s.wrap("withdraw", err))
+		return false
+	}
+	return true
+}
+
 // releaseArgs are release.lua's keys and arguments (lua/release.lua names
 // each).
 type releaseArgs struct {
@@ -47,6 +76,7 @@ type releaseArgs struct {
 	Rest        string `lua:"rest,key"`
 	Resp        string `lua:"resp,key"`
 	Lease       string `lua:"lease,key"`
+	Due         string `lua:"due,key"`
 	Counters    string `lua:"counters,key"`
 	Reservation string `lua:"reservation,key"`
 	ID          string `lua:"id"`

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	proxyconfig "github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -238,8 +239,11 @@ func (g *sentinelGroup) waitMaster(t *testing.T, addrs []string, within time.Dur
 // its timeout.
 func sentinelConfig(g *sentinelGroup, durability string, policy []string, endpoints ...string) string {
 	const placeholder = "redis://sentinel.invalid:1/0"
-	block := fmt.Sprintf("redis:\n  sentinel:\n    master_name: %s\n    addresses: [%s]\n  durability: %s\n  durability_timeout: 1s\n",
+	block := fmt.Sprintf("redis:\n  sentinel:\n    master_name: %s\n    addresses: [%s]\n  durability: %s\n",
 		masterName, strings.Join(g.Addrs, ", "), durability)
+	if durability != proxyconfig.DurabilityLocal {
+		block += "  durability_timeout: 1s\n" // refused with local, which waits for nothing
+	}
 	return strings.Replace(config(placeholder, policy, endpoints...), "redis:\n  url: "+placeholder+"\n", block, 1)
 }
 
