@@ -66,6 +66,9 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 			// The server name is each address's host (crypto/tls).
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
+		if err := checkMasterName(opt, logger); err != nil {
+			return nil, nil, usageError{err}
+		}
 		c := redis.NewFailoverClient(opt)
 		return c, func() { c.Close() }, nil
 	case len(rc.Cluster) > 0:
@@ -83,6 +86,43 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 		"and only this one replica can use them. Set redis.url, redis.sentinel or redis.cluster for production.")
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	return c, func() { c.Close(); m.Close() }, nil
+}
+
+// checkMasterName asks every Sentinel of opt which primary it monitors
+// under opt.MasterName (SENTINEL get-master-addr-by-name), so that a
+// misspelt name fails the start with an error naming it instead of looking
+// like an outage (go-redis answers every command with "all sentinels are
+// unreachable" then). Errors: every Sentinel that answered knows no master
+// by that name. Sentinels that do not answer are only logged: they may come
+// up after the proxy (contract §9: /readyz reports Redis, it does not fail
+// the start).
+func checkMasterName(opt *redis.FailoverOptions, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	answered := 0
+	var unreachable []error
+	for _, addr := range opt.SentinelAddrs {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Password: opt.SentinelPassword,
+			TLSConfig: opt.TLSConfig, DisableIdentity: true, MaxRetries: -1})
+		_, err := sc.GetMasterAddrByName(ctx, opt.MasterName).Result()
+		_ = sc.Close()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, redis.Nil):
+			answered++
+		default:
+			unreachable = append(unreachable, fmt.Errorf("%s: %w", addr, err))
+		}
+	}
+	if answered > 0 {
+		return fmt.Errorf("redis.sentinel.master_name: no Sentinel monitors a master named %q "+
+			"(%d of %d answered SENTINEL get-master-addr-by-name with nil; check the name against the Sentinels' "+
+			"\"sentinel monitor\" lines)", opt.MasterName, answered, len(opt.SentinelAddrs))
+	}
+	logger.Warn("redis.sentinel: no Sentinel answered at start, so the master name could not be checked",
+		"master_name", opt.MasterName, "err", errors.Join(unreachable...))
+	return nil
 }
 
 // acknowledger is the store's durable acknowledgement for
