@@ -82,12 +82,10 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 		mode = "d"
 	}
 	rep, id, err := s.create(ctx, createInput{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due.Sub(now)})
-	if errors.Is(err, policy.ErrNotDurable) && rep.existing == nil && id != "" && nc.ReplayOf == "" {
+	if errors.Is(err, policy.ErrNotDurable) && rep.existing == nil && id != "" {
 		// Not confirmed durable: the caller is answered 503 and nothing may
 		// be forwarded (contract §4, §11), so the callout is withdrawn while
-		// no dispatcher has claimed it. A replay chain stays: the dead
-		// letter it replaces gave it its key (docs/operating.md
-		// "Durability").
+		// no dispatcher has claimed it.
 		s.withdraw(context.WithoutCancel(ctx), nc, id)
 		return policy.EnqueueResult{}, err
 	}

@@ -92,3 +92,34 @@ func TestNotDurableKeepsClaimed(t *testing.T) {
 			"want it withdrawn", after.Breaker, before.Due, after.Due, before.BacklogBytes, after.BacklogBytes)
 	}
 }
+
+// TestNotDurableReplayGivesKeyBack: a replay chain not confirmed durable
+// is withdrawn like any asynchronous write, and the key goes back to the
+// dead letter it replaced, so the same key still answers 409
+// dead-lettered from it (contract §5) and a later replay takes it again.
+func TestNotDurableReplayGivesKeyBack(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		ctx := ctxT(t)
+		nc, dl := deadLetter(t, s, "rep-api", "k-1")
+		refusing := New(e.b.Client, Options{PinScriptTime: true, Now: e.clk.Now,
+			Acknowledger: ackFn(func(context.Context, string) error { return policy.ErrNotDurable })})
+		replay := nc
+		replay.ReplayOf = dl
+		_, err := refusing.Enqueue(ctx, replay, enqOpts)
+		wantErr(t, err, policy.ErrNotDurable)
+		if st := mustState(t, s, "rep-api"); st.Due != 0 {
+			t.Fatalf("a refused replay left %d due, want 0", st.Due)
+		}
+		again, err := s.Enqueue(ctx, nc, enqOpts)
+		if err != nil || again.Existing == nil || again.Existing.ID != dl {
+			t.Fatalf("the key after a withdrawn replay: %+v, %v; want the dead letter %s", again, err, dl)
+		}
+		if ttl := pttl(t, e, homeQueue(nc.Endpoint).reservation(nc.Issuer, nc.IdempotencyKey)); ttl <= 0 {
+			t.Errorf("the key given back has TTL %s, want the dead-letter retention", ttl)
+		}
+		if r, err := s.Enqueue(ctx, replay, enqOpts); err != nil || r.ID == "" || r.Existing != nil {
+			t.Fatalf("replay after the withdrawn one: %+v, %v; want a new chain", r, err)
+		}
+	})
+}

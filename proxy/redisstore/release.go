@@ -41,10 +41,11 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	return err
 }
 
-// withdraw deletes an asynchronous callout (Enqueue's, or Begin's held
-// one) that could not be confirmed durable, with its idempotency
-// reservation, while it is still scheduled or held and was never
-// attempted, so that nothing is forwarded for a write answered 503
+// withdraw deletes an asynchronous callout (Enqueue's, a replay chain, or
+// Begin's held one) that could not be confirmed durable, with its
+// idempotency reservation (a replay chain's goes back to its dead letter,
+// for the dead-letter retention), while it is still scheduled or held and
+// was never attempted, so that nothing is forwarded for a write answered 503
 // (contract §4, §11; release.lua without a lease token). It reports
 // whether it withdrew the callout; when it did not — a dispatcher claimed
 // it first, or Redis failed — it logs a warning: the callout is then
@@ -60,7 +61,8 @@ func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) b
 		res = c
 	}
 	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
-		Due: q.due, Counters: q.acc, Reservation: res, ID: id, Raw: rawOfID(id), Home: q.home})
+		Due: q.due, Counters: q.acc, Reservation: res, ID: id, Raw: rawOfID(id), Home: q.home,
+		Takeover: rawOfID(nc.ReplayOf), TakeoverTTL: s.dlTTL})
 	if err != nil || v.Result != "ok" {
 		s.log.Warn("redisstore: a callout not confirmed durable was not withdrawn; it will be delivered",
 			"callout_id", id, "claimed", err == nil, "err", s.wrap("withdraw", err))
@@ -72,17 +74,19 @@ func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) b
 // releaseArgs are release.lua's keys and arguments (lua/release.lua names
 // each).
 type releaseArgs struct {
-	Record      string `lua:"record,key"`
-	Rest        string `lua:"rest,key"`
-	Resp        string `lua:"resp,key"`
-	Lease       string `lua:"lease,key"`
-	Due         string `lua:"due,key"`
-	Counters    string `lua:"counters,key"`
-	Reservation string `lua:"reservation,key"`
-	ID          string `lua:"id"`
-	Token       string `lua:"token"`
-	Raw         string `lua:"raw"`
-	Home        bool   `lua:"home"`
+	Record      string        `lua:"record,key"`
+	Rest        string        `lua:"rest,key"`
+	Resp        string        `lua:"resp,key"`
+	Lease       string        `lua:"lease,key"`
+	Due         string        `lua:"due,key"`
+	Counters    string        `lua:"counters,key"`
+	Reservation string        `lua:"reservation,key"`
+	ID          string        `lua:"id"`
+	Token       string        `lua:"token"`
+	Raw         string        `lua:"raw"`
+	Home        bool          `lua:"home"`
+	Takeover    string        `lua:"takeover"`
+	TakeoverTTL time.Duration `lua:"takeover_ttl"`
 }
 
 // resultReply is the reply of a script that answers one word (release.lua,

@@ -8,7 +8,9 @@
 -- - without (A.token ''): an asynchronous callout not confirmed durable
 --   (contract §4, §11), withdrawn only while it is still scheduled or held
 --   and no attempt was ever made (no 'n'): once a dispatcher claimed it,
---   it stays and is delivered.
+--   it stays and is delivered. A replay chain's reservation goes back to
+--   the dead letter it took the key from (A.takeover, for A.takeover_ttl
+--   ms: the dead letter's retention at most).
 -- Deleted: the record, its parts, its lease or due entry, its backlog
 -- bytes and item and its reservation (when that still points at it).
 --
@@ -17,7 +19,8 @@
 -- endpoint hash or the queue's counter hash), K.reservation (the record
 -- key as a placeholder when it has none); A.id, A.token (lease token, or
 -- ''), A.raw (the id's 16 raw bytes), A.home (K.counters is the endpoint
--- hash).
+-- hash), A.takeover and A.takeover_ttl (raw id of a replayed dead letter,
+-- or '').
 -- Replies (resultReply): result 'ok' or 'stale' (nothing changed).
 local c, lease, acc, res, id, token = K.record, K.lease, K.counters, K.reservation, A.id, A.token
 local rec = hread(c, {'S', 't', 'b', 'i', 'n'})
@@ -40,7 +43,14 @@ end
 hflush(acc, wa)
 if res ~= c then
   local v = redis.call('GET', res)
-  if v and string.sub(v, 1, 16) == A.raw then redis.call('DEL', res) end
+  if v and string.sub(v, 1, 16) == A.raw then
+    if A.takeover ~= '' then
+      -- a replay chain: the key goes back to the dead letter it replaced
+      redis.call('SET', res, A.takeover .. string.sub(v, 17), 'PX', A.takeover_ttl)
+    else
+      redis.call('DEL', res)
+    end
+  end
 end
 redis.call('ZREM', lease, id)
 redis.call('DEL', c, K.rest, K.resp)
