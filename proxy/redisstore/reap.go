@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -149,8 +150,8 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 		c, _, _ := q.record(id)
 		out[i] = c
 		m := cmds[i].Val()
-		if meta, err := unpackMeta(joinChunks(m, metaField)); err == nil && meta.Key != "" {
-			out[i] = q.reservation(s.issuerOf(ctx, m[fIssuer]), meta.Key)
+		if meta, err := record.MetaOf(m); err == nil && meta.Key != "" {
+			out[i] = q.reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
 		}
 	}
 	return out, nil

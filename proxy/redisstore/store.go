@@ -287,3 +287,24 @@ func msUntil(t, now time.Time) int64 { return max(0, t.Sub(now).Milliseconds()) 
 func msArg(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 func durMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// msOf is t in Unix ms, 0 for the zero time.
+func msOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// msTimeOf is Unix ms n as a time, the zero time for 0.
+func msTimeOf(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

@@ -21,7 +21,7 @@
 // The keys:
 //
 //	cp:{sN}:c:{id}        HASH  one callout, one-letter fields (the f*
-//	                            constants in record.go), every value at most
+//	                            constants in package record), every value at most
 //	                            64 bytes so Redis keeps it in its compact
 //	                            listpack encoding: state code S, attempts n,
 //	                            issuer tag i (the issuer: cp:iss), charged
@@ -85,7 +85,7 @@
 //	                            pending items, ii:{tag} / ib:{tag} an
 //	                            issuer's items and bytes — and sq (the shard
 //	                            counts used) (the e* constants in
-//	                            record.go). No TTL.
+//	                            package record). No TTL.
 //	cp:{sN}:dl:{ep}       ZSET  per queue: callout id -> dead-lettered at (Unix ms):
 //	                            the index for listing dead letters; entries
 //	                            older than the dead-letter retention are
