@@ -24,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
@@ -39,7 +40,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	// answers, to have another layout (checkLayout).
 	ctx, stopServing := context.WithCancelCause(ctx)
 	defer func() {
-		var le *redisstore.LayoutError
+		var le *layout.Error
 		if cause := context.Cause(ctx); err == nil && errors.As(cause, &le) {
 			err = cause
 		}

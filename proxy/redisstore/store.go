@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -307,4 +308,23 @@ func msTimeOf(n int64) time.Time {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// CheckLayout is layout.Check on the store's Redis, remembered once it
+// passes (Options.RequireLayout). Errors: a *layout.Error, ErrUnavailable.
+func (s *Store) CheckLayout(ctx context.Context) error {
+	if err := layout.Check(ctx, s.rdb); err != nil {
+		return err
+	}
+	s.layoutOK.Store(true)
+	return nil
+}
+
+// layoutReady is the guard of Options.RequireLayout: nil once the layout
+// has been confirmed (or when not required), else CheckLayout's answer.
+func (s *Store) layoutReady(ctx context.Context) error {
+	if !s.requireLayout || s.layoutOK.Load() {
+		return nil
+	}
+	return s.CheckLayout(ctx)
 }

@@ -187,9 +187,9 @@
 //	cp:jobs:active        SET   ids of jobs that have not ended: what the
 //	                            replicas' job runners look at. Not
 //	                            hash-tagged. No TTL.
-//	cp:layout             STRING the store's layout version (LayoutVersion,
+//	cp:layout             STRING the store's layout version (layout.Version,
 //	                            layout.go), in decimal: written by the first
-//	                            replica that uses the store (CheckLayout) or
+//	                            replica that uses the store (layout.Check) or
 //	                            by `callout-proxy migrate`; a replica refuses
 //	                            to start on another version. Not hash-tagged:
 //	                            one key, one slot. No TTL.
