@@ -78,6 +78,20 @@ func (l *stallLink) Resume() {
 	}
 }
 
+// Cut ends a stall as a partition ends whose far side died meanwhile:
+// every connection is closed and what was held is never delivered; new
+// connections flow again.
+func (l *stallLink) Cut() {
+	l.mu.Lock()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	l.Resume()
+}
+
 func (l *stallLink) gate() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
