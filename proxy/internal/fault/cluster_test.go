@@ -5,7 +5,6 @@ package fault
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,11 +32,7 @@ func TestClusterFailoverReplicatedLosesNothing(t *testing.T) {
 	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv)
 	c := newClient(t)
 
-	var (
-		once    sync.Once
-		faulted sync.WaitGroup
-	)
-	fault := func(acc int) {
+	acc := c.failoverLoad(t, reps, "cluster, durability replicated", "cluster", func(acc int) {
 		owner.Crash()
 		promoted := time.Now()
 		waitRole(t, replica, "role:master", 30*time.Second)
@@ -45,23 +40,7 @@ func TestClusterFailoverReplicatedLosesNothing(t *testing.T) {
 			replica.Addr, time.Since(promoted).Round(time.Millisecond))
 		owner.Restart() // rejoins as the promoted primary's replica: WAIT confirms again
 		waitRole(t, owner, "master_link_status:up", 30*time.Second)
-	}
-	start := time.Now()
-	load := c.runKeyedLoad([]string{reps[0].URL, reps[1].URL}, "pay", "cluster", 32, 150*time.Second,
-		func(l *keyedLoad) bool {
-			n := l.count()
-			if n >= failoverFaultAt {
-				once.Do(func() { faulted.Go(func() { fault(n) }) })
-			}
-			return n >= failoverTarget
-		})
-	faulted.Wait()
-	acc := load.accepted()
-	t.Logf("cluster, durability replicated: %d callouts accepted in %s; answers %v", len(acc),
-		time.Since(start).Round(time.Millisecond), load.codes)
-	if len(acc) < failoverTarget {
-		t.Fatalf("only %d callouts accepted within the deadline (the proxies did not follow the promotion?)", len(acc))
-	}
+	})
 	if lost := c.missing(t, reps[0].URL, acc); len(lost) > 0 {
 		t.Errorf("%d of %d acknowledged callouts lost in the cluster failover with durability replicated, e.g. %v",
 			len(lost), len(acc), lost[:min(5, len(lost))])

@@ -69,12 +69,8 @@ func sentinelFailover(t *testing.T, durability string) (int, []accepted) {
 	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv)
 	c := newClient(t)
 
-	var (
-		once              sync.Once
-		faulted           sync.WaitGroup
-		waits, waitsAtAcc int
-	)
-	fault := func(acc int) {
+	var waits, waitsAtAcc int
+	acc := c.failoverLoad(t, reps, "durability "+durability, durability, func(acc int) {
 		waits, waitsAtAcc = waitCalls(primaryAddr), acc
 		link.Stall()
 		time.Sleep(500 * time.Millisecond)
@@ -85,9 +81,28 @@ func sentinelFailover(t *testing.T, durability string) (int, []accepted) {
 		link.Cut()
 		t.Logf("after %d callouts accepted: replication link stalled 1 s, primary SIGKILLed 0.5 s into it, "+
 			"the held bytes dropped", acc)
+	})
+	if durability == proxyconfig.DurabilityReplicated && waitsAtAcc > 0 {
+		t.Logf("WAITs on the first primary for the first %d acknowledged writes: %d (%.3f per write)",
+			waitsAtAcc, waits, float64(waits)/float64(waitsAtAcc))
 	}
+	sentinels.waitMaster(t, replicaAddrs, 30*time.Second)
+	return len(acc), c.missing(t, reps[0].URL, acc)
+}
+
+// failoverLoad runs keyed asynchronous writes (keys prefix-N) against the
+// replicas reps until failoverTarget were answered 202, calling fault once
+// failoverFaultAt were (the load goes on meanwhile), and returns the
+// accepted callouts; fewer than failoverTarget within the deadline fail the
+// test.
+func (c *client) failoverLoad(t *testing.T, reps []*proctest.Proxy, label, prefix string, fault func(acc int)) []accepted {
+	t.Helper()
+	var (
+		once    sync.Once
+		faulted sync.WaitGroup
+	)
 	start := time.Now()
-	load := c.runKeyedLoad([]string{reps[0].URL, reps[1].URL}, "pay", durability, 32, 150*time.Second,
+	load := c.runKeyedLoad([]string{reps[0].URL, reps[1].URL}, "pay", prefix, 32, 150*time.Second,
 		func(l *keyedLoad) bool {
 			n := l.count()
 			if n >= failoverFaultAt {
@@ -97,15 +112,10 @@ func sentinelFailover(t *testing.T, durability string) (int, []accepted) {
 		})
 	faulted.Wait()
 	acc := load.accepted()
-	t.Logf("durability %s: %d callouts accepted in %s; answers %v", durability, len(acc),
-		time.Since(start).Round(time.Millisecond), load.codes)
-	if durability == proxyconfig.DurabilityReplicated && waitsAtAcc > 0 {
-		t.Logf("WAITs on the first primary for the first %d acknowledged writes: %d (%.3f per write)",
-			waitsAtAcc, waits, float64(waits)/float64(waitsAtAcc))
-	}
+	t.Logf("%s: %d callouts accepted in %s; answers %v", label, len(acc), time.Since(start).Round(time.Millisecond),
+		load.codes)
 	if len(acc) < failoverTarget {
 		t.Fatalf("only %d callouts accepted within the deadline (the proxies did not follow the promotion?)", len(acc))
 	}
-	sentinels.waitMaster(t, replicaAddrs, 30*time.Second)
-	return len(acc), c.missing(t, reps[0].URL, acc)
+	return acc
 }

@@ -34,17 +34,24 @@ func TestFsyncRefusedBeforeRedis72(t *testing.T) {
 	}
 	up := proctest.NewUpstream(t, nil)
 	cfg := strings.Replace(config(rs.URL, nil, endpoint("pay", up.URL)), "redis:\n", "redis:\n  durability: fsync\n", 1)
-	path := filepath.Join(t.TempDir(), "fsync.yaml")
+	if out := refusedStart(t, "fsync", cfg); !strings.Contains(out, "7.2 or later") || !strings.Contains(out, version) {
+		t.Errorf("the refusal does not name the version %s:\n%s", version, out)
+	}
+}
+
+// refusedStart runs the binary on configuration cfg, expects it to exit
+// (a refusal at start) and returns the tail of its output.
+func refusedStart(t *testing.T, name, cfg string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := proctest.Start(t, "fsync", proxyBinary, []string{"--config", path}, proctest.EnvList(replicaEnv), nil)
+	p := proctest.Start(t, name, proxyBinary, []string{"--config", path}, proctest.EnvList(replicaEnv), nil)
 	select {
 	case <-p.Exited():
 	case <-time.After(proctest.StartupTimeout):
-		t.Fatalf("callout-proxy with durability fsync on Redis %s did not exit:\n%s", version, p.Tail(20))
+		t.Fatalf("callout-proxy (%s) did not exit:\n%s", name, p.Tail(20))
 	}
-	if out := p.Tail(20); !strings.Contains(out, "7.2 or later") || !strings.Contains(out, version) {
-		t.Errorf("the refusal does not name the version %s:\n%s", version, out)
-	}
+	return p.Tail(20)
 }

@@ -3,11 +3,8 @@
 package fault
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	proxyconfig "github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
@@ -24,17 +21,7 @@ func TestSentinelUnknownMasterNameRefused(t *testing.T) {
 	up := proctest.NewUpstream(t, nil)
 	cfg := sentinelConfig(sentinels, proxyconfig.DurabilityLocal, nil, endpoint("pay", up.URL))
 	cfg = strings.Replace(cfg, "master_name: "+masterName, "master_name: callout-typo", 1)
-	path := filepath.Join(t.TempDir(), "sentinel.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := proctest.Start(t, "typo", proxyBinary, []string{"--config", path}, proctest.EnvList(replicaEnv), nil)
-	select {
-	case <-p.Exited():
-	case <-time.After(proctest.StartupTimeout):
-		t.Fatalf("callout-proxy with an unknown master name did not exit:\n%s", p.Tail(20))
-	}
-	out := p.Tail(20)
+	out := refusedStart(t, "typo", cfg)
 	if !strings.Contains(out, `"callout-typo"`) || !strings.Contains(out, "redis.sentinel.master_name") ||
 		!strings.Contains(out, "3 of 3") {
 		t.Errorf("the refusal does not name the master name and the Sentinels' answer:\n%s", out)
