@@ -71,7 +71,7 @@ func sentinelFailover(t *testing.T, durability string) (int, []accepted) {
 
 	var waits, waitsAtAcc int
 	acc := c.failoverLoad(t, reps, "durability "+durability, durability, func(acc int) {
-		waits, waitsAtAcc = waitCalls(primaryAddr), acc
+		waits, waitsAtAcc = commandCalls(primaryAddr, "wait"), acc
 		link.Stall()
 		time.Sleep(500 * time.Millisecond)
 		primary.Kill()

@@ -364,9 +364,9 @@ func (c *client) missing(t *testing.T, base string, cs []accepted) []accepted {
 	return lost
 }
 
-// waitCalls is how many WAIT commands the Redis at addr ran (INFO
-// commandstats); -1 when it cannot tell.
-func waitCalls(addr string) int {
+// commandCalls is how many cmd commands ("wait", "waitaof") the Redis at
+// addr ran (INFO commandstats); -1 when it cannot tell.
+func commandCalls(addr, cmd string) int {
 	c := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer c.Close()
 	info, err := c.Info(context.Background(), "commandstats").Result()
@@ -374,7 +374,7 @@ func waitCalls(addr string) int {
 		return -1
 	}
 	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:calls="); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
 			n, _ := strconv.Atoi(v[:strings.IndexByte(v+",", ',')])
 			return n
 		}
