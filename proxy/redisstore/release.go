@@ -46,14 +46,14 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 // idempotency reservation (a replay chain's goes back to its dead letter,
 // for the dead-letter retention), while it is still scheduled or held and
 // was never attempted, so that nothing is forwarded for a write answered 503
-// (contract §4, §11; release.lua without a lease token). It reports
-// whether it withdrew the callout; when it did not — a dispatcher claimed
-// it first, or Redis failed — it logs a warning: the callout is then
-// delivered, as the answer's detail says it may be. One round trip.
-func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) bool {
+// (contract §4, §11; release.lua without a lease token). When it cannot —
+// a dispatcher claimed the callout first, or Redis failed — it logs a
+// warning: the callout is then delivered, as the answer's detail says it
+// may be. One round trip.
+func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) {
 	q, ok := queueOfID(nc.Endpoint, id)
 	if !ok {
-		return false
+		return
 	}
 	c, rest, resp := q.record(id)
 	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
@@ -66,9 +66,7 @@ func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) b
 	if err != nil || v.Result != "ok" {
 		s.log.Warn("redisstore: a callout not confirmed durable was not withdrawn; it will be delivered",
 			"callout_id", id, "claimed", err == nil, "err", s.wrap("withdraw", err))
-		return false
 	}
-	return true
 }
 
 // releaseArgs are release.lua's keys and arguments (lua/release.lua names
