@@ -29,19 +29,37 @@ type Cluster struct {
 	Client *redis.ClusterClient
 }
 
-// StartCluster starts primaries × (1 + replicas) cluster nodes, forms the
-// cluster (CLUSTER ADDSLOTSRANGE, MEET, REPLICATE) and returns once every
-// node reports cluster_state:ok and every replica's link is up. A failed
-// primary is replaced by one of its replicas after nodeTimeout
-// (cluster-node-timeout). Skipped without redis-server (failed under
-// CALLOUT_TEST_REQUIRE_REAL=1).
-func StartCluster(t testing.TB, primaries, replicas int, nodeTimeout time.Duration) *Cluster {
+// ClusterOptions shapes a Cluster.
+type ClusterOptions struct {
+	// Primaries and Replicas (of each primary) count the nodes.
+	Primaries, Replicas int
+	// NodeTimeout is cluster-node-timeout: a primary unreachable that long
+	// is replaced by one of its replicas.
+	NodeTimeout time.Duration
+	// Args, when set, gives more redis-server arguments to primary i
+	// (replica false) or to each of its replicas, which will listen on
+	// port and have their cluster bus on bus.
+	Args func(i int, replica bool, port, bus int) []string
+}
+
+// StartCluster starts the nodes of o, forms the cluster (CLUSTER
+// ADDSLOTSRANGE, MEET, REPLICATE) and returns once every node reports
+// cluster_state:ok and every replica's link is up. Skipped without
+// redis-server (failed under CALLOUT_TEST_REQUIRE_REAL=1).
+func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 	t.Helper()
+	primaries := o.Primaries
 	c := &Cluster{Replicas: make([][]*Redis, primaries)}
-	node := func(bus int) *Redis {
-		return startRedis(t, "redis-server", false, "--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
+	node := func(i int, replica bool, bus int) *Redis {
+		args := []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10)}
+		port := FreePort(t)
+		if o.Args != nil {
+			args = append(args, o.Args(i, replica, port, bus)...)
+		}
+		r := startRedisOn(t, "redis-server", false, port, args...)
+		r.Bus = bus
+		return r
 	}
 	bus := FreePort(t) // the first node's cluster bus port, which the others MEET
 	var all []*Redis
@@ -50,12 +68,12 @@ func StartCluster(t testing.TB, primaries, replicas int, nodeTimeout time.Durati
 		if i > 0 {
 			b = FreePort(t)
 		}
-		p := node(b)
+		p := node(i, false, b)
 		c.Primaries, c.Seeds, all = append(c.Primaries, p), append(c.Seeds, p.Addr), append(all, p)
 		lo, hi := i*clusterSlots/primaries, (i+1)*clusterSlots/primaries-1
 		must(t, p.Client.Do(context.Background(), "cluster", "addslotsrange", lo, hi).Err())
-		for range replicas {
-			r := node(FreePort(t))
+		for range o.Replicas {
+			r := node(i, true, FreePort(t))
 			c.Replicas[i], all = append(c.Replicas[i], r), append(all, r)
 		}
 	}

@@ -27,6 +27,8 @@ type Redis struct {
 	Addr, URL string
 	// Client is connected to it (go-redis reconnects after a Restart).
 	Client *redis.Client
+	// Bus is a cluster node's cluster bus port (0: not a cluster node).
+	Bus int
 
 	t       testing.TB
 	port    int
@@ -74,9 +76,15 @@ func StartReplica(t testing.TB, primary *Redis) *Redis {
 	return r
 }
 
-// startRedis starts bin (skipped, or failed under
+// startRedis starts bin on a free port (skipped, or failed under
 // CALLOUT_TEST_REQUIRE_REAL=1, when it is not found) with extra arguments.
 func startRedis(t testing.TB, bin string, durable bool, extra ...string) *Redis {
+	t.Helper()
+	return startRedisOn(t, bin, durable, FreePort(t), extra...)
+}
+
+// startRedisOn is startRedis on port.
+func startRedisOn(t testing.TB, bin string, durable bool, port int, extra ...string) *Redis {
 	t.Helper()
 	if _, err := exec.LookPath(bin); err != nil {
 		if os.Getenv(redistest.EnvRequireReal) == "1" {
@@ -84,7 +92,7 @@ func startRedis(t testing.TB, bin string, durable bool, extra ...string) *Redis 
 		}
 		t.Skipf("%s not found: %v", bin, err)
 	}
-	r := &Redis{t: t, port: FreePort(t), dir: t.TempDir(), durable: durable, bin: bin, extra: extra}
+	r := &Redis{t: t, port: port, dir: t.TempDir(), durable: durable, bin: bin, extra: extra}
 	r.Addr = "127.0.0.1:" + strconv.Itoa(r.port)
 	r.URL = "redis://" + r.Addr + "/0"
 	r.start()

@@ -4,6 +4,7 @@ package fault
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,52 +17,74 @@ import (
 // TestClusterFailoverReplicatedLosesNothing: a Redis Cluster of three
 // primaries with a replica each, two proxy replicas on it with durability
 // replicated (acknowledged per primary, contract §11), keyed asynchronous
-// writes at load. The primary that owns the endpoint's slot is SIGKILLed;
-// the cluster promotes its replica (cluster-node-timeout 1 s), the
-// killed node comes back and replicates from the promoted one, and the
-// proxies follow. Every one of at least 10,000 callouts answered 202
-// exists afterwards; the writes of the gap get 503 store-unavailable.
-// (Without a stalled replication link, durability local lost none here
-// either: this case shows that per-primary acknowledgements survive a
-// failover, the Sentinel cases show what local loses.)
+// writes at load. The replication link of the primary that owns the
+// endpoint's slot stalls, the primary is SIGKILLed 0.5 s into the stall
+// (what the link held is lost with it), the cluster promotes its replica
+// (cluster-node-timeout 1 s), the killed node comes back and replicates
+// from the promoted one, and the proxies follow. Every one of at least
+// 10,000 callouts answered 202 exists afterwards; the writes of the gap
+// get 503 store-unavailable.
 func TestClusterFailoverReplicatedLosesNothing(t *testing.T) {
-	cl := proctest.StartCluster(t, 3, 1, time.Second)
-	owner, replica := clusterOwner(t, cl, "pay")
-	up := proctest.NewUpstream(t, nil)
-	cfg := clusterConfig(cl.Seeds, proxyconfig.DurabilityReplicated, timeouts, endpoint("pay", up.URL))
-	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv)
-	c := newClient(t)
-
-	acc := c.failoverLoad(t, reps, "cluster, durability replicated", "cluster", func(acc int) {
-		owner.Crash()
-		promoted := time.Now()
-		waitRole(t, replica, "role:master", 30*time.Second)
-		t.Logf("after %d callouts accepted: primary %s SIGKILLed; replica %s promoted after %s", acc, owner.Addr,
-			replica.Addr, time.Since(promoted).Round(time.Millisecond))
-		owner.Restart() // rejoins as the promoted primary's replica: WAIT confirms again
-		waitRole(t, owner, "master_link_status:up", 30*time.Second)
-	})
-	if lost := c.missing(t, reps[0].URL, acc); len(lost) > 0 {
+	acc, lost := clusterFailover(t, proxyconfig.DurabilityReplicated)
+	if len(lost) > 0 {
 		t.Errorf("%d of %d acknowledged callouts lost in the cluster failover with durability replicated, e.g. %v",
-			len(lost), len(acc), lost[:min(5, len(lost))])
+			len(lost), acc, lost[:min(5, len(lost))])
 	}
 }
 
-// clusterOwner returns the primary of cl that owns endpoint's slot (its
-// home queue's hash tag) and that primary's replica.
-func clusterOwner(t *testing.T, cl *proctest.Cluster, endpoint string) (*proctest.Redis, *proctest.Redis) {
-	t.Helper()
-	node, err := cl.Client.MasterForKey(context.Background(), keyspace.ShardPrefix(keyspace.ShardOf(endpoint)))
-	if err != nil {
-		t.Fatal(err)
+// TestClusterFailoverLocalReportsLoss is the same failover with
+// durability local: what the primary acknowledged while its replication
+// link stalled never reached the replica. Reported, not asserted
+// (contract §11: local promises what the primary itself keeps).
+func TestClusterFailoverLocalReportsLoss(t *testing.T) {
+	acc, lost := clusterFailover(t, proxyconfig.DurabilityLocal)
+	t.Logf("cluster, durability local: %d of %d acknowledged callouts lost in the failover (%.1f per 1,000)",
+		len(lost), acc, 1000*float64(len(lost))/float64(max(acc, 1)))
+}
+
+// clusterFailover runs the cluster failover with durability and returns
+// how many callouts were answered 202 and which of them are gone.
+func clusterFailover(t *testing.T, durability string) (int, []accepted) {
+	// The slots are split evenly in primary order (proctest.StartCluster).
+	owner := keyspace.Slot(keyspace.ShardPrefix(keyspace.ShardOf("pay"))) * 3 / keyspace.ClusterSlots
+	var link *stallLink
+	cl := proctest.StartCluster(t, proctest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: time.Second,
+		Args: func(i int, replica bool, port, bus int) []string {
+			// Every node names itself 127.0.0.1 to clients (CLUSTER SLOTS,
+			// MOVED); the owner's replica reaches the owner at its
+			// announced address 127.0.0.2, through a link the test stalls.
+			args := []string{"--cluster-announce-hostname", "127.0.0.1", "--cluster-preferred-endpoint-type", "hostname"}
+			if i == owner && !replica {
+				at := func(host string, p int) string { return host + ":" + strconv.Itoa(p) }
+				link = newStallLinkOn(t, at("127.0.0.2", port), at("127.0.0.1", port))
+				newStallLinkOn(t, at("127.0.0.2", bus), at("127.0.0.1", bus)) // the cluster bus: never stalled
+				args = append(args, "--cluster-announce-ip", "127.0.0.2")
+			}
+			return args
+		}})
+	primary, replica := cl.Primaries[owner], cl.Replicas[owner][0]
+	if node, err := cl.Client.MasterForKey(context.Background(), keyspace.ShardPrefix(keyspace.ShardOf("pay"))); err != nil ||
+		node.Options().Addr != primary.Addr {
+		t.Fatalf("the endpoint's slot is not on primary %d (%s): %v", owner, primary.Addr, err)
 	}
-	for i, p := range cl.Primaries {
-		if p.Addr == node.Options().Addr {
-			return p, cl.Replicas[i][0]
-		}
-	}
-	t.Fatalf("no primary of %v owns %s's slot (%s)", cl.Seeds, endpoint, node.Options().Addr)
-	return nil, nil
+	up := proctest.NewUpstream(t, nil)
+	cfg := clusterConfig(cl.Seeds, durability, timeouts, endpoint("pay", up.URL))
+	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv)
+	c := newClient(t)
+
+	acc := c.failoverLoad(t, reps, "cluster, durability "+durability, "cluster-"+durability, func(acc int) {
+		link.Stall()
+		time.Sleep(500 * time.Millisecond)
+		primary.Crash()
+		link.Cut() // what the link held dies with the primary
+		killed := time.Now()
+		waitRole(t, replica, "role:master", 30*time.Second)
+		t.Logf("after %d callouts accepted: replication link stalled, primary %s SIGKILLed 0.5 s into it; replica "+
+			"%s promoted after %s", acc, primary.Addr, replica.Addr, time.Since(killed).Round(time.Millisecond))
+		primary.Restart() // rejoins as the promoted primary's replica: WAIT confirms again
+		waitRole(t, primary, "master_link_status:up", 30*time.Second)
+	})
+	return len(acc), c.missing(t, reps[0].URL, acc)
 }
 
 // waitRole waits until r's INFO replication contains want.

@@ -41,7 +41,13 @@ type stallLink struct {
 // connection to target; it is closed when the test ends.
 func newStallLink(t *testing.T, target string) *stallLink {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newStallLinkOn(t, "127.0.0.1:0", target)
+}
+
+// newStallLinkOn is newStallLink listening on addr.
+func newStallLinkOn(t *testing.T, addr, target string) *stallLink {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

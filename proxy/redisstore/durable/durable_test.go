@@ -109,7 +109,7 @@ func TestRefusesWithoutReplica(t *testing.T) {
 // primary ran WAITs of its own, far fewer than the writes. On a Cluster
 // without replicas every Ack is refused: WAIT answers 0.
 func TestClusterGroupsPerPrimary(t *testing.T) {
-	c := proctest.StartCluster(t, 3, 1, 5*time.Second)
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
 	acks := New(c.Client, Options{Replicas: 1, Timeout: 5 * time.Second})
 	replicaOf := map[string]*redis.Client{}
 	for i, p := range c.Primaries {
@@ -145,7 +145,7 @@ func TestClusterGroupsPerPrimary(t *testing.T) {
 		t.Errorf("%d concurrent writes ran %d WAITs, want at most %d", n, total, n/4)
 	}
 
-	bare := proctest.StartCluster(t, 3, 0, 5*time.Second)
+	bare := proctest.StartCluster(t, proctest.ClusterOptions{Primaries: 3, NodeTimeout: 5 * time.Second})
 	refusing := New(bare.Client, Options{Replicas: 1, Timeout: 50 * time.Millisecond})
 	for i := range 3 {
 		key := fmt.Sprint("cp:{k", i, "}:c")
