@@ -107,7 +107,8 @@ func TestRefusesWithoutReplica(t *testing.T) {
 // writes spread over every slot are each confirmed by the replica of the
 // primary that owns them (the key is there when Ack returns), and every
 // primary ran WAITs of its own, far fewer than the writes. On a Cluster
-// without replicas every Ack is refused: WAIT answers 0.
+// without replicas every Ack is refused: WAIT answers 0; and fsync's
+// version check asks every primary (a Redis before 7.2 is named).
 func TestClusterGroupsPerPrimary(t *testing.T) {
 	c := proctest.StartCluster(t, proctest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
 	acks := New(c.Client, Options{Replicas: 1, Timeout: 5 * time.Second})
@@ -155,6 +156,17 @@ func TestClusterGroupsPerPrimary(t *testing.T) {
 		if err := refusing.Ack(ctxT(t), key); !errors.Is(err, policy.ErrNotDurable) {
 			t.Errorf("Ack of %s on a Cluster without replicas: %v, want ErrNotDurable", key, err)
 		}
+	}
+	// fsync asks every primary for its version.
+	info, err := bare.Primaries[2].Client.Info(ctxT(t), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := infoField(info, "redis_version")
+	err = New(bare.Client, Options{AOF: true}).CheckVersion(ctxT(t))
+	var ve *VersionError
+	if atLeast(version, 7, 2) != (err == nil) || (err != nil && (!errors.As(err, &ve) || ve.Found != version)) {
+		t.Errorf("CheckVersion on a Cluster of Redis %s: %v", version, err)
 	}
 }
 
