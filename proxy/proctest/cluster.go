@@ -57,9 +57,7 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 		if o.Args != nil {
 			args = append(args, o.Args(i, replica, port, bus)...)
 		}
-		r := startRedisOn(t, "redis-server", false, port, args...)
-		r.Bus = bus
-		return r
+		return startRedisOn(t, "redis-server", false, port, args...)
 	}
 	bus := FreePort(t) // the first node's cluster bus port, which the others MEET
 	var all []*Redis

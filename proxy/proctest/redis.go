@@ -27,8 +27,6 @@ type Redis struct {
 	Addr, URL string
 	// Client is connected to it (go-redis reconnects after a Restart).
 	Client *redis.Client
-	// Bus is a cluster node's cluster bus port (0: not a cluster node).
-	Bus int
 
 	t       testing.TB
 	port    int
@@ -105,11 +103,12 @@ func startRedisOn(t testing.TB, bin string, durable bool, port int, extra ...str
 // replication master_link_status:up).
 func (r *Redis) waitLinkUp() {
 	r.t.Helper()
-	r.waitInfo("replication", "master_link_status:up")
+	r.WaitInfo("replication", "master_link_status:up")
 }
 
-// waitInfo waits until INFO section contains want.
-func (r *Redis) waitInfo(section, want string) {
+// WaitInfo waits until INFO section (e.g. "replication") contains want
+// (e.g. "role:master"), for StartupTimeout; then the test fails.
+func (r *Redis) WaitInfo(section, want string) {
 	r.t.Helper()
 	r.await("INFO "+section+" "+want, func(ctx context.Context) (string, bool) {
 		v, err := r.Client.Info(ctx, section).Result()

@@ -78,29 +78,13 @@ func clusterFailover(t *testing.T, durability string) (int, []accepted) {
 		primary.Crash()
 		link.Cut() // what the link held dies with the primary
 		killed := time.Now()
-		waitRole(t, replica, "role:master", 30*time.Second)
+		replica.WaitInfo("replication", "role:master")
 		t.Logf("after %d callouts accepted: replication link stalled, primary %s SIGKILLed 0.5 s into it; replica "+
 			"%s promoted after %s", acc, primary.Addr, replica.Addr, time.Since(killed).Round(time.Millisecond))
 		primary.Restart() // rejoins as the promoted primary's replica: WAIT confirms again
-		waitRole(t, primary, "master_link_status:up", 30*time.Second)
+		primary.WaitInfo("replication", "master_link_status:up")
 	})
 	return len(acc), c.missing(t, reps[0].URL, acc)
-}
-
-// waitRole waits until r's INFO replication contains want.
-func waitRole(t *testing.T, r *proctest.Redis, want string, within time.Duration) {
-	t.Helper()
-	end := time.Now().Add(within)
-	for {
-		info, err := r.Client.Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, want) {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s: INFO replication lacks %q after %s (%v)", r.Addr, want, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // clusterConfig is config() with its redis block replaced by one on the
