@@ -25,11 +25,7 @@ import (
 // 10,000 callouts answered 202 exists afterwards; the writes of the gap
 // get 503 store-unavailable.
 func TestClusterFailoverReplicatedLosesNothing(t *testing.T) {
-	acc, lost := clusterFailover(t, proxyconfig.DurabilityReplicated)
-	if len(lost) > 0 {
-		t.Errorf("%d of %d acknowledged callouts lost in the cluster failover with durability replicated, e.g. %v",
-			len(lost), acc, lost[:min(5, len(lost))])
-	}
+	failoverLoss(t, "cluster", proxyconfig.DurabilityReplicated, clusterFailover)
 }
 
 // TestClusterFailoverLocalReportsLoss is the same failover with
@@ -37,9 +33,7 @@ func TestClusterFailoverReplicatedLosesNothing(t *testing.T) {
 // link stalled never reached the replica. Reported, not asserted
 // (contract §11: local promises what the primary itself keeps).
 func TestClusterFailoverLocalReportsLoss(t *testing.T) {
-	acc, lost := clusterFailover(t, proxyconfig.DurabilityLocal)
-	t.Logf("cluster, durability local: %d of %d acknowledged callouts lost in the failover (%.1f per 1,000)",
-		len(lost), acc, 1000*float64(len(lost))/float64(max(acc, 1)))
+	failoverLoss(t, "cluster", proxyconfig.DurabilityLocal, clusterFailover)
 }
 
 // clusterFailover runs the cluster failover with durability and returns

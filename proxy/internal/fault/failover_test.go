@@ -28,11 +28,7 @@ const (
 // at least 10,000 callouts answered 202 exists afterwards: a write is
 // answered only once the replica has it (contract §11).
 func TestSentinelFailoverReplicatedLosesNothing(t *testing.T) {
-	acc, lost := sentinelFailover(t, proxyconfig.DurabilityReplicated)
-	if len(lost) > 0 {
-		t.Errorf("%d of %d acknowledged callouts lost in the failover with durability replicated, e.g. %v",
-			len(lost), acc, lost[:min(5, len(lost))])
-	}
+	failoverLoss(t, "Sentinel", proxyconfig.DurabilityReplicated, sentinelFailover)
 }
 
 // TestSentinelFailoverLocalReportsLoss is the same failover with
@@ -40,9 +36,21 @@ func TestSentinelFailoverReplicatedLosesNothing(t *testing.T) {
 // never reached the replica. The number lost is reported, not asserted
 // (contract §11: local promises only what the primary itself keeps).
 func TestSentinelFailoverLocalReportsLoss(t *testing.T) {
-	acc, lost := sentinelFailover(t, proxyconfig.DurabilityLocal)
-	t.Logf("durability local: %d of %d acknowledged callouts lost in the failover (%.1f per 1,000)",
-		len(lost), acc, 1000*float64(len(lost))/float64(max(acc, 1)))
+	failoverLoss(t, "Sentinel", proxyconfig.DurabilityLocal, sentinelFailover)
+}
+
+// failoverLoss runs failover with durability: with local the number of
+// acknowledged callouts lost is reported, with any other level none may be
+// lost (contract §11).
+func failoverLoss(t *testing.T, what, durability string, failover func(*testing.T, string) (int, []accepted)) {
+	acc, lost := failover(t, durability)
+	if durability == proxyconfig.DurabilityLocal {
+		t.Logf("%s, durability local: %d of %d acknowledged callouts lost in the failover (%.1f per 1,000)",
+			what, len(lost), acc, 1000*float64(len(lost))/float64(max(acc, 1)))
+	} else if len(lost) > 0 {
+		t.Errorf("%s: %d of %d acknowledged callouts lost in the failover with durability %s, e.g. %v",
+			what, len(lost), acc, durability, lost[:min(5, len(lost))])
+	}
 }
 
 // sentinelFailover runs the failover scenario with durability and returns
