@@ -60,17 +60,27 @@ func TestNotDurableWithdraws(t *testing.T) {
 	}
 }
 
-// TestNotDurableKeepsClaimed: an asynchronous callout that a dispatcher
-// claimed while its acknowledgement was under way is not withdrawn (an
-// attempt may be out): it stays, in flight, and its key answers from it.
-// A held one (breaker open) is withdrawn like a scheduled one.
+// TestNotDurableKeepsClaimed: while its acknowledgement is out an
+// asynchronous callout is held back (ackHold): a dispatcher's claim finds
+// nothing, even one woken at once. One that a dispatcher claimed all the
+// same (the hold ran out first) is not withdrawn (an attempt may be out):
+// it stays, in flight, and its key answers from it. A held one (breaker
+// open) is withdrawn like a scheduled one. And a confirmed one is due at
+// once after its acknowledgement.
 func TestNotDurableKeepsClaimed(t *testing.T) {
 	r := proctest.StartRedis(t, false)
 	ctx := ctxT(t)
 	s := durableStore(r.Client, nil)
+	claim := func() int { return len(mustClaim(t, s, "pay", ClaimOptions{Batch: 1, Lease: testLease}).Claimed) }
 	claimedFirst := ackFn(func(context.Context, string) error {
-		if got := mustClaim(t, s, "pay", ClaimOptions{Batch: 1, Lease: testLease}).Claimed; len(got) != 1 {
-			t.Errorf("claimed %d callouts during the acknowledgement, want 1", len(got))
+		if n := claim(); n != 0 {
+			t.Errorf("claimed %d callouts while the acknowledgement was out, want 0 (held back)", n)
+		}
+		// The hold ran out: the callout is due now, and a dispatcher takes it.
+		ids := r.Client.ZRange(ctx, homeQueue("pay").due, 0, -1).Val()
+		r.Client.ZAdd(ctx, homeQueue("pay").due, redis.Z{Score: 0, Member: ids[0]})
+		if n := claim(); n != 1 {
+			t.Errorf("claimed %d callouts once the hold ran out, want 1", n)
 		}
 		return policy.ErrNotDurable
 	})
@@ -79,6 +89,19 @@ func TestNotDurableKeepsClaimed(t *testing.T) {
 	again, err := s.Enqueue(ctx, req("pay", "k", "{}"), enqOpts)
 	if err != nil || again.Existing == nil || again.Existing.Callout == nil || again.Existing.Callout.State != policy.InFlight {
 		t.Fatalf("the same key after a refused write that was claimed: %+v, %v; want the in-flight callout", again, err)
+	}
+
+	confirmed := ackFn(func(context.Context, string) error {
+		if n := claim(); n != 0 {
+			t.Errorf("claimed %d callouts while the acknowledgement was out, want 0 (held back)", n)
+		}
+		return nil
+	})
+	if _, err := durableStore(r.Client, confirmed).Enqueue(ctx, req("pay", "ok", "{}"), enqOpts); err != nil {
+		t.Fatal(err)
+	}
+	if n := claim(); n != 1 {
+		t.Errorf("claimed %d callouts after a confirmed write, want 1: due at once", n)
 	}
 
 	openBreaker(t, &env{clk: clocktest.New(time.Now())}, s, "held", 20)
