@@ -248,7 +248,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		if err == nil && holder == "" && !rep.dry && s.acks != nil {
 			// Durable before the caller is answered (contract §11).
 			if err = s.acks.Ack(ctx, c); err == nil && rep.existing == nil && rep.state != policy.InFlight {
-				s.unhold(ctx, q, id, rep.at, a.at <= 0 && rep.state == policy.Scheduled)
+				s.unhold(context.WithoutCancel(ctx), q, id, rep.at, a.at <= 0 && rep.state == policy.Scheduled)
 			}
 		}
 		if err != nil || holder == "" {
