@@ -198,9 +198,12 @@
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
 //	cp:ack                STRING an integer each durable acknowledgement
-//	                            round increments before its WAIT (redisstore
-//	                            durable.go, redis.durability replicated or
-//	                            fsync). Not hash-tagged. No TTL.
+//	                            round increments before its WAIT
+//	                            (proxy/redisstore/durable, redis.durability
+//	                            replicated or fsync). Not hash-tagged. No
+//	                            TTL. On a Cluster, per primary: cp:{tag}:ack
+//	                            (AckFor), in the hash tag of a key that
+//	                            primary owns.
 //
 // Two pub/sub channels, which store nothing:
 //
@@ -255,6 +258,20 @@ const (
 	JobsActive  = Prefix + "jobs:active" // SET ids of jobs not ended
 	Ack         = Prefix + "ack"         // STRING durable acknowledgement rounds
 )
+
+// AckFor returns the acknowledgement counter of the Redis Cluster node
+// that owns key's slot, cp:{tag}:ack (STRING, no TTL): INCRed by every
+// durable acknowledgement round on that node (proxy/redisstore/durable),
+// in key's hash tag so it hashes to key's slot. A key without a hash tag
+// is used as the tag ({key} hashes as key does).
+func AckFor(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return Prefix + key[i:i+j+2] + ":ack"
+		}
+	}
+	return Prefix + "{" + key + "}:ack"
+}
 
 // Tag returns the hash tag of shard n, e.g. "{s17}".
 func Tag(n int) string { return "{s" + strconv.Itoa(n) + "}" }
