@@ -32,7 +32,7 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 	if res.Newly {
 		s.changed(endpoint) // disable.lua published it to the others
 	}
-	qs, err := s.queuesOf(ctx, endpoint)
+	qs, err := s.orgQueuesOf(ctx, endpoint, true)
 	if err != nil {
 		return res, err
 	}

@@ -57,15 +57,21 @@ func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p
 	if err != nil {
 		return pending{}, err
 	}
+	oqs, err := s.orgQueuesOf(ctx, endpoint, false)
+	if err != nil {
+		return pending{}, err
+	}
 	var due, leased, dead []*redis.IntCmd
 	var bytes []*redis.StringCmd
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if extra != nil {
 			extra(p)
 		}
-		for _, q := range qs {
+		for _, q := range oqs {
 			due = append(due, p.ZCard(ctx, q.due))
 			leased = append(leased, p.ZCard(ctx, q.lease))
+		}
+		for _, q := range qs {
 			dead = append(dead, p.ZCard(ctx, q.dl))
 			if !q.home {
 				bytes = append(bytes, p.HGet(ctx, q.acc, eBytes))
@@ -97,22 +103,39 @@ func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p
 // (gate_read.lua): Go never derives the gate from the stored fields itself.
 // One round trip. Errors: ErrUnavailable.
 func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, error) {
-	g, br, _, err := s.gateRead(ctx, endpoint, now)
-	return g, br, err
+	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
+	if err != nil {
+		return policy.Gate{}, "", s.wrap("gate_read", err)
+	}
+	return v.gateOf(), policy.BreakerState(v.Breaker), nil
 }
 
 // gateReadArgs are gate_read.lua's keys and arguments (lua/gate_read.lua).
 type gateReadArgs struct {
 	Endpoint string `lua:"endpoint,key"`
 	Now      int64  `lua:"now"`
+	Part     string `lua:"part"`
+	List     bool   `lua:"list"`
 }
 
 // gateReadReply is gate_read.lua's reply.
 type gateReadReply struct {
 	Gate      string `lua:"gate"`
 	GateUntil int64  `lua:"gate_until"`
+	Level     string `lua:"level"`
 	Breaker   string `lua:"breaker"`
 	Failures  int    `lua:"failures"`
+	// Partitions are the breaker partitions (with List).
+	Partitions []partitionReply `lua:"partitions"`
+}
+
+// partitionReply is one breaker partition of gate_read.lua's reply.
+type partitionReply struct {
+	Tag      string `lua:"tag"`
+	Breaker  string `lua:"breaker"`
+	Failures int    `lua:"failures"`
+	OpenedAt int64  `lua:"opened_at"`
+	ProbeAt  int64  `lua:"probe_at"`
 }
 
 // gateOf is the gate a gate_read.lua reply reports.
@@ -120,22 +143,29 @@ func (r gateReadReply) gateOf() policy.Gate {
 	return policy.Gate{State: policy.GateState(r.Gate), Until: msTimeOf(r.GateUntil)}
 }
 
-// readGate queues gate_read.lua for endpoint at now (the script's clock,
-// Options.PinScriptTime) in p.
-func (s *Store) readGate(ctx context.Context, p redis.Pipeliner, endpoint string, now time.Time) *script.Call[gateReadArgs, gateReadReply] {
-	return s.lua.gateRead.Queue(ctx, p, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
+// readGate queues gate_read.lua for endpoint's breaker partition part at
+// now (the script's clock, Options.PinScriptTime) in p.
+func (s *Store) readGate(ctx context.Context, p redis.Pipeliner, endpoint, part string, now time.Time) *script.Call[gateReadArgs, gateReadReply] {
+	return s.lua.gateRead.Queue(ctx, p, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Part: part})
 }
 
-// gateRead is gate with the breaker's consecutive failures.
-func (s *Store) gateRead(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, int, error) {
-	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
+// gateRead is the gate view of endpoint's breaker partition part now.
+func (s *Store) gateRead(ctx context.Context, endpoint, part string, now time.Time) (gateView, error) {
+	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Part: part})
 	if err != nil {
-		return policy.Gate{}, "", 0, s.wrap("gate_read", err)
+		return gateView{}, s.wrap("gate_read", err)
 	}
-	return v.gateOf(), policy.BreakerState(v.Breaker), v.Failures, nil
+	return v.view(), nil
 }
 
-// ReadGates reads the gates of endpoints now as lib.lua computes them
+// view is the gate view a gate_read.lua reply reports.
+func (r gateReadReply) view() gateView {
+	return gateView{gate: r.gateOf(), failures: r.Failures, level: r.Level}
+}
+
+// ReadGates reads the gates of endpoints (names: an endpoint, or
+// keyspace.PartitionGate's "endpoint/tag" for an organisation's breaker
+// partition) now as lib.lua computes them
 // (gate_read.lua each, on the scripts' clock, in one pipeline: one round
 // trip per Redis node), for
 // a reader that keeps them (the gate cache, proxy/redisstore/gatecache,
@@ -149,7 +179,8 @@ func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []poli
 	calls := make([]*script.Call[gateReadArgs, gateReadReply], len(endpoints))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ep := range endpoints {
-			calls[i] = s.readGate(ctx, p, ep, now)
+			name, tag := keyspace.SplitGate(ep)
+			calls[i] = s.readGate(ctx, p, name, s.partition(name, tag), now)
 		}
 		return nil
 	})

@@ -462,6 +462,7 @@ const (
 	eOutage     = "os"  // ms of the first counting failure after a success
 	eNotified   = "on"  // "1" once the owner heard of the current outage
 	eBytes      = "bb"  // bytes charged by pending callouts and dead letters
+	ePending    = "bi"  // pending items (scheduled, held, in flight)
 	eShards     = "sq"  // shard counts the endpoint was served with, "1,3" (shards.go)
 )
 
