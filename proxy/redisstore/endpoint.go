@@ -25,10 +25,11 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 		return policy.EndpointState{}, err
 	}
 	m := h.Val()
-	g, br, err := s.gate(ctx, endpoint, now)
+	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), List: true})
 	if err != nil {
-		return policy.EndpointState{}, err
+		return policy.EndpointState{}, s.wrap("gate_read", err)
 	}
+	g, br := v.gateOf(), policy.BreakerState(v.Breaker)
 	st := policy.EndpointState{
 		Endpoint: endpoint, Gate: g, Breaker: br,
 		ConsecutiveFailures: atoi(m[eFailures]), OpenedAt: fromMs(m[eOpenedAt]),
@@ -40,6 +41,17 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 		DeadLetters: counts.dead, BacklogBytes: counts.bytes + int64(atoi(m[eBytes])),
 	}
 	st.ProbeOut = m[eProbeToken] != "" && st.ProbeUntil.After(now)
+	for _, p := range v.Partitions {
+		ps := policy.PartitionState{Issuer: s.issuerOf(ctx, p.Tag), Breaker: policy.BreakerState(p.Breaker),
+			ConsecutiveFailures: p.Failures, OpenedAt: msTimeOf(p.OpenedAt)}
+		if ps.Breaker != policy.BreakerClosed {
+			ps.ProbeAt = msTimeOf(p.ProbeAt)
+		}
+		if ps.Issuer == "" {
+			ps.Issuer = p.Tag
+		}
+		st.Partitions = append(st.Partitions, ps)
+	}
 	return st, nil
 }
 
