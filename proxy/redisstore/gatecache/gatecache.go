@@ -123,7 +123,7 @@ type Cache struct {
 	seq    atomic.Uint64
 	active atomic.Bool
 
-	mu    sync.RWMutex
+	mu sync.RWMutex
 	// byEP: gate name (an endpoint, or keyspace.PartitionGate's
 	// "endpoint/tag" of an organisation's breaker partition) -> entry
 	byEP map[string]*entry
