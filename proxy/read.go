@@ -81,7 +81,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 }
 
 // gateName is the gate a read of in meets (contract §6 breaker partitions):
-// its organisation's partition of the endpoint, "endpoint/tag", where the
+// its organisation's partition of the endpoint, "endpoint/issuer", where the
 // endpoint's breaker is partitioned by organisation, else the endpoint.
 func (in *inbound) gateName() string {
 	if in.ep.PartitionedByOrganisation() {

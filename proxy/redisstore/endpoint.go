@@ -177,7 +177,7 @@ func (r gateReadReply) view() gateView {
 }
 
 // ReadGates reads the gates of endpoints (names: an endpoint, or
-// keyspace.PartitionGate's "endpoint/tag" for an organisation's breaker
+// keyspace.PartitionGate's "endpoint/issuer" for an organisation's breaker
 // partition) now as lib.lua computes them
 // (gate_read.lua each, on the scripts' clock, in one pipeline: one round
 // trip per Redis node), for
@@ -192,8 +192,8 @@ func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []poli
 	calls := make([]*script.Call[gateReadArgs, gateReadReply], len(endpoints))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ep := range endpoints {
-			name, tag := keyspace.SplitGate(ep)
-			calls[i] = s.readGate(ctx, p, name, s.partition(name, tag), now)
+			name, issuer := keyspace.SplitGate(ep)
+			calls[i] = s.readGate(ctx, p, name, s.partition(name, keyspace.IssuerTag(issuer)), now)
 		}
 		return nil
 	})

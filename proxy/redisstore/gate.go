@@ -72,7 +72,7 @@ type admitReply struct {
 // when the breaker is half-open and the probe token free, gives the token to
 // this request (contract §6 "the first request or held callout that takes the
 // single probe token"). name is the endpoint, or keyspace.PartitionGate's
-// "endpoint/tag" of the caller's organisation: where the endpoint's breaker
+// "endpoint/issuer" of the caller's organisation: where the endpoint's breaker
 // is partitioned by organisation (Options.Partitioned) the request meets,
 // and probes, that organisation's breaker as well as the endpoint's
 // (contract §6). br.ProbeLease must be > 0 (the request's attempt
@@ -81,7 +81,8 @@ type admitReply struct {
 // answers from memory when it can (ARCHITECTURE.md "Hot-path budget").
 // Errors: ErrUnavailable.
 func (s *Store) Admit(ctx context.Context, name string, br policy.BreakerSettings) (policy.Admission, error) {
-	endpoint, tag := keyspace.SplitGate(name)
+	endpoint, issuer := keyspace.SplitGate(name)
+	tag := keyspace.IssuerTag(issuer)
 	if br.ProbeLease <= 0 {
 		return policy.Admission{}, fmt.Errorf("redisstore: admit: probe lease must be > 0")
 	}
@@ -107,11 +108,16 @@ func (s *Store) Admit(ctx context.Context, name string, br policy.BreakerSetting
 
 // RecordResult applies a read's result to the breaker and pause exactly
 // as Complete does for a callout (outcome.lua); name is Admit's (the
-// endpoint, or "endpoint/tag" of the caller's organisation). Skip it for a
+// endpoint, or "endpoint/issuer" of the caller's organisation). Skip it for a
 // success when Admission.ConsecutiveFailures was 0 and there was no probe
 // token. Errors: ErrUnavailable.
 func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResult) (policy.BreakerChange, error) {
-	endpoint, tag := keyspace.SplitGate(name)
+	endpoint, issuer := keyspace.SplitGate(name)
+	// the issuer's tag is what a partition is shown by (EndpointState)
+	tag, err := s.noteIssuer(ctx, issuer)
+	if err != nil {
+		return policy.BreakerChange{}, err
+	}
 	now := s.now()
 	br := r.Breaker.WithDefaults(time.Minute)
 	pause := msUntil(r.PausedUntil, now)

@@ -125,7 +125,7 @@ type Cache struct {
 
 	mu sync.RWMutex
 	// byEP: gate name (an endpoint, or keyspace.PartitionGate's
-	// "endpoint/tag" of an organisation's breaker partition) -> entry
+	// "endpoint/issuer" of an organisation's breaker partition) -> entry
 	byEP map[string]*entry
 
 	hits, misses, messages, polls atomic.Uint64

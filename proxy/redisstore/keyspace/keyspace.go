@@ -337,23 +337,23 @@ func IssuerTag(issuer string) string {
 }
 
 // PartitionGate returns the name of the gate a request of issuer meets at
-// endpoint (contract §6 breaker partitions): "endpoint/tag", tag its
-// IssuerTag, or endpoint when issuer is "". The store's read-side calls
-// (Admit, RecordResult, ReadGates) and the gate cache take such names; the
-// store applies the tag only where the endpoint's breaker is partitioned
-// by organisation. Endpoint names never hold '/'.
+// endpoint (contract §6 breaker partitions): "endpoint/issuer", or
+// endpoint when issuer is "". The store's read-side calls (Admit,
+// RecordResult, ReadGates) and the gate cache take such names; the store
+// applies the issuer's partition only where the endpoint's breaker is
+// partitioned by organisation. Endpoint names never hold '/'.
 func PartitionGate(endpoint, issuer string) string {
 	if issuer == "" {
 		return endpoint
 	}
-	return endpoint + "/" + IssuerTag(issuer)
+	return endpoint + "/" + issuer
 }
 
 // SplitGate splits a gate name of PartitionGate into its endpoint and
-// issuer tag ("" when it has none).
-func SplitGate(name string) (endpoint, tag string) {
-	endpoint, tag, _ = strings.Cut(name, "/")
-	return endpoint, tag
+// issuer ("" when it has none).
+func SplitGate(name string) (endpoint, issuer string) {
+	endpoint, issuer, _ = strings.Cut(name, "/")
+	return endpoint, issuer
 }
 
 // Lock returns the key of the replica-wide lock name, cp:lock:{name}.

@@ -63,6 +63,9 @@ local g, g_until, level = gate_in(f, given, A.gate_until, now, part)
 if g == 'disabled' then return existing() or {'result', 'disabled'} end
 
 local items = num(f.bi)
+-- this organisation's pending callouts in the queue, before this one
+local mine = items
+if tag ~= '' then mine = num(f['ii:' .. tag]) end
 local size = record_overhead + #A.rest_q
 for _, v in ipairs(A.fields) do size = size + #v end
 local full = over_caps(f, items, {A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer},
@@ -134,8 +137,6 @@ else
   -- first callout due of an organisation that had none pending in the
   -- queue: others there have woken them already, or they know when those
   -- are due (another organisation's pending callouts say nothing of it).
-  local mine = items
-  if tag ~= '' then mine = num(f['ii:' .. tag]) end
   if A.wake ~= '' and state == 'scheduled' and at <= now and mine == 0 then
     redis.call('PUBLISH', A.wake, id)
   end
