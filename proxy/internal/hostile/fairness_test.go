@@ -236,10 +236,11 @@ func TestHostileSharedBreaker(t *testing.T) {
 	if part.Breaker != "open" {
 		t.Errorf("org-a's partition %+v after its flood, want open", part)
 	}
-	// its first 60 are scheduled after a hanging attempt each; once its
-	// partition is open its writes are held at once
-	if aCodes["202 retryable scheduled"] != 60 || aCodes["202 retryable held"] != 200 {
-		t.Errorf("org-a's writes: the first 60 %s, all 260 %v; want 60 × 202 scheduled, then 200 × 202 held",
+	// its first 60 are accepted (scheduled after a hanging attempt, or
+	// held once its partition opened); the 200 after are held at once
+	if aCodes["202 retryable scheduled"]+aCodes["202 retryable held"] != 260 ||
+		aCodes["202 retryable held"] < 200 {
+		t.Errorf("org-a's writes: the first 60 %s, all 260 %v; want every one 202, the last 200 held",
 			firstCodes, aCodes)
 	}
 }
