@@ -123,6 +123,11 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			}
 			return 1
 		},
+		// Breakers partitioned by organisation (contract §6).
+		Partitioned: func(endpoint string) bool {
+			ep, ok := cfg.Endpoint(endpoint)
+			return ok && ep.PartitionedByOrganisation()
+		},
 		// Whether an owner notification reaches anyone: the store's scripts
 		// decide with it whether the owner is told (contract §6).
 		Notify: func(endpoint string) bool {

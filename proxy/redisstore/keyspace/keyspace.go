@@ -353,6 +353,26 @@ func IssuerTag(issuer string) string {
 	return base64.RawURLEncoding.EncodeToString(h[:])[:11]
 }
 
+// PartitionGate returns the name of the gate a request of issuer meets at
+// endpoint (contract §6 breaker partitions): "endpoint/issuer", or
+// endpoint when issuer is "". The store's read-side calls (Admit,
+// RecordResult, ReadGates) and the gate cache take such names; the store
+// applies the issuer's partition only where the endpoint's breaker is
+// partitioned by organisation. Endpoint names never hold '/'.
+func PartitionGate(endpoint, issuer string) string {
+	if issuer == "" {
+		return endpoint
+	}
+	return endpoint + "/" + issuer
+}
+
+// SplitGate splits a gate name of PartitionGate into its endpoint and
+// issuer ("" when it has none).
+func SplitGate(name string) (endpoint, issuer string) {
+	endpoint, issuer, _ = strings.Cut(name, "/")
+	return endpoint, issuer
+}
+
 // Lock returns the key of the replica-wide lock name, cp:lock:{name}.
 func Lock(name string) string { return Prefix + "lock:" + name }
 
