@@ -40,10 +40,11 @@ const OrgID = "00DEMU000000001AAA"
 //     (X__c: /data/X__ChangeEvent) — a ChangeEventHeader (entityName,
 //     recordIds, changeType CREATE or UPDATE, commitTimestamp, …) and the
 //     record's fields: every field of a create, the changed fields of an
-//     update, every other field null ("Change Event Body Fields": in a
-//     Pub/Sub API event unchanged fields are null). An update's
-//     changedFields and nulledFields are bitmaps, as the Pub/Sub API sends
-//     them ("Event Deserialization Considerations": an array whose first
+//     update, every other field null ("Change Event Body Fields", Change
+//     Data Capture Developer Guide: in a Pub/Sub API event unchanged fields
+//     are null). An update's changedFields and nulledFields are bitmaps,
+//     as the Pub/Sub API sends them ("Event Deserialization
+//     Considerations", Pub/Sub API Developer Guide: an array whose first
 //     element is "0x" and the hex digits of a bitmap in which bit i stands
 //     for the schema's field at position i); changedFields names the
 //     fields set to null too, and is empty for a create ("ChangeEventHeader
@@ -55,7 +56,7 @@ const OrgID = "00DEMU000000001AAA"
 //     sent instead of a change event when one cannot be generated, e.g.
 //     an internal error; the change type and record id in the header, no
 //     record fields); GAP_OVERFLOW without record ids ("Overflow
-//     Events");
+//     Events"; both in the Change Data Capture Developer Guide);
 //   - GetTopic ("GetTopic RPC Method"): the topic's name, can_subscribe,
 //     its schema id; GetSchema ("GetSchema RPC Method"): the Avro schema
 //     JSON of an id;
@@ -70,7 +71,8 @@ const OrgID = "00DEMU000000001AAA"
 //     pending, a keepalive FetchResponse with no events and the latest
 //     replay id is sent every PubSubOptions.Keepalive; with none pending,
 //     the client must send a FetchRequest within 60 seconds of the last
-//     FetchResponse, else the server closes the stream (the RPC ends OK)
+//     FetchResponse, else the server closes the stream (the emulator ends
+//     the RPC OK: the page names no status)
 //     ("Subscribe RPC Method", Subscribe Keepalive Behavior: "to keep the
 //     subscription stream open, the client must send a new FetchRequest
 //     within 60 seconds from when the last FetchResponse was sent");
