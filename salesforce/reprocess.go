@@ -90,6 +90,11 @@ type ReprocessOptions struct {
 	// one does: the subscriber covers the org, and polls itself when its
 	// stream fails (docs/salesforce.md "Reprocess without polling").
 	Subscribed func(ctx context.Context) (bool, error)
+	// Deferred, optional (with Subscribed), is the set of requests a
+	// subscriber deferred (sfsub.State): while no replica subscribes, Run
+	// looks at its due requests before each poll, so that none is left
+	// there when every replica has the subscription off.
+	Deferred DeferredRequests
 }
 
 // Reprocessor picks up the Failed_Callout__c records an admin set to
@@ -127,6 +132,7 @@ type Reprocessor struct {
 	q          ReprocessRequests
 	m          ReplayMarks
 	subscribed func(ctx context.Context) (bool, error)
+	deferred   DeferredRequests
 	every      time.Duration
 	log        *slog.Logger
 }
@@ -141,7 +147,7 @@ func NewReprocessor(o ReprocessOptions) (*Reprocessor, error) {
 		every = time.Minute
 	}
 	return &Reprocessor{w: o.Writer, r: o.Replayer, q: o.Requests, m: o.Marks, subscribed: o.Subscribed,
-		every: every, log: o.Writer.log.With(slog.String("poll", reprocessPoll))}, nil
+		deferred: o.Deferred, every: every, log: o.Writer.log.With(slog.String("poll", reprocessPoll))}, nil
 }
 
 // ReprocessReport is what one Poll did.
@@ -198,11 +204,17 @@ func (p *Reprocessor) Run(ctx context.Context) {
 	}
 }
 
-// runPoll is Run's poll: none while another replica subscribes.
+// runPoll is Run's poll: none while another replica subscribes; before
+// it, the due requests a subscriber deferred.
 func (p *Reprocessor) runPoll(ctx context.Context) (ReprocessReport, error) {
 	if p.subscribed != nil {
 		if on, err := p.subscribed(ctx); on || err != nil {
 			return ReprocessReport{}, err
+		}
+	}
+	if p.deferred != nil {
+		if _, err := p.lookAgain(ctx, p.deferred); err != nil {
+			p.log.Warn("deferred reprocess requests: looking again failed", slog.Any("error", err))
 		}
 	}
 	return p.Poll(ctx)

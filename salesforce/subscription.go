@@ -32,8 +32,7 @@ const (
 
 // SubscriptionState is the subscription's shared state: the one-subscriber
 // lease, the replay id after the last batch handled, and the reprocess
-// requests deferred (record ids and when to look at them again: Due takes
-// the due ones and moves them to later, Done forgets the settled ones).
+// requests deferred.
 // *sfsub.State (proxy/redisstore/sfsub) implements it.
 type SubscriptionState interface {
 	Hold(ctx context.Context, owner string, ttl time.Duration) (bool, error)
@@ -41,9 +40,7 @@ type SubscriptionState interface {
 	ReplayID(ctx context.Context) ([]byte, error)
 	SaveReplayID(ctx context.Context, owner string, id []byte) (bool, error)
 	ForgetReplayID(ctx context.Context) error
-	Defer(ctx context.Context, ids []string, at time.Time) error
-	Due(ctx context.Context, now, later time.Time, limit int) ([]string, error)
-	Done(ctx context.Context, ids []string) error
+	DeferredRequests
 }
 
 // SubscriptionOptions configure a Subscription. Reprocessor, PubSub and
@@ -205,7 +202,7 @@ func (s *Subscription) Step(ctx context.Context) time.Duration {
 		return every
 	}
 	now := s.p.w.o.Now()
-	s.retryDue(ctx, now)
+	s.retryDue(ctx)
 	s.mu.Lock()
 	running, retryAt, pollAt, catchUp := s.cancel != nil, s.retryAt, s.pollAt, s.catchUpDue
 	s.mu.Unlock()

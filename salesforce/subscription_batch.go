@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/salesforce/pubsub"
@@ -157,38 +156,28 @@ func (s *Subscription) batch(ctx context.Context, b pubsub.Batch) error {
 	return nil
 }
 
-// handle hands ids to HandleChanges and defers the ones to look at again:
-// deferred requests each time, requests claimed by another replica only
-// when this was not already a retry; a retry then forgets the rest.
+// handle hands ids to Reprocessor.changes (see there) and counts what
+// they did.
 func (s *Subscription) handle(ctx context.Context, ids []string, retried bool) error {
-	res, err := s.p.HandleChanges(ctx, ids)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.counts.Replayed += res.Report.Replayed
-	s.counts.Answered += res.Report.Answered
-	s.mu.Unlock()
-	again := res.Deferred
-	if !retried {
-		again = append(again, res.Claimed...)
-	}
-	if err := s.o.State.Defer(ctx, again, s.p.w.o.Now().Add(ReprocessLease)); err != nil || !retried {
-		return err
-	}
-	settled := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return slices.Contains(again, id) })
-	return s.o.State.Done(ctx, settled)
+	res, err := s.p.changes(ctx, s.o.State, ids, retried)
+	s.count(res)
+	return err
 }
 
-// retryDue looks again at the deferred requests whose time came (Due moves
-// them a lease later first: if this replica dies meanwhile, the next
-// holder looks at them then).
-func (s *Subscription) retryDue(ctx context.Context, now time.Time) {
-	due, err := s.o.State.Due(ctx, now, now.Add(ReprocessLease), maxChangedIDs)
-	if err == nil && len(due) > 0 {
-		err = s.handle(ctx, due, true)
-	}
+// retryDue looks again at the deferred requests whose time came
+// (Reprocessor.lookAgain).
+func (s *Subscription) retryDue(ctx context.Context) {
+	res, err := s.p.lookAgain(ctx, s.o.State)
+	s.count(res)
 	if err != nil {
 		s.log.Warn("deferred reprocess requests: looking again failed", slog.Any("error", err))
 	}
+}
+
+// count adds what HandleChanges did to the counts.
+func (s *Subscription) count(res Changes) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.Replayed += res.Report.Replayed
+	s.counts.Answered += res.Report.Answered
 }

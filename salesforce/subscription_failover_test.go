@@ -200,17 +200,30 @@ func TestSubscriptionGapEvents(t *testing.T) {
 }
 
 // TestReprocessRunLeavesPollsToSubscriber: a replica with the subscription
-// off (ReprocessOptions.Subscribed) makes no poll while another replica
-// holds the subscriber lease, and polls again once none does.
+// off (ReprocessOptions.Subscribed, Deferred) makes no poll and leaves the
+// subscriber's deferred requests alone while another replica holds the
+// subscriber lease; once none does, it polls again and handles the due
+// deferred requests first — here one the poll's watermark has passed.
 func TestReprocessRunLeavesPollsToSubscriber(t *testing.T) {
 	se := newSubEnv(t, sfemu.PubSubOptions{})
+	roots := se.deadLetters("orders", 1)
+	se.drain()
+	se.clk.Advance(time.Minute)
+	se.request(roots[0])
+	ctx := ctxT(t)
+	id, _ := se.record(roots[0])["Id"].(string)
+	if err := se.state.Defer(ctx, []string{id}, se.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := se.outbox.SetWatermark(ctx, reprocessPoll, se.clk.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	w, _ := se.replica("replica-off", se.counter)
 	p, err := NewReprocessor(ReprocessOptions{Writer: w, Replayer: se.counter, Requests: se.outbox, Marks: se.store,
-		Subscribed: se.state.Held})
+		Subscribed: se.state.Held, Deferred: se.state})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t)
 	if ok, err := se.state.Hold(ctx, "replica-a", SubscriptionLease); err != nil || !ok {
 		t.Fatalf("hold: %v, %v", ok, err)
 	}
@@ -219,7 +232,13 @@ func TestReprocessRunLeavesPollsToSubscriber(t *testing.T) {
 		t.Fatalf("poll beside a subscriber: %+v, %v, %d API calls; want none", rep, err, se.emu.APICalls()-calls)
 	}
 	se.mini.FastForward(SubscriptionLease)
-	if rep, err := p.runPoll(ctx); err != nil || !rep.Polled || se.emu.APICalls() != calls+1 {
-		t.Fatalf("poll with no subscriber: %+v, %v, %d API calls; want one poll", rep, err, se.emu.APICalls()-calls)
+	if rep, err := p.runPoll(ctx); err != nil || !rep.Polled || rep.Requests != 0 {
+		t.Fatalf("poll with no subscriber: %+v, %v; want a poll that finds nothing past its watermark", rep, err)
+	}
+	if n := se.counter.count(roots[0]); n != 1 {
+		t.Fatalf("the deferred request was replayed %d times, want 1 (from the deferred set)", n)
+	}
+	if due, err := se.state.Due(ctx, se.clk.Now().Add(time.Hour), se.clk.Now().Add(2*time.Hour), 10); err != nil || len(due) != 0 {
+		t.Fatalf("deferred set after the look: %v, %v; want it empty", due, err)
 	}
 }

@@ -117,7 +117,8 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 // "Admins reprocess from Salesforce") over the writer, the replay service,
 // the outbox's request claims and the store's replay marks; with pubsub:
 // off it leaves the polls to a replica that subscribes (the subscriber
-// lease, sfsub). Nil without Salesforce. Errors: the subscription state's
+// lease, sfsub) and, while none does, looks at the requests a subscriber
+// deferred. Nil without Salesforce. Errors: the subscription state's
 // scripts (a build defect).
 func newReprocessor(cfg *config.Config, sf *salesforce.Writer, replays *replay.Service, ob *outbox.Outbox,
 	marks salesforce.ReplayMarks, rdb redis.UniversalClient) (*salesforce.Reprocessor, error) {
@@ -130,7 +131,7 @@ func newReprocessor(cfg *config.Config, sf *salesforce.Writer, replays *replay.S
 		if err != nil {
 			return nil, err
 		}
-		o.Subscribed = state.Held
+		o.Subscribed, o.Deferred = state.Held, state
 	}
 	return salesforce.NewReprocessor(o)
 }
