@@ -113,6 +113,7 @@ func (c *Config) applyDefaults() {
 		}
 		inherit(&e.BreakerFailures, c.Policy.BreakerFailures)
 		inherit(&e.BreakerProbeInterval, c.Policy.BreakerProbeInterval)
+		inherit(&e.Breaker.Partition, BreakerPartitionOrganisation)
 		inherit(&e.MaxBacklogItems, c.Policy.MaxBacklogItems)
 		inherit(&e.MaxBacklogBytes, c.Policy.MaxBacklogBytes)
 		inherit(&e.MaxBacklogItemsPerIssuer, c.Policy.MaxBacklogItemsPerIssuer)
