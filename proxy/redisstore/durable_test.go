@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,13 +73,14 @@ func TestNotDurableKeepsClaimed(t *testing.T) {
 	ctx := ctxT(t)
 	s := durableStore(r.Client, nil)
 	claim := func() int { return len(mustClaim(t, s, "pay", ClaimOptions{Batch: 1, Lease: testLease}).Claimed) }
-	claimedFirst := ackFn(func(context.Context, string) error {
+	claimedFirst := ackFn(func(_ context.Context, key string) error {
 		if n := claim(); n != 0 {
 			t.Errorf("claimed %d callouts while the acknowledgement was out, want 0 (held back)", n)
 		}
 		// The hold ran out: the callout is due now, and a dispatcher takes it.
-		ids := r.Client.ZRange(ctx, homeQueue("pay").due, 0, -1).Val()
-		r.Client.ZAdd(ctx, homeQueue("pay").due, redis.Z{Score: 0, Member: ids[0]})
+		id := key[strings.LastIndex(key, ":")+1:]
+		q, _ := s.calloutQueue("pay", req("pay", "", "").Issuer, id)
+		r.Client.ZAdd(ctx, q.due, redis.Z{Score: 0, Member: id})
 		if n := claim(); n != 1 {
 			t.Errorf("claimed %d callouts once the hold ran out, want 1", n)
 		}
