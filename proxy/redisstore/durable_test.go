@@ -66,8 +66,8 @@ func TestNotDurableWithdraws(t *testing.T) {
 // nothing, even one woken at once. One that a dispatcher claimed all the
 // same (the hold ran out first) is not withdrawn (an attempt may be out):
 // it stays, in flight, and its key answers from it. A held one (breaker
-// open) is withdrawn like a scheduled one. And a confirmed one is due at
-// once after its acknowledgement.
+// open), Enqueue's or Begin's, is withdrawn like a scheduled one. And a
+// confirmed one is due at once after its acknowledgement.
 func TestNotDurableKeepsClaimed(t *testing.T) {
 	r := proctest.StartRedis(t, false)
 	ctx := ctxT(t)
@@ -108,13 +108,16 @@ func TestNotDurableKeepsClaimed(t *testing.T) {
 
 	openBreaker(t, &env{clk: clocktest.New(time.Now())}, s, "held", 20)
 	before := mustState(t, s, "held")
-	refuse := ackFn(func(context.Context, string) error { return policy.ErrNotDurable })
-	_, err = durableStore(r.Client, refuse).Enqueue(ctx, req("held", "h", "{}"), enqOpts)
+	refusing := durableStore(r.Client, ackFn(func(context.Context, string) error { return policy.ErrNotDurable }))
+	_, err = refusing.Enqueue(ctx, req("held", "h", "{}"), enqOpts)
 	wantErr(t, err, policy.ErrNotDurable)
-	if after := mustState(t, s, "held"); after.Breaker != policy.BreakerOpen || after.Due != before.Due ||
+	// A synchronous write held by the open breaker is a 202 too (contract §4).
+	br, err := refusing.Begin(ctx, req("held", "hb", "{}"), policy.BeginOptions{Lease: testLease})
+	wantErr(t, err, policy.ErrNotDurable)
+	if after := mustState(t, s, "held"); br.Held != nil || after.Breaker != policy.BreakerOpen || after.Due != before.Due ||
 		after.BacklogBytes != before.BacklogBytes {
-		t.Errorf("a refused write held by the open breaker: breaker %s, %d → %d due, %d → %d backlog bytes; "+
-			"want it withdrawn", after.Breaker, before.Due, after.Due, before.BacklogBytes, after.BacklogBytes)
+		t.Errorf("refused writes held by the open breaker: %+v; breaker %s, %d → %d due, %d → %d backlog bytes; "+
+			"want them withdrawn", br, after.Breaker, before.Due, after.Due, before.BacklogBytes, after.BacklogBytes)
 	}
 }
 
