@@ -261,8 +261,10 @@ func (w *Writer) Wake() {
 // id must show status (one of Statuses; e.g. Reprocessing when a replay of
 // it starts, with replay the new chain's callout id, "" when none) and
 // queues the write, in one script: the record is the one of id's root (the
-// first dead letter of its replay chains). A change older than the
-// record's current status is ignored. Only the proxy's own transitions
+// first dead letter of its replay chains). The change is stamped with
+// Redis's now; one older than the record's current status is ignored, and
+// a replay chain's Reprocessing never replaces its own Reprocessed or
+// Failed Again, whichever is recorded first. Only the proxy's own transitions
 // (Transitions) are ever written to Status__c, and never over an admin's
 // choice made since the last poll (see Writer.guard). Replay endings need no call: the
 // writer marks a replay chain's record Reprocessed when the chain succeeds
@@ -270,11 +272,13 @@ func (w *Writer) Wake() {
 // Errors: an unknown status, policy.ErrNotFound for a malformed id,
 // policy.ErrUnavailable.
 func (w *Writer) StatusChanged(ctx context.Context, id, status, replay string) error {
-	return w.statusAt(ctx, id, status, replay, w.o.Now(), time.Time{})
+	return w.statusAt(ctx, id, status, replay, time.Time{}, time.Time{})
 }
 
-// statusAt is StatusChanged for an event that happened at at: a change
-// older than the record's current status is ignored. answers, when set, is
+// statusAt is StatusChanged for an event that happened at at (zero: Redis's
+// now, when the change is recorded): a change older than the record's
+// current status is ignored, except that a replay chain's end always wins
+// over its start (Outbox.SetRecordStatus). answers, when set, is
 // the SystemModstamp of the admin's Reprocess Requested the status
 // answers: it may then be written over that request.
 func (w *Writer) statusAt(ctx context.Context, id, status, replay string, at, answers time.Time) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -39,18 +40,20 @@ func (o *Outbox) RecordState(ctx context.Context, root string) (policy.RecordSta
 }
 
 // statusArgs are status.lua's keys and arguments (lua/status.lua); times
-// are Unix ms in decimal, Answers "" for none.
+// are Unix ms in decimal, At "" for Redis's now, Answers "" for none.
 type statusArgs struct {
-	Due     string `lua:"due,key"`
-	State   string `lua:"state,key"`
-	Now     string `lua:"now"`
-	Root    string `lua:"root"`
-	Status  string `lua:"status"`
-	Replay  string `lua:"replay"`
-	Copy    string `lua:"copy"`
-	At      string `lua:"at"`
-	Write   bool   `lua:"write"`
-	Answers string `lua:"answers"`
+	Due     string   `lua:"due,key"`
+	State   string   `lua:"state,key"`
+	Now     int64    `lua:"now"`
+	Root    string   `lua:"root"`
+	Status  string   `lua:"status"`
+	Replay  string   `lua:"replay"`
+	Phase   string   `lua:"phase"`
+	Ends    []string `lua:"ends"`
+	Copy    string   `lua:"copy"`
+	At      string   `lua:"at"`
+	Write   bool     `lua:"write"`
+	Answers string   `lua:"answers"`
 }
 
 // statusReply is status.lua's reply.
@@ -60,31 +63,46 @@ type statusReply struct {
 
 // SetRecordStatus applies ch to root's record state, and queues its write
 // (a policy.EntryStatus entry, due now) when ch.Write, in one script
-// (lua/status.lua). It reports false when the change was older than the
-// record's status (nothing changed but the Copy link and Answers). Errors:
-// policy.ErrNotFound for a malformed root, policy.ErrUnavailable.
+// (lua/status.lua). Changes of one replay chain (ch.Replay) are ordered by
+// the chain: its end (Reprocessed, Failed Again) wins over its start
+// (Reprocessing) whatever their times, and its start after its end is
+// ignored (contract §8: the record shows how its latest replay ended);
+// other changes by ch.At (Redis's now when zero). It reports false when
+// the change was older than the record's status (nothing changed but the
+// Copy link and Answers). Errors: policy.ErrNotFound for a malformed root,
+// policy.ErrUnavailable.
 func (o *Outbox) SetRecordStatus(ctx context.Context, root string, ch policy.StatusChange) (bool, error) {
 	n, ok := keyspace.ShardOfID(root)
 	if !ok {
 		return false, fmt.Errorf("outbox: record status %q: %w", root, policy.ErrNotFound)
 	}
-	now := o.now()
-	at := ch.At
-	if at.IsZero() {
-		at = now
-	}
 	k := keyspace.OutboxOf(n)
-	answers := ""
+	at, answers := "", ""
+	if !ch.At.IsZero() {
+		at = ms(ch.At)
+	}
 	if !ch.Answers.IsZero() {
 		answers = ms(ch.Answers)
 	}
-	r, err := o.lua.status.Run(ctx, o.rdb, &statusArgs{Due: k.Due, State: k.State, Now: ms(now), Root: root,
-		Status: ch.Status, Replay: ch.Replay, Copy: ch.Copy, At: ms(at), Write: ch.Write, Answers: answers})
+	phase := ""
+	switch {
+	case ch.Replay == "":
+	case ch.Status == policy.RecordReprocessing:
+		phase = "start"
+	case slices.Contains(chainEnds, ch.Status):
+		phase = "end"
+	}
+	r, err := o.lua.status.Run(ctx, o.rdb, &statusArgs{Due: k.Due, State: k.State, Now: o.clockArg(), Root: root,
+		Status: ch.Status, Replay: ch.Replay, Phase: phase, Ends: chainEnds, Copy: ch.Copy, At: at, Write: ch.Write,
+		Answers: answers})
 	if err != nil {
 		return false, wrap("record status", err)
 	}
 	return r.Version > 0, nil
 }
+
+// chainEnds are the statuses that end a replay chain (contract §8).
+var chainEnds = []string{policy.RecordReprocessed, policy.RecordFailedAgain}
 
 // RootOf returns the root whose record a replay dead letter id writes to,
 // as SetRecordStatus(…, policy.StatusChange{Copy: id}) linked it; "" when
@@ -106,7 +124,7 @@ type expireArgs struct {
 	Expiry      string        `lua:"expiry,key"`
 	Due         string        `lua:"due,key"`
 	State       string        `lua:"state,key"`
-	Now         string        `lua:"now"`
+	Now         int64         `lua:"now"`
 	Recheck     time.Duration `lua:"recheck"`
 	Expired     string        `lua:"expired"`
 	Reprocessed string        `lua:"reprocessed"`
@@ -144,7 +162,7 @@ func (o *Outbox) Expire(ctx context.Context, shard, limit int) ([]string, error)
 	if err != nil || len(ids) == 0 {
 		return nil, wrap("expire", err)
 	}
-	a := &expireArgs{Expiry: k.Expiry, Due: k.Due, State: k.State, Now: ms(now), Recheck: time.Hour,
+	a := &expireArgs{Expiry: k.Expiry, Due: k.Due, State: k.State, Now: o.clockArg(), Recheck: time.Hour,
 		Expired: policy.RecordExpired, Reprocessed: policy.RecordReprocessed, Discarded: policy.RecordDiscarded,
 		Candidates: make([]expiryCopy, len(ids))}
 	for i, id := range ids {
