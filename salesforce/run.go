@@ -16,7 +16,9 @@ const (
 	// ExpirySweepEvery is how often each replica checks dead-letter copies
 	// whose expiry time has come.
 	ExpirySweepEvery = 30 * time.Second
-	// GaugeEvery is how often the outbox gauge is refreshed.
+	// GaugeEvery is how often the end of a pause is noted in
+	// callout_salesforce_writes_paused (the outbox and API-usage gauges
+	// are computed at scrape time).
 	GaugeEvery = 15 * time.Second
 	// PollOverlap is how far before its watermark a poll looks again:
 	// SystemModstamp is set when a transaction starts, so a record can
@@ -85,12 +87,11 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 }
 
-// gauge sets the outbox and API-usage gauges.
-func (w *Writer) gauge(ctx context.Context) {
+// gauge notes the end of this replica's pause of every write.
+func (w *Writer) gauge(context.Context) {
 	if w.o.Metrics == nil {
 		return
 	}
-	w.o.Metrics.APIUsage.Set(w.o.API.UsageRatio())
 	w.mu.Lock()
 	why := w.pauseWhy
 	ended := why != "" && !w.pausedTill.After(w.o.Now())
@@ -100,9 +101,6 @@ func (w *Writer) gauge(ctx context.Context) {
 	w.mu.Unlock()
 	if ended {
 		w.o.Metrics.WritesPaused.WithLabelValues(why).Set(0)
-	}
-	if n, err := w.o.Outbox.Len(ctx); err == nil {
-		w.o.Metrics.OutboxItems.Set(float64(n))
 	}
 }
 

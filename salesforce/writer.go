@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -40,7 +41,9 @@ type Outbox interface {
 
 // Entries are the outbox's entries, named policy.EntryName. Claim leases up
 // to limit of one shard's due entries until now+lease (at-least-once: an
-// entry whose consumer died is due again when its lease ends); Ack settles
+// entry whose consumer died is due again when its lease ends); Renew
+// extends the lease of claimed entries while their batch is in flight,
+// returning the lease they carry afterwards; Ack settles
 // claimed entries of that shard while they still hold lease, reporting how
 // many had been claimed again meanwhile; DueShards lists the shards with
 // an entry due now; DueStats counts the due entries and when the oldest of
@@ -48,6 +51,7 @@ type Outbox interface {
 type Entries interface {
 	DueShards(ctx context.Context) ([]int, error)
 	Claim(ctx context.Context, shard, limit int, lease time.Duration) ([]policy.OutboxEntry, error)
+	Renew(ctx context.Context, shard int, lease time.Time, names []string, extend time.Duration) (time.Time, int, error)
 	Ack(ctx context.Context, shard int, lease time.Time, acks []policy.OutboxAck) (stale int, err error)
 	DueStats(ctx context.Context) (due int64, oldest time.Time, err error)
 	Len(ctx context.Context) (int64, error)
@@ -112,10 +116,6 @@ const (
 	RejectedCeiling   = 24 * time.Hour
 	ConcurrentBackoff = 2 * time.Second
 	ConcurrentMax     = time.Minute
-	// DefaultLease is how long a replica holds the outbox entries it
-	// claimed and the flush lease: far longer than one round's calls
-	// (at most three of salesforce.request_timeout, plus a token).
-	DefaultLease = 5 * time.Minute
 	// PerRound is the most entries one round claims: what one Composite
 	// request carries at most (MaxCollections collections of
 	// MaxCollection records).
@@ -150,8 +150,8 @@ type WriterOptions struct {
 	// DeadLetterRetention is policy.dead_letter_retention, for
 	// Expires_At__c.
 	DeadLetterRetention time.Duration
-	// Metrics, when set, receives the outbox and API-usage gauges and the
-	// write errors.
+	// Metrics, when set, counts the calls and write errors, and computes
+	// the outbox and API-usage gauges from this writer at each scrape.
 	Metrics *Metrics
 	Logger  *slog.Logger
 	// Now is the clock (time.Now when nil); Rand the backoff jitter in
@@ -164,8 +164,10 @@ type WriterOptions struct {
 	// Webhook posts to salesforce.webhook_url. Default: a client with a
 	// 10 s timeout that follows no redirects.
 	Webhook *http.Client
-	// Lease is how long claimed entries and the flush lease are held.
-	// Default DefaultLease.
+	// Lease is how long claimed entries and the flush lease are held
+	// without renewal; a round renews both every third of it while its
+	// batch is in flight. Default salesforce.flush_lease
+	// (config.DefaultFlushLease).
 	Lease time.Duration
 	// TracerProvider, optional, makes a span of every write batch (Round
 	// with entries): its counts of records, events, notifications and API
@@ -222,10 +224,10 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 		o.Webhook = &http.Client{Timeout: 10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	if o.Lease <= 0 {
-		o.Lease = DefaultLease
-	}
 	sf := o.Salesforce
+	if o.Lease <= 0 {
+		o.Lease = cmp.Or(sf.FlushLease, config.DefaultFlushLease)
+	}
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
@@ -245,8 +247,12 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 	if sf.APIUsageSlowdown <= 0 {
 		sf.APIUsageSlowdown = config.DefaultAPIUsageSlowdown
 	}
-	return &Writer{o: o, sf: sf, log: o.Logger.With(slog.String("component", "salesforce")),
-		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil)}, nil
+	w := &Writer{o: o, sf: sf, log: o.Logger.With(slog.String("component", "salesforce")),
+		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil)}
+	if o.Metrics != nil {
+		o.Metrics.writer.Store(w) // the scrape-time gauges read this writer's outbox and client
+	}
+	return w, nil
 }
 
 // Wake makes Run look at the outbox now instead of at its next tick.

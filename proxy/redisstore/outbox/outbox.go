@@ -83,6 +83,7 @@ type scripts struct {
 	expire *script.Script[expireArgs, expireReply]
 	flush  *script.Script[flushArgs, flushReply]
 	until  *script.Script[untilArgs, untilReply]
+	renew  *script.Script[renewArgs, renewReply]
 }
 
 func loadScripts() (scripts, error) {
@@ -100,6 +101,7 @@ func loadScripts() (scripts, error) {
 		script.LoadInto(&s.expire, luaFS, "expire", pre...),
 		script.LoadInto(&s.flush, luaFS, "flush", pre...),
 		script.LoadInto(&s.until, luaFS, "until", pre...),
+		script.LoadInto(&s.renew, luaFS, "renew", pre...),
 	)
 }
 
@@ -238,6 +240,40 @@ func (o *Outbox) Claim(ctx context.Context, shard, limit int, lease time.Duratio
 		out = append(out, policy.OutboxEntry{Shard: shard, Name: e.Name, Payload: e.Payload, Tries: e.Tries, Lease: until})
 	}
 	return out, nil
+}
+
+// renewArgs are renew.lua's keys and arguments (lua/renew.lua).
+type renewArgs struct {
+	Due    string        `lua:"due,key"`
+	Now    int64         `lua:"now"`
+	Lease  string        `lua:"lease"`
+	Extend time.Duration `lua:"extend"`
+	Names  []string      `lua:"names"`
+}
+
+// renewReply is renew.lua's reply.
+type renewReply struct {
+	LeaseUntil int64 `lua:"lease_until"`
+	Renewed    int   `lua:"renewed"`
+}
+
+// Renew extends the lease of shard's entries names, claimed under lease
+// (policy.OutboxEntry.Lease), to lease from Redis's now, while their batch
+// is in flight: it returns the new lease, which their Ack then fences on,
+// and how many entries still held the old one (an entry claimed again
+// meanwhile is left alone). One round trip (lua/renew.lua). Errors: a
+// lease under 1 ms, policy.ErrUnavailable.
+func (o *Outbox) Renew(ctx context.Context, shard int, lease time.Time, names []string,
+	extend time.Duration) (time.Time, int, error) {
+	if extend < time.Millisecond {
+		return time.Time{}, 0, fmt.Errorf("outbox: renew: lease must be at least 1 ms")
+	}
+	r, err := o.lua.renew.Run(ctx, o.rdb, &renewArgs{Due: keyspace.OutboxOf(shard).Due, Now: o.clockArg(),
+		Lease: ms(lease), Extend: extend, Names: names})
+	if err != nil {
+		return time.Time{}, 0, wrap("renew", err)
+	}
+	return time.UnixMilli(r.LeaseUntil), r.Renewed, nil
 }
 
 // ackArgs are ack.lua's keys and arguments (lua/ack.lua).
