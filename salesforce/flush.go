@@ -319,6 +319,7 @@ func (w *Writer) settleRecord(s *sender, rw *recordWrite, err error) {
 		}
 		w.settleErr(s, it, err)
 	}
+	w.readOnly(err)
 	if err != nil && ClassOf(err) == Rejected {
 		w.countWriteError(err)
 		w.log.Error("Salesforce rejected a Failed_Callout__c record; the dead letter stays in the proxy's "+
@@ -334,10 +335,36 @@ func (w *Writer) settleEvent(s *sender, ev *eventWrite, err error) {
 		return
 	}
 	w.settleErr(s, ev.it, err)
+	w.readOnly(err)
 	if ClassOf(err) == Rejected {
 		w.countWriteError(err)
 		w.log.Error("Salesforce rejected a Callout_Result__e event; it is tried again, backing off to a day",
 			slog.String("entry", ev.it.Name), slog.Any("error", err))
+	}
+}
+
+// readOnly counts a record refused because the org is in read-only
+// maintenance (Maintenance: its entry waits on the outage backoff,
+// settleErr) in callout_salesforce_write_errors_total{code}, and logs the
+// first of them until a record is saved again.
+func (w *Writer) readOnly(err error) {
+	maint := err != nil && ClassOf(err) == Maintenance
+	if err != nil && !maint {
+		return
+	}
+	w.mu.Lock()
+	first, ended := maint && !w.readOnlyMode, !maint && w.readOnlyMode
+	w.readOnlyMode = maint
+	w.mu.Unlock()
+	switch {
+	case first:
+		w.log.Warn("Salesforce is in read-only maintenance: its records are refused and tried again on the "+
+			"outage backoff (logged once until a record is saved)", slog.Any("error", err))
+	case ended:
+		w.log.Info("Salesforce saves records again after read-only maintenance")
+	}
+	if maint {
+		w.countWriteError(err)
 	}
 }
 

@@ -196,13 +196,15 @@ type Writer struct {
 	wake chan struct{}
 	tr   *tracing.Tracer // nil: tracing off
 
-	mu         sync.Mutex
-	pausedTill time.Time // a known pause of every write
-	pauseWhy   string    // why this replica paused them (pauseAPILimit, pauseStorage); "" none
-	nextCallAt time.Time // while slowed down: the earliest next call
-	slowed     bool      // API usage was at or above api_usage_slowdown
-	notifType  string    // cached CustomNotificationType id
-	rr         int       // rounds started: the first shard claimed rotates
+	mu           sync.Mutex
+	pausedTill   time.Time // a known pause of every write
+	pauseWhy     string    // why this replica paused them (pauseAPILimit, pauseStorage); "" none
+	nextCallAt   time.Time // while slowed down: the earliest next call
+	slowed       bool      // API usage was at or above api_usage_slowdown
+	notifType    string    // cached CustomNotificationType id
+	rr           int       // rounds started: the first shard claimed rotates
+	refusing     Class     // the class of the failed calls since the last success ("" none)
+	readOnlyMode bool      // records were refused for read-only maintenance since the last one saved
 }
 
 // NewWriter returns a Writer with o's defaults filled in. Errors: a

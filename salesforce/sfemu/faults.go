@@ -19,12 +19,23 @@ type Fault struct {
 	// Drop handles the request normally — records are committed — and
 	// then closes the connection without answering.
 	Drop bool
+	// HTML sends Body as text/html: a login or maintenance page, as an
+	// org's domain answers a request it will not serve as API (Salesforce
+	// Help 005228480, "REST API returns 302": a redirect to another domain
+	// or the login page).
+	HTML bool
+	// Location, with a 3xx Status, is the redirect's target.
+	Location string
 }
 
 // Canned fault bodies in Salesforce's documented shapes.
 const (
 	// SessionExpired is the 401 body of an expired or revoked token.
 	SessionExpired = `[{"message":"Session expired or invalid","errorCode":"INVALID_SESSION_ID"}]`
+	// LoginPage is the HTML a redirect to the login page, or a maintenance
+	// page, carries (Fault.HTML).
+	LoginPage = `<!DOCTYPE html><html><head><title>Login | Salesforce</title></head><body>` +
+		`<form method="post" action="/"></form></body></html>`
 	// LimitExceeded is the 403 body of an org over its daily API limit
 	// ("Status Codes and Error Responses": 403 REQUEST_LIMIT_EXCEEDED).
 	LimitExceeded = `[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`
@@ -92,6 +103,12 @@ func (s *Server) fault(w http.ResponseWriter, kinds ...string) (handled, drop bo
 		return false, true
 	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	if f.HTML {
+		w.Header().Set("Content-Type", "text/html;charset=UTF-8")
+	}
+	if f.Location != "" {
+		w.Header().Set("Location", f.Location)
+	}
 	w.WriteHeader(f.Status)
 	_, _ = w.Write([]byte(f.Body))
 	return true, false
