@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // Metrics are the Salesforce writer's Prometheus metrics, registered on
@@ -48,6 +50,11 @@ type Metrics struct {
 	// reports it (the others only honour the stored pause): aggregate with
 	// max.
 	WritesPaused *prometheus.GaugeVec
+	// WritesDropped counts queued writes dropped because the callout
+	// record they are written from was gone, by entry kind (m a dead
+	// letter's mirror, e a completion event): discarded meanwhile, or
+	// expired past Writer.KeepPending's cap.
+	WritesDropped *prometheus.CounterVec
 
 	items, oldest, usage *scrapeGauge
 	// writer is the writer whose outbox and client the scrape reads.
@@ -72,14 +79,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 while this replica paused every Salesforce write, by reason (api_limit|storage_limit).",
 		}, []string{"reason"}),
 	}
-	m.items = m.gauge("callout_salesforce_outbox_items",
-		"Entries in the Salesforce outbox (due, being written or waiting to be retried), all shards.",
+	m.WritesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "callout_salesforce_writes_dropped_total",
+		Help: "Queued Salesforce writes dropped because their callout record was gone, by entry kind (m|e).",
+	}, []string{"kind"})
+	for _, kind := range []string{policy.EntryMirror, policy.EntryResult} {
+		m.WritesDropped.WithLabelValues(kind) // at 0 from the start: increase() sees the first
+	}
+	m.items = m.gauge(prometheus.GaugeOpts{Name: "callout_salesforce_outbox_items",
+		Help: "Entries in the Salesforce outbox (due, being written or waiting to be retried), all shards."},
 		func(ctx context.Context, w *Writer) (float64, bool) {
 			n, err := w.o.Outbox.Len(ctx)
 			return float64(n), err == nil
 		})
-	m.oldest = m.gauge("callout_salesforce_outbox_oldest_due_seconds",
-		"Seconds the longest-waiting due Salesforce outbox entry has been due (0: none due), all shards.",
+	m.oldest = m.gauge(prometheus.GaugeOpts{Name: "callout_salesforce_outbox_oldest_due_seconds",
+		Help: "Seconds the longest-waiting due Salesforce outbox entry has been due (0: none due), all shards."},
 		func(ctx context.Context, w *Writer) (float64, bool) {
 			due, oldest, err := w.o.Outbox.DueStats(ctx)
 			if err != nil || due == 0 {
@@ -87,12 +101,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			}
 			return max(0, w.o.Now().Sub(oldest).Seconds()), true
 		})
-	m.usage = m.gauge("callout_salesforce_api_usage_ratio",
-		"Share of the org's daily API limit used, as Salesforce last reported it (Sforce-Limit-Info).",
+	m.usage = m.gauge(prometheus.GaugeOpts{Name: "callout_salesforce_api_usage_ratio",
+		Help: "Share of the org's daily API limit used, as Salesforce last reported it (Sforce-Limit-Info)."},
 		func(_ context.Context, w *Writer) (float64, bool) { return w.o.API.UsageRatio(), true })
 	m.OutboxItems, m.OutboxOldestDue, m.APIUsage = m.items, m.oldest, m.usage
 	for _, c := range []prometheus.Collector{m.OutboxItems, m.OutboxOldestDue, m.Requests, m.APIUsage, m.WriteErrors,
-		m.WritesPaused} {
+		m.WritesPaused, m.WritesDropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -119,8 +133,8 @@ type scrapeGauge struct {
 	read func(ctx context.Context, w *Writer) (float64, bool)
 }
 
-func (m *Metrics) gauge(name, help string, read func(context.Context, *Writer) (float64, bool)) *scrapeGauge {
-	return &scrapeGauge{m: m, desc: prometheus.NewDesc(name, help, nil, nil), read: read}
+func (m *Metrics) gauge(o prometheus.GaugeOpts, read func(context.Context, *Writer) (float64, bool)) *scrapeGauge {
+	return &scrapeGauge{m: m, desc: prometheus.NewDesc(o.Name, o.Help, nil, nil), read: read}
 }
 
 func (g *scrapeGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }

@@ -24,6 +24,15 @@ const (
 	// SystemModstamp is set when a transaction starts, so a record can
 	// commit with a stamp older than one already seen.
 	PollOverlap = 5 * time.Minute
+	// KeepMargin is how long a callout record a queued Salesforce write
+	// still needs is kept at least (its TTL is raised to it when less is
+	// left), and KeepCap how long past its own retention at most: past
+	// that the record expires, and the write goes without it (counted in
+	// callout_salesforce_writes_dropped_total, alert
+	// CalloutSalesforceWritesDropped). docs/salesforce.md "No write lost
+	// to its own retention".
+	KeepMargin = time.Hour
+	KeepCap    = 7 * 24 * time.Hour
 	// discardedPoll names the Discarded poll's watermark.
 	discardedPoll = "discarded"
 )
@@ -55,7 +64,7 @@ func (w *Writer) Tick(ctx context.Context) (Report, time.Duration, error) {
 // ExpirySweepEvery. The Discarded records are polled by the Reprocessor,
 // in the same call as the Reprocess Requested ones.
 func (w *Writer) Run(ctx context.Context) {
-	var swept, gauged time.Time
+	var swept, gauged, kept time.Time
 	for {
 		_, wait, err := w.Tick(ctx)
 		if err != nil {
@@ -67,6 +76,10 @@ func (w *Writer) Run(ctx context.Context) {
 			if _, err := w.SweepExpired(ctx); err != nil {
 				w.log.Warn("dead-letter expiry check failed", slog.Any("error", err))
 			}
+		}
+		if now.Sub(kept) >= w.keepEvery() {
+			kept = now
+			w.KeepPending(ctx)
 		}
 		if now.Sub(gauged) >= GaugeEvery {
 			gauged = now
@@ -101,6 +114,37 @@ func (w *Writer) gauge(context.Context) {
 	w.mu.Unlock()
 	if ended {
 		w.o.Metrics.WritesPaused.WithLabelValues(why).Set(0)
+	}
+}
+
+// keepEvery is how often KeepPending runs: every ExpirySweepEvery, or a
+// third of the shorter retention when that is less (a record must be seen
+// before its TTL ends).
+func (w *Writer) keepEvery() time.Duration {
+	every := ExpirySweepEvery
+	for _, r := range []time.Duration{w.o.DeadLetterRetention, w.o.IdempotencyRetention} {
+		if r > 0 {
+			every = min(every, r/3)
+		}
+	}
+	return max(every, 100*time.Millisecond)
+}
+
+// KeepPending keeps the callout records that queued dead-letter mirrors
+// and completion events still need, for KeepMargin at least and KeepCap
+// at most past their retention (Outbox.KeepPending), so that a Salesforce
+// outage longer than idempotency_retention or dead_letter_retention delays
+// those writes and loses none. It logs the records left to expire at the
+// cap. Errors are logged: the next run tries again.
+func (w *Writer) KeepPending(ctx context.Context) {
+	_, capped, err := w.o.Outbox.KeepPending(ctx, KeepMargin, KeepCap)
+	if err != nil {
+		w.log.Warn("keeping the records of queued Salesforce writes failed", slog.Any("error", err))
+	}
+	if capped > 0 {
+		w.log.Error("queued Salesforce writes waited longer than the cap past their records' retention: "+
+			"those records are left to expire, and their writes will go without them",
+			slog.Int("records", capped), slog.Duration("cap", KeepCap))
 	}
 }
 

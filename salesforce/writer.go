@@ -63,13 +63,16 @@ type Entries interface {
 // its write when asked; RootOf finds the root of a replay dead letter
 // linked to it ("" none); ExpiryShards and Expire run the expiry check
 // that marks a record Expired once the proxy's copy is gone (contract §7),
-// returning the roots marked.
+// returning the roots marked; KeepPending keeps the callout records that
+// queued mirrors and completion events still need (margin at least, limit
+// past the first extension at most).
 type Records interface {
 	RecordState(ctx context.Context, root string) (policy.RecordState, error)
 	SetRecordStatus(ctx context.Context, root string, ch policy.StatusChange) (bool, error)
 	RootOf(ctx context.Context, id string) (string, error)
 	ExpiryShards(ctx context.Context) ([]int, error)
 	Expire(ctx context.Context, shard, limit int) (roots []string, err error)
+	KeepPending(ctx context.Context, margin, limit time.Duration) (kept, capped int, err error)
 }
 
 // Shared is what every replica's writer shares (contract §8 "Salesforce
@@ -148,8 +151,11 @@ type WriterOptions struct {
 	// and only the fixed redaction.
 	Endpoints map[string]Endpoint
 	// DeadLetterRetention is policy.dead_letter_retention, for
-	// Expires_At__c.
-	DeadLetterRetention time.Duration
+	// Expires_At__c; it and IdempotencyRetention
+	// (policy.idempotency_retention) also set how often the records of
+	// queued writes are kept (Writer.KeepPending).
+	DeadLetterRetention  time.Duration
+	IdempotencyRetention time.Duration
 	// Metrics, when set, counts the calls and write errors, and computes
 	// the outbox and API-usage gauges from this writer at each scrape.
 	Metrics *Metrics

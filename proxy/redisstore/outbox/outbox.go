@@ -84,6 +84,7 @@ type scripts struct {
 	flush  *script.Script[flushArgs, flushReply]
 	until  *script.Script[untilArgs, untilReply]
 	renew  *script.Script[renewArgs, renewReply]
+	keep   *script.Script[keepArgs, keepReply]
 }
 
 func loadScripts() (scripts, error) {
@@ -102,6 +103,7 @@ func loadScripts() (scripts, error) {
 		script.LoadInto(&s.flush, luaFS, "flush", pre...),
 		script.LoadInto(&s.until, luaFS, "until", pre...),
 		script.LoadInto(&s.renew, luaFS, "renew", pre...),
+		script.LoadInto(&s.keep, luaFS, "keep", pre...),
 	)
 }
 

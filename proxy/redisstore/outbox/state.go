@@ -192,3 +192,83 @@ func (o *Outbox) ExpiresAt(ctx context.Context, id string) (time.Time, bool, err
 	}
 	return time.UnixMilli(int64(v)), true, nil
 }
+
+// keepArgs are keep.lua's keys and arguments (lua/keep.lua).
+type keepArgs struct {
+	Due        string          `lua:"due,key"`
+	Data       string          `lua:"data,key"`
+	Now        int64           `lua:"now"`
+	Margin     time.Duration   `lua:"margin"`
+	Cap        time.Duration   `lua:"cap"`
+	Candidates []keepCandidate `lua:"candidates"`
+}
+
+// keepCandidate is one record keep.lua keeps: its callout id and keys.
+type keepCandidate struct {
+	ID     string `lua:"id"`
+	Record string `lua:"record,key"`
+	Rest   string `lua:"rest,key"`
+	Resp   string `lua:"resp,key"`
+}
+
+// keepReply is keep.lua's reply.
+type keepReply struct {
+	Kept   int `lua:"kept"`
+	Capped int `lua:"capped"`
+}
+
+// KeepPending keeps the callout records that queued Salesforce writes
+// still need (docs/salesforce.md "No write lost to its own retention"):
+// for every queued dead-letter mirror and completion event of every shard,
+// a record with less than margin left is given margin more, for at most
+// limit after its first extension (on Redis's clock; lua/keep.lua). It
+// returns how many records it extended and how many it left to expire
+// because they reached limit (each record once, whatever number of its
+// writes are queued). One pipelined round trip, then per shard
+// with entries one ZRANGE and one script run per 1,000 entries. Errors:
+// policy.ErrUnavailable.
+func (o *Outbox) KeepPending(ctx context.Context, margin, limit time.Duration) (kept, capped int, err error) {
+	cards := make([]*redis.IntCmd, keyspace.Shards)
+	if _, err := o.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for n := range cards {
+			cards[n] = p.ZCard(ctx, keyspace.OutboxOf(n).Due)
+		}
+		return nil
+	}); err != nil {
+		return 0, 0, wrap("keep pending", err)
+	}
+	for n, c := range cards {
+		k := keyspace.OutboxOf(n)
+		for start := int64(0); start < c.Val(); start += maxBatch {
+			names, err := o.rdb.ZRange(ctx, k.Due, start, start+maxBatch-1).Result()
+			if err != nil {
+				return kept, capped, wrap("keep pending", err)
+			}
+			a := &keepArgs{Due: k.Due, Data: k.Data, Now: o.clockArg(), Margin: margin, Cap: limit}
+			seen := map[string]bool{}
+			for _, name := range names {
+				kind, keys := policy.SplitEntry(name)
+				if kind != policy.EntryMirror && kind != policy.EntryResult || len(keys) == 0 || seen[keys[0]] {
+					continue
+				}
+				rec, ok := keyspace.Callout(keys[0])
+				if !ok {
+					continue
+				}
+				seen[keys[0]] = true
+				parts := keyspace.RecordParts(rec)
+				a.Candidates = append(a.Candidates, keepCandidate{ID: keys[0], Record: parts[0], Rest: parts[1],
+					Resp: parts[2]})
+			}
+			if len(a.Candidates) == 0 {
+				continue
+			}
+			r, err := o.lua.keep.Run(ctx, o.rdb, a)
+			if err != nil {
+				return kept, capped, wrap("keep pending", err)
+			}
+			kept, capped = kept+r.Kept, capped+r.Capped
+		}
+	}
+	return kept, capped, nil
+}

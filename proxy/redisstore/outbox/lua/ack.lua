@@ -36,6 +36,11 @@ for _, a in ipairs(A.acks) do
     else
       redis.call('ZREM', K.due, m)
       redis.call('HDEL', K.data, 'p:' .. m, 'n:' .. m, 'e:' .. m)
+      local kind, id = string.sub(m, 1, 2), string.sub(m, 3)
+      if (kind == 'm:' or kind == 'e:') and not redis.call('ZSCORE', K.due, 'm:' .. id)
+          and not redis.call('ZSCORE', K.due, 'e:' .. id) then
+        redis.call('HDEL', K.data, 'k:' .. id) -- keep.lua's mark: no write needs the record now
+      end
       if root ~= '' and a.forget then
         redis.call('HDEL', K.state, 's:' .. root, 'v:' .. root, 't:' .. root, 'rc:' .. root, 'a:' .. root)
       end
