@@ -91,3 +91,40 @@ func TestReadOnlyMaintenanceRetriesSoon(t *testing.T) {
 		e.record(id)
 	}
 }
+
+// TestRevokedTokenRecoversWithinOnePoll: while Salesforce refuses every
+// token (a revoked connected app: invalid_grant) for minutes, the writes
+// wait briefly each time (the token layer's own backoff, at most
+// MintBackoffMax, spares Salesforce) instead of on a backoff that kept
+// growing; once the app is fixed, the next mint works and the next round
+// writes everything.
+func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
+	e := newEnv(t)
+	ids := e.quietDeadLetters(3)
+	e.emu.ExpireSessions()
+	e.emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
+	for end := e.clk.Now().Add(4 * time.Minute); e.clk.Now().Before(end); {
+		if _, err := e.writer.Round(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		defs, err := e.outbox.Deferrals(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wait := defs[""].Until.Sub(e.clk.Now()); wait > BaseBackoff {
+			t.Fatalf("after %d refused tokens the writes wait %v, want at most %v", defs[""].Fails, wait, BaseBackoff)
+		}
+		e.clk.Advance(BaseBackoff)
+	}
+	e.emu.ClearFaults() // the app is fixed
+	e.clk.Advance(MintBackoffMax)
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		e.record(id)
+	}
+	if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(AuthFailed))); got < 5 {
+		t.Errorf("requests{result=auth_failed} = %v, want each refused mint counted", got)
+	}
+}
