@@ -64,7 +64,7 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 		}
 		kinds = append(kinds, comp.kinds()...)
 	}
-	handled, drop := s.fault(w, kinds...)
+	w, handled, drop := s.fault(w, r, kinds...)
 	if handled || !s.authorized(w, r) {
 		return
 	}
