@@ -5,8 +5,11 @@ package fault
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,4 +290,72 @@ func TestSalesforceTokenRevoked(t *testing.T) {
 		t.Errorf("recovery took %s after the fix, want within MintBackoffMax (%s) and a few intervals", took,
 			salesforce.MintBackoffMax)
 	}
+}
+
+// TestSalesforceReprocessAtOnce: every dead letter's record is set to
+// Reprocess Requested at once (10,000 by default; CALLOUT_FAULT_REPROCESS_N
+// to change it) while two replicas poll (reprocess_interval 1s, polling:
+// pubsub off) and the upstream now succeeds: every record ends Reprocessed
+// — none stays Reprocessing, whatever order the replay's status changes
+// reach the outbox in (docs/salesforce.md "Status changes ordered by the
+// chain") — and each dead letter is replayed once.
+func TestSalesforceReprocessAtOnce(t *testing.T) {
+	n := 10_000
+	if v := os.Getenv("CALLOUT_FAULT_REPROCESS_N"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	rs := proctest.StartRedis(t, true)
+	emu, env := startEmulator(t)
+	var ok atomic.Bool
+	var sent sync.Map // Idempotency-Key -> upstream requests after the switch
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if !ok.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		v, _ := sent.LoadOrStore(r.Header.Get("Idempotency-Key"), new(atomic.Int32))
+		v.(*atomic.Int32).Add(1)
+		w.WriteHeader(http.StatusCreated)
+	})
+	cfg := config(rs.URL, slices.Concat(timeouts, []string{"max_attempts: 1"}), endpoint("pay", up.URL)) +
+		sfBlock(emu, env, "reprocess_interval: 1s", "poll_interval: 1s")
+	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, env)
+	c := newClient(t)
+	acc := deadLetters(t, c, reps[0].URL, "rp", n)
+	waitMirrored(t, emu, acc, 180*time.Second)
+
+	ok.Store(true)
+	for _, a := range acc {
+		emu.Set(t, salesforce.FailedCalloutObject, salesforce.ExternalIDField, a.ID, "Status__c",
+			policy.RecordReprocessRequested)
+	}
+	requested := time.Now()
+	var byStatus map[string]int
+	for {
+		byStatus = map[string]int{}
+		for _, r := range emu.Records(salesforce.FailedCalloutObject) {
+			st, _ := r["Status__c"].(string)
+			byStatus[st]++
+		}
+		if byStatus[policy.RecordReprocessed] == len(acc) {
+			break
+		}
+		if time.Since(requested) > 240*time.Second {
+			t.Fatalf("records by status %v after %s, want all %d Reprocessed", byStatus, time.Since(requested), len(acc))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	took := time.Since(requested)
+	twice := 0
+	sent.Range(func(_, v any) bool {
+		if v.(*atomic.Int32).Load() > 1 {
+			twice++
+		}
+		return true
+	})
+	if twice > 0 {
+		t.Errorf("%d dead letters were replayed to the upstream more than once", twice)
+	}
+	t.Logf("%d records set to Reprocess Requested at once: all Reprocessed %s later, none stuck at Reprocessing, "+
+		"each replayed once", len(acc), took.Round(time.Millisecond))
 }
