@@ -293,14 +293,15 @@ func TestSalesforceTokenRevoked(t *testing.T) {
 }
 
 // TestSalesforceReprocessAtOnce: every dead letter's record is set to
-// Reprocess Requested at once (10,000 by default; CALLOUT_FAULT_REPROCESS_N
-// to change it) while two replicas poll (reprocess_interval 1s, polling:
+// Reprocess Requested at once (2,500 in the suite, to keep it within its
+// budget; CALLOUT_FAULT_REPROCESS_N=10000 runs the 10,000 whose figure
+// docs/salesforce.md gives) while two replicas poll (reprocess_interval 1s, polling:
 // pubsub off) and the upstream now succeeds: every record ends Reprocessed
 // — none stays Reprocessing, whatever order the replay's status changes
 // reach the outbox in (docs/salesforce.md "Status changes ordered by the
 // chain") — and each dead letter is replayed once.
 func TestSalesforceReprocessAtOnce(t *testing.T) {
-	n := 10_000
+	n := 2_500
 	if v := os.Getenv("CALLOUT_FAULT_REPROCESS_N"); v != "" {
 		fmt.Sscan(v, &n)
 	}
