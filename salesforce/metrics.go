@@ -38,10 +38,12 @@ type Metrics struct {
 	// Salesforce reported (Sforce-Limit-Info used/limit), 0–1, or the
 	// connected app's per-app-api-usage share when that is higher.
 	APIUsage prometheus.Collector
-	// WriteErrors counts writes Salesforce refused as they are, by error
-	// code: a whole collection refused (INVALID_FIELD, INVALID_TYPE: a
-	// field or object the integration user cannot see) once, each refused
-	// record (a validation rule, STRING_TOO_LONG) once.
+	// WriteErrors counts writes Salesforce refused, by error code: a whole
+	// collection refused as it is (INVALID_FIELD, INVALID_TYPE: a field or
+	// object the integration user cannot see) once, each refused record
+	// once — as it is (a validation rule, STRING_TOO_LONG), for now (a
+	// lock, UNABLE_TO_LOCK_ROW) or during read-only maintenance
+	// (INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE).
 	WriteErrors *prometheus.CounterVec
 	// WritesPaused is 1 while this replica has paused every Salesforce
 	// write, by reason: api_limit (REQUEST_LIMIT_EXCEEDED, the daily API
@@ -72,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 		WriteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_salesforce_write_errors_total",
-			Help: "Salesforce writes refused as they are, by error code (a whole collection once, a record once).",
+			Help: "Salesforce writes refused, by error code (a whole collection once, a record once).",
 		}, []string{"code"}),
 		WritesPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "callout_salesforce_writes_paused",

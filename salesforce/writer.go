@@ -202,15 +202,17 @@ type Writer struct {
 	wake chan struct{}
 	tr   *tracing.Tracer // nil: tracing off
 
-	mu           sync.Mutex
-	pausedTill   time.Time // a known pause of every write
-	pauseWhy     string    // why this replica paused them (pauseAPILimit, pauseStorage); "" none
-	nextCallAt   time.Time // while slowed down: the earliest next call
-	slowed       bool      // API usage was at or above api_usage_slowdown
-	notifType    string    // cached CustomNotificationType id
-	rr           int       // rounds started: the first shard claimed rotates
-	refusing     Class     // the class of the failed calls since the last success ("" none)
-	readOnlyMode bool      // records were refused for read-only maintenance since the last one saved
+	mu         sync.Mutex
+	pausedTill time.Time // a known pause of every write
+	pauseWhy   string    // why this replica paused them (pauseAPILimit, pauseStorage); "" none
+	nextCallAt time.Time // while slowed down: the earliest next call
+	slowed     bool      // API usage was at or above api_usage_slowdown
+	notifType  string    // cached CustomNotificationType id
+	rr         int       // rounds started: the first shard claimed rotates
+	refusing   Class     // the class of the failed calls since the last success ("" none)
+	// refusedRecords are the classes of record refusals logged since the
+	// last record saved (recordRefused).
+	refusedRecords map[Class]bool
 }
 
 // NewWriter returns a Writer with o's defaults filled in. Errors: a
@@ -256,7 +258,7 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 		sf.APIUsageSlowdown = config.DefaultAPIUsageSlowdown
 	}
 	w := &Writer{o: o, sf: sf, log: o.Logger.With(slog.String("component", "salesforce")),
-		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil)}
+		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil), refusedRecords: map[Class]bool{}}
 	if o.Metrics != nil {
 		o.Metrics.writer.Store(w) // the scrape-time gauges read this writer's outbox and client
 	}
