@@ -3,6 +3,7 @@
 package fault
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -318,6 +319,8 @@ func TestSalesforceReprocessAtOnce(t *testing.T) {
 		v.(*atomic.Int32).Add(1)
 		w.WriteHeader(http.StatusCreated)
 	}, nil, "reprocess_interval: 1s", "poll_interval: 1s")
+	st.cfg += "admin:\n  tokens:\n    - {name: ops, token_env: FAULT_ADMIN_TOKEN, scope: read}\n"
+	st.env["FAULT_ADMIN_TOKEN"] = "fault-admin-token"
 	emu, c, reps := st.emu, st.c, st.replicas(t, 2)
 	acc := deadLetters(t, c, reps[0].URL, "rp", n)
 	waitMirrored(t, emu, acc, 180*time.Second)
@@ -354,6 +357,32 @@ func TestSalesforceReprocessAtOnce(t *testing.T) {
 	if twice > 0 {
 		t.Errorf("%d dead letters were replayed to the upstream more than once", twice)
 	}
+	// Every replay ends with its mark: each dead letter shows its replay
+	// succeeded (GET /admin/v1/dead-letters/{id}, replay_outcome).
+	unmarked := 0
+	for _, a := range acc {
+		req, _ := http.NewRequest(http.MethodGet, reps[1].AdminURL+"/admin/v1/dead-letters/"+a.ID, nil)
+		req.Header.Set("Authorization", "Bearer fault-admin-token")
+		resp, err := c.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			ReplayOutcome policy.Resolution `json:"replay_outcome"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || doc.ReplayOutcome != policy.ResolutionSucceeded {
+			unmarked++
+			if unmarked <= 5 {
+				t.Errorf("dead letter %s: %d, replay_outcome %q (%v), want succeeded", a.ID, resp.StatusCode,
+					doc.ReplayOutcome, err)
+			}
+		}
+	}
+	if unmarked > 0 {
+		t.Errorf("%d of %d replayed dead letters lack their replay's end mark", unmarked, len(acc))
+	}
 	t.Logf("%d records set to Reprocess Requested at once: all Reprocessed %s later, none stuck at Reprocessing, "+
-		"each replayed once", len(acc), took.Round(time.Millisecond))
+		"each replayed once and marked succeeded", len(acc), took.Round(time.Millisecond))
 }
