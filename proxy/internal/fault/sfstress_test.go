@@ -269,7 +269,7 @@ func TestSalesforceOutageLongerThanRetentions(t *testing.T) {
 }
 
 // TestSalesforceTokenRevoked: every token request is refused
-// (invalid_grant: the connected app revoked) for 40 s while dead letters
+// (invalid_grant: the connected app revoked) for 30 s while dead letters
 // keep coming; once it is fixed the outbox drains within one
 // MintBackoffMax (30 s) and a few outbox intervals, not after a backoff
 // grown meanwhile.
@@ -281,7 +281,7 @@ func TestSalesforceTokenRevoked(t *testing.T) {
 	emu.ExpireSessions()
 	emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
 	revoked := time.Now()
-	for i := range 4 {
+	for i := range 3 {
 		acc = append(acc, deadLetters(t, c, reps[i%2].URL, fmt.Sprintf("tk%d", i+1), 50)...)
 		time.Sleep(time.Until(revoked.Add(time.Duration(i+1) * 10 * time.Second)))
 	}
