@@ -231,10 +231,12 @@ func TestSalesforceLoginPageAndMaintenance(t *testing.T) {
 	took := waitMirrored(t, emu, acc, 90*time.Second)
 	t.Logf("after a 302 login page, an HTML 403 and read-only maintenance of 4 s each: all %d dead letters in "+
 		"Salesforce %s after the last ended", len(acc), took.Round(time.Millisecond))
+	counted := 0.0 // whichever replica held the flush lease made the calls
 	for _, r := range reps {
-		if n := r.Metric(t, `callout_salesforce_requests_total{result="maintenance"}`); n < 0 {
-			t.Errorf("%s exports no maintenance count", r.Name)
-		}
+		counted += max(0, r.Metric(t, `callout_salesforce_requests_total{result="maintenance"}`))
+	}
+	if counted < 2 {
+		t.Errorf("%v calls counted as maintenance, want at least the 302 and the HTML 403 phases'", counted)
 	}
 }
 
