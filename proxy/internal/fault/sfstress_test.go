@@ -298,9 +298,9 @@ func TestSalesforceTokenRevoked(t *testing.T) {
 }
 
 // TestSalesforceReprocessAtOnce: every dead letter's record is set to
-// Reprocess Requested at once (2,500 in the suite, to keep it within its
-// budget; CALLOUT_FAULT_REPROCESS_N=10000 runs the 10,000 whose figure
-// docs/salesforce.md gives) while two replicas poll (reprocess_interval 1s, polling:
+// Reprocess Requested at once (2,500 by default; .ci/fault.sh runs it
+// with CALLOUT_FAULT_REPROCESS_N=10000, the figure docs/salesforce.md
+// gives, as a step of its own after the suite) while two replicas poll (reprocess_interval 1s, polling:
 // pubsub off) and the upstream now succeeds: every record ends Reprocessed
 // — none stays Reprocessing, whatever order the replay's status changes
 // reach the outbox in (docs/salesforce.md "Status changes ordered by the
