@@ -4,7 +4,8 @@
 #
 #   bash deploy/check.sh
 #
-#  1. Dockerfile: multi-stage, non-root USER, distroless runtime stage, its
+#  1. Dockerfile: multi-stage, non-root USER, distroless runtime stage,
+#     every base image (and the syntax frontend) by its full name, its
 #     build step is deploy/build.sh, its HEALTHCHECK the binary's own
 #     (exec form: no shell in distroless); Dockerfile.dockerignore keeps the
 #     compose .env, keys and other secrets out of the build context.
@@ -62,6 +63,13 @@ check_dockerfile() {
 	[ "$froms" -ge 2 ] || fail "$df: $froms FROM lines; want a multi-stage build"
 	last_from=$(grep -E '^FROM ' "$df" | tail -1)
 	case "$last_from" in *distroless/static*) ;; *) fail "$df: runtime stage is '$last_from', want distroless/static" ;; esac
+	# Podman and Buildah refuse a short name (golang:1.26) without a
+	# registries.conf alias: every base image names its registry.
+	local image
+	while read -r image; do
+		case "${image%%/*}" in *.* | *:* | localhost) ;; *) fail "$df: FROM $image is a short name; write docker.io/library/... (podman and buildah refuse it)" ;; esac
+		[ "${image#*/}" != "$image" ] || fail "$df: FROM $image is a short name; write docker.io/library/..."
+	done < <(awk '/^FROM /{print $2}' "$df"; sed -n 's/^# syntax=//p' "$df")
 	user=$(awk '/^FROM /{u=""} /^USER /{u=$2} END{print u}' "$df")
 	case "$user" in "" | root | 0 | 0:* | root:*) fail "$df: runtime stage USER is '${user:-unset}', want non-root" ;; esac
 	grep -qE '^RUN (CALLOUT_[A-Z_]+="\$[A-Z_]+" )*bash deploy/build.sh ' "$df" || fail "$df: the build stage must run deploy/build.sh"

@@ -46,6 +46,11 @@ func (c *checker) checkRedis(m *Manifests, cfg *ProxyConfig, proxy *corev1.Conta
 	if !slices.Contains(sentinel.Command, "--sentinel") {
 		c.addf("StatefulSet %s: container sentinel does not run redis-server --sentinel", RedisName)
 	}
+	for _, ctr := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+		if !QualifiedImage(ctr.Image) {
+			c.addf("StatefulSet %s: container %s image %q is a short name (write docker.io/library/...)", RedisName, ctr.Name, ctr.Image)
+		}
+	}
 	c.checkRedisPlacement(ss, redis)
 	c.checkRedisService(m, ss)
 	conf := redisConfigMap(m, pod)
