@@ -1,0 +1,87 @@
+package realclients
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
+)
+
+const adminToken = "realclients-admin-token-0123456789"
+
+// genericRig is the proxy as generic HTTP clients meet it (contract §2,
+// "Generic HTTP clients"): an endpoint "api" whose upstream holds POST
+// /v1/charges until the test releases it (a slow synchronous attempt)
+// and answers everything else 200, and an endpoint "off" that the test
+// disables through the admin API (503 endpoint-disabled, class rejected).
+type genericRig struct {
+	p        *proctest.Proxy
+	upstream *proctest.Upstream
+	token    string // the caller's Authorization value
+}
+
+func newGenericRig(t *testing.T) *genericRig {
+	t.Helper()
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/charges" {
+			proctest.Hold(r)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"id":"ch_1"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	p := proctest.StartProxy(t, proxyBinary, `listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+auth:
+  issuers: [`+issuer+`]
+  audience: callout-proxy
+  algorithms: [HS256]
+  hs256_secret_env: TEST_JWT_SECRET
+admin:
+  tokens: [{name: ops, token_env: TEST_ADMIN_TOKEN, scope: write}]
+endpoints:
+  api:
+    url: `+up.URL+`
+    allowed_networks: [127.0.0.0/8]
+  off:
+    url: `+up.URL+`
+    allowed_networks: [127.0.0.0/8]
+`, proctest.ProxyOptions{Env: map[string]string{"TEST_JWT_SECRET": secret, "TEST_ADMIN_TOKEN": adminToken}})
+	req, _ := http.NewRequest(http.MethodPost, p.AdminURL+"/admin/v1/endpoints/off/disable", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("disabling endpoint off: %s", resp.Status)
+	}
+	return &genericRig{p: p, upstream: up, token: proctest.Bearer(t, secret, issuer, 10*time.Minute)}
+}
+
+// releaseAfterInFlight waits until the proxy has answered a retry 503
+// in-flight (the first attempt of its key still held upstream), then lets
+// the upstream answer. It returns false when no such answer came within
+// 60 s (the client under test never retried).
+func (g *genericRig) releaseAfterInFlight(t *testing.T) bool {
+	t.Helper()
+	defer g.upstream.Release()
+	for range 1200 {
+		if g.p.Metric(t, `callout_rejected_total{code="in-flight",endpoint="api"}`) >= 1 {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+// rejectedCount is how many requests to endpoint the proxy refused with
+// problem code (callout_rejected_total).
+func (g *genericRig) rejectedCount(t *testing.T, endpoint, code string) int {
+	t.Helper()
+	return int(max(0, g.p.Metric(t, `callout_rejected_total{code="`+code+`",endpoint="`+endpoint+`"}`)))
+}
