@@ -33,23 +33,8 @@ func newGenericRig(t *testing.T) *genericRig {
 		}
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})
-	p := proctest.StartProxy(t, proxyBinary, `listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-auth:
-  issuers: [`+issuer+`]
-  audience: callout-proxy
-  algorithms: [HS256]
-  hs256_secret_env: TEST_JWT_SECRET
-admin:
-  tokens: [{name: ops, token_env: TEST_ADMIN_TOKEN, scope: write}]
-endpoints:
-  api:
-    url: `+up.URL+`
-    allowed_networks: [127.0.0.0/8]
-  off:
-    url: `+up.URL+`
-    allowed_networks: [127.0.0.0/8]
-`, proctest.ProxyOptions{Env: map[string]string{"TEST_JWT_SECRET": secret, "TEST_ADMIN_TOKEN": adminToken}})
+	p := startProxy(t, "admin:\n  tokens: [{name: ops, token_env: TEST_ADMIN_TOKEN, scope: write}]\n",
+		map[string]string{"api": up.URL, "off": up.URL}, "TEST_ADMIN_TOKEN", adminToken)
 	req, _ := http.NewRequest(http.MethodPost, p.AdminURL+"/admin/v1/endpoints/off/disable", nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)
