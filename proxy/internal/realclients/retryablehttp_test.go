@@ -27,14 +27,14 @@ func followCalloutOutcome(ctx context.Context, resp *http.Response, err error) (
 }
 
 // retryableClient is go-retryablehttp with short waits (its defaults are
-// 1–30 s between tries; Retry-After on a 429 or 503 overrides them) and a
-// per-request timeout of 500 ms, the caller's own.
-func retryableClient(check retryablehttp.CheckRetry) *retryablehttp.Client {
+// 1–30 s between tries; Retry-After on a 429 or 503 overrides them), up to
+// retries retries, and a per-request timeout of 1 s, the caller's own.
+func retryableClient(check retryablehttp.CheckRetry, retries int) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
 	c.Logger = nil
-	c.RetryMax = 6
+	c.RetryMax = retries
 	c.RetryWaitMin, c.RetryWaitMax = 10*time.Millisecond, 50*time.Millisecond
-	c.HTTPClient.Timeout = 500 * time.Millisecond
+	c.HTTPClient.Timeout = time.Second
 	if check != nil {
 		c.CheckRetry = check
 	}
@@ -64,7 +64,9 @@ func TestRetryableHTTPWaitsOutItsOwnInFlightCallout(t *testing.T) {
 				req, _ := retryablehttp.NewRequest(http.MethodPost, g.p.URL+"/callout/api/v1/charges", strings.NewReader(`{"amount":1}`))
 				req.Header.Set("Authorization", g.token)
 				req.Header.Set("Idempotency-Key", "retryablehttp-"+strings.ReplaceAll(tt.name, " ", "-"))
-				resp, err := retryableClient(tt.check).Do(req)
+				// Enough retries for a loaded machine, where a try can time out
+				// more than once before the proxy answers in-flight.
+				resp, err := retryableClient(tt.check, 30).Do(req)
 				var body []byte
 				if err == nil {
 					body, _ = io.ReadAll(resp.Body)
@@ -105,7 +107,7 @@ func TestRetryableHTTPAndRejected503s(t *testing.T) {
 			before := g.rejectedCount(t, "off", "endpoint-disabled")
 			req, _ := retryablehttp.NewRequest(http.MethodGet, g.p.URL+"/callout/off/v1/status", nil)
 			req.Header.Set("Authorization", g.token)
-			resp, err := retryableClient(tt.check).Do(req)
+			resp, err := retryableClient(tt.check, 6).Do(req)
 			switch {
 			case tt.check == nil && (err == nil || !strings.Contains(err.Error(), "giving up after 7 attempt")):
 				t.Errorf("default policy: %v, want it to give up after 7 attempts", err)

@@ -9,7 +9,7 @@ Idempotent-Replayed headers, and the statuses of the tries urllib3 retried
 POLICY: "outcome" (FollowCalloutOutcome, the recipe of docs/contract.md
 section 2, "Generic HTTP clients"), "forcelist" (Retry with 503 in
 status_forcelist, what generic retry set-ups do) or "default" (Retry with
-urllib3's defaults). Every try has a 0.5 s read timeout, the caller's own.
+urllib3's defaults). Every try has a 1 s read timeout, the caller's own.
 """
 
 import json
@@ -37,7 +37,7 @@ class FollowCalloutOutcome(Retry):
 
 def retry(policy):
     if policy == "outcome":
-        kw = dict(total=10, backoff_factor=0.1, status_forcelist=[429, 500, 502, 503, 504],
+        kw = dict(total=30, backoff_factor=0.1, status_forcelist=[429, 500, 502, 503, 504],
                   allowed_methods=None,  # writes too: they carry an Idempotency-Key
                   raise_on_status=False)
         if "retry_after_max" in Retry.__init__.__code__.co_varnames:  # urllib3 2.4+
@@ -56,7 +56,7 @@ def main():
     s = requests.Session()
     s.mount("http://", HTTPAdapter(max_retries=retry(policy)))
     resp = s.request(method, url, headers=headers, data=b'{"amount":1}' if method == "POST" else None,
-                     timeout=(5, 0.5))
+                     timeout=(5, 1))
     history = [h.status for h in resp.raw.retries.history] if resp.raw.retries else []
     print(json.dumps({
         "status": resp.status_code,

@@ -76,7 +76,7 @@ func statuses(r pyResult) []int {
 
 // TestURLLib3WaitsOutItsOwnInFlightCallout: requests with urllib3's
 // Retry, following Callout-Outcome, sends a keyed POST whose synchronous
-// attempt outlasts its 0.5 s read timeout; it retries (a read error), meets
+// attempt outlasts its 1 s read timeout; it retries (a read error), meets
 // 503 in-flight with Retry-After 1, class retryable, waits and retries
 // until it gets the first attempt's 201, replayed. The upstream is called
 // once.
