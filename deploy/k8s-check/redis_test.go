@@ -12,11 +12,13 @@ import (
 )
 
 // TestRedisConfigOnRealRedis runs the rendered init.sh of deploy/k8s/redis
-// for pod 0 and pod 1, then starts a real redis-server and a real Sentinel
-// on the files it wrote (only the ports, the data directory and the
-// cluster-DNS name of the primary changed for loopback), and asks them
-// what they run with: AOF always, noeviction, the password required, and
-// the Sentinel naming the primary.
+// for pod 0 and pod 1 on a first start, and for pod 0 again when its
+// Sentinel last knew pod 2 as the primary (every pod restarting at once,
+// no Sentinel to ask: it must come back as pod 2's replica); then starts a
+// real redis-server and a real Sentinel on the files it wrote (only the
+// ports, the data directory and the cluster-DNS name of the primary
+// changed for loopback), and asks them what they run with: AOF always,
+// noeviction, the password required, and the Sentinel naming the primary.
 func TestRedisConfigOnRealRedis(t *testing.T) {
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -43,18 +45,19 @@ func TestRedisConfigOnRealRedis(t *testing.T) {
 		}
 	}
 	const password = "0123456789abcdef0123456789abcdef"
-	initPod := func(n int) string {
+	initPod := func(n int, state string) string {
 		out := filepath.Join(dir, "pod"+strconv.Itoa(n))
 		cmd := exec.Command("sh", filepath.Join(templates, "init.sh"))
 		cmd.Env = append(os.Environ(), "HOSTNAME="+RedisName+"-"+strconv.Itoa(n), "POD_NAMESPACE=ns",
-			"REDIS_PASSWORD="+password, "TEMPLATE_DIR="+templates, "OUT_DIR="+out)
+			"REDIS_PASSWORD="+password, "TEMPLATE_DIR="+templates, "OUT_DIR="+out, "STATE_DIR="+state)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("init.sh for pod %d: %v\n%s", n, err, b)
 		}
 		return out
 	}
 	primary := RedisName + "-0." + RedisName + ".ns.svc"
-	pod0, pod1 := initPod(0), initPod(1)
+	state0, state1 := filepath.Join(dir, "data0"), filepath.Join(dir, "data1")
+	pod0, pod1 := initPod(0, state0), initPod(1, state1)
 	conf0, conf1 := readFile(t, pod0, "redis.conf"), readFile(t, pod1, "redis.conf")
 	if d := RedisDirectives(conf0); d["replicaof"] != "" || d["replica-announce-ip"] != primary {
 		t.Errorf("pod 0 (first start): replicaof %q, announces %q; want a primary announcing %s",
@@ -63,6 +66,26 @@ func TestRedisConfigOnRealRedis(t *testing.T) {
 	if d := RedisDirectives(conf1); d["replicaof"] != primary+" 6379" {
 		t.Errorf("pod 1: replicaof %q, want %s 6379", d["replicaof"], primary)
 	}
+	// A failover made pod 2 the primary (Sentinel rewrote its monitor
+	// line), then every pod restarted: pod 0 comes back as pod 2's replica.
+	pod2 := RedisName + "-2." + RedisName + ".ns.svc"
+	restarted := filepath.Join(dir, "data0-restarted")
+	if err := os.MkdirAll(restarted, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.Replace(readFile(t, state0, "sentinel.conf"), "callouts "+primary+" 6379", "callouts "+pod2+" 6379", 1)
+	if err := os.WriteFile(filepath.Join(restarted, "sentinel.conf"), []byte(moved), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again := initPod(0, restarted)
+	if d := RedisDirectives(readFile(t, again, "redis.conf")); d["replicaof"] != pod2+" 6379" {
+		t.Errorf("pod 0 restarted after a failover to pod 2: replicaof %q, want %s 6379", d["replicaof"], pod2)
+	}
+	if m, _ := sentinelMonitor(readFile(t, restarted, "sentinel.conf")); m != "callouts" ||
+		!strings.Contains(readFile(t, restarted, "sentinel.conf"), "sentinel monitor callouts "+pod2+" 6379 2") {
+		t.Errorf("pod 0's Sentinel after the restart does not monitor pod 2:\n%s", readFile(t, restarted, "sentinel.conf"))
+	}
+	conf0 = readFile(t, initPod(0, state0), "redis.conf") // back to the first start's files for the run below
 
 	redisPort, sentinelPort := freePort(t), freePort(t)
 	redisConf := filepath.Join(pod0, "redis.conf")
@@ -86,8 +109,8 @@ func TestRedisConfigOnRealRedis(t *testing.T) {
 		t.Errorf("an unauthenticated write answered %q, want NOAUTH", got)
 	}
 
-	sentinelConf := filepath.Join(pod0, "sentinel.conf")
-	text := strings.Replace(readFile(t, pod0, "sentinel.conf"), primary+" 6379", "127.0.0.1 "+redisPort, 1)
+	sentinelConf := filepath.Join(state0, "sentinel.conf")
+	text := strings.Replace(readFile(t, state0, "sentinel.conf"), primary+" 6379", "127.0.0.1 "+redisPort, 1)
 	text = strings.Replace(text, "sentinel announce-ip "+primary, "sentinel announce-ip 127.0.0.1", 1)
 	if err := os.WriteFile(sentinelConf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,12 +1,16 @@
 #!/bin/sh
-# init.sh — writes this pod's redis.conf and sentinel.conf into $OUT_DIR
-# (default /etc/redis-run) from the templates in $TEMPLATE_DIR (default
+# init.sh — writes this pod's redis.conf into $OUT_DIR (default
+# /etc/redis-run) and its sentinel.conf into $STATE_DIR (default /data, the
+# pod's volume: Sentinel rewrites the file as the primary moves, so it
+# outlives the pod) from the templates in $TEMPLATE_DIR (default
 # /etc/redis-templates). Runs as the init container of every pod of the
 # StatefulSet callout-redis, before Redis and Sentinel start.
 #
 # The primary is the one the running Sentinels name (after a failover that
 # is no longer pod 0, and a restarted pod 0 must come back as a replica);
-# when no Sentinel answers (the first start of the set) it is pod 0.
+# when none answers (every pod restarting at once), the one this pod's
+# Sentinel last knew (its sentinel.conf from before); on the set's first
+# start, pod 0.
 # Environment: HOSTNAME (the pod's, callout-redis-N), POD_NAMESPACE,
 # REDIS_PASSWORD; REDIS_SERVICE (default callout-redis), REDIS_PODS
 # (default 3).
@@ -16,6 +20,7 @@ svc=${REDIS_SERVICE:-callout-redis}
 pods=${REDIS_PODS:-3}
 templates=${TEMPLATE_DIR:-/etc/redis-templates}
 out=${OUT_DIR:-/etc/redis-run}
+state=${STATE_DIR:-/data}
 self="$HOSTNAME.$svc.$POD_NAMESPACE.svc"
 
 primary=""
@@ -29,10 +34,13 @@ while [ "$i" -lt "$pods" ]; do
 	fi
 	i=$((i + 1))
 done
+if [ -z "$primary" ] && [ -f "$state/sentinel.conf" ]; then
+	primary=$(awk '$1 == "sentinel" && $2 == "monitor" && $3 == "callouts" { print $4; exit }' "$state/sentinel.conf")
+fi
 [ -n "$primary" ] || primary="$svc-0.$svc.$POD_NAMESPACE.svc"
 echo "init.sh: $self starts with primary $primary"
 
-mkdir -p "$out"
+mkdir -p "$out" "$state"
 {
 	cat "$templates/redis.conf"
 	echo "requirepass \"$REDIS_PASSWORD\""
@@ -41,8 +49,9 @@ mkdir -p "$out"
 	[ "$primary" = "$self" ] || echo "replicaof $primary 6379"
 } >"$out/redis.conf"
 {
-	sed -e "s/@MASTER@/$primary/" -e "s/@SELF@/$self/" -e "s#@DIR@#$out#" "$templates/sentinel.conf"
+	sed -e "s/@MASTER@/$primary/" -e "s/@SELF@/$self/" -e "s#@DIR@#$state#" "$templates/sentinel.conf"
 	echo "sentinel auth-pass callouts \"$REDIS_PASSWORD\""
 	echo "requirepass \"$REDIS_PASSWORD\""
-} >"$out/sentinel.conf"
-chmod 0600 "$out/redis.conf" "$out/sentinel.conf"
+} >"$state/sentinel.conf.new"
+mv "$state/sentinel.conf.new" "$state/sentinel.conf"
+chmod 0600 "$out/redis.conf" "$state/sentinel.conf"
