@@ -1,7 +1,9 @@
 package realclients
 
 import (
+	"io"
 	"net/http"
+	"regexp"
 	"testing"
 	"time"
 
@@ -69,4 +71,39 @@ func (g *genericRig) releaseAfterInFlight(t *testing.T) bool {
 func (g *genericRig) rejectedCount(t *testing.T, endpoint, code string) int {
 	t.Helper()
 	return int(max(0, g.p.Metric(t, `callout_rejected_total{code="`+code+`",endpoint="`+endpoint+`"}`)))
+}
+
+// TestProxysRetryAfterIsCapped: a breaker whose probe is 5 minutes away
+// answers reads 503 breaker-open with Retry-After 30, the cap of the
+// proxy's own answers (contract §2), and names the real wait in the
+// detail: a generic client that sleeps for Retry-After waits 30 s, not 5
+// minutes.
+func TestProxysRetryAfterIsCapped(t *testing.T) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	p := startProxy(t, "policy:\n  breaker_failures: 1\n  breaker_probe_interval: 5m\n", map[string]string{"flaky": up.URL})
+	token := proctest.Bearer(t, secret, issuer, 10*time.Minute)
+	var resp *http.Response
+	var body []byte
+	for range 50 { // the first read opens the breaker; the gate cache may pass one more
+		req, _ := http.NewRequest(http.MethodGet, p.URL+"/callout/flaky/v1/status", nil)
+		req.Header.Set("Authorization", token)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(r.Body)
+		r.Body.Close()
+		if resp = r; r.Header.Get("Callout-Problem") == "breaker-open" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Callout-Problem") != "breaker-open" {
+		t.Fatalf("no breaker-open answer: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "30" || !regexp.MustCompile(`next probe is in (29\d|300) s`).Match(body) {
+		t.Errorf("Retry-After %q, body %s; want 30 and the probe's real 300 s in the detail", ra, body)
+	}
 }
