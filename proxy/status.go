@@ -71,7 +71,7 @@ func (s *Server) handleGetCallout() http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Callout-Id", c.ID)
-		w.Header().Set("Callout-Outcome", string(statusdoc.Outcome(c.State)))
+		w.Header().Set("Callout-Outcome", string(statusdoc.Outcome(c)))
 		httpx.WriteJSON(w, http.StatusOK, statusdoc.Render(c, s.redactions.For(c.Endpoint)))
 	}
 }

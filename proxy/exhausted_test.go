@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// TestExhaustedSyncWaitAnswersDeadLettered: a synchronous write under
+// Prefer: wait=N whose inline retries use every attempt (max_attempts 2,
+// an upstream answering 503) is a dead letter when the wait ends. It is
+// answered as a finished callout is — as the same key sent again is — with
+// 409 dead-lettered, Callout-Outcome rejected (Apex does not send it again),
+// Callout-State dead_lettered and Callout-Dead-Letter-Reason exhausted, the
+// same in the problem body, and the last attempt's class (retryable) apart
+// in last_outcome (contract §4, §5, §12); never the upstream's 503 marked
+// retryable.
+func TestExhaustedSyncWaitAnswersDeadLettered(t *testing.T) {
+	rig := &clockRig{}
+	rig.build(t, rigSpec{upstream: func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		rig.hits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}, extra: "policy:\n  max_attempts: 2\n"})
+	hdr := http.Header{"Idempotency-Key": {`"exhaust-1"`}, "Prefer": {"wait=10"}}
+	first := rig.do(t, http.MethodPost, "/callout/api/charges", hdr, `{"amount":1}`)
+	if got := rig.hits.Load(); got != 2 {
+		t.Fatalf("upstream hits = %d, want 2 (both attempts inline)", got)
+	}
+	again := rig.do(t, http.MethodPost, "/callout/api/charges", hdr, `{"amount":1}`)
+	for name, rec := range map[string]*http.Response{"exhausted wait": first.Result(), "same key again": again.Result()} {
+		var pb api.Problem
+		if err := json.NewDecoder(rec.Body).Decode(&pb); err != nil {
+			t.Fatalf("%s: body: %v", name, err)
+		}
+		id := rec.Header.Get("Callout-Id")
+		if rec.StatusCode != http.StatusConflict || rec.Header.Get("Callout-Outcome") != string(policy.Rejected) ||
+			rec.Header.Get("Callout-Problem") != string(problem.DeadLettered) ||
+			rec.Header.Get("Callout-State") != string(policy.DeadLettered) ||
+			rec.Header.Get("Callout-Dead-Letter-Reason") != string(policy.DeadLetterExhausted) || id == "" {
+			t.Errorf("%s: %d, headers %v, want 409 dead-lettered rejected, state dead_lettered, reason exhausted",
+				name, rec.StatusCode, rec.Header)
+		}
+		if pb.Type != problem.TypeBase+string(problem.DeadLettered) || pb.Outcome != policy.Rejected ||
+			pb.State != policy.DeadLettered || pb.DeadLetterReason != policy.DeadLetterExhausted ||
+			pb.LastOutcome != policy.Retryable || pb.CalloutID != id {
+			t.Errorf("%s: problem %+v, want dead-lettered, rejected, dead_lettered, exhausted, last retryable, %s",
+				name, pb, id)
+		}
+	}
+	if got := rig.hits.Load(); got != 2 {
+		t.Errorf("upstream hits after the repeat = %d, want 2", got)
+	}
+	if got := rig.counter(t, "callout_dead_letters_total")[`endpoint="api",reason="exhausted"`]; got != 1 {
+		t.Errorf("callout_dead_letters_total{api, exhausted} = %v, want 1", got)
+	}
+}
