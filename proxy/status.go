@@ -25,7 +25,8 @@ func (s *Server) accepted(ctx context.Context, w http.ResponseWriter, endpoint, 
 	defer cancel()
 	c, err := s.d.Store.Get(gctx, id)
 	if err != nil {
-		s.d.Logger.Warn("status document unavailable for a 202", "callout_id", id, "error", err, s.tr.LogAttr(ctx))
+		s.d.Logger.WarnContext(ctx, "status document unavailable for a 202", "callout_id", id, "error", err,
+			s.tr.LogAttr(ctx))
 		writeAccepted(w, id, applied, nil)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/attempt"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -25,6 +26,11 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 		Endpoint: in.ep.Name, Issuer: in.caller.Issuer, Method: r.Method, Path: in.suffix,
 		Query: r.URL.RawQuery, Header: forward.OutboundHeader(r.Header, nil), Body: in.body,
 		IdempotencyKey: in.key, SourceRecord: in.source, TraceContext: s.tr.Encode(r.Context()),
+	}
+	if s.tr == nil {
+		// Tracing off: the caller's trace context, so that the log lines
+		// of every later attempt carry its trace_id (contract §12).
+		nc.TraceContext = logx.EncodeTrace(r.Context())
 	}
 	// The store packs the request (headers and body) into one value before
 	// it sends it: a second copy of the body in memory, which the budget
