@@ -8,7 +8,9 @@ package problem
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -63,6 +65,13 @@ var statuses = map[Code]int{
 	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, EndpointPaused: 503, BacklogFull: 503,
 	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, UpstreamTimeout: 504,
 	Internal: 500, Overloaded: 503, HeadersTooLarge: 431, RequestTimeout: 408, LoginThrottled: 429,
+}
+
+// Codes are every problem code the proxy can send, sorted: the ones
+// Status knows (docs/openapi/problem.yaml lists each, which
+// TestOpenAPIProblemTypes checks).
+func Codes() []Code {
+	return slices.Sorted(maps.Keys(statuses))
 }
 
 // Status returns the HTTP status for a code; 500 for an unknown one.

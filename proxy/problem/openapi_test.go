@@ -1,0 +1,44 @@
+package problem_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/openapicheck"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
+)
+
+// TestOpenAPIProblemTypes: docs/openapi/problem.yaml lists every problem
+// code the proxy can send (problem.Codes), each with its HTTP status, as
+// the type enum and in x-problem-types, and no other; its Problem schema
+// has the fields of the problem body.
+func TestOpenAPIProblemTypes(t *testing.T) {
+	doc := openapicheck.Load(t, "problem.yaml")
+	pb := doc.Components.Schemas["Problem"].Value
+	var enum []string
+	for _, v := range pb.Properties["type"].Value.Enum {
+		enum = append(enum, strings.TrimPrefix(v.(string), problem.TypeBase))
+	}
+	listed, _ := pb.Extensions["x-problem-types"].(map[string]any)
+	var codes []string
+	for _, c := range problem.Codes() {
+		codes = append(codes, string(c))
+		entry, _ := listed[string(c)].(map[string]any)
+		if st, _ := entry["status"].(float64); int(st) != c.Status() {
+			t.Errorf("x-problem-types %s: status %v, want %d", c, entry["status"], c.Status())
+		}
+		if d, _ := entry["description"].(string); d == "" {
+			t.Errorf("x-problem-types %s: no description", c)
+		}
+	}
+	slices.Sort(enum)
+	if !slices.Equal(enum, codes) {
+		t.Errorf("problem types in problem.yaml %v, want problem.Codes() %v", enum, codes)
+	}
+	if len(listed) != len(codes) {
+		t.Errorf("x-problem-types has %d codes, want the %d of problem.Codes()", len(listed), len(codes))
+	}
+	openapicheck.Schemas(t, doc, map[string]any{"Problem": api.Problem{}})
+}
