@@ -243,3 +243,53 @@ _calloutctl; printf '%s\n' "${COMPREPLY[@]}"`, "bash", script, line)
 		}
 	}
 }
+
+// TestVocabularyInTheCLI: calloutctl shows the admin API's words of
+// contract §12 unchanged: each endpoint's GATE is its gate (open when
+// healthy, disabled after a disable), the breaker only in -o wide under
+// BREAKER; a dead letter's `get` shows its state, dead letter reason and
+// last outcome as the admin API's document has them.
+func TestVocabularyInTheCLI(t *testing.T) {
+	p := startProxy(t)
+	d := p.seedDeadLetters(t, "pay-api", "words", 1, time.Second)[0]
+	p.ctl(t, "", "endpoints", "disable", "crm-api", "--yes").want(t, exitOK)
+	var l api.EndpointList
+	if err := json.Unmarshal([]byte(p.ctl(t, "", "-o", "json", "endpoints", "list").stdout), &l); err != nil {
+		t.Fatal(err)
+	}
+	table := p.ctl(t, "", "endpoints", "list").stdout
+	wide := p.ctl(t, "", "-o", "wide", "endpoints", "list").stdout
+	if strings.Contains(table, "BREAKER") || !strings.Contains(wide, "BREAKER") {
+		t.Errorf("BREAKER belongs to -o wide only:\n%s\n%s", table, wide)
+	}
+	gates := map[string]string{}
+	for _, line := range strings.Split(table, "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 1 {
+			gates[f[0]] = f[1]
+		}
+	}
+	for _, e := range l.Endpoints {
+		if gates[e.Name] != string(e.Gate) {
+			t.Errorf("%s: GATE %q, the admin API's gate %q", e.Name, gates[e.Name], e.Gate)
+		}
+	}
+	if gates["pay-api"] != string(policy.GateOpen) || gates["crm-api"] != string(policy.GateDisabled) {
+		t.Errorf("gates %v, want pay-api open and crm-api disabled", gates)
+	}
+	var doc api.CalloutDoc
+	if err := json.Unmarshal([]byte(p.ctl(t, "", "-o", "json", "dead-letters", "get", d.id).stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(p.ctl(t, "", "dead-letters", "get", d.id).stdout, "\n") {
+		if k, v, ok := strings.Cut(line, "  "); ok {
+			fields[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	if fields["state"] != string(doc.State) || fields["dead letter reason"] != doc.DeadLetterReason ||
+		fields["last outcome"] != string(doc.LastOutcome) || doc.LastOutcome != policy.Permanent ||
+		doc.DeadLetterReason != string(policy.DeadLetterPermanent) {
+		t.Errorf("get shows %v; the admin API's document: state %s, reason %s, last outcome %s", fields,
+			doc.State, doc.DeadLetterReason, doc.LastOutcome)
+	}
+}
