@@ -99,7 +99,7 @@ func vocabularyOfAnExhaustedCallout(t *testing.T, rig *clockRig, logs *proctest.
 			}
 		case "dead letter":
 			dead++
-			if l["reason"] != "exhausted" {
+			if l["dead_letter_reason"] != "exhausted" {
 				t.Errorf("dead letter line %v: reason, want exhausted", l)
 			}
 		}

@@ -248,7 +248,7 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 func (r *Runner) DeadLettered(ctx context.Context, ep *config.Endpoint, id string, res policy.CompleteResult) {
 	r.Metrics.DeadLetters.WithLabelValues(ep.Name, string(res.Reason)).Inc()
 	r.Logger.LogAttrs(ctx, slog.LevelWarn, "dead letter", slog.String("endpoint", ep.Name),
-		slog.String("callout_id", id), slog.String("reason", string(res.Reason)),
+		slog.String("callout_id", id), slog.String("dead_letter_reason", string(res.Reason)),
 		slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
 		slog.String("last_error", res.LastError),
 		slog.Bool("notify_owner", res.NotifyOwner), r.Tracer.LogAttr(ctx))
