@@ -22,8 +22,10 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
@@ -39,7 +41,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	// answers, to have another layout (checkLayout).
 	ctx, stopServing := context.WithCancelCause(ctx)
 	defer func() {
-		var le *redisstore.LayoutError
+		var le *layout.Error
 		if cause := context.Cause(ctx); err == nil && errors.As(cause, &le) {
 			err = cause
 		}
@@ -141,7 +143,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	// One completion writer per replica: the completions of concurrent
 	// requests and dispatched attempts share a pipeline (Close, below,
 	// writes what is queued once both have stopped).
-	completer := redisstore.NewCompleter(store, redisstore.CompleterOptions{})
+	completer := redisstore.NewCompleter(store, batch.Options{})
 	defer completer.Close()
 	// With a salesforce section, dead letters, completions and owner
 	// notifications go through the durable outbox to Salesforce.

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -116,9 +117,19 @@ type Options struct {
 	// Acknowledger, when set, confirms every create that answers a caller
 	// (a new callout, or the one holding its key) as durable before Begin
 	// or Enqueue returns (config redis.durability replicated or fsync,
-	// contract §11; durable.go); they fail with policy.ErrNotDurable when
-	// it does not. nil: durability local, nothing waited for.
-	Acknowledger *Acknowledger
+	// contract §11; proxy/redisstore/durable); they fail with
+	// policy.ErrNotDurable when it does not. nil: durability local, nothing
+	// waited for.
+	Acknowledger Acknowledger
+}
+
+// Acknowledger confirms the store's writes durable (contract §11). Ack
+// returns once every write the caller saw succeed on the primary that owns
+// key, key's own among them, is confirmed as the configured durability
+// demands. Errors wrap policy.ErrNotDurable when it is not (the writes may
+// exist). Implemented by proxy/redisstore/durable.
+type Acknowledger interface {
+	Ack(ctx context.Context, key string) error
 }
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
@@ -152,7 +163,7 @@ type Store struct {
 	// layout has been confirmed (layout.go).
 	requireLayout bool
 	layoutOK      atomic.Bool
-	acks          *Acknowledger
+	acks          Acknowledger
 	// pin: Options.PinScriptTime.
 	pin bool
 }
@@ -287,3 +298,43 @@ func msUntil(t, now time.Time) int64 { return max(0, t.Sub(now).Milliseconds()) 
 func msArg(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 func durMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// msOf is t in Unix ms, 0 for the zero time.
+func msOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// msTimeOf is Unix ms n as a time, the zero time for 0.
+func msTimeOf(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// CheckLayout is layout.Check on the store's Redis, remembered once it
+// passes (Options.RequireLayout). Errors: a *layout.Error, ErrUnavailable.
+func (s *Store) CheckLayout(ctx context.Context) error {
+	if err := layout.Check(ctx, s.rdb); err != nil {
+		return err
+	}
+	s.layoutOK.Store(true)
+	return nil
+}
+
+// layoutReady is the guard of Options.RequireLayout: nil once the layout
+// has been confirmed (or when not required), else CheckLayout's answer.
+func (s *Store) layoutReady(ctx context.Context) error {
+	if !s.requireLayout || s.layoutOK.Load() {
+		return nil
+	}
+	return s.CheckLayout(ctx)
+}

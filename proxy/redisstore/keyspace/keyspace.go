@@ -21,7 +21,7 @@
 // The keys:
 //
 //	cp:{sN}:c:{id}        HASH  one callout, one-letter fields (the f*
-//	                            constants in record.go), every value at most
+//	                            constants in package record), every value at most
 //	                            64 bytes so Redis keeps it in its compact
 //	                            listpack encoding: state code S, attempts n,
 //	                            issuer tag i (the issuer: cp:iss), charged
@@ -85,7 +85,7 @@
 //	                            pending items, ii:{tag} / ib:{tag} an
 //	                            issuer's items and bytes — and sq (the shard
 //	                            counts used) (the e* constants in
-//	                            record.go). No TTL.
+//	                            package record). No TTL.
 //	cp:{sN}:dl:{ep}       ZSET  per queue: callout id -> dead-lettered at (Unix ms):
 //	                            the index for listing dead letters; entries
 //	                            older than the dead-letter retention are
@@ -187,9 +187,9 @@
 //	cp:jobs:active        SET   ids of jobs that have not ended: what the
 //	                            replicas' job runners look at. Not
 //	                            hash-tagged. No TTL.
-//	cp:layout             STRING the store's layout version (LayoutVersion,
+//	cp:layout             STRING the store's layout version (layout.Version,
 //	                            layout.go), in decimal: written by the first
-//	                            replica that uses the store (CheckLayout) or
+//	                            replica that uses the store (layout.Check) or
 //	                            by `callout-proxy migrate`; a replica refuses
 //	                            to start on another version. Not hash-tagged:
 //	                            one key, one slot. No TTL.
@@ -198,9 +198,12 @@
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
 //	cp:ack                STRING an integer each durable acknowledgement
-//	                            round increments before its WAIT (redisstore
-//	                            durable.go, redis.durability replicated or
-//	                            fsync). Not hash-tagged. No TTL.
+//	                            round increments before its WAIT
+//	                            (proxy/redisstore/durable, redis.durability
+//	                            replicated or fsync). Not hash-tagged. No
+//	                            TTL. On a Cluster, per primary: cp:{tag}:ack
+//	                            (AckFor), in the hash tag of a key that
+//	                            primary owns.
 //
 // Two pub/sub channels, which store nothing:
 //
@@ -255,6 +258,20 @@ const (
 	JobsActive  = Prefix + "jobs:active" // SET ids of jobs not ended
 	Ack         = Prefix + "ack"         // STRING durable acknowledgement rounds
 )
+
+// AckFor returns the acknowledgement counter of the Redis Cluster node
+// that owns key's slot, cp:{tag}:ack (STRING, no TTL): INCRed by every
+// durable acknowledgement round on that node (proxy/redisstore/durable),
+// in key's hash tag so it hashes to key's slot. A key without a hash tag
+// is used as the tag ({key} hashes as key does).
+func AckFor(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return Prefix + key[i:i+j+2] + ":ack"
+		}
+	}
+	return Prefix + "{" + key + "}:ack"
+}
 
 // Tag returns the hash tag of shard n, e.g. "{s17}".
 func Tag(n int) string { return "{s" + strconv.Itoa(n) + "}" }
