@@ -239,15 +239,22 @@ func (a *app) remote(ctx context.Context, given map[string]string,
 	return out
 }
 
-// endpointNames are the configured endpoints' names.
-func endpointNames(ctx context.Context, cl *client, _ map[string]string) ([]string, error) {
-	var l api.EndpointList
-	_, _, err := cl.call(ctx, "GET", "endpoints", nil, nil, &l)
+// ids GETs path with q as an L and returns the id of each of its items.
+func ids[L, I any](ctx context.Context, cl *client, path string, q url.Values, items func(L) []I,
+	id func(I) string) ([]string, error) {
+	var l L
+	_, _, err := cl.call(ctx, "GET", path, q, nil, &l)
 	var out []string
-	for _, e := range l.Endpoints {
-		out = append(out, e.Name)
+	for _, it := range items(l) {
+		out = append(out, id(it))
 	}
 	return out, err
+}
+
+// endpointNames are the configured endpoints' names.
+func endpointNames(ctx context.Context, cl *client, _ map[string]string) ([]string, error) {
+	return ids(ctx, cl, "endpoints", nil, func(l api.EndpointList) []api.EndpointDoc { return l.Endpoints },
+		func(e api.EndpointDoc) string { return e.Name })
 }
 
 // deadLetterIDs are the ids of the first page of dead letters (of the
@@ -257,24 +264,14 @@ func deadLetterIDs(ctx context.Context, cl *client, given map[string]string) ([]
 	if e := given["endpoint"]; e != "" {
 		q.Set("endpoint", e)
 	}
-	var l api.DeadLetterList
-	_, _, err := cl.call(ctx, "GET", "dead-letters", q, nil, &l)
-	var out []string
-	for _, d := range l.Items {
-		out = append(out, d.ID)
-	}
-	return out, err
+	return ids(ctx, cl, "dead-letters", q, func(l api.DeadLetterList) []api.DeadLetterSummaryDoc { return l.Items },
+		func(d api.DeadLetterSummaryDoc) string { return d.ID })
 }
 
 // jobIDs are the ids of the recent replay jobs.
 func jobIDs(ctx context.Context, cl *client, _ map[string]string) ([]string, error) {
-	var l api.ReplayJobList
-	_, _, err := cl.call(ctx, "GET", "replay-jobs", url.Values{"limit": {"50"}}, nil, &l)
-	var out []string
-	for _, j := range l.Jobs {
-		out = append(out, j.ID)
-	}
-	return out, err
+	return ids(ctx, cl, "replay-jobs", url.Values{"limit": {"50"}}, func(l api.ReplayJobList) []api.ReplayJob { return l.Jobs },
+		func(j api.ReplayJob) string { return j.ID })
 }
 
 // pendingIDs are the ids of the first page of each pending state of every
@@ -284,13 +281,11 @@ func pendingIDs(ctx context.Context, cl *client, _ map[string]string) ([]string,
 	var out []string
 	for _, ep := range eps {
 		for _, st := range []policy.State{policy.Scheduled, policy.Held, policy.InFlight} {
-			var page api.CalloutList
 			q := url.Values{"endpoint": {ep}, "state": {string(st)}, "limit": {"100"}}
-			if _, _, err := cl.call(ctx, "GET", "callouts", q, nil, &page); err != nil {
+			page, err := ids(ctx, cl, "callouts", q, func(l api.CalloutList) []api.CalloutSummaryDoc { return l.Items },
+				func(c api.CalloutSummaryDoc) string { return c.ID })
+			if out = append(out, page...); err != nil {
 				return out, err
-			}
-			for _, p := range page.Items {
-				out = append(out, p.ID)
 			}
 		}
 	}
