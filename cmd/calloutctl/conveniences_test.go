@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -201,12 +202,13 @@ func TestCompleteFromTheServer(t *testing.T) {
 	}
 }
 
-// TestBashCompletionNeedsOnlyBash: the real binary's bash script, loaded
+// TestTheBinaryCompletesAndWatches: the real binary's bash script, loaded
 // into a bare bash (no rc files, no bash-completion package), completes
 // endpoint names from the server for `calloutctl endpoints enable <TAB>`
 // and subcommands for `calloutctl dead<TAB>`; the zsh and fish scripts
-// ask the same command.
-func TestBashCompletionNeedsOnlyBash(t *testing.T) {
+// ask the same command. `endpoints list --watch` draws its first frame and
+// Ctrl-C (SIGINT) ends it with exit 0.
+func TestTheBinaryCompletesAndWatches(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash on this machine")
@@ -241,6 +243,21 @@ _calloutctl; printf '%s\n' "${COMPREPLY[@]}"`, "bash", script, line)
 		if r := runBin(t, bin, nil, "completion", sh); r.code != 0 || !strings.Contains(r.stdout, "__complete") {
 			t.Errorf("completion %s: %+v", sh, r)
 		}
+	}
+
+	watch := exec.Command(bin, "endpoints", "list", "--watch")
+	watch.Env = []string{"PATH=" + os.Getenv("PATH"), envServer + "=" + p.admin, envToken + "=" + opsToken}
+	var out, errb proctest.LogBuffer
+	watch.Stdout, watch.Stderr = &out, &errb
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first frame", func() bool { return strings.Contains(out.String(), "pay-api") })
+	if err := watch.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Wait(); err != nil || !strings.Contains(out.String(), "Every 2s: calloutctl endpoints list") {
+		t.Fatalf("--watch after Ctrl-C: %v (want exit 0)\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
 	}
 }
 
