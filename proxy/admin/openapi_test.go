@@ -6,6 +6,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -17,7 +18,8 @@ import (
 // document that describes every route of the admin listener with every
 // dependency wired (the real router of routes.go; the console and Go's
 // profiler aside, as its header says) and nothing it does not serve, and
-// its schemas have the fields the handlers write.
+// its schemas have the fields the handlers write; the gate's and the
+// breaker's words are the code's (contract §12).
 func TestOpenAPIAdminAPI(t *testing.T) {
 	doc := openapicheck.Load(t, "admin.yaml")
 	m, err := metrics.New(prometheus.NewRegistry())
@@ -43,4 +45,7 @@ func TestOpenAPIAdminAPI(t *testing.T) {
 		"ReplayFilter": api.ReplayFilter{}, "ReplayJobSpec": api.ReplayJobSpec{}, "ReplayJob": api.ReplayJob{},
 		"ReplayJobItemDoc": api.ReplayJobItemDoc{},
 	})
+	openapicheck.Enum(t, doc, "Gate", policy.GateOpen, policy.GateHalfOpen, policy.GateProbing,
+		policy.GateBreakerOpen, policy.GatePaused, policy.GateDisabled)
+	openapicheck.Enum(t, doc, "Breaker", policy.BreakerClosed, policy.BreakerOpen, policy.BreakerHalfOpen)
 }

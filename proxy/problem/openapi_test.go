@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/openapicheck"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
@@ -13,7 +14,8 @@ import (
 // TestOpenAPIProblemTypes: docs/openapi/problem.yaml lists every problem
 // code the proxy can send (problem.Codes), each with its HTTP status, as
 // the type enum and in x-problem-types, and no other; its Problem schema
-// has the fields of the problem body.
+// has the fields of the problem body; the shared words (classes, states,
+// dead-letter reasons) are the code's.
 func TestOpenAPIProblemTypes(t *testing.T) {
 	doc := openapicheck.Load(t, "problem.yaml")
 	pb := doc.Components.Schemas["Problem"].Value
@@ -41,4 +43,8 @@ func TestOpenAPIProblemTypes(t *testing.T) {
 		t.Errorf("x-problem-types has %d codes, want the %d of problem.Codes()", len(listed), len(codes))
 	}
 	openapicheck.Schemas(t, doc, map[string]any{"Problem": api.Problem{}})
+	openapicheck.Enum(t, doc, "Outcome", policy.Success, policy.Retryable, policy.Permanent, policy.Rejected)
+	openapicheck.Enum(t, doc, "State", policy.Scheduled, policy.InFlight, policy.Held, policy.Succeeded,
+		policy.Failed, policy.DeadLettered)
+	openapicheck.Enum(t, doc, "DeadLetterReason", policy.DeadLetterReasons...)
 }

@@ -115,6 +115,30 @@ func Schemas(t testing.TB, doc *openapi3.T, types map[string]any) {
 	}
 }
 
+// Enum checks that schema name of doc is an enum of exactly want (in any
+// order): the words of contract §12 as the code spells them.
+func Enum[S ~string](t testing.TB, doc *openapi3.T, name string, want ...S) {
+	t.Helper()
+	ref := doc.Components.Schemas[name]
+	if ref == nil || ref.Value == nil {
+		t.Errorf("schema %s: not in the document", name)
+		return
+	}
+	var got, w []string
+	for _, v := range ref.Value.Enum {
+		s, _ := v.(string)
+		got = append(got, s)
+	}
+	for _, v := range want {
+		w = append(w, string(v))
+	}
+	sort.Strings(got)
+	sort.Strings(w)
+	if !slices.Equal(got, w) {
+		t.Errorf("schema %s: enum %v, the code's words %v", name, got, w)
+	}
+}
+
 // properties are the property names of s and of the parts of its allOf.
 func properties(s *openapi3.Schema) []string {
 	var out []string
