@@ -118,3 +118,37 @@ func vocabularyOfAnExhaustedCallout(t *testing.T, rig *clockRig, logs *proctest.
 		t.Errorf("callout_dead_letters_total{api, exhausted} = %v, want 1", got)
 	}
 }
+
+// TestAmbiguousSyncWriteAnswersDeadLettered: a synchronous write to an
+// `idempotency: ignored` upstream that closes the connection without an
+// answer becomes a dead letter at once, reason ambiguous (contract §3); it
+// is answered as every dead letter is (contract §4): 409 dead-lettered,
+// class rejected, its reason in a header and the body, the last attempt's
+// class (retryable: no answer) apart, a detail that says to check the
+// upstream first.
+func TestAmbiguousSyncWriteAnswersDeadLettered(t *testing.T) {
+	rig := &clockRig{}
+	rig.build(t, rigSpec{upstream: func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		rig.hits.Add(1)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}, extra: "    idempotency: ignored\n"})
+	rec := rig.do(t, http.MethodPost, "/callout/api/charges", http.Header{"Idempotency-Key": {`"amb-1"`}}, `{}`)
+	var pb api.Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &pb); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusConflict || rec.Header().Get("Callout-Outcome") != string(policy.Rejected) ||
+		rec.Header().Get("Callout-Dead-Letter-Reason") != string(policy.DeadLetterAmbiguous) ||
+		pb.DeadLetterReason != policy.DeadLetterAmbiguous || pb.LastOutcome != policy.Retryable ||
+		!strings.Contains(pb.Detail, "check the upstream before replaying it") {
+		t.Fatalf("answer %d %v %s, want 409 dead-lettered, rejected, reason ambiguous, last retryable",
+			rec.Code, rec.Header(), rec.Body)
+	}
+	if got := rig.hits.Load(); got != 1 {
+		t.Errorf("upstream hits = %d, want 1 (never retried)", got)
+	}
+}
