@@ -123,6 +123,11 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			}
 			return 1
 		},
+		// Breakers partitioned by organisation (contract §6).
+		Partitioned: func(endpoint string) bool {
+			ep, ok := cfg.Endpoint(endpoint)
+			return ok && ep.PartitionedByOrganisation()
+		},
 		// Whether an owner notification reaches anyone: the store's scripts
 		// decide with it whether the owner is told (contract §6).
 		Notify: func(endpoint string) bool {
@@ -170,7 +175,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	replays := replay.New(replay.Options{Now: shared, Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: jobs.New(rdb, jobs.Options{Now: shared}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
-	reprocessor, err := newReprocessor(sf, replays, ob)
+	reprocessor, err := newReprocessor(cfg, sf, replays, ob, store, rdb)
 	if err != nil {
 		return err
 	}

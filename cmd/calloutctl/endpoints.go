@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
@@ -53,14 +55,26 @@ func (a *app) listEndpoints(ctx context.Context, c *cli.Command) error {
 	// no breaker word sits where the gate is read.
 	t := newTable(a.stdout, wide, col("NAME", 14), col("GATE", 0), wideCol("BREAKER"), col("FAILS", 0),
 		col("BACKLOG", 0), col("IN-FLIGHT", 0), col("DEAD-LETTERS", 0), col("NEXT-PROBE", 0),
-		wideCol("OPENED-AT"), wideCol("PAUSED-UNTIL"), wideCol("DISABLED-REASON"))
+		wideCol("OPENED-AT"), wideCol("PAUSED-UNTIL"), wideCol("DISABLED-REASON"), wideCol("OPEN-PARTITIONS"))
 	for _, e := range l.Endpoints {
 		t.row(e.Name, string(e.Gate), string(e.Breaker), strconv.Itoa(e.ConsecutiveFailures),
 			strconv.FormatInt(e.BacklogItems, 10), strconv.FormatInt(e.InFlight, 10),
 			strconv.FormatInt(e.DeadLetters, 10), a.whenp(wide, e.NextProbeAt), a.whenp(wide, e.OpenedAt),
-			a.whenp(wide, e.PausedUntil), e.DisabledReason)
+			a.whenp(wide, e.PausedUntil), e.DisabledReason, openPartitions(e.Partitions))
 	}
 	return t.flush()
+}
+
+// openPartitions lists the issuers whose breaker partition is not closed
+// (contract §6), comma-separated.
+func openPartitions(ps []api.PartitionDoc) string {
+	var out []string
+	for _, p := range ps {
+		if p.Breaker != policy.BreakerClosed {
+			out = append(out, p.Issuer)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // endpointAction is `endpoints enable|disable|reset NAME`, POSTing to

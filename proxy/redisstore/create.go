@@ -143,6 +143,7 @@ type createArgs struct {
 	MaxItemsIssuer int64         `lua:"max_items_issuer"`
 	MaxBytesIssuer int64         `lua:"max_bytes_issuer"`
 	Tag            string        `lua:"tag"`
+	Part           string        `lua:"part"`
 	Gate           string        `lua:"gate"`
 	GateUntil      int64         `lua:"gate_until"`
 	AtIn           int64         `lua:"at_in"`
@@ -193,6 +194,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if err != nil {
 		return createReply{}, "", err
 	}
+	q = q.forOrg(tag, s.partition(nc.Endpoint, tag))
 	view, given, err := s.gateOf(ctx, q)
 	if err != nil {
 		return createReply{}, "", err
@@ -202,13 +204,13 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		// first (admit.lua); this callout is the probe when it got it. If it
 		// is then not created (a duplicate, a refusal), the token goes back
 		// at once, or no probe would run for the whole probe lease.
-		if view, err = s.takeProbe(ctx, nc.Endpoint, a.token, a.probeLease); err != nil {
+		if view, err = s.takeProbe(ctx, nc.Endpoint, q.part, a.token, a.probeLease); err != nil {
 			return createReply{}, "", err
 		}
 		if view.gate.State == "probe" {
 			defer func() {
 				if rep.existing != nil || err != nil {
-					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, a.token); gerr != nil {
+					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, q.part, a.token); gerr != nil {
 						s.log.Warn("redisstore: giving back a probe token failed", "endpoint", nc.Endpoint, "err", gerr)
 					}
 				}
@@ -226,7 +228,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if n := s.shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
 	}
-	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res,
+	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res, Part: q.part,
 		Now: s.clockArg(a.now), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
 		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
 		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, AtIn: a.at.Milliseconds(), ProbeLease: a.probeLease.Milliseconds(),
@@ -247,6 +249,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
+				s.noteOrg(nc.Endpoint, q.shard, tag)
 			}
 			return rep, id, err
 		}

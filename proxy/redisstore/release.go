@@ -17,7 +17,7 @@ import (
 // endpoint hash in a second). Errors: ErrStaleLease when cl's lease is no
 // longer valid (nothing changed), ErrUnavailable.
 func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
-	q, ok := queueOfID(cl.Endpoint, cl.ID)
+	q, ok := s.calloutQueue(cl.Endpoint, cl.Issuer, cl.ID)
 	if !ok {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
@@ -28,7 +28,7 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	}
 	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
 		Due: q.due, Counters: q.acc, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: rawOfID(cl.ID),
-		Home: q.home})
+		Home: q.home, Part: q.part})
 	if err != nil {
 		return s.wrap("release", err)
 	}
@@ -36,7 +36,7 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
 	if !q.home && cl.Kind == policy.KindProbe {
-		err = s.giveBackProbe(ctx, cl.Endpoint, cl.LeaseToken)
+		err = s.giveBackProbe(ctx, cl.Endpoint, q.part, cl.LeaseToken)
 	}
 	return err
 }
@@ -51,7 +51,7 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 // warning: the callout is then delivered, as the answer's detail says it
 // may be. One round trip.
 func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) {
-	q, ok := queueOfID(nc.Endpoint, id)
+	q, ok := s.calloutQueue(nc.Endpoint, nc.Issuer, id)
 	if !ok {
 		return
 	}
@@ -61,7 +61,7 @@ func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) {
 		res = c
 	}
 	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
-		Due: q.due, Counters: q.acc, Reservation: res, ID: id, Raw: rawOfID(id), Home: q.home,
+		Due: q.due, Counters: q.acc, Reservation: res, ID: id, Raw: rawOfID(id), Home: q.home, Part: q.part,
 		Takeover: rawOfID(nc.ReplayOf), TakeoverTTL: s.dlTTL})
 	if err != nil || v.Result != "ok" {
 		s.log.Warn("redisstore: a callout not confirmed durable was not withdrawn; it will be delivered",
@@ -83,6 +83,7 @@ type releaseArgs struct {
 	Token       string        `lua:"token"`
 	Raw         string        `lua:"raw"`
 	Home        bool          `lua:"home"`
+	Part        string        `lua:"part"`
 	Takeover    string        `lua:"takeover"`
 	TakeoverTTL time.Duration `lua:"takeover_ttl"`
 }
@@ -97,9 +98,9 @@ type resultReply struct {
 // attempt that was never made (outcome.lua: the breaker unchanged), for a
 // queue of a sharded endpoint whose caller took the token (admit.lua) for a
 // callout that then made no attempt. Errors: ErrUnavailable.
-func (s *Store) giveBackProbe(ctx context.Context, endpoint, token string) error {
+func (s *Store) giveBackProbe(ctx context.Context, endpoint, part, token string) error {
 	now := s.now()
-	_, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(endpoint, token, now))
+	_, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(endpoint, part, token, now))
 	s.forgetGate(endpoint)
 	return s.wrap("release: probe", err)
 }

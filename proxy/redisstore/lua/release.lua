@@ -15,12 +15,13 @@
 -- bytes and item and its reservation (when that still points at it).
 --
 -- K and A: releaseArgs (release.go), read by the script layer (script/):
--- K.record, K.rest (:q), K.resp (:r), K.lease, K.due, K.counters (the
--- endpoint hash or the queue's counter hash), K.reservation (the record
--- key as a placeholder when it has none); A.id, A.token (lease token, or
--- ''), A.raw (the id's 16 raw bytes), A.home (K.counters is the endpoint
--- hash), A.takeover and A.takeover_ttl (raw id of a replayed dead letter,
--- or '').
+-- K.record, K.rest (:q), K.resp (:r), K.lease, K.due (the callout's
+-- organisation queue's), K.counters (the endpoint hash or the queue's
+-- counter hash), K.reservation (the record key as a placeholder when it has
+-- none); A.id, A.token (lease token, or ''), A.raw (the id's 16 raw bytes),
+-- A.home (K.counters is the endpoint hash), A.part (the callout's breaker
+-- partition, '' the endpoint's, contract §6), A.takeover and A.takeover_ttl
+-- (raw id of a replayed dead letter, or '').
 -- Replies (resultReply): result 'ok' or 'stale' (nothing changed).
 local c, lease, acc, res, id, token = K.record, K.lease, K.counters, K.reservation, A.id, A.token
 local rec = hread(c, {'S', 't', 'b', 'i', 'n'})
@@ -33,12 +34,14 @@ elseif rec.S ~= 'f' or rec.t ~= token then
 end
 local tag = rec.i or ''
 local names = counter_names(tag)
-if A.home then names[#names + 1] = 'pt' end
+if A.home then names = concat(names, {'pt', pf('pt', A.part)}) end
 local fa, wa = hread(acc, names), {}
 acc_add(fa, wa, tag, -num(rec.b), -1)
-if A.home and token ~= '' and fa.pt == token then
-  put(fa, wa, 'pt', false)
-  put(fa, wa, 'pe', false)
+local probe = nil
+if A.home and token ~= '' then probe = probe_of(fa, token, A.part) end
+if probe then
+  put(fa, wa, pf('pt', probe), false)
+  put(fa, wa, pf('pe', probe), false)
 end
 hflush(acc, wa)
 if res ~= c then
