@@ -38,7 +38,8 @@ func TestOpenAPIAdminAPI(t *testing.T) {
 		Callouts: struct{ Callouts }{}, Keys: struct{ Keys }{}})
 	openapicheck.Routes(t, doc, h.(chi.Routes), "/console/", "/debug/pprof/")
 	openapicheck.Schemas(t, doc, map[string]any{
-		"EndpointDoc": api.EndpointDoc{}, "EndpointActionResult": api.EndpointActionResult{},
+		"EndpointDoc": api.EndpointDoc{}, "PartitionDoc": api.PartitionDoc{},
+		"EndpointActionResult": api.EndpointActionResult{},
 		"DeadLetterSummaryDoc": api.DeadLetterSummaryDoc{}, "CalloutDoc": api.CalloutDoc{},
 		"RequestDoc": api.RequestDoc{}, "ReplayResultDoc": api.ReplayResultDoc{},
 		"CalloutSummaryDoc": api.CalloutSummaryDoc{}, "IdempotencyKeyDoc": api.IdempotencyKeyDoc{},
