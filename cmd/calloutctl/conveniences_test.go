@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v3"
+
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
@@ -309,4 +311,43 @@ func TestVocabularyInTheCLI(t *testing.T) {
 		t.Errorf("get shows %v; the admin API's document: state %s, reason %s, last outcome %s", fields,
 			doc.State, doc.DeadLetterReason, doc.LastOutcome)
 	}
+}
+
+// TestYesOnEveryChange: every command that changes something takes --yes,
+// so a script can pass it to each: the ones that may ask first (disable,
+// discard, several ids or a filter to replay) do not ask, the others
+// accept it and do their work; none is a usage error. And every command
+// of the tree that takes a NAME or ID and is not a read has the flag.
+func TestYesOnEveryChange(t *testing.T) {
+	p := startProxy(t)
+	d := p.seedDeadLetters(t, "pay-api", "yes", 3, time.Second)
+	p.ctl(t, "", "replay", d[0].id, d[1].id, "--yes", "--no-wait").want(t, exitOK)
+	var jobs api.ReplayJobList
+	if err := json.Unmarshal([]byte(p.ctl(t, "", "-o", "json", "replay-jobs", "list").stdout), &jobs); err != nil ||
+		len(jobs.Jobs) != 1 {
+		t.Fatalf("replay-jobs list: %+v %v", jobs, err)
+	}
+	for _, args := range [][]string{
+		{"endpoints", "enable", "pay-api", "--yes"},
+		{"endpoints", "reset", "pay-api", "-y"},
+		{"endpoints", "disable", "crm-api", "--yes"},
+		{"dead-letters", "discard", d[2].id, "--yes"},
+		{"replay-jobs", "cancel", jobs.Jobs[0].ID, "--yes"},
+		{"replay", "--endpoint", "pay-api", "--dry-run", "--yes"},
+	} {
+		r := p.ctl(t, "", args...)
+		if r.code == exitUsage || strings.Contains(r.stderr, "[y/N]") {
+			t.Errorf("%v: exit %d, stderr %q; want --yes accepted and no question", args, r.code, r.stderr)
+		}
+	}
+	reads := map[string]bool{"list": true, "get": true, "version": true}
+	forEachCommand(newApp(nil, nil, nil, nil).command(), func(c *cli.Command) {
+		if len(c.Commands) > 0 || reads[c.Name] || c.Hidden || c.Name == "bash" || c.Name == "zsh" || c.Name == "fish" ||
+			c.Name == "help" {
+			return
+		}
+		if flagNamed([]*cli.Command{c}, "yes") == nil {
+			t.Errorf("%s changes something but takes no --yes", c.Name)
+		}
+	})
 }

@@ -99,7 +99,7 @@ func (a *app) deadLettersCommand() *cli.Command {
 			{
 				Name: "discard", Usage: "delete dead letters from the proxy's store (asks first on a terminal)",
 				ArgsUsage: "ID...",
-				Flags:     []cli.Flag{&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"}},
+				Flags:     []cli.Flag{yesFlag()},
 				Action:    a.discardDeadLetters,
 			},
 		},

@@ -23,14 +23,13 @@ func (a *app) endpointsCommand() *cli.Command {
 				"failures, backlog, dead letters; -o wide adds the breaker (closed, open, half_open)",
 				Flags: watchFlags(), Action: a.watchable(a.listEndpoints)},
 			{Name: "enable", Usage: "re-enable a disabled endpoint (its dead letters can then be replayed)",
-				ArgsUsage: "NAME", Action: a.endpointAction("enable", "enable")},
+				ArgsUsage: "NAME", Flags: []cli.Flag{yesFlag()}, Action: a.endpointAction("enable", "enable")},
 			{Name: "disable", Usage: "disable an endpoint: its pending callouts become dead letters",
 				ArgsUsage: "NAME", Flags: []cli.Flag{
-					&cli.StringFlag{Name: "reason", Usage: "why, kept with the disable"},
-					&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"},
+					&cli.StringFlag{Name: "reason", Usage: "why, kept with the disable"}, yesFlag(),
 				}, Action: a.endpointAction("disable", "disable")},
 			{Name: "reset", Usage: "close an endpoint's circuit breaker and lift its pause",
-				ArgsUsage: "NAME", Action: a.endpointAction("reset", "breaker/reset")},
+				ArgsUsage: "NAME", Flags: []cli.Flag{yesFlag()}, Action: a.endpointAction("reset", "breaker/reset")},
 		},
 	}
 }

@@ -30,7 +30,7 @@ func (a *app) replayJobsCommand() *cli.Command {
 				},
 				Action: a.getJob},
 			{Name: "cancel", Usage: "stop a replay job before its next send; says how many were sent",
-				ArgsUsage: "ID", Action: a.cancelJob},
+				ArgsUsage: "ID", Flags: []cli.Flag{yesFlag()}, Action: a.cancelJob},
 		},
 	}
 }

@@ -14,8 +14,8 @@
 //	replay ID                                   replay one dead letter now
 //	replay ID... [--rate N] [--dry-run] [--yes] replay several as a job
 //	replay --endpoint E [--since T] [--until T] [--status N]... [--reason R]... [--dry-run] [--rate N] [--yes]
-//	replay-jobs list [--watch] | get ID [--items] [--wait] | cancel ID
-//	endpoints list [--watch] | enable NAME | disable NAME [--reason TEXT] [--yes] | reset NAME
+//	replay-jobs list [--watch] | get ID [--items] [--wait] | cancel ID [--yes]
+//	endpoints list [--watch] | enable NAME [--yes] | disable NAME [--reason TEXT] [--yes] | reset NAME [--yes]
 //	callouts list [--endpoint E] [--state S] [--watch] | get ID
 //	completion bash|zsh|fish
 //

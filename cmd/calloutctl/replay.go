@@ -33,7 +33,7 @@ func (a *app) replayCommand() *cli.Command {
 			&cli.BoolFlag{Name: "unresolved", Usage: "only dead letters whose replays have not succeeded"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "say what the replay would do to each dead letter; send nothing"},
 			&cli.FloatFlag{Name: "rate", Value: 10, Usage: "dead letters replayed per second (0.1–1000)"},
-			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"},
+			yesFlag(),
 			&cli.BoolFlag{Name: "no-wait", Usage: "print the job's id and return at once"}),
 		Action: a.replay,
 	}
