@@ -38,9 +38,9 @@ func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, 
 		replayStored(w, c, s.redactions.For(c.Endpoint))
 	case c.State == policy.DeadLettered:
 		count("conflict")
-		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.DeadLettered, CalloutID: c.ID,
-			Detail: "the callout with this Idempotency-Key ended as a dead letter (" + string(c.DeadLetterReason) +
-				"); replay it with calloutctl or from Salesforce, or send a new key"})
+		s.reject(w, r, in.ep.Name, deadLetter(c.ID, c.DeadLetterReason, statusdoc.LastOutcome(c),
+			"the callout with this Idempotency-Key ended as a dead letter (reason "+string(c.DeadLetterReason)+
+				"); replay it with calloutctl or from Salesforce, or send a new key"))
 	case c.State == policy.InFlight && len(c.AttemptLog) == 0:
 		count("conflict")
 		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.InFlight, CalloutID: c.ID, RetryAfter: 1,
@@ -60,7 +60,7 @@ func replayStored(w http.ResponseWriter, c *policy.Callout, rules *statusdoc.Rul
 	h := w.Header()
 	h.Set("Callout-Id", c.ID)
 	h.Set("Idempotent-Replayed", "true")
-	out := statusdoc.Outcome(c.State)
+	out := statusdoc.Outcome(c)
 	resp := c.Response
 	if resp == nil {
 		// Ended without an upstream answer (inline exhaustion of a read

@@ -13,6 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -38,6 +39,10 @@ func (s *Server) handleCallout() http.HandlerFunc {
 			sw := &statusWriter{ResponseWriter: w}
 			w = sw
 			defer func() { s.tr.EndServer(r.Context(), sw.status) }()
+		} else {
+			// Tracing off: the caller's traceparent still names the
+			// trace of every log line about this request (contract §12).
+			r = r.WithContext(logx.FromHeader(r.Context(), r.Header))
 		}
 		ctx, release, err := s.holdRequest(r)
 		defer release() // after the answer is written: the budget counts it until then

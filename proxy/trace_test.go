@@ -193,12 +193,17 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 		"00-"+callerTrace+"-"+a.SpanContext().SpanID().String()+"-01") {
 		t.Errorf("stored trace context %q, want the admission span's", c.TraceContext)
 	}
-	// The ingress's attempt and the dispatcher's retry are logged alike
-	// (forward.LogAttempt), each with the caller's trace_id.
+	// The ingress's attempt and the dispatcher's retries are logged alike
+	// (forward.LogAttempt, every attempt under the default log.access),
+	// each with the caller's trace_id.
 	lines := rig.logs.MustRecords(t, "attempt")
-	if len(lines) != 2 || lines[0]["trace_id"] != callerTrace || lines[1]["trace_id"] != callerTrace ||
-		lines[0]["kind"] != "first" || lines[1]["kind"] != "retry" {
-		t.Errorf("attempt log lines %v, want the first and the retry with trace_id %s", lines, callerTrace)
+	if len(lines) != 3 || lines[0]["kind"] != "first" || lines[1]["kind"] != "retry" || lines[2]["status"] != float64(201) {
+		t.Errorf("attempt log lines %v, want the first and the two retries", lines)
+	}
+	for _, l := range lines {
+		if l["trace_id"] != callerTrace {
+			t.Errorf("attempt log line %v, want trace_id %s", l, callerTrace)
+		}
 	}
 	allSpanKeysKnown(t, rig.spans.Ended())
 }
