@@ -96,6 +96,7 @@ func parse(data []byte, getenv func(string) string, file, baseDir string) (*Conf
 	if col.failed() {
 		return nil, col.err()
 	}
+	cfg.Fingerprint = Fingerprint(data)
 	return cfg, nil
 }
 

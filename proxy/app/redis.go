@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -19,10 +19,13 @@ import (
 // longer redis.durability_timeout must not outlast.
 const defaultReadTimeout = 3 * time.Second
 
-// openRedis connects to the configured Redis (single node, Sentinel-managed
+// OpenRedis connects to the configured Redis (single node, Sentinel-managed
 // primary, or Cluster), or starts the embedded in-memory one with a loud
-// warning when none is set.
-func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger) (redis.UniversalClient, func(), error) {
+// warning on logger when none is set. It returns the client and the
+// function that closes it (and stops the embedded Redis). Errors: a
+// ConfigError for a redis.url that does not parse; the embedded Redis's
+// failure to listen on loopback.
+func OpenRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger) (redis.UniversalClient, func(), error) {
 	password := ""
 	if rc.PasswordEnv != "" {
 		password = getenv(rc.PasswordEnv)
@@ -37,7 +40,7 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 	case rc.URL != "":
 		opt, err := redis.ParseURL(rc.URL)
 		if err != nil {
-			return nil, nil, usageError{fmt.Errorf("redis.url: %w", err)}
+			return nil, nil, ConfigError{fmt.Errorf("redis.url: %w", err)}
 		}
 		if password != "" {
 			opt.Password = password
@@ -105,14 +108,14 @@ func acknowledger(ctx context.Context, rc config.Redis, rdb redis.UniversalClien
 	}
 	acks, err := redisstore.NewAcknowledger(rdb, opts)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("redis.durability %s: %w", rc.Durability, err)}
+		return nil, ConfigError{fmt.Errorf("redis.durability %s: %w", rc.Durability, err)}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := acks.CheckVersion(cctx); err != nil {
 		var ve *redisstore.VersionError
 		if errors.As(err, &ve) {
-			return nil, usageError{err}
+			return nil, ConfigError{err}
 		}
 		logger.Warn("redis.durability fsync: the Redis version could not be read yet; it is checked before the first write",
 			"err", err)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -111,25 +111,60 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 	}
 }
 
-// newReprocessor builds the poller of Reprocess Requested records (contract §8
-// "Admins reprocess from Salesforce") over the writer, the replay service
-// and the outbox's request claims. Nil without Salesforce.
-func newReprocessor(sf *salesforce.Writer, replays *replay.Service, ob *outbox.Outbox) (*salesforce.Reprocessor, error) {
-	if sf == nil {
-		return nil, nil
-	}
-	return salesforce.NewReprocessor(salesforce.ReprocessOptions{Writer: sf, Replayer: reprocessReplayer{replays},
-		Requests: ob})
+// sfRuntime is the Salesforce side's loops besides the writer: the
+// Pub/Sub subscription to reprocess requests, or, without one, the poller.
+type sfRuntime struct {
+	sub *salesforce.Subscription
+	rp  *salesforce.Reprocessor
 }
 
-// reprocessReplayer is the replay service as the reprocess poller needs it:
-// its errors also wrap the salesforce package's (reprocessError).
-type reprocessReplayer struct{ s *replay.Service }
+// run runs the subscription (its polls run only while its stream is
+// down) or the poller until ctx ends.
+func (r *sfRuntime) run(ctx context.Context) {
+	if r.sub != nil {
+		r.sub.Run(ctx)
+		return
+	}
+	r.rp.Run(ctx)
+}
+
+// openSalesforce builds, with a salesforce section, the writer, the
+// reprocess poller (over the replay runner of the generation in force)
+// and the subscription; nothing without one. Errors: a ConfigError for
+// an unreadable key or client id; the subscription state's scripts.
+func (a *App) openSalesforce() error {
+	cfg := a.cfg.Load()
+	sf, err := newSalesforceWriter(cfg, a.store, a.outbox, a.reg, a.o.Getenv, a.logger, randomToken(), a.tp)
+	if err != nil {
+		return ConfigError{err}
+	}
+	if sf == nil {
+		return nil
+	}
+	a.sf = sf
+	rp, err := salesforce.NewReprocessor(salesforce.ReprocessOptions{Writer: sf,
+		Replayer: reprocessReplayer{func() *replay.Service { return a.cur.Load().replays }}, Requests: a.outbox})
+	if err != nil {
+		return err
+	}
+	sub, closeSubscription, err := newSubscription(cfg, sf, rp, a.rdb)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, closeSubscription)
+	a.sfCtx = &sfRuntime{sub: sub, rp: rp}
+	return nil
+}
+
+// reprocessReplayer is the replay runner in force as the reprocess poller
+// needs it: its errors also wrap the salesforce package's
+// (reprocessError).
+type reprocessReplayer struct{ s func() *replay.Service }
 
 var _ salesforce.Replayer = reprocessReplayer{}
 
 func (r reprocessReplayer) ReplayOne(ctx context.Context, id, by string) (string, error) {
-	newID, err := r.s.ReplayOne(ctx, id, by)
+	newID, err := r.s().ReplayOne(ctx, id, by)
 	return newID, reprocessError(err)
 }
 
