@@ -58,7 +58,7 @@ func parseServeArgs(args []string, stdout, stderr io.Writer) (serveOptions, erro
 		return o, usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return o, usageError{fmt.Errorf("unexpected argument %q (subcommands: dev, validate, token, healthcheck, version, migrate; see --help)", fs.Arg(0))}
+		return o, usageError{fmt.Errorf("unexpected argument %q (subcommands: validate, token, healthcheck, version, migrate, dev; see --help)", fs.Arg(0))}
 	}
 	if !o.version && o.configPath == "" {
 		return o, usageError{errors.New("--config FILE is required")}
