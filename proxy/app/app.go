@@ -287,6 +287,7 @@ func (a *App) openStore(ctx context.Context) error {
 	// One completion writer per replica: the completions of concurrent
 	// requests and dispatched attempts share a pipeline.
 	a.completer = redisstore.NewCompleter(a.store, redisstore.CompleterOptions{})
+	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
 	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
 	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	return nil

@@ -73,8 +73,9 @@ func (a *App) Reload(ctx context.Context) (fingerprint string, err error) {
 // force. They are the listeners and their TLS (sockets are open), the
 // connection-level limits (the listeners' caps and timeouts, the memory
 // budget), redis (the store's connection), the retention periods the
-// store was built with, tracing and log (the exporter and the logger
-// every part holds), salesforce (its writer, login and subscription),
+// store was built with, tracing and log's level, format and collapsing
+// (the exporter and the logger every part holds; log.access is the
+// callout listener's and reloads), salesforce (its writer, login and subscription),
 // an endpoint's shards (its queue's keys), and, with a salesforce
 // section, what the Salesforce writer knows of the endpoints (which
 // exist, their owner, redact and completion_events).
@@ -92,7 +93,9 @@ func restartOnly(cur, next *config.Config) []string {
 	diff("redis", cur.Redis, next.Redis)
 	diff("policy.idempotency_retention", cur.Policy.IdempotencyRetention, next.Policy.IdempotencyRetention)
 	diff("policy.dead_letter_retention", cur.Policy.DeadLetterRetention, next.Policy.DeadLetterRetention)
-	diff("log", cur.Log, next.Log)
+	diff("log.level", cur.Log.Level, next.Log.Level)
+	diff("log.format", cur.Log.Format, next.Log.Format)
+	diff("log.collapse_interval", cur.Log.CollapseInterval, next.Log.CollapseInterval)
 	cl, nl := cur.Limits, next.Limits
 	diff("limits.read_header_timeout", cl.ReadHeaderTimeout, nl.ReadHeaderTimeout)
 	diff("limits.idle_timeout", cl.IdleTimeout, nl.IdleTimeout)
