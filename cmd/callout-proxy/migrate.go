@@ -10,11 +10,11 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/app"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 )
 
 // runMigrate is `callout-proxy migrate --config FILE`: it brings the
-// configured Redis store to this binary's layout (redisstore.Migrate,
+// configured Redis store to this binary's layout (layout.Migrate,
 // keyspace cp:layout) and says what it found. A store of a newer or an
 // unknown older layout is refused (exit 1), nothing written. The embedded
 // store lives only inside a running proxy, which stamps it at start:
@@ -33,13 +33,13 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer closeRedis()
-	from, err := redisstore.New(rdb, redisstore.Options{}).Migrate(ctx)
+	from, err := layout.Migrate(ctx, rdb)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	switch from {
 	case 0:
-		fmt.Fprintf(stdout, "redis %s: no layout yet; stamped layout %d\n", cfg.Redis, redisstore.LayoutVersion)
+		fmt.Fprintf(stdout, "redis %s: no layout yet; stamped layout %d\n", cfg.Redis, layout.Version)
 	default:
 		fmt.Fprintf(stdout, "redis %s: already at layout %d; nothing to do\n", cfg.Redis, from)
 	}

@@ -39,8 +39,10 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/salesforce"
@@ -164,7 +166,7 @@ type App struct {
 // component, but starts nothing: Run does. Errors: a ConfigError for a
 // configuration problem found only now (a secret, a certificate, a TLS
 // pair, a Redis URL, a listener address taken: "listen 127.0.0.1:8080:
-// address already in use"), a *redisstore.LayoutError for a store of
+// address already in use"), a *layout.Error for a store of
 // another layout, any other error for a failure to start. Nothing stays
 // open when New fails.
 func New(ctx context.Context, o Options) (_ *App, err error) {
@@ -286,7 +288,7 @@ func (a *App) openStore(ctx context.Context) error {
 	}
 	// One completion writer per replica: the completions of concurrent
 	// requests and dispatched attempts share a pipeline.
-	a.completer = redisstore.NewCompleter(a.store, redisstore.CompleterOptions{})
+	a.completer = redisstore.NewCompleter(a.store, batch.Options{})
 	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
 	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
 	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
@@ -317,7 +319,7 @@ func (a *App) observe(ctx context.Context) error {
 // turns 503, new connections stop, in-flight callouts get up to their
 // attempt limit to finish (DrainGrace), the queued completions are
 // written, and everything New opened is closed. Call it once. It returns
-// nil after a clean shutdown, the *redisstore.LayoutError that stopped
+// nil after a clean shutdown, the *layout.Error that stopped
 // the proxy when the store turned out to have another layout, or the
 // error of a listener that failed.
 func (a *App) Run(ctx context.Context) (err error) {
@@ -331,7 +333,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	cfg := a.cfg.Load()
 	err = a.serve(serving, slog.String("redis", cfg.Redis.String()), slog.Bool("redis_embedded", cfg.Redis.Embedded()),
 		slog.String("version", a.o.Build.Version), slog.String("commit", a.o.Build.Commit))
-	var le *redisstore.LayoutError
+	var le *layout.Error
 	if cause := context.Cause(serving); err == nil && errors.As(cause, &le) {
 		err = cause
 	}

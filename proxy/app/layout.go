@@ -16,7 +16,7 @@ import (
 const layoutCheckTimeout = 2 * time.Second
 
 // checkLayout refuses a store whose layout is not this binary's
-// (redisstore.CheckLayout; a store never used is stamped). When Redis does
+// (layout.Check; a store never used is stamped). When Redis does
 // not answer, it warns and returns a function that keeps checking every
 // few seconds until ctx ends, calling stop with the *LayoutError if the
 // store, once reachable, has another layout; nil otherwise.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -485,7 +486,7 @@ func (s *Store) decodeClaimed(ctx context.Context, r claimedOne, now, leaseUntil
 	for i := 0; i+1 < len(r.Record); i += 2 {
 		m[r.Record[i]] = r.Record[i+1]
 	}
-	c, err := decodeRecord(r.ID, m, r.Rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := record.Decode(r.ID, m, r.Rest, func(tag string) string { return s.issuerOf(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}

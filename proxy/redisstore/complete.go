@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 )
 
 // Complete applies c to the claimed attempt in one script (complete.lua):
@@ -269,7 +270,7 @@ func (s *Store) completeItemOf(cl *policy.Claimed, c policy.Completion, br polic
 	if c.Attempt != nil {
 		a := *c.Attempt
 		a.N, a.Kind = cl.Attempt, cl.Kind
-		it.Attempt, it.Success = encodeAttempt(a), a.Outcome == policy.Success
+		it.Attempt, it.Success = record.EncodeAttempt(a), a.Outcome == policy.Success
 	}
 	var err error
 	if it.Status, it.Response, err = s.responseArgs(c.Response); err != nil {
@@ -289,7 +290,7 @@ func (s *Store) responseArgs(r *policy.Response) (status, enc string, err error)
 	if int64(len(body)) > max(s.bodyCap, 0) {
 		body, cut = cutBody(body, max(s.bodyCap, 0)), true
 	}
-	b, err := encodeResponse(r, body, cut)
+	b, err := record.EncodeResponse(r, body, cut)
 	if err != nil {
 		return "", "", err
 	}

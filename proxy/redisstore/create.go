@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 )
 
 // Begin creates a callout for the synchronous ingress (contract §4) and, in the
@@ -204,7 +205,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		}
 	}
 	raw12 := fingerprint12(nc)
-	fields, restQ := newRecord(nc, a.now)
+	fields, restQ := record.New(nc, a.now)
 	c, rest, _ := q.record(id)
 	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
 	if res == "" {

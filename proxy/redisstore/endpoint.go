@@ -7,6 +7,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,11 +32,11 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 	}
 	st := policy.EndpointState{
 		Endpoint: endpoint, Gate: g, Breaker: br,
-		ConsecutiveFailures: atoi(m[eFailures]), OpenedAt: fromMs(m[eOpenedAt]),
-		ProbeAt: fromMs(m[eProbeAt]), ProbeUntil: fromMs(m[eProbeUntil]),
-		PausedUntil: fromMs(m[ePaused]), Disabled: m[eDisabled] == "1",
-		DisabledReason: m[eDisReason], DisabledAt: fromMs(m[eDisAt]),
-		LastSuccessAt: fromMs(m[eLastOK]), OutageStartedAt: fromMs(m[eOutage]),
+		ConsecutiveFailures: atoi(m[eFailures]), OpenedAt: record.ParseMs(m[eOpenedAt]),
+		ProbeAt: record.ParseMs(m[eProbeAt]), ProbeUntil: record.ParseMs(m[eProbeUntil]),
+		PausedUntil: record.ParseMs(m[ePaused]), Disabled: m[eDisabled] == "1",
+		DisabledReason: m[eDisReason], DisabledAt: record.ParseMs(m[eDisAt]),
+		LastSuccessAt: record.ParseMs(m[eLastOK]), OutageStartedAt: record.ParseMs(m[eOutage]),
 		OutageNotified: m[eNotified] == "1", Due: counts.due, Leased: counts.leased,
 		DeadLetters: counts.dead, BacklogBytes: counts.bytes + int64(atoi(m[eBytes])),
 	}
@@ -180,3 +181,22 @@ func (s *Store) Backlog(ctx context.Context, endpoint string) (items, bytes int6
 	n, _ := strconv.ParseInt(b.Val(), 10, 64)
 	return c.due + c.leased, n + c.bytes, nil
 }
+
+// Fields of the endpoint hash cp:{sN}:ep:{ep}. Absent means zero/false.
+const (
+	eBreaker    = "bs"  // "open" or absent (closed); half_open = open and now >= pa
+	eFailures   = "cf"  // consecutive counting failures
+	eOpenedAt   = "oa"  // ms the breaker opened, written once by the opener
+	eProbeAt    = "pa"  // ms the open breaker admits its probe
+	eProbeToken = "pt"  // lease token of the callout (or read) holding the probe
+	eProbeUntil = "pe"  // ms the probe token expires
+	ePaused     = "pu"  // ms until which the endpoint is paused (429 Retry-After)
+	eDisabled   = "dis" // "1" when disabled
+	eDisReason  = "dr"  // why it was disabled
+	eDisAt      = "dat" // ms it was disabled
+	eLastOK     = "lsu" // ms of the success that last ended a failure streak
+	eOutage     = "os"  // ms of the first counting failure after a success
+	eNotified   = "on"  // "1" once the owner heard of the current outage
+	eBytes      = "bb"  // bytes charged by pending callouts and dead letters
+	eShards     = "sq"  // shard counts the endpoint was served with, "1,3" (shards.go)
+)

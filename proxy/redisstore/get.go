@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -37,7 +38,7 @@ func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 	}
 	m := h.Val()
 	rest := ""
-	if m[fState] != "" && m[fRestInQ] == "1" {
+	if m[record.FieldState] != "" && m[record.FieldRestInQ] == "1" {
 		// the long headers and body, in a key of their own
 		v, err := s.rdb.Get(ctx, key+":q").Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -60,18 +61,18 @@ func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 // decode decodes record m of callout id with its :q (rest) and :r (resp)
 // when they were read ("" otherwise). ErrNotFound when m is no record.
 func (s *Store) decode(ctx context.Context, id string, m map[string]string, rest, resp string) (*policy.Callout, error) {
-	if m[fState] == "" {
+	if m[record.FieldState] == "" {
 		return nil, fmt.Errorf("redisstore: get %s: %w", id, policy.ErrNotFound)
 	}
-	c, err := decodeRecord(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := record.Decode(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}
-	if inline := joinChunks(m, respField); inline != "" {
+	if inline := record.InlineResponse(m); inline != "" {
 		resp = inline
 	}
-	if resp != "" && m[fStatus] != "" {
-		if c.Response, err = decodeResponse(resp); err != nil {
+	if resp != "" && m[record.FieldStatus] != "" {
+		if c.Response, err = record.DecodeResponse(resp); err != nil {
 			return nil, fmt.Errorf("redisstore: callout %s: response: %w", id, err)
 		}
 	}

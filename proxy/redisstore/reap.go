@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -149,12 +151,15 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 		c, _, _ := q.record(id)
 		out[i] = c
 		m := cmds[i].Val()
-		if meta, err := unpackMeta(joinChunks(m, metaField)); err == nil && meta.Key != "" {
-			out[i] = q.reservation(s.issuerOf(ctx, m[fIssuer]), meta.Key)
+		if meta, err := record.MetaOf(m); err == nil && meta.Key != "" {
+			out[i] = q.reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
 		}
 	}
 	return out, nil
 }
+
+// wakeConfirm bounds Wakeups' wait for the subscription's confirmation.
+const wakeConfirm = time.Second
 
 // Wakeups subscribes to the wake channel (keyspace cp:wake) and returns
 // a channel that receives a value, coalesced (capacity 1), for every
@@ -165,8 +170,13 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 func (s *Store) Wakeups(ctx context.Context) <-chan struct{} {
 	ps := s.rdb.Subscribe(ctx, keyspace.WakeChannel)
 	// Wait for the subscription to be confirmed, so what is published
-	// after Wakeups returns is seen.
-	if _, err := ps.Receive(ctx); err != nil {
+	// after Wakeups returns is seen — at most wakeConfirm: a Redis that
+	// does not answer must not hold up the start (go-redis subscribes
+	// again when it answers; until then the dispatcher's poll finds the
+	// work, contract §9).
+	cctx, cancel := context.WithTimeout(ctx, wakeConfirm)
+	defer cancel()
+	if _, err := ps.Receive(cctx); err != nil {
 		s.log.Warn("redisstore: wake subscription", "err", err)
 	}
 	out := make(chan struct{}, 1)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 )
 
 // Sharded endpoints (keyspace "Shards and queues"): an endpoint configured with
@@ -207,7 +208,7 @@ func gateArgs(v gateView, given bool) (string, string) {
 	if !given {
 		return "", ""
 	}
-	return string(v.gate.State), ms(v.gate.Until)
+	return string(v.gate.State), record.FormatMs(v.gate.Until)
 }
 
 // viewStale reports whether this replica's gate view of endpoint is older

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -287,3 +288,43 @@ func msUntil(t, now time.Time) int64 { return max(0, t.Sub(now).Milliseconds()) 
 func msArg(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 func durMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// msOf is t in Unix ms, 0 for the zero time.
+func msOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// msTimeOf is Unix ms n as a time, the zero time for 0.
+func msTimeOf(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// CheckLayout is layout.Check on the store's Redis, remembered once it
+// passes (Options.RequireLayout). Errors: a *layout.Error, ErrUnavailable.
+func (s *Store) CheckLayout(ctx context.Context) error {
+	if err := layout.Check(ctx, s.rdb); err != nil {
+		return err
+	}
+	s.layoutOK.Store(true)
+	return nil
+}
+
+// layoutReady is the guard of Options.RequireLayout: nil once the layout
+// has been confirmed (or when not required), else CheckLayout's answer.
+func (s *Store) layoutReady(ctx context.Context) error {
+	if !s.requireLayout || s.layoutOK.Load() {
+		return nil
+	}
+	return s.CheckLayout(ctx)
+}

@@ -21,7 +21,7 @@
 // The keys:
 //
 //	cp:{sN}:c:{id}        HASH  one callout, one-letter fields (the f*
-//	                            constants in record.go), every value at most
+//	                            constants in package record), every value at most
 //	                            64 bytes so Redis keeps it in its compact
 //	                            listpack encoding: state code S, attempts n,
 //	                            issuer tag i (the issuer: cp:iss), charged
@@ -85,7 +85,7 @@
 //	                            pending items, ii:{tag} / ib:{tag} an
 //	                            issuer's items and bytes — and sq (the shard
 //	                            counts used) (the e* constants in
-//	                            record.go). No TTL.
+//	                            package record). No TTL.
 //	cp:{sN}:dl:{ep}       ZSET  per queue: callout id -> dead-lettered at (Unix ms):
 //	                            the index for listing dead letters; entries
 //	                            older than the dead-letter retention are
@@ -187,9 +187,9 @@
 //	cp:jobs:active        SET   ids of jobs that have not ended: what the
 //	                            replicas' job runners look at. Not
 //	                            hash-tagged. No TTL.
-//	cp:layout             STRING the store's layout version (LayoutVersion,
+//	cp:layout             STRING the store's layout version (layout.Version,
 //	                            layout.go), in decimal: written by the first
-//	                            replica that uses the store (CheckLayout) or
+//	                            replica that uses the store (layout.Check) or
 //	                            by `callout-proxy migrate`; a replica refuses
 //	                            to start on another version. Not hash-tagged:
 //	                            one key, one slot. No TTL.

@@ -45,7 +45,7 @@
 -- entries older than dead_ttl are pruned on the way), pause (ms from now
 -- the endpoint pauses for, 0: none), lease (ms: again), status ('' = no
 -- response),
--- response (encoded, record.go), error, outbox, gate ('' read it from
+-- response (encoded, package record), error, outbox, gate ('' read it from
 -- K.counters) and gate_until, endpoint, notify (someone can be told of an
 -- outage, Options.Notify).
 -- Replies (completeReply): results, one per completion, in order:

@@ -263,7 +263,7 @@ local function outbox_dead_letter(c, sfo, sfx, id, now_s, ttl, scheduled)
   if scheduled then redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id) end
 end
 
--- A callout record (keyspace, record.go) is one hash with one-letter
+-- A callout record (keyspace, package record) is one hash with one-letter
 -- fields, kept in Redis's compact listpack encoding (every value at most
 -- 64 bytes):
 --   S state code (st below), n attempts, i issuer tag, b bytes charged to
