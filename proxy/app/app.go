@@ -133,6 +133,9 @@ type App struct {
 	certs  *certificateWatch
 
 	rdb       redis.UniversalClient
+	// closeRedis closes rdb when New opened it (nil for Options.Redis);
+	// it may be called more than once.
+	closeRedis func()
 	clocks    *skew.Monitor
 	now       func() time.Time // Options.Now
 	shared    func() time.Time // the shared clock
@@ -238,7 +241,9 @@ func (a *App) openStore(ctx context.Context) error {
 			return err
 		}
 		a.rdb = rdb
-		a.closers = append(a.closers, closeRedis)
+		var once sync.Once
+		a.closeRedis = func() { once.Do(closeRedis) }
+		a.closers = append(a.closers, a.closeRedis)
 	}
 	a.reg = prometheus.NewRegistry()
 	m, err := metrics.New(a.reg)
@@ -343,11 +348,49 @@ func (a *App) Run(ctx context.Context) (err error) {
 	a.reloading.Lock() // no reload from here on
 	a.retire(a.cur.Load())
 	a.stopBackground()
-	a.retiring.Wait()
-	a.background.Wait()
+	a.awaitBackground()
 	a.completer.Close()
 	a.logger.Info("stopped")
 	return err
+}
+
+// shutdownPatience is how long shutdown waits for the loops it stopped
+// before it asks whether Redis still answers (awaitBackground).
+const shutdownPatience = time.Second
+
+// awaitBackground waits for the stopped loops and the retired
+// generations' attempts. A loop blocked in a read of a hung Redis is not
+// woken by its cancelled context (go-redis's reads wait for the socket):
+// so after shutdownPatience, if Redis does not answer a PING within
+// 500 ms, it closes the Redis client New opened, which fails those reads
+// at once, and then waits for the rest. A Redis that answers is never
+// closed here: the attempts under way finish (each within its attempt
+// limit) and the completion writer flushes what they queued before Run
+// closes anything.
+func (a *App) awaitBackground() {
+	done := make(chan struct{})
+	go func() {
+		a.retiring.Wait()
+		a.background.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(shutdownPatience):
+	}
+	if a.closeRedis != nil && !a.redisAnswers() {
+		a.logger.Warn("shutting down: Redis does not answer; closing its connections so the work waiting on it ends")
+		a.closeRedis()
+	}
+	<-done
+}
+
+// redisAnswers reports whether Redis answers a PING within 500 ms.
+func (a *App) redisAnswers() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	return a.rdb.Ping(ctx).Err() == nil
 }
 
 // runBackground starts the long-lived loops: the gate cache, the skew

@@ -46,6 +46,9 @@ func checkLayout(ctx context.Context, store *redisstore.Store, logger *slog.Logg
 			case <-t.C:
 			}
 			err := try(bg)
+			if bg.Err() != nil {
+				return // shutting down: the check was cut short, it found nothing
+			}
 			if err != nil && unreachable(err) {
 				continue
 			}
