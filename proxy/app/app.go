@@ -132,21 +132,21 @@ type App struct {
 	prop   propagation.TextMapPropagator
 	certs  *certificateWatch
 
-	rdb       redis.UniversalClient
+	rdb redis.UniversalClient
 	// closeRedis closes rdb when New opened it (nil for Options.Redis);
 	// it may be called more than once.
 	closeRedis func()
-	clocks    *skew.Monitor
-	now       func() time.Time // Options.Now
-	shared    func() time.Time // the shared clock
-	store     *redisstore.Store
-	gates     *gatecache.Cache
-	completer *redisstore.Completer
-	outbox    *outbox.Outbox
-	jobs      *jobs.Store
-	wakeups   <-chan struct{}
-	sf        *salesforce.Writer
-	sfCtx     *sfRuntime
+	clocks     *skew.Monitor
+	now        func() time.Time // Options.Now
+	shared     func() time.Time // the shared clock
+	store      *redisstore.Store
+	gates      *gatecache.Cache
+	completer  *redisstore.Completer
+	outbox     *outbox.Outbox
+	jobs       *jobs.Store
+	wakeups    <-chan struct{}
+	sf         *salesforce.Writer
+	sfCtx      *sfRuntime
 
 	main, admin     *limit.Listener
 	mainL           net.Listener // main, TLS-wrapped when tls_cert_file is set
