@@ -146,7 +146,7 @@ type App struct {
 	jobs       *jobs.Store
 	wakeups    <-chan struct{}
 	sf         *salesforce.Writer
-	sfCtx      *sfRuntime
+	sfLoops    *sfRuntime
 
 	main, admin     *limit.Listener
 	mainL           net.Listener // main, TLS-wrapped when tls_cert_file is set
@@ -402,7 +402,7 @@ func (a *App) runBackground() {
 	a.background.Go(func() { a.clocks.Run(bg) })
 	if a.sf != nil {
 		a.background.Go(func() { a.sf.Run(bg) })
-		a.background.Go(func() { a.sfCtx.run(bg) })
+		a.background.Go(func() { a.sfLoops.run(bg) })
 	}
 	if a.layoutLater != nil {
 		a.background.Go(func() { a.layoutLater(bg) })

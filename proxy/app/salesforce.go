@@ -152,7 +152,7 @@ func (a *App) openSalesforce() error {
 		return err
 	}
 	a.closers = append(a.closers, closeSubscription)
-	a.sfCtx = &sfRuntime{sub: sub, rp: rp}
+	a.sfLoops = &sfRuntime{sub: sub, rp: rp}
 	return nil
 }
 
