@@ -42,6 +42,12 @@ const (
 // 200: enough for the proxy to retry and recover.
 const devFlaky = 2
 
+// devBaseDelay is the dev configuration's policy.base_delay: a flaky
+// callout's retries come within a second or two instead of the default's
+// 5 s, 10 s, ... (contract §3's full jitter under the same ceiling
+// formula).
+const devBaseDelay = 500 * time.Millisecond
+
 // devSlowDefault is how long the slow demo upstream waits before it
 // answers; ?delay=D (a Go duration, at most 60 s) changes it.
 const devSlowDefault = 3 * time.Second
@@ -104,7 +110,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 // section), HS256 callers of devIssuer, one write-scope admin token, the
 // three demo upstreams as endpoints, each allowed to reach loopback (a
 // private address is blocked unless an endpoint lists it,
-// docs/configuration.md), and text logs.
+// docs/configuration.md), a short retry backoff (devBaseDelay) and text
+// logs.
 func demoConfig(listen, adminListen string, ups *demoUpstreams) string {
 	ep := func(name, url string) string {
 		return "  " + name + ":\n    url: " + url + "\n    allowed_networks: [127.0.0.0/8]\n"
@@ -113,6 +120,8 @@ func demoConfig(listen, adminListen string, ups *demoUpstreams) string {
 admin_listen: ` + adminListen + `
 log:
   format: text
+policy:
+  base_delay: ` + devBaseDelay.String() + `
 auth:
   issuers: [` + devIssuer + `]
   audience: ` + devAudience + `
@@ -141,6 +150,8 @@ func devBanner(a *app.App, callerToken, adminToken string, ups *demoUpstreams) s
 	p("Endpoints (demo upstreams on loopback):\n")
 	p("  echo   %s   answers 200 with what it received\n", ups.echo)
 	p("  flaky  %s   answers 503 to the first %d requests of each Idempotency-Key, then 200\n", ups.flaky, devFlaky)
+	p("                                   (retries here back off from %s: add -H 'Prefer: respond-async' and watch\n", devBaseDelay)
+	p("                                   it recover with calloutctl callouts get ID)\n")
 	p("  slow   %s   answers 200 after %s (?delay=500ms to change it)\n\n", ups.slow, devSlowDefault)
 	p("A first callout, a synchronous write with an Idempotency-Key (send it twice: the second answer\n")
 	p("is the recorded one):\n\n")
@@ -187,7 +198,6 @@ func startDemoUpstreams() (*demoUpstreams, error) {
 			n := seen[key]
 			mu.Unlock()
 			if n <= devFlaky {
-				w.Header().Set("Retry-After", "1")
 				http.Error(w, `{"error":"flaky: failing request `+strconv.Itoa(n)+` of `+strconv.Itoa(devFlaky)+
 					` for this key"}`, http.StatusServiceUnavailable)
 				return

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -68,6 +71,39 @@ func TestDevCommand(t *testing.T) {
 	again := sendCurl(t, curl)
 	if id := first.Header.Get("Callout-Id"); id == "" || again.Header.Get("Callout-Id") != id || again.StatusCode != 200 {
 		t.Fatalf("sent again: %d, Callout-Id %q, want 200 and %q", again.StatusCode, again.Header.Get("Callout-Id"), id)
+	}
+
+	// The demo upstreams behave as the banner says: flaky fails twice then
+	// recovers (an asynchronous write ends succeeded on its third attempt),
+	// slow answers after ?delay.
+	async := strings.Replace(strings.Replace(curl, "/callout/echo/charges", "/callout/flaky/charges", 1),
+		"-H 'Idempotency-Key: "+devFirstKey+"'", "-H 'Idempotency-Key: flaky-1' -H 'Prefer: respond-async'", 1)
+	accepted := sendCurl(t, async)
+	id := accepted.Header.Get("Callout-Id")
+	if accepted.StatusCode != http.StatusAccepted || id == "" {
+		t.Fatalf("a respond-async write to flaky: %d, Callout-Id %q", accepted.StatusCode, id)
+	}
+	var doc api.CalloutDoc
+	for deadline := time.Now().Add(60 * time.Second); doc.State != policy.Succeeded; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flaky callout did not succeed: %+v", doc.StatusDocument)
+		}
+		req, err := http.NewRequest(http.MethodGet, exports["CALLOUTCTL_SERVER"]+"/admin/v1/callouts/"+id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+exports["CALLOUTCTL_TOKEN"])
+		_, body := doRequest(t, req)
+		doc = api.CalloutDoc{}
+		_ = json.Unmarshal(body, &doc)
+	}
+	if n := len(doc.Attempts); n != devFlaky+1 {
+		t.Fatalf("the flaky callout succeeded after %d attempts, want %d", n, devFlaky+1)
+	}
+	slow := strings.Replace(curl, "/callout/echo/charges", "/callout/slow/charges?delay=10ms", 1)
+	slow = strings.Replace(slow, devFirstKey, "slow-1", 1)
+	if r := sendCurl(t, slow); r.StatusCode != http.StatusOK || r.Header.Get("Callout-Outcome") != "success" {
+		t.Fatalf("slow?delay=10ms: %d %s", r.StatusCode, r.Header.Get("Callout-Outcome"))
 	}
 
 	ctl := buildCalloutctl(t)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,8 +55,9 @@ func (p *proxyUnderTest) rewrite(t *testing.T, yaml string) string {
 	return config.Fingerprint([]byte(yaml))
 }
 
-// TestE2EReload: POST /admin/v1/reload (scope write) puts a new endpoint
-// and policy in force without a restart, keeping the store (a callout
+// TestE2EReload: POST /admin/v1/reload (scope write) puts a new endpoint,
+// an upstream credential, a per-request limit and a policy size in force
+// without a restart, keeping the store (a callout
 // recorded before is still there) and the request in flight (it finishes
 // with the upstream's answer); a file with problems, a change only a
 // restart applies and a read-scope token are refused with nothing
@@ -63,6 +65,8 @@ func (p *proxyUnderTest) rewrite(t *testing.T, yaml string) string {
 func TestE2EReload(t *testing.T) {
 	t.Parallel()
 	release, arrived := make(chan struct{}), make(chan struct{}, 1)
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
 	slow := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			arrived <- struct{}{}
@@ -70,8 +74,9 @@ func TestE2EReload(t *testing.T) {
 		}
 		okHandler(w, r)
 	})
-	first := devConfig(proctest.Endpoint("pay-api", slow.URL, loopbackNets))
-	p := startProxy(t, first, testEnv())
+	first := devConfig(proctest.Endpoint("pay-api", slow.URL, loopbackNets, "headers: {X-Key: {env: KEY_A}}"))
+	p := startProxy(t, first, envWith("KEY_A", "value-a", "KEY_B", "value-b"))
+	t.Cleanup(free) // before the proxy stops: a failure must not leave the upstream's handler waiting
 	before := p.healthzConfig(t)
 	if before != config.Fingerprint([]byte(first)) {
 		t.Fatalf("/healthz config %q, want the file's %q", before, config.Fingerprint([]byte(first)))
@@ -91,8 +96,11 @@ func TestE2EReload(t *testing.T) {
 		t.Fatal("the slow request did not reach the upstream")
 	}
 
-	endpoints := proctest.Endpoint("pay-api", slow.URL, loopbackNets) + proctest.Endpoint("crm-api", slow.URL, loopbackNets)
-	second := withPolicy(devConfig(endpoints), "max_attempts: 3")
+	// The new file: an endpoint more, pay-api's credential from another
+	// variable, a per-request limit and a policy size lowered.
+	endpoints := proctest.Endpoint("pay-api", slow.URL, loopbackNets, "headers: {X-Key: {env: KEY_B}}") +
+		proctest.Endpoint("crm-api", slow.URL, loopbackNets)
+	second := withPolicy(devConfig(endpoints)+"limits:\n  max_header_fields: 20\n", "max_request_bytes: 64")
 	want := p.rewrite(t, second)
 	resp, body = p.reload(t, "admin-token-value")
 	var doc api.ReloadDoc
@@ -104,7 +112,21 @@ func TestE2EReload(t *testing.T) {
 	}
 	resp, body = p.call(t, "GET", "/callout/crm-api/status", nil, nil)
 	wantUpstream(t, resp, body, 200, policy.Success)
-	close(release)
+	resp, body = p.call(t, "GET", "/callout/pay-api/pay-status", nil, nil)
+	wantUpstream(t, resp, body, 200, policy.Success)
+	if a, b := slow.Request(t, "/charges").Header.Get("X-Key"), slow.Request(t, "/pay-status").Header.Get("X-Key"); a != "value-a" || b != "value-b" {
+		t.Fatalf("X-Key before the reload %q, after %q; want value-a, value-b", a, b)
+	}
+	resp, body = p.call(t, "POST", "/callout/pay-api/charges", strings.NewReader(strings.Repeat("x", 65)),
+		http.Header{"Idempotency-Key": {"after-1"}})
+	wantProblem(t, resp, body, 413, problem.BodyTooLarge, policy.Rejected)
+	many := http.Header{}
+	for i := range 20 {
+		many.Set("X-Field-"+strconv.Itoa(i), "v")
+	}
+	resp, body = p.call(t, "GET", "/callout/pay-api/status", nil, many)
+	wantProblem(t, resp, body, 431, problem.HeadersTooLarge, policy.Rejected)
+	free()
 	if r := <-inflight; r.StatusCode != 200 {
 		t.Fatalf("the request in flight across the reload answered %d", r.StatusCode)
 	}
@@ -123,7 +145,7 @@ func TestE2EReload(t *testing.T) {
 
 	// A file with problems: every one named with its line; nothing changes.
 	p.rewrite(t, withPolicy(devConfig(endpoints+"  bad-one:\n    url: https://x.example.com\n    attempt_timeout: 5\n"+
-		"  Bad_Name:\n    url: https://y.example.com\n"), "max_attempts: 3"))
+		"  Bad_Name:\n    url: https://y.example.com\n"), "max_request_bytes: 64"))
 	resp, body = p.reload(t, "admin-token-value")
 	pb := wantProblem(t, resp, body, 422, problem.ReloadRejected, policy.Rejected)
 	for _, s := range []string{"unchanged", "endpoints.bad-one.attempt_timeout", "has no unit", "endpoints.Bad_Name"} {
