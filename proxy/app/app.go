@@ -272,6 +272,11 @@ func (a *App) openStore(ctx context.Context) error {
 			}
 			return 1
 		},
+		// Breakers partitioned by organisation (contract §6).
+		Partitioned: func(endpoint string) bool {
+			ep, ok := a.cfg.Load().Endpoint(endpoint)
+			return ok && ep.PartitionedByOrganisation()
+		},
 		// Whether an owner notification reaches anyone: the store's scripts
 		// decide with it whether the owner is told (contract §6).
 		Notify: func(endpoint string) bool {

@@ -19,6 +19,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/sfsub"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 )
@@ -63,7 +64,8 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox
 	return salesforce.NewWriter(salesforce.WriterOptions{
 		API: client, Store: store, Outbox: ob, Salesforce: *sf,
 		Endpoints: sfEndpoints(cfg.Endpoints), DeadLetterRetention: cfg.Policy.DeadLetterRetention,
-		Metrics: m, Logger: logger, Owner: owner, TracerProvider: tp,
+		IdempotencyRetention: cfg.Policy.IdempotencyRetention,
+		Metrics:              m, Logger: logger, Owner: owner, TracerProvider: tp,
 	})
 }
 
@@ -129,8 +131,10 @@ func (r *sfRuntime) run(ctx context.Context) {
 }
 
 // openSalesforce builds, with a salesforce section, the writer, the
-// reprocess poller (over the replay runner of the generation in force)
-// and the subscription; nothing without one. Errors: a ConfigError for
+// reprocess poller of Reprocess Requested records (contract §8 "Admins
+// reprocess from Salesforce": over the replay runner of the generation in
+// force, the outbox's request claims and the store's replay marks) and
+// the subscription; nothing without one. Errors: a ConfigError for
 // an unreadable key or client id; the subscription state's scripts.
 func (a *App) openSalesforce() error {
 	cfg := a.cfg.Load()
@@ -142,8 +146,19 @@ func (a *App) openSalesforce() error {
 		return nil
 	}
 	a.sf = sf
-	rp, err := salesforce.NewReprocessor(salesforce.ReprocessOptions{Writer: sf,
-		Replayer: reprocessReplayer{func() *replay.Service { return a.cur.Load().replays }}, Requests: a.outbox})
+	// With pubsub: off the poller leaves the polls to a replica that
+	// subscribes (the subscriber lease, sfsub) and, while none does, looks
+	// at the requests a subscriber deferred.
+	o := salesforce.ReprocessOptions{Writer: sf, Requests: a.outbox, Marks: a.store,
+		Replayer: reprocessReplayer{func() *replay.Service { return a.cur.Load().replays }}}
+	if cfg.Salesforce.PubSub == config.PubSubOff {
+		state, err := sfsub.New(a.rdb, salesforce.ChangeEventTopic)
+		if err != nil {
+			return err
+		}
+		o.Subscribed, o.Deferred = state.Held, state
+	}
+	rp, err := salesforce.NewReprocessor(o)
 	if err != nil {
 		return err
 	}

@@ -144,6 +144,7 @@ type Redis struct {
 	// DurabilityTimeout bounds how long a write waits for its replicas'
 	// (or the append-only file's) confirmation before the caller gets 503
 	// store-unavailable. Default 1s; 0 means the default; 10ms to 10s.
+	// Only with replicated or fsync: set with local it is refused.
 	DurabilityTimeout time.Duration `yaml:"durability_timeout"`
 }
 
@@ -171,7 +172,7 @@ const (
 	DurabilityLocal = "local"
 	// DurabilityReplicated: each acknowledging write is confirmed by at
 	// least one replica (WAIT, grouped) before the caller is answered.
-	// Single node with replicas or Sentinel; not a Cluster.
+	// A primary with replicas (url or Sentinel), or a Cluster (per primary).
 	DurabilityReplicated = "replicated"
 	// DurabilityFsync: each acknowledging write is fsynced to the
 	// primary's append-only file, and with Sentinel to one replica's too
@@ -334,6 +335,8 @@ type Endpoint struct {
 	AttemptTimeout       time.Duration `yaml:"attempt_timeout"`
 	BreakerFailures      int           `yaml:"breaker_failures"`
 	BreakerProbeInterval time.Duration `yaml:"breaker_probe_interval"`
+	// Breaker is the endpoint's breaker partitioning (contract §6).
+	Breaker EndpointBreaker `yaml:"breaker"`
 	// MaxConcurrency bounds concurrent dispatcher attempts to this endpoint
 	// per replica; zero: the dispatcher's default.
 	MaxConcurrency int `yaml:"max_concurrency"`
@@ -470,6 +473,13 @@ type Salesforce struct {
 	// limit on a text body ("Insert or Update Blob Data"). A record larger
 	// than it is sent alone. Default 8 MiB (8388608); 65536 to 50000000.
 	BatchMaxBytes int `yaml:"batch_max_bytes"`
+	// FlushLease is how long a replica's hold on a batch in flight lasts —
+	// the flush lease and its claimed outbox entries — without renewal: the
+	// writer renews both every third of it while Salesforce answers, so a
+	// replica that dies mid-batch holds up every write for at most this
+	// long before a survivor takes over (docs/salesforce.md). Default 15s;
+	// 1s to 5m.
+	FlushLease time.Duration `yaml:"flush_lease"`
 	// PubSub is the Salesforce Pub/Sub API endpoint (host:port, TLS) the
 	// proxy subscribes at to the change events of Failed_Callout__c, so
 	// that reprocess requests and discards arrive without polling (the
@@ -477,6 +487,32 @@ type Salesforce struct {
 	// only. Default api.pubsub.salesforce.com:7443 ("Pub/Sub API
 	// Endpoint").
 	PubSub string `yaml:"pubsub"`
+}
+
+// The values of endpoints.*.breaker.partition (contract §6).
+const (
+	// BreakerPartitionOrganisation, the default: each (endpoint,
+	// organisation) pair has its own breaker, probe and counters, and the
+	// endpoint's own breaker opens when two organisations' partitions are
+	// open (docs/limits.md).
+	BreakerPartitionOrganisation = "organisation"
+	// BreakerPartitionEndpoint: one breaker for the endpoint, the opt-in
+	// for a single-tenant upstream.
+	BreakerPartitionEndpoint = "endpoint"
+)
+
+// EndpointBreaker is an endpoint's `breaker:` section.
+type EndpointBreaker struct {
+	// Partition is BreakerPartitionOrganisation (default, filled in by
+	// Load) or BreakerPartitionEndpoint.
+	Partition string `yaml:"partition"`
+}
+
+// PartitionedByOrganisation reports whether the endpoint's circuit breaker
+// is partitioned by organisation (breaker.partition organisation, contract
+// §6).
+func (e *Endpoint) PartitionedByOrganisation() bool {
+	return e.Breaker.Partition != BreakerPartitionEndpoint
 }
 
 // Rules are the endpoint's settings that the callout's life depends on

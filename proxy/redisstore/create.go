@@ -10,6 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
+	"github.com/redis/go-redis/v9"
 )
 
 // Begin creates a callout for the synchronous ingress (contract §4) and, in the
@@ -42,6 +43,10 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 			s.log.Warn("redisstore: withdrawing a callout not confirmed durable failed; its lease will lapse",
 				"callout_id", id, "err", rerr)
 		}
+		return policy.BeginResult{}, err
+	}
+	if errors.Is(err, policy.ErrNotDurable) && rep.state == policy.Held {
+		s.withdraw(context.WithoutCancel(ctx), nc, id) // a 202 held never given: as Enqueue's
 		return policy.BeginResult{}, err
 	}
 	if err != nil || rep.existing != nil {
@@ -79,6 +84,13 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 		mode = "d"
 	}
 	rep, id, err := s.create(ctx, createInput{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due.Sub(now)})
+	if errors.Is(err, policy.ErrNotDurable) && rep.existing == nil && id != "" {
+		// Not confirmed durable: the caller is answered 503 and nothing may
+		// be forwarded (contract §4, §11), so the callout is withdrawn while
+		// no dispatcher has claimed it.
+		s.withdraw(context.WithoutCancel(ctx), nc, id)
+		return policy.EnqueueResult{}, err
+	}
 	if err != nil || rep.existing != nil {
 		return policy.EnqueueResult{Existing: rep.existing}, err
 	}
@@ -132,6 +144,7 @@ type createArgs struct {
 	MaxItemsIssuer int64         `lua:"max_items_issuer"`
 	MaxBytesIssuer int64         `lua:"max_bytes_issuer"`
 	Tag            string        `lua:"tag"`
+	Part           string        `lua:"part"`
 	Gate           string        `lua:"gate"`
 	GateUntil      int64         `lua:"gate_until"`
 	AtIn           int64         `lua:"at_in"`
@@ -141,6 +154,7 @@ type createArgs struct {
 	Wake           string        `lua:"wake"`
 	Retention      time.Duration `lua:"retention"`
 	Fields         []string      `lua:"fields"`
+	AckHold        time.Duration `lua:"ack_hold"`
 }
 
 // createResult is create.lua's reply.
@@ -182,6 +196,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if err != nil {
 		return createReply{}, "", err
 	}
+	q = q.forOrg(tag, s.partition(nc.Endpoint, tag))
 	view, given, err := s.gateOf(ctx, q)
 	if err != nil {
 		return createReply{}, "", err
@@ -191,13 +206,13 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		// first (admit.lua); this callout is the probe when it got it. If it
 		// is then not created (a duplicate, a refusal), the token goes back
 		// at once, or no probe would run for the whole probe lease.
-		if view, err = s.takeProbe(ctx, nc.Endpoint, a.token, a.probeLease); err != nil {
+		if view, err = s.takeProbe(ctx, nc.Endpoint, q.part, a.token, a.probeLease); err != nil {
 			return createReply{}, "", err
 		}
 		if view.gate.State == "probe" {
 			defer func() {
 				if rep.existing != nil || err != nil {
-					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, a.token); gerr != nil {
+					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, q.part, a.token); gerr != nil {
 						s.log.Warn("redisstore: giving back a probe token failed", "endpoint", nc.Endpoint, "err", gerr)
 					}
 				}
@@ -215,13 +230,16 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if n := s.shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
 	}
-	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res,
+	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res, Part: q.part,
 		Now: s.clockArg(a.now), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
 		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
 		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, AtIn: a.at.Milliseconds(), ProbeLease: a.probeLease.Milliseconds(),
 		Token: a.token, RestQ: restQ, Wake: keyspace.WakeChannel, Retention: s.idemTTL, Fields: fields}
 	if given {
 		args.Gate, args.GateUntil = string(view.gate.State), msOf(view.gate.Until)
+	}
+	if s.acks != nil {
+		args.AckHold = ackHold
 	}
 	for range 2 {
 		v, err := s.lua.create.Run(ctx, s.rdb, &args)
@@ -231,17 +249,45 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
 		if err == nil && holder == "" && !rep.dry && s.acks != nil {
 			// Durable before the caller is answered (contract §11).
-			err = s.acks.Ack(ctx)
+			if err = s.acks.Ack(ctx, c); err == nil && rep.existing == nil && rep.state != policy.InFlight {
+				s.unhold(context.WithoutCancel(ctx), q, id, rep.at, a.at <= 0 && rep.state == policy.Scheduled)
+			}
 		}
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
+				s.noteOrg(nc.Endpoint, q.shard, tag)
 			}
 			return rep, id, err
 		}
 		args.Stale = rawOfID(holder)
 	}
 	return createReply{}, "", fmt.Errorf("redisstore: %s: reservation points at a vanished callout twice", op)
+}
+
+// ackHold is how far ahead create.lua queues a callout for the dispatcher
+// while its durable acknowledgement is out (createArgs.AckHold): longer
+// than any acknowledgement round (redis.durability_timeout, at most 10 s,
+// plus a second), so that no dispatcher claims — and forwards — a callout
+// whose caller may yet be answered 503 (contract §4, §11).
+const ackHold = 15 * time.Second
+
+// unhold moves a callout create.lua held back for its acknowledgement
+// (ackHold) to its due time at, and wakes the dispatchers when it is due
+// now. One round trip. If it fails the callout is only late: due when the
+// hold runs out.
+func (s *Store) unhold(ctx context.Context, q queue, id string, at time.Time, wake bool) {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAddArgs(ctx, q.due, redis.ZAddArgs{XX: true, LT: true, Members: []redis.Z{{Score: float64(at.UnixMilli()), Member: id}}})
+		if wake {
+			p.Publish(ctx, keyspace.WakeChannel, id)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("redisstore: a confirmed callout stays held back until its hold ends", "callout_id", id,
+			"hold", ackHold, "err", err)
+	}
 }
 
 // perQueue is one queue's share of an endpoint's backlog caps when it is

@@ -86,8 +86,10 @@ func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
 	var due *redis.FloatCmd
 	var gc *script.Call[gateReadArgs, gateReadReply]
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		gc = s.readGate(ctx, p, c.Endpoint, s.now())
-		if q, ok := queueOfID(c.Endpoint, c.ID); ok {
+		// its organisation queue and breaker partition (contract §6)
+		q, ok := s.calloutQueue(c.Endpoint, c.Issuer, c.ID)
+		gc = s.readGate(ctx, p, c.Endpoint, q.part, s.now())
+		if ok {
 			due = p.ZScore(ctx, q.due, c.ID)
 		}
 		return nil

@@ -25,7 +25,7 @@ import (
 func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string, error) {
 	limit = min(max(limit, 1), maxBatch)
 	now := s.now()
-	qs, err := s.queuesOf(ctx, endpoint)
+	qs, err := s.orgQueuesOf(ctx, endpoint, false)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		if err != nil {
 			return nil, err
 		}
-		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: s.clockArg(now)}
+		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: s.clockArg(now), Part: q.part}
 		c.Gate, c.GateUntil = gateArgs(view, given)
 		for j, id := range ids {
 			rc, _, _ := q.record(id)
@@ -86,7 +86,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 			out = append(out, r.ID)
 			if tok := r.Token; !q.home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
-				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.endpoint, tok, now)); err != nil {
+				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.endpoint, q.part, tok, now)); err != nil {
 					return out, s.wrap("reap: probe", err)
 				}
 			}
@@ -106,6 +106,7 @@ type reapArgs struct {
 	Now        int64           `lua:"now"`
 	Gate       string          `lua:"gate"`
 	GateUntil  string          `lua:"gate_until"`
+	Part       string          `lua:"part"`
 	Candidates []reapCandidate `lua:"candidates"`
 }
 

@@ -114,12 +114,28 @@ type Options struct {
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
+	// Partitioned reports whether an endpoint's circuit breaker is
+	// partitioned by organisation (config endpoints.*.breaker.partition
+	// organisation, contract §6): each (endpoint, issuer) pair then has its
+	// own breaker, probe and counters. nil or false: one breaker for the
+	// endpoint.
+	Partitioned func(endpoint string) bool
 	// Acknowledger, when set, confirms every create that answers a caller
 	// (a new callout, or the one holding its key) as durable before Begin
 	// or Enqueue returns (config redis.durability replicated or fsync,
-	// contract §11; durable.go); they fail with policy.ErrNotDurable when
-	// it does not. nil: durability local, nothing waited for.
-	Acknowledger *Acknowledger
+	// contract §11; proxy/redisstore/durable); they fail with
+	// policy.ErrNotDurable when it does not. nil: durability local, nothing
+	// waited for.
+	Acknowledger Acknowledger
+}
+
+// Acknowledger confirms the store's writes durable (contract §11). Ack
+// returns once every write the caller saw succeed on the primary that owns
+// key, key's own among them, is confirmed as the configured durability
+// demands. Errors wrap policy.ErrNotDurable when it is not (the writes may
+// exist). Implemented by proxy/redisstore/durable.
+type Acknowledger interface {
+	Ack(ctx context.Context, key string) error
 }
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
@@ -147,13 +163,14 @@ type Store struct {
 	// issuers maps issuer tags to issuers (cp:iss, create.go).
 	issuers     sync.Map
 	shardsOf    func(string) int
+	partitioned func(string) bool
 	notifies    func(string) bool
 	shardStates sync.Map // endpoint -> *shardState
 	// requireLayout and layoutOK: Options.RequireLayout, and whether the
 	// layout has been confirmed (layout.go).
 	requireLayout bool
 	layoutOK      atomic.Bool
-	acks          *Acknowledger
+	acks          Acknowledger
 	// pin: Options.PinScriptTime.
 	pin bool
 }
@@ -168,7 +185,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
+		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, partitioned: opts.Partitioned, notifies: opts.Notify,
 		onGate: opts.GateChanged, requireLayout: opts.RequireLayout, acks: opts.Acknowledger, pin: opts.PinScriptTime,
 	}
 	if s.now == nil {

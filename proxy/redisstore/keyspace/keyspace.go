@@ -108,8 +108,11 @@
 //	                            causes them (only with Options.Outbox).
 //	                            No TTL: an entry goes when written.
 //	cp:{sN}:sfo:d         HASH  per outbox entry: p:{entry} its payload,
-//	                            n:{entry} failed tries, e:{entry} last error.
-//	                            Fields go with their entry. No TTL.
+//	                            n:{entry} failed tries, e:{entry} last error;
+//	                            k:{id} when a callout record was first kept
+//	                            for its queued writes (Unix ms, outbox
+//	                            keep.lua). Fields go with their entry (k:
+//	                            with the record's last queued write). No TTL.
 //	cp:{sN}:sfx           ZSET  dead-letter copy id -> when its record's TTL
 //	                            ends (Unix ms): the expiry check that marks
 //	                            its Failed_Callout__c Expired without
@@ -125,8 +128,10 @@
 //	                            (REQUEST_LIMIT_EXCEEDED). Not hash-tagged.
 //	                            TTL: until then.
 //	cp:sf:flush           STRING the Salesforce flush lease: "owner|until
-//	                            ms" (outbox/flush.go); one replica writes a
-//	                            batch at a time. TTL: a minute past its end.
+//	                            ms" (outbox/flush.go; Redis's clock, renewed
+//	                            while a batch is in flight); one replica
+//	                            writes a batch at a time. TTL: a minute past
+//	                            its end.
 //	                            Not hash-tagged.
 //	cp:sf:defer           HASH  deferrals of Salesforce writes after failed
 //	                            calls, by scope ("" all, or an sObject):
@@ -161,6 +166,15 @@
 //	                            Message Durability"), and an expired id is
 //	                            answered with an error the subscriber
 //	                            handles (it resubscribes LATEST).
+//	cp:{sfsub}:again:{topic}  ZSET  the reprocess requests the subscriber
+//	                            deferred (a full backlog, paused writes, a
+//	                            claim of another replica): Salesforce record
+//	                            Id -> when to look again (ms). Whichever
+//	                            replica holds the lease looks at the due
+//	                            ones (a look moves them a lease later, so a
+//	                            replica dying mid-look loses none) and
+//	                            removes the ones it settled. No TTL: every
+//	                            entry is removed once settled.
 //	cp:job:{J}            HASH  one replay job (contract §8; the j* constants
 //	                            of proxy/redisstore/jobs): its spec, state,
 //	                            phase, counters, collect and send positions
@@ -198,9 +212,12 @@
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
 //	cp:ack                STRING an integer each durable acknowledgement
-//	                            round increments before its WAIT (redisstore
-//	                            durable.go, redis.durability replicated or
-//	                            fsync). Not hash-tagged. No TTL.
+//	                            round increments before its WAIT
+//	                            (proxy/redisstore/durable, redis.durability
+//	                            replicated or fsync). Not hash-tagged. No
+//	                            TTL. On a Cluster, per primary: cp:{tag}:ack
+//	                            (AckFor), in the hash tag of a key that
+//	                            primary owns.
 //
 // Two pub/sub channels, which store nothing:
 //
@@ -255,6 +272,20 @@ const (
 	JobsActive  = Prefix + "jobs:active" // SET ids of jobs not ended
 	Ack         = Prefix + "ack"         // STRING durable acknowledgement rounds
 )
+
+// AckFor returns the acknowledgement counter of the Redis Cluster node
+// that owns key's slot, cp:{tag}:ack (STRING, no TTL): INCRed by every
+// durable acknowledgement round on that node (proxy/redisstore/durable),
+// in key's hash tag so it hashes to key's slot. A key without a hash tag
+// is used as the tag ({key} hashes as key does).
+func AckFor(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return Prefix + key[i:i+j+2] + ":ack"
+		}
+	}
+	return Prefix + "{" + key + "}:ack"
+}
 
 // Tag returns the hash tag of shard n, e.g. "{s17}".
 func Tag(n int) string { return "{s" + strconv.Itoa(n) + "}" }
@@ -336,6 +367,26 @@ func IssuerTag(issuer string) string {
 	return base64.RawURLEncoding.EncodeToString(h[:])[:11]
 }
 
+// PartitionGate returns the name of the gate a request of issuer meets at
+// endpoint (contract §6 breaker partitions): "endpoint/issuer", or
+// endpoint when issuer is "". The store's read-side calls (Admit,
+// RecordResult, ReadGates) and the gate cache take such names; the store
+// applies the issuer's partition only where the endpoint's breaker is
+// partitioned by organisation. Endpoint names never hold '/'.
+func PartitionGate(endpoint, issuer string) string {
+	if issuer == "" {
+		return endpoint
+	}
+	return endpoint + "/" + issuer
+}
+
+// SplitGate splits a gate name of PartitionGate into its endpoint and
+// issuer ("" when it has none).
+func SplitGate(name string) (endpoint, issuer string) {
+	endpoint, issuer, _ = strings.Cut(name, "/")
+	return endpoint, issuer
+}
+
 // Lock returns the key of the replica-wide lock name, cp:lock:{name}.
 func Lock(name string) string { return Prefix + "lock:" + name }
 
@@ -371,6 +422,10 @@ func SFSubLease(topic string) string { return Prefix + "{sfsub}:lease:" + topic 
 // SFSubReplay returns the key of the stored replay id of topic,
 // cp:{sfsub}:replay:{topic}; it shares SFSubLease's slot.
 func SFSubReplay(topic string) string { return Prefix + "{sfsub}:replay:" + topic }
+
+// SFSubAgain returns the key of the reprocess requests the subscriber of
+// topic deferred, cp:{sfsub}:again:{topic}; it shares SFSubLease's slot.
+func SFSubAgain(topic string) string { return Prefix + "{sfsub}:again:" + topic }
 
 // Job are the three keys of one replay job, hash-tagged by the job id.
 type Job struct {
