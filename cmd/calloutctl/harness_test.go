@@ -110,7 +110,7 @@ func startProxy(t *testing.T) *proxyEnv {
 	a, err := proxyapp.New(t.Context(), proxyapp.Options{Config: cfg, Getenv: getenv, Logs: p.logs, Redis: testRedis(t),
 		SharedClock: func(func() time.Time) func() time.Time { return p.clk.Now }, PinScriptTime: true,
 		DispatchIdle: 5 * time.Millisecond, ReplayPollEvery: 20 * time.Millisecond, ReplaySleep: p.clk.Sleep,
-		Owner: "replica-1", NoWakeupSubscription: true})
+		Owner: "replica-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

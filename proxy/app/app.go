@@ -102,14 +102,6 @@ type Options struct {
 	// Owner is this replica's token in locks and leases. Default: 16
 	// random bytes, hex.
 	Owner string
-	// NoWakeupSubscription leaves the dispatcher off the store's wakeup
-	// channel (redisstore.Store.Wakeups): it starts on this replica's own
-	// Wake calls and its DispatchIdle backstop only. For one-replica tests
-	// that must not see a replay chain attempted before the replay service
-	// marked its dead letter (MarkReplayed runs after the chain's Enqueue
-	// has published its wakeup; an attempt that ends in between leaves the
-	// dead letter's replay outcome unwritten).
-	NoWakeupSubscription bool
 	// Reloads, optional, delivers the signals that reload the
 	// configuration (SIGHUP, signal.Notify): each one calls Reload and
 	// logs a rejection at error level ("reload rejected", with the
@@ -215,9 +207,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	}
 	// One subscription to other replicas' wakeups for the life of the App:
 	// each generation's dispatcher listens on it.
-	if !o.NoWakeupSubscription {
-		a.wakeups = a.store.Wakeups(life)
-	}
+	a.wakeups = a.store.Wakeups(life)
 	g, err := a.newGeneration(cfg)
 	if err != nil {
 		return nil, err
