@@ -53,7 +53,10 @@ import (
 // binary exits 2 on it, 1 on any other error.
 type ConfigError struct{ Err error }
 
+// Error is the wrapped error's text.
 func (e ConfigError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error (a *config.Error, an os or net error).
 func (e ConfigError) Unwrap() error { return e.Err }
 
 // Options are what New needs besides the configuration. Only Config is
@@ -329,7 +332,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	a.stopServing = cancel // the layout check's
 	a.bg, a.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
 	a.runBackground()
-	a.startGeneration(a.cur.Load())
+	a.startGeneration(a.cur.Load(), nil)
 	cfg := a.cfg.Load()
 	err = a.serve(serving, slog.String("redis", cfg.Redis.String()), slog.Bool("redis_embedded", cfg.Redis.Embedded()),
 		slog.String("version", a.o.Build.Version), slog.String("commit", a.o.Build.Commit))

@@ -36,6 +36,11 @@ type generation struct {
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+	// replaysDone is closed when this generation's replay runner has
+	// stopped: the next one's waits for it, so a replay job is never run
+	// by two runners of this replica at once (both hold its lease under
+	// the same owner token).
+	replaysDone chan struct{}
 }
 
 // newGeneration builds a generation for cfg. Errors: a ConfigError for a
@@ -51,7 +56,7 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 	}
 	a.m.Init(cfg.EndpointNames())
 	a.certs.watch(callers.Keys(), a.logger)
-	g := &generation{cfg: cfg}
+	g := &generation{cfg: cfg, replaysDone: make(chan struct{})}
 	g.fwd = forward.New(forward.Options{
 		Getenv: a.o.Getenv, Logger: a.logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes, Budget: a.budget,
 		Propagator: tracing.New(a.tp, a.prop).Propagator(), Now: a.shared,
@@ -95,12 +100,23 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 }
 
 // startGeneration runs g's loops on a context of their own under the
-// App's background context.
-func (a *App) startGeneration(g *generation) {
+// App's background context; its replay runner starts once prev's (nil at
+// start) has stopped.
+func (a *App) startGeneration(g, prev *generation) {
 	ctx, stop := context.WithCancel(a.bg)
 	g.stop = stop
 	g.wg.Go(func() { g.disp.Run(ctx) })
-	g.wg.Go(func() { g.replays.Run(ctx) })
+	g.wg.Go(func() {
+		defer close(g.replaysDone)
+		if prev != nil {
+			select {
+			case <-prev.replaysDone:
+			case <-ctx.Done():
+				return
+			}
+		}
+		g.replays.Run(ctx)
+	})
 	g.wg.Go(func() { g.gatherer.Run(ctx) })
 	g.wg.Go(func() { g.srv.Run(ctx) })
 }

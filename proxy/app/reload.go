@@ -60,8 +60,9 @@ func (a *App) Reload(ctx context.Context) (fingerprint string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrReloadRejected, err)
 	}
-	a.startGeneration(g)
-	prev := a.cur.Swap(g)
+	prev := a.cur.Load()
+	a.startGeneration(g, prev)
+	a.cur.Store(g)
 	a.cfg.Store(cfg)
 	a.retire(prev)
 	a.logGeneration("configuration reloaded", old, cfg)
