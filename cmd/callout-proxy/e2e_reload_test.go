@@ -189,9 +189,11 @@ func anyStrings(v any) []string {
 // TestE2EReloadOnSIGHUP: the binary reloads its file on SIGHUP: a new
 // endpoint serves at once; a file with a problem is refused with a log
 // line saying why, and the process keeps serving the configuration in
-// force.
+// force. It builds and runs the binary: a multi-process test, run with the
+// real-Redis suite (proctest.SkipOnEmbeddedStore).
 func TestE2EReloadOnSIGHUP(t *testing.T) {
 	t.Parallel()
+	proctest.SkipOnEmbeddedStore(t)
 	bin, err := proctest.BuildBinary(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)
