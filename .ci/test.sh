@@ -39,7 +39,7 @@ go vet -tags fault,sizing,hostile ./proxy/internal/fault/ ./deploy/sizing/ ./pro
 echo "== Apex checks (parse, format, metadata)"
 bash apex-stubs/check.sh
 
-echo "== deploy checks (static builds, promtool, metrics named by alerts, kustomize, compose)"
+echo "== deploy checks (static builds, promtool, metrics named by alerts, kustomize, helm, compose)"
 bash deploy/check.sh
 
 echo "== starting throwaway Redis (single node + 3-master cluster)"

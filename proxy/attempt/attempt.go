@@ -278,12 +278,8 @@ func (r *Runner) startSpan(ctx context.Context, c Call) (context.Context, *traci
 	if r.Tracer == nil {
 		return ctx, nil
 	}
-	a := tracing.AttemptStart{Endpoint: c.Endpoint.Name, CalloutID: c.Claimed.ID, Method: c.Request.Method,
-		N: c.Claimed.Attempt, Kind: c.Claimed.Kind, Mode: c.Mode}
-	if c.Endpoint.BaseURL != nil {
-		a.Host = c.Endpoint.BaseURL.Hostname()
-	}
-	return r.Tracer.StartAttempt(ctx, a)
+	return r.Tracer.StartAttempt(ctx, tracing.AttemptStart{Endpoint: c.Endpoint.Name, Upstream: c.Endpoint.BaseURL,
+		CalloutID: c.Claimed.ID, Method: c.Request.Method, N: c.Claimed.Attempt, Kind: c.Claimed.Kind, Mode: c.Mode})
 }
 
 // spanEnd is how res's attempt ended, for its span: the policy's decision
