@@ -25,6 +25,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
@@ -160,10 +161,16 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	if sf != nil {
 		ended, adminEvents = sf.Wake, sfEvents{sf}
 	}
-	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Ended: ended, Now: shared}
+	// The console's charts: each replica counts attempts and dead letters
+	// in memory and writes them to Redis every few seconds (docs/console.md
+	// "Charts").
+	counts := stats.New(rdb, stats.Options{Now: shared, Logger: logger})
+	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger, Ended: ended, Now: shared,
+		Stats: counts}
 	disp := dispatch.New(dispatch.Options{
 		Now: shared, Config: cfg, Store: store, Completions: completer, Upstream: fwd, Metrics: m, Logger: logger,
 		Ended: ended, Breakers: watcher, Wakeups: store.Wakeups(ctx), TracerProvider: tp, Propagator: prop,
+		Stats: counts,
 	})
 	replays := replay.New(replay.Options{Now: shared, Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: jobs.New(rdb, jobs.Options{Now: shared}), Wake: disp.Wake,
@@ -179,12 +186,12 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	defer closeSubscription()
 	srv := proxy.New(proxy.Deps{
 		Now: shared, Config: cfg, Callers: callers, Upstream: fwd, Store: store, Gates: gates, Completions: completer,
-		Metrics: m, Breakers: watcher, Ended: ended, Wake: disp.Wake,
+		Metrics: m, Breakers: watcher, Ended: ended, Wake: disp.Wake, Stats: counts,
 		Logger: logger, Build: build, Budget: budget, TracerProvider: tp, Propagator: prop,
 	})
 	adminAPI := adminapi.New(adminapi.Deps{
 		Now: shared, Config: cfg, Tokens: admins, Endpoints: store, DeadLetters: replays, ReplayJobs: replays,
-		Callouts: store, Keys: store,
+		Callouts: store, Keys: store, Stats: counts,
 		Events: adminEvents, Metrics: m, Gatherer: reg, Wake: disp.Wake, Logger: logger, Pprof: cfg.Admin.Pprof,
 	})
 	gatherer := &dispatch.Gatherer{Config: cfg, Store: store, Metrics: m, Logger: logger, Owner: randomToken()}
@@ -204,6 +211,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 		}
 	}
 	wg.Go(func() { replays.Run(bg) })
+	wg.Go(func() { counts.Run(bg) })
 	if layoutLater != nil {
 		wg.Go(func() { layoutLater(bg) })
 	}

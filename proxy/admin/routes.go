@@ -34,12 +34,16 @@ func (s *server) routes() http.Handler {
 			r.Post("/endpoints/{name}/disable", s.handleEndpointAction(actionDisable, s.disableEndpoint))
 			r.Post("/endpoints/{name}/breaker/reset", s.handleEndpointAction(actionBreakerReset, s.resetBreaker))
 		}
+		if s.d.Stats != nil {
+			r.Get("/endpoints/{name}/stats", s.requireRead(s.handleEndpointStats))
+		}
 		if s.d.DeadLetters != nil {
 			r.Get("/dead-letters", s.requireRead(s.handleListDeadLetters))
 			r.Get("/dead-letters/{id}", s.requireRead(s.handleGetDeadLetter))
 			r.Post("/dead-letters/{id}/replay", s.handleReplayDeadLetter)
 			r.Delete("/dead-letters/{id}", s.handleDiscardDeadLetter)
 			r.Get("/callouts/{id}", s.requireRead(s.handleGetCallout))
+			r.Get("/search", s.requireRead(s.handleSearch))
 		}
 		if s.d.Callouts != nil {
 			r.Get("/callouts", s.requireRead(s.handleListCallouts))

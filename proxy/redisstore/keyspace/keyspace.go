@@ -197,6 +197,18 @@
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
+//	cp:{sN}:st:m:{ep}:{M} HASH  the console's figures of endpoint ep in Unix
+//	                            minute M, summed over every replica that
+//	                            counted some (proxy/redisstore/stats): s r p
+//	                            attempts by class, d dead letters, ms the
+//	                            attempts' summed duration, b0 … b12 the
+//	                            latency histogram (stats.LatencyBounds). In
+//	                            the endpoint's home shard. Written by
+//	                            HINCRBY, every few seconds per replica.
+//	                            TTL: 25 h (stats.MinuteRetention), renewed
+//	                            by each write.
+//	cp:{sN}:st:h:{ep}:{H} HASH  the same figures of Unix hour H. TTL: 8 days
+//	                            (stats.HourRetention).
 //	cp:ack                STRING an integer each durable acknowledgement
 //	                            round increments before its WAIT (redisstore
 //	                            durable.go, redis.durability replicated or
@@ -334,6 +346,18 @@ func IssuerTag(issuer string) string {
 	}
 	h := sha256.Sum256([]byte(issuer))
 	return base64.RawURLEncoding.EncodeToString(h[:])[:11]
+}
+
+// StatsMinute returns the key of endpoint's console figures in Unix
+// minute minute, cp:{sN}:st:m:{ep}:{minute}, in its home shard.
+func StatsMinute(endpoint string, minute int64) string {
+	return ShardPrefix(ShardOf(endpoint)) + "st:m:" + endpoint + ":" + strconv.FormatInt(minute, 10)
+}
+
+// StatsHour returns the key of endpoint's console figures in Unix hour
+// hour, cp:{sN}:st:h:{ep}:{hour}, in its home shard.
+func StatsHour(endpoint string, hour int64) string {
+	return ShardPrefix(ShardOf(endpoint)) + "st:h:" + endpoint + ":" + strconv.FormatInt(hour, 10)
 }
 
 // Lock returns the key of the replica-wide lock name, cp:lock:{name}.
