@@ -34,11 +34,21 @@ func endpointActionOf(name string) (endpointAction, bool) {
 	return endpointAction{}, false
 }
 
-// endpointsData is the endpoints page's data: the API's list, and the
-// notice of an action just done (from the redirect's query).
+// endpointsData is the endpoints page's data: the API's list with each
+// endpoint's dead letters awaiting action, and the notice of an action
+// just done (from the redirect's query).
 type endpointsData struct {
-	Endpoints []api.EndpointDoc
+	Endpoints []endpointRow
 	Notice    *actionNotice
+}
+
+// endpointRow is one endpoint's row: its document and how many of its
+// dead letters await action (not replayed, or failed again), counted
+// afresh on every read, so a replay shows at once.
+type endpointRow struct {
+	api.EndpointDoc
+	Awaiting       int
+	AwaitingCapped bool
 }
 
 // actionNotice says what an action just did.
@@ -53,13 +63,24 @@ type actionNotice struct {
 // (GET /admin/v1/endpoints).
 func (c *console) handleEndpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	var list api.EndpointList
-	if err := c.get(r, s, "/admin/v1/endpoints", &list); err != nil {
+	err := c.get(r, s, "/admin/v1/endpoints", &list)
+	if err != nil {
 		c.renderAPIError(w, r, s, err)
 		return
 	}
-	d := endpointsData{Endpoints: list.Endpoints}
+	d := endpointsData{}
+	for _, e := range list.Endpoints {
+		row := endpointRow{EndpointDoc: e}
+		if e.DeadLetters > 0 {
+			if row.Awaiting, row.AwaitingCapped, err = c.awaiting(r, s, e.Name); err != nil {
+				c.renderAPIError(w, r, s, err)
+				return
+			}
+		}
+		d.Endpoints = append(d.Endpoints, row)
+	}
 	q := r.URL.Query()
-	if a, ok := endpointActionOf(q.Get("done")); ok && listed(list.Endpoints, q.Get("endpoint")) {
+	if a, ok := endpointActionOf(q.Get("done")); ok && listed(d.Endpoints, q.Get("endpoint")) {
 		n, _ := strconv.Atoi(q.Get("dead_lettered"))
 		d.Notice = &actionNotice{Action: a, Endpoint: q.Get("endpoint"), Changed: q.Get("changed") == "1",
 			DeadLettered: n}
@@ -67,9 +88,19 @@ func (c *console) handleEndpoints(w http.ResponseWriter, r *http.Request, s *ses
 	c.render(w, r, s, http.StatusOK, "endpoints", "Endpoints", d)
 }
 
+// awaiting counts endpoint's dead letters awaiting action (GET
+// /admin/v1/search?replay=awaiting&limit=0: its total only); capped when
+// more than api.MaxSearchTotal do.
+func (c *console) awaiting(r *http.Request, s *session, endpoint string) (int, bool, error) {
+	var res api.SearchDoc
+	q := url.Values{"endpoint": {endpoint}, "replay": {"awaiting"}, "limit": {"0"}}
+	err := c.get(r, s, "/admin/v1/search?"+q.Encode(), &res)
+	return res.Total, res.TotalCapped, err
+}
+
 // listed reports whether name is one of eps: a notice names only a
 // configured endpoint.
-func listed(eps []api.EndpointDoc, name string) bool {
+func listed(eps []endpointRow, name string) bool {
 	for _, e := range eps {
 		if e.Name == name {
 			return true
