@@ -27,6 +27,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -50,6 +51,8 @@ type env struct {
 	cfg   *config.Config
 	logs  *proctest.LogBuffer
 	srv   *httptest.Server
+	// stats is the per-endpoint counts the charts read (one replica's).
+	stats *stats.Recorder
 }
 
 // testConfig has pay-api and crm-api with the default policy, breaker
@@ -99,8 +102,10 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.stats = stats.New(b.Client, stats.Options{Now: e.clk.Now})
 	h := admin.New(admin.Deps{Config: e.cfg, Tokens: tokens, Endpoints: e.store, DeadLetters: e.svc,
-		ReplayJobs: e.svc, Keys: e.store, Callouts: e.store, Metrics: m, Logger: logger, Now: e.clk.Now})
+		ReplayJobs: e.svc, Keys: e.store, Callouts: e.store, Metrics: m, Logger: logger, Now: e.clk.Now,
+		Stats: e.stats})
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -275,4 +280,23 @@ func (e *env) failures(t *testing.T, endpoint string, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// exhaust claims endpoint's next callout and dead-letters it as exhausted
+// after a 503 (a retryable last attempt), returning its id.
+func (e *env) exhaust(t *testing.T, endpoint string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: 30 * time.Second})
+	if err != nil || len(cr.Claimed) != 1 {
+		t.Fatalf("claim: %+v, %v", cr, err)
+	}
+	_, err = e.store.Complete(ctx, cr.Claimed[0], policy.Completion{Action: policy.ActionDeadLetter,
+		Reason: policy.DeadLetterExhausted, Error: "status_5xx",
+		Attempt:  &policy.Attempt{StartedAt: e.clk.Now(), Status: 503, Outcome: policy.Retryable},
+		Response: &policy.Response{Status: 503}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr.Claimed[0].ID
 }

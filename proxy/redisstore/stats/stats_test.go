@@ -35,7 +35,7 @@ func TestReplicasAddIntoOneSeries(t *testing.T) {
 			c.Attempt("pay", policy.Success, 3*time.Millisecond) // bucket ≤5
 			c.Attempt("pay", policy.Rejected, time.Second)       // not an attempt: ignored
 			c.DeadLetter("pay", 1)
-			clk.Advance(time.Minute) // 12:01
+			clk.Advance(time.Minute)                           // 12:01
 			a.Attempt("pay", policy.Permanent, 40*time.Second) // slower than every bound
 			a.Attempt("crm", policy.Success, time.Millisecond)
 			for _, r := range []*Recorder{a, c} {
