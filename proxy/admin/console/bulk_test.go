@@ -46,7 +46,7 @@ func TestBulkReplayAndDiscard(t *testing.T) {
 		t.Run("discard deletes", func(t *testing.T) {
 			form := url.Values{"csrf": {csrf}, "action": {"discard"}, "id": {ids[2]}, "confirm": {"1"}}
 			ops.post("/console/dead-letters/bulk", form).wantStatus(t, http.StatusOK).wantBody(t, "Discard: 1 of 1 done.", "discarded")
-			ops.get("/console/dead-letters/" + ids[2]).wantStatus(t, http.StatusNotFound)
+			ops.get("/console/dead-letters/"+ids[2]).wantStatus(t, http.StatusNotFound)
 			ops.get("/console/endpoints").wantBody(t, `data-awaiting="0"`, "2 kept")
 			if !e.logs.HasAudit(map[string]string{"token": "ops", "action": "discard", "dead_letter_id": ids[2], "result": "ok"}) {
 				t.Fatalf("no audit line of the discard: %v", e.logs.Audits())
@@ -78,7 +78,7 @@ func TestBulkReplayAndDiscard(t *testing.T) {
 			if !e.logs.HasAudit(map[string]string{"token": "viewer", "action": "discard", "result": "forbidden"}) {
 				t.Fatalf("no audit line of the refused discard: %v", e.logs.Audits())
 			}
-			viewer.get("/console/dead-letters/" + ids[0]).wantStatus(t, http.StatusOK)
+			viewer.get("/console/dead-letters/"+ids[0]).wantStatus(t, http.StatusOK)
 		})
 	})
 }
