@@ -22,10 +22,10 @@ const searchPage = 50
 // &since=&until=&unresolved=&replay=&sort=&offset=&limit= (docs/console.md
 // "Admin API routes the console added"): the dead letters, across every
 // endpoint unless endpoint is given, that pass the dead-letter list's
-// filters, whose replay outcome is replay (none: never replayed; pending,
-// succeeded, failed_again: the latest replay's resolution, the chain
-// followed; awaiting: none or failed_again, what still needs an operator)
-// and that q matches — q equal to the dead
+// filters, whose replay outcome is replay (none: never replayed, what
+// awaits an operator — a replay that failed again is a dead letter of its
+// own, never replayed; pending, succeeded, failed_again: the latest
+// replay's resolution, the chain followed) and that q matches — q equal to the dead
 // letter's id, Idempotency-Key or source record (Callout-Source-Record), or
 // contained in its path — sorted by sort, with their total (counted up to
 // api.MaxSearchTotal), one page from offset of at most limit (0–1000,
@@ -99,9 +99,9 @@ func searchOf(q map[string][]string) (search, error) {
 		return sp, problem.Errorf(problem.InvalidRequest, "q is longer than 255 bytes (an Idempotency-Key's limit)")
 	}
 	switch sp.replay {
-	case "", "none", "pending", "succeeded", "failed_again", "awaiting":
+	case "", "none", "pending", "succeeded", "failed_again":
 	default:
-		return sp, problem.Errorf(problem.InvalidRequest, "replay must be none, pending, succeeded, failed_again or awaiting")
+		return sp, problem.Errorf(problem.InvalidRequest, "replay must be none, pending, succeeded or failed_again")
 	}
 	if sp.sort == "" {
 		sp.sort = "dead_lettered_at"
@@ -127,8 +127,6 @@ func (sp search) match(d policy.DeadLetter) bool {
 	switch sp.replay {
 	case "none":
 		return d.ReplayedBy == ""
-	case "awaiting":
-		return d.ReplayedBy == "" || d.Resolution == policy.ResolutionFailedAgain
 	case "pending", "succeeded", "failed_again":
 		return d.ReplayedBy != "" && string(d.Resolution) == sp.replay
 	}

@@ -14,7 +14,7 @@ import (
 // The charts' drawing area, in SVG user units: a plot of plotW × plotH
 // right of a margin for the y axis' label.
 const (
-	chartW, chartH = 720, 170
+	chartW, chartH = 1200, 150
 	marginL        = 48
 	marginB        = 20
 	plotW          = chartW - marginL - 8
@@ -33,8 +33,10 @@ type chart struct {
 	// Bars are stacked per point, each with a class for its colour and a
 	// title (the browser's tooltip).
 	Bars []shape
-	// Lines are polylines, one per series.
+	// Lines are polylines, one per series, and Dots their points (a line
+	// of one point draws nothing).
 	Lines []shape
+	Dots  []shape
 	// YMax labels the top of the y axis; XFirst and XLast the ends of the
 	// x axis.
 	YMax           string
@@ -44,7 +46,8 @@ type chart struct {
 	Left, Top, Bot int
 }
 
-// shape is a bar (X, Y, Width, Height) or a polyline (Points).
+// shape is a bar (X, Y, Width, Height), a dot (X, Y) or a polyline
+// (Points).
 type shape struct {
 	X, Y, Width, Height string
 	Points              string
@@ -118,8 +121,10 @@ func latencyChart(doc api.EndpointStatsDoc) chart {
 				continue
 			}
 			v := map[string]int64{"lat-p50": p.LatencyP50, "lat-p95": p.LatencyP95, "lat-p99": p.LatencyP99}[l.Class]
-			x := float64(marginL) + (float64(i)+0.5)*step
-			pts = append(pts, num(x)+","+num(float64(c.Bot)-float64(v)*scale)+" "...)
+			x, y := num(float64(marginL)+(float64(i)+0.5)*step), num(float64(c.Bot)-float64(v)*scale)
+			pts = append(pts, x+","+y+" "...)
+			c.Dots = append(c.Dots, shape{X: x, Y: y, Class: l.Class,
+				Title: p.Start.UTC().Format("15:04") + " " + l.Label + ": " + strconv.FormatInt(v, 10) + " ms"})
 		}
 		if len(pts) > 0 {
 			c.Lines = append(c.Lines, shape{Points: string(pts), Class: l.Class, Title: l.Label})

@@ -27,14 +27,15 @@ type filterForm struct {
 }
 
 // filterFormOf reads the filter from a query or form. The replay outcome
-// "unresolved" of older links reads as awaiting.
+// "unresolved" of older links reads as none (not replayed: a replay that
+// failed again is a dead letter of its own, not replayed).
 func filterFormOf(q url.Values) filterForm {
 	f := filterForm{Endpoint: strings.TrimSpace(q.Get("endpoint")), Reason: q.Get("reason"),
 		Status: strings.TrimSpace(q.Get("status")), Since: strings.TrimSpace(q.Get("since")),
 		Until: strings.TrimSpace(q.Get("until")), Replay: q.Get("replay"), Q: strings.TrimSpace(q.Get("q")),
 		Sort: q.Get("sort")}
 	if f.Replay == "unresolved" {
-		f.Replay = "awaiting"
+		f.Replay = "none"
 	}
 	return f
 }

@@ -43,7 +43,8 @@ type endpointsData struct {
 }
 
 // endpointRow is one endpoint's row: its document and how many of its
-// dead letters await action (not replayed, or failed again), counted
+// dead letters await action (not replayed: a replay that failed again is a
+// dead letter of its own), counted
 // afresh on every read, so a replay shows at once.
 type endpointRow struct {
 	api.EndpointDoc
@@ -89,11 +90,11 @@ func (c *console) handleEndpoints(w http.ResponseWriter, r *http.Request, s *ses
 }
 
 // awaiting counts endpoint's dead letters awaiting action (GET
-// /admin/v1/search?replay=awaiting&limit=0: its total only); capped when
+// /admin/v1/search?replay=none&limit=0: its total only); capped when
 // more than api.MaxSearchTotal do.
 func (c *console) awaiting(r *http.Request, s *session, endpoint string) (int, bool, error) {
 	var res api.SearchDoc
-	q := url.Values{"endpoint": {endpoint}, "replay": {"awaiting"}, "limit": {"0"}}
+	q := url.Values{"endpoint": {endpoint}, "replay": {"none"}, "limit": {"0"}}
 	err := c.get(r, s, "/admin/v1/search?"+q.Encode(), &res)
 	return res.Total, res.TotalCapped, err
 }

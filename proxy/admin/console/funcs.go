@@ -190,10 +190,8 @@ func outcomeName(key string) string {
 	switch key {
 	case "":
 		return "any"
-	case "awaiting":
-		return "awaiting action (not replayed, or failed again)"
 	case "none":
-		return "not replayed"
+		return "not replayed (awaiting action)"
 	case "pending":
 		return "replayed: pending"
 	case "succeeded":
