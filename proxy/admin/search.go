@@ -29,7 +29,8 @@ const searchPage = 50
 // letter's id, Idempotency-Key or source record (Callout-Source-Record), or
 // contained in its path — sorted by sort, with their total (counted up to
 // api.MaxSearchTotal), one page from offset of at most limit (0–1000,
-// default 50; 0: the total only); and, for a q, the callouts holding it as
+// default 50; 0: the total only) — reading at most 50,000 dead letters
+// that pass the filters (total_capped then says more may match); and, for a q, the callouts holding it as
 // an Idempotency-Key on any configured endpoint in any configured
 // organisation (contract §5). Errors: 400 naming the parameter.
 func (s *server) handleSearch(w http.ResponseWriter, r *http.Request) {
@@ -133,13 +134,17 @@ func (sp search) match(d policy.DeadLetter) bool {
 	return true
 }
 
+// maxSearchPages bounds the pages of 1000 one search reads: 50,000 dead
+// letters passing the filter, whatever the search text keeps of them.
+const maxSearchPages = 50
+
 // scanDeadLetters reads every dead letter passing f (the replay service's
-// listing, 1000 a page) and keeps those match accepts, up to
-// api.MaxSearchTotal: capped then says more may match.
+// listing, 1000 a page, at most maxSearchPages pages) and keeps those match
+// accepts, up to api.MaxSearchTotal: capped then says more may match.
 func (s *server) scanDeadLetters(ctx context.Context, f replay.Filter, match func(policy.DeadLetter) bool) (
 	out []policy.DeadLetter, capped bool, err error) {
 	cursor := ""
-	for {
+	for pages := 1; ; pages++ {
 		page, err := s.d.DeadLetters.DeadLetters(ctx, replay.Query{Filter: f, Cursor: cursor, Limit: 1000})
 		if err != nil {
 			return nil, false, err
@@ -155,6 +160,9 @@ func (s *server) scanDeadLetters(ctx context.Context, f replay.Filter, match fun
 		}
 		if page.Next == "" {
 			return out, false, nil
+		}
+		if pages == maxSearchPages {
+			return out, true, nil
 		}
 		cursor = page.Next
 	}

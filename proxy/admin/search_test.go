@@ -103,6 +103,16 @@ func TestSearchCapsItsCount(t *testing.T) {
 	if doc.Total != api.MaxSearchTotal || !doc.TotalCapped {
 		t.Fatalf("total %d capped %v, want %d and capped", doc.Total, doc.TotalCapped, api.MaxSearchTotal)
 	}
+	// A text that matches little still reads at most maxSearchPages pages.
+	e = newFakeEnv(t, pagedDeadLetters(maxSearchPages*1000+1), nil)
+	_, doc, _ = searchAs(t, e, "q=key-50000&limit=0")
+	if doc.Total != 0 || !doc.TotalCapped {
+		t.Fatalf("past the read budget: total %d capped %v, want 0 and capped", doc.Total, doc.TotalCapped)
+	}
+	_, doc, _ = searchAs(t, e, "q=key-49999&limit=0")
+	if doc.Total != 1 || !doc.TotalCapped {
+		t.Fatalf("within the read budget: total %d capped %v, want 1 and capped", doc.Total, doc.TotalCapped)
+	}
 }
 
 func TestSearchRefusesBadParameters(t *testing.T) {

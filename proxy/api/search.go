@@ -16,8 +16,9 @@ type SearchDoc struct {
 	// limit asked for.
 	DeadLetters []DeadLetterSummaryDoc `json:"dead_letters"`
 	// Total is how many dead letters match; at most MaxSearchTotal, and
-	// TotalCapped says when more do (the sort then covers the first
-	// MaxSearchTotal in index order).
+	// TotalCapped says when more may (more than MaxSearchTotal match, or
+	// the search stopped after reading 50,000 dead letters that pass the
+	// filters): the sort then covers those counted, in index order.
 	Total       int  `json:"total"`
 	TotalCapped bool `json:"total_capped,omitempty"`
 	// Offset is the position of DeadLetters[0] among the matches;

@@ -92,8 +92,8 @@ type Options struct {
 }
 
 // maxPending bounds the buckets a Recorder keeps while Redis refuses its
-// writes: past it the oldest minutes are dropped (a chart gap, never
-// unbounded memory).
+// writes: past it the rest are dropped (a chart gap, never unbounded
+// memory).
 const maxPending = 4096
 
 // Recorder counts attempts and dead letters in memory and writes them to
@@ -104,6 +104,9 @@ type Recorder struct {
 	o   Options
 	mu  sync.Mutex
 	cur map[bucket]*counts
+	// failing is true from a failed write to the next good one: an outage
+	// is logged once, not every FlushEvery.
+	failing bool
 }
 
 // New returns a Recorder writing to rdb.
@@ -186,7 +189,8 @@ func (r *Recorder) Run(ctx context.Context) {
 // round trip: per endpoint and minute, HINCRBY of each non-zero field into
 // the minute bucket and the hour bucket, and their EXPIRE. On an error the
 // counts are kept for the next Flush (at most maxPending buckets) and the
-// error, wrapped, is returned and logged.
+// error, wrapped, is returned; the first failure of a run of them is
+// logged as a warning, the next good write as info.
 func (r *Recorder) Flush(ctx context.Context) error {
 	r.mu.Lock()
 	taken := r.cur
@@ -207,10 +211,15 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		}
 		return nil
 	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if err == nil {
+		if r.failing {
+			r.failing = false
+			r.o.Logger.Info("stats: writing the console's counts works again")
+		}
 		return nil
 	}
-	r.mu.Lock()
 	for b, c := range taken {
 		if len(r.cur) >= maxPending {
 			break
@@ -221,8 +230,11 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			r.cur[b] = c
 		}
 	}
-	r.mu.Unlock()
-	r.o.Logger.Warn("stats: writing the console's counts failed; kept for the next write", slog.Any("error", err))
+	if !r.failing {
+		r.failing = true
+		r.o.Logger.Warn("stats: writing the console's counts failed; they are kept for the next write",
+			slog.Any("error", err))
+	}
 	return &writeError{err}
 }
 

@@ -1,8 +1,11 @@
 package stats
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,11 +102,17 @@ func TestFlushKeepsCountsWhenRedisFails(t *testing.T) {
 		t.Skip("needs miniredis")
 	}
 	ctx, clk := ctxT(t), clocktest.New(t0)
-	r := New(b.Client, Options{Now: clk.Now})
+	var logs bytes.Buffer
+	r := New(b.Client, Options{Now: clk.Now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	r.Attempt("pay", policy.Success, time.Millisecond)
 	b.Mini.SetError("LOADING")
-	if err := r.Flush(ctx); err == nil || !errors.As(err, new(*writeError)) {
-		t.Fatalf("Flush on a failing Redis = %v, want a writeError", err)
+	for range 3 {
+		if err := r.Flush(ctx); err == nil || !errors.As(err, new(*writeError)) {
+			t.Fatalf("Flush on a failing Redis = %v, want a writeError", err)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings for one outage, want 1:\n%s", n, logs.String())
 	}
 	b.Mini.SetError("")
 	r.Attempt("pay", policy.Success, time.Millisecond)
@@ -116,7 +125,10 @@ func TestFlushKeepsCountsWhenRedisFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Total.Success != 2 {
-		t.Fatalf("success = %d after a failed and a good flush, want 2", s.Total.Success)
+		t.Fatalf("success = %d after failed and good flushes, want 2", s.Total.Success)
+	}
+	if !strings.Contains(logs.String(), "works again") {
+		t.Fatalf("no line of the recovery:\n%s", logs.String())
 	}
 }
 
