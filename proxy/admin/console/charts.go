@@ -38,10 +38,11 @@ type chart struct {
 	Lines []shape
 	Dots  []shape
 	// YMax labels the top of the y axis; XFirst and XLast the ends of the
-	// x axis.
-	YMax           string
-	XFirst, XLast  string
-	Legend         []legend
+	// x axis; Left, Top and Bot are the plot's edges.
+	YMax          string
+	XFirst, XLast string
+	Legend        []legend
+	// Empty is true when every value is 0.
 	Empty          bool
 	Left, Top, Bot int
 }
@@ -60,22 +61,22 @@ type legend struct{ Class, Label string }
 // num formats a coordinate.
 func num(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 
-// newChart starts a chart of n points whose values reach max.
-func newChart(name, title string, doc api.EndpointStatsDoc, max int64, unit string) (chart, float64, float64) {
+// newChart starts a chart of doc's points whose values reach top (in
+// unit), and returns it with the width of one point and the height of one
+// unit of value.
+func newChart(name, title string, doc api.EndpointStatsDoc, top int64, unit string) (chart, float64, float64) {
 	c := chart{Name: name, Title: title, W: chartW, H: chartH, Left: marginL, Top: 8, Bot: chartH - marginB}
 	if len(doc.Points) > 0 {
 		c.XFirst = doc.Points[0].Start.UTC().Format("Jan 2 15:04")
 		c.XLast = doc.Points[len(doc.Points)-1].Start.UTC().Format("Jan 2 15:04") + " UTC"
 	}
-	if max <= 0 {
-		c.Empty, max = true, 1
+	if top <= 0 {
+		c.Empty, top = true, 1
 	}
-	c.YMax = strconv.FormatInt(max, 10) + unit
-	step := float64(plotW) / float64(max1(len(doc.Points)))
-	return c, step, float64(plotH) / float64(max)
+	c.YMax = strconv.FormatInt(top, 10) + unit
+	step := float64(plotW) / float64(max(len(doc.Points), 1))
+	return c, step, float64(plotH) / float64(top)
 }
-
-func max1(n int) int { return max(n, 1) }
 
 // stacked is a chart of stacked bars: per point, each series' value.
 func stacked(name, title string, doc api.EndpointStatsDoc, series []legend, values func(api.StatsPointDoc) []int64) chart {
@@ -114,13 +115,18 @@ func latencyChart(doc api.EndpointStatsDoc) chart {
 	}
 	c, step, scale := newChart("latency", "Attempt latency (ms)", doc, top, " ms")
 	c.Legend = []legend{{"lat-p50", "p50"}, {"lat-p95", "p95"}, {"lat-p99", "p99"}}
-	for _, l := range c.Legend {
+	of := []func(api.StatsPointDoc) int64{
+		func(p api.StatsPointDoc) int64 { return p.LatencyP50 },
+		func(p api.StatsPointDoc) int64 { return p.LatencyP95 },
+		func(p api.StatsPointDoc) int64 { return p.LatencyP99 },
+	}
+	for k, l := range c.Legend {
 		var pts []byte
 		for i, p := range doc.Points {
 			if p.Success+p.Retryable+p.Permanent == 0 {
 				continue
 			}
-			v := map[string]int64{"lat-p50": p.LatencyP50, "lat-p95": p.LatencyP95, "lat-p99": p.LatencyP99}[l.Class]
+			v := of[k](p)
 			x, y := num(float64(marginL)+(float64(i)+0.5)*step), num(float64(c.Bot)-float64(v)*scale)
 			pts = append(pts, x+","+y+" "...)
 			c.Dots = append(c.Dots, shape{X: x, Y: y, Class: l.Class,
