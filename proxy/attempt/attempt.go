@@ -259,14 +259,14 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 // on a disabled endpoint.
 func (r *Runner) DeadLettered(ctx context.Context, ep *config.Endpoint, id string, res policy.CompleteResult) {
 	r.Metrics.DeadLetters.WithLabelValues(ep.Name, string(res.Reason)).Inc()
-	if r.Stats != nil {
-		r.Stats.DeadLetter(ep.Name, 1)
-	}
 	r.Logger.Warn("dead letter", slog.String("endpoint", ep.Name),
 		slog.String("callout_id", id), slog.String("reason", string(res.Reason)),
 		slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
 		slog.String("last_error", res.LastError),
 		slog.Bool("notify_owner", res.NotifyOwner), r.Tracer.LogAttr(ctx))
+	if r.Stats != nil {
+		r.Stats.DeadLetter(ep.Name, 1)
+	}
 	if r.Ended != nil {
 		r.Ended()
 	}
