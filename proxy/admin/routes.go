@@ -13,12 +13,13 @@ import (
 // routes lists every route of the admin listener (contract §9): /metrics
 // without a token; under /admin/v1/ the endpoint routes (Deps.Endpoints),
 // the dead-letter and callout routes (Deps.DeadLetters) and the replay-job
-// routes (Deps.ReplayJobs), the dead-letter search (search.go) and, with
-// Deps.Stats, an endpoint's figures for the console's charts (stats.go),
-// each with a named bearer token: scope read for
+// routes (Deps.ReplayJobs), each with a named bearer token: scope read for
 // GETs (requireRead), write for changes (requireWrite, audit-logged); the
 // ops console under /console/ over them; and, with Deps.Pprof, Go's
 // profiler under /debug/pprof/ (pprof.go, scope write).
+//
+// Among the reads: the dead-letter search (search.go) and, with
+// Deps.Stats, an endpoint's figures for the console's charts (stats.go).
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpx.Guard)
