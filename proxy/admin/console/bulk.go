@@ -10,8 +10,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
-// maxBulk bounds the dead letters one bulk action takes: two pages of the
-// list.
+// maxBulk bounds the dead letters one bulk action takes: twice a page of
+// the list, so a form from one page always fits.
 const maxBulk = 2 * deadLetterPageSize
 
 // bulkAction is a bulk action on selected dead letters.
