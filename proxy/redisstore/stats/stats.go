@@ -167,17 +167,27 @@ func (r *Recorder) DeadLetter(endpoint string, n int) {
 	r.at(endpoint).dead += int64(n)
 }
 
+// finalFlush bounds Run's last write: a stopping replica must not wait
+// long on a Redis that hangs.
+const finalFlush = time.Second
+
 // Run writes what was counted every Options.FlushEvery until ctx ends,
-// then once more (bounded by 2 s) so a stopping replica loses nothing.
+// then once more (bounded by finalFlush; skipped while writes fail) so a
+// stopping replica loses nothing.
 func (r *Recorder) Run(ctx context.Context) {
 	t := time.NewTicker(r.o.FlushEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = r.Flush(fctx)
-			cancel()
+			r.mu.Lock()
+			failing := r.failing
+			r.mu.Unlock()
+			if !failing {
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlush)
+				_ = r.Flush(fctx)
+				cancel()
+			}
 			return
 		case <-t.C:
 			_ = r.Flush(ctx)

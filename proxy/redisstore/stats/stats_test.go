@@ -144,3 +144,20 @@ func TestPercentile(t *testing.T) {
 		t.Fatalf("no attempts: latency = %+v, want zero", z.Latency)
 	}
 }
+
+// TestRunWritesOnItsWayOut: a Recorder whose context ends writes what it
+// counted before Run returns, without waiting for its interval.
+func TestRunWritesOnItsWayOut(t *testing.T) {
+	b := redistest.Backends(t)[0]
+	clk := clocktest.New(t0)
+	r := New(b.Client, Options{Now: clk.Now, FlushEvery: time.Hour})
+	r.Attempt("pay", policy.Permanent, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.Run(ctx)
+	rng, _ := RangeOf("1h")
+	s, err := r.Series(ctxT(t), "pay", rng)
+	if err != nil || s.Total.Permanent != 1 {
+		t.Fatalf("after Run: %+v, %v; want the permanent attempt written", s.Total, err)
+	}
+}
