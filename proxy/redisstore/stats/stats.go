@@ -167,13 +167,15 @@ func (r *Recorder) DeadLetter(endpoint string, n int) {
 	r.at(endpoint).dead += int64(n)
 }
 
-// finalFlush bounds Run's last write: a stopping replica must not wait
-// long on a Redis that hangs.
-const finalFlush = time.Second
+// flushTimeout bounds each of Run's writes (a pipeline of a few dozen
+// commands takes milliseconds): a replica stopping while Redis hangs must
+// not wait on it (go-redis honours a deadline, not a cancellation, in a
+// read under way).
+const flushTimeout = time.Second
 
 // Run writes what was counted every Options.FlushEvery until ctx ends,
-// then once more (bounded by finalFlush; skipped while writes fail) so a
-// stopping replica loses nothing.
+// then once more (skipped while writes fail) so a stopping replica loses
+// nothing; each write is bounded by flushTimeout.
 func (r *Recorder) Run(ctx context.Context) {
 	t := time.NewTicker(r.o.FlushEvery)
 	defer t.Stop()
@@ -184,15 +186,20 @@ func (r *Recorder) Run(ctx context.Context) {
 			failing := r.failing
 			r.mu.Unlock()
 			if !failing {
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlush)
-				_ = r.Flush(fctx)
-				cancel()
+				r.flush(context.WithoutCancel(ctx))
 			}
 			return
 		case <-t.C:
-			_ = r.Flush(ctx)
+			r.flush(ctx)
 		}
 	}
+}
+
+// flush is Flush bounded by flushTimeout (its error is logged by Flush).
+func (r *Recorder) flush(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	_ = r.Flush(ctx)
 }
 
 // Flush writes every bucket counted since the last Flush in one pipelined
