@@ -48,8 +48,9 @@ func (s *server) handleSearch(w http.ResponseWriter, r *http.Request) {
 	sortDeadLetters(matches, sp.sort)
 	doc := api.SearchDoc{Query: sp.text, Sort: sp.sort, DeadLetters: []api.DeadLetterSummaryDoc{},
 		Total: len(matches), TotalCapped: capped, Offset: sp.offset, KeyHolders: []api.SearchKeyHolderDoc{}}
-	end := min(len(matches), sp.offset+sp.limit)
-	for _, d := range matches[min(sp.offset, end):end] {
+	from := min(sp.offset, len(matches))
+	end := from + min(sp.limit, len(matches)-from)
+	for _, d := range matches[from:end] {
 		doc.DeadLetters = append(doc.DeadLetters, s.summaryDoc(d))
 	}
 	if end < len(matches) && sp.limit > 0 {

@@ -78,6 +78,7 @@ func TestSearchScansEveryPage(t *testing.T) {
 		{"q=dl-7", 1, 0, "dl-7"},                                    // an id
 		{"q=nothing", 0, 0, ""},
 		{"offset=2490&limit=20", 2500, 0, "dl-2490"},
+		{"offset=9223372036854775807", 2500, 0, ""}, // past the end, without overflow
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
