@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestBulkReplayAndDiscard(t *testing.T) {
@@ -80,5 +81,28 @@ func TestBulkReplayAndDiscard(t *testing.T) {
 			}
 			viewer.get("/console/dead-letters/"+ids[0]).wantStatus(t, http.StatusOK)
 		})
+	})
+}
+
+// TestNotReplayedCountIsReusedBriefly: the endpoints page reuses a count
+// for 15 s, so a replay made elsewhere (calloutctl, another replica) shows
+// within that; a form posted to this console drops it at once.
+func TestNotReplayedCountIsReusedBriefly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		a := e.deadLetter(t, newCallout("crm-api", "k-a", "application/json", []byte(`{}`)), "no")
+		e.deadLetter(t, newCallout("crm-api", "k-b", "application/json", []byte(`{}`)), "no")
+		ops := e.browser(t)
+		csrf := ops.login(writeToken)
+		ops.get("/console/endpoints").wantBody(t, `data-awaiting="2"`)
+		if _, err := e.svc.ReplayOne(ctxT(t), a, "calloutctl"); err != nil {
+			t.Fatal(err)
+		}
+		ops.get("/console/endpoints").wantBody(t, `data-awaiting="2"`) // reused
+		e.clk.Advance(15 * time.Second)
+		ops.get("/console/endpoints").wantBody(t, `data-awaiting="1"`) // counted afresh
+		e.deadLetter(t, newCallout("crm-api", "k-c", "application/json", []byte(`{}`)), "no")
+		ops.get("/console/endpoints").wantBody(t, `data-awaiting="1"`)
+		ops.post("/console/endpoints/crm-api/reset", url.Values{"csrf": {csrf}}).wantStatus(t, http.StatusSeeOther)
+		ops.get("/console/endpoints").wantBody(t, `data-awaiting="2"`) // a form dropped the count
 	})
 }

@@ -107,6 +107,8 @@ type console struct {
 	d        Deps
 	sessions *sessions
 	pages    *pages
+	// counts are the endpoints' dead letters not replayed, reused briefly.
+	counts counts
 }
 
 // New returns the console's handler, to be mounted at Base on the admin

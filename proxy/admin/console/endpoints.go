@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -91,12 +93,64 @@ func (c *console) handleEndpoints(w http.ResponseWriter, r *http.Request, s *ses
 
 // awaiting counts endpoint's dead letters awaiting action (GET
 // /admin/v1/search?replay=none&limit=0: its total only); capped when
-// more than api.MaxSearchTotal do.
+// more than api.MaxSearchTotal do. A count is reused for countTTL by every
+// session of this replica, and forgotten after any form the console
+// handles (requireSession), so an action's effect shows on the next read.
 func (c *console) awaiting(r *http.Request, s *session, endpoint string) (int, bool, error) {
+	now := c.d.Now()
+	if n, ok := c.counts.get(endpoint, now); ok {
+		return n.total, n.capped, nil
+	}
 	var res api.SearchDoc
 	q := url.Values{"endpoint": {endpoint}, "replay": {"none"}, "limit": {"0"}}
-	err := c.get(r, s, "/admin/v1/search?"+q.Encode(), &res)
-	return res.Total, res.TotalCapped, err
+	if err := c.get(r, s, "/admin/v1/search?"+q.Encode(), &res); err != nil {
+		return 0, false, err
+	}
+	c.counts.put(endpoint, count{total: res.Total, capped: res.TotalCapped, at: now})
+	return res.Total, res.TotalCapped, nil
+}
+
+// countTTL is how long a count of an endpoint's dead letters not replayed
+// is reused: the endpoints page re-reads itself every 3 s in every open
+// tab, and a count reads up to 50,000 dead-letter summaries.
+const countTTL = 15 * time.Second
+
+// count is one endpoint's count of dead letters not replayed, made at at.
+type count struct {
+	total  int
+	capped bool
+	at     time.Time
+}
+
+// counts are the counts this replica's console made, by endpoint.
+type counts struct {
+	mu sync.Mutex
+	by map[string]count
+}
+
+// get returns endpoint's count when it is younger than countTTL at now.
+func (cs *counts) get(endpoint string, now time.Time) (count, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	n, ok := cs.by[endpoint]
+	return n, ok && now.Sub(n.at) < countTTL && !now.Before(n.at)
+}
+
+// put keeps endpoint's count.
+func (cs *counts) put(endpoint string, n count) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.by == nil {
+		cs.by = map[string]count{}
+	}
+	cs.by[endpoint] = n
+}
+
+// forget drops every count: an action may have changed any of them.
+func (cs *counts) forget() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	clear(cs.by)
 }
 
 // listed reports whether name is one of eps: a notice names only a
