@@ -20,19 +20,23 @@ const searchPage = 50
 
 // handleSearch serves GET /admin/v1/search?q=&endpoint=&reason=&status=
 // &since=&until=&unresolved=&replay=&sort=&offset=&limit= (docs/console.md
-// "Admin API routes the console added"): the dead letters, across every
-// endpoint unless endpoint is given, that pass the dead-letter list's
-// filters, whose replay outcome is replay (none: never replayed, what
-// awaits an operator — a replay that failed again is a dead letter of its
-// own, never replayed; pending, succeeded, failed_again: the latest
-// replay's resolution, the chain followed) and that q matches — q equal to the dead
-// letter's id, Idempotency-Key or source record (Callout-Source-Record), or
-// contained in its path — sorted by sort, with their total (counted up to
-// api.MaxSearchTotal), one page from offset of at most limit (0–1000,
-// default 50; 0: the total only) — reading at most 50,000 dead letters
-// that pass the filters (total_capped then says more may match); and, for a q, the callouts holding it as
-// an Idempotency-Key on any configured endpoint in any configured
-// organisation (contract §5). Errors: 400 naming the parameter.
+// "Admin API routes the console added"). It lists the dead letters, across
+// every endpoint unless endpoint is given, that pass the dead-letter
+// list's filters, whose replay outcome is replay and that q matches:
+//
+//   - replay: none (never replayed: what awaits an operator, since a replay
+//     that failed again is a dead letter of its own), or pending, succeeded,
+//     failed_again (the latest replay's resolution, the chain followed);
+//   - q: equal to the dead letter's id, Idempotency-Key or source record
+//     (Callout-Source-Record), or contained in its path.
+//
+// They are sorted by sort and counted (up to api.MaxSearchTotal, reading
+// at most maxSearchPages×1000 dead letters that pass the filters;
+// total_capped then says more may match), and one page from offset of at
+// most limit (0–1000, default 50; 0: the total only) is served. For a q it
+// also lists the callouts holding it as an Idempotency-Key on any
+// configured endpoint in any configured organisation (contract §5).
+// Errors: 400 naming the parameter; the listing's own (problem.From).
 func (s *server) handleSearch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	sp, err := searchOf(q)
