@@ -50,6 +50,28 @@ type EndpointState struct {
 	// callouts and dead letters store, as max_backlog_bytes counts it.
 	Due, Leased, DeadLetters int64
 	BacklogBytes             int64
+	// Partitions are the breaker partitions with a breaker of their own
+	// (contract §6, breaker.partition organisation): the organisations
+	// whose callouts or reads failed since their last success, by issuer.
+	// Gate, Breaker and ConsecutiveFailures above are the endpoint's own,
+	// which opens when two organisations' partitions are open.
+	Partitions []PartitionState
+}
+
+// PartitionState is one organisation's breaker partition of an endpoint
+// (contract §6), as read with EndpointState.
+type PartitionState struct {
+	// Issuer is the organisation (JWT iss); its issuer tag when the store
+	// has no record of the issuer.
+	Issuer string
+	// Breaker is closed, open or half_open.
+	Breaker BreakerState
+	// ConsecutiveFailures counts the organisation's counting failures
+	// since its last success.
+	ConsecutiveFailures int
+	// OpenedAt is when its breaker opened; ProbeAt when the open breaker
+	// lets its single probe through (zero when closed).
+	OpenedAt, ProbeAt time.Time
 }
 
 // BreakerSettings is an endpoint's circuit-breaker settings (contract §6; per endpoint in

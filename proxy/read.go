@@ -9,6 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
@@ -28,12 +29,13 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	var adm policy.Admission
 	var err error
 	cached := false
+	gate := in.gateName()
 	if in.key == "" {
-		adm, cached = s.d.Gates.CachedAdmission(ep.Name)
+		adm, cached = s.d.Gates.CachedAdmission(gate)
 	}
 	if !cached {
 		actx, cancel := context.WithTimeout(r.Context(), storeOpTimeout)
-		adm, err = s.d.Gates.Admit(actx, ep.Name, br)
+		adm, err = s.d.Gates.Admit(actx, gate, br)
 		cancel()
 	}
 	storeDown := err != nil
@@ -78,6 +80,16 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	s.respond(w, ep, att, cls)
 }
 
+// gateName is the gate a read of in meets (contract §6 breaker partitions):
+// its organisation's partition of the endpoint, "endpoint/issuer", where the
+// endpoint's breaker is partitioned by organisation, else the endpoint.
+func (in *inbound) gateName() string {
+	if in.ep.PartitionedByOrganisation() {
+		return keyspace.PartitionGate(in.ep.Name, in.caller.Issuer)
+	}
+	return in.ep.Name
+}
+
 // recordRead tells the breaker (and the 429 pause) of a read's result. A
 // failure here is logged, not returned: the caller already has its answer.
 func (s *Server) recordRead(ctx context.Context, in *inbound, adm policy.Admission,
@@ -87,7 +99,7 @@ func (s *Server) recordRead(ctx context.Context, in *inbound, adm policy.Admissi
 		CountsTowardBreaker: policy.CountsTowardBreaker(cls), Breaker: in.ep.Rules().Breaker(),
 		PausedUntil: policy.PauseUntil(s.d.Config.Policy, att.Result().Response, s.d.Now()),
 	}
-	change, err := s.d.Store.RecordResult(ctx, in.ep.Name, rr)
+	change, err := s.d.Store.RecordResult(ctx, in.gateName(), rr)
 	if err != nil {
 		s.d.Logger.Warn("breaker update failed", "endpoint", in.ep.Name, "error", err, s.tr.LogAttr(ctx))
 		return

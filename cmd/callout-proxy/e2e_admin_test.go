@@ -40,7 +40,7 @@ func adminAction(t *testing.T, p *proxyUnderTest, path string) api.EndpointActio
 func TestE2EAdminEndpoints(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, bareStatusHandler)
-	p := startProxy(t, devConfig(proctest.Endpoint("ops-api", up.URL, loopbackNets, "breaker_failures: 1",
+	p := startProxy(t, devConfig(proctest.Endpoint("ops-api", up.URL, loopbackNets, singleTenant, "breaker_failures: 1",
 		"breaker_probe_interval: 10m")+proctest.Endpoint("other-api", up.URL, loopbackNets)), testEnv())
 
 	// Open the breaker and hold two writes behind it.

@@ -41,7 +41,7 @@ func TestE2EBreakerAcrossReplicas(t *testing.T) {
 	tickUp := newTimedUpstream(t, "fail", map[string]func(http.ResponseWriter){
 		"fail": answerStatus(503), "ok": answerStatus(200),
 	})
-	settings := []string{loopbackNets, "breaker_failures: 3", "breaker_probe_interval: 2s"}
+	settings := []string{loopbackNets, singleTenant, "breaker_failures: 3", "breaker_probe_interval: 2s"}
 	cfg := devConfig(proctest.Endpoint("probe-api", probeUp.URL, settings...)+
 		proctest.Endpoint("tick-api", tickUp.URL, settings...)) + "redis:\n  url: " + redisURL + "\n"
 	reps := []*proxyUnderTest{replica(t, bin, cfg), replica(t, bin, cfg), replica(t, bin, cfg)}

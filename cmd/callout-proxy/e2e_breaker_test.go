@@ -115,7 +115,7 @@ func TestE2EBreakerThreshold(t *testing.T) {
 	ups := make([]*proctest.Upstream, len(tests))
 	for i := range tests {
 		ups[i] = proctest.NewUpstream(t, bareStatusHandler)
-		eps += proctest.Endpoint("count-"+strconv.Itoa(i), ups[i].URL, loopbackNets, "breaker_failures: 20",
+		eps += proctest.Endpoint("count-"+strconv.Itoa(i), ups[i].URL, loopbackNets, singleTenant, "breaker_failures: 20",
 			"breaker_probe_interval: 10m")
 	}
 	p := startProxy(t, devConfig(eps), testEnv())
@@ -206,7 +206,7 @@ func keyed(key string, async bool) http.Header {
 func TestE2EBreakerOpenHoldsWrites(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, bareStatusHandler)
-	p := startProxy(t, devConfig(proctest.Endpoint("hold-api", up.URL, loopbackNets, "breaker_failures: 2",
+	p := startProxy(t, devConfig(proctest.Endpoint("hold-api", up.URL, loopbackNets, singleTenant, "breaker_failures: 2",
 		"breaker_probe_interval: 10m")), testEnv())
 	for range 2 {
 		resp, body := p.call(t, http.MethodGet, "/callout/hold-api/status/503", nil, nil)

@@ -31,7 +31,7 @@ func TestE2EGateCacheAcrossReplicas(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	cfg := devConfig(proctest.Endpoint("gate-api", up.URL, loopbackNets, "breaker_failures: 3",
+	cfg := devConfig(proctest.Endpoint("gate-api", up.URL, loopbackNets, singleTenant, "breaker_failures: 3",
 		"breaker_probe_interval: 1m")) + "redis:\n  url: " + redisURL + "\n  gate_staleness: 10s\n"
 	a, b := replica(t, bin, cfg), replica(t, bin, cfg)
 	authz := bearer(t, testIssuer)

@@ -21,6 +21,11 @@ import (
 // loopbackNets lets an endpoint reach the httptest upstreams on 127.0.0.1.
 const loopbackNets = proctest.Loopback
 
+// singleTenant is the endpoint setting of one breaker for the whole
+// endpoint (breaker.partition endpoint, contract §6), for the tests of the
+// endpoint breaker's own states; the default partitions it by organisation.
+const singleTenant = "breaker: {partition: endpoint}"
+
 // okHandler answers 200 with a small text body.
 func okHandler(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

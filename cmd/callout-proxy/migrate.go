@@ -12,6 +12,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 )
 
 // runMigrate is `callout-proxy migrate --config FILE`: it brings the
@@ -34,13 +35,13 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer closeRedis()
-	from, err := redisstore.New(rdb, redisstore.Options{}).Migrate(ctx)
+	from, err := layout.Migrate(ctx, rdb)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	switch from {
 	case 0:
-		fmt.Fprintf(stdout, "redis %s: no layout yet; stamped layout %d\n", cfg.Redis, redisstore.LayoutVersion)
+		fmt.Fprintf(stdout, "redis %s: no layout yet; stamped layout %d\n", cfg.Redis, layout.Version)
 	default:
 		fmt.Fprintf(stdout, "redis %s: already at layout %d; nothing to do\n", cfg.Redis, from)
 	}
@@ -53,7 +54,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 const layoutCheckTimeout = 2 * time.Second
 
 // checkLayout refuses a store whose layout is not this binary's
-// (redisstore.CheckLayout; a store never used is stamped). When Redis does
+// (layout.Check; a store never used is stamped). When Redis does
 // not answer, it warns and returns a function that keeps checking every
 // few seconds until ctx ends, calling stop with the *LayoutError if the
 // store, once reachable, has another layout; nil otherwise.

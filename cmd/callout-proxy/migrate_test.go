@@ -11,7 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 )
 
 // migrateConfig is devConfig on the Redis at addr.
@@ -46,7 +46,7 @@ func TestMigrateAndStartUpLayoutCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := migrate()
-	var le *redisstore.LayoutError
+	var le *layout.Error
 	if !errors.As(err, &le) || exitCode(err) != 1 {
 		t.Fatalf("migrate of a newer store: %v, want a LayoutError (exit 1)", err)
 	}

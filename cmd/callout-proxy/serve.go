@@ -22,8 +22,10 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
@@ -40,7 +42,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	// answers, to have another layout (checkLayout).
 	ctx, stopServing := context.WithCancelCause(ctx)
 	defer func() {
-		var le *redisstore.LayoutError
+		var le *layout.Error
 		if cause := context.Cause(ctx); err == nil && errors.As(cause, &le) {
 			err = cause
 		}
@@ -122,6 +124,11 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			}
 			return 1
 		},
+		// Breakers partitioned by organisation (contract §6).
+		Partitioned: func(endpoint string) bool {
+			ep, ok := cfg.Endpoint(endpoint)
+			return ok && ep.PartitionedByOrganisation()
+		},
 		// Whether an owner notification reaches anyone: the store's scripts
 		// decide with it whether the owner is told (contract §6).
 		Notify: func(endpoint string) bool {
@@ -142,7 +149,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	// One completion writer per replica: the completions of concurrent
 	// requests and dispatched attempts share a pipeline (Close, below,
 	// writes what is queued once both have stopped).
-	completer := redisstore.NewCompleter(store, redisstore.CompleterOptions{})
+	completer := redisstore.NewCompleter(store, batch.Options{})
 	defer completer.Close()
 	// With a salesforce section, dead letters, completions and owner
 	// notifications go through the durable outbox to Salesforce.
@@ -175,7 +182,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	replays := replay.New(replay.Options{Now: shared, Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: jobs.New(rdb, jobs.Options{Now: shared}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
-	reprocessor, err := newReprocessor(sf, replays, ob)
+	reprocessor, err := newReprocessor(cfg, sf, replays, ob, store, rdb)
 	if err != nil {
 		return err
 	}

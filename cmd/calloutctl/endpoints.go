@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
@@ -51,7 +53,7 @@ func (a *app) listEndpoints(ctx context.Context, c *cli.Command) error {
 	// paused, disabled: held or refused); BREAKER the breaker's own state.
 	t := newTable(a.stdout, wide, col("NAME", 14), col("GATE", 0), col("BREAKER", 0), col("FAILS", 0),
 		col("BACKLOG", 0), col("IN-FLIGHT", 0), col("DEAD-LETTERS", 0), col("NEXT-PROBE", 0),
-		wideCol("OPENED-AT"), wideCol("PAUSED-UNTIL"), wideCol("DISABLED-REASON"))
+		wideCol("OPENED-AT"), wideCol("PAUSED-UNTIL"), wideCol("DISABLED-REASON"), wideCol("OPEN-PARTITIONS"))
 	for _, e := range l.Endpoints {
 		next := ""
 		if e.NextProbeAt != nil {
@@ -59,9 +61,22 @@ func (a *app) listEndpoints(ctx context.Context, c *cli.Command) error {
 		}
 		t.row(e.Name, string(e.Gate), string(e.Breaker), strconv.Itoa(e.ConsecutiveFailures),
 			strconv.FormatInt(e.BacklogItems, 10), strconv.FormatInt(e.InFlight, 10),
-			strconv.FormatInt(e.DeadLetters, 10), next, tsp(e.OpenedAt), tsp(e.PausedUntil), e.DisabledReason)
+			strconv.FormatInt(e.DeadLetters, 10), next, tsp(e.OpenedAt), tsp(e.PausedUntil), e.DisabledReason,
+			openPartitions(e.Partitions))
 	}
 	return t.flush()
+}
+
+// openPartitions lists the issuers whose breaker partition is not closed
+// (contract §6), comma-separated.
+func openPartitions(ps []api.PartitionDoc) string {
+	var out []string
+	for _, p := range ps {
+		if p.Breaker != policy.BreakerClosed {
+			out = append(out, p.Issuer)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // endpointAction is `endpoints enable|disable|reset NAME`, POSTing to

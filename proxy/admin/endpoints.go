@@ -75,6 +75,11 @@ func (s *server) endpointDoc(ep *config.Endpoint, st policy.EndpointState) api.E
 	if st.Breaker != policy.BreakerClosed {
 		d.NextProbeAt = timeOrNil(st.ProbeAt)
 	}
+	d.BreakerPartition = ep.Breaker.Partition
+	for _, p := range st.Partitions {
+		d.Partitions = append(d.Partitions, api.PartitionDoc{Issuer: p.Issuer, Breaker: p.Breaker,
+			ConsecutiveFailures: p.ConsecutiveFailures, OpenedAt: timeOrNil(p.OpenedAt), NextProbeAt: timeOrNil(p.ProbeAt)})
+	}
 	if st.ProbeOut {
 		d.ProbeOutUntil = timeOrNil(st.ProbeUntil)
 	}

@@ -44,10 +44,28 @@ type EndpointDoc struct {
 	InFlight     int64 `json:"in_flight"`
 	// DeadLetters counts the endpoint's dead letters still kept.
 	DeadLetters int64 `json:"dead_letters"`
+	// BreakerPartition is organisation (each organisation has its own
+	// breaker; Gate, Breaker and ConsecutiveFailures above are then the
+	// endpoint's own, which opens when two partitions are open) or
+	// endpoint (contract §6).
+	BreakerPartition string `json:"breaker_partition"`
+	// Partitions are the organisations whose breaker has failures or is
+	// open (breaker_partition organisation), by issuer.
+	Partitions []PartitionDoc `json:"partitions,omitempty"`
 	// The effective settings (endpoint overrides, else the policy's).
 	BreakerFailures      int    `json:"breaker_failures"`
 	BreakerProbeInterval string `json:"breaker_probe_interval"`
 	DisableAfter         string `json:"disable_after"`
+}
+
+// PartitionDoc is one organisation's breaker partition of an endpoint
+// (contract §6).
+type PartitionDoc struct {
+	Issuer              string              `json:"issuer"`
+	Breaker             policy.BreakerState `json:"breaker"`
+	ConsecutiveFailures int                 `json:"consecutive_failures"`
+	OpenedAt            *time.Time          `json:"opened_at,omitempty"`
+	NextProbeAt         *time.Time          `json:"next_probe_at,omitempty"`
 }
 
 // EndpointList is the body of GET /admin/v1/endpoints: every configured

@@ -129,6 +129,7 @@ type Redis struct {
 	// DurabilityTimeout bounds how long a write waits for its replicas'
 	// (or the append-only file's) confirmation before the caller gets 503
 	// store-unavailable. Default 1s; 0 means the default; 10ms to 10s.
+	// Only with replicated or fsync: set with local it is refused.
 	DurabilityTimeout time.Duration `yaml:"durability_timeout"`
 }
 
@@ -156,7 +157,7 @@ const (
 	DurabilityLocal = "local"
 	// DurabilityReplicated: each acknowledging write is confirmed by at
 	// least one replica (WAIT, grouped) before the caller is answered.
-	// Single node with replicas or Sentinel; not a Cluster.
+	// A primary with replicas (url or Sentinel), or a Cluster (per primary).
 	DurabilityReplicated = "replicated"
 	// DurabilityFsync: each acknowledging write is fsynced to the
 	// primary's append-only file, and with Sentinel to one replica's too
@@ -319,6 +320,8 @@ type Endpoint struct {
 	AttemptTimeout       time.Duration `yaml:"attempt_timeout"`
 	BreakerFailures      int           `yaml:"breaker_failures"`
 	BreakerProbeInterval time.Duration `yaml:"breaker_probe_interval"`
+	// Breaker is the endpoint's breaker partitioning (contract §6).
+	Breaker EndpointBreaker `yaml:"breaker"`
 	// MaxConcurrency bounds concurrent dispatcher attempts to this endpoint
 	// per replica; zero: the dispatcher's default.
 	MaxConcurrency int `yaml:"max_concurrency"`
@@ -462,6 +465,32 @@ type Salesforce struct {
 	// only. Default api.pubsub.salesforce.com:7443 ("Pub/Sub API
 	// Endpoint").
 	PubSub string `yaml:"pubsub"`
+}
+
+// The values of endpoints.*.breaker.partition (contract §6).
+const (
+	// BreakerPartitionOrganisation, the default: each (endpoint,
+	// organisation) pair has its own breaker, probe and counters, and the
+	// endpoint's own breaker opens when two organisations' partitions are
+	// open (docs/limits.md).
+	BreakerPartitionOrganisation = "organisation"
+	// BreakerPartitionEndpoint: one breaker for the endpoint, the opt-in
+	// for a single-tenant upstream.
+	BreakerPartitionEndpoint = "endpoint"
+)
+
+// EndpointBreaker is an endpoint's `breaker:` section.
+type EndpointBreaker struct {
+	// Partition is BreakerPartitionOrganisation (default, filled in by
+	// Load) or BreakerPartitionEndpoint.
+	Partition string `yaml:"partition"`
+}
+
+// PartitionedByOrganisation reports whether the endpoint's circuit breaker
+// is partitioned by organisation (breaker.partition organisation, contract
+// §6).
+func (e *Endpoint) PartitionedByOrganisation() bool {
+	return e.Breaker.Partition != BreakerPartitionEndpoint
 }
 
 // Rules are the endpoint's settings that the callout's life depends on

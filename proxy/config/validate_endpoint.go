@@ -138,6 +138,9 @@ func (c *Config) validateEndpointLimits(col *collector, key string, e *Endpoint)
 	if e.BreakerFailures < 0 {
 		col.add(key+".breaker_failures", hint, "breaker_failures")
 	}
+	if p := e.Breaker.Partition; p != "" && p != BreakerPartitionOrganisation && p != BreakerPartitionEndpoint {
+		col.add(key+".breaker.partition", "must be organisation (the default) or endpoint, not %q", p)
+	}
 	if e.MaxBacklogItems < 0 || e.MaxBacklogBytes < 0 {
 		col.add(key+".max_backlog_items", "max_backlog_items and max_backlog_bytes must not be negative; leave them out to inherit policy")
 	}

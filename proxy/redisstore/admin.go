@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
@@ -32,7 +34,7 @@ func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.Di
 	if res.Newly {
 		s.changed(endpoint) // disable.lua published it to the others
 	}
-	qs, err := s.queuesOf(ctx, endpoint)
+	qs, err := s.orgQueuesOf(ctx, endpoint, true)
 	if err != nil {
 		return res, err
 	}
@@ -172,13 +174,24 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 
 // ResetBreaker closes endpoint's breaker and lifts its pause (calloutctl
 // endpoints reset): state, failure count, opened/probe times, probe token
-// and pause are cleared; the outage (if any) and the disable flag stay.
-// Callouts held behind the breaker or the pause become due now. One HDEL,
-// then the held-callout release; every replica's gate cache is told
+// and pause are cleared, of the endpoint's own breaker and of every
+// organisation's partition (contract §6); the outage (if any) and the
+// disable flag stay. Callouts held behind the breaker or the pause become
+// due now. One HKEYS and one HDEL, then the held-callout release; every replica's gate cache is told
 // (keyspace.GateChannel). Errors: ErrUnavailable.
 func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
-	err := s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), eBreaker, eFailures, eOpenedAt, eProbeAt,
-		eProbeToken, eProbeUntil, ePaused).Err()
+	// every breaker partition's fields too (contract §6; lib.lua pf)
+	names, err := s.rdb.HKeys(ctx, keyspace.Endpoint(endpoint)).Result()
+	if err != nil {
+		return s.wrap("reset breaker", err)
+	}
+	fields := []string{eBreaker, eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, "po"}
+	for _, n := range names {
+		if f, _, ok := strings.Cut(n, ":"); ok && slices.Contains(fields[:6], f) {
+			fields = append(fields, n)
+		}
+	}
+	err = s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), fields...).Err()
 	if err != nil {
 		return s.wrap("reset breaker", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 )
 
 // BenchmarkKeyedWrite measures the store's part of a synchronous keyed
@@ -31,7 +32,7 @@ func BenchmarkKeyedWrite(b *testing.B) {
 				s := hookedStoreB(b, e, h)
 				var complete func(*policy.Claimed) error
 				if via != "direct" {
-					o := CompleterOptions{}
+					o := batch.Options{}
 					switch via {
 					case "completer-nolinger":
 						o.Linger = -1

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 )
 
 // commandStats reads INFO commandstats: calls by command name.
@@ -168,7 +169,7 @@ func completionRound(t *testing.T, e *env, s *Store, ep string, n, callers int, 
 		}
 		claimed = append(claimed, r.Claimed...)
 	}
-	c := NewCompleter(s, CompleterOptions{})
+	c := NewCompleter(s, batch.Options{})
 	defer c.Close()
 	complete := c.Complete
 	if direct {
@@ -247,7 +248,7 @@ func mustBegin(t *testing.T, s *Store, nc policy.NewCallout) *policy.Claimed {
 func concurrentKeyedWrites(t *testing.T, e *env, s *Store) {
 	t.Helper()
 	const n, callers = 640, 16
-	c := NewCompleter(s, CompleterOptions{})
+	c := NewCompleter(s, batch.Options{})
 	defer c.Close()
 	if err := e.b.Client.ConfigResetStat(ctxT(t)).Err(); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -56,7 +57,12 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) 
 		}
 	}
 	now := s.now()
-	plans, err := s.candidates(ctx, reqs, now)
+	plans, grew, err := s.candidates(ctx, reqs, now)
+	if err == nil && grew {
+		// A registry named an organisation queue this replica did not
+		// know: read again with it, so its first callouts wait no round.
+		plans, _, err = s.candidates(ctx, reqs, now)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -73,10 +79,13 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) 
 type queuePlan struct {
 	q      queue
 	ids    []string // due candidates: up to twice cap, the rest spares
+	seen   int      // due candidates read
+	leased int      // callouts of the queue in flight (every replica's)
 	cap    int      // the most to claim of them (its share of the batch)
 	view   gateView
 	given  bool              // a sharded queue: the gate comes from view
 	tokens map[string]string // id -> the lease token it is claimed with
+	shut   bool              // its breaker partition was found shut
 }
 
 // endpointPlan is one request's candidates.
@@ -86,24 +95,43 @@ type endpointPlan struct {
 	nextLease time.Time
 	want      int // due candidates it may claim (its batch)
 	dueSeen   int // due candidates read, spares included
+	shutSeen  int // of them, in queues whose breaker partition was shut
+	rot       int // where ties between organisations start (rotates)
 }
 
-// candidates reads every queue's first waiting ids (ZRANGE … WITHSCORES)
-// and earliest lease, and the stale gate views, in one pipeline.
-func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Time) ([]*endpointPlan, error) {
+// candidates reads every organisation queue's first waiting ids (ZRANGE
+// … WITHSCORES), earliest lease and number in flight, the stale gate
+// views and the queues' counters (which organisations have pending
+// callouts, orgsOfCounters), in one pipeline. grew reports an organisation
+// queue this replica did not know of (ClaimBatch then reads again). Queues whose breaker partition a claim
+// found shut are skipped until it may open (partShut).
+func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Time) (plans []*endpointPlan, grew bool, err error) {
 	type read struct {
 		due, lease *redis.ZSliceCmd
+		leased     *redis.IntCmd
 	}
-	plans := make([]*endpointPlan, len(reqs))
+	plans = make([]*endpointPlan, len(reqs))
 	reads := make([][]read, len(reqs))
-	views := map[string]*script.Call[gateReadArgs, gateReadReply]{}
+	regs := make([][]*redis.MapStringStringCmd, len(reqs))
+	bases := make([][]queue, len(reqs))
+	views := map[string]*script.Call[gateReadArgs, gateReadReply]{} // endpoint "/" partition
 	for i, r := range reqs {
-		qs, err := s.queuesOf(ctx, r.Endpoint)
-		if err != nil {
-			return nil, err
+		if bases[i], err = s.queuesOf(ctx, r.Endpoint); err != nil {
+			return nil, false, err
 		}
-		plans[i] = &endpointPlan{}
+		qs, err := s.orgQueuesOf(ctx, r.Endpoint, false)
+		if err != nil {
+			return nil, false, err
+		}
+		st := s.shardState(r.Endpoint)
+		plans[i] = &endpointPlan{rot: int(st.rr.Add(1))}
 		for _, q := range qs {
+			if until := s.partShutUntil(r.Endpoint, q.part, now); !until.IsZero() {
+				if plans[i].nextDue.IsZero() || until.Before(plans[i].nextDue) {
+					plans[i].nextDue = until
+				}
+				continue
+			}
 			plans[i].queues = append(plans[i].queues, &queuePlan{q: q, given: !q.home})
 		}
 	}
@@ -116,29 +144,42 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			spares := int64(min(2*max(r.Batch, 1), maxBatch))
 			for _, qp := range plans[i].queues {
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
-					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0)})
-				if qp.given && views[r.Endpoint] == nil && s.viewStale(r.Endpoint) {
-					views[r.Endpoint] = s.readGate(ctx, p, r.Endpoint, now)
+					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0), p.ZCard(ctx, qp.q.lease)})
+				vk := r.Endpoint + "/" + qp.q.part
+				if qp.given && views[vk] == nil && s.viewStale(r.Endpoint, qp.q.part) {
+					views[vk] = s.readGate(ctx, p, r.Endpoint, qp.q.part, now)
 				}
+			}
+			for _, q := range bases[i] {
+				regs[i] = append(regs[i], p.HGetAll(ctx, q.acc))
 			}
 		}
 		return nil
 	})
 	for i := range reqs {
 		for _, r := range reads[i] {
-			for _, c := range []*redis.ZSliceCmd{r.due, r.lease} {
+			for _, c := range []redis.Cmder{r.due, r.lease, r.leased} {
 				if err := c.Err(); err != nil && !isNil(err) {
-					return nil, s.wrap("claim", err)
+					return nil, false, s.wrap("claim", err)
 				}
 			}
 		}
+		got := map[int][]string{}
+		for j, c := range regs[i] {
+			if err := c.Err(); err != nil && !isNil(err) {
+				return nil, false, s.wrap("claim", err)
+			}
+			got[bases[i][j].shard] = orgsOfCounters(c.Val())
+		}
+		grew = s.setOrgs(reqs[i].Endpoint, got) || grew
 	}
-	for ep, c := range views {
+	for vk, c := range views {
 		v, err := c.Result(ctx, s.rdb)
 		if err != nil {
-			return nil, s.wrap("gate_read", err)
+			return nil, false, s.wrap("gate_read", err)
 		}
-		s.setView(ep, gateView{gate: v.gateOf(), failures: v.Failures})
+		ep, part := keyspace.SplitGate(vk)
+		s.setView(ep, part, v.view())
 	}
 	nowMs := float64(now.UnixMilli())
 	for i, r := range reqs {
@@ -163,6 +204,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		}
 		for j, qp := range p.queues {
 			qp.ids = note(reads[i][j].due.Val(), false)
+			qp.seen, qp.leased = len(qp.ids), int(reads[i][j].leased.Val())
 			note(reads[i][j].lease.Val(), true)
 			if qp.given {
 				qp.view, _, _ = s.gateOf(ctx, qp.q) // fresh: read above or recently
@@ -171,7 +213,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		p.dueSeen = p.dueIn()
 		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen)
 	}
-	return plans, nil
+	return plans, grew, nil
 }
 
 // dueIn counts the due candidates of the plan's queues.
@@ -209,21 +251,46 @@ func allot(plans []*endpointPlan, reqs []ClaimRequest, total int) {
 	}
 }
 
-// spread shares an endpoint's batch among its queues, taking from the
-// queues in turn: each queue's cap, with as many spare candidates again
-// kept behind it.
+// spread shares an endpoint's batch among its queues fairly across
+// organisations (contract §10 "Fair dispatch"): one slot at a time to the
+// organisation with the fewest callouts in flight (every replica's, its
+// lease sets) plus slots given in this claim, ties broken in a rotating
+// order, and within it to its queue (shard) given the fewest; each
+// queue's cap, with as many spare candidates again kept behind it. So a
+// slot that frees while one organisation's backlog fills the endpoint
+// goes to another organisation with work due: one organisation's backlog
+// delays another's by at most one attempt per slot.
 func spread(p *endpointPlan, batch int) {
 	left := max(batch, 0)
 	take := make([]int, len(p.queues))
-	for more := true; more && left > 0; {
-		more = false
-		for j, qp := range p.queues {
-			if left > 0 && take[j] < len(qp.ids) {
-				take[j]++
-				left--
-				more = true
+	load := map[string]int{}
+	for _, qp := range p.queues {
+		load[qp.q.org] += qp.leased
+	}
+	n := len(p.queues)
+	for left > 0 {
+		best := -1
+		for k := range n {
+			j := (p.rot + k) % max(n, 1)
+			qp := p.queues[j]
+			if take[j] >= len(qp.ids) {
+				continue
+			}
+			if best < 0 {
+				best = j
+				continue
+			}
+			b := p.queues[best]
+			if lj, lb := load[qp.q.org], load[b.q.org]; lj < lb || (lj == lb && qp.q.org == b.q.org && take[j] < take[best]) {
+				best = j
 			}
 		}
+		if best < 0 {
+			break
+		}
+		take[best]++
+		load[p.queues[best].q.org]++
+		left--
 	}
 	for j, qp := range p.queues {
 		qp.cap = take[j]
@@ -255,9 +322,14 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 	for i, r := range reqs {
 		p := plans[i]
 		br := r.Breaker.WithDefaults(r.Lease)
-		homeDue := false
+		// homeDue: breaker partitions whose probe a home-slot queue with
+		// candidates takes itself ("*": any partition's queue, for the
+		// endpoint's own breaker).
+		homeDue := map[string]bool{}
 		for _, qp := range p.queues {
-			homeDue = homeDue || (qp.q.home && len(qp.ids) > 0)
+			if qp.q.home && len(qp.ids) > 0 {
+				homeDue[qp.q.part], homeDue["*"] = true, true
+			}
 		}
 		for _, qp := range p.queues {
 			if len(qp.ids) == 0 {
@@ -272,7 +344,9 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 				if !ok {
 					continue
 				}
-				homeDue = homeDue || qp.view.gate.State == "probe"
+				if qp.view.gate.State == "probe" {
+					homeDue[qp.view.level], homeDue["*"] = true, true
+				}
 			}
 			slot := 0
 			if cluster {
@@ -285,7 +359,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 				order = append(order, c)
 			}
 			cq := claimQueue{Due: qp.q.due, Lease: qp.q.lease, Counters: qp.q.acc, Count: len(qp.ids),
-				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap}
+				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap, Part: qp.q.part}
 			cq.Gate, cq.GateUntil = gateArgs(qp.view, qp.given)
 			c.Queues = append(c.Queues, cq)
 			for _, id := range qp.ids {
@@ -338,7 +412,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		}
 	}
 	for i := range reqs {
-		out[i].MoreDue = plans[i].dueSeen > len(out[i].Claimed)
+		out[i].MoreDue = plans[i].dueSeen-plans[i].shutSeen > len(out[i].Claimed)
 	}
 	return firstErr
 }
@@ -349,25 +423,25 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 // one probes only when no home-slot queue has candidates (the home queue
 // takes the probe token itself, atomically), by taking the token on the
 // endpoint hash first (admit.lua) and claiming one candidate with it.
-func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult, i int, homeDue bool, probeLease time.Duration) (bool, error) {
+func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult, i int, homeDue map[string]bool, probeLease time.Duration) (bool, error) {
 	switch st := qp.view.gate.State; {
 	case st == policy.GateOpen:
 		return true, nil
 	case st == policy.GateHalfOpen:
-		if homeDue {
+		if (qp.view.level == "" && homeDue["*"]) || (qp.view.level != "" && homeDue[qp.view.level]) {
 			return false, nil
 		}
 		tok, err := s.token()
 		if err != nil {
 			return false, err
 		}
-		v, err := s.takeProbe(ctx, qp.q.endpoint, tok, probeLease)
+		v, err := s.takeProbe(ctx, qp.q.endpoint, qp.q.part, tok, probeLease)
 		if err != nil {
 			return false, err
 		}
 		qp.view = v
 		if v.gate.State != "probe" {
-			mergeGate(&out[i], v.gate)
+			s.noteGate(qp, &out[i], v.gate, v.level)
 			return v.gate.State == policy.GateOpen, nil
 		}
 		qp.ids, qp.cap = qp.ids[:1], 1
@@ -379,9 +453,66 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		out[i].DeadLettered = append(out[i].DeadLettered, moved...)
 		return false, err
 	default:
-		mergeGate(&out[i], qp.view.gate)
+		s.noteGate(qp, &out[i], qp.view.gate, qp.view.level)
 		return false, nil
 	}
+}
+
+// partRecheck is the longest a claim skips the queues of a breaker
+// partition it found shut before reading them again, as the dispatcher
+// trusts a shut endpoint gate (dispatch.GateRecheck): an admin's reset
+// takes effect within it.
+const partRecheck = time.Second
+
+// noteGate takes in the gate a queue's claim saw: the endpoint's own
+// (level "") is the endpoint's gate (mergeGate); a shut breaker partition
+// (level: its issuer tag) holds that organisation's queues only — they are
+// skipped until it may open (partShutUntil), that time is when to look
+// again (NextDueAt), and their due callouts are no reason for another
+// round now (MoreDue).
+func (s *Store) noteGate(qp *queuePlan, res *ClaimResult, g policy.Gate, level string) {
+	if level == "" || !g.Shut() {
+		mergeGate(res, g)
+		return
+	}
+	until := minTime(g.Until, s.now().Add(partRecheck))
+	if g.Until.IsZero() {
+		until = s.now().Add(partRecheck)
+	}
+	st := s.shardState(qp.q.endpoint)
+	st.mu.Lock()
+	if st.partShut == nil {
+		st.partShut = map[string]time.Time{}
+	}
+	st.partShut[level] = until
+	st.mu.Unlock()
+	if res.NextDueAt.IsZero() || until.Before(res.NextDueAt) {
+		res.NextDueAt = until
+	}
+	qp.shut = true
+}
+
+// partShutUntil is until when claims skip the queues of endpoint's breaker
+// partition part (zero: not skipped; never the endpoint's own, "").
+func (s *Store) partShutUntil(endpoint, part string, now time.Time) time.Time {
+	if part == "" {
+		return time.Time{}
+	}
+	st := s.shardState(endpoint)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if u := st.partShut[part]; now.Before(u) {
+		return u
+	}
+	delete(st.partShut, part)
+	return time.Time{}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // mergeGate reports g as the endpoint's gate unless a shut or disabled
@@ -419,6 +550,7 @@ type claimQueue struct {
 	LeaseMs    int64  `lua:"lease_ms"`
 	ProbeLease int64  `lua:"probe_lease"`
 	Want       int    `lua:"want"`
+	Part       string `lua:"part"`
 }
 
 // claimCandidate is one due callout a claim re-checks.
@@ -439,6 +571,7 @@ type claimReply struct {
 type claimedQueue struct {
 	Gate      string `lua:"gate"`
 	GateUntil int64  `lua:"gate_until"`
+	Level     string `lua:"level"`
 }
 
 // claimedOne is one claimed callout: its record as it was before the claim
@@ -458,7 +591,7 @@ type claimedOne struct {
 // it saw and the callouts it claimed.
 func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, gq claimedQueue, claimed []claimedOne, res *ClaimResult, r ClaimRequest, now time.Time) error {
 	g := policy.Gate{State: policy.GateState(gq.Gate), Until: msTimeOf(gq.GateUntil)}
-	mergeGate(res, g)
+	s.noteGate(qp, res, g, gq.Level)
 	if g.State == policy.GateDisabled {
 		gs, _ := gateArgs(qp.view, qp.given)
 		moved, err := s.drain(ctx, qp.q, qp.ids, gs)
@@ -485,7 +618,7 @@ func (s *Store) decodeClaimed(ctx context.Context, r claimedOne, now, leaseUntil
 	for i := 0; i+1 < len(r.Record); i += 2 {
 		m[r.Record[i]] = r.Record[i+1]
 	}
-	c, err := decodeRecord(r.ID, m, r.Rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := record.Decode(r.ID, m, r.Rest, func(tag string) string { return s.issuerOf(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ func TestClaimSparesFillBatchAfterARace(t *testing.T) {
 		req := []ClaimRequest{{Endpoint: "spare-api", ClaimOptions: ClaimOptions{Batch: 4, Lease: testLease}}}
 		now := e.clk.Now()
 		// b reads its candidates first (the first 8 due: 4 and 4 spares) ...
-		plans, err := b.candidates(ctxT(t), req, now)
+		plans, _, err := b.candidates(ctxT(t), req, now)
 		if err != nil {
 			t.Fatal(err)
 		}

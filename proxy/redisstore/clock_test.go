@@ -37,7 +37,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if len(cl.Claimed) != 1 || cl.Claimed[0].ID != r.ID {
 			t.Fatalf("claim by the replica ahead = %+v, want %s", cl, r.ID)
 		}
-		score, err := e.b.Client.ZScore(ctxT(t), homeQueue("clock-api").lease, r.ID).Result()
+		score, err := e.b.Client.ZScore(ctxT(t), orgQueue(homeQueue("clock-api")).lease, r.ID).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		// 10 s after Redis's now, not 80 s before it.
 		comp := failure(behind.now().Add(10 * time.Second))
 		mustComplete(t, behind, cl.Claimed[0], comp)
-		score, err = e.b.Client.ZScore(ctxT(t), homeQueue("clock-api").due, r.ID).Result()
+		score, err = e.b.Client.ZScore(ctxT(t), orgQueue(homeQueue("clock-api")).due, r.ID).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 )
 
 // Complete applies c to the claimed attempt in one script (complete.lua):
@@ -63,7 +64,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	now := s.now()
 	br := c.Breaker.WithDefaults(c.Lease)
 	p := &completion{cl: cl, c: c, now: now}
-	q, ok := queueOfID(cl.Endpoint, cl.ID)
+	q, ok := s.calloutQueue(cl.Endpoint, cl.Issuer, cl.ID)
 	if !ok {
 		return nil, fmt.Errorf("redisstore: complete %q: malformed id", cl.ID)
 	}
@@ -77,7 +78,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 		return nil, err
 	}
 	item.Gate, item.GateUntil = gateArgs(view, given)
-	item.Endpoint, item.Notify = cl.Endpoint, s.canNotify(cl.Endpoint) == "1"
+	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint) == "1", q.part
 	rc, rest, resp := q.record(cl.ID)
 	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
@@ -124,7 +125,8 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 	dispatched := c.Attempt != nil
 	return &outcomeArgs{Endpoint: keyspace.Endpoint(cl.Endpoint), Now: s.clockArg(now), Probe: probe, Success: success,
 		Counts: dispatched && c.CountsTowardBreaker, Threshold: br.Failures,
-		ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause}
+		ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause,
+		Part: s.partition(cl.Endpoint, keyspace.IssuerTag(cl.Issuer))}
 }
 
 // finishComplete decodes a completion after its pipeline ran.
@@ -218,6 +220,7 @@ type completeItem struct {
 	GateUntil   string `lua:"gate_until"`
 	Endpoint    string `lua:"endpoint"`
 	Notify      bool   `lua:"notify"`
+	Part        string `lua:"part"`
 }
 
 // completeReply is complete.lua's reply: one result per completion, in
@@ -269,7 +272,7 @@ func (s *Store) completeItemOf(cl *policy.Claimed, c policy.Completion, br polic
 	if c.Attempt != nil {
 		a := *c.Attempt
 		a.N, a.Kind = cl.Attempt, cl.Kind
-		it.Attempt, it.Success = encodeAttempt(a), a.Outcome == policy.Success
+		it.Attempt, it.Success = record.EncodeAttempt(a), a.Outcome == policy.Success
 	}
 	var err error
 	if it.Status, it.Response, err = s.responseArgs(c.Response); err != nil {
@@ -289,7 +292,7 @@ func (s *Store) responseArgs(r *policy.Response) (status, enc string, err error)
 	if int64(len(body)) > max(s.bodyCap, 0) {
 		body, cut = cutBody(body, max(s.bodyCap, 0)), true
 	}
-	b, err := encodeResponse(r, body, cut)
+	b, err := record.EncodeResponse(r, body, cut)
 	if err != nil {
 		return "", "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -21,7 +22,7 @@ func handIn(t *testing.T, s *Store, h *pipeHook, holder *policy.Claimed, cls []*
 	comps []policy.Completion) ([]policy.CompleteResult, []error, int64) {
 	t.Helper()
 	h.armed.Store(true)
-	c := NewCompleter(s, CompleterOptions{})
+	c := NewCompleter(s, batch.Options{})
 	defer c.Close()
 	_, holderErr, waitHolder := completeAll(c, []*policy.Claimed{holder}, func(int) policy.Completion { return success() })
 	<-h.held

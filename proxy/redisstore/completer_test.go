@@ -14,6 +14,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -95,9 +96,9 @@ func begun(t *testing.T, s *Store, endpoint string, n int) []*policy.Claimed {
 func waitQueued(t *testing.T, c *Completer, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(c.in) < n {
+	for c.w.Queued() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d completions queued, want %d", len(c.in), n)
+			t.Fatalf("%d completions queued, want %d", c.w.Queued(), n)
 		}
 		runtime.Gosched()
 	}
@@ -125,7 +126,7 @@ func TestCompleterBatchesConcurrentCompletions(t *testing.T) {
 		cls := begun(t, s, "batch-api", 20)
 		h.pipelines.Store(0)
 		h.armed.Store(true)
-		c := NewCompleter(s, CompleterOptions{})
+		c := NewCompleter(s, batch.Options{})
 		defer c.Close()
 		first, firstErr, waitFirst := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
 		<-h.held
@@ -180,7 +181,7 @@ func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 		if err := e.b.Client.HSet(ctxT(t), grec, "b", "many").Err(); err != nil {
 			t.Fatal(err)
 		}
-		c := NewCompleter(s, CompleterOptions{})
+		c := NewCompleter(s, batch.Options{})
 		defer c.Close()
 		_, _, waitFirst := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
 		<-h.held
@@ -223,7 +224,7 @@ func TestCompleterQueueBound(t *testing.T) {
 		cls := begun(t, s, "bound-api", 4)
 		h.pipelines.Store(0)
 		h.armed.Store(true)
-		c := NewCompleter(s, CompleterOptions{Queue: 1})
+		c := NewCompleter(s, batch.Options{Queue: 1})
 		defer c.Close()
 		_, errA, waitA := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
 		<-h.held
@@ -268,7 +269,7 @@ func TestCompleterCloseFlushes(t *testing.T) {
 		cls := begun(t, s, "close-api", 5)
 		h.pipelines.Store(0)
 		h.armed.Store(true)
-		c := NewCompleter(s, CompleterOptions{})
+		c := NewCompleter(s, batch.Options{})
 		_, errs1, wait1 := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
 		<-h.held
 		_, errs, wait := completeAll(c, cls[1:4], func(int) policy.Completion { return success() })

@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 )
 
 // Begin creates a callout for the synchronous ingress (contract §4) and, in the
@@ -41,6 +42,10 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 			s.log.Warn("redisstore: withdrawing a callout not confirmed durable failed; its lease will lapse",
 				"callout_id", id, "err", rerr)
 		}
+		return policy.BeginResult{}, err
+	}
+	if errors.Is(err, policy.ErrNotDurable) && rep.state == policy.Held {
+		s.withdraw(context.WithoutCancel(ctx), nc, id) // a 202 held never given: as Enqueue's
 		return policy.BeginResult{}, err
 	}
 	if err != nil || rep.existing != nil {
@@ -78,6 +83,13 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 		mode = "d"
 	}
 	rep, id, err := s.create(ctx, createInput{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due.Sub(now)})
+	if errors.Is(err, policy.ErrNotDurable) && rep.existing == nil && id != "" {
+		// Not confirmed durable: the caller is answered 503 and nothing may
+		// be forwarded (contract §4, §11), so the callout is withdrawn while
+		// no dispatcher has claimed it.
+		s.withdraw(context.WithoutCancel(ctx), nc, id)
+		return policy.EnqueueResult{}, err
+	}
 	if err != nil || rep.existing != nil {
 		return policy.EnqueueResult{Existing: rep.existing}, err
 	}
@@ -131,6 +143,7 @@ type createArgs struct {
 	MaxItemsIssuer int64         `lua:"max_items_issuer"`
 	MaxBytesIssuer int64         `lua:"max_bytes_issuer"`
 	Tag            string        `lua:"tag"`
+	Part           string        `lua:"part"`
 	Gate           string        `lua:"gate"`
 	GateUntil      int64         `lua:"gate_until"`
 	AtIn           int64         `lua:"at_in"`
@@ -181,6 +194,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if err != nil {
 		return createReply{}, "", err
 	}
+	q = q.forOrg(tag, s.partition(nc.Endpoint, tag))
 	view, given, err := s.gateOf(ctx, q)
 	if err != nil {
 		return createReply{}, "", err
@@ -190,13 +204,13 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		// first (admit.lua); this callout is the probe when it got it. If it
 		// is then not created (a duplicate, a refusal), the token goes back
 		// at once, or no probe would run for the whole probe lease.
-		if view, err = s.takeProbe(ctx, nc.Endpoint, a.token, a.probeLease); err != nil {
+		if view, err = s.takeProbe(ctx, nc.Endpoint, q.part, a.token, a.probeLease); err != nil {
 			return createReply{}, "", err
 		}
 		if view.gate.State == "probe" {
 			defer func() {
 				if rep.existing != nil || err != nil {
-					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, a.token); gerr != nil {
+					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, q.part, a.token); gerr != nil {
 						s.log.Warn("redisstore: giving back a probe token failed", "endpoint", nc.Endpoint, "err", gerr)
 					}
 				}
@@ -204,7 +218,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		}
 	}
 	raw12 := fingerprint12(nc)
-	fields, restQ := newRecord(nc, a.now)
+	fields, restQ := record.New(nc, a.now)
 	c, rest, _ := q.record(id)
 	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
 	if res == "" {
@@ -214,7 +228,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if n := s.shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
 	}
-	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res,
+	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res, Part: q.part,
 		Now: s.clockArg(a.now), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
 		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
 		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, AtIn: a.at.Milliseconds(), ProbeLease: a.probeLease.Milliseconds(),
@@ -230,11 +244,12 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
 		if err == nil && holder == "" && !rep.dry && s.acks != nil {
 			// Durable before the caller is answered (contract §11).
-			err = s.acks.Ack(ctx)
+			err = s.acks.Ack(ctx, c)
 		}
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
+				s.noteOrg(nc.Endpoint, q.shard, tag)
 			}
 			return rep, id, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -150,19 +151,19 @@ func (s *Store) summaries(ctx context.Context, ids []string) ([]*policy.DeadLett
 // summary is the dead-letter summary of record m, nil when it is not a
 // dead letter.
 func (s *Store) summary(id string, m map[string]string) *policy.DeadLetter {
-	if m[fState] != stateCode[policy.DeadLettered] {
+	if m[record.FieldState] != record.StateCode(policy.DeadLettered) {
 		return nil
 	}
-	meta, err := unpackMeta(joinChunks(m, metaField))
+	meta, err := record.MetaOf(m)
 	if err != nil {
 		return nil
 	}
 	return &policy.DeadLetter{
-		ID: id, Endpoint: meta.Endpoint, DeadLetteredAt: fromMs(m[fFinished]),
-		Reason: policy.DeadLetterReason(m[fReason]), Status: atoi(m[fStatus]),
-		Method: meta.Method, Path: meta.Path, Attempts: atoi(m[fAttempts]),
-		IdempotencyKey: meta.Key, SourceRecord: meta.Source, ReplayOf: m[fReplayOf],
-		LastError: m[fLastErr], ReplayedBy: m[fReplayedBy], ReplayedAt: fromMs(m[fReplayedAt]),
+		ID: id, Endpoint: meta.Endpoint, DeadLetteredAt: record.ParseMs(m[record.FieldFinished]),
+		Reason: policy.DeadLetterReason(m[record.FieldReason]), Status: atoi(m[record.FieldStatus]),
+		Method: meta.Method, Path: meta.Path, Attempts: atoi(m[record.FieldAttempts]),
+		IdempotencyKey: meta.Key, SourceRecord: meta.Source, ReplayOf: m[record.FieldReplayOf],
+		LastError: m[record.FieldLastErr], ReplayedBy: m[fReplayedBy], ReplayedAt: record.ParseMs(m[fReplayedAt]),
 		ReplayOutcome: policy.State(m[fReplayOutcome]),
 	}
 }
@@ -181,16 +182,16 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	if err != nil {
 		return s.wrap("discard", err)
 	}
-	if m[fState] == "" {
+	if m[record.FieldState] == "" {
 		return fmt.Errorf("redisstore: discard %s: %w", id, policy.ErrNotFound)
 	}
-	meta, err := unpackMeta(joinChunks(m, metaField))
+	meta, err := record.MetaOf(m)
 	if err != nil {
 		return fmt.Errorf("redisstore: discard %s: %w", id, err)
 	}
 	q, _ := queueOfID(meta.Endpoint, id)
 	c, rest, resp := q.record(id)
-	res := q.reservation(s.issuerOf(ctx, m[fIssuer]), meta.Key)
+	res := q.reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
 	if res == "" {
 		res = c
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -25,21 +26,33 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 		return policy.EndpointState{}, err
 	}
 	m := h.Val()
-	g, br, err := s.gate(ctx, endpoint, now)
+	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), List: true})
 	if err != nil {
-		return policy.EndpointState{}, err
+		return policy.EndpointState{}, s.wrap("gate_read", err)
 	}
+	g, br := v.gateOf(), policy.BreakerState(v.Breaker)
 	st := policy.EndpointState{
 		Endpoint: endpoint, Gate: g, Breaker: br,
-		ConsecutiveFailures: atoi(m[eFailures]), OpenedAt: fromMs(m[eOpenedAt]),
-		ProbeAt: fromMs(m[eProbeAt]), ProbeUntil: fromMs(m[eProbeUntil]),
-		PausedUntil: fromMs(m[ePaused]), Disabled: m[eDisabled] == "1",
-		DisabledReason: m[eDisReason], DisabledAt: fromMs(m[eDisAt]),
-		LastSuccessAt: fromMs(m[eLastOK]), OutageStartedAt: fromMs(m[eOutage]),
+		ConsecutiveFailures: atoi(m[eFailures]), OpenedAt: record.ParseMs(m[eOpenedAt]),
+		ProbeAt: record.ParseMs(m[eProbeAt]), ProbeUntil: record.ParseMs(m[eProbeUntil]),
+		PausedUntil: record.ParseMs(m[ePaused]), Disabled: m[eDisabled] == "1",
+		DisabledReason: m[eDisReason], DisabledAt: record.ParseMs(m[eDisAt]),
+		LastSuccessAt: record.ParseMs(m[eLastOK]), OutageStartedAt: record.ParseMs(m[eOutage]),
 		OutageNotified: m[eNotified] == "1", Due: counts.due, Leased: counts.leased,
 		DeadLetters: counts.dead, BacklogBytes: counts.bytes + int64(atoi(m[eBytes])),
 	}
 	st.ProbeOut = m[eProbeToken] != "" && st.ProbeUntil.After(now)
+	for _, p := range v.Partitions {
+		ps := policy.PartitionState{Issuer: s.issuerOf(ctx, p.Tag), Breaker: policy.BreakerState(p.Breaker),
+			ConsecutiveFailures: p.Failures, OpenedAt: msTimeOf(p.OpenedAt)}
+		if ps.Breaker != policy.BreakerClosed {
+			ps.ProbeAt = msTimeOf(p.ProbeAt)
+		}
+		if ps.Issuer == "" {
+			ps.Issuer = p.Tag
+		}
+		st.Partitions = append(st.Partitions, ps)
+	}
 	return st, nil
 }
 
@@ -57,15 +70,21 @@ func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p
 	if err != nil {
 		return pending{}, err
 	}
+	oqs, err := s.orgQueuesOf(ctx, endpoint, false)
+	if err != nil {
+		return pending{}, err
+	}
 	var due, leased, dead []*redis.IntCmd
 	var bytes []*redis.StringCmd
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if extra != nil {
 			extra(p)
 		}
-		for _, q := range qs {
+		for _, q := range oqs {
 			due = append(due, p.ZCard(ctx, q.due))
 			leased = append(leased, p.ZCard(ctx, q.lease))
+		}
+		for _, q := range qs {
 			dead = append(dead, p.ZCard(ctx, q.dl))
 			if !q.home {
 				bytes = append(bytes, p.HGet(ctx, q.acc, eBytes))
@@ -97,22 +116,39 @@ func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p
 // (gate_read.lua): Go never derives the gate from the stored fields itself.
 // One round trip. Errors: ErrUnavailable.
 func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, error) {
-	g, br, _, err := s.gateRead(ctx, endpoint, now)
-	return g, br, err
+	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
+	if err != nil {
+		return policy.Gate{}, "", s.wrap("gate_read", err)
+	}
+	return v.gateOf(), policy.BreakerState(v.Breaker), nil
 }
 
 // gateReadArgs are gate_read.lua's keys and arguments (lua/gate_read.lua).
 type gateReadArgs struct {
 	Endpoint string `lua:"endpoint,key"`
 	Now      int64  `lua:"now"`
+	Part     string `lua:"part"`
+	List     bool   `lua:"list"`
 }
 
 // gateReadReply is gate_read.lua's reply.
 type gateReadReply struct {
 	Gate      string `lua:"gate"`
 	GateUntil int64  `lua:"gate_until"`
+	Level     string `lua:"level"`
 	Breaker   string `lua:"breaker"`
 	Failures  int    `lua:"failures"`
+	// Partitions are the breaker partitions (with List).
+	Partitions []partitionReply `lua:"partitions"`
+}
+
+// partitionReply is one breaker partition of gate_read.lua's reply.
+type partitionReply struct {
+	Tag      string `lua:"tag"`
+	Breaker  string `lua:"breaker"`
+	Failures int    `lua:"failures"`
+	OpenedAt int64  `lua:"opened_at"`
+	ProbeAt  int64  `lua:"probe_at"`
 }
 
 // gateOf is the gate a gate_read.lua reply reports.
@@ -120,22 +156,29 @@ func (r gateReadReply) gateOf() policy.Gate {
 	return policy.Gate{State: policy.GateState(r.Gate), Until: msTimeOf(r.GateUntil)}
 }
 
-// readGate queues gate_read.lua for endpoint at now (the script's clock,
-// Options.PinScriptTime) in p.
-func (s *Store) readGate(ctx context.Context, p redis.Pipeliner, endpoint string, now time.Time) *script.Call[gateReadArgs, gateReadReply] {
-	return s.lua.gateRead.Queue(ctx, p, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
+// readGate queues gate_read.lua for endpoint's breaker partition part at
+// now (the script's clock, Options.PinScriptTime) in p.
+func (s *Store) readGate(ctx context.Context, p redis.Pipeliner, endpoint, part string, now time.Time) *script.Call[gateReadArgs, gateReadReply] {
+	return s.lua.gateRead.Queue(ctx, p, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Part: part})
 }
 
-// gateRead is gate with the breaker's consecutive failures.
-func (s *Store) gateRead(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, int, error) {
-	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
+// gateRead is the gate view of endpoint's breaker partition part now.
+func (s *Store) gateRead(ctx context.Context, endpoint, part string, now time.Time) (gateView, error) {
+	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Part: part})
 	if err != nil {
-		return policy.Gate{}, "", 0, s.wrap("gate_read", err)
+		return gateView{}, s.wrap("gate_read", err)
 	}
-	return v.gateOf(), policy.BreakerState(v.Breaker), v.Failures, nil
+	return v.view(), nil
 }
 
-// ReadGates reads the gates of endpoints now as lib.lua computes them
+// view is the gate view a gate_read.lua reply reports.
+func (r gateReadReply) view() gateView {
+	return gateView{gate: r.gateOf(), failures: r.Failures, level: r.Level}
+}
+
+// ReadGates reads the gates of endpoints (names: an endpoint, or
+// keyspace.PartitionGate's "endpoint/issuer" for an organisation's breaker
+// partition) now as lib.lua computes them
 // (gate_read.lua each, on the scripts' clock, in one pipeline: one round
 // trip per Redis node), for
 // a reader that keeps them (the gate cache, proxy/redisstore/gatecache,
@@ -149,7 +192,8 @@ func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []poli
 	calls := make([]*script.Call[gateReadArgs, gateReadReply], len(endpoints))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ep := range endpoints {
-			calls[i] = s.readGate(ctx, p, ep, now)
+			name, issuer := keyspace.SplitGate(ep)
+			calls[i] = s.readGate(ctx, p, name, s.partition(name, keyspace.IssuerTag(issuer)), now)
 		}
 		return nil
 	})
@@ -180,3 +224,23 @@ func (s *Store) Backlog(ctx context.Context, endpoint string) (items, bytes int6
 	n, _ := strconv.ParseInt(b.Val(), 10, 64)
 	return c.due + c.leased, n + c.bytes, nil
 }
+
+// Fields of the endpoint hash cp:{sN}:ep:{ep}. Absent means zero/false.
+const (
+	eBreaker    = "bs"  // "open" or absent (closed); half_open = open and now >= pa
+	eFailures   = "cf"  // consecutive counting failures
+	eOpenedAt   = "oa"  // ms the breaker opened, written once by the opener
+	eProbeAt    = "pa"  // ms the open breaker admits its probe
+	eProbeToken = "pt"  // lease token of the callout (or read) holding the probe
+	eProbeUntil = "pe"  // ms the probe token expires
+	ePaused     = "pu"  // ms until which the endpoint is paused (429 Retry-After)
+	eDisabled   = "dis" // "1" when disabled
+	eDisReason  = "dr"  // why it was disabled
+	eDisAt      = "dat" // ms it was disabled
+	eLastOK     = "lsu" // ms of the success that last ended a failure streak
+	eOutage     = "os"  // ms of the first counting failure after a success
+	eNotified   = "on"  // "1" once the owner heard of the current outage
+	eBytes      = "bb"  // bytes charged by pending callouts and dead letters
+	ePending    = "bi"  // pending items (scheduled, held, in flight)
+	eShards     = "sq"  // shard counts the endpoint was served with, "1,3" (shards.go)
+)

@@ -21,6 +21,7 @@ type outcomeArgs struct {
 	Threshold int      `lua:"threshold"`
 	ProbeIn   int64    `lua:"probe_in"`
 	Pause     int64    `lua:"pause"`
+	Part      string   `lua:"part"`
 }
 
 // outcomeReply is outcome.lua's reply.
@@ -45,9 +46,9 @@ func (r outcomeReply) change() policy.BreakerChange {
 
 // giveBack is the outcome of a probe that made no attempt: the token is
 // released, the breaker unchanged.
-func (s *Store) giveBack(endpoint, token string, now time.Time) *outcomeArgs {
+func (s *Store) giveBack(endpoint, part, token string, now time.Time) *outcomeArgs {
 	return &outcomeArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Probe: token,
-		Threshold: 1}
+		Threshold: 1, Part: part}
 }
 
 // admitArgs are admit.lua's keys and arguments (lua/admit.lua).
@@ -56,6 +57,7 @@ type admitArgs struct {
 	Now        int64  `lua:"now"`
 	Token      string `lua:"token"`
 	ProbeLease int64  `lua:"probe_lease"`
+	Part       string `lua:"part"`
 }
 
 // admitReply is admit.lua's reply.
@@ -63,17 +65,24 @@ type admitReply struct {
 	Gate      string `lua:"gate"`
 	GateUntil int64  `lua:"gate_until"`
 	Failures  int    `lua:"failures"`
+	Level     string `lua:"level"`
 }
 
-// Admit checks endpoint's gate for a request without a callout record and,
+// Admit checks the gate for a request without a callout record and,
 // when the breaker is half-open and the probe token free, gives the token to
 // this request (contract §6 "the first request or held callout that takes the
-// single probe token"). br.ProbeLease must be > 0 (the request's attempt
+// single probe token"). name is the endpoint, or keyspace.PartitionGate's
+// "endpoint/issuer" of the caller's organisation: where the endpoint's breaker
+// is partitioned by organisation (Options.Partitioned) the request meets,
+// and probes, that organisation's breaker as well as the endpoint's
+// (contract §6). br.ProbeLease must be > 0 (the request's attempt
 // limit plus a grace period). One round trip (admit.lua), always; the gate
 // cache (proxy/redisstore/gatecache) wraps it, keeping its replies, and
 // answers from memory when it can (ARCHITECTURE.md "Hot-path budget").
 // Errors: ErrUnavailable.
-func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSettings) (policy.Admission, error) {
+func (s *Store) Admit(ctx context.Context, name string, br policy.BreakerSettings) (policy.Admission, error) {
+	endpoint, issuer := keyspace.SplitGate(name)
+	tag := keyspace.IssuerTag(issuer)
 	if br.ProbeLease <= 0 {
 		return policy.Admission{}, fmt.Errorf("redisstore: admit: probe lease must be > 0")
 	}
@@ -83,7 +92,7 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	}
 	now := s.now()
 	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
-		Token: tok, ProbeLease: br.ProbeLease.Milliseconds()})
+		Token: tok, ProbeLease: br.ProbeLease.Milliseconds(), Part: s.partition(endpoint, tag)})
 	if err != nil {
 		return policy.Admission{}, s.wrap("admit", err)
 	}
@@ -97,18 +106,36 @@ func (s *Store) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	return ad, nil
 }
 
-// RecordResult applies a read's result to endpoint's breaker and pause
-// exactly as Complete does for a callout (outcome.lua). Skip it for a
+// RecordResult applies a read's result to the breaker and pause exactly
+// as Complete does for a callout (outcome.lua); name is Admit's (the
+// endpoint, or "endpoint/issuer" of the caller's organisation). Skip it for a
 // success when Admission.ConsecutiveFailures was 0 and there was no probe
 // token. Errors: ErrUnavailable.
-func (s *Store) RecordResult(ctx context.Context, endpoint string, r policy.ReadResult) (policy.BreakerChange, error) {
+func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResult) (policy.BreakerChange, error) {
+	endpoint, issuer := keyspace.SplitGate(name)
+	// the issuer's tag is what a partition is shown by (EndpointState)
+	tag, err := s.noteIssuer(ctx, issuer)
+	if err != nil {
+		return policy.BreakerChange{}, err
+	}
 	now := s.now()
 	br := r.Breaker.WithDefaults(time.Minute)
 	pause := msUntil(r.PausedUntil, now)
-	home := queueAt(endpoint, keyspace.ShardOf(endpoint))
-	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.ep, Due: []string{home.due},
+	home := homeQueue(endpoint)
+	var due []string
+	qs, err := s.orgQueuesOf(ctx, endpoint, false)
+	if err != nil {
+		return policy.BreakerChange{}, err
+	}
+	for _, q := range qs {
+		if q.home {
+			due = append(due, q.due)
+		}
+	}
+	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.ep, Due: due,
 		Now: s.clockArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
-		Threshold: br.Failures, ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause})
+		Threshold: br.Failures, ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause,
+		Part: s.partition(endpoint, tag)})
 	if err != nil {
 		return policy.BreakerChange{}, s.wrap("record result", err)
 	}

@@ -72,7 +72,7 @@ func TestShutGateClaimIsO1(t *testing.T) {
 // snapshot reads every callout hash and the due set.
 func snapshot(t *testing.T, e *env, ids []string) []any {
 	t.Helper()
-	k := homeQueue("held-api")
+	k := orgQueue(homeQueue("held-api"))
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := e.b.Client.Pipelined(ctxT(t), func(p redis.Pipeliner) error {
 		for i, id := range ids {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -37,7 +38,7 @@ func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 	}
 	m := h.Val()
 	rest := ""
-	if m[fState] != "" && m[fRestInQ] == "1" {
+	if m[record.FieldState] != "" && m[record.FieldRestInQ] == "1" {
 		// the long headers and body, in a key of their own
 		v, err := s.rdb.Get(ctx, key+":q").Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -60,18 +61,18 @@ func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 // decode decodes record m of callout id with its :q (rest) and :r (resp)
 // when they were read ("" otherwise). ErrNotFound when m is no record.
 func (s *Store) decode(ctx context.Context, id string, m map[string]string, rest, resp string) (*policy.Callout, error) {
-	if m[fState] == "" {
+	if m[record.FieldState] == "" {
 		return nil, fmt.Errorf("redisstore: get %s: %w", id, policy.ErrNotFound)
 	}
-	c, err := decodeRecord(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := record.Decode(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}
-	if inline := joinChunks(m, respField); inline != "" {
+	if inline := record.InlineResponse(m); inline != "" {
 		resp = inline
 	}
-	if resp != "" && m[fStatus] != "" {
-		if c.Response, err = decodeResponse(resp); err != nil {
+	if resp != "" && m[record.FieldStatus] != "" {
+		if c.Response, err = record.DecodeResponse(resp); err != nil {
 			return nil, fmt.Errorf("redisstore: callout %s: response: %w", id, err)
 		}
 	}
@@ -85,8 +86,10 @@ func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
 	var due *redis.FloatCmd
 	var gc *script.Call[gateReadArgs, gateReadReply]
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		gc = s.readGate(ctx, p, c.Endpoint, s.now())
-		if q, ok := queueOfID(c.Endpoint, c.ID); ok {
+		// its organisation queue and breaker partition (contract §6)
+		q, ok := s.calloutQueue(c.Endpoint, c.Issuer, c.ID)
+		gc = s.readGate(ctx, p, c.Endpoint, q.part, s.now())
+		if ok {
 			due = p.ZScore(ctx, q.due, c.ID)
 		}
 		return nil

@@ -66,6 +66,12 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // req returns a new callout of endpoint with an idempotency key.
+// orgQueue is q's organisation queue of req's issuer (its due and lease
+// sets), with no breaker partition.
+func orgQueue(q queue) queue {
+	return q.forOrg(keyspace.IssuerTag("https://org.my.salesforce.com"), "")
+}
+
 func req(endpoint, key string, body string) policy.NewCallout {
 	return policy.NewCallout{
 		Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,

@@ -80,7 +80,7 @@ func TestPendingCalloutMemory(t *testing.T) {
 				res := q.reservation(last.Issuer, last.IdempotencyKey)
 				record := e.b.Client.MemoryUsage(ctx, c, 0).Val()
 				idem := e.b.Client.MemoryUsage(ctx, res, 0).Val()
-				due := e.b.Client.MemoryUsage(ctx, q.due, 0).Val() / (n + 1)
+				due := e.b.Client.MemoryUsage(ctx, orgQueue(q).due, 0).Val() / (n + 1)
 				enc := e.b.Client.ObjectEncoding(ctx, c).Val()
 				t.Logf("%s: %d bytes per pending keyed callout by used_memory delta (MEMORY USAGE: record %d (%s) + reservation %d + due entry ~%d); body %d bytes",
 					sh.name, perCallout, record, enc, idem, due, len(last.Body))

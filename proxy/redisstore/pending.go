@@ -30,7 +30,7 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 	if limit < 1 || limit > MaxPendingPage || offset < 0 {
 		return nil, 0, fmt.Errorf("redisstore: pending: limit %d not 1–%d or offset %d negative", limit, MaxPendingPage, offset)
 	}
-	qs, err := s.queuesOf(ctx, endpoint)
+	qs, err := s.orgQueuesOf(ctx, endpoint, false)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -61,6 +61,29 @@ type queue struct {
 	tag                                string // "cp:{sN}:"
 	due, lease, acc, dl, dlb, sfo, sfx string
 	ep                                 string // the endpoint hash (home slot)
+	// org is the issuer tag of an organisation queue (forOrg): its due and
+	// lease sets hold that organisation's callouts only, so a claim can
+	// take from the organisations in turn (fair dispatch, contract §10).
+	// "" for the shard's queue of callouts without an issuer, and for a
+	// queue used only for its records, reservations and dead letters.
+	org string
+	// part is the breaker partition the queue's callouts meet and test
+	// (contract §6): org with breaker.partition organisation, else "".
+	part string
+}
+
+// forOrg returns the organisation queue of issuer tag org in q's shard
+// (keyspace "Organisation queues"): the same records, reservations, dead
+// letters and counters, its own due and lease sets; part is its breaker
+// partition ("" or org, Store.partition).
+func (q queue) forOrg(org, part string) queue {
+	q.org, q.part = org, part
+	base := q.tag + "d:" + q.endpoint
+	q.due, q.lease = base, q.tag+"l:"+q.endpoint
+	if org != "" {
+		q.due, q.lease = base+":"+org, q.lease+":"+org
+	}
+	return q
 }
 
 // homeQueue returns endpoint's home queue, in the endpoint hash's shard.

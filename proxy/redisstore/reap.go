@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,7 +25,7 @@ import (
 func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string, error) {
 	limit = min(max(limit, 1), maxBatch)
 	now := s.now()
-	qs, err := s.queuesOf(ctx, endpoint)
+	qs, err := s.orgQueuesOf(ctx, endpoint, false)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +56,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		if err != nil {
 			return nil, err
 		}
-		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: s.clockArg(now)}
+		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: s.clockArg(now), Part: q.part}
 		c.Gate, c.GateUntil = gateArgs(view, given)
 		for j, id := range ids {
 			rc, _, _ := q.record(id)
@@ -84,7 +86,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 			out = append(out, r.ID)
 			if tok := r.Token; !q.home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
-				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.endpoint, tok, now)); err != nil {
+				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.endpoint, q.part, tok, now)); err != nil {
 					return out, s.wrap("reap: probe", err)
 				}
 			}
@@ -104,6 +106,7 @@ type reapArgs struct {
 	Now        int64           `lua:"now"`
 	Gate       string          `lua:"gate"`
 	GateUntil  string          `lua:"gate_until"`
+	Part       string          `lua:"part"`
 	Candidates []reapCandidate `lua:"candidates"`
 }
 
@@ -149,12 +152,15 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 		c, _, _ := q.record(id)
 		out[i] = c
 		m := cmds[i].Val()
-		if meta, err := unpackMeta(joinChunks(m, metaField)); err == nil && meta.Key != "" {
-			out[i] = q.reservation(s.issuerOf(ctx, m[fIssuer]), meta.Key)
+		if meta, err := record.MetaOf(m); err == nil && meta.Key != "" {
+			out[i] = q.reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
 		}
 	}
 	return out, nil
 }
+
+// wakeConfirm bounds Wakeups' wait for the subscription's confirmation.
+const wakeConfirm = time.Second
 
 // Wakeups subscribes to the wake channel (keyspace cp:wake) and returns
 // a channel that receives a value, coalesced (capacity 1), for every
@@ -165,8 +171,13 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 func (s *Store) Wakeups(ctx context.Context) <-chan struct{} {
 	ps := s.rdb.Subscribe(ctx, keyspace.WakeChannel)
 	// Wait for the subscription to be confirmed, so what is published
-	// after Wakeups returns is seen.
-	if _, err := ps.Receive(ctx); err != nil {
+	// after Wakeups returns is seen — at most wakeConfirm: a Redis that
+	// does not answer must not hold up the start (go-redis subscribes
+	// again when it answers; until then the dispatcher's poll finds the
+	// work, contract §9).
+	cctx, cancel := context.WithTimeout(ctx, wakeConfirm)
+	defer cancel()
+	if _, err := ps.Receive(cctx); err != nil {
 		s.log.Warn("redisstore: wake subscription", "err", err)
 	}
 	out := make(chan struct{}, 1)

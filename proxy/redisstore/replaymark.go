@@ -6,9 +6,10 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 )
 
-// Fields a replay adds to a dead letter's record cp:{sN}:c:{id} (record.go
+// Fields a replay adds to a dead letter's record cp:{sN}:c:{id} (package record
 // lists the others). The record keeps its TTL: a replayed dead letter keeps
 // its history until the dead-letter retention ends (contract §7).
 const (
@@ -55,8 +56,8 @@ func (s *Store) ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark,
 	if err != nil {
 		return policy.ReplayMark{}, s.wrap("replay mark", err)
 	}
-	return policy.ReplayMark{ReplayedBy: replyStr(f[0]), ReplayedAt: fromMs(replyStr(f[1])),
-		ReplayOutcome: policy.State(replyStr(f[2])), ReplayEndedAt: fromMs(replyStr(f[3]))}, nil
+	return policy.ReplayMark{ReplayedBy: replyStr(f[0]), ReplayedAt: record.ParseMs(replyStr(f[1])),
+		ReplayOutcome: policy.State(replyStr(f[2])), ReplayEndedAt: record.ParseMs(replyStr(f[3]))}, nil
 }
 
 // PruneDeadLetters drops the entries older than the dead-letter retention

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
+	"github.com/redis/go-redis/v9"
 )
 
 // Sharded endpoints (keyspace "Shards and queues"): an endpoint configured with
@@ -42,14 +46,32 @@ type shardState struct {
 	queues []queue
 	readAt time.Time
 	next   atomic.Uint64 // round-robin queue of unkeyed callouts
-	view   gateView
-	viewAt time.Time
+	rr     atomic.Uint64 // rotation of claims' ties between organisations (spread)
+	// views: breaker partition ("" the endpoint's) -> the gate this
+	// replica last read for it, and when.
+	views map[string]viewAt
+	// orgs are the issuer tags of the organisation queues of each of the
+	// endpoint's shards (the registries cp:{sN}:o:{ep}), as last read or
+	// added to here; orgsAt when they were read.
+	orgs   map[int][]string
+	orgsAt time.Time
+	// partShut: breaker partition (issuer tag) -> until when a claim saw
+	// its gate shut; the claim skips its queues until then (at most
+	// GateViewTTL·10), as the dispatcher skips a shut endpoint.
+	partShut map[string]time.Time
+}
+
+// viewAt is a gate view and when it was read.
+type viewAt struct {
+	v  gateView
+	at time.Time
 }
 
 // gateView is an endpoint gate as read from its endpoint hash.
 type gateView struct {
 	gate     policy.Gate
 	failures int
+	level    string // the breaker partition whose gate it is ("" the endpoint's)
 }
 
 // shards returns the configured shard count of endpoint (Options.Shards).
@@ -121,6 +143,131 @@ func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) 
 	return qs, nil
 }
 
+// partition returns the breaker partition of organisation (issuer tag)
+// org's callouts and requests to endpoint (contract §6): org when the
+// endpoint's breaker.partition is organisation (Options.Partitioned), else
+// "" (the endpoint's own breaker).
+func (s *Store) partition(endpoint, org string) string {
+	if s.partitioned == nil || !s.partitioned(endpoint) {
+		return ""
+	}
+	return org
+}
+
+// orgQueuesOf returns every organisation queue of endpoint (keyspace
+// "Organisation queues"): for each queue of queuesOf, one per organisation
+// with pending callouts there — the issuer tags of its counters' 'ii:'
+// fields, and "" when it holds callouts without an issuer (orgsOfCounters).
+// The counters are read again (one pipelined round trip) when fresh is
+// true or this replica read them more than shardsRefresh ago; a claim
+// reads them in its candidates pipeline every round (setOrgs reports a new
+// one), so a new organisation's first callout waits at most one round.
+// Errors: ErrUnavailable.
+func (s *Store) orgQueuesOf(ctx context.Context, endpoint string, fresh bool) ([]queue, error) {
+	qs, err := s.queuesOf(ctx, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	st := s.shardState(endpoint)
+	st.mu.Lock()
+	known, at := st.orgs, st.orgsAt
+	st.mu.Unlock()
+	if fresh || known == nil || s.now().Sub(at) >= shardsRefresh {
+		cmds := make([]*redis.MapStringStringCmd, len(qs))
+		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, q := range qs {
+				cmds[i] = p.HGetAll(ctx, q.acc)
+			}
+			return nil
+		})
+		got := map[int][]string{}
+		for i, q := range qs {
+			if err := cmds[i].Err(); err != nil && !isNil(err) {
+				return nil, s.wrap("organisation queues", err)
+			}
+			got[q.shard] = orgsOfCounters(cmds[i].Val())
+		}
+		s.setOrgs(endpoint, got)
+	}
+	return s.expandOrgs(endpoint, qs), nil
+}
+
+// orgsOfCounters returns the organisations (issuer tags) with pending
+// callouts in a queue from its counters hash m (the endpoint hash for the
+// home queue): every 'ii:' tag, and "" when the queue's pending items
+// ('bi') are more than theirs (callouts without an issuer).
+func orgsOfCounters(m map[string]string) []string {
+	var tags []string
+	var sum int64
+	for f, v := range m {
+		if t, ok := strings.CutPrefix(f, "ii:"); ok {
+			tags = append(tags, t)
+			n, _ := strconv.ParseInt(v, 10, 64)
+			sum += n
+		}
+	}
+	if n, _ := strconv.ParseInt(m[ePending], 10, 64); n > sum {
+		tags = append(tags, "")
+	}
+	return tags
+}
+
+// setOrgs records the organisations read (shard -> issuer tags) and
+// reports whether they name a queue this replica did not know of.
+func (s *Store) setOrgs(endpoint string, got map[int][]string) bool {
+	st := s.shardState(endpoint)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	grew := false
+	for sh, tags := range got {
+		grew = grew || !subset(tags, st.orgs[sh])
+	}
+	st.orgs, st.orgsAt = got, s.now()
+	return grew
+}
+
+// noteOrg adds issuer tag org to this replica's view of the registry of
+// endpoint's shard (a callout it just created there).
+func (s *Store) noteOrg(endpoint string, shard int, org string) {
+	st := s.shardState(endpoint)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.orgs == nil {
+		return // read in full by the next orgQueuesOf
+	}
+	if !slices.Contains(st.orgs[shard], org) {
+		m := maps.Clone(st.orgs)
+		m[shard] = append(slices.Clone(m[shard]), org)
+		st.orgs = m
+	}
+}
+
+// expandOrgs returns the organisation queues of qs by this replica's view
+// of the registries, each shard's in a stable order.
+func (s *Store) expandOrgs(endpoint string, qs []queue) []queue {
+	st := s.shardState(endpoint)
+	st.mu.Lock()
+	orgs := st.orgs
+	st.mu.Unlock()
+	var out []queue
+	for _, q := range qs {
+		tags := slices.Sorted(slices.Values(orgs[q.shard]))
+		for _, t := range tags {
+			out = append(out, q.forOrg(t, s.partition(endpoint, t)))
+		}
+	}
+	return out
+}
+
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
 // noteShardsArgs are note_shards.lua's keys and arguments
 // (lua/note_shards.lua).
 type noteShardsArgs struct {
@@ -164,6 +311,18 @@ func queueOfID(endpoint, id string) (queue, bool) {
 	return queueAt(endpoint, n), true
 }
 
+// calloutQueue returns the organisation queue holding callout id of
+// endpoint, made for issuer (its due and lease sets, keyspace
+// "Organisation queues"), and its breaker partition.
+func (s *Store) calloutQueue(endpoint, issuer, id string) (queue, bool) {
+	q, ok := queueOfID(endpoint, id)
+	if !ok {
+		return queue{}, false
+	}
+	tag := keyspace.IssuerTag(issuer)
+	return q.forOrg(tag, s.partition(endpoint, tag)), true
+}
+
 // gateOf returns the endpoint gate a queue's script acts on: "" for the
 // home queue (its scripts read the gate themselves); for another queue the
 // gate this replica read from the endpoint hash at most GateViewTTL ago.
@@ -171,22 +330,17 @@ func (s *Store) gateOf(ctx context.Context, q queue) (gateView, bool, error) {
 	if q.home {
 		return gateView{}, false, nil
 	}
-	st := s.shardState(q.endpoint)
-	st.mu.Lock()
-	if !st.viewAt.IsZero() && s.now().Sub(st.viewAt) < GateViewTTL {
-		v := st.view
-		st.mu.Unlock()
-		return v, true, nil
+	if !s.viewStale(q.endpoint, q.part) {
+		st := s.shardState(q.endpoint)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.views[q.part].v, true, nil
 	}
-	st.mu.Unlock()
-	g, _, failures, err := s.gateRead(ctx, q.endpoint, s.now())
+	v, err := s.gateRead(ctx, q.endpoint, q.part, s.now())
 	if err != nil {
 		return gateView{}, true, err
 	}
-	v := gateView{gate: g, failures: failures}
-	st.mu.Lock()
-	st.view, st.viewAt = v, s.now()
-	st.mu.Unlock()
+	s.setView(q.endpoint, q.part, v)
 	return v, true, nil
 }
 
@@ -196,7 +350,7 @@ func (s *Store) forgetGate(endpoint string) {
 	if v, ok := s.shardStates.Load(endpoint); ok {
 		st := v.(*shardState)
 		st.mu.Lock()
-		st.viewAt = time.Time{}
+		st.views = nil
 		st.mu.Unlock()
 	}
 }
@@ -207,44 +361,49 @@ func gateArgs(v gateView, given bool) (string, string) {
 	if !given {
 		return "", ""
 	}
-	return string(v.gate.State), ms(v.gate.Until)
+	return string(v.gate.State), record.FormatMs(v.gate.Until)
 }
 
-// viewStale reports whether this replica's gate view of endpoint is older
-// than GateViewTTL (or missing).
-func (s *Store) viewStale(endpoint string) bool {
+// viewStale reports whether this replica's gate view of endpoint's
+// breaker partition part is older than GateViewTTL (or missing).
+func (s *Store) viewStale(endpoint, part string) bool {
 	st := s.shardState(endpoint)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.viewAt.IsZero() || s.now().Sub(st.viewAt) >= GateViewTTL
+	va, ok := st.views[part]
+	return !ok || s.now().Sub(va.at) >= GateViewTTL
 }
 
-// setView records a gate this replica read from endpoint's hash.
-func (s *Store) setView(endpoint string, v gateView) {
+// setView records a gate of breaker partition part this replica read
+// from endpoint's hash.
+func (s *Store) setView(endpoint, part string, v gateView) {
 	st := s.shardState(endpoint)
 	st.mu.Lock()
-	st.view, st.viewAt = v, s.now()
+	if st.views == nil {
+		st.views = map[string]viewAt{}
+	}
+	st.views[part] = viewAt{v, s.now()}
 	st.mu.Unlock()
 }
 
-// takeProbe tries to take endpoint's probe token as token for lease
-// (admit.lua, on the endpoint hash): the gate it returns is "probe" when
+// takeProbe tries to take the probe token of endpoint's breaker partition
+// part as token for lease (admit.lua, on the endpoint hash): the gate it returns is "probe" when
 // this caller holds the token now, else the gate it found (probing, open,
 // breaker_open, …). It refreshes the gate view either way.
-func (s *Store) takeProbe(ctx context.Context, endpoint, token string, lease time.Duration) (gateView, error) {
+func (s *Store) takeProbe(ctx context.Context, endpoint, part, token string, lease time.Duration) (gateView, error) {
 	now := s.now()
 	until := now.Add(lease)
 	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
-		Token: token, ProbeLease: lease.Milliseconds()})
+		Token: token, ProbeLease: lease.Milliseconds(), Part: part})
 	if err != nil {
 		return gateView{}, s.wrap("admit", err)
 	}
 	g := gateView{gate: policy.Gate{State: policy.GateState(a.Gate), Until: msTimeOf(a.GateUntil)},
-		failures: a.Failures}
+		failures: a.Failures, level: a.Level}
 	if g.gate.State == "probe" {
-		s.setView(endpoint, gateView{gate: policy.Gate{State: policy.GateProbing, Until: until}, failures: g.failures})
+		s.setView(endpoint, part, gateView{gate: policy.Gate{State: policy.GateProbing, Until: until}, failures: g.failures, level: a.Level})
 	} else {
-		s.setView(endpoint, g)
+		s.setView(endpoint, part, g)
 	}
 	return g, nil
 }

@@ -34,7 +34,7 @@ func dueIn(t *testing.T, e *env, endpoint string, n int) []int64 {
 	t.Helper()
 	var out []int64
 	for _, sh := range queueShards(endpoint, n) {
-		out = append(out, e.b.Client.ZCard(ctxT(t), queueAt(endpoint, sh).due).Val())
+		out = append(out, e.b.Client.ZCard(ctxT(t), orgQueue(queueAt(endpoint, sh)).due).Val())
 	}
 	return out
 }

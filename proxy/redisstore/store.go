@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -113,12 +114,28 @@ type Options struct {
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
 	// shards.go); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
+	// Partitioned reports whether an endpoint's circuit breaker is
+	// partitioned by organisation (config endpoints.*.breaker.partition
+	// organisation, contract §6): each (endpoint, issuer) pair then has its
+	// own breaker, probe and counters. nil or false: one breaker for the
+	// endpoint.
+	Partitioned func(endpoint string) bool
 	// Acknowledger, when set, confirms every create that answers a caller
 	// (a new callout, or the one holding its key) as durable before Begin
 	// or Enqueue returns (config redis.durability replicated or fsync,
-	// contract §11; durable.go); they fail with policy.ErrNotDurable when
-	// it does not. nil: durability local, nothing waited for.
-	Acknowledger *Acknowledger
+	// contract §11; proxy/redisstore/durable); they fail with
+	// policy.ErrNotDurable when it does not. nil: durability local, nothing
+	// waited for.
+	Acknowledger Acknowledger
+}
+
+// Acknowledger confirms the store's writes durable (contract §11). Ack
+// returns once every write the caller saw succeed on the primary that owns
+// key, key's own among them, is confirmed as the configured durability
+// demands. Errors wrap policy.ErrNotDurable when it is not (the writes may
+// exist). Implemented by proxy/redisstore/durable.
+type Acknowledger interface {
+	Ack(ctx context.Context, key string) error
 }
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
@@ -146,13 +163,14 @@ type Store struct {
 	// issuers maps issuer tags to issuers (cp:iss, create.go).
 	issuers     sync.Map
 	shardsOf    func(string) int
+	partitioned func(string) bool
 	notifies    func(string) bool
 	shardStates sync.Map // endpoint -> *shardState
 	// requireLayout and layoutOK: Options.RequireLayout, and whether the
 	// layout has been confirmed (layout.go).
 	requireLayout bool
 	layoutOK      atomic.Bool
-	acks          *Acknowledger
+	acks          Acknowledger
 	// pin: Options.PinScriptTime.
 	pin bool
 }
@@ -167,7 +185,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, notifies: opts.Notify,
+		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, partitioned: opts.Partitioned, notifies: opts.Notify,
 		onGate: opts.GateChanged, requireLayout: opts.RequireLayout, acks: opts.Acknowledger, pin: opts.PinScriptTime,
 	}
 	if s.now == nil {
@@ -287,3 +305,43 @@ func msUntil(t, now time.Time) int64 { return max(0, t.Sub(now).Milliseconds()) 
 func msArg(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 func durMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// msOf is t in Unix ms, 0 for the zero time.
+func msOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// msTimeOf is Unix ms n as a time, the zero time for 0.
+func msTimeOf(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// CheckLayout is layout.Check on the store's Redis, remembered once it
+// passes (Options.RequireLayout). Errors: a *layout.Error, ErrUnavailable.
+func (s *Store) CheckLayout(ctx context.Context) error {
+	if err := layout.Check(ctx, s.rdb); err != nil {
+		return err
+	}
+	s.layoutOK.Store(true)
+	return nil
+}
+
+// layoutReady is the guard of Options.RequireLayout: nil once the layout
+// has been confirmed (or when not required), else CheckLayout's answer.
+func (s *Store) layoutReady(ctx context.Context) error {
+	if !s.requireLayout || s.layoutOK.Load() {
+		return nil
+	}
+	return s.CheckLayout(ctx)
+}

@@ -44,11 +44,9 @@ type Jobs interface {
 	// policy.ErrJobFinal once it ended, policy.ErrJobNotFound.
 	Acquire(ctx context.Context, id, owner string, lease time.Duration) (policy.ReplayJob, error)
 	// Collect adds dead-letter ids to job id's queue, each once per job,
-	// and saves position (ReplayJob.Position); dryRun records them as
-	// would-send. It returns the job's total; policy.ErrJobFull past
-	// MaxItems.
-	Collect(ctx context.Context, id, owner string, lease time.Duration, position string, dryRun bool,
-		ids []string) (int, error)
+	// and saves position (ReplayJob.Position). It returns the job's total;
+	// policy.ErrJobFull past MaxItems.
+	Collect(ctx context.Context, id, owner string, lease time.Duration, position string, ids []string) (int, error)
 	// MaxItems is the most dead letters one job may hold.
 	MaxItems() int
 	// StartSending ends job id's collect phase; sending starts at the head

@@ -219,7 +219,7 @@ func (r *jobRun) collect(ctx context.Context, pos string) error {
 			for i, d := range page.Items {
 				ids[i] = d.ID
 			}
-			if _, err := r.s.o.Jobs.Collect(ctx, r.id, r.s.o.Owner, r.lease, next.encode(), false, ids); err != nil {
+			if _, err := r.s.o.Jobs.Collect(ctx, r.id, r.s.o.Owner, r.lease, next.encode(), ids); err != nil {
 				return err
 			}
 			if p.C = page.Next; p.C == "" {
@@ -230,7 +230,7 @@ func (r *jobRun) collect(ctx context.Context, pos string) error {
 	for p.I < len(r.spec.IDs) {
 		end := min(p.I+collectBatch, len(r.spec.IDs))
 		next := position{F: p.F, I: end}
-		if _, err := r.s.o.Jobs.Collect(ctx, r.id, r.s.o.Owner, r.lease, next.encode(), false,
+		if _, err := r.s.o.Jobs.Collect(ctx, r.id, r.s.o.Owner, r.lease, next.encode(),
 			r.spec.IDs[p.I:end]); err != nil {
 			return err
 		}

@@ -123,9 +123,10 @@ type Cache struct {
 	seq    atomic.Uint64
 	active atomic.Bool
 
-	mu    sync.RWMutex
-	byEP  map[string]*entry // endpoint name -> entry
-	byKey map[string]*entry // endpoint hash key (keyspace.Endpoint) -> entry
+	mu sync.RWMutex
+	// byEP: gate name (an endpoint, or keyspace.PartitionGate's
+	// "endpoint/issuer" of an organisation's breaker partition) -> entry
+	byEP map[string]*entry
 
 	hits, misses, messages, polls atomic.Uint64
 }
@@ -147,7 +148,7 @@ func New(core Core, sub Subscriber, o Options) *Cache {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Cache{core: core, sub: sub, opts: o, log: log,
-		byEP: map[string]*entry{}, byKey: map[string]*entry{}}
+		byEP: map[string]*entry{}}
 }
 
 // CachedAdmission answers a read's gate from memory, with no Redis round
@@ -187,14 +188,22 @@ func (c *Cache) Admit(ctx context.Context, endpoint string, br policy.BreakerSet
 	return a, nil
 }
 
-// Changed invalidates endpoint's entry, if it has one: a transition this
-// replica caused. Pass it as redisstore.Options.GateChanged.
+// Changed invalidates endpoint's entries (its own and its breaker
+// partitions'), if it has any: a transition this replica caused. Pass it
+// as redisstore.Options.GateChanged.
 func (c *Cache) Changed(endpoint string) {
+	c.invalidateWhere(func(ep string) bool { return ep == endpoint })
+}
+
+// invalidateWhere invalidates the entries whose endpoint (a gate name's,
+// keyspace.SplitGate) match says.
+func (c *Cache) invalidateWhere(match func(endpoint string) bool) {
 	c.mu.RLock()
-	e := c.byEP[endpoint]
-	c.mu.RUnlock()
-	if e != nil {
-		c.invalidate(e)
+	defer c.mu.RUnlock()
+	for name, e := range c.byEP {
+		if ep, _ := keyspace.SplitGate(name); match(ep) {
+			c.invalidate(e)
+		}
 	}
 }
 
@@ -217,7 +226,6 @@ func (c *Cache) entry(endpoint string) *entry {
 	if e = c.byEP[endpoint]; e == nil {
 		e = &entry{}
 		c.byEP[endpoint] = e
-		c.byKey[keyspace.Endpoint(endpoint)] = e
 	}
 	return e
 }
@@ -276,12 +284,7 @@ func (c *Cache) invalidate(e *entry) {
 // message handles a gate-change message naming an endpoint hash key.
 func (c *Cache) message(key string) {
 	c.messages.Add(1)
-	c.mu.RLock()
-	e := c.byKey[key]
-	c.mu.RUnlock()
-	if e != nil {
-		c.invalidate(e)
-	}
+	c.invalidateWhere(func(ep string) bool { return keyspace.Endpoint(ep) == key })
 }
 
 // invalidateAll invalidates every entry: on (re)subscription, when
@@ -303,7 +306,6 @@ func (c *Cache) pollable(now time.Time) []string {
 	for ep, e := range c.byEP {
 		if now.Sub(time.Unix(0, e.used.Load())) > c.opts.Idle {
 			delete(c.byEP, ep)
-			delete(c.byKey, keyspace.Endpoint(ep))
 			continue
 		}
 		out = append(out, ep)

@@ -60,7 +60,7 @@ func TestReplayJobLifecycle(t *testing.T) {
 
 		// Overlapping batches: every dead letter is taken once.
 		for _, batch := range [][]string{{"d1", "d2", "d3"}, {"d2", "d3", "d4"}, {"d1"}} {
-			if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "pos-"+batch[0], false, batch); err != nil {
+			if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "pos-"+batch[0], batch); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -138,7 +138,7 @@ func TestReplayJobCancel(t *testing.T) {
 		}
 		j := mustJob(t, r, "{}")
 		mustAcquire(t, r, j.ID, "A")
-		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", false, []string{"d1", "d2"}); err != nil {
+		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", []string{"d1", "d2"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.StartSending(ctxT(t), j.ID, "A", jobLease); err != nil {
@@ -176,7 +176,7 @@ func TestReplayJobLeaseTakeover(t *testing.T) {
 		r := e.replays(Options{})
 		j := mustJob(t, r, "{}")
 		mustAcquire(t, r, j.ID, "A")
-		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", false, []string{"d1", "d2"}); err != nil {
+		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", []string{"d1", "d2"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.StartSending(ctxT(t), j.ID, "A", jobLease); err != nil {
@@ -204,19 +204,19 @@ func TestReplayJobLeaseTakeover(t *testing.T) {
 	})
 }
 
-func TestReplayJobItemCapAndDryRun(t *testing.T) {
+func TestReplayJobItemCap(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		r := e.replays(Options{MaxItems: 3})
 		j := mustJob(t, r, "{}")
 		mustAcquire(t, r, j.ID, "A")
-		total, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "p1", true, []string{"a", "b", "a", "c", "d", "e"})
+		total, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "p1", []string{"a", "b", "a", "c", "d", "e"})
 		wantErr(t, err, policy.ErrJobFull)
 		if total != 3 {
 			t.Fatalf("total = %d, want 3", total)
 		}
 		got, _ := r.Job(ctxT(t), j.ID)
 		items, _ := r.Items(ctxT(t), j.ID, 1, 5)
-		want := []policy.ReplayItem{{DeadLetterID: "b", Status: policy.ItemWouldSend}, {DeadLetterID: "c", Status: policy.ItemWouldSend}}
+		want := []policy.ReplayItem{{DeadLetterID: "b", Status: policy.ItemQueued}, {DeadLetterID: "c", Status: policy.ItemQueued}}
 		if got.Total != 3 || got.Position != "" || !slices.Equal(items, want) {
 			t.Fatalf("job %+v items %+v", got, items)
 		}

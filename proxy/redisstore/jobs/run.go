@@ -44,22 +44,18 @@ func (j *Store) Acquire(ctx context.Context, id, owner string, lease time.Durati
 // Collect adds dead-letter ids to job id's queue, each at most once per job
 // however many filters match it (contract §8), and saves position, the
 // caller's opaque record of where collection got to (ReplayJob.Position).
-// With dryRun the items are recorded as would-send. It returns the job's
-// total afterwards. Fenced on owner's lease, which it renews. One round
+// It returns the job's total afterwards (a dry run's items are queued
+// like a real run's: what the dry run records is each item's result). Fenced on owner's lease, which it renews. One round
 // trip (collect.lua). Errors: policy.ErrJobFull (the cap, Options.MaxItems,
 // was reached: nothing past it was added and the position was not saved),
 // policy.ErrJobCancelled, policy.ErrJobLost, policy.ErrJobNotFound,
 // policy.ErrUnavailable.
 func (j *Store) Collect(ctx context.Context, id, owner string, lease time.Duration, position string,
-	dryRun bool, ids []string) (int, error) {
-	state := itemQueued
-	if dryRun {
-		state = itemWouldSend
-	}
+	ids []string) (int, error) {
 	k := keyspace.JobOf(id)
 	v, err := j.lua.collect.Run(ctx, j.rdb, &collectArgs{Job: k.Hash, Items: k.Items, Queue: k.Queue,
 		Now: j.clockArg(), Owner: owner, Lease: lease, Cap: j.maxItems,
-		Position: position, State: state, IDs: ids})
+		Position: position, IDs: ids})
 	if err != nil {
 		return 0, wrap("collect", err)
 	}
@@ -192,9 +188,8 @@ func (j *Store) Items(ctx context.Context, id string, offset, limit int) ([]poli
 // Stored forms of the states before a result (the items hash, keyspace
 // cp:job:{J}:items).
 const (
-	itemQueued    = "q"
-	itemSending   = "p"
-	itemWouldSend = "w"
+	itemQueued  = "q"
+	itemSending = "p"
 )
 
 // resultCounter is the job counter field of a result; "" for a state that
@@ -229,8 +224,6 @@ func decodeItem(dl, v string) policy.ReplayItem {
 		it.Status = policy.ItemQueued
 	case itemSending:
 		it.Status = policy.ItemSending
-	case itemWouldSend:
-		it.Status = policy.ItemWouldSend
 	case "":
 		it.Status, it.Detail = policy.ItemFailed, "missing"
 	default:

@@ -56,9 +56,8 @@ type acquireReply struct {
 	Job    []string `lua:"job"`
 }
 
-// collectArgs are collect.lua's keys and arguments: State is the stored
-// form an added item starts in (itemQueued, or itemWouldSend for a dry
-// run), Cap the most items the job may hold.
+// collectArgs are collect.lua's keys and arguments: Cap is the most items
+// the job may hold.
 type collectArgs struct {
 	Job      string        `lua:"job,key"`
 	Items    string        `lua:"items,key"`
@@ -68,7 +67,6 @@ type collectArgs struct {
 	Lease    time.Duration `lua:"lease"`
 	Cap      int           `lua:"cap"`
 	Position string        `lua:"position"`
-	State    string        `lua:"state"`
 	IDs      []string      `lua:"ids"`
 }
 

@@ -21,7 +21,7 @@
 // The keys:
 //
 //	cp:{sN}:c:{id}        HASH  one callout, one-letter fields (the f*
-//	                            constants in record.go), every value at most
+//	                            constants in package record), every value at most
 //	                            64 bytes so Redis keeps it in its compact
 //	                            listpack encoding: state code S, attempts n,
 //	                            issuer tag i (the issuer: cp:iss), charged
@@ -85,7 +85,7 @@
 //	                            pending items, ii:{tag} / ib:{tag} an
 //	                            issuer's items and bytes — and sq (the shard
 //	                            counts used) (the e* constants in
-//	                            record.go). No TTL.
+//	                            package record). No TTL.
 //	cp:{sN}:dl:{ep}       ZSET  per queue: callout id -> dead-lettered at (Unix ms):
 //	                            the index for listing dead letters; entries
 //	                            older than the dead-letter retention are
@@ -161,6 +161,15 @@
 //	                            Message Durability"), and an expired id is
 //	                            answered with an error the subscriber
 //	                            handles (it resubscribes LATEST).
+//	cp:{sfsub}:again:{topic}  ZSET  the reprocess requests the subscriber
+//	                            deferred (a full backlog, paused writes, a
+//	                            claim of another replica): Salesforce record
+//	                            Id -> when to look again (ms). Whichever
+//	                            replica holds the lease looks at the due
+//	                            ones (a look moves them a lease later, so a
+//	                            replica dying mid-look loses none) and
+//	                            removes the ones it settled. No TTL: every
+//	                            entry is removed once settled.
 //	cp:job:{J}            HASH  one replay job (contract §8; the j* constants
 //	                            of proxy/redisstore/jobs): its spec, state,
 //	                            phase, counters, collect and send positions
@@ -187,9 +196,9 @@
 //	cp:jobs:active        SET   ids of jobs that have not ended: what the
 //	                            replicas' job runners look at. Not
 //	                            hash-tagged. No TTL.
-//	cp:layout             STRING the store's layout version (LayoutVersion,
+//	cp:layout             STRING the store's layout version (layout.Version,
 //	                            layout.go), in decimal: written by the first
-//	                            replica that uses the store (CheckLayout) or
+//	                            replica that uses the store (layout.Check) or
 //	                            by `callout-proxy migrate`; a replica refuses
 //	                            to start on another version. Not hash-tagged:
 //	                            one key, one slot. No TTL.
@@ -210,9 +219,12 @@
 //	cp:{sN}:st:h:{ep}:{H} HASH  the same figures of Unix hour H. TTL: 8 days
 //	                            (stats.HourRetention).
 //	cp:ack                STRING an integer each durable acknowledgement
-//	                            round increments before its WAIT (redisstore
-//	                            durable.go, redis.durability replicated or
-//	                            fsync). Not hash-tagged. No TTL.
+//	                            round increments before its WAIT
+//	                            (proxy/redisstore/durable, redis.durability
+//	                            replicated or fsync). Not hash-tagged. No
+//	                            TTL. On a Cluster, per primary: cp:{tag}:ack
+//	                            (AckFor), in the hash tag of a key that
+//	                            primary owns.
 //
 // Two pub/sub channels, which store nothing:
 //
@@ -267,6 +279,20 @@ const (
 	JobsActive  = Prefix + "jobs:active" // SET ids of jobs not ended
 	Ack         = Prefix + "ack"         // STRING durable acknowledgement rounds
 )
+
+// AckFor returns the acknowledgement counter of the Redis Cluster node
+// that owns key's slot, cp:{tag}:ack (STRING, no TTL): INCRed by every
+// durable acknowledgement round on that node (proxy/redisstore/durable),
+// in key's hash tag so it hashes to key's slot. A key without a hash tag
+// is used as the tag ({key} hashes as key does).
+func AckFor(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return Prefix + key[i:i+j+2] + ":ack"
+		}
+	}
+	return Prefix + "{" + key + "}:ack"
+}
 
 // Tag returns the hash tag of shard n, e.g. "{s17}".
 func Tag(n int) string { return "{s" + strconv.Itoa(n) + "}" }
@@ -348,6 +374,26 @@ func IssuerTag(issuer string) string {
 	return base64.RawURLEncoding.EncodeToString(h[:])[:11]
 }
 
+// PartitionGate returns the name of the gate a request of issuer meets at
+// endpoint (contract §6 breaker partitions): "endpoint/issuer", or
+// endpoint when issuer is "". The store's read-side calls (Admit,
+// RecordResult, ReadGates) and the gate cache take such names; the store
+// applies the issuer's partition only where the endpoint's breaker is
+// partitioned by organisation. Endpoint names never hold '/'.
+func PartitionGate(endpoint, issuer string) string {
+	if issuer == "" {
+		return endpoint
+	}
+	return endpoint + "/" + issuer
+}
+
+// SplitGate splits a gate name of PartitionGate into its endpoint and
+// issuer ("" when it has none).
+func SplitGate(name string) (endpoint, issuer string) {
+	endpoint, issuer, _ = strings.Cut(name, "/")
+	return endpoint, issuer
+}
+
 // Lock returns the key of the replica-wide lock name, cp:lock:{name}.
 func Lock(name string) string { return Prefix + "lock:" + name }
 
@@ -383,6 +429,10 @@ func SFSubLease(topic string) string { return Prefix + "{sfsub}:lease:" + topic 
 // SFSubReplay returns the key of the stored replay id of topic,
 // cp:{sfsub}:replay:{topic}; it shares SFSubLease's slot.
 func SFSubReplay(topic string) string { return Prefix + "{sfsub}:replay:" + topic }
+
+// SFSubAgain returns the key of the reprocess requests the subscriber of
+// topic deferred, cp:{sfsub}:again:{topic}; it shares SFSubLease's slot.
+func SFSubAgain(topic string) string { return Prefix + "{sfsub}:again:" + topic }
 
 // Job are the three keys of one replay job, hash-tagged by the job id.
 type Job struct {

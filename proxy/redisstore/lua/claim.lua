@@ -19,10 +19,13 @@
 -- hash or the queue's counter hash) and count (its candidates), gate (''
 -- read it from the counters hash), gate_until, lease_ms and probe_lease (ms),
 -- want (the most to claim: the candidates past it are spares, for those
--- another replica claimed first); A.candidates, the queues' candidates in
+-- another replica claimed first), part (the breaker partition its
+-- callouts meet and test, '' the endpoint's: an organisation queue's, so a
+-- half-open partition's probe is one of its own callouts, contract §6); A.candidates, the queues' candidates in
 -- queue order, each with its keys record and rest (:q) and id and token
 -- (the lease token it is claimed with).
--- Replies (claimReply): queues, one per queue, in order: {gate, gate_until};
+-- Replies (claimReply): queues, one per queue, in order: {gate, gate_until,
+-- level (the partition whose breaker the gate is, '' the endpoint's)};
 -- claimed, every callout claimed: {queue (its index in queues), id, kind,
 -- attempts, first (ms), due (ms), rest (:q, or absent), record (the
 -- record before the claim, HGETALL order)}.
@@ -34,13 +37,13 @@ for qi, qa in ipairs(A.queues) do
   local due, lease, acc = qa.due, qa.lease, qa.counters
   local nc, given, given_until = qa.count, qa.gate, qa.gate_until
   local lease_until, probe_until = str(now + qa.lease_ms), str(now + qa.probe_lease)
-  local want = qa.want
+  local want, part = qa.want, qa.part
   local f, w = {}, {}
-  if given == '' then f = hread(acc, gate_fields) end
-  local g, g_until = gate_in(f, given, given_until, now)
+  if given == '' then f = hread(acc, gate_fields_of(part)) end
+  local g, g_until, level = gate_in(f, given, given_until, now, part)
   -- a sharded queue probes only with the token its caller took ('probe')
   if given ~= '' and g == 'half_open' then g = 'probing' end
-  queues[qi] = {'gate', g, 'gate_until', g_until}
+  queues[qi] = {'gate', g, 'gate_until', g_until, 'level', level}
   if g == 'open' or g == 'half_open' or g == 'probe' then
     local ids, zl, got = {}, {}, 0
     for i = 0, nc - 1 do
@@ -59,8 +62,8 @@ for qi, qa in ipairs(A.queues) do
           local kind = 'retry'
           if g == 'half_open' then
             kind = 'probe'
-            put(f, w, 'pt', token)
-            put(f, w, 'pe', probe_until)
+            put(f, w, pf('pt', level), token)
+            put(f, w, pf('pe', level), probe_until)
           elseif g == 'probe' then
             kind = 'probe'
           elseif n == 1 then

@@ -45,9 +45,10 @@
 -- entries older than dead_ttl are pruned on the way), pause (ms from now
 -- the endpoint pauses for, 0: none), lease (ms: again), status ('' = no
 -- response),
--- response (encoded, record.go), error, outbox, gate ('' read it from
+-- response (encoded, package record), error, outbox, gate ('' read it from
 -- K.counters) and gate_until, endpoint, notify (someone can be told of an
--- outage, Options.Notify).
+-- outage, Options.Notify), part (the breaker partition of the callout's
+-- organisation, '' the endpoint's, contract §6).
 -- Replies (completeReply): results, one per completion, in order:
 --   {error = message} when its completion raised an error (see Isolation);
 --   {state = 'stale'} when the token is not the callout's current lease
@@ -76,7 +77,8 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   local wc = {}
   local tag = rec.i or ''
   local names = counter_names(tag)
-  if given == '' then names = concat(names, gate_fields, breaker_fields) end
+  local part = e.part
+  if given == '' then names = concat(names, gate_fields_of(part), breaker_fields_of(part)) end
   hmore(acc, fa, seen, names)
   -- Begin's first attempt, ending before its lease: its reservation already
   -- has the TTL it needs (create.lua).
@@ -114,21 +116,23 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   put(rec, wc, 'b', str(num(rec.b) + charged))
   acc_add(fa, wa, tag, charged, 0)
 
-  local g0 = gate_in(fa, given, e.gate_until, now)
-  local is_probe = given == '' and fa.pt == token
+  local g0 = gate_in(fa, given, e.gate_until, now, part)
+  local probe = nil
+  if given == '' then probe = probe_of(fa, token, part) end
+  local is_probe = probe ~= nil
   local opened, closed, began, ended = 0, 0, 0, 0
   if given == '' then
     if dispatched then
-      opened, closed, began, ended = breaker_apply(fa, wa, now_s, is_probe, e.success,
-        e.counts, e.threshold, str(now + e.probe_in))
+      opened, closed, began, ended = breaker_apply(fa, wa, now_s, probe, e.success,
+        e.counts, e.threshold, str(now + e.probe_in), part)
     elseif is_probe then
-      put(fa, wa, 'pt', false)
-      put(fa, wa, 'pe', false)
+      put(fa, wa, pf('pt', probe), false)
+      put(fa, wa, pf('pe', probe), false)
     end
     pause_apply(fa, wa, now, e.pause)
   end
 
-  local g, g_until = gate_in(fa, given, e.gate_until, now)
+  local g, g_until = gate_in(fa, given, e.gate_until, now, part)
   local held = newly_held(due, g0, g)
   if g == 'disabled' and (action == 'retry' or action == 'again') then
     action, reason = 'dead', 'endpoint_disabled'
@@ -215,13 +219,15 @@ local function complete_one(keys, e, fa, wa, seen, mark)
     redis.call('HSET', replayed, 'rx', state, 'rxt', now_s)
   end
 
-  local probe = 0
-  if is_probe then probe = 1 end
+  local was_probe = 0
+  if is_probe then was_probe = 1 end
+  local failures = num(fa.cf)
+  if part ~= '' then failures = num(fa[pf('cf', part)]) end
   local why = ''
   if state == 'dead_lettered' then why = reason end
   if state == 'in_flight' then n = n + 1 end
   return {'state', state, 'opened', opened, 'closed', closed, 'began', began, 'ended', ended,
-    'notify', notify, 'failures', num(fa.cf), 'outage_at', num(fa.os), 'probe', probe, 'attempts', n,
+    'notify', notify, 'failures', failures, 'outage_at', num(fa.os), 'probe', was_probe, 'attempts', n,
     'reason', why, 'gate', g, 'last_status', num(rec.R), 'last_error', rec.e or '', 'held', held}
 end
 

@@ -4,15 +4,16 @@
 -- backlog caps (contract §10).
 --
 -- K and A: createArgs (create.go), read by the script layer (script/):
--- K.record, K.rest (its :q), K.due, K.lease, K.counters (the endpoint
--- hash, or the queue's counter hash), K.reservation (the record key as a
--- placeholder when there is none); A.mode 'b' (Begin) | 'e' (Enqueue) |
+-- K.record, K.rest (its :q), K.due, K.lease (the organisation queue's,
+-- keyspace), K.counters (the endpoint hash, or the queue's counter hash),
+-- K.reservation (the record key as a placeholder when there is none); A.mode 'b' (Begin) | 'e' (Enqueue) |
 -- 'd' (Enqueue's dry run: every check, then the answer, nothing written),
 -- A.id, A.hold (the reservation value: raw id, 16 bytes, then raw
 -- fingerprint, 12), A.stale and A.takeover (raw ids whose reservation counts
 -- as free: a vanished holder, the dead letter a replay replaces), the caps
 -- A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer (0:
--- none), A.tag (issuer tag), A.gate ('' read it from K.counters; else the
+-- none), A.tag (issuer tag), A.part (the breaker partition, '' or A.tag,
+-- contract §6), A.gate ('' read it from K.counters; else the
 -- state the caller read, sharded queues: 'probe' when it took the probe
 -- token) and A.gate_until, A.at_in (ms from now: Enqueue's due time, Begin's
 -- lease), A.probe_lease (ms), A.token (lease token), A.rest_q (headers and body for :q,
@@ -33,10 +34,10 @@ local now = clock(A.now)
 local at_in = now + A.at_in
 local now_s = str(now)
 local begin, id = A.mode == 'b', A.id
-local tag, given = A.tag, A.gate
+local tag, given, part = A.tag, A.gate, A.part
 
 local names = counter_names(tag)
-if given == '' then names = concat(names, gate_fields) end
+if given == '' then names = concat(names, gate_fields_of(part)) end
 local f, w = hread(acc, names), {}
 
 -- The reservation is taken by the one write that takes it (SET … NX GET,
@@ -58,10 +59,13 @@ local function existing()
   if not keyed then return nil end
   return other(redis.call('GET', res))
 end
-local g, g_until = gate_in(f, given, A.gate_until, now)
+local g, g_until, level = gate_in(f, given, A.gate_until, now, part)
 if g == 'disabled' then return existing() or {'result', 'disabled'} end
 
 local items = num(f.bi)
+-- this organisation's pending callouts in the queue, before this one
+local mine = items
+if tag ~= '' then mine = num(f['ii:' .. tag]) end
 local size = record_overhead + #A.rest_q
 for _, v in ipairs(A.fields) do size = size + #v end
 local full = over_caps(f, items, {A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer},
@@ -90,8 +94,8 @@ if shut(g) then
 elseif begin then
   state, out2 = 'in_flight', 'first'
   if g == 'half_open' and given == '' then
-    put(f, w, 'pt', A.token)
-    put(f, w, 'pe', str(now + A.probe_lease))
+    put(f, w, pf('pt', level), A.token)
+    put(f, w, pf('pe', level), str(now + A.probe_lease))
     out2 = 'probe'
   elseif g == 'probe' then
     out2 = 'probe' -- a sharded queue: the caller took the probe token
@@ -130,9 +134,10 @@ if state == 'in_flight' then
   redis.call('ZADD', lease, str(at), id)
 else
   -- Wake the dispatchers (pub/sub, dispatch.Dispatcher) when this is the
-  -- first callout due in a queue that held none pending: others there
-  -- have woken them already, or they know when those are due.
-  if A.wake ~= '' and state == 'scheduled' and at <= now and items == 0 then
+  -- first callout due of an organisation that had none pending in the
+  -- queue: others there have woken them already, or they know when those
+  -- are due (another organisation's pending callouts say nothing of it).
+  if A.wake ~= '' and state == 'scheduled' and at <= now and mine == 0 then
     redis.call('PUBLISH', A.wake, id)
   end
   redis.call('ZADD', due, str(at), id)

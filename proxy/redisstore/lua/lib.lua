@@ -29,25 +29,69 @@ local function breaker_state(bs, pa, now)
   return 'half_open'
 end
 
--- gate_fields are the endpoint-hash fields gate_of reads.
-local gate_fields = {'dis', 'pu', 'bs', 'pa', 'pt', 'pe'}
+-- Breaker partitions (contract §6): with breaker.partition organisation
+-- each organisation (issuer tag p) has its own breaker in the endpoint
+-- hash, fields cf:p bs:p oa:p pa:p pt:p pe:p (pf below); the endpoint's own
+-- breaker (the unsuffixed fields) then opens only when the partitions of
+-- partition_quorum distinct organisations are open ('po' counts them), so
+-- an outage that hits every organisation still holds them all, the ones
+-- that have not failed yet included, while one organisation's failures
+-- hold only its own callouts. Partition '' is the endpoint's own breaker:
+-- breaker.partition endpoint, and callouts without an issuer. The outage
+-- (os, on), the last success (lsu), pause and disable stay the endpoint's:
+-- auto-disable needs disable_after without a success of any organisation.
+local partition_quorum = 2
 
--- gate_of returns the gate state (disabled, paused, breaker_open, probing,
--- half_open, open) and when it may open again (ms; 0 when not known) from
--- the endpoint hash's fields f (a table by field name; absent: false).
--- The one place the gate rule lives (ARCHITECTURE.md).
-local function gate_of(f, now)
-  if f.dis == '1' then return 'disabled', 0 end
-  local pu = num(f.pu)
-  if pu > now then return 'paused', pu end
-  local b = breaker_state(f.bs, f.pa, now)
-  if b == 'open' then return 'breaker_open', num(f.pa) end
+-- pf is the name of breaker field n of partition p.
+local function pf(n, p)
+  if p == nil or p == '' then return n end
+  return n .. ':' .. p
+end
+
+-- gate_base are the endpoint-hash fields gate_of reads for partition ''.
+local gate_base = {'dis', 'pu', 'bs', 'pa', 'pt', 'pe'}
+
+-- gate_fields_of are the endpoint-hash fields gate_of reads for
+-- partition p.
+local function gate_fields_of(p)
+  if p == nil or p == '' then return gate_base end
+  return {'dis', 'pu', 'bs', 'pa', 'pt', 'pe', pf('bs', p), pf('pa', p), pf('pt', p), pf('pe', p)}
+end
+local gate_fields = gate_base
+
+-- breaker_gate is the gate one breaker (partition p's fields of f) puts
+-- up at now, and when it may open, or nil when it is closed.
+local function breaker_gate(f, now, p)
+  local b = breaker_state(f[pf('bs', p)], f[pf('pa', p)], now)
+  if b == 'open' then return 'breaker_open', num(f[pf('pa', p)]) end
   if b == 'half_open' then
-    local pe = num(f.pe)
-    if f.pt and pe > now then return 'probing', pe end
+    local pe = num(f[pf('pe', p)])
+    if f[pf('pt', p)] and pe > now then return 'probing', pe end
     return 'half_open', 0
   end
-  return 'open', 0
+  return nil, 0
+end
+
+-- gate_of returns the gate state (disabled, paused, breaker_open, probing,
+-- half_open, open) that partition p (nil or '': the endpoint's own
+-- breaker) meets at now, when it may open again (ms; 0 when not known),
+-- and the partition whose breaker it is ('' the endpoint's; a half-open
+-- gate's probe token is that partition's pt field) from the endpoint
+-- hash's fields f (a table by field name; absent: false). The endpoint's
+-- own breaker comes first, then the partition's. The one place the gate
+-- rule lives (ARCHITECTURE.md).
+local function gate_of(f, now, p)
+  p = p or ''
+  if f.dis == '1' then return 'disabled', 0, '' end
+  local pu = num(f.pu)
+  if pu > now then return 'paused', pu, '' end
+  local g, u = breaker_gate(f, now, '')
+  if g then return g, u, '' end
+  if p ~= '' then
+    g, u = breaker_gate(f, now, p)
+    if g then return g, u, p end
+  end
+  return 'open', 0, ''
 end
 
 -- hread reads the fields names of hash h into a table by name (absent:
@@ -59,9 +103,10 @@ local function hread(h, names)
   return f
 end
 
--- gate reads the endpoint hash ep and returns gate_of its fields.
-local function gate(ep, now)
-  return gate_of(hread(ep, gate_fields), now)
+-- gate reads the endpoint hash ep and returns gate_of its fields for
+-- partition p.
+local function gate(ep, now, p)
+  return gate_of(hread(ep, gate_fields_of(p)), now, p)
 end
 
 -- shut reports whether a gate state holds callouts back (not disabled).
@@ -159,41 +204,80 @@ local function hflush(h, w)
   if #d > 0 then redis.call('HDEL', h, unpack(d)) end
 end
 
--- breaker_fields are the endpoint-hash fields breaker_apply reads.
-local breaker_fields = {'cf', 'bs', 'os', 'oa', 'pa', 'pt', 'pe', 'on'}
+-- breaker_fields_of are the endpoint-hash fields breaker_apply reads for
+-- partition p.
+local function breaker_fields_of(p)
+  local f = {'cf', 'bs', 'os', 'oa', 'pa', 'pt', 'pe', 'on', 'po'}
+  if p ~= nil and p ~= '' then
+    for _, n in ipairs({'cf', 'bs', 'oa', 'pa', 'pt', 'pe'}) do f[#f + 1] = pf(n, p) end
+  end
+  return f
+end
+local breaker_fields = breaker_fields_of('')
 
--- breaker_apply applies one attempt's result to the circuit breaker whose
--- endpoint-hash fields are f (contract §6), noting its writes in w (put), and
--- returns opened, closed, began, ended (0/1): whether this result opened or
--- closed the breaker, began or ended an outage. The one owner of the
--- breaker transitions (ARCHITECTURE.md).
---   success: failures reset, breaker closed, outage ended, last success
---     recorded; no write at all when nothing was failing (ARCHITECTURE.md: a success
---     costs no write when the failure count is already 0).
---   is_probe and not success: the probe token is released; a counting
---     failure reopens the breaker for another interval (probe_next), an
+-- probe_of is the partition whose probe token the holder of token holds
+-- in f ('' the endpoint's, p its partition's), or nil.
+local function probe_of(f, token, p)
+  if token == nil or token == '' then return nil end
+  if f.pt == token then return '' end
+  if p ~= nil and p ~= '' and f[pf('pt', p)] == token then return p end
+  return nil
+end
+
+-- breaker_apply applies one attempt's result to the circuit breaker of
+-- partition p (nil or '': the endpoint's own) whose endpoint-hash fields
+-- are f (contract §6), noting its writes in w (put), and returns opened,
+-- closed, began, ended (0/1): whether this result opened or closed a
+-- breaker (the partition's or the endpoint's), began or ended an outage.
+-- probe is the partition whose probe token the attempt held (probe_of),
+-- nil when none. The one owner of the breaker transitions
+-- (ARCHITECTURE.md).
+--   success: the partition's and the endpoint's failures reset, their
+--     breakers closed, the outage ended, last success recorded; no write
+--     at all when nothing was failing (ARCHITECTURE.md: a success costs no
+--     write when the failure count is already 0). Other partitions keep
+--     their state: one organisation's success says nothing of another's.
+--   probe and not success: that probe token is released; a counting
+--     failure reopens its breaker for another interval (probe_next), an
 --     answer that does not count (permanent, 429, canceled) leaves it
 --     half-open, so the next request or held callout probes (such a result
 --     is no verdict on the upstream's health).
---   counts: consecutive failures + 1; the first one after a success starts
---     an outage; at threshold a closed breaker opens, opened_at written once.
-local function breaker_apply(f, w, now_s, is_probe, success, counts, threshold, probe_next)
+--   counts: the endpoint's consecutive failures + 1 (cf, any
+--     organisation's), and the partition's (cf:p); the first one after a
+--     success starts an outage; at threshold a closed breaker opens,
+--     opened_at written once: partition '' opens the endpoint's breaker,
+--     another partition its own, and the endpoint's too once
+--     partition_quorum partitions are open.
+local function breaker_apply(f, w, now_s, probe, success, counts, threshold, probe_next, p)
+  p = p or ''
   if success then
-    if not f.cf and not f.bs and not f.os then return 0, 0, 0, 0 end
+    if not f.cf and not f.bs and not f.os and (p == '' or (not f[pf('cf', p)] and not f[pf('bs', p)])) then
+      return 0, 0, 0, 0
+    end
     local closed, ended = 0, 0
     if f.bs == 'open' then closed = 1 end
     if f.os then ended = 1 end
     for _, n in ipairs({'cf', 'bs', 'oa', 'pa', 'pt', 'pe', 'os', 'on'}) do
       if f[n] then put(f, w, n, false) end
     end
+    if p ~= '' then
+      if f[pf('bs', p)] == 'open' then
+        closed = 1
+        local po = num(f.po) - 1
+        if po > 0 then put(f, w, 'po', str(po)) else put(f, w, 'po', false) end
+      end
+      for _, n in ipairs({'cf', 'bs', 'oa', 'pa', 'pt', 'pe'}) do
+        if f[pf(n, p)] then put(f, w, pf(n, p), false) end
+      end
+    end
     put(f, w, 'lsu', now_s)
     gate_dirty = true
     return 0, closed, 0, ended
   end
-  if is_probe then
-    put(f, w, 'pt', false)
-    put(f, w, 'pe', false)
-    if counts then put(f, w, 'pa', probe_next) end
+  if probe then
+    put(f, w, pf('pt', probe), false)
+    put(f, w, pf('pe', probe), false)
+    if counts then put(f, w, pf('pa', probe), probe_next) end
     gate_dirty = true
   end
   if not counts then return 0, 0, 0, 0 end
@@ -204,13 +288,25 @@ local function breaker_apply(f, w, now_s, is_probe, success, counts, threshold, 
     put(f, w, 'os', now_s)
     began = 1
   end
-  if cf >= threshold and f.bs ~= 'open' then
-    put(f, w, 'bs', 'open')
-    put(f, w, 'pa', probe_next)
-    if not f.oa then put(f, w, 'oa', now_s) end
+  local function open(q)
+    put(f, w, pf('bs', q), 'open')
+    put(f, w, pf('pa', q), probe_next)
+    if not f[pf('oa', q)] then put(f, w, pf('oa', q), now_s) end
     opened = 1
   end
-  if not is_probe and (began == 1 or opened == 1) then gate_dirty = true end
+  if p == '' then
+    if cf >= threshold and f.bs ~= 'open' then open('') end
+  else
+    local cfp = num(f[pf('cf', p)]) + 1
+    put(f, w, pf('cf', p), str(cfp))
+    if cfp >= threshold and f[pf('bs', p)] ~= 'open' then
+      open(p)
+      local po = num(f.po) + 1
+      put(f, w, 'po', str(po))
+      if po >= partition_quorum and f.bs ~= 'open' then open('') end
+    end
+  end
+  if not probe and (began == 1 or opened == 1) then gate_dirty = true end
   return opened, 0, began, 0
 end
 
@@ -263,7 +359,7 @@ local function outbox_dead_letter(c, sfo, sfx, id, now_s, ttl, scheduled)
   if scheduled then redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id) end
 end
 
--- A callout record (keyspace, record.go) is one hash with one-letter
+-- A callout record (keyspace, package record) is one hash with one-letter
 -- fields, kept in Redis's compact listpack encoding (every value at most
 -- 64 bytes):
 --   S state code (st below), n attempts, i issuer tag, b bytes charged to
@@ -372,14 +468,15 @@ local function acc_add(f, w, tag, bytes, items)
   end
 end
 
--- gate_in is the gate a queue's script acts on and when it may open: the
--- gate of the endpoint hash's fields f (gate_of) when the script runs in
--- the endpoint hash's slot (given is ''); else given and until_s, the gate
--- the caller read from the endpoint hash (a queue of a sharded endpoint,
--- keyspace "Shards and queues").
-local function gate_in(f, given, until_s, now)
-  if given == '' then return gate_of(f, now) end
-  return given, num(until_s)
+-- gate_in is the gate a queue's script acts on, when it may open and the
+-- partition whose breaker it is: the gate of partition p in the endpoint
+-- hash's fields f (gate_of) when the script runs in the endpoint hash's
+-- slot (given is ''); else given and until_s, the gate the caller read
+-- from the endpoint hash (a queue of a sharded endpoint, keyspace "Shards
+-- and queues"), and p.
+local function gate_in(f, given, until_s, now, p)
+  if given == '' then return gate_of(f, now, p) end
+  return given, num(until_s), p or ''
 end
 
 -- expire sets the TTL ms of a finished callout's record, its

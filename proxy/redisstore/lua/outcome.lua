@@ -9,24 +9,29 @@
 -- (lib.lua clock), A.probe (the probe token, '' when not the probe), A.success, A.counts
 -- (toward the breaker), A.threshold, A.probe_in (ms from now to the
 -- next probe, if the breaker (re)opens), A.pause (ms from now the endpoint
--- pauses for, 0: none).
+-- pauses for, 0: none), A.part (the breaker partition, '' the endpoint's,
+-- contract §6).
 -- Replies (outcomeReply): opened, closed, began, ended (the outage),
 -- failures, outage_at (ms), probe, held (the home queue's waiting callouts
 -- this result shut the gate on), gate.
 local ep = K.endpoint
 local now = clock(A.now)
-local f, w = hread(ep, concat(breaker_fields, {'pu', 'dis'})), {}
-local g0 = gate_of(f, now)
-local is_probe = A.probe ~= '' and f.pt == A.probe
-local opened, closed, began, ended = breaker_apply(f, w, str(now), is_probe, A.success,
-  A.counts, A.threshold, str(now + A.probe_in))
+local part = A.part
+local f, w = hread(ep, concat(breaker_fields_of(part), {'pu', 'dis'})), {}
+local g0 = gate_of(f, now, part)
+local probe = probe_of(f, A.probe, part)
+local is_probe = probe ~= nil
+local opened, closed, began, ended = breaker_apply(f, w, str(now), probe, A.success,
+  A.counts, A.threshold, str(now + A.probe_in), part)
 pause_apply(f, w, now, A.pause)
 hflush(ep, w)
 gate_publish(ep)
-local g1 = gate_of(f, now)
+local g1 = gate_of(f, now, part)
 local held = 0
-if K.due[1] then held = newly_held(K.due[1], g0, g1) end
+for _, d in ipairs(K.due) do held = held + newly_held(d, g0, g1) end
+local failures = num(f.cf)
+if part ~= '' then failures = num(f[pf('cf', part)]) end
 local probe = 0
 if is_probe then probe = 1 end
-return {'opened', opened, 'closed', closed, 'began', began, 'ended', ended, 'failures', num(f.cf),
+return {'opened', opened, 'closed', closed, 'began', began, 'ended', ended, 'failures', failures,
   'outage_at', num(f.os), 'probe', probe, 'held', held, 'gate', g1}

@@ -12,7 +12,8 @@
 --
 -- K and A: reapArgs (reap.go), read by the script layer (script/): K.due,
 -- K.lease, K.counters (the endpoint hash or the queue's counter hash),
--- A.now, A.gate ('' read it from K.counters) and A.gate_until, and
+-- A.now, A.gate ('' read it from K.counters) and A.gate_until, A.part (the
+-- queue's breaker partition, '' the endpoint's, contract §6), and
 -- A.candidates, each with its keys record and reservation (the record key
 -- when it has none: a reaped synchronous callout's reservation loses
 -- Begin's TTL, as it is pending again) and its id.
@@ -21,7 +22,8 @@ local due, lease, acc = K.due, K.lease, K.counters
 local now, given = clock(A.now), A.gate
 local now_s = str(now)
 local fa, wa, seen = {}, {}, {}
-if given == '' then hmore(acc, fa, seen, gate_fields) end
+local part = A.part
+if given == '' then hmore(acc, fa, seen, gate_fields_of(part)) end
 
 local out, zrem, zadd = {}, {}, {}
 for _, cand in ipairs(A.candidates) do
@@ -40,11 +42,13 @@ for _, cand in ipairs(A.candidates) do
       hmore(acc, fa, seen, counter_names(tag))
       put(rec, wc, 'b', str(num(rec.b) + #entry + 1))
       acc_add(fa, wa, tag, #entry + 1, 0)
-      if given == '' and token ~= '' and fa.pt == token then
-        put(fa, wa, 'pt', false)
-        put(fa, wa, 'pe', false)
+      local probe = nil
+      if given == '' then probe = probe_of(fa, token, part) end
+      if probe then
+        put(fa, wa, pf('pt', probe), false)
+        put(fa, wa, pf('pe', probe), false)
       end
-      local g, g_until = gate_in(fa, given, A.gate_until, now)
+      local g, g_until = gate_in(fa, given, A.gate_until, now, part)
       local state, at = 's', now_s
       if shut(g) then
         state = 'h'

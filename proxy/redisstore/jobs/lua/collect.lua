@@ -5,9 +5,8 @@
 --
 -- K and A: collectArgs (scripts.go), read by the script layer: K.job,
 -- K.items, K.queue; A.now (script.Clock), A.owner, A.lease (ms), A.cap (most
--- items a job may hold), A.position (the collect position, opaque),
--- A.state (an added item's state: 'q' queued, or 'w' would-send for a dry
--- run), A.ids (dead-letter ids).
+-- items a job may hold), A.position (the collect position, opaque), A.ids
+-- (dead-letter ids), each added as 'q' (queued).
 -- Replies (collectReply): result 'ok' with total, 'full' with total
 -- (nothing past the cap was added, the position not saved) or a refusal
 -- from job_fence.
@@ -21,7 +20,7 @@ for _, id in ipairs(A.ids) do
       redis.call('HSET', K.job, 'tot', str(total), 'lx', str(now + A.lease), 'ut', str(now))
       return {'result', 'full', 'total', total}
     end
-    redis.call('HSET', K.items, id, A.state)
+    redis.call('HSET', K.items, id, 'q')
     redis.call('RPUSH', K.queue, id)
     total = total + 1
   end

@@ -1,4 +1,8 @@
-package redisstore
+// Package record is the codec of a callout record, the hash cp:{sN}:c:{id}
+// (keyspace; written and read by the core store's scripts, lua/lib.lua):
+// its one-letter fields, the packed meta and rest only Go reads, the attempt
+// entries and the stored response. It is pure: no Redis, no clock.
+package record
 
 import (
 	"encoding/binary"
@@ -23,24 +27,24 @@ import (
 // created time), kept after the callout ends, and the rest (headers and
 // body), dropped when it ends succeeded or failed (contract §5).
 const (
-	fState    = "S" // state code, stateCode
-	fAttempts = "n" // attempts made, integer; absent: 0
-	fIssuer   = "i" // issuer tag (issuerTag); the issuer itself: cp:iss
-	fCharged  = "b" // bytes charged to the backlog (pending and dead letters)
-	fMeta     = "m" // packed meta, chunked: m, m2, m3, m4 (or one long m); the rest: 1 … 8
-	fRestInQ  = "Q" // "1": the packed rest is the string :q, not chunks 1…4
-	fReplayOf = "o" // replay_of callout id
-	fFirst    = "a" // first attempt ms
-	fToken    = "t" // lease token (in flight)
-	fLeaseTo  = "x" // lease expiry ms (in flight)
-	fLeaseAt  = "l" // lease start ms (in flight)
-	fKind     = "k" // kind code of the current claim (in flight)
-	fSched    = "d" // "1" once a dispatcher claimed it (contract §8 events)
-	fAttempt  = "A" // A<n>: attempt n, "kind started dur status outcome error"
-	fStatus   = "R" // last response status; the response: r1 … r4 (respField) or key :r
-	fLastErr  = "e" // last error
-	fFinished = "F" // finished ms
-	fReason   = "D" // dead-letter reason
+	FieldState    = "S" // state code, stateCode
+	FieldAttempts = "n" // attempts made, integer; absent: 0
+	FieldIssuer   = "i" // issuer tag (issuerTag); the issuer itself: cp:iss
+	FieldCharged  = "b" // bytes charged to the backlog (pending and dead letters)
+	fieldMeta     = "m" // packed meta, chunked: m, m2, m3, m4 (or one long m); the rest: 1 … 8
+	FieldRestInQ  = "Q" // "1": the packed rest is the string :q, not chunks 1…4
+	FieldReplayOf = "o" // replay_of callout id
+	FieldFirst    = "a" // first attempt ms
+	FieldToken    = "t" // lease token (in flight)
+	FieldLeaseTo  = "x" // lease expiry ms (in flight)
+	FieldLeaseAt  = "l" // lease start ms (in flight)
+	FieldKind     = "k" // kind code of the current claim (in flight)
+	FieldSched    = "d" // "1" once a dispatcher claimed it (contract §8 events)
+	FieldAttempt  = "A" // A<n>: attempt n, "kind started dur status outcome error"
+	FieldStatus   = "R" // last response status; the response: r1 … r4 (respField) or key :r
+	FieldLastErr  = "e" // last error
+	FieldFinished = "F" // finished ms
+	FieldReason   = "D" // dead-letter reason
 )
 
 // chunkLen is the longest value a record stores in one field.
@@ -101,8 +105,8 @@ func codes(list []string) map[string]byte {
 	return m
 }
 
-// recordMeta is what the packed meta holds.
-type recordMeta struct {
+// Meta is what the packed meta holds.
+type Meta struct {
 	Method, Endpoint, Path, Query, Key, Source string
 	Created                                    time.Time
 	// Trace is the W3C trace context it was accepted under
@@ -119,7 +123,7 @@ func appendStr(b []byte, s string) []byte {
 // length-prefixed endpoint, path, query, key and source, the created time
 // in Unix ms as a uvarint, then the length-prefixed trace context
 // (packTrace).
-func packMeta(m recordMeta) string {
+func packMeta(m Meta) string {
 	b := make([]byte, 0, 16+len(m.Endpoint)+len(m.Path)+len(m.Query)+len(m.Key)+len(m.Source))
 	if c, ok := methodCode[m.Method]; ok {
 		b = append(b, c)
@@ -204,9 +208,22 @@ func (u *unpacker) byte() byte {
 	return c
 }
 
-func unpackMeta(s string) (recordMeta, error) {
+// MetaOf unpacks the meta of record fields m (its chunks joined); a
+// malformed or missing meta is an error.
+func MetaOf(m map[string]string) (Meta, error) { return unpackMeta(joinChunks(m, metaField)) }
+
+// InlineResponse is the last response as the record holds it inline (its
+// chunks r1 … r4 joined; DecodeResponse reads it), "" when it has none or the
+// response is in the key :r.
+func InlineResponse(m map[string]string) string { return joinChunks(m, respField) }
+
+// StateCode is the code the field FieldState holds for state st ("" for a
+// state no record holds).
+func StateCode(st policy.State) string { return stateCode[st] }
+
+func unpackMeta(s string) (Meta, error) {
 	u := &unpacker{b: s}
-	var m recordMeta
+	var m Meta
 	if c := u.byte(); c != 0 {
 		for name, code := range methodCode {
 			if code == c {
@@ -319,9 +336,9 @@ func chunkFields(v string, name func(int) string, most int) []string {
 
 func metaField(i int) string {
 	if i == 1 {
-		return fMeta
+		return fieldMeta
 	}
-	return fMeta + strconv.Itoa(i)
+	return fieldMeta + strconv.Itoa(i)
 }
 
 func restField(i int) string { return strconv.Itoa(i) }
@@ -341,16 +358,18 @@ func joinChunks(m map[string]string, name func(int) string) string {
 	}
 }
 
-// encodeAttempt is an attempt entry (A<n>): "kind started_ms
+// EncodeAttempt is an attempt entry (A<n>): "kind started_ms
 // duration_ms status outcome error", error last (it may hold spaces). The
 // reaper writes the same form (lua/reap.lua).
-func encodeAttempt(a policy.Attempt) string {
+func EncodeAttempt(a policy.Attempt) string {
 	return string(a.Kind) + " " + strconv.FormatInt(a.StartedAt.UnixMilli(), 10) + " " +
 		strconv.FormatInt(a.Duration.Milliseconds(), 10) + " " + strconv.Itoa(a.Status) + " " +
 		string(a.Outcome) + " " + a.Error
 }
 
-func decodeAttempt(n int, s string) (policy.Attempt, error) {
+// DecodeAttempt reads entry s of attempt n (EncodeAttempt's form); a
+// malformed entry is an error.
+func DecodeAttempt(n int, s string) (policy.Attempt, error) {
 	p := strings.SplitN(s, " ", 6)
 	if len(p) < 5 {
 		return policy.Attempt{}, errPacked
@@ -373,7 +392,7 @@ func decodeAttempt(n int, s string) (policy.Attempt, error) {
 func attemptsOf(m map[string]string) ([]policy.Attempt, error) {
 	var out []policy.Attempt
 	for f, v := range m {
-		ns, ok := strings.CutPrefix(f, fAttempt)
+		ns, ok := strings.CutPrefix(f, FieldAttempt)
 		if !ok {
 			continue
 		}
@@ -381,7 +400,7 @@ func attemptsOf(m map[string]string) ([]policy.Attempt, error) {
 		if err != nil {
 			continue
 		}
-		a, err := decodeAttempt(n, v)
+		a, err := DecodeAttempt(n, v)
 		if err != nil {
 			return nil, err
 		}
@@ -391,11 +410,11 @@ func attemptsOf(m map[string]string) ([]policy.Attempt, error) {
 	return out, nil
 }
 
-// newRecord returns the record fields of a new callout as HSET
+// New returns the record fields of a new callout as HSET
 // pairs, and its packed rest when that goes to :q ("" when inline). State,
 // charge and issuer tag are the script's to add.
-func newRecord(nc policy.NewCallout, now time.Time) (fields []string, restQ string) {
-	fields = chunkFields(packMeta(recordMeta{Method: nc.Method, Endpoint: nc.Endpoint, Path: nc.Path,
+func New(nc policy.NewCallout, now time.Time) (fields []string, restQ string) {
+	fields = chunkFields(packMeta(Meta{Method: nc.Method, Endpoint: nc.Endpoint, Path: nc.Path,
 		Query: nc.Query, Key: nc.IdempotencyKey, Source: nc.SourceRecord, Created: now,
 		Trace: nc.TraceContext}), metaField, maxInlineChunks)
 	rest := packRest(nc.Header, nc.Body)
@@ -405,35 +424,35 @@ func newRecord(nc policy.NewCallout, now time.Time) (fields []string, restQ stri
 		fields = append(fields, chunkFields(rest, restField, maxRestChunks)...)
 	}
 	if nc.ReplayOf != "" {
-		fields = append(fields, fReplayOf, nc.ReplayOf)
+		fields = append(fields, FieldReplayOf, nc.ReplayOf)
 	}
 	return fields, restQ
 }
 
-// decodeRecord decodes the fields m of a record; rest is its :q
+// Decode decodes the fields m of a record; rest is its :q
 // (when m says it has one; "" otherwise).
-func decodeRecord(id string, m map[string]string, rest string, issuer func(tag string) string) (*policy.Callout, error) {
+func Decode(id string, m map[string]string, rest string, issuer func(tag string) string) (*policy.Callout, error) {
 	meta, err := unpackMeta(joinChunks(m, metaField))
 	if err != nil {
-		return nil, errors.New("redisstore: callout " + id + ": meta: " + err.Error())
+		return nil, errors.New("callout " + id + ": meta: " + err.Error())
 	}
-	if m[fRestInQ] != "1" {
+	if m[FieldRestInQ] != "1" {
 		rest = joinChunks(m, restField)
 	}
 	c := &policy.Callout{
 		ID: id, Endpoint: meta.Endpoint, Method: meta.Method, Path: meta.Path, Query: meta.Query,
 		IdempotencyKey: meta.Key, SourceRecord: meta.Source, CreatedAt: meta.Created,
-		State: stateOfCode[m[fState]], Attempts: atoi(m[fAttempts]),
-		FirstAttemptAt: fromMs(m[fFirst]), LeaseExpiresAt: fromMs(m[fLeaseTo]),
-		FinishedAt: fromMs(m[fFinished]), ReplayOf: m[fReplayOf], LastError: m[fLastErr],
-		DeadLetterReason: policy.DeadLetterReason(m[fReason]), TraceContext: meta.Trace,
+		State: stateOfCode[m[FieldState]], Attempts: atoi(m[FieldAttempts]),
+		FirstAttemptAt: ParseMs(m[FieldFirst]), LeaseExpiresAt: ParseMs(m[FieldLeaseTo]),
+		FinishedAt: ParseMs(m[FieldFinished]), ReplayOf: m[FieldReplayOf], LastError: m[FieldLastErr],
+		DeadLetterReason: policy.DeadLetterReason(m[FieldReason]), TraceContext: meta.Trace,
 	}
-	if tag := m[fIssuer]; tag != "" {
+	if tag := m[FieldIssuer]; tag != "" {
 		c.Issuer = issuer(tag)
 	}
 	if rest != "" {
 		if c.Header, c.Body, err = unpackRest(rest); err != nil {
-			return nil, errors.New("redisstore: callout " + id + ": request: " + err.Error())
+			return nil, errors.New("callout " + id + ": request: " + err.Error())
 		}
 		// The record keeps no fingerprint (its reservation keeps the first
 		// 96 bits, for idempotent replay); while it has the request, it is
@@ -441,29 +460,10 @@ func decodeRecord(id string, m map[string]string, rest string, issuer func(tag s
 		c.Fingerprint = policy.Fingerprint(c.Method, c.Path, c.Query, c.Body)
 	}
 	if c.AttemptLog, err = attemptsOf(m); err != nil {
-		return nil, errors.New("redisstore: callout " + id + ": attempt log: " + err.Error())
+		return nil, errors.New("callout " + id + ": attempt log: " + err.Error())
 	}
 	return c, nil
 }
-
-// Fields of the endpoint hash cp:{sN}:ep:{ep}. Absent means zero/false.
-const (
-	eBreaker    = "bs"  // "open" or absent (closed); half_open = open and now >= pa
-	eFailures   = "cf"  // consecutive counting failures
-	eOpenedAt   = "oa"  // ms the breaker opened, written once by the opener
-	eProbeAt    = "pa"  // ms the open breaker admits its probe
-	eProbeToken = "pt"  // lease token of the callout (or read) holding the probe
-	eProbeUntil = "pe"  // ms the probe token expires
-	ePaused     = "pu"  // ms until which the endpoint is paused (429 Retry-After)
-	eDisabled   = "dis" // "1" when disabled
-	eDisReason  = "dr"  // why it was disabled
-	eDisAt      = "dat" // ms it was disabled
-	eLastOK     = "lsu" // ms of the success that last ended a failure streak
-	eOutage     = "os"  // ms of the first counting failure after a success
-	eNotified   = "on"  // "1" once the owner heard of the current outage
-	eBytes      = "bb"  // bytes charged by pending callouts and dead letters
-	eShards     = "sq"  // shard counts the endpoint was served with, "1,3" (shards.go)
-)
 
 // encodeHeader returns JSON for a response header ("" when empty).
 func encodeHeader(h http.Header) (string, error) {
@@ -483,9 +483,9 @@ func decodeHeader(s string) (http.Header, error) {
 	return h, err
 }
 
-// encodeResponse is the stored form of a response (key :r):
+// EncodeResponse is the stored form of a response (key :r):
 // "status cut\n" + header JSON + "\n" + body, cut being 0 or 1.
-func encodeResponse(r *policy.Response, body []byte, cut bool) ([]byte, error) {
+func EncodeResponse(r *policy.Response, body []byte, cut bool) ([]byte, error) {
 	h, err := encodeHeader(r.Header)
 	if err != nil {
 		return nil, err
@@ -497,7 +497,8 @@ func encodeResponse(r *policy.Response, body []byte, cut bool) ([]byte, error) {
 	return append(out, body...), nil
 }
 
-func decodeResponse(b string) (*policy.Response, error) {
+// DecodeResponse reads EncodeResponse's form; a malformed one is an error.
+func DecodeResponse(b string) (*policy.Response, error) {
 	head, rest, ok1 := strings.Cut(b, "\n")
 	h, body, ok2 := strings.Cut(rest, "\n")
 	status, cut, ok3 := strings.Cut(head, " ")
@@ -519,32 +520,17 @@ func flagByte(b bool) byte {
 	return 0
 }
 
-// ms formats t as Unix ms, "0" for the zero time.
-func ms(t time.Time) string {
+// FormatMs formats t as Unix ms, "0" for the zero time: the form every time
+// of a record takes.
+func FormatMs(t time.Time) string {
 	if t.IsZero() {
 		return "0"
 	}
 	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
-// msOf is t in Unix ms, 0 for the zero time.
-func msOf(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// msTimeOf is Unix ms n as a time, the zero time for 0.
-func msTimeOf(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
-}
-
-// fromMs parses Unix ms; "" and "0" are the zero time.
-func fromMs(s string) time.Time {
+// ParseMs parses Unix ms; "", "0" and anything not a number are the zero time.
+func ParseMs(s string) time.Time {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n == 0 {
 		return time.Time{}

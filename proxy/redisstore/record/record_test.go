@@ -1,4 +1,4 @@
-package redisstore
+package record
 
 import (
 	"net/http"
@@ -14,7 +14,7 @@ import (
 // written-out methods, header names and values, empty and binary parts,
 // every trace-context form.
 func TestPackRoundTrip(t *testing.T) {
-	metas := []recordMeta{
+	metas := []Meta{
 		{Method: http.MethodPost, Endpoint: "payment-api", Path: "/v1/charges", Key: `"k-1"`, Created: time.UnixMilli(1_700_000_000_123)},
 		{Method: "PROPFIND", Endpoint: "a", Path: "/x y/%00", Query: "a=1&b=\x00", Source: "001000000000001AAA"},
 		{Method: http.MethodGet, Endpoint: "e", Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
@@ -57,7 +57,7 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 	a := policy.Attempt{N: 3, Kind: policy.KindRetry, StartedAt: time.UnixMilli(1_700_000_000_000),
 		Duration: 1500 * time.Millisecond, Status: 503, Outcome: policy.Retryable, Error: "status_5xx with spaces"}
-	if got, err := decodeAttempt(3, encodeAttempt(a)); err != nil || !reflect.DeepEqual(got, a) {
+	if got, err := DecodeAttempt(3, EncodeAttempt(a)); err != nil || !reflect.DeepEqual(got, a) {
 		t.Errorf("attempt %+v came back %+v, %v", a, got, err)
 	}
 }

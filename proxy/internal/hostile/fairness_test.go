@@ -1,0 +1,332 @@
+//go:build hostile
+
+package hostile
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
+)
+
+// orgC is the third organisation of the shared-endpoint cases.
+const orgC = "https://third.my.salesforce.com"
+
+// sharedEndpointProxy starts Redis, an upstream whose /hang path answers
+// nothing until the attempt gives up and whose /fast path answers 200, and
+// a proxy with orgA, orgB and orgC on two endpoints in front of it, both
+// with attempt_timeout 1s: "shared" with the default breaker (20 failures,
+// breaker.partition organisation) and "queue" with breaker_failures 1000
+// (its breaker never opens: what holds org-b back there can only be the
+// dispatch order). It returns the proxy and an admin token of scope read.
+func sharedEndpointProxy(t *testing.T) (*proctest.Proxy, string) {
+	redisURL := proctest.StartRedis(t, false).URL
+	stop := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.HasSuffix(r.URL.Path, "/hang") {
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(func() { close(stop); up.Close() })
+	adminToken := "hostile-admin-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(adminToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+redis:
+  url: %s
+auth:
+  issuers: [%s, %s, %s]
+  audience: callout-proxy
+  algorithms: [HS256]
+  hs256_secret_env: TEST_JWT_SECRET
+admin:
+  tokens:
+    - {name: ops, token_file: %s, scope: read}
+endpoints:
+  healthy:
+    url: %s
+    allowed_networks: [127.0.0.0/8]
+  shared:
+    url: %s
+    allowed_networks: [127.0.0.0/8]
+    attempt_timeout: 1s
+  queue:
+    url: %s
+    allowed_networks: [127.0.0.0/8]
+    attempt_timeout: 1s
+    breaker_failures: 1000
+`, redisURL, orgA, orgB, orgC, tokenFile, up.URL, up.URL, up.URL)
+	return proctest.StartProxy(t, proxyBinary, cfg, proxyOptions()), adminToken
+}
+
+// call sends one callout and returns its status, Callout-Id and
+// Callout-Outcome, and the problem type's last segment for an error or the
+// state of a 202's status document.
+func call(c *http.Client, method, url, token, key string, async bool) (status int, id, outcome, detail string) {
+	var body io.Reader
+	if method != http.MethodGet {
+		body = strings.NewReader(`{"n":1}`)
+	}
+	req, _ := http.NewRequest(method, url, body)
+	req.Header.Set("Authorization", token)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	if async {
+		req.Header.Set("Prefer", "respond-async")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", "", err.Error()
+	}
+	defer resp.Body.Close()
+	var doc struct{ Type, State string }
+	if resp.StatusCode == http.StatusAccepted || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		_ = json.NewDecoder(resp.Body).Decode(&doc)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	detail = doc.State
+	if doc.Type != "" {
+		detail = doc.Type[strings.LastIndexByte(doc.Type, '/')+1:]
+	}
+	return resp.StatusCode, resp.Header.Get("Callout-Id"), resp.Header.Get("Callout-Outcome"), detail
+}
+
+// statusDoc reads a callout's status document as token's organisation.
+func statusDoc(t *testing.T, c *http.Client, p *proctest.Proxy, token, id string) api.StatusDocument {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, p.URL+"/v1/callouts/"+id, nil)
+	req.Header.Set("Authorization", token)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d api.StatusDocument
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("status of %s: %d, %v", id, resp.StatusCode, err)
+	}
+	return d
+}
+
+// endpointState reads GET /admin/v1/endpoints/{name}.
+func endpointState(t *testing.T, c *http.Client, p *proctest.Proxy, adminToken, name string) api.EndpointDoc {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, p.AdminURL+"/admin/v1/endpoints/"+name, nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d api.EndpointDoc
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// partitionOf is the breaker partition of issuer in d, if it has one.
+func partitionOf(d api.EndpointDoc, issuer string) (api.PartitionDoc, bool) {
+	for _, p := range d.Partitions {
+		if p.Issuer == issuer {
+			return p, true
+		}
+	}
+	return api.PartitionDoc{}, false
+}
+
+// TestHostileSharedBreaker: org-a floods the hanging path of the shared
+// endpoint with keyed writes until its timeouts (20 by default) open its
+// breaker partition, and keeps flooding; meanwhile org-b's and org-c's 25
+// keyed writes each to the healthy path of the same endpoint are answered
+// 200 success — none 202 held — and their 10 reads each 200, none 503
+// breaker-open; org-a's later writes are held; the endpoint's own breaker
+// stays closed (one organisation is not the two its opening needs,
+// contract §6).
+func TestHostileSharedBreaker(t *testing.T) {
+	p, adminToken := sharedEndpointProxy(t)
+	tokenA, tokenB, tokenC := bearer(t, orgA), bearer(t, orgB), bearer(t, orgC)
+	w := watchProxy(t, p)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
+
+	// org-a: 60 keyed writes to the hanging path, 20 at a time (each hangs
+	// for the attempt timeout until its partition opens).
+	var mu sync.Mutex
+	aCodes := map[string]int{}
+	flood := func(from, n int) {
+		parallel(n, 20, func(i int) {
+			code, _, outcome, state := call(client, http.MethodPost, p.URL+"/callout/shared/hang", tokenA,
+				"a-"+strconv.Itoa(from+i), false)
+			mu.Lock()
+			aCodes[fmt.Sprintf("%d %s %s", code, outcome, state)]++
+			mu.Unlock()
+		})
+	}
+	flood(0, 60)
+	firstCodes := fmt.Sprint(aCodes)
+	var part api.PartitionDoc
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if part, _ = partitionOf(endpointState(t, client, p, adminToken, "shared"), orgA); part.Breaker == "open" {
+			break
+		}
+	}
+	if part.Breaker != "open" || part.ConsecutiveFailures < 20 {
+		t.Fatalf("org-a's partition after 60 hanging writes = %+v, want open after at least 20 failures", part)
+	}
+	// the flood goes on while org-b and org-c call the healthy path
+	floodDone := make(chan struct{})
+	go func() { defer close(floodDone); flood(1000, 200) }()
+	type result struct{ code, outcome, problem string }
+	others := map[string]map[result]int{}
+	var wg sync.WaitGroup
+	for _, org := range []struct{ name, token string }{{"org-b", tokenB}, {"org-c", tokenC}} {
+		others[org.name] = map[result]int{}
+		wg.Go(func() {
+			parallel(35, 5, func(i int) {
+				method, key := http.MethodPost, org.name+"-"+strconv.Itoa(i)
+				if i >= 25 {
+					method, key = http.MethodGet, ""
+				}
+				code, _, outcome, problem := call(client, method, p.URL+"/callout/shared/fast", org.token, key, false)
+				mu.Lock()
+				others[org.name][result{method + " " + strconv.Itoa(code), outcome, problem}]++
+				mu.Unlock()
+			})
+		})
+	}
+	wg.Wait()
+	<-floodDone
+	after := endpointState(t, client, p, adminToken, "shared")
+	part, _ = partitionOf(after, orgA)
+	w.finish(t)
+	t.Logf("org-a: first 60 %s, all %v; org-a's partition %+v; endpoint breaker %s gate %s; org-b %v; org-c %v",
+		firstCodes, aCodes, part, after.Breaker, after.Gate, others["org-b"], others["org-c"])
+	for org, got := range others {
+		want := map[result]int{{"POST 200", "success", ""}: 25, {"GET 200", "success", ""}: 10}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s during org-a's flood: %v, want 25 writes and 10 reads answered 200 success", org, got)
+		}
+	}
+	if after.Breaker != "closed" || after.Gate != "open" {
+		t.Errorf("the endpoint's own breaker %s, gate %s; want closed and open (one organisation's partition open)",
+			after.Breaker, after.Gate)
+	}
+	if part.Breaker != "open" {
+		t.Errorf("org-a's partition %+v after its flood, want open", part)
+	}
+	// its first 60 are accepted (scheduled after a hanging attempt, or
+	// held once its partition opened); the 200 after are held at once
+	if aCodes["202 retryable scheduled"]+aCodes["202 retryable held"] != 260 ||
+		aCodes["202 retryable held"] < 200 {
+		t.Errorf("org-a's writes: the first 60 %s, all 260 %v; want every one 202, the last 200 held",
+			firstCodes, aCodes)
+	}
+}
+
+// TestHostileFairDispatch: org-a queues 300 Prefer: respond-async writes
+// to the hanging path of the "queue" endpoint (whose breaker never opens);
+// org-b's 10 async writes to its healthy path, sent after, each start
+// within 2 s by the proxy's own attempt records — not behind org-a's
+// backlog (300 attempts of 1 s over 16 slots: some 19 s) — and before at
+// most one attempt of org-a per dispatch slot has started since they were
+// sent (contract §10 "Fair dispatch").
+func TestHostileFairDispatch(t *testing.T) {
+	const slots = 16 // the dispatcher's default max_concurrency per endpoint
+	p, adminToken := sharedEndpointProxy(t)
+	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
+	w := watchProxy(t, p)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
+
+	var mu sync.Mutex
+	var aIDs []string
+	parallel(300, 16, func(i int) {
+		code, id, _, _ := call(client, http.MethodPost, p.URL+"/callout/queue/hang", tokenA, "a-"+strconv.Itoa(i), true)
+		if code == http.StatusAccepted {
+			mu.Lock()
+			aIDs = append(aIDs, id)
+			mu.Unlock()
+		}
+	})
+	if len(aIDs) != 300 {
+		t.Fatalf("org-a's async writes: %d accepted, want 300", len(aIDs))
+	}
+	// the dispatcher has filled its slots with org-a's hanging attempts
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if endpointState(t, client, p, adminToken, "queue").InFlight >= slots {
+			break
+		}
+	}
+	if n := endpointState(t, client, p, adminToken, "queue").InFlight; n < slots {
+		t.Fatalf("org-a's attempts in flight: %d, want the %d slots full", n, slots)
+	}
+	sent := time.Now()
+	var bIDs []string
+	for i := range 10 {
+		code, id, _, _ := call(client, http.MethodPost, p.URL+"/callout/queue/fast", tokenB, "b-"+strconv.Itoa(i), true)
+		if code != http.StatusAccepted {
+			t.Fatalf("org-b's async write %d answered %d, want 202", i, code)
+		}
+		bIDs = append(bIDs, id)
+	}
+	var last time.Time
+	var waits []time.Duration
+	for _, id := range bIDs {
+		var d api.StatusDocument
+		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if d = statusDoc(t, client, p, tokenB, id); d.State == "succeeded" {
+				break
+			}
+		}
+		if d.State != "succeeded" || len(d.Attempts) == 0 {
+			t.Fatalf("org-b's callout %s: state %s, %d attempts; want succeeded", id, d.State, len(d.Attempts))
+		}
+		start := d.Attempts[0].StartedAt
+		waits = append(waits, start.Sub(sent).Round(time.Millisecond))
+		if start.After(last) {
+			last = start
+		}
+	}
+	// org-a's attempts that started after org-b's writes were sent and
+	// before org-b's last first attempt: the delay org-a's backlog caused
+	between := 0
+	for _, id := range aIDs {
+		for _, a := range statusDoc(t, client, p, tokenA, id).Attempts {
+			if a.StartedAt.After(sent) && a.StartedAt.Before(last) {
+				between++
+			}
+		}
+	}
+	w.finish(t)
+	t.Logf("org-b's 10 async writes started %v after they were sent (org-a: 300 queued to a path that hangs 1 s); "+
+		"%d attempts of org-a started in between", waits, between)
+	for i, d := range waits {
+		if d > 2*time.Second {
+			t.Errorf("org-b's write %d started %s after it was sent, want within 2 s", i, d)
+		}
+	}
+	if between > slots {
+		t.Errorf("%d attempts of org-a started before org-b's last, want at most one per slot (%d)", between, slots)
+	}
+}

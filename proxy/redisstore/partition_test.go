@@ -1,0 +1,203 @@
+package redisstore
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+)
+
+// The three organisations of these tests (JWT issuers).
+const (
+	orgA = "https://a.my.salesforce.com"
+	orgB = "https://b.my.salesforce.com"
+	orgC = "https://c.my.salesforce.com"
+)
+
+// partitionedStore is a store whose endpoints' breakers are partitioned by
+// organisation (breaker.partition organisation, contract §6).
+func partitionedStore(e *env) *Store {
+	var seed [32]byte
+	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
+	return New(e.b.Client, Options{
+		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
+		Partitioned: func(string) bool { return true },
+	})
+}
+
+// reqOf is req of organisation org.
+func reqOf(endpoint, org, key string) policy.NewCallout {
+	nc := req(endpoint, key, "{}")
+	nc.Issuer = org
+	return nc
+}
+
+// enqueueOf enqueues n callouts of org due now.
+func enqueueOf(t *testing.T, s *Store, endpoint, org string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := s.Enqueue(ctxT(t), reqOf(endpoint, org, ""), enqOpts); err != nil {
+			t.Fatalf("enqueue %d of %s: %v", i, org, err)
+		}
+	}
+}
+
+// byOrg counts claimed callouts by issuer.
+func byOrg(cl []*policy.Claimed) map[string]int {
+	n := map[string]int{}
+	for _, c := range cl {
+		n[c.Issuer]++
+	}
+	return n
+}
+
+// Fair dispatch (contract §10): org-a's backlog fills the endpoint's slots;
+// org-b's callouts, due after all of org-a's, get the next slot that frees
+// — one claim of one — and a shared batch is split between the two.
+func TestOrganisationsClaimedFairly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		const ep = "fair-api"
+		enqueueOf(t, s, ep, orgA, 300)
+		busy := mustClaim(t, s, ep, ClaimOptions{Batch: 4, Lease: testLease})
+		if n := byOrg(busy.Claimed)[orgA]; n != 4 {
+			t.Fatalf("first claim: %v, want 4 of org-a", byOrg(busy.Claimed))
+		}
+		e.clk.Advance(time.Millisecond)
+		enqueueOf(t, s, ep, orgB, 10)
+		// one slot frees: it goes to org-b, whose callouts are behind 296
+		// of org-a's in due order
+		one := mustClaim(t, s, ep, ClaimOptions{Batch: 1, Lease: testLease})
+		if got := byOrg(one.Claimed); got[orgB] != 1 || len(one.Claimed) != 1 {
+			t.Fatalf("the freed slot went to %v, want org-b", got)
+		}
+		// org-b now has 1 in flight to org-a's 4: a batch of 5 gives org-b
+		// the first 3 (levelling at 4), then alternates
+		five := mustClaim(t, s, ep, ClaimOptions{Batch: 5, Lease: testLease})
+		if got := byOrg(five.Claimed); got[orgB] != 4 || got[orgA] != 1 {
+			t.Fatalf("a batch of 5 with 4 of org-a and 1 of org-b in flight = %v, want org-b 4, org-a 1", got)
+		}
+		if !five.MoreDue {
+			t.Fatal("MoreDue false with 295 of org-a and 5 of org-b due")
+		}
+	})
+}
+
+// openPartition fails n callouts of org (threshold n) and returns the
+// last completion's result.
+func openPartition(t *testing.T, e *env, s *Store, ep, org string, n int, br policy.BreakerSettings) policy.CompleteResult {
+	t.Helper()
+	var last policy.CompleteResult
+	for range n {
+		cl := mustBegin(t, s, reqOf(ep, org, ""))
+		f := failure(e.clk.Now().Add(time.Hour))
+		f.Breaker = br
+		last = mustComplete(t, s, cl, f)
+	}
+	return last
+}
+
+// Breaker partitions (contract §6): org-a's failures open org-a's breaker
+// only — org-b's writes are made, not held, and its reads are admitted;
+// a second organisation's open partition opens the endpoint's own breaker,
+// which holds everybody; org-b's success ends the endpoint's outage (what
+// auto-disable measures) though org-a's partition stays open.
+func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "shared-api"
+		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
+		if r := openPartition(t, e, s, ep, orgA, 3, br); !r.Breaker.Opened || r.State != policy.Held {
+			t.Fatalf("org-a's third failure = %+v, want its partition opened and the callout held", r)
+		}
+		st := mustState(t, s, ep)
+		if st.Breaker != policy.BreakerClosed || st.Gate.State != policy.GateOpen {
+			t.Fatalf("endpoint breaker %s gate %s after org-a's partition opened, want closed and open", st.Breaker, st.Gate.State)
+		}
+		if len(st.Partitions) != 1 || st.Partitions[0].Issuer != orgA || st.Partitions[0].Breaker != policy.BreakerOpen ||
+			st.Partitions[0].ConsecutiveFailures != 3 {
+			t.Fatalf("partitions = %+v, want org-a open with 3 failures", st.Partitions)
+		}
+		// org-a's new write is held; org-b's is made at once
+		ra, err := s.Begin(ctxT(t), reqOf(ep, orgA, "a-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
+		if err != nil || ra.Held == nil {
+			t.Fatalf("org-a's write = %+v, %v; want held", ra, err)
+		}
+		rb, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
+		if err != nil || rb.Claimed == nil {
+			t.Fatalf("org-b's write = %+v, %v; want its first attempt", rb, err)
+		}
+		// reads: org-a's refused, org-b's admitted
+		adm := func(org string) policy.Admission {
+			a, err := s.Admit(ctxT(t), keyspace.PartitionGate(ep, org), br.WithDefaults(testLease))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		if g := adm(orgA).Gate.State; g != policy.GateBreakerOpen {
+			t.Fatalf("org-a's read meets %s, want breaker_open", g)
+		}
+		if g := adm(orgB).Gate.State; g != policy.GateOpen {
+			t.Fatalf("org-b's read meets %s, want open", g)
+		}
+		// org-b's success ends the endpoint's outage; org-a's partition stays
+		s1 := success()
+		s1.Breaker = br
+		if r := mustComplete(t, s, rb.Claimed, s1); !r.Breaker.OutageEnded {
+			t.Fatalf("org-b's success = %+v, want the outage ended", r.Breaker)
+		}
+		if st := mustState(t, s, ep); !st.OutageStartedAt.IsZero() || st.Partitions[0].Breaker != policy.BreakerOpen {
+			t.Fatalf("after org-b's success: outage %v, partitions %+v; want no outage, org-a still open", st.OutageStartedAt, st.Partitions)
+		}
+		// org-c's partition opens too: two open partitions open the
+		// endpoint's own breaker, which holds org-b as well
+		if r := openPartition(t, e, s, ep, orgC, 3, br); !r.Breaker.Opened {
+			t.Fatalf("org-c's third failure = %+v, want opened", r.Breaker)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
+			t.Fatalf("endpoint breaker %s with two partitions open, want open", st.Breaker)
+		}
+		rb2, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-held"), policy.BeginOptions{Lease: testLease, Breaker: br})
+		if err != nil || rb2.Held == nil {
+			t.Fatalf("org-b's write with the endpoint's breaker open = %+v, %v; want held", rb2, err)
+		}
+	})
+}
+
+// A half-open partition's single probe is one of its own organisation's
+// callouts (contract §6 "probes are taken from the partition they test"),
+// exactly one, while the other organisations' callouts go on.
+func TestPartitionProbeIsItsOwn(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "probe-part-api"
+		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+		openPartition(t, e, s, ep, orgA, 2, br)
+		e.clk.Advance(time.Hour + time.Second) // the retries are due, the partition half-open
+		enqueueOf(t, s, ep, orgB, 3)
+		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
+		r := mustClaim(t, s, ep, opts)
+		probes, b := 0, 0
+		for _, c := range r.Claimed {
+			switch {
+			case c.Issuer == orgA && c.Kind == policy.KindProbe:
+				probes++
+			case c.Issuer == orgB && c.Kind != policy.KindProbe:
+				b++
+			default:
+				t.Fatalf("claimed %s of %s", c.Kind, c.Issuer)
+			}
+		}
+		if probes != 1 || b != 3 {
+			t.Fatalf("claimed %d probes of org-a and %d of org-b, want 1 and 3", probes, b)
+		}
+		if again := mustClaim(t, s, ep, opts); len(again.Claimed) != 0 {
+			t.Fatalf("a second claim while org-a's probe is out got %d", len(again.Claimed))
+		}
+	})
+}
