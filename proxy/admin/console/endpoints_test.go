@@ -25,6 +25,24 @@ func TestEndpointsPage(t *testing.T) {
 	})
 }
 
+// TestEndpointsPageShowsPartitions: crm-api's breaker is partitioned by
+// organisation; one organisation's failures open its partition, shown
+// under the endpoint's own breaker, which stays closed.
+func TestEndpointsPageShowsPartitions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.failures(t, "crm-api", 3)
+		b := e.browser(t)
+		b.login(readToken)
+		b.get("/console/endpoints").wantStatus(t, http.StatusOK).
+			wantBody(t, `data-partition="`+issuer+`"`, `<span data-partition-breaker="open">open</span> · probe in 5m0s · 3 failures`,
+				"endpoint's; per organisation:").
+			wantNoBody(t, "every organisation closed") // crm-api has an open one; pay-api has no partitions
+		b.get("/console/endpoints/crm-api").wantStatus(t, http.StatusOK).
+			wantBody(t, "<dt>Breaker of "+issuer+"</dt>", `<span data-partition-breaker="open">open</span>`,
+				"partitioned by organisation", `data-gate="open">open</span>`)
+	})
+}
+
 func TestEndpointActions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.failures(t, "pay-api", 3)

@@ -64,11 +64,14 @@ func testConfig() *config.Config {
 		return &config.Endpoint{Name: name, AttemptTimeout: p.AttemptTimeout,
 			BreakerFailures: p.BreakerFailures, BreakerProbeInterval: p.BreakerProbeInterval}
 	}
+	pay, crm := ep("pay-api"), ep("crm-api")
+	pay.Breaker.Partition = config.BreakerPartitionEndpoint // one breaker; crm-api's is per organisation
+	crm.Breaker.Partition = config.BreakerPartitionOrganisation
 	return &config.Config{Policy: p, Auth: config.Auth{Issuers: []string{issuer}},
 		Admin: config.Admin{Tokens: []config.AdminToken{
 			{Name: "ops", TokenEnv: "W", Scope: "write"}, {Name: "viewer", TokenEnv: "R", Scope: "read"},
 		}},
-		Endpoints: map[string]*config.Endpoint{"pay-api": ep("pay-api"), "crm-api": ep("crm-api")}}
+		Endpoints: map[string]*config.Endpoint{"pay-api": pay, "crm-api": crm}}
 }
 
 // forEachBackend runs fn on every Redis backend redistest offers.
@@ -86,7 +89,8 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
 	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s),
-		DeadLetterRetention: 30 * 24 * time.Hour})
+		DeadLetterRetention: 30 * 24 * time.Hour,
+		Partitioned:         func(ep string) bool { return e.cfg.Endpoints[ep].PartitionedByOrganisation() }})
 	binary.LittleEndian.PutUint64(s[:], seed+1<<32)
 	js := jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s)})
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
