@@ -35,7 +35,7 @@ func TestEndpointsPageShowsPartitions(t *testing.T) {
 		b.login(readToken)
 		b.get("/console/endpoints").wantStatus(t, http.StatusOK).
 			wantBody(t, `data-partition="`+issuer+`"`, `<span data-partition-breaker="open">open</span> · probe in 5m0s · 3 failures`,
-				"endpoint's; per organisation:").
+									"endpoint's; per organisation:").
 			wantNoBody(t, "every organisation closed") // crm-api has an open one; pay-api has no partitions
 		b.get("/console/endpoints/crm-api").wantStatus(t, http.StatusOK).
 			wantBody(t, "<dt>Breaker of "+issuer+"</dt>", `<span data-partition-breaker="open">open</span>`,
