@@ -111,6 +111,9 @@ type Deps struct {
 	Callouts Callouts
 	// Keys, optional, serves GET /admin/v1/idempotency-keys.
 	Keys Keys
+	// Stats, optional, serves GET /admin/v1/endpoints/{name}/stats (the
+	// console's charts) and counts the dead letters an admin disable made.
+	Stats Stats
 	// Events, optional, is told of the dead letters an admin disable made.
 	Events Events
 	// Metrics counts the breaker transitions (callout_breaker_transitions_total)

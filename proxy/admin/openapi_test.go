@@ -37,7 +37,7 @@ func TestOpenAPIAdminAPI(t *testing.T) {
 	h := New(Deps{Config: admConfig(), Tokens: tokens, Metrics: m, Gatherer: prometheus.NewRegistry(), Pprof: true,
 		Endpoints: &fakeEndpointStore{}, DeadLetters: &fakeDeadLetters{}, ReplayJobs: &fakeReplayJobs{},
 		Callouts: struct{ Callouts }{}, Keys: struct{ Keys }{},
-		Reload: func(context.Context) (string, error) { return "", nil }})
+		Reload: func(context.Context) (string, error) { return "", nil }, Stats: &fakeStats{}})
 	openapicheck.Routes(t, doc, h.(chi.Routes), "/console/", "/debug/pprof/")
 	openapicheck.Schemas(t, doc, map[string]any{
 		"EndpointDoc": api.EndpointDoc{}, "PartitionDoc": api.PartitionDoc{},
@@ -47,6 +47,8 @@ func TestOpenAPIAdminAPI(t *testing.T) {
 		"CalloutSummaryDoc": api.CalloutSummaryDoc{}, "IdempotencyKeyDoc": api.IdempotencyKeyDoc{},
 		"ReplayFilter": api.ReplayFilter{}, "ReplayJobSpec": api.ReplayJobSpec{}, "ReplayJob": api.ReplayJob{},
 		"ReplayJobItemDoc": api.ReplayJobItemDoc{}, "ReloadDoc": api.ReloadDoc{},
+		"SearchDoc": api.SearchDoc{}, "SearchKeyHolderDoc": api.SearchKeyHolderDoc{},
+		"EndpointStatsDoc": api.EndpointStatsDoc{}, "StatsPointDoc": api.StatsPointDoc{},
 	})
 	openapicheck.Enum(t, doc, "Gate", policy.GateOpen, policy.GateHalfOpen, policy.GateProbing,
 		policy.GateBreakerOpen, policy.GatePaused, policy.GateDisabled)

@@ -44,6 +44,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 )
@@ -139,9 +140,13 @@ type App struct {
 	completer  *redisstore.Completer
 	outbox     *outbox.Outbox
 	jobs       *jobs.Store
-	wakeups    <-chan struct{}
-	sf         *salesforce.Writer
-	sfLoops    *sfRuntime
+	// stats counts attempts and dead letters per endpoint for the
+	// console's charts and flushes them to Redis every few seconds
+	// (docs/console.md "Charts"); its last flush is at stopBackground.
+	stats   *stats.Recorder
+	wakeups <-chan struct{}
+	sf      *salesforce.Writer
+	sfLoops *sfRuntime
 
 	main, admin     *limit.Listener
 	mainL           net.Listener // main, TLS-wrapped when tls_cert_file is set
@@ -295,6 +300,7 @@ func (a *App) openStore(ctx context.Context) error {
 	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
 	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
 	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
+	a.stats = stats.New(a.rdb, stats.Options{Now: a.shared, Logger: a.logger})
 	return nil
 }
 
@@ -398,6 +404,7 @@ func (a *App) runBackground() {
 	bg := a.bg
 	a.background.Go(func() { _ = a.gates.Run(bg) })
 	a.background.Go(func() { a.clocks.Run(bg) })
+	a.background.Go(func() { a.stats.Run(bg) })
 	if a.sf != nil {
 		a.background.Go(func() { a.sf.Run(bg) })
 		a.background.Go(func() { a.sfLoops.run(bg) })

@@ -71,24 +71,25 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 	if a.sf != nil {
 		ended, adminEvents = a.sf.Wake, sfEvents{a.sf}
 	}
-	watcher := &dispatch.Watcher{Config: cfg, Store: a.store, Metrics: a.m, Logger: a.logger, Ended: ended, Now: a.shared}
+	watcher := &dispatch.Watcher{Config: cfg, Store: a.store, Metrics: a.m, Logger: a.logger, Ended: ended, Now: a.shared,
+		Stats: a.stats}
 	g.disp = dispatch.New(dispatch.Options{
 		Now: a.shared, Config: cfg, Store: a.store, Completions: a.completer, Upstream: g.fwd, Metrics: a.m,
 		Logger: a.logger, Ended: ended, Breakers: watcher, Wakeups: a.wakeups, TracerProvider: a.tp,
-		Propagator: a.prop, Idle: a.o.DispatchIdle,
+		Propagator: a.prop, Idle: a.o.DispatchIdle, Stats: a.stats,
 	})
 	g.replays = replay.New(replay.Options{Now: a.shared, Config: cfg, Store: a.store, Logger: a.logger,
 		Owner: a.o.Owner, Jobs: a.jobs, Wake: g.disp.Wake, OnReplay: onReplay(a.sf, a.logger),
 		TracerProvider: a.tp, Metrics: a.m, Sleep: a.o.ReplaySleep, PollEvery: a.o.ReplayPollEvery})
 	g.srv = proxy.New(proxy.Deps{
 		Now: a.shared, Config: cfg, Callers: callers, Upstream: g.fwd, Store: a.store, Gates: a.gates,
-		Completions: a.completer, Metrics: a.m, Breakers: watcher, Ended: ended, Wake: g.disp.Wake,
+		Completions: a.completer, Metrics: a.m, Breakers: watcher, Ended: ended, Wake: g.disp.Wake, Stats: a.stats,
 		Logger: a.logger, Build: a.o.Build, Budget: a.budget, TracerProvider: a.tp, Propagator: a.prop,
 	})
 	g.callout = g.srv.Handler()
 	api := adminapi.New(adminapi.Deps{
 		Now: a.shared, Config: cfg, Tokens: admins, Endpoints: a.store, DeadLetters: g.replays,
-		ReplayJobs: g.replays, Callouts: a.store, Keys: a.store, Events: adminEvents, Metrics: a.m,
+		ReplayJobs: g.replays, Callouts: a.store, Keys: a.store, Stats: a.stats, Events: adminEvents, Metrics: a.m,
 		Gatherer: a.reg, Wake: g.disp.Wake, Logger: a.logger, Pprof: cfg.Admin.Pprof, Reload: a.Reload,
 	})
 	// The callout listener's handler applies its own limits (routes.go);

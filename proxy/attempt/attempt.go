@@ -56,6 +56,17 @@ type BreakerWatcher interface {
 	Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange)
 }
 
+// Stats is told of every attempt sent and every dead letter, for the
+// console's charts (docs/console.md "Charts"). *stats.Recorder
+// (proxy/redisstore/stats) implements it, counting in memory. It must not
+// block.
+type Stats interface {
+	// Attempt counts one attempt of endpoint classed outcome that took d.
+	Attempt(endpoint string, outcome policy.Outcome, d time.Duration)
+	// DeadLetter counts n callouts of endpoint that became dead letters.
+	DeadLetter(endpoint string, n int)
+}
+
 // Runner makes attempts. Config, Upstream, Completions, Metrics, Logger, Now
 // and Rand are required; the others are optional. A Runner is not changed by
 // Run and is safe for concurrent use.
@@ -81,6 +92,9 @@ type Runner struct {
 	// Salesforce writes (contract §7, §8) the completion queued in the
 	// outbox. It must not block (the Salesforce writer's Wake).
 	Ended func()
+	// Stats, optional, counts every attempt Observe sees and every dead
+	// letter DeadLettered accounts for.
+	Stats Stats
 	// StoreTimeout bounds each store call of Run (the completion, the
 	// release); zero: no bound but the context's.
 	StoreTimeout time.Duration
@@ -190,6 +204,9 @@ func (r *Runner) Observe(ctx context.Context, ep *config.Endpoint, calloutID str
 	att forward.Attempt) policy.Classification {
 	cls := att.Classify()
 	r.Metrics.ObserveAttempt(ep.Name, string(kind), cls, att.Duration)
+	if r.Stats != nil {
+		r.Stats.Attempt(ep.Name, cls.Outcome, att.Duration)
+	}
 	forward.LogAttempt(ctx, r.Logger, r.Config.Log.Access, ep.Name, calloutID, n, kind, att, cls, r.Tracer.LogAttr(ctx))
 	return cls
 }
@@ -252,6 +269,9 @@ func (r *Runner) DeadLettered(ctx context.Context, ep *config.Endpoint, id strin
 		slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
 		slog.String("last_error", res.LastError),
 		slog.Bool("notify_owner", res.NotifyOwner), r.Tracer.LogAttr(ctx))
+	if r.Stats != nil {
+		r.Stats.DeadLetter(ep.Name, 1)
+	}
 	if r.Ended != nil {
 		r.Ended()
 	}
