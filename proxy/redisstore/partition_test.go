@@ -201,3 +201,38 @@ func TestPartitionProbeIsItsOwn(t *testing.T) {
 		}
 	})
 }
+
+// The fair claim's Redis cost (contract §10 "Fair dispatch", the hot
+// path's budget): a claim of 20 due callouts spread over 1 and over 3
+// organisations, by INFO commandstats on the real single node. Every
+// organisation queue costs three pipelined commands (its due ids, earliest
+// lease, count in flight) and one gate read in claim.lua; the claim stays
+// two round trips, and at most 4 commands per attempt with 3
+// organisations (one endpoint: 3.40).
+func TestFairClaimCommandBudget(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		if e.b.Name != "single" {
+			t.Skip("INFO commandstats is read on the real single node")
+		}
+		s := e.store()
+		orgs := []string{orgA, orgB, orgC}
+		for _, n := range []int{1, 3} {
+			ep := "claim-budget-" + string(rune('0'+n))
+			for i := range 200 {
+				enqueueOf(t, s, ep, orgs[i%n], 1)
+			}
+			mustClaim(t, s, ep, ClaimOptions{Batch: 20, Lease: testLease}) // warm: the queues known
+			claimed := 0
+			per, by := budget(t, e, 5, func(int) {
+				claimed += len(mustClaim(t, s, ep, ClaimOptions{Batch: 20, Lease: testLease}).Claimed)
+			})
+			if claimed != 100 {
+				t.Fatalf("%d organisations: claimed %d in 5 claims of 20, want 100", n, claimed)
+			}
+			t.Logf("%d organisation(s): claim of 20 %.2f commands (%s), %.2f per attempt", n, per, by, per/20)
+			if per/20 > 4 {
+				t.Errorf("%d organisations: %.2f commands per attempt, want at most 4", n, per/20)
+			}
+		}
+	})
+}
