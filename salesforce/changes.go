@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,11 +13,17 @@ import (
 
 // polls are the two polls of one Composite call (Poll, HandleChanges): the
 // Discarded records and the Reprocess Requested ones; rep counts what they
-// did.
-func (p *Reprocessor) polls(ctx context.Context, rep *ReprocessReport) []sincePoll {
+// did; renew, when set, is called before each reprocess request (Poll's
+// lock).
+func (p *Reprocessor) polls(ctx context.Context, rep *ReprocessReport, renew func() error) []sincePoll {
 	return []sincePoll{p.w.discardedPoll(ctx, &rep.Discarded), {name: reprocessPoll,
-		object: FailedCalloutObject, fields: []string{ExternalIDField, "Replay_Callout_Id__c", "LastModifiedById"},
+		object: FailedCalloutObject, fields: []string{"Id", ExternalIDField, "Replay_Callout_Id__c", "LastModifiedById"},
 		where: "Status__c = " + QuoteSOQL(policy.RecordReprocessRequested), each: func(r Record, stamp time.Time) error {
+			if renew != nil {
+				if err := renew(); err != nil {
+					return err
+				}
+			}
 			return p.handle(ctx, r, stamp, rep)
 		}}}
 }
@@ -51,11 +58,15 @@ func (p *Reprocessor) HandleChanges(ctx context.Context, ids []string) (Changes,
 			quoted[i] = QuoteSOQL(id)
 		}
 		in := "Id IN (" + strings.Join(quoted, ", ") + ")"
-		polls := p.polls(ctx, rep)
+		polls := p.polls(ctx, rep, nil)
 		subs := make([]Subrequest, len(polls))
 		for i, q := range polls {
-			subs[i] = QuerySubrequest(q.name, fmt.Sprintf("SELECT Id, %s, SystemModstamp FROM %s WHERE %s AND %s ORDER BY SystemModstamp ASC",
-				strings.Join(q.fields, ", "), q.object, q.where, in))
+			fields := q.fields
+			if !slices.Contains(fields, "Id") {
+				fields = append([]string{"Id"}, fields...)
+			}
+			subs[i] = QuerySubrequest(q.name, fmt.Sprintf("SELECT %s, SystemModstamp FROM %s WHERE %s AND %s ORDER BY SystemModstamp ASC",
+				strings.Join(fields, ", "), q.object, q.where, in))
 		}
 		res, err := p.w.o.API.Composite(ctx, subs)
 		if err != nil {
@@ -71,20 +82,13 @@ func (p *Reprocessor) HandleChanges(ctx context.Context, ids []string) (Changes,
 				if err != nil {
 					return out, fmt.Errorf("SystemModstamp %v: %w", r["SystemModstamp"], err)
 				}
-				skipped := rep.Skipped
-				err = q.each(r, stamp)
-				id, _ := r["Id"].(string)
-				switch {
-				case errors.Is(err, ErrPollAgain):
-					out.Deferred = append(out.Deferred, id)
-				case err != nil:
-					return out, err
-				case rep.Skipped > skipped:
-					out.Claimed = append(out.Claimed, id)
+				if err := q.each(r, stamp); err != nil && !errors.Is(err, ErrPollAgain) {
+					return out, err // ErrPollAgain: the request is in rep.DeferredIDs
 				}
 			}
 		}
 	}
+	out.Deferred, out.Claimed = rep.DeferredIDs, rep.ClaimedIDs
 	return out, nil
 }
 

@@ -66,7 +66,14 @@ const reprocessPoll = "reprocess"
 // of its record (each failed replay adds one).
 const maxSupersededHops = 8
 
-// ReprocessOptions configure a Reprocessor. All are required.
+// ReplayMarks reads a callout's replay mark (policy.ReplayMark: its latest
+// replay chain). The store's core (proxy/redisstore) implements it.
+type ReplayMarks interface {
+	ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error)
+}
+
+// ReprocessOptions configure a Reprocessor. All but Subscribed are
+// required.
 type ReprocessOptions struct {
 	// Writer queries Salesforce and queues the status writes; its
 	// salesforce section's reprocess_interval paces Run, its Owner names
@@ -74,6 +81,20 @@ type ReprocessOptions struct {
 	Writer   *Writer
 	Replayer Replayer
 	Requests ReprocessRequests
+	// Marks tells whether the copy a request would replay was replayed
+	// already by a chain the record does not name yet (see Reprocessor).
+	Marks ReplayMarks
+	// Subscribed, optional, reports whether a replica holds the Pub/Sub
+	// subscriber lease (sfsub.State.Held). A replica that does not
+	// subscribe itself (salesforce.pubsub off) skips its Run polls while
+	// one does: the subscriber covers the org, and polls itself when its
+	// stream fails (docs/salesforce.md "Reprocess without polling").
+	Subscribed func(ctx context.Context) (bool, error)
+	// Deferred, optional (with Subscribed), is the set of requests a
+	// subscriber deferred (sfsub.State): while no replica subscribes, Run
+	// looks at its due requests before each poll, so that none is left
+	// there when every replica has the subscription off.
+	Deferred DeferredRequests
 }
 
 // Reprocessor picks up the Failed_Callout__c records an admin set to
@@ -96,27 +117,37 @@ type ReprocessOptions struct {
 // forever). A full backlog defers the request (ErrPollAgain). A replica
 // that dies between the replay and its claim's end leaves the request to
 // be taken again after ReprocessLease: a dead letter with an
-// Idempotency-Key is then found in flight; one without (PUT or DELETE,
-// idempotent by HTTP semantics, contract §5) may be replayed a second time.
+// Idempotency-Key is then found in flight; either kind is found replayed
+// by its replay mark: before replaying the record's latest copy, the
+// request reads that copy's mark, and a chain the record does not name yet
+// (the dead replica's, or one whose status write is still queued) answers
+// the request from its state instead of a second replay. The one window
+// left is a replica dying between creating a chain and marking its copy
+// (one Redis round trip inside replay.Service.Replay): a copy without an
+// Idempotency-Key (PUT or DELETE, idempotent by HTTP semantics, contract
+// §5) is then replayed a second time.
 type Reprocessor struct {
-	w     *Writer
-	r     Replayer
-	q     ReprocessRequests
-	every time.Duration
-	log   *slog.Logger
+	w          *Writer
+	r          Replayer
+	q          ReprocessRequests
+	m          ReplayMarks
+	subscribed func(ctx context.Context) (bool, error)
+	deferred   DeferredRequests
+	every      time.Duration
+	log        *slog.Logger
 }
 
 // NewReprocessor returns a Reprocessor. Errors: a missing dependency.
 func NewReprocessor(o ReprocessOptions) (*Reprocessor, error) {
-	if o.Writer == nil || o.Replayer == nil || o.Requests == nil {
-		return nil, fmt.Errorf("salesforce: reprocessor needs a writer, a replayer and a request store")
+	if o.Writer == nil || o.Replayer == nil || o.Requests == nil || o.Marks == nil {
+		return nil, fmt.Errorf("salesforce: reprocessor needs a writer, a replayer, a request store and replay marks")
 	}
 	every := min(o.Writer.sf.ReprocessInterval, o.Writer.sf.PollInterval) // both polls share one call
 	if every <= 0 {
 		every = time.Minute
 	}
-	return &Reprocessor{w: o.Writer, r: o.Replayer, q: o.Requests, every: every,
-		log: o.Writer.log.With(slog.String("poll", reprocessPoll))}, nil
+	return &Reprocessor{w: o.Writer, r: o.Replayer, q: o.Requests, m: o.Marks, subscribed: o.Subscribed,
+		deferred: o.Deferred, every: every, log: o.Writer.log.With(slog.String("poll", reprocessPoll))}, nil
 }
 
 // ReprocessReport is what one Poll did.
@@ -140,15 +171,21 @@ type ReprocessReport struct {
 	// Discarded is the records seen as Discarded, whose proxy copies were
 	// deleted (Writer.PollDiscarded; polled in the same Composite call).
 	Discarded int
+	// DeferredIDs and ClaimedIDs are the Salesforce record Ids of the
+	// Deferred requests and of those Skipped as claimed (by a replica
+	// that may have died, or handled before): the subscription looks at
+	// them again after ReprocessLease, as no poll may come.
+	DeferredIDs, ClaimedIDs []string
 }
 
 // Run polls (both polls, one call) every reprocess_interval, or
-// poll_interval when shorter, until ctx ends.
+// poll_interval when shorter, until ctx ends; with Subscribed, only while
+// no replica holds the subscriber lease.
 func (p *Reprocessor) Run(ctx context.Context) {
 	t := time.NewTicker(p.every)
 	defer t.Stop()
 	for {
-		rep, err := p.Poll(ctx)
+		rep, err := p.runPoll(ctx)
 		switch {
 		case err != nil:
 			p.log.Warn("polling Reprocess Requested Failed_Callout__c records failed", slog.Any("error", err))
@@ -167,8 +204,30 @@ func (p *Reprocessor) Run(ctx context.Context) {
 	}
 }
 
+// runPoll is Run's poll: none while another replica subscribes; before
+// it, the due requests a subscriber deferred.
+func (p *Reprocessor) runPoll(ctx context.Context) (ReprocessReport, error) {
+	if p.subscribed != nil {
+		if on, err := p.subscribed(ctx); on || err != nil {
+			return ReprocessReport{}, err
+		}
+	}
+	if p.deferred != nil {
+		if _, err := p.lookAgain(ctx, p.deferred); err != nil {
+			p.log.Warn("deferred reprocess requests: looking again failed", slog.Any("error", err))
+		}
+	}
+	return p.Poll(ctx)
+}
+
+// errPollLockLost ends a poll whose lock another replica took (this one
+// stalled past the lock's two intervals).
+var errPollLockLost = errors.New("salesforce: the reprocess poll lock was lost")
+
 // Poll asks Salesforce, when this replica holds the poll lock (for two
-// intervals, renewed by each poll), for the records set to Reprocess
+// intervals, renewed every half interval while the poll runs, so that a
+// poll of many requests is never run by two replicas at once), for the
+// records set to Reprocess
 // Requested since the last poll and handles each (see Reprocessor), and in
 // the same Composite call for the records set to Discarded
 // (Writer.PollDiscarded): one API call a poll, at most 1,440 a day at the
@@ -180,12 +239,26 @@ func (p *Reprocessor) Poll(ctx context.Context) (ReprocessReport, error) {
 	if paused, err := p.w.paused(ctx); paused || err != nil {
 		return rep, err
 	}
-	held, err := p.w.o.Store.TryLock(ctx, "sf-poll-"+reprocessPoll, p.w.o.Owner, 2*p.every)
+	lock, ttl := "sf-poll-"+reprocessPoll, 2*p.every
+	held, err := p.w.o.Store.TryLock(ctx, lock, p.w.o.Owner, ttl)
 	if err != nil || !held {
 		return rep, err
 	}
 	rep.Polled = true
-	err = p.w.pollAll(ctx, p.polls(ctx, &rep))
+	renewed := p.w.o.Now()
+	renew := func() error { // before each record: the replays are the long part of a poll
+		now := p.w.o.Now()
+		if now.Sub(renewed) < p.every/2 {
+			return nil
+		}
+		held, err := p.w.o.Store.TryLock(ctx, lock, p.w.o.Owner, ttl)
+		if err == nil && !held {
+			err = errPollLockLost
+		}
+		renewed = now
+		return err
+	}
+	err = p.w.pollAll(ctx, p.polls(ctx, &rep, renew))
 	return rep, err
 }
 
@@ -203,12 +276,14 @@ func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep
 		return nil
 	}
 	rep.Requests++
+	recordID, _ := r["Id"].(string)
 	took, err := p.q.ClaimReprocess(ctx, root, stamp, p.w.o.Owner, ReprocessLease)
 	if err != nil {
 		return err
 	}
 	if !took {
 		rep.Skipped++
+		rep.ClaimedIDs = append(rep.ClaimedIDs, recordID)
 		return nil
 	}
 	latest, _ := r["Replay_Callout_Id__c"].(string)
@@ -216,9 +291,13 @@ func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep
 	if user, _ := r["LastModifiedById"].(string); user != "" {
 		by += ":" + user
 	}
-	a, created, err := p.reprocess(ctx, root, cmp.Or(latest, root), by)
+	a, created, err := p.replayed(ctx, cmp.Or(latest, root))
+	if err == nil && a.status == "" {
+		a, created, err = p.reprocess(ctx, root, cmp.Or(latest, root), by)
+	}
 	if errors.Is(err, ErrReplayBusy) {
 		rep.Deferred++
+		rep.DeferredIDs = append(rep.DeferredIDs, recordID)
 		p.log.Warn("reprocess request deferred: the endpoint's backlog is full", slog.String("callout_id", root),
 			slog.Duration("retry_after", ReprocessLease))
 		return ErrPollAgain // the claim lapses after ReprocessLease
@@ -238,6 +317,27 @@ func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep
 		rep.Answered++
 	}
 	return p.q.FinishReprocess(ctx, root, stamp)
+}
+
+// replayed answers a request from a replay chain of target (the record's
+// latest copy) that the record does not name yet, when target's replay
+// mark names one that still exists: the request was served by it (a
+// replica died after the replay, before its claim ended), or it was made
+// while that chain's status write was queued. The zero answer: none, so
+// replay. Errors: the store's.
+func (p *Reprocessor) replayed(ctx context.Context, target string) (answer, bool, error) {
+	m, err := p.m.ReplayMarkOf(ctx, target)
+	if err != nil || m.ReplayedBy == "" {
+		return answer{}, false, err
+	}
+	if _, err := p.w.o.Store.Get(ctx, m.ReplayedBy); errors.Is(err, policy.ErrNotFound) {
+		return answer{}, false, nil // that chain is gone: replay the copy again
+	} else if err != nil {
+		return answer{}, false, err
+	}
+	p.log.Info("reprocess request already replayed by a chain the record does not name yet: answering from it",
+		slog.String("dead_letter_id", target), slog.String("replay_id", m.ReplayedBy))
+	return p.copyAnswer(ctx, m.ReplayedBy, p.w.o.Now())
 }
 
 // reprocess replays target (the record's latest copy), following newer

@@ -25,7 +25,7 @@ func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	p, err := NewReprocessor(ReprocessOptions{Writer: w, Replayer: rp, Requests: e.outbox})
+	p, err := NewReprocessor(ReprocessOptions{Writer: w, Replayer: rp, Requests: e.outbox, Marks: e.store})
 	if err != nil {
 		e.t.Fatal(err)
 	}

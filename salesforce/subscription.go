@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/salesforce/pubsub"
 )
 
@@ -32,7 +31,8 @@ const (
 )
 
 // SubscriptionState is the subscription's shared state: the one-subscriber
-// lease and the replay id after the last batch handled.
+// lease, the replay id after the last batch handled, and the reprocess
+// requests deferred.
 // *sfsub.State (proxy/redisstore/sfsub) implements it.
 type SubscriptionState interface {
 	Hold(ctx context.Context, owner string, ttl time.Duration) (bool, error)
@@ -40,6 +40,7 @@ type SubscriptionState interface {
 	ReplayID(ctx context.Context) ([]byte, error)
 	SaveReplayID(ctx context.Context, owner string, id []byte) (bool, error)
 	ForgetReplayID(ctx context.Context) error
+	DeferredRequests
 }
 
 // SubscriptionOptions configure a Subscription. Reprocessor, PubSub and
@@ -64,47 +65,62 @@ type SubscriptionOptions struct {
 //     (SubscriptionState.Hold), renewed by every Step; the others wait,
 //     and take over within SubscriptionLease when the holder dies;
 //   - a change event whose Status__c became Reprocess Requested or
-//     Discarded (an update event carries the fields that changed, "Change
-//     Event Message Structure") hands its record ids to
+//     Discarded (an update event names the fields that changed in its
+//     changedFields bitmap, "Event Deserialization Considerations"; a
+//     create event carries every field) hands its record ids to
 //     Reprocessor.HandleChanges: one Composite call reads their current
 //     state and each request is handled as a poll would (its claim keeps
 //     it to one replay across replicas and redeliveries);
+//   - a gap event (changeType GAP_*, header only: "Gap Events", "Overflow
+//     Events") makes a catch-up poll due: the changes it stands for are
+//     read by the poll;
 //   - the replay id after each batch is stored only once the batch is
-//     handled, so after a restart or a failover the stream resumes after
-//     the last handled event (replay preset CUSTOM): an event is handled
-//     at least once, a request replayed at most once (the claims). A
-//     replay id Salesforce refuses (invalid, or past the 72-hour
-//     retention: "Event Message Durability") is forgotten; the
-//     subscription starts again at LATEST after one catch-up poll, as the
-//     first subscription does;
+//     handled and no catch-up poll is due (one due runs first; while it
+//     cannot run — another replica's poll lock, paused writes — nothing
+//     is stored), so after a restart or a failover the stream resumes
+//     after the last handled event (replay preset CUSTOM), or at LATEST
+//     with a new catch-up poll: an event is handled at least once, a
+//     request replayed at most once (the claims). A replay id Salesforce
+//     refuses (invalid, or past the 72-hour retention: "Event Message
+//     Durability") is forgotten; the subscription starts again at LATEST
+//     after one catch-up poll, as the first subscription does. A
+//     catch-up poll is done only when it ran (this replica held the poll
+//     lock) and succeeded;
 //   - while no stream runs (it failed; the retry waits its backoff), the
 //     holder polls every reprocess_interval (Reprocessor.Poll): the
-//     fallback. While a stream is open no replica polls, so an idle org
-//     costs no API call (the Pub/Sub API's RPCs are not REST calls; the
-//     events count toward the org's event delivery allocation instead).
+//     fallback. While a stream is open no replica polls but for a
+//     catch-up poll due (a replica with the subscription off leaves its
+//     polls to the lease holder: ReprocessOptions.Subscribed), so an idle
+//     org costs no API call (the Pub/Sub API's RPCs are not REST calls;
+//     the events count toward the org's event delivery allocation
+//     instead).
 //
-// Requests HandleChanges defers (a full backlog, paused writes, another
-// replica's claim) are looked at again after ReprocessLease; a claim of
-// another replica only once (it was a finished request, or its replica
-// died and the claim has lapsed).
+// Requests HandleChanges or a poll defers (a full backlog, paused writes,
+// another replica's claim) are kept in Redis (SubscriptionState.Defer) and
+// looked at again after ReprocessLease by whichever replica then holds the
+// lease, so a failover of the subscriber loses none; a claim of another
+// replica only once (it was a finished request, or its replica died and
+// the claim has lapsed).
 type Subscription struct {
 	p     *Reprocessor
 	o     SubscriptionOptions
 	owner string
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	cancel   context.CancelFunc   // ends the running stream; nil when none runs
-	gen      int                  // the running stream's number
-	caughtUp bool                 // a catch-up poll covered the time before the first stream
-	topicOK  bool                 // GetTopic said the integration user may subscribe
-	fails    int                  // failed streams in a row
-	retryAt  time.Time            // no stream before it
-	pollAt   time.Time            // the next fallback poll
-	polled   time.Time            // the last fallback poll
-	again    map[string]time.Time // record ids to look at again, and when
-	ended    chan struct{}        // gets a value when a stream ends (wakes Run)
-	counts   SubscriptionCounts
+	pollMu sync.Mutex // one poll of this replica at a time (Step, a stream's batches)
+
+	mu         sync.Mutex
+	cancel     context.CancelFunc // ends the running stream; nil when none runs
+	gen        int                // the running stream's number
+	caughtUp   bool               // a catch-up poll covered the time before the first stream
+	catchUpDue bool               // a catch-up poll must run before a replay id is stored
+	topicOK    bool               // GetTopic said the integration user may subscribe
+	fails      int                // failed streams in a row
+	retryAt    time.Time          // no stream before it
+	pollAt     time.Time          // the next fallback poll
+	polled     time.Time          // the last fallback poll
+	ended      chan struct{}      // gets a value when a stream ends (wakes Run)
+	counts     SubscriptionCounts
 }
 
 // SubscriptionCounts are totals since the Subscription was made.
@@ -112,10 +128,14 @@ type SubscriptionCounts struct {
 	// Streams is how many Subscribe streams were opened; Failed how many
 	// ended with an error (not a close by the server).
 	Streams, Failed int
-	// Batches and Events are the FetchResponses and events handled.
-	Batches, Events int
-	// Polls is the fallback and catch-up polls run.
+	// Batches and Events are the FetchResponses and events handled;
+	// Stored is how many replay ids were stored after them.
+	Batches, Events, Stored int
+	// Polls is the fallback and catch-up polls run (this replica held
+	// the poll lock).
 	Polls int
+	// Gaps is the gap events seen.
+	Gaps int
 	// Replayed and Answered are HandleChanges' totals (ReprocessReport).
 	Replayed, Answered int
 }
@@ -126,8 +146,7 @@ func NewSubscription(o SubscriptionOptions) (*Subscription, error) {
 		return nil, fmt.Errorf("salesforce: a subscription needs a reprocessor, a Pub/Sub client and its state")
 	}
 	return &Subscription{p: o.Reprocessor, o: o, owner: o.Reprocessor.w.o.Owner,
-		log: o.Reprocessor.w.log.With(slog.String("topic", ChangeEventTopic)), again: map[string]time.Time{},
-		ended: make(chan struct{}, 1)}, nil
+		log: o.Reprocessor.w.log.With(slog.String("topic", ChangeEventTopic)), ended: make(chan struct{}, 1)}, nil
 }
 
 // Counts returns the totals so far.
@@ -169,9 +188,9 @@ func (s *Subscription) Run(ctx context.Context) {
 
 // Step does what is due now and returns how long until the next Step: it
 // takes or renews the lease (without it, it ends its stream and waits);
-// holding it, it starts a stream when none runs and its backoff is over,
-// else runs the fallback poll when due; it looks again at deferred
-// requests whose time came.
+// holding it, it looks again at deferred requests whose time came, runs a
+// catch-up poll still due beside a running stream, starts a stream when
+// none runs and its backoff is over, else runs the fallback poll when due.
 func (s *Subscription) Step(ctx context.Context) time.Duration {
 	every := SubscriptionLease / 3
 	held, err := s.o.State.Hold(ctx, s.owner, SubscriptionLease)
@@ -183,11 +202,14 @@ func (s *Subscription) Step(ctx context.Context) time.Duration {
 		return every
 	}
 	now := s.p.w.o.Now()
-	s.retryDue(ctx, now)
+	s.retryDue(ctx)
 	s.mu.Lock()
-	running, retryAt, pollAt := s.cancel != nil, s.retryAt, s.pollAt
+	running, retryAt, pollAt, catchUp := s.cancel != nil, s.retryAt, s.pollAt, s.catchUpDue
 	s.mu.Unlock()
 	if running {
+		if catchUp {
+			s.catchUp(ctx)
+		}
 		return every
 	}
 	if !now.Before(retryAt) {
@@ -195,11 +217,10 @@ func (s *Subscription) Step(ctx context.Context) time.Duration {
 		return every
 	}
 	if !now.Before(pollAt) {
-		if _, err := s.p.Poll(ctx); err != nil {
+		if _, err := s.poll(ctx); err != nil {
 			s.log.Warn("fallback poll failed", slog.Any("error", err))
 		}
 		s.mu.Lock()
-		s.counts.Polls++
 		s.polled, s.pollAt = now, now.Add(s.p.every)
 		pollAt = s.pollAt
 		s.mu.Unlock()
@@ -292,13 +313,13 @@ func (s *Subscription) stream(ctx context.Context) error {
 	}
 	if after == nil && !caughtUp {
 		o.Opened = func() error {
-			// Subscribed at LATEST: a poll now covers what changed before.
-			_, err := s.p.Poll(ctx)
+			// Subscribed at LATEST: a poll now covers what changed before
+			// (and, until it ran, no replay id is stored).
 			s.mu.Lock()
-			s.counts.Polls++
-			s.caughtUp = err == nil
+			s.catchUpDue = true
 			s.mu.Unlock()
-			return err
+			s.catchUp(ctx)
+			return nil
 		}
 	}
 	err = s.o.PubSub.Subscribe(ctx, o, s.batch)
@@ -332,105 +353,4 @@ func (s *Subscription) checkTopic(ctx context.Context) error {
 	s.topicOK = true
 	s.mu.Unlock()
 	return nil
-}
-
-// errLeaseLost ends a stream whose replica no longer holds the lease.
-var errLeaseLost = errors.New("salesforce: the Pub/Sub subscriber lease was lost")
-
-// changeEvent is what the subscription reads of a Failed_Callout__c change
-// event ("Change Event Message Structure"; every other field is skipped).
-type changeEvent struct {
-	Header struct {
-		EntityName string   `avro:"entityName"`
-		RecordIDs  []string `avro:"recordIds"`
-		ChangeType string   `avro:"changeType"`
-	} `avro:"ChangeEventHeader"`
-	// Status is the new Status__c, nil when the change left it alone.
-	Status *string `avro:"Status__c"`
-}
-
-// batch handles one FetchResponse: the records whose status became
-// Reprocess Requested or Discarded, then stores the batch's replay id.
-func (s *Subscription) batch(ctx context.Context, b pubsub.Batch) error {
-	var ids []string
-	for _, ev := range b.Events {
-		var ce changeEvent
-		if err := s.o.PubSub.Decode(ctx, ev.GetEvent(), &ce); err != nil {
-			return err
-		}
-		if ce.Header.EntityName != FailedCalloutObject || ce.Status == nil {
-			continue
-		}
-		if st := *ce.Status; st == policy.RecordReprocessRequested || st == policy.RecordDiscarded {
-			ids = append(ids, ce.Header.RecordIDs...)
-		}
-	}
-	if len(ids) > 0 {
-		if err := s.handle(ctx, ids, false); err != nil {
-			return err // not stored: the batch comes again after the last stored replay id
-		}
-	}
-	s.mu.Lock()
-	s.counts.Batches++
-	s.counts.Events += len(b.Events)
-	s.mu.Unlock()
-	if len(b.ReplayID) == 0 {
-		return nil
-	}
-	saved, err := s.o.State.SaveReplayID(ctx, s.owner, b.ReplayID)
-	if err != nil {
-		return err
-	}
-	if !saved {
-		return errLeaseLost
-	}
-	return nil
-}
-
-// handle hands ids to HandleChanges and notes the ones to look at again:
-// deferred requests each time, requests claimed by another replica only
-// when this was not already a retry.
-func (s *Subscription) handle(ctx context.Context, ids []string, retried bool) error {
-	res, err := s.p.HandleChanges(ctx, ids)
-	if err != nil {
-		return err
-	}
-	at := s.p.w.o.Now().Add(ReprocessLease)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.counts.Replayed += res.Report.Replayed
-	s.counts.Answered += res.Report.Answered
-	for _, id := range res.Deferred {
-		s.again[id] = at
-	}
-	if !retried {
-		for _, id := range res.Claimed {
-			s.again[id] = at
-		}
-	}
-	return nil
-}
-
-// retryDue looks again at the deferred requests whose time came.
-func (s *Subscription) retryDue(ctx context.Context, now time.Time) {
-	s.mu.Lock()
-	var due []string
-	for id, at := range s.again {
-		if !now.Before(at) {
-			due = append(due, id)
-			delete(s.again, id)
-		}
-	}
-	s.mu.Unlock()
-	if len(due) == 0 {
-		return
-	}
-	if err := s.handle(ctx, due, true); err != nil {
-		s.log.Warn("deferred reprocess requests: looking again failed", slog.Any("error", err))
-		s.mu.Lock()
-		for _, id := range due {
-			s.again[id] = now.Add(ReprocessLease)
-		}
-		s.mu.Unlock()
-	}
 }

@@ -3,6 +3,7 @@ package salesforce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -46,10 +47,16 @@ func newSubEnv(t testing.TB, o sfemu.PubSubOptions) *subEnv {
 // (nil: the env's), asking for two events at a time.
 func (se *subEnv) subscriber(owner string, state SubscriptionState) *Subscription {
 	se.t.Helper()
+	return se.subscriberWith(owner, state, se.counter)
+}
+
+// subscriberWith is subscriber with its own replayer.
+func (se *subEnv) subscriberWith(owner string, state SubscriptionState, rp Replayer) *Subscription {
+	se.t.Helper()
 	if state == nil {
 		state = se.state
 	}
-	_, p := se.replica(owner, se.counter)
+	_, p := se.replica(owner, rp)
 	s, err := NewSubscription(SubscriptionOptions{Reprocessor: p, PubSub: pubsub.New(se.conn, se.client.PubSubAuth),
 		State: state, Batch: 2})
 	if err != nil {
@@ -102,4 +109,57 @@ func (c *crashingState) SaveReplayID(ctx context.Context, owner string, id []byt
 		return false, errors.New("the replica died")
 	}
 	return c.State.SaveReplayID(ctx, owner, id)
+}
+
+// gateReplayer is a replayer in front of another: while busy it answers
+// every replay ErrReplayBusy (the endpoint's backlog is full); with crash
+// set, the first replay it lets through is made and then crash is called
+// and context.Canceled returned (the replica died after the replay, before
+// anything else). Safe for concurrent use.
+type gateReplayer struct {
+	next  Replayer
+	mu    sync.Mutex
+	busy  bool
+	asked int
+	crash func()
+}
+
+func (g *gateReplayer) ReplayOne(ctx context.Context, id, by string) (string, error) {
+	g.mu.Lock()
+	g.asked++
+	busy, crash := g.busy, g.crash
+	g.crash = nil
+	g.mu.Unlock()
+	if busy {
+		return "", fmt.Errorf("%w: test", ErrReplayBusy)
+	}
+	newID, err := g.next.ReplayOne(ctx, id, by)
+	if crash != nil && err == nil {
+		crash()
+		return newID, context.Canceled
+	}
+	return newID, err
+}
+
+func (g *gateReplayer) set(busy bool, crash func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.busy, g.crash = busy, crash
+}
+
+func (g *gateReplayer) calls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.asked
+}
+
+// stamp returns the SystemModstamp of root's record: with root, the name
+// of its current reprocess request.
+func (se *subEnv) stamp(root string) time.Time {
+	se.t.Helper()
+	st, err := parseStamp(se.record(root)["SystemModstamp"])
+	if err != nil {
+		se.t.Fatal(err)
+	}
+	return st
 }

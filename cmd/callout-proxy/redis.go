@@ -13,6 +13,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/durable"
 )
 
 // defaultReadTimeout is go-redis's socket read timeout, which a WAIT of a
@@ -65,11 +66,14 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 			// The server name is each address's host (crypto/tls).
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
+		if err := checkMasterName(opt, logger); err != nil {
+			return nil, nil, usageError{err}
+		}
 		c := redis.NewFailoverClient(opt)
 		return c, func() { c.Close() }, nil
 	case len(rc.Cluster) > 0:
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Password: password,
-			ContextTimeoutEnabled: true})
+			ContextTimeoutEnabled: true, ReadTimeout: readTimeout})
 		return c, func() { c.Close() }, nil
 	}
 	m := miniredis.NewMiniRedis()
@@ -84,14 +88,52 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 	return c, func() { c.Close(); m.Close() }, nil
 }
 
+// checkMasterName asks every Sentinel of opt which primary it monitors
+// under opt.MasterName (SENTINEL get-master-addr-by-name), so that a
+// misspelt name fails the start with an error naming it instead of looking
+// like an outage (go-redis answers every command with "all sentinels are
+// unreachable" then). Errors: every Sentinel that answered knows no master
+// by that name. Sentinels that do not answer are only logged: they may come
+// up after the proxy (contract §9: /readyz reports Redis, it does not fail
+// the start).
+func checkMasterName(opt *redis.FailoverOptions, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	answered := 0
+	var unreachable []error
+	for _, addr := range opt.SentinelAddrs {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Password: opt.SentinelPassword,
+			TLSConfig: opt.TLSConfig, DisableIdentity: true, MaxRetries: -1})
+		_, err := sc.GetMasterAddrByName(ctx, opt.MasterName).Result()
+		_ = sc.Close()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, redis.Nil):
+			answered++
+		default:
+			unreachable = append(unreachable, fmt.Errorf("%s: %w", addr, err))
+		}
+	}
+	if answered > 0 {
+		return fmt.Errorf("redis.sentinel.master_name: no Sentinel monitors a master named %q "+
+			"(%d of %d answered SENTINEL get-master-addr-by-name with nil; check the name against the Sentinels' "+
+			"\"sentinel monitor\" lines)", opt.MasterName, answered, len(opt.SentinelAddrs))
+	}
+	logger.Warn("redis.sentinel: no Sentinel answered at start, so the master name could not be checked",
+		"master_name", opt.MasterName, "err", errors.Join(unreachable...))
+	return nil
+}
+
 // acknowledger is the store's durable acknowledgement for
-// redis.durability (contract §11): nil for local; WAIT 1 for replicated;
-// WAITAOF 1 N for fsync, N = 1 with Sentinel (a replica's file too), else 0.
-// fsync is checked against the Redis version at once: a Redis older than
-// 7.2 ends the start with an error naming the version; a Redis that does
-// not answer yet is checked again before the first acknowledgement.
-func acknowledger(ctx context.Context, rc config.Redis, rdb redis.UniversalClient, logger *slog.Logger) (*redisstore.Acknowledger, error) {
-	opts := redisstore.AckOptions{Timeout: rc.DurabilityTimeout}
+// redis.durability (contract §11): nil for local; WAIT 1 for replicated
+// (per primary on a Cluster); WAITAOF 1 N for fsync, N = 1 with Sentinel
+// (a replica's file too), else 0. fsync is checked against the Redis
+// version at once: a Redis older than 7.2 ends the start with an error
+// naming the version; a Redis that does not answer yet is checked again
+// before the first acknowledgement.
+func acknowledger(ctx context.Context, rc config.Redis, rdb redis.UniversalClient, logger *slog.Logger) (redisstore.Acknowledger, error) {
+	opts := durable.Options{Timeout: rc.DurabilityTimeout}
 	switch rc.Durability {
 	case config.DurabilityReplicated:
 		opts.Replicas = 1
@@ -103,14 +145,11 @@ func acknowledger(ctx context.Context, rc config.Redis, rdb redis.UniversalClien
 	default:
 		return nil, nil
 	}
-	acks, err := redisstore.NewAcknowledger(rdb, opts)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("redis.durability %s: %w", rc.Durability, err)}
-	}
+	acks := durable.New(rdb, opts)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := acks.CheckVersion(cctx); err != nil {
-		var ve *redisstore.VersionError
+		var ve *durable.VersionError
 		if errors.As(err, &ve) {
 			return nil, usageError{err}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -19,6 +20,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/sfsub"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 )
@@ -112,14 +114,26 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 }
 
 // newReprocessor builds the poller of Reprocess Requested records (contract §8
-// "Admins reprocess from Salesforce") over the writer, the replay service
-// and the outbox's request claims. Nil without Salesforce.
-func newReprocessor(sf *salesforce.Writer, replays *replay.Service, ob *outbox.Outbox) (*salesforce.Reprocessor, error) {
+// "Admins reprocess from Salesforce") over the writer, the replay service,
+// the outbox's request claims and the store's replay marks; with pubsub:
+// off it leaves the polls to a replica that subscribes (the subscriber
+// lease, sfsub) and, while none does, looks at the requests a subscriber
+// deferred. Nil without Salesforce. Errors: the subscription state's
+// scripts (a build defect).
+func newReprocessor(cfg *config.Config, sf *salesforce.Writer, replays *replay.Service, ob *outbox.Outbox,
+	marks salesforce.ReplayMarks, rdb redis.UniversalClient) (*salesforce.Reprocessor, error) {
 	if sf == nil {
 		return nil, nil
 	}
-	return salesforce.NewReprocessor(salesforce.ReprocessOptions{Writer: sf, Replayer: reprocessReplayer{replays},
-		Requests: ob})
+	o := salesforce.ReprocessOptions{Writer: sf, Replayer: reprocessReplayer{replays}, Requests: ob, Marks: marks}
+	if cfg.Salesforce.PubSub == config.PubSubOff {
+		state, err := sfsub.New(rdb, salesforce.ChangeEventTopic)
+		if err != nil {
+			return nil, err
+		}
+		o.Subscribed, o.Deferred = state.Held, state
+	}
+	return salesforce.NewReprocessor(o)
 }
 
 // reprocessReplayer is the replay service as the reprocess poller needs it:

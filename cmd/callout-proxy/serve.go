@@ -175,7 +175,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	replays := replay.New(replay.Options{Now: shared, Config: cfg, Store: store, Logger: logger, Owner: randomToken(),
 		Jobs: jobs.New(rdb, jobs.Options{Now: shared}), Wake: disp.Wake,
 		OnReplay: onReplay(sf, logger), TracerProvider: tp, Metrics: m})
-	reprocessor, err := newReprocessor(sf, replays, ob)
+	reprocessor, err := newReprocessor(cfg, sf, replays, ob, store, rdb)
 	if err != nil {
 		return err
 	}

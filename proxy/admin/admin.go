@@ -176,8 +176,18 @@ func loginThrottle(d Deps) *auth.LoginThrottle {
 	if window <= 0 {
 		window = config.DefaultAdminLoginWindow
 	}
-	return auth.NewLoginThrottle(or(lim.AdminLoginFailures, config.DefaultAdminLoginFailures), window,
+	t := auth.NewLoginThrottle(or(lim.AdminLoginFailures, config.DefaultAdminLoginFailures), window,
 		or(lim.AdminLoginSources, config.DefaultAdminLoginSources), d.Now, d.Logger)
+	if d.Metrics != nil {
+		t.Observe(func(throttled bool) {
+			result := "unauthorized"
+			if throttled {
+				result = "throttled"
+			}
+			d.Metrics.LoginFailures.WithLabelValues(result).Inc()
+		})
+	}
+	return t
 }
 
 // storeTimeout bounds one store operation of an admin write (replay,

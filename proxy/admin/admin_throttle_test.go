@@ -11,6 +11,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // throttleDo sends one admin request from remoteAddr with the
@@ -71,6 +72,13 @@ func TestAdminLoginThrottle(t *testing.T) {
 	if w := throttleDo(e, http.MethodPost, "/admin/v1/endpoints/pay-api/enable", "198.51.100.4:1",
 		"Bearer other-0123456789abcdef"); w.Code != 401 {
 		t.Errorf("another address: %d, want 401", w.Code)
+	}
+	// Every failure is counted by its answer: 10 + 1 (the other address)
+	// answered 401, 5 + 1 (the wrong read) throttled.
+	for result, want := range map[string]float64{"unauthorized": 11, "throttled": 6} {
+		if got := testutil.ToFloat64(e.metrics.LoginFailures.WithLabelValues(result)); got != want {
+			t.Errorf("callout_admin_login_failures_total{result=%q} = %v, want %v", result, got, want)
+		}
 	}
 	e.now = e.now.Add(30 * time.Second)
 	if w := throttleDo(e, http.MethodGet, "/admin/v1/endpoints", "192.0.2.200:1", "Bearer "+admReadToken); w.Code != 200 {

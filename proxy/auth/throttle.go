@@ -46,6 +46,7 @@ type LoginThrottle struct {
 	capacity int
 	now      func() time.Time
 	logger   *slog.Logger
+	observe  func(throttled bool) // Observe; nil: none
 
 	mu      sync.Mutex
 	entries map[throttleKey]*list.Element // of *throttleEntry
@@ -101,6 +102,17 @@ func NewLoginThrottle(failures int, window time.Duration, capacity int, now func
 		entries: map[throttleKey]*list.Element{}, order: [2]*list.List{list.New(), list.New()}}
 }
 
+// Observe sets what the throttle tells of every failure it counts: fn is
+// called with true for a throttled one (answered 429) and false for the
+// others (401), outside the throttle's lock; the composition root counts
+// them (callout_admin_login_failures_total). Call it before the throttle
+// is used. A nil fn observes nothing.
+func (t *LoginThrottle) Observe(fn func(throttled bool)) {
+	if t != nil {
+		t.observe = fn
+	}
+}
+
 // Verdict is what the throttle decided of one failure.
 type Verdict struct {
 	// RetryAfter, when positive, throttles the failure: answer 429 with
@@ -128,6 +140,15 @@ func (t *LoginThrottle) Failure(ctx context.Context, remoteAddr, authorization s
 	if t == nil {
 		return Verdict{Log: audited}
 	}
+	v := t.failure(ctx, remoteAddr, authorization, audited)
+	if t.observe != nil {
+		t.observe(v.RetryAfter > 0)
+	}
+	return v
+}
+
+// failure is Failure under the throttle's lock.
+func (t *LoginThrottle) failure(ctx context.Context, remoteAddr, authorization string, audited bool) Verdict {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -129,6 +129,7 @@ type Redis struct {
 	// DurabilityTimeout bounds how long a write waits for its replicas'
 	// (or the append-only file's) confirmation before the caller gets 503
 	// store-unavailable. Default 1s; 0 means the default; 10ms to 10s.
+	// Only with replicated or fsync: set with local it is refused.
 	DurabilityTimeout time.Duration `yaml:"durability_timeout"`
 }
 
@@ -156,7 +157,7 @@ const (
 	DurabilityLocal = "local"
 	// DurabilityReplicated: each acknowledging write is confirmed by at
 	// least one replica (WAIT, grouped) before the caller is answered.
-	// Single node with replicas or Sentinel; not a Cluster.
+	// A primary with replicas (url or Sentinel), or a Cluster (per primary).
 	DurabilityReplicated = "replicated"
 	// DurabilityFsync: each acknowledging write is fsynced to the
 	// primary's append-only file, and with Sentinel to one replica's too

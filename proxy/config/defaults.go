@@ -72,9 +72,11 @@ func (c *Config) applyDefaults() {
 	c.Limits.fairInflightShare(len(c.Auth.Issuers), c.Policy.MaxRequestBytes+c.Policy.MaxResponseBytes)
 	c.Log.applyDefaults()
 	inherit(&c.Redis.GateStaleness, DefaultGateStaleness)
-	inherit(&c.Redis.DurabilityTimeout, DefaultDurabilityTimeout)
 	if c.Redis.Durability == "" {
 		c.Redis.Durability = DurabilityLocal
+	}
+	if c.Redis.Durability != DurabilityLocal {
+		inherit(&c.Redis.DurabilityTimeout, DefaultDurabilityTimeout)
 	}
 	c.Tracing.applyDefaults()
 	inherit(&c.Auth.MaxTokenLifetime, DefaultMaxTokenLifetime)

@@ -96,21 +96,31 @@ func (s Sentinel) validate(col *collector) {
 	if len(s.Addresses) == 0 {
 		col.add("redis.sentinel.addresses", "needs at least one Sentinel host:port")
 	}
+	seen := map[string]int{}
 	for i, a := range s.Addresses {
 		if !hostPort(a) {
 			col.add(index("redis.sentinel.addresses", i), "%q is not host:port", a)
 		}
+		if j, dup := seen[a]; dup {
+			col.add(index("redis.sentinel.addresses", i), "%q is listed twice (also at %d): each Sentinel once, "+
+				"or a quorum seems larger than it is", a, j)
+		}
+		seen[a] = i
 	}
 }
 
 // validateDurability checks redis.durability and its timeout (contract
 // §11). replicated and fsync need a store with replicas to wait for, or an
-// append-only file: not the embedded one; and not a Cluster, where one
-// write's WAIT covers only the node it ran on and a callout's keys spread
-// over every primary (docs/operating.md "Durability").
+// append-only file: not the embedded one (docs/operating.md "Durability").
+// A timeout with local, which waits for nothing, is a mistake of the file
+// (applyDefaults fills it only for the other levels).
 func (r Redis) validateDurability(col *collector) {
 	switch r.Durability {
 	case "", DurabilityLocal:
+		if r.DurabilityTimeout != 0 {
+			col.add("redis.durability_timeout", "is set, but redis.durability is %s, which waits for nothing; "+
+				"remove it, or set durability %s or %s", DurabilityLocal, DurabilityReplicated, DurabilityFsync)
+		}
 		return
 	case DurabilityReplicated, DurabilityFsync:
 	default:
@@ -118,12 +128,8 @@ func (r Redis) validateDurability(col *collector) {
 			DurabilityFsync, r.Durability)
 		return
 	}
-	switch {
-	case len(r.Cluster) > 0:
-		col.add("redis.durability", "%s is not supported on a Redis Cluster (a WAIT covers one primary); "+
-			"use url or sentinel, or durability %s", r.Durability, DurabilityLocal)
-	case r.Embedded():
-		col.add("redis.durability", "%s needs a Redis (url or sentinel); the embedded store keeps nothing", r.Durability)
+	if r.Embedded() {
+		col.add("redis.durability", "%s needs a Redis (url, sentinel or cluster); the embedded store keeps nothing", r.Durability)
 	}
 	if t := r.DurabilityTimeout; t != 0 && (t < MinDurabilityTimeout || t > MaxDurabilityTimeout) {
 		col.add("redis.durability_timeout", "%s is outside %s to %s", t, MinDurabilityTimeout, MaxDurabilityTimeout)

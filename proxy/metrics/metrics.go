@@ -64,6 +64,10 @@ type Metrics struct {
 	// is the one clock of shared state; docs/operating.md says what a
 	// replica's own clock still affects).
 	ClockOffset prometheus.Gauge
+	// LoginFailures counts failed admin-token checks of the admin API and
+	// the console, by result: "unauthorized" (answered 401) or "throttled"
+	// (429, auth.LoginThrottle; docs/limits.md "Failed logins").
+	LoginFailures *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -79,6 +83,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Duration of one upstream attempt in seconds, by endpoint and outcome class.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30},
 		}, []string{"endpoint", "outcome"}),
+		LoginFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callout_admin_login_failures_total",
+			Help: "Failed admin-token checks of the admin API and the console, by result (unauthorized or throttled).",
+		}, []string{"result"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_rejected_total",
 			Help: "Requests rejected before dispatch, by endpoint and problem code.",
@@ -128,13 +136,16 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.Attempts, m.AttemptDuration, m.Rejected, m.RetriesScheduled, m.BacklogItems,
 		m.ScheduleLag, m.DeadLetters, m.Idempotency, m.BreakerState, m.BreakerTransitions, m.Deferred,
-		m.BuildInfo, m.ClockOffset,
+		m.BuildInfo, m.ClockOffset, m.LoginFailures,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	for _, r := range []string{"unauthorized", "throttled"} {
+		m.LoginFailures.WithLabelValues(r) // exported at 0 before the first failure
 	}
 	return m, nil
 }

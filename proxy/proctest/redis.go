@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,8 +32,16 @@ type Redis struct {
 	port    int
 	dir     string
 	durable bool
+	bin     string   // the server binary: redis-server, or EnvServer72's
+	extra   []string // more redis-server arguments
 	proc    *Process
 }
+
+// EnvServer72 names an environment variable holding the path of a server
+// of Redis 7.2 or later (or Valkey) for the tests of what needs one
+// (WAITAOF, durability fsync: StartRedis72). Unset: those tests are
+// skipped.
+const EnvServer72 = "CALLOUT_TEST_REDIS72_SERVER"
 
 // StartRedis starts redis-server (from PATH) and waits until it answers
 // PING; it is stopped when the test ends. durable turns on the append-only
@@ -41,13 +50,47 @@ type Redis struct {
 // under CALLOUT_TEST_REQUIRE_REAL=1.
 func StartRedis(t testing.TB, durable bool) *Redis {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv(redistest.EnvRequireReal) == "1" {
-			t.Fatalf("redis-server not found: %v", err)
-		}
-		t.Skipf("redis-server not found: %v", err)
+	return startRedis(t, "redis-server", durable)
+}
+
+// StartRedis72 is StartRedis on the server EnvServer72 names (Redis 7.2
+// or later, or Valkey); without it the test is skipped.
+func StartRedis72(t testing.TB, durable bool) *Redis {
+	t.Helper()
+	bin := os.Getenv(EnvServer72)
+	if bin == "" {
+		t.Skipf("%s is not set: no Redis 7.2+ or Valkey to test with (docs/operating.md \"Durability\")", EnvServer72)
 	}
-	r := &Redis{t: t, port: FreePort(t), dir: t.TempDir(), durable: durable}
+	return startRedis(t, bin, durable)
+}
+
+// StartReplica starts a redis-server replicating from primary (same
+// binary) and returns once its replication link is up.
+func StartReplica(t testing.TB, primary *Redis) *Redis {
+	t.Helper()
+	host, port, _ := strings.Cut(primary.Addr, ":")
+	r := startRedis(t, primary.bin, primary.durable, "--replicaof", host, port)
+	r.waitLinkUp()
+	return r
+}
+
+// startRedis starts bin on a free port (skipped, or failed under
+// CALLOUT_TEST_REQUIRE_REAL=1, when it is not found) with extra arguments.
+func startRedis(t testing.TB, bin string, durable bool, extra ...string) *Redis {
+	t.Helper()
+	return startRedisOn(t, bin, durable, FreePort(t), extra...)
+}
+
+// startRedisOn is startRedis on port.
+func startRedisOn(t testing.TB, bin string, durable bool, port int, extra ...string) *Redis {
+	t.Helper()
+	if _, err := exec.LookPath(bin); err != nil {
+		if os.Getenv(redistest.EnvRequireReal) == "1" {
+			t.Fatalf("%s not found: %v", bin, err)
+		}
+		t.Skipf("%s not found: %v", bin, err)
+	}
+	r := &Redis{t: t, port: port, dir: t.TempDir(), durable: durable, bin: bin, extra: extra}
 	r.Addr = "127.0.0.1:" + strconv.Itoa(r.port)
 	r.URL = "redis://" + r.Addr + "/0"
 	r.start()
@@ -56,16 +99,51 @@ func StartRedis(t testing.TB, durable bool) *Redis {
 	return r
 }
 
+// waitLinkUp waits until this replica's link to its primary is up (INFO
+// replication master_link_status:up).
+func (r *Redis) waitLinkUp() {
+	r.t.Helper()
+	r.WaitInfo("replication", "master_link_status:up")
+}
+
+// WaitInfo waits until INFO section (e.g. "replication") contains want
+// (e.g. "role:master"), for StartupTimeout; then the test fails.
+func (r *Redis) WaitInfo(section, want string) {
+	r.t.Helper()
+	r.await("INFO "+section+" "+want, func(ctx context.Context) (string, bool) {
+		v, err := r.Client.Info(ctx, section).Result()
+		return v, err == nil && strings.Contains(v, want)
+	})
+}
+
+// await polls ready until it reports true, for StartupTimeout; then the
+// test fails with what, ready's last answer and the server's log tail.
+func (r *Redis) await(what string, ready func(ctx context.Context) (string, bool)) {
+	r.t.Helper()
+	end := time.Now().Add(StartupTimeout)
+	for {
+		v, ok := ready(context.Background())
+		if ok {
+			return
+		}
+		if time.Now().After(end) {
+			r.t.Fatalf("redis-server %s: waited for %s in vain; last answer:\n%s\n%s", r.Addr, what, v, r.proc.Tail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // start runs redis-server on the port and directory and waits until it
 // answers PING.
 func (r *Redis) start() {
 	r.t.Helper()
 	args := []string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
-		"--save", "", "--protected-mode", "no", "--appendonly", "no"}
+		"--save", "", "--protected-mode", "no", "--repl-diskless-sync-delay", "0", "--appendonly", "no"}
 	if r.durable {
 		args = append(args[:len(args)-1], "yes", "--appendfsync", "always")
 	}
-	r.proc = Start(r.t, "redis-server", "redis-server", args, os.Environ(), nil)
+	args = append(args, r.extra...)
+	r.proc = Start(r.t, "redis-server", r.bin, args, os.Environ(), nil)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
 	end := time.Now().Add(StartupTimeout)

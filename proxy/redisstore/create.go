@@ -44,6 +44,10 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 		}
 		return policy.BeginResult{}, err
 	}
+	if errors.Is(err, policy.ErrNotDurable) && rep.state == policy.Held {
+		s.withdraw(context.WithoutCancel(ctx), nc, id) // a 202 held never given: as Enqueue's
+		return policy.BeginResult{}, err
+	}
 	if err != nil || rep.existing != nil {
 		return policy.BeginResult{Existing: rep.existing}, err
 	}
@@ -79,6 +83,13 @@ func (s *Store) Enqueue(ctx context.Context, nc policy.NewCallout, opts policy.E
 		mode = "d"
 	}
 	rep, id, err := s.create(ctx, createInput{mode: mode, nc: nc, lim: opts.Limits, now: now, at: due.Sub(now)})
+	if errors.Is(err, policy.ErrNotDurable) && rep.existing == nil && id != "" {
+		// Not confirmed durable: the caller is answered 503 and nothing may
+		// be forwarded (contract §4, §11), so the callout is withdrawn while
+		// no dispatcher has claimed it.
+		s.withdraw(context.WithoutCancel(ctx), nc, id)
+		return policy.EnqueueResult{}, err
+	}
 	if err != nil || rep.existing != nil {
 		return policy.EnqueueResult{Existing: rep.existing}, err
 	}
@@ -233,7 +244,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
 		if err == nil && holder == "" && !rep.dry && s.acks != nil {
 			// Durable before the caller is answered (contract §11).
-			err = s.acks.Ack(ctx)
+			err = s.acks.Ack(ctx, c)
 		}
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {

@@ -27,7 +27,8 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 		res = c
 	}
 	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
-		Counters: q.acc, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: rawOfID(cl.ID), Home: q.home, Part: q.part})
+		Due: q.due, Counters: q.acc, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: rawOfID(cl.ID),
+		Home: q.home, Part: q.part})
 	if err != nil {
 		return s.wrap("release", err)
 	}
@@ -40,20 +41,51 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	return err
 }
 
+// withdraw deletes an asynchronous callout (Enqueue's, a replay chain, or
+// Begin's held one) that could not be confirmed durable, with its
+// idempotency reservation (a replay chain's goes back to its dead letter,
+// for the dead-letter retention), while it is still scheduled or held and
+// was never attempted, so that nothing is forwarded for a write answered 503
+// (contract §4, §11; release.lua without a lease token). When it cannot —
+// a dispatcher claimed the callout first, or Redis failed — it logs a
+// warning: the callout is then delivered, as the answer's detail says it
+// may be. One round trip.
+func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) {
+	q, ok := s.calloutQueue(nc.Endpoint, nc.Issuer, id)
+	if !ok {
+		return
+	}
+	c, rest, resp := q.record(id)
+	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
+	if res == "" {
+		res = c
+	}
+	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
+		Due: q.due, Counters: q.acc, Reservation: res, ID: id, Raw: rawOfID(id), Home: q.home, Part: q.part,
+		Takeover: rawOfID(nc.ReplayOf), TakeoverTTL: s.dlTTL})
+	if err != nil || v.Result != "ok" {
+		s.log.Warn("redisstore: a callout not confirmed durable was not withdrawn; it will be delivered",
+			"callout_id", id, "claimed", err == nil, "err", s.wrap("withdraw", err))
+	}
+}
+
 // releaseArgs are release.lua's keys and arguments (lua/release.lua names
 // each).
 type releaseArgs struct {
-	Record      string `lua:"record,key"`
-	Rest        string `lua:"rest,key"`
-	Resp        string `lua:"resp,key"`
-	Lease       string `lua:"lease,key"`
-	Counters    string `lua:"counters,key"`
-	Reservation string `lua:"reservation,key"`
-	ID          string `lua:"id"`
-	Token       string `lua:"token"`
-	Raw         string `lua:"raw"`
-	Home        bool   `lua:"home"`
-	Part        string `lua:"part"`
+	Record      string        `lua:"record,key"`
+	Rest        string        `lua:"rest,key"`
+	Resp        string        `lua:"resp,key"`
+	Lease       string        `lua:"lease,key"`
+	Due         string        `lua:"due,key"`
+	Counters    string        `lua:"counters,key"`
+	Reservation string        `lua:"reservation,key"`
+	ID          string        `lua:"id"`
+	Token       string        `lua:"token"`
+	Raw         string        `lua:"raw"`
+	Home        bool          `lua:"home"`
+	Part        string        `lua:"part"`
+	Takeover    string        `lua:"takeover"`
+	TakeoverTTL time.Duration `lua:"takeover_ttl"`
 }
 
 // resultReply is the reply of a script that answers one word (release.lua,

@@ -123,9 +123,19 @@ type Options struct {
 	// Acknowledger, when set, confirms every create that answers a caller
 	// (a new callout, or the one holding its key) as durable before Begin
 	// or Enqueue returns (config redis.durability replicated or fsync,
-	// contract §11; durable.go); they fail with policy.ErrNotDurable when
-	// it does not. nil: durability local, nothing waited for.
-	Acknowledger *Acknowledger
+	// contract §11; proxy/redisstore/durable); they fail with
+	// policy.ErrNotDurable when it does not. nil: durability local, nothing
+	// waited for.
+	Acknowledger Acknowledger
+}
+
+// Acknowledger confirms the store's writes durable (contract §11). Ack
+// returns once every write the caller saw succeed on the primary that owns
+// key, key's own among them, is confirmed as the configured durability
+// demands. Errors wrap policy.ErrNotDurable when it is not (the writes may
+// exist). Implemented by proxy/redisstore/durable.
+type Acknowledger interface {
+	Ack(ctx context.Context, key string) error
 }
 
 // DefaultResponseBodyCap is Options.ResponseBodyCap's default, in bytes.
@@ -160,7 +170,7 @@ type Store struct {
 	// layout has been confirmed (layout.go).
 	requireLayout bool
 	layoutOK      atomic.Bool
-	acks          *Acknowledger
+	acks          Acknowledger
 	// pin: Options.PinScriptTime.
 	pin bool
 }

@@ -3,7 +3,6 @@ package pubsub
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"google.golang.org/grpc/metadata"
@@ -34,10 +33,14 @@ type SubscribeOptions struct {
 	// (EARLIEST) instead of the latest.
 	Earliest bool
 	// Batch is num_requested of each FetchRequest (1 … MaxBatch; default
-	// MaxBatch): the next one is sent when the events of the last are all
-	// delivered (pending_num_requested 0), so the client never holds more
-	// than Batch events it has not handled ("Pull Subscription and Flow
-	// Control").
+	// MaxBatch): the next one is sent as soon as the events of the last
+	// are all delivered (pending_num_requested 0), before they are
+	// handled, so the client never holds more than 2 × Batch events it has
+	// not handled ("Pull Subscription and Flow Control") and a batch that
+	// takes long to handle does not close the stream (with none pending,
+	// the server closes a stream that sends no FetchRequest within 60 s of
+	// the last FetchResponse: "Subscribe RPC Method", Subscribe Keepalive
+	// Behavior).
 	Batch int32
 	// Opened, when set, is called once the first FetchRequest is sent
 	// (the subscription's position is set from then on); an error ends
@@ -88,6 +91,14 @@ func (c *Client) Subscribe(ctx context.Context, o SubscribeOptions, handle func(
 		if err != nil {
 			return c.classify("Subscribe", err, stream.Trailer())
 		}
+		if resp.GetPendingNumRequested() == 0 {
+			// Everything asked for arrived: ask for the next batch now (a
+			// stream with nothing pending and no FetchRequest for 60 s is
+			// closed, "Subscribe RPC Method", Subscribe Keepalive Behavior).
+			if err := stream.Send(&pubsubapi.FetchRequest{TopicName: o.Topic, NumRequested: o.Batch}); err != nil {
+				return c.recvErr(stream.Recv, stream.Trailer)
+			}
+		}
 		b := Batch{Events: resp.GetEvents(), ReplayID: resp.GetLatestReplayId()}
 		if n := len(b.Events); n > 0 {
 			b.ReplayID = b.Events[n-1].GetReplayId()
@@ -95,18 +106,11 @@ func (c *Client) Subscribe(ctx context.Context, o SubscribeOptions, handle func(
 		if err := handle(ctx, b); err != nil {
 			return err
 		}
-		if resp.GetPendingNumRequested() == 0 {
-			// Everything asked for arrived: ask for the next batch (a
-			// stream with nothing pending is closed, "Subscribe RPC
-			// Method", Subscribe Keepalive Behavior).
-			if err := stream.Send(&pubsubapi.FetchRequest{TopicName: o.Topic, NumRequested: o.Batch}); err != nil {
-				return c.recvErr(stream.Recv, stream.Trailer)
-			}
-		}
 	}
 }
 
-// recvErr returns the status a failed Send stands for: gRPC reports it on
+// recvErr returns the status a failed Send stands for (nil: the server
+// closed the stream normally, resubscribe): gRPC reports it on
 // the next Recv (a Send error is only io.EOF).
 func (c *Client) recvErr(recv func() (*pubsubapi.FetchResponse, error), trailer func() metadata.MD) error {
 	for {
@@ -115,7 +119,7 @@ func (c *Client) recvErr(recv func() (*pubsubapi.FetchResponse, error), trailer 
 			continue
 		}
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("pubsub: Subscribe: the stream closed before the request was sent")
+			return nil // closed by the server: resubscribe
 		}
 		return c.classify("Subscribe", err, trailer())
 	}

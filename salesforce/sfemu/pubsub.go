@@ -39,9 +39,24 @@ const OrgID = "00DEMU000000001AAA"
 //     ChangeEvents) publishes a change event on /data/{Entity}ChangeEvent
 //     (X__c: /data/X__ChangeEvent) — a ChangeEventHeader (entityName,
 //     recordIds, changeType CREATE or UPDATE, commitTimestamp, …) and the
-//     fields that changed, every other field null ("Change Event Message
-//     Structure": an update event carries only the changed fields). The
-//     emulator types every field as a nullable string;
+//     record's fields: every field of a create, the changed fields of an
+//     update, every other field null ("Change Event Body Fields", Change
+//     Data Capture Developer Guide: in a Pub/Sub API event unchanged fields
+//     are null). An update's changedFields and nulledFields are bitmaps,
+//     as the Pub/Sub API sends them ("Event Deserialization
+//     Considerations", Pub/Sub API Developer Guide: an array whose first
+//     element is "0x" and the hex digits of a bitmap in which bit i stands
+//     for the schema's field at position i); changedFields names the
+//     fields set to null too, and is empty for a create ("ChangeEventHeader
+//     Class", Apex Reference: "empty for other operations, including
+//     record creation"); diffFields stays empty (the emulator sends no
+//     text diffs). The emulator types every field as a nullable string;
+//   - gap events (GapNext, PublishGap): a header with a GAP_ change type
+//     and the record ids, every field null and no bitmaps ("Gap Events":
+//     sent instead of a change event when one cannot be generated, e.g.
+//     an internal error; the change type and record id in the header, no
+//     record fields); GAP_OVERFLOW without record ids ("Overflow
+//     Events"; both in the Change Data Capture Developer Guide);
 //   - GetTopic ("GetTopic RPC Method"): the topic's name, can_subscribe,
 //     its schema id; GetSchema ("GetSchema RPC Method"): the Avro schema
 //     JSON of an id;
@@ -54,7 +69,13 @@ const OrgID = "00DEMU000000001AAA"
 //     each FetchResponse saying how many still are
 //     (pending_num_requested); with nothing new to send and events
 //     pending, a keepalive FetchResponse with no events and the latest
-//     replay id is sent every PubSubOptions.Keepalive;
+//     replay id is sent every PubSubOptions.Keepalive; with none pending,
+//     the client must send a FetchRequest within 60 seconds of the last
+//     FetchResponse, else the server closes the stream (the emulator ends
+//     the RPC OK: the page names no status)
+//     ("Subscribe RPC Method", Subscribe Keepalive Behavior: "to keep the
+//     subscription stream open, the client must send a new FetchRequest
+//     within 60 seconds from when the last FetchResponse was sent");
 //   - a CUSTOM replay id that is malformed, unknown or older than the
 //     retention window (PubSubOptions.Retention, 72 hours by default:
 //     "Event Message Durability") fails the call with INVALID_ARGUMENT and
@@ -102,6 +123,7 @@ type PubSub struct {
 	closeCh chan struct{}  // closed and replaced by CloseStreams
 	presets []string       // the replay preset of every Subscribe set up or refused
 	fails   int            // Subscribe calls still to refuse (FailSubscribes)
+	gaps    int            // changes still to publish as gap events (GapNext)
 }
 
 // topic is one change event channel.
@@ -209,63 +231,6 @@ func newTopic(entity string, fields []string) (*topic, error) {
 	sum := sha256.Sum256(doc)
 	return &topic{name: name, entity: entity, schemaID: hex.EncodeToString(sum[:11]), schemaJSON: string(doc),
 		schema: sc, fields: fields}, nil
-}
-
-// changeLocked publishes the change event of a record of object (when
-// it is an entity of the Pub/Sub server): changed are the fields the
-// change set, all of them for a created record. s.mu is held.
-func (s *Server) changeLocked(object string, rec, changed Record, created bool) {
-	if s.pubsub == nil {
-		return
-	}
-	s.pubsub.publish(object, rec, changed, created, s.o.Now())
-}
-
-// changedOf returns the fields of an update whose values differ from the
-// record's before it (an update event carries only those: "Change Event
-// Message Structure").
-func changedOf(before, fields Record) Record {
-	out := Record{}
-	for k, v := range fields {
-		if fmt.Sprint(before[k]) != fmt.Sprint(v) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// publish stores the change event of rec.
-func (p *PubSub) publish(object string, rec, changed Record, created bool, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	tp := p.byObj[object]
-	if tp == nil {
-		return
-	}
-	kind, set := "UPDATE", changed
-	if created {
-		kind, set = "CREATE", rec
-	}
-	id, _ := rec["Id"].(string)
-	p.seq++
-	names := []string{}
-	msg := map[string]any{}
-	for _, f := range tp.fields {
-		msg[f] = nil
-		if v, ok := set[f]; ok && v != nil {
-			msg[f] = fmt.Sprint(v)
-			names = append(names, f)
-		}
-	}
-	msg["ChangeEventHeader"] = map[string]any{"entityName": object, "recordIds": []string{id}, "changeType": kind,
-		"changeOrigin": "com/salesforce/api/rest", "transactionKey": fmt.Sprintf("tx-%d", p.seq), "sequenceNumber": 1,
-		"commitTimestamp": now.UnixMilli(), "commitNumber": int64(p.seq), "commitUser": "005EMU000000001AAA",
-		"nulledFields": []string{}, "diffFields": []string{}, "changedFields": names}
-	payload, err := avro.Marshal(tp.schema, msg)
-	if err != nil {
-		panic(fmt.Sprintf("sfemu: change event of %s: %v", object, err)) // a defect of the emulator's schema
-	}
-	tp.events = append(tp.events, event{seq: p.seq, id: fmt.Sprintf("evt-%d", p.seq), payload: payload, at: now})
 }
 
 // Calls returns how many RPCs of a method ("Subscribe", "GetSchema",

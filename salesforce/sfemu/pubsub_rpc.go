@@ -21,6 +21,11 @@ const authErrorCode = "sfdc.platform.eventbus.grpc.service.auth.error"
 // Long-Lived RPC Calls After an Error Occurs").
 const replayIDErrorCode = "sfdc.platform.eventbus.grpc.subscription.fetch.replayid.corrupted"
 
+// fetchWithin is how long after its last FetchResponse a stream with no
+// events pending waits for a FetchRequest before the server closes it
+// ("Subscribe RPC Method", Subscribe Keepalive Behavior).
+const fetchWithin = 60 * time.Second
+
 // unaryAuth checks a unary call's metadata.
 func (p *PubSub) unaryAuth(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -138,6 +143,9 @@ func (p *PubSub) Subscribe(stream pubsubapi.PubSub_SubscribeServer) error {
 		now := p.s.o.Now()
 		if now.Sub(opened) >= p.o.StreamLifetime {
 			return nil // closed by the server: the client subscribes again
+		}
+		if pending == 0 && now.Sub(lastSent) >= fetchWithin {
+			return nil // no FetchRequest within 60 s of the last FetchResponse
 		}
 		resp := p.next(tp, &pos, pending, now)
 		if resp == nil && pending > 0 && now.Sub(lastSent) >= p.o.Keepalive {

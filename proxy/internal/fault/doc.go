@@ -5,9 +5,12 @@
 // redis-server processes (appendonly yes, appendfsync always) on free
 // loopback ports, SIGKILL replicas and Redis under bounded load, take the
 // Salesforce emulator (salesforce/sfemu) down for a while, fail a primary
-// over with Redis Sentinel while its replication links stall (per
-// redis.durability level) and hold every byte between the proxy and Redis
-// for 5 s (a forwarder of the test's, links_test.go), and put
+// over with Redis Sentinel, and one primary of a Redis Cluster
+// (proctest.StartCluster), while its replication links stall (per
+// redis.durability level), hold every byte between the proxy and Redis
+// for 5 s (a forwarder of the test's, links_test.go), refuse a start on a
+// Sentinel master name nobody monitors or fsync on a Redis before 7.2
+// (and run fsync on a 7.2+ one when CALLOUT_TEST_REDIS72_SERVER names it), and put
 // toxiproxy (github.com/Shopify/toxiproxy/v2, in-process) between the
 // proxy and its upstream. Every scenario sends a fixed number of requests,
 // stops by itself and polls with deadlines; it asserts the final state of

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -34,17 +35,50 @@ func TestFsyncRefusedBeforeRedis72(t *testing.T) {
 	}
 	up := proctest.NewUpstream(t, nil)
 	cfg := strings.Replace(config(rs.URL, nil, endpoint("pay", up.URL)), "redis:\n", "redis:\n  durability: fsync\n", 1)
-	path := filepath.Join(t.TempDir(), "fsync.yaml")
+	if out := refusedStart(t, "fsync", cfg); !strings.Contains(out, "7.2 or later") || !strings.Contains(out, version) {
+		t.Errorf("the refusal does not name the version %s:\n%s", version, out)
+	}
+}
+
+// refusedStart runs the binary on configuration cfg, expects it to exit
+// (a refusal at start) and returns the tail of its output.
+func refusedStart(t *testing.T, name, cfg string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := proctest.Start(t, "fsync", proxyBinary, []string{"--config", path}, proctest.EnvList(replicaEnv), nil)
+	p := proctest.Start(t, name, proxyBinary, []string{"--config", path}, proctest.EnvList(replicaEnv), nil)
 	select {
 	case <-p.Exited():
 	case <-time.After(proctest.StartupTimeout):
-		t.Fatalf("callout-proxy with durability fsync on Redis %s did not exit:\n%s", version, p.Tail(20))
+		t.Fatalf("callout-proxy (%s) did not exit:\n%s", name, p.Tail(20))
 	}
-	if out := p.Tail(20); !strings.Contains(out, "7.2 or later") || !strings.Contains(out, version) {
-		t.Errorf("the refusal does not name the version %s:\n%s", version, out)
+	return p.Tail(20)
+}
+
+// TestFsyncOnRedis72Delivers: on a Redis 7.2+ (or Valkey) with the
+// append-only file, a proxy with durability fsync starts, answers keyed
+// asynchronous writes 202 only after WAITAOF confirmed them (fewer
+// WAITAOFs than writes: grouped) and delivers every one. Skipped unless
+// CALLOUT_TEST_REDIS72_SERVER names such a server
+// (proxy/internal/redistest/fetch-valkey.sh).
+func TestFsyncOnRedis72Delivers(t *testing.T) {
+	rs := proctest.StartRedis72(t, true)
+	up := proctest.NewUpstream(t, nil)
+	cfg := strings.Replace(config(rs.URL, nil, endpoint("pay", up.URL)), "redis:\n", "redis:\n  durability: fsync\n", 1)
+	reps := proctest.StartReplicas(t, proxyBinary, 1, cfg, replicaEnv)
+	c := newClient(t)
+	before := commandCalls(rs.Addr, "waitaof")
+	const n = 300
+	acc, refused := c.postAsync(n, 16, "pay", "fsync", func(int) string { return reps[0].URL }, nil)
+	if len(acc) != n || refused != 0 {
+		t.Fatalf("%d of %d writes accepted, %d refused; want all accepted", len(acc), n, refused)
 	}
+	waits := commandCalls(rs.Addr, "waitaof") - before
+	t.Logf("fsync: %d keyed writes accepted with %d WAITAOFs", n, waits)
+	if waits < 1 || waits > n {
+		t.Errorf("%d writes ran %d WAITAOFs, want 1 … %d", n, waits, n)
+	}
+	wantAll(t, c.waitFinal(t, reps[0].URL, acc, 60*time.Second), policy.Succeeded)
 }

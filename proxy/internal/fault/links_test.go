@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	proxyconfig "github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -40,7 +41,13 @@ type stallLink struct {
 // connection to target; it is closed when the test ends.
 func newStallLink(t *testing.T, target string) *stallLink {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newStallLinkOn(t, "127.0.0.1:0", target)
+}
+
+// newStallLinkOn is newStallLink listening on addr.
+func newStallLinkOn(t *testing.T, addr, target string) *stallLink {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +82,20 @@ func (l *stallLink) Resume() {
 	default:
 		close(l.flow)
 	}
+}
+
+// Cut ends a stall as a partition ends whose far side died meanwhile:
+// every connection is closed and what was held is never delivered; new
+// connections flow again.
+func (l *stallLink) Cut() {
+	l.mu.Lock()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	l.Resume()
 }
 
 func (l *stallLink) gate() <-chan struct{} {
@@ -238,8 +259,11 @@ func (g *sentinelGroup) waitMaster(t *testing.T, addrs []string, within time.Dur
 // its timeout.
 func sentinelConfig(g *sentinelGroup, durability string, policy []string, endpoints ...string) string {
 	const placeholder = "redis://sentinel.invalid:1/0"
-	block := fmt.Sprintf("redis:\n  sentinel:\n    master_name: %s\n    addresses: [%s]\n  durability: %s\n  durability_timeout: 1s\n",
+	block := fmt.Sprintf("redis:\n  sentinel:\n    master_name: %s\n    addresses: [%s]\n  durability: %s\n",
 		masterName, strings.Join(g.Addrs, ", "), durability)
+	if durability != proxyconfig.DurabilityLocal {
+		block += "  durability_timeout: 1s\n" // refused with local, which waits for nothing
+	}
 	return strings.Replace(config(placeholder, policy, endpoints...), "redis:\n  url: "+placeholder+"\n", block, 1)
 }
 
@@ -346,9 +370,9 @@ func (c *client) missing(t *testing.T, base string, cs []accepted) []accepted {
 	return lost
 }
 
-// waitCalls is how many WAIT commands the Redis at addr ran (INFO
-// commandstats); -1 when it cannot tell.
-func waitCalls(addr string) int {
+// commandCalls is how many cmd commands ("wait", "waitaof") the Redis at
+// addr ran (INFO commandstats); -1 when it cannot tell.
+func commandCalls(addr, cmd string) int {
 	c := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer c.Close()
 	info, err := c.Info(context.Background(), "commandstats").Result()
@@ -356,7 +380,7 @@ func waitCalls(addr string) int {
 		return -1
 	}
 	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:calls="); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
 			n, _ := strconv.Atoi(v[:strings.IndexByte(v+",", ',')])
 			return n
 		}

@@ -180,6 +180,15 @@
 //	                            Message Durability"), and an expired id is
 //	                            answered with an error the subscriber
 //	                            handles (it resubscribes LATEST).
+//	cp:{sfsub}:again:{topic}  ZSET  the reprocess requests the subscriber
+//	                            deferred (a full backlog, paused writes, a
+//	                            claim of another replica): Salesforce record
+//	                            Id -> when to look again (ms). Whichever
+//	                            replica holds the lease looks at the due
+//	                            ones (a look moves them a lease later, so a
+//	                            replica dying mid-look loses none) and
+//	                            removes the ones it settled. No TTL: every
+//	                            entry is removed once settled.
 //	cp:job:{J}            HASH  one replay job (contract §8; the j* constants
 //	                            of proxy/redisstore/jobs): its spec, state,
 //	                            phase, counters, collect and send positions
@@ -217,9 +226,12 @@
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
 //	cp:ack                STRING an integer each durable acknowledgement
-//	                            round increments before its WAIT (redisstore
-//	                            durable.go, redis.durability replicated or
-//	                            fsync). Not hash-tagged. No TTL.
+//	                            round increments before its WAIT
+//	                            (proxy/redisstore/durable, redis.durability
+//	                            replicated or fsync). Not hash-tagged. No
+//	                            TTL. On a Cluster, per primary: cp:{tag}:ack
+//	                            (AckFor), in the hash tag of a key that
+//	                            primary owns.
 //
 // Two pub/sub channels, which store nothing:
 //
@@ -274,6 +286,20 @@ const (
 	JobsActive  = Prefix + "jobs:active" // SET ids of jobs not ended
 	Ack         = Prefix + "ack"         // STRING durable acknowledgement rounds
 )
+
+// AckFor returns the acknowledgement counter of the Redis Cluster node
+// that owns key's slot, cp:{tag}:ack (STRING, no TTL): INCRed by every
+// durable acknowledgement round on that node (proxy/redisstore/durable),
+// in key's hash tag so it hashes to key's slot. A key without a hash tag
+// is used as the tag ({key} hashes as key does).
+func AckFor(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return Prefix + key[i:i+j+2] + ":ack"
+		}
+	}
+	return Prefix + "{" + key + "}:ack"
+}
 
 // Tag returns the hash tag of shard n, e.g. "{s17}".
 func Tag(n int) string { return "{s" + strconv.Itoa(n) + "}" }
@@ -410,6 +436,10 @@ func SFSubLease(topic string) string { return Prefix + "{sfsub}:lease:" + topic 
 // SFSubReplay returns the key of the stored replay id of topic,
 // cp:{sfsub}:replay:{topic}; it shares SFSubLease's slot.
 func SFSubReplay(topic string) string { return Prefix + "{sfsub}:replay:" + topic }
+
+// SFSubAgain returns the key of the reprocess requests the subscriber of
+// topic deferred, cp:{sfsub}:again:{topic}; it shares SFSubLease's slot.
+func SFSubAgain(topic string) string { return Prefix + "{sfsub}:again:" + topic }
 
 // Job are the three keys of one replay job, hash-tagged by the job id.
 type Job struct {

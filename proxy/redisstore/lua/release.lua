@@ -1,28 +1,44 @@
--- release.lua: undo a synchronous callout whose dispatch was
--- refused before anything was sent (a blocked address): contract §5
--- "rejections before dispatch are never stored as the key's result".
--- Fenced on the lease token: the record, its parts, its lease entry, its
--- backlog bytes and item and its reservation (when that still points at
--- it) are deleted, as if it never existed. A probe token it held is
--- released (in a sharded queue, by the caller).
+-- release.lua: undo a callout before anything was sent for it, as if it
+-- never existed, with its idempotency reservation (contract §5
+-- "rejections before dispatch are never stored as the key's result"):
+-- - with A.token: a synchronous callout whose dispatch was refused (a
+--   blocked address; or not confirmed durable, contract §11), fenced on
+--   its lease token (S in flight, t = token); a probe token it held is
+--   released (in a sharded queue, by the caller);
+-- - without (A.token ''): an asynchronous callout not confirmed durable
+--   (contract §4, §11), withdrawn only while it is still scheduled or held
+--   and no attempt was ever made (no 'n'): once a dispatcher claimed it,
+--   it stays and is delivered. A replay chain's reservation goes back to
+--   the dead letter it took the key from (A.takeover, for A.takeover_ttl
+--   ms: the dead letter's retention at most).
+-- Deleted: the record, its parts, its lease or due entry, its backlog
+-- bytes and item and its reservation (when that still points at it).
 --
 -- K and A: releaseArgs (release.go), read by the script layer (script/):
--- K.record, K.rest (:q), K.resp (:r), K.lease, K.counters (the endpoint
--- hash or the queue's counter hash), K.reservation (the record key as a
--- placeholder when it has none); A.id, A.token (lease token), A.raw (the
--- id's 16 raw bytes), A.home (K.counters is the endpoint hash), A.part (the
--- callout's breaker partition, '' the endpoint's, contract §6).
--- Replies (releaseReply): result 'ok' or 'stale'.
+-- K.record, K.rest (:q), K.resp (:r), K.lease, K.due (the callout's
+-- organisation queue's), K.counters (the endpoint hash or the queue's
+-- counter hash), K.reservation (the record key as a placeholder when it has
+-- none); A.id, A.token (lease token, or ''), A.raw (the id's 16 raw bytes),
+-- A.home (K.counters is the endpoint hash), A.part (the callout's breaker
+-- partition, '' the endpoint's, contract §6), A.takeover and A.takeover_ttl
+-- (raw id of a replayed dead letter, or '').
+-- Replies (resultReply): result 'ok' or 'stale' (nothing changed).
 local c, lease, acc, res, id, token = K.record, K.lease, K.counters, K.reservation, A.id, A.token
-local rec = hread(c, {'S', 't', 'b', 'i'})
-if rec.S ~= 'f' or rec.t ~= token then return {'result', 'stale'} end
+local rec = hread(c, {'S', 't', 'b', 'i', 'n'})
+if token == '' then
+  if (rec.S ~= 's' and rec.S ~= 'h') or rec.n or redis.call('ZREM', K.due, id) == 0 then
+    return {'result', 'stale'}
+  end
+elseif rec.S ~= 'f' or rec.t ~= token then
+  return {'result', 'stale'}
+end
 local tag = rec.i or ''
 local names = counter_names(tag)
 if A.home then names = concat(names, {'pt', pf('pt', A.part)}) end
 local fa, wa = hread(acc, names), {}
 acc_add(fa, wa, tag, -num(rec.b), -1)
 local probe = nil
-if A.home then probe = probe_of(fa, token, A.part) end
+if A.home and token ~= '' then probe = probe_of(fa, token, A.part) end
 if probe then
   put(fa, wa, pf('pt', probe), false)
   put(fa, wa, pf('pe', probe), false)
@@ -30,7 +46,14 @@ end
 hflush(acc, wa)
 if res ~= c then
   local v = redis.call('GET', res)
-  if v and string.sub(v, 1, 16) == A.raw then redis.call('DEL', res) end
+  if v and string.sub(v, 1, 16) == A.raw then
+    if A.takeover ~= '' then
+      -- a replay chain: the key goes back to the dead letter it replaced
+      redis.call('SET', res, A.takeover .. string.sub(v, 17), 'PX', A.takeover_ttl)
+    else
+      redis.call('DEL', res)
+    end
+  end
 end
 redis.call('ZREM', lease, id)
 redis.call('DEL', c, K.rest, K.resp)

@@ -1,10 +1,12 @@
 // Package sfsub keeps the Redis state of the proxy's Salesforce Pub/Sub API
 // subscription: which replica subscribes to a topic (a lease renewed by its
-// holder) and the replay id after the last batch of events it handled. The
-// keys, cp:{sfsub}:lease:{topic} and cp:{sfsub}:replay:{topic}, are named
-// and documented in proxy/redisstore/keyspace; they share one hash tag, so
-// the script that stores a replay id under the lease works on Redis
-// Cluster.
+// holder), the replay id after the last batch of events it handled, and
+// the reprocess requests it deferred (looked at again later by whichever
+// replica then holds the lease, so a failover loses none). The keys,
+// cp:{sfsub}:lease:{topic}, cp:{sfsub}:replay:{topic} and
+// cp:{sfsub}:again:{topic}, are named and documented in
+// proxy/redisstore/keyspace; they share one hash tag, so the script that
+// stores a replay id under the lease works on Redis Cluster.
 package sfsub
 
 import (
@@ -41,6 +43,17 @@ type saveArgs struct {
 	ID     []byte `lua:"id"`
 }
 
+type dueArgs struct {
+	Again string `lua:"again,key"`
+	Now   int64  `lua:"now"`
+	Later int64  `lua:"later"`
+	Limit int    `lua:"limit"`
+}
+
+type idsReply struct {
+	IDs []string `lua:"ids"`
+}
+
 type countReply struct {
 	N int64 `lua:"n"`
 }
@@ -52,6 +65,8 @@ type State struct {
 	rdb     redis.UniversalClient
 	lease   string
 	replay  string
+	again   string
+	due     *script.Script[dueArgs, idsReply]
 	hold    *script.Script[holdArgs, countReply]
 	release *script.Script[releaseArgs, countReply]
 	save    *script.Script[saveArgs, countReply]
@@ -60,7 +75,8 @@ type State struct {
 // New returns the state of the subscription to topic in rdb. Errors: a
 // script that does not load (a build defect).
 func New(rdb redis.UniversalClient, topic string) (*State, error) {
-	s := &State{rdb: rdb, lease: keyspace.SFSubLease(topic), replay: keyspace.SFSubReplay(topic)}
+	s := &State{rdb: rdb, lease: keyspace.SFSubLease(topic), replay: keyspace.SFSubReplay(topic),
+		again: keyspace.SFSubAgain(topic)}
 	var err error
 	if s.hold, err = script.Load[holdArgs, countReply](luaFS, "hold"); err != nil {
 		return nil, fmt.Errorf("sfsub: %w", err)
@@ -69,6 +85,9 @@ func New(rdb redis.UniversalClient, topic string) (*State, error) {
 		return nil, fmt.Errorf("sfsub: %w", err)
 	}
 	if s.save, err = script.Load[saveArgs, countReply](luaFS, "save"); err != nil {
+		return nil, fmt.Errorf("sfsub: %w", err)
+	}
+	if s.due, err = script.Load[dueArgs, idsReply](luaFS, "due"); err != nil {
 		return nil, fmt.Errorf("sfsub: %w", err)
 	}
 	return s, nil
@@ -113,4 +132,50 @@ func (s *State) SaveReplayID(ctx context.Context, owner string, id []byte) (bool
 // at the latest event. Errors: policy.ErrUnavailable.
 func (s *State) ForgetReplayID(ctx context.Context) error {
 	return script.Wrap("sfsub: forget replay id", s.rdb.Del(ctx, s.replay).Err())
+}
+
+// Held reports whether a replica holds the subscriber lease (a replica
+// with the subscription off leaves the polls to it). One round trip.
+// Errors: policy.ErrUnavailable.
+func (s *State) Held(ctx context.Context) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.lease).Result()
+	return n == 1, script.Wrap("sfsub: held", err)
+}
+
+// Defer notes record ids (Salesforce record Ids) as reprocess requests to
+// look at again at at (ms precision); an id noted already gets the new
+// time. One round trip. Errors: policy.ErrUnavailable.
+func (s *State) Defer(ctx context.Context, ids []string, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	zs := make([]redis.Z, len(ids))
+	for i, id := range ids {
+		zs[i] = redis.Z{Score: float64(at.UnixMilli()), Member: id}
+	}
+	return script.Wrap("sfsub: defer", s.rdb.ZAdd(ctx, s.again, zs...).Err())
+}
+
+// Due takes up to limit of the deferred ids whose time is at or before
+// now, oldest first, and moves each to later: the caller looks at them and
+// then calls Done with those it settled (or Defer with a new time); a
+// caller that dies meanwhile leaves them due again at later. One round
+// trip. Errors: policy.ErrUnavailable.
+func (s *State) Due(ctx context.Context, now, later time.Time, limit int) ([]string, error) {
+	r, err := s.due.Run(ctx, s.rdb, &dueArgs{Again: s.again, Now: now.UnixMilli(), Later: later.UnixMilli(),
+		Limit: max(limit, 1)})
+	return r.IDs, script.Wrap("sfsub: due", err)
+}
+
+// Done forgets deferred ids. One round trip. Errors:
+// policy.ErrUnavailable.
+func (s *State) Done(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	return script.Wrap("sfsub: done", s.rdb.ZRem(ctx, s.again, members...).Err())
 }

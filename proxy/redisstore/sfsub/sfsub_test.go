@@ -2,6 +2,7 @@ package sfsub
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,6 +79,65 @@ func TestState(t *testing.T) {
 			}
 			if id, err := a.ReplayID(ctx); err != nil || id != nil {
 				t.Fatalf("replay id after ForgetReplayID = %x, %v; want none", id, err)
+			}
+		})
+	}
+}
+
+// TestDeferred: deferred requests come back once their time came, oldest
+// first and at most limit at a time; a look moves them a lease later (a
+// replica that dies mid-look leaves them to the next), Done forgets them,
+// and another State over the same Redis (a new subscriber after a
+// failover) sees them. Held follows the lease.
+func TestDeferred(t *testing.T) {
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			topic := "/data/Failed_Callout__ChangeEvent"
+			a, err := New(b.Client, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.UnixMilli(1_800_000_000_000)
+			if err := a.Defer(ctx, []string{"a2"}, t0.Add(2*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Defer(ctx, []string{"a1", "a3"}, t0.Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if ids, err := a.Due(ctx, t0, t0.Add(time.Minute), 10); err != nil || len(ids) != 0 {
+				t.Fatalf("due before their time: %v, %v", ids, err)
+			}
+			ids, err := a.Due(ctx, t0.Add(2*time.Second), t0.Add(time.Minute), 2)
+			if err != nil || !slices.Equal(ids, []string{"a1", "a3"}) {
+				t.Fatalf("due at +2s, limit 2: %v, %v; want [a1 a3]", ids, err)
+			}
+			// The replica that took a1 and a3 dies: a new one sees a2 now,
+			// a1 and a3 a lease later.
+			bs, err := New(b.Client, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids, err := bs.Due(ctx, t0.Add(3*time.Second), t0.Add(time.Minute), 10); err != nil ||
+				!slices.Equal(ids, []string{"a2"}) {
+				t.Fatalf("due at +3s after a failover: %v, %v; want [a2]", ids, err)
+			}
+			if err := bs.Done(ctx, []string{"a2", "a1"}); err != nil {
+				t.Fatal(err)
+			}
+			if ids, err := bs.Due(ctx, t0.Add(time.Hour), t0.Add(2*time.Hour), 10); err != nil ||
+				!slices.Equal(ids, []string{"a3"}) {
+				t.Fatalf("due an hour later: %v, %v; want [a3] (a1, a2 done)", ids, err)
+			}
+			if held, err := a.Held(ctx); err != nil || held {
+				t.Fatalf("held before any Hold: %v, %v", held, err)
+			}
+			if ok, err := a.Hold(ctx, "replica-a", time.Minute); err != nil || !ok {
+				t.Fatalf("hold: %v, %v", ok, err)
+			}
+			if held, err := bs.Held(ctx); err != nil || !held {
+				t.Fatalf("held after a's Hold: %v, %v", held, err)
 			}
 		})
 	}
