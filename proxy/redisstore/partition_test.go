@@ -131,6 +131,19 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		if err != nil || rb.Claimed == nil {
 			t.Fatalf("org-b's write = %+v, %v; want its first attempt", rb, err)
 		}
+		// the held list is org-a's: its retries and its new write
+		held, _, err := s.Pending(ctxT(t), ep, policy.Held, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) != 4 {
+			t.Fatalf("held callouts: %d, want org-a's 3 retries and its new write", len(held))
+		}
+		for _, c := range held {
+			if c.Issuer != orgA {
+				t.Fatalf("held callout %s of %s, want org-a's only", c.ID, c.Issuer)
+			}
+		}
 		// reads: org-a's refused, org-b's admitted
 		adm := func(org string) policy.Admission {
 			a, err := s.Admit(ctxT(t), keyspace.PartitionGate(ep, org), br.WithDefaults(testLease))
