@@ -179,6 +179,13 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		if err != nil || rb2.Held == nil {
 			t.Fatalf("org-b's write with the endpoint's breaker open = %+v, %v; want held", rb2, err)
 		}
+		// an admin's reset closes every breaker, the partitions' too
+		if err := s.ResetBreaker(ctxT(t), ep); err != nil {
+			t.Fatal(err)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed || len(st.Partitions) != 0 {
+			t.Fatalf("after a reset: breaker %s, partitions %+v; want closed and none", st.Breaker, st.Partitions)
+		}
 	})
 }
 
