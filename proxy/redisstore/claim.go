@@ -412,6 +412,11 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		}
 	}
 	for i := range reqs {
+		for _, qp := range plans[i].queues {
+			if qp.shut {
+				plans[i].shutSeen += qp.seen
+			}
+		}
 		out[i].MoreDue = plans[i].dueSeen-plans[i].shutSeen > len(out[i].Claimed)
 	}
 	return firstErr

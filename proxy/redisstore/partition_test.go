@@ -256,3 +256,29 @@ func TestFairClaimCommandBudget(t *testing.T) {
 		}
 	})
 }
+
+// A claim that meets a shut breaker partition reports the endpoint's gate
+// open (the dispatcher keeps claiming for the other organisations), no
+// more due work from it (no busy round), and when to look again.
+func TestShutPartitionIsNoReasonForAnotherRound(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "shut-part-api"
+		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+		enqueueOf(t, s, ep, orgA, 10) // due now, before the partition opens
+		openPartition(t, e, s, ep, orgA, 2, br)
+		r := mustClaim(t, s, ep, ClaimOptions{Batch: 5, Lease: testLease, Breaker: br})
+		if len(r.Claimed) != 0 || r.MoreDue || r.Gate.State != policy.GateOpen {
+			t.Fatalf("claim with org-a's partition open: %d claimed, MoreDue %v, gate %s; want none, false, open",
+				len(r.Claimed), r.MoreDue, r.Gate.State)
+		}
+		if r.NextDueAt.IsZero() || r.NextDueAt.After(e.clk.Now().Add(partRecheck)) {
+			t.Fatalf("NextDueAt %v, want within %s", r.NextDueAt, partRecheck)
+		}
+		enqueueOf(t, s, ep, orgB, 1)
+		if r := mustClaim(t, s, ep, ClaimOptions{Batch: 5, Lease: testLease, Breaker: br}); len(r.Claimed) != 1 ||
+			r.Claimed[0].Issuer != orgB {
+			t.Fatalf("claim: %v, want org-b's one callout", byOrg(r.Claimed))
+		}
+	})
+}
