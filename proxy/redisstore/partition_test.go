@@ -282,3 +282,53 @@ func TestShutPartitionIsNoReasonForAnotherRound(t *testing.T) {
 		}
 	})
 }
+
+// Partitions on a sharded endpoint (keyspace "Shards and queues"): the
+// queues outside the endpoint hash's slot act on the gate of their
+// organisation's partition, and a half-open partition still has exactly
+// one probe across the endpoint's queues.
+func TestShardedPartitions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		const ep = "sharded-part-api"
+		s := New(e.b.Client, Options{
+			PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{7}), ResponseBodyCap: 16,
+			IdempotencyRetention: day, DeadLetterRetention: 30 * day,
+			Shards:      func(string) int { return 3 },
+			Partitioned: func(string) bool { return true },
+		})
+		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
+		opts := ClaimOptions{Batch: 50, Lease: testLease, Breaker: br}
+		for i := range 3 {
+			cl := mustBegin(t, s, reqOf(ep, orgA, "a-"+string(rune('0'+i))))
+			f := failure(e.clk.Now().Add(time.Hour))
+			f.Breaker = br
+			mustComplete(t, s, cl, f)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed || len(st.Partitions) != 1 ||
+			st.Partitions[0].Breaker != policy.BreakerOpen {
+			t.Fatalf("after org-a's 3 failures: breaker %s, partitions %+v; want closed, org-a open", st.Breaker, st.Partitions)
+		}
+		e.clk.Advance(GateViewTTL + time.Millisecond)
+		enqueueOf(t, s, ep, orgA, 12)
+		enqueueOf(t, s, ep, orgB, 12)
+		r := mustClaim(t, s, ep, opts)
+		if got := byOrg(r.Claimed); got[orgA] != 0 || got[orgB] != 12 {
+			t.Fatalf("claim with org-a's partition open = %v, want org-b's 12 only", got)
+		}
+		// half-open: one probe of org-a's in all the queues
+		e.clk.Advance(time.Hour + time.Second)
+		probes := 0
+		for range 3 {
+			for _, c := range mustClaim(t, s, ep, opts).Claimed {
+				if c.Issuer != orgA || c.Kind != policy.KindProbe {
+					t.Fatalf("claimed %s of %s while org-a's partition is half-open", c.Kind, c.Issuer)
+				}
+				probes++
+			}
+			e.clk.Advance(GateViewTTL + time.Millisecond)
+		}
+		if probes != 1 {
+			t.Fatalf("%d probes of org-a's half-open partition, want exactly 1", probes)
+		}
+	})
+}
