@@ -50,7 +50,7 @@ func TestLingerThenFlush(t *testing.T) {
 func TestOneReplicaWritesABatch(t *testing.T) {
 	e := newEnv(t)
 	e.deadLetters("orders", 3)
-	if ok, err := e.outbox.AcquireFlush(ctxT(t), "replica-2", DefaultLease); err != nil || !ok {
+	if ok, err := e.outbox.AcquireFlush(ctxT(t), "replica-2", config.DefaultFlushLease); err != nil || !ok {
 		t.Fatal("replica-2 could not take the lease")
 	}
 	rep, err := e.writer.Round(ctxT(t))

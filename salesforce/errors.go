@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,16 @@ const (
 	// not a rejection of one record: every write of every replica pauses
 	// for StoragePause and resumes on its own (Writer).
 	StorageFull Class = "storage_full"
+	// Maintenance: the answer is not the API's — a redirect (a 3xx other
+	// than 300 and 304, which "Status Codes and Error Responses" gives a
+	// meaning: a login or maintenance page, or another domain, Salesforce
+	// Help 005228480 "REST API returns 302") or an HTML body whatever the
+	// status (a maintenance or an intermediary's error page) — or the org
+	// is in read-only mode (INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE,
+	// Salesforce Help "Read-Only Mode": no API writes during planned
+	// maintenance). It passes by itself: the writes wait on the outage
+	// backoff (BaseBackoff doubling to MaxBackoff), never as a rejection.
+	Maintenance Class = "maintenance"
 	// Rejected: Salesforce will not accept this as it is (a validation
 	// rule, a missing field, a bad value). The proxy keeps its copy,
 	// reports it and tries again rarely, in case an admin fixes the org.
@@ -116,10 +127,19 @@ var retryCodes = map[string]bool{
 	"QUERY_TIMEOUT":                     true,
 }
 
+// readOnlyCode is the error code of a write while the org is in read-only
+// mode (Salesforce Help "Read-Only Mode"; the message says "Updates can't
+// be made during maintenance").
+const readOnlyCode = "INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE"
+
 // classify decides the Class of an error answer from its HTTP status (0 for
 // a record of a collection result) and Salesforce's code.
 func classify(status int, code string) Class {
 	switch {
+	case code == readOnlyCode:
+		return Maintenance
+	case status >= 300 && status <= 399 && status != http.StatusMultipleChoices && status != http.StatusNotModified:
+		return Maintenance
 	case code == "INVALID_SESSION_ID" || status == http.StatusUnauthorized:
 		return InvalidSession
 	case code == "REQUEST_LIMIT_EXCEEDED":
@@ -155,6 +175,10 @@ func (a apiError) code() string {
 // status); it is never quoted.
 func parseError(op string, status int, body []byte) *Error {
 	e := &Error{Op: op, Status: status}
+	if html(body) {
+		e.Class, e.Message = Maintenance, "an HTML page, not an API answer (a login or maintenance page)"
+		return e
+	}
 	var list []apiError
 	if json.Unmarshal(body, &list) == nil && len(list) > 0 {
 		e.Code, e.Message, e.Fields = list[0].code(), list[0].Message, list[0].Fields
@@ -164,6 +188,14 @@ func parseError(op string, status int, body []byte) *Error {
 		e.Class = ConcurrentLimit
 	}
 	return e
+}
+
+// html reports whether an answer's body is an HTML page: the REST API
+// answers JSON (Accept: application/json), so a body that opens with a tag
+// came from a login or maintenance page, or from an intermediary.
+func html(body []byte) bool {
+	b := bytes.TrimSpace(body)
+	return len(b) > 0 && b[0] == '<'
 }
 
 // concurrentLimit reports whether a REQUEST_LIMIT_EXCEEDED message names a

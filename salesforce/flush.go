@@ -319,6 +319,7 @@ func (w *Writer) settleRecord(s *sender, rw *recordWrite, err error) {
 		}
 		w.settleErr(s, it, err)
 	}
+	w.recordRefused(err)
 	if err != nil && ClassOf(err) == Rejected {
 		w.countWriteError(err)
 		w.log.Error("Salesforce rejected a Failed_Callout__c record; the dead letter stays in the proxy's "+
@@ -334,10 +335,46 @@ func (w *Writer) settleEvent(s *sender, ev *eventWrite, err error) {
 		return
 	}
 	w.settleErr(s, ev.it, err)
+	w.recordRefused(err)
 	if ClassOf(err) == Rejected {
 		w.countWriteError(err)
 		w.log.Error("Salesforce rejected a Callout_Result__e event; it is tried again, backing off to a day",
 			slog.String("entry", ev.it.Name), slog.Any("error", err))
+	}
+}
+
+// recordRefused counts a record or event Salesforce refused for now — a
+// lock or another retryable code (Retry: it backs off on its own), or
+// read-only maintenance (Maintenance: the outage backoff) — in
+// callout_salesforce_write_errors_total{code}, and logs the first of each
+// class until a record is saved again (then the end too). Rejections are
+// logged and counted where they are settled.
+func (w *Writer) recordRefused(err error) {
+	class := ClassOf(err)
+	if err != nil && class != Maintenance && class != Retry {
+		return
+	}
+	w.mu.Lock()
+	first := err != nil && !w.refusedRecords[class]
+	ended := err == nil && len(w.refusedRecords) > 0
+	if err != nil {
+		w.refusedRecords[class] = true
+	} else {
+		clear(w.refusedRecords)
+	}
+	w.mu.Unlock()
+	switch {
+	case first && class == Maintenance:
+		w.log.Warn("Salesforce is in read-only maintenance: its records are refused and tried again on the "+
+			"outage backoff (logged once until a record is saved)", slog.Any("error", err))
+	case first:
+		w.log.Warn("Salesforce refused records for now (a lock, a rolled-back batch); each is tried again with "+
+			"backoff (logged once until a record is saved)", slog.Any("error", err))
+	case ended:
+		w.log.Info("Salesforce saves records again")
+	}
+	if err != nil {
+		w.countWriteError(err)
 	}
 }
 

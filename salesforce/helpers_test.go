@@ -129,7 +129,7 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 	binary.LittleEndian.PutUint64(seed[:], 42)
 	e.store = redisstore.New(e.rdb, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
 		DeadLetterRetention: e.cfg.Policy.DeadLetterRetention, Outbox: true})
-	e.outbox = outbox.New(e.rdb, outbox.Options{Now: e.clk.Now, DeadLetterRetention: e.cfg.Policy.DeadLetterRetention})
+	e.outbox = outbox.New(e.rdb, outbox.Options{Now: e.clk.Now, PinScriptTime: true, DeadLetterRetention: e.cfg.Policy.DeadLetterRetention})
 	e.reg = prometheus.NewRegistry()
 	var err error
 	if e.metrics, err = NewMetrics(e.reg); err != nil {

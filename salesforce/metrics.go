@@ -1,17 +1,35 @@
 package salesforce
 
 import (
+	"context"
+	"sync/atomic"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 )
 
 // Metrics are the Salesforce writer's Prometheus metrics, registered on
 // the registry the composition root passes in (no global registry). Names
 // and labels are part of the operating contract (deploy/ alert rules).
+//
+// OutboxItems, OutboxOldestDue and APIUsage are computed when they are
+// scraped (from the outbox in Redis and the client's last
+// Sforce-Limit-Info), never from a value set on a timer; a scrape while
+// Redis cannot answer leaves the outbox gauges out.
 type Metrics struct {
 	// OutboxItems is the number of entries in the outbox (due, being
 	// written, or waiting to be retried), summed over every shard. Every
 	// replica reports the same total: aggregate with max, not sum.
-	OutboxItems prometheus.Gauge
+	OutboxItems prometheus.Collector
+	// OutboxOldestDue is how long the longest-waiting due entry of the
+	// outbox has been due, in seconds (0 when none is due). Claimed entries
+	// in flight and entries waiting for a retry are not due, so it grows
+	// only while due writes are not being sent: every writer dead or stuck,
+	// writes paused or deferred. Every replica reports the same value:
+	// aggregate with max.
+	OutboxOldestDue prometheus.Collector
 	// Requests counts Salesforce API calls by result: ok, retryable,
 	// invalid_session, limit_exceeded, concurrent_limit, rejected (Class);
 	// and failed token calls, as auth_failed or retryable.
@@ -19,11 +37,13 @@ type Metrics struct {
 	// APIUsage is the last api-usage share of the org's daily API limit
 	// Salesforce reported (Sforce-Limit-Info used/limit), 0–1, or the
 	// connected app's per-app-api-usage share when that is higher.
-	APIUsage prometheus.Gauge
-	// WriteErrors counts writes Salesforce refused as they are, by error
-	// code: a whole collection refused (INVALID_FIELD, INVALID_TYPE: a
-	// field or object the integration user cannot see) once, each refused
-	// record (a validation rule, STRING_TOO_LONG) once.
+	APIUsage prometheus.Collector
+	// WriteErrors counts writes Salesforce refused, by error code: a whole
+	// collection refused as it is (INVALID_FIELD, INVALID_TYPE: a field or
+	// object the integration user cannot see) once, each refused record
+	// once — as it is (a validation rule, STRING_TOO_LONG), for now (a
+	// lock, UNABLE_TO_LOCK_ROW) or during read-only maintenance
+	// (INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE).
 	WriteErrors *prometheus.CounterVec
 	// WritesPaused is 1 while this replica has paused every Salesforce
 	// write, by reason: api_limit (REQUEST_LIMIT_EXCEEDED, the daily API
@@ -32,34 +52,63 @@ type Metrics struct {
 	// reports it (the others only honour the stored pause): aggregate with
 	// max.
 	WritesPaused *prometheus.GaugeVec
+	// WritesDropped counts queued writes dropped because the callout
+	// record they are written from was gone, by entry kind (m a dead
+	// letter's mirror, e a completion event): discarded meanwhile, or
+	// expired past Writer.KeepPending's cap.
+	WritesDropped *prometheus.CounterVec
+
+	items, oldest, usage *scrapeGauge
+	// writer is the writer whose outbox and client the scrape reads.
+	writer atomic.Pointer[Writer]
 }
 
 // NewMetrics creates the metrics and registers them on reg. It returns an
 // error if any name is already registered.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		OutboxItems: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "callout_salesforce_outbox_items",
-			Help: "Entries in the Salesforce outbox (due, being written or waiting to be retried), all shards.",
-		}),
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_salesforce_requests_total",
 			Help: "Salesforce calls by result (ok|retryable|invalid_session|limit_exceeded|concurrent_limit|auth_failed|rejected).",
 		}, []string{"result"}),
-		APIUsage: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "callout_salesforce_api_usage_ratio",
-			Help: "Share of the org's daily API limit used, as Salesforce last reported it (Sforce-Limit-Info).",
-		}),
+
 		WriteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_salesforce_write_errors_total",
-			Help: "Salesforce writes refused as they are, by error code (a whole collection once, a record once).",
+			Help: "Salesforce writes refused, by error code (a whole collection once, a record once).",
 		}, []string{"code"}),
 		WritesPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "callout_salesforce_writes_paused",
 			Help: "1 while this replica paused every Salesforce write, by reason (api_limit|storage_limit).",
 		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.OutboxItems, m.Requests, m.APIUsage, m.WriteErrors, m.WritesPaused} {
+	m.WritesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "callout_salesforce_writes_dropped_total",
+		Help: "Queued Salesforce writes dropped because their callout record was gone, by entry kind (m|e).",
+	}, []string{"kind"})
+	for _, kind := range []string{policy.EntryMirror, policy.EntryResult} {
+		m.WritesDropped.WithLabelValues(kind) // at 0 from the start: increase() sees the first
+	}
+	m.items = m.gauge(prometheus.GaugeOpts{Name: "callout_salesforce_outbox_items",
+		Help: "Entries in the Salesforce outbox (due, being written or waiting to be retried), all shards."},
+		func(ctx context.Context, w *Writer) (float64, bool) {
+			n, err := w.o.Outbox.Len(ctx)
+			return float64(n), err == nil
+		})
+	m.oldest = m.gauge(prometheus.GaugeOpts{Name: "callout_salesforce_outbox_oldest_due_seconds",
+		Help: "Seconds the longest-waiting due Salesforce outbox entry has been due (0: none due), all shards."},
+		func(ctx context.Context, w *Writer) (float64, bool) {
+			due, oldest, err := w.o.Outbox.DueStats(ctx)
+			if err != nil || due == 0 {
+				return 0, err == nil
+			}
+			return max(0, w.o.Now().Sub(oldest).Seconds()), true
+		})
+	m.usage = m.gauge(prometheus.GaugeOpts{Name: "callout_salesforce_api_usage_ratio",
+		Help: "Share of the org's daily API limit used, as Salesforce last reported it (Sforce-Limit-Info)."},
+		func(_ context.Context, w *Writer) (float64, bool) { return w.o.API.UsageRatio(), true })
+	m.OutboxItems, m.OutboxOldestDue, m.APIUsage = m.items, m.oldest, m.usage
+	for _, c := range []prometheus.Collector{m.OutboxItems, m.OutboxOldestDue, m.Requests, m.APIUsage, m.WriteErrors,
+		m.WritesPaused, m.WritesDropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -72,5 +121,34 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) Result(result string) {
 	if m != nil {
 		m.Requests.WithLabelValues(result).Inc()
+	}
+}
+
+// scrapeTimeout bounds the Redis reads of one scrape of an outbox gauge.
+const scrapeTimeout = 5 * time.Second
+
+// scrapeGauge is a gauge computed when it is scraped, from the writer the
+// Metrics observe (none yet: no sample).
+type scrapeGauge struct {
+	m    *Metrics
+	desc *prometheus.Desc
+	read func(ctx context.Context, w *Writer) (float64, bool)
+}
+
+func (m *Metrics) gauge(o prometheus.GaugeOpts, read func(context.Context, *Writer) (float64, bool)) *scrapeGauge {
+	return &scrapeGauge{m: m, desc: prometheus.NewDesc(o.Name, o.Help, nil, nil), read: read}
+}
+
+func (g *scrapeGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *scrapeGauge) Collect(ch chan<- prometheus.Metric) {
+	w := g.m.writer.Load()
+	if w == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	if v, ok := g.read(ctx, w); ok {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v)
 	}
 }

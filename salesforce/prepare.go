@@ -138,8 +138,7 @@ func (w *Writer) prepMirror(ctx context.Context, p *plan, it *item, id string) e
 		return err
 	}
 	if c == nil {
-		w.log.Warn("dead letter gone before it was mirrored to Salesforce", slog.String("callout_id", id))
-		it.done("", 0, false)
+		w.dropped(it, id, "dead letter gone before it was mirrored to Salesforce")
 		return nil
 	}
 	root, err := w.rootOf(ctx, c)
@@ -233,8 +232,7 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 		return err
 	}
 	if c == nil {
-		w.log.Warn("callout gone before its completion event was published", slog.String("callout_id", id))
-		it.done("", 0, false)
+		w.dropped(it, id, "callout gone before its completion event was published")
 		return nil
 	}
 	if c.ReplayOf != "" && c.State == policy.Succeeded {
@@ -253,6 +251,19 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 	}
 	p.events = append(p.events, &eventWrite{rec: ResultEvent(c, w.rulesOf(c.Endpoint)), it: it})
 	return nil
+}
+
+// dropped settles an entry whose callout record is gone (discarded, or
+// expired although KeepPending keeps the records of queued writes: the
+// proxy was down longer than the record's TTL, or the write waited past
+// KeepCap), logged as an error and counted in
+// callout_salesforce_writes_dropped_total{kind}.
+func (w *Writer) dropped(it *item, id, msg string) {
+	w.log.Error(msg+"; the write is dropped", slog.String("callout_id", id), slog.String("entry", it.Name))
+	if w.o.Metrics != nil {
+		w.o.Metrics.WritesDropped.WithLabelValues(it.kind).Inc()
+	}
+	it.done("", 0, false)
 }
 
 // publishes reports whether the ending of scheduled callout c publishes a

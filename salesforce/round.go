@@ -84,12 +84,13 @@ func (w *Writer) Round(ctx context.Context) (Report, error) {
 	if len(items) == 0 {
 		return Report{}, err
 	}
+	h := w.holdBatch(ctx, items)
 	ctx, span := w.tr.StartBatch(ctx, len(items))
 	p := w.prepare(ctx, items)
 	s := &sender{w: w, defs: defs}
 	w.send(ctx, s, p)
 	rep := Report{Claimed: len(items), Calls: s.calls, Overflow: s.overflow}
-	w.settleAll(ctx, items, &rep)
+	w.settleAll(ctx, items, h.stop(), &rep)
 	span.EndBatch(tracing.Batch{Records: len(p.records), Events: len(p.events), Notifications: len(p.notes),
 		Calls: rep.Calls, Done: rep.Done, Retried: rep.Retried, Deferred: rep.Deferred, Overflow: rep.Overflow,
 		ErrorCode: stopCode(s.stop)})
@@ -213,10 +214,90 @@ func (w *Writer) claim(ctx context.Context) ([]*item, error) {
 	return items, nil
 }
 
-// settleAll acks every item, shard by shard. An item left unsettled (a
-// bug) is deferred briefly rather than lost. A failed ack is logged: the
-// entries' leases end and they are tried again (at least once).
-func (w *Writer) settleAll(ctx context.Context, items []*item, rep *Report) {
+// batchHold keeps a batch in flight held (contract §8: one replica writes a
+// batch at a time): every third of the lease it renews the flush lease and
+// the leases of the batch's claimed entries, so a live writer keeps them
+// however long Salesforce takes, and a writer that died loses them one
+// lease (salesforce.flush_lease) after its last renewal, when a survivor
+// takes over.
+type batchHold struct {
+	w       *Writer
+	leases  map[int]time.Time // by shard: the lease its entries carry now
+	names   map[int][]string
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+// holdBatch starts holding items (claimed by this round) until stop.
+func (w *Writer) holdBatch(ctx context.Context, items []*item) *batchHold {
+	h := &batchHold{w: w, leases: map[int]time.Time{}, names: map[int][]string{}, done: make(chan struct{}),
+		stopped: make(chan struct{})}
+	for _, it := range items {
+		h.leases[it.Shard] = it.Lease
+		h.names[it.Shard] = append(h.names[it.Shard], it.Name)
+	}
+	go h.run(ctx)
+	return h
+}
+
+func (h *batchHold) run(ctx context.Context) {
+	defer close(h.stopped)
+	t := time.NewTicker(max(h.w.o.Lease/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !h.renew(ctx) {
+			return
+		}
+	}
+}
+
+// renew renews the flush lease, then each shard's entries; false when
+// another replica holds the flush lease now (this one was too slow to
+// renew it: its entries may then be written twice, contract §8 allows it).
+func (h *batchHold) renew(ctx context.Context) bool {
+	w := h.w
+	held, err := w.o.Outbox.AcquireFlush(ctx, w.o.Owner, w.o.Lease)
+	if err != nil {
+		w.log.Warn("renewing the flush lease failed; trying again", slog.Any("error", err))
+		return true
+	}
+	if !held {
+		w.log.Warn("the flush lease passed to another replica while this batch was in flight; "+
+			"its entries may be written twice", slog.Duration("lease", w.o.Lease))
+		return false
+	}
+	for shard, names := range h.names {
+		lease, _, err := w.o.Outbox.Renew(ctx, shard, h.leases[shard], names, w.o.Lease)
+		if err != nil {
+			w.log.Warn("renewing the lease of outbox entries in flight failed; trying again",
+				slog.Int("entries", len(names)), slog.Any("error", err))
+			continue
+		}
+		h.leases[shard] = lease
+	}
+	return true
+}
+
+// stop ends the renewal and returns the lease each shard's entries carry.
+func (h *batchHold) stop() map[int]time.Time {
+	close(h.done)
+	<-h.stopped
+	return h.leases
+}
+
+// settleAll acks every item, shard by shard, fenced on the lease its
+// shard's entries carry (leases, after the last renewal). An item left
+// unsettled (a bug) is deferred briefly rather than lost. A failed ack is
+// logged: the entries' leases end and they are tried again (at least
+// once).
+func (w *Writer) settleAll(ctx context.Context, items []*item, leases map[int]time.Time, rep *Report) {
 	type group struct {
 		lease time.Time
 		acks  []policy.OutboxAck
@@ -237,7 +318,7 @@ func (w *Writer) settleAll(ctx context.Context, items []*item, rep *Report) {
 		}
 		g := byShard[it.Shard]
 		if g == nil {
-			g = &group{lease: it.Lease}
+			g = &group{lease: leases[it.Shard]}
 			byShard[it.Shard] = g
 		}
 		g.acks = append(g.acks, it.ack)

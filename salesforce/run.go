@@ -16,12 +16,23 @@ const (
 	// ExpirySweepEvery is how often each replica checks dead-letter copies
 	// whose expiry time has come.
 	ExpirySweepEvery = 30 * time.Second
-	// GaugeEvery is how often the outbox gauge is refreshed.
+	// GaugeEvery is how often the end of a pause is noted in
+	// callout_salesforce_writes_paused (the outbox and API-usage gauges
+	// are computed at scrape time).
 	GaugeEvery = 15 * time.Second
 	// PollOverlap is how far before its watermark a poll looks again:
 	// SystemModstamp is set when a transaction starts, so a record can
 	// commit with a stamp older than one already seen.
 	PollOverlap = 5 * time.Minute
+	// KeepMargin is how long a callout record a queued Salesforce write
+	// still needs is kept at least (its TTL is raised to it when less is
+	// left), and KeepCap how long past its own retention at most: past
+	// that the record expires, and the write goes without it (counted in
+	// callout_salesforce_writes_dropped_total, alert
+	// CalloutSalesforceWritesDropped). docs/salesforce.md "No write lost
+	// to its own retention".
+	KeepMargin = time.Hour
+	KeepCap    = 7 * 24 * time.Hour
 	// discardedPoll names the Discarded poll's watermark.
 	discardedPoll = "discarded"
 )
@@ -53,7 +64,7 @@ func (w *Writer) Tick(ctx context.Context) (Report, time.Duration, error) {
 // ExpirySweepEvery. The Discarded records are polled by the Reprocessor,
 // in the same call as the Reprocess Requested ones.
 func (w *Writer) Run(ctx context.Context) {
-	var swept, gauged time.Time
+	var swept, gauged, kept time.Time
 	for {
 		_, wait, err := w.Tick(ctx)
 		if err != nil {
@@ -65,6 +76,10 @@ func (w *Writer) Run(ctx context.Context) {
 			if _, err := w.SweepExpired(ctx); err != nil {
 				w.log.Warn("dead-letter expiry check failed", slog.Any("error", err))
 			}
+		}
+		if now.Sub(kept) >= w.keepEvery() {
+			kept = now
+			w.KeepPending(ctx)
 		}
 		if now.Sub(gauged) >= GaugeEvery {
 			gauged = now
@@ -85,12 +100,11 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 }
 
-// gauge sets the outbox and API-usage gauges.
-func (w *Writer) gauge(ctx context.Context) {
+// gauge notes the end of this replica's pause of every write.
+func (w *Writer) gauge(context.Context) {
 	if w.o.Metrics == nil {
 		return
 	}
-	w.o.Metrics.APIUsage.Set(w.o.API.UsageRatio())
 	w.mu.Lock()
 	why := w.pauseWhy
 	ended := why != "" && !w.pausedTill.After(w.o.Now())
@@ -101,8 +115,36 @@ func (w *Writer) gauge(ctx context.Context) {
 	if ended {
 		w.o.Metrics.WritesPaused.WithLabelValues(why).Set(0)
 	}
-	if n, err := w.o.Outbox.Len(ctx); err == nil {
-		w.o.Metrics.OutboxItems.Set(float64(n))
+}
+
+// keepEvery is how often KeepPending runs: every ExpirySweepEvery, or a
+// third of the shorter retention when that is less (a record must be seen
+// before its TTL ends).
+func (w *Writer) keepEvery() time.Duration {
+	every := ExpirySweepEvery
+	for _, r := range []time.Duration{w.o.DeadLetterRetention, w.o.IdempotencyRetention} {
+		if r > 0 {
+			every = min(every, r/3)
+		}
+	}
+	return max(every, 100*time.Millisecond)
+}
+
+// KeepPending keeps the callout records that queued dead-letter mirrors
+// and completion events still need, for KeepMargin at least and KeepCap
+// at most past their retention (Outbox.KeepPending), so that a Salesforce
+// outage longer than idempotency_retention or dead_letter_retention delays
+// those writes and loses none. It logs the records left to expire at the
+// cap. Errors are logged: the next run tries again.
+func (w *Writer) KeepPending(ctx context.Context) {
+	_, capped, err := w.o.Outbox.KeepPending(ctx, KeepMargin, KeepCap)
+	if err != nil {
+		w.log.Warn("keeping the records of queued Salesforce writes failed", slog.Any("error", err))
+	}
+	if capped > 0 {
+		w.log.Error("queued Salesforce writes waited longer than the cap past their records' retention: "+
+			"those records are left to expire, and their writes will go without them",
+			slog.Int("records", capped), slog.Duration("cap", KeepCap))
 	}
 }
 

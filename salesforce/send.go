@@ -59,6 +59,7 @@ func (s *sender) call(ctx context.Context, f func() error) error {
 	s.calls++
 	w.noteUsage(now)
 	if err == nil {
+		w.refusalEnded()
 		if s.defs[""].Fails > 0 {
 			if cerr := w.o.Outbox.ClearDeferral(ctx, ""); cerr != nil {
 				w.log.Warn("ending the deferral of Salesforce writes failed", slog.Any("error", cerr))
@@ -72,12 +73,39 @@ func (s *sender) call(ctx context.Context, f func() error) error {
 		s.stop, s.until = err, w.pause(ctx, pauseAPILimit)
 	case StorageFull:
 		s.stop, s.until = err, w.pause(ctx, pauseStorage)
-	case ConcurrentLimit, InvalidSession, AuthFailed, Retry:
+	case ConcurrentLimit, InvalidSession, AuthFailed, Retry, Maintenance:
 		s.stop, s.until = err, w.deferWrites(ctx, "", class, now)
-		w.log.Error("Salesforce call failed; its batch and the writes behind it wait in the outbox",
-			slog.String("class", string(class)), slog.Time("until", s.until), slog.Any("error", err))
+		if w.refusalStarted(class) {
+			w.log.Error("Salesforce call failed; its batch and the writes behind it wait in the outbox "+
+				"(logged once until a call succeeds or the failure changes; callout_salesforce_requests_total "+
+				"counts each by result)", slog.String("class", string(class)), slog.Time("until", s.until),
+				slog.Any("error", err))
+		}
 	}
 	return err
+}
+
+// refusalStarted notes a failed call of class and reports whether it is
+// the first of its kind since the last call that succeeded (the one to
+// log: an outage or a maintenance window logs one line, not one a call).
+func (w *Writer) refusalStarted(class Class) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	first := w.refusing != class
+	w.refusing = class
+	return first
+}
+
+// refusalEnded notes a call that succeeded, and logs the end of the
+// failure it ends.
+func (w *Writer) refusalEnded() {
+	w.mu.Lock()
+	was := w.refusing
+	w.refusing = ""
+	w.mu.Unlock()
+	if was != "" {
+		w.log.Info("Salesforce calls succeed again", slog.String("after", string(was)))
+	}
 }
 
 // deferWrites defers the writes of scope ("" every write, or an sObject's)
@@ -92,6 +120,11 @@ func (w *Writer) deferWrites(ctx context.Context, scope string, class Class, now
 			return now.Add(concurrentBackoff(fails))
 		case Rejected:
 			return now.Add(rejectedBackoff(fails))
+		case AuthFailed:
+			// The token layer holds mints back on its own backoff (no
+			// request, no API call, while it lasts), so the writes try again
+			// soon and the first token that works ends the wait.
+			return now.Add(BaseBackoff)
 		}
 		return now.Add(w.backoff(fails))
 	})

@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -40,7 +41,9 @@ type Outbox interface {
 
 // Entries are the outbox's entries, named policy.EntryName. Claim leases up
 // to limit of one shard's due entries until now+lease (at-least-once: an
-// entry whose consumer died is due again when its lease ends); Ack settles
+// entry whose consumer died is due again when its lease ends); Renew
+// extends the lease of claimed entries while their batch is in flight,
+// returning the lease they carry afterwards; Ack settles
 // claimed entries of that shard while they still hold lease, reporting how
 // many had been claimed again meanwhile; DueShards lists the shards with
 // an entry due now; DueStats counts the due entries and when the oldest of
@@ -48,6 +51,7 @@ type Outbox interface {
 type Entries interface {
 	DueShards(ctx context.Context) ([]int, error)
 	Claim(ctx context.Context, shard, limit int, lease time.Duration) ([]policy.OutboxEntry, error)
+	Renew(ctx context.Context, shard int, lease time.Time, names []string, extend time.Duration) (time.Time, int, error)
 	Ack(ctx context.Context, shard int, lease time.Time, acks []policy.OutboxAck) (stale int, err error)
 	DueStats(ctx context.Context) (due int64, oldest time.Time, err error)
 	Len(ctx context.Context) (int64, error)
@@ -59,13 +63,16 @@ type Entries interface {
 // its write when asked; RootOf finds the root of a replay dead letter
 // linked to it ("" none); ExpiryShards and Expire run the expiry check
 // that marks a record Expired once the proxy's copy is gone (contract §7),
-// returning the roots marked.
+// returning the roots marked; KeepPending keeps the callout records that
+// queued mirrors and completion events still need (margin at least, limit
+// past the first extension at most).
 type Records interface {
 	RecordState(ctx context.Context, root string) (policy.RecordState, error)
 	SetRecordStatus(ctx context.Context, root string, ch policy.StatusChange) (bool, error)
 	RootOf(ctx context.Context, id string) (string, error)
 	ExpiryShards(ctx context.Context) ([]int, error)
 	Expire(ctx context.Context, shard, limit int) (roots []string, err error)
+	KeepPending(ctx context.Context, margin, limit time.Duration) (kept, capped int, err error)
 }
 
 // Shared is what every replica's writer shares (contract §8 "Salesforce
@@ -112,10 +119,6 @@ const (
 	RejectedCeiling   = 24 * time.Hour
 	ConcurrentBackoff = 2 * time.Second
 	ConcurrentMax     = time.Minute
-	// DefaultLease is how long a replica holds the outbox entries it
-	// claimed and the flush lease: far longer than one round's calls
-	// (at most three of salesforce.request_timeout, plus a token).
-	DefaultLease = 5 * time.Minute
 	// PerRound is the most entries one round claims: what one Composite
 	// request carries at most (MaxCollections collections of
 	// MaxCollection records).
@@ -148,10 +151,13 @@ type WriterOptions struct {
 	// and only the fixed redaction.
 	Endpoints map[string]Endpoint
 	// DeadLetterRetention is policy.dead_letter_retention, for
-	// Expires_At__c.
-	DeadLetterRetention time.Duration
-	// Metrics, when set, receives the outbox and API-usage gauges and the
-	// write errors.
+	// Expires_At__c; it and IdempotencyRetention
+	// (policy.idempotency_retention) also set how often the records of
+	// queued writes are kept (Writer.KeepPending).
+	DeadLetterRetention  time.Duration
+	IdempotencyRetention time.Duration
+	// Metrics, when set, counts the calls and write errors, and computes
+	// the outbox and API-usage gauges from this writer at each scrape.
 	Metrics *Metrics
 	Logger  *slog.Logger
 	// Now is the clock (time.Now when nil); Rand the backoff jitter in
@@ -164,8 +170,10 @@ type WriterOptions struct {
 	// Webhook posts to salesforce.webhook_url. Default: a client with a
 	// 10 s timeout that follows no redirects.
 	Webhook *http.Client
-	// Lease is how long claimed entries and the flush lease are held.
-	// Default DefaultLease.
+	// Lease is how long claimed entries and the flush lease are held
+	// without renewal; a round renews both every third of it while its
+	// batch is in flight. Default salesforce.flush_lease
+	// (config.DefaultFlushLease).
 	Lease time.Duration
 	// TracerProvider, optional, makes a span of every write batch (Round
 	// with entries): its counts of records, events, notifications and API
@@ -201,6 +209,10 @@ type Writer struct {
 	slowed     bool      // API usage was at or above api_usage_slowdown
 	notifType  string    // cached CustomNotificationType id
 	rr         int       // rounds started: the first shard claimed rotates
+	refusing   Class     // the class of the failed calls since the last success ("" none)
+	// refusedRecords are the classes of record refusals logged since the
+	// last record saved (recordRefused).
+	refusedRecords map[Class]bool
 }
 
 // NewWriter returns a Writer with o's defaults filled in. Errors: a
@@ -222,10 +234,10 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 		o.Webhook = &http.Client{Timeout: 10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	if o.Lease <= 0 {
-		o.Lease = DefaultLease
-	}
 	sf := o.Salesforce
+	if o.Lease <= 0 {
+		o.Lease = cmp.Or(sf.FlushLease, config.DefaultFlushLease)
+	}
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
@@ -245,8 +257,12 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 	if sf.APIUsageSlowdown <= 0 {
 		sf.APIUsageSlowdown = config.DefaultAPIUsageSlowdown
 	}
-	return &Writer{o: o, sf: sf, log: o.Logger.With(slog.String("component", "salesforce")),
-		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil)}, nil
+	w := &Writer{o: o, sf: sf, log: o.Logger.With(slog.String("component", "salesforce")),
+		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil), refusedRecords: map[Class]bool{}}
+	if o.Metrics != nil {
+		o.Metrics.writer.Store(w) // the scrape-time gauges read this writer's outbox and client
+	}
+	return w, nil
 }
 
 // Wake makes Run look at the outbox now instead of at its next tick.
@@ -261,8 +277,10 @@ func (w *Writer) Wake() {
 // id must show status (one of Statuses; e.g. Reprocessing when a replay of
 // it starts, with replay the new chain's callout id, "" when none) and
 // queues the write, in one script: the record is the one of id's root (the
-// first dead letter of its replay chains). A change older than the
-// record's current status is ignored. Only the proxy's own transitions
+// first dead letter of its replay chains). The change is stamped with
+// Redis's now; one older than the record's current status is ignored, and
+// a replay chain's Reprocessing never replaces its own Reprocessed or
+// Failed Again, whichever is recorded first. Only the proxy's own transitions
 // (Transitions) are ever written to Status__c, and never over an admin's
 // choice made since the last poll (see Writer.guard). Replay endings need no call: the
 // writer marks a replay chain's record Reprocessed when the chain succeeds
@@ -270,11 +288,13 @@ func (w *Writer) Wake() {
 // Errors: an unknown status, policy.ErrNotFound for a malformed id,
 // policy.ErrUnavailable.
 func (w *Writer) StatusChanged(ctx context.Context, id, status, replay string) error {
-	return w.statusAt(ctx, id, status, replay, w.o.Now(), time.Time{})
+	return w.statusAt(ctx, id, status, replay, time.Time{}, time.Time{})
 }
 
-// statusAt is StatusChanged for an event that happened at at: a change
-// older than the record's current status is ignored. answers, when set, is
+// statusAt is StatusChanged for an event that happened at at (zero: Redis's
+// now, when the change is recorded): a change older than the record's
+// current status is ignored, except that a replay chain's end always wins
+// over its start (Outbox.SetRecordStatus). answers, when set, is
 // the SystemModstamp of the admin's Reprocess Requested the status
 // answers: it may then be written over that request.
 func (w *Writer) statusAt(ctx context.Context, id, status, replay string, at, answers time.Time) error {

@@ -65,7 +65,8 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox
 	return salesforce.NewWriter(salesforce.WriterOptions{
 		API: client, Store: store, Outbox: ob, Salesforce: *sf,
 		Endpoints: sfEndpoints(cfg.Endpoints), DeadLetterRetention: cfg.Policy.DeadLetterRetention,
-		Metrics: m, Logger: logger, Owner: owner, TracerProvider: tp,
+		IdempotencyRetention: cfg.Policy.IdempotencyRetention,
+		Metrics:              m, Logger: logger, Owner: owner, TracerProvider: tp,
 	})
 }
 

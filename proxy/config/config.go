@@ -458,6 +458,13 @@ type Salesforce struct {
 	// limit on a text body ("Insert or Update Blob Data"). A record larger
 	// than it is sent alone. Default 8 MiB (8388608); 65536 to 50000000.
 	BatchMaxBytes int `yaml:"batch_max_bytes"`
+	// FlushLease is how long a replica's hold on a batch in flight lasts —
+	// the flush lease and its claimed outbox entries — without renewal: the
+	// writer renews both every third of it while Salesforce answers, so a
+	// replica that dies mid-batch holds up every write for at most this
+	// long before a survivor takes over (docs/salesforce.md). Default 15s;
+	// 1s to 5m.
+	FlushLease time.Duration `yaml:"flush_lease"`
 	// PubSub is the Salesforce Pub/Sub API endpoint (host:port, TLS) the
 	// proxy subscribes at to the change events of Failed_Callout__c, so
 	// that reprocess requests and discards arrive without polling (the

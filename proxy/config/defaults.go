@@ -21,6 +21,7 @@ const (
 	DefaultRequestTimeout    = 30 * time.Second
 	DefaultBatchLinger       = 2 * time.Second
 	DefaultBatchMaxBytes     = 8 << 20
+	DefaultFlushLease        = 15 * time.Second
 	// DefaultPubSub is the Pub/Sub API endpoint of every org ("Pub/Sub
 	// API Endpoint"); PubSubOff turns the subscription off.
 	DefaultPubSub = "api.pubsub.salesforce.com:7443"
@@ -29,6 +30,9 @@ const (
 	MaxBatchLinger      = time.Minute
 	MinBatchMaxBytes    = 64 << 10
 	MaxBatchMaxBytesCap = 50_000_000
+	// MinFlushLease and MaxFlushLease bound flush_lease (validate).
+	MinFlushLease = time.Second
+	MaxFlushLease = 5 * time.Minute
 )
 
 // Auth defaults (contract §9, §10). A zero value, given or not, means the
@@ -139,6 +143,7 @@ func (c *Config) applyDefaults() {
 		inherit(&sf.RequestTimeout, DefaultRequestTimeout)
 		inherit(&sf.BatchLinger, DefaultBatchLinger)
 		inherit(&sf.BatchMaxBytes, DefaultBatchMaxBytes)
+		inherit(&sf.FlushLease, DefaultFlushLease)
 		inherit(&sf.PubSub, DefaultPubSub)
 	}
 }

@@ -111,7 +111,8 @@ func TestExampleProduction(t *testing.T) {
 			ReprocessInterval: config.DefaultReprocessInterval,
 			APIUsageSlowdown:  config.DefaultAPIUsageSlowdown, SlowdownInterval: config.DefaultSlowdownInterval,
 			LimitPause: config.DefaultLimitPause, RequestTimeout: config.DefaultRequestTimeout,
-			BatchLinger: config.DefaultBatchLinger, BatchMaxBytes: config.DefaultBatchMaxBytes, PubSub: config.DefaultPubSub}},
+			BatchLinger: config.DefaultBatchLinger, BatchMaxBytes: config.DefaultBatchMaxBytes, PubSub: config.DefaultPubSub,
+			FlushLease: config.DefaultFlushLease}},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

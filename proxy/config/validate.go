@@ -359,6 +359,10 @@ func (s *Salesforce) validateOutbox(col *collector) {
 	if s.BatchLinger > MaxBatchLinger {
 		col.add("salesforce.batch_linger", "must be at most %s: writes wait that long for company", MaxBatchLinger)
 	}
+	if s.FlushLease < MinFlushLease || s.FlushLease > MaxFlushLease {
+		col.add("salesforce.flush_lease", "must be %s to %s: a dead writer holds every write up that long",
+			MinFlushLease, MaxFlushLease)
+	}
 	if s.BatchMaxBytes < MinBatchMaxBytes || s.BatchMaxBytes > MaxBatchMaxBytesCap {
 		col.add("salesforce.batch_max_bytes", "must be %d to %d bytes", MinBatchMaxBytes, MaxBatchMaxBytesCap)
 	}

@@ -85,9 +85,9 @@ const (
 	// notDurableDetail: the replicas (or the append-only file) did not
 	// confirm a written callout in time (ErrNotDurable, contract §11).
 	notDurableDetail = "the callout was written but Redis did not confirm it durable in time (redis.durability); " +
-		"this request was not forwarded and its callout was withdrawn again, unless a dispatcher had already " +
-		"taken it up (then it exists and is delivered like any accepted callout); retry with the same " +
-		"Idempotency-Key: the answer then comes from it if it exists"
+		"this request was not forwarded and its callout was withdrawn again; should the withdrawal not have held " +
+		"(Redis failed, or a failover kept a copy), the callout exists and is delivered like any accepted one; " +
+		"retry with the same Idempotency-Key: the answer then comes from it if it exists"
 )
 
 // fixed is a detail that does not depend on the error.

@@ -10,6 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
+	"github.com/redis/go-redis/v9"
 )
 
 // Begin creates a callout for the synchronous ingress (contract §4) and, in the
@@ -153,6 +154,7 @@ type createArgs struct {
 	Wake           string        `lua:"wake"`
 	Retention      time.Duration `lua:"retention"`
 	Fields         []string      `lua:"fields"`
+	AckHold        time.Duration `lua:"ack_hold"`
 }
 
 // createResult is create.lua's reply.
@@ -236,6 +238,9 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if given {
 		args.Gate, args.GateUntil = string(view.gate.State), msOf(view.gate.Until)
 	}
+	if s.acks != nil {
+		args.AckHold = ackHold
+	}
 	for range 2 {
 		v, err := s.lua.create.Run(ctx, s.rdb, &args)
 		if err != nil {
@@ -244,7 +249,9 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		rep, holder, err := s.decodeCreate(ctx, op, v, q, raw12, a.now)
 		if err == nil && holder == "" && !rep.dry && s.acks != nil {
 			// Durable before the caller is answered (contract §11).
-			err = s.acks.Ack(ctx, c)
+			if err = s.acks.Ack(ctx, c); err == nil && rep.existing == nil && rep.state != policy.InFlight {
+				s.unhold(context.WithoutCancel(ctx), q, id, rep.at, a.at <= 0 && rep.state == policy.Scheduled)
+			}
 		}
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
@@ -256,6 +263,31 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		args.Stale = rawOfID(holder)
 	}
 	return createReply{}, "", fmt.Errorf("redisstore: %s: reservation points at a vanished callout twice", op)
+}
+
+// ackHold is how far ahead create.lua queues a callout for the dispatcher
+// while its durable acknowledgement is out (createArgs.AckHold): longer
+// than any acknowledgement round (redis.durability_timeout, at most 10 s,
+// plus a second), so that no dispatcher claims — and forwards — a callout
+// whose caller may yet be answered 503 (contract §4, §11).
+const ackHold = 15 * time.Second
+
+// unhold moves a callout create.lua held back for its acknowledgement
+// (ackHold) to its due time at, and wakes the dispatchers when it is due
+// now. One round trip. If it fails the callout is only late: due when the
+// hold runs out.
+func (s *Store) unhold(ctx context.Context, q queue, id string, at time.Time, wake bool) {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAddArgs(ctx, q.due, redis.ZAddArgs{XX: true, LT: true, Members: []redis.Z{{Score: float64(at.UnixMilli()), Member: id}}})
+		if wake {
+			p.Publish(ctx, keyspace.WakeChannel, id)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("redisstore: a confirmed callout stays held back until its hold ends", "callout_id", id,
+			"hold", ackHold, "err", err)
+	}
 }
 
 // perQueue is one queue's share of an endpoint's backlog caps when it is

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,17 +61,28 @@ func TestNotDurableWithdraws(t *testing.T) {
 	}
 }
 
-// TestNotDurableKeepsClaimed: an asynchronous callout that a dispatcher
-// claimed while its acknowledgement was under way is not withdrawn (an
-// attempt may be out): it stays, in flight, and its key answers from it.
-// A held one (breaker open) is withdrawn like a scheduled one.
+// TestNotDurableKeepsClaimed: while its acknowledgement is out an
+// asynchronous callout is held back (ackHold): a dispatcher's claim finds
+// nothing, even one woken at once. One that a dispatcher claimed all the
+// same (the hold ran out first) is not withdrawn (an attempt may be out):
+// it stays, in flight, and its key answers from it. A held one (breaker
+// open), Enqueue's or Begin's, is withdrawn like a scheduled one. And a
+// confirmed one is due at once after its acknowledgement.
 func TestNotDurableKeepsClaimed(t *testing.T) {
 	r := proctest.StartRedis(t, false)
 	ctx := ctxT(t)
 	s := durableStore(r.Client, nil)
-	claimedFirst := ackFn(func(context.Context, string) error {
-		if got := mustClaim(t, s, "pay", ClaimOptions{Batch: 1, Lease: testLease}).Claimed; len(got) != 1 {
-			t.Errorf("claimed %d callouts during the acknowledgement, want 1", len(got))
+	claim := func() int { return len(mustClaim(t, s, "pay", ClaimOptions{Batch: 1, Lease: testLease}).Claimed) }
+	claimedFirst := ackFn(func(_ context.Context, key string) error {
+		if n := claim(); n != 0 {
+			t.Errorf("claimed %d callouts while the acknowledgement was out, want 0 (held back)", n)
+		}
+		// The hold ran out: the callout is due now, and a dispatcher takes it.
+		id := key[strings.LastIndex(key, ":")+1:]
+		q, _ := s.calloutQueue("pay", req("pay", "", "").Issuer, id)
+		r.Client.ZAdd(ctx, q.due, redis.Z{Score: 0, Member: id})
+		if n := claim(); n != 1 {
+			t.Errorf("claimed %d callouts once the hold ran out, want 1", n)
 		}
 		return policy.ErrNotDurable
 	})
@@ -81,15 +93,31 @@ func TestNotDurableKeepsClaimed(t *testing.T) {
 		t.Fatalf("the same key after a refused write that was claimed: %+v, %v; want the in-flight callout", again, err)
 	}
 
+	confirmed := ackFn(func(context.Context, string) error {
+		if n := claim(); n != 0 {
+			t.Errorf("claimed %d callouts while the acknowledgement was out, want 0 (held back)", n)
+		}
+		return nil
+	})
+	if _, err := durableStore(r.Client, confirmed).Enqueue(ctx, req("pay", "ok", "{}"), enqOpts); err != nil {
+		t.Fatal(err)
+	}
+	if n := claim(); n != 1 {
+		t.Errorf("claimed %d callouts after a confirmed write, want 1: due at once", n)
+	}
+
 	openBreaker(t, &env{clk: clocktest.New(time.Now())}, s, "held", 20)
 	before := mustState(t, s, "held")
-	refuse := ackFn(func(context.Context, string) error { return policy.ErrNotDurable })
-	_, err = durableStore(r.Client, refuse).Enqueue(ctx, req("held", "h", "{}"), enqOpts)
+	refusing := durableStore(r.Client, ackFn(func(context.Context, string) error { return policy.ErrNotDurable }))
+	_, err = refusing.Enqueue(ctx, req("held", "h", "{}"), enqOpts)
 	wantErr(t, err, policy.ErrNotDurable)
-	if after := mustState(t, s, "held"); after.Breaker != policy.BreakerOpen || after.Due != before.Due ||
+	// A synchronous write held by the open breaker is a 202 too (contract §4).
+	br, err := refusing.Begin(ctx, req("held", "hb", "{}"), policy.BeginOptions{Lease: testLease})
+	wantErr(t, err, policy.ErrNotDurable)
+	if after := mustState(t, s, "held"); br.Held != nil || after.Breaker != policy.BreakerOpen || after.Due != before.Due ||
 		after.BacklogBytes != before.BacklogBytes {
-		t.Errorf("a refused write held by the open breaker: breaker %s, %d → %d due, %d → %d backlog bytes; "+
-			"want it withdrawn", after.Breaker, before.Due, after.Due, before.BacklogBytes, after.BacklogBytes)
+		t.Errorf("refused writes held by the open breaker: %+v; breaker %s, %d → %d due, %d → %d backlog bytes; "+
+			"want them withdrawn", br, after.Breaker, before.Due, after.Due, before.BacklogBytes, after.BacklogBytes)
 	}
 }
 

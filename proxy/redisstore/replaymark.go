@@ -22,15 +22,22 @@ const (
 )
 
 // MarkReplayed notes on dead letter id that replayID is its latest replay
-// chain (contract §8), keeping the record's TTL. It reports false, changing
-// nothing, when id is no longer a dead letter (expired, discarded). One
-// round trip. Errors: ErrNotFound for a malformed id, ErrUnavailable.
+// chain (contract §8), keeping the record's TTL; a chain that ended before
+// the mark was written gets its outcome noted with it (the dispatcher may
+// run it first). It reports false, changing nothing, when id is no longer
+// a dead letter (expired, discarded). One round trip. Errors: ErrNotFound
+// for a malformed id, ErrUnavailable.
 func (s *Store) MarkReplayed(ctx context.Context, id, replayID string) (bool, error) {
 	key, ok := keyspace.Callout(id)
 	if !ok {
 		return false, fmt.Errorf("redisstore: mark replayed %q: %w", id, policy.ErrNotFound)
 	}
-	v, err := s.lua.replayMark.Run(ctx, s.rdb, &replayMarkArgs{Record: key, ReplayID: replayID, Now: s.clockArg(s.now())})
+	chain, ok := keyspace.Callout(replayID)
+	if !ok || replayID[:2] != id[:2] { // the shard is the id's first two characters (keyspace)
+		chain = key // another slot: complete.lua notes the outcome, if the mark came first
+	}
+	v, err := s.lua.replayMark.Run(ctx, s.rdb, &replayMarkArgs{Record: key, Chain: chain, ReplayID: replayID,
+		Now: s.clockArg(s.now())})
 	if err != nil {
 		return false, s.wrap("mark replayed", err)
 	}
@@ -41,6 +48,7 @@ func (s *Store) MarkReplayed(ctx context.Context, id, replayID string) (bool, er
 // (lua/replay_mark.lua).
 type replayMarkArgs struct {
 	Record   string `lua:"record,key"`
+	Chain    string `lua:"chain,key"`
 	ReplayID string `lua:"replay_id"`
 	Now      int64  `lua:"now"`
 }

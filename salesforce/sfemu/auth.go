@@ -17,7 +17,7 @@ const maxAssertionLifetime = 3*time.Minute + time.Second
 
 // token is POST /services/oauth2/token: the JWT bearer flow (RFC 7523).
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
-	handled, drop := s.fault(w, "token")
+	w, handled, drop := s.fault(w, r, "token")
 	if handled {
 		return
 	}

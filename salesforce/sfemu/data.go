@@ -64,7 +64,7 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 		}
 		kinds = append(kinds, comp.kinds()...)
 	}
-	handled, drop := s.fault(w, kinds...)
+	w, handled, drop := s.fault(w, r, kinds...)
 	if handled || !s.authorized(w, r) {
 		return
 	}
@@ -327,8 +327,26 @@ func merge(rec, fields Record) {
 	}
 }
 
-// checkLocked validates fields against Options.Objects.
+// ReadOnlyMessage is the message of a write refused in read-only mode.
+const ReadOnlyMessage = "Updates can't be made during maintenance. Try again when maintenance is complete."
+
+// SetReadOnly puts the org in read-only mode, or takes it out: while it
+// is, every record write and event publish is refused, record by record,
+// with INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE (Salesforce
+// Help "Read-Only Mode": during planned maintenance no API write or edit
+// action is allowed; queries still answer).
+func (s *Server) SetReadOnly(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readOnly = on
+}
+
+// checkLocked refuses every write in read-only mode and validates fields
+// against Options.Objects.
 func (s *Server) checkLocked(object string, fields Record) (saveResult, bool) {
+	if s.readOnly {
+		return failed("INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE", ReadOnlyMessage), true
+	}
 	if s.o.Objects == nil {
 		return saveResult{}, false
 	}

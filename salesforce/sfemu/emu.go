@@ -122,6 +122,7 @@ type Server struct {
 	cursors   map[string][]Record
 	cursorSeq int
 	pubsub    *PubSub // the Pub/Sub API server (StartPubSub), nil until started
+	readOnly  bool    // SetReadOnly
 }
 
 // New starts an emulator; it is closed when the test ends. The org has the

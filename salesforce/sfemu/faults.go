@@ -1,6 +1,8 @@
 package sfemu
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"slices"
 )
@@ -19,12 +21,31 @@ type Fault struct {
 	// Drop handles the request normally — records are committed — and
 	// then closes the connection without answering.
 	Drop bool
+	// HTML sends Body as text/html: a login or maintenance page, as an
+	// org's domain answers a request it will not serve as API (Salesforce
+	// Help 005228480, "REST API returns 302": a redirect to another domain
+	// or the login page).
+	HTML bool
+	// Location, with a 3xx Status, is the redirect's target.
+	Location string
+	// Hold keeps the request waiting until Hold is closed or the caller
+	// goes away, as a call Salesforce takes long to answer does ("API
+	// Request Limits and Allocations": a request may run up to 10 minutes;
+	// one of 20 s or more counts toward the concurrent long-request limit).
+	// Without Drop it waits before anything is committed (and commits
+	// nothing when the caller went away); with Drop it commits first, then
+	// waits, then closes the connection without answering.
+	Hold <-chan struct{}
 }
 
 // Canned fault bodies in Salesforce's documented shapes.
 const (
 	// SessionExpired is the 401 body of an expired or revoked token.
 	SessionExpired = `[{"message":"Session expired or invalid","errorCode":"INVALID_SESSION_ID"}]`
+	// LoginPage is the HTML a redirect to the login page, or a maintenance
+	// page, carries (Fault.HTML).
+	LoginPage = `<!DOCTYPE html><html><head><title>Login | Salesforce</title></head><body>` +
+		`<form method="post" action="/"></form></body></html>`
 	// LimitExceeded is the 403 body of an org over its daily API limit
 	// ("Status Codes and Error Responses": 403 REQUEST_LIMIT_EXCEEDED).
 	LimitExceeded = `[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`
@@ -82,25 +103,66 @@ func (s *Server) takeFault(kinds ...string) *Fault {
 
 // fault counts the request and, when a status fault applies, answers it
 // (handled true). drop is true when a Drop fault applies: the caller
-// handles the request and then calls reply with drop set.
-func (s *Server) fault(w http.ResponseWriter, kinds ...string) (handled, drop bool) {
+// handles the request and then calls reply with drop set, on the returned
+// writer (which holds the reply for a Hold fault). A Hold fault without
+// Drop waits here: handled when the caller went away meanwhile.
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, kinds ...string) (out http.ResponseWriter,
+	handled, drop bool) {
 	f := s.takeFault(kinds...)
 	switch {
 	case f == nil:
-		return false, false
+		return w, false, false
+	case f.Drop && f.Hold != nil:
+		return &heldWriter{ResponseWriter: w, hold: f.Hold, gone: r.Context().Done()}, false, true
 	case f.Drop:
-		return false, true
+		return w, false, true
+	case f.Hold != nil:
+		select {
+		case <-f.Hold:
+			return w, false, false
+		case <-r.Context().Done():
+			return w, true, false
+		}
 	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	if f.HTML {
+		w.Header().Set("Content-Type", "text/html;charset=UTF-8")
+	}
+	if f.Location != "" {
+		w.Header().Set("Location", f.Location)
+	}
 	w.WriteHeader(f.Status)
 	_, _ = w.Write([]byte(f.Body))
-	return true, false
+	return w, true, false
+}
+
+// heldWriter is the writer of a request under a Drop fault with Hold: its
+// reply waits for Hold (or the caller going away) before the connection
+// is closed.
+type heldWriter struct {
+	http.ResponseWriter
+	hold, gone <-chan struct{}
+}
+
+func (h *heldWriter) wait() {
+	select {
+	case <-h.hold:
+	case <-h.gone:
+	}
+}
+
+// Hijack hands over the connection (reply closes it).
+func (h *heldWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(h.ResponseWriter).Hijack()
 }
 
 // reply answers v as JSON with status, or, when drop is set, closes the
 // connection without answering (the work is already done).
 func reply(w http.ResponseWriter, drop bool, status int, v any) {
 	if drop {
+		if h, ok := w.(*heldWriter); ok {
+			h.wait()
+		}
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
 				_ = conn.Close()

@@ -17,7 +17,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
-	"github.com/calloutproxy/callout-proxy/salesforce"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -51,31 +50,7 @@ func TestSalesforceDownDeadLettersArriveOnce(t *testing.T) {
 	emu.ClearFaults()
 	t.Logf("Salesforce down for %s; %d requests refused meanwhile", time.Since(down), failedWhileDown)
 
-	end := time.Now().Add(90 * time.Second)
-	for {
-		counts := map[string]int{}
-		for _, r := range emu.Records(salesforce.FailedCalloutObject) {
-			id, _ := r[salesforce.ExternalIDField].(string)
-			counts[id]++
-		}
-		missing := 0
-		for _, a := range acc {
-			switch counts[a.ID] {
-			case 0:
-				missing++
-			case 1:
-			default:
-				t.Fatalf("dead letter %s arrived as %d records, want 1", a.ID, counts[a.ID])
-			}
-		}
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%d of %d dead letters never reached Salesforce", missing, len(acc))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	waitMirrored(t, emu, acc, 90*time.Second)
 	after := totalCalls(emu) - failedWhileDown
 	t.Logf("Salesforce API calls after recovery: %d for %d dead letters (%.2f per dead letter; token %d, "+
 		"composite %d, upsert %d, upsert1 %d, create %d, create1 %d, query %d, action %d)", after, len(acc),

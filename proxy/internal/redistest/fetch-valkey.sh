@@ -11,7 +11,7 @@ set -euo pipefail
 DIR=$(mkdir -p "$1" && cd "$1" && pwd)
 mkdir -p "$DIR/lists/partial" "$DIR/cache/archives/partial" "$DIR/debs" "$DIR/root"
 # The machine's own Debian mirror (the one serving bookworm/main), suite trixie.
-mirror=$(apt-cache policy | grep -oE 'https?://[^ ]+ bookworm/main' | head -1 | cut -d' ' -f1)
+mirror=$(apt-cache policy | grep -m1 -oE 'https?://[^ ]+ bookworm/main' | cut -d' ' -f1)
 [ -n "$mirror" ] || { echo "fetch-valkey.sh: no Debian mirror in /etc/apt" >&2; exit 1; }
 echo "deb $mirror trixie main" >"$DIR/sources.list"
 apt_opts=(-o "Dir::Etc::sourcelist=$DIR/sources.list" -o "Dir::Etc::sourceparts=-"

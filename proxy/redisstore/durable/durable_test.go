@@ -110,6 +110,7 @@ func TestRefusesWithoutReplica(t *testing.T) {
 // without replicas every Ack is refused: WAIT answers 0; and fsync's
 // version check asks every primary (a Redis before 7.2 is named).
 func TestClusterGroupsPerPrimary(t *testing.T) {
+	proctest.SkipOnEmbeddedStore(t) // nine redis-servers: the real-Redis run's
 	c := proctest.StartCluster(t, proctest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
 	acks := New(c.Client, Options{Replicas: 1, Timeout: 5 * time.Second})
 	replicaOf := map[string]*redis.Client{}

@@ -127,8 +127,11 @@
 //	                            causes them (only with Options.Outbox).
 //	                            No TTL: an entry goes when written.
 //	cp:{sN}:sfo:d         HASH  per outbox entry: p:{entry} its payload,
-//	                            n:{entry} failed tries, e:{entry} last error.
-//	                            Fields go with their entry. No TTL.
+//	                            n:{entry} failed tries, e:{entry} last error;
+//	                            k:{id} when a callout record was first kept
+//	                            for its queued writes (Unix ms, outbox
+//	                            keep.lua). Fields go with their entry (k:
+//	                            with the record's last queued write). No TTL.
 //	cp:{sN}:sfx           ZSET  dead-letter copy id -> when its record's TTL
 //	                            ends (Unix ms): the expiry check that marks
 //	                            its Failed_Callout__c Expired without
@@ -144,8 +147,10 @@
 //	                            (REQUEST_LIMIT_EXCEEDED). Not hash-tagged.
 //	                            TTL: until then.
 //	cp:sf:flush           STRING the Salesforce flush lease: "owner|until
-//	                            ms" (outbox/flush.go); one replica writes a
-//	                            batch at a time. TTL: a minute past its end.
+//	                            ms" (outbox/flush.go; Redis's clock, renewed
+//	                            while a batch is in flight); one replica
+//	                            writes a batch at a time. TTL: a minute past
+//	                            its end.
 //	                            Not hash-tagged.
 //	cp:sf:defer           HASH  deferrals of Salesforce writes after failed
 //	                            calls, by scope ("" all, or an sObject):

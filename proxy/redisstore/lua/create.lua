@@ -18,7 +18,10 @@
 -- token) and A.gate_until, A.at_in (ms from now: Enqueue's due time, Begin's
 -- lease), A.probe_lease (ms), A.token (lease token), A.rest_q (headers and body for :q,
 -- '' when inline), A.wake (channel, '' none), A.retention (idempotency
--- retention ms), A.fields (the record's field/value pairs).
+-- retention ms), A.fields (the record's field/value pairs), A.ack_hold (ms,
+-- 0 none: a callout for the dispatcher is queued at least that far ahead
+-- and wakes nobody, so none claims it before its durable acknowledgement
+-- answered; the caller then moves it to its due time, create.go unhold).
 -- Begin's reservation gets the TTL lease + retention at once (SET … PX): a
 -- first attempt that ends in time needs no other write to it
 -- (complete.lua); one that does not, or is reaped, resets it.
@@ -137,10 +140,13 @@ else
   -- first callout due of an organisation that had none pending in the
   -- queue: others there have woken them already, or they know when those
   -- are due (another organisation's pending callouts say nothing of it).
-  if A.wake ~= '' and state == 'scheduled' and at <= now and mine == 0 then
+  local score = at
+  if A.ack_hold > 0 then
+    score = math.max(at, now + A.ack_hold)
+  elseif A.wake ~= '' and state == 'scheduled' and at <= now and mine == 0 then
     redis.call('PUBLISH', A.wake, id)
   end
-  redis.call('ZADD', due, str(at), id)
+  redis.call('ZADD', due, str(score), id)
 end
 hflush(acc, w)
 local reply = {'result', 'created', 'state', state, 'at', at}

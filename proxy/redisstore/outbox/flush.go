@@ -20,10 +20,10 @@ import (
 
 // flushArgs are flush.lua's keys and arguments (lua/flush.lua).
 type flushArgs struct {
-	Lease      string `lua:"lease,key"`
-	Owner      string `lua:"owner"`
-	Now        string `lua:"now"`
-	LeaseUntil string `lua:"lease_until"`
+	Key   string        `lua:"key,key"`
+	Owner string        `lua:"owner"`
+	Now   int64         `lua:"now"`
+	Lease time.Duration `lua:"lease"`
 }
 
 // flushReply is flush.lua's reply.
@@ -31,14 +31,13 @@ type flushReply struct {
 	Held bool `lua:"held"`
 }
 
-// AcquireFlush takes or renews the flush lease for owner until now+lease
-// (the outbox's clock): true when owner holds it afterwards. A lease whose
-// holder died ends by itself. One round trip (lua/flush.lua). Errors:
-// policy.ErrUnavailable.
+// AcquireFlush takes or renews the flush lease for owner, for lease (at
+// least 1 ms) from Redis's now: true when owner holds it afterwards. A
+// lease whose holder died ends by itself. One round trip (lua/flush.lua).
+// Errors: policy.ErrUnavailable.
 func (o *Outbox) AcquireFlush(ctx context.Context, owner string, lease time.Duration) (bool, error) {
-	now := o.now()
-	r, err := o.lua.flush.Run(ctx, o.rdb, &flushArgs{Lease: keyspace.SFFlush, Owner: owner, Now: ms(now),
-		LeaseUntil: ms(now.Add(lease))})
+	r, err := o.lua.flush.Run(ctx, o.rdb, &flushArgs{Key: keyspace.SFFlush, Owner: owner, Now: o.clockArg(),
+		Lease: max(lease, time.Millisecond)})
 	if err != nil {
 		return false, wrap("flush lease", err)
 	}
@@ -48,7 +47,7 @@ func (o *Outbox) AcquireFlush(ctx context.Context, owner string, lease time.Dura
 // ReleaseFlush gives the flush lease back when owner holds it. One round
 // trip. Errors: policy.ErrUnavailable.
 func (o *Outbox) ReleaseFlush(ctx context.Context, owner string) error {
-	_, err := o.lua.flush.Run(ctx, o.rdb, &flushArgs{Lease: keyspace.SFFlush, Owner: owner, Now: ms(o.now())})
+	_, err := o.lua.flush.Run(ctx, o.rdb, &flushArgs{Key: keyspace.SFFlush, Owner: owner, Now: o.clockArg()})
 	return wrap("flush release", err)
 }
 
@@ -79,14 +78,41 @@ func (o *Outbox) Deferrals(ctx context.Context) (map[string]policy.Deferral, err
 
 // Defer counts one more failed call of scope and holds its writes back
 // until until(fails), fails being the failed calls in a row including this
-// one. Two round trips. Errors: policy.ErrUnavailable.
+// one: as long after Redis's now as until(fails) is after this replica's
+// (lua/until.lua), and Until is the end stored. Two round trips. Errors:
+// policy.ErrUnavailable.
 func (o *Outbox) Defer(ctx context.Context, scope string, until func(fails int) time.Time) (policy.Deferral, error) {
 	n, err := o.rdb.HIncrBy(ctx, keyspace.SFDefer, "n:"+scope, 1).Result()
 	if err != nil {
 		return policy.Deferral{}, wrap("defer", err)
 	}
-	d := policy.Deferral{Fails: int(n), Until: until(int(n))}
-	return d, wrap("defer", o.rdb.HSet(ctx, keyspace.SFDefer, "u:"+scope, ms(d.Until)).Err())
+	end, err := o.hold(ctx, keyspace.SFDefer, "u:"+scope, until(int(n)))
+	return policy.Deferral{Fails: int(n), Until: end}, wrap("defer", err)
+}
+
+// untilArgs are until.lua's keys and arguments (lua/until.lua).
+type untilArgs struct {
+	Key   string        `lua:"key,key"`
+	Field string        `lua:"field"`
+	Now   int64         `lua:"now"`
+	Hold  time.Duration `lua:"hold"`
+}
+
+// untilReply is until.lua's reply.
+type untilReply struct {
+	Until int64 `lua:"until"`
+}
+
+// hold stores in key (field "": a string key with a TTL) the end of a hold
+// lasting until t on this replica's clock, as Redis's now plus that
+// duration (at least 1 ms), and returns the end stored.
+func (o *Outbox) hold(ctx context.Context, key, field string, t time.Time) (time.Time, error) {
+	r, err := o.lua.until.Run(ctx, o.rdb, &untilArgs{Key: key, Field: field, Now: o.clockArg(),
+		Hold: max(o.delay(t), time.Millisecond)})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(r.Until), nil
 }
 
 // ClearDeferral ends scope's deferral and its count of failed calls (a

@@ -57,7 +57,7 @@ func (e *env) store() *redisstore.Store { return e.newStore(false) }
 
 // outbox is an Outbox on the backend with the tests' clock and retention.
 func (e *env) outbox() *Outbox {
-	return New(e.b.Client, Options{Now: e.clk.Now, DeadLetterRetention: 30 * day})
+	return New(e.b.Client, Options{Now: e.clk.Now, PinScriptTime: true, DeadLetterRetention: 30 * day})
 }
 
 // outboxStore is a core Store with the Salesforce outbox on, and the

@@ -75,14 +75,16 @@ func (o *Outbox) Len(ctx context.Context) (int64, error) {
 }
 
 // Pause pauses Salesforce writes of every replica until until (Salesforce
-// answered REQUEST_LIMIT_EXCEEDED); a later pause replaces it. A time not
-// after now does nothing. One round trip. Errors: policy.ErrUnavailable.
+// answered REQUEST_LIMIT_EXCEEDED): as long after Redis's now as until is
+// after this replica's (lua/until.lua). A later pause replaces it. A time
+// not after now does nothing. One round trip. Errors:
+// policy.ErrUnavailable.
 func (o *Outbox) Pause(ctx context.Context, until time.Time) error {
-	ttl := until.Sub(o.now())
-	if ttl <= 0 {
+	if o.delay(until) <= 0 {
 		return nil
 	}
-	return wrap("pause", o.rdb.Set(ctx, keyspace.SFPause, ms(until), ttl).Err())
+	_, err := o.hold(ctx, keyspace.SFPause, "", until)
+	return wrap("pause", err)
 }
 
 // PausedUntil returns the end of the current pause of Salesforce writes;

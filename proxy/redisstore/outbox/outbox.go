@@ -44,9 +44,19 @@ const maxBatch = 1000
 
 // Options configure an Outbox. The zero value works.
 type Options struct {
-	// Now is the clock; every time the outbox writes comes from it (the
-	// store's, so that entries and leases agree). Default time.Now.
+	// Now is this replica's clock (the composition root passes its
+	// Redis-corrected one). Every instant the outbox's scripts store —
+	// leases, due times, deferrals, the pause, record-status stamps — is
+	// Redis's clock, read inside the script (script.Clock, ARCHITECTURE.md
+	// "One clock"); Now only turns the instants the writer computed into
+	// the durations the scripts take, and bounds the reads of what is due
+	// (DueShards, DueStats, Expire's candidates). Default time.Now.
 	Now func() time.Time
+	// PinScriptTime, for tests that travel in time only, makes every
+	// script take Now() as its now instead of reading TIME. Never set in
+	// production: a pinned clock is the skew that makes two replicas
+	// disagree about a lease (contract §1).
+	PinScriptTime bool
 	// DeadLetterRetention is policy.dead_letter_retention (contract §7):
 	// how long a handled reprocess request is remembered
 	// (FinishReprocess). Default 720 h.
@@ -60,6 +70,7 @@ type Outbox struct {
 	rdb   redis.UniversalClient
 	now   func() time.Time
 	dlTTL time.Duration
+	pin   bool // Options.PinScriptTime
 	lua   scripts
 }
 
@@ -71,6 +82,9 @@ type scripts struct {
 	status *script.Script[statusArgs, statusReply]
 	expire *script.Script[expireArgs, expireReply]
 	flush  *script.Script[flushArgs, flushReply]
+	until  *script.Script[untilArgs, untilReply]
+	renew  *script.Script[renewArgs, renewReply]
+	keep   *script.Script[keepArgs, keepReply]
 }
 
 func loadScripts() (scripts, error) {
@@ -79,13 +93,17 @@ func loadScripts() (scripts, error) {
 		return scripts{}, err
 	}
 	var s scripts
+	pre := []string{script.Clock, string(lib)}
 	return s, errors.Join(
-		script.LoadInto(&s.claim, luaFS, "claim", string(lib)),
-		script.LoadInto(&s.ack, luaFS, "ack", string(lib)),
-		script.LoadInto(&s.put, luaFS, "put", string(lib)),
-		script.LoadInto(&s.status, luaFS, "status", string(lib)),
-		script.LoadInto(&s.expire, luaFS, "expire", string(lib)),
-		script.LoadInto(&s.flush, luaFS, "flush", string(lib)),
+		script.LoadInto(&s.claim, luaFS, "claim", pre...),
+		script.LoadInto(&s.ack, luaFS, "ack", pre...),
+		script.LoadInto(&s.put, luaFS, "put", pre...),
+		script.LoadInto(&s.status, luaFS, "status", pre...),
+		script.LoadInto(&s.expire, luaFS, "expire", pre...),
+		script.LoadInto(&s.flush, luaFS, "flush", pre...),
+		script.LoadInto(&s.until, luaFS, "until", pre...),
+		script.LoadInto(&s.renew, luaFS, "renew", pre...),
+		script.LoadInto(&s.keep, luaFS, "keep", pre...),
 	)
 }
 
@@ -97,7 +115,7 @@ func New(client redis.UniversalClient, opts Options) *Outbox {
 	if err != nil {
 		panic(fmt.Errorf("outbox: %w", err)) // the scripts are embedded: a build defect, not a runtime condition
 	}
-	o := &Outbox{rdb: client, now: opts.Now, dlTTL: opts.DeadLetterRetention, lua: lua}
+	o := &Outbox{rdb: client, now: opts.Now, dlTTL: opts.DeadLetterRetention, pin: opts.PinScriptTime, lua: lua}
 	if o.now == nil {
 		o.now = time.Now
 	}
@@ -105,6 +123,23 @@ func New(client redis.UniversalClient, opts Options) *Outbox {
 		o.dlTTL = 720 * time.Hour
 	}
 	return o
+}
+
+// clockArg is every script's now argument (A.now): 0, which makes the
+// script read Redis's clock (script.Clock), or with Options.PinScriptTime
+// Now() in Unix ms.
+func (o *Outbox) clockArg() int64 {
+	if o.pin {
+		return o.now().UnixMilli()
+	}
+	return 0
+}
+
+// delay is the duration from now until t in whole ms, at least 0: how an
+// instant the writer computed on its clock (a retry's or a deferral's
+// time) reaches a script, which adds it to Redis's now.
+func (o *Outbox) delay(t time.Time) time.Duration {
+	return max(0, t.Sub(o.now())).Truncate(time.Millisecond)
 }
 
 // wrap turns a Redis error into the outbox's (script.Wrap): connection-level
@@ -162,19 +197,20 @@ func (o *Outbox) dueShards(ctx context.Context, op string, key func(keyspace.Out
 	return out, nil
 }
 
-// claimArgs are claim.lua's keys and arguments (lua/claim.lua); times are
-// Unix ms in decimal.
+// claimArgs are claim.lua's keys and arguments (lua/claim.lua).
 type claimArgs struct {
-	Due        string `lua:"due,key"`
-	Data       string `lua:"data,key"`
-	Now        string `lua:"now"`
-	LeaseUntil string `lua:"lease_until"`
-	Limit      int    `lua:"limit"`
+	Due   string        `lua:"due,key"`
+	Data  string        `lua:"data,key"`
+	Now   int64         `lua:"now"`
+	Lease time.Duration `lua:"lease"`
+	Limit int           `lua:"limit"`
 }
 
-// claimReply is claim.lua's reply.
+// claimReply is claim.lua's reply: the lease end it wrote (Unix ms, on
+// Redis's clock) and the entries.
 type claimReply struct {
-	Entries []claimed `lua:"entries"`
+	LeaseUntil int64     `lua:"lease_until"`
+	Entries    []claimed `lua:"entries"`
 }
 
 // claimed is one entry of claimReply.
@@ -185,26 +221,61 @@ type claimed struct {
 }
 
 // Claim leases up to limit (1–1000) of shard's due entries, oldest first,
-// until now+lease: no other claim returns them before the lease ends, and
-// an entry whose consumer died is due again then (at-least-once). One round
-// trip (lua/claim.lua). Errors: a lease ≤ 0, policy.ErrUnavailable.
+// for lease from Redis's now: no other claim returns them before the lease
+// ends, and an entry whose consumer died is due again then
+// (at-least-once). Each entry's Lease is the lease end the script wrote,
+// which Ack fences on. One round trip (lua/claim.lua). Errors: a lease
+// under 1 ms, policy.ErrUnavailable.
 func (o *Outbox) Claim(ctx context.Context, shard, limit int, lease time.Duration) ([]policy.OutboxEntry, error) {
-	if lease <= 0 {
-		return nil, fmt.Errorf("outbox: claim: lease must be > 0")
+	if lease < time.Millisecond {
+		return nil, fmt.Errorf("outbox: claim: lease must be at least 1 ms")
 	}
 	k := keyspace.OutboxOf(shard)
-	now := o.now()
-	until := time.UnixMilli(now.Add(lease).UnixMilli())
-	r, err := o.lua.claim.Run(ctx, o.rdb, &claimArgs{Due: k.Due, Data: k.Data, Now: ms(now), LeaseUntil: ms(until),
+	r, err := o.lua.claim.Run(ctx, o.rdb, &claimArgs{Due: k.Due, Data: k.Data, Now: o.clockArg(), Lease: lease,
 		Limit: min(max(limit, 1), maxBatch)})
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
+	until := time.UnixMilli(r.LeaseUntil)
 	var out []policy.OutboxEntry
 	for _, e := range r.Entries {
 		out = append(out, policy.OutboxEntry{Shard: shard, Name: e.Name, Payload: e.Payload, Tries: e.Tries, Lease: until})
 	}
 	return out, nil
+}
+
+// renewArgs are renew.lua's keys and arguments (lua/renew.lua).
+type renewArgs struct {
+	Due    string        `lua:"due,key"`
+	Now    int64         `lua:"now"`
+	Lease  string        `lua:"lease"`
+	Extend time.Duration `lua:"extend"`
+	Names  []string      `lua:"names"`
+}
+
+// renewReply is renew.lua's reply.
+type renewReply struct {
+	LeaseUntil int64 `lua:"lease_until"`
+	Renewed    int   `lua:"renewed"`
+}
+
+// Renew extends the lease of shard's entries names, claimed under lease
+// (policy.OutboxEntry.Lease), to lease from Redis's now, while their batch
+// is in flight: it returns the new lease, which their Ack then fences on,
+// and how many entries still held the old one (an entry claimed again
+// meanwhile is left alone). One round trip (lua/renew.lua). Errors: a
+// lease under 1 ms, policy.ErrUnavailable.
+func (o *Outbox) Renew(ctx context.Context, shard int, lease time.Time, names []string,
+	extend time.Duration) (time.Time, int, error) {
+	if extend < time.Millisecond {
+		return time.Time{}, 0, fmt.Errorf("outbox: renew: lease must be at least 1 ms")
+	}
+	r, err := o.lua.renew.Run(ctx, o.rdb, &renewArgs{Due: keyspace.OutboxOf(shard).Due, Now: o.clockArg(),
+		Lease: ms(lease), Extend: extend, Names: names})
+	if err != nil {
+		return time.Time{}, 0, wrap("renew", err)
+	}
+	return time.UnixMilli(r.LeaseUntil), r.Renewed, nil
 }
 
 // ackArgs are ack.lua's keys and arguments (lua/ack.lua).
@@ -213,22 +284,22 @@ type ackArgs struct {
 	Data  string `lua:"data,key"`
 	State string `lua:"state,key"`
 	Lease string `lua:"lease"`
-	Now   string `lua:"now"`
+	Now   int64  `lua:"now"`
 	Acks  []ack  `lua:"acks"`
 }
 
-// ack is one policy.OutboxAck as ack.lua reads it: times in Unix ms,
-// Version "" for none.
+// ack is one policy.OutboxAck as ack.lua reads it: At as the delay from
+// now, Version "" for none.
 type ack struct {
-	Name       string `lua:"name"`
-	Verdict    string `lua:"verdict"`
-	At         string `lua:"at"`
-	SetPayload bool   `lua:"set_payload"`
-	Payload    string `lua:"payload"`
-	Error      string `lua:"error"`
-	Root       string `lua:"root"`
-	Version    string `lua:"version"`
-	Forget     bool   `lua:"forget"`
+	Name       string        `lua:"name"`
+	Verdict    string        `lua:"verdict"`
+	Delay      time.Duration `lua:"delay"`
+	SetPayload bool          `lua:"set_payload"`
+	Payload    string        `lua:"payload"`
+	Error      string        `lua:"error"`
+	Root       string        `lua:"root"`
+	Version    string        `lua:"version"`
+	Forget     bool          `lua:"forget"`
 }
 
 // ackReply is ack.lua's reply.
@@ -239,21 +310,22 @@ type ackReply struct {
 // Ack settles claimed entries of one shard, each only while it still holds
 // the claim's lease (lease is policy.OutboxEntry.Lease). It returns how
 // many were left alone because their lease had passed and they were
-// claimed again. One round trip (lua/ack.lua). Errors:
-// policy.ErrUnavailable.
+// claimed again. A retry or deferral is due again as long after Redis's
+// now as its At is after this replica's. One round trip (lua/ack.lua).
+// Errors: policy.ErrUnavailable.
 func (o *Outbox) Ack(ctx context.Context, shard int, lease time.Time, acks []policy.OutboxAck) (int, error) {
 	if len(acks) == 0 {
 		return 0, nil
 	}
 	k := keyspace.OutboxOf(shard)
-	a := &ackArgs{Due: k.Due, Data: k.Data, State: k.State, Lease: ms(lease), Now: ms(o.now()),
+	a := &ackArgs{Due: k.Due, Data: k.Data, State: k.State, Lease: ms(lease), Now: o.clockArg(),
 		Acks: make([]ack, len(acks))}
 	for i, x := range acks {
 		version := ""
 		if x.Version > 0 {
 			version = strconv.FormatInt(x.Version, 10)
 		}
-		a.Acks[i] = ack{Name: x.Name, Verdict: string(x.Verdict), At: ms(x.At), SetPayload: x.SetPayload,
+		a.Acks[i] = ack{Name: x.Name, Verdict: string(x.Verdict), Delay: o.delay(x.At), SetPayload: x.SetPayload,
 			Payload: x.Payload, Error: x.Error, Root: x.Root, Version: version, Forget: x.Forget}
 	}
 	r, err := o.lua.ack.Run(ctx, o.rdb, a)
@@ -274,10 +346,11 @@ type Item struct {
 
 // putArgs are put.lua's keys and arguments (lua/put.lua).
 type putArgs struct {
-	Due   string    `lua:"due,key"`
-	Data  string    `lua:"data,key"`
-	At    string    `lua:"at"`
-	Items []putItem `lua:"items"`
+	Due   string        `lua:"due,key"`
+	Data  string        `lua:"data,key"`
+	Now   int64         `lua:"now"`
+	Delay time.Duration `lua:"delay"`
+	Items []putItem     `lua:"items"`
 }
 
 type putItem struct {
@@ -290,7 +363,8 @@ type putReply struct {
 	Added int `lua:"added"`
 }
 
-// Put queues items due at at. An item already queued (or claimed) is left
+// Put queues items due at at (as long after Redis's now as at is after
+// this replica's). An item already queued (or claimed) is left
 // as it is, so queuing is idempotent. One round trip per shard involved
 // (lua/put.lua). It returns how many were added. Errors: a malformed
 // name, policy.ErrUnavailable.
@@ -306,7 +380,8 @@ func (o *Outbox) Put(ctx context.Context, at time.Time, items ...Item) (int, err
 	added := 0
 	for n, its := range byShard {
 		k := keyspace.OutboxOf(n)
-		r, err := o.lua.put.Run(ctx, o.rdb, &putArgs{Due: k.Due, Data: k.Data, At: ms(at), Items: its})
+		r, err := o.lua.put.Run(ctx, o.rdb, &putArgs{Due: k.Due, Data: k.Data, Now: o.clockArg(), Delay: o.delay(at),
+			Items: its})
 		if err != nil {
 			return added, wrap("put", err)
 		}

@@ -12,13 +12,13 @@
 -- be written to it).
 --
 -- K and A: expireArgs (state.go): K.expiry the expiry schedule
--- (cp:{sN}:sfx), K.due the outbox, K.state the record states; A.now (Unix
--- ms), A.recheck (ms: when a copy without TTL is checked again),
+-- (cp:{sN}:sfx), K.due the outbox, K.state the record states; A.now (0,
+-- or a test's pinned now in Unix ms: script.Clock), A.recheck (ms: when a copy without TTL is checked again),
 -- A.expired, A.reprocessed, A.discarded (the status values), A.candidates,
 -- each {record (a key), id}.
 -- Replies (expireReply): roots, the roots marked Expired.
-local now_s = A.now
-local now = tonumber(now_s)
+local now = clock(A.now)
+local now_s = str(now)
 local out = {}
 for _, cand in ipairs(A.candidates) do
   local c, id = cand.record, cand.id

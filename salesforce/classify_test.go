@@ -1,0 +1,130 @@
+package salesforce
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
+)
+
+// TestWholeCallAnswersClassified (docs/salesforce.md "What the writer does
+// about each answer"): a redirect to a login page and an HTML 403 are a
+// session or maintenance condition, not a rejection — the batch waits on
+// the outage backoff (seconds, not an hour), one log line however many
+// calls meet it, each call counted as maintenance — and the writes land
+// once the page is gone.
+func TestWholeCallAnswersClassified(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fault sfemu.Fault
+	}{
+		{"302 to the login page", sfemu.Fault{Kind: "composite", Status: http.StatusFound, HTML: true,
+			Body: sfemu.LoginPage, Location: "https://login.salesforce.com/?ec=302"}},
+		{"HTML 403", sfemu.Fault{Kind: "composite", Status: http.StatusForbidden, HTML: true, Body: sfemu.LoginPage}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			ids := e.quietDeadLetters(3)
+			c.fault.Times = 3
+			e.emu.Inject(c.fault)
+			for range 3 {
+				if _, err := e.writer.Round(ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+				due := e.entry(policy.EntryName(policy.EntryMirror, ids[0])).Due
+				if wait := due.Sub(e.clk.Now()); wait <= 0 || wait > MaxBackoff {
+					t.Fatalf("after the page the batch waits %v, want the outage backoff (at most %v)", wait, MaxBackoff)
+				}
+				e.clk.Advance(due.Sub(e.clk.Now()))
+			}
+			if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(Maintenance))); got != 3 {
+				t.Errorf("requests{result=maintenance} = %v, want 3", got)
+			}
+			if n := strings.Count(e.logs.String(), "Salesforce call failed"); n != 1 {
+				t.Errorf("%d log lines for three calls meeting the page, want 1", n)
+			}
+			e.drain()
+			for _, id := range ids {
+				e.record(id)
+			}
+			if !strings.Contains(e.logs.String(), "Salesforce calls succeed again") {
+				t.Error("no log line when the calls succeeded again")
+			}
+		})
+	}
+}
+
+// TestReadOnlyMaintenanceRetriesSoon: in read-only mode every record is
+// refused with INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE
+// (Salesforce Help "Read-Only Mode"); the entries wait on the outage
+// backoff, not RejectedRetry, are counted in write_errors by that code and
+// logged once, and are written when the maintenance ends.
+func TestReadOnlyMaintenanceRetriesSoon(t *testing.T) {
+	e := newEnv(t)
+	ids := e.quietDeadLetters(3)
+	e.emu.SetReadOnly(true)
+	for range 2 {
+		if _, err := e.writer.Round(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		due := e.entry(policy.EntryName(policy.EntryMirror, ids[0])).Due
+		if wait := due.Sub(e.clk.Now()); wait <= 0 || wait > MaxBackoff {
+			t.Fatalf("in read-only mode a record waits %v, want the outage backoff (at most %v)", wait, MaxBackoff)
+		}
+		e.clk.Advance(MaxBackoff)
+	}
+	if got := testutil.ToFloat64(e.metrics.WriteErrors.WithLabelValues(readOnlyCode)); got < 3 {
+		t.Errorf("write_errors{code=%s} = %v, want every refused record", readOnlyCode, got)
+	}
+	if n := strings.Count(e.logs.String(), "read-only maintenance: its records are refused"); n != 1 {
+		t.Errorf("%d log lines for the read-only window, want 1", n)
+	}
+	e.emu.SetReadOnly(false)
+	e.clk.Advance(time.Hour)
+	e.drain()
+	for _, id := range ids {
+		e.record(id)
+	}
+}
+
+// TestRevokedTokenRecoversWithinOnePoll: while Salesforce refuses every
+// token (a revoked connected app: invalid_grant) for minutes, the writes
+// wait briefly each time (the token layer's own backoff, at most
+// MintBackoffMax, spares Salesforce) instead of on a backoff that kept
+// growing; once the app is fixed, the next mint works and the next round
+// writes everything.
+func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
+	e := newEnv(t)
+	ids := e.quietDeadLetters(3)
+	e.emu.ExpireSessions()
+	e.emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
+	for end := e.clk.Now().Add(4 * time.Minute); e.clk.Now().Before(end); {
+		if _, err := e.writer.Round(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		defs, err := e.outbox.Deferrals(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wait := defs[""].Until.Sub(e.clk.Now()); wait > BaseBackoff {
+			t.Fatalf("after %d refused tokens the writes wait %v, want at most %v", defs[""].Fails, wait, BaseBackoff)
+		}
+		e.clk.Advance(BaseBackoff)
+	}
+	e.emu.ClearFaults() // the app is fixed
+	e.clk.Advance(MintBackoffMax)
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		e.record(id)
+	}
+	if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(AuthFailed))); got < 5 {
+		t.Errorf("requests{result=auth_failed} = %v, want each refused mint counted", got)
+	}
+}
