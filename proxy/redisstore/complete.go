@@ -158,6 +158,9 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		res.Breaker.Held, res.Breaker.HeldBy = 0, ""
 		s.forgetGate(p.cl.Endpoint)
 	}
+	if p.q.part != "" {
+		res.Breaker.Partition = p.cl.Issuer
+	}
 	if p.notify != nil && res.State == policy.DeadLettered {
 		if p.notifyErr != nil {
 			return res, p.notifyErr

@@ -140,6 +140,9 @@ func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResu
 		return policy.BreakerChange{}, s.wrap("record result", err)
 	}
 	ch := v.change()
+	if s.partition(endpoint, tag) != "" {
+		ch.Partition = issuer
+	}
 	s.gateChanged(endpoint, ch, pause > 0)
 	return ch, nil
 }

@@ -111,7 +111,8 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		s := partitionedStore(e)
 		const ep = "shared-api"
 		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
-		if r := openPartition(t, e, s, ep, orgA, 3, br); !r.Breaker.Opened || r.State != policy.Held {
+		if r := openPartition(t, e, s, ep, orgA, 3, br); !r.Breaker.Opened || r.State != policy.Held ||
+			r.Breaker.Partition != orgA {
 			t.Fatalf("org-a's third failure = %+v, want its partition opened and the callout held", r)
 		}
 		st := mustState(t, s, ep)
