@@ -128,6 +128,15 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 			ep, ok := cfg.Endpoint(endpoint)
 			return ok && ep.PartitionedByOrganisation()
 		},
+		// Two organisations' open partitions open the endpoint's own
+		// breaker; one where only one may call it (docs/limits.md).
+		OpenPartitions: func(endpoint string) int {
+			ep, ok := cfg.Endpoint(endpoint)
+			if ok && (len(ep.AllowedIssuers) == 1 || len(ep.AllowedIssuers) == 0 && len(cfg.Auth.Issuers) == 1) {
+				return 1
+			}
+			return 2
+		},
 		// Whether an owner notification reaches anyone: the store's scripts
 		// decide with it whether the owner is told (contract §6).
 		Notify: func(endpoint string) bool {

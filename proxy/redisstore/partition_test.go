@@ -333,3 +333,23 @@ func TestShardedPartitions(t *testing.T) {
 		}
 	})
 }
+
+// Where one organisation alone may call an endpoint (OpenPartitions 1),
+// its partition opening opens the endpoint's own breaker too: the
+// endpoint's state says what that organisation meets.
+func TestOneOrganisationOpensTheEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := New(e.b.Client, Options{
+			PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{9}), ResponseBodyCap: 16,
+			IdempotencyRetention: day, DeadLetterRetention: 30 * day,
+			Partitioned:    func(string) bool { return true },
+			OpenPartitions: func(string) int { return 1 },
+		})
+		const ep = "one-org-api"
+		openPartition(t, e, s, ep, orgA, 2, policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute})
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen || st.Gate.State != policy.GateBreakerOpen {
+			t.Fatalf("breaker %s, gate %s after the one organisation's partition opened; want open, breaker_open",
+				st.Breaker, st.Gate.State)
+		}
+	})
+}

@@ -154,6 +154,15 @@ func (s *Store) partition(endpoint, org string) string {
 	return org
 }
 
+// quorum is how many organisations' open breaker partitions open
+// endpoint's own breaker (Options.OpenPartitions; 0: lib.lua's default, 2).
+func (s *Store) quorum(endpoint string) int {
+	if s.openPartitions == nil {
+		return 0
+	}
+	return s.openPartitions(endpoint)
+}
+
 // orgQueuesOf returns every organisation queue of endpoint (keyspace
 // "Organisation queues"): for each queue of queuesOf, one per organisation
 // with pending callouts there — the issuer tags of its counters' 'ii:'
