@@ -3,7 +3,8 @@
 # Salesforce emulator down for a while, toxiproxy between proxy and upstream.
 # Builds cmd/callout-proxy once; each test starts its own redis-server
 # (appendonly yes, appendfsync always) on a free loopback port in a temp dir
-# and stops it. Under 10 minutes; loopback only.
+# and stops it. The suite under 10 minutes, then the 10,000-request reprocess
+# case (about 3 minutes) as a step of its own; loopback only.
 #   bash .ci/fault.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,13 +17,32 @@ echo "== building callout-proxy for the fault suite"
 go build -o "$work/callout-proxy" ./cmd/callout-proxy
 # The skew case runs replicas whose wall clocks are offset (build tag faultclock).
 go build -tags faultclock -o "$work/callout-proxy-faultclock" ./cmd/callout-proxy
-echo "== fault suite"
-rc=0
-CALLOUT_FAULT_BINARY="$work/callout-proxy" CALLOUT_FAULT_CLOCK_BINARY="$work/callout-proxy-faultclock" go test -tags fault -count=1 -timeout 9m -v ./proxy/internal/fault/ \
-  >"$work/fault.log" 2>&1 || rc=$?
-if [ "$rc" -eq 0 ]; then
-  grep -E '^(=== RUN|--- |PASS|FAIL|ok)|_test\.go:[0-9]+:' "$work/fault.log"
+# The fsync durability level needs WAITAOF (Redis 7.2+); Debian bookworm has
+# 7.0, so Valkey from trixie is fetched beside the system (fetch-valkey.sh
+# touches no apt state of the machine). Without it those cases skip, said here.
+if v=$(bash proxy/internal/redistest/fetch-valkey.sh "$work/valkey" 2>"$work/valkey.log"); then
+  eval "$v"
+  echo "== fsync cases on $("$CALLOUT_TEST_REDIS72_SERVER" --version | head -1)"
 else
-  cat "$work/fault.log"
+  echo "== Valkey could not be fetched: the fsync cases skip"; tail -3 "$work/valkey.log"
 fi
+export CALLOUT_FAULT_BINARY="$work/callout-proxy" CALLOUT_FAULT_CLOCK_BINARY="$work/callout-proxy-faultclock"
+# run NAME TIMEOUT ARGS…: one go test of the fault package, its log kept and
+# summarised (the whole log on failure).
+run() {
+  local name=$1 timeout=$2 rc=0; shift 2
+  echo "== $name"
+  go test -tags fault -count=1 -timeout "$timeout" -v "$@" ./proxy/internal/fault/ >"$work/$name.log" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    grep -E '^(=== RUN|--- |PASS|FAIL|ok)|_test\.go:[0-9]+:' "$work/$name.log"
+  else
+    cat "$work/$name.log"
+  fi
+  return "$rc"
+}
+rc=0
+run fault-suite 9m -skip '^TestSalesforceReprocessAtOnce$' || rc=$?
+# 10,000 reprocess requests at once (docs/salesforce.md): about 3 minutes on
+# its own, so outside the suite's 10-minute budget, in a step of its own.
+CALLOUT_FAULT_REPROCESS_N=10000 run salesforce-reprocess-10000 6m -run '^TestSalesforceReprocessAtOnce$' || rc=$?
 exit "$rc"

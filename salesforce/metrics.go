@@ -57,6 +57,12 @@ type Metrics struct {
 	// letter's mirror, e a completion event): discarded meanwhile, or
 	// expired past Writer.KeepPending's cap.
 	WritesDropped *prometheus.CounterVec
+	// RecordsAtCap is how many callout records queued writes still need
+	// have been kept KeepCap past their retention and are now left to
+	// expire (Writer.KeepPending, set at each of its runs on this replica):
+	// above 0, those writes will be dropped unless Salesforce takes them
+	// within the hour. Aggregate with max.
+	RecordsAtCap prometheus.Gauge
 
 	items, oldest, usage *scrapeGauge
 	// writer is the writer whose outbox and client the scrape reads.
@@ -85,6 +91,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "callout_salesforce_writes_dropped_total",
 		Help: "Queued Salesforce writes dropped because their callout record was gone, by entry kind (m|e).",
 	}, []string{"kind"})
+	m.RecordsAtCap = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "callout_salesforce_outbox_records_at_cap",
+		Help: "Callout records queued Salesforce writes need, kept the 7-day cap past their retention and now left to expire.",
+	})
 	for _, kind := range []string{policy.EntryMirror, policy.EntryResult} {
 		m.WritesDropped.WithLabelValues(kind) // at 0 from the start: increase() sees the first
 	}
@@ -108,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		func(_ context.Context, w *Writer) (float64, bool) { return w.o.API.UsageRatio(), true })
 	m.OutboxItems, m.OutboxOldestDue, m.APIUsage = m.items, m.oldest, m.usage
 	for _, c := range []prometheus.Collector{m.OutboxItems, m.OutboxOldestDue, m.Requests, m.APIUsage, m.WriteErrors,
-		m.WritesPaused, m.WritesDropped} {
+		m.WritesPaused, m.WritesDropped, m.RecordsAtCap} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

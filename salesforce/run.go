@@ -135,11 +135,16 @@ func (w *Writer) keepEvery() time.Duration {
 // at most past their retention (Outbox.KeepPending), so that a Salesforce
 // outage longer than idempotency_retention or dead_letter_retention delays
 // those writes and loses none. It logs the records left to expire at the
-// cap. Errors are logged: the next run tries again.
+// cap, and reports their number in callout_salesforce_outbox_records_at_cap.
+// Errors are logged: the next run tries again.
 func (w *Writer) KeepPending(ctx context.Context) {
 	_, capped, err := w.o.Outbox.KeepPending(ctx, KeepMargin, KeepCap)
 	if err != nil {
 		w.log.Warn("keeping the records of queued Salesforce writes failed", slog.Any("error", err))
+		return
+	}
+	if w.o.Metrics != nil {
+		w.o.Metrics.RecordsAtCap.Set(float64(capped))
 	}
 	if capped > 0 {
 		w.log.Error("queued Salesforce writes waited longer than the cap past their records' retention: "+

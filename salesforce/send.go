@@ -81,6 +81,15 @@ func (s *sender) call(ctx context.Context, f func() error) error {
 				"counts each by result)", slog.String("class", string(class)), slog.Time("until", s.until),
 				slog.Any("error", err))
 		}
+	case Rejected:
+		// A whole call refused as it is (a JSON 4xx: a resource or version the
+		// org does not have): its writes back off towards RejectedCeiling
+		// (settleErr), counted and logged once until a call succeeds.
+		w.countWriteError(err)
+		if w.refusalStarted(class) {
+			w.log.Error("Salesforce refused a whole call as it is; its writes stay in the outbox and are tried "+
+				"again, backing off to a day (logged once until a call succeeds)", slog.Any("error", err))
+		}
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -108,5 +109,28 @@ func TestOldestDueGauge(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(e.metrics.OutboxItems); got != 0 {
 		t.Fatalf("outbox items after the drain = %v, want 0", got)
+	}
+}
+
+// TestRecordsKeptUpToTheCap: the writer keeps the records of queued
+// writes past their retention (Writer.KeepPending), and once they were
+// kept KeepCap, it leaves them to expire and reports them in
+// callout_salesforce_outbox_records_at_cap.
+func TestRecordsKeptUpToTheCap(t *testing.T) {
+	e := newEnv(t, func(c *config.Config) { c.Policy.DeadLetterRetention = 30 * time.Minute })
+	ids := e.deadLetters("orders", 2)
+	e.writer.KeepPending(ctxT(t))
+	rec, _ := keyspace.Callout(ids[0])
+	if d := e.mini.TTL(rec); d <= 30*time.Minute {
+		t.Fatalf("record TTL after keep = %v, want it raised to %v", d, KeepMargin)
+	}
+	e.clk.Advance(KeepCap)
+	e.mini.FastForward(31 * time.Minute) // less than KeepMargin left again
+	e.writer.KeepPending(ctxT(t))
+	if got := testutil.ToFloat64(e.metrics.RecordsAtCap); got != float64(len(ids)) {
+		t.Fatalf("records at cap = %v, want %d", got, len(ids))
+	}
+	if !strings.Contains(e.logs.String(), "left to expire") {
+		t.Error("no error line for the records left to expire")
 	}
 }

@@ -231,10 +231,12 @@ func TestSalesforceLoginPageAndMaintenance(t *testing.T) {
 	took := waitMirrored(t, emu, acc, 90*time.Second)
 	t.Logf("after a 302 login page, an HTML 403 and read-only maintenance of 4 s each: all %d dead letters in "+
 		"Salesforce %s after the last ended", len(acc), took.Round(time.Millisecond))
+	counted := 0.0 // whichever replica held the flush lease made the calls
 	for _, r := range reps {
-		if n := r.Metric(t, `callout_salesforce_requests_total{result="maintenance"}`); n < 0 {
-			t.Errorf("%s exports no maintenance count", r.Name)
-		}
+		counted += max(0, r.Metric(t, `callout_salesforce_requests_total{result="maintenance"}`))
+	}
+	if counted < 2 {
+		t.Errorf("%v calls counted as maintenance, want at least the 302 and the HTML 403 phases'", counted)
 	}
 }
 
@@ -269,7 +271,7 @@ func TestSalesforceOutageLongerThanRetentions(t *testing.T) {
 }
 
 // TestSalesforceTokenRevoked: every token request is refused
-// (invalid_grant: the connected app revoked) for 40 s while dead letters
+// (invalid_grant: the connected app revoked) for 30 s while dead letters
 // keep coming; once it is fixed the outbox drains within one
 // MintBackoffMax (30 s) and a few outbox intervals, not after a backoff
 // grown meanwhile.
@@ -281,7 +283,7 @@ func TestSalesforceTokenRevoked(t *testing.T) {
 	emu.ExpireSessions()
 	emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
 	revoked := time.Now()
-	for i := range 4 {
+	for i := range 3 {
 		acc = append(acc, deadLetters(t, c, reps[i%2].URL, fmt.Sprintf("tk%d", i+1), 50)...)
 		time.Sleep(time.Until(revoked.Add(time.Duration(i+1) * 10 * time.Second)))
 	}
@@ -296,9 +298,9 @@ func TestSalesforceTokenRevoked(t *testing.T) {
 }
 
 // TestSalesforceReprocessAtOnce: every dead letter's record is set to
-// Reprocess Requested at once (2,500 in the suite, to keep it within its
-// budget; CALLOUT_FAULT_REPROCESS_N=10000 runs the 10,000 whose figure
-// docs/salesforce.md gives) while two replicas poll (reprocess_interval 1s, polling:
+// Reprocess Requested at once (2,500 by default; .ci/fault.sh runs it
+// with CALLOUT_FAULT_REPROCESS_N=10000, the figure docs/salesforce.md
+// gives, as a step of its own after the suite) while two replicas poll (reprocess_interval 1s, polling:
 // pubsub off) and the upstream now succeeds: every record ends Reprocessed
 // — none stays Reprocessing, whatever order the replay's status changes
 // reach the outbox in (docs/salesforce.md "Status changes ordered by the

@@ -9,7 +9,9 @@
 // disable or completion can happen without its Salesforce write being
 // queued; this package claims, settles and reports them, keeps the state of
 // each Failed_Callout__c record, and the leases, deferrals, pause and
-// watermarks every replica's writer shares. The salesforce package
+// watermarks every replica's writer shares. Every instant its scripts store
+// is Redis's (script.Clock; callers pass durations), so writers whose
+// clocks disagree still agree on every lease (contract §1). The salesforce package
 // consumes it through an interface of its own over the policy types
 // (policy.OutboxEntry, policy.OutboxAck, policy.RecordState, …).
 //
