@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -35,7 +36,8 @@ func TestOpenAPIAdminAPI(t *testing.T) {
 	// is called.
 	h := New(Deps{Config: admConfig(), Tokens: tokens, Metrics: m, Gatherer: prometheus.NewRegistry(), Pprof: true,
 		Endpoints: &fakeEndpointStore{}, DeadLetters: &fakeDeadLetters{}, ReplayJobs: &fakeReplayJobs{},
-		Callouts: struct{ Callouts }{}, Keys: struct{ Keys }{}})
+		Callouts: struct{ Callouts }{}, Keys: struct{ Keys }{},
+		Reload: func(context.Context) (string, error) { return "", nil }})
 	openapicheck.Routes(t, doc, h.(chi.Routes), "/console/", "/debug/pprof/")
 	openapicheck.Schemas(t, doc, map[string]any{
 		"EndpointDoc": api.EndpointDoc{}, "PartitionDoc": api.PartitionDoc{},
@@ -44,7 +46,7 @@ func TestOpenAPIAdminAPI(t *testing.T) {
 		"RequestDoc": api.RequestDoc{}, "ReplayResultDoc": api.ReplayResultDoc{},
 		"CalloutSummaryDoc": api.CalloutSummaryDoc{}, "IdempotencyKeyDoc": api.IdempotencyKeyDoc{},
 		"ReplayFilter": api.ReplayFilter{}, "ReplayJobSpec": api.ReplayJobSpec{}, "ReplayJob": api.ReplayJob{},
-		"ReplayJobItemDoc": api.ReplayJobItemDoc{},
+		"ReplayJobItemDoc": api.ReplayJobItemDoc{}, "ReloadDoc": api.ReloadDoc{},
 	})
 	openapicheck.Enum(t, doc, "Gate", policy.GateOpen, policy.GateHalfOpen, policy.GateProbing,
 		policy.GateBreakerOpen, policy.GatePaused, policy.GateDisabled)

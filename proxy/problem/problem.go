@@ -55,6 +55,7 @@ const (
 	HeadersTooLarge       Code = "headers-too-large"       // 431: over max_header_bytes or max_header_fields
 	RequestTimeout        Code = "request-timeout"         // 408: body not received within body_read_timeout
 	LoginThrottled        Code = "login-throttled"         // 429: too many failed admin-token checks from a source or token prefix
+	ReloadRejected        Code = "reload-rejected"         // 422: a reload's configuration was not put in force
 )
 
 var statuses = map[Code]int{
@@ -65,6 +66,7 @@ var statuses = map[Code]int{
 	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, EndpointPaused: 503, BacklogFull: 503,
 	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, UpstreamTimeout: 504,
 	Internal: 500, Overloaded: 503, HeadersTooLarge: 431, RequestTimeout: 408, LoginThrottled: 429,
+	ReloadRejected: 422,
 }
 
 // Codes are every problem code the proxy can send, sorted: the ones
