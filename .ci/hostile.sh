@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The hostile-caller suite: idle connections beyond the cap,
 # slow headers and bodies, 1 MB headers x 400, 60 KiB headers x 400 keyed
-# writes, 12 MiB bodies x 80, 11 MiB responses x 100 (read, and never read)
+# writes, 12 MiB bodies x 80, 11 MiB responses x 100 (read, and never read),
+# one organisation's timeouts and backlog on an endpoint shared with others
 # against the real binary, with /healthz, the admin listener and a second
 # org's small callout asked every 100 ms (each within 1 s) and the proxy's
 # RSS and Redis's growth measured; then real client libraries through the

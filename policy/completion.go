@@ -90,6 +90,12 @@ type BreakerChange struct {
 	// result that shut the gate, whichever replica made it.
 	Held   int
 	HeldBy GateState
+	// Partition is the organisation (JWT issuer) whose breaker partition
+	// the result went to (contract §6, breaker.partition organisation):
+	// Opened, Closed, Probe and ConsecutiveFailures are then that
+	// partition's (an Opened may have opened the endpoint's own breaker
+	// too); "" for the endpoint's own breaker.
+	Partition string
 }
 
 // The completion actions.

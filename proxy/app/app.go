@@ -275,6 +275,16 @@ func (a *App) openStore(ctx context.Context) error {
 			ep, ok := a.cfg.Load().Endpoint(endpoint)
 			return ok && ep.PartitionedByOrganisation()
 		},
+		// Two organisations' open partitions open the endpoint's own
+		// breaker; one where only one may call it (docs/limits.md).
+		OpenPartitions: func(endpoint string) int {
+			c := a.cfg.Load()
+			ep, ok := c.Endpoint(endpoint)
+			if ok && (len(ep.AllowedIssuers) == 1 || len(ep.AllowedIssuers) == 0 && len(c.Auth.Issuers) == 1) {
+				return 1
+			}
+			return 2
+		},
 		// Whether an owner notification reaches anyone: the store's scripts
 		// decide with it whether the owner is told (contract §6).
 		Notify: func(endpoint string) bool {

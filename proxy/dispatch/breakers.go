@@ -43,13 +43,18 @@ type Watcher struct {
 // Changed is called after every result that went through the breaker.
 func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange) {
 	log := w.Logger.With(slog.String("endpoint", ep.Name))
+	breaker := log
+	if ch.Partition != "" {
+		// an organisation's breaker partition (contract §6)
+		breaker = log.With(slog.String("issuer", ch.Partition))
+	}
 	switch {
 	case ch.Opened:
 		w.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "open").Inc()
-		log.Warn("circuit breaker opened", slog.Int("consecutive_failures", ch.ConsecutiveFailures))
+		breaker.Warn("circuit breaker opened", slog.Int("consecutive_failures", ch.ConsecutiveFailures))
 	case ch.Closed:
 		w.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
-		log.Info("circuit breaker closed")
+		breaker.Info("circuit breaker closed")
 	}
 	if ch.Held > 0 {
 		// The waiting callouts this result shut the gate on are held from

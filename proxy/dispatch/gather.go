@@ -57,6 +57,7 @@ func (g *Gatherer) Gather(ctx context.Context, every time.Duration) {
 	if err != nil || !held {
 		g.Metrics.BacklogItems.Reset()
 		g.Metrics.BreakerState.Reset()
+		g.Metrics.BreakerPartitions.Reset()
 		return
 	}
 	for _, name := range g.Config.EndpointNames() {
@@ -76,6 +77,13 @@ func (g *Gatherer) Gather(ctx context.Context, every time.Duration) {
 				v = 1
 			}
 			g.Metrics.BreakerState.WithLabelValues(name, s).Set(v)
+		}
+		parts := map[policy.BreakerState]int{}
+		for _, p := range st.Partitions {
+			parts[p.Breaker]++
+		}
+		for _, s := range []policy.BreakerState{policy.BreakerOpen, policy.BreakerHalfOpen} {
+			g.Metrics.BreakerPartitions.WithLabelValues(name, string(s)).Set(float64(parts[s]))
 		}
 	}
 }

@@ -45,6 +45,10 @@ type Metrics struct {
 	// (closed|open|half_open|disabled) and 0 for the others, gathered on a
 	// timer by one replica at a time.
 	BreakerState *prometheus.GaugeVec
+	// BreakerPartitions counts each endpoint's organisation breaker
+	// partitions (contract §6) by state (open|half_open: not closed), gathered
+	// with BreakerState.
+	BreakerPartitions *prometheus.GaugeVec
 	// BreakerTransitions counts breaker transitions by endpoint and the
 	// state entered (open|closed|disabled|enabled: an admin re-enabled a
 	// disabled endpoint).
@@ -116,6 +120,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "callout_breaker_state",
 			Help: "1 for the endpoint's current breaker state (closed|open|half_open|disabled), 0 for the others.",
 		}, []string{"endpoint", "state"}),
+		BreakerPartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "callout_breaker_partitions",
+			Help: "Organisations whose breaker partition of the endpoint is open or half_open, by state.",
+		}, []string{"endpoint", "state"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_breaker_transitions_total",
 			Help: "Circuit-breaker transitions by endpoint and the state entered (open|closed|disabled|enabled).",
@@ -135,7 +143,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.Attempts, m.AttemptDuration, m.Rejected, m.RetriesScheduled, m.BacklogItems,
-		m.ScheduleLag, m.DeadLetters, m.Idempotency, m.BreakerState, m.BreakerTransitions, m.Deferred,
+		m.ScheduleLag, m.DeadLetters, m.Idempotency, m.BreakerState, m.BreakerPartitions, m.BreakerTransitions, m.Deferred,
 		m.BuildInfo, m.ClockOffset, m.LoginFailures,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

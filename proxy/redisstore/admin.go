@@ -155,21 +155,37 @@ type drainReply struct {
 }
 
 // Enable re-enables a disabled endpoint (contract §6 "Only an admin re-enables
-// it") and gives it a fresh start: disable fields, breaker, failure count,
-// pause and outage are all cleared. Its dead letters stay; replay them.
-// Callouts held behind the old gate become due now. One HDEL, then the
+// it") and gives it a fresh start: disable fields, breaker (every
+// organisation's partition too), failure count, pause and outage are all
+// cleared. Its dead letters stay; replay them. Callouts held behind the old
+// gate become due now. One HKEYS and one HDEL, then the
 // held-callout release; every replica's gate cache is told (keyspace.GateChannel).
 // Errors: ErrUnavailable.
 func (s *Store) Enable(ctx context.Context, endpoint string) error {
-	err := s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), eDisabled, eDisReason, eDisAt, eBreaker,
-		eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, eOutage, eNotified).Err()
-	if err != nil {
+	if err := s.clearBreakers(ctx, endpoint, eDisabled, eDisReason, eDisAt, eOutage, eNotified); err != nil {
 		return s.wrap("enable", err)
 	}
 	s.forgetGate(endpoint)
 	s.gateNotify(ctx, endpoint)
-	_, err = s.releaseHeld(ctx, endpoint)
+	_, err := s.releaseHeld(ctx, endpoint)
 	return err
+}
+
+// clearBreakers deletes the fields of endpoint's own breaker and of every
+// organisation's breaker partition (contract §6; lib.lua pf), the pause,
+// and the fields more: one HKEYS and one HDEL.
+func (s *Store) clearBreakers(ctx context.Context, endpoint string, more ...string) error {
+	names, err := s.rdb.HKeys(ctx, keyspace.Endpoint(endpoint)).Result()
+	if err != nil {
+		return err
+	}
+	fields := append([]string{eBreaker, eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, "po"}, more...)
+	for _, n := range names {
+		if f, _, ok := strings.Cut(n, ":"); ok && slices.Contains(fields[:6], f) {
+			fields = append(fields, n)
+		}
+	}
+	return s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), fields...).Err()
 }
 
 // ResetBreaker closes endpoint's breaker and lifts its pause (calloutctl
@@ -177,21 +193,10 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 // and pause are cleared, of the endpoint's own breaker and of every
 // organisation's partition (contract §6); the outage (if any) and the
 // disable flag stay. Callouts held behind the breaker or the pause become
-// due now. One HKEYS and one HDEL, then the held-callout release; every replica's gate cache is told
+// due now. clearBreakers, then the held-callout release; every replica's gate cache is told
 // (keyspace.GateChannel). Errors: ErrUnavailable.
 func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
-	// every breaker partition's fields too (contract §6; lib.lua pf)
-	names, err := s.rdb.HKeys(ctx, keyspace.Endpoint(endpoint)).Result()
-	if err != nil {
-		return s.wrap("reset breaker", err)
-	}
-	fields := []string{eBreaker, eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, "po"}
-	for _, n := range names {
-		if f, _, ok := strings.Cut(n, ":"); ok && slices.Contains(fields[:6], f) {
-			fields = append(fields, n)
-		}
-	}
-	err = s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), fields...).Err()
+	err := s.clearBreakers(ctx, endpoint)
 	if err != nil {
 		return s.wrap("reset breaker", err)
 	}

@@ -59,8 +59,9 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) 
 	now := s.now()
 	plans, grew, err := s.candidates(ctx, reqs, now)
 	if err == nil && grew {
-		// A registry named an organisation queue this replica did not
-		// know: read again with it, so its first callouts wait no round.
+		// A queue's counters named an organisation this replica did not
+		// know: read again with its queue, so its first callouts wait no
+		// round.
 		plans, _, err = s.candidates(ctx, reqs, now)
 	}
 	if err != nil {
@@ -412,6 +413,11 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		}
 	}
 	for i := range reqs {
+		for _, qp := range plans[i].queues {
+			if qp.shut {
+				plans[i].shutSeen += qp.seen
+			}
+		}
 		out[i].MoreDue = plans[i].dueSeen-plans[i].shutSeen > len(out[i].Claimed)
 	}
 	return firstErr

@@ -79,6 +79,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	}
 	item.Gate, item.GateUntil = gateArgs(view, given)
 	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint) == "1", q.part
+	item.Quorum = s.quorum(cl.Endpoint)
 	rc, rest, resp := q.record(cl.ID)
 	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
@@ -126,7 +127,7 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 	return &outcomeArgs{Endpoint: keyspace.Endpoint(cl.Endpoint), Now: s.clockArg(now), Probe: probe, Success: success,
 		Counts: dispatched && c.CountsTowardBreaker, Threshold: br.Failures,
 		ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause,
-		Part: s.partition(cl.Endpoint, keyspace.IssuerTag(cl.Issuer))}
+		Part: s.partition(cl.Endpoint, keyspace.IssuerTag(cl.Issuer)), Quorum: s.quorum(cl.Endpoint)}
 }
 
 // finishComplete decodes a completion after its pipeline ran.
@@ -157,6 +158,9 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		res.Breaker = p.breakerReply.change()
 		res.Breaker.Held, res.Breaker.HeldBy = 0, ""
 		s.forgetGate(p.cl.Endpoint)
+	}
+	if p.q.part != "" {
+		res.Breaker.Partition = p.cl.Issuer
 	}
 	if p.notify != nil && res.State == policy.DeadLettered {
 		if p.notifyErr != nil {
@@ -221,6 +225,7 @@ type completeItem struct {
 	Endpoint    string `lua:"endpoint"`
 	Notify      bool   `lua:"notify"`
 	Part        string `lua:"part"`
+	Quorum      int    `lua:"quorum"`
 }
 
 // completeReply is complete.lua's reply: one result per completion, in

@@ -22,6 +22,7 @@ type outcomeArgs struct {
 	ProbeIn   int64    `lua:"probe_in"`
 	Pause     int64    `lua:"pause"`
 	Part      string   `lua:"part"`
+	Quorum    int      `lua:"quorum"`
 }
 
 // outcomeReply is outcome.lua's reply.
@@ -135,11 +136,14 @@ func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResu
 	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.ep, Due: due,
 		Now: s.clockArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
 		Threshold: br.Failures, ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause,
-		Part: s.partition(endpoint, tag)})
+		Part: s.partition(endpoint, tag), Quorum: s.quorum(endpoint)})
 	if err != nil {
 		return policy.BreakerChange{}, s.wrap("record result", err)
 	}
 	ch := v.change()
+	if s.partition(endpoint, tag) != "" {
+		ch.Partition = issuer
+	}
 	s.gateChanged(endpoint, ch, pause > 0)
 	return ch, nil
 }

@@ -111,7 +111,8 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		s := partitionedStore(e)
 		const ep = "shared-api"
 		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
-		if r := openPartition(t, e, s, ep, orgA, 3, br); !r.Breaker.Opened || r.State != policy.Held {
+		if r := openPartition(t, e, s, ep, orgA, 3, br); !r.Breaker.Opened || r.State != policy.Held ||
+			r.Breaker.Partition != orgA {
 			t.Fatalf("org-a's third failure = %+v, want its partition opened and the callout held", r)
 		}
 		st := mustState(t, s, ep)
@@ -130,6 +131,19 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		rb, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
 		if err != nil || rb.Claimed == nil {
 			t.Fatalf("org-b's write = %+v, %v; want its first attempt", rb, err)
+		}
+		// the held list is org-a's: its retries and its new write
+		held, _, err := s.Pending(ctxT(t), ep, policy.Held, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) != 4 {
+			t.Fatalf("held callouts: %d, want org-a's 3 retries and its new write", len(held))
+		}
+		for _, c := range held {
+			if c.Issuer != orgA {
+				t.Fatalf("held callout %s of %s, want org-a's only", c.ID, c.Issuer)
+			}
 		}
 		// reads: org-a's refused, org-b's admitted
 		adm := func(org string) policy.Admission {
@@ -166,6 +180,13 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		if err != nil || rb2.Held == nil {
 			t.Fatalf("org-b's write with the endpoint's breaker open = %+v, %v; want held", rb2, err)
 		}
+		// an admin's reset closes every breaker, the partitions' too
+		if err := s.ResetBreaker(ctxT(t), ep); err != nil {
+			t.Fatal(err)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed || len(st.Partitions) != 0 {
+			t.Fatalf("after a reset: breaker %s, partitions %+v; want closed and none", st.Breaker, st.Partitions)
+		}
 	})
 }
 
@@ -198,6 +219,137 @@ func TestPartitionProbeIsItsOwn(t *testing.T) {
 		}
 		if again := mustClaim(t, s, ep, opts); len(again.Claimed) != 0 {
 			t.Fatalf("a second claim while org-a's probe is out got %d", len(again.Claimed))
+		}
+	})
+}
+
+// The fair claim's Redis cost (contract §10 "Fair dispatch", the hot
+// path's budget): a claim of 20 due callouts spread over 1 and over 3
+// organisations, by INFO commandstats on the real single node. Every
+// organisation queue costs three pipelined commands (its due ids, earliest
+// lease, count in flight) and one gate read in claim.lua; the claim stays
+// two round trips, and at most 4 commands per attempt with 3
+// organisations (one endpoint: 3.40).
+func TestFairClaimCommandBudget(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		if e.b.Name != "single" {
+			t.Skip("INFO commandstats is read on the real single node")
+		}
+		s := e.store()
+		orgs := []string{orgA, orgB, orgC}
+		for _, n := range []int{1, 3} {
+			ep := "claim-budget-" + string(rune('0'+n))
+			for i := range 200 {
+				enqueueOf(t, s, ep, orgs[i%n], 1)
+			}
+			mustClaim(t, s, ep, ClaimOptions{Batch: 20, Lease: testLease}) // warm: the queues known
+			claimed := 0
+			per, by := budget(t, e, 5, func(int) {
+				claimed += len(mustClaim(t, s, ep, ClaimOptions{Batch: 20, Lease: testLease}).Claimed)
+			})
+			if claimed != 100 {
+				t.Fatalf("%d organisations: claimed %d in 5 claims of 20, want 100", n, claimed)
+			}
+			t.Logf("%d organisation(s): claim of 20 %.2f commands (%s), %.2f per attempt", n, per, by, per/20)
+			if per/20 > 4 {
+				t.Errorf("%d organisations: %.2f commands per attempt, want at most 4", n, per/20)
+			}
+		}
+	})
+}
+
+// A claim that meets a shut breaker partition reports the endpoint's gate
+// open (the dispatcher keeps claiming for the other organisations), no
+// more due work from it (no busy round), and when to look again.
+func TestShutPartitionIsNoReasonForAnotherRound(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "shut-part-api"
+		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+		enqueueOf(t, s, ep, orgA, 10) // due now, before the partition opens
+		openPartition(t, e, s, ep, orgA, 2, br)
+		r := mustClaim(t, s, ep, ClaimOptions{Batch: 5, Lease: testLease, Breaker: br})
+		if len(r.Claimed) != 0 || r.MoreDue || r.Gate.State != policy.GateOpen {
+			t.Fatalf("claim with org-a's partition open: %d claimed, MoreDue %v, gate %s; want none, false, open",
+				len(r.Claimed), r.MoreDue, r.Gate.State)
+		}
+		if r.NextDueAt.IsZero() || r.NextDueAt.After(e.clk.Now().Add(partRecheck)) {
+			t.Fatalf("NextDueAt %v, want within %s", r.NextDueAt, partRecheck)
+		}
+		enqueueOf(t, s, ep, orgB, 1)
+		if r := mustClaim(t, s, ep, ClaimOptions{Batch: 5, Lease: testLease, Breaker: br}); len(r.Claimed) != 1 ||
+			r.Claimed[0].Issuer != orgB {
+			t.Fatalf("claim: %v, want org-b's one callout", byOrg(r.Claimed))
+		}
+	})
+}
+
+// Partitions on a sharded endpoint (keyspace "Shards and queues"): the
+// queues outside the endpoint hash's slot act on the gate of their
+// organisation's partition, and a half-open partition still has exactly
+// one probe across the endpoint's queues.
+func TestShardedPartitions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		const ep = "sharded-part-api"
+		s := New(e.b.Client, Options{
+			PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{7}), ResponseBodyCap: 16,
+			IdempotencyRetention: day, DeadLetterRetention: 30 * day,
+			Shards:      func(string) int { return 3 },
+			Partitioned: func(string) bool { return true },
+		})
+		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
+		opts := ClaimOptions{Batch: 50, Lease: testLease, Breaker: br}
+		for i := range 3 {
+			cl := mustBegin(t, s, reqOf(ep, orgA, "a-"+string(rune('0'+i))))
+			f := failure(e.clk.Now().Add(time.Hour))
+			f.Breaker = br
+			mustComplete(t, s, cl, f)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed || len(st.Partitions) != 1 ||
+			st.Partitions[0].Breaker != policy.BreakerOpen {
+			t.Fatalf("after org-a's 3 failures: breaker %s, partitions %+v; want closed, org-a open", st.Breaker, st.Partitions)
+		}
+		e.clk.Advance(GateViewTTL + time.Millisecond)
+		enqueueOf(t, s, ep, orgA, 12)
+		enqueueOf(t, s, ep, orgB, 12)
+		r := mustClaim(t, s, ep, opts)
+		if got := byOrg(r.Claimed); got[orgA] != 0 || got[orgB] != 12 {
+			t.Fatalf("claim with org-a's partition open = %v, want org-b's 12 only", got)
+		}
+		// half-open: one probe of org-a's in all the queues
+		e.clk.Advance(time.Hour + time.Second)
+		probes := 0
+		for range 3 {
+			for _, c := range mustClaim(t, s, ep, opts).Claimed {
+				if c.Issuer != orgA || c.Kind != policy.KindProbe {
+					t.Fatalf("claimed %s of %s while org-a's partition is half-open", c.Kind, c.Issuer)
+				}
+				probes++
+			}
+			e.clk.Advance(GateViewTTL + time.Millisecond)
+		}
+		if probes != 1 {
+			t.Fatalf("%d probes of org-a's half-open partition, want exactly 1", probes)
+		}
+	})
+}
+
+// Where one organisation alone may call an endpoint (OpenPartitions 1),
+// its partition opening opens the endpoint's own breaker too: the
+// endpoint's state says what that organisation meets.
+func TestOneOrganisationOpensTheEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := New(e.b.Client, Options{
+			PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{9}), ResponseBodyCap: 16,
+			IdempotencyRetention: day, DeadLetterRetention: 30 * day,
+			Partitioned:    func(string) bool { return true },
+			OpenPartitions: func(string) int { return 1 },
+		})
+		const ep = "one-org-api"
+		openPartition(t, e, s, ep, orgA, 2, policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute})
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen || st.Gate.State != policy.GateBreakerOpen {
+			t.Fatalf("breaker %s, gate %s after the one organisation's partition opened; want open, breaker_open",
+				st.Breaker, st.Gate.State)
 		}
 	})
 }

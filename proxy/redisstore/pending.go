@@ -18,10 +18,11 @@ const MaxPendingPage = 1000
 // Pending lists one page of endpoint's pending callouts in state (contract §4:
 // scheduled, held or in_flight), from offset, at most limit (1 to
 // MaxPendingPage): in_flight ones from the lease set, soonest lease expiry
-// first; scheduled and held ones from the due set, soonest due first. The
-// due set holds both: its callouts are held while the endpoint's gate is
-// shut and scheduled otherwise, as Get reports them, so one of those two
-// states lists them all and the other none. Each callout has its record's
+// first; scheduled and held ones from the due sets, soonest due first. A
+// due set holds both: an organisation queue's callouts are held while the
+// gate of its breaker partition (contract §6) is shut and scheduled
+// otherwise, as Get reports them, so of those two states one lists each
+// queue's and the other none of them. Each callout has its record's
 // fields and headers, without body, attempt log or response. next is the
 // offset of the following page, 0 after the last. Errors:
 // ErrUnavailable; an unknown state or a limit out of range is an error.
@@ -48,12 +49,23 @@ func (s *Store) Pending(ctx context.Context, endpoint string, state policy.State
 			sets = append(sets, set{q.lease, q.tag})
 		}
 	case policy.Scheduled, policy.Held:
-		g, _, err := s.gate(ctx, endpoint, s.now())
-		if err != nil {
-			return nil, 0, err
-		}
-		if g.Shut() != (state == policy.Held) {
-			return []*policy.Callout{}, 0, nil
+		// each organisation queue's callouts are held by its breaker
+		// partition's gate (contract §6), read once per partition
+		sets = sets[:0]
+		shut := map[string]bool{}
+		for _, q := range qs {
+			sh, ok := shut[q.part]
+			if !ok {
+				v, err := s.gateRead(ctx, endpoint, q.part, s.now())
+				if err != nil {
+					return nil, 0, err
+				}
+				sh = v.gate.Shut()
+				shut[q.part] = sh
+			}
+			if sh == (state == policy.Held) {
+				sets = append(sets, set{q.due, q.tag})
+			}
 		}
 	default:
 		return nil, 0, fmt.Errorf("redisstore: pending: state %q is not scheduled, held or in_flight", state)

@@ -51,13 +51,13 @@ type shardState struct {
 	// replica last read for it, and when.
 	views map[string]viewAt
 	// orgs are the issuer tags of the organisation queues of each of the
-	// endpoint's shards (the registries cp:{sN}:o:{ep}), as last read or
+	// endpoint's shards (orgsOfCounters of each queue's counters), as last read or
 	// added to here; orgsAt when they were read.
 	orgs   map[int][]string
 	orgsAt time.Time
 	// partShut: breaker partition (issuer tag) -> until when a claim saw
 	// its gate shut; the claim skips its queues until then (at most
-	// GateViewTTL·10), as the dispatcher skips a shut endpoint.
+	// partRecheck), as the dispatcher skips a shut endpoint.
 	partShut map[string]time.Time
 }
 
@@ -154,6 +154,15 @@ func (s *Store) partition(endpoint, org string) string {
 	return org
 }
 
+// quorum is how many organisations' open breaker partitions open
+// endpoint's own breaker (Options.OpenPartitions; 0: lib.lua's default, 2).
+func (s *Store) quorum(endpoint string) int {
+	if s.openPartitions == nil {
+		return 0
+	}
+	return s.openPartitions(endpoint)
+}
+
 // orgQueuesOf returns every organisation queue of endpoint (keyspace
 // "Organisation queues"): for each queue of queuesOf, one per organisation
 // with pending callouts there — the issuer tags of its counters' 'ii:'
@@ -226,7 +235,7 @@ func (s *Store) setOrgs(endpoint string, got map[int][]string) bool {
 	return grew
 }
 
-// noteOrg adds issuer tag org to this replica's view of the registry of
+// noteOrg adds issuer tag org to this replica's view of the organisations of
 // endpoint's shard (a callout it just created there).
 func (s *Store) noteOrg(endpoint string, shard int, org string) {
 	st := s.shardState(endpoint)
@@ -243,7 +252,7 @@ func (s *Store) noteOrg(endpoint string, shard int, org string) {
 }
 
 // expandOrgs returns the organisation queues of qs by this replica's view
-// of the registries, each shard's in a stable order.
+// of the organisations of each queue, each shard's in a stable order.
 func (s *Store) expandOrgs(endpoint string, qs []queue) []queue {
 	st := s.shardState(endpoint)
 	st.mu.Lock()

@@ -120,6 +120,11 @@ type Options struct {
 	// own breaker, probe and counters. nil or false: one breaker for the
 	// endpoint.
 	Partitioned func(endpoint string) bool
+	// OpenPartitions returns how many organisations' open breaker
+	// partitions open an endpoint's own breaker (contract §6): 2, or 1
+	// where one organisation alone may call the endpoint (the composition
+	// root: the issuers allowed on it). nil or below 1: 2.
+	OpenPartitions func(endpoint string) int
 	// Acknowledger, when set, confirms every create that answers a caller
 	// (a new callout, or the one holding its key) as durable before Begin
 	// or Enqueue returns (config redis.durability replicated or fsync,
@@ -164,8 +169,10 @@ type Store struct {
 	issuers     sync.Map
 	shardsOf    func(string) int
 	partitioned func(string) bool
-	notifies    func(string) bool
-	shardStates sync.Map // endpoint -> *shardState
+	// openPartitions: Options.OpenPartitions.
+	openPartitions func(string) int
+	notifies       func(string) bool
+	shardStates    sync.Map // endpoint -> *shardState
 	// requireLayout and layoutOK: Options.RequireLayout, and whether the
 	// layout has been confirmed (layout.go).
 	requireLayout bool
@@ -185,7 +192,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, partitioned: opts.Partitioned, notifies: opts.Notify,
+		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, partitioned: opts.Partitioned, openPartitions: opts.OpenPartitions, notifies: opts.Notify,
 		onGate: opts.GateChanged, requireLayout: opts.RequireLayout, acks: opts.Acknowledger, pin: opts.PinScriptTime,
 	}
 	if s.now == nil {

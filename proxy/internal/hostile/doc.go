@@ -5,7 +5,9 @@
 // replay the attacks of the issue against the real binary — idle
 // connections beyond the connection cap, slow headers and slow bodies, 1 MB
 // headers × 400, 12 MiB bodies × 80 concurrent, 11 MiB responses × 100,
-// answers never read —
+// answers never read, and on an endpoint shared by organisations org-a's
+// timeouts (its breaker partition opens, the others' callouts and reads go
+// on) and org-a's backlog of 300 (org-b's callouts start within 2 s) —
 // while a monitor asks /healthz, the admin listener's /metrics and a small
 // callout of a second org every 100 ms, each on a new connection, and
 // requires every answer within 1 s; the proxy's RSS (VmRSS) is sampled

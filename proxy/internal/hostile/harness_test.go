@@ -4,6 +4,9 @@ package hostile
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -43,6 +46,19 @@ func redisBytes(t *testing.T, c *redis.Client) int64 {
 		t.Fatal(err)
 	}
 	return total
+}
+
+// adminTokenFile writes a fresh admin token to a file in a temporary
+// directory and returns the token and the file's path (admin.tokens
+// token_file).
+func adminTokenFile(t *testing.T) (token, file string) {
+	t.Helper()
+	token = "hostile-admin-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	file = filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return token, file
 }
 
 // proxyOptions start the proxy with the suite's secret.

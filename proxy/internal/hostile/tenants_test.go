@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,11 +43,7 @@ func tenantProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	t.Cleanup(up.Close)
-	adminToken := "hostile-admin-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	tokenFile := filepath.Join(t.TempDir(), "admin-token")
-	if err := os.WriteFile(tokenFile, []byte(adminToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	adminToken, tokenFile := adminTokenFile(t)
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 redis:

@@ -18,6 +18,20 @@
 // so every key of the callout is found from its id. Keys marked "per
 // queue" below exist once per queue, under that queue's tag.
 //
+// Organisation queues (fair dispatch, contract §10). Each queue's due and
+// lease sets are split by organisation (issuer tag): a claim then takes
+// from the organisations in turn, each slot to the one with the fewest
+// callouts in flight, instead of in due order across them. The
+// organisations of a queue are those with pending items in its counters
+// ('ii:' tag); no other registry is kept. Records, reservations, dead
+// letters and counters stay per queue.
+//
+// Breaker partitions (contract §6). With breaker.partition organisation
+// each organisation has its own breaker in the endpoint hash, the breaker
+// fields suffixed ":" tag (cf:tag bs:tag oa:tag pa:tag pt:tag pe:tag), and
+// 'po' counts the open ones; the unsuffixed fields are the endpoint's own
+// breaker (lib.lua).
+//
 // The keys:
 //
 //	cp:{sN}:c:{id}        HASH  one callout, one-letter fields (the f*
@@ -64,12 +78,15 @@
 //	                            (a first attempt that ends in time needs no
 //	                            other write; a retry or a reap removes it);
 //	                            then the callout's.
-//	cp:{sN}:d:{ep}        ZSET  per queue: callout id -> due time (Unix ms):
-//	                            scheduled AND held callouts. Held ones are
-//	                            simply not claimed while the endpoint's gate
-//	                            is shut. No TTL.
-//	cp:{sN}:l:{ep}        ZSET  per queue: callout id -> lease expiry (Unix
-//	                            ms) of in_flight callouts. No TTL.
+//	cp:{sN}:d:{ep}:{tag}  ZSET  per organisation queue: callout id -> due
+//	                            time (Unix ms) of the scheduled AND held
+//	                            callouts of the organisation of issuer tag
+//	                            tag (cp:{sN}:d:{ep} for callouts without an
+//	                            issuer). Held ones are simply not claimed
+//	                            while their gate is shut. No TTL.
+//	cp:{sN}:l:{ep}:{tag}  ZSET  per organisation queue: callout id -> lease
+//	                            expiry (Unix ms) of in_flight callouts
+//	                            (cp:{sN}:l:{ep} without an issuer). No TTL.
 //	cp:{sN}:a:{ep}        HASH  per queue but the home one (whose counters
 //	                            are the endpoint hash's): the queue's backlog
 //	                            counters bb, bi, ii:{tag}, ib:{tag} (below);
@@ -83,9 +100,11 @@
 //	                            queue's backlog counters — bb bytes charged
 //	                            (pending callouts and dead letters), bi
 //	                            pending items, ii:{tag} / ib:{tag} an
-//	                            issuer's items and bytes — and sq (the shard
-//	                            counts used) (the e* constants in
-//	                            package record). No TTL.
+//	                            issuer's items and bytes — sq (the shard
+//	                            counts used), and each organisation's
+//	                            breaker partition: the breaker fields
+//	                            suffixed ":" tag, and po (open partitions)
+//	                            (the e* constants in endpoint.go). No TTL.
 //	cp:{sN}:dl:{ep}       ZSET  per queue: callout id -> dead-lettered at (Unix ms):
 //	                            the index for listing dead letters; entries
 //	                            older than the dead-letter retention are

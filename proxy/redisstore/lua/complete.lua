@@ -48,7 +48,8 @@
 -- response (encoded, package record), error, outbox, gate ('' read it from
 -- K.counters) and gate_until, endpoint, notify (someone can be told of an
 -- outage, Options.Notify), part (the breaker partition of the callout's
--- organisation, '' the endpoint's, contract §6).
+-- organisation, '' the endpoint's, contract §6), quorum (open partitions
+-- that open the endpoint's own breaker; 0: lib.lua's default).
 -- Replies (completeReply): results, one per completion, in order:
 --   {error = message} when its completion raised an error (see Isolation);
 --   {state = 'stale'} when the token is not the callout's current lease
@@ -124,7 +125,7 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   if given == '' then
     if dispatched then
       opened, closed, began, ended = breaker_apply(fa, wa, now_s, probe, e.success,
-        e.counts, e.threshold, str(now + e.probe_in), part)
+        e.counts, e.threshold, str(now + e.probe_in), part, e.quorum)
     elseif is_probe then
       put(fa, wa, pf('pt', probe), false)
       put(fa, wa, pf('pe', probe), false)

@@ -33,14 +33,15 @@ end
 -- each organisation (issuer tag p) has its own breaker in the endpoint
 -- hash, fields cf:p bs:p oa:p pa:p pt:p pe:p (pf below); the endpoint's own
 -- breaker (the unsuffixed fields) then opens only when the partitions of
--- partition_quorum distinct organisations are open ('po' counts them), so
+-- quorum distinct organisations are open ('po' counts them; the caller's
+-- quorum, partition_quorum by default), so
 -- an outage that hits every organisation still holds them all, the ones
 -- that have not failed yet included, while one organisation's failures
 -- hold only its own callouts. Partition '' is the endpoint's own breaker:
 -- breaker.partition endpoint, and callouts without an issuer. The outage
 -- (os, on), the last success (lsu), pause and disable stay the endpoint's:
 -- auto-disable needs disable_after without a success of any organisation.
-local partition_quorum = 2
+local partition_quorum = 2 -- quorum where the caller gives none (< 1)
 
 -- pf is the name of breaker field n of partition p.
 local function pf(n, p)
@@ -247,9 +248,11 @@ end
 --     success starts an outage; at threshold a closed breaker opens,
 --     opened_at written once: partition '' opens the endpoint's breaker,
 --     another partition its own, and the endpoint's too once
---     partition_quorum partitions are open.
-local function breaker_apply(f, w, now_s, probe, success, counts, threshold, probe_next, p)
+--     quorum partitions are open (partition_quorum when quorum < 1).
+local function breaker_apply(f, w, now_s, probe, success, counts, threshold, probe_next, p, quorum)
   p = p or ''
+  quorum = tonumber(quorum) or 0
+  if quorum < 1 then quorum = partition_quorum end
   if success then
     if not f.cf and not f.bs and not f.os and (p == '' or (not f[pf('cf', p)] and not f[pf('bs', p)])) then
       return 0, 0, 0, 0
@@ -303,7 +306,7 @@ local function breaker_apply(f, w, now_s, probe, success, counts, threshold, pro
       open(p)
       local po = num(f.po) + 1
       put(f, w, 'po', str(po))
-      if po >= partition_quorum and f.bs ~= 'open' then open('') end
+      if po >= quorum and f.bs ~= 'open' then open('') end
     end
   end
   if not probe and (began == 1 or opened == 1) then gate_dirty = true end

@@ -10,7 +10,8 @@
 -- (toward the breaker), A.threshold, A.probe_in (ms from now to the
 -- next probe, if the breaker (re)opens), A.pause (ms from now the endpoint
 -- pauses for, 0: none), A.part (the breaker partition, '' the endpoint's,
--- contract §6).
+-- contract §6), A.quorum (open partitions that open the endpoint's own
+-- breaker; 0: lib.lua's default).
 -- Replies (outcomeReply): opened, closed, began, ended (the outage),
 -- failures, outage_at (ms), probe, held (the home queue's waiting callouts
 -- this result shut the gate on), gate.
@@ -22,7 +23,7 @@ local g0 = gate_of(f, now, part)
 local probe = probe_of(f, A.probe, part)
 local is_probe = probe ~= nil
 local opened, closed, began, ended = breaker_apply(f, w, str(now), probe, A.success,
-  A.counts, A.threshold, str(now + A.probe_in), part)
+  A.counts, A.threshold, str(now + A.probe_in), part, A.quorum)
 pause_apply(f, w, now, A.pause)
 hflush(ep, w)
 gate_publish(ep)
