@@ -134,6 +134,11 @@ type Deps struct {
 	// Now is the clock (a pause in force, a breaker's reset, the login
 	// throttle's windows); default time.Now.
 	Now func() time.Time
+	// Reload, optional, serves POST /admin/v1/reload (reload.go): it puts
+	// the configuration file's current text in force and returns its
+	// fingerprint (config.Fingerprint), or returns why not with nothing
+	// changed (app.App.Reload).
+	Reload func(ctx context.Context) (fingerprint string, err error)
 }
 
 // server is the admin API over its dependencies.

@@ -13,7 +13,7 @@ import (
 // routes lists every route of the admin listener (contract §9): /metrics
 // without a token; under /admin/v1/ the endpoint routes (Deps.Endpoints),
 // the dead-letter and callout routes (Deps.DeadLetters) and the replay-job
-// routes (Deps.ReplayJobs), each with a named bearer token: scope read for
+// routes (Deps.ReplayJobs), the reload route (Deps.Reload), each with a named bearer token: scope read for
 // GETs (requireRead), write for changes (requireWrite, audit-logged); the
 // ops console under /console/ over them; and, with Deps.Pprof, Go's
 // profiler under /debug/pprof/ (pprof.go, scope write).
@@ -53,6 +53,9 @@ func (s *server) routes() http.Handler {
 		}
 		if s.d.Keys != nil {
 			r.Get("/idempotency-keys", s.requireRead(s.handleKeyHolders))
+		}
+		if s.d.Reload != nil {
+			r.Post("/reload", s.handleReload)
 		}
 		if s.d.ReplayJobs != nil {
 			r.Get("/replay-jobs", s.requireRead(s.handleListReplayJobs))

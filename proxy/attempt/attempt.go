@@ -22,6 +22,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
@@ -155,6 +156,9 @@ type Result struct {
 // leaves the breaker alone.
 func (r *Runner) Run(ctx context.Context, c Call) Result {
 	ep, cl := c.Endpoint, c.Claimed
+	// Every log line of this attempt carries the callout's id and the
+	// trace id it was accepted under, tracing on or off (contract §12).
+	ctx = logx.WithCallout(logx.WithTraceContext(ctx, cl.TraceContext), cl.ID)
 	if policy.Exhausted(r.Config.Policy, cl.Attempt-1, cl.FirstAttemptAt, r.Now()) {
 		return r.complete(ctx, c, Result{Completion: policy.Completion{Action: policy.ActionDeadLetter,
 			Reason: policy.DeadLetterExhausted, Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease()}}, nil)
@@ -177,7 +181,7 @@ func (r *Runner) Run(ctx context.Context, c Call) Result {
 		res.Err = r.Releaser.Release(sctx, cl)
 		cancel()
 		if res.Err != nil {
-			r.log(ctx, c).Warn("releasing a refused callout failed", slog.String("code", string(res.Refusal.Code)),
+			r.log(ctx, c).WarnContext(ctx, "releasing a refused callout failed", slog.String("code", string(res.Refusal.Code)),
 				slog.Any("error", res.Err))
 		}
 		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Rejected, Problem: string(res.Refusal.Code)})
@@ -219,11 +223,12 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 	if res.Err != nil {
 		log := r.log(ctx, c)
 		if errors.Is(res.Err, policy.ErrStaleLease) {
-			log.Warn("lease lost before completion; another replica owns the callout now")
+			log.WarnContext(ctx, "lease lost before completion; another replica owns the callout now")
 			return res
 		}
 		// The lease will expire and the reaper will return the callout.
-		log.Error("completion failed; the callout will be re-dispatched after its lease", slog.Any("error", res.Err))
+		log.ErrorContext(ctx, "completion failed; the callout will be re-dispatched after its lease",
+			slog.Any("error", res.Err))
 		return res
 	}
 	if r.Breakers != nil && res.Completion.Attempt != nil {
@@ -259,8 +264,8 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 // on a disabled endpoint.
 func (r *Runner) DeadLettered(ctx context.Context, ep *config.Endpoint, id string, res policy.CompleteResult) {
 	r.Metrics.DeadLetters.WithLabelValues(ep.Name, string(res.Reason)).Inc()
-	r.Logger.Warn("dead letter", slog.String("endpoint", ep.Name),
-		slog.String("callout_id", id), slog.String("reason", string(res.Reason)),
+	r.Logger.LogAttrs(ctx, slog.LevelWarn, "dead letter", slog.String("endpoint", ep.Name),
+		slog.String("callout_id", id), slog.String("dead_letter_reason", string(res.Reason)),
 		slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
 		slog.String("last_error", res.LastError),
 		slog.Bool("notify_owner", res.NotifyOwner), r.Tracer.LogAttr(ctx))
@@ -298,12 +303,8 @@ func (r *Runner) startSpan(ctx context.Context, c Call) (context.Context, *traci
 	if r.Tracer == nil {
 		return ctx, nil
 	}
-	a := tracing.AttemptStart{Endpoint: c.Endpoint.Name, CalloutID: c.Claimed.ID, Method: c.Request.Method,
-		N: c.Claimed.Attempt, Kind: c.Claimed.Kind, Mode: c.Mode}
-	if c.Endpoint.BaseURL != nil {
-		a.Host = c.Endpoint.BaseURL.Hostname()
-	}
-	return r.Tracer.StartAttempt(ctx, a)
+	return r.Tracer.StartAttempt(ctx, tracing.AttemptStart{Endpoint: c.Endpoint.Name, Upstream: c.Endpoint.BaseURL,
+		CalloutID: c.Claimed.ID, Method: c.Request.Method, N: c.Claimed.Attempt, Kind: c.Claimed.Kind, Mode: c.Mode})
 }
 
 // spanEnd is how res's attempt ended, for its span: the policy's decision

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -114,37 +113,73 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 	}
 }
 
-// newReprocessor builds the poller of Reprocess Requested records (contract §8
-// "Admins reprocess from Salesforce") over the writer, the replay service,
-// the outbox's request claims and the store's replay marks; with pubsub:
-// off it leaves the polls to a replica that subscribes (the subscriber
-// lease, sfsub) and, while none does, looks at the requests a subscriber
-// deferred. Nil without Salesforce. Errors: the subscription state's
-// scripts (a build defect).
-func newReprocessor(cfg *config.Config, sf *salesforce.Writer, replays *replay.Service, ob *outbox.Outbox,
-	marks salesforce.ReplayMarks, rdb redis.UniversalClient) (*salesforce.Reprocessor, error) {
-	if sf == nil {
-		return nil, nil
+// sfRuntime is the Salesforce side's loops besides the writer: the
+// Pub/Sub subscription to reprocess requests, or, without one, the poller.
+type sfRuntime struct {
+	sub *salesforce.Subscription
+	rp  *salesforce.Reprocessor
+}
+
+// run runs the subscription (its polls run only while its stream is
+// down) or the poller until ctx ends.
+func (r *sfRuntime) run(ctx context.Context) {
+	if r.sub != nil {
+		r.sub.Run(ctx)
+		return
 	}
-	o := salesforce.ReprocessOptions{Writer: sf, Replayer: reprocessReplayer{replays}, Requests: ob, Marks: marks}
+	r.rp.Run(ctx)
+}
+
+// openSalesforce builds, with a salesforce section, the writer, the
+// reprocess poller of Reprocess Requested records (contract §8 "Admins
+// reprocess from Salesforce": over the replay runner of the generation in
+// force, the outbox's request claims and the store's replay marks) and
+// the subscription; nothing without one. Errors: a ConfigError for
+// an unreadable key or client id; the subscription state's scripts.
+func (a *App) openSalesforce() error {
+	cfg := a.cfg.Load()
+	sf, err := newSalesforceWriter(cfg, a.store, a.outbox, a.reg, a.o.Getenv, a.logger, randomToken(), a.tp)
+	if err != nil {
+		return ConfigError{err}
+	}
+	if sf == nil {
+		return nil
+	}
+	a.sf = sf
+	// With pubsub: off the poller leaves the polls to a replica that
+	// subscribes (the subscriber lease, sfsub) and, while none does, looks
+	// at the requests a subscriber deferred.
+	o := salesforce.ReprocessOptions{Writer: sf, Requests: a.outbox, Marks: a.store,
+		Replayer: reprocessReplayer{func() *replay.Service { return a.cur.Load().replays }}}
 	if cfg.Salesforce.PubSub == config.PubSubOff {
-		state, err := sfsub.New(rdb, salesforce.ChangeEventTopic)
+		state, err := sfsub.New(a.rdb, salesforce.ChangeEventTopic)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		o.Subscribed, o.Deferred = state.Held, state
 	}
-	return salesforce.NewReprocessor(o)
+	rp, err := salesforce.NewReprocessor(o)
+	if err != nil {
+		return err
+	}
+	sub, closeSubscription, err := newSubscription(cfg, sf, rp, a.rdb)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, closeSubscription)
+	a.sfLoops = &sfRuntime{sub: sub, rp: rp}
+	return nil
 }
 
-// reprocessReplayer is the replay service as the reprocess poller needs it:
-// its errors also wrap the salesforce package's (reprocessError).
-type reprocessReplayer struct{ s *replay.Service }
+// reprocessReplayer is the replay runner in force as the reprocess poller
+// needs it: its errors also wrap the salesforce package's
+// (reprocessError).
+type reprocessReplayer struct{ s func() *replay.Service }
 
 var _ salesforce.Replayer = reprocessReplayer{}
 
 func (r reprocessReplayer) ReplayOne(ctx context.Context, id, by string) (string, error) {
-	newID, err := r.s.ReplayOne(ctx, id, by)
+	newID, err := r.s().ReplayOne(ctx, id, by)
 	return newID, reprocessError(err)
 }
 
