@@ -140,10 +140,13 @@ type App struct {
 	completer  *redisstore.Completer
 	outbox     *outbox.Outbox
 	jobs       *jobs.Store
-	stats      *stats.Recorder // the console's per-endpoint counts (docs/console.md "Charts")
-	wakeups    <-chan struct{}
-	sf         *salesforce.Writer
-	sfLoops    *sfRuntime
+	// stats counts attempts and dead letters per endpoint for the
+	// console's charts and flushes them to Redis every few seconds
+	// (docs/console.md "Charts"); its last flush is at stopBackground.
+	stats   *stats.Recorder
+	wakeups <-chan struct{}
+	sf      *salesforce.Writer
+	sfLoops *sfRuntime
 
 	main, admin     *limit.Listener
 	mainL           net.Listener // main, TLS-wrapped when tls_cert_file is set
@@ -297,8 +300,6 @@ func (a *App) openStore(ctx context.Context) error {
 	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
 	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
 	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
-	// The console's charts: attempts and dead letters counted in memory and
-	// written to Redis every few seconds, summed over replicas.
 	a.stats = stats.New(a.rdb, stats.Options{Now: a.shared, Logger: a.logger})
 	return nil
 }

@@ -83,16 +83,14 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 		TracerProvider: a.tp, Metrics: a.m, Sleep: a.o.ReplaySleep, PollEvery: a.o.ReplayPollEvery})
 	g.srv = proxy.New(proxy.Deps{
 		Now: a.shared, Config: cfg, Callers: callers, Upstream: g.fwd, Store: a.store, Gates: a.gates,
-		Completions: a.completer, Metrics: a.m, Breakers: watcher, Ended: ended, Wake: g.disp.Wake,
+		Completions: a.completer, Metrics: a.m, Breakers: watcher, Ended: ended, Wake: g.disp.Wake, Stats: a.stats,
 		Logger: a.logger, Build: a.o.Build, Budget: a.budget, TracerProvider: a.tp, Propagator: a.prop,
-		Stats: a.stats,
 	})
 	g.callout = g.srv.Handler()
 	api := adminapi.New(adminapi.Deps{
 		Now: a.shared, Config: cfg, Tokens: admins, Endpoints: a.store, DeadLetters: g.replays,
-		ReplayJobs: g.replays, Callouts: a.store, Keys: a.store, Events: adminEvents, Metrics: a.m,
+		ReplayJobs: g.replays, Callouts: a.store, Keys: a.store, Stats: a.stats, Events: adminEvents, Metrics: a.m,
 		Gatherer: a.reg, Wake: g.disp.Wake, Logger: a.logger, Pprof: cfg.Admin.Pprof, Reload: a.Reload,
-		Stats: a.stats,
 	})
 	// The callout listener's handler applies its own limits (routes.go);
 	// the admin listener gets the connection-level ones here.

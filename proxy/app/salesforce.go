@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,12 +28,14 @@ import (
 // newSalesforceWriter builds the Salesforce writer of the salesforce
 // section (contract §7, §8): the JWT bearer client and the outbox consumer,
 // with its metrics on reg. It returns nil when the section is absent: dead
-// letters then stay in the proxy's own store (contract §10). store must have
+// letters then stay in the proxy's own store (contract §10). now is the
+// replica's Redis-corrected clock. store must have
 // been made with redisstore.Options.Outbox set; ob is the outbox its
 // scripts queue into. Errors: an unreadable key or client id (a
 // configuration error).
 func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox.Outbox, reg prometheus.Registerer,
-	getenv func(string) string, logger *slog.Logger, owner string, tp trace.TracerProvider) (*salesforce.Writer, error) {
+	getenv func(string) string, logger *slog.Logger, owner string, tp trace.TracerProvider,
+	now func() time.Time) (*salesforce.Writer, error) {
 	sf := cfg.Salesforce
 	if sf == nil {
 		return nil, nil
@@ -66,6 +69,9 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox
 		Endpoints: sfEndpoints(cfg.Endpoints), DeadLetterRetention: cfg.Policy.DeadLetterRetention,
 		IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		Metrics:              m, Logger: logger, Owner: owner, TracerProvider: tp,
+		// The replica's Redis-corrected clock, as the outbox that converts
+		// the writer's instants into durations (ARCHITECTURE.md "One clock").
+		Now: now,
 	})
 }
 
@@ -138,7 +144,7 @@ func (r *sfRuntime) run(ctx context.Context) {
 // an unreadable key or client id; the subscription state's scripts.
 func (a *App) openSalesforce() error {
 	cfg := a.cfg.Load()
-	sf, err := newSalesforceWriter(cfg, a.store, a.outbox, a.reg, a.o.Getenv, a.logger, randomToken(), a.tp)
+	sf, err := newSalesforceWriter(cfg, a.store, a.outbox, a.reg, a.o.Getenv, a.logger, randomToken(), a.tp, a.shared)
 	if err != nil {
 		return ConfigError{err}
 	}
