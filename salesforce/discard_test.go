@@ -1,0 +1,63 @@
+package salesforce
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestDiscardBeforeMirror: a dead letter an admin discards (Store.Discard,
+// DELETE /admin/v1/dead-letters/{id}) before its mirror is sent takes its
+// queued mirror and expiry check with it: nothing is counted as dropped (no
+// CalloutSalesforceWritesDropped page), no record is written for it, not
+// even an empty Expired one at its retention's end, and its completion
+// event still reaches the Apex waiter (docs/salesforce.md "Discarding a dead
+// letter").
+func TestDiscardBeforeMirror(t *testing.T) {
+	e := newEnv(t)
+	ids := e.quietDeadLetters(3)
+	if err := e.store.Discard(ctxT(t), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	for _, kind := range []string{"m", "e"} {
+		if n := testutil.ToFloat64(e.metrics.WritesDropped.WithLabelValues(kind)); n != 0 {
+			t.Errorf("writes_dropped_total{kind=%q} = %v after a discard, want 0", kind, n)
+		}
+	}
+	if n := strings.Count(e.logs.String(), "the write is dropped"); n != 0 {
+		t.Errorf("%d dropped-write log lines after a discard", n)
+	}
+	if _, ok := e.emu.Record(FailedCalloutObject, ExternalIDField, ids[0]); ok {
+		t.Error("the discarded dead letter was mirrored")
+	}
+	events := map[string]int{}
+	for _, ev := range e.emu.Events(CalloutResultEvent) {
+		events[ev["Callout_Id__c"].(string)]++
+	}
+	for _, id := range ids {
+		if events[id] != 1 {
+			t.Errorf("callout %s: %d completion events, want 1", id, events[id])
+		}
+	}
+	if _, ok := e.emu.Record(FailedCalloutObject, ExternalIDField, ids[1]); !ok {
+		t.Error("a dead letter not discarded was not mirrored")
+	}
+	e.clk.Advance(e.cfg.Policy.DeadLetterRetention + time.Hour)
+	e.mini.FastForward(e.cfg.Policy.DeadLetterRetention + time.Hour)
+	if _, err := e.writer.SweepExpired(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if r, ok := e.emu.Record(FailedCalloutObject, ExternalIDField, ids[0]); ok {
+		t.Errorf("the discarded dead letter became a record without content: %v", r)
+	}
+	if r := e.record(ids[1]); r["Status__c"] != "Expired" {
+		t.Errorf("a dead letter not discarded: status %v at its retention's end, want Expired", r["Status__c"])
+	}
+	if n := e.outboxLen(); n != 0 {
+		t.Errorf("%d outbox entries left", n)
+	}
+}
