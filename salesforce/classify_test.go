@@ -128,3 +128,42 @@ func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
 		t.Errorf("requests{result=auth_failed} = %v, want each refused mint counted", got)
 	}
 }
+
+// TestGoodTokenResetsBackoff: refused mints are not counted in the writes'
+// backoff, so after four minutes of invalid_grant and the fix, a first call
+// that meets one 503 waits the first step of the outage backoff (at most
+// BaseBackoff), not one grown by the refusals; the next round writes
+// everything.
+func TestGoodTokenResetsBackoff(t *testing.T) {
+	e := newEnv(t)
+	ids := e.quietDeadLetters(3)
+	e.emu.ExpireSessions()
+	e.emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
+	for end := e.clk.Now().Add(4 * time.Minute); e.clk.Now().Before(end); {
+		if _, err := e.writer.Round(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		e.clk.Advance(BaseBackoff)
+	}
+	e.emu.ClearFaults() // the app is fixed
+	e.emu.Inject(sfemu.Fault{Kind: "composite", Status: http.StatusServiceUnavailable, Body: sfemu.ServerError})
+	e.clk.Advance(MintBackoffMax)
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	defs, err := e.outbox.Deferrals(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := defs[""]; d.Fails != 1 || d.Until.Sub(e.clk.Now()) > BaseBackoff {
+		t.Fatalf("after the fix and one 503: %d failures counted, writes wait %v; want 1 and at most %v",
+			d.Fails, d.Until.Sub(e.clk.Now()), BaseBackoff)
+	}
+	e.clk.Advance(BaseBackoff)
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		e.record(id)
+	}
+}
