@@ -19,6 +19,21 @@ import (
 // calls meet it, each call counted as maintenance — and the writes land
 // once the page is gone.
 func TestWholeCallAnswersClassified(t *testing.T) {
+	// Salesforce's own refusals carry its JSON error list and stay what
+	// they say ("Status Codes and Error Responses").
+	for body, want := range map[string]Class{
+		`[{"message":"The requested resource does not exist","errorCode":"NOT_FOUND"}]`:    Rejected,
+		`[{"message":"API is disabled for this User","errorCode":"API_DISABLED_FOR_ORG"}]`: Rejected,
+		``: InvalidSession,
+	} {
+		status := http.StatusForbidden
+		if body == "" {
+			status = http.StatusUnauthorized
+		}
+		if got := parseError("composite", status, []byte(body)).Class; got != want {
+			t.Errorf("%d %s: class %s, want %s", status, body, got, want)
+		}
+	}
 	for _, c := range []struct {
 		name  string
 		fault sfemu.Fault
@@ -26,6 +41,11 @@ func TestWholeCallAnswersClassified(t *testing.T) {
 		{"302 to the login page", sfemu.Fault{Kind: "composite", Status: http.StatusFound, HTML: true,
 			Body: sfemu.LoginPage, Location: "https://login.salesforce.com/?ec=302"}},
 		{"HTML 403", sfemu.Fault{Kind: "composite", Status: http.StatusForbidden, HTML: true, Body: sfemu.LoginPage}},
+		{"empty 403", sfemu.Fault{Kind: "composite", Status: http.StatusForbidden}},
+		{"plain-text 403", sfemu.Fault{Kind: "composite", Status: http.StatusForbidden, Body: "Forbidden"}},
+		{"407 from an egress proxy", sfemu.Fault{Kind: "composite", Status: http.StatusProxyAuthRequired,
+			Body: "Proxy Authentication Required"}},
+		{"empty 404", sfemu.Fault{Kind: "composite", Status: http.StatusNotFound}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
