@@ -289,6 +289,7 @@ func TestSubscriptionLatestAfterEarlyFailure(t *testing.T) {
 		t.Errorf("replay presets %v, want [LATEST LATEST]", got)
 	}
 	se.request(roots[0])
+	waitFor(t, "the new request's change event", func() bool { return a.Counts().Events >= 1 })
 	waitFor(t, "the new request's replay", func() bool { return se.counter.count(roots[0]) == 1 })
 	if c := a.Counts(); c.Events != 1 {
 		t.Errorf("%d change events handled after the failure, want 1 (the new request; none of the 170 older ones)", c.Events)
