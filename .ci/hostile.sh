@@ -4,8 +4,9 @@
 # writes, 12 MiB bodies x 80, 11 MiB responses x 100 (read, and never read)
 # against the real binary, with /healthz, the admin listener and a second
 # org's small callout asked every 100 ms (each within 1 s) and the proxy's
-# RSS and Redis's growth measured; then real client libraries (stripe-go)
-# through the proxy. Builds cmd/callout-proxy once; starts its own
+# RSS and Redis's growth measured; then real client libraries through the
+# proxy: stripe-go, go-retryablehttp, and Python's requests with urllib3's
+# Retry (installs python3-requests from Debian when python3 lacks it). Builds cmd/callout-proxy once; starts its own
 # redis-server on a free loopback port. About 40 s; under 5 minutes;
 # loopback only.
 #   bash .ci/hostile.sh
@@ -39,6 +40,19 @@ if [ "$rc" -eq 0 ]; then
 else
   cat "$work/hostile.log"
 fi
-echo "== real client libraries through the proxy (proxy/internal/realclients, its own module: stripe-go)"
-(cd proxy/internal/realclients && CALLOUT_PROXY_BINARY="$work/callout-proxy" go test -count=1 -timeout 2m ./...) || rc=$?
+# The Python caller needs requests and urllib3: the machine's python3 may
+# have them (pip); else Debian's, for Debian's own interpreter.
+py=python3
+if ! "$py" -c 'import requests, urllib3' 2>/dev/null; then
+  py=/usr/bin/python3
+  if ! "$py" -c 'import requests, urllib3' 2>/dev/null; then
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "== installing python3-requests"
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-requests >/dev/null
+  fi
+fi
+echo "== real client libraries through the proxy (proxy/internal/realclients, its own module: stripe-go, go-retryablehttp; requests + urllib3 with $py)"
+(cd proxy/internal/realclients && CALLOUT_PROXY_BINARY="$work/callout-proxy" CALLOUT_PYTHON="$py" \
+  CALLOUT_REQUIRE_PYTHON_CLIENTS=1 go test -count=1 -timeout 4m ./...) || rc=$?
 exit "$rc"

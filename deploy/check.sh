@@ -4,7 +4,8 @@
 #
 #   bash deploy/check.sh
 #
-#  1. Dockerfile: multi-stage, non-root USER, distroless runtime stage, its
+#  1. Dockerfile: multi-stage, non-root USER, distroless runtime stage,
+#     every base image (and the syntax frontend) by its full name, its
 #     build step is deploy/build.sh, its HEALTHCHECK the binary's own
 #     (exec form: no shell in distroless); Dockerfile.dockerignore keeps the
 #     compose .env, keys and other secrets out of the build context.
@@ -19,11 +20,17 @@
 #     (Name: "callout_..."), or seen on /metrics of the real binary after a
 #     few callouts (histograms may be named with _bucket, _sum, _count).
 #  5. The dashboard is valid JSON with panels and queries.
-#  6. deploy/k8s-check (its own Go module): kustomize renders the base and
-#     the example overlay, every object decodes strictly into k8s.io/api
-#     types and keeps the runbook's promises; the compose file's structure.
+#  6. The Helm chart (deploy/helm/callout-proxy): helm lint --strict and
+#     helm template.
+#  7. deploy/k8s-check (its own Go module): kustomize renders the base, the
+#     example overlay and the Redis StatefulSet, helm the chart; every
+#     object decodes strictly into k8s.io/api types and keeps the runbook's
+#     promises; the chart's objects are the base's; the Redis init script
+#     and configuration run on a real redis-server; the compose file's
+#     structure.
 #
-# Installs promtool (Debian package prometheus) and jq with apt when missing.
+# Installs promtool (Debian package prometheus) and jq with apt when missing,
+# and builds helm (HELM_VERSION) with go install once.
 # Idempotent; stops what it starts and removes its temporary files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +69,13 @@ check_dockerfile() {
 	[ "$froms" -ge 2 ] || fail "$df: $froms FROM lines; want a multi-stage build"
 	last_from=$(grep -E '^FROM ' "$df" | tail -1)
 	case "$last_from" in *distroless/static*) ;; *) fail "$df: runtime stage is '$last_from', want distroless/static" ;; esac
+	# Podman and Buildah refuse a short name (golang:1.26) without a
+	# registries.conf alias: every base image names its registry.
+	local image
+	while read -r image; do
+		case "${image%%/*}" in *.* | *:* | localhost) ;; *) fail "$df: FROM $image is a short name; write docker.io/library/... (podman and buildah refuse it)" ;; esac
+		[ "${image#*/}" != "$image" ] || fail "$df: FROM $image is a short name; write docker.io/library/..."
+	done < <(awk '/^FROM /{print $2}' "$df"; sed -n 's/^# syntax=//p' "$df")
 	user=$(awk '/^FROM /{u=""} /^USER /{u=$2} END{print u}' "$df")
 	case "$user" in "" | root | 0 | 0:* | root:*) fail "$df: runtime stage USER is '${user:-unset}', want non-root" ;; esac
 	grep -qE '^RUN (CALLOUT_[A-Z_]+="\$[A-Z_]+" )*bash deploy/build.sh ' "$df" || fail "$df: the build stage must run deploy/build.sh"
@@ -191,9 +205,30 @@ check_dashboard() {
 	echo "$panels panels, $exprs queries"
 }
 
+# HELM_VERSION is the helm CLI the chart is checked with, built from the Go
+# module helm.sh/helm/v3 once per machine (go install caches it in
+# $(go env GOPATH)/bin; a later run reuses it when the version matches).
+HELM_VERSION=v3.22.0
+helm_bin=""
+install_helm() {
+	helm_bin="$(go env GOPATH)/bin/helm"
+	if [ -x "$helm_bin" ] && go version -m "$helm_bin" 2>/dev/null | grep -qE "^\s+mod\s+helm.sh/helm/v3\s+$HELM_VERSION\b"; then
+		return 0
+	fi
+	step "building helm $HELM_VERSION (go install helm.sh/helm/v3/cmd/helm)"
+	(cd "$work" && GOFLAGS= go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
+}
+
+check_helm() {
+	step "Helm chart: helm lint --strict, helm template (deploy/helm/callout-proxy)"
+	"$helm_bin" lint --strict deploy/helm/callout-proxy
+	"$helm_bin" template callout-proxy deploy/helm/callout-proxy --kube-version 1.30.0 >"$work/chart.yaml"
+	echo "rendered $(grep -c '^kind: ' "$work/chart.yaml") objects"
+}
+
 check_k8s_and_compose() {
-	step "kustomize render, strict decoding, manifest and compose checks (deploy/k8s-check)"
-	(cd deploy/k8s-check && go vet ./... && go test -count=1 ./...)
+	step "kustomize and helm render, strict decoding, chart = base, manifest and compose checks (deploy/k8s-check)"
+	(cd deploy/k8s-check && go vet ./... && HELM="$helm_bin" CALLOUT_REQUIRE_HELM=1 go test -count=1 ./...)
 }
 
 install_missing
@@ -203,5 +238,7 @@ check_rules
 check_runbook_urls
 check_metric_names
 check_dashboard
+install_helm
+check_helm
 check_k8s_and_compose
 step "all checks passed"

@@ -33,18 +33,20 @@ var secretDir = regexp.MustCompile(`/etc/callout-proxy/(secrets|upstream-secrets
 // private key for .key, a token otherwise) and the paths rewritten to it.
 func TestShippedConfigsLoad(t *testing.T) {
 	tests := []struct {
-		file        string
-		redis       string
-		endpoints   []string
-		salesforce  bool
-		longestWait time.Duration
+		file, listen, adminListen string
+		redis                     string
+		endpoints                 []string
+		salesforce                bool
+		longestWait               time.Duration
 	}{
-		{"compose/callout-proxy.yaml", "redis://redis:6379/0", []string{"example-api"}, false, 15 * time.Second},
-		{"k8s/base/callout-proxy.yaml", "redis://callout-redis:6379/0", []string{"example-api"}, true, 15 * time.Second},
-		{"k8s/overlays/example/callout-proxy.yaml", "cluster [" + strings.Join([]string{
-			"redis-cluster-0.redis-cluster.callout-proxy.svc.cluster.local:6379",
-			"redis-cluster-1.redis-cluster.callout-proxy.svc.cluster.local:6379",
-			"redis-cluster-2.redis-cluster.callout-proxy.svc.cluster.local:6379"}, ", ") + "]",
+		{"compose/callout-proxy.yaml", "0.0.0.0:8080", "0.0.0.0:8081", "redis://redis:6379/0",
+			[]string{"example-api"}, false, 15 * time.Second},
+		{"k8s/base/callout-proxy.yaml", ":8080", ":8081", "redis://callout-redis:6379/0",
+			[]string{"example-api"}, true, 15 * time.Second},
+		{"k8s/overlays/example/callout-proxy.yaml", ":8080", ":8081", "sentinel callouts [" + strings.Join([]string{
+			"callout-redis-0.callout-redis.callout-proxy.svc:26379",
+			"callout-redis-1.callout-redis.callout-proxy.svc:26379",
+			"callout-redis-2.callout-redis.callout-proxy.svc:26379"}, ", ") + "]",
 			[]string{"erp-internal", "payment-api"}, true, 20 * time.Second},
 	}
 	for _, tt := range tests {
@@ -62,8 +64,8 @@ func TestShippedConfigsLoad(t *testing.T) {
 				name      string
 				got, want any
 			}{
-				{"listen", cfg.Listen, "0.0.0.0:8080"},
-				{"admin_listen", cfg.AdminListen, "0.0.0.0:8081"},
+				{"listen", cfg.Listen, tt.listen},
+				{"admin_listen", cfg.AdminListen, tt.adminListen},
 				{"redis", cfg.Redis.String(), tt.redis},
 				{"endpoints", strings.Join(cfg.EndpointNames(), ","), strings.Join(tt.endpoints, ",")},
 				{"salesforce", cfg.Salesforce != nil, tt.salesforce},

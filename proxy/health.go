@@ -10,18 +10,21 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
-// Healthz is the body of GET /healthz: "ok" and the build that answers
+// Healthz is the body of GET /healthz: "ok", the build that answers
 // (`callout-proxy healthcheck` prints it; an operator sees which version a
-// replica runs without the admin listener).
+// replica runs without the admin listener) and Config, the fingerprint of
+// the configuration in force (config.Fingerprint; empty for one built in
+// code), which `healthcheck --config FILE` compares with FILE's.
 type Healthz struct {
 	Status string `json:"status"`
+	Config string `json:"config,omitempty"`
 	api.BuildInfo
 }
 
 // handleHealthz answers 200 while the process serves HTTP (liveness).
 func (s *Server) handleHealthz() http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, Healthz{Status: "ok", BuildInfo: s.d.Build})
+		httpx.WriteJSON(w, http.StatusOK, Healthz{Status: "ok", Config: s.d.Config.Fingerprint, BuildInfo: s.d.Build})
 	}
 }
 

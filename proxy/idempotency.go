@@ -17,7 +17,10 @@ import (
 //   - finished (succeeded or failed): the stored response, replayed with
 //     Idempotent-Replayed: true;
 //   - scheduled, held, or in flight on a dispatcher: 202, same Callout-Id;
-//   - its synchronous first attempt still running: 409, Retry-After: 1;
+//   - its synchronous first attempt still running: 503 in-flight, class
+//     retryable, Retry-After: 1 — an answer generic clients wait on and
+//     retry (contract §5, §2 "Generic HTTP clients"); the retry with the
+//     key then gets the first attempt's answer;
 //   - dead-lettered: 409 dead-lettered with the Callout-Id.
 func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, ex *policy.Existing) {
 	count := func(result string) { s.d.Metrics.Idempotency.WithLabelValues(result).Inc() }
@@ -35,13 +38,15 @@ func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, 
 		replayStored(w, c, s.redactions.For(c.Endpoint))
 	case c.State == policy.DeadLettered:
 		count("conflict")
-		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.DeadLettered, CalloutID: c.ID,
-			Detail: "the callout with this Idempotency-Key ended as a dead letter (" + string(c.DeadLetterReason) +
-				"); replay it with calloutctl or from Salesforce, or send a new key"})
+		s.reject(w, r, in.ep.Name, deadLetter(c.ID, c.DeadLetterReason, statusdoc.LastOutcome(c),
+			"the callout with this Idempotency-Key ended as a dead letter (reason "+string(c.DeadLetterReason)+
+				"); replay it with calloutctl or from Salesforce, or send a new key"))
 	case c.State == policy.InFlight && len(c.AttemptLog) == 0:
 		count("conflict")
 		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.InFlight, CalloutID: c.ID, RetryAfter: 1,
-			Detail: "the first attempt of the request with this Idempotency-Key is still running"})
+			Outcome: policy.Retryable,
+			Detail: "the first attempt of the request with this Idempotency-Key is still running; " +
+				"send it again with the same key for its answer"})
 	default: // scheduled, held, or a later attempt in flight
 		count("replayed")
 		s.accepted(r.Context(), w, in.ep.Name, c.ID, "")
@@ -55,7 +60,7 @@ func replayStored(w http.ResponseWriter, c *policy.Callout, rules *statusdoc.Rul
 	h := w.Header()
 	h.Set("Callout-Id", c.ID)
 	h.Set("Idempotent-Replayed", "true")
-	out := statusdoc.Outcome(c.State)
+	out := statusdoc.Outcome(c)
 	resp := c.Response
 	if resp == nil {
 		// Ended without an upstream answer (inline exhaustion of a read

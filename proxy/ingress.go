@@ -13,6 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -27,14 +28,21 @@ const calloutPrefix = "/callout/"
 // The request's headers, body and buffered response are held in the memory
 // budget (holdRequest) until its answer is written.
 //
-// With tracing on, the admission span starts here, its parent the caller's
-// traceparent (or a new trace); the paths below end it where the
-// admission is decided, and the attempts are its children.
+// With tracing on, the server span starts here, its parent the caller's
+// traceparent (or a new trace), and ends once the answer is written, with
+// its status; the paths below record the admission on it where it is
+// decided, and the attempts are its children, inside it.
 func (s *Server) handleCallout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.tr != nil {
 			r = r.WithContext(s.tr.StartAdmission(r.Context(), r.Header, r.Method))
-			defer s.tr.EndAdmission(r.Context(), tracing.Admission{})
+			sw := &statusWriter{ResponseWriter: w}
+			w = sw
+			defer func() { s.tr.EndServer(r.Context(), sw.status) }()
+		} else {
+			// Tracing off: the caller's traceparent still names the
+			// trace of every log line about this request (contract §12).
+			r = r.WithContext(logx.FromHeader(r.Context(), r.Header))
 		}
 		ctx, release, err := s.holdRequest(r)
 		defer release() // after the answer is written: the budget counts it until then
@@ -181,14 +189,15 @@ func writeUpstream(w http.ResponseWriter, resp *forward.Response, out policy.Out
 // reject counts, logs (sampled: rejectionLog) and answers a refusal before
 // dispatch.
 //
-// With tracing on, a refusal before dispatch ends the admission span with
-// its problem code (a refusal after an attempt finds it ended already), and
-// the log line carries the trace_id.
+// With tracing on, a refusal before dispatch records the admission
+// (rejected, its problem code) on the server span (a refusal after an
+// attempt keeps the admission recorded first), and the log line carries
+// the trace_id.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, endpoint string, err error) {
 	pe := problem.From(err)
 	s.d.Metrics.Rejected.WithLabelValues(endpoint, string(pe.Code)).Inc()
-	s.tr.EndAdmission(r.Context(), tracing.Admission{Result: tracing.AdmitRejected, Endpoint: endpoint,
-		Problem: string(pe.Code), Status: pe.Code.Status()})
+	s.tr.Admitted(r.Context(), tracing.Admission{Result: tracing.AdmitRejected, Endpoint: endpoint,
+		Problem: string(pe.Code)})
 	level := slog.LevelInfo
 	if pe.Code.Status() >= 500 {
 		level = slog.LevelWarn

@@ -24,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
@@ -116,7 +117,7 @@ endpoints:
 	t.Cleanup(func() { _ = rdb.Close() })
 	logger := slog.New(slog.DiscardHandler)
 	if spec.logs != nil {
-		logger = slog.New(slog.NewJSONHandler(spec.logs, nil))
+		logger, _ = logx.New(spec.logs, logx.Options{}) // as the composition root makes it
 	}
 	rig.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: rig.clock.Now, Logger: logger,
 		GateChanged: func(ep string) { rig.gates.Changed(ep) }})

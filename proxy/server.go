@@ -104,6 +104,9 @@ type Deps struct {
 	// whose Salesforce writes the store queued in the outbox: the Salesforce
 	// writer's Wake; it must not block.
 	Ended func()
+	// Stats, optional, counts every attempt and dead letter for the
+	// console's charts (proxy/redisstore/stats); it must not block.
+	Stats attempt.Stats
 	// Wake, optional, starts this replica's dispatcher at once after a
 	// respond-async callout was recorded.
 	Wake func()
@@ -162,7 +165,7 @@ func New(d Deps) *Server {
 	return &Server{d: d, redactions: statusdoc.NewRedactions(d.Config), rejections: newRejectionLog(d.Logger, d.Now),
 		tr: tr, attempts: &attempt.Runner{Config: d.Config, Upstream: d.Upstream, Completions: d.Completions,
 			Releaser: d.Store, Breakers: d.Breakers, Metrics: d.Metrics, Logger: d.Logger, Tracer: tr, Now: d.Now,
-			Rand: d.Rand, Ended: d.Ended, StoreTimeout: storeOpTimeout}}
+			Rand: d.Rand, Ended: d.Ended, Stats: d.Stats, StoreTimeout: storeOpTimeout}}
 }
 
 // Drain makes /readyz fail so load balancers stop sending new callouts

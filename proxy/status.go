@@ -25,7 +25,8 @@ func (s *Server) accepted(ctx context.Context, w http.ResponseWriter, endpoint, 
 	defer cancel()
 	c, err := s.d.Store.Get(gctx, id)
 	if err != nil {
-		s.d.Logger.Warn("status document unavailable for a 202", "callout_id", id, "error", err, s.tr.LogAttr(ctx))
+		s.d.Logger.WarnContext(ctx, "status document unavailable for a 202", "callout_id", id, "error", err,
+			s.tr.LogAttr(ctx))
 		writeAccepted(w, id, applied, nil)
 		return
 	}
@@ -71,7 +72,7 @@ func (s *Server) handleGetCallout() http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Callout-Id", c.ID)
-		w.Header().Set("Callout-Outcome", string(statusdoc.Outcome(c.State)))
+		w.Header().Set("Callout-Outcome", string(statusdoc.Outcome(c)))
 		httpx.WriteJSON(w, http.StatusOK, statusdoc.Render(c, s.redactions.For(c.Endpoint)))
 	}
 }

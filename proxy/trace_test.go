@@ -145,8 +145,15 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 		t.Errorf("admission %v, parent %v: want a server span under the caller's", a.SpanContext(), a.Parent())
 	}
 	if got := spanAttrs(a); got["callout.admission"].AsString() != "attempt" || got["callout.id"].AsString() != id ||
-		got["callout.endpoint"].AsString() != "api" || !got["callout.keyed"].AsBool() {
-		t.Errorf("admission attributes %v", got)
+		got["callout.endpoint"].AsString() != "api" || !got["callout.keyed"].AsBool() ||
+		got["http.response.status_code"].AsInt64() != http.StatusAccepted {
+		t.Errorf("admission attributes %v, want the callout's and the 202 the caller got", got)
+	}
+	// The server span covers what the caller waited for: the synchronous
+	// attempt is inside it; the dispatched ones come after it.
+	within(t, a, atts[0])
+	if !atts[1].StartTime().After(a.EndTime()) {
+		t.Error("the dispatcher's retry starts before the caller's answer")
 	}
 	want := []struct {
 		n                   int64
@@ -186,12 +193,17 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 		"00-"+callerTrace+"-"+a.SpanContext().SpanID().String()+"-01") {
 		t.Errorf("stored trace context %q, want the admission span's", c.TraceContext)
 	}
-	// The ingress's attempt and the dispatcher's retry are logged alike
-	// (forward.LogAttempt), each with the caller's trace_id.
+	// The ingress's attempt and the dispatcher's retries are logged alike
+	// (forward.LogAttempt, every attempt under the default log.access),
+	// each with the caller's trace_id.
 	lines := rig.logs.MustRecords(t, "attempt")
-	if len(lines) != 2 || lines[0]["trace_id"] != callerTrace || lines[1]["trace_id"] != callerTrace ||
-		lines[0]["kind"] != "first" || lines[1]["kind"] != "retry" {
-		t.Errorf("attempt log lines %v, want the first and the retry with trace_id %s", lines, callerTrace)
+	if len(lines) != 3 || lines[0]["kind"] != "first" || lines[1]["kind"] != "retry" || lines[2]["status"] != float64(201) {
+		t.Errorf("attempt log lines %v, want the first and the two retries", lines)
+	}
+	for _, l := range lines {
+		if l["trace_id"] != callerTrace {
+			t.Errorf("attempt log line %v, want trace_id %s", l, callerTrace)
+		}
 	}
 	allSpanKeysKnown(t, rig.spans.Ended())
 }
@@ -218,10 +230,23 @@ func TestTraceOfInlineRetriesAndReads(t *testing.T) {
 		t.Fatalf("%d attempt, %d admission spans, want 3 and 2", len(atts), len(adm))
 	}
 	for i, mode := range []string{"synchronous", "inline", "synchronous"} {
-		if got := spanAttrs(atts[i])["callout.attempt.mode"].AsString(); got != mode {
-			t.Errorf("attempt span %d mode %q, want %q", i+1, got, mode)
+		got := spanAttrs(atts[i])
+		if got["callout.attempt.mode"].AsString() != mode || got["server.address"].AsString() != "127.0.0.1" ||
+			got["server.port"].AsInt64() == 0 {
+			t.Errorf("attempt span %d: mode %q, server %v:%v; want %q and the upstream's address and port",
+				i+1, got["callout.attempt.mode"].AsString(), got["server.address"], got["server.port"], mode)
 		}
 	}
+	// Both answers were 200: each server span carries it and holds its
+	// attempts, the inline retry too.
+	for i, s := range adm {
+		if got := spanAttrs(s)["http.response.status_code"].AsInt64(); got != http.StatusOK || s.Status().Code.String() != "Unset" {
+			t.Errorf("server span %d: status_code %d, status %v; want 200, unset", i+1, got, s.Status())
+		}
+	}
+	within(t, adm[0], atts[0])
+	within(t, adm[0], atts[1])
+	within(t, adm[1], atts[2])
 	if atts[0].SpanContext().TraceID() != atts[1].SpanContext().TraceID() ||
 		atts[0].SpanContext().TraceID() == atts[2].SpanContext().TraceID() {
 		t.Error("the inline retry must share its callout's trace; the read must have its own")
@@ -234,6 +259,17 @@ func TestTraceOfInlineRetriesAndReads(t *testing.T) {
 	if !strings.HasSuffix(rig.parents[2], atts[2].SpanContext().SpanID().String()+"-01") ||
 		!strings.Contains(rig.parents[2], atts[2].SpanContext().TraceID().String()) {
 		t.Errorf("read's traceparent %q, want its attempt span's", rig.parents[2])
+	}
+}
+
+// within fails unless child is a child span of parent that starts and
+// ends inside it.
+func within(t *testing.T, parent, child sdktrace.ReadOnlySpan) {
+	t.Helper()
+	if child.Parent().SpanID() != parent.SpanContext().SpanID() ||
+		child.StartTime().Before(parent.StartTime()) || child.EndTime().After(parent.EndTime()) {
+		t.Errorf("%s [%v, %v] is not a child inside %s [%v, %v]", child.Name(), child.StartTime(), child.EndTime(),
+			parent.Name(), parent.StartTime(), parent.EndTime())
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/attempt"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -24,6 +26,11 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, in *inbound) {
 		Endpoint: in.ep.Name, Issuer: in.caller.Issuer, Method: r.Method, Path: in.suffix,
 		Query: r.URL.RawQuery, Header: forward.OutboundHeader(r.Header, nil), Body: in.body,
 		IdempotencyKey: in.key, SourceRecord: in.source, TraceContext: s.tr.Encode(r.Context()),
+	}
+	if s.tr == nil {
+		// Tracing off: the caller's trace context, so that the log lines
+		// of every later attempt carry its trace_id (contract §12).
+		nc.TraceContext = logx.EncodeTrace(r.Context())
 	}
 	// The store packs the request (headers and body) into one value before
 	// it sends it: a second copy of the body in memory, which the budget
@@ -154,31 +161,44 @@ func (s *Server) finishSync(ctx context.Context, w http.ResponseWriter, in *inbo
 }
 
 // deadOnArrival answers a synchronous attempt whose callout became a dead
-// letter at once: an ambiguous write (sent to an `idempotency: ignored`
-// upstream, no answer), one that exhausted its attempts inline, or an inline
-// retry the proxy refused to send (the callout's earlier attempt reached the
-// upstream, so it is kept: policy.ReleasesRefusal).
+// letter at once: one that exhausted its attempts inline (contract §4 "the
+// wait used every attempt"), an ambiguous write (sent to an `idempotency:
+// ignored` upstream, no answer), or an inline retry the proxy refused to
+// send (the callout's earlier attempt reached the upstream, so it is kept:
+// policy.ReleasesRefusal). It answers as a finished callout does, as a
+// repeat of its key would (contract §5): state dead_lettered and the
+// reason in headers and body, class rejected, so no caller sends it again;
+// the last attempt's class goes apart in last_outcome (contract §12).
 func (s *Server) deadOnArrival(w http.ResponseWriter, in *inbound, id string, res attempt.Result) {
+	reason := res.Completed.Reason
 	if res.Refusal != nil {
-		w.Header().Set("Callout-Id", id)
 		pe := *res.Refusal
-		pe.CalloutID = id
+		pe.CalloutID, pe.State, pe.DeadLetterReason = id, policy.DeadLettered, reason
 		problem.Write(w, &pe)
 		return
 	}
-	if res.Attempt.Response != nil {
-		w.Header().Set("Callout-Id", id)
-		writeUpstream(w, res.Attempt.Response, res.Class.Outcome)
-		return
+	last := "no answer (" + res.Class.Reason + ")"
+	if st := res.Completed.LastStatus; st != 0 {
+		last = "status " + strconv.Itoa(st)
 	}
-	reason := res.Completed.Reason
-	detail := "the upstream did not answer and the callout was dead-lettered (" + string(reason) + ")"
+	detail := "the wait used every attempt (" + strconv.Itoa(res.Completed.Attempts) + ", the last " + last +
+		", class " + string(res.Class.Outcome) + "): the callout is a dead letter with reason " + string(reason) +
+		" and the proxy will not send it again; replay it with calloutctl or from Salesforce"
 	if reason == policy.DeadLetterAmbiguous {
 		detail = "the request was sent to endpoint " + in.ep.Name + " but got no answer (" + res.Class.Reason +
 			"); the upstream does not honour Idempotency-Key, so the proxy will not retry it: it is a dead " +
 			"letter with reason ambiguous — check the upstream before replaying it"
 	}
-	problem.Write(w, &problem.Error{Code: problem.Ambiguous, Outcome: policy.Permanent, CalloutID: id, Detail: detail})
+	problem.Write(w, deadLetter(id, reason, res.Class.Outcome, detail))
+}
+
+// deadLetter is the problem of every answer about a callout that is a dead
+// letter (contract §4, §5, §12): 409 dead-lettered, class rejected (the
+// proxy will not send the request again: replay it, contract §8), with its
+// state, reason and last attempt's class (last; "" when it had none).
+func deadLetter(id string, reason policy.DeadLetterReason, last policy.Outcome, detail string) *problem.Error {
+	return &problem.Error{Code: problem.DeadLettered, Outcome: policy.Rejected, CalloutID: id,
+		State: policy.DeadLettered, DeadLetterReason: reason, LastOutcome: last, Detail: detail}
 }
 
 // unrecorded answers when the completion of a synchronous attempt could not

@@ -29,12 +29,16 @@ type serveOptions struct {
 
 // usageText is callout-proxy --help: the subcommands, then the flags.
 const usageText = `Usage:
-  callout-proxy --config FILE                run the proxy
+  callout-proxy --config FILE                run the proxy (SIGHUP reloads FILE)
+  callout-proxy dev [--listen ADDR] [--admin-listen ADDR]
+                                             run it with nothing set up: embedded store, secrets made
+                                             in memory, demo upstreams; prints a token and a first curl
   callout-proxy validate --config FILE       check a configuration (and the secrets it names) without starting
   callout-proxy migrate --config FILE        bring the Redis store to this binary's layout (refused when newer)
   callout-proxy token --config FILE [flags]  print a short-lived HS256 JWT for local tests (token --help)
   callout-proxy healthcheck [--config FILE | --url URL]
-                                             ask a running proxy's /healthz; exit 0 when healthy
+                                             ask a running proxy's /healthz; exit 0 when healthy (and,
+                                             with --config, running FILE: its config fingerprint)
                                              (the container image's health check: no shell needed)
   callout-proxy version                      print the version, commit and build date
   callout-proxy help                         print this
@@ -55,7 +59,7 @@ func parseServeArgs(args []string, stdout, stderr io.Writer) (serveOptions, erro
 		return o, usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return o, usageError{fmt.Errorf("unexpected argument %q (subcommands: validate, token, healthcheck, version, migrate; see --help)", fs.Arg(0))}
+		return o, usageError{fmt.Errorf("unexpected argument %q (subcommands: validate, token, healthcheck, version, migrate, dev; see --help)", fs.Arg(0))}
 	}
 	if !o.version && o.configPath == "" {
 		return o, usageError{errors.New("--config FILE is required")}

@@ -212,7 +212,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 		}
 	}
 	dl := logLines(t, p, "dead letter")[0]
-	if dl["callout_id"] != id || dl["reason"] != "exhausted" || dl["last_status"] != float64(503) ||
+	if dl["callout_id"] != id || dl["dead_letter_reason"] != "exhausted" || dl["last_status"] != float64(503) ||
 		dl["last_error"] != policy.ReasonStatus5xx || dl["attempts"] != float64(3) || dl["notify_owner"] != false {
 		t.Fatalf("dead-letter line: %v", dl)
 	}

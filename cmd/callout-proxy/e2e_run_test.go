@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/app"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
@@ -343,8 +344,8 @@ func TestDrainGrace(t *testing.T) {
 			for i, d := range tt.eps {
 				cfg.Endpoints[fmt.Sprint("ep-", i)] = &config.Endpoint{AttemptTimeout: d}
 			}
-			if got := drainGrace(cfg); got != tt.want {
-				t.Errorf("drainGrace = %s, want %s", got, tt.want)
+			if got := app.DrainGrace(cfg); got != tt.want {
+				t.Errorf("DrainGrace = %s, want %s", got, tt.want)
 			}
 		})
 	}

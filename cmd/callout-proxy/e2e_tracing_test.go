@@ -258,9 +258,9 @@ func TestE2ETracing(t *testing.T) {
 		}
 	}
 
-	// Logs: the attempt lines (the ingress's and the dispatcher's alike, the
-	// two 503s under log.access errors; the 201 writes none) and the dead
-	// letter carry trace_id.
+	// Logs: the attempt lines (the ingress's and the dispatcher's alike:
+	// the two 503s and the 201, under the default log.access all) and the
+	// dead letter carry trace_id.
 	var attemptLines, deadLetterLines int
 	for _, line := range strings.Split(p.logs.String(), "\n") {
 		var rec map[string]any
@@ -280,8 +280,8 @@ func TestE2ETracing(t *testing.T) {
 			}
 		}
 	}
-	if attemptLines != 2 || deadLetterLines != 1 {
-		t.Errorf("%d attempt lines of the charge and %d dead-letter lines of the refund, want 2 and 1",
+	if attemptLines != 3 || deadLetterLines != 1 {
+		t.Errorf("%d attempt lines of the charge and %d dead-letter lines of the refund, want 3 and 1",
 			attemptLines, deadLetterLines)
 	}
 }

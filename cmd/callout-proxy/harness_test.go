@@ -27,6 +27,7 @@ const testIssuer = "https://test.my.salesforce.com"
 type proxyUnderTest struct {
 	URL      string // base URL of the callout listener
 	AdminURL string // base URL of the admin listener
+	config   string // the configuration file's path
 	logs     *proctest.LogBuffer
 	cancel   context.CancelFunc
 	done     chan error
@@ -62,7 +63,7 @@ func startProxy(t *testing.T, yaml string, env map[string]string) *proxyUnderTes
 	getenv := func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	p := &proxyUnderTest{logs: &proctest.LogBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	p := &proxyUnderTest{config: path, logs: &proctest.LogBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		err := run(ctx, []string{"--config", path}, getenv, io.Discard, pw)
 		pw.CloseWithError(fmt.Errorf("run returned: %v", err))

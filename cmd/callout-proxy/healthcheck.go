@@ -27,7 +27,12 @@ const defaultHealthURL = "http://127.0.0.1:8080/healthz"
 // is set — the certificate is not verified then: the check names the
 // host's own loopback address, not the certificate's name, and sends no
 // secret. It prints the status and build and returns nil on a 200 with
-// status ok; an error (exit 1) otherwise.
+// status ok from a callout-proxy (its body names a version) — and, with
+// --config, only when that proxy runs this very file: /healthz's config
+// fingerprint (config.Fingerprint, the one in force, reloads included)
+// must equal FILE's, so another program or another proxy holding the port
+// fails the check (docs/operating.md, "Health checks"). An error (exit 1)
+// otherwise.
 func runHealthcheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("callout-proxy healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -39,7 +44,7 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	} else if err != nil {
 		return usageError{err}
 	}
-	u, insecure := *target, false
+	u, insecure, want := *target, false, ""
 	switch {
 	case u != "" && *path != "":
 		return usageError{errors.New("healthcheck: give --config or --url, not both")}
@@ -51,7 +56,7 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 		if u, err = healthURL(cfg); err != nil {
 			return usageError{err}
 		}
-		insecure = cfg.TLSCertFile != ""
+		insecure, want = cfg.TLSCertFile != "", cfg.Fingerprint
 	case u == "":
 		u = defaultHealthURL
 	}
@@ -71,8 +76,17 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	defer resp.Body.Close()
 	var h proxy.Healthz
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &h) != nil || h.Status != "ok" {
-		return fmt.Errorf("healthcheck %s: %s %s", u, resp.Status, body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &h) != nil || h.Status != "ok" || h.Version == "" {
+		return fmt.Errorf("healthcheck %s: %s %.200s (not a healthy callout-proxy)", u, resp.Status, body)
+	}
+	if want != "" && h.Config != want {
+		return fmt.Errorf("healthcheck %s: a callout-proxy answers, but with configuration fingerprint %q, not "+
+			"%s's %q: another proxy holds this port, or the file changed since this one loaded it "+
+			"(reload it: SIGHUP or POST /admin/v1/reload)", u, h.Config, *path, want)
+	}
+	if want != "" {
+		fmt.Fprintf(stdout, "ok: %s answers, callout-proxy %s, configuration %s\n", u, h.BuildInfo, h.Config)
+		return nil
 	}
 	fmt.Fprintf(stdout, "ok: %s answers, callout-proxy %s\n", u, h.BuildInfo)
 	return nil

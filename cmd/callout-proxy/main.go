@@ -5,6 +5,7 @@
 // Usage:
 //
 //	callout-proxy --config FILE                run the proxy
+//	callout-proxy dev                          run it with nothing set up: embedded store, demo upstreams
 //	callout-proxy validate --config FILE       check a configuration without starting
 //	callout-proxy migrate --config FILE        bring the Redis store to this binary's layout
 //	callout-proxy token --config FILE          print a short-lived HS256 dev JWT
@@ -42,12 +43,14 @@ func exitCode(err error) int {
 }
 
 // run is the whole program: it parses args, runs a subcommand or loads the
-// configuration, wires every dependency and serves until ctx ends. It is
-// what tests call. --help (and help) print the usage on stdout and return
+// configuration and runs the proxy on it (serve: app.New, app.App.Run)
+// until ctx ends. It is what tests call. --help (and help) print the usage on stdout and return
 // nil: exit 0.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
+		case "dev":
+			return runDev(ctx, args[1:], getenv, stdout, stderr)
 		case "token":
 			return runToken(args[1:], getenv, stdout, stderr)
 		case "version":

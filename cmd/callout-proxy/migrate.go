@@ -7,16 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
-	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/app"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 )
 
 // runMigrate is `callout-proxy migrate --config FILE`: it brings the
-// configured Redis store to this binary's layout (redisstore.Migrate,
+// configured Redis store to this binary's layout (layout.Migrate,
 // keyspace cp:layout) and says what it found. A store of a newer or an
 // unknown older layout is refused (exit 1), nothing written. The embedded
 // store lives only inside a running proxy, which stamps it at start:
@@ -30,7 +28,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stdout, "redis: embedded (in memory): nothing to migrate; a proxy stamps its embedded store at start")
 		return nil
 	}
-	rdb, closeRedis, err := openRedis(cfg.Redis, getenv, slog.New(slog.DiscardHandler))
+	rdb, closeRedis, err := app.OpenRedis(cfg.Redis, getenv, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
@@ -46,59 +44,6 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stdout, "redis %s: already at layout %d; nothing to do\n", cfg.Redis, from)
 	}
 	return nil
-}
-
-// layoutCheckTimeout bounds the start-up layout check; a Redis that does
-// not answer in time is checked again in the background (contract §9:
-// the proxy runs, and /readyz reports, while Redis is down).
-const layoutCheckTimeout = 2 * time.Second
-
-// checkLayout refuses a store whose layout is not this binary's
-// (layout.Check; a store never used is stamped). When Redis does
-// not answer, it warns and returns a function that keeps checking every
-// few seconds until ctx ends, calling stop with the *LayoutError if the
-// store, once reachable, has another layout; nil otherwise.
-func checkLayout(ctx context.Context, store *redisstore.Store, logger *slog.Logger,
-	stop context.CancelCauseFunc) (later func(context.Context), err error) {
-	try := func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, layoutCheckTimeout)
-		defer cancel()
-		return store.CheckLayout(cctx)
-	}
-	err = try(ctx)
-	if ctx.Err() != nil {
-		return nil, nil // shutting down before it started
-	}
-	if err == nil || !unreachable(err) {
-		return nil, err
-	}
-	logger.Warn("could not check the store's layout: Redis does not answer; checking again until it does",
-		slog.Any("error", err))
-	return func(bg context.Context) {
-		t := time.NewTicker(layoutCheckTimeout)
-		defer t.Stop()
-		for {
-			select {
-			case <-bg.Done():
-				return
-			case <-t.C:
-			}
-			err := try(bg)
-			if err != nil && unreachable(err) {
-				continue
-			}
-			if err != nil {
-				logger.Error("the store's layout is not this binary's; stopping", slog.Any("error", err))
-				stop(err)
-			}
-			return
-		}
-	}, nil
-}
-
-// unreachable reports an error of a Redis that did not answer.
-func unreachable(err error) bool {
-	return errors.Is(err, policy.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // loadConfigFlag parses the one flag of a subcommand that reads the

@@ -46,6 +46,8 @@ type app struct {
 	throttle time.Duration
 	// httpClient is the admin API's HTTP client (timeout per request).
 	httpClient *http.Client
+	// ticker starts the ticker of --watch (watch.go ticker).
+	ticker func(time.Duration) (<-chan time.Time, func())
 }
 
 // newApp returns an app on the real clock and terminal.
@@ -53,7 +55,7 @@ func newApp(getenv func(string) string, stdin io.Reader, stdout, stderr io.Write
 	return &app{
 		getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now,
 		isTerminal: isTerminal, pollEvery: 500 * time.Millisecond, throttle: 100 * time.Millisecond,
-		httpClient: &http.Client{Timeout: 30 * time.Second},
+		httpClient: &http.Client{Timeout: 30 * time.Second}, ticker: ticker,
 	}
 }
 
@@ -96,17 +98,13 @@ func (a *app) command() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table",
 				Usage: "table (fits 100 columns), wide (every column) or json"},
 		},
-		Commands: []*cli.Command{
+		// `calloutctl completion bash|zsh|fish` prints the shell's
+		// completion script, which asks `calloutctl __complete` for the
+		// candidates (completion.go).
+		Commands: append([]*cli.Command{
 			a.deadLettersCommand(), a.replayCommand(), a.replayJobsCommand(),
 			a.endpointsCommand(), a.calloutsCommand(), a.versionCommand(),
-		},
-		// `calloutctl completion bash|zsh|fish|pwsh` prints the shell's
-		// completion script (the library's own, shown in --help).
-		EnableShellCompletion: true,
-		ConfigureShellCompletionCommand: func(c *cli.Command) {
-			c.Hidden = false
-			c.Usage = "print the shell completion script: bash, zsh, fish or pwsh"
-		},
+		}, a.completionCommands()...),
 		Action:      a.groupAction,
 		Writer:      a.stdout,
 		ErrWriter:   a.stderr,
@@ -200,7 +198,13 @@ func (e envSource) Key() string      { return e.key }
 
 // client returns the admin API client of c's --server and --token.
 func (a *app) client(c *cli.Command) (*client, error) {
-	server := c.String("server")
+	return a.newClient(c.String("server"), c.String("token"))
+}
+
+// newClient returns the admin API client of server (defaultServer when
+// "") with token. Errors: usage errors for a server that is not an http(s)
+// URL and for no token.
+func (a *app) newClient(server, token string) (*client, error) {
 	if server == "" {
 		server = defaultServer
 	}
@@ -208,10 +212,10 @@ func (a *app) client(c *cli.Command) (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usagef("--server %q is not an http(s) URL", server)
 	}
-	if c.String("token") == "" {
+	if token == "" {
 		return nil, usagef("no admin token: pass --token or set %s", envToken)
 	}
-	return &client{server: server, base: u.JoinPath("/admin/v1"), token: c.String("token"), hc: a.httpClient}, nil
+	return &client{server: server, base: u.JoinPath("/admin/v1"), token: token, hc: a.httpClient}, nil
 }
 
 // jsonOutput reports whether -o json was asked for; anything but table,

@@ -15,27 +15,30 @@ import (
 func (a *app) calloutsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "callouts",
-		Usage: "list an endpoint's pending callouts; show any callout of any organisation",
+		Usage: "list pending callouts; show any callout of any organisation",
 		Commands: []*cli.Command{
-			{Name: "list", Usage: "list an endpoint's pending callouts (scheduled, held, in flight), oldest due first; " +
-				"times in UTC",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "endpoint", Required: true, Usage: "the endpoint (required)"},
+			{Name: "list", Usage: "list pending callouts (scheduled, held, in flight), soonest due first, of one " +
+				"endpoint or, without --endpoint, of every endpoint with a backlog",
+				Flags: append([]cli.Flag{
+					&cli.StringFlag{Name: "endpoint", Usage: "the endpoint; default every endpoint with a backlog"},
 					&cli.StringFlag{Name: "state", Usage: "scheduled, held (behind an open breaker or a pause) or " +
 						"in_flight; default all three"},
-					&cli.IntFlag{Name: "limit", Value: 50, Usage: "callouts per page (1–1000)"},
-					&cli.StringFlag{Name: "cursor", Usage: "the next page's cursor, as printed after a page"},
+					&cli.IntFlag{Name: "limit", Value: 50, Usage: "callouts per page, per endpoint and state (1–1000)"},
+					&cli.StringFlag{Name: "cursor", Usage: "the next page's cursor, as printed after a page " +
+						"(with its --endpoint and --state)"},
 					&cli.BoolFlag{Name: "all", Usage: "follow every page"},
-				},
-				Action: a.listCallouts},
+				}, watchFlags()...),
+				Action: a.watchable(a.listCallouts)},
 			{Name: "get", Usage: "show one callout: state, request, attempts, last response and its body (redacted)",
 				ArgsUsage: "ID", Action: a.getCallout("callouts")},
 		},
 	}
 }
 
-// listCallouts is `callouts list --endpoint E [--state S]`: without
-// --state, the scheduled, then the held, then the in-flight ones.
+// listCallouts is `callouts list [--endpoint E] [--state S]`: for each
+// endpoint (the one given, or every endpoint whose backlog is not empty,
+// by name), without --state the scheduled, then the held, then the
+// in-flight ones; each (endpoint, state) list one page unless --all.
 func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 	cl, asJSON, err := a.setup(c)
 	if err != nil {
@@ -52,29 +55,39 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 	default:
 		return usagef("--state %q: use scheduled, held or in_flight", s)
 	}
+	endpoints := []string{c.String("endpoint")}
+	if endpoints[0] == "" {
+		if c.String("cursor") != "" {
+			return usagef("--cursor needs the --endpoint it was printed for")
+		}
+		if endpoints, err = pendingEndpoints(ctx, cl); err != nil {
+			return err
+		}
+	}
 	var all api.CalloutList
-	var more []string // "--state S --cursor C" of the lists cut short
-	for _, st := range states {
-		q := url.Values{"endpoint": {c.String("endpoint")}, "state": {string(st)},
-			"limit": {strconv.Itoa(c.Int("limit"))}}
-		cursor := c.String("cursor")
-		for {
-			if cursor != "" {
-				q.Set("cursor", cursor)
-			}
-			var page api.CalloutList
-			if _, _, err := cl.call(ctx, "GET", "callouts", q, nil, &page); err != nil {
-				return err
-			}
-			all.Items = append(all.Items, page.Items...)
-			cursor = page.NextCursor
-			if cursor == "" {
-				break
-			}
-			if !c.Bool("all") {
-				more = append(more, "--state "+string(st)+" --cursor "+cursor)
-				all.NextCursor = cursor
-				break
+	var more []string // "--endpoint E --state S --cursor C" of the lists cut short
+	for _, ep := range endpoints {
+		for _, st := range states {
+			q := url.Values{"endpoint": {ep}, "state": {string(st)}, "limit": {strconv.Itoa(c.Int("limit"))}}
+			cursor := c.String("cursor")
+			for {
+				if cursor != "" {
+					q.Set("cursor", cursor)
+				}
+				var page api.CalloutList
+				if _, _, err := cl.call(ctx, "GET", "callouts", q, nil, &page); err != nil {
+					return err
+				}
+				all.Items = append(all.Items, page.Items...)
+				cursor = page.NextCursor
+				if cursor == "" {
+					break
+				}
+				if !c.Bool("all") {
+					more = append(more, "--endpoint "+ep+" --state "+string(st)+" --cursor "+cursor)
+					all.NextCursor = cursor
+					break
+				}
 			}
 		}
 	}
@@ -89,15 +102,15 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 		return nil
 	}
 	wide := wideOutput(c)
-	t := newTable(a.stdout, wide, col("ID", 0), col("STATE", 0), col("DUE/LEASE-UNTIL", 0), col("ATTEMPTS", 0),
-		col("REQUEST", 30), wideCol("IDEMPOTENCY-KEY"), wideCol("CREATED"), wideCol("REPLAY-OF"),
-		wideCol("ISSUER"), wideCol("LAST-ERROR"))
+	t := newTable(a.stdout, wide, col("ID", 0), col("ENDPOINT", 14), col("STATE", 0), col("DUE/LEASE-UNTIL", 0),
+		col("ATTEMPTS", 0), col("REQUEST", 22), wideCol("IDEMPOTENCY-KEY"), wideCol("CREATED"),
+		wideCol("REPLAY-OF"), wideCol("ISSUER"), wideCol("LAST-ERROR"))
 	for _, p := range all.Items {
 		at := time.Time{}
 		if p.NextAttemptAt != nil {
 			at = *p.NextAttemptAt
 		}
-		t.row(p.ID, string(p.State), tsFor(wide, at), strconv.Itoa(p.Attempts), p.Method+" "+p.Path,
+		t.row(p.ID, p.Endpoint, string(p.State), a.when(wide, at), strconv.Itoa(p.Attempts), p.Method+" "+p.Path,
 			p.IdempotencyKey, ts(p.CreatedAt), p.ReplayOf, p.Issuer, p.LastError)
 	}
 	if err := t.flush(); err != nil {
@@ -107,4 +120,20 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 		a.notef("more callouts: %s (or --all)\n", m)
 	}
 	return nil
+}
+
+// pendingEndpoints is the names of the endpoints whose backlog (pending
+// callouts, contract §10) is not empty, by name (GET /admin/v1/endpoints).
+func pendingEndpoints(ctx context.Context, cl *client) ([]string, error) {
+	var l api.EndpointList
+	if _, _, err := cl.call(ctx, "GET", "endpoints", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range l.Endpoints {
+		if e.BacklogItems > 0 {
+			names = append(names, e.Name)
+		}
+	}
+	return names, nil
 }

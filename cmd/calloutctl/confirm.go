@@ -5,10 +5,19 @@ import (
 	"context"
 	"errors"
 	"strings"
+
+	"github.com/urfave/cli/v3"
 )
 
 // errDeclined is a confirmation answered anything but yes (exit 4).
 var errDeclined = errors.New("not confirmed; nothing was done (pass --yes to skip the question)")
+
+// yesFlag is --yes (-y): every command that changes something takes it,
+// so a script can pass it to each; those that may ask first (disable,
+// discard, replay) then do not ask, the others never ask.
+func yesFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"}
+}
 
 // confirm asks question on stderr and reads the answer from stdin: "y" or
 // "yes" (any case) goes on; anything else, or end of input, declines with

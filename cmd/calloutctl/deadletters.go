@@ -78,27 +78,28 @@ func filterQuery(f api.ReplayFilter) url.Values {
 
 func (a *app) deadLettersCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "dead-letters",
-		Usage: "list, show and discard dead letters",
+		Name:    "dead-letters",
+		Aliases: []string{"deadletters"},
+		Usage:   "list, show and discard dead letters",
 		Commands: []*cli.Command{
 			{
 				Name: "list",
 				Usage: "list dead letters, by endpoint then oldest first, with what became of their replays " +
 					"(REPLAY: pending, succeeded, failed again); times in UTC",
-				Flags: append(filterFlags(),
+				Flags: append(append(filterFlags(), watchFlags()...),
 					&cli.BoolFlag{Name: "unresolved", Usage: "only those whose replays have not succeeded " +
 						"(never replayed, pending, failed again)"},
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "dead letters per page (1–1000)"},
 					&cli.StringFlag{Name: "cursor", Usage: "the next page's cursor, as printed after a page"},
 					&cli.BoolFlag{Name: "all", Usage: "follow every page"}),
-				Action: a.listDeadLetters,
+				Action: a.watchable(a.listDeadLetters),
 			},
 			{Name: "get", Usage: "show one dead letter: request, attempts, last response and its body (redacted)",
 				ArgsUsage: "ID", Action: a.getCallout("dead-letters")},
 			{
 				Name: "discard", Usage: "delete dead letters from the proxy's store (asks first on a terminal)",
 				ArgsUsage: "ID...",
-				Flags:     []cli.Flag{&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"}},
+				Flags:     []cli.Flag{yesFlag()},
 				Action:    a.discardDeadLetters,
 			},
 		},
@@ -149,7 +150,7 @@ func (a *app) listDeadLetters(ctx context.Context, c *cli.Command) error {
 		col("STATUS", 0), col("REPLAY", 0), wideCol("REQUEST"), wideCol("ATTEMPTS"), wideCol("IDEMPOTENCY-KEY"),
 		wideCol("REPLAY-OF"), wideCol("REPLAYED-BY"), wideCol("LAST-ERROR"))
 	for _, d := range all.Items {
-		t.row(d.ID, d.Endpoint, tsFor(wide, d.DeadLetteredAt), string(d.Reason), status(d.Status),
+		t.row(d.ID, d.Endpoint, a.when(wide, d.DeadLetteredAt), string(d.Reason), status(d.Status),
 			resolution(d.ReplayOutcome), d.Method+" "+d.Path, strconv.Itoa(d.Attempts), d.IdempotencyKey,
 			d.ReplayOf, d.ReplayedBy, d.LastError)
 	}
@@ -208,14 +209,15 @@ func (a *app) printCallout(d api.CalloutDoc, wide bool) error {
 	t.row("id", d.ID)
 	t.row("endpoint", d.Endpoint)
 	t.row("state", string(d.State))
-	t.row("reason", d.DeadLetterReason)
+	t.row("dead letter reason", d.DeadLetterReason)
+	t.row("last outcome", string(d.LastOutcome))
 	t.row("request", d.Method+" "+d.Path)
 	t.row("idempotency key", d.IdempotencyKey)
 	t.row("source record", d.SourceRecord)
 	t.row("issuer", d.Issuer)
-	t.row("created", ts(d.CreatedAt))
-	t.row("finished", tsp(d.FinishedAt))
-	t.row("next attempt", tsp(d.NextAttemptAt))
+	t.row("created", a.stamp(d.CreatedAt))
+	t.row("finished", a.stampp(d.FinishedAt))
+	t.row("next attempt", a.stampp(d.NextAttemptAt))
 	t.row("replay of", d.ReplayOf)
 	t.row("replayed by", d.ReplayedBy)
 	t.row("replay outcome", resolution(d.ReplayOutcome))

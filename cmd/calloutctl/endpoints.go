@@ -18,18 +18,18 @@ func (a *app) endpointsCommand() *cli.Command {
 		Name:  "endpoints",
 		Usage: "list endpoints; enable, disable or reset one",
 		Commands: []*cli.Command{
-			{Name: "list", Usage: "every configured endpoint: its gate (what a request meets: open passes; breaker_open, " +
-				"probing and paused hold writes; disabled refuses), breaker, consecutive failures, backlog, dead letters",
-				Action: a.listEndpoints},
+			{Name: "list", Usage: "every configured endpoint: its gate (what a request meets: open passes; half_open " +
+				"lets one probe through; breaker_open, probing and paused hold writes; disabled refuses), consecutive " +
+				"failures, backlog, dead letters; -o wide adds the breaker (closed, open, half_open)",
+				Flags: watchFlags(), Action: a.watchable(a.listEndpoints)},
 			{Name: "enable", Usage: "re-enable a disabled endpoint (its dead letters can then be replayed)",
-				ArgsUsage: "NAME", Action: a.endpointAction("enable", "enable")},
+				ArgsUsage: "NAME", Flags: []cli.Flag{yesFlag()}, Action: a.endpointAction("enable", "enable")},
 			{Name: "disable", Usage: "disable an endpoint: its pending callouts become dead letters",
 				ArgsUsage: "NAME", Flags: []cli.Flag{
-					&cli.StringFlag{Name: "reason", Usage: "why, kept with the disable"},
-					&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"},
+					&cli.StringFlag{Name: "reason", Usage: "why, kept with the disable"}, yesFlag(),
 				}, Action: a.endpointAction("disable", "disable")},
 			{Name: "reset", Usage: "close an endpoint's circuit breaker and lift its pause",
-				ArgsUsage: "NAME", Action: a.endpointAction("reset", "breaker/reset")},
+				ArgsUsage: "NAME", Flags: []cli.Flag{yesFlag()}, Action: a.endpointAction("reset", "breaker/reset")},
 		},
 	}
 }
@@ -49,20 +49,17 @@ func (a *app) listEndpoints(ctx context.Context, c *cli.Command) error {
 		return writeJSON(a.stdout, raw, nil)
 	}
 	wide := wideOutput(c)
-	// GATE is what a request meets (open: passing; breaker_open, probing,
-	// paused, disabled: held or refused); BREAKER the breaker's own state.
-	t := newTable(a.stdout, wide, col("NAME", 14), col("GATE", 0), col("BREAKER", 0), col("FAILS", 0),
+	// GATE is what a request meets, in the words of contract §12 (open:
+	// passing); BREAKER, the breaker's own state, only in -o wide, so that
+	// no breaker word sits where the gate is read.
+	t := newTable(a.stdout, wide, col("NAME", 14), col("GATE", 0), wideCol("BREAKER"), col("FAILS", 0),
 		col("BACKLOG", 0), col("IN-FLIGHT", 0), col("DEAD-LETTERS", 0), col("NEXT-PROBE", 0),
 		wideCol("OPENED-AT"), wideCol("PAUSED-UNTIL"), wideCol("DISABLED-REASON"), wideCol("OPEN-PARTITIONS"))
 	for _, e := range l.Endpoints {
-		next := ""
-		if e.NextProbeAt != nil {
-			next = tsFor(wide, *e.NextProbeAt)
-		}
 		t.row(e.Name, string(e.Gate), string(e.Breaker), strconv.Itoa(e.ConsecutiveFailures),
 			strconv.FormatInt(e.BacklogItems, 10), strconv.FormatInt(e.InFlight, 10),
-			strconv.FormatInt(e.DeadLetters, 10), next, tsp(e.OpenedAt), tsp(e.PausedUntil), e.DisabledReason,
-			openPartitions(e.Partitions))
+			strconv.FormatInt(e.DeadLetters, 10), a.whenp(wide, e.NextProbeAt), a.whenp(wide, e.OpenedAt),
+			a.whenp(wide, e.PausedUntil), e.DisabledReason, openPartitions(e.Partitions))
 	}
 	return t.flush()
 }

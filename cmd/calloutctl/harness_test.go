@@ -4,29 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
-	"github.com/calloutproxy/callout-proxy/proxy"
-	"github.com/calloutproxy/callout-proxy/proxy/admin"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	proxyapp "github.com/calloutproxy/callout-proxy/proxy/app"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
-	"github.com/calloutproxy/callout-proxy/proxy/forward"
-	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
-	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
 // Secrets of the test configuration.
@@ -71,8 +60,9 @@ func (u *upstream) received() []string {
 	return keys
 }
 
-// proxyEnv is a whole proxy running in-process, wired as
-// cmd/callout-proxy/serve.go wires it, on the injected clock.
+// proxyEnv is a whole proxy running in-process, wired by the composition
+// root's constructor (app.New, as cmd/callout-proxy runs it), on the
+// injected clock.
 type proxyEnv struct {
 	up     *upstream
 	clk    *clocktest.Clock
@@ -104,7 +94,9 @@ endpoints:
 ` + ep("pay-api") + ep("crm-api")
 }
 
-// startProxy runs a proxy until the test ends.
+// startProxy runs a proxy until the test ends: app.New over a throwaway
+// Redis, every shared clock the test's (the scripts' time pinned to it),
+// callers' tokens checked on the wall clock they are minted with.
 func startProxy(t *testing.T) *proxyEnv {
 	t.Helper()
 	env := map[string]string{"JWT_SECRET": jwtSecret, "OPS_TOKEN": opsToken, "VIEWER_TOKEN": viewerToken}
@@ -115,46 +107,22 @@ func startProxy(t *testing.T) *proxyEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := testRedis(t)
-	logger := slog.New(slog.NewJSONHandler(p.logs, nil))
-	p.store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: p.clk.Now, Logger: logger})
-	p.jobs = jobs.New(rdb, jobs.Options{PinScriptTime: true, Now: p.clk.Now})
-	callers, err := auth.NewVerifier(cfg.Auth, getenv, time.Now)
+	a, err := proxyapp.New(t.Context(), proxyapp.Options{Config: cfg, Getenv: getenv, Logs: p.logs, Redis: testRedis(t),
+		SharedClock: func(func() time.Time) func() time.Time { return p.clk.Now }, PinScriptTime: true,
+		DispatchIdle: 5 * time.Millisecond, ReplayPollEvery: 20 * time.Millisecond, ReplaySleep: p.clk.Sleep,
+		Owner: "replica-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	admins, err := auth.NewAdminTokens(cfg.Admin, getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, Now: p.clk.Now,
-		MaxResponseBytes: cfg.Policy.MaxResponseBytes})
-	t.Cleanup(fwd.CloseIdleConnections)
-	watcher := &dispatch.Watcher{Config: cfg, Store: p.store, Metrics: m, Logger: logger, Now: p.clk.Now}
-	disp := dispatch.New(dispatch.Options{Config: cfg, Store: p.store, Upstream: fwd, Metrics: m, Logger: logger,
-		Breakers: watcher, Now: p.clk.Now, Idle: 5 * time.Millisecond})
-	replays := replay.New(replay.Options{Config: cfg, Store: p.store, Jobs: p.jobs, Logger: logger, Metrics: m,
-		Now: p.clk.Now, Sleep: p.clk.Sleep, Owner: "replica-1", Wake: disp.Wake, PollEvery: 20 * time.Millisecond})
-	srv := proxy.New(proxy.Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: p.store,
-		Metrics: m, Breakers: watcher, Wake: disp.Wake, Logger: logger, Now: p.clk.Now})
-	adminSrv := httptest.NewServer(admin.New(admin.Deps{Config: cfg, Tokens: admins, Endpoints: p.store, Callouts: p.store,
-		DeadLetters: replays, ReplayJobs: replays, Metrics: m, Wake: disp.Wake, Logger: logger,
-		Now: p.clk.Now}))
-	calloutSrv := httptest.NewServer(srv.Handler())
-	p.admin, p.callee = adminSrv.URL, calloutSrv.URL
+	p.store, p.jobs, p.admin, p.callee = a.Store(), a.Jobs(), a.AdminURL(), a.URL()
 	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { disp.Run(ctx) })
-	wg.Go(func() { replays.Run(ctx) })
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		stop()
-		wg.Wait()
-		adminSrv.Close()
-		calloutSrv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("the proxy's Run returned %v", err)
+		}
 	})
 	return p
 }

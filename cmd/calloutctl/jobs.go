@@ -21,8 +21,8 @@ func (a *app) replayJobsCommand() *cli.Command {
 		Usage: "follow, list and cancel replay jobs",
 		Commands: []*cli.Command{
 			{Name: "list", Usage: "list recent replay jobs, newest first",
-				Flags:  []cli.Flag{&cli.IntFlag{Name: "limit", Value: 20, Usage: "jobs to list"}},
-				Action: a.listJobs},
+				Flags:  append([]cli.Flag{&cli.IntFlag{Name: "limit", Value: 20, Usage: "jobs to list"}}, watchFlags()...),
+				Action: a.watchable(a.listJobs)},
 			{Name: "get", Usage: "show a replay job's progress", ArgsUsage: "ID",
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "items", Usage: "also list its dead letters and what became of each"},
@@ -30,7 +30,7 @@ func (a *app) replayJobsCommand() *cli.Command {
 				},
 				Action: a.getJob},
 			{Name: "cancel", Usage: "stop a replay job before its next send; says how many were sent",
-				ArgsUsage: "ID", Action: a.cancelJob},
+				ArgsUsage: "ID", Flags: []cli.Flag{yesFlag()}, Action: a.cancelJob},
 		},
 	}
 }
@@ -62,7 +62,7 @@ func (a *app) listJobs(ctx context.Context, c *cli.Command) error {
 				state = "dry-run"
 			}
 		}
-		t.row(j.ID, state, tsFor(wide, j.CreatedAt), strconv.Itoa(j.Total), strconv.Itoa(sent),
+		t.row(j.ID, state, a.when(wide, j.CreatedAt), strconv.Itoa(j.Total), strconv.Itoa(sent),
 			strconv.Itoa(j.Skipped), strconv.Itoa(j.Refused), strconv.Itoa(j.Failed),
 			strconv.FormatBool(j.DryRun), strconv.Itoa(j.WouldSend), strconv.FormatFloat(j.Rate, 'g', -1, 64)+"/s",
 			j.CreatedBy)
@@ -125,8 +125,8 @@ func (a *app) printJob(j api.ReplayJob) error {
 		t.row("ids", strconv.Itoa(j.IDCount))
 	}
 	t.row("created by", j.CreatedBy)
-	t.row("created", ts(j.CreatedAt))
-	t.row("finished", tsp(j.FinishedAt))
+	t.row("created", a.stamp(j.CreatedAt))
+	t.row("finished", a.stampp(j.FinishedAt))
 	t.row("cancelled by", j.CancelledBy)
 	sent := fmt.Sprintf("%d sent", j.Sent)
 	if j.DryRun {
@@ -173,7 +173,7 @@ func (a *app) itemTable(items []api.ReplayJobItemDoc, wide bool) error {
 		if d.ID != "" {
 			st = status(d.Status)
 		}
-		t.row(it.DeadLetterID, d.Endpoint, tsFor(wide, d.DeadLetteredAt), st, itemResult(it), string(d.Reason),
+		t.row(it.DeadLetterID, d.Endpoint, a.when(wide, d.DeadLetteredAt), st, itemResult(it), string(d.Reason),
 			req, d.IdempotencyKey, it.ReplayID)
 	}
 	return t.flush()

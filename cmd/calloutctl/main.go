@@ -8,15 +8,20 @@
 //
 //	calloutctl [--server URL] [--token TOKEN] [-o table|json] COMMAND ...
 //
-//	dead-letters list [--endpoint E]... [--since T] [--until T] [--status N]... [--reason R]... [--all]
+//	dead-letters list [--endpoint E]... [--since T] [--until T] [--status N]... [--reason R]... [--all] [--watch]
 //	dead-letters get ID
 //	dead-letters discard ID... [--yes]
 //	replay ID                                   replay one dead letter now
 //	replay ID... [--rate N] [--dry-run] [--yes] replay several as a job
 //	replay --endpoint E [--since T] [--until T] [--status N]... [--reason R]... [--dry-run] [--rate N] [--yes]
-//	replay-jobs list | get ID [--items] [--wait] | cancel ID
-//	endpoints list | enable NAME | disable NAME [--reason TEXT] [--yes] | reset NAME
-//	callouts get ID
+//	replay-jobs list [--watch] | get ID [--items] [--wait] | cancel ID [--yes]
+//	endpoints list [--watch] | enable NAME [--yes] | disable NAME [--reason TEXT] [--yes] | reset NAME [--yes]
+//	callouts list [--endpoint E] [--state S] [--watch] | get ID
+//	completion bash|zsh|fish
+//
+// deadletters is an alias of dead-letters. Table times are to the second,
+// relative within a day ("in 12s", "3m ago"); --watch redraws a list every
+// --interval until Ctrl-C.
 //
 // --server defaults to $CALLOUTCTL_SERVER, else http://127.0.0.1:8081;
 // --token to $CALLOUTCTL_TOKEN. Times are RFC 3339, a date (UTC), or a

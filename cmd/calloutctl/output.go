@@ -106,22 +106,13 @@ func writeJSON(w io.Writer, raw []byte, v any) error {
 	return err
 }
 
-// ts formats a time for a table: RFC 3339 in UTC, seconds precision; ""
-// for none.
+// ts formats a time for -o wide and for scripts: RFC 3339 in UTC, seconds
+// precision; "" for none.
 func ts(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-// tsShort formats a time for a 100-column table: "2006-01-02 15:04" in
-// UTC (-o wide shows ts); "" for none.
-func tsShort(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format("2006-01-02 15:04")
 }
 
 // tsp is ts of an optional time.
@@ -132,12 +123,84 @@ func tsp(t *time.Time) string {
 	return ts(*t)
 }
 
-// tsFor is ts in -o wide, tsShort otherwise.
-func tsFor(wide bool, t time.Time) string {
-	if wide {
+// relWithin is how far from now a table cell shows a time relative to
+// now; beyond it, the date and time.
+const relWithin = 24 * time.Hour
+
+// when formats a time for a table cell, to the second: relative to now
+// within relWithin ("in 12s", "3m ago", "5h2m10s ago"), else "2006-01-02
+// 15:04:05" in UTC; in -o wide always ts (RFC 3339). "" for none.
+func (a *app) when(wide bool, t time.Time) string {
+	switch {
+	case t.IsZero():
+		return ""
+	case wide:
 		return ts(t)
 	}
-	return tsShort(t)
+	now := a.now()
+	if d := t.Sub(now); d < relWithin && d > -relWithin {
+		return rel(t, now)
+	}
+	return t.UTC().Format(time.DateTime)
+}
+
+// whenp is when of an optional time.
+func (a *app) whenp(wide bool, t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return a.when(wide, *t)
+}
+
+// stamp formats a time of a `get` field: ts and, within relWithin of now,
+// how far ("2026-03-02T09:00:12Z (in 12s)"); "" for none.
+func (a *app) stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	now := a.now()
+	if d := t.Sub(now); d < relWithin && d > -relWithin {
+		return ts(t) + " (" + rel(t, now) + ")"
+	}
+	return ts(t)
+}
+
+// stampp is stamp of an optional time.
+func (a *app) stampp(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return a.stamp(*t)
+}
+
+// rel says how far t is from now, to the second: "in 12s", "3m ago",
+// "in 1h0m5s", "now".
+func rel(t, now time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	switch {
+	case d > 0:
+		return "in " + compact(d)
+	case d < 0:
+		return compact(-d) + " ago"
+	}
+	return "now"
+}
+
+// compact writes a whole-second duration d > 0 as hours, minutes and
+// seconds without trailing zero units: 12s, 3m, 3m5s, 1h, 1h0m5s, 26h3m.
+func compact(d time.Duration) string {
+	h, m, sec := int64(d/time.Hour), int64(d%time.Hour/time.Minute), int64(d%time.Minute/time.Second)
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 || (h > 0 && sec > 0) {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if sec > 0 || b.Len() == 0 {
+		fmt.Fprintf(&b, "%ds", sec)
+	}
+	return b.String()
 }
 
 // status formats an upstream status; 0 (no response) as "none".
@@ -159,19 +222,6 @@ func statusList(ns []int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// until says how far t is from now as a duration rounded to the second
-// ("in 4m10s", "2m ago"), for a warning.
-func until(t, now time.Time) string {
-	d := t.Sub(now).Round(time.Second)
-	switch {
-	case d > 0:
-		return "in " + d.String()
-	case d < 0:
-		return (-d).String() + " ago"
-	}
-	return "now"
 }
 
 // outputMode reads -o: table, wide or json; anything else is a usage

@@ -33,7 +33,7 @@ func (a *app) replayCommand() *cli.Command {
 			&cli.BoolFlag{Name: "unresolved", Usage: "only dead letters whose replays have not succeeded"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "say what the replay would do to each dead letter; send nothing"},
 			&cli.FloatFlag{Name: "rate", Value: 10, Usage: "dead letters replayed per second (0.1–1000)"},
-			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"},
+			yesFlag(),
 			&cli.BoolFlag{Name: "no-wait", Usage: "print the job's id and return at once"}),
 		Action: a.replay,
 	}
@@ -204,14 +204,14 @@ func (a *app) warnShut(ctx context.Context, cl *client, names []string) {
 		case policy.GateBreakerOpen, policy.GateProbing:
 			when := ""
 			if e.NextProbeAt != nil {
-				when = fmt.Sprintf(" (next probe %s, %s)", ts(*e.NextProbeAt), until(*e.NextProbeAt, now))
+				when = fmt.Sprintf(" (next probe %s, %s)", ts(*e.NextProbeAt), rel(*e.NextProbeAt, now))
 			}
 			a.notef("warning: %s's circuit breaker is open%s: its replays are held, not sent, until the breaker "+
 				"closes (calloutctl endpoints reset %s closes it now)\n", n, when, n)
 		case policy.GatePaused:
 			when := ""
 			if e.PausedUntil != nil {
-				when = fmt.Sprintf(" until %s (%s)", ts(*e.PausedUntil), until(*e.PausedUntil, now))
+				when = fmt.Sprintf(" until %s (%s)", ts(*e.PausedUntil), rel(*e.PausedUntil, now))
 			}
 			a.notef("warning: %s is paused by a 429 Retry-After%s: its replays are held, not sent, until then\n", n, when)
 		case policy.GateDisabled:

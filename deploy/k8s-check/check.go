@@ -15,7 +15,8 @@ type Want struct {
 	// Name is the name of the Deployment, its container, the Service, the
 	// PodDisruptionBudget, the HorizontalPodAutoscaler and the NetworkPolicy.
 	Name string
-	// MinReplicas is the least Deployment replicas and HPA minReplicas.
+	// MinReplicas is the least HPA minReplicas (and the least Deployment
+	// replicas when no HPA targets it).
 	MinReplicas int32
 	// HTTPPort and AdminPort are the container ports of the callout
 	// listener (probes, Service) and of the admin listener (/metrics, the
@@ -70,7 +71,15 @@ func Check(m *Manifests, w Want) []string {
 // checkDeployment checks replicas, selector, the container, the shutdown
 // timing and the configuration it mounts.
 func (c *checker) checkDeployment(m *Manifests, dep *appsv1.Deployment) {
-	if dep.Spec.Replicas == nil || *dep.Spec.Replicas < c.want.MinReplicas {
+	switch hpa := hpaOf(m, dep); {
+	case hpa != nil && dep.Spec.Replicas != nil:
+		// kubectl apply would set the count back to this on every apply,
+		// undoing the autoscaler (Kubernetes documentation, "Horizontal Pod
+		// Autoscaling", "Migrating Deployments and StatefulSets to
+		// horizontal autoscaling").
+		c.addf("Deployment sets replicas %d beside HorizontalPodAutoscaler %q: every apply resets the autoscaled count",
+			*dep.Spec.Replicas, hpa.Name)
+	case hpa == nil && (dep.Spec.Replicas == nil || *dep.Spec.Replicas < c.want.MinReplicas):
 		c.addf("Deployment replicas %s, want at least %d", int32s(dep.Spec.Replicas), c.want.MinReplicas)
 	}
 	if dep.Spec.Selector == nil || !selects(dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels) {
@@ -93,6 +102,7 @@ func (c *checker) checkDeployment(m *Manifests, dep *appsv1.Deployment) {
 	}
 	c.checkConfigAgrees(cfg, pod, ctr)
 	c.checkGrace(cfg, pod, ctr)
+	c.checkRedis(m, cfg, ctr)
 }
 
 func (c *checker) checkPorts(ctr *corev1.Container) {

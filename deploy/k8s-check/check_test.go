@@ -34,12 +34,17 @@ func TestCheckCatchesBreakage(t *testing.T) {
 	setConfig := func(m *Manifests, from, to string) {
 		m.ConfigMaps[0].Data["config.yaml"] = strings.Replace(m.ConfigMaps[0].Data["config.yaml"], from, to, 1)
 	}
+	setRedis := func(m *Manifests, file, from, to string) {
+		m.ConfigMaps[1].Data[file] = strings.Replace(m.ConfigMaps[1].Data[file], from, to, 1)
+	}
 	tests := []struct {
 		name   string
 		break_ func(m *Manifests)
 		want   string
 	}{
-		{"two replicas", func(m *Manifests) { two := int32(2); m.Deployments[0].Spec.Replicas = &two },
+		{"replicas beside the HPA", func(m *Manifests) { four := int32(4); m.Deployments[0].Spec.Replicas = &four },
+			`Deployment sets replicas 4 beside HorizontalPodAutoscaler "callout-proxy"`},
+		{"two replicas, no HPA", func(m *Manifests) { two := int32(2); m.Deployments[0].Spec.Replicas = &two; m.HPAs = nil },
 			"Deployment replicas 2, want at least 3"},
 		{"readiness on healthz", func(m *Manifests) { ctr(m).ReadinessProbe.HTTPGet.Path = "/healthz" },
 			`readinessProbe path "/healthz", want "/readyz"`},
@@ -67,10 +72,35 @@ func TestCheckCatchesBreakage(t *testing.T) {
 			"file /etc/callout-proxy/secrets/sf.key is read by the config but Secret volume \"secrets\" has no item"},
 		{"file under no mount", func(m *Manifests) { setConfig(m, "/etc/callout-proxy/secrets/sf-jwt.key", "/run/sf-jwt.key") },
 			"file /run/sf-jwt.key is read by the config but is under no volume mount"},
-		{"listen on loopback", func(m *Manifests) { setConfig(m, "listen: 0.0.0.0:8080", "listen: 127.0.0.1:8080") },
-			`config listen "127.0.0.1:8080" is not reachable from outside the pod`},
+		{"listen on loopback", func(m *Manifests) { setConfig(m, `listen: ":8080"`, "listen: 127.0.0.1:8080") },
+			`config listen "127.0.0.1:8080" does not listen on every address of the pod`},
+		{"listen on IPv4 only", func(m *Manifests) { setConfig(m, `admin_listen: ":8081"`, "admin_listen: 0.0.0.0:8081") },
+			`config admin_listen "0.0.0.0:8081" does not listen on every address of the pod, IPv4 and IPv6`},
 		{"embedded store", func(m *Manifests) { setConfig(m, "redis:", "unused_redis:") },
-			"config has no redis.url or redis.cluster"},
+			"config has no redis.url, redis.cluster or redis.sentinel"},
+		{"redis appendfsync everysec", func(m *Manifests) { setRedis(m, "redis.conf", "appendfsync always", "appendfsync everysec") },
+			`redis.conf: appendfsync "everysec", want "always"`},
+		{"redis evicts", func(m *Manifests) {
+			setRedis(m, "redis.conf", "maxmemory-policy noeviction", "maxmemory-policy allkeys-lru")
+		}, `maxmemory-policy "allkeys-lru", want "noeviction"`},
+		{"redis without AOF", func(m *Manifests) { setRedis(m, "redis.conf", "appendonly yes", "appendonly no") },
+			`appendonly "no", want "yes"`},
+		{"sentinel quorum of one", func(m *Manifests) { setRedis(m, "sentinel.conf", "6379 2", "6379 1") },
+			"quorum 1, want a majority of 3 Sentinels (2)"},
+		{"two redis pods", func(m *Manifests) { two := int32(2); m.StatefulSets[0].Spec.Replicas = &two },
+			"StatefulSet callout-redis has 2 pods, want 3"},
+		{"redis pods may share a node", func(m *Manifests) { m.StatefulSets[0].Spec.Template.Spec.Affinity = nil },
+			"no required pod anti-affinity on kubernetes.io/hostname"},
+		{"redis data not persistent", func(m *Manifests) { m.StatefulSets[0].Spec.VolumeClaimTemplates = nil },
+			"/data of container redis is not a volumeClaimTemplate"},
+		{"proxy misses a sentinel", func(m *Manifests) {
+			setConfig(m, "      - callout-redis-2.callout-redis.callout-proxy.svc:26379\n", "")
+		},
+			"config redis.sentinel.addresses"},
+		{"proxy durability local", func(m *Manifests) { setConfig(m, "\n  durability: replicated", "\n  durability: local") },
+			`config redis.durability "local" with Sentinel replicas`},
+		{"proxy names another master", func(m *Manifests) { setConfig(m, "master_name: callouts", "master_name: mymaster") },
+			`master_name "mymaster", but the Sentinels monitor "callouts"`},
 		{"no salesforce", func(m *Manifests) { setConfig(m, "\nsalesforce:", "\nunused_salesforce:") },
 			"or a salesforce section (false)"},
 		{"root", func(m *Manifests) { f := false; pod(m).SecurityContext.RunAsNonRoot = &f }, "runAsNonRoot is not true"},

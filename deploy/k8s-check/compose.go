@@ -83,7 +83,32 @@ func CheckCompose(c *Compose, dir string) []string {
 	if replicas < 2 {
 		ch.addf("compose runs %d proxy replicas, want at least 2", replicas)
 	}
+	for _, name := range sortedKeys(serviceNames(c)) {
+		if img := c.Services[name].Image; img != "" && !QualifiedImage(img) {
+			ch.addf("service %s: image %q is a short name; podman and buildah refuse it without a registries alias "+
+				"(write docker.io/library/NAME:TAG, or localhost/NAME:TAG for a local build)", name, img)
+		}
+	}
 	return ch.problems
+}
+
+func serviceNames(c *Compose) map[string]bool {
+	out := map[string]bool{}
+	for name := range c.Services {
+		out[name] = true
+	}
+	return out
+}
+
+// QualifiedImage reports whether an image reference names its registry:
+// its first path component is a host (has a "." or a ":", or is
+// localhost), as in docker.io/library/redis:7.4 or localhost/app:dev.
+// Podman and Buildah resolve a short name (redis:7.4) only through a
+// registries.conf alias or an interactive prompt (containers-registries.conf(5),
+// "Short-Name Aliasing"), and refuse it otherwise.
+func QualifiedImage(ref string) bool {
+	first, _, ok := strings.Cut(ref, "/")
+	return ok && (strings.ContainsAny(first, ".:") || first == "localhost")
 }
 
 func isProxyService(s ComposeService) bool {

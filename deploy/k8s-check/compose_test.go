@@ -30,6 +30,10 @@ func TestComposeCatchesBreakage(t *testing.T) {
 		want     string
 	}{
 		{"one replica", "replicas: 2", "replicas: 1", "compose runs 1 proxy replicas, want at least 2"},
+		{"short image name", "image: docker.io/library/redis:7.4-bookworm", "image: redis:7.4-bookworm",
+			`service redis: image "redis:7.4-bookworm" is a short name`},
+		{"short local name", "image: localhost/callout-proxy:dev", "image: callout-proxy:dev",
+			`service proxy: image "callout-proxy:dev" is a short name`},
 		{"no AOF", "--appendonly yes", "--appendonly no", "does not turn AOF on"},
 		{"no data volume", "redis-data:/data", "redis-data:/var/tmp", "no volume on /data"},
 		{"literal secret", "${CALLOUT_PROXY_ADMIN_TOKEN:?set CALLOUT_PROXY_ADMIN_TOKEN (at least 16 bytes)}",

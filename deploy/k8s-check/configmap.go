@@ -56,12 +56,13 @@ func (c *checker) checkConfigAgrees(cfg *ProxyConfig, pod *corev1.PodSpec, ctr *
 		if err != nil || int32(port) != l.port {
 			c.addf("config %s %q does not listen on container port %d", l.key, l.addr, l.port)
 		}
-		if !ListensOnAllInterfaces(l.addr) {
-			c.addf("config %s %q is not reachable from outside the pod (use 0.0.0.0)", l.key, l.addr)
+		if !ListensOnEveryFamily(l.addr) {
+			c.addf("config %s %q does not listen on every address of the pod, IPv4 and IPv6 "+
+				"(use \":%d\" or \"[::]:%d\"; 0.0.0.0 fails on IPv6-only clusters)", l.key, l.addr, l.port, l.port)
 		}
 	}
 	if !cfg.Redis {
-		c.addf("config has no redis.url or redis.cluster: replicas would not share a store")
+		c.addf("config has no redis.url, redis.cluster or redis.sentinel: replicas would not share a store")
 	}
 	if !cfg.HasCallerKey || !cfg.HasAdminToken || !cfg.HasSalesforce {
 		c.addf("config lacks caller-JWT key material (%t), an admin token (%t) or a salesforce section (%t)",

@@ -3,6 +3,7 @@ module github.com/calloutproxy/callout-proxy/deploy/k8s-check
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/kustomize/api v0.21.2

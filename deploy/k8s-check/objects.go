@@ -2,6 +2,7 @@ package k8scheck
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -73,14 +74,21 @@ func (c *checker) checkPDB(m *Manifests, podLabels map[string]string) {
 	c.addf("no PodDisruptionBudget selects the pods")
 }
 
+// hpaOf returns the autoscaler that targets dep, or nil.
+func hpaOf(m *Manifests, dep *appsv1.Deployment) *autoscalingv2.HorizontalPodAutoscaler {
+	for i, h := range m.HPAs {
+		ref := h.Spec.ScaleTargetRef
+		if ref.Kind == "Deployment" && ref.Name == dep.Name && ref.APIVersion == "apps/v1" {
+			return &m.HPAs[i]
+		}
+	}
+	return nil
+}
+
 // checkHPA: an autoscaler on the Deployment that never goes below the
 // minimum replicas.
 func (c *checker) checkHPA(m *Manifests, dep *appsv1.Deployment) {
-	for _, h := range m.HPAs {
-		ref := h.Spec.ScaleTargetRef
-		if ref.Kind != "Deployment" || ref.Name != dep.Name || ref.APIVersion != "apps/v1" {
-			continue
-		}
+	if h := hpaOf(m, dep); h != nil {
 		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < c.want.MinReplicas {
 			c.addf("HPA minReplicas %s, want at least %d", int32s(h.Spec.MinReplicas), c.want.MinReplicas)
 		} else if h.Spec.MaxReplicas < *h.Spec.MinReplicas {
@@ -185,6 +193,9 @@ func namespacesOf(m *Manifests) []string {
 		out = append(out, o.Namespace)
 	}
 	for _, o := range m.Deployments {
+		out = append(out, o.Namespace)
+	}
+	for _, o := range m.StatefulSets {
 		out = append(out, o.Namespace)
 	}
 	for _, o := range m.PDBs {

@@ -20,12 +20,21 @@ import (
 type ProxyConfig struct {
 	// Listen and AdminListen are host:port as written (README "Top level").
 	Listen, AdminListen string
-	// Redis is true when redis.url or redis.cluster is set: without it the
-	// proxy runs on an embedded, non-durable store that no two replicas
-	// share.
+	// Redis is true when redis.url, redis.cluster or redis.sentinel is
+	// set: without it the proxy runs on an embedded, non-durable store that
+	// no two replicas share.
 	Redis bool
-	// RedisHosts are the hosts of redis.url and redis.cluster.
+	// RedisHosts are the hosts of redis.url, redis.cluster and
+	// redis.sentinel.addresses.
 	RedisHosts []string
+	// SentinelMaster and SentinelAddresses are redis.sentinel.master_name
+	// and its addresses (host:port) as written; Durability is
+	// redis.durability ("" when absent, which the proxy reads as local).
+	SentinelMaster    string
+	SentinelAddresses []string
+	Durability        string
+	// RedisPasswordEnv is redis.password_env.
+	RedisPasswordEnv string
 	// Env are the environment variables the file names (every *_env key and
 	// every {env: VAR} secret), sorted, without duplicates.
 	Env []string
@@ -68,6 +77,18 @@ func ParseProxyConfig(text []byte) (*ProxyConfig, error) {
 			c.RedisHosts = append(c.RedisHosts, host)
 		}
 	}
+	if sentinel, ok := redis["sentinel"].(map[string]any); ok {
+		c.Redis = true
+		c.SentinelMaster = str(sentinel["master_name"])
+		addrs, _ := sentinel["addresses"].([]any)
+		for _, a := range addrs {
+			c.SentinelAddresses = append(c.SentinelAddresses, str(a))
+			host, _, _ := net.SplitHostPort(str(a))
+			c.RedisHosts = append(c.RedisHosts, host)
+		}
+	}
+	c.Durability = str(redis["durability"])
+	c.RedisPasswordEnv = str(redis["password_env"])
 	auth, _ := doc["auth"].(map[string]any)
 	c.HasCallerKey = auth["certificate_files"] != nil || auth["hs256_secret_env"] != nil ||
 		auth["hs256_secret_file"] != nil
@@ -167,7 +188,18 @@ func ListenPort(addr string) (int, error) {
 // connections from outside the container (host empty, 0.0.0.0 or ::).
 func ListensOnAllInterfaces(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	return err == nil && (host == "" || host == "0.0.0.0" || host == "::")
+	return err == nil && (host == "0.0.0.0" || ListensOnEveryFamily(addr))
+}
+
+// ListensOnEveryFamily reports whether a listener address accepts
+// connections on every address of the pod, IPv4 and IPv6, so that it works
+// on IPv4, IPv6-only and dual-stack clusters: host empty or "::". Go's
+// net.Listen opens one dual-stack socket for either (IPV6_V6ONLY off) where
+// the kernel has IPv6; an empty host falls back to IPv4 where it has not.
+// 0.0.0.0 is IPv4 only.
+func ListensOnEveryFamily(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && (host == "" || host == "::")
 }
 
 // redisURLHost returns the host of redis://host:port/db, or "" when the URL

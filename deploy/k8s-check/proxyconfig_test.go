@@ -24,7 +24,7 @@ endpoints:
     headers: {Authorization: {env: UP_AUTH}, X-Key: {file: /s/key}}
 salesforce: {client_id_env: SF_ID, private_key_file: /s/sf.key}
 tls_cert_file: /s/tls.crt
-`, ProxyConfig{Redis: true, RedisHosts: []string{"cache"},
+`, ProxyConfig{Redis: true, RedisHosts: []string{"cache"}, RedisPasswordEnv: "REDIS_PW",
 			Env:            []string{"ADMIN", "JWT", "REDIS_PW", "SF_ID", "UP_AUTH"},
 			Files:          []string{"/s/a.crt", "/s/b.crt", "/s/key", "/s/read.token", "/s/sf.key", "/s/tls.crt"},
 			LongestAttempt: 15 * time.Second, HasAdminToken: true, HasCallerKey: true, HasSalesforce: true}},
@@ -34,6 +34,13 @@ policy: {attempt_timeout: 10s}
 endpoints: {a: {attempt_timeout: 25s}, b: {attempt_timeout: 5s}, c: {url: https://c}}
 `, ProxyConfig{Redis: true, RedisHosts: []string{"r-0.r", "r-1.r"}, Env: []string{}, Files: []string{},
 			LongestAttempt: 25 * time.Second}},
+		{"sentinel", `
+redis:
+  sentinel: {master_name: callouts, addresses: ["s-0.s:26379", "s-1.s:26379"], password_env: S_PW}
+  durability: replicated
+`, ProxyConfig{Redis: true, RedisHosts: []string{"s-0.s", "s-1.s"}, SentinelMaster: "callouts",
+			SentinelAddresses: []string{"s-0.s:26379", "s-1.s:26379"}, Durability: "replicated",
+			Env: []string{"S_PW"}, Files: []string{}, LongestAttempt: 15 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

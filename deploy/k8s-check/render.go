@@ -28,6 +28,7 @@ type Manifests struct {
 	ConfigMaps      []corev1.ConfigMap
 	Services        []corev1.Service
 	Deployments     []appsv1.Deployment
+	StatefulSets    []appsv1.StatefulSet
 	PDBs            []policyv1.PodDisruptionBudget
 	HPAs            []autoscalingv2.HorizontalPodAutoscaler
 	NetworkPolicies []networkingv1.NetworkPolicy
@@ -61,7 +62,7 @@ func Render(dir string) (*Manifests, error) {
 // field, a duplicate key or a wrong type is an error — into the k8s.io/api
 // type of its kind and appends it to m. It refuses a kind it does not know
 // and an apiVersion other than the one it decodes (apps/v1 Deployment,
-// autoscaling/v2 HorizontalPodAutoscaler, policy/v1 PodDisruptionBudget,
+// apps/v1 StatefulSet, autoscaling/v2 HorizontalPodAutoscaler, policy/v1 PodDisruptionBudget,
 // networking.k8s.io/v1 NetworkPolicy, v1 for the core kinds).
 func (m *Manifests) Decode(apiVersion, kind string, doc []byte) error {
 	want, ok := apiVersionOf(kind)
@@ -83,6 +84,8 @@ func (m *Manifests) Decode(apiVersion, kind string, doc []byte) error {
 		m.Services, err = decodeAppend(doc, m.Services)
 	case "Deployment":
 		m.Deployments, err = decodeAppend(doc, m.Deployments)
+	case "StatefulSet":
+		m.StatefulSets, err = decodeAppend(doc, m.StatefulSets)
 	case "PodDisruptionBudget":
 		m.PDBs, err = decodeAppend(doc, m.PDBs)
 	case "HorizontalPodAutoscaler":
@@ -99,7 +102,7 @@ func apiVersionOf(kind string) (string, bool) {
 	switch kind {
 	case "Namespace", "ServiceAccount", "ConfigMap", "Service":
 		return "v1", true
-	case "Deployment":
+	case "Deployment", "StatefulSet":
 		return "apps/v1", true
 	case "PodDisruptionBudget":
 		return "policy/v1", true

@@ -20,8 +20,10 @@ func TestRenderDecodesEveryObjectStrictly(t *testing.T) {
 	}{
 		{baseDir, map[string]int{"Namespace": 0, "ServiceAccount": 1, "ConfigMap": 1, "Service": 1,
 			"Deployment": 1, "PodDisruptionBudget": 1, "HorizontalPodAutoscaler": 1, "NetworkPolicy": 1}},
-		{overlayDir, map[string]int{"Namespace": 1, "ServiceAccount": 1, "ConfigMap": 1, "Service": 1,
-			"Deployment": 1, "PodDisruptionBudget": 1, "HorizontalPodAutoscaler": 1, "NetworkPolicy": 1}},
+		// The overlay adds deploy/k8s/redis: a StatefulSet, its ConfigMap,
+		// headless Service, PDB and NetworkPolicy.
+		{overlayDir, map[string]int{"Namespace": 1, "ServiceAccount": 1, "ConfigMap": 2, "Service": 2,
+			"Deployment": 1, "StatefulSet": 1, "PodDisruptionBudget": 2, "HorizontalPodAutoscaler": 1, "NetworkPolicy": 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
@@ -31,6 +33,7 @@ func TestRenderDecodesEveryObjectStrictly(t *testing.T) {
 			}
 			got := map[string]int{"Namespace": len(m.Namespaces), "ServiceAccount": len(m.ServiceAccounts),
 				"ConfigMap": len(m.ConfigMaps), "Service": len(m.Services), "Deployment": len(m.Deployments),
+				"StatefulSet":         len(m.StatefulSets),
 				"PodDisruptionBudget": len(m.PDBs), "HorizontalPodAutoscaler": len(m.HPAs),
 				"NetworkPolicy": len(m.NetworkPolicies)}
 			for kind, n := range tt.want {
@@ -67,7 +70,8 @@ func TestDecodeRefuses(t *testing.T) {
 }
 
 // TestOverlay checks what the example overlay changes: namespace, image,
-// replicas, and a ConfigMap holding exactly its own configuration file.
+// the autoscaler's floor (and no replicas beside it), and a ConfigMap
+// holding exactly its own configuration file.
 func TestOverlay(t *testing.T) {
 	m, err := Render(overlayDir)
 	if err != nil {
@@ -87,7 +91,7 @@ func TestOverlay(t *testing.T) {
 	}{
 		{"namespace", dep.Namespace, "callout-proxy"},
 		{"image", dep.Spec.Template.Spec.Containers[0].Image, "registry.example.com/platform/callout-proxy:0.1.0"},
-		{"replicas", *dep.Spec.Replicas, int32(4)},
+		{"no replicas beside the HPA", dep.Spec.Replicas == nil, true},
 		{"hpa min", *m.HPAs[0].Spec.MinReplicas, int32(4)},
 		{"config", m.ConfigMaps[0].Data["config.yaml"], string(file)},
 		{"configmap name hashed", strings.HasPrefix(m.ConfigMaps[0].Name, "callout-proxy-config-"), true},

@@ -111,6 +111,9 @@ type Deps struct {
 	Callouts Callouts
 	// Keys, optional, serves GET /admin/v1/idempotency-keys.
 	Keys Keys
+	// Stats, optional, serves GET /admin/v1/endpoints/{name}/stats (the
+	// console's charts) and counts the dead letters an admin disable made.
+	Stats Stats
 	// Events, optional, is told of the dead letters an admin disable made.
 	Events Events
 	// Metrics counts the breaker transitions (callout_breaker_transitions_total)
@@ -131,6 +134,11 @@ type Deps struct {
 	// Now is the clock (a pause in force, a breaker's reset, the login
 	// throttle's windows); default time.Now.
 	Now func() time.Time
+	// Reload, optional, serves POST /admin/v1/reload (reload.go): it puts
+	// the configuration file's current text in force and returns its
+	// fingerprint (config.Fingerprint), or returns why not with nothing
+	// changed (app.App.Reload).
+	Reload func(ctx context.Context) (fingerprint string, err error)
 }
 
 // server is the admin API over its dependencies.

@@ -234,6 +234,9 @@ func (s *server) resetBreaker(ctx context.Context, ep *config.Endpoint, before p
 // deadLettered counts and hands on the callouts an admin disable turned
 // into dead letters, as the breaker Watcher does for an auto-disable.
 func (s *server) deadLettered(ctx context.Context, ep *config.Endpoint, ids []string) {
+	if s.d.Stats != nil && len(ids) > 0 {
+		s.d.Stats.DeadLetter(ep.Name, len(ids))
+	}
 	for _, id := range ids {
 		s.d.Metrics.DeadLetters.WithLabelValues(ep.Name, string(policy.DeadLetterEndpointDisabled)).Inc()
 		if s.d.Events != nil {

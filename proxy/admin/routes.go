@@ -13,10 +13,13 @@ import (
 // routes lists every route of the admin listener (contract §9): /metrics
 // without a token; under /admin/v1/ the endpoint routes (Deps.Endpoints),
 // the dead-letter and callout routes (Deps.DeadLetters) and the replay-job
-// routes (Deps.ReplayJobs), each with a named bearer token: scope read for
+// routes (Deps.ReplayJobs), the reload route (Deps.Reload), each with a named bearer token: scope read for
 // GETs (requireRead), write for changes (requireWrite, audit-logged); the
 // ops console under /console/ over them; and, with Deps.Pprof, Go's
 // profiler under /debug/pprof/ (pprof.go, scope write).
+//
+// Among the reads: the dead-letter search (search.go) and, with
+// Deps.Stats, an endpoint's figures for the console's charts (stats.go).
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpx.Guard)
@@ -34,18 +37,25 @@ func (s *server) routes() http.Handler {
 			r.Post("/endpoints/{name}/disable", s.handleEndpointAction(actionDisable, s.disableEndpoint))
 			r.Post("/endpoints/{name}/breaker/reset", s.handleEndpointAction(actionBreakerReset, s.resetBreaker))
 		}
+		if s.d.Stats != nil {
+			r.Get("/endpoints/{name}/stats", s.requireRead(s.handleEndpointStats))
+		}
 		if s.d.DeadLetters != nil {
 			r.Get("/dead-letters", s.requireRead(s.handleListDeadLetters))
 			r.Get("/dead-letters/{id}", s.requireRead(s.handleGetDeadLetter))
 			r.Post("/dead-letters/{id}/replay", s.handleReplayDeadLetter)
 			r.Delete("/dead-letters/{id}", s.handleDiscardDeadLetter)
 			r.Get("/callouts/{id}", s.requireRead(s.handleGetCallout))
+			r.Get("/search", s.requireRead(s.handleSearch))
 		}
 		if s.d.Callouts != nil {
 			r.Get("/callouts", s.requireRead(s.handleListCallouts))
 		}
 		if s.d.Keys != nil {
 			r.Get("/idempotency-keys", s.requireRead(s.handleKeyHolders))
+		}
+		if s.d.Reload != nil {
+			r.Post("/reload", s.handleReload)
 		}
 		if s.d.ReplayJobs != nil {
 			r.Get("/replay-jobs", s.requireRead(s.handleListReplayJobs))

@@ -21,11 +21,15 @@ type StatusDocument struct {
 	// State is scheduled, in_flight, held, succeeded, failed or
 	// dead_lettered (contract §4 "States").
 	State policy.State `json:"state"`
-	// Outcome is the class the callout reports in its state: retryable
-	// while work continues, success, or permanent once it failed or
-	// became a dead letter (contract §2).
-	Outcome  policy.Outcome `json:"outcome"`
-	Attempts []AttemptDoc   `json:"attempts"`
+	// Outcome is the class of the callout's latest result (contract §12):
+	// retryable while it is pending, once finished its last attempt's
+	// class (a dead letter after 503s is retryable: its reason, not its
+	// class, says why it ended), rejected when it never had an attempt.
+	Outcome policy.Outcome `json:"outcome"`
+	// LastOutcome is the class of the last attempt; absent before the
+	// first.
+	LastOutcome policy.Outcome `json:"last_outcome,omitempty"`
+	Attempts    []AttemptDoc   `json:"attempts"`
 	// NextAttemptAt is when the next attempt is due; absent once finished.
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	// ReplayOf is the dead letter this chain replays (contract §8).

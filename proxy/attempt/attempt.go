@@ -22,6 +22,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
@@ -55,6 +56,17 @@ type BreakerWatcher interface {
 	Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange)
 }
 
+// Stats is told of every attempt sent and every dead letter, for the
+// console's charts (docs/console.md "Charts"). *stats.Recorder
+// (proxy/redisstore/stats) implements it, counting in memory. It must not
+// block.
+type Stats interface {
+	// Attempt counts one attempt of endpoint classed outcome that took d.
+	Attempt(endpoint string, outcome policy.Outcome, d time.Duration)
+	// DeadLetter counts n callouts of endpoint that became dead letters.
+	DeadLetter(endpoint string, n int)
+}
+
 // Runner makes attempts. Config, Upstream, Completions, Metrics, Logger, Now
 // and Rand are required; the others are optional. A Runner is not changed by
 // Run and is safe for concurrent use.
@@ -80,6 +92,9 @@ type Runner struct {
 	// Salesforce writes (contract §7, §8) the completion queued in the
 	// outbox. It must not block (the Salesforce writer's Wake).
 	Ended func()
+	// Stats, optional, counts every attempt Observe sees and every dead
+	// letter DeadLettered accounts for.
+	Stats Stats
 	// StoreTimeout bounds each store call of Run (the completion, the
 	// release); zero: no bound but the context's.
 	StoreTimeout time.Duration
@@ -141,6 +156,9 @@ type Result struct {
 // leaves the breaker alone.
 func (r *Runner) Run(ctx context.Context, c Call) Result {
 	ep, cl := c.Endpoint, c.Claimed
+	// Every log line of this attempt carries the callout's id and the
+	// trace id it was accepted under, tracing on or off (contract §12).
+	ctx = logx.WithCallout(logx.WithTraceContext(ctx, cl.TraceContext), cl.ID)
 	if policy.Exhausted(r.Config.Policy, cl.Attempt-1, cl.FirstAttemptAt, r.Now()) {
 		return r.complete(ctx, c, Result{Completion: policy.Completion{Action: policy.ActionDeadLetter,
 			Reason: policy.DeadLetterExhausted, Breaker: ep.Rules().Breaker(), Lease: ep.Rules().Lease()}}, nil)
@@ -163,7 +181,7 @@ func (r *Runner) Run(ctx context.Context, c Call) Result {
 		res.Err = r.Releaser.Release(sctx, cl)
 		cancel()
 		if res.Err != nil {
-			r.log(ctx, c).Warn("releasing a refused callout failed", slog.String("code", string(res.Refusal.Code)),
+			r.log(ctx, c).WarnContext(ctx, "releasing a refused callout failed", slog.String("code", string(res.Refusal.Code)),
 				slog.Any("error", res.Err))
 		}
 		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Rejected, Problem: string(res.Refusal.Code)})
@@ -186,6 +204,9 @@ func (r *Runner) Observe(ctx context.Context, ep *config.Endpoint, calloutID str
 	att forward.Attempt) policy.Classification {
 	cls := att.Classify()
 	r.Metrics.ObserveAttempt(ep.Name, string(kind), cls, att.Duration)
+	if r.Stats != nil {
+		r.Stats.Attempt(ep.Name, cls.Outcome, att.Duration)
+	}
 	forward.LogAttempt(ctx, r.Logger, r.Config.Log.Access, ep.Name, calloutID, n, kind, att, cls, r.Tracer.LogAttr(ctx))
 	return cls
 }
@@ -202,11 +223,12 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 	if res.Err != nil {
 		log := r.log(ctx, c)
 		if errors.Is(res.Err, policy.ErrStaleLease) {
-			log.Warn("lease lost before completion; another replica owns the callout now")
+			log.WarnContext(ctx, "lease lost before completion; another replica owns the callout now")
 			return res
 		}
 		// The lease will expire and the reaper will return the callout.
-		log.Error("completion failed; the callout will be re-dispatched after its lease", slog.Any("error", res.Err))
+		log.ErrorContext(ctx, "completion failed; the callout will be re-dispatched after its lease",
+			slog.Any("error", res.Err))
 		return res
 	}
 	if r.Breakers != nil && res.Completion.Attempt != nil {
@@ -242,11 +264,14 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 // on a disabled endpoint.
 func (r *Runner) DeadLettered(ctx context.Context, ep *config.Endpoint, id string, res policy.CompleteResult) {
 	r.Metrics.DeadLetters.WithLabelValues(ep.Name, string(res.Reason)).Inc()
-	r.Logger.Warn("dead letter", slog.String("endpoint", ep.Name),
-		slog.String("callout_id", id), slog.String("reason", string(res.Reason)),
+	r.Logger.LogAttrs(ctx, slog.LevelWarn, "dead letter", slog.String("endpoint", ep.Name),
+		slog.String("callout_id", id), slog.String("dead_letter_reason", string(res.Reason)),
 		slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
 		slog.String("last_error", res.LastError),
 		slog.Bool("notify_owner", res.NotifyOwner), r.Tracer.LogAttr(ctx))
+	if r.Stats != nil {
+		r.Stats.DeadLetter(ep.Name, 1)
+	}
 	if r.Ended != nil {
 		r.Ended()
 	}
@@ -278,12 +303,8 @@ func (r *Runner) startSpan(ctx context.Context, c Call) (context.Context, *traci
 	if r.Tracer == nil {
 		return ctx, nil
 	}
-	a := tracing.AttemptStart{Endpoint: c.Endpoint.Name, CalloutID: c.Claimed.ID, Method: c.Request.Method,
-		N: c.Claimed.Attempt, Kind: c.Claimed.Kind, Mode: c.Mode}
-	if c.Endpoint.BaseURL != nil {
-		a.Host = c.Endpoint.BaseURL.Hostname()
-	}
-	return r.Tracer.StartAttempt(ctx, a)
+	return r.Tracer.StartAttempt(ctx, tracing.AttemptStart{Endpoint: c.Endpoint.Name, Upstream: c.Endpoint.BaseURL,
+		CalloutID: c.Claimed.ID, Method: c.Request.Method, N: c.Claimed.Attempt, Kind: c.Claimed.Kind, Mode: c.Mode})
 }
 
 // spanEnd is how res's attempt ended, for its span: the policy's decision

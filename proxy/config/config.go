@@ -12,6 +12,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -63,6 +65,19 @@ type Config struct {
 	// Tracing configures OpenTelemetry tracing; off unless its endpoint is
 	// set (docs/tracing.md).
 	Tracing Tracing `yaml:"tracing"`
+	// Fingerprint names the text this configuration was read from: the
+	// first 16 hex digits of the SHA-256 of the file's bytes (Load and
+	// Parse set it; empty for a Config built in code). /healthz reports
+	// the one in force and `callout-proxy healthcheck --config FILE`
+	// compares it with FILE's (docs/operating.md).
+	Fingerprint string `yaml:"-"`
+}
+
+// Fingerprint is the fingerprint of a configuration file's bytes: the
+// first 16 hex digits of their SHA-256 (Config.Fingerprint).
+func Fingerprint(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
 
 // Default returns what an empty file decodes to before validation: Listen

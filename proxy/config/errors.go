@@ -65,15 +65,50 @@ type collector struct {
 	file  string
 	lines map[string]int
 	errs  []error
+	// bad are the keys the shape check reported (shape): their values were
+	// dropped before decoding, so the later steps' problems of these keys,
+	// of keys under them and of their parents are not reported (related):
+	// they would be about the default left in the dropped value's place.
+	bad map[string]bool
+	// decoded is set once the file is decoded: the later steps run.
+	decoded bool
 }
 
 func newCollector(file string) *collector {
-	return &collector{file: file, lines: map[string]int{}}
+	return &collector{file: file, lines: map[string]int{}, bad: map[string]bool{}}
 }
 
-// at records a problem on an explicit line.
+// at records a problem on an explicit line, unless a later step's problem
+// is about a key the shape check already reported (related).
 func (c *collector) at(line int, key, format string, args ...any) {
+	if c.decoded && c.related(key) {
+		return
+	}
 	c.errs = append(c.errs, &Error{File: c.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// shape records a problem of the shape check on key, whose value is then
+// dropped (walk).
+func (c *collector) shape(line int, key, format string, args ...any) {
+	c.bad[key] = true
+	c.at(line, key, format, args...)
+}
+
+// related reports whether key is a key the shape check reported, lies
+// under one, or is the parent of one (not the file itself, key "").
+func (c *collector) related(key string) bool {
+	if key == "" {
+		return false
+	}
+	under := func(k, parent string) bool {
+		return strings.HasPrefix(k, parent+".") || strings.HasPrefix(k, parent+"[")
+	}
+	for b := range c.bad {
+		if b == key || under(key, b) || under(b, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // add records a problem with key, on the line of the key or, when the key

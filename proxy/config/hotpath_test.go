@@ -8,8 +8,8 @@ import (
 )
 
 func TestLogAccess(t *testing.T) {
-	if got := mustParse(t, doc(nil, ""), baseEnv().get).Log.Access; got != config.LogAccessErrors {
-		t.Errorf("log.access by default = %q, want errors", got)
+	if got := mustParse(t, doc(nil, ""), baseEnv().get).Log.Access; got != config.LogAccessAll {
+		t.Errorf("log.access by default = %q, want all (docs/operating.md \"Logs\")", got)
 	}
 	for _, v := range []string{config.LogAccessAll, config.LogAccessErrors, config.LogAccessNone} {
 		cfg := mustParse(t, doc(map[string]string{"extra": "log:\n  access: " + v + "\n"}, ""), baseEnv().get)

@@ -11,8 +11,10 @@ import (
 type Log struct {
 	// Access says which upstream attempts get an "attempt" log line — the
 	// callout listener's and the dispatcher's alike, with the same fields
-	// (forward.LogAttempt): LogAccessAll, LogAccessErrors (the default:
-	// attempts whose outcome is not success, contract §2) or LogAccessNone.
+	// (forward.LogAttempt): LogAccessAll (the default, so that a caller's
+	// trace_id finds its callout whether it succeeded or not; why:
+	// docs/operating.md "Logs"), LogAccessErrors (attempts whose outcome is
+	// not success, contract §2) or LogAccessNone.
 	// Rejections before dispatch are logged apart, sampled (one line per
 	// endpoint and problem code a minute), whatever this says.
 	Access string `yaml:"access"`
@@ -44,11 +46,11 @@ const (
 // DefaultCollapseInterval is Log.CollapseInterval's default.
 const DefaultCollapseInterval = time.Minute
 
-// applyDefaults fills an empty Access with LogAccessErrors, an empty Level
+// applyDefaults fills an empty Access with LogAccessAll, an empty Level
 // with info and an empty Format with json.
 func (l *Log) applyDefaults() {
 	if l.Access == "" {
-		l.Access = LogAccessErrors
+		l.Access = LogAccessAll
 	}
 	if l.Level == "" {
 		l.Level = "info"

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,11 +42,13 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // errors naming the key and its line); it is decoded onto Default(), so a key
 // left out keeps its default (a partial policy block keeps the other policy
 // defaults); then Prepare fills the derived values, validates, and checks
-// every secret and file. Problems of the first step (YAML syntax and shape)
-// are reported without going further, since the values cannot be trusted;
-// problems of the later steps are all reported together. Relative file
-// paths are read from the working directory. A nil getenv means os.Getenv.
-// Every error matches ErrInvalid.
+// every secret and file. Every problem is reported in one pass: a key of
+// the wrong shape is left out of the decoding (its default stands in), and
+// the later steps say nothing more of it, its children or its parents.
+// Only a YAML syntax error (reported at the line where the text stops
+// making sense) ends the pass, since there is no tree to check. Relative
+// file paths are read from the working directory. A nil getenv means
+// os.Getenv. Every error matches ErrInvalid.
 func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	return parse(data, getenv, "", "")
 }
@@ -80,15 +83,15 @@ func parse(data []byte, getenv func(string) string, file, baseDir string) (*Conf
 		return nil, col.err()
 	}
 	if body != nil {
+		// The shape check drops what it reports, so the rest decodes and
+		// is validated in this same pass.
 		body = col.walk(body, reflect.TypeFor[Config](), "")
-		if col.failed() {
-			return nil, col.err()
-		}
 		if err := yaml.NodeToValue(body, cfg, yaml.Strict()); err != nil {
 			decodeError(err, col)
 			return nil, col.err()
 		}
 	}
+	col.decoded = true
 	if baseDir != "" {
 		cfg.resolvePaths(baseDir)
 	}
@@ -96,6 +99,7 @@ func parse(data []byte, getenv func(string) string, file, baseDir string) (*Conf
 	if col.failed() {
 		return nil, col.err()
 	}
+	cfg.Fingerprint = Fingerprint(data)
 	return cfg, nil
 }
 
@@ -132,11 +136,19 @@ func parseYAML(data []byte, col *collector) ast.Node {
 func decodeError(err error, col *collector) {
 	var ye yaml.Error
 	if errors.As(err, &ye) {
-		l := 0
+		l, msg := 0, ye.GetMessage()
 		if tk := ye.GetToken(); tk != nil {
 			l = tk.Position.Line
+			// A key indented deeper than the keys beside it continues the
+			// value before it, a plain scalar that may start lines above:
+			// the problem is on the line of the key's colon.
+			if next := tk.Next; next != nil && next.Value == ":" && next.Position.Line > l {
+				msg += fmt.Sprintf(" (is this key indented deeper than the keys beside it? YAML read it "+
+					"as part of the value that starts on line %d)", l)
+				l = next.Position.Line
+			}
 		}
-		col.at(l, "", "%s", ye.GetMessage())
+		col.at(l, "", "%s", msg)
 		return
 	}
 	col.at(0, "", "%s", err.Error())

@@ -18,8 +18,13 @@ import (
 // `api_version: 68.0` reads "68.0" and `owner: 005000000000001` keeps its
 // zeros (YAML would make them the numbers 68 and 5000000000001).
 //
-// It returns the node to keep in place of n. Aliases and tagged nodes are
-// left to the decoder unchecked; anchors are checked where they are defined.
+// It returns the node to keep in place of n. A key whose value has the
+// wrong shape (and an unknown key) is recorded in c.bad and dropped from
+// its mapping, so the rest still decodes and is validated in the same pass
+// (Parse reports every problem at once); the checks of later steps skip
+// the keys the shape check already reported (collector.related). Aliases
+// and tagged nodes are left to the decoder unchecked; anchors are checked
+// where they are defined.
 func (c *collector) walk(n ast.Node, t reflect.Type, path string) ast.Node {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -35,9 +40,9 @@ func (c *collector) walk(n ast.Node, t reflect.Type, path string) ast.Node {
 	case t == reflect.TypeFor[time.Duration]():
 		c.checkDuration(n, path)
 	case t.Kind() == reflect.Struct:
-		c.walkStruct(n, t, path)
+		return c.walkStruct(n, t, path)
 	case t.Kind() == reflect.Map:
-		c.walkMap(n, t, path)
+		return c.walkMap(n, t, path)
 	case t.Kind() == reflect.Slice:
 		c.walkSlice(n, t, path)
 	case t.Kind() == reflect.String:
@@ -48,31 +53,34 @@ func (c *collector) walk(n ast.Node, t reflect.Type, path string) ast.Node {
 		switch n.(type) {
 		case *ast.IntegerNode, *ast.FloatNode:
 		default:
-			c.at(line(n), path, "must be a number")
+			c.shape(line(n), path, "must be a number")
 		}
 	case t.Kind() == reflect.Bool:
 		if _, ok := n.(*ast.BoolNode); !ok {
-			c.at(line(n), path, "must be true or false")
+			c.shape(line(n), path, "must be true or false")
 		}
 	}
 	return n
 }
 
-// walkStruct checks a mapping against a struct's yaml-tagged fields.
-func (c *collector) walkStruct(n ast.Node, t reflect.Type, path string) {
+// walkStruct checks a mapping against a struct's yaml-tagged fields and
+// returns it without the pairs it reported.
+func (c *collector) walkStruct(n ast.Node, t reflect.Type, path string) ast.Node {
 	pairs, ok := mappingPairs(n)
 	if !ok {
 		if t == reflect.TypeFor[SecretRef]() {
-			c.at(line(n), path, "must be {env: VARIABLE} or {file: PATH}; secrets are never written inline")
-			return
+			c.shape(line(n), path, "must be {env: VARIABLE} or {file: PATH}; secrets are never written inline")
+			return n
 		}
-		c.at(line(n), path, "must be a mapping")
-		return
+		c.shape(line(n), path, "must be a mapping")
+		return n
 	}
 	fields := yamlFields(t)
+	var keep []*ast.MappingValueNode
 	for _, kv := range pairs {
 		if kv.Key.IsMergeKey() {
 			c.walk(kv.Value, t, path) // `<<: {...}` merges keys into this mapping
+			keep = append(keep, kv)
 			continue
 		}
 		name, ok := keyName(kv.Key)
@@ -84,20 +92,25 @@ func (c *collector) walkStruct(n ast.Node, t reflect.Type, path string) {
 		c.lines[key] = line(kv.Key)
 		ft, known := fields[name]
 		if !known {
-			c.at(line(kv.Key), key, "unknown key%s", suggest(name, fields))
+			c.at(line(kv.Key), key, "unknown key%s", suggest(name, fields)) // dropped; nothing stands in for it
 			continue
 		}
-		kv.Value = c.walk(kv.Value, ft, key)
+		if kv.Value = c.walk(kv.Value, ft, key); !c.bad[key] {
+			keep = append(keep, kv)
+		}
 	}
+	return keepPairs(n, pairs, keep)
 }
 
-// walkMap checks a mapping whose keys are names (endpoints, headers).
-func (c *collector) walkMap(n ast.Node, t reflect.Type, path string) {
+// walkMap checks a mapping whose keys are names (endpoints, headers) and
+// returns it without the pairs it reported.
+func (c *collector) walkMap(n ast.Node, t reflect.Type, path string) ast.Node {
 	pairs, ok := mappingPairs(n)
 	if !ok {
-		c.at(line(n), path, "must be a mapping")
-		return
+		c.shape(line(n), path, "must be a mapping")
+		return n
 	}
+	var keep []*ast.MappingValueNode
 	for _, kv := range pairs {
 		name, ok := keyName(kv.Key)
 		if !ok || kv.Key.IsMergeKey() {
@@ -106,21 +119,41 @@ func (c *collector) walkMap(n ast.Node, t reflect.Type, path string) {
 		}
 		key := join(path, name)
 		c.lines[key] = line(kv.Key)
-		kv.Value = c.walk(kv.Value, t.Elem(), key)
+		if kv.Value = c.walk(kv.Value, t.Elem(), key); !c.bad[key] {
+			keep = append(keep, kv)
+		}
 	}
+	return keepPairs(n, pairs, keep)
+}
+
+// keepPairs is mapping n with only the pairs keep of its pairs: n itself
+// when none was dropped, else a mapping of keep (an empty one decodes
+// onto the defaults).
+func keepPairs(n ast.Node, pairs, keep []*ast.MappingValueNode) ast.Node {
+	if len(keep) == len(pairs) {
+		return n
+	}
+	if m, ok := n.(*ast.MappingNode); ok {
+		m.Values = keep
+		return m
+	}
+	return ast.Mapping(n.GetToken(), false, keep...)
 }
 
 // walkSlice checks a sequence and each of its items.
 func (c *collector) walkSlice(n ast.Node, t reflect.Type, path string) {
 	seq, ok := n.(*ast.SequenceNode)
 	if !ok {
-		c.at(line(n), path, "must be a list")
+		c.shape(line(n), path, "must be a list")
 		return
 	}
 	for i, item := range seq.Values {
 		key := index(path, i)
 		c.lines[key] = line(item)
 		seq.Values[i] = c.walk(item, t.Elem(), key)
+		if c.bad[key] {
+			c.bad[path] = true // the list is dropped whole: its indexes stay those of the file
+		}
 	}
 }
 
@@ -131,10 +164,10 @@ func (c *collector) checkInt(n ast.Node, t reflect.Type, path string) {
 	v, ok := n.(*ast.IntegerNode)
 	if !ok {
 		if text != "" && strings.Trim(text, "0123456789") == "" {
-			c.at(line(n), path, "%s is out of range", text) // too long for the parser's int64/uint64
+			c.shape(line(n), path, "%s is out of range", text) // too long for the parser's int64/uint64
 			return
 		}
-		c.at(line(n), path, "must be a whole number")
+		c.shape(line(n), path, "must be a whole number")
 		return
 	}
 	zero := reflect.Zero(t)
@@ -147,7 +180,7 @@ func (c *collector) checkInt(n ast.Node, t reflect.Type, path string) {
 		over = (signed && (x > math.MaxInt64 || zero.OverflowInt(int64(x)))) || (!signed && zero.OverflowUint(x))
 	}
 	if over {
-		c.at(line(n), path, "%s is out of range", text)
+		c.shape(line(n), path, "%s is out of range", text)
 	}
 }
 
@@ -158,12 +191,12 @@ func (c *collector) checkDuration(n ast.Node, path string) {
 	switch v := n.(type) {
 	case *ast.StringNode:
 		if _, err := time.ParseDuration(v.Value); err != nil {
-			c.at(line(n), path, "%q is not a duration; %s", v.Value, hint)
+			c.shape(line(n), path, "%q is not a duration; %s", v.Value, hint)
 		}
 	case *ast.IntegerNode, *ast.FloatNode:
-		c.at(line(n), path, "%s has no unit; %s", n.GetToken().Value, hint)
+		c.shape(line(n), path, "%s has no unit; %s", n.GetToken().Value, hint)
 	default:
-		c.at(line(n), path, "must be a duration; %s", hint)
+		c.shape(line(n), path, "must be a duration; %s", hint)
 	}
 }
 
@@ -177,7 +210,7 @@ func (c *collector) stringNode(n ast.Node, path string) ast.Node {
 	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
 		return ast.String(n.GetToken())
 	}
-	c.at(line(n), path, "must be a string")
+	c.shape(line(n), path, "must be a string")
 	return n
 }
 

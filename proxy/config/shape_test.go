@@ -8,12 +8,15 @@ import (
 )
 
 // TestParseShape: problems found before decoding (syntax, unknown keys,
-// wrong kinds, durations) come with their line and key, all at once.
+// wrong kinds, durations) come with their line and key, all at once, in
+// file order. The fragments are not whole configurations: what the later
+// steps find in the same pass (a required key missing, a value out of its
+// range) is reported too, after or between them (TestParseOnePass).
 func TestParseShape(t *testing.T) {
 	tests := []struct {
 		name string
 		yaml string
-		want []string // exact Error() of each problem, in order
+		want []string // exact Error() of each shape problem, in order
 	}{
 		{"unknown top-level key", "listen: 127.0.0.1:1\nlistn: 127.0.0.1:2\n",
 			[]string{`line 2: listn: unknown key; did you mean "listen"?`}},
@@ -62,10 +65,55 @@ func TestParseShape(t *testing.T) {
 			for _, p := range ps {
 				got = append(got, p.Error())
 			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			if !subsequence(tt.want, got) {
+				t.Errorf("got:\n%s\nwant, in this order:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 		})
+	}
+}
+
+// subsequence reports whether want appears in got in order.
+func subsequence(want, got []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// TestParseOnePass: a file with shape problems (a wrong kind, a duration
+// without a unit, an unknown key) and problems of the later steps (a
+// value out of range, a bad name, a missing secret) gets every one in the
+// first run, in file order; the keys the shape check dropped draw no
+// second problem about the default left in their place.
+func TestParseOnePass(t *testing.T) {
+	text := doc(map[string]string{
+		"policy":    "policy:\n  max_attempts: many\n  attempt_timeout: 5\n  multiplier: 0.5\n",
+		"endpoints": "endpoints:\n  Bad_Name:\n    url: https://a.example.com\n    urll: x\n    headers:\n      X-Key: {env: NOT_SET}\n",
+	}, "")
+	_, err := config.Parse([]byte(text), baseEnv().get)
+	var keys []string
+	for _, p := range problems(t, err) {
+		keys = append(keys, p.Key)
+	}
+	want := "policy.max_attempts policy.attempt_timeout policy.multiplier endpoints.Bad_Name " +
+		"endpoints.Bad_Name.urll endpoints.Bad_Name.headers.X-Key"
+	if strings.Join(keys, " ") != want {
+		t.Errorf("keys %v, want %s\n%v", keys, want, err)
+	}
+}
+
+// TestParseIndentationError: a key indented deeper than its siblings is
+// reported on its own line, not on the line where the value it continues
+// starts.
+func TestParseIndentationError(t *testing.T) {
+	text := "endpoints:\n  a:\n    url: https://a.example.com\n      attempt_timeout: 5s\n"
+	_, err := config.Parse([]byte(text), baseEnv().get)
+	ps := problems(t, err)
+	if len(ps) != 1 || ps[0].Line != 4 || !strings.Contains(ps[0].Msg, "indented deeper") {
+		t.Fatalf("got %v, want one problem on line 4 saying the key is indented deeper", err)
 	}
 }
 

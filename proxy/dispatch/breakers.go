@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/attempt"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 )
@@ -33,6 +34,9 @@ type Watcher struct {
 	// is to be told to the owner: the Salesforce writer's Wake (it must
 	// not block). nil: nobody.
 	Ended func()
+	// Stats, optional, counts the dead letters a disable made (the
+	// console's charts).
+	Stats attempt.Stats
 	Now   func() time.Time
 }
 
@@ -80,6 +84,9 @@ func (w *Watcher) disable(ctx context.Context, ep *config.Endpoint, reason strin
 		slog.Int("dead_lettered", len(res.DeadLettered)))
 	if n := len(res.DeadLettered); n > 0 {
 		w.Metrics.DeadLetters.WithLabelValues(ep.Name, string(policy.DeadLetterEndpointDisabled)).Add(float64(n))
+		if w.Stats != nil {
+			w.Stats.DeadLetter(ep.Name, n)
+		}
 	}
 	if w.Ended != nil {
 		w.Ended()

@@ -47,6 +47,9 @@ type Options struct {
 	// the outbox; it must not block (the Salesforce writer's Wake). nil:
 	// the endings are only logged.
 	Ended func()
+	// Stats, optional, counts every attempt and dead letter for the
+	// console's charts (proxy/redisstore/stats); it must not block.
+	Stats attempt.Stats
 	// Breakers is told of breaker changes; nil: ignored.
 	Breakers attempt.BreakerWatcher
 	// Now is the clock (time.Now when nil); Rand the jitter source in
@@ -152,7 +155,7 @@ func New(o Options) *Dispatcher {
 		wake: make(chan struct{}, 1), tr: tr,
 		attempts: &attempt.Runner{Config: o.Config, Upstream: o.Upstream, Completions: o.Completions,
 			Breakers: o.Breakers, Metrics: o.Metrics, Logger: o.Logger, Tracer: tr, Now: o.Now, Rand: o.Rand,
-			Ended: o.Ended},
+			Ended: o.Ended, Stats: o.Stats},
 	}
 }
 

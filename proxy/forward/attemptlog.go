@@ -9,9 +9,9 @@ import (
 )
 
 // LogAttempt writes the log line of an upstream attempt as access
-// (config.Log.Access) says — every attempt (all), those whose outcome is
-// not success (errors, the default, and "" for a Config built without
-// Load), or none — the same at the same level (info) with the same fields
+// (config.Log.Access) says — every attempt (all, the default of Load),
+// those whose outcome is not success (errors, and "" for a Config built
+// without Load), or none — the same at the same level (info) with the same fields
 // whether the callout listener or the dispatcher made it, so one query
 // finds every attempt: msg "attempt", endpoint, callout_id ("" for a read
 // that has no record), attempt (its number, 1-based), kind (first, retry,

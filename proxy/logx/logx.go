@@ -1,8 +1,10 @@
 // Package logx builds the proxy's logger (log/slog): JSON or text lines at
 // the configured level, durations written as Go duration strings ("20s",
 // not 20000000000 nanoseconds), repeated identical warnings and errors
-// collapsed into one line per interval with a count (Collapser), and the
-// adapter that routes go-redis's own log lines into it (RedisLogger).
+// collapsed into one line per interval with a count (Collapser), every
+// line about a callout carrying its callout_id and the caller's trace_id
+// from the context (WithCallout, FromHeader, context.go), and the adapter
+// that routes go-redis's own log lines into it (RedisLogger).
 package logx
 
 import (
@@ -27,9 +29,10 @@ type Options struct {
 	Now func() time.Time
 }
 
-// New returns a logger writing to w as o says, and its Collapser (nil when
-// o.CollapseInterval is 0), whose Run the caller starts and whose Flush it
-// calls before exiting.
+// New returns a logger writing to w as o says — each line logged with a
+// context that carries a callout id or a trace context gets callout_id and
+// trace_id (context.go) — and its Collapser (nil when o.CollapseInterval is
+// 0), whose Run the caller starts and whose Flush it calls before exiting.
 func New(w io.Writer, o Options) (*slog.Logger, *Collapser) {
 	ho := &slog.HandlerOptions{Level: o.Level, ReplaceAttr: durations}
 	var h slog.Handler = slog.NewJSONHandler(w, ho)
@@ -37,10 +40,10 @@ func New(w io.Writer, o Options) (*slog.Logger, *Collapser) {
 		h = slog.NewTextHandler(w, ho)
 	}
 	if o.CollapseInterval <= 0 {
-		return slog.New(h), nil
+		return slog.New(&contextHandler{next: h}), nil
 	}
 	c := NewCollapser(h, o.CollapseInterval, o.Now)
-	return slog.New(c), c
+	return slog.New(&contextHandler{next: c}), c
 }
 
 // durations writes every time.Duration attribute as its String form: a

@@ -8,7 +8,9 @@ package problem
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -38,12 +40,11 @@ const (
 	IdempotencyKeyMissing Code = "idempotency-key-missing" // 400: POST/PATCH without a key
 	IdempotencyKeyInvalid Code = "idempotency-key-invalid" // 400: key syntax
 	IdempotencyMismatch   Code = "idempotency-key-reused"  // 422: same key, other request
-	InFlight              Code = "in-flight"               // 409: same key, first attempt running
-	DeadLettered          Code = "dead-lettered"           // 409: same key, chain dead-lettered
+	InFlight              Code = "in-flight"               // 503 (retryable): same key, first attempt running
+	DeadLettered          Code = "dead-lettered"           // 409: the callout is a dead letter (a synchronous wait that ended one, a repeat of its key)
 	BlockedAddress        Code = "blocked-address"         // 403: SSRF guard refused the address
 	BreakerOpen           Code = "breaker-open"            // 503: reads while the breaker is open
 	EndpointPaused        Code = "endpoint-paused"         // 503: reads while a 429 Retry-After pause lasts
-	Ambiguous             Code = "ambiguous"               // 502: a write to an idempotency-ignored upstream got no answer
 	BacklogFull           Code = "backlog-full"            // 503: endpoint backlog cap reached
 	StoreUnavailable      Code = "store-unavailable"       // 503: Redis unreachable
 	ResponseTooLarge      Code = "response-too-large"      // 502: upstream body over max_response_bytes
@@ -54,16 +55,25 @@ const (
 	HeadersTooLarge       Code = "headers-too-large"       // 431: over max_header_bytes or max_header_fields
 	RequestTimeout        Code = "request-timeout"         // 408: body not received within body_read_timeout
 	LoginThrottled        Code = "login-throttled"         // 429: too many failed admin-token checks from a source or token prefix
+	ReloadRejected        Code = "reload-rejected"         // 422: a reload's configuration was not put in force
 )
 
 var statuses = map[Code]int{
 	Unauthorized: 401, Forbidden: 403, UnknownEndpoint: 404, NotFound: 404, NotAdminListener: 404,
 	EndpointDisabled: 503, InvalidRequest: 400, PathEscape: 400, AbsoluteForm: 400,
 	MethodNotAllowed: 405, BodyTooLarge: 413, IdempotencyKeyMissing: 400,
-	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 409,
-	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, EndpointPaused: 503, Ambiguous: 502, BacklogFull: 503,
+	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 503,
+	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, EndpointPaused: 503, BacklogFull: 503,
 	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, UpstreamTimeout: 504,
 	Internal: 500, Overloaded: 503, HeadersTooLarge: 431, RequestTimeout: 408, LoginThrottled: 429,
+	ReloadRejected: 422,
+}
+
+// Codes are every problem code the proxy can send, sorted: the ones
+// Status knows (docs/openapi/problem.yaml lists each, which
+// TestOpenAPIProblemTypes checks).
+func Codes() []Code {
+	return slices.Sorted(maps.Keys(statuses))
 }
 
 // Status returns the HTTP status for a code; 500 for an unknown one.
@@ -86,7 +96,14 @@ type Error struct {
 	RetryAfter int
 	// CalloutID, when set, is sent as Callout-Id and in the body.
 	CalloutID string
-	Err       error
+	// State, DeadLetterReason and LastOutcome describe the callout a
+	// problem is about once it finished (contract §12): State is sent as
+	// Callout-State, DeadLetterReason as Callout-Dead-Letter-Reason, all
+	// three in the body. Empty: not sent.
+	State            policy.State
+	DeadLetterReason policy.DeadLetterReason
+	LastOutcome      policy.Outcome
+	Err              error
 }
 
 // Errorf returns an *Error with the code and a detail.
@@ -144,6 +161,12 @@ func Write(w http.ResponseWriter, err error) {
 	if pe.CalloutID != "" {
 		h.Set("Callout-Id", pe.CalloutID)
 	}
+	if pe.State != "" {
+		h.Set("Callout-State", string(pe.State))
+	}
+	if pe.DeadLetterReason != "" {
+		h.Set("Callout-Dead-Letter-Reason", string(pe.DeadLetterReason))
+	}
 	if pe.Code == Unauthorized {
 		// RFC 6750 §3: a 401 names the scheme it wants.
 		h.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
@@ -154,6 +177,7 @@ func Write(w http.ResponseWriter, err error) {
 	b, _ := json.Marshal(Body{
 		Type: TypeBase + string(pe.Code), Title: http.StatusText(status), Status: status,
 		Detail: pe.Detail, Outcome: out, CalloutID: pe.CalloutID,
+		State: pe.State, DeadLetterReason: pe.DeadLetterReason, LastOutcome: pe.LastOutcome,
 	})
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)

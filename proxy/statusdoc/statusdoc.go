@@ -57,18 +57,36 @@ func (r Redactions) For(name string) *Rules {
 	return &Rules{Rules: redact.New(config.Redact{}, nil)}
 }
 
-// Outcome is the outcome class a callout in state st reports (contract §2):
-// work that continues is retryable (every 202), a success success, a
-// failed callout or a dead letter permanent (the proxy will not try it
-// again; a replay is a new chain).
-func Outcome(st policy.State) policy.Outcome {
-	switch st {
+// Outcome is the class of c's latest result (contract §12 "a class of a
+// callout"): retryable while c is pending (scheduled, in_flight, held: as
+// its 202 said), and once c finished its last attempt's class — success,
+// permanent for a failed callout, and for a dead letter whatever its last
+// attempt was (retryable after 503s or no answer: a dead letter's reason is
+// not a class). A finished callout that never had an attempt (an endpoint
+// disabled before it) is rejected: nothing was dispatched (contract §2).
+func Outcome(c *policy.Callout) policy.Outcome {
+	if !c.State.Finished() {
+		return policy.Retryable
+	}
+	if last := LastOutcome(c); last != "" {
+		return last
+	}
+	switch c.State {
 	case policy.Succeeded:
 		return policy.Success
-	case policy.Failed, policy.DeadLettered:
+	case policy.Failed:
 		return policy.Permanent
 	}
-	return policy.Retryable
+	return policy.Rejected
+}
+
+// LastOutcome is the class of c's last attempt; "" when it had none
+// (contract §12).
+func LastOutcome(c *policy.Callout) policy.Outcome {
+	if n := len(c.AttemptLog); n > 0 {
+		return c.AttemptLog[n-1].Outcome
+	}
+	return ""
 }
 
 // Body is b as a document carries a body: the text itself when it is valid
@@ -89,7 +107,7 @@ func Body(b []byte) (body, encoding string) {
 func Render(c *policy.Callout, rules *Rules) api.StatusDocument {
 	d := api.StatusDocument{
 		ID: c.ID, Endpoint: c.Endpoint, Method: c.Method, Path: c.Path, IdempotencyKey: c.IdempotencyKey,
-		SourceRecord: c.SourceRecord, State: c.State, Outcome: Outcome(c.State), ReplayOf: c.ReplayOf,
+		SourceRecord: c.SourceRecord, State: c.State, Outcome: Outcome(c), LastOutcome: LastOutcome(c), ReplayOf: c.ReplayOf,
 		DeadLetterReason: string(c.DeadLetterReason), LastError: rules.Text(c.LastError),
 		Attempts: make([]api.AttemptDoc, 0, len(c.AttemptLog)),
 	}

@@ -10,14 +10,30 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 )
 
+// TestOutcome: a pending callout is retryable; a finished one reports its
+// last attempt's class, so a dead letter of 503s is retryable, not
+// permanent (contract §12); one that never had an attempt is rejected.
 func TestOutcome(t *testing.T) {
-	want := map[policy.State]policy.Outcome{
-		policy.Scheduled: policy.Retryable, policy.InFlight: policy.Retryable, policy.Held: policy.Retryable,
-		policy.Succeeded: policy.Success, policy.Failed: policy.Permanent, policy.DeadLettered: policy.Permanent,
-	}
-	for st, out := range want {
-		if got := Outcome(st); got != out {
-			t.Errorf("Outcome(%s) = %s, want %s", st, got, out)
+	att := func(o policy.Outcome) []policy.Attempt { return []policy.Attempt{{N: 1, Outcome: o}} }
+	for _, tt := range []struct {
+		name        string
+		c           policy.Callout
+		want, wantL policy.Outcome
+	}{
+		{"scheduled", policy.Callout{State: policy.Scheduled, AttemptLog: att(policy.Retryable)}, policy.Retryable, policy.Retryable},
+		{"held before any attempt", policy.Callout{State: policy.Held}, policy.Retryable, ""},
+		{"in flight", policy.Callout{State: policy.InFlight}, policy.Retryable, ""},
+		{"succeeded", policy.Callout{State: policy.Succeeded, AttemptLog: att(policy.Success)}, policy.Success, policy.Success},
+		{"failed", policy.Callout{State: policy.Failed, AttemptLog: att(policy.Permanent)}, policy.Permanent, policy.Permanent},
+		{"exhausted after 503s", policy.Callout{State: policy.DeadLettered, DeadLetterReason: policy.DeadLetterExhausted,
+			AttemptLog: att(policy.Retryable)}, policy.Retryable, policy.Retryable},
+		{"dead letter of a 4xx", policy.Callout{State: policy.DeadLettered, DeadLetterReason: policy.DeadLetterPermanent,
+			AttemptLog: att(policy.Permanent)}, policy.Permanent, policy.Permanent},
+		{"disabled before its first attempt", policy.Callout{State: policy.DeadLettered,
+			DeadLetterReason: policy.DeadLetterEndpointDisabled}, policy.Rejected, ""},
+	} {
+		if got, last := Outcome(&tt.c), LastOutcome(&tt.c); got != tt.want || last != tt.wantL {
+			t.Errorf("%s: Outcome, LastOutcome = %q, %q; want %q, %q", tt.name, got, last, tt.want, tt.wantL)
 		}
 	}
 }

@@ -29,10 +29,13 @@ const (
 	// KeyRoute is the route template of the callout listener.
 	KeyRoute = attribute.Key("http.route")
 	// KeyStatus is the HTTP status: the upstream's on an attempt, the
-	// proxy's own on a refused admission.
+	// answer the caller got on the server span (every answer).
 	KeyStatus = attribute.Key("http.response.status_code")
 	// KeyServerAddress is the upstream's host, from the configuration.
 	KeyServerAddress = attribute.Key("server.address")
+	// KeyServerPort is the upstream's port, from the configuration (the
+	// scheme's default when the URL names none).
+	KeyServerPort = attribute.Key("server.port")
 
 	KeyEndpoint = attribute.Key("callout.endpoint")  // endpoint name
 	KeyCallout  = attribute.Key("callout.id")        // callout id
@@ -70,7 +73,7 @@ const (
 // Keys lists every attribute key the proxy records, for the tests that
 // check nothing else is and for docs/tracing.md.
 var Keys = []attribute.Key{
-	KeyMethod, KeyRoute, KeyStatus, KeyServerAddress, KeyEndpoint, KeyCallout, KeyIssuer, KeyKeyed,
+	KeyMethod, KeyRoute, KeyStatus, KeyServerAddress, KeyServerPort, KeyEndpoint, KeyCallout, KeyIssuer, KeyKeyed,
 	KeyAdmitted, KeyGate, KeyProblem, KeyAttempt, KeyKind, KeyMode, KeyOutcome, KeyReason, KeyAction,
 	KeyState, KeyDeadLetter, KeyRetryAfter, KeyNextIn, KeyReplayOf, KeyReplayed, KeyEntries, KeyRecords,
 	KeyEvents, KeyNotes, KeyCalls, KeyDone, KeyRetried, KeyDeferred, KeyOverflow, KeyWriteError, KeyPrefer,

@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -51,14 +52,15 @@ func BenchmarkKeyedCalloutTracing(b *testing.B) {
 			now := time.Now()
 			comp := policy.Completion{Action: policy.ActionSucceed}
 			res := &policy.Response{Status: 200, Header: http.Header{}}
+			upstream, _ := url.Parse("https://api.example.com")
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				ctx := tr.StartAdmission(context.Background(), in, http.MethodPost)
 				stored := tr.Encode(ctx)
-				tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitAttempt, Endpoint: "payment-api",
+				tr.Admitted(ctx, tracing.Admission{Result: tracing.AdmitAttempt, Endpoint: "payment-api",
 					Issuer: "https://example.my.salesforce.com", CalloutID: "a1b2c3", Keyed: true})
-				actx, span := tr.StartAttempt(ctx, tracing.AttemptStart{Endpoint: "payment-api", Host: "api.example.com",
+				actx, span := tr.StartAttempt(ctx, tracing.AttemptStart{Endpoint: "payment-api", Upstream: upstream,
 					CalloutID: "a1b2c3", Method: http.MethodPost, N: 1, Kind: policy.KindFirst, Mode: tracing.ModeSynchronous})
 				if prop != nil {
 					out := http.Header{}
@@ -71,6 +73,7 @@ func BenchmarkKeyedCalloutTracing(b *testing.B) {
 					e.State = policy.Succeeded
 					span.EndAttempt(e)
 				}
+				tr.EndServer(ctx, http.StatusOK)
 				_ = stored
 			}
 		})

@@ -3,6 +3,8 @@ package tracing
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,11 +30,26 @@ func (s *Span) End() {
 	}
 }
 
-// StartAdmission starts the admission span of a callout request (kind
-// server), its parent the caller's trace context from h (Extract), or a new
-// trace without one; method is the request's. The returned context carries
-// it: EndAdmission finds it there, the attempts are its children, and
-// Encode stores it with the callout. t nil: ctx unchanged.
+// serverSpan is the admission span's state for one request, kept in the
+// request's context: the admission is recorded once (the first result
+// wins), and the span ends with the response (EndServer).
+type serverSpan struct {
+	span     trace.Span
+	admitted bool
+	problem  string
+}
+
+type serverSpanKey struct{}
+
+// StartAdmission starts the server span of a callout request (kind
+// server, named callout.admission), its parent the caller's trace context
+// from h (Extract), or a new trace without one; method is the request's.
+// The returned context carries it: Admitted and EndServer find it there,
+// the attempts are its children, and Encode stores it with the callout.
+// The span lasts until the response is written (EndServer), so it covers
+// everything the caller waited for, the synchronous attempt and inline
+// retries included (OpenTelemetry's HTTP server span). t nil: ctx
+// unchanged.
 func (t *Tracer) StartAdmission(ctx context.Context, h http.Header, m string) context.Context {
 	if t == nil {
 		return ctx
@@ -41,7 +58,7 @@ func (t *Tracer) StartAdmission(ctx context.Context, h http.Header, m string) co
 	if s.IsRecording() {
 		s.SetAttributes(method(m), KeyRoute.String(Route))
 	}
-	return ctx
+	return context.WithValue(ctx, serverSpanKey{}, &serverSpan{span: s})
 }
 
 // AdmissionResult is how an admission ended (attribute callout.admission).
@@ -78,25 +95,24 @@ type Admission struct {
 	Prefer string
 	// Gate is the gate state that held or refused the callout ("" open).
 	Gate policy.GateState
-	// Problem and Status are a refusal's problem code and HTTP status.
+	// Problem is a refusal's problem code.
 	Problem string
-	Status  int
 }
 
-// EndAdmission records a and ends the admission span in ctx. A refusal
-// with a 5xx status (the proxy's own failure: store unavailable, overloaded)
-// marks the span an error; a 4xx refusal is the caller's and does not
-// (OpenTelemetry's HTTP server span status rules). An empty a.Result only
-// ends the span (the handler's deferred end, for a path that recorded
-// nothing). Calls after the first do nothing (the span ended); t nil:
-// nothing.
-func (t *Tracer) EndAdmission(ctx context.Context, a Admission) {
+// Admitted records how the admission of ctx's request ended on its server
+// span; the span goes on until EndServer. Only the first call records: a
+// refusal after an attempt (a record that could not be written) keeps the
+// admission it had. t nil, or no server span in ctx: nothing.
+func (t *Tracer) Admitted(ctx context.Context, a Admission) {
 	if t == nil {
 		return
 	}
-	s := trace.SpanFromContext(ctx)
-	if !s.IsRecording() || a.Result == "" {
-		s.End()
+	ss, _ := ctx.Value(serverSpanKey{}).(*serverSpan)
+	if ss == nil || ss.admitted {
+		return
+	}
+	ss.admitted, ss.problem = true, a.Problem
+	if !ss.span.IsRecording() {
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 8)
@@ -107,14 +123,38 @@ func (t *Tracer) EndAdmission(ctx context.Context, a Admission) {
 	attrs = appendString(attrs, KeyPrefer, a.Prefer)
 	attrs = appendString(attrs, KeyGate, string(a.Gate))
 	attrs = appendString(attrs, KeyProblem, a.Problem)
-	if a.Status != 0 {
-		attrs = append(attrs, KeyStatus.Int(a.Status))
+	ss.span.SetAttributes(attrs...)
+}
+
+// EndServer ends ctx's server span once the response is written: status
+// is the response's status code (http.response.status_code, every
+// response, successes included; 0 means nothing was written, which
+// net/http answers as 200). A 5xx answer marks the span an error,
+// described by the refusal's problem code or the status; a 4xx is the
+// caller's and does not (OpenTelemetry's HTTP server span status rules).
+// A second call does nothing; t nil, or no server span in ctx: nothing.
+func (t *Tracer) EndServer(ctx context.Context, status int) {
+	if t == nil {
+		return
 	}
-	s.SetAttributes(attrs...)
-	if a.Status >= 500 {
-		s.SetStatus(codes.Error, a.Problem)
+	ss, _ := ctx.Value(serverSpanKey{}).(*serverSpan)
+	if ss == nil {
+		return
 	}
-	s.End()
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if ss.span.IsRecording() {
+		ss.span.SetAttributes(KeyStatus.Int(status))
+		if status >= 500 {
+			desc := ss.problem
+			if desc == "" {
+				desc = strconv.Itoa(status)
+			}
+			ss.span.SetStatus(codes.Error, desc)
+		}
+	}
+	ss.span.End()
 }
 
 // The attempt modes (attribute callout.attempt.mode).
@@ -131,8 +171,10 @@ const (
 // AttemptStart describes an attempt about to be made.
 type AttemptStart struct {
 	Endpoint string
-	// Host is the upstream's host (server.address), from the configuration.
-	Host      string
+	// Upstream is the endpoint's configured base URL: its host and port
+	// (the scheme's default when it names none) are server.address and
+	// server.port. nil records neither.
+	Upstream  *url.URL
 	CalloutID string // "" for a read without a record
 	Method    string
 	// N is the attempt's number (policy.Claimed.Attempt); 0 for a read
@@ -157,7 +199,11 @@ func (t *Tracer) StartAttempt(ctx context.Context, a AttemptStart) (context.Cont
 		attrs := make([]attribute.KeyValue, 0, 8)
 		attrs = append(attrs, method(a.Method), KeyKind.String(string(a.Kind)), KeyMode.String(a.Mode))
 		attrs = appendString(attrs, KeyEndpoint, a.Endpoint)
-		attrs = appendString(attrs, KeyServerAddress, a.Host)
+		host, port := upstream(a.Upstream)
+		attrs = appendString(attrs, KeyServerAddress, host)
+		if port > 0 {
+			attrs = append(attrs, KeyServerPort.Int(port))
+		}
 		attrs = appendString(attrs, KeyCallout, a.CalloutID)
 		if a.N > 0 {
 			attrs = append(attrs, KeyAttempt.Int(a.N))
@@ -318,6 +364,24 @@ func (s *Span) EndBatch(b Batch) {
 		s.s.SetStatus(codes.Error, b.ErrorCode)
 	}
 	s.s.End()
+}
+
+// upstream returns u's host and port, the port from the scheme when u
+// names none (80 for http, 443 for https: RFC 9110 §4.2), 0 when unknown.
+func upstream(u *url.URL) (string, int) {
+	if u == nil {
+		return "", 0
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		switch u.Scheme {
+		case "http":
+			port = 80
+		case "https":
+			port = 443
+		}
+	}
+	return u.Hostname(), port
 }
 
 // appendString appends k=v unless v is empty.

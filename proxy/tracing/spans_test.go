@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -41,20 +42,21 @@ func TestAttemptSpan(t *testing.T) {
 	resp := &policy.Response{Status: 503, Header: http.Header{"Retry-After": {"7200"}}}
 	comp := policy.Completion{Action: policy.ActionRetry, NextAttemptAt: clk.Now().Add(time.Hour)}
 	end := tracing.Decided(policy.AttemptResult{Response: resp}, policy.Classification{Outcome: policy.Retryable,
-		Reason: "status_503"}, comp, p, clk.Now())
+		Reason: policy.ReasonStatus5xx}, comp, p, clk.Now())
 	end.State = policy.Scheduled
 
 	ctx := tr.StartAdmission(context.Background(), http.Header{}, "POST")
-	_, s := tr.StartAttempt(ctx, tracing.AttemptStart{Endpoint: "payment-api", Host: "api.example.com",
+	upstream, _ := url.Parse("https://api.example.com/v2")
+	_, s := tr.StartAttempt(ctx, tracing.AttemptStart{Endpoint: "payment-api", Upstream: upstream,
 		CalloutID: "c1", Method: "POST", N: 2, Kind: policy.KindRetry, Mode: tracing.ModeDispatched})
 	s.EndAttempt(end)
 	got := sr.Ended()[0]
 	a := attrs(got)
 	want := map[attribute.Key]any{
-		"callout.endpoint": "payment-api", "server.address": "api.example.com", "callout.id": "c1",
+		"callout.endpoint": "payment-api", "server.address": "api.example.com", "server.port": int64(443), "callout.id": "c1",
 		"http.request.method": "POST", "callout.attempt": int64(2), "callout.attempt.kind": "retry",
 		"callout.attempt.mode": "dispatched", "http.response.status_code": int64(503),
-		"callout.outcome": "retryable", "callout.reason": "status_503", "callout.action": "retry",
+		"callout.outcome": "retryable", "callout.reason": "status_5xx", "callout.action": "retry",
 		"callout.state": "scheduled", "callout.retry_after_ms": int64(3600_000),
 		"callout.next_attempt_in_ms": int64(3600_000),
 	}
@@ -63,8 +65,8 @@ func TestAttemptSpan(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, a[k].AsInterface(), v)
 		}
 	}
-	if got.SpanKind() != trace.SpanKindClient || got.Status().Code != codes.Error || got.Status().Description != "status_503" {
-		t.Errorf("kind %v status %+v, want client, error status_503", got.SpanKind(), got.Status())
+	if got.SpanKind() != trace.SpanKindClient || got.Status().Code != codes.Error || got.Status().Description != "status_5xx" {
+		t.Errorf("kind %v status %+v, want client, error status_5xx", got.SpanKind(), got.Status())
 	}
 	if got.Name() != tracing.SpanAttempt || got.Parent().SpanID() != trace.SpanContextFromContext(ctx).SpanID() {
 		t.Errorf("name %q parent %v: want a callout.attempt child of the admission", got.Name(), got.Parent())
@@ -82,27 +84,46 @@ func TestAttemptSpan(t *testing.T) {
 	}
 }
 
-// TestAdmissionSpan: a 4xx refusal is the caller's (no error status), a
-// 5xx one the proxy's (error); the span is a server span on the route
-// template.
+// TestAdmissionSpan: the server span ends with the answer, whatever it
+// is, carrying its status: a success is no error, a 4xx refusal is the
+// caller's (no error), a 5xx one the proxy's (error, described by its
+// problem code); the first admission recorded is kept; the span is a
+// server span on the route template.
 func TestAdmissionSpan(t *testing.T) {
 	tr, sr := recorder(t)
-	for _, status := range []int{401, 503} {
+	for _, tt := range []struct {
+		result  tracing.AdmissionResult
+		problem string
+		status  int
+	}{
+		{tracing.AdmitAttempt, "", 200},
+		{tracing.AdmitRejected, "auth-failed", 401},
+		{tracing.AdmitRejected, "store-unavailable", 503},
+		{tracing.AdmitAttempt, "", 0}, // nothing written: net/http answers 200
+	} {
 		ctx := tr.StartAdmission(context.Background(), http.Header{}, "GET")
-		tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitRejected, Endpoint: "payment-api",
-			Problem: "store-unavailable", Status: status})
-		tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitAttempt}) // ignored: ended
+		tr.Admitted(ctx, tracing.Admission{Result: tt.result, Endpoint: "payment-api", Problem: tt.problem})
+		tr.Admitted(ctx, tracing.Admission{Result: tracing.AdmitDuplicate}) // ignored: recorded already
+		tr.EndServer(ctx, tt.status)
+		tr.EndServer(ctx, 500) // ignored: ended
 	}
 	spans := sr.Ended()
-	if len(spans) != 2 {
-		t.Fatalf("%d spans, want 2", len(spans))
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want 4", len(spans))
 	}
-	for i, want := range []codes.Code{codes.Unset, codes.Error} {
+	for i, want := range []struct {
+		code   codes.Code
+		desc   string
+		status int64
+		result string
+	}{{codes.Unset, "", 200, "attempt"}, {codes.Unset, "", 401, "rejected"},
+		{codes.Error, "store-unavailable", 503, "rejected"}, {codes.Unset, "", 200, "attempt"}} {
 		s := spans[i]
 		a := attrs(s)
-		if s.Status().Code != want || s.SpanKind() != trace.SpanKindServer || a["http.route"].AsString() != tracing.Route ||
-			a["callout.admission"].AsString() != "rejected" {
-			t.Errorf("span %d: status %v kind %v attributes %v", i, s.Status(), s.SpanKind(), a)
+		if s.Status().Code != want.code || s.Status().Description != want.desc || s.SpanKind() != trace.SpanKindServer ||
+			a["http.route"].AsString() != tracing.Route || a["callout.admission"].AsString() != want.result ||
+			a["http.response.status_code"].AsInt64() != want.status {
+			t.Errorf("span %d: status %v kind %v attributes %v, want %+v", i, s.Status(), s.SpanKind(), a, want)
 		}
 	}
 	allKnown(t, spans)
@@ -132,7 +153,8 @@ func TestSampler(t *testing.T) {
 		}
 		ctx := tr.StartAdmission(context.Background(), h, "POST")
 		stored := tr.Encode(ctx)
-		tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitScheduled})
+		tr.Admitted(ctx, tracing.Admission{Result: tracing.AdmitScheduled})
+		tr.EndServer(ctx, http.StatusAccepted)
 		// The dispatcher, later: the same decision from the stored flags.
 		_, s := tr.StartAttempt(tr.Resume(context.Background(), stored), tracing.AttemptStart{})
 		s.EndAttempt(tracing.AttemptEnd{Outcome: policy.Success})

@@ -48,7 +48,8 @@ func TestOffIsNil(t *testing.T) {
 	}
 	c, s := tr.StartAttempt(ctx, tracing.AttemptStart{})
 	s.EndAttempt(tracing.AttemptEnd{})
-	tr.EndAdmission(ctx, tracing.Admission{})
+	tr.Admitted(ctx, tracing.Admission{})
+	tr.EndServer(ctx, http.StatusOK)
 	if c != ctx || s != nil {
 		t.Error("a nil Tracer started an attempt span")
 	}
@@ -72,7 +73,8 @@ func TestExtract(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := tr.StartAdmission(context.Background(), tt.h, "POST")
-			tr.EndAdmission(ctx, tracing.Admission{Result: tracing.AdmitAttempt})
+			tr.Admitted(ctx, tracing.Admission{Result: tracing.AdmitAttempt})
+			tr.EndServer(ctx, http.StatusOK)
 			spans := sr.Ended()
 			s := spans[len(spans)-1]
 			if got := s.SpanContext().TraceID().String() == callerTrace; got != tt.joined {

@@ -18,12 +18,18 @@ type calloutsData struct {
 	// Holders are the callouts holding Key on Endpoint (several only when
 	// several organisations used it).
 	Holders []api.KeyHolderDoc
-	// Listed is set when a list was asked for: Pending is its page.
+	// Listed is set when a list was asked for: Pending is its page, and
+	// Totals the endpoint's pending callouts (of every page).
 	Listed     bool
 	Pending    []api.CalloutSummaryDoc
+	Totals     *pendingTotals
 	NextCursor string
 	Problem    string
 }
+
+// pendingTotals are an endpoint's pending callouts: Waiting (held or
+// scheduled: one queue, held while the gate is shut) and InFlight.
+type pendingTotals struct{ Waiting, InFlight int64 }
 
 // handleCallouts serves GET /console/callouts: with id, that callout's
 // page; with endpoint and key, the callouts holding that Idempotency-Key
@@ -66,6 +72,11 @@ func (c *console) handleCallouts(w http.ResponseWriter, r *http.Request, s *sess
 		}
 		err := c.get(r, s, "/admin/v1/callouts?"+lq.Encode(), &list)
 		d.Pending, d.NextCursor = list.Items, list.NextCursor
+		for _, e := range eps.Endpoints {
+			if e.Name == d.Endpoint {
+				d.Totals = &pendingTotals{Waiting: e.BacklogItems - e.InFlight, InFlight: e.InFlight}
+			}
+		}
 		status, d.Problem = problemOf(err, status)
 	}
 	if d.State == "" {

@@ -31,7 +31,8 @@ func TestCalloutsPage(t *testing.T) {
 			wantBody(t, "no callout of crm-api holds Idempotency-Key")
 
 		b.get("/console/callouts?endpoint=pay-api&state=scheduled").wantStatus(t, http.StatusOK).
-			wantBody(t, "scheduled callouts of pay-api", `data-callout="`+res.ID+`"`, "key-pending")
+			wantBody(t, "scheduled callouts of pay-api", `data-callout="`+res.ID+`"`, "key-pending",
+				`data-waiting="1" data-in-flight="0"`)
 		b.get("/console/callouts?endpoint=pay-api&state=held").wantStatus(t, http.StatusOK).
 			wantNoBody(t, `data-callout="`+res.ID+`"`)
 		b.get("/console/callouts?endpoint=pay-api&state=bored").wantStatus(t, http.StatusBadRequest).
@@ -40,7 +41,7 @@ func TestCalloutsPage(t *testing.T) {
 		// An open breaker holds it.
 		e.failures(t, "pay-api", 3)
 		b.get("/console/callouts?endpoint=pay-api&state=held").wantStatus(t, http.StatusOK).
-			wantBody(t, `data-callout="`+res.ID+`"`)
+			wantBody(t, `data-callout="`+res.ID+`"`, `data-waiting="4" data-in-flight="0"`)
 		b.get("/console/callouts/"+res.ID).wantStatus(t, http.StatusOK).
 			wantBody(t, "<h1>Callout "+res.ID+"</h1>", "state-held").wantNoBody(t, "Replay this dead letter")
 		b.get("/console/callouts/nope").wantStatus(t, http.StatusNotFound)

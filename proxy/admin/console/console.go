@@ -1,11 +1,13 @@
 // Package console is the ops console: a small web UI for the
 // people who run the proxy, served under /console/ on admin_listen only
 // (proxy/admin mounts it; the callout listener never does). It shows the
-// endpoints (gate, breaker, backlog, dead letters), the dead letters with
-// their filters and detail, the replay jobs with their progress, and the
+// endpoints (gate, breaker, backlog, dead letters awaiting action) and each
+// one's charts (attempts by class, dead letters, latency), the dead letters
+// searched across endpoints, sorted, counted and bulk-selected, their
+// detail, the replay jobs with their progress, and the
 // callouts by id, Idempotency-Key or endpoint; a write-scope token also
-// enables, disables and resets endpoints, replays one dead letter and
-// runs bulk replays, a dry run first.
+// enables, disables and resets endpoints, replays or discards the dead
+// letters selected, and runs filtered replays, a dry run first.
 //
 // The console holds no rule of its own: every page and action is a request
 // to the admin API's own handler (Deps.API) with the session's admin token
@@ -105,6 +107,8 @@ type console struct {
 	d        Deps
 	sessions *sessions
 	pages    *pages
+	// counts are the endpoints' dead letters not replayed, reused briefly.
+	counts counts
 }
 
 // New returns the console's handler, to be mounted at Base on the admin
@@ -150,12 +154,14 @@ func (c *console) routes() http.Handler {
 	r.Post("/logout", c.requireSession(c.handleLogout))
 
 	r.Get("/endpoints", c.requireSession(c.handleEndpoints))
+	r.Get("/endpoints/{name}", c.requireSession(c.handleEndpoint))
 	r.Get("/endpoints/{name}/{action}", c.requireSession(c.handleEndpointConfirm))
 	r.Post("/endpoints/{name}/{action}", c.requireSession(c.handleEndpointAction))
 
 	r.Get("/dead-letters", c.requireSession(c.handleDeadLetters))
 	r.Get("/dead-letters/{id}", c.requireSession(c.handleDeadLetter))
 	r.Post("/dead-letters/{id}/replay", c.requireSession(c.handleReplayOne))
+	r.Post("/dead-letters/bulk", c.requireSession(c.handleBulk))
 
 	r.Get("/replay", c.requireSession(c.handleReplayForm))
 	r.Get("/replay-jobs", c.requireSession(c.handleReplayJobs))

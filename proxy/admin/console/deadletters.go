@@ -19,17 +19,25 @@ import (
 const deadLetterPageSize = 50
 
 // filterForm is the dead-letter filter as the console's forms carry it:
-// the API's list parameters (endpoint, reason, status, since, until) and
-// the replay outcome, which the console applies to the page it got.
+// the search's parameters (GET /admin/v1/search): endpoint, reason,
+// status, since, until, the replay outcome, the search text q and the
+// sort.
 type filterForm struct {
-	Endpoint, Reason, Status, Since, Until, Replay string
+	Endpoint, Reason, Status, Since, Until, Replay, Q, Sort string
 }
 
-// filterFormOf reads the filter from a query or form.
+// filterFormOf reads the filter from a query or form. The replay outcome
+// "unresolved" of older links reads as none (not replayed: a replay that
+// failed again is a dead letter of its own, not replayed).
 func filterFormOf(q url.Values) filterForm {
-	return filterForm{Endpoint: strings.TrimSpace(q.Get("endpoint")), Reason: q.Get("reason"),
+	f := filterForm{Endpoint: strings.TrimSpace(q.Get("endpoint")), Reason: q.Get("reason"),
 		Status: strings.TrimSpace(q.Get("status")), Since: strings.TrimSpace(q.Get("since")),
-		Until: strings.TrimSpace(q.Get("until")), Replay: q.Get("replay")}
+		Until: strings.TrimSpace(q.Get("until")), Replay: q.Get("replay"), Q: strings.TrimSpace(q.Get("q")),
+		Sort: q.Get("sort")}
+	if f.Replay == "unresolved" {
+		f.Replay = "none"
+	}
+	return f
 }
 
 // formTime parses a time field: RFC 3339, or a datetime-local value
@@ -47,8 +55,9 @@ func formTime(field, v string) (time.Time, error) {
 	return time.Time{}, errors.New(field + " must be a time such as 2025-01-31T14:00 (UTC) or RFC 3339")
 }
 
-// apiQuery is the filter as the API's list parameters; the times in RFC
-// 3339. Errors: a time that does not parse.
+// apiQuery is the filter as the API's parameters (a replay job's filter
+// takes endpoint, reason, status, since and until; the search all of
+// them); the times in RFC 3339. Errors: a time that does not parse.
 func (f filterForm) apiQuery() (url.Values, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"endpoint": f.Endpoint, "reason": f.Reason, "status": f.Status} {
@@ -68,11 +77,25 @@ func (f filterForm) apiQuery() (url.Values, error) {
 	return q, nil
 }
 
+// searchQuery is apiQuery with the search's own parameters.
+func (f filterForm) searchQuery() (url.Values, error) {
+	q, err := f.apiQuery()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range map[string]string{"replay": f.Replay, "q": f.Q, "sort": f.Sort} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q, nil
+}
+
 // query is the filter as console query parameters, for links.
 func (f filterForm) query() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"endpoint": f.Endpoint, "reason": f.Reason, "status": f.Status,
-		"since": f.Since, "until": f.Until, "replay": f.Replay} {
+		"since": f.Since, "until": f.Until, "replay": f.Replay, "q": f.Q, "sort": f.Sort} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -80,18 +103,53 @@ func (f filterForm) query() url.Values {
 	return q
 }
 
-// Href is the console page at path with the filter, and a cursor when
+// Href is the console page at path with the filter, and an offset when
 // not "", as its query: a whole link, which html/template keeps as one
 // URL (a query string spliced after a "?" would be escaped as data).
-func (f filterForm) Href(path, cursor string) string {
+func (f filterForm) Href(path, offset string) string {
 	q := f.query()
-	if cursor != "" {
-		q.Set("cursor", cursor)
+	if offset != "" && offset != "0" {
+		q.Set("offset", offset)
 	}
 	if len(q) == 0 {
 		return path
 	}
 	return path + "?" + q.Encode()
+}
+
+// JobHref is the replay form of the filter, unsorted; the form takes the
+// parts a replay job has (endpoint, reason, status, since, until) and says
+// that the search text and replay outcome are not among them.
+func (f filterForm) JobHref() string {
+	f.Sort = ""
+	return f.Href(Base+"/replay", "")
+}
+
+// SortHref is the dead-letter list sorted by field: ascending, or
+// descending when it is sorted ascending by field already.
+func (f filterForm) SortHref(field string) string {
+	g := f
+	g.Sort = field
+	if f.Sort == field || (f.Sort == "" && field == "dead_lettered_at") {
+		g.Sort = "-" + field
+	}
+	return g.Href(Base+"/dead-letters", "")
+}
+
+// SortMark is the arrow of a column header: ▲ sorted ascending by field,
+// ▼ descending, "" otherwise.
+func (f filterForm) SortMark(field string) string {
+	switch f.Sort {
+	case field:
+		return "▲"
+	case "-" + field:
+		return "▼"
+	case "":
+		if field == "dead_lettered_at" {
+			return "▲"
+		}
+	}
+	return ""
 }
 
 // replayOutcome is what became of a dead letter's latest replay, read from
@@ -115,19 +173,6 @@ func outcomeOf(st policy.State, found bool) replayOutcome {
 	return replayOutcome{"pending", "replayed: pending (" + string(st) + ")"}
 }
 
-// keeps reports whether a dead letter with outcome o passes the replay
-// filter f: "" all, unresolved (never replayed or failed again), or one
-// outcome key.
-func keeps(f string, o replayOutcome) bool {
-	switch f {
-	case "":
-		return true
-	case "unresolved":
-		return o.Key == "none" || o.Key == "failed_again"
-	}
-	return f == o.Key
-}
-
 // deadLetterRow is one row of the list.
 type deadLetterRow struct {
 	api.DeadLetterSummaryDoc
@@ -139,38 +184,57 @@ type deadLettersData struct {
 	Filter    filterForm
 	Endpoints []string
 	Rows      []deadLetterRow
-	// Read is how many the API returned on this page; Rows those the
-	// replay filter kept.
-	Read       int
-	NextCursor string
-	Cursor     string
+	// Total is how many dead letters match (at most api.MaxSearchTotal;
+	// Capped when more do); Offset the first row's place among them.
+	Total      int
+	Capped     bool
+	Offset     int
+	NextOffset int
+	// KeyHolders are the callouts holding Filter.Q as an Idempotency-Key.
+	KeyHolders []api.SearchKeyHolderDoc
 	Problem    string
+	// Bulk is the most ids a bulk action takes.
+	Bulk int
 }
 
-// handleDeadLetters serves GET /console/dead-letters: the filter form and
-// one page of GET /admin/v1/dead-letters, each row with its replay
-// outcome (GET /admin/v1/callouts/{replayed_by}).
+// First and Last are the row numbers shown, 1-based.
+func (d deadLettersData) First() int { return d.Offset + 1 }
+func (d deadLettersData) Last() int  { return d.Offset + len(d.Rows) }
+
+// PrevOffset is the offset of the previous page, -1 on the first.
+func (d deadLettersData) PrevOffset() int {
+	if d.Offset == 0 {
+		return -1
+	}
+	return max(0, d.Offset-deadLetterPageSize)
+}
+
+// handleDeadLetters serves GET /console/dead-letters: the search form and
+// one page of GET /admin/v1/search (dead letters across endpoints, with
+// their total, sorted; the callouts holding the search text as an
+// Idempotency-Key), each row with its replay outcome (GET
+// /admin/v1/callouts/{replayed_by}) and a checkbox for the bulk actions.
 func (c *console) handleDeadLetters(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	d := deadLettersData{Filter: filterFormOf(q), Cursor: q.Get("cursor")}
+	d := deadLettersData{Filter: filterFormOf(q), Bulk: maxBulk}
 	var eps api.EndpointList
 	if err := c.get(r, s, "/admin/v1/endpoints", &eps); err == nil {
 		for _, e := range eps.Endpoints {
 			d.Endpoints = append(d.Endpoints, e.Name)
 		}
 	}
-	aq, err := d.Filter.apiQuery()
+	aq, err := d.Filter.searchQuery()
 	if err != nil {
 		d.Problem = err.Error()
 		c.render(w, r, s, http.StatusBadRequest, "deadletters", "Dead letters", d)
 		return
 	}
 	aq.Set("limit", strconv.Itoa(deadLetterPageSize))
-	if d.Cursor != "" {
-		aq.Set("cursor", d.Cursor)
+	if o := q.Get("offset"); o != "" {
+		aq.Set("offset", o)
 	}
-	var list api.DeadLetterList
-	if err := c.get(r, s, "/admin/v1/dead-letters?"+aq.Encode(), &list); err != nil {
+	var res api.SearchDoc
+	if err := c.get(r, s, "/admin/v1/search?"+aq.Encode(), &res); err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Problem.Status == http.StatusBadRequest {
 			d.Problem = ae.Problem.Detail
@@ -180,12 +244,9 @@ func (c *console) handleDeadLetters(w http.ResponseWriter, r *http.Request, s *s
 		c.renderAPIError(w, r, s, err)
 		return
 	}
-	d.Read, d.NextCursor = len(list.Items), list.NextCursor
-	for _, it := range list.Items {
-		row := deadLetterRow{DeadLetterSummaryDoc: it, Replay: c.replayOutcome(r, s, it.ReplayedBy)}
-		if keeps(d.Filter.Replay, row.Replay) {
-			d.Rows = append(d.Rows, row)
-		}
+	d.Total, d.Capped, d.Offset, d.NextOffset, d.KeyHolders = res.Total, res.TotalCapped, res.Offset, res.NextOffset, res.KeyHolders
+	for _, it := range res.DeadLetters {
+		d.Rows = append(d.Rows, deadLetterRow{DeadLetterSummaryDoc: it, Replay: c.replayOutcome(r, s, it.ReplayedBy)})
 	}
 	c.render(w, r, s, http.StatusOK, "deadletters", "Dead letters", d)
 }

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -34,11 +36,22 @@ func endpointActionOf(name string) (endpointAction, bool) {
 	return endpointAction{}, false
 }
 
-// endpointsData is the endpoints page's data: the API's list, and the
-// notice of an action just done (from the redirect's query).
+// endpointsData is the endpoints page's data: the API's list with each
+// endpoint's dead letters awaiting action, and the notice of an action
+// just done (from the redirect's query).
 type endpointsData struct {
-	Endpoints []api.EndpointDoc
+	Endpoints []endpointRow
 	Notice    *actionNotice
+}
+
+// endpointRow is one endpoint's row: its document and how many of its
+// dead letters await action (not replayed: a replay that failed again is a
+// dead letter of its own), counted
+// afresh on every read, so a replay shows at once.
+type endpointRow struct {
+	api.EndpointDoc
+	Awaiting       int
+	AwaitingCapped bool
 }
 
 // actionNotice says what an action just did.
@@ -53,13 +66,24 @@ type actionNotice struct {
 // (GET /admin/v1/endpoints).
 func (c *console) handleEndpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	var list api.EndpointList
-	if err := c.get(r, s, "/admin/v1/endpoints", &list); err != nil {
+	err := c.get(r, s, "/admin/v1/endpoints", &list)
+	if err != nil {
 		c.renderAPIError(w, r, s, err)
 		return
 	}
-	d := endpointsData{Endpoints: list.Endpoints}
+	d := endpointsData{}
+	for _, e := range list.Endpoints {
+		row := endpointRow{EndpointDoc: e}
+		if e.DeadLetters > 0 {
+			if row.Awaiting, row.AwaitingCapped, err = c.awaiting(r, s, e.Name); err != nil {
+				c.renderAPIError(w, r, s, err)
+				return
+			}
+		}
+		d.Endpoints = append(d.Endpoints, row)
+	}
 	q := r.URL.Query()
-	if a, ok := endpointActionOf(q.Get("done")); ok && listed(list.Endpoints, q.Get("endpoint")) {
+	if a, ok := endpointActionOf(q.Get("done")); ok && listed(d.Endpoints, q.Get("endpoint")) {
 		n, _ := strconv.Atoi(q.Get("dead_lettered"))
 		d.Notice = &actionNotice{Action: a, Endpoint: q.Get("endpoint"), Changed: q.Get("changed") == "1",
 			DeadLettered: n}
@@ -67,9 +91,71 @@ func (c *console) handleEndpoints(w http.ResponseWriter, r *http.Request, s *ses
 	c.render(w, r, s, http.StatusOK, "endpoints", "Endpoints", d)
 }
 
+// awaiting counts endpoint's dead letters awaiting action (GET
+// /admin/v1/search?replay=none&limit=0: its total only); capped when
+// more than api.MaxSearchTotal do. A count is reused for countTTL by every
+// session of this replica, and forgotten after any form the console
+// handles (requireSession), so an action's effect shows on the next read.
+func (c *console) awaiting(r *http.Request, s *session, endpoint string) (int, bool, error) {
+	now := c.d.Now()
+	if n, ok := c.counts.get(endpoint, now); ok {
+		return n.total, n.capped, nil
+	}
+	var res api.SearchDoc
+	q := url.Values{"endpoint": {endpoint}, "replay": {"none"}, "limit": {"0"}}
+	if err := c.get(r, s, "/admin/v1/search?"+q.Encode(), &res); err != nil {
+		return 0, false, err
+	}
+	c.counts.put(endpoint, count{total: res.Total, capped: res.TotalCapped, at: now})
+	return res.Total, res.TotalCapped, nil
+}
+
+// countTTL is how long a count of an endpoint's dead letters not replayed
+// is reused: the endpoints page re-reads itself every 3 s in every open
+// tab, and a count reads up to 50,000 dead-letter summaries.
+const countTTL = 15 * time.Second
+
+// count is one endpoint's count of dead letters not replayed, made at at.
+type count struct {
+	total  int
+	capped bool
+	at     time.Time
+}
+
+// counts are the counts this replica's console made, by endpoint.
+type counts struct {
+	mu sync.Mutex
+	by map[string]count
+}
+
+// get returns endpoint's count when it is younger than countTTL at now.
+func (cs *counts) get(endpoint string, now time.Time) (count, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	n, ok := cs.by[endpoint]
+	return n, ok && now.Sub(n.at) < countTTL && !now.Before(n.at)
+}
+
+// put keeps endpoint's count.
+func (cs *counts) put(endpoint string, n count) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.by == nil {
+		cs.by = map[string]count{}
+	}
+	cs.by[endpoint] = n
+}
+
+// forget drops every count: an action may have changed any of them.
+func (cs *counts) forget() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	clear(cs.by)
+}
+
 // listed reports whether name is one of eps: a notice names only a
 // configured endpoint.
-func listed(eps []api.EndpointDoc, name string) bool {
+func listed(eps []endpointRow, name string) bool {
 	for _, e := range eps {
 		if e.Name == name {
 			return true

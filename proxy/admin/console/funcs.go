@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 )
 
 // funcs are the templates' functions. Each returns text that html/template
@@ -22,7 +23,6 @@ func funcs() template.FuncMap {
 		"rel":         relative,
 		"bytes":       byteSize,
 		"ms":          millis,
-		"gateLabel":   gateLabel,
 		"gateClass":   gateClass,
 		"pct":         percent,
 		"sfLink":      salesforceLink,
@@ -30,6 +30,7 @@ func funcs() template.FuncMap {
 		"join":        strings.Join,
 		"list":        func(v ...string) []string { return v },
 		"outcomeName": outcomeName,
+		"lastAttempt": lastAttempt,
 	}
 }
 
@@ -107,28 +108,9 @@ func millis(ms int64) string {
 	return fmt.Sprintf("%.1f s", float64(ms)/1000)
 }
 
-// gateLabel names an endpoint's gate in the breaker's terms an operator
-// reads (contract §6): the wire's gate "open" (traffic flows) is a closed
-// breaker.
-func gateLabel(g policy.GateState) string {
-	switch g {
-	case policy.GateOpen:
-		return "closed"
-	case policy.GateBreakerOpen:
-		return "open"
-	case policy.GateHalfOpen:
-		return "half-open"
-	case policy.GateProbing:
-		return "half-open (probe out)"
-	case policy.GatePaused:
-		return "paused"
-	case policy.GateDisabled:
-		return "disabled"
-	}
-	return string(g)
-}
-
-// gateClass is the style class of a gate's badge.
+// gateClass is the style class of a gate's badge. The badge shows the
+// gate's own word (contract §12: open, half_open, probing, breaker_open,
+// paused, disabled), never the breaker's.
 func gateClass(g policy.GateState) string {
 	switch g {
 	case policy.GateOpen:
@@ -192,15 +174,24 @@ func bodyText(s string) shownBody {
 	return shownBody{Text: s[:cut], Cut: true}
 }
 
+// lastAttempt is the last of a callout's attempts, nil when it has none:
+// a dead letter's page names its reason and, apart from it, its last
+// attempt's class (contract §12: a dead letter of 503s is exhausted, its
+// last attempt retryable, never "permanent").
+func lastAttempt(as []api.AttemptDoc) *api.AttemptDoc {
+	if len(as) == 0 {
+		return nil
+	}
+	return &as[len(as)-1]
+}
+
 // outcomeName is the text of a replay-outcome filter choice.
 func outcomeName(key string) string {
 	switch key {
 	case "":
 		return "any"
-	case "unresolved":
-		return "unresolved (not replayed or failed again)"
 	case "none":
-		return "not replayed"
+		return "not replayed (awaiting action)"
 	case "pending":
 		return "replayed: pending"
 	case "succeeded":

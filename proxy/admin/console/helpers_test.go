@@ -27,6 +27,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
@@ -50,6 +51,8 @@ type env struct {
 	cfg   *config.Config
 	logs  *proctest.LogBuffer
 	srv   *httptest.Server
+	// stats is the per-endpoint counts the charts read (one replica's).
+	stats *stats.Recorder
 }
 
 // testConfig has pay-api and crm-api with the default policy, breaker
@@ -61,11 +64,14 @@ func testConfig() *config.Config {
 		return &config.Endpoint{Name: name, AttemptTimeout: p.AttemptTimeout,
 			BreakerFailures: p.BreakerFailures, BreakerProbeInterval: p.BreakerProbeInterval}
 	}
+	pay, crm := ep("pay-api"), ep("crm-api")
+	pay.Breaker.Partition = config.BreakerPartitionEndpoint // one breaker; crm-api's is per organisation
+	crm.Breaker.Partition = config.BreakerPartitionOrganisation
 	return &config.Config{Policy: p, Auth: config.Auth{Issuers: []string{issuer}},
 		Admin: config.Admin{Tokens: []config.AdminToken{
 			{Name: "ops", TokenEnv: "W", Scope: "write"}, {Name: "viewer", TokenEnv: "R", Scope: "read"},
 		}},
-		Endpoints: map[string]*config.Endpoint{"pay-api": ep("pay-api"), "crm-api": ep("crm-api")}}
+		Endpoints: map[string]*config.Endpoint{"pay-api": pay, "crm-api": crm}}
 }
 
 // forEachBackend runs fn on every Redis backend redistest offers.
@@ -83,7 +89,8 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
 	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s),
-		DeadLetterRetention: 30 * 24 * time.Hour})
+		DeadLetterRetention: 30 * 24 * time.Hour,
+		Partitioned:         func(ep string) bool { return e.cfg.Endpoints[ep].PartitionedByOrganisation() }})
 	binary.LittleEndian.PutUint64(s[:], seed+1<<32)
 	js := jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s)})
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
@@ -99,8 +106,10 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.stats = stats.New(b.Client, stats.Options{Now: e.clk.Now})
 	h := admin.New(admin.Deps{Config: e.cfg, Tokens: tokens, Endpoints: e.store, DeadLetters: e.svc,
-		ReplayJobs: e.svc, Keys: e.store, Callouts: e.store, Metrics: m, Logger: logger, Now: e.clk.Now})
+		ReplayJobs: e.svc, Keys: e.store, Callouts: e.store, Metrics: m, Logger: logger, Now: e.clk.Now,
+		Stats: e.stats})
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -275,4 +284,23 @@ func (e *env) failures(t *testing.T, endpoint string, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// exhaust claims endpoint's next callout and dead-letters it as exhausted
+// after a 503 (a retryable last attempt), returning its id.
+func (e *env) exhaust(t *testing.T, endpoint string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: 30 * time.Second})
+	if err != nil || len(cr.Claimed) != 1 {
+		t.Fatalf("claim: %+v, %v", cr, err)
+	}
+	_, err = e.store.Complete(ctx, cr.Claimed[0], policy.Completion{Action: policy.ActionDeadLetter,
+		Reason: policy.DeadLetterExhausted, Error: "status_5xx",
+		Attempt:  &policy.Attempt{StartedAt: e.clk.Now(), Status: 503, Outcome: policy.Retryable},
+		Response: &policy.Response{Status: 503}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr.Claimed[0].ID
 }

@@ -35,7 +35,7 @@ func TestTemplatesHaveNoInlineCode(t *testing.T) {
 	}
 	p := mustParsePages()
 	for _, name := range []string{"login", "error", "endpoints", "endpoint_confirm", "deadletters", "callout",
-		"replay_new", "replayjobs", "replayjob", "callouts"} {
+		"replay_new", "replayjobs", "replayjob", "callouts", "endpoint", "bulk"} {
 		if p.byName[name] == nil {
 			t.Errorf("no page %s", name)
 		}
@@ -79,9 +79,9 @@ func TestFuncs(t *testing.T) {
 		{byteSize(12 << 20), "12.0 MiB"},
 		{millis(840), "840 ms"},
 		{millis(2300), "2.3 s"},
-		{gateLabel(policy.GateOpen), "closed"},
-		{gateLabel(policy.GateBreakerOpen), "open"},
-		{gateLabel(policy.GateProbing), "half-open (probe out)"},
+		{gateClass(policy.GateOpen), "ok"},
+		{gateClass(policy.GateProbing), "warn"},
+		{gateClass(policy.GateBreakerOpen), "bad"},
 		{salesforceLink("https://org.my.salesforce.com", "001000000000001AAA"), "https://org.my.salesforce.com/001000000000001AAA"},
 		{salesforceLink("https://org.my.salesforce.com", "001000000000001"), "https://org.my.salesforce.com/001000000000001"},
 		{salesforceLink("javascript:alert(1)//", "001000000000001AAA"), ""},

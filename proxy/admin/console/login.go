@@ -60,6 +60,8 @@ func (c *console) requireSession(h sessionHandler) http.HandlerFunc {
 					"The form's CSRF token is missing or not this session's. Reload the page and try again.")
 				return
 			}
+			// Whatever the form did, the next page counts afresh.
+			defer c.counts.forget()
 		}
 		h(w, r, s)
 	}

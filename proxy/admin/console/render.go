@@ -36,9 +36,9 @@ type userView struct {
 // navOf is the navigation entry of page name.
 func navOf(name string) string {
 	switch name {
-	case "endpoints", "endpoint_confirm":
+	case "endpoints", "endpoint_confirm", "endpoint":
 		return "endpoints"
-	case "deadletters", "callout", "replay_new":
+	case "deadletters", "callout", "replay_new", "bulk":
 		return "dead-letters"
 	case "replayjobs", "replayjob":
 		return "replay-jobs"
@@ -59,7 +59,7 @@ func refreshOf(name string) int {
 		return 3
 	case "callouts", "callout":
 		return 5
-	case "deadletters":
+	case "deadletters", "endpoint":
 		return 10
 	}
 	return 0

@@ -25,7 +25,7 @@ func TestBulkReplayFromItsDryRun(t *testing.T) {
 
 		ops.get("/console/replay?endpoint=crm-api&reason=permanent&replay=none").wantStatus(t, http.StatusOK).
 			wantBody(t, "<dd>crm-api</dd>", "<dd>permanent</dd>", `name="endpoint" value="crm-api"`,
-				"is not part of a job", "Start the dry run")
+				"are not part of a job", "Start the dry run")
 		ops.get("/console/replay?status=x").wantStatus(t, http.StatusBadRequest).wantBody(t, "is not a number")
 
 		// The dry run: nothing sent, its items are what the job will send.

@@ -8,4 +8,13 @@
 // Idempotency-Key of its own making, NewIdempotencyKey:
 // "<Unix nanoseconds>_<6 base64url characters>" — a bare key that starts
 // with a digit, which the proxy refused before the gate cache.
+//
+// go-retryablehttp (github.com/hashicorp/go-retryablehttp) and Python's
+// requests with urllib3's Retry (urllib3_client.py, run with
+// $CALLOUT_PYTHON) are the generic clients of contract §2, "Generic HTTP
+// clients": the tests check the table's claims for them — which of the
+// proxy's answers each retries by default and with the Callout-Outcome
+// recipes given there — and that a caller whose own timeout fires during
+// the synchronous attempt waits out its in-flight callout (503 in-flight,
+// Retry-After 1) and gets its answer instead of stopping at a refusal.
 package realclients

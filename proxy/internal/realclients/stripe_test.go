@@ -3,9 +3,11 @@ package realclients
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,24 @@ const (
 // is written once, before any test runs, and only read afterwards.
 var proxyBinary string
 
+// startProxy runs the binary with caller JWTs (HS256, secret, issuer) and
+// an endpoint per entry of endpoints (name: upstream URL, loopback
+// allowed); extra is more top-level configuration (an admin section),
+// env more environment.
+func startProxy(t *testing.T, extra string, endpoints map[string]string, env ...string) *proctest.Proxy {
+	t.Helper()
+	cfg := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nauth:\n  issuers: [" + issuer +
+		"]\n  audience: callout-proxy\n  algorithms: [HS256]\n  hs256_secret_env: TEST_JWT_SECRET\n" + extra + "endpoints:\n"
+	for _, name := range slices.Sorted(maps.Keys(endpoints)) {
+		cfg += "  " + name + ":\n    url: " + endpoints[name] + "\n    allowed_networks: [127.0.0.0/8]\n"
+	}
+	vars := map[string]string{"TEST_JWT_SECRET": secret}
+	for i := 0; i+1 < len(env); i += 2 {
+		vars[env[i]] = env[i+1]
+	}
+	return proctest.StartProxy(t, proxyBinary, cfg, proctest.ProxyOptions{Env: vars})
+}
+
 // TestMain builds the binary unless CALLOUT_PROXY_BINARY names one, runs
 // the tests and removes what it built.
 func TestMain(m *testing.M) {
@@ -43,18 +63,7 @@ func TestStripeGoThroughTheProxy(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"cus_%d","object":"customer","email":"x@example.com"}`, proctest.Received(r).N)
 	})
-	p := proctest.StartProxy(t, proxyBinary, `listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-auth:
-  issuers: [`+issuer+`]
-  audience: callout-proxy
-  algorithms: [HS256]
-  hs256_secret_env: TEST_JWT_SECRET
-endpoints:
-  stripe:
-    url: `+upstream.URL+`
-    allowed_networks: [127.0.0.0/8]
-`, proctest.ProxyOptions{Env: map[string]string{"TEST_JWT_SECRET": secret}})
+	p := startProxy(t, "", map[string]string{"stripe": upstream.URL})
 	base := p.URL
 	// stripe-go insists its request paths start with /v1, so the
 	// endpoint's prefix is added below it, by the transport.

@@ -211,6 +211,18 @@
 //	                            Not hash-tagged (it lives in its own slot and
 //	                            no script touches it); read only by the
 //	                            backlog gatherer and the admin API. No TTL.
+//	cp:{sN}:st:m:{ep}:{M} HASH  the console's figures of endpoint ep in Unix
+//	                            minute M, summed over every replica that
+//	                            counted some (proxy/redisstore/stats): s r p
+//	                            attempts by class, d dead letters, ms the
+//	                            attempts' summed duration, b0 … b12 the
+//	                            latency histogram (stats.LatencyBounds). In
+//	                            the endpoint's home shard. Written by
+//	                            HINCRBY, every few seconds per replica.
+//	                            TTL: 25 h (stats.MinuteRetention), renewed
+//	                            by each write.
+//	cp:{sN}:st:h:{ep}:{H} HASH  the same figures of Unix hour H. TTL: 8 days
+//	                            (stats.HourRetention).
 //	cp:ack                STRING an integer each durable acknowledgement
 //	                            round increments before its WAIT
 //	                            (proxy/redisstore/durable, redis.durability

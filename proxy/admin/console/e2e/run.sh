@@ -143,6 +143,8 @@ else
   exit 1
 fi
 audit_line ops replay_job.create ok
+audit_line ops replay replayed
+audit_line ops discard ok
 audit_line viewer breaker_reset forbidden
 audit_line viewer console.login ok
 

@@ -1,7 +1,8 @@
 // A scriptable upstream for the console's end-to-end test, on loopback:
 //   /pay/...      503 (retryable: the payment-api breaker opens)
 //   /crm/...      422 (permanent: asynchronous callouts become dead letters),
-//                 200 once POST /__control?crm=ok was called (replays succeed)
+//                 200 once POST /__control?crm=ok was called (replays succeed),
+//                 422 again after POST /__control?crm=fail
 //   /__health     200
 import http from 'node:http';
 

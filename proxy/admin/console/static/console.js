@@ -6,6 +6,19 @@
 // served, with a Reload link.
 (function () {
   'use strict';
+  // Bulk selection: a "select every row" box (hidden without JavaScript)
+  // ticks the page's row boxes; ticked rows survive the live swaps below.
+  function wireSelectAll() {
+    var all = document.querySelector('input[data-select-all]');
+    if (!all) { return; }
+    all.hidden = false;
+    all.addEventListener('change', function () {
+      var boxes = document.querySelectorAll('input[type=checkbox][name=id]');
+      for (var i = 0; i < boxes.length; i++) { boxes[i].checked = all.checked; }
+    });
+  }
+  wireSelectAll();
+
   var main = document.querySelector('main[data-refresh]');
   if (!main) { return; }
   var every = parseInt(main.getAttribute('data-refresh'), 10);
@@ -20,12 +33,18 @@
   }
 
   function swap(fresh) {
+    var ticked = {};
+    var boxes = document.querySelectorAll('input[type=checkbox][name=id]:checked');
+    for (var b = 0; b < boxes.length; b++) { ticked[boxes[b].value] = true; }
     var regions = document.querySelectorAll('[data-live]');
     for (var i = 0; i < regions.length; i++) {
       var id = regions[i].id;
       var next = id && fresh.getElementById(id);
       if (next) { regions[i].replaceWith(document.importNode(next, true)); }
     }
+    var again = document.querySelectorAll('input[type=checkbox][name=id]');
+    for (var k = 0; k < again.length; k++) { if (ticked[again[k].value]) { again[k].checked = true; } }
+    wireSelectAll();
     var freshMain = fresh.querySelector('main');
     if (!freshMain || !freshMain.hasAttribute('data-refresh')) { stopped = true; }
   }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -19,13 +19,13 @@ import (
 // the proxy stops.
 const tracingShutdownTimeout = 5 * time.Second
 
-// newTracing returns the TracerProvider every component gets (docs/tracing.md)
+// newTracing returns, for the build version, the TracerProvider every component gets (docs/tracing.md)
 // and the function that flushes and stops it. With tracing.endpoint empty
 // it is a no-op provider: tracing.New turns it into a nil Tracer, so no span
 // is made and no trace context read, stored or sent. The propagator is W3C
 // Trace Context. Nothing is registered globally (otel.SetTracerProvider is
 // never called).
-func newTracing(ctx context.Context, tc config.Tracing, logger *slog.Logger) (trace.TracerProvider,
+func newTracing(ctx context.Context, tc config.Tracing, version string, logger *slog.Logger) (trace.TracerProvider,
 	propagation.TextMapPropagator, func(), error) {
 	prop := propagation.TraceContext{}
 	if !tc.Enabled() {
@@ -40,7 +40,7 @@ func newTracing(ctx context.Context, tc config.Tracing, logger *slog.Logger) (tr
 		replica = h
 	}
 	tp, err := tracing.NewProvider(ctx, tc, tracing.ProviderOptions{Logger: logger,
-		Resource: tracing.Resource{ServiceName: tc.ServiceName, Version: buildInfo().Version, Replica: replica}})
+		Resource: tracing.Resource{ServiceName: tc.ServiceName, Version: version, Replica: replica}})
 	if err != nil {
 		return nil, nil, nil, err
 	}

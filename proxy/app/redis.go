@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -20,10 +20,13 @@ import (
 // longer redis.durability_timeout must not outlast.
 const defaultReadTimeout = 3 * time.Second
 
-// openRedis connects to the configured Redis (single node, Sentinel-managed
+// OpenRedis connects to the configured Redis (single node, Sentinel-managed
 // primary, or Cluster), or starts the embedded in-memory one with a loud
-// warning when none is set.
-func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger) (redis.UniversalClient, func(), error) {
+// warning on logger when none is set. It returns the client and the
+// function that closes it (and stops the embedded Redis). Errors: a
+// ConfigError for a redis.url that does not parse; the embedded Redis's
+// failure to listen on loopback.
+func OpenRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger) (redis.UniversalClient, func(), error) {
 	password := ""
 	if rc.PasswordEnv != "" {
 		password = getenv(rc.PasswordEnv)
@@ -38,7 +41,7 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 	case rc.URL != "":
 		opt, err := redis.ParseURL(rc.URL)
 		if err != nil {
-			return nil, nil, usageError{fmt.Errorf("redis.url: %w", err)}
+			return nil, nil, ConfigError{fmt.Errorf("redis.url: %w", err)}
 		}
 		if password != "" {
 			opt.Password = password
@@ -67,7 +70,7 @@ func openRedis(rc config.Redis, getenv func(string) string, logger *slog.Logger)
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		if err := checkMasterName(opt, logger); err != nil {
-			return nil, nil, usageError{err}
+			return nil, nil, ConfigError{err}
 		}
 		c := redis.NewFailoverClient(opt)
 		return c, func() { c.Close() }, nil
@@ -151,7 +154,7 @@ func acknowledger(ctx context.Context, rc config.Redis, rdb redis.UniversalClien
 	if err := acks.CheckVersion(cctx); err != nil {
 		var ve *durable.VersionError
 		if errors.As(err, &ve) {
-			return nil, usageError{err}
+			return nil, ConfigError{err}
 		}
 		logger.Warn("redis.durability fsync: the Redis version could not be read yet; it is checked before the first write",
 			"err", err)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -28,12 +28,14 @@ import (
 // newSalesforceWriter builds the Salesforce writer of the salesforce
 // section (contract §7, §8): the JWT bearer client and the outbox consumer,
 // with its metrics on reg. It returns nil when the section is absent: dead
-// letters then stay in the proxy's own store (contract §10). store must have
+// letters then stay in the proxy's own store (contract §10). now is the
+// replica's Redis-corrected clock. store must have
 // been made with redisstore.Options.Outbox set; ob is the outbox its
 // scripts queue into. Errors: an unreadable key or client id (a
 // configuration error).
 func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox.Outbox, reg prometheus.Registerer,
-	getenv func(string) string, logger *slog.Logger, owner string, tp trace.TracerProvider) (*salesforce.Writer, error) {
+	getenv func(string) string, logger *slog.Logger, owner string, tp trace.TracerProvider,
+	now func() time.Time) (*salesforce.Writer, error) {
 	sf := cfg.Salesforce
 	if sf == nil {
 		return nil, nil
@@ -67,6 +69,9 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox
 		Endpoints: sfEndpoints(cfg.Endpoints), DeadLetterRetention: cfg.Policy.DeadLetterRetention,
 		IdempotencyRetention: cfg.Policy.IdempotencyRetention,
 		Metrics:              m, Logger: logger, Owner: owner, TracerProvider: tp,
+		// The replica's Redis-corrected clock, as the outbox that converts
+		// the writer's instants into durations (ARCHITECTURE.md "One clock").
+		Now: now,
 	})
 }
 
@@ -114,37 +119,73 @@ func onReplay(sf *salesforce.Writer, logger *slog.Logger) func(context.Context, 
 	}
 }
 
-// newReprocessor builds the poller of Reprocess Requested records (contract §8
-// "Admins reprocess from Salesforce") over the writer, the replay service,
-// the outbox's request claims and the store's replay marks; with pubsub:
-// off it leaves the polls to a replica that subscribes (the subscriber
-// lease, sfsub) and, while none does, looks at the requests a subscriber
-// deferred. Nil without Salesforce. Errors: the subscription state's
-// scripts (a build defect).
-func newReprocessor(cfg *config.Config, sf *salesforce.Writer, replays *replay.Service, ob *outbox.Outbox,
-	marks salesforce.ReplayMarks, rdb redis.UniversalClient) (*salesforce.Reprocessor, error) {
-	if sf == nil {
-		return nil, nil
+// sfRuntime is the Salesforce side's loops besides the writer: the
+// Pub/Sub subscription to reprocess requests, or, without one, the poller.
+type sfRuntime struct {
+	sub *salesforce.Subscription
+	rp  *salesforce.Reprocessor
+}
+
+// run runs the subscription (its polls run only while its stream is
+// down) or the poller until ctx ends.
+func (r *sfRuntime) run(ctx context.Context) {
+	if r.sub != nil {
+		r.sub.Run(ctx)
+		return
 	}
-	o := salesforce.ReprocessOptions{Writer: sf, Replayer: reprocessReplayer{replays}, Requests: ob, Marks: marks}
+	r.rp.Run(ctx)
+}
+
+// openSalesforce builds, with a salesforce section, the writer, the
+// reprocess poller of Reprocess Requested records (contract §8 "Admins
+// reprocess from Salesforce": over the replay runner of the generation in
+// force, the outbox's request claims and the store's replay marks) and
+// the subscription; nothing without one. Errors: a ConfigError for
+// an unreadable key or client id; the subscription state's scripts.
+func (a *App) openSalesforce() error {
+	cfg := a.cfg.Load()
+	sf, err := newSalesforceWriter(cfg, a.store, a.outbox, a.reg, a.o.Getenv, a.logger, randomToken(), a.tp, a.shared)
+	if err != nil {
+		return ConfigError{err}
+	}
+	if sf == nil {
+		return nil
+	}
+	a.sf = sf
+	// With pubsub: off the poller leaves the polls to a replica that
+	// subscribes (the subscriber lease, sfsub) and, while none does, looks
+	// at the requests a subscriber deferred.
+	o := salesforce.ReprocessOptions{Writer: sf, Requests: a.outbox, Marks: a.store,
+		Replayer: reprocessReplayer{func() *replay.Service { return a.cur.Load().replays }}}
 	if cfg.Salesforce.PubSub == config.PubSubOff {
-		state, err := sfsub.New(rdb, salesforce.ChangeEventTopic)
+		state, err := sfsub.New(a.rdb, salesforce.ChangeEventTopic)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		o.Subscribed, o.Deferred = state.Held, state
 	}
-	return salesforce.NewReprocessor(o)
+	rp, err := salesforce.NewReprocessor(o)
+	if err != nil {
+		return err
+	}
+	sub, closeSubscription, err := newSubscription(cfg, sf, rp, a.rdb)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, closeSubscription)
+	a.sfLoops = &sfRuntime{sub: sub, rp: rp}
+	return nil
 }
 
-// reprocessReplayer is the replay service as the reprocess poller needs it:
-// its errors also wrap the salesforce package's (reprocessError).
-type reprocessReplayer struct{ s *replay.Service }
+// reprocessReplayer is the replay runner in force as the reprocess poller
+// needs it: its errors also wrap the salesforce package's
+// (reprocessError).
+type reprocessReplayer struct{ s func() *replay.Service }
 
 var _ salesforce.Replayer = reprocessReplayer{}
 
 func (r reprocessReplayer) ReplayOne(ctx context.Context, id, by string) (string, error) {
-	newID, err := r.s.ReplayOne(ctx, id, by)
+	newID, err := r.s().ReplayOne(ctx, id, by)
 	return newID, reprocessError(err)
 }
 

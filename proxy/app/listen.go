@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/calloutproxy/callout-proxy/proxy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
 )
@@ -79,67 +78,84 @@ func newServer(h http.Handler, l *limit.Listener, lim config.Limits, logger *slo
 	}
 }
 
-// listenAndServe runs both listeners until ctx ends, then drains: srv on
-// listen, adminAPI on admin_listen. Each has
-// its own connection cap (limits.max_connections, admin_max_connections),
-// so a flood on the callout listener never starves the admin listener.
-// The "listening" line carries startup too (where Redis is, the build).
-func listenAndServe(ctx context.Context, cfg *config.Config, srv *proxy.Server, adminAPI http.Handler,
-	reg prometheus.Registerer, logger *slog.Logger, startup ...slog.Attr) error {
-	rawMain, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+// listen opens both listeners (or takes Options.Listener and
+// AdminListener), each with its own connection cap
+// (limits.max_connections, admin_max_connections), so a flood on the
+// callout listener never starves the admin listener, and registers their
+// metrics. Errors: a ConfigError naming the key whose address cannot be
+// listened on ("listen 127.0.0.1:8080: ... address already in use") or
+// whose TLS pair does not load.
+func (a *App) listen() error {
+	cfg := a.cfg.Load()
+	open := func(given net.Listener, key, addr string) (net.Listener, error) {
+		if given != nil {
+			return given, nil
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, ConfigError{fmt.Errorf("%s %s: %w (another process holds the port? pick another "+
+				"address or stop it)", key, addr, err)}
+		}
+		return l, nil
 	}
-	rawAdmin, err := net.Listen("tcp", cfg.AdminListen)
+	rawMain, err := open(a.o.Listener, "listen", cfg.Listen)
 	if err != nil {
-		rawMain.Close()
-		return fmt.Errorf("admin_listen: %w", err)
+		return err
 	}
-	capMain := limit.NewListener(rawMain, cfg.Limits.MaxConnections)
-	capAdmin := limit.NewListener(rawAdmin, cfg.Limits.AdminMaxConnections)
-	for _, c := range append(listenerCollectors("callout", capMain), listenerCollectors("admin", capAdmin)...) {
-		if err := reg.Register(c); err != nil {
-			rawMain.Close()
-			rawAdmin.Close()
+	a.closers = append(a.closers, func() { rawMain.Close() })
+	rawAdmin, err := open(a.o.AdminListener, "admin_listen", cfg.AdminListen)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, func() { rawAdmin.Close() })
+	a.listenAddr, a.adminListenAddr = rawMain.Addr().String(), rawAdmin.Addr().String()
+	a.main = limit.NewListener(rawMain, cfg.Limits.MaxConnections)
+	a.admin = limit.NewListener(rawAdmin, cfg.Limits.AdminMaxConnections)
+	for _, c := range append(listenerCollectors("callout", a.main), listenerCollectors("admin", a.admin)...) {
+		if err := a.reg.Register(c); err != nil {
 			return err
 		}
 	}
-	var main net.Listener = capMain
+	a.mainL = a.main
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
-			rawMain.Close()
-			rawAdmin.Close()
-			return usageError{fmt.Errorf("tls_cert_file/tls_key_file: %w", err)}
+			return ConfigError{fmt.Errorf("tls_cert_file/tls_key_file: %w", err)}
 		}
-		main = tls.NewListener(capMain, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		a.mainL = tls.NewListener(a.main, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
-	hs := newServer(srv.Handler(), capMain, cfg.Limits, logger)
+	return nil
+}
+
+// serve runs both listeners until ctx ends, then drains: the callout
+// listener serves the generation in force's callout handler, the admin
+// listener its admin API. The "listening" line carries startup too (where
+// Redis is, the build).
+func (a *App) serve(ctx context.Context, startup ...slog.Attr) error {
+	cfg := a.cfg.Load()
+	hs := newServer(handlerOf(func() http.Handler { return a.cur.Load().callout }), a.main, cfg.Limits, a.logger)
 	// DisableGeneralOptionsHandler: "OPTIONS *" reaches the proxy's own
 	// checks (400 absolute-form, problem+json) instead of net/http's bare 200.
 	hs.DisableGeneralOptionsHandler = true
-	// The callout listener's handler applies its own limits (routes.go);
-	// the admin listener gets the connection-level ones here.
-	admin := limit.CloseAfterTransferEncoding(limit.BodyDeadline(cfg.Limits.BodyReadTimeout,
-		limit.WriteDeadline(cfg.Limits.WriteTimeout, adminAPI)))
-	as := newServer(admin, capAdmin, cfg.Limits, logger)
+	as := newServer(handlerOf(func() http.Handler { return a.cur.Load().admin }), a.admin, cfg.Limits, a.logger)
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(main) }()
-	go func() { errc <- as.Serve(capAdmin) }()
-	logger.LogAttrs(ctx, slog.LevelInfo, "listening", append([]slog.Attr{slog.String("listen", rawMain.Addr().String()),
-		slog.String("admin_listen", rawAdmin.Addr().String()), slog.Bool("tls", cfg.TLSCertFile != "")}, startup...)...)
+	go func() { errc <- hs.Serve(a.mainL) }()
+	go func() { errc <- as.Serve(a.admin) }()
+	a.logger.LogAttrs(ctx, slog.LevelInfo, "listening", append([]slog.Attr{slog.String("listen", a.listenAddr),
+		slog.String("admin_listen", a.adminListenAddr), slog.Bool("tls", cfg.TLSCertFile != ""),
+		slog.String("config", cfg.Fingerprint)}, startup...)...)
 
+	var err error
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
 	}
-	srv.Drain()
-	grace := drainGrace(cfg)
-	logger.Info("draining", slog.Duration("grace", grace))
+	a.cur.Load().srv.Drain()
+	grace := DrainGrace(a.cfg.Load())
+	a.logger.Info("draining", slog.Duration("grace", grace))
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err = errors.Join(hs.Shutdown(sctx), as.Shutdown(sctx))
-	logger.Info("listeners closed")
+	err = errors.Join(err, hs.Shutdown(sctx), as.Shutdown(sctx))
+	a.logger.Info("listeners closed")
 	return err
 }

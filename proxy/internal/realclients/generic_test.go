@@ -1,0 +1,109 @@
+package realclients
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
+)
+
+const adminToken = "realclients-admin-token-0123456789"
+
+// genericRig is the proxy as generic HTTP clients meet it (contract §2,
+// "Generic HTTP clients"): an endpoint "api" whose upstream holds POST
+// /v1/charges until the test releases it (a slow synchronous attempt)
+// and answers everything else 200, and an endpoint "off" that the test
+// disables through the admin API (503 endpoint-disabled, class rejected).
+type genericRig struct {
+	p        *proctest.Proxy
+	upstream *proctest.Upstream
+	token    string // the caller's Authorization value
+}
+
+func newGenericRig(t *testing.T) *genericRig {
+	t.Helper()
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/charges" {
+			proctest.Hold(r)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"id":"ch_1"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	p := startProxy(t, "admin:\n  tokens: [{name: ops, token_env: TEST_ADMIN_TOKEN, scope: write}]\n",
+		map[string]string{"api": up.URL, "off": up.URL}, "TEST_ADMIN_TOKEN", adminToken)
+	req, _ := http.NewRequest(http.MethodPost, p.AdminURL+"/admin/v1/endpoints/off/disable", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("disabling endpoint off: %s", resp.Status)
+	}
+	return &genericRig{p: p, upstream: up, token: proctest.Bearer(t, secret, issuer, 10*time.Minute)}
+}
+
+// releaseAfterInFlight waits until the proxy has answered a retry 503
+// in-flight (the first attempt of its key still held upstream), then lets
+// the upstream answer. It returns false when no such answer came within
+// 60 s (the client under test never retried).
+func (g *genericRig) releaseAfterInFlight(t *testing.T) bool {
+	t.Helper()
+	defer g.upstream.Release()
+	for range 1200 {
+		if g.p.Metric(t, `callout_rejected_total{code="in-flight",endpoint="api"}`) >= 1 {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+// rejectedCount is how many requests to endpoint the proxy refused with
+// problem code (callout_rejected_total).
+func (g *genericRig) rejectedCount(t *testing.T, endpoint, code string) int {
+	t.Helper()
+	return int(max(0, g.p.Metric(t, `callout_rejected_total{code="`+code+`",endpoint="`+endpoint+`"}`)))
+}
+
+// TestProxysRetryAfterIsCapped: a breaker whose probe is 5 minutes away
+// answers reads 503 breaker-open with Retry-After 30, the cap of the
+// proxy's own answers (contract §2), and names the real wait in the
+// detail: a generic client that sleeps for Retry-After waits 30 s, not 5
+// minutes.
+func TestProxysRetryAfterIsCapped(t *testing.T) {
+	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	p := startProxy(t, "policy:\n  breaker_failures: 1\n  breaker_probe_interval: 5m\n", map[string]string{"flaky": up.URL})
+	token := proctest.Bearer(t, secret, issuer, 10*time.Minute)
+	var resp *http.Response
+	var body []byte
+	for range 50 { // the first read opens the breaker; the gate cache may pass one more
+		req, _ := http.NewRequest(http.MethodGet, p.URL+"/callout/flaky/v1/status", nil)
+		req.Header.Set("Authorization", token)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(r.Body)
+		r.Body.Close()
+		if resp = r; r.Header.Get("Callout-Problem") == "breaker-open" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Callout-Problem") != "breaker-open" {
+		t.Fatalf("no breaker-open answer: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "30" || !regexp.MustCompile(`next probe is in (29\d|300) s`).Match(body) {
+		t.Errorf("Retry-After %q, body %s; want 30 and the probe's real 300 s in the detail", ra, body)
+	}
+}
