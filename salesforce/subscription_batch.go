@@ -33,7 +33,7 @@ func (s *Subscription) poll(ctx context.Context) (bool, error) {
 		s.counts.Polls++
 	}
 	if rep.Polled && err == nil {
-		s.catchUpDue, s.caughtUp = false, true
+		s.catchUpDue = false
 	}
 	return rep.Polled, err
 }
