@@ -28,14 +28,16 @@
 #      performance (scripts/ApexPmd.java): zero security and errorprone
 #      violations, every other one justified in pmd-suppressions.txt;
 #   8. scripts/check-test-references.mjs force-app: every class of force-app
-#      is named by a test class of force-app and every trigger is fired by
-#      one (a platform event's: EventBus.publish + Test.getEventBus().deliver()),
+#      is named by a test class of force-app and every event of every
+#      trigger is fired by one (DML of that kind on the object; a platform
+#      event's: EventBus.publish + Test.getEventBus().deliver()),
 #      the offline guard for a production deploy's coverage rule (coverage
 #      itself needs an org);
 #   9. scripts/prove-checks-bite.sh: in temporary copies of the project, a
 #      bad method call, an unknown custom field in Apex and in SOQL, a
 #      force-app class that needs the example, a SOQL injection, a class no
-#      test names and a trigger no test fires each make 5, 6, 7 or 8 fail,
+#      test names, a trigger no test fires and a trigger event
+#      (after undelete) no test fires each make 5, 6, 7 or 8 fail,
 #      and the clean copy passes; broken app metadata makes 4 fail.
 # The Go test salesforce/fields_apex_test.go compares the object's field
 # files with the Go side's field mapping (run by `go test ./salesforce/`).

@@ -179,7 +179,7 @@ live_metrics() {
 check_metric_names() {
 	step "metrics named by rules and dashboard are exported"
 	local exported=$work/exported used=$work/used missing="" name base
-	grep -rhoE --include='*.go' --exclude='*_test.go' 'Name: *"callout_[a-z0-9_]+"' proxy salesforce |
+	grep -rhoE --include='*.go' --exclude='*_test.go' '(Name: *|NewDesc\()"callout_[a-z0-9_]+"' proxy salesforce |
 		grep -oE 'callout_[a-z0-9_]+' | sort -u >"$work/declared"
 	live_metrics "$work/live"
 	sort -u "$work/declared" "$work/live" >"$exported"

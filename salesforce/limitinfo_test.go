@@ -53,7 +53,6 @@ func TestUsageFromDocumentedHeader(t *testing.T) {
 		e.emu.SetUsage(15500) // of 15000: the header carries api-bursts too
 		e.deadLetters("orders", 1)
 		e.drain()
-		e.writer.gauge(ctxT(t))
 		if got := testutil.ToFloat64(e.metrics.APIUsage); got < 1 {
 			t.Errorf("api usage ratio = %v, want > 1", got)
 		}

@@ -45,13 +45,15 @@ type Metrics struct {
 	// lock, UNABLE_TO_LOCK_ROW) or during read-only maintenance
 	// (INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE).
 	WriteErrors *prometheus.CounterVec
-	// WritesPaused is 1 while this replica has paused every Salesforce
-	// write, by reason: api_limit (REQUEST_LIMIT_EXCEEDED, the daily API
-	// allocation) or storage_limit (STORAGE_LIMIT_EXCEEDED, the org's data
-	// storage full); 0 once the pause ended. The replica that met the error
-	// reports it (the others only honour the stored pause): aggregate with
-	// max.
-	WritesPaused *prometheus.GaugeVec
+	// WritesPaused is 1 while every Salesforce write is paused, by reason:
+	// api_limit (REQUEST_LIMIT_EXCEEDED, the daily API allocation) or
+	// storage_limit (STORAGE_LIMIT_EXCEEDED, the org's data storage full);
+	// 0 otherwise. Computed at scrape time from the org-wide pause stored
+	// in Redis (its end and reason), so every replica reports the pause it
+	// honours, not only the one that met the error (this replica's own
+	// knowledge when Redis cannot be read). docs/salesforce.md "Storage
+	// full".
+	WritesPaused prometheus.Collector
 	// WritesDropped counts queued writes dropped because the callout
 	// record they are written from was gone, by entry kind (m a dead
 	// letter's mirror, e a completion event): discarded meanwhile, or
@@ -82,11 +84,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "callout_salesforce_write_errors_total",
 			Help: "Salesforce writes refused, by error code (a whole collection once, a record once).",
 		}, []string{"code"}),
-		WritesPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "callout_salesforce_writes_paused",
-			Help: "1 while this replica paused every Salesforce write, by reason (api_limit|storage_limit).",
-		}, []string{"reason"}),
 	}
+	m.WritesPaused = &pausedGauge{m: m, desc: prometheus.NewDesc("callout_salesforce_writes_paused",
+		"1 while every Salesforce write is paused (the org-wide pause in Redis), by reason (api_limit|storage_limit).",
+		[]string{"reason"}, nil)}
 	m.WritesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "callout_salesforce_writes_dropped_total",
 		Help: "Queued Salesforce writes dropped because their callout record was gone, by entry kind (m|e).",
@@ -160,5 +161,34 @@ func (g *scrapeGauge) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	if v, ok := g.read(ctx, w); ok {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v)
+	}
+}
+
+// pausedGauge is callout_salesforce_writes_paused, read when scraped from
+// the pause every replica honours (Writer.paused): 1 for its reason while
+// it lasts, 0 for the other reason and after it ended.
+type pausedGauge struct {
+	m    *Metrics
+	desc *prometheus.Desc
+}
+
+func (g *pausedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *pausedGauge) Collect(ch chan<- prometheus.Metric) {
+	w := g.m.writer.Load()
+	if w == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	till, why, err := w.o.Outbox.PausedUntil(ctx)
+	if err != nil {
+		w.mu.Lock()
+		till, why = w.pausedTill, w.pauseWhy
+		w.mu.Unlock()
+	}
+	on := till.After(w.o.Now())
+	for _, r := range []string{pauseAPILimit, pauseStorage} {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, b2f(on && why == r), r)
 	}
 }

@@ -125,7 +125,8 @@ type ReprocessOptions struct {
 // left is a replica dying between creating a chain and marking its copy
 // (one Redis round trip inside replay.Service.Replay): a copy without an
 // Idempotency-Key (PUT or DELETE, idempotent by HTTP semantics, contract
-// §5) is then replayed a second time.
+// §5) is then replayed a second time; so is one whose mark failed to be
+// written (logged by the replay service, no crash needed).
 type Reprocessor struct {
 	w          *Writer
 	r          Replayer

@@ -8,13 +8,14 @@ import (
 
 // DeferredRequests are the reprocess requests to look at again later, by
 // Salesforce record Id, kept in Redis so that whichever replica comes next
-// finds them (*sfsub.State implements it): Defer notes ids due at at (a
-// new time for an id noted already); Due takes up to limit of the ids due
-// at now and moves each to later (a replica dying before Done leaves them
-// due again then); Done forgets ids.
+// finds them (*sfsub.State implements it), timed on Redis's clock
+// (contract §1: durations, never a replica's instants): Defer notes ids due
+// after from now (a new time for an id noted already); Due takes up to
+// limit of the ids due now and moves each lease ahead (a replica dying
+// before Done leaves them due again then); Done forgets ids.
 type DeferredRequests interface {
-	Defer(ctx context.Context, ids []string, at time.Time) error
-	Due(ctx context.Context, now, later time.Time, limit int) ([]string, error)
+	Defer(ctx context.Context, ids []string, after time.Duration) error
+	Due(ctx context.Context, lease time.Duration, limit int) ([]string, error)
 	Done(ctx context.Context, ids []string) error
 }
 
@@ -33,7 +34,7 @@ func (p *Reprocessor) changes(ctx context.Context, d DeferredRequests, ids []str
 	if !retried {
 		again = append(again, res.Claimed...)
 	}
-	if err := d.Defer(ctx, again, p.w.o.Now().Add(ReprocessLease)); err != nil || !retried {
+	if err := d.Defer(ctx, again, ReprocessLease); err != nil || !retried {
 		return res, err
 	}
 	settled := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return slices.Contains(again, id) })
@@ -43,8 +44,7 @@ func (p *Reprocessor) changes(ctx context.Context, d DeferredRequests, ids []str
 // lookAgain handles the deferred requests of d whose time came, up to
 // maxChangedIDs of them (changes, a second look). Errors: changes', d's.
 func (p *Reprocessor) lookAgain(ctx context.Context, d DeferredRequests) (Changes, error) {
-	now := p.w.o.Now()
-	due, err := d.Due(ctx, now, now.Add(ReprocessLease), maxChangedIDs)
+	due, err := d.Due(ctx, ReprocessLease, maxChangedIDs)
 	if err != nil || len(due) == 0 {
 		return Changes{}, err
 	}

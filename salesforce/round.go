@@ -121,12 +121,12 @@ func (w *Writer) paused(ctx context.Context) (bool, error) {
 	if till.After(now) {
 		return true, nil
 	}
-	till, err := w.o.Outbox.PausedUntil(ctx)
+	till, why, err := w.o.Outbox.PausedUntil(ctx)
 	if err != nil {
 		return false, err
 	}
 	w.mu.Lock()
-	w.pausedTill = till
+	w.pausedTill, w.pauseWhy = till, why
 	w.mu.Unlock()
 	return till.After(now), nil
 }
@@ -152,8 +152,8 @@ const StoragePause = 30 * time.Minute
 // pause pauses writes of every replica — for limit_pause after the daily
 // API limit (REQUEST_LIMIT_EXCEEDED TotalRequests), for StoragePause after
 // STORAGE_LIMIT_EXCEEDED (why names which) — and returns when they resume.
-// This replica reports the pause in callout_salesforce_writes_paused{reason}
-// until it ends.
+// Every replica reports it in callout_salesforce_writes_paused{reason}
+// until it ends (the reason is stored with it).
 func (w *Writer) pause(ctx context.Context, why string) time.Time {
 	d, msg := w.sf.LimitPause, "Salesforce API limit exceeded (REQUEST_LIMIT_EXCEEDED): writes paused"
 	if why == pauseStorage {
@@ -164,12 +164,7 @@ func (w *Writer) pause(ctx context.Context, why string) time.Time {
 	w.mu.Lock()
 	w.pausedTill, w.pauseWhy = till, why
 	w.mu.Unlock()
-	if m := w.o.Metrics; m != nil {
-		for _, r := range []string{pauseAPILimit, pauseStorage} {
-			m.WritesPaused.WithLabelValues(r).Set(b2f(r == why))
-		}
-	}
-	if err := w.o.Outbox.Pause(ctx, till); err != nil {
+	if err := w.o.Outbox.Pause(ctx, till, why); err != nil {
 		w.log.Warn("storing the Salesforce pause failed; this replica pauses alone", slog.Any("error", err))
 	}
 	w.log.Warn(msg, slog.String("reason", why), slog.Time("until", till))

@@ -16,10 +16,6 @@ const (
 	// ExpirySweepEvery is how often each replica checks dead-letter copies
 	// whose expiry time has come.
 	ExpirySweepEvery = 30 * time.Second
-	// GaugeEvery is how often the end of a pause is noted in
-	// callout_salesforce_writes_paused (the outbox and API-usage gauges
-	// are computed at scrape time).
-	GaugeEvery = 15 * time.Second
 	// PollOverlap is how far before its watermark a poll looks again:
 	// SystemModstamp is set when a transaction starts, so a record can
 	// commit with a stamp older than one already seen.
@@ -64,7 +60,7 @@ func (w *Writer) Tick(ctx context.Context) (Report, time.Duration, error) {
 // ExpirySweepEvery. The Discarded records are polled by the Reprocessor,
 // in the same call as the Reprocess Requested ones.
 func (w *Writer) Run(ctx context.Context) {
-	var swept, gauged, kept time.Time
+	var swept, kept time.Time
 	for {
 		_, wait, err := w.Tick(ctx)
 		if err != nil {
@@ -81,10 +77,6 @@ func (w *Writer) Run(ctx context.Context) {
 			kept = now
 			w.KeepPending(ctx)
 		}
-		if now.Sub(gauged) >= GaugeEvery {
-			gauged = now
-			w.gauge(ctx)
-		}
 		if wait <= 0 {
 			continue // more is due
 		}
@@ -97,23 +89,6 @@ func (w *Writer) Run(ctx context.Context) {
 		case <-w.wake:
 			t.Stop()
 		}
-	}
-}
-
-// gauge notes the end of this replica's pause of every write.
-func (w *Writer) gauge(context.Context) {
-	if w.o.Metrics == nil {
-		return
-	}
-	w.mu.Lock()
-	why := w.pauseWhy
-	ended := why != "" && !w.pausedTill.After(w.o.Now())
-	if ended {
-		w.pauseWhy = "" // the pause ended: writes resumed by themselves
-	}
-	w.mu.Unlock()
-	if ended {
-		w.o.Metrics.WritesPaused.WithLabelValues(why).Set(0)
 	}
 }
 

@@ -1,10 +1,12 @@
 package salesforce
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
@@ -15,6 +17,9 @@ import (
 // StoragePause (not a per-record retry), raises
 // callout_salesforce_writes_paused{reason="storage_limit"}, and the writes
 // resume by themselves once the pause ends and storage is free again.
+// Another replica, which only reads the pause from Redis (and is the one
+// scraped when the first restarts), reports it too, so the alert
+// CalloutSalesforceStorageFull cannot clear while writes are still paused.
 func TestStorageLimitPausesTheOutbox(t *testing.T) {
 	e := newEnv(t)
 	ids := e.deadLetters("orders", 5)
@@ -23,14 +28,34 @@ func TestStorageLimitPausesTheOutbox(t *testing.T) {
 	if _, err := e.writer.Round(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	until, err := e.outbox.PausedUntil(ctxT(t))
-	if err != nil || !until.Equal(e.clk.Now().Add(StoragePause)) {
-		t.Fatalf("pause until %v (%v), want %v", until, err, e.clk.Now().Add(StoragePause))
+	until, why, err := e.outbox.PausedUntil(ctxT(t))
+	if err != nil || !until.Equal(e.clk.Now().Add(StoragePause)) || why != pauseStorage {
+		t.Fatalf("pause until %v %q (%v), want %v storage_limit", until, why, err, e.clk.Now().Add(StoragePause))
 	}
-	gauge := e.metrics.WritesPaused.WithLabelValues(pauseStorage)
-	if v := testutil.ToFloat64(gauge); v != 1 {
-		t.Fatalf("writes_paused{storage_limit} = %v during the pause, want 1", v)
+	// A replica with its own metrics that never met the refusal.
+	otherMetrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
 	}
+	other, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
+		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
+		Metrics: otherMetrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-2",
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gauges := func(when string, want float64) {
+		t.Helper()
+		for name, m := range map[string]*Metrics{"the replica that met the refusal": e.metrics, "the other": otherMetrics} {
+			if v := writesPaused(t, m, pauseStorage); v != want {
+				t.Errorf("%s: writes_paused{storage_limit} = %v %s, want %v", name, v, when, want)
+			}
+			if v := writesPaused(t, m, pauseAPILimit); v != 0 {
+				t.Errorf("%s: writes_paused{api_limit} = %v %s, want 0", name, v, when)
+			}
+		}
+	}
+	gauges("during the pause", 1)
 	info := e.entry(policy.EntryName(policy.EntryMirror, ids[0]))
 	if info.Tries != 0 {
 		t.Errorf("the refused record counts %d failed tries: a full org is no fault of the record", info.Tries)
@@ -38,7 +63,6 @@ func TestStorageLimitPausesTheOutbox(t *testing.T) {
 	// A dead letter queued during the pause waits too, in every replica.
 	late := e.deadLetters("orders", 1)
 	calls := e.emu.APICalls()
-	other := e.newWriter()
 	e.clk.Advance(StoragePause - time.Second)
 	for _, w := range []*Writer{e.writer, other} {
 		if rep, _ := w.Round(ctxT(t)); rep.Claimed != 0 {
@@ -48,10 +72,7 @@ func TestStorageLimitPausesTheOutbox(t *testing.T) {
 	if got := e.emu.APICalls(); got != calls {
 		t.Fatalf("%d API calls during the storage pause", got-calls)
 	}
-	e.writer.gauge(ctxT(t))
-	if v := testutil.ToFloat64(gauge); v != 1 {
-		t.Fatalf("writes_paused{storage_limit} = %v before the pause ended, want 1", v)
-	}
+	gauges("before the pause ended", 1)
 	e.clk.Advance(time.Second) // storage freed (the fault is used up); the pause ends
 	e.drain()
 	for _, id := range append(ids, late...) {
@@ -60,8 +81,26 @@ func TestStorageLimitPausesTheOutbox(t *testing.T) {
 	if n := e.outboxLen(); n != 0 {
 		t.Errorf("%d outbox entries left after the pause", n)
 	}
-	e.writer.gauge(ctxT(t))
-	if v := testutil.ToFloat64(gauge); v != 0 {
-		t.Errorf("writes_paused{storage_limit} = %v after the writes resumed, want 0", v)
+	gauges("after the writes resumed", 0)
+}
+
+// writesPaused scrapes callout_salesforce_writes_paused{reason} of m.
+func writesPaused(t *testing.T, m *Metrics, reason string) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 4)
+	m.WritesPaused.Collect(ch)
+	close(ch)
+	for s := range ch {
+		var pb dto.Metric
+		if err := s.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range pb.GetLabel() {
+			if l.GetName() == "reason" && l.GetValue() == reason {
+				return pb.GetGauge().GetValue()
+			}
+		}
 	}
+	t.Fatalf("no writes_paused{reason=%q} sample", reason)
+	return 0
 }

@@ -112,7 +112,6 @@ type Subscription struct {
 	mu         sync.Mutex
 	cancel     context.CancelFunc // ends the running stream; nil when none runs
 	gen        int                // the running stream's number
-	caughtUp   bool               // a catch-up poll covered the time before the first stream
 	catchUpDue bool               // a catch-up poll must run before a replay id is stored
 	topicOK    bool               // GetTopic said the integration user may subscribe
 	fails      int                // failed streams in a row
@@ -275,7 +274,7 @@ func (s *Subscription) streamEnded(gen int, err error) {
 	case errors.Is(err, pubsub.ErrReplayID):
 		s.log.Warn("Salesforce refused the stored replay id: subscribing from the latest event after a catch-up poll",
 			slog.Any("error", err))
-		s.caughtUp, s.fails, s.retryAt = false, 0, now
+		s.fails, s.retryAt = 0, now
 	default:
 		s.counts.Failed++
 		backoff := SubscribeBackoffStart << min(s.fails, 20)
@@ -290,9 +289,9 @@ func (s *Subscription) streamEnded(gen int, err error) {
 	}
 }
 
-// stream subscribes after the stored replay id (LATEST after a catch-up
-// poll when there is none yet, or EARLIEST: see the comment below) and
-// handles every batch until the stream ends.
+// stream subscribes after the stored replay id, or at LATEST after a
+// catch-up poll when there is none yet, and handles every batch until the
+// stream ends.
 func (s *Subscription) stream(ctx context.Context) error {
 	if err := s.checkTopic(ctx); err != nil {
 		return err
@@ -302,19 +301,15 @@ func (s *Subscription) stream(ctx context.Context) error {
 		return err
 	}
 	o := pubsub.SubscribeOptions{Topic: ChangeEventTopic, After: after, Batch: s.o.Batch}
-	s.mu.Lock()
-	caughtUp := s.caughtUp
-	s.mu.Unlock()
-	if after == nil && caughtUp {
-		// An earlier stream of this process ran but saw no event, so none
-		// was stored: every retained event came after the catch-up poll
-		// and is handled (idempotently) again, at no cost when idle.
-		o.Earliest = true
-	}
-	if after == nil && !caughtUp {
+	if after == nil {
+		// No replay id stored yet (the first stream, or every earlier one
+		// ended before a batch or keepalive): EARLIEST would deliver every
+		// event of the last 72 hours again ("Message Durability"), each
+		// counted against the delivery allocation and each Discarded one
+		// costing a Composite call. Subscribed at LATEST, a poll now covers
+		// what changed before; until it ran and succeeded, no replay id is
+		// stored (batch), so a stream that fails first leaves none behind.
 		o.Opened = func() error {
-			// Subscribed at LATEST: a poll now covers what changed before
-			// (and, until it ran, no replay id is stored).
 			s.mu.Lock()
 			s.catchUpDue = true
 			s.mu.Unlock()

@@ -23,8 +23,7 @@ func (s *Subscription) poll(ctx context.Context) (bool, error) {
 	s.pollMu.Lock()
 	defer s.pollMu.Unlock()
 	rep, err := s.p.Poll(ctx)
-	if derr := s.o.State.Defer(ctx, append(rep.DeferredIDs, rep.ClaimedIDs...),
-		s.p.w.o.Now().Add(ReprocessLease)); err == nil {
+	if derr := s.o.State.Defer(ctx, append(rep.DeferredIDs, rep.ClaimedIDs...), ReprocessLease); err == nil {
 		err = derr
 	}
 	s.mu.Lock()
@@ -33,7 +32,7 @@ func (s *Subscription) poll(ctx context.Context) (bool, error) {
 		s.counts.Polls++
 	}
 	if rep.Polled && err == nil {
-		s.catchUpDue, s.caughtUp = false, true
+		s.catchUpDue = false
 	}
 	return rep.Polled, err
 }

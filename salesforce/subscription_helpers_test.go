@@ -40,6 +40,7 @@ func newSubEnv(t testing.TB, o sfemu.PubSubOptions) *subEnv {
 	if se.state, err = sfsub.New(e.rdb, ChangeEventTopic); err != nil {
 		t.Fatal(err)
 	}
+	se.state.PinScriptTime(e.clk.Now)
 	return se
 }
 

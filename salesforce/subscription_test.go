@@ -250,3 +250,48 @@ func TestSubscriptionExpiredReplayID(t *testing.T) {
 		t.Errorf("replay presets %v, want [LATEST CUSTOM LATEST]", got)
 	}
 }
+
+// TestSubscriptionLatestAfterEarlyFailure: a first stream that fails before
+// any batch or keepalive stores no replay id; the next stream subscribes at
+// LATEST again after a second catch-up poll, not at EARLIEST, so the 170
+// change events of the last 72 hours that predate the process ("Event
+// Message Durability") are not delivered again.
+func TestSubscriptionLatestAfterEarlyFailure(t *testing.T) {
+	se := newSubEnv(t, sfemu.PubSubOptions{})
+	roots := se.deadLetters("orders", 150)
+	se.drain()
+	for _, r := range roots[:20] {
+		se.emu.Set(t, FailedCalloutObject, ExternalIDField, r, "Status__c", policy.RecordDiscarded)
+	}
+	if n := se.ps.Published(ChangeEventTopic); n != 170 {
+		t.Fatalf("%d change events published before the process, want 170", n)
+	}
+	se.clk.Advance(time.Hour)
+	a := se.subscriber("replica-a", nil)
+	ctx := ctxT(t)
+	a.Step(ctx)
+	waitFor(t, "the stream is set up", func() bool { return se.ps.Streams() == 1 && a.Counts().Polls == 1 })
+	se.ps.CloseStreams() // a network failure before any batch or keepalive
+	waitFor(t, "the stream ended", func() bool { return !a.Streaming() })
+	if c := a.Counts(); c.Failed != 1 {
+		t.Fatalf("counts %+v after the failure, want 1 failed stream", c)
+	}
+	se.clk.Advance(2 * time.Second)
+	a.Step(ctx)
+	waitFor(t, "the second stream is set up", func() bool { return se.ps.Streams() == 1 })
+	if id, err := se.state.ReplayID(ctx); err != nil || id != nil {
+		t.Fatalf("stored replay id %x (%v) before the second catch-up poll ran, want none", id, err)
+	}
+	se.mini.FastForward(2 * time.Minute) // no poll lock left over
+	a.Step(ctx)
+	waitFor(t, "the second catch-up poll", func() bool { return a.Counts().Polls >= 2 })
+	if got := se.ps.Presets(); !slices.Equal(got, []string{"LATEST", "LATEST"}) {
+		t.Errorf("replay presets %v, want [LATEST LATEST]", got)
+	}
+	se.request(roots[0])
+	waitFor(t, "the new request's change event", func() bool { return a.Counts().Events >= 1 })
+	waitFor(t, "the new request's replay", func() bool { return se.counter.count(roots[0]) == 1 })
+	if c := a.Counts(); c.Events != 1 {
+		t.Errorf("%d change events handled after the failure, want 1 (the new request; none of the 170 older ones)", c.Events)
+	}
+}

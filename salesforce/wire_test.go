@@ -123,7 +123,7 @@ func TestConcurrentLimitPausesBriefly(t *testing.T) {
 		if _, err := e.writer.Round(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
-		if until, _ := e.outbox.PausedUntil(ctxT(t)); !until.IsZero() {
+		if until, _, _ := e.outbox.PausedUntil(ctxT(t)); !until.IsZero() {
 			t.Fatalf("a concurrency limit paused writes until %v (the daily limit's pause)", until)
 		}
 		defs, _ := e.outbox.Deferrals(ctxT(t))

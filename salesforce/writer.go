@@ -88,8 +88,8 @@ type Shared interface {
 	Defer(ctx context.Context, scope string, until func(fails int) time.Time) (policy.Deferral, error)
 	Hold(ctx context.Context, scope string, until time.Time) (policy.Deferral, error)
 	ClearDeferral(ctx context.Context, scope string) error
-	Pause(ctx context.Context, until time.Time) error
-	PausedUntil(ctx context.Context) (time.Time, error)
+	Pause(ctx context.Context, until time.Time, why string) error
+	PausedUntil(ctx context.Context) (time.Time, string, error)
 	Watermark(ctx context.Context, name string) (time.Time, error)
 	SetWatermark(ctx context.Context, name string, t time.Time) error
 }
@@ -205,7 +205,7 @@ type Writer struct {
 
 	mu         sync.Mutex
 	pausedTill time.Time // a known pause of every write
-	pauseWhy   string    // why this replica paused them (pauseAPILimit, pauseStorage); "" none
+	pauseWhy   string    // why (pauseAPILimit, pauseStorage), as last known; "" none
 	nextCallAt time.Time // while slowed down: the earliest next call
 	slowed     bool      // API usage was at or above api_usage_slowdown
 	notifType  string    // cached CustomNotificationType id

@@ -128,9 +128,9 @@ func TestLimitExceeded(t *testing.T) {
 	if tokens != 1 || calls != 1 {
 		t.Fatalf("token calls %d, API calls %d: want the first mint and the one refused upsert", tokens, calls)
 	}
-	until, err := e.outbox.PausedUntil(ctxT(t))
-	if err != nil || !until.Equal(e.clk.Now().Add(e.cfg.Salesforce.LimitPause)) {
-		t.Fatalf("pause until %v (%v), want %v", until, err, e.clk.Now().Add(e.cfg.Salesforce.LimitPause))
+	until, why, err := e.outbox.PausedUntil(ctxT(t))
+	if err != nil || !until.Equal(e.clk.Now().Add(e.cfg.Salesforce.LimitPause)) || why != pauseAPILimit {
+		t.Fatalf("pause until %v %q (%v), want %v api_limit", until, why, err, e.clk.Now().Add(e.cfg.Salesforce.LimitPause))
 	}
 	// Another replica honours the pause too.
 	other := e.newWriter()

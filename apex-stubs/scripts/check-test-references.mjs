@@ -14,8 +14,16 @@
 //    X__e, calls EventBus.publish and delivers with
 //    Test.getEventBus().deliver() (events published in a test are delivered
 //    by deliver() or Test.stopTest(); deliver() is the explicit form);
-//    for a trigger on any other object, a test that names the object and
-//    makes DML (insert/update/upsert/delete/undelete or Database.*).
+//    for a trigger on any other object, for each event kind the trigger
+//    declares (insert, update, delete, undelete, before or after), a test
+//    that names the object and makes DML that fires that kind: a trigger
+//    runs only for the DML operations its events name ("Triggers" and
+//    "Triggers and Merge Statements", Apex Developer Guide: upsert fires
+//    insert or update triggers, merge fires delete triggers on the losing
+//    records and update triggers on the winner), so an `after undelete`
+//    trigger that no test undeletes for has 0 % coverage. This is per
+//    test class, not per statement: a test that names the object and
+//    undeletes anything counts.
 //
 // A test class is a .cls whose class declaration carries @IsTest. Comments
 // and string literals are removed before names are looked for, and Apex
@@ -74,7 +82,19 @@ function isTestClass(code) {
   return /@IsTest\b/i.test(head);
 }
 
-const DML = /(^|[^A-Za-z0-9_.])(insert|update|upsert|delete|undelete)\s|Database\s*\.\s*(insert|update|upsert|delete|undelete)\w*\s*\(/i;
+/** DML statement or Database method of one verb, in stripped code. */
+const verb = (v) =>
+  new RegExp(`(^|[^A-Za-z0-9_.])${v}\\s|Database\\s*\\.\\s*${v}\\w*\\s*\\(`, "i");
+/** The DML verbs that fire a trigger event of each kind ("Triggers", "Triggers and Merge Statements"). */
+const FIRES = {
+  insert: ["insert", "upsert"],
+  update: ["update", "upsert", "merge"],
+  delete: ["delete", "merge"],
+  undelete: ["undelete"],
+};
+const EVENT_DML = Object.fromEntries(
+  Object.entries(FIRES).map(([kind, verbs]) => [kind, verbs.map(verb)]),
+);
 const PUBLISH = /EventBus\s*\.\s*publish\s*\(/i;
 const DELIVER = /Test\s*\.\s*getEventBus\s*\(\s*\)\s*\.\s*deliver\s*\(\s*\)/i;
 
@@ -89,13 +109,15 @@ for (const file of files) {
     (isTestClass(code) ? tests : classes).push(entry);
   } else if (file.endsWith(".trigger")) {
     const code = stripApex(readFileSync(file, "utf8"));
-    const m = code.match(/trigger\s+(\w+)\s+on\s+(\w+)\s*\(/i);
-    if (!m) {
-      console.error(`${file}: no "trigger <Name> on <Object>(" declaration found`);
+    const m = code.match(/trigger\s+(\w+)\s+on\s+(\w+)\s*\(([^)]*)\)/i);
+    const kinds = m ? [...m[3].matchAll(/\b(?:before|after)\s+(insert|update|delete|undelete)\b/gi)] : [];
+    if (!m || kinds.length === 0) {
+      console.error(`${file}: no "trigger <Name> on <Object>(<events>)" declaration found`);
       process.exitCode = 1;
       continue;
     }
-    triggers.push({ file, name: m[1], object: m[2] });
+    const events = [...new Set(kinds.map((k) => k[1].toLowerCase()))];
+    triggers.push({ file, name: m[1], object: m[2], events });
   }
 }
 
@@ -107,16 +129,24 @@ for (const c of classes) {
   }
 }
 for (const tr of triggers) {
-  const isEvent = /__e$/i.test(tr.object);
-  const firing = tests.filter((t) =>
-    names(t.code, tr.object) &&
-    (isEvent ? PUBLISH.test(t.code) && DELIVER.test(t.code) : DML.test(t.code)),
-  );
-  if (firing.length === 0) {
-    const how = isEvent
-      ? `publishes ${tr.object} with EventBus.publish and delivers it with Test.getEventBus().deliver()`
-      : `makes DML on ${tr.object}`;
-    problems.push(`${relative(".", tr.file)}: trigger ${tr.name} is fired by no test class of ${root} (none ${how})`);
+  const naming = tests.filter((t) => names(t.code, tr.object));
+  if (/__e$/i.test(tr.object)) {
+    // A platform event trigger is after insert only; publish + deliver fires it.
+    if (!naming.some((t) => PUBLISH.test(t.code) && DELIVER.test(t.code))) {
+      problems.push(
+        `${relative(".", tr.file)}: trigger ${tr.name} is fired by no test class of ${root} ` +
+          `(none publishes ${tr.object} with EventBus.publish and delivers it with Test.getEventBus().deliver())`,
+      );
+    }
+    continue;
+  }
+  for (const kind of tr.events) {
+    if (!naming.some((t) => EVENT_DML[kind].some((re) => re.test(t.code)))) {
+      problems.push(
+        `${relative(".", tr.file)}: trigger ${tr.name} event ${kind} is fired by no test class of ${root} ` +
+          `(none names ${tr.object} and makes ${FIRES[kind].join("/")} DML)`,
+      );
+    }
   }
 }
 

@@ -24,6 +24,9 @@
 #   unfired trigger force-app without CalloutResultTriggerTest (the only test
 #                  that publishes and delivers Callout_Result__e):
 #                  check-test-references must fail naming CalloutResultTrigger;
+#   unfired event  a force-app trigger on Failed_Callout__c(after undelete):
+#                  tests make DML on the object but none undeletes, so
+#                  check-test-references must fail naming the undelete event;
 #   app metadata   a record page naming Record.Attempt_Log_Typo__c, a report
 #                  column that is not in its report type, a list view filter
 #                  on a Status__c value that does not exist, a dashboard on a
@@ -173,6 +176,16 @@ else
   expect_fail "unfired trigger" "$work/unfired.log" "trigger CalloutResultTrigger is fired by no test class of force-app"
 fi
 
+ws=$(copy unfired-event force-app credentials)
+t="$ws/force-app/main/default/triggers"
+echo 'trigger CheckProbeTrigger on Failed_Callout__c(after undelete) { CalloutProxySettings.purgeAfterDays(); }' >"$t/CheckProbeTrigger.trigger"
+cp "$t/CalloutResultTrigger.trigger-meta.xml" "$t/CheckProbeTrigger.trigger-meta.xml"
+if (cd "$ws" && node "$here/scripts/check-test-references.mjs" force-app) >"$work/unfired-event.log" 2>&1; then
+  echo "bite [unfired event]: check-test-references passed an after undelete trigger that no test undeletes for" >&2; failures=$((failures + 1))
+else
+  expect_fail "unfired event" "$work/unfired-event.log" "trigger CheckProbeTrigger event undelete is fired by no test class of force-app"
+fi
+
 ws=$(copy app-metadata)
 d="$ws/force-app/main/default"
 sed -i 's#Record.Attempt_Log__c#Record.Attempt_Log_Typo__c#' "$d/flexipages/Failed_Callout_Record_Page.flexipage-meta.xml"
@@ -202,4 +215,4 @@ if [ "$failures" -ne 0 ]; then
   echo "prove-checks-bite: $failures case(s) did not behave" >&2
   exit 1
 fi
-echo "prove-checks-bite: 9 cases behaved (clean passes; bad method, unknown field, unknown SOQL field, force-app isolation, SOQL injection, an untested class, an unfired trigger and six kinds of broken app metadata fail)"
+echo "prove-checks-bite: 10 cases behaved (clean passes; bad method, unknown field, unknown SOQL field, force-app isolation, SOQL injection, an untested class, an unfired trigger, an unfired trigger event and six kinds of broken app metadata fail)"

@@ -11,9 +11,11 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 )
 
-// Disabler disables an endpoint in the store. *redisstore.Store implements it.
+// Disabler auto-disables an endpoint in the store when its outage began
+// at least after ago on Redis's clock (contract §1, §6), else returns the
+// zero result. *redisstore.Store implements it.
 type Disabler interface {
-	Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error)
+	AutoDisable(ctx context.Context, endpoint string, after time.Duration, reason string) (policy.DisableResult, error)
 }
 
 // Watcher reacts to what each result did to its endpoint's circuit breaker:
@@ -75,7 +77,7 @@ func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch policy.Br
 
 // disable disables ep and hands on its new dead letters.
 func (w *Watcher) disable(ctx context.Context, ep *config.Endpoint, reason string) {
-	res, err := w.Store.Disable(ctx, ep.Name, reason)
+	res, err := w.Store.AutoDisable(ctx, ep.Name, w.Config.Policy.DisableAfter, reason)
 	if err != nil {
 		w.Logger.Error("auto-disable failed", slog.String("endpoint", ep.Name), slog.Any("error", err))
 		return

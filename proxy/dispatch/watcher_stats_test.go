@@ -16,7 +16,7 @@ import (
 // disablerFunc is a Disabler of one function.
 type disablerFunc func(ctx context.Context, endpoint, reason string) (policy.DisableResult, error)
 
-func (f disablerFunc) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {
+func (f disablerFunc) AutoDisable(ctx context.Context, endpoint string, _ time.Duration, reason string) (policy.DisableResult, error) {
 	return f(ctx, endpoint, reason)
 }
 

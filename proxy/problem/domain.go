@@ -83,11 +83,15 @@ const (
 	// FromStore's answer to any error of a store call not in the table).
 	unreachableDetail = "the callout store (Redis) is unreachable"
 	// notDurableDetail: the replicas (or the append-only file) did not
-	// confirm a written callout in time (ErrNotDurable, contract §11).
-	notDurableDetail = "the callout was written but Redis did not confirm it durable in time (redis.durability); " +
-		"this request was not forwarded and its callout was withdrawn again; should the withdrawal not have held " +
-		"(Redis failed, or a failover kept a copy), the callout exists and is delivered like any accepted one; " +
-		"retry with the same Idempotency-Key: the answer then comes from it if it exists"
+	// confirm a written callout in time (ErrNotDurable, contract §11) —
+	// one this request created (then withdrawn, docs/operating.md
+	// "Durability") or the one its Idempotency-Key already had (not
+	// withdrawn: it may be delivered already).
+	notDurableDetail = "Redis did not confirm the callout durable in time (redis.durability); " +
+		"this request was not forwarded; a callout it created was withdrawn again, and a callout its " +
+		"Idempotency-Key already had stays as it was; should a withdrawal not have held (Redis failed, " +
+		"or a failover kept a copy), the callout exists and is delivered like any accepted one; " +
+		"retry with the same Idempotency-Key: the answer then comes from the callout if it exists"
 )
 
 // fixed is a detail that does not depend on the error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
@@ -23,11 +24,30 @@ const drainBatch = 100
 // finish with their worker; a retry of one becomes a dead letter then.
 // Calling it again drains what remains. Errors: ErrUnavailable.
 func (s *Store) Disable(ctx context.Context, endpoint, reason string) (policy.DisableResult, error) {
+	return s.disable(ctx, endpoint, reason, 0)
+}
+
+// AutoDisable is Disable for auto-disable (contract §6), decided on
+// Redis's clock, the one clock of shared state (contract §1): it disables
+// endpoint only when its current outage (from the first counting failure
+// after a success) began at least after (policy.disable_after) ago by
+// Redis's TIME, else it returns the zero result and writes nothing. The
+// caller's own check (policy.AutoDisable on the replica's clock) only
+// saves the round trip. Errors: ErrUnavailable.
+func (s *Store) AutoDisable(ctx context.Context, endpoint string, after time.Duration, reason string) (policy.DisableResult, error) {
+	return s.disable(ctx, endpoint, reason, max(after, time.Millisecond))
+}
+
+// disable is Disable (after 0) and AutoDisable.
+func (s *Store) disable(ctx context.Context, endpoint, reason string, after time.Duration) (policy.DisableResult, error) {
 	home := homeQueue(endpoint)
 	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.ep, SFO: home.sfo, Now: s.clockArg(s.now()),
-		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint) == "1"})
+		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint) == "1", After: after})
 	if err != nil {
 		return policy.DisableResult{}, s.wrap("disable", err)
+	}
+	if v.Early {
+		return policy.DisableResult{}, nil
 	}
 	s.forgetGate(endpoint)
 	res := policy.DisableResult{Newly: v.Told == 1}
@@ -91,13 +111,14 @@ func (s *Store) drain(ctx context.Context, q queue, ids []string, gate string) (
 
 // disableArgs are disable.lua's keys and arguments (lua/disable.lua).
 type disableArgs struct {
-	Endpoint string `lua:"endpoint,key"`
-	SFO      string `lua:"sfo,key"`
-	Now      int64  `lua:"now"`
-	Reason   string `lua:"reason"`
-	Name     string `lua:"name"`
-	Outbox   bool   `lua:"outbox"`
-	Can      bool   `lua:"can"`
+	Endpoint string        `lua:"endpoint,key"`
+	SFO      string        `lua:"sfo,key"`
+	Now      int64         `lua:"now"`
+	Reason   string        `lua:"reason"`
+	Name     string        `lua:"name"`
+	Outbox   bool          `lua:"outbox"`
+	Can      bool          `lua:"can"`
+	After    time.Duration `lua:"after"`
 }
 
 // notifyArgs are notify.lua's keys and arguments (lua/notify.lua).
@@ -115,7 +136,8 @@ type notifyArgs struct {
 // toldReply is the reply of disable.lua and notify.lua: 1 when the call
 // did it (disabled the endpoint; tells the owner), else 0.
 type toldReply struct {
-	Told int `lua:"told"`
+	Told  int  `lua:"told"`
+	Early bool `lua:"early"` // disable.lua: auto-disable not due on Redis's clock
 }
 
 // countReply is the reply of a script that answers a count (release_held,

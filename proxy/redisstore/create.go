@@ -250,7 +250,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		if err == nil && holder == "" && !rep.dry && s.acks != nil {
 			// Durable before the caller is answered (contract §11).
 			if err = s.acks.Ack(ctx, c); err == nil && rep.existing == nil && rep.state != policy.InFlight {
-				s.unhold(context.WithoutCancel(ctx), q, id, rep.at, a.at <= 0 && rep.state == policy.Scheduled)
+				s.unhold(context.WithoutCancel(ctx), q, c, id, rep.at, a.at <= 0 && rep.state == policy.Scheduled)
 			}
 		}
 		if err != nil || holder == "" {
@@ -274,10 +274,12 @@ const ackHold = 15 * time.Second
 
 // unhold moves a callout create.lua held back for its acknowledgement
 // (ackHold) to its due time at, and wakes the dispatchers when it is due
-// now. One round trip. If it fails the callout is only late: due when the
-// hold runs out.
-func (s *Store) unhold(ctx context.Context, q queue, id string, at time.Time, wake bool) {
+// now, first dropping its record's mark (record.FieldAckHold) that keeps
+// release_held.lua off it. One round trip. If it fails the callout is only
+// late: due when the hold runs out.
+func (s *Store) unhold(ctx context.Context, q queue, c, id string, at time.Time, wake bool) {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, c, record.FieldAckHold)
 		p.ZAddArgs(ctx, q.due, redis.ZAddArgs{XX: true, LT: true, Members: []redis.Z{{Score: float64(at.UnixMilli()), Member: id}}})
 		if wake {
 			p.Publish(ctx, keyspace.WakeChannel, id)

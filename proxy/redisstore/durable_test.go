@@ -151,3 +151,35 @@ func TestNotDurableReplayGivesKeyBack(t *testing.T) {
 		}
 	})
 }
+
+// TestNotDurableResetDuringAck: an admin's breaker reset while a held
+// callout's acknowledgement is out leaves it parked (release_held.lua
+// reads its record's ack mark), so no dispatcher claims a callout whose
+// caller is then answered 503 not durable and which is withdrawn.
+func TestNotDurableResetDuringAck(t *testing.T) {
+	r := proctest.StartRedis(t, false)
+	ctx := ctxT(t)
+	s := durableStore(r.Client, nil)
+	openBreaker(t, &env{clk: clocktest.New(time.Now())}, s, "held", 20)
+	claimed := 0
+	acks := ackFn(func(context.Context, string) error {
+		if err := s.ResetBreaker(ctx, "held"); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range mustClaim(t, s, "held", ClaimOptions{Batch: 50, Lease: testLease}).Claimed {
+			if c.IdempotencyKey == "h" {
+				claimed++
+			}
+		}
+		return policy.ErrNotDurable
+	})
+	_, err := durableStore(r.Client, acks).Enqueue(ctx, req("held", "h", "{}"), enqOpts)
+	wantErr(t, err, policy.ErrNotDurable)
+	if claimed != 0 {
+		t.Errorf("a held callout answered 503 (not durable) was claimed %d time(s) after a breaker reset during its acknowledgement", claimed)
+	}
+	fresh, err := s.Enqueue(ctx, req("held", "h", "{}"), enqOpts)
+	if err != nil || fresh.Existing != nil {
+		t.Fatalf("the same key after the withdrawal: %+v, %v; want a new callout", fresh, err)
+	}
+}

@@ -291,17 +291,18 @@ const (
 
 // Keys and channels that are not per shard.
 const (
-	Endpoints   = Prefix + "endpoints"   // SET of endpoint names seen
-	Issuers     = Prefix + "iss"         // HASH issuer tag -> issuer
-	Layout      = Prefix + "layout"      // STRING layout version
-	GateChannel = Prefix + "gate"        // CHANNEL endpoint hash keys whose gate changed
-	WakeChannel = Prefix + "wake"        // CHANNEL callout ids / endpoints due now
-	SFPause     = Prefix + "sf:pause"    // STRING Salesforce writes paused until (ms)
-	SFFlush     = Prefix + "sf:flush"    // STRING the Salesforce flush lease
-	SFDefer     = Prefix + "sf:defer"    // HASH deferrals of Salesforce writes by scope
-	Jobs        = Prefix + "jobs"        // ZSET job id -> created ms
-	JobsActive  = Prefix + "jobs:active" // SET ids of jobs not ended
-	Ack         = Prefix + "ack"         // STRING durable acknowledgement rounds
+	Endpoints   = Prefix + "endpoints"    // SET of endpoint names seen
+	Issuers     = Prefix + "iss"          // HASH issuer tag -> issuer
+	Layout      = Prefix + "layout"       // STRING layout version
+	GateChannel = Prefix + "gate"         // CHANNEL endpoint hash keys whose gate changed
+	WakeChannel = Prefix + "wake"         // CHANNEL callout ids / endpoints due now
+	SFPause     = Prefix + "sf:pause"     // STRING Salesforce writes paused until (ms)
+	SFPauseWhy  = Prefix + "sf:pause:why" // STRING why they are paused (api_limit, storage_limit)
+	SFFlush     = Prefix + "sf:flush"     // STRING the Salesforce flush lease
+	SFDefer     = Prefix + "sf:defer"     // HASH deferrals of Salesforce writes by scope
+	Jobs        = Prefix + "jobs"         // ZSET job id -> created ms
+	JobsActive  = Prefix + "jobs:active"  // SET ids of jobs not ended
+	Ack         = Prefix + "ack"          // STRING durable acknowledgement rounds
 )
 
 // AckFor returns the acknowledgement counter of the Redis Cluster node

@@ -21,7 +21,8 @@
 -- retention ms), A.fields (the record's field/value pairs), A.ack_hold (ms,
 -- 0 none: a callout for the dispatcher is queued at least that far ahead
 -- and wakes nobody, so none claims it before its durable acknowledgement
--- answered; the caller then moves it to its due time, create.go unhold).
+-- answered, its record says so until then (field w, release_held.lua);
+-- the caller then moves it to its due time, create.go unhold).
 -- Begin's reservation gets the TTL lease + retention at once (SET … PX): a
 -- first attempt that ends in time needs no other write to it
 -- (complete.lua); one that does not, or is reaped, resets it.
@@ -132,6 +133,9 @@ end
 -- its own share (docs/limits.md).
 acc_add(f, w, tag, size, 1)
 field('S', st_code[state])
+-- Awaiting its durable acknowledgement until w (ms): release_held.lua
+-- leaves it parked until then, as the due set does (record.FieldAckHold).
+if A.ack_hold > 0 and state ~= 'in_flight' then field('w', str(now + A.ack_hold)) end
 redis.call('HSET', c, unpack(rec))
 if state == 'in_flight' then
   redis.call('ZADD', lease, str(at), id)

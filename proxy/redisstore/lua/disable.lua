@@ -9,11 +9,20 @@
 --
 -- K and A: disableArgs (admin.go), read by the script layer (script/):
 -- K.endpoint (the endpoint hash), K.sfo (Salesforce outbox); A.now (lib.lua
--- clock), A.reason, A.name (the endpoint), A.outbox, A.can (someone can be told).
+-- clock), A.reason, A.name (the endpoint), A.outbox, A.can (someone can be
+-- told), A.after (ms; 0: an admin's disable; else auto-disable, contract
+-- §6: only when the current outage, the endpoint hash's 'os', began at
+-- least that long ago on Redis's clock — the one clock, so a replica whose
+-- own clock runs ahead does not disable early).
 -- Replies (toldReply): told, 1 when this call disabled it, 0 when it
--- already was.
+-- already was; early 1 (nothing written) when auto-disable is not due.
+local now = clock(A.now)
+if A.after > 0 and redis.call('HGET', K.endpoint, 'dis') ~= '1' then
+  local os = tonumber(redis.call('HGET', K.endpoint, 'os') or '')
+  if not os or now - os < A.after then return {'told', 0, 'early', 1} end
+end
 if redis.call('HSETNX', K.endpoint, 'dis', '1') == 0 then return {'told', 0} end
-local now_s = str(clock(A.now))
+local now_s = str(now)
 redis.call('HSET', K.endpoint, 'dr', A.reason, 'dat', now_s)
 gate_changed(K.endpoint)
 if A.outbox and A.can then

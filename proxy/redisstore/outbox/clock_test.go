@@ -84,10 +84,10 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		redistest.Within(t, "deferral end", d.Until, e.b.Now(t).Add(time.Minute), tol)
-		if err := behind.Pause(ctx, behind.now().Add(time.Minute)); err != nil {
+		if err := behind.Pause(ctx, behind.now().Add(time.Minute), "api_limit"); err != nil {
 			t.Fatal(err)
 		}
-		till, err := ahead.PausedUntil(ctx)
+		till, _, err := ahead.PausedUntil(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

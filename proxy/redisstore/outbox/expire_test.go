@@ -160,15 +160,15 @@ func (fixedReader) Read(p []byte) (int, error) {
 func TestOutboxPauseAndWatermark(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		_, o := e.outboxStore()
-		if u, err := o.PausedUntil(ctxT(t)); err != nil || !u.IsZero() {
-			t.Fatalf("paused until = %v %v, want zero", u, err)
+		if u, why, err := o.PausedUntil(ctxT(t)); err != nil || !u.IsZero() || why != "" {
+			t.Fatalf("paused until = %v %q %v, want zero", u, why, err)
 		}
 		until := t0.Add(15 * time.Minute)
-		if err := o.Pause(ctxT(t), until); err != nil {
+		if err := o.Pause(ctxT(t), until, "storage_limit"); err != nil {
 			t.Fatal(err)
 		}
-		if u, err := o.PausedUntil(ctxT(t)); err != nil || !u.Equal(until) {
-			t.Errorf("paused until = %v %v, want %v", u, err, until)
+		if u, why, err := o.PausedUntil(ctxT(t)); err != nil || !u.Equal(until) || why != "storage_limit" {
+			t.Errorf("paused until = %v %q %v, want %v storage_limit", u, why, err, until)
 		}
 		if w, err := o.Watermark(ctxT(t), "discarded"); err != nil || !w.IsZero() {
 			t.Fatalf("watermark = %v %v", w, err)

@@ -75,30 +75,41 @@ func (o *Outbox) Len(ctx context.Context) (int64, error) {
 }
 
 // Pause pauses Salesforce writes of every replica until until (Salesforce
-// answered REQUEST_LIMIT_EXCEEDED): as long after Redis's now as until is
-// after this replica's (lua/until.lua). A later pause replaces it. A time
-// not after now does nothing. One round trip. Errors:
-// policy.ErrUnavailable.
-func (o *Outbox) Pause(ctx context.Context, until time.Time) error {
-	if o.delay(until) <= 0 {
+// answered REQUEST_LIMIT_EXCEEDED or STORAGE_LIMIT_EXCEEDED; why names
+// which, for every replica's callout_salesforce_writes_paused): as long
+// after Redis's now as until is after this replica's (lua/until.lua). A
+// later pause replaces it, reason too. A time not after now does nothing.
+// Two round trips (the reason first: a reason outliving a failed pause is
+// never read, see PausedUntil). Errors: policy.ErrUnavailable.
+func (o *Outbox) Pause(ctx context.Context, until time.Time, why string) error {
+	d := o.delay(until)
+	if d <= 0 {
 		return nil
+	}
+	if err := o.rdb.Set(ctx, keyspace.SFPauseWhy, why, d).Err(); err != nil {
+		return wrap("pause", err)
 	}
 	_, err := o.hold(ctx, keyspace.SFPause, "", until)
 	return wrap("pause", err)
 }
 
-// PausedUntil returns the end of the current pause of Salesforce writes;
-// the zero time when none was set (compare it with the clock: the key's
-// TTL only cleans up). One round trip. Errors: policy.ErrUnavailable.
-func (o *Outbox) PausedUntil(ctx context.Context) (time.Time, error) {
-	v, err := o.rdb.Get(ctx, keyspace.SFPause).Result()
-	if errors.Is(err, redis.Nil) {
-		return time.Time{}, nil
+// PausedUntil returns the end of the current pause of Salesforce writes
+// and its reason; the zero time and "" when none was set (compare it with
+// the clock: the keys' TTL only cleans up). One pipelined round trip of 2
+// commands. Errors: policy.ErrUnavailable.
+func (o *Outbox) PausedUntil(ctx context.Context) (time.Time, string, error) {
+	var till, why *redis.StringCmd
+	_, err := o.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		till, why = p.Get(ctx, keyspace.SFPause), p.Get(ctx, keyspace.SFPauseWhy)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return time.Time{}, "", wrap("paused", err)
 	}
-	if err != nil {
-		return time.Time{}, wrap("paused", err)
+	if errors.Is(till.Err(), redis.Nil) {
+		return time.Time{}, "", nil
 	}
-	return fromMs(v), nil
+	return fromMs(till.Val()), why.Val(), nil
 }
 
 // Watermark returns the named poll watermark (e.g. the SystemModstamp up

@@ -45,6 +45,7 @@ const (
 	FieldLastErr  = "e" // last error
 	FieldFinished = "F" // finished ms
 	FieldReason   = "D" // dead-letter reason
+	FieldAckHold  = "w" // ms: its durable acknowledgement is out until then (create.lua); release_held.lua leaves it parked
 )
 
 // chunkLen is the longest value a record stores in one field.

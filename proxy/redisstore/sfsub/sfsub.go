@@ -44,10 +44,17 @@ type saveArgs struct {
 }
 
 type dueArgs struct {
-	Again string `lua:"again,key"`
-	Now   int64  `lua:"now"`
-	Later int64  `lua:"later"`
-	Limit int    `lua:"limit"`
+	Again string        `lua:"again,key"`
+	Now   int64         `lua:"now"`
+	Lease time.Duration `lua:"lease"`
+	Limit int           `lua:"limit"`
+}
+
+type deferArgs struct {
+	Again string        `lua:"again,key"`
+	Now   int64         `lua:"now"`
+	After time.Duration `lua:"after"`
+	IDs   []string      `lua:"ids"`
 }
 
 type idsReply struct {
@@ -67,6 +74,8 @@ type State struct {
 	replay  string
 	again   string
 	due     *script.Script[dueArgs, idsReply]
+	defer_  *script.Script[deferArgs, countReply]
+	pinned  func() time.Time // PinScriptTime; nil: Redis's clock
 	hold    *script.Script[holdArgs, countReply]
 	release *script.Script[releaseArgs, countReply]
 	save    *script.Script[saveArgs, countReply]
@@ -87,7 +96,10 @@ func New(rdb redis.UniversalClient, topic string) (*State, error) {
 	if s.save, err = script.Load[saveArgs, countReply](luaFS, "save"); err != nil {
 		return nil, fmt.Errorf("sfsub: %w", err)
 	}
-	if s.due, err = script.Load[dueArgs, idsReply](luaFS, "due"); err != nil {
+	if s.due, err = script.Load[dueArgs, idsReply](luaFS, "due", script.Clock); err != nil {
+		return nil, fmt.Errorf("sfsub: %w", err)
+	}
+	if s.defer_, err = script.Load[deferArgs, countReply](luaFS, "defer", script.Clock); err != nil {
 		return nil, fmt.Errorf("sfsub: %w", err)
 	}
 	return s, nil
@@ -142,28 +154,41 @@ func (s *State) Held(ctx context.Context) (bool, error) {
 	return n == 1, script.Wrap("sfsub: held", err)
 }
 
+// PinScriptTime, for tests that travel in time only, makes the scripts
+// take now() as their now instead of Redis's clock (TIME). Never in
+// production: a pinned clock is a replica's skew (contract §1). Call it
+// before the State is used.
+func (s *State) PinScriptTime(now func() time.Time) { s.pinned = now }
+
+// clockArg is a script's now argument: 0 (Redis's clock, script.Clock) or
+// the pinned test time in Unix ms.
+func (s *State) clockArg() int64 {
+	if s.pinned == nil {
+		return 0
+	}
+	return s.pinned().UnixMilli()
+}
+
 // Defer notes record ids (Salesforce record Ids) as reprocess requests to
-// look at again at at (ms precision); an id noted already gets the new
-// time. One round trip. Errors: policy.ErrUnavailable.
-func (s *State) Defer(ctx context.Context, ids []string, at time.Time) error {
+// look at again after (ms precision) from now on Redis's clock, the one
+// clock of shared state (contract §1): replicas pass durations, never
+// instants. An id noted already gets the new time. One round trip.
+// Errors: policy.ErrUnavailable.
+func (s *State) Defer(ctx context.Context, ids []string, after time.Duration) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	zs := make([]redis.Z, len(ids))
-	for i, id := range ids {
-		zs[i] = redis.Z{Score: float64(at.UnixMilli()), Member: id}
-	}
-	return script.Wrap("sfsub: defer", s.rdb.ZAdd(ctx, s.again, zs...).Err())
+	_, err := s.defer_.Run(ctx, s.rdb, &deferArgs{Again: s.again, Now: s.clockArg(), After: max(after, 0), IDs: ids})
+	return script.Wrap("sfsub: defer", err)
 }
 
-// Due takes up to limit of the deferred ids whose time is at or before
-// now, oldest first, and moves each to later: the caller looks at them and
-// then calls Done with those it settled (or Defer with a new time); a
-// caller that dies meanwhile leaves them due again at later. One round
-// trip. Errors: policy.ErrUnavailable.
-func (s *State) Due(ctx context.Context, now, later time.Time, limit int) ([]string, error) {
-	r, err := s.due.Run(ctx, s.rdb, &dueArgs{Again: s.again, Now: now.UnixMilli(), Later: later.UnixMilli(),
-		Limit: max(limit, 1)})
+// Due takes up to limit of the deferred ids whose time came on Redis's
+// clock, oldest first, and moves each lease ahead: the caller looks at
+// them and then calls Done with those it settled (or Defer with a new
+// time); a caller that dies meanwhile leaves them due again a lease
+// later. One round trip. Errors: policy.ErrUnavailable.
+func (s *State) Due(ctx context.Context, lease time.Duration, limit int) ([]string, error) {
+	r, err := s.due.Run(ctx, s.rdb, &dueArgs{Again: s.again, Now: s.clockArg(), Lease: lease, Limit: max(limit, 1)})
 	return r.IDs, script.Wrap("sfsub: due", err)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // TestState: one replica holds the subscriber lease at a time; only the
@@ -100,16 +101,20 @@ func TestDeferred(t *testing.T) {
 				t.Fatal(err)
 			}
 			t0 := time.UnixMilli(1_800_000_000_000)
-			if err := a.Defer(ctx, []string{"a2"}, t0.Add(2*time.Second)); err != nil {
+			clk := t0
+			now := func() time.Time { return clk }
+			a.PinScriptTime(now)
+			if err := a.Defer(ctx, []string{"a2"}, 2*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if err := a.Defer(ctx, []string{"a1", "a3"}, t0.Add(time.Second)); err != nil {
+			if err := a.Defer(ctx, []string{"a1", "a3"}, time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if ids, err := a.Due(ctx, t0, t0.Add(time.Minute), 10); err != nil || len(ids) != 0 {
+			if ids, err := a.Due(ctx, time.Minute, 10); err != nil || len(ids) != 0 {
 				t.Fatalf("due before their time: %v, %v", ids, err)
 			}
-			ids, err := a.Due(ctx, t0.Add(2*time.Second), t0.Add(time.Minute), 2)
+			clk = t0.Add(2 * time.Second)
+			ids, err := a.Due(ctx, time.Minute, 2)
 			if err != nil || !slices.Equal(ids, []string{"a1", "a3"}) {
 				t.Fatalf("due at +2s, limit 2: %v, %v; want [a1 a3]", ids, err)
 			}
@@ -119,14 +124,17 @@ func TestDeferred(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ids, err := bs.Due(ctx, t0.Add(3*time.Second), t0.Add(time.Minute), 10); err != nil ||
+			bs.PinScriptTime(now)
+			clk = t0.Add(3 * time.Second)
+			if ids, err := bs.Due(ctx, time.Minute, 10); err != nil ||
 				!slices.Equal(ids, []string{"a2"}) {
 				t.Fatalf("due at +3s after a failover: %v, %v; want [a2]", ids, err)
 			}
 			if err := bs.Done(ctx, []string{"a2", "a1"}); err != nil {
 				t.Fatal(err)
 			}
-			if ids, err := bs.Due(ctx, t0.Add(time.Hour), t0.Add(2*time.Hour), 10); err != nil ||
+			clk = t0.Add(time.Hour)
+			if ids, err := bs.Due(ctx, time.Hour, 10); err != nil ||
 				!slices.Equal(ids, []string{"a3"}) {
 				t.Fatalf("due an hour later: %v, %v; want [a3] (a1, a2 done)", ids, err)
 			}
@@ -138,6 +146,61 @@ func TestDeferred(t *testing.T) {
 			}
 			if held, err := bs.Held(ctx); err != nil || !held {
 				t.Fatalf("held after a's Hold: %v, %v", held, err)
+			}
+		})
+	}
+}
+
+// TestDeferredFollowsRedisClock: deferred requests are timed on Redis's
+// clock (TIME), whatever the replicas' own clocks say (contract §1): the
+// State takes durations, so a request deferred for a minute by one
+// replica 90 s ahead of Redis is neither due at once nor late by the skew
+// on another 90 s behind (no replica's instant reaches a script). On a
+// real node and a real cluster.
+func TestDeferredFollowsRedisClock(t *testing.T) {
+	for _, b := range redistest.Backends(t) {
+		if b.Mini != nil {
+			continue // miniredis's TIME is the host's clock, not a server's
+		}
+		t.Run(b.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			topic := "/data/Failed_Callout__ChangeEvent"
+			s, err := New(b.Client, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			redisNow := func() int64 {
+				tm, err := b.Client.Time(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tm.UnixMilli()
+			}
+			before := redisNow()
+			if err := s.Defer(ctx, []string{"later", "now"}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Defer(ctx, []string{"now"}, 0); err != nil {
+				t.Fatal(err)
+			}
+			after := redisNow()
+			score := b.Client.ZScore(ctx, keyspace.SFSubAgain(topic), "later").Val()
+			if int64(score) < before+60_000 || int64(score) > after+60_000 {
+				t.Fatalf("deferred a minute: due at %d ms, want Redis's now + 60000 in [%d, %d]",
+					int64(score), before+60_000, after+60_000)
+			}
+			// Another replica, whatever its clock says, takes only the one
+			// due on Redis's clock and moves it a lease ahead on it.
+			other, err := New(b.Client, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids, err := other.Due(ctx, 2*time.Minute, 10); err != nil || !slices.Equal(ids, []string{"now"}) {
+				t.Fatalf("due: %v, %v; want [now] only", ids, err)
+			}
+			if at := int64(b.Client.ZScore(ctx, keyspace.SFSubAgain(topic), "now").Val()); at < before+120_000 || at > redisNow()+120_000 {
+				t.Fatalf("taken: due again at %d ms, want Redis's now + 120000 (from %d)", at, before+120_000)
 			}
 		})
 	}
