@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -59,5 +60,32 @@ func TestDiscardBeforeMirror(t *testing.T) {
 	}
 	if n := e.outboxLen(); n != 0 {
 		t.Errorf("%d outbox entries left", n)
+	}
+}
+
+// TestDiscardReplayChainBeforeMirror: a replay chain's dead letter
+// discarded before its mirror is sent keeps that mirror, which writes its
+// root's record (Failed Again), so nothing is dropped and the root does not
+// stay Reprocessing (docs/salesforce.md "Discarding a dead letter").
+func TestDiscardReplayChainBeforeMirror(t *testing.T) {
+	e := newEnv(t)
+	root := e.deadLetters("orders", 1)[0]
+	e.drain()
+	e.clk.Advance(time.Minute)
+	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessing, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	e.clk.Advance(time.Minute)
+	chain := e.scheduled("orders", 1, replayOf(root), failed503(policy.ActionDeadLetter, policy.DeadLetterExhausted))[0]
+	if err := e.store.Discard(ctxT(t), chain); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if r := e.record(root); r["Status__c"] != policy.RecordFailedAgain || r["Replay_Callout_Id__c"] != chain {
+		t.Errorf("root after its chain's dead letter was discarded: %v, want Failed Again by %s", r, chain)
+	}
+	if n := testutil.ToFloat64(e.metrics.WritesDropped.WithLabelValues("m")); n != 0 {
+		t.Errorf("writes_dropped_total{kind=\"m\"} = %v, want 0", n)
 	}
 }

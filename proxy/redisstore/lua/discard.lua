@@ -7,10 +7,12 @@
 -- go too (docs/salesforce.md "Discarding a dead letter"): its mirror
 -- ('m:' id) with its data, and — when that mirror was never sent, so
 -- Salesforce has no record of it — its expiry check (K.sfx), so no empty
--- Expired record is written later. A completion event ('e:' id) still
--- queued is kept: the Apex waiter hears the ending; the record it is built
--- from is then kept (not in the index, no reservation, no backlog bytes) for
--- at most A.keep ms, and keep.lua extends that while the event waits.
+-- Expired record is written later. A replay chain's dead letter (field o)
+-- keeps its mirror and expiry check: they write its root's record, which
+-- Salesforce has. A completion event ('e:' id) still queued is kept too:
+-- the Apex waiter hears the ending. The record a kept write is built from
+-- stays (not in the index, no reservation, no backlog bytes) for at most
+-- A.keep ms, and keep.lua extends that while the write waits.
 --
 -- K and A: discardArgs (deadletter.go), read by the script layer
 -- (script/): K.record, K.rest (:q), K.resp (:r), K.dl (dead-letter index),
@@ -35,9 +37,15 @@ end
 local keep = false
 if A.outbox then
   local m = 'm:' .. id
-  if redis.call('ZREM', K.sfo, m) == 1 then redis.call('ZREM', K.sfx, id) end
-  redis.call('HDEL', K.sfd, 'p:' .. m, 'n:' .. m, 'e:' .. m)
-  keep = redis.call('ZSCORE', K.sfo, 'e:' .. id) ~= false
+  if present(redis.call('HGET', c, 'o')) then
+    -- a replay chain's dead letter writes its root's record, which
+    -- Salesforce has: its mirror (Failed Again) and expiry stay queued
+    keep = redis.call('ZSCORE', K.sfo, m) ~= false
+  elseif redis.call('ZREM', K.sfo, m) == 1 then
+    redis.call('ZREM', K.sfx, id)
+    redis.call('HDEL', K.sfd, 'p:' .. m, 'n:' .. m, 'e:' .. m)
+  end
+  keep = keep or redis.call('ZSCORE', K.sfo, 'e:' .. id) ~= false
 end
 if keep then
   for _, k in ipairs({c, K.rest, K.resp}) do
