@@ -19,6 +19,21 @@ import (
 // calls meet it, each call counted as maintenance — and the writes land
 // once the page is gone.
 func TestWholeCallAnswersClassified(t *testing.T) {
+	// Salesforce's own refusals carry its JSON error list and stay what
+	// they say ("Status Codes and Error Responses").
+	for body, want := range map[string]Class{
+		`[{"message":"The requested resource does not exist","errorCode":"NOT_FOUND"}]`:    Rejected,
+		`[{"message":"API is disabled for this User","errorCode":"API_DISABLED_FOR_ORG"}]`: Rejected,
+		``: InvalidSession,
+	} {
+		status := http.StatusForbidden
+		if body == "" {
+			status = http.StatusUnauthorized
+		}
+		if got := parseError("composite", status, []byte(body)).Class; got != want {
+			t.Errorf("%d %s: class %s, want %s", status, body, got, want)
+		}
+	}
 	for _, c := range []struct {
 		name  string
 		fault sfemu.Fault
@@ -26,6 +41,11 @@ func TestWholeCallAnswersClassified(t *testing.T) {
 		{"302 to the login page", sfemu.Fault{Kind: "composite", Status: http.StatusFound, HTML: true,
 			Body: sfemu.LoginPage, Location: "https://login.salesforce.com/?ec=302"}},
 		{"HTML 403", sfemu.Fault{Kind: "composite", Status: http.StatusForbidden, HTML: true, Body: sfemu.LoginPage}},
+		{"empty 403", sfemu.Fault{Kind: "composite", Status: http.StatusForbidden}},
+		{"plain-text 403", sfemu.Fault{Kind: "composite", Status: http.StatusForbidden, Body: "Forbidden"}},
+		{"407 from an egress proxy", sfemu.Fault{Kind: "composite", Status: http.StatusProxyAuthRequired,
+			Body: "Proxy Authentication Required"}},
+		{"empty 404", sfemu.Fault{Kind: "composite", Status: http.StatusNotFound}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -126,5 +146,44 @@ func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(AuthFailed))); got < 5 {
 		t.Errorf("requests{result=auth_failed} = %v, want each refused mint counted", got)
+	}
+}
+
+// TestGoodTokenResetsBackoff: refused mints are not counted in the writes'
+// backoff, so after four minutes of invalid_grant and the fix, a first call
+// that meets one 503 waits the first step of the outage backoff (at most
+// BaseBackoff), not one grown by the refusals; the next round writes
+// everything.
+func TestGoodTokenResetsBackoff(t *testing.T) {
+	e := newEnv(t)
+	ids := e.quietDeadLetters(3)
+	e.emu.ExpireSessions()
+	e.emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
+	for end := e.clk.Now().Add(4 * time.Minute); e.clk.Now().Before(end); {
+		if _, err := e.writer.Round(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		e.clk.Advance(BaseBackoff)
+	}
+	e.emu.ClearFaults() // the app is fixed
+	e.emu.Inject(sfemu.Fault{Kind: "composite", Status: http.StatusServiceUnavailable, Body: sfemu.ServerError})
+	e.clk.Advance(MintBackoffMax)
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	defs, err := e.outbox.Deferrals(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := defs[""]; d.Fails != 1 || d.Until.Sub(e.clk.Now()) > BaseBackoff {
+		t.Fatalf("after the fix and one 503: %d failures counted, writes wait %v; want 1 and at most %v",
+			d.Fails, d.Until.Sub(e.clk.Now()), BaseBackoff)
+	}
+	e.clk.Advance(BaseBackoff)
+	if _, err := e.writer.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		e.record(id)
 	}
 }

@@ -46,7 +46,11 @@ const (
 	// than 300 and 304, which "Status Codes and Error Responses" gives a
 	// meaning: a login or maintenance page, or another domain, Salesforce
 	// Help 005228480 "REST API returns 302") or an HTML body whatever the
-	// status (a maintenance or an intermediary's error page) — or the org
+	// status (a maintenance or an intermediary's error page), or a 4xx with
+	// no JSON body (an empty or plain-text 403 or 404, a 407 from an egress
+	// proxy: the REST API answers every error with its JSON error list,
+	// "Status Codes and Error Responses", so such an answer is an
+	// intermediary's, not a refusal of the request) — or the org
 	// is in read-only mode (INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE,
 	// Salesforce Help "Read-Only Mode": no API writes during planned
 	// maintenance). It passes by itself: the writes wait on the outage
@@ -177,6 +181,14 @@ func parseError(op string, status int, body []byte) *Error {
 	e := &Error{Op: op, Status: status}
 	if html(body) {
 		e.Class, e.Message = Maintenance, "an HTML page, not an API answer (a login or maintenance page)"
+		return e
+	}
+	if status >= 400 && status <= 499 && !json.Valid(bytes.TrimSpace(body)) {
+		if c := classify(status, ""); c != Rejected {
+			e.Class = c // 401, 408, 429 mean the same without a body
+			return e
+		}
+		e.Class, e.Message = Maintenance, "a 4xx without the API's JSON error body (an egress proxy, a load balancer, a firewall)"
 		return e
 	}
 	var list []apiError

@@ -77,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callout_salesforce_requests_total",
-			Help: "Salesforce calls by result (ok|retryable|invalid_session|limit_exceeded|concurrent_limit|auth_failed|rejected).",
+			Help: "Salesforce calls by result (ok|retryable|invalid_session|limit_exceeded|concurrent_limit|auth_failed|storage_full|maintenance|rejected).",
 		}, []string{"result"}),
 
 		WriteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -123,20 +123,25 @@ func (w *Writer) refusalEnded() {
 // with backoff. It returns when they may be tried again; a deferral that
 // cannot be stored still holds this round's writes until then.
 func (w *Writer) deferWrites(ctx context.Context, scope string, class Class, now time.Time) time.Time {
-	d, err := w.o.Outbox.Defer(ctx, scope, func(fails int) time.Time {
-		switch class {
-		case ConcurrentLimit:
-			return now.Add(concurrentBackoff(fails))
-		case Rejected:
-			return now.Add(rejectedBackoff(fails))
-		case AuthFailed:
-			// The token layer holds mints back on its own backoff (no
-			// request, no API call, while it lasts), so the writes try again
-			// soon and the first token that works ends the wait.
-			return now.Add(BaseBackoff)
-		}
-		return now.Add(w.backoff(fails))
-	})
+	var d policy.Deferral
+	var err error
+	if class == AuthFailed {
+		// The token layer holds mints back on its own backoff (no request,
+		// no API call, while it lasts), so the writes try again soon, and a
+		// refused mint is not counted: the first token that works meets the
+		// backoff of the calls before the refusals, not one grown by them.
+		d, err = w.o.Outbox.Hold(ctx, scope, now.Add(BaseBackoff))
+	} else {
+		d, err = w.o.Outbox.Defer(ctx, scope, func(fails int) time.Time {
+			switch class {
+			case ConcurrentLimit:
+				return now.Add(concurrentBackoff(fails))
+			case Rejected:
+				return now.Add(rejectedBackoff(fails))
+			}
+			return now.Add(w.backoff(fails))
+		})
+	}
 	if err != nil {
 		w.log.Warn("storing the deferral of Salesforce writes failed; entries still wait until it ends",
 			slog.Any("error", err))

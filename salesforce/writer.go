@@ -86,6 +86,7 @@ type Shared interface {
 	ReleaseFlush(ctx context.Context, owner string) error
 	Deferrals(ctx context.Context) (map[string]policy.Deferral, error)
 	Defer(ctx context.Context, scope string, until func(fails int) time.Time) (policy.Deferral, error)
+	Hold(ctx context.Context, scope string, until time.Time) (policy.Deferral, error)
 	ClearDeferral(ctx context.Context, scope string) error
 	Pause(ctx context.Context, until time.Time, why string) error
 	PausedUntil(ctx context.Context) (time.Time, string, error)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -172,6 +173,16 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		s.forgetGate(p.cl.Endpoint)
 	}
 	s.gateChanged(p.cl.Endpoint, res.Breaker, p.c.PausedUntil.After(p.now))
+	if res.State.Finished() && p.cl.ReplayOf != "" && p.item.Replayed == p.item.Record {
+		// The chain's dead letter is in another slot (a sharded endpoint's
+		// keyless replay), which complete.lua cannot write: note the outcome
+		// on its mark here (replaymark.go; its MarkReplayed notes it when the
+		// chain ended first).
+		if err := s.NoteReplayOutcome(ctx, p.cl.ReplayOf, p.cl.ID, res.State, ""); err != nil {
+			s.log.Warn("noting a replay chain's outcome on its dead letter failed; its mark stays pending",
+				slog.String("dead_letter", p.cl.ReplayOf), slog.String("chain", p.cl.ID), slog.Any("error", err))
+		}
+	}
 	if p.c.Action == policy.ActionRetryInline && res.State == policy.InFlight {
 		p.cl.Attempt, p.cl.Kind = res.Attempts, policy.KindRetry
 		p.cl.StartedAt, p.cl.LeaseExpiresAt = msTime(p.now), msTime(p.now.Add(p.c.Lease))

@@ -170,7 +170,11 @@ func (s *Store) summary(id string, m map[string]string) *policy.DeadLetter {
 
 // Discard deletes a dead letter, its index entry and its
 // idempotency reservation when that still points at it (contract §7
-// "Discarded ... deletes the proxy's copy"), releasing its backlog bytes.
+// "Discarded ... deletes the proxy's copy"), releasing its backlog bytes,
+// and with Options.Outbox its Salesforce mirror still queued (and then its
+// expiry check); a completion event still queued is sent, from the record
+// kept for at most an hour more (docs/salesforce.md "Discarding a dead
+// letter").
 // Errors: ErrNotFound, ErrNotDeadLettered (the callout is in another
 // state; nothing deleted), ErrUnavailable.
 func (s *Store) Discard(ctx context.Context, id string) error {
@@ -196,7 +200,8 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 		res = c
 	}
 	v, err := s.lua.discard.Run(ctx, s.rdb, &discardArgs{Record: c, Rest: rest, Resp: resp, DL: q.dl,
-		Reservation: res, Counters: q.acc, DLB: q.dlb, ID: id, Raw: rawOfID(id)})
+		Reservation: res, Counters: q.acc, DLB: q.dlb, SFO: q.sfo, SFD: keyspace.OutboxOf(q.shard).Data, SFX: q.sfx,
+		ID: id, Raw: rawOfID(id), Outbox: s.outbox, Keep: discardKeep})
 	if err != nil {
 		return s.wrap("discard", err)
 	}
@@ -220,9 +225,20 @@ type discardArgs struct {
 	Reservation string `lua:"reservation,key"`
 	Counters    string `lua:"counters,key"`
 	DLB         string `lua:"dlb,key"`
+	SFO         string `lua:"sfo,key"`
+	SFD         string `lua:"sfd,key"`
+	SFX         string `lua:"sfx,key"`
 	ID          string `lua:"id"`
 	Raw         string `lua:"raw"`
+	Outbox      bool   `lua:"outbox"`
+	Keep        int64  `lua:"keep"`
 }
+
+// discardKeep (ms) bounds how long a discarded dead letter's record is kept
+// for its completion event still queued (lua/discard.lua): one hour, the
+// margin keep.lua extends it by while the event waits (docs/salesforce.md
+// "Discarding a dead letter").
+const discardKeep = int64(time.Hour / time.Millisecond)
 
 // scoreMs parses a sorted-set score reply (a decimal that may be written
 // in floating-point form) as Unix ms.

@@ -32,16 +32,52 @@ func (s *Store) MarkReplayed(ctx context.Context, id, replayID string) (bool, er
 	if !ok {
 		return false, fmt.Errorf("redisstore: mark replayed %q: %w", id, policy.ErrNotFound)
 	}
-	chain, ok := keyspace.Callout(replayID)
-	if !ok || replayID[:2] != id[:2] { // the shard is the id's first two characters (keyspace)
-		chain = key // another slot: complete.lua notes the outcome, if the mark came first
+	chainKey, ok := keyspace.Callout(replayID)
+	other := ok && replayID[:2] != id[:2] // the shard is the id's first two characters (keyspace)
+	chain := chainKey
+	if !ok || other {
+		chain = key
 	}
-	v, err := s.lua.replayMark.Run(ctx, s.rdb, &replayMarkArgs{Record: key, Chain: chain, ReplayID: replayID,
-		Now: s.clockArg(s.now())})
+	now := s.clockArg(s.now())
+	v, err := s.lua.replayMark.Run(ctx, s.rdb, &replayMarkArgs{Record: key, Chain: chain, ReplayID: replayID, Now: now})
 	if err != nil {
 		return false, s.wrap("mark replayed", err)
 	}
-	return v.N == 1, nil
+	if v.N != 1 || !other {
+		return v.N == 1, nil
+	}
+	// The chain is in another slot (a sharded endpoint's keyless replay):
+	// read its state now the mark is written and note its outcome if it
+	// ended (lua/replay_mark.lua); a chain that ends later notes it itself
+	// (NoteReplayOutcome), so it is noted whichever comes first.
+	f, err := s.rdb.HMGet(ctx, chainKey, record.FieldState, record.FieldFinished).Result()
+	if err != nil {
+		return true, s.wrap("mark replayed", err)
+	}
+	if st := record.StateOfCode(replyStr(f[0])); st.Finished() {
+		return true, s.NoteReplayOutcome(ctx, id, replayID, st, replyStr(f[1]))
+	}
+	return true, nil
+}
+
+// NoteReplayOutcome notes on dead letter id that its replay chain replayID
+// ended in state at ended (Unix ms, as the record's F field holds it; ""
+// for Redis's now), when
+// its mark still names that chain (lua/replay_mark.lua): for a chain in
+// another slot than the dead letter (a sharded endpoint's keyless replay,
+// docs/admin.md), which complete.lua cannot write across. Errors:
+// ErrUnavailable.
+func (s *Store) NoteReplayOutcome(ctx context.Context, id, replayID string, state policy.State, ended string) error {
+	key, ok := keyspace.Callout(id)
+	if !ok {
+		return nil
+	}
+	_, err := s.lua.replayMark.Run(ctx, s.rdb, &replayMarkArgs{Record: key, Chain: key, ReplayID: replayID,
+		Now: s.clockArg(s.now()), Outcome: string(state), Ended: ended})
+	if err != nil {
+		return s.wrap("note replay outcome", err)
+	}
+	return nil
 }
 
 // replayMarkArgs are replay_mark.lua's keys and arguments
@@ -51,6 +87,8 @@ type replayMarkArgs struct {
 	Chain    string `lua:"chain,key"`
 	ReplayID string `lua:"replay_id"`
 	Now      int64  `lua:"now"`
+	Outcome  string `lua:"outcome"`
+	Ended    string `lua:"ended"`
 }
 
 // ReplayMarkOf reads the replay mark of callout id (zero when it has none

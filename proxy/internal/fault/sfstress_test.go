@@ -198,45 +198,71 @@ func TestSalesforceDeadWriter(t *testing.T) {
 // TestSalesforceLoginPageAndMaintenance: Salesforce answers every call with
 // a 302 to its login page, then with an HTML 403, then is in read-only
 // maintenance (each record refused with
-// INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE), 4 s each while
-// dead letters keep coming: none is taken for success or for a rejection
-// (which would wait an hour), every one arrives once the conditions pass,
-// within the outage backoff.
+// INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE), each phase on its
+// own for at least 4 s and until a call met it, while dead letters keep
+// coming: none is taken for success or for a rejection (which would wait an
+// hour), every one arrives once its condition passes, within the outage
+// backoff, and the read-only refusals are counted.
 func TestSalesforceLoginPageAndMaintenance(t *testing.T) {
 	st := newSFSetup(t, nil, nil)
 	emu, c, reps := st.emu, st.c, st.replicas(t, 2)
+	sum := func(sample string) float64 { // whichever replica held the flush lease made the calls
+		n := 0.0
+		for _, r := range reps {
+			n += max(0, r.Metric(t, sample))
+		}
+		return n
+	}
+	const (
+		maintenance = `callout_salesforce_requests_total{result="maintenance"}`
+		readOnly    = `callout_salesforce_write_errors_total{code="INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE"}`
+	)
 	var acc []accepted
 	phases := []struct {
-		name  string
-		start func()
+		name, met string
+		start     func()
 	}{
-		{"302 to the login page", func() {
+		{"302 to the login page", maintenance, func() {
 			emu.Inject(sfemu.Fault{Kind: "composite", Status: http.StatusFound, HTML: true, Body: sfemu.LoginPage,
 				Location: emu.URL + "/?ec=302&startURL=%2Fservices", Times: 1 << 30})
 		}},
-		{"HTML 403", func() {
+		{"HTML 403", maintenance, func() {
 			emu.Inject(sfemu.Fault{Kind: "composite", Status: http.StatusForbidden, HTML: true, Body: sfemu.LoginPage,
 				Times: 1 << 30})
 		}},
-		{"read-only maintenance", func() { emu.SetReadOnly(true) }},
+		{"read-only maintenance", readOnly, func() { emu.SetReadOnly(true) }},
 	}
+	var took time.Duration
 	for i, ph := range phases {
+		// Each phase on its own: the previous phase's records are all in
+		// Salesforce (a call succeeded, its deferral ended) before the next
+		// begins, and a phase lasts at least 4 s and until its answer was
+		// met, so read-only mode is not hidden by the HTML page's deferral.
+		before := sum(ph.met)
 		ph.start()
-		acc = append(acc, deadLetters(t, c, reps[i%2].URL, fmt.Sprintf("lp%d", i), 100)...)
+		batch := deadLetters(t, c, reps[i%2].URL, fmt.Sprintf("lp%d", i), 100)
+		acc = append(acc, batch...)
 		time.Sleep(4 * time.Second)
+		for end := time.Now().Add(60 * time.Second); sum(ph.met) <= before; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: no call met it in 60 s (%s stayed %v)", ph.name, ph.met, before)
+			}
+		}
+		met := sum(ph.met) - before
 		emu.ClearFaults()
 		emu.SetReadOnly(false)
-		t.Logf("%s: %d dead letters so far", ph.name, len(acc))
+		took = waitMirrored(t, emu, batch, 90*time.Second)
+		t.Logf("%s: %v answers met (%s), its %d dead letters in Salesforce %s after it ended", ph.name, met,
+			ph.met, len(batch), took.Round(time.Millisecond))
 	}
-	took := waitMirrored(t, emu, acc, 90*time.Second)
-	t.Logf("after a 302 login page, an HTML 403 and read-only maintenance of 4 s each: all %d dead letters in "+
-		"Salesforce %s after the last ended", len(acc), took.Round(time.Millisecond))
-	counted := 0.0 // whichever replica held the flush lease made the calls
-	for _, r := range reps {
-		counted += max(0, r.Metric(t, `callout_salesforce_requests_total{result="maintenance"}`))
+	waitMirrored(t, emu, acc, 90*time.Second)
+	t.Logf("after a 302 login page, an HTML 403 and read-only maintenance, each at least 4 s and until met: "+
+		"all %d dead letters in Salesforce, %s after the last ended", len(acc), took.Round(time.Millisecond))
+	if n := sum(maintenance); n < 2 {
+		t.Errorf("%v calls counted as maintenance, want at least the 302 and the HTML 403 phases'", n)
 	}
-	if counted < 2 {
-		t.Errorf("%v calls counted as maintenance, want at least the 302 and the HTML 403 phases'", counted)
+	if n := sum(readOnly); n == 0 {
+		t.Error("no record met a read-only refusal")
 	}
 }
 

@@ -3,11 +3,24 @@
 -- idempotency reservation when that still points at it, releasing its
 -- backlog bytes (dl_release).
 --
+-- With the outbox on (A.outbox), the Salesforce writes still queued for it
+-- go too (docs/salesforce.md "Discarding a dead letter"): its mirror
+-- ('m:' id) with its data, and — when that mirror was never sent, so
+-- Salesforce has no record of it — its expiry check (K.sfx), so no empty
+-- Expired record is written later. A replay chain's dead letter (field o)
+-- keeps its mirror and expiry check: they write its root's record, which
+-- Salesforce has. A completion event ('e:' id) still queued is kept too:
+-- the Apex waiter hears the ending. The record a kept write is built from
+-- stays (not in the index, no reservation, no backlog bytes) for at most
+-- A.keep ms, and keep.lua extends that while the write waits.
+--
 -- K and A: discardArgs (deadletter.go), read by the script layer
 -- (script/): K.record, K.rest (:q), K.resp (:r), K.dl (dead-letter index),
 -- K.reservation (the record key as a placeholder when it has none),
 -- K.counters (the endpoint hash or the queue's counter hash), K.dlb
--- (dead-letter bytes); A.id, A.raw (the id's 16 raw bytes).
+-- (dead-letter bytes), K.sfo K.sfd K.sfx (the shard's outbox, its data
+-- hash and its expiry schedule); A.id, A.raw (the id's 16 raw bytes),
+-- A.outbox, A.keep (ms).
 -- Replies (discardReply): result 'ok', 'missing' or the callout's state
 -- when it is not a dead letter.
 local c, dl, res, acc, dlb, id = K.record, K.dl, K.reservation, K.counters, K.dlb, A.id
@@ -21,6 +34,26 @@ if res ~= c then
   local v = redis.call('GET', res)
   if v and string.sub(v, 1, 16) == A.raw then redis.call('DEL', res) end
 end
-redis.call('DEL', c, K.rest, K.resp)
+local keep = false
+if A.outbox then
+  local m = 'm:' .. id
+  if present(redis.call('HGET', c, 'o')) then
+    -- a replay chain's dead letter writes its root's record, which
+    -- Salesforce has: its mirror (Failed Again) and expiry stay queued
+    keep = redis.call('ZSCORE', K.sfo, m) ~= false
+  elseif redis.call('ZREM', K.sfo, m) == 1 then
+    redis.call('ZREM', K.sfx, id)
+    redis.call('HDEL', K.sfd, 'p:' .. m, 'n:' .. m, 'e:' .. m)
+  end
+  keep = keep or redis.call('ZSCORE', K.sfo, 'e:' .. id) ~= false
+end
+if keep then
+  for _, k in ipairs({c, K.rest, K.resp}) do
+    local ttl = redis.call('PTTL', k)
+    if ttl < 0 or ttl > A.keep then redis.call('PEXPIRE', k, A.keep) end
+  end
+else
+  redis.call('DEL', c, K.rest, K.resp)
+end
 dl_release(acc, dl, dlb, {id})
 return {'result', 'ok'}

@@ -90,6 +90,18 @@ func (o *Outbox) Defer(ctx context.Context, scope string, until func(fails int) 
 	return policy.Deferral{Fails: int(n), Until: end}, wrap("defer", err)
 }
 
+// Hold holds scope's writes back until until (on this replica's clock,
+// stored as Redis's now plus that duration: lua/until.lua) without
+// counting a failed call: for a wait whose length is not the calls'
+// backoff, such as a refused token's (docs/salesforce.md "Tokens"), so
+// the failures behind it do not lengthen the next outage's backoff. The
+// reply's Fails is 0 (the count is left as it is). One round trip.
+// Errors: policy.ErrUnavailable.
+func (o *Outbox) Hold(ctx context.Context, scope string, until time.Time) (policy.Deferral, error) {
+	end, err := o.hold(ctx, keyspace.SFDefer, "u:"+scope, until)
+	return policy.Deferral{Until: end}, wrap("hold", err)
+}
+
 // untilArgs are until.lua's keys and arguments (lua/until.lua).
 type untilArgs struct {
 	Key   string        `lua:"key,key"`

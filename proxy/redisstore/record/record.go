@@ -222,6 +222,10 @@ func InlineResponse(m map[string]string) string { return joinChunks(m, respField
 // state no record holds).
 func StateCode(st policy.State) string { return stateCode[st] }
 
+// StateOfCode is the state whose code field FieldState holds ("" for an
+// unknown code).
+func StateOfCode(code string) policy.State { return stateOfCode[code] }
+
 func unpackMeta(s string) (Meta, error) {
 	u := &unpacker{b: s}
 	var m Meta
