@@ -68,7 +68,11 @@ func (l *rejectionLog) log(ctx context.Context, level slog.Level, k rejectionKey
 
 // flush logs the count of every key whose window has ended with
 // suppressed rejections, and forgets keys quiet for a whole window.
-func (l *rejectionLog) flush(ctx context.Context) {
+func (l *rejectionLog) flush(ctx context.Context) { l.flushEnded(ctx, false) }
+
+// flushEnded is flush; with all, every suppressed count is logged whether
+// its window ended or not, with the time it covers ("window").
+func (l *rejectionLog) flushEnded(ctx context.Context, all bool) {
 	now := l.now()
 	type summary struct {
 		level slog.Level
@@ -78,7 +82,7 @@ func (l *rejectionLog) flush(ctx context.Context) {
 	l.mu.Lock()
 	for k, c := range l.seen {
 		switch {
-		case now.Sub(c.since) < l.window:
+		case !all && now.Sub(c.since) < l.window:
 		case c.n == 0:
 			delete(l.seen, k)
 		default:
@@ -110,11 +114,4 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // flushAll logs every suppressed count, whether its window ended or not.
-func (l *rejectionLog) flushAll(ctx context.Context) {
-	l.mu.Lock()
-	for _, c := range l.seen {
-		c.since = time.Time{}
-	}
-	l.mu.Unlock()
-	l.flush(ctx)
-}
+func (l *rejectionLog) flushAll(ctx context.Context) { l.flushEnded(ctx, true) }

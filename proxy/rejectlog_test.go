@@ -80,4 +80,9 @@ func TestRejectionLogIsSampled(t *testing.T) {
 	if len(recs) != 5 || recs[4]["count"] != float64(1) {
 		t.Fatalf("records after flushAll = %v; want the pending count", recs[4:])
 	}
+	// The window it covers is the time since the window began (no time has
+	// passed here), never the time since the zero time.
+	if w, _ := recs[4]["window"].(float64); w < 0 || w >= float64(time.Minute) {
+		t.Errorf("flushAll's window = %v ns, want the part of the window that passed", recs[4]["window"])
+	}
 }

@@ -297,7 +297,7 @@ func TestSalesforceOutageLongerThanRetentions(t *testing.T) {
 }
 
 // TestSalesforceTokenRevoked: every token request is refused
-// (invalid_grant: the connected app revoked) for 30 s while dead letters
+// (invalid_grant: the connected app revoked) for 2 minutes while dead letters
 // keep coming; once it is fixed the outbox drains within one
 // MintBackoffMax (30 s) and a few outbox intervals, not after a backoff
 // grown meanwhile.
@@ -308,18 +308,26 @@ func TestSalesforceTokenRevoked(t *testing.T) {
 	waitMirrored(t, emu, acc, 60*time.Second) // both replicas hold a token
 	emu.ExpireSessions()
 	emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
+	// Revoked for two minutes (longer than MintBackoffMax four times over),
+	// dead letters arriving all along.
 	revoked := time.Now()
-	for i := range 3 {
+	for i := range 4 {
 		acc = append(acc, deadLetters(t, c, reps[i%2].URL, fmt.Sprintf("tk%d", i+1), 50)...)
-		time.Sleep(time.Until(revoked.Add(time.Duration(i+1) * 10 * time.Second)))
+		time.Sleep(time.Until(revoked.Add(time.Duration(i+1) * 30 * time.Second)))
 	}
 	emu.ClearFaults()
 	took := waitMirrored(t, emu, acc, 90*time.Second)
+	mints := emu.Calls("token")
 	t.Logf("token refused for %s: all %d dead letters in Salesforce %s after the fix; %d token requests in all",
-		time.Since(revoked)-took, len(acc), took.Round(time.Millisecond), emu.Calls("token"))
+		time.Since(revoked)-took, len(acc), took.Round(time.Millisecond), mints)
 	if took > salesforce.MintBackoffMax+15*time.Second {
 		t.Errorf("recovery took %s after the fix, want within MintBackoffMax (%s) and a few intervals", took,
 			salesforce.MintBackoffMax)
+	}
+	// Two replicas backing off to MintBackoffMax mint about 20 times in two
+	// minutes; a storm (a mint per write or per round) would be hundreds.
+	if mints > 60 {
+		t.Errorf("%d token requests while the token was revoked for 2 minutes: a mint storm", mints)
 	}
 }
 
