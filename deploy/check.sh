@@ -83,7 +83,7 @@ check_dockerfile() {
 		fail "$df: no HEALTHCHECK running callout-proxy healthcheck in exec form"
 	local ign pat
 	ign=deploy/Dockerfile.dockerignore
-	for pat in deploy/compose/.env '**/.env' '**/*.key' '**/*.pem' '**/secrets/'; do
+	for pat in deploy/compose/.env '**/.env' '**/*.key' '**/*.pem' '**/secrets/' .dev/ /bin/; do
 		grep -qxF "$pat" "$ign" || fail "$ign does not exclude $pat"
 	done
 	grep -q "CGO_ENABLED=0 go build -trimpath" deploy/build.sh || fail "deploy/build.sh: not a CGO_ENABLED=0 -trimpath build"
