@@ -207,6 +207,9 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, endpoint string,
 	if pe.Err != nil {
 		attrs = append(attrs, slog.String("cause", pe.Err.Error()))
 	}
+	if pe.CalloutID != "" { // a refusal about a callout (a repeat of a dead letter's key): contract §12
+		attrs = append(attrs, slog.String("callout_id", pe.CalloutID))
+	}
 	if a := s.tr.LogAttr(r.Context()); a.Key != "" {
 		attrs = append(attrs, a)
 	}

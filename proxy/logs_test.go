@@ -51,6 +51,11 @@ func TestCalloutLogLinesCarryTraceAndID(t *testing.T) {
 				t.Fatalf("dispatcher claimed %d, want 1", n)
 			}
 			rig.disp.Wait()
+			// A repeat of the dead letter's key is refused about that
+			// callout: its line names it too.
+			if again := rig.do(t, http.MethodPost, "/callout/api/charges", hdr, `{}`); again.Code != http.StatusConflict {
+				t.Fatalf("repeat of a dead letter's key: %d %s, want 409", again.Code, again.Body)
+			}
 			msgs := map[string]int{}
 			for _, line := range logLines(t, bytes.NewBufferString(logs.String())) {
 				if line["callout_id"] != id {
@@ -61,8 +66,8 @@ func TestCalloutLogLinesCarryTraceAndID(t *testing.T) {
 					t.Errorf("line %v: trace_id %v, want the caller's %s", line, line["trace_id"], callerTrace)
 				}
 			}
-			if msgs["attempt"] != 2 || msgs["dead letter"] != 1 {
-				t.Errorf("lines about %s: %v, want 2 attempt and 1 dead letter:\n%s", id, msgs, logs.String())
+			if msgs["attempt"] != 2 || msgs["dead letter"] != 1 || msgs["rejected"] != 1 {
+				t.Errorf("lines about %s: %v, want 2 attempt, 1 dead letter and 1 rejected:\n%s", id, msgs, logs.String())
 			}
 		})
 	}
