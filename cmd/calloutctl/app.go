@@ -120,6 +120,9 @@ func (a *app) command() *cli.Command {
 		if c.Action == nil {
 			c.Action = a.groupAction
 		}
+		if c.ArgsUsage == "" && len(c.Commands) == 0 && !c.SkipFlagParsing {
+			c.Action = noArgs(c.Action)
+		}
 	})
 	return root
 }
@@ -158,6 +161,19 @@ func forEachCommand(c *cli.Command, fn func(*cli.Command)) {
 	fn(c)
 	for _, sub := range c.Commands {
 		forEachCommand(sub, fn)
+	}
+}
+
+// noArgs wraps the action of a command that takes no positional arguments
+// (no ArgsUsage): one given is a usage error naming it, never silently
+// dropped (`callouts list --watch 2s` would watch at the default interval).
+func noArgs(act cli.ActionFunc) cli.ActionFunc {
+	return func(ctx context.Context, c *cli.Command) error {
+		if c.Args().Present() {
+			return usagef("%s takes no arguments, got %q (a flag's value goes after =: --watch=2s)",
+				c.FullName(), c.Args().First())
+		}
+		return act(ctx, c)
 	}
 }
 

@@ -143,6 +143,9 @@ func TestWatchRedraws(t *testing.T) {
 	}
 	p.ctl(t, "", "-o", "json", "dead-letters", "list", "--watch").want(t, exitUsage)
 	p.ctl(t, "", "replay-jobs", "list", "--watch", "--interval", "10ms").want(t, exitUsage)
+	// A value given to a flag that takes none is an argument: refused, not dropped.
+	p.ctl(t, "", "callouts", "list", "--watch", "2s").want(t, exitUsage)
+	p.ctl(t, "", "endpoints", "list", "extra").want(t, exitUsage)
 }
 
 // TestCompleteFromTheServer: `__complete` (what the completion scripts
