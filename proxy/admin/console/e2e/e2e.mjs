@@ -123,15 +123,16 @@ try {
       assert.equal(r.status, 202, `callout ${i}: status ${r.status}`);
     }
     // The breaker is partitioned by organisation (the default, contract §6):
-    // the caller's organisation's breaker opens; the endpoint's own opens
-    // only when two organisations' are open, so its gate stays open.
+    // the caller's organisation's breaker opens; with one organisation
+    // allowed on the endpoint (this configuration's one issuer) the
+    // endpoint's own breaker opens with it, so the gate is breaker_open.
     const partition = 'tr[data-endpoint="payment-api"] [data-partition="https://e2e.my.salesforce.com"] [data-partition-breaker]';
     await page.waitForFunction((sel) => document.querySelector(sel)?.textContent === 'open', partition, { timeout: WAIT });
     await stillSamePage(page);
     const row = await page.locator('tr[data-endpoint="payment-api"]').textContent();
     assert.match(row, /probe in \d+m/);
     assert.match(row, /3 failures/);
-    assert.equal(await page.locator('tr[data-endpoint="payment-api"] [data-gate]').textContent(), 'open');
+    assert.equal(await page.locator('tr[data-endpoint="payment-api"] [data-gate]').textContent(), 'breaker_open');
     await shot(page, 'endpoints');
   });
 
