@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,5 +59,58 @@ func TestDuplicateWhileDispatchedRetryInFlight(t *testing.T) {
 	}
 	if n := rig.idempotencyCount(t, "replayed"); n != 1 {
 		t.Errorf("callout_idempotency_total{result=replayed} = %v, want 1", n)
+	}
+}
+
+// TestDuplicateWhileFirstAttemptRuns is contract §5's "the synchronous first
+// attempt still running → 409": a keyed write held upstream on its first
+// attempt, and the same request sent again meanwhile. The duplicate gets
+// 409 in-flight, class rejected, Retry-After: 1 and the first request's
+// Callout-Id, and the upstream is not called for it; sent again once the
+// first attempt answered, it gets that answer, replayed.
+func TestDuplicateWhileFirstAttemptRuns(t *testing.T) {
+	rig := &clockRig{}
+	var calls atomic.Int32
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	rig.build(t, rigSpec{upstream: func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"ch_1"}`)
+	}})
+	key := http.Header{"Idempotency-Key": {`"first-in-flight-1"`}}
+	firstDone := make(chan *httptest.ResponseRecorder, 1)
+	go func() { firstDone <- rig.do(t, http.MethodPost, "/callout/api/v1/charges", key, `{"amount":100}`) }()
+	<-entered
+	dup := rig.do(t, http.MethodPost, "/callout/api/v1/charges", key, `{"amount":100}`)
+	close(release)
+	first := <-firstDone
+	id := first.Header().Get("Callout-Id")
+	if first.Code != http.StatusCreated || id == "" {
+		t.Fatalf("first: %d %s, want 201 with a Callout-Id", first.Code, first.Body)
+	}
+	h := dup.Header()
+	if dup.Code != http.StatusConflict || h.Get("Callout-Problem") != "in-flight" ||
+		h.Get("Callout-Outcome") != "rejected" || h.Get("Retry-After") != "1" || h.Get("Callout-Id") != id {
+		t.Errorf("duplicate: %d %v %s, want 409 in-flight, rejected, Retry-After 1, Callout-Id %q",
+			dup.Code, h, dup.Body, id)
+	}
+	if !strings.Contains(dup.Body.String(), `"type":"urn:callout-proxy:problem:in-flight"`) {
+		t.Errorf("duplicate body %s, want problem type in-flight", dup.Body)
+	}
+	again := rig.do(t, http.MethodPost, "/callout/api/v1/charges", key, `{"amount":100}`)
+	if again.Code != http.StatusCreated || again.Header().Get("Idempotent-Replayed") != "true" ||
+		again.Body.String() != `{"id":"ch_1"}` {
+		t.Errorf("after the first attempt: %d %v %s, want its 201, replayed", again.Code, again.Header(), again.Body)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("upstream called %d times, want once", n)
+	}
+	if n := rig.idempotencyCount(t, "conflict"); n != 1 {
+		t.Errorf("callout_idempotency_total{result=conflict} = %v, want 1", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func newGenericRig(t *testing.T) *genericRig {
 	return &genericRig{p: p, upstream: up, token: proctest.Bearer(t, secret, issuer, 10*time.Minute)}
 }
 
-// releaseAfterInFlight waits until the proxy has answered a retry 503
+// releaseAfterInFlight waits until the proxy has answered a retry 409
 // in-flight (the first attempt of its key still held upstream), then lets
 // the upstream answer. It returns false when no such answer came within
 // 60 s (the client under test never retried).
@@ -64,6 +65,43 @@ func (g *genericRig) releaseAfterInFlight(t *testing.T) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return false
+}
+
+// holdFirst sends a POST /callout/api/v1/charges with key from a plain
+// client and returns once the upstream holds it (the synchronous first
+// attempt still running); the function it returns waits for that
+// request's answer, after the test releases the upstream.
+func (g *genericRig) holdFirst(t *testing.T, key string) func() *http.Response {
+	t.Helper()
+	done := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, g.p.URL+"/callout/api/v1/charges", strings.NewReader(`{"amount":1}`))
+		req.Header.Set("Authorization", g.token)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			done <- &http.Response{}
+			return
+		}
+		resp.Body.Close()
+		done <- resp
+	}()
+	for g.upstream.HitsFor("/v1/charges") == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return func() *http.Response { return <-done }
+}
+
+// wantInFlight checks that resp is the proxy's 409 in-flight of contract
+// §5: class rejected, Retry-After 1, a Callout-Id.
+func wantInFlight(t *testing.T, resp *http.Response) {
+	t.Helper()
+	if resp.StatusCode != http.StatusConflict || resp.Header.Get("Callout-Problem") != "in-flight" ||
+		resp.Header.Get("Callout-Outcome") != "rejected" || resp.Header.Get("Retry-After") != "1" ||
+		resp.Header.Get("Callout-Id") == "" {
+		t.Errorf("answer %d %v, want 409 in-flight, rejected, Retry-After 1, a Callout-Id", resp.StatusCode, resp.Header)
+	}
 }
 
 // rejectedCount is how many requests to endpoint the proxy refused with
