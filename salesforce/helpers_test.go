@@ -26,6 +26,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -85,7 +86,7 @@ type env struct {
 	store   *redisstore.Store
 	outbox  *outbox.Outbox
 	emu     *sfemu.Server
-	client  *Client
+	client  *sfapi.Client
 	writer  *Writer
 	cfg     *config.Config
 	metrics *Metrics
@@ -135,8 +136,8 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 	if e.metrics, err = NewMetrics(e.reg); err != nil {
 		t.Fatal(err)
 	}
-	e.client, err = NewClient(Options{
-		Credentials: Credentials{LoginURL: e.emu.URL, ClientID: clientID, Username: username, Key: key},
+	e.client, err = sfapi.NewClient(sfapi.Options{
+		Credentials: sfapi.Credentials{LoginURL: e.emu.URL, ClientID: clientID, Username: username, Key: key},
 		Transport:   e.emu.Client().Transport, Now: e.clk.Now, OnResult: e.metrics.Result,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // plan is what one round sends: one write per Failed_Callout__c record
@@ -24,7 +25,7 @@ type plan struct {
 // recordWrite is the write of one record and the entries it settles.
 type recordWrite struct {
 	root string
-	rec  Record
+	rec  sfapi.Record
 	// full: built from a dead-letter copy (all fields); else status only.
 	full bool
 	// source is when the copy it was built from dead-lettered.
@@ -43,7 +44,7 @@ type recordWrite struct {
 }
 
 type eventWrite struct {
-	rec Record
+	rec sfapi.Record
 	it  *item
 }
 
@@ -71,7 +72,7 @@ func (w *Writer) prepare(ctx context.Context, items []*item) *plan {
 		switch {
 		case errors.Is(err, errMalformed):
 			w.log.Error("outbox entry of an unknown kind kept; it is tried again hourly", slog.String("entry", it.Name))
-			w.retry(it, &Error{Op: "outbox", Class: Rejected, Message: "unknown entry"})
+			w.retry(it, &sfapi.Error{Op: "outbox", Class: sfapi.Rejected, Message: "unknown entry"})
 		case err != nil:
 			w.log.Warn("reading the store for an outbox entry failed; trying again shortly",
 				slog.String("entry", it.Name), slog.Any("error", err))

@@ -5,31 +5,14 @@ import (
 	"fmt"
 
 	"github.com/calloutproxy/callout-proxy/salesforce/pubsub"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
-// PubSubAuth returns the metadata every Pub/Sub API call carries — the
-// access token, the instance URL and the org id ("Pub/Sub API:
-// Authentication"; "Include Authorization Headers in RPC Method Calls") —
-// from the client's one cached token, the same one its REST calls use (no
-// second login). With renew the token is replaced first, as after an
-// UNAUTHENTICATED answer (the REST calls' INVALID_SESSION_ID rule:
-// tokens.renew). Errors: the mint's *Error.
-func (c *Client) PubSubAuth(ctx context.Context, renew bool) (pubsub.Auth, error) {
-	tok, terr := c.tokens.get(ctx)
-	if terr == nil && renew {
-		tok, terr = c.tokens.renew(ctx, tok)
-	}
-	if terr != nil {
-		return pubsub.Auth{}, terr
-	}
-	return pubsub.Auth{AccessToken: tok.AccessToken, InstanceURL: tok.InstanceURL, TenantID: tok.OrgID}, nil
-}
-
-// PubSubAuth is Client.PubSubAuth of the writer's API client, for the
+// PubSubAuth is sfapi.Client.PubSubAuth of the writer's API client, for the
 // composition root, which builds the writer from configuration. Errors: the
-// writer's API is not a *Client (a test double), or the mint's.
+// writer's API is not an *sfapi.Client (a test double), or the mint's.
 func (w *Writer) PubSubAuth(ctx context.Context, renew bool) (pubsub.Auth, error) {
-	c, ok := w.o.API.(*Client)
+	c, ok := w.o.API.(*sfapi.Client)
 	if !ok {
 		return pubsub.Auth{}, fmt.Errorf("salesforce: the writer's API is not a Salesforce client")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // Replayer replays one dead letter (contract §8): a new attempt chain with the
@@ -271,7 +272,7 @@ type answer struct {
 }
 
 // handle claims one request, replays it and queues the record's status.
-func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep *ReprocessReport) error {
+func (p *Reprocessor) handle(ctx context.Context, r sfapi.Record, stamp time.Time, rep *ReprocessReport) error {
 	root, _ := r[ExternalIDField].(string)
 	if root == "" {
 		return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // item is one claimed outbox entry and how it will be settled.
@@ -104,11 +105,11 @@ func stopCode(err error) string {
 	if err == nil || errors.Is(err, errNotTried) {
 		return ""
 	}
-	var e *Error
+	var e *sfapi.Error
 	if errors.As(err, &e) && e.Code != "" {
 		return e.Code
 	}
-	return string(ClassOf(err))
+	return string(sfapi.ClassOf(err))
 }
 
 // paused reports whether writes are paused now, from this replica's memory

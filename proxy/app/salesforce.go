@@ -23,6 +23,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/sfsub"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/salesforce"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // newSalesforceWriter builds the Salesforce writer of the salesforce
@@ -56,8 +57,8 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox
 	if err != nil {
 		return nil, err
 	}
-	client, err := salesforce.NewClient(salesforce.Options{
-		Credentials: salesforce.Credentials{LoginURL: sf.LoginURL, Audience: sf.Audience, ClientID: clientID,
+	client, err := sfapi.NewClient(sfapi.Options{
+		Credentials: sfapi.Credentials{LoginURL: sf.LoginURL, Audience: sf.Audience, ClientID: clientID,
 			Username: sf.Username, Key: key},
 		APIVersion: sf.APIVersion, RequestTimeout: sf.RequestTimeout, OnResult: m.Result, Logger: logger,
 	})
