@@ -218,8 +218,8 @@ func (w *Writer) guard(ctx context.Context, s *sender, b *batch) error {
 			continue
 		}
 		delete(rw.rec, "Status__c")
-		w.log.Info("Status__c left as an admin set it since the last poll; the poll handles it",
-			slog.String("callout_id", rw.root), slog.String("status", c.status), slog.String("not_written", rw.status))
+		w.log.InfoContext(w.about(ctx, rw.root, rw.trace), "Status__c left as an admin set it since the last poll; "+
+			"the poll handles it", slog.String("callout_id", rw.root), slog.String("status", c.status), slog.String("not_written", rw.status))
 	}
 	b.dropEmpty()
 	return nil
@@ -286,11 +286,11 @@ func (w *Writer) sendBatch(ctx context.Context, s *sender, b *batch) {
 		w.storageFull(ctx, s, errs)
 		ids := sfapi.CollectionIDs(res[i], g.size())
 		for j, rw := range g.records {
-			w.settleRecord(s, rw, errs[j])
+			w.settleRecord(ctx, s, rw, errs[j])
 			s.noteRecordID(rw.root, ids[j])
 		}
 		for j, ev := range g.events {
-			w.settleEvent(s, ev, errs[len(g.records)+j])
+			w.settleEvent(ctx, s, ev, errs[len(g.records)+j])
 		}
 	}
 }
@@ -312,7 +312,7 @@ func (w *Writer) storageFull(ctx context.Context, s *sender, errs []error) {
 }
 
 // settleRecord settles the entries of one record write after its result.
-func (w *Writer) settleRecord(s *sender, rw *recordWrite, err error) {
+func (w *Writer) settleRecord(ctx context.Context, s *sender, rw *recordWrite, err error) {
 	for _, it := range rw.items {
 		if err == nil {
 			it.done(rw.root, rw.version, rw.forget)
@@ -323,14 +323,14 @@ func (w *Writer) settleRecord(s *sender, rw *recordWrite, err error) {
 	w.recordRefused(err)
 	if err != nil && sfapi.ClassOf(err) == sfapi.Rejected {
 		w.countWriteError(err)
-		w.log.Error("Salesforce rejected a Failed_Callout__c record; the dead letter stays in the proxy's "+
-			"store and the write is tried again, backing off to a day", slog.String("callout_id", rw.root),
-			slog.Any("error", err))
+		w.log.ErrorContext(w.about(ctx, rw.root, rw.trace), "Salesforce rejected a Failed_Callout__c record; "+
+			"the dead letter stays in the proxy's store and the write is tried again, backing off to a day",
+			slog.String("callout_id", rw.root), slog.Any("error", err))
 	}
 }
 
 // settleEvent settles one event's entry after its result.
-func (w *Writer) settleEvent(s *sender, ev *eventWrite, err error) {
+func (w *Writer) settleEvent(ctx context.Context, s *sender, ev *eventWrite, err error) {
 	if err == nil {
 		ev.it.done("", 0, false)
 		return
@@ -339,8 +339,9 @@ func (w *Writer) settleEvent(s *sender, ev *eventWrite, err error) {
 	w.recordRefused(err)
 	if sfapi.ClassOf(err) == sfapi.Rejected {
 		w.countWriteError(err)
-		w.log.Error("Salesforce rejected a Callout_Result__e event; it is tried again, backing off to a day",
-			slog.String("entry", ev.it.Name), slog.Any("error", err))
+		w.log.ErrorContext(w.about(ctx, ev.id, ev.trace), "Salesforce rejected a Callout_Result__e event; it is "+
+			"tried again, backing off to a day", slog.String("callout_id", ev.id), slog.String("entry", ev.it.Name),
+			slog.Any("error", err))
 	}
 }
 

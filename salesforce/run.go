@@ -201,10 +201,11 @@ func (w *Writer) discard(ctx context.Context, id string) error {
 	if id == "" {
 		return nil
 	}
+	lctx := w.about(ctx, id, "") // before its record is gone
 	err := w.o.Store.Discard(ctx, id)
 	switch {
 	case err == nil:
-		w.log.Info("dead letter discarded by a Salesforce admin", slog.String("callout_id", id))
+		w.log.InfoContext(lctx, "dead letter discarded by a Salesforce admin", slog.String("callout_id", id))
 		return nil
 	case errors.Is(err, policy.ErrNotFound), errors.Is(err, policy.ErrNotDeadLettered):
 		return nil

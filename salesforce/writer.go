@@ -15,6 +15,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
@@ -273,6 +274,24 @@ func (w *Writer) Wake() {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// about returns ctx for a log line about callout id (contract §12 "Log
+// fields"): the handler of logx.New adds its callout_id and the caller's
+// trace_id, from stored, the trace context the callout was accepted under
+// (policy.Callout.TraceContext), or when stored is "" from the callout
+// looked up in the store (a line about one callout is rare: a refusal, a
+// reprocess request); a callout gone, or accepted without a traceparent,
+// logs without trace_id. The batch's own span, when tracing is on, is left
+// out: the line is the caller's trace, not the writer's.
+func (w *Writer) about(ctx context.Context, id, stored string) context.Context {
+	if stored == "" {
+		if c, err := w.get(ctx, id); err == nil && c != nil {
+			stored = c.TraceContext
+		}
+	}
+	ctx = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	return logx.WithCallout(logx.WithTraceContext(ctx, stored), id)
 }
 
 // StatusChanged records that the Failed_Callout__c record of dead letter
