@@ -69,8 +69,8 @@ func recordSize(r sfapi.Record) int {
 }
 
 // pack chooses what one Composite request carries — the records first,
-// then the events, in collections of up to MaxCollection, at most
-// MaxCollections of them and within salesforce.batch_max_bytes (a record
+// then the events, in collections of up to sfapi.MaxCollection, at most
+// sfapi.MaxCollections of them and within salesforce.batch_max_bytes (a record
 // larger than that goes alone) — and defers the rest: to the next batch
 // at once (overflow), or, for an sObject whose writes are deferred after
 // a failed call, to the deferral's end.
@@ -346,8 +346,8 @@ func (w *Writer) settleEvent(ctx context.Context, s *sender, ev *eventWrite, err
 }
 
 // recordRefused counts a record or event Salesforce refused for now — a
-// lock or another retryable code (Retry: it backs off on its own), or
-// read-only maintenance (Maintenance: the outage backoff) — in
+// lock or another retryable code (sfapi.Retry: it backs off on its own), or
+// read-only maintenance (sfapi.Maintenance: the outage backoff) — in
 // callout_salesforce_write_errors_total{code}, and logs the first of each
 // class until a record is saved again (then the end too). Rejections are
 // logged and counted where they are settled.

@@ -139,7 +139,7 @@ func (w *Writer) notice(ctx context.Context, kind, endpoint, key string) (Notice
 
 // notificationTypeID returns the id of the Callout_Proxy_Alert custom
 // notification type, queried once (SOQL on CustomNotificationType) and
-// cached. Errors: an *Error; Rejected when the type is not deployed.
+// cached. Errors: an *sfapi.Error; sfapi.Rejected when the type is not deployed.
 func (w *Writer) notificationTypeID(ctx context.Context) (string, error) {
 	w.mu.Lock()
 	id := w.notifType
@@ -261,7 +261,7 @@ func (w *Writer) settleNote(s *sender, n *noteWrite) {
 }
 
 // postWebhook posts a notice to salesforce.webhook_url as JSON. Errors: a
-// network error or a non-2xx answer (Retry).
+// network error or a non-2xx answer (sfapi.Retry).
 func (w *Writer) postWebhook(ctx context.Context, n Notice) error {
 	body, err := json.Marshal(n)
 	if err != nil {

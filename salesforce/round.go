@@ -41,7 +41,7 @@ type Report struct {
 	// Claimed entries, and how they were settled.
 	Claimed, Done, Retried, Deferred int
 	// Overflow counts the deferred entries that did not fit in this
-	// round's Composite request (MaxCollections collections, the bytes of
+	// round's Composite request (sfapi.MaxCollections collections, the bytes of
 	// salesforce.batch_max_bytes): due again at once.
 	Overflow int
 	// Calls is the Salesforce API calls the round made (token requests

@@ -247,7 +247,7 @@ func (p sincePoll) statement(mark time.Time) string {
 // following nextRecordsUrl. Each poll then moves its watermark to the
 // newest stamp seen when every call of it succeeded, but not past the
 // oldest record whose call returned ErrPollAgain. Errors: the call's (an
-// *Error), each's (but ErrPollAgain), the outbox's; a poll that failed
+// *sfapi.Error), each's (but ErrPollAgain), the outbox's; a poll that failed
 // keeps its watermark and the next one looks again.
 func (w *Writer) pollAll(ctx context.Context, polls []sincePoll) error {
 	marks := make([]time.Time, len(polls))

@@ -123,8 +123,8 @@ const (
 	ConcurrentBackoff = 2 * time.Second
 	ConcurrentMax     = time.Minute
 	// PerRound is the most entries one round claims: what one Composite
-	// request carries at most (MaxCollections collections of
-	// MaxCollection records).
+	// request carries at most (sfapi.MaxCollections collections of
+	// sfapi.MaxCollection records).
 	PerRound = sfapi.MaxCollections * sfapi.MaxCollection
 )
 
