@@ -3,8 +3,9 @@
 // token per process ("OAuth 2.0 JWT Bearer Flow for Server-to-Server
 // Integration"), sObject Collections upserts and creates ("Upsert Records
 // Using sObject Collections"), Composite calls of up to 25 subrequests
-// ("Composite"), SOQL queries with their pages ("Query"), invocable actions
-// ("Custom Notification Actions"), the Sforce-Limit-Info usage of every
+// ("Send Multiple Requests Using Composite"), SOQL queries with their pages
+// ("Execute a SOQL Query"), invocable actions ("Invoking Actions", Actions
+// Developer Guide), the Sforce-Limit-Info usage of every
 // answer ("Limit Info Header"), and Salesforce's error answers turned into
 // *Error with a Class ("Status Codes and Error Responses"), and the
 // metadata of Pub/Sub API calls from the same token (PubSubAuth). It knows the
