@@ -22,11 +22,12 @@ import (
 // its Failed_Callout__c record is written, an admin sets Status__c to
 // Reprocess Requested, and the change event on the subscription replays it
 // and the record ends Reprocessed (docs/salesforce.md "Reprocess without
-// polling"). It came from the subscription: after the admin's change every
-// Failed_Callout__c query by status named the record by Id
-// (HandleChanges, fed by the change event), none was a poll, and the one stream never failed (no fallback
-// poll). Every Pub/Sub call authenticated with the REST client's token
-// (one login in all) and the org's instance URL and tenant id.
+// polling"). It came from the subscription: after the admin's change
+// every Failed_Callout__c query by status named the record by Id
+// (HandleChanges, fed by the change event), none was a poll, and the one
+// stream never failed (no fallback poll). Every Pub/Sub call authenticated
+// with the REST client's token (one login in all) and the org's instance
+// URL and tenant id.
 func TestSalesforcePubSubReprocess(t *testing.T) {
 	rs := proctest.StartRedis(t, true)
 	emu, env := startEmulator(t, sfemu.Options{Objects: sfObjects(),
