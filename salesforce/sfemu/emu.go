@@ -121,8 +121,9 @@ type Server struct {
 	calls     map[string]int
 	cursors   map[string][]Record
 	cursorSeq int
-	pubsub    *PubSub // the Pub/Sub API server (StartPubSub), nil until started
-	readOnly  bool    // SetReadOnly
+	queries   []string // the SOQL of every query run (Queries)
+	pubsub    *PubSub  // the Pub/Sub API server (StartPubSub), nil until started
+	readOnly  bool     // SetReadOnly
 }
 
 // New starts an emulator; it is closed when the test ends. The org has the

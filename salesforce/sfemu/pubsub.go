@@ -2,6 +2,7 @@ package sfemu
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"github.com/hamba/avro/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -104,10 +106,17 @@ type PubSubOptions struct {
 	// Keepalive is how often an idle stream with events pending gets an
 	// empty FetchResponse. Default 270 seconds.
 	Keepalive time.Duration
+	// TLS serves the API over TLS (HTTP/2 with ALPN h2), as Salesforce
+	// does ("Pub/Sub API Endpoint": api.pubsub.salesforce.com:7443), with
+	// the certificate of the emulator's HTTPS side (Certificate, valid for
+	// 127.0.0.1): a client that trusts the REST side trusts it too. False:
+	// plaintext, dialled with insecure credentials.
+	TLS bool
 }
 
-// PubSub is the emulator's Pub/Sub API server on a loopback port (no TLS:
-// dial it with insecure credentials).
+// PubSub is the emulator's Pub/Sub API server on a loopback port, over TLS
+// with PubSubOptions.TLS, else plaintext (dial it with insecure
+// credentials).
 type PubSub struct {
 	pubsubapi.UnimplementedPubSubServer
 	s    *Server
@@ -124,7 +133,13 @@ type PubSub struct {
 	presets []string       // the replay preset of every Subscribe set up or refused
 	fails   int            // Subscribe calls still to refuse (FailSubscribes)
 	gaps    int            // changes still to publish as gap events (GapNext)
+	auths   []CallAuth     // the metadata of every call authenticated
 }
+
+// CallAuth is the authentication metadata of one Pub/Sub API call
+// ("Include Authorization Headers in RPC Method Calls"): the headers
+// accesstoken, instanceurl and tenantid.
+type CallAuth struct{ AccessToken, InstanceURL, TenantID string }
 
 // topic is one change event channel.
 type topic struct {
@@ -170,7 +185,12 @@ func (s *Server) StartPubSub(t testing.TB, o PubSubOptions) *PubSub {
 		t.Fatal(err)
 	}
 	p.addr = lis.Addr().String()
-	g := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if o.TLS {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: s.TLS.Certificates,
+			MinVersion: tls.VersionTLS12})))
+	}
+	g := grpc.NewServer(opts...)
 	pubsubapi.RegisterPubSubServer(g, p)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
@@ -284,6 +304,15 @@ func (p *PubSub) Presets() []string {
 	return append([]string(nil), p.presets...)
 }
 
+// Authenticated returns the metadata of every call the server accepted
+// (authError passed: a token the emulator minted, its URL, OrgID), in
+// order.
+func (p *PubSub) Authenticated() []CallAuth {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]CallAuth(nil), p.auths...)
+}
+
 // replayID encodes a sequence number as a replay id.
 func replayID(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
@@ -321,5 +350,9 @@ func (p *PubSub) authError(md metadata.MD) string {
 	case one("tenantid") != OrgID:
 		return "tenantid: not this org's id"
 	}
+	p.mu.Lock()
+	p.auths = append(p.auths, CallAuth{AccessToken: one("accesstoken"), InstanceURL: one("instanceurl"),
+		TenantID: one("tenantid")})
+	p.mu.Unlock()
 	return ""
 }

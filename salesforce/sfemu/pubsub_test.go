@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -44,7 +48,13 @@ func newPSEnv(t *testing.T, o PubSubOptions) *psEnv {
 	s.mu.Lock()
 	s.tokens[e.tok] = true
 	s.mu.Unlock()
-	conn, err := grpc.NewClient(e.ps.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if o.TLS {
+		roots := x509.NewCertPool()
+		roots.AddCert(s.Certificate())
+		creds = credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+	}
+	conn, err := grpc.NewClient(e.ps.Addr(), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +291,33 @@ func TestPubSubAuthAndLifetime(t *testing.T) {
 	e.ps.CloseStreams()
 	if err := <-done; !hasCode(err, codes.Unavailable) {
 		t.Fatalf("CloseStreams: %v, want UNAVAILABLE", err)
+	}
+}
+
+// TestPubSubTLS: with PubSubOptions.TLS the API is served over TLS with
+// the HTTPS side's certificate: a client trusting Certificate calls it,
+// and Authenticated lists the metadata it authenticated with; a plaintext
+// client gets no answer.
+func TestPubSubTLS(t *testing.T) {
+	e := newPSEnv(t, PubSubOptions{TLS: true})
+	ctx := ctxT(t)
+	topic := TopicOf("Failed_Callout__c")
+	if _, err := e.cl.Topic(ctx, topic); err != nil {
+		t.Fatalf("GetTopic over TLS: %v", err)
+	}
+	want := []CallAuth{{AccessToken: e.tok, InstanceURL: e.s.URL, TenantID: OrgID}}
+	if got := e.ps.Authenticated(); !slices.Equal(got, want) {
+		t.Errorf("Authenticated() = %v, want %v", got, want)
+	}
+	conn, err := grpc.NewClient(e.ps.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = pubsubapi.NewPubSubClient(conn).GetTopic(withAuth(ctx, e.tok, e.s.URL, OrgID),
+		&pubsubapi.TopicRequest{TopicName: topic})
+	if !hasCode(err, codes.Unavailable) {
+		t.Errorf("GetTopic in plaintext to the TLS server: %v, want UNAVAILABLE", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -24,12 +25,14 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request, drop bool, p []st
 		s.page(w, drop, version, rows)
 		return
 	}
-	q, err := parseSOQL(r.URL.Query().Get("q"))
+	soql := r.URL.Query().Get("q")
+	q, err := parseSOQL(soql)
 	if err != nil {
 		apiError(w, http.StatusBadRequest, "MALFORMED_QUERY", err.Error())
 		return
 	}
 	s.mu.Lock()
+	s.queries = append(s.queries, soql)
 	if _, ok := s.records[q.object]; !ok && s.o.Objects != nil {
 		if _, declared := s.o.Objects[q.object]; !declared {
 			s.mu.Unlock()
@@ -40,6 +43,16 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request, drop bool, p []st
 	rows = q.run(s.records[q.object], version)
 	s.mu.Unlock()
 	s.page(w, drop, version, rows)
+}
+
+// Queries returns the SOQL of every query run so far (a call or a
+// Composite subrequest; a cursor's next page is no new query), in order.
+// A query is listed as its rows are read, under one lock: a change made
+// after Queries listed it is not in its answer.
+func (s *Server) Queries() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.queries)
 }
 
 // page answers the first Options.PageSize rows and keeps the rest behind a

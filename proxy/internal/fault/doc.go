@@ -4,7 +4,9 @@
 // by .ci/fault.sh: they build cmd/callout-proxy once, start their own
 // redis-server processes (appendonly yes, appendfsync always) on free
 // loopback ports, SIGKILL replicas and Redis under bounded load, take the
-// Salesforce emulator (salesforce/sfemu) down for a while, fail a primary
+// Salesforce emulator (salesforce/sfemu) down for a while, replay a
+// Reprocess Requested record from its change event on the emulator's
+// Pub/Sub API over TLS (pubsub_test.go), fail a primary
 // over with Redis Sentinel, and one primary of a Redis Cluster
 // (proctest.StartCluster), while its replication links stall (per
 // redis.durability level), hold every byte between the proxy and Redis

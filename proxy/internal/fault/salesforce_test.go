@@ -30,7 +30,7 @@ import (
 // calls made per dead letter (BENCHMARKS.md).
 func TestSalesforceDownDeadLettersArriveOnce(t *testing.T) {
 	rs := proctest.StartRedis(t, true)
-	emu, env := startEmulator(t)
+	emu, env := startEmulator(t, sfemu.Options{})
 	up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 	sf := fmt.Sprintf("salesforce:\n  login_url: %s\n  client_id_env: SF_CLIENT_ID\n  username: %s\n"+
 		"  private_key_file: %s\n  outbox_interval: 200ms\n  pubsub: off\n", emu.URL, "proxy@fault.test", env["KEY_FILE"])
@@ -58,16 +58,18 @@ func TestSalesforceDownDeadLettersArriveOnce(t *testing.T) {
 		emu.Calls("create"), emu.Calls("create1"), emu.Calls("query"), emu.Calls("action"))
 }
 
-// startEmulator starts the emulator with a fresh connected-app key and
-// returns it and a replica environment that trusts its certificate
-// (SSL_CERT_FILE), names its client id and the key file (KEY_FILE).
-func startEmulator(t *testing.T) (*sfemu.Server, map[string]string) {
+// startEmulator starts the emulator on o with a fresh connected-app key
+// (o's key, client id and user are set) and returns it and a replica
+// environment that trusts its certificate (SSL_CERT_FILE), names its
+// client id and the key file (KEY_FILE).
+func startEmulator(t *testing.T, o sfemu.Options) (*sfemu.Server, map[string]string) {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	emu := sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: "fault-client", Username: "proxy@fault.test"})
+	o.PublicKey, o.ClientID, o.Username = &key.PublicKey, "fault-client", "proxy@fault.test"
+	emu := sfemu.New(t, o)
 	dir := t.TempDir()
 	keyFile, certFile := filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})

@@ -56,7 +56,7 @@ type sfSetup struct {
 func newSFSetup(t *testing.T, up http.HandlerFunc, policy []string, sf ...string) *sfSetup {
 	t.Helper()
 	rs := proctest.StartRedis(t, true)
-	emu, env := startEmulator(t)
+	emu, env := startEmulator(t, sfemu.Options{})
 	if up == nil {
 		up = func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }
 	}
