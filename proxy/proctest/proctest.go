@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -195,6 +196,24 @@ func (b *LogBuffer) MustRecords(t testing.TB, msg string) []map[string]any {
 
 // Audits returns the decoded "audit" lines of the admin API.
 func (b *LogBuffer) Audits() []map[string]any { return b.Records("audit") }
+
+// auditResult is the form of every audit line's result: the contract's
+// vocabulary, lower-case words joined by underscores (docs/contract.md §12).
+var auditResult = regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+
+// CheckAuditResults registers a check, run when t ends, that every audit
+// line written to b by then has a result in the contract's vocabulary
+// (docs/contract.md §12: not_found, never not-found; auth.AuditResult).
+func (b *LogBuffer) CheckAuditResults(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, m := range b.Audits() {
+			if r, _ := m["result"].(string); !auditResult.MatchString(r) {
+				t.Errorf("audit line %v: result %q is not lower-case words joined by underscores (contract §12)", m, r)
+			}
+		}
+	})
+}
 
 // HasAudit reports whether an audit line has every key=value of want
 // (string values).

@@ -86,6 +86,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	t.Helper()
 	e := &env{clk: clocktest.New(t0), cfg: testConfig(), logs: &proctest.LogBuffer{}}
+	e.logs.CheckAuditResults(t)
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
 	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s),

@@ -180,12 +180,12 @@ func (c *console) handleLogin(w http.ResponseWriter, r *http.Request) {
 // rest's count). A right token is never throttled: it never gets here.
 func (c *console) loginFailed(w http.ResponseWriter, r *http.Request, next, bearer string, err error) {
 	pe := problem.From(err)
-	status, result, msg := pe.Code.Status(), string(pe.Code), pe.Detail
+	status, result, msg := pe.Code.Status(), auth.AuditResult(pe.Code), pe.Detail
 	if pe.Code == problem.Unauthorized {
 		v := c.d.Throttle.Failure(r.Context(), r.RemoteAddr, bearer, true)
 		if v.RetryAfter > 0 {
 			secs := v.RetryAfterSeconds()
-			status, result = http.StatusTooManyRequests, string(problem.LoginThrottled)
+			status, result = http.StatusTooManyRequests, auth.AuditResult(problem.LoginThrottled)
 			msg = "Too many failed logins from this address or with this token: try again in " + strconv.Itoa(secs) + " s."
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
