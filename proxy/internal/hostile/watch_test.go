@@ -58,7 +58,7 @@ func watchProxy(t *testing.T, p *proctest.Proxy) *watch {
 	t.Helper()
 	w := &watch{p: p, stop: make(chan struct{}), tokenB: bearer(t, orgB), slowest: map[string]time.Duration{},
 		lateRun: map[string]int{},
-		client: &http.Client{Timeout: probeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}}
+		client:  &http.Client{Timeout: probeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}}
 	w.done.Go(w.probeLoop)
 	w.done.Go(w.rssLoop)
 	return w
