@@ -41,12 +41,22 @@ func GoTool() string {
 	return filepath.Join(root, "bin", "go")
 }
 
+// EnvBinary names an environment variable holding the path of a
+// callout-proxy binary built from this tree without -race (go build
+// ./cmd/callout-proxy): BuildBinary returns it instead of linking another.
+// .ci/test.sh builds one for all its suites.
+const EnvBinary = "CALLOUT_PROXY_BINARY"
+
 // BuildBinary builds MainPackage into dir/callout-proxy, with -race when
-// race is true, and returns its path. It builds in the main module's root
-// (found from this file's path), so a test of another module that imports
-// this package (proxy/internal/realclients) builds the same binary. Errors
-// carry the go command's output.
+// race is true, and returns its path; without -race it returns EnvBinary's
+// binary when that is set. It builds in the main module's root (found from
+// this file's path), so a test of another module that imports this package
+// (proxy/internal/realclients) builds the same binary. Errors carry the go
+// command's output.
 func BuildBinary(dir string, race bool) (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" && !race {
+		return p, nil
+	}
 	bin := filepath.Join(dir, "callout-proxy")
 	args := []string{"build", "-o", bin}
 	if race {
