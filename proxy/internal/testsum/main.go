@@ -30,6 +30,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,7 +171,11 @@ func scan(in io.Reader, out io.Writer) (counts, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
 		var e event
-		if b := sc.Bytes(); len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &e) != nil || e.Action == "" {
+		// An event has the key "Action" as test2json writes it; a log line
+		// with "action" (an audit line) is text: encoding/json would match
+		// the key without regard to case.
+		if b := sc.Bytes(); len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"Action":`)) ||
+			json.Unmarshal(b, &e) != nil || e.Action == "" {
 			line := sc.Text() // text: -v output, check lines, go's and the scripts' own messages
 			fmt.Fprintln(out, line)
 			t := strings.TrimLeft(line, " \t")

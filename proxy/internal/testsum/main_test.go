@@ -54,7 +54,8 @@ func TestSubs(t *testing.T) {
 		!strings.Contains(printed, "undefined") {
 		t.Errorf("printed:\n%s", printed)
 	}
-	text := "=== RUN   TestX\n--- PASS: TestX (0.00s)\n    --- FAIL: TestX/y (0.00s)\nok\n"
+	text := "=== RUN   TestX\n--- PASS: TestX (0.00s)\n    --- FAIL: TestX/y (0.00s)\nok\n" +
+		`{"level":"INFO","msg":"audit","action":"pass","test":"x"}` + "\n" // a proxy's log line: text
 	out.Reset()
 	if _, err := command([]string{"count", tally}, strings.NewReader(text), &out); err != nil || out.String() != text {
 		t.Fatalf("text mode: %v, printed %q", err, out.String())
