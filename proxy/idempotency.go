@@ -17,10 +17,10 @@ import (
 //   - finished (succeeded or failed): the stored response, replayed with
 //     Idempotent-Replayed: true;
 //   - scheduled, held, or in flight on a dispatcher: 202, same Callout-Id;
-//   - its synchronous first attempt still running: 503 in-flight, class
-//     retryable, Retry-After: 1 — an answer generic clients wait on and
-//     retry (contract §5, §2 "Generic HTTP clients"); the retry with the
-//     key then gets the first attempt's answer;
+//   - its synchronous first attempt still running: 409 in-flight, class
+//     rejected (this request is refused, the first one goes on),
+//     Retry-After: 1; asked again with the key after it, the caller gets
+//     the first attempt's answer (contract §5, §2 "Generic HTTP clients");
 //   - dead-lettered: 409 dead-lettered with the Callout-Id.
 func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, ex *policy.Existing) {
 	count := func(result string) { s.d.Metrics.Idempotency.WithLabelValues(result).Inc() }
@@ -44,9 +44,8 @@ func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, in *inbound, 
 	case c.State == policy.InFlight && len(c.AttemptLog) == 0:
 		count("conflict")
 		s.reject(w, r, in.ep.Name, &problem.Error{Code: problem.InFlight, CalloutID: c.ID, RetryAfter: 1,
-			Outcome: policy.Retryable,
 			Detail: "the first attempt of the request with this Idempotency-Key is still running; " +
-				"send it again with the same key for its answer"})
+				"send it again with the same key after Retry-After for its answer, or poll its Callout-Id"})
 	default: // scheduled, held, or a later attempt in flight
 		count("replayed")
 		s.accepted(r.Context(), w, in.ep.Name, c.ID, "")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // polls are the two polls of one Composite call (Poll, HandleChanges): the
@@ -18,7 +19,7 @@ import (
 func (p *Reprocessor) polls(ctx context.Context, rep *ReprocessReport, renew func() error) []sincePoll {
 	return []sincePoll{p.w.discardedPoll(ctx, &rep.Discarded), {name: reprocessPoll,
 		object: FailedCalloutObject, fields: []string{"Id", ExternalIDField, "Replay_Callout_Id__c", "LastModifiedById"},
-		where: "Status__c = " + QuoteSOQL(policy.RecordReprocessRequested), each: func(r Record, stamp time.Time) error {
+		where: "Status__c = " + sfapi.QuoteSOQL(policy.RecordReprocessRequested), each: func(r sfapi.Record, stamp time.Time) error {
 			if renew != nil {
 				if err := renew(); err != nil {
 					return err
@@ -55,17 +56,17 @@ func (p *Reprocessor) HandleChanges(ctx context.Context, ids []string) (Changes,
 		ids = ids[n:]
 		quoted := make([]string, len(chunk))
 		for i, id := range chunk {
-			quoted[i] = QuoteSOQL(id)
+			quoted[i] = sfapi.QuoteSOQL(id)
 		}
 		in := "Id IN (" + strings.Join(quoted, ", ") + ")"
 		polls := p.polls(ctx, rep, nil)
-		subs := make([]Subrequest, len(polls))
+		subs := make([]sfapi.Subrequest, len(polls))
 		for i, q := range polls {
 			fields := q.fields
 			if !slices.Contains(fields, "Id") {
 				fields = append([]string{"Id"}, fields...)
 			}
-			subs[i] = QuerySubrequest(q.name, fmt.Sprintf("SELECT %s, SystemModstamp FROM %s WHERE %s AND %s ORDER BY SystemModstamp ASC",
+			subs[i] = sfapi.QuerySubrequest(q.name, fmt.Sprintf("SELECT %s, SystemModstamp FROM %s WHERE %s AND %s ORDER BY SystemModstamp ASC",
 				strings.Join(fields, ", "), q.object, q.where, in))
 		}
 		res, err := p.w.o.API.Composite(ctx, subs)
@@ -73,7 +74,7 @@ func (p *Reprocessor) HandleChanges(ctx context.Context, ids []string) (Changes,
 			return out, err
 		}
 		for i, q := range polls {
-			records, err := QueryResults(res[i])
+			records, err := sfapi.QueryResults(res[i])
 			if err != nil {
 				return out, fmt.Errorf("salesforce: changes %s: %w", q.name, err)
 			}

@@ -9,31 +9,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
 // TestWholeCallAnswersClassified (docs/salesforce.md "What the writer does
-// about each answer"): a redirect to a login page and an HTML 403 are a
+// about each answer"; the refusals with Salesforce's own JSON error list:
+// sfapi.TestErrorBodiesClassified): a redirect to a login page and an HTML 403 are a
 // session or maintenance condition, not a rejection — the batch waits on
 // the outage backoff (seconds, not an hour), one log line however many
 // calls meet it, each call counted as maintenance — and the writes land
 // once the page is gone.
 func TestWholeCallAnswersClassified(t *testing.T) {
-	// Salesforce's own refusals carry its JSON error list and stay what
-	// they say ("Status Codes and Error Responses").
-	for body, want := range map[string]Class{
-		`[{"message":"The requested resource does not exist","errorCode":"NOT_FOUND"}]`:    Rejected,
-		`[{"message":"API is disabled for this User","errorCode":"API_DISABLED_FOR_ORG"}]`: Rejected,
-		``: InvalidSession,
-	} {
-		status := http.StatusForbidden
-		if body == "" {
-			status = http.StatusUnauthorized
-		}
-		if got := parseError("composite", status, []byte(body)).Class; got != want {
-			t.Errorf("%d %s: class %s, want %s", status, body, got, want)
-		}
-	}
 	for _, c := range []struct {
 		name  string
 		fault sfemu.Fault
@@ -62,7 +49,7 @@ func TestWholeCallAnswersClassified(t *testing.T) {
 				}
 				e.clk.Advance(due.Sub(e.clk.Now()))
 			}
-			if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(Maintenance))); got != 3 {
+			if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(sfapi.Maintenance))); got != 3 {
 				t.Errorf("requests{result=maintenance} = %v, want 3", got)
 			}
 			if n := strings.Count(e.logs.String(), "Salesforce call failed"); n != 1 {
@@ -98,8 +85,8 @@ func TestReadOnlyMaintenanceRetriesSoon(t *testing.T) {
 		}
 		e.clk.Advance(MaxBackoff)
 	}
-	if got := testutil.ToFloat64(e.metrics.WriteErrors.WithLabelValues(readOnlyCode)); got < 3 {
-		t.Errorf("write_errors{code=%s} = %v, want every refused record", readOnlyCode, got)
+	if got := testutil.ToFloat64(e.metrics.WriteErrors.WithLabelValues(sfapi.ReadOnlyCode)); got < 3 {
+		t.Errorf("write_errors{code=%s} = %v, want every refused record", sfapi.ReadOnlyCode, got)
 	}
 	if n := strings.Count(e.logs.String(), "read-only maintenance: its records are refused"); n != 1 {
 		t.Errorf("%d log lines for the read-only window, want 1", n)
@@ -137,14 +124,14 @@ func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
 		e.clk.Advance(BaseBackoff)
 	}
 	e.emu.ClearFaults() // the app is fixed
-	e.clk.Advance(MintBackoffMax)
+	e.clk.Advance(sfapi.MintBackoffMax)
 	if _, err := e.writer.Round(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
 		e.record(id)
 	}
-	if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(AuthFailed))); got < 5 {
+	if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(sfapi.AuthFailed))); got < 5 {
 		t.Errorf("requests{result=auth_failed} = %v, want each refused mint counted", got)
 	}
 }
@@ -167,7 +154,7 @@ func TestGoodTokenResetsBackoff(t *testing.T) {
 	}
 	e.emu.ClearFaults() // the app is fixed
 	e.emu.Inject(sfemu.Fault{Kind: "composite", Status: http.StatusServiceUnavailable, Body: sfemu.ServerError})
-	e.clk.Advance(MintBackoffMax)
+	e.clk.Advance(sfapi.MintBackoffMax)
 	if _, err := e.writer.Round(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

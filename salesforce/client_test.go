@@ -1,179 +1,21 @@
 package salesforce
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"log"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
-
-func TestAssertionClaims(t *testing.T) {
-	key := testKey()
-	cr := Credentials{LoginURL: "https://login.salesforce.com/", ClientID: clientID, Username: username, Key: key}
-	s, err := cr.Assertion(t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims := jwt.MapClaims{}
-	tok, err := jwt.ParseWithClaims(s, claims, func(*jwt.Token) (any, error) { return &key.PublicKey, nil },
-		jwt.WithTimeFunc(func() time.Time { return t0 }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tok.Method.Alg() != "RS256" {
-		t.Errorf("alg = %s", tok.Method.Alg())
-	}
-	for _, c := range []struct {
-		claim string
-		want  any
-	}{
-		{"iss", clientID}, {"sub", username}, {"aud", "https://login.salesforce.com"},
-		{"exp", float64(t0.Add(3 * time.Minute).Unix())},
-	} {
-		if claims[c.claim] != c.want {
-			t.Errorf("%s = %#v, want %#v", c.claim, claims[c.claim], c.want)
-		}
-	}
-}
-
-func TestTokenRefused(t *testing.T) {
-	e := newEnv(t)
-	e.emu.Inject(sfemu.Fault{Kind: "token", Status: 400, Body: sfemu.InvalidGrant})
-	_, err := e.client.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField, []Record{{ExternalIDField: "x"}})
-	var se *Error
-	if !errors.As(err, &se) || se.Class != AuthFailed || se.Code != "invalid_grant" {
-		t.Fatalf("error = %v, want invalid_grant (auth_failed)", err)
-	}
-	if got := e.emu.Calls("upsert"); got != 0 {
-		t.Errorf("%d upserts without a token", got)
-	}
-	if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues("auth_failed")); got != 1 {
-		t.Errorf("auth_failed count = %v", got)
-	}
-	// A wrong username is refused by the emulator's own check.
-	e2 := newEnv(t)
-	e2.client.tokens.creds.Username = "someone@else.com"
-	_, err = e2.client.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField, []Record{{ExternalIDField: "x"}})
-	if ClassOf(err) != AuthFailed || !strings.Contains(err.Error(), "approved") {
-		t.Errorf("wrong sub: %v", err)
-	}
-}
-
-// TestOneTokenForAllGoroutines: concurrent first calls mint one token, and
-// after the sessions expire, concurrent calls re-mint once.
-func TestOneTokenForAllGoroutines(t *testing.T) {
-	e := newEnv(t)
-	run := func() {
-		var wg sync.WaitGroup
-		for i := range 16 {
-			wg.Go(func() {
-				_, err := e.client.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField,
-					[]Record{{ExternalIDField: fmt.Sprint("id-", i)}})
-				if err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	run()
-	if got := e.emu.Calls("token"); got != 1 {
-		t.Errorf("token calls = %d, want 1", got)
-	}
-	e.emu.ExpireSessions()
-	run()
-	if got := e.emu.Calls("token"); got != 2 {
-		t.Errorf("token calls after expiry = %d, want 2", got)
-	}
-}
-
-// TestSimpleforceLogsNoBodyOrToken: simpleforce logs through the standard
-// logger, and logs whole error bodies; the client's RoundTripper never lets
-// it see one, so nothing it logs carries a body or a token.
-func TestSimpleforceLogsNoBodyOrToken(t *testing.T) {
-	var buf bytes.Buffer
-	prev, flags := log.Writer(), log.Flags()
-	log.SetOutput(&buf)
-	t.Cleanup(func() { log.SetOutput(prev); log.SetFlags(flags) })
-
-	e := newEnv(t)
-	secret := "4242424242424242"
-	body := `[{"message":"bad value ` + secret + `","errorCode":"INVALID_FIELD"}]`
-	for _, f := range []sfemu.Fault{
-		{Kind: "upsert", Status: 400, Body: body},
-		{Kind: "upsert", Status: 400, Body: `[]`}, // simpleforce's ParseSalesforceError panics on this
-		{Kind: "upsert", Status: 500, Body: "<html>" + secret + "</html>"},
-		{Kind: "upsert", Drop: true},
-	} {
-		e.emu.Inject(f)
-		_, err := e.client.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField,
-			[]Record{{ExternalIDField: "x", "Request_Body__c": secret}})
-		if err == nil {
-			t.Errorf("fault %+v: no error", f)
-		}
-	}
-	if err := e.client.Query(ctxT(t), "SELECT Id FROM Nothing__c", func(Record) error { return nil }); err == nil {
-		t.Error("a query of an unknown object succeeded")
-	}
-	if out := buf.String(); strings.Contains(out, secret) || strings.Contains(out, "token-") {
-		t.Errorf("the standard logger got a body or a token:\n%s", out)
-	}
-}
-
-func TestQueryPages(t *testing.T) {
-	key := testKey()
-	clk := clocktest.New(t0)
-	emu := sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
-		PageSize: 2, Now: clk.Now})
-	c, err := NewClient(Options{Credentials: Credentials{LoginURL: emu.URL, ClientID: clientID, Username: username, Key: key},
-		Transport: emu.Client().Transport, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []Record
-	for i := range 5 {
-		recs = append(recs, Record{ExternalIDField: fmt.Sprint("c", i), "Status__c": policy.RecordDiscarded})
-	}
-	recs = append(recs, Record{ExternalIDField: "other", "Status__c": policy.RecordNew})
-	if _, err := c.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField, recs); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	err = c.Query(ctxT(t), "SELECT Callout_Id__c FROM Failed_Callout__c WHERE Status__c = 'Discarded' ORDER BY Callout_Id__c DESC",
-		func(r Record) error {
-			got = append(got, r[ExternalIDField].(string))
-			return nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(got, ",") != "c4,c3,c2,c1,c0" {
-		t.Errorf("got %v", got)
-	}
-	if q := emu.Calls("query"); q != 3 {
-		t.Errorf("%d query calls, want 3 pages", q)
-	}
-	stop := errors.New("stop here")
-	if err := c.Query(ctxT(t), "SELECT Callout_Id__c FROM Failed_Callout__c", func(Record) error { return stop }); err != stop {
-		t.Errorf("each's error = %v", err)
-	}
-}
 
 func TestSingleUpsert(t *testing.T) {
 	e := newEnv(t)
 	for _, want := range []bool{true, false} {
-		created, err := e.client.Upsert(ctxT(t), FailedCalloutObject, ExternalIDField, "a/b c", Record{"Status__c": policy.RecordNew})
+		created, err := e.client.Upsert(ctxT(t), FailedCalloutObject, ExternalIDField, "a/b c", sfapi.Record{"Status__c": policy.RecordNew})
 		if err != nil || created != want {
 			t.Fatalf("upsert: created %v %v, want %v", created, err, want)
 		}
@@ -181,55 +23,9 @@ func TestSingleUpsert(t *testing.T) {
 	if r := e.record("a/b c"); r["Status__c"] != policy.RecordNew {
 		t.Errorf("record = %v", r)
 	}
-	_, err := e.client.Upsert(ctxT(t), FailedCalloutObject, ExternalIDField, "x", Record{"Nope__c": 1})
-	if ClassOf(err) != Rejected || !strings.Contains(err.Error(), "INVALID_FIELD") {
+	_, err := e.client.Upsert(ctxT(t), FailedCalloutObject, ExternalIDField, "x", sfapi.Record{"Nope__c": 1})
+	if sfapi.ClassOf(err) != sfapi.Rejected || !strings.Contains(err.Error(), "INVALID_FIELD") {
 		t.Errorf("bad field: %v", err)
-	}
-}
-
-func TestClassify(t *testing.T) {
-	for _, c := range []struct {
-		status int
-		code   string
-		want   Class
-	}{
-		{401, "INVALID_SESSION_ID", InvalidSession}, {401, "", InvalidSession},
-		{403, "REQUEST_LIMIT_EXCEEDED", LimitExceeded}, {0, "REQUEST_LIMIT_EXCEEDED", LimitExceeded},
-		{0, "UNABLE_TO_LOCK_ROW", Retry}, {400, "UNABLE_TO_LOCK_ROW", Retry}, {500, "UNKNOWN_EXCEPTION", Retry},
-		{503, "", Retry}, {0, "DUPLICATE_VALUE", Retry},
-		{400, "INVALID_FIELD", Rejected}, {0, "FIELD_CUSTOM_VALIDATION_EXCEPTION", Rejected},
-		{403, "INSUFFICIENT_ACCESS", Rejected}, {404, "NOT_FOUND", Rejected},
-	} {
-		if got := classify(c.status, c.code); got != c.want {
-			t.Errorf("classify(%d, %q) = %s, want %s", c.status, c.code, got, c.want)
-		}
-	}
-	if ClassOf(errors.New("network")) != Retry {
-		t.Error("a plain error must be Retry")
-	}
-}
-
-func TestParseLimitInfo(t *testing.T) {
-	for _, c := range []struct {
-		in          string
-		used, limit int64
-		ok          bool
-	}{
-		{"api-usage=18/5000", 18, 5000, true},
-		{"api-usage=25/5000, per-app-api-usage=17/250(appName=sample)", 25, 5000, true},
-		{"per-app-api-usage=17/250(appName=x), api-usage=3/100", 3, 100, true},
-		{"api-usage=18", 0, 0, false}, {"api-usage=a/b", 0, 0, false}, {"api-usage=1/0", 0, 0, false}, {"", 0, 0, false},
-	} {
-		u, l, ok := ParseLimitInfo(c.in)
-		if u != c.used || l != c.limit || ok != c.ok {
-			t.Errorf("ParseLimitInfo(%q) = %d %d %v", c.in, u, l, ok)
-		}
-	}
-}
-
-func TestQuoteSOQL(t *testing.T) {
-	if got := QuoteSOQL(`it's a \ "x"` + "\n"); got != `'it\'s a \\ \"x\"\n'` {
-		t.Errorf("QuoteSOQL = %s", got)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // IntegrationPermissionSet is the permission set of apex-stubs/ that gives
@@ -24,7 +25,7 @@ const compositeOverhead = 2048
 // batch is what one Composite request carries: collections of record
 // upserts and of event publishes, and the writes each settles.
 type batch struct {
-	subs   []Subrequest
+	subs   []sfapi.Subrequest
 	groups []*group
 }
 
@@ -59,7 +60,7 @@ func (b *batch) fail(w *Writer, s *sender, err error) {
 }
 
 // recordSize is the JSON size of one record in a collection (bytes).
-func recordSize(r Record) int {
+func recordSize(r sfapi.Record) int {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return compositeOverhead
@@ -68,8 +69,8 @@ func recordSize(r Record) int {
 }
 
 // pack chooses what one Composite request carries — the records first,
-// then the events, in collections of up to MaxCollection, at most
-// MaxCollections of them and within salesforce.batch_max_bytes (a record
+// then the events, in collections of up to sfapi.MaxCollection, at most
+// sfapi.MaxCollections of them and within salesforce.batch_max_bytes (a record
 // larger than that goes alone) — and defers the rest: to the next batch
 // at once (overflow), or, for an sObject whose writes are deferred after
 // a failed call, to the deferral's end.
@@ -83,8 +84,8 @@ func (w *Writer) pack(s *sender, p *plan) *batch {
 		if used > 0 && used+size > budget {
 			return nil
 		}
-		if cur == nil || cur.object != object || cur.size() >= MaxCollection {
-			if len(b.groups) >= MaxCollections {
+		if cur == nil || cur.object != object || cur.size() >= sfapi.MaxCollection {
+			if len(b.groups) >= sfapi.MaxCollections {
 				return nil
 			}
 			cur = &group{object: object}
@@ -137,18 +138,18 @@ func (b *batch) build() {
 	for i, g := range b.groups {
 		ref := fmt.Sprintf("c%d", i)
 		if g.object == FailedCalloutObject {
-			recs := make([]Record, len(g.records))
+			recs := make([]sfapi.Record, len(g.records))
 			for j, rw := range g.records {
 				recs[j] = rw.rec
 			}
-			b.subs = append(b.subs, UpsertSubrequest(ref, FailedCalloutObject, ExternalIDField, recs))
+			b.subs = append(b.subs, sfapi.UpsertSubrequest(ref, FailedCalloutObject, ExternalIDField, recs))
 			continue
 		}
-		recs := make([]Record, len(g.events))
+		recs := make([]sfapi.Record, len(g.events))
 		for j, ev := range g.events {
 			recs[j] = ev.rec
 		}
-		b.subs = append(b.subs, CreateSubrequest(ref, CalloutResultEvent, recs))
+		b.subs = append(b.subs, sfapi.CreateSubrequest(ref, CalloutResultEvent, recs))
 	}
 }
 
@@ -175,18 +176,18 @@ func (w *Writer) guard(ctx context.Context, s *sender, b *batch) error {
 	if len(guarded) == 0 {
 		return nil
 	}
-	var subs []Subrequest
-	for i := 0; i < len(guarded); i += MaxCollection {
-		ids := make([]string, 0, MaxCollection)
-		for _, rw := range guarded[i:min(i+MaxCollection, len(guarded))] {
-			ids = append(ids, QuoteSOQL(rw.root))
+	var subs []sfapi.Subrequest
+	for i := 0; i < len(guarded); i += sfapi.MaxCollection {
+		ids := make([]string, 0, sfapi.MaxCollection)
+		for _, rw := range guarded[i:min(i+sfapi.MaxCollection, len(guarded))] {
+			ids = append(ids, sfapi.QuoteSOQL(rw.root))
 		}
-		subs = append(subs, QuerySubrequest(fmt.Sprintf("q%d", len(subs)), "SELECT "+ExternalIDField+
+		subs = append(subs, sfapi.QuerySubrequest(fmt.Sprintf("q%d", len(subs)), "SELECT "+ExternalIDField+
 			", Status__c, SystemModstamp FROM "+FailedCalloutObject+" WHERE "+ExternalIDField+" IN ("+
-			strings.Join(ids, ", ")+") AND Status__c IN ("+QuoteSOQL(policy.RecordReprocessRequested)+", "+
-			QuoteSOQL(policy.RecordDiscarded)+")"))
+			strings.Join(ids, ", ")+") AND Status__c IN ("+sfapi.QuoteSOQL(policy.RecordReprocessRequested)+", "+
+			sfapi.QuoteSOQL(policy.RecordDiscarded)+")"))
 	}
-	var res []SubResult
+	var res []sfapi.SubResult
 	if err := s.call(ctx, func() error {
 		var err error
 		res, err = w.o.API.Composite(ctx, subs)
@@ -200,7 +201,7 @@ func (w *Writer) guard(ctx context.Context, s *sender, b *batch) error {
 	}
 	current := map[string]shown{}
 	for _, r := range res {
-		recs, err := QueryResults(r)
+		recs, err := sfapi.QueryResults(r)
 		if err != nil {
 			return err
 		}
@@ -217,8 +218,8 @@ func (w *Writer) guard(ctx context.Context, s *sender, b *batch) error {
 			continue
 		}
 		delete(rw.rec, "Status__c")
-		w.log.Info("Status__c left as an admin set it since the last poll; the poll handles it",
-			slog.String("callout_id", rw.root), slog.String("status", c.status), slog.String("not_written", rw.status))
+		w.log.InfoContext(w.about(ctx, rw.root, rw.trace), "Status__c left as an admin set it since the last poll; "+
+			"the poll handles it", slog.String("callout_id", rw.root), slog.String("status", c.status), slog.String("not_written", rw.status))
 	}
 	b.dropEmpty()
 	return nil
@@ -258,7 +259,7 @@ func parseStamp(v any) (time.Time, error) {
 // sendBatch sends the batch's Composite request and settles its entries,
 // collection by collection, record by record.
 func (w *Writer) sendBatch(ctx context.Context, s *sender, b *batch) {
-	var res []SubResult
+	var res []sfapi.SubResult
 	if err := s.call(ctx, func() error {
 		var err error
 		res, err = w.o.API.Composite(ctx, b.subs)
@@ -272,7 +273,7 @@ func (w *Writer) sendBatch(ctx context.Context, s *sender, b *batch) {
 		if g.object == CalloutResultEvent {
 			op = "create " + CalloutResultEvent
 		}
-		errs, err := CollectionResults(op, res[i], g.size())
+		errs, err := sfapi.CollectionResults(op, res[i], g.size())
 		if err != nil {
 			w.groupFailed(ctx, s, g, err)
 			continue
@@ -283,13 +284,13 @@ func (w *Writer) sendBatch(ctx context.Context, s *sender, b *batch) {
 			}
 		}
 		w.storageFull(ctx, s, errs)
-		ids := collectionIDs(res[i], g.size())
+		ids := sfapi.CollectionIDs(res[i], g.size())
 		for j, rw := range g.records {
-			w.settleRecord(s, rw, errs[j])
+			w.settleRecord(ctx, s, rw, errs[j])
 			s.noteRecordID(rw.root, ids[j])
 		}
 		for j, ev := range g.events {
-			w.settleEvent(s, ev, errs[len(g.records)+j])
+			w.settleEvent(ctx, s, ev, errs[len(g.records)+j])
 		}
 	}
 }
@@ -303,7 +304,7 @@ func (w *Writer) storageFull(ctx context.Context, s *sender, errs []error) {
 		return
 	}
 	for _, err := range errs {
-		if err != nil && ClassOf(err) == StorageFull {
+		if err != nil && sfapi.ClassOf(err) == sfapi.StorageFull {
 			s.stop, s.until = err, w.pause(ctx, pauseStorage)
 			return
 		}
@@ -311,7 +312,7 @@ func (w *Writer) storageFull(ctx context.Context, s *sender, errs []error) {
 }
 
 // settleRecord settles the entries of one record write after its result.
-func (w *Writer) settleRecord(s *sender, rw *recordWrite, err error) {
+func (w *Writer) settleRecord(ctx context.Context, s *sender, rw *recordWrite, err error) {
 	for _, it := range rw.items {
 		if err == nil {
 			it.done(rw.root, rw.version, rw.forget)
@@ -320,38 +321,39 @@ func (w *Writer) settleRecord(s *sender, rw *recordWrite, err error) {
 		w.settleErr(s, it, err)
 	}
 	w.recordRefused(err)
-	if err != nil && ClassOf(err) == Rejected {
+	if err != nil && sfapi.ClassOf(err) == sfapi.Rejected {
 		w.countWriteError(err)
-		w.log.Error("Salesforce rejected a Failed_Callout__c record; the dead letter stays in the proxy's "+
-			"store and the write is tried again, backing off to a day", slog.String("callout_id", rw.root),
-			slog.Any("error", err))
+		w.log.ErrorContext(w.about(ctx, rw.root, rw.trace), "Salesforce rejected a Failed_Callout__c record; "+
+			"the dead letter stays in the proxy's store and the write is tried again, backing off to a day",
+			slog.String("callout_id", rw.root), slog.Any("error", err))
 	}
 }
 
 // settleEvent settles one event's entry after its result.
-func (w *Writer) settleEvent(s *sender, ev *eventWrite, err error) {
+func (w *Writer) settleEvent(ctx context.Context, s *sender, ev *eventWrite, err error) {
 	if err == nil {
 		ev.it.done("", 0, false)
 		return
 	}
 	w.settleErr(s, ev.it, err)
 	w.recordRefused(err)
-	if ClassOf(err) == Rejected {
+	if sfapi.ClassOf(err) == sfapi.Rejected {
 		w.countWriteError(err)
-		w.log.Error("Salesforce rejected a Callout_Result__e event; it is tried again, backing off to a day",
-			slog.String("entry", ev.it.Name), slog.Any("error", err))
+		w.log.ErrorContext(w.about(ctx, ev.id, ev.trace), "Salesforce rejected a Callout_Result__e event; it is "+
+			"tried again, backing off to a day", slog.String("callout_id", ev.id), slog.String("entry", ev.it.Name),
+			slog.Any("error", err))
 	}
 }
 
 // recordRefused counts a record or event Salesforce refused for now — a
-// lock or another retryable code (Retry: it backs off on its own), or
-// read-only maintenance (Maintenance: the outage backoff) — in
+// lock or another retryable code (sfapi.Retry: it backs off on its own), or
+// read-only maintenance (sfapi.Maintenance: the outage backoff) — in
 // callout_salesforce_write_errors_total{code}, and logs the first of each
 // class until a record is saved again (then the end too). Rejections are
 // logged and counted where they are settled.
 func (w *Writer) recordRefused(err error) {
-	class := ClassOf(err)
-	if err != nil && class != Maintenance && class != Retry {
+	class := sfapi.ClassOf(err)
+	if err != nil && class != sfapi.Maintenance && class != sfapi.Retry {
 		return
 	}
 	w.mu.Lock()
@@ -364,7 +366,7 @@ func (w *Writer) recordRefused(err error) {
 	}
 	w.mu.Unlock()
 	switch {
-	case first && class == Maintenance:
+	case first && class == sfapi.Maintenance:
 		w.log.Warn("Salesforce is in read-only maintenance: its records are refused and tried again on the "+
 			"outage backoff (logged once until a record is saved)", slog.Any("error", err))
 	case first:
@@ -385,11 +387,11 @@ func (w *Writer) recordRefused(err error) {
 // one clear error naming the field and the permission set to fix.
 func (w *Writer) groupFailed(ctx context.Context, s *sender, g *group, err error) {
 	now := w.o.Now()
-	class := ClassOf(err)
+	class := sfapi.ClassOf(err)
 	var until time.Time
-	if class == LimitExceeded || class == StorageFull {
+	if class == sfapi.LimitExceeded || class == sfapi.StorageFull {
 		why := pauseAPILimit
-		if class == StorageFull {
+		if class == sfapi.StorageFull {
 			why = pauseStorage
 		}
 		until = w.pause(ctx, why)
@@ -403,13 +405,13 @@ func (w *Writer) groupFailed(ctx context.Context, s *sender, g *group, err error
 	for _, it := range g.items() {
 		w.retryAt(it, err, until)
 	}
-	if class != Rejected {
+	if class != sfapi.Rejected {
 		w.log.Warn("Salesforce failed a collection; its writes wait in the outbox", slog.String("object", g.object),
 			slog.Time("until", until), slog.Any("error", err))
 		return
 	}
 	w.countWriteError(err)
-	var e *Error
+	var e *sfapi.Error
 	errors.As(err, &e)
 	field := fieldOf(e)
 	w.log.Error(fmt.Sprintf("Salesforce refuses every %s write (%s%s): the integration user cannot see or edit it. "+
@@ -427,7 +429,7 @@ var quotedName = regexp.MustCompile(`'([A-Za-z0-9_]+)'`)
 
 // fieldOf names the field (or object) a refusal is about: its fields, or
 // the name its message quotes.
-func fieldOf(e *Error) string {
+func fieldOf(e *sfapi.Error) string {
 	if e == nil {
 		return ""
 	}
@@ -454,7 +456,7 @@ func (w *Writer) countWriteError(err error) {
 		return
 	}
 	code := "UNKNOWN_ERROR"
-	var e *Error
+	var e *sfapi.Error
 	if errors.As(err, &e) && e.Code != "" {
 		code = e.Code
 	}

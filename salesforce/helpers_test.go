@@ -23,9 +23,11 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/auth/authtest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -85,7 +87,7 @@ type env struct {
 	store   *redisstore.Store
 	outbox  *outbox.Outbox
 	emu     *sfemu.Server
-	client  *Client
+	client  *sfapi.Client
 	writer  *Writer
 	cfg     *config.Config
 	metrics *Metrics
@@ -135,10 +137,10 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 	if e.metrics, err = NewMetrics(e.reg); err != nil {
 		t.Fatal(err)
 	}
-	e.client, err = NewClient(Options{
-		Credentials: Credentials{LoginURL: e.emu.URL, ClientID: clientID, Username: username, Key: key},
+	e.client, err = sfapi.NewClient(sfapi.Options{
+		Credentials: sfapi.Credentials{LoginURL: e.emu.URL, ClientID: clientID, Username: username, Key: key},
 		Transport:   e.emu.Client().Transport, Now: e.clk.Now, OnResult: e.metrics.Result,
-		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
+		Logger: e.logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -147,13 +149,21 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 	return e
 }
 
+// logger is a log into e.logs built as the composition root builds it
+// (logx.New: a line logged with a callout's context gets its callout_id
+// and trace_id).
+func (e *env) logger() *slog.Logger {
+	l, _ := logx.New(e.logs, logx.Options{})
+	return l
+}
+
 // newWriter builds a writer (a replica) on the env's store and client.
 func (e *env) newWriter() *Writer {
 	e.t.Helper()
 	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
 		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
 		Metrics: e.metrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-1",
-		Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
+		Logger: e.logger()})
 	if err != nil {
 		e.t.Fatal(err)
 	}

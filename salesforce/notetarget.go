@@ -2,8 +2,9 @@ package salesforce
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
+
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // noteTarget returns the fields that say where an owner notification
@@ -14,11 +15,11 @@ import (
 // s.recordIDs) or, when the record was written in an earlier round, by one
 // query of all such records (ids); a disabled endpoint's, or one whose
 // record Salesforce does not have yet, the Needs Attention list view.
-func noteTarget(n Notice, ids map[string]string) Record {
+func noteTarget(n Notice, ids map[string]string) sfapi.Record {
 	if id := ids[n.CalloutID]; n.CalloutID != "" && id != "" {
-		return Record{"targetId": id}
+		return sfapi.Record{"targetId": id}
 	}
-	return Record{"targetPageRef": failedCalloutsPage}
+	return sfapi.Record{"targetPageRef": failedCalloutsPage}
 }
 
 // noteRecordIDs returns the record Ids of the notifications' dead letters:
@@ -36,7 +37,7 @@ func (w *Writer) noteRecordIDs(ctx context.Context, s *sender, notes []*noteWrit
 		if id := s.recordIDs[n.notice.CalloutID]; id != "" {
 			ids[n.notice.CalloutID] = id
 		} else {
-			missing = append(missing, QuoteSOQL(n.notice.CalloutID))
+			missing = append(missing, sfapi.QuoteSOQL(n.notice.CalloutID))
 		}
 	}
 	if len(missing) == 0 {
@@ -44,7 +45,7 @@ func (w *Writer) noteRecordIDs(ctx context.Context, s *sender, notes []*noteWrit
 	}
 	_ = s.call(ctx, func() error {
 		return w.o.API.Query(ctx, "SELECT Id, "+ExternalIDField+" FROM "+FailedCalloutObject+" WHERE "+
-			ExternalIDField+" IN ("+strings.Join(missing, ", ")+")", func(r Record) error {
+			ExternalIDField+" IN ("+strings.Join(missing, ", ")+")", func(r sfapi.Record) error {
 			root, _ := r[ExternalIDField].(string)
 			if id, _ := r["Id"].(string); root != "" && id != "" {
 				ids[root] = id
@@ -53,23 +54,6 @@ func (w *Writer) noteRecordIDs(ctx context.Context, s *sender, notes []*noteWrit
 		})
 	})
 	return ids
-}
-
-// collectionIDs returns the record Ids of an sObject Collections answer, in
-// order ("" for a record not saved): each SaveResult/UpsertResult carries
-// its record's id ("Upsert Records Using sObject Collections").
-func collectionIDs(r SubResult, n int) []string {
-	var results []saveResult
-	out := make([]string, n)
-	if json.Unmarshal(r.Body, &results) != nil || len(results) != n {
-		return out
-	}
-	for i, res := range results {
-		if res.Success {
-			out[i] = res.ID
-		}
-	}
-	return out
 }
 
 // noteRecordID notes the record Id an upsert of root answered.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // NotificationType is the DeveloperName of the custom notification type
@@ -138,7 +139,7 @@ func (w *Writer) notice(ctx context.Context, kind, endpoint, key string) (Notice
 
 // notificationTypeID returns the id of the Callout_Proxy_Alert custom
 // notification type, queried once (SOQL on CustomNotificationType) and
-// cached. Errors: an *Error; Rejected when the type is not deployed.
+// cached. Errors: an *sfapi.Error; sfapi.Rejected when the type is not deployed.
 func (w *Writer) notificationTypeID(ctx context.Context) (string, error) {
 	w.mu.Lock()
 	id := w.notifType
@@ -147,7 +148,7 @@ func (w *Writer) notificationTypeID(ctx context.Context) (string, error) {
 		return id, nil
 	}
 	err := w.o.API.Query(ctx, "SELECT Id FROM CustomNotificationType WHERE DeveloperName = "+
-		QuoteSOQL(NotificationType)+" LIMIT 1", func(r Record) error {
+		sfapi.QuoteSOQL(NotificationType)+" LIMIT 1", func(r sfapi.Record) error {
 		id, _ = r["Id"].(string)
 		return nil
 	})
@@ -155,7 +156,7 @@ func (w *Writer) notificationTypeID(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if id == "" {
-		return "", &Error{Op: "notification type", Class: Rejected,
+		return "", &sfapi.Error{Op: "notification type", Class: sfapi.Rejected,
 			Message: "custom notification type " + NotificationType + " is not deployed (apex-stubs/)"}
 	}
 	w.mu.Lock()
@@ -209,9 +210,9 @@ func (w *Writer) sendSalesforceNotes(ctx context.Context, s *sender, notes []*no
 	var results []error
 	if err == nil {
 		ids := w.noteRecordIDs(ctx, s, notes)
-		inputs := make([]Record, len(notes))
+		inputs := make([]sfapi.Record, len(notes))
 		for i, n := range notes {
-			inputs[i] = Record{"customNotifTypeId": typeID, "recipientIds": []string{n.notice.Owner},
+			inputs[i] = sfapi.Record{"customNotifTypeId": typeID, "recipientIds": []string{n.notice.Owner},
 				"title": cleanText(n.notice.Title, 250), "body": cleanText(n.notice.Body, 750)}
 			maps.Copy(inputs[i], noteTarget(n.notice, ids))
 		}
@@ -235,7 +236,7 @@ func (w *Writer) sendSalesforceNotes(ctx context.Context, s *sender, notes []*no
 // (not deferred).
 func (n *noteWrite) fail(target string, err error, tried bool) {
 	n.failed = append(n.failed, target)
-	if tried && (n.err == nil || ClassOf(err) == Rejected) {
+	if tried && (n.err == nil || sfapi.ClassOf(err) == sfapi.Rejected) {
 		n.err = err
 	}
 }
@@ -260,7 +261,7 @@ func (w *Writer) settleNote(s *sender, n *noteWrite) {
 }
 
 // postWebhook posts a notice to salesforce.webhook_url as JSON. Errors: a
-// network error or a non-2xx answer (Retry).
+// network error or a non-2xx answer (sfapi.Retry).
 func (w *Writer) postWebhook(ctx context.Context, n Notice) error {
 	body, err := json.Marshal(n)
 	if err != nil {
@@ -268,16 +269,16 @@ func (w *Writer) postWebhook(ctx context.Context, n Notice) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.sf.WebhookURL, bytes.NewReader(body))
 	if err != nil {
-		return &Error{Op: "webhook", Class: Rejected, Err: err}
+		return &sfapi.Error{Op: "webhook", Class: sfapi.Rejected, Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := w.o.Webhook.Do(req)
 	if err != nil {
-		return &Error{Op: "webhook", Class: Retry, Err: redactURLError(err)}
+		return &sfapi.Error{Op: "webhook", Class: sfapi.Retry, Err: sfapi.RedactURLError(err)}
 	}
 	resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return &Error{Op: "webhook", Status: resp.StatusCode, Class: Retry}
+		return &sfapi.Error{Op: "webhook", Status: resp.StatusCode, Class: sfapi.Retry}
 	}
 	return nil
 }

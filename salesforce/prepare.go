@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // plan is what one round sends: one write per Failed_Callout__c record
@@ -24,7 +26,10 @@ type plan struct {
 // recordWrite is the write of one record and the entries it settles.
 type recordWrite struct {
 	root string
-	rec  Record
+	// trace is the trace context of the copy a full write was built from
+	// ("" for a status-only write: Writer.about looks the root up).
+	trace string
+	rec   sfapi.Record
 	// full: built from a dead-letter copy (all fields); else status only.
 	full bool
 	// source is when the copy it was built from dead-lettered.
@@ -42,9 +47,12 @@ type recordWrite struct {
 	items    []*item
 }
 
+// eventWrite is the completion event of callout id, accepted under the
+// trace context trace.
 type eventWrite struct {
-	rec Record
-	it  *item
+	id, trace string
+	rec       sfapi.Record
+	it        *item
 }
 
 // prepare turns claimed entries into a plan, settling at once the entries
@@ -71,7 +79,7 @@ func (w *Writer) prepare(ctx context.Context, items []*item) *plan {
 		switch {
 		case errors.Is(err, errMalformed):
 			w.log.Error("outbox entry of an unknown kind kept; it is tried again hourly", slog.String("entry", it.Name))
-			w.retry(it, &Error{Op: "outbox", Class: Rejected, Message: "unknown entry"})
+			w.retry(it, &sfapi.Error{Op: "outbox", Class: sfapi.Rejected, Message: "unknown entry"})
 		case err != nil:
 			w.log.Warn("reading the store for an outbox entry failed; trying again shortly",
 				slog.String("entry", it.Name), slog.Any("error", err))
@@ -163,8 +171,8 @@ func (w *Writer) prepMirror(ctx context.Context, p *plan, it *item, id string) e
 		return nil
 	}
 	rec := FailedCallout(root, c, status, st.Replay, w.rulesOf(c.Endpoint), w.o.DeadLetterRetention)
-	p.addRecord(&recordWrite{root: root, rec: rec, full: true, source: c.FinishedAt, version: st.Version,
-		status: status, answered: st.Answered}, it)
+	p.addRecord(&recordWrite{root: root, trace: c.TraceContext, rec: rec, full: true, source: c.FinishedAt,
+		version: st.Version, status: status, answered: st.Answered}, it)
 	return nil
 }
 
@@ -220,6 +228,7 @@ func (p *plan) addRecord(rw *recordWrite, it *item) {
 	cur.items = append(cur.items, it)
 	if rw.full && (!cur.full || rw.source.After(cur.source)) || !cur.full && !rw.full && rw.version > cur.version {
 		cur.rec, cur.full, cur.source, cur.version, cur.forget = rw.rec, rw.full, rw.source, rw.version, rw.forget
+		cur.trace = cmp.Or(rw.trace, cur.trace)
 		cur.status, cur.answered = rw.status, rw.answered
 	}
 }
@@ -249,7 +258,8 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 		it.done("", 0, false) // completion_events leaves this ending out
 		return nil
 	}
-	p.events = append(p.events, &eventWrite{rec: ResultEvent(c, w.rulesOf(c.Endpoint)), it: it})
+	p.events = append(p.events, &eventWrite{id: c.ID, trace: c.TraceContext, rec: ResultEvent(c, w.rulesOf(c.Endpoint)),
+		it: it})
 	return nil
 }
 

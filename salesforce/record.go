@@ -11,6 +11,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // Transitions are the statuses the proxy itself sets — around a replay and
@@ -69,8 +70,8 @@ func text(field, s string) any {
 // for Expires_At__c. Fields the copy has no value for are sent as null so
 // that the record shows this copy, not a mix.
 func FailedCallout(root string, c *policy.Callout, status, replay string, rules *redact.Rules,
-	retention time.Duration) Record {
-	r := Record{
+	retention time.Duration) sfapi.Record {
+	r := sfapi.Record{
 		ExternalIDField: root, "Replay_Callout_Id__c": orNil(replay),
 		"Endpoint__c": text("Endpoint__c", c.Endpoint), "Method__c": text("Method__c", c.Method),
 		"Idempotency_Key__c":  text("Idempotency_Key__c", c.IdempotencyKey),
@@ -109,8 +110,8 @@ func FailedCallout(root string, c *policy.Callout, status, replay string, rules 
 // StatusOnly is the partial Failed_Callout__c write of a status change:
 // the external id, the status (when not "") and the latest replay chain
 // (when known).
-func StatusOnly(root, status, replay string) Record {
-	r := Record{ExternalIDField: root}
+func StatusOnly(root, status, replay string) sfapi.Record {
+	r := sfapi.Record{ExternalIDField: root}
 	if status != "" {
 		r["Status__c"] = status
 	}
@@ -173,8 +174,8 @@ func attemptLog(log []policy.Attempt) string {
 // at most ResultBodyMax characters of its redacted final body. A body that
 // is not UTF-8 is left out (Body_Truncated__c true): the caller can read it
 // with GET /v1/callouts/{id}.
-func ResultEvent(c *policy.Callout, rules *redact.Rules) Record {
-	r := Record{"Callout_Id__c": c.ID, "Endpoint__c": cleanText(c.Endpoint, 63),
+func ResultEvent(c *policy.Callout, rules *redact.Rules) sfapi.Record {
+	r := sfapi.Record{"Callout_Id__c": c.ID, "Endpoint__c": cleanText(c.Endpoint, 63),
 		"State__c": string(c.State), "Body_Truncated__c": false}
 	if c.SourceRecord != "" {
 		r["Source_Record_Id__c"] = cleanText(c.SourceRecord, 18)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // Replayer replays one dead letter (contract §8): a new attempt chain with the
@@ -271,7 +272,7 @@ type answer struct {
 }
 
 // handle claims one request, replays it and queues the record's status.
-func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep *ReprocessReport) error {
+func (p *Reprocessor) handle(ctx context.Context, r sfapi.Record, stamp time.Time, rep *ReprocessReport) error {
 	root, _ := r[ExternalIDField].(string)
 	if root == "" {
 		return nil
@@ -299,8 +300,8 @@ func (p *Reprocessor) handle(ctx context.Context, r Record, stamp time.Time, rep
 	if errors.Is(err, ErrReplayBusy) {
 		rep.Deferred++
 		rep.DeferredIDs = append(rep.DeferredIDs, recordID)
-		p.log.Warn("reprocess request deferred: the endpoint's backlog is full", slog.String("callout_id", root),
-			slog.Duration("retry_after", ReprocessLease))
+		p.log.WarnContext(p.w.about(ctx, root, ""), "reprocess request deferred: the endpoint's backlog is full",
+			slog.String("callout_id", root), slog.Duration("retry_after", ReprocessLease))
 		return ErrPollAgain // the claim lapses after ReprocessLease
 	}
 	if err != nil {
@@ -336,8 +337,8 @@ func (p *Reprocessor) replayed(ctx context.Context, target string) (answer, bool
 	} else if err != nil {
 		return answer{}, false, err
 	}
-	p.log.Info("reprocess request already replayed by a chain the record does not name yet: answering from it",
-		slog.String("dead_letter_id", target), slog.String("replay_id", m.ReplayedBy))
+	p.log.InfoContext(p.w.about(ctx, target, ""), "reprocess request already replayed by a chain the record "+
+		"does not name yet: answering from it", slog.String("dead_letter_id", target), slog.String("replay_id", m.ReplayedBy))
 	return p.copyAnswer(ctx, m.ReplayedBy, p.w.o.Now())
 }
 
@@ -351,7 +352,8 @@ func (p *Reprocessor) reprocess(ctx context.Context, root, target, by string) (a
 		newID, err := p.r.ReplayOne(ctx, target, by)
 		switch {
 		case err == nil:
-			p.log.Info("reprocess requested in Salesforce: replaying", slog.String("callout_id", root),
+			p.log.InfoContext(p.w.about(ctx, root, ""), "reprocess requested in Salesforce: replaying",
+				slog.String("callout_id", root),
 				slog.String("dead_letter_id", target), slog.String("replay_id", newID))
 			return answer{policy.RecordReprocessing, newID, started}, true, nil
 		case errors.Is(err, ErrReplaySuperseded) && newID != "" && newID != target && hops < maxSupersededHops:
@@ -361,7 +363,8 @@ func (p *Reprocessor) reprocess(ctx context.Context, root, target, by string) (a
 		case errors.Is(err, ErrReplayNoCopy):
 			return p.copyAnswer(ctx, target, started)
 		case errors.Is(err, ErrReplayRefused), errors.Is(err, ErrReplaySuperseded):
-			p.log.Warn("reprocess request refused: Failed Again", slog.String("callout_id", root),
+			p.log.WarnContext(p.w.about(ctx, root, ""), "reprocess request refused: Failed Again",
+				slog.String("callout_id", root),
 				slog.String("dead_letter_id", target), slog.Any("error", err))
 			return answer{policy.RecordFailedAgain, "", started}, false, nil
 		default:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 
@@ -21,7 +20,7 @@ func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
 	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
 		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
 		Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: owner,
-		Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
+		Logger: e.logger()})
 	if err != nil {
 		e.t.Fatal(err)
 	}

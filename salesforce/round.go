@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // item is one claimed outbox entry and how it will be settled.
@@ -40,7 +41,7 @@ type Report struct {
 	// Claimed entries, and how they were settled.
 	Claimed, Done, Retried, Deferred int
 	// Overflow counts the deferred entries that did not fit in this
-	// round's Composite request (MaxCollections collections, the bytes of
+	// round's Composite request (sfapi.MaxCollections collections, the bytes of
 	// salesforce.batch_max_bytes): due again at once.
 	Overflow int
 	// Calls is the Salesforce API calls the round made (token requests
@@ -104,11 +105,11 @@ func stopCode(err error) string {
 	if err == nil || errors.Is(err, errNotTried) {
 		return ""
 	}
-	var e *Error
+	var e *sfapi.Error
 	if errors.As(err, &e) && e.Code != "" {
 		return e.Code
 	}
-	return string(ClassOf(err))
+	return string(sfapi.ClassOf(err))
 }
 
 // paused reports whether writes are paused now, from this replica's memory

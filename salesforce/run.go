@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // Background timing of Run.
@@ -174,7 +175,7 @@ func (w *Writer) PollDiscarded(ctx context.Context) (int, error) {
 func (w *Writer) discardedPoll(ctx context.Context, n *int) sincePoll {
 	return sincePoll{name: discardedPoll, object: FailedCalloutObject,
 		fields: []string{ExternalIDField, "Replay_Callout_Id__c"},
-		where:  "Status__c = " + QuoteSOQL(policy.RecordDiscarded), each: func(r Record, stamp time.Time) error {
+		where:  "Status__c = " + sfapi.QuoteSOQL(policy.RecordDiscarded), each: func(r sfapi.Record, stamp time.Time) error {
 			id, _ := r[ExternalIDField].(string)
 			if id == "" {
 				return nil
@@ -200,10 +201,11 @@ func (w *Writer) discard(ctx context.Context, id string) error {
 	if id == "" {
 		return nil
 	}
+	lctx := w.about(ctx, id, "") // before its record is gone
 	err := w.o.Store.Discard(ctx, id)
 	switch {
 	case err == nil:
-		w.log.Info("dead letter discarded by a Salesforce admin", slog.String("callout_id", id))
+		w.log.InfoContext(lctx, "dead letter discarded by a Salesforce admin", slog.String("callout_id", id))
 		return nil
 	case errors.Is(err, policy.ErrNotFound), errors.Is(err, policy.ErrNotDeadLettered):
 		return nil
@@ -224,7 +226,7 @@ type sincePoll struct {
 	name, object string
 	fields       []string
 	where        string
-	each         func(r Record, stamp time.Time) error
+	each         func(r sfapi.Record, stamp time.Time) error
 }
 
 // statement is the poll's SOQL after watermark mark (zero: none yet).
@@ -245,17 +247,17 @@ func (p sincePoll) statement(mark time.Time) string {
 // following nextRecordsUrl. Each poll then moves its watermark to the
 // newest stamp seen when every call of it succeeded, but not past the
 // oldest record whose call returned ErrPollAgain. Errors: the call's (an
-// *Error), each's (but ErrPollAgain), the outbox's; a poll that failed
+// *sfapi.Error), each's (but ErrPollAgain), the outbox's; a poll that failed
 // keeps its watermark and the next one looks again.
 func (w *Writer) pollAll(ctx context.Context, polls []sincePoll) error {
 	marks := make([]time.Time, len(polls))
-	subs := make([]Subrequest, len(polls))
+	subs := make([]sfapi.Subrequest, len(polls))
 	for i, p := range polls {
 		mark, err := w.o.Outbox.Watermark(ctx, p.name)
 		if err != nil {
 			return err
 		}
-		marks[i], subs[i] = mark, QuerySubrequest(p.name, p.statement(mark))
+		marks[i], subs[i] = mark, sfapi.QuerySubrequest(p.name, p.statement(mark))
 	}
 	res, err := w.o.API.Composite(ctx, subs)
 	if err != nil {
@@ -263,10 +265,10 @@ func (w *Writer) pollAll(ctx context.Context, polls []sincePoll) error {
 	}
 	var errs []error
 	for i, p := range polls {
-		records, qerr := QueryResults(res[i])
-		if qerr != nil && ClassOf(qerr) == Retry && res[i].Status >= 200 && res[i].Status <= 299 {
+		records, qerr := sfapi.QueryResults(res[i])
+		if qerr != nil && sfapi.ClassOf(qerr) == sfapi.Retry && res[i].Status >= 200 && res[i].Status <= 299 {
 			records = nil // a page that is not the whole answer: page through it on its own
-			qerr = w.o.API.Query(ctx, p.statement(marks[i]), func(r Record) error {
+			qerr = w.o.API.Query(ctx, p.statement(marks[i]), func(r sfapi.Record) error {
 				records = append(records, r)
 				return nil
 			})
@@ -283,7 +285,7 @@ func (w *Writer) pollAll(ctx context.Context, polls []sincePoll) error {
 
 // applyPoll calls the poll's each with every record and moves its
 // watermark (pollAll).
-func (w *Writer) applyPoll(ctx context.Context, p sincePoll, mark time.Time, records []Record) error {
+func (w *Writer) applyPoll(ctx context.Context, p sincePoll, mark time.Time, records []sfapi.Record) error {
 	var hold time.Time // the oldest stamp to see again
 	newest := mark
 	for _, r := range records {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // errNotTried marks a write the round did not send: writes were paused,
@@ -68,12 +69,12 @@ func (s *sender) call(ctx context.Context, f func() error) error {
 		}
 		return nil
 	}
-	switch class := ClassOf(err); class {
-	case LimitExceeded:
+	switch class := sfapi.ClassOf(err); class {
+	case sfapi.LimitExceeded:
 		s.stop, s.until = err, w.pause(ctx, pauseAPILimit)
-	case StorageFull:
+	case sfapi.StorageFull:
 		s.stop, s.until = err, w.pause(ctx, pauseStorage)
-	case ConcurrentLimit, InvalidSession, AuthFailed, Retry, Maintenance:
+	case sfapi.ConcurrentLimit, sfapi.InvalidSession, sfapi.AuthFailed, sfapi.Retry, sfapi.Maintenance:
 		s.stop, s.until = err, w.deferWrites(ctx, "", class, now)
 		if w.refusalStarted(class) {
 			w.log.Error("Salesforce call failed; its batch and the writes behind it wait in the outbox "+
@@ -81,7 +82,7 @@ func (s *sender) call(ctx context.Context, f func() error) error {
 				"counts each by result)", slog.String("class", string(class)), slog.Time("until", s.until),
 				slog.Any("error", err))
 		}
-	case Rejected:
+	case sfapi.Rejected:
 		// A whole call refused as it is (a JSON 4xx: a resource or version the
 		// org does not have): its writes back off towards RejectedCeiling
 		// (settleErr), counted and logged once until a call succeeds.
@@ -97,7 +98,7 @@ func (s *sender) call(ctx context.Context, f func() error) error {
 // refusalStarted notes a failed call of class and reports whether it is
 // the first of its kind since the last call that succeeded (the one to
 // log: an outage or a maintenance window logs one line, not one a call).
-func (w *Writer) refusalStarted(class Class) bool {
+func (w *Writer) refusalStarted(class sfapi.Class) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	first := w.refusing != class
@@ -122,10 +123,10 @@ func (w *Writer) refusalEnded() {
 // (concurrentBackoff), after a rejection towards RejectedCeiling, else
 // with backoff. It returns when they may be tried again; a deferral that
 // cannot be stored still holds this round's writes until then.
-func (w *Writer) deferWrites(ctx context.Context, scope string, class Class, now time.Time) time.Time {
+func (w *Writer) deferWrites(ctx context.Context, scope string, class sfapi.Class, now time.Time) time.Time {
 	var d policy.Deferral
 	var err error
-	if class == AuthFailed {
+	if class == sfapi.AuthFailed {
 		// The token layer holds mints back on its own backoff (no request,
 		// no API call, while it lasts), so the writes try again soon, and a
 		// refused mint is not counted: the first token that works meets the
@@ -134,9 +135,9 @@ func (w *Writer) deferWrites(ctx context.Context, scope string, class Class, now
 	} else {
 		d, err = w.o.Outbox.Defer(ctx, scope, func(fails int) time.Time {
 			switch class {
-			case ConcurrentLimit:
+			case sfapi.ConcurrentLimit:
 				return now.Add(concurrentBackoff(fails))
-			case Rejected:
+			case sfapi.Rejected:
 				return now.Add(rejectedBackoff(fails))
 			}
 			return now.Add(w.backoff(fails))
@@ -188,8 +189,8 @@ func (w *Writer) nextCall() time.Time {
 // is deferred, not counted as a failed try): not tried this round, the
 // daily API limit, or the org's storage full.
 func (s *sender) notTried(err error) bool {
-	c := ClassOf(err)
-	return errors.Is(err, errNotTried) || c == LimitExceeded || c == StorageFull
+	c := sfapi.ClassOf(err)
+	return errors.Is(err, errNotTried) || c == sfapi.LimitExceeded || c == sfapi.StorageFull
 }
 
 // settleErr settles an entry whose write failed with err: deferred when it
@@ -211,7 +212,7 @@ func (w *Writer) settleErr(s *sender, it *item, err error) {
 func (w *Writer) retry(it *item, err error) {
 	now := w.o.Now()
 	at := now.Add(w.backoff(it.Tries + 1))
-	if ClassOf(err) == Rejected {
+	if sfapi.ClassOf(err) == sfapi.Rejected {
 		at = now.Add(rejectedBackoff(it.Tries + 1))
 	}
 	w.retryAt(it, err, at)

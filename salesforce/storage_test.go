@@ -1,7 +1,6 @@
 package salesforce
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func TestStorageLimitPausesTheOutbox(t *testing.T) {
 	other, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
 		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
 		Metrics: otherMetrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-2",
-		Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
+		Logger: e.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ type SubscriptionOptions struct {
 	// lease and its Now is the clock.
 	Reprocessor *Reprocessor
 	// PubSub reads the change events (authenticated by
-	// Client.PubSubAuth).
+	// sfapi.Client.PubSubAuth).
 	PubSub *pubsub.Client
 	State  SubscriptionState
 	// Batch is num_requested per FetchRequest (default pubsub.MaxBatch).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // stuckAPI is a Salesforce whose Composite calls never answer (a replica
@@ -21,7 +22,7 @@ type stuckAPI struct {
 	release chan struct{}
 }
 
-func (s *stuckAPI) Composite(ctx context.Context, subs []Subrequest) ([]SubResult, error) {
+func (s *stuckAPI) Composite(ctx context.Context, subs []sfapi.Subrequest) ([]sfapi.SubResult, error) {
 	select {
 	case <-s.entered:
 	default:

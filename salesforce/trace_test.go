@@ -2,13 +2,16 @@ package salesforce
 
 import (
 	"context"
-	"log/slog"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
@@ -23,7 +26,7 @@ func (e *env) tracedWriter(t *testing.T) *tracetest.SpanRecorder {
 	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
 		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
 		Metrics: e.metrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-1",
-		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), TracerProvider: tp})
+		Logger: e.logger(), TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,4 +93,66 @@ func TestWriteBatchSpan(t *testing.T) {
 	if code != "REQUEST_LIMIT_EXCEEDED" || failed.Status().Code.String() != "Error" || batchAttrs(failed)["salesforce.entries_deferred"] == 0 {
 		t.Errorf("stopped round: code %q status %v attributes %v", code, failed.Status(), batchAttrs(failed))
 	}
+}
+
+// TestSinkLinesCarryTheCallersTrace (contract §12 "Log fields"; docs/operating.md
+// "Logs"): a line of the Salesforce writer about one callout — its
+// Failed_Callout__c record refused, its reprocess request replayed —
+// carries the callout_id and the trace_id of the caller's traceparent kept
+// with the callout, with the tracing exporter off and on (then the caller's
+// trace, not the writer's batch span); a callout accepted without one logs
+// no trace_id.
+func TestSinkLinesCarryTheCallersTrace(t *testing.T) {
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	for _, traced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exporter %v", traced), func(t *testing.T) {
+			e := newEnv(t)
+			if traced {
+				e.tracedWriter(t)
+			}
+			stored := e.scheduled("orders", 2, func(nc *policy.NewCallout) {
+				nc.TraceContext = "00-" + traceID + "-b7ad6b7169203331-01"
+			}, failed503(policy.ActionDeadLetter, policy.DeadLetterExhausted))
+			untraced := e.deadLetters("orders", 1)[0]
+			for _, id := range []string{stored[0], untraced} {
+				e.emu.InjectRecord(sfemu.RecordFault{ExtID: id, Code: "FIELD_CUSTOM_VALIDATION_EXCEPTION",
+					Message: "refused by a validation rule"})
+			}
+			if _, err := e.writer.Round(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			e.request(stored[1])
+			_, p := e.replica("replica-2", e.replays("replays"))
+			if rep := poll(t, p); rep.Replayed != 1 {
+				t.Fatalf("poll replayed %d, want 1", rep.Replayed)
+			}
+			for _, c := range []struct{ msg, id, trace string }{
+				{"Salesforce rejected a Failed_Callout__c record", stored[0], traceID},
+				{"Salesforce rejected a Failed_Callout__c record", untraced, ""},
+				{"reprocess requested in Salesforce: replaying", stored[1], traceID},
+			} {
+				line := logLine(t, e.logs.String(), c.msg, c.id)
+				if got, _ := line["trace_id"].(string); got != c.trace {
+					t.Errorf("%q of %s: trace_id %q, want %q\n%v", c.msg, c.id, got, c.trace, line)
+				}
+			}
+		})
+	}
+}
+
+// logLine returns the JSON log line of logs whose msg starts with msg and
+// whose callout_id is id; the test fails without one.
+func logLine(t *testing.T, logs, msg, id string) map[string]any {
+	t.Helper()
+	for l := range strings.Lines(logs) {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil {
+			continue
+		}
+		if got, _ := m["msg"].(string); strings.HasPrefix(got, msg) && m["callout_id"] == id {
+			return m
+		}
+	}
+	t.Fatalf("no log line %q with callout_id %s:\n%s", msg, id, logs)
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -139,25 +140,8 @@ func TestConcurrentLimitPausesBriefly(t *testing.T) {
 	if e.emu.Calls("token") != 1 {
 		t.Errorf("%d token calls: a limit never re-authenticates", e.emu.Calls("token"))
 	}
-	if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(ConcurrentLimit))); got != 2 {
+	if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(sfapi.ConcurrentLimit))); got != 2 {
 		t.Errorf("requests{concurrent_limit} = %v, want 2", got)
-	}
-}
-
-// TestDailyLimitStillPauses: the daily limit's message keeps the long
-// pause (limit_pause).
-func TestDailyLimitStillPauses(t *testing.T) {
-	for _, c := range []struct {
-		body string
-		want Class
-	}{
-		{sfemu.LimitExceeded, LimitExceeded}, {sfemu.ConcurrentLimitExceeded, ConcurrentLimit},
-		{`[{"message":"ConcurrentRequests (Concurrent API Requests) Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`,
-			ConcurrentLimit},
-	} {
-		if got := parseError("x", 403, []byte(c.body)).Class; got != c.want {
-			t.Errorf("%s: class %s, want %s", c.body, got, c.want)
-		}
 	}
 }
 
@@ -166,8 +150,8 @@ func TestDailyLimitStillPauses(t *testing.T) {
 // failed record.
 func TestEventEnqueuedIsSuccess(t *testing.T) {
 	e := newEnv(t)
-	res, err := e.client.Composite(ctxT(t), []Subrequest{CreateSubrequest("ev", CalloutResultEvent,
-		[]Record{{"Callout_Id__c": "c1", "Endpoint__c": "orders", "State__c": "succeeded", "Body_Truncated__c": false}})})
+	res, err := e.client.Composite(ctxT(t), []sfapi.Subrequest{sfapi.CreateSubrequest("ev", CalloutResultEvent,
+		[]sfapi.Record{{"Callout_Id__c": "c1", "Endpoint__c": "orders", "State__c": "succeeded", "Body_Truncated__c": false}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +165,7 @@ func TestEventEnqueuedIsSuccess(t *testing.T) {
 		len(raw[0].Errors) != 1 || raw[0].Errors[0].StatusCode != "OPERATION_ENQUEUED" {
 		t.Fatalf("emulator's publish result = %s (%v), want success with OPERATION_ENQUEUED", res[0].Body, err)
 	}
-	errs, cerr := CollectionResults("create", res[0], 1)
+	errs, cerr := sfapi.CollectionResults("create", res[0], 1)
 	if cerr != nil || errs[0] != nil {
 		t.Errorf("OPERATION_ENQUEUED read as a failure: %v %v", cerr, errs)
 	}

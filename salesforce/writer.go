@@ -15,8 +15,10 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // Store is what the writer reads and changes in the proxy's own store. The
@@ -94,11 +96,11 @@ type Shared interface {
 	SetWatermark(ctx context.Context, name string, t time.Time) error
 }
 
-// API is what the writer calls in Salesforce. *Client implements it.
+// API is what the writer calls in Salesforce. *sfapi.Client implements it.
 type API interface {
-	Composite(ctx context.Context, subs []Subrequest) ([]SubResult, error)
-	InvokeAction(ctx context.Context, action string, inputs []Record) ([]error, error)
-	Query(ctx context.Context, statement string, each func(Record) error) error
+	Composite(ctx context.Context, subs []sfapi.Subrequest) ([]sfapi.SubResult, error)
+	InvokeAction(ctx context.Context, action string, inputs []sfapi.Record) ([]error, error)
+	Query(ctx context.Context, statement string, each func(sfapi.Record) error) error
 	UsageRatio() float64
 }
 
@@ -121,9 +123,9 @@ const (
 	ConcurrentBackoff = 2 * time.Second
 	ConcurrentMax     = time.Minute
 	// PerRound is the most entries one round claims: what one Composite
-	// request carries at most (MaxCollections collections of
-	// MaxCollection records).
-	PerRound = MaxCollections * MaxCollection
+	// request carries at most (sfapi.MaxCollections collections of
+	// sfapi.MaxCollection records).
+	PerRound = sfapi.MaxCollections * sfapi.MaxCollection
 )
 
 // Endpoint is what the writer needs of one configured endpoint.
@@ -204,16 +206,16 @@ type Writer struct {
 	tr   *tracing.Tracer // nil: tracing off
 
 	mu         sync.Mutex
-	pausedTill time.Time // a known pause of every write
-	pauseWhy   string    // why (pauseAPILimit, pauseStorage), as last known; "" none
-	nextCallAt time.Time // while slowed down: the earliest next call
-	slowed     bool      // API usage was at or above api_usage_slowdown
-	notifType  string    // cached CustomNotificationType id
-	rr         int       // rounds started: the first shard claimed rotates
-	refusing   Class     // the class of the failed calls since the last success ("" none)
+	pausedTill time.Time   // a known pause of every write
+	pauseWhy   string      // why (pauseAPILimit, pauseStorage), as last known; "" none
+	nextCallAt time.Time   // while slowed down: the earliest next call
+	slowed     bool        // API usage was at or above api_usage_slowdown
+	notifType  string      // cached CustomNotificationType id
+	rr         int         // rounds started: the first shard claimed rotates
+	refusing   sfapi.Class // the class of the failed calls since the last success ("" none)
 	// refusedRecords are the classes of record refusals logged since the
 	// last record saved (recordRefused).
-	refusedRecords map[Class]bool
+	refusedRecords map[sfapi.Class]bool
 }
 
 // NewWriter returns a Writer with o's defaults filled in. Errors: a
@@ -259,7 +261,7 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 		sf.APIUsageSlowdown = config.DefaultAPIUsageSlowdown
 	}
 	w := &Writer{o: o, sf: sf, log: o.Logger.With(slog.String("component", "salesforce")),
-		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil), refusedRecords: map[Class]bool{}}
+		wake: make(chan struct{}, 1), tr: tracing.New(o.TracerProvider, nil), refusedRecords: map[sfapi.Class]bool{}}
 	if o.Metrics != nil {
 		o.Metrics.writer.Store(w) // the scrape-time gauges read this writer's outbox and client
 	}
@@ -272,6 +274,24 @@ func (w *Writer) Wake() {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// about returns ctx for a log line about callout id (contract §12 "Log
+// fields"): the handler of logx.New adds its callout_id and the caller's
+// trace_id, from stored, the trace context the callout was accepted under
+// (policy.Callout.TraceContext), or when stored is "" from the callout
+// looked up in the store (a line about one callout is rare: a refusal, a
+// reprocess request); a callout gone, or accepted without a traceparent,
+// logs without trace_id. The batch's own span, when tracing is on, is left
+// out: the line is the caller's trace, not the writer's.
+func (w *Writer) about(ctx context.Context, id, stored string) context.Context {
+	if stored == "" {
+		if c, err := w.get(ctx, id); err == nil && c != nil {
+			stored = c.TraceContext
+		}
+	}
+	ctx = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	return logx.WithCallout(logx.WithTraceContext(ctx, stored), id)
 }
 
 // StatusChanged records that the Failed_Callout__c record of dead letter

@@ -17,13 +17,14 @@ import (
 // newSubscription builds the Pub/Sub API subscription to the change events
 // of Failed_Callout__c (salesforce.Subscription: one replica subscribes,
 // the replay id in Redis, the polls as its fallback) over a TLS gRPC
-// connection to salesforce.pubsub, authenticated with the writer's token.
+// connection to salesforce.pubsub, authenticated by auth (the writer's
+// client's token: sfapi.Client.PubSubAuth).
 // It returns nil (the reprocessor then polls on its own) without Salesforce
 // or with pubsub: off, and the function that closes the connection.
 // Errors: the subscription state's scripts (a build defect).
-func newSubscription(cfg *config.Config, sf *salesforce.Writer, rp *salesforce.Reprocessor,
+func newSubscription(cfg *config.Config, auth pubsub.AuthFunc, rp *salesforce.Reprocessor,
 	rdb redis.UniversalClient) (*salesforce.Subscription, func(), error) {
-	if sf == nil || cfg.Salesforce.PubSub == config.PubSubOff {
+	if cfg.Salesforce == nil || cfg.Salesforce.PubSub == config.PubSubOff {
 		return nil, func() {}, nil
 	}
 	conn, err := grpc.NewClient(cfg.Salesforce.PubSub,
@@ -37,7 +38,7 @@ func newSubscription(cfg *config.Config, sf *salesforce.Writer, rp *salesforce.R
 		return nil, nil, err
 	}
 	sub, err := salesforce.NewSubscription(salesforce.SubscriptionOptions{Reprocessor: rp,
-		PubSub: pubsub.New(conn, sf.PubSubAuth), State: state})
+		PubSub: pubsub.New(conn, auth), State: state})
 	if err != nil {
 		_ = conn.Close()
 		return nil, nil, err

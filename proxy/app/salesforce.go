@@ -23,11 +23,13 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/sfsub"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 	"github.com/calloutproxy/callout-proxy/salesforce"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 )
 
 // newSalesforceWriter builds the Salesforce writer of the salesforce
-// section (contract §7, §8): the JWT bearer client and the outbox consumer,
-// with its metrics on reg. It returns nil when the section is absent: dead
+// section (contract §7, §8): the JWT bearer client (returned too: the
+// Pub/Sub subscription authenticates with its token) and the outbox
+// consumer, with its metrics on reg. It returns nil when the section is absent: dead
 // letters then stay in the proxy's own store (contract §10). now is the
 // replica's Redis-corrected clock. store must have
 // been made with redisstore.Options.Outbox set; ob is the outbox its
@@ -35,36 +37,36 @@ import (
 // configuration error).
 func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox.Outbox, reg prometheus.Registerer,
 	getenv func(string) string, logger *slog.Logger, owner string, tp trace.TracerProvider,
-	now func() time.Time) (*salesforce.Writer, error) {
+	now func() time.Time) (*salesforce.Writer, *sfapi.Client, error) {
 	sf := cfg.Salesforce
 	if sf == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	clientID, err := sf.ClientID(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pem, err := os.ReadFile(sf.PrivateKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("salesforce.private_key_file: %w", err)
+		return nil, nil, fmt.Errorf("salesforce.private_key_file: %w", err)
 	}
 	key, err := jwt.ParseRSAPrivateKeyFromPEM(pem)
 	if err != nil {
-		return nil, fmt.Errorf("salesforce.private_key_file: %w", err)
+		return nil, nil, fmt.Errorf("salesforce.private_key_file: %w", err)
 	}
 	m, err := salesforce.NewMetrics(reg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	client, err := salesforce.NewClient(salesforce.Options{
-		Credentials: salesforce.Credentials{LoginURL: sf.LoginURL, Audience: sf.Audience, ClientID: clientID,
+	client, err := sfapi.NewClient(sfapi.Options{
+		Credentials: sfapi.Credentials{LoginURL: sf.LoginURL, Audience: sf.Audience, ClientID: clientID,
 			Username: sf.Username, Key: key},
 		APIVersion: sf.APIVersion, RequestTimeout: sf.RequestTimeout, OnResult: m.Result, Logger: logger,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return salesforce.NewWriter(salesforce.WriterOptions{
+	w, err := salesforce.NewWriter(salesforce.WriterOptions{
 		API: client, Store: store, Outbox: ob, Salesforce: *sf,
 		Endpoints: sfEndpoints(cfg.Endpoints), DeadLetterRetention: cfg.Policy.DeadLetterRetention,
 		IdempotencyRetention: cfg.Policy.IdempotencyRetention,
@@ -73,6 +75,7 @@ func newSalesforceWriter(cfg *config.Config, store *redisstore.Store, ob *outbox
 		// the writer's instants into durations (ARCHITECTURE.md "One clock").
 		Now: now,
 	})
+	return w, client, err
 }
 
 // sfEndpoints is what the Salesforce writer needs of the configured
@@ -144,7 +147,8 @@ func (r *sfRuntime) run(ctx context.Context) {
 // an unreadable key or client id; the subscription state's scripts.
 func (a *App) openSalesforce() error {
 	cfg := a.cfg.Load()
-	sf, err := newSalesforceWriter(cfg, a.store, a.outbox, a.reg, a.o.Getenv, a.logger, randomToken(), a.tp, a.shared)
+	sf, client, err := newSalesforceWriter(cfg, a.store, a.outbox, a.reg, a.o.Getenv, a.logger, randomToken(), a.tp,
+		a.shared)
 	if err != nil {
 		return ConfigError{err}
 	}
@@ -168,7 +172,7 @@ func (a *App) openSalesforce() error {
 	if err != nil {
 		return err
 	}
-	sub, closeSubscription, err := newSubscription(cfg, sf, rp, a.rdb)
+	sub, closeSubscription, err := newSubscription(cfg, client.PubSubAuth, rp, a.rdb)
 	if err != nil {
 		return err
 	}

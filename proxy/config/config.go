@@ -412,7 +412,7 @@ type Salesforce struct {
 	// LoginURL is the https URL tokens are minted at:
 	// https://login.salesforce.com, https://test.salesforce.com or a My
 	// Domain URL. No path, query or fragment. The JWT's `aud` is derived
-	// from it as the Salesforce CLI does (salesforce.JWTAudience): a
+	// from it as the Salesforce CLI does (sfapi.JWTAudience): a
 	// sandbox host gives https://test.salesforce.com, anything else
 	// https://login.salesforce.com.
 	LoginURL string `yaml:"login_url"`

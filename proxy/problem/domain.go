@@ -134,35 +134,27 @@ func FromStore(err error) *Error {
 	return Wrap(StoreUnavailable, unreachableDetail, err)
 }
 
-// CallerRetryAfterCap is the longest Retry-After, in seconds, of the
-// proxy's own answers (contract §2, "Generic HTTP clients"): generic
-// clients (urllib3's Retry, go-retryablehttp) sleep for whatever
-// Retry-After says, with no cap of their own, while the caller that sent
-// the request waits; a breaker's next probe can be 5 minutes away and a
-// 429 pause an hour. 30 s keeps such a wait under the request timeouts
-// callers use (Apex allows 120 s for all of a transaction's callouts) and
-// costs a caller that retries on it two requests a minute.
-const CallerRetryAfterCap = 30
-
 // FromGate is the refusal of a request meeting a shut gate (contract §4, §6):
-// 503 endpoint-disabled; or 503 endpoint-paused (a 429 Retry-After pause)
-// or breaker-open (open, or its one probe out), each with Retry-After in
-// whole seconds until g.Until, when the gate may reopen: at least 1, at
-// most CallerRetryAfterCap. The detail names the real wait.
+// 503 endpoint-disabled, with no Retry-After (only an admin re-enables it);
+// or 503 breaker-open (open, or its one probe out) or endpoint-paused (a
+// 429 Retry-After pause, itself capped at policy.retry_after_cap when it
+// was set, contract §3), each with Retry-After in whole seconds until
+// g.Until, rounded up and at least 1: the next probe of the breaker that
+// holds the caller (its organisation's partition or the endpoint's, as
+// the gate read reports it), or the end of the pause.
 func FromGate(g policy.Gate, now time.Time) *Error {
-	retry, wait := 0, 0
+	wait := 0
 	if !g.Until.IsZero() {
 		wait = max(int((g.Until.Sub(now)+time.Second-1)/time.Second), 1)
-		retry = min(wait, CallerRetryAfterCap)
 	}
 	switch g.State {
 	case policy.GateDisabled:
 		return Errorf(EndpointDisabled, disabledDetail)
 	case policy.GatePaused:
-		return &Error{Code: EndpointPaused, RetryAfter: retry,
+		return &Error{Code: EndpointPaused, RetryAfter: wait,
 			Detail: "the upstream asked for a pause (429 Retry-After); it ends in " + strconv.Itoa(wait) + " s"}
 	default:
-		return &Error{Code: BreakerOpen, RetryAfter: retry,
+		return &Error{Code: BreakerOpen, RetryAfter: wait,
 			Detail: "the endpoint's circuit breaker is open; the next probe is in " + strconv.Itoa(wait) + " s"}
 	}
 }

@@ -40,7 +40,7 @@ const (
 	IdempotencyKeyMissing Code = "idempotency-key-missing" // 400: POST/PATCH without a key
 	IdempotencyKeyInvalid Code = "idempotency-key-invalid" // 400: key syntax
 	IdempotencyMismatch   Code = "idempotency-key-reused"  // 422: same key, other request
-	InFlight              Code = "in-flight"               // 503 (retryable): same key, first attempt running
+	InFlight              Code = "in-flight"               // 409: same key, its synchronous first attempt still running (Retry-After: 1)
 	DeadLettered          Code = "dead-lettered"           // 409: the callout is a dead letter (a synchronous wait that ended one, a repeat of its key)
 	BlockedAddress        Code = "blocked-address"         // 403: SSRF guard refused the address
 	BreakerOpen           Code = "breaker-open"            // 503: reads while the breaker is open
@@ -62,7 +62,7 @@ var statuses = map[Code]int{
 	Unauthorized: 401, Forbidden: 403, UnknownEndpoint: 404, NotFound: 404, NotAdminListener: 404,
 	EndpointDisabled: 503, InvalidRequest: 400, PathEscape: 400, AbsoluteForm: 400,
 	MethodNotAllowed: 405, BodyTooLarge: 413, IdempotencyKeyMissing: 400,
-	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 503,
+	IdempotencyKeyInvalid: 400, IdempotencyMismatch: 422, InFlight: 409,
 	DeadLettered: 409, BlockedAddress: 403, BreakerOpen: 503, EndpointPaused: 503, BacklogFull: 503,
 	StoreUnavailable: 503, ResponseTooLarge: 502, UpstreamUnavailable: 502, UpstreamTimeout: 504,
 	Internal: 500, Overloaded: 503, HeadersTooLarge: 431, RequestTimeout: 408, LoginThrottled: 429,

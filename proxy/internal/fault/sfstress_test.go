@@ -17,6 +17,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/salesforce"
+	"github.com/calloutproxy/callout-proxy/salesforce/sfapi"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -320,9 +321,9 @@ func TestSalesforceTokenRevoked(t *testing.T) {
 	mints := emu.Calls("token")
 	t.Logf("token refused for %s: all %d dead letters in Salesforce %s after the fix; %d token requests in all",
 		time.Since(revoked)-took, len(acc), took.Round(time.Millisecond), mints)
-	if took > salesforce.MintBackoffMax+15*time.Second {
+	if took > sfapi.MintBackoffMax+15*time.Second {
 		t.Errorf("recovery took %s after the fix, want within MintBackoffMax (%s) and a few intervals", took,
-			salesforce.MintBackoffMax)
+			sfapi.MintBackoffMax)
 	}
 	// Two replicas backing off to MintBackoffMax mint about 20 times in two
 	// minutes; a storm (a mint per write or per round) would be hundreds.

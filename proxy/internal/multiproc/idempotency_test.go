@@ -97,17 +97,17 @@ func (s *idemSetup) concurrent(t *testing.T) {
 	}
 	id := winner.Header.Get("Callout-Id")
 	switch {
-	case loser.Status == http.StatusServiceUnavailable:
-		pb := wantProblem(t, loser, http.StatusServiceUnavailable, problem.InFlight, policy.Retryable)
+	case loser.Status == http.StatusConflict:
+		pb := wantProblem(t, loser, http.StatusConflict, problem.InFlight, policy.Rejected)
 		if loser.Header.Get("Retry-After") != "1" || pb.CalloutID != id {
-			t.Errorf("503 in-flight: Retry-After %q, callout_id %q; want 1 and %q", loser.Header.Get("Retry-After"), pb.CalloutID, id)
+			t.Errorf("409 in-flight: Retry-After %q, callout_id %q; want 1 and %q", loser.Header.Get("Retry-After"), pb.CalloutID, id)
 		}
 	case loser.Status == http.StatusCreated:
 		if loser.Header.Get("Idempotent-Replayed") != "true" || string(loser.Body) != string(winner.Body) {
 			t.Errorf("second 201 is not the replayed first result: %v %s", loser.Header, loser.Body)
 		}
 	default:
-		t.Errorf("duplicate answered %d %s, want 503 in-flight or the first result", loser.Status, loser.Body)
+		t.Errorf("duplicate answered %d %s, want 409 in-flight or the first result", loser.Status, loser.Body)
 	}
 	if _, doc := h.status(t, s.b, id, prodIssuer); doc.State != policy.Succeeded || len(doc.Attempts) != 1 {
 		t.Errorf("callout %s: state %s, %d attempts; want succeeded after 1", id, doc.State, len(doc.Attempts))

@@ -15,6 +15,7 @@
 // clients": the tests check the table's claims for them — which of the
 // proxy's answers each retries by default and with the Callout-Outcome
 // recipes given there — and that a caller whose own timeout fires during
-// the synchronous attempt waits out its in-flight callout (503 in-flight,
-// Retry-After 1) and gets its answer instead of stopping at a refusal.
+// the synchronous attempt waits out its in-flight callout (409 in-flight,
+// Retry-After 1: with the recipes, and by default with stripe-go) and gets
+// its answer instead of stopping at the refusal.
 package realclients

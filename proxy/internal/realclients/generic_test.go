@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func newGenericRig(t *testing.T) *genericRig {
 	return &genericRig{p: p, upstream: up, token: proctest.Bearer(t, secret, issuer, 10*time.Minute)}
 }
 
-// releaseAfterInFlight waits until the proxy has answered a retry 503
+// releaseAfterInFlight waits until the proxy has answered a retry 409
 // in-flight (the first attempt of its key still held upstream), then lets
 // the upstream answer. It returns false when no such answer came within
 // 60 s (the client under test never retried).
@@ -66,6 +67,43 @@ func (g *genericRig) releaseAfterInFlight(t *testing.T) bool {
 	return false
 }
 
+// holdFirst sends a POST /callout/api/v1/charges with key from a plain
+// client and returns once the upstream holds it (the synchronous first
+// attempt still running); the function it returns waits for that
+// request's answer, after the test releases the upstream.
+func (g *genericRig) holdFirst(t *testing.T, key string) func() *http.Response {
+	t.Helper()
+	done := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, g.p.URL+"/callout/api/v1/charges", strings.NewReader(`{"amount":1}`))
+		req.Header.Set("Authorization", g.token)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			done <- &http.Response{}
+			return
+		}
+		resp.Body.Close()
+		done <- resp
+	}()
+	for g.upstream.HitsFor("/v1/charges") == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return func() *http.Response { return <-done }
+}
+
+// wantInFlight checks that resp is the proxy's 409 in-flight of contract
+// §5: class rejected, Retry-After 1, a Callout-Id.
+func wantInFlight(t *testing.T, resp *http.Response) {
+	t.Helper()
+	if resp.StatusCode != http.StatusConflict || resp.Header.Get("Callout-Problem") != "in-flight" ||
+		resp.Header.Get("Callout-Outcome") != "rejected" || resp.Header.Get("Retry-After") != "1" ||
+		resp.Header.Get("Callout-Id") == "" {
+		t.Errorf("answer %d %v, want 409 in-flight, rejected, Retry-After 1, a Callout-Id", resp.StatusCode, resp.Header)
+	}
+}
+
 // rejectedCount is how many requests to endpoint the proxy refused with
 // problem code (callout_rejected_total).
 func (g *genericRig) rejectedCount(t *testing.T, endpoint, code string) int {
@@ -73,12 +111,13 @@ func (g *genericRig) rejectedCount(t *testing.T, endpoint, code string) int {
 	return int(max(0, g.p.Metric(t, `callout_rejected_total{code="`+code+`",endpoint="`+endpoint+`"}`)))
 }
 
-// TestProxysRetryAfterIsCapped: a breaker whose probe is 5 minutes away
-// answers reads 503 breaker-open with Retry-After 30, the cap of the
-// proxy's own answers (contract §2), and names the real wait in the
-// detail: a generic client that sleeps for Retry-After waits 30 s, not 5
-// minutes.
-func TestProxysRetryAfterIsCapped(t *testing.T) {
+// TestBreakerRetryAfterIsTheNextProbe: a breaker whose probe is 5 minutes
+// away answers reads 503 breaker-open, class rejected, with Retry-After the
+// seconds until that probe (contract §4), as the detail says: a generic
+// client that sleeps for Retry-After (go-retryablehttp, urllib3 without
+// retry_after_max) waits for the probe, so the recipes of contract §2 stop
+// at the rejected class instead.
+func TestBreakerRetryAfterIsTheNextProbe(t *testing.T) {
 	up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 	})
@@ -103,7 +142,9 @@ func TestProxysRetryAfterIsCapped(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Callout-Problem") != "breaker-open" {
 		t.Fatalf("no breaker-open answer: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
-	if ra := resp.Header.Get("Retry-After"); ra != "30" || !regexp.MustCompile(`next probe is in (29\d|300) s`).Match(body) {
-		t.Errorf("Retry-After %q, body %s; want 30 and the probe's real 300 s in the detail", ra, body)
+	ra := resp.Header.Get("Retry-After")
+	if !regexp.MustCompile(`^(29\d|300)$`).MatchString(ra) || !strings.Contains(string(body), "next probe is in "+ra+" s") ||
+		resp.Header.Get("Callout-Outcome") != "rejected" {
+		t.Errorf("Retry-After %q, body %s; want the probe's 300 s (rounded up), also in the detail, class rejected", ra, body)
 	}
 }

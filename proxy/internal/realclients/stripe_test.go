@@ -139,3 +139,58 @@ func (p prefixed) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.URL.Path = p.prefix + c.URL.Path
 	return http.DefaultTransport.RoundTrip(c)
 }
+
+// TestStripeGoRetriesInFlight: stripe-go retries a 409 by default (Stripe's
+// own API answers 409 to a request whose key is still being processed),
+// and so does a 409 in-flight of the proxy, with its own backoff (0.5 s
+// growing to 5 s; it does not read Retry-After). A create whose 1 s timeout
+// fires during the synchronous attempt is retried with the same key, meets
+// the 409 in-flight, retries again and gets the first attempt's answer,
+// replayed; the upstream is called once.
+func TestStripeGoRetriesInFlight(t *testing.T) {
+	upstream := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		proctest.Hold(r)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"cus_1","object":"customer"}`))
+	})
+	p := startProxy(t, "", map[string]string{"stripe": upstream.URL})
+	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
+		URL: stripe.String(p.URL), MaxNetworkRetries: stripe.Int64(30),
+		HTTPClient:    &http.Client{Timeout: time.Second, Transport: prefixed{"/callout/stripe"}},
+		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})
+	sc := stripe.NewClient(strings.TrimPrefix(proctest.Bearer(t, secret, issuer, 10*time.Minute), "Bearer "),
+		stripe.WithBackends(&stripe.Backends{API: backend, Connect: backend, Uploads: backend, MeterEvents: backend}))
+	type result struct {
+		c   *stripe.Customer
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		params := &stripe.CustomerCreateParams{Email: stripe.String("x@example.com")}
+		params.SetIdempotencyKey("stripe-in-flight-1")
+		c, err := sc.V1Customers.Create(context.Background(), params)
+		done <- result{c, err}
+	}()
+	met := false
+	for range 1200 {
+		if met = p.Metric(t, `callout_rejected_total{code="in-flight",endpoint="stripe"}`) >= 1; met {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	upstream.Release()
+	r := <-done
+	if !met {
+		t.Fatal("no retry met the in-flight callout within 60 s")
+	}
+	if r.err != nil {
+		t.Fatalf("stripe-go gave up: %v", r.err)
+	}
+	if r.c.ID != "cus_1" || r.c.LastResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("customer %s replayed %q, want cus_1, replayed", r.c.ID, r.c.LastResponse.Header.Get("Idempotent-Replayed"))
+	}
+	if n := upstream.Hits(); n != 1 {
+		t.Errorf("upstream called %d times, want once", n)
+	}
+}

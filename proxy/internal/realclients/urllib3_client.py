@@ -22,14 +22,17 @@ from urllib3.util.retry import Retry
 
 
 class FollowCalloutOutcome(Retry):
-    """Retry what the proxy classes retryable and nothing it classes
-    otherwise; without an answer from the proxy (a timeout, a reset),
-    urllib3's own rules. A 202 is never retried (urllib3 retries no 2xx):
-    the proxy goes on with the callout; poll its Location instead."""
+    """Retry what the proxy classes retryable, and its 409 in-flight (the
+    key's first attempt is still running: ask again after Retry-After),
+    and nothing else it answers; without an answer from the proxy (a
+    timeout, a reset), urllib3's own rules. A 202 is never retried (urllib3
+    retries no 2xx): the proxy goes on with the callout; poll its Location
+    instead."""
 
     def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
         outcome = response.headers.get("Callout-Outcome") if response is not None else None
-        if outcome is not None and outcome != "retryable":
+        in_flight = response is not None and response.headers.get("Callout-Problem") == "in-flight"
+        if outcome is not None and outcome != "retryable" and not in_flight:
             # With raise_on_status=False urllib3 hands this answer back.
             raise MaxRetryError(_pool, url, "Callout-Outcome: " + outcome)
         return super().increment(method, url, response, error, _pool, _stacktrace)
@@ -37,7 +40,7 @@ class FollowCalloutOutcome(Retry):
 
 def retry(policy):
     if policy == "outcome":
-        kw = dict(total=30, backoff_factor=0.1, status_forcelist=[429, 500, 502, 503, 504],
+        kw = dict(total=30, backoff_factor=0.1, status_forcelist=[409, 429, 500, 502, 503, 504],
                   allowed_methods=None,  # writes too: they carry an Idempotency-Key
                   raise_on_status=False)
         if "retry_after_max" in Retry.__init__.__code__.co_varnames:  # urllib3 2.4+

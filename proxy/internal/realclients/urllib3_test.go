@@ -3,6 +3,7 @@ package realclients
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -77,9 +78,10 @@ func statuses(r pyResult) []int {
 // TestURLLib3WaitsOutItsOwnInFlightCallout: requests with urllib3's
 // Retry, following Callout-Outcome, sends a keyed POST whose synchronous
 // attempt outlasts its 1 s read timeout; it retries (a read error), meets
-// 503 in-flight with Retry-After 1, class retryable, waits and retries
-// until it gets the first attempt's 201, replayed. The upstream is called
-// once.
+// 409 in-flight with Retry-After 1, class rejected, which the recipe
+// retries (409 in status_forcelist, in-flight let through), sleeping
+// Retry-After, until it gets the first attempt's 201, replayed. The
+// upstream is called once.
 func TestURLLib3WaitsOutItsOwnInFlightCallout(t *testing.T) {
 	g := newGenericRig(t)
 	wait := runPython(t, "outcome", "POST", g.p.URL+"/callout/api/v1/charges", g.token, "urllib3-inflight-1")
@@ -91,11 +93,36 @@ func TestURLLib3WaitsOutItsOwnInFlightCallout(t *testing.T) {
 	if r.Status != 201 || r.Replayed != "true" || r.Body != `{"id":"ch_1"}` {
 		t.Errorf("final answer %+v, want the first attempt's 201, replayed", r)
 	}
-	if len(tries) < 2 || tries[0] != 0 || !slices.Contains(tries, 503) {
-		t.Errorf("retried tries %v, want a read timeout first, then at least one 503 in-flight", tries)
+	if len(tries) < 2 || tries[0] != 0 || !slices.Contains(tries, 409) {
+		t.Errorf("retried tries %v, want a read timeout first, then at least one 409 in-flight", tries)
 	}
 	if n := g.upstream.HitsFor("/v1/charges"); n != 1 {
 		t.Errorf("upstream called %d times, want once", n)
+	}
+}
+
+// TestURLLib3DefaultsStopAtInFlight: urllib3's Retry, with its defaults or
+// with 503 in status_forcelist, does not retry a 409: a duplicate of a
+// keyed POST whose first attempt is still held upstream gets the 409
+// in-flight (class rejected) back, sent once.
+func TestURLLib3DefaultsStopAtInFlight(t *testing.T) {
+	g := newGenericRig(t)
+	defer g.upstream.Release()
+	first := g.holdFirst(t, "urllib3-default-1")
+	for i, policy := range []string{"default", "forcelist"} {
+		t.Run(policy, func(t *testing.T) {
+			r := runPython(t, policy, "POST", g.p.URL+"/callout/api/v1/charges", g.token, "urllib3-default-1")()
+			if r.Status != 409 || r.Outcome != "rejected" || r.Problem != "in-flight" || len(r.Retried) != 0 {
+				t.Errorf("final answer %+v, want 409 rejected in-flight, not retried", r)
+			}
+			if n := g.rejectedCount(t, "api", "in-flight"); n != i+1 {
+				t.Errorf("the proxy answered in-flight %d times, want %d (no retry)", n, i+1)
+			}
+		})
+	}
+	g.upstream.Release()
+	if r := first(); r.StatusCode != http.StatusCreated {
+		t.Errorf("first request: %d, want 201", r.StatusCode)
 	}
 }
 

@@ -1,4 +1,4 @@
-package salesforce
+package sfapi
 
 import (
 	"strconv"
@@ -90,16 +90,4 @@ func parseUsage(s string) (Usage, bool) {
 		return Usage{}, false
 	}
 	return Usage{Used: x, Limit: y}, true
-}
-
-// ParseLimitInfo reads the api-usage entry of a Sforce-Limit-Info value
-// (ParseLimitInfoHeader): the calls used in the last 24 hours and the
-// org's daily limit. ok is false when there is no well-formed api-usage
-// entry.
-func ParseLimitInfo(v string) (used, limit int64, ok bool) {
-	info, _ := ParseLimitInfoHeader(v)
-	if info.APIUsage.Limit == 0 {
-		return 0, 0, false
-	}
-	return info.APIUsage.Used, info.APIUsage.Limit, true
 }

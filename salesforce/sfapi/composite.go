@@ -1,4 +1,4 @@
-package salesforce
+package sfapi
 
 import (
 	"bytes"
@@ -200,4 +200,21 @@ func QueryResults(r SubResult) ([]Record, error) {
 		return nil, &Error{Op: "query", Class: Retry, Message: "answer is not one whole query result"}
 	}
 	return page.Records, nil
+}
+
+// CollectionIDs returns the record Ids of an sObject Collections answer, in
+// order ("" for a record not saved): each SaveResult/UpsertResult carries
+// its record's id ("Upsert Records Using sObject Collections").
+func CollectionIDs(r SubResult, n int) []string {
+	var results []saveResult
+	out := make([]string, n)
+	if json.Unmarshal(r.Body, &results) != nil || len(results) != n {
+		return out
+	}
+	for i, res := range results {
+		if res.Success {
+			out[i] = res.ID
+		}
+	}
+	return out
 }

@@ -1,8 +1,7 @@
-package salesforce
+package sfapi
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/calloutproxy/callout-proxy/salesforce/pubsub"
 )
@@ -23,15 +22,4 @@ func (c *Client) PubSubAuth(ctx context.Context, renew bool) (pubsub.Auth, error
 		return pubsub.Auth{}, terr
 	}
 	return pubsub.Auth{AccessToken: tok.AccessToken, InstanceURL: tok.InstanceURL, TenantID: tok.OrgID}, nil
-}
-
-// PubSubAuth is Client.PubSubAuth of the writer's API client, for the
-// composition root, which builds the writer from configuration. Errors: the
-// writer's API is not a *Client (a test double), or the mint's.
-func (w *Writer) PubSubAuth(ctx context.Context, renew bool) (pubsub.Auth, error) {
-	c, ok := w.o.API.(*Client)
-	if !ok {
-		return pubsub.Auth{}, fmt.Errorf("salesforce: the writer's API is not a Salesforce client")
-	}
-	return c.PubSubAuth(ctx, renew)
 }

@@ -1,4 +1,4 @@
-package salesforce
+package sfapi
 
 import (
 	"strings"
@@ -42,22 +42,22 @@ func TestJWTAudience(t *testing.T) {
 // audience; a sandbox org refuses it until salesforce.audience says test.
 func TestAudienceRefused(t *testing.T) {
 	e := newEnvWith(t, func(o *sfemu.Options) { o.Audiences = []string{SandboxAudience} })
-	_, err := e.client.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField, []Record{{ExternalIDField: "x"}})
+	_, err := e.client.UpsertCollection(ctxT(t), object, extField, []Record{{extField: "x"}})
 	if ClassOf(err) != AuthFailed || !strings.Contains(err.Error(), "invalid_grant") ||
 		!strings.Contains(err.Error(), "Audience validation failed") {
 		t.Fatalf("sandbox org, production aud: %v, want invalid_grant Audience validation failed", err)
 	}
 	e.client.tokens.creds.Audience = SandboxAudience
 	e.client.tokens.retryAt = e.clk.Now() // no backoff in the way of this check
-	if _, err := e.client.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField,
-		[]Record{{ExternalIDField: "x"}}); err != nil {
+	if _, err := e.client.UpsertCollection(ctxT(t), object, extField,
+		[]Record{{extField: "x"}}); err != nil {
 		t.Fatalf("with salesforce.audience: %v", err)
 	}
 	// The old behaviour — aud = the login URL — is refused.
 	old := newEnv(t)
 	old.client.tokens.creds.Audience = old.emu.URL
-	if _, err := old.client.UpsertCollection(ctxT(t), FailedCalloutObject, ExternalIDField,
-		[]Record{{ExternalIDField: "x"}}); ClassOf(err) != AuthFailed {
+	if _, err := old.client.UpsertCollection(ctxT(t), object, extField,
+		[]Record{{extField: "x"}}); ClassOf(err) != AuthFailed {
 		t.Errorf("aud = the My Domain URL was accepted: %v", err)
 	}
 }

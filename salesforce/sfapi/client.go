@@ -1,4 +1,17 @@
-package salesforce
+// Package sfapi is the proxy's client of the Salesforce REST API, as the
+// integration user: the OAuth 2.0 JWT bearer flow with one cached access
+// token per process ("OAuth 2.0 JWT Bearer Flow for Server-to-Server
+// Integration"), sObject Collections upserts and creates ("Upsert Records
+// Using sObject Collections"), Composite calls of up to 25 subrequests
+// ("Send Multiple Requests Using Composite"), SOQL queries with their pages
+// ("Execute a SOQL Query"), invocable actions ("Invoking Actions", Actions
+// Developer Guide), the Sforce-Limit-Info usage of every
+// answer ("Limit Info Header"), and Salesforce's error answers turned into
+// *Error with a Class ("Status Codes and Error Responses"), and the
+// metadata of Pub/Sub API calls from the same token (PubSubAuth). It knows the
+// REST shapes, not the proxy's objects: package salesforce decides what to
+// write and reads it through its own API interface (docs/salesforce.md).
+package sfapi
 
 import (
 	"bytes"
@@ -220,7 +233,7 @@ func (c *Client) once(ctx context.Context, op string, send request, tok Token) (
 	switch {
 	case rec.err != nil:
 		c.result(string(Retry))
-		return nil, &Error{Op: op, Class: Retry, Err: redactURLError(rec.err)}
+		return nil, &Error{Op: op, Class: Retry, Err: RedactURLError(rec.err)}
 	case !rec.sent:
 		c.result(string(Retry))
 		return nil, &Error{Op: op, Class: Retry, Err: errors.New("request not sent")}

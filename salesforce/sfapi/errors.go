@@ -1,4 +1,4 @@
-package salesforce
+package sfapi
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ const (
 	// and Error Responses"). No record of the org can be saved until an
 	// admin frees storage (or the Failed_Callout__c purge runs), so it is
 	// not a rejection of one record: every write of every replica pauses
-	// for StoragePause and resumes on its own (Writer).
+	// for salesforce.StoragePause and resumes on its own (salesforce.Writer).
 	StorageFull Class = "storage_full"
 	// Maintenance: the answer is not the API's — a redirect (a 3xx other
 	// than 300 and 304, which "Status Codes and Error Responses" gives a
@@ -131,16 +131,16 @@ var retryCodes = map[string]bool{
 	"QUERY_TIMEOUT":                     true,
 }
 
-// readOnlyCode is the error code of a write while the org is in read-only
+// ReadOnlyCode is the error code of a write while the org is in read-only
 // mode (Salesforce Help "Read-Only Mode"; the message says "Updates can't
 // be made during maintenance").
-const readOnlyCode = "INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE"
+const ReadOnlyCode = "INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE"
 
 // classify decides the Class of an error answer from its HTTP status (0 for
 // a record of a collection result) and Salesforce's code.
 func classify(status int, code string) Class {
 	switch {
-	case code == readOnlyCode:
+	case code == ReadOnlyCode:
 		return Maintenance
 	case status >= 300 && status <= 399 && status != http.StatusMultipleChoices && status != http.StatusNotModified:
 		return Maintenance

@@ -1,4 +1,4 @@
-package salesforce
+package sfapi
 
 import (
 	"context"
@@ -147,7 +147,7 @@ func (c Credentials) mint(ctx context.Context, hc *http.Client, now time.Time) (
 	req.Header.Set("Accept", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return Token{}, &Error{Op: op, Class: Retry, Err: redactURLError(err)}
+		return Token{}, &Error{Op: op, Class: Retry, Err: RedactURLError(err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -195,10 +195,10 @@ func isLoginRate(s string) bool {
 	return strings.Contains(s, "login_rate_exceeded") || strings.Contains(s, "login rate exceeded")
 }
 
-// redactURLError drops the URL from a *url.Error: it names only our own
+// RedactURLError drops the URL from a *url.Error (any other error is returned as it is): it names only our own
 // login or instance URL, but keeping errors free of URLs keeps them free of
 // anything a query might carry.
-func redactURLError(err error) error {
+func RedactURLError(err error) error {
 	if ue, ok := err.(*url.Error); ok {
 		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
 	}

@@ -1,27 +1,13 @@
-package salesforce
+package sfapi
 
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
-
-// mintConcurrently makes n concurrent calls that each need a token and
-// returns how many token requests reached the emulator meanwhile.
-func (e *env) mintConcurrently(n int) int {
-	e.t.Helper()
-	before := e.emu.Calls("token")
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() { _, _ = e.client.tokens.get(ctxT(e.t)) })
-	}
-	wg.Wait()
-	return e.emu.Calls("token") - before
-}
 
 // TestMintBackoff: while the token endpoint fails, one replica makes one
 // token request per backoff step however many goroutines need a token —
