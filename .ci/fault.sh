@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fault suite: SIGKILLed replicas and Redis under load, the
 # Salesforce emulator down for a while, toxiproxy between proxy and upstream.
-# Builds cmd/callout-proxy once; each test starts its own redis-server
+# Builds cmd/callout-proxy once (with the faultclock tag; the plain binary
+# is CALLOUT_PROXY_BINARY's when set, as .ci/test.sh sets it); each test starts its own redis-server
 # (appendonly yes, appendfsync always) on a free loopback port in a temp dir
 # and stops it. The suite under 10 minutes, then the 10,000-request reprocess
 # case (about 3 minutes) as a step of its own; loopback only.
@@ -13,8 +14,13 @@ command -v redis-server >/dev/null 2>&1 || { echo "fault.sh: redis-server is req
 
 work=$(mktemp -d)
 trap 'rm -rf "$work" 2>/dev/null || true' EXIT
-echo "== building callout-proxy for the fault suite"
-go build -o "$work/callout-proxy" ./cmd/callout-proxy
+# The binary .ci/test.sh built (CALLOUT_PROXY_BINARY), else one of its own.
+bin=${CALLOUT_PROXY_BINARY:-}
+if [ -z "$bin" ]; then
+  echo "== building callout-proxy for the fault suite"
+  bin="$work/callout-proxy"
+  go build -o "$bin" ./cmd/callout-proxy
+fi
 # The skew case runs replicas whose wall clocks are offset (build tag faultclock).
 go build -tags faultclock -o "$work/callout-proxy-faultclock" ./cmd/callout-proxy
 # The fsync durability level needs WAITAOF (Redis 7.2+); Debian bookworm has
@@ -26,19 +32,14 @@ if v=$(bash proxy/internal/redistest/fetch-valkey.sh "$work/valkey" 2>"$work/val
 else
   echo "== Valkey could not be fetched: the fsync cases skip"; tail -3 "$work/valkey.log"
 fi
-export CALLOUT_FAULT_BINARY="$work/callout-proxy" CALLOUT_FAULT_CLOCK_BINARY="$work/callout-proxy-faultclock"
+export CALLOUT_FAULT_BINARY="$bin" CALLOUT_FAULT_CLOCK_BINARY="$work/callout-proxy-faultclock"
+. .ci/lib.sh
 # run NAME TIMEOUT ARGS…: one go test of the fault package, its log kept and
-# summarised (the whole log on failure).
+# summarised (quiet_v).
 run() {
-  local name=$1 timeout=$2 rc=0; shift 2
+  local name=$1 timeout=$2; shift 2
   echo "== $name"
-  go test -tags fault -count=1 -timeout "$timeout" -v "$@" ./proxy/internal/fault/ >"$work/$name.log" 2>&1 || rc=$?
-  if [ "$rc" -eq 0 ]; then
-    grep -E '^(=== RUN|--- |PASS|FAIL|ok)|_test\.go:[0-9]+:' "$work/$name.log"
-  else
-    cat "$work/$name.log"
-  fi
-  return "$rc"
+  quiet_v "$work/$name.log" go test -tags fault -count=1 -timeout "$timeout" -v "$@" ./proxy/internal/fault/
 }
 rc=0
 run fault-suite 9m -skip '^TestSalesforceReprocessAtOnce$' || rc=$?

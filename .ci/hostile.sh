@@ -7,7 +7,7 @@
 # org's small callout asked every 100 ms (each within 1 s) and the proxy's
 # RSS and Redis's growth measured; then real client libraries through the
 # proxy: stripe-go, go-retryablehttp, and Python's requests with urllib3's
-# Retry (installs python3-requests from Debian when python3 lacks it). Builds cmd/callout-proxy once; starts its own
+# Retry (installs python3-requests from Debian when python3 lacks it). Builds cmd/callout-proxy once (unless CALLOUT_PROXY_BINARY names one); starts its own
 # redis-server on a free loopback port. About 40 s; under 5 minutes;
 # loopback only.
 #   bash .ci/hostile.sh
@@ -30,17 +30,18 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work" 2>/dev/null || true' EXIT
-echo "== building callout-proxy for the hostile suite"
-go build -o "$work/callout-proxy" ./cmd/callout-proxy
-echo "== hostile suite (ulimit -n $(ulimit -n))"
-rc=0
-CALLOUT_HOSTILE_BINARY="$work/callout-proxy" go test -tags hostile -count=1 -timeout 5m -v ./proxy/internal/hostile/ \
-  >"$work/hostile.log" 2>&1 || rc=$?
-if [ "$rc" -eq 0 ]; then
-  grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok)|_test\.go:[0-9]+:' "$work/hostile.log"
-else
-  cat "$work/hostile.log"
+# The binary .ci/test.sh built (CALLOUT_PROXY_BINARY), else one of its own.
+bin=${CALLOUT_PROXY_BINARY:-}
+if [ -z "$bin" ]; then
+  echo "== building callout-proxy for the hostile suite"
+  bin="$work/callout-proxy"
+  go build -o "$bin" ./cmd/callout-proxy
 fi
+echo "== hostile suite (ulimit -n $(ulimit -n))"
+. .ci/lib.sh
+rc=0
+CALLOUT_HOSTILE_BINARY="$bin" quiet_v "$work/hostile.log" go test -tags hostile -count=1 -timeout 5m -v \
+  ./proxy/internal/hostile/ || rc=$?
 # The Python caller needs requests and urllib3: the machine's python3 may
 # have them (pip); else Debian's, for Debian's own interpreter.
 py=python3
@@ -54,6 +55,6 @@ if ! "$py" -c 'import requests, urllib3' 2>/dev/null; then
   fi
 fi
 echo "== real client libraries through the proxy (proxy/internal/realclients, its own module: stripe-go, go-retryablehttp; requests + urllib3 with $py)"
-(cd proxy/internal/realclients && CALLOUT_PROXY_BINARY="$work/callout-proxy" CALLOUT_PYTHON="$py" \
-  CALLOUT_REQUIRE_PYTHON_CLIENTS=1 go test -count=1 -timeout 4m ./...) || rc=$?
+(cd proxy/internal/realclients && CALLOUT_PROXY_BINARY="$bin" CALLOUT_PYTHON="$py" \
+  CALLOUT_REQUIRE_PYTHON_CLIENTS=1 quiet_v "$work/realclients.log" go test -count=1 -timeout 4m -v ./...) || rc=$?
 exit "$rc"

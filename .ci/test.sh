@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what it needs, starts a
 # throwaway Redis (a single node and a 3-master Redis Cluster on free loopback
-# ports), runs the Go checks and tests against them, and cleans up. It ends
-# with one line, "== N passed, N failed, N skipped", over every Go test it
-# ran (proxy/internal/testsum counts them), and naming the step it stopped at
-# when one failed; its exit status is the failing step's.
+# ports), runs every check and test against them, and cleans up. Every step
+# runs under proxy/internal/testsum, which counts its results: go test's
+# (-json and -v), the "ok - …" / "not ok - …" lines of the browser test, and
+# a step that prints none (gofmt, the Apex checks) as one named check; a
+# step that fails without a failed result counts as one failure. Each step
+# ends with its duration ("== gofmt: 2 s"); the suite with the step times
+# and one line, "== N passed, N failed, N skipped; T s", naming the step it
+# stopped at when one failed. Its exit status is the failing step's.
 #   bash .ci/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,22 +25,24 @@ if ((${#need_apt[@]})); then
 fi
 
 work=$(mktemp -d)
-tally="$work/tally" # the Go test results so far (testsum)
+tally="$work/tally" # the results so far (testsum)
 step="setup"
-# begin names the step that runs now, for the closing line.
-begin() { step="$1"; echo "== $1"; }
+times=()    # "name N s" of every step run
+installs=() # background npm installs (below)
 # The suite's own exit status is kept: cleaning up must never turn a pass
 # into a failure (a redis-server still flushing its files into $work made the
 # rm fail once), nor hide a failure.
 cleanup() {
   local rc=$?
+  for pid in "${installs[@]}"; do wait "$pid" 2>/dev/null || true; done # they write into $work
   bash proxy/internal/redistest/start-redis.sh --stop "$work" || true
-  local line="no Go test ran"
+  local line="nothing was counted"
   [ -x "$work/testsum" ] && line=$("$work/testsum" total "$tally" 2>/dev/null || echo "$line")
+  ((${#times[@]})) && echo "== step times: $(printf '%s · ' "${times[@]}" | sed 's/ · $//')"
   if [ "$rc" -eq 0 ]; then
-    echo "== $line"
+    echo "== $line; ${SECONDS} s"
   else
-    echo "== $line; the suite stopped at: $step (exit $rc)"
+    echo "== $line; ${SECONDS} s; the suite stopped at: $step (exit $rc)"
   fi
   rm -rf "$work" 2>/dev/null || { sleep 2; rm -rf "$work" || true; }
   exit "$rc"
@@ -44,34 +50,61 @@ cleanup() {
 trap cleanup EXIT
 go build -o "$work/testsum" ./proxy/internal/testsum
 
-begin "gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
-begin "go vet (and the files behind the fault, sizing and hostile build tags)"
-go vet ./...
-go vet -tags fault,sizing,hostile ./proxy/internal/fault/ ./deploy/sizing/ ./proxy/internal/hostile/
+# run_step NAME WHAT CMD [ARG…]: one step, counted by testsum, timed.
+run_step() {
+  local name=$1 t0=$SECONDS rc=0
+  step="$name"
+  echo "== $name: $2"
+  shift 2
+  "$work/testsum" run "$tally" "$name" "$@" || rc=$?
+  times+=("$name $((SECONDS - t0)) s")
+  echo "== $name: $((SECONDS - t0)) s"
+  return "$rc"
+}
 
-begin "Apex checks (parse, format, metadata)"
-bash apex-stubs/check.sh
+# The two npm installs (network-bound) that the Apex checks and the browser
+# test would each make in turn on a fresh machine run in the background
+# while gofmt and go vet use the cores; those steps wait for them and find
+# node_modules current (when one failed, its step installs again and shows
+# why).
+if command -v npm >/dev/null 2>&1; then
+  (cd apex-stubs && { npm ls --depth=0 >/dev/null 2>&1 || npm ci --no-audit --no-fund --loglevel=error; }) \
+    >"$work/npm-apex.log" 2>&1 &
+  installs+=($!)
+  (cd proxy/admin/console/e2e && { [ -f node_modules/playwright-core/package.json ] ||
+    npm ci --no-audit --no-fund --silent; }) >"$work/npm-e2e.log" 2>&1 &
+  installs+=($!)
+fi
 
-begin "deploy checks (static builds, promtool, metrics named by alerts, kustomize, helm, compose)"
-bash deploy/check.sh
+run_step gofmt "gofmt -l over every Go file" bash -c \
+  'u=$(gofmt -l $(git ls-files "*.go" 2>/dev/null || find . -name "*.go")); [ -z "$u" ] || { echo "gofmt would change:"; echo "$u"; exit 1; }'
+run_step vet "go vet (and the files behind the fault, sizing and hostile build tags)" bash -c \
+  'go vet ./... && go vet -tags fault,sizing,hostile ./proxy/internal/fault/ ./deploy/sizing/ ./proxy/internal/hostile/'
+# Every go test below runs with -vet=off: the step above ran go vet's every
+# analyzer over the same packages (go test's own vet is a subset of them,
+# about 30 s of the go test step on 2 cores).
 
-begin "starting throwaway Redis (single node + 3-master cluster)"
-eval "$(bash proxy/internal/redistest/start-redis.sh "$work")"
+# One callout-proxy binary for every suite that runs it (fault, hostile, the
+# real client libraries, the browser test, the multi-process tests of
+# cmd/callout-proxy: proctest.BuildBinary), instead of a link each.
+run_step build "go build ./cmd/callout-proxy, shared by the suites below (CALLOUT_PROXY_BINARY)" \
+  go build -o "$work/callout-proxy" ./cmd/callout-proxy
+export CALLOUT_PROXY_BINARY="$work/callout-proxy"
+
+for pid in "${installs[@]}"; do wait "$pid" || true; done
+run_step apex "Apex checks (parse, format, metadata)" bash apex-stubs/check.sh
+run_step deploy "deploy checks (static builds, promtool, metrics named by alerts, kustomize, helm, compose)" bash deploy/check.sh
+
+run_step redis "starting throwaway Redis (single node + 3-master cluster)" bash -c \
+  'bash proxy/internal/redistest/start-redis.sh "$1" >"$1/redis.env"' _ "$work"
+eval "$(cat "$work/redis.env")"
 export CALLOUT_TEST_REQUIRE_REAL=1
 
-begin "go test (unit and integration)"
-go test -race -count=1 -timeout 15m -json ./... | "$work/testsum" json "$tally"
-
-begin "sizing measurement (Redis round trips per request, bytes per record; behind the sizing build tag)"
-go test -count=1 -timeout 10m -tags sizing -json ./deploy/sizing/ | "$work/testsum" json "$tally"
-
-begin "fault suite (SIGKILLed replicas and Redis, Salesforce down, toxiproxy)"
-bash .ci/fault.sh | "$work/testsum" text "$tally"
-
-begin "hostile suite (idle connections, slow callers, huge headers and bodies, answers never read; real client libraries)"
-bash .ci/hostile.sh | "$work/testsum" text "$tally"
-
-begin "ops console in headless Chromium (real binary, real Redis; installs chromium and playwright-core)"
-bash proxy/admin/console/e2e/run.sh
+run_step go-test "go test (unit and integration)" go test -race -vet=off -count=1 -timeout 15m -json ./...
+run_step sizing "sizing measurement (Redis round trips per request, bytes per record; behind the sizing build tag)" \
+  go test -vet=off -count=1 -timeout 10m -tags sizing -json ./deploy/sizing/
+run_step fault "fault suite (SIGKILLed replicas and Redis, Salesforce down, toxiproxy)" bash .ci/fault.sh
+run_step hostile "hostile suite (idle connections, slow callers, huge headers and bodies, answers never read; real client libraries)" \
+  bash .ci/hostile.sh
+run_step console-e2e "ops console in headless Chromium (real binary, real Redis; installs chromium and playwright-core)" \
+  bash proxy/admin/console/e2e/run.sh

@@ -169,7 +169,7 @@ func TestE2EReload(t *testing.T) {
 	// A read-scope token may not reload.
 	resp, body = p.reload(t, "viewer-token-value")
 	wantProblem(t, resp, body, 403, problem.Forbidden, policy.Rejected)
-	if !p.logs.HasAudit(map[string]string{"action": "reload", "result": "reload-rejected", "token": "ops"}) ||
+	if !p.logs.HasAudit(map[string]string{"action": "reload", "result": "reload_rejected", "token": "ops"}) ||
 		!p.logs.HasAudit(map[string]string{"action": "reload", "result": "ok", "token": "ops"}) {
 		t.Errorf("the reloads are not audit-logged:\n%s", p.logs)
 	}

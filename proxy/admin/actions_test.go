@@ -161,7 +161,7 @@ func TestAdminStoreErrors(t *testing.T) {
 				}
 				return
 			}
-			e.wantAudit(t, "ops", tt.action, "pay-api", "store-unavailable")
+			e.wantAudit(t, "ops", tt.action, "pay-api", "store_unavailable")
 			if last := e.audits(t)[0]; last["cause"] == nil || last["level"] != "WARN" {
 				t.Errorf("audit line %v, want level WARN with the cause", last)
 			}

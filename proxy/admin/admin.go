@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/admin/console"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
@@ -139,6 +140,11 @@ type Deps struct {
 	// fingerprint (config.Fingerprint), or returns why not with nothing
 	// changed (app.App.Reload).
 	Reload func(ctx context.Context) (fingerprint string, err error)
+	// ConsoleSessions, optional, are the ops console's live sessions, kept
+	// across the admin handlers a process builds (proxy/app passes one, so a
+	// reload ends only the sessions whose token it removed or changed:
+	// console.Sessions). Nil: the console keeps its own.
+	ConsoleSessions *console.Sessions
 }
 
 // server is the admin API over its dependencies.

@@ -79,8 +79,9 @@ func loginThrottled(v auth.Verdict) *problem.Error {
 
 // audit writes the audit line of one admin write action (contract §9): msg
 // "audit" with the token's name ("" when no valid token was presented),
-// the action, the endpoint, the result ("ok" or the problem code) and the
-// caller's address; never a body or a token.
+// the action, the endpoint, the result ("ok", or the problem code as
+// auth.AuditResult writes it: not_found) and the caller's address; never a
+// body or a token.
 type audit struct {
 	s        *server
 	r        *http.Request
@@ -98,7 +99,7 @@ func (a audit) log(level slog.Level, result string, attrs ...slog.Attr) {
 }
 
 // refused audit-logs a refused or failed action at level WARN, with the
-// problem code (problem.From: the one table) as its result, the detail and
+// problem code (problem.From: the one table; auth.AuditResult) as its result, the detail and
 // the cause, and answers with the problem.
 func (a audit) refused(w http.ResponseWriter, err error, attrs ...slog.Attr) {
 	pe := problem.From(err)
@@ -106,6 +107,6 @@ func (a audit) refused(w http.ResponseWriter, err error, attrs ...slog.Attr) {
 	if pe.Err != nil {
 		attrs = append(attrs, slog.String("cause", pe.Err.Error()))
 	}
-	a.log(slog.LevelWarn, string(pe.Code), attrs...)
+	a.log(slog.LevelWarn, auth.AuditResult(pe.Code), attrs...)
 	problem.Write(w, pe)
 }

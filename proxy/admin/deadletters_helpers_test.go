@@ -71,6 +71,7 @@ func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
 func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	t.Helper()
 	e := &dltEnv{clk: clocktest.New(time.UnixMilli(1_700_000_000_000)), logs: &proctest.LogBuffer{}}
+	e.logs.CheckAuditResults(t)
 	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now})
 	tokens := testTokens(t, dltWrite, dltRead)
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))

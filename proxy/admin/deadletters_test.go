@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 )
@@ -43,9 +44,9 @@ func TestDeadLetterRoutesAuth(t *testing.T) {
 					}
 					return
 				}
-				wantToken, wantResult := "viewer", string(problem.Forbidden)
+				wantToken, wantResult := "viewer", auth.AuditResult(problem.Forbidden)
 				if tt.token != dltRead {
-					wantToken, wantResult = "", string(problem.Unauthorized)
+					wantToken, wantResult = "", auth.AuditResult(problem.Unauthorized)
 				}
 				if len(a) != 1 || a[0]["action"] != tt.action || a[0]["token"] != wantToken || a[0]["result"] != wantResult {
 					t.Fatalf("audit = %v, want one %s line by %q, %s", a, tt.action, wantToken, wantResult)
@@ -182,7 +183,7 @@ func TestDiscardRoute(t *testing.T) {
 		dltProblem(t, e.do(t, "GET", "/admin/v1/dead-letters/"+id, dltRead, ""), problem.NotFound)
 		dltProblem(t, e.do(t, "DELETE", "/admin/v1/dead-letters/"+id, dltWrite, ""), problem.NotFound)
 		a := e.audits(t)
-		if len(a) != 2 || a[0]["result"] != "ok" || a[1]["result"] != "not-found" || a[0]["token"] != "ops" ||
+		if len(a) != 2 || a[0]["result"] != "ok" || a[1]["result"] != "not_found" || a[0]["token"] != "ops" ||
 			a[0]["dead_letter_id"] != id {
 			t.Fatalf("audit = %v", a)
 		}

@@ -75,6 +75,7 @@ func admConfig() *config.Config {
 func newAdmEnv(t *testing.T, b redistest.Backend, store EndpointStore) *admEnv {
 	t.Helper()
 	e := &admEnv{now: admT0, logs: &proctest.LogBuffer{}, events: &admEvents{}}
+	e.logs.CheckAuditResults(t)
 	clock := func() time.Time { return e.now }
 	if b.Client != nil {
 		e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: clock})
@@ -185,12 +186,12 @@ func TestAdminAuthAndAudit(t *testing.T) {
 			problem.Unauthorized, &admAudit{"", "breaker_reset", "pay-api", "unauthorized"}},
 		{"unknown endpoint read", "GET", "/admin/v1/endpoints/nope", admReadToken, "", problem.UnknownEndpoint, nil},
 		{"unknown endpoint write", "POST", "/admin/v1/endpoints/nope/disable", admWriteToken, "",
-			problem.UnknownEndpoint, &admAudit{"ops", "disable", "nope", "unknown-endpoint"}},
+			problem.UnknownEndpoint, &admAudit{"ops", "disable", "nope", "unknown_endpoint"}},
 		{"body not JSON", "POST", "/admin/v1/endpoints/pay-api/disable", admWriteToken, "{not json",
-			problem.InvalidRequest, &admAudit{"ops", "disable", "pay-api", "invalid-request"}},
+			problem.InvalidRequest, &admAudit{"ops", "disable", "pay-api", "invalid_request"}},
 		{"body too large", "POST", "/admin/v1/endpoints/pay-api/disable", admWriteToken,
 			`{"reason":"` + strings.Repeat("x", maxActionBody) + `"}`,
-			problem.InvalidRequest, &admAudit{"ops", "disable", "pay-api", "invalid-request"}},
+			problem.InvalidRequest, &admAudit{"ops", "disable", "pay-api", "invalid_request"}},
 		{"GET on an action", "GET", "/admin/v1/endpoints/pay-api/enable", admWriteToken, "",
 			problem.MethodNotAllowed, nil},
 		{"no such admin route", "GET", "/admin/v1/nothing", admWriteToken, "", problem.NotFound, nil},

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
@@ -20,6 +21,7 @@ func newFakeEnv(t *testing.T, dl *fakeDeadLetters, jobs *fakeReplayJobs) *dltEnv
 	t.Helper()
 	tokens := testTokens(t, dltWrite, dltRead)
 	e := &dltEnv{logs: &proctest.LogBuffer{}}
+	e.logs.CheckAuditResults(t)
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	d := Deps{Config: dltConfig(), Tokens: tokens, Logger: logger}
 	if dl != nil { // a nil *fake in the interface would mount the routes
@@ -99,7 +101,7 @@ func TestRoutesAnswerDomainErrors(t *testing.T) {
 				case rt.action == "" && len(a) != 0:
 					t.Errorf("%s %s: a read was audit-logged: %v", rt.method, rt.path, a)
 				case rt.action != "" && (len(a) != 1 || a[0]["action"] != rt.action || a[0]["token"] != "ops" ||
-					a[0]["result"] != string(tt.code)):
+					a[0]["result"] != auth.AuditResult(tt.code)):
 					t.Errorf("%s %s: audit = %v, want one %s line by ops, %s", rt.method, rt.path, a, rt.action, tt.code)
 				}
 			}

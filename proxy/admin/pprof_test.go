@@ -60,7 +60,7 @@ func TestPprof(t *testing.T) {
 		}
 	}
 	want := []struct{ path, result string }{{"/debug/pprof/", "ok"}, {"/debug/pprof/goroutine", "ok"},
-		{"/debug/pprof/profile", "ok"}, {"/debug/pprof/profile", "invalid-request"}}
+		{"/debug/pprof/profile", "ok"}, {"/debug/pprof/profile", "invalid_request"}}
 	if len(audits) != len(want) {
 		t.Fatalf("audit lines = %v, want %d", audits, len(want))
 	}

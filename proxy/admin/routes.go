@@ -68,7 +68,7 @@ func (s *server) routes() http.Handler {
 	// The ops console: pages over these same routes, the session's admin
 	// token as their bearer (proxy/admin/console).
 	r.Mount(console.Base, console.New(console.Deps{API: r, Tokens: s.d.Tokens, Throttle: s.throttle,
-		Issuers: s.d.Config.Auth.Issuers, Logger: s.d.Logger, Now: s.d.Now}))
+		Issuers: s.d.Config.Auth.Issuers, Logger: s.d.Logger, Now: s.d.Now, Sessions: s.d.ConsoleSessions}))
 	r.NotFound(httpx.NotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed)
 	return r

@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/calloutproxy/callout-proxy/proxy/admin/console"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
@@ -143,10 +144,13 @@ type App struct {
 	// stats counts attempts and dead letters per endpoint for the
 	// console's charts and flushes them to Redis every few seconds
 	// (docs/console.md "Charts"); its last flush is at stopBackground.
-	stats   *stats.Recorder
-	wakeups <-chan struct{}
-	sf      *salesforce.Writer
-	sfLoops *sfRuntime
+	stats *stats.Recorder
+	// consoleSessions are the ops console's sessions, kept across reloads:
+	// each generation's admin handler shares them (console.Sessions).
+	consoleSessions *console.Sessions
+	wakeups         <-chan struct{}
+	sf              *salesforce.Writer
+	sfLoops         *sfRuntime
 
 	main, admin     *limit.Listener
 	mainL           net.Listener // main, TLS-wrapped when tls_cert_file is set
@@ -191,7 +195,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if o.Owner == "" {
 		o.Owner = randomToken()
 	}
-	a := &App{o: o, now: o.Now}
+	a := &App{o: o, now: o.Now, consoleSessions: console.NewSessions(0, 0)}
 	defer func() {
 		if err != nil {
 			a.close()

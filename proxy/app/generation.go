@@ -91,6 +91,7 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 		Now: a.shared, Config: cfg, Tokens: admins, Endpoints: a.store, DeadLetters: g.replays,
 		ReplayJobs: g.replays, Callouts: a.store, Keys: a.store, Stats: a.stats, Events: adminEvents, Metrics: a.m,
 		Gatherer: a.reg, Wake: g.disp.Wake, Logger: a.logger, Pprof: cfg.Admin.Pprof, Reload: a.Reload,
+		ConsoleSessions: a.consoleSessions,
 	})
 	// The callout listener's handler applies its own limits (routes.go);
 	// the admin listener gets the connection-level ones here.

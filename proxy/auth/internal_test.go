@@ -3,9 +3,12 @@ package auth
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
 func TestQuote(t *testing.T) {
@@ -65,5 +68,20 @@ func TestRSAKeysForOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAuditResultOfEveryProblemCode: every problem code's audit result is
+// lower-case words joined by underscores (contract §12), the code with its
+// hyphens so replaced.
+func TestAuditResultOfEveryProblemCode(t *testing.T) {
+	word := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+	for _, c := range problem.Codes() {
+		if r := AuditResult(c); !word.MatchString(r) || strings.ReplaceAll(r, "_", "-") != string(c) {
+			t.Errorf("AuditResult(%s) = %q", c, r)
+		}
+	}
+	if got := AuditResult(problem.NotFound); got != "not_found" {
+		t.Errorf("AuditResult(not-found) = %q, want not_found", got)
 	}
 }

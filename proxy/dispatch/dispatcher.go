@@ -15,6 +15,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/attempt"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -29,6 +30,9 @@ type Store interface {
 	// Reap returns up to limit of endpoint's expired leases to the due set
 	// and returns their ids.
 	Reap(ctx context.Context, endpoint string, limit int) ([]string, error)
+	// Get reads a callout's record: the trace context a reaped callout was
+	// accepted under, for its log line (contract §12 "log fields").
+	Get(ctx context.Context, id string) (*policy.Callout, error)
 }
 
 // Options configure a Dispatcher. Config, Store, Upstream, Metrics and
@@ -326,8 +330,15 @@ func (d *Dispatcher) reap(ctx context.Context, ep *config.Endpoint) {
 		return
 	}
 	for _, id := range ids {
-		d.o.Logger.Warn("lease expired; callout returned to the queue",
-			slog.String("endpoint", ep.Name), slog.String("callout_id", id))
+		// The caller's trace_id with the callout_id (contract §12 "log
+		// fields"): one more read, for a lease that expired — a replica
+		// lost mid-attempt, rare. A failed read leaves the trace_id out.
+		var stored string
+		if c, err := d.o.Store.Get(ctx, id); err == nil {
+			stored = c.TraceContext
+		}
+		d.o.Logger.LogAttrs(logx.WithCallout(logx.WithTraceContext(ctx, stored), id), slog.LevelWarn,
+			"lease expired; callout returned to the queue", slog.String("endpoint", ep.Name))
 	}
 }
 

@@ -135,10 +135,14 @@ func (h *harness) newForwarder() *forward.Forwarder {
 }
 
 // dispatcher returns a Dispatcher over store with its own forwarder, the
-// shared clock and metrics, its endings counted in h.ended, jitter 0.5, and o's bounds.
+// shared clock and metrics, its endings counted in h.ended, jitter 0.5, and o's bounds
+// (and o's Logger; none: discarded).
 func (h *harness) dispatcher(store dispatch.Store, o dispatch.Options) *dispatch.Dispatcher {
 	o.Config, o.Store, o.Upstream = h.cfg, store, h.newForwarder()
-	o.Metrics, o.Logger, o.Now = h.m, slog.New(slog.DiscardHandler), h.clk.Now
+	o.Metrics, o.Now = h.m, h.clk.Now
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	o.Ended = func() { h.ended.Add(1) }
 	if o.Rand == nil {
 		o.Rand = fixed(0.5)

@@ -11,6 +11,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -78,6 +79,40 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 		}
 		if n := h.ended.Load(); n != 1 || got.State != policy.Succeeded {
 			t.Errorf("%d endings reported, state %s; want exactly one, succeeded (replica 2's)", n, got.State)
+		}
+	})
+}
+
+// TestLeaseExpiredLine: the warning of a reaped lease (a replica claimed
+// the callout and was lost) carries the callout_id and the trace_id of the
+// traceparent its caller sent, tracing off (contract §12 "log fields").
+func TestLeaseExpiredLine(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+		up := proctest.NewUpstream(t, status(http.StatusOK))
+		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
+		const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		res, err := h.store.Enqueue(ctxT(t), policy.NewCallout{Endpoint: "pay", Issuer: testIssuer,
+			Method: http.MethodPost, Path: "/c", Body: []byte(`{}`),
+			TraceContext: "00-" + traceID + "-00f067aa0ba902b7-01"}, policy.EnqueueOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims, err := h.store.ClaimBatch(ctxT(t), []policy.ClaimRequest{{Endpoint: "pay",
+			ClaimOptions: policy.ClaimOptions{Batch: 1, Lease: time.Second}}}, 1)
+		if err != nil || len(claims) != 1 || len(claims[0].Claimed) != 1 {
+			t.Fatalf("claim = %+v, %v; want the callout", claims, err)
+		}
+		h.clk.Advance(time.Second + policy.LeaseGrace)
+		logs := &proctest.LogBuffer{}
+		o := dispatchOpts()
+		o.Logger, _ = logx.New(logs, logx.Options{})
+		if n := h.round(h.dispatcher(h.newStore(), o)); n != 1 {
+			t.Fatalf("claimed %d after the lease expired, want 1", n)
+		}
+		lines := logs.Records("lease expired; callout returned to the queue")
+		if len(lines) != 1 || lines[0]["callout_id"] != res.ID || lines[0]["trace_id"] != traceID ||
+			lines[0]["endpoint"] != "pay" {
+			t.Fatalf("lease lines = %v, want one with callout_id %s, trace_id %s, endpoint pay", lines, res.ID, traceID)
 		}
 	})
 }

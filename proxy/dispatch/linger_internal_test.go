@@ -91,6 +91,9 @@ func (s *stubStore) ClaimBatch(_ context.Context, reqs []policy.ClaimRequest, _ 
 }
 
 func (s *stubStore) Reap(context.Context, string, int) ([]string, error) { return nil, nil }
+func (s *stubStore) Get(context.Context, string) (*policy.Callout, error) {
+	return nil, policy.ErrNotFound
+}
 
 // A round that claimed nothing but saw more due than it got (another
 // replica claimed its candidates first) starts the next at once; one that

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -40,12 +41,22 @@ func GoTool() string {
 	return filepath.Join(root, "bin", "go")
 }
 
+// EnvBinary names an environment variable holding the path of a
+// callout-proxy binary built from this tree without -race (go build
+// ./cmd/callout-proxy): BuildBinary returns it instead of linking another.
+// .ci/test.sh builds one for all its suites.
+const EnvBinary = "CALLOUT_PROXY_BINARY"
+
 // BuildBinary builds MainPackage into dir/callout-proxy, with -race when
-// race is true, and returns its path. It builds in the main module's root
-// (found from this file's path), so a test of another module that imports
-// this package (proxy/internal/realclients) builds the same binary. Errors
-// carry the go command's output.
+// race is true, and returns its path; without -race it returns EnvBinary's
+// binary when that is set. It builds in the main module's root (found from
+// this file's path), so a test of another module that imports this package
+// (proxy/internal/realclients) builds the same binary. Errors carry the go
+// command's output.
 func BuildBinary(dir string, race bool) (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" && !race {
+		return p, nil
+	}
 	bin := filepath.Join(dir, "callout-proxy")
 	args := []string{"build", "-o", bin}
 	if race {
@@ -195,6 +206,24 @@ func (b *LogBuffer) MustRecords(t testing.TB, msg string) []map[string]any {
 
 // Audits returns the decoded "audit" lines of the admin API.
 func (b *LogBuffer) Audits() []map[string]any { return b.Records("audit") }
+
+// auditResult is the form of every audit line's result: the contract's
+// vocabulary, lower-case words joined by underscores (docs/contract.md §12).
+var auditResult = regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+
+// CheckAuditResults registers a check, run when t ends, that every audit
+// line written to b by then has a result in the contract's vocabulary
+// (docs/contract.md §12: not_found, never not-found; auth.AuditResult).
+func (b *LogBuffer) CheckAuditResults(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, m := range b.Audits() {
+			if r, _ := m["result"].(string); !auditResult.MatchString(r) {
+				t.Errorf("audit line %v: result %q is not lower-case words joined by underscores (contract §12)", m, r)
+			}
+		}
+	})
+}
 
 // HasAudit reports whether an audit line has every key=value of want
 // (string values).

@@ -34,6 +34,9 @@ type testEnv struct {
 	cfg   *config.Config
 	logs  *proctest.LogBuffer
 	seeds atomic.Uint64
+	// traceContext, when set, is the stored trace context of what seed
+	// makes (policy.NewCallout.TraceContext).
+	traceContext string
 }
 
 // testConfig has pay-api and crm-api, with the default policy.
@@ -93,7 +96,7 @@ func (e *testEnv) seed(t *testing.T, endpoint, key string, status int, reason po
 	nc := policy.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com",
 		Method: http.MethodPost, Path: "/v1/charges",
 		Header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {`"` + key + `"`}},
-		Body:   []byte(`{"key":"` + key + `"}`), IdempotencyKey: key}
+		Body:   []byte(`{"key":"` + key + `"}`), IdempotencyKey: key, TraceContext: e.traceContext}
 	if _, err := e.store.Enqueue(ctx, nc, policy.EnqueueOptions{}); err != nil {
 		t.Fatalf("seed %s: %v", key, err)
 	}

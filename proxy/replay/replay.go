@@ -23,6 +23,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
@@ -188,6 +189,10 @@ type Result struct {
 	// Gate is the gate a new chain met: shut (breaker open, probing,
 	// paused) when it is held.
 	Gate policy.Gate
+	// TraceContext is the dead letter's stored trace context (its caller's,
+	// policy.Callout.TraceContext): the trace_id of the log lines about it
+	// (contract §12 "log fields").
+	TraceContext string
 }
 
 // ReplayOne replays dead letter id on behalf of by (an admin token's name,
@@ -229,7 +234,7 @@ func (s *Service) Replay(ctx context.Context, id, by, jobID string) (Result, err
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.String("detail", err.Error()))
 	}
-	s.o.Logger.LogAttrs(ctx, level, "audit", attrs...)
+	s.o.Logger.LogAttrs(logx.WithTraceContext(ctx, r.TraceContext), level, "audit", attrs...)
 	if err == nil && r.Created && r.State == policy.Held && s.o.Metrics != nil {
 		s.o.Metrics.Deferred.WithLabelValues(r.Endpoint, string(r.Gate.State)).Inc()
 	}
@@ -260,7 +265,7 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 	if err != nil {
 		return Result{DeadLetterID: id}, err
 	}
-	r = Result{DeadLetterID: id, Endpoint: c.Endpoint}
+	r = Result{DeadLetterID: id, Endpoint: c.Endpoint, TraceContext: c.TraceContext}
 	traceContext := c.TraceContext
 	if s.tr != nil && !dry {
 		var span *tracing.Span
@@ -310,8 +315,8 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 		return r, nil
 	}
 	if _, err := s.o.Store.MarkReplayed(ctx, id, res.ID); err != nil {
-		s.o.Logger.Warn("replay: could not note the replay on its dead letter", slog.String("callout_id", id),
-			slog.String("replay_id", res.ID), slog.Any("error", err))
+		s.o.Logger.LogAttrs(logx.WithCallout(logx.WithTraceContext(ctx, c.TraceContext), id), slog.LevelWarn,
+			"replay: could not note the replay on its dead letter", slog.String("replay_id", res.ID), slog.Any("error", err))
 	}
 	if s.o.Wake != nil {
 		s.o.Wake()

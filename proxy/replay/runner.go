@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/logx"
 )
 
 // Wake makes Run look for jobs now (after a job was created here). It
@@ -308,7 +309,7 @@ func (r *jobRun) replayItem(ctx context.Context, dl string) {
 	} else {
 		res, err = r.s.Replay(ictx, dl, r.by, r.id)
 	}
-	r.record(ictx, ItemOf(dl, res, err, r.spec.DryRun))
+	r.record(logx.WithTraceContext(ictx, res.TraceContext), ItemOf(dl, res, err, r.spec.DryRun))
 }
 
 // ItemOf is the job item a replay (or, with dry, a Preview) of dead letter
@@ -345,11 +346,12 @@ func ItemOf(dl string, res Result, err error, dry bool) policy.ReplayItem {
 }
 
 // record stores an item's result; a failure is logged (the item then shows
-// as interrupted once the job ends).
+// as interrupted once the job ends), with the dead letter's callout_id and
+// the trace_id ctx carries (logx.WithTraceContext: its caller's).
 func (r *jobRun) record(ctx context.Context, it policy.ReplayItem) {
 	if _, err := r.s.o.Jobs.FinishItem(ctx, r.id, it); err != nil {
-		r.s.o.Logger.Warn("replay: recording an item failed", slog.String("job_id", r.id),
-			slog.String("callout_id", it.DeadLetterID), slog.Any("error", err))
+		r.s.o.Logger.LogAttrs(logx.WithCallout(ctx, it.DeadLetterID), slog.LevelWarn,
+			"replay: recording an item failed", slog.String("job_id", r.id), slog.Any("error", err))
 	}
 }
 

@@ -89,11 +89,16 @@ type Deps struct {
 	// crypto/rand.Reader.
 	Rand io.Reader
 	// SessionLifetime is a session's lifetime. Default
-	// DefaultSessionLifetime.
+	// DefaultSessionLifetime. Unused with Sessions (NewSessions's).
 	SessionLifetime time.Duration
 	// MaxSessionsPerToken bounds each token's live sessions. Default
-	// DefaultMaxSessionsPerToken.
+	// DefaultMaxSessionsPerToken. Unused with Sessions.
 	MaxSessionsPerToken int
+	// Sessions, optional, are the live sessions, shared with the consoles
+	// built before this one (proxy/app passes one for the process, so that a
+	// reload keeps them: Sessions). Nil: a set of this console's own, of
+	// SessionLifetime and MaxSessionsPerToken.
+	Sessions *Sessions
 }
 
 //go:embed templates/*.html
@@ -104,9 +109,8 @@ var staticFS embed.FS
 
 // console is the console's handler state; it holds no package-level state.
 type console struct {
-	d        Deps
-	sessions *sessions
-	pages    *pages
+	d     Deps
+	pages *pages
 	// counts are the endpoints' dead letters not replayed, reused briefly.
 	counts counts
 }
@@ -128,13 +132,10 @@ func New(d Deps) http.Handler {
 	if d.Rand == nil {
 		d.Rand = rand.Reader
 	}
-	if d.SessionLifetime <= 0 {
-		d.SessionLifetime = DefaultSessionLifetime
+	if d.Sessions == nil {
+		d.Sessions = NewSessions(d.SessionLifetime, d.MaxSessionsPerToken)
 	}
-	if d.MaxSessionsPerToken <= 0 {
-		d.MaxSessionsPerToken = DefaultMaxSessionsPerToken
-	}
-	c := &console{d: d, sessions: newSessions(d.SessionLifetime, d.MaxSessionsPerToken), pages: mustParsePages()}
+	c := &console{d: d, pages: mustParsePages()}
 	return c.routes()
 }
 

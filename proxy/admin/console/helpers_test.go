@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/admin"
+	"github.com/calloutproxy/callout-proxy/proxy/admin/console"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
@@ -53,7 +55,29 @@ type env struct {
 	srv   *httptest.Server
 	// stats is the per-endpoint counts the charts read (one replica's).
 	stats *stats.Recorder
+	// deps built the handler srv serves (h); reload builds another on them.
+	deps admin.Deps
+	h    atomic.Pointer[http.Handler]
 }
+
+// reload serves a new admin handler, as a configuration reload does
+// (proxy/app): e's dependencies and console sessions, the admin tokens
+// of tokens (their values from the environment W and R).
+func (e *env) reload(t *testing.T, tokens ...config.AdminToken) {
+	t.Helper()
+	cfg := *e.cfg
+	cfg.Admin.Tokens = tokens
+	at, err := auth.NewAdminTokens(cfg.Admin, testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.deps.Config, e.deps.Tokens = &cfg, at
+	h := admin.New(e.deps)
+	e.h.Store(&h)
+}
+
+// testEnv is the environment of the admin tokens' values.
+func testEnv(k string) string { return map[string]string{"W": writeToken, "R": readToken}[k] }
 
 // testConfig has pay-api and crm-api with the default policy, breaker
 // threshold 3.
@@ -86,6 +110,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	t.Helper()
 	e := &env{clk: clocktest.New(t0), cfg: testConfig(), logs: &proctest.LogBuffer{}}
+	e.logs.CheckAuditResults(t)
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
 	e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s),
@@ -96,9 +121,7 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	e.svc = replay.New(replay.Options{Config: e.cfg, Store: e.store, Jobs: js, Owner: "replica-1",
 		Logger: logger, Now: e.clk.Now, Sleep: e.clk.Sleep})
-	tokens, err := auth.NewAdminTokens(e.cfg.Admin, func(k string) string {
-		return map[string]string{"W": writeToken, "R": readToken}[k]
-	})
+	tokens, err := auth.NewAdminTokens(e.cfg.Admin, testEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +130,14 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 		t.Fatal(err)
 	}
 	e.stats = stats.New(b.Client, stats.Options{Now: e.clk.Now})
-	h := admin.New(admin.Deps{Config: e.cfg, Tokens: tokens, Endpoints: e.store, DeadLetters: e.svc,
+	e.deps = admin.Deps{Config: e.cfg, Tokens: tokens, Endpoints: e.store, DeadLetters: e.svc,
 		ReplayJobs: e.svc, Keys: e.store, Callouts: e.store, Metrics: m, Logger: logger, Now: e.clk.Now,
-		Stats: e.stats})
-	e.srv = httptest.NewServer(h)
+		Stats: e.stats, ConsoleSessions: console.NewSessions(0, 0)}
+	h := admin.New(e.deps)
+	e.h.Store(&h)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*e.h.Load()).ServeHTTP(w, r)
+	}))
 	t.Cleanup(e.srv.Close)
 	return e
 }

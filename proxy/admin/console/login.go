@@ -73,7 +73,7 @@ func (c *console) session(r *http.Request) (*session, bool) {
 	if err != nil {
 		return nil, false
 	}
-	return c.sessions.lookup(ck.Value, c.d.Now())
+	return c.d.Sessions.lookup(ck.Value, c.d.Now(), c.d.Tokens)
 }
 
 // tokenName is the token name of the request's session, "" without one.
@@ -161,13 +161,13 @@ func (c *console) handleLogin(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, nil, http.StatusInternalServerError, "Login failed", "The token's scope could not be read.")
 		return
 	}
-	cookie, _, err := c.sessions.create(c.d.Rand, value, name, scope, c.d.Now())
+	cookie, _, err := c.d.Sessions.create(c.d.Rand, c.d.Tokens, value, name, scope, c.d.Now())
 	if err != nil {
 		c.renderError(w, r, nil, http.StatusInternalServerError, "No randomness", "Could not start a session.")
 		return
 	}
 	setCookie(w, r, loginCookie, "", -1)
-	setCookie(w, r, sessionCookie, cookie, int(c.d.SessionLifetime.Seconds()))
+	setCookie(w, r, sessionCookie, cookie, int(c.d.Sessions.lifetime.Seconds()))
 	c.audit(r, slog.LevelInfo, name, "console.login", "ok", slog.String("scope", string(scope)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -180,12 +180,12 @@ func (c *console) handleLogin(w http.ResponseWriter, r *http.Request) {
 // rest's count). A right token is never throttled: it never gets here.
 func (c *console) loginFailed(w http.ResponseWriter, r *http.Request, next, bearer string, err error) {
 	pe := problem.From(err)
-	status, result, msg := pe.Code.Status(), string(pe.Code), pe.Detail
+	status, result, msg := pe.Code.Status(), auth.AuditResult(pe.Code), pe.Detail
 	if pe.Code == problem.Unauthorized {
 		v := c.d.Throttle.Failure(r.Context(), r.RemoteAddr, bearer, true)
 		if v.RetryAfter > 0 {
 			secs := v.RetryAfterSeconds()
-			status, result = http.StatusTooManyRequests, string(problem.LoginThrottled)
+			status, result = http.StatusTooManyRequests, auth.AuditResult(problem.LoginThrottled)
 			msg = "Too many failed logins from this address or with this token: try again in " + strconv.Itoa(secs) + " s."
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
@@ -202,7 +202,7 @@ func (c *console) loginFailed(w http.ResponseWriter, r *http.Request, next, bear
 // the browser.
 func (c *console) handleLogout(w http.ResponseWriter, r *http.Request, s *session) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		c.sessions.end(ck.Value)
+		c.d.Sessions.end(ck.Value)
 	}
 	setCookie(w, r, sessionCookie, "", -1)
 	c.audit(r, slog.LevelInfo, s.name, "console.logout", "ok")

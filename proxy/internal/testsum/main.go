@@ -1,35 +1,53 @@
 // Command testsum counts the test suite's results for its closing line
 // (.ci/test.sh): "N passed, N failed, N skipped".
 //
-//	go test -json ./... | testsum json TALLY   # go test's output, condensed as without -v
-//	bash .ci/fault.sh | testsum text TALLY     # -v text passed through unchanged
-//	testsum total TALLY                        # the closing line
+//	testsum run TALLY NAME CMD [ARG…]   # one step of the suite: runs CMD, counts what it prints
+//	go test -json ./... | testsum count TALLY   # counts a stream
+//	testsum total TALLY                 # the closing line
 //
-// json and text add what they read to TALLY (a file of three numbers,
-// created when missing), so the totals cover every go test the suite runs.
-// json prints what go test prints without -v: package results, build
-// errors, and the whole output of each failed test, never a passing one's.
-// text counts the "--- PASS", "--- FAIL" and "--- SKIP" lines of -v
-// output, subtests included. A package that failed without a failed test
-// (a build error, a panic in TestMain, a timeout) counts as one failure.
-// testsum exits 0 whatever the tests did (the suite keeps go test's exit
-// status through pipefail); 2 on a usage or file error.
+// run and count add what they saw to TALLY (a file of three numbers,
+// created when missing), so the totals cover every step. Both read the
+// same lines, mixed as a step's scripts print them:
+//   - go test -json events (cmd/test2json), condensed to what go test
+//     prints without -v: package results, build errors, and the whole
+//     output of each failed test, never a passing one's. A package that
+//     failed without a failed test (a build error, a panic in TestMain, a
+//     timeout) counts as one failure;
+//   - go test -v text, passed through, its "--- PASS", "--- FAIL" and
+//     "--- SKIP" lines counted, subtests included;
+//   - TAP-style check lines, "ok - …" and "not ok - …" (optionally
+//     numbered, "ok 3 - …"), passed through and counted: the console's
+//     browser test prints them.
+//
+// run starts CMD with its stdout and stderr into one stream, and exits
+// with CMD's exit status. A step that printed no result counts as one
+// named check, NAME: passed when CMD exited 0, failed otherwise (written
+// "ok - NAME" or "not ok - NAME (exit N)"); a step that failed without a
+// failed result counts one failure more, NAME's, so that a failing step
+// always shows in the failed count. testsum exits 2 on a usage or file
+// error.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdin, os.Stdout); err != nil {
+	code, err := command(os.Args[1:], os.Stdin, os.Stdout)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "testsum:", err)
 		os.Exit(2)
 	}
+	os.Exit(code)
 }
 
 // counts are test results.
@@ -39,32 +57,81 @@ func (c counts) String() string {
 	return fmt.Sprintf("%d passed, %d failed, %d skipped", c.pass, c.fail, c.skip)
 }
 
-// run is the command: args are the mode and the tally file.
-func run(args []string, in io.Reader, out io.Writer) error {
-	if len(args) != 2 {
-		return fmt.Errorf("usage: testsum json|text|total TALLY")
+const usage = "usage: testsum run TALLY NAME CMD [ARG...] | count TALLY | total TALLY"
+
+// command is the command: args are the mode, the tally file and, for run,
+// the step's name and command. It returns the exit status: run's is the
+// command's, the others' 0.
+func command(args []string, in io.Reader, out io.Writer) (int, error) {
+	if len(args) < 2 || (args[0] == "run") != (len(args) >= 4) || (args[0] != "run" && len(args) != 2) {
+		return 0, errors.New(usage)
 	}
 	tally, err := readTally(args[1])
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var got counts
+	code := 0
 	switch args[0] {
-	case "json":
-		got, err = fromJSON(in, out)
-	case "text":
-		got, err = fromText(in, out)
+	case "count":
+		got, err = scan(in, out)
+	case "run":
+		got, code, err = step(args[2], args[3:], out)
 	case "total":
 		_, err = fmt.Fprintln(out, tally)
-		return err
+		return 0, err
 	default:
-		return fmt.Errorf("unknown mode %q: use json, text or total", args[0])
+		return 0, fmt.Errorf("unknown mode %q: %s", args[0], usage)
 	}
 	tally.pass, tally.fail, tally.skip = tally.pass+got.pass, tally.fail+got.fail, tally.skip+got.skip
 	if werr := os.WriteFile(args[1], []byte(fmt.Sprintf("%d %d %d\n", tally.pass, tally.fail, tally.skip)), 0o644); werr != nil {
-		return werr
+		return code, werr
 	}
-	return err
+	return code, err
+}
+
+// step runs one step of the suite, cmd, writes what it prints (condensed:
+// scan) to out and counts its results, as the package comment says; it
+// returns them and cmd's exit status (127 when cmd could not start).
+func step(name string, cmd []string, out io.Writer) (counts, int, error) {
+	pr, pw := io.Pipe()
+	c := exec.Command(cmd[0], cmd[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, pw, pw
+	type result struct {
+		counts
+		err error
+	}
+	scanned := make(chan result, 1)
+	go func() {
+		got, err := scan(pr, out)
+		_, _ = io.Copy(io.Discard, pr) // an over-long line stopped scan: let cmd finish
+		scanned <- result{got, err}
+	}()
+	code := 0
+	runErr := c.Run()
+	pw.Close()
+	r := <-scanned
+	var exit *exec.ExitError
+	switch {
+	case errors.As(runErr, &exit):
+		code = exit.ExitCode()
+		if code < 0 {
+			code = 128 // killed by a signal
+		}
+	case runErr != nil:
+		code = 127
+		fmt.Fprintf(out, "testsum: %s: %v\n", name, runErr)
+	}
+	got := r.counts
+	switch {
+	case code != 0 && got.fail == 0:
+		got.fail++
+		fmt.Fprintf(out, "not ok - %s (exit %d)\n", name, code)
+	case code == 0 && got == counts{}:
+		got.pass++
+		fmt.Fprintf(out, "ok - %s\n", name)
+	}
+	return got, code, r.err
 }
 
 // readTally reads a tally file; zero counts when it does not exist.
@@ -91,8 +158,12 @@ type event struct {
 	Output  string
 }
 
-// fromJSON reads go test -json, writes its condensed output and counts.
-func fromJSON(in io.Reader, out io.Writer) (counts, error) {
+// tap matches a TAP-style check line: "ok - name", "not ok 3 - name".
+var tap = regexp.MustCompile(`^(not )?ok( [0-9]+)? - `)
+
+// scan reads a step's output (go test -json events, -v text, check lines),
+// writes it condensed and counts its results.
+func scan(in io.Reader, out io.Writer) (counts, error) {
 	var c counts
 	held := map[string][]string{} // output of running tests, by package and test
 	failedTests := map[string]bool{}
@@ -100,8 +171,22 @@ func fromJSON(in io.Reader, out io.Writer) (counts, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
 		var e event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			fmt.Fprintln(out, sc.Text()) // not an event: go's own message
+		// An event has the key "Action" as test2json writes it; a log line
+		// with "action" (an audit line) is text: encoding/json would match
+		// the key without regard to case.
+		if b := sc.Bytes(); len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"Action":`)) ||
+			json.Unmarshal(b, &e) != nil || e.Action == "" {
+			line := sc.Text() // text: -v output, check lines, go's and the scripts' own messages
+			fmt.Fprintln(out, line)
+			t := strings.TrimLeft(line, " \t")
+			switch m := tap.FindStringSubmatch(line); {
+			case strings.HasPrefix(t, "--- PASS: "), m != nil && m[1] == "":
+				c.pass++
+			case strings.HasPrefix(t, "--- FAIL: "), m != nil:
+				c.fail++
+			case strings.HasPrefix(t, "--- SKIP: "):
+				c.skip++
+			}
 			continue
 		}
 		key := e.Package + " " + e.Test
@@ -130,26 +215,6 @@ func fromJSON(in io.Reader, out io.Writer) (counts, error) {
 					fmt.Fprint(out, strings.Join(lines, "")) // e.g. the test that timed out
 				}
 			}
-		}
-	}
-	return c, sc.Err()
-}
-
-// fromText passes -v text through and counts its result lines.
-func fromText(in io.Reader, out io.Writer) (counts, error) {
-	var c counts
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	for sc.Scan() {
-		line := sc.Text()
-		fmt.Fprintln(out, line)
-		switch t := strings.TrimLeft(line, " \t"); {
-		case strings.HasPrefix(t, "--- PASS: "):
-			c.pass++
-		case strings.HasPrefix(t, "--- FAIL: "):
-			c.fail++
-		case strings.HasPrefix(t, "--- SKIP: "):
-			c.skip++
 		}
 	}
 	return c, sc.Err()

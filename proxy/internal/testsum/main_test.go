@@ -11,7 +11,7 @@ import (
 
 // TestTallyOfRealGoTestRuns runs go test -json on a small module of
 // passing, failing, skipped and sub tests and one that does not build,
-// feeds it to testsum json, adds a -v text run, and checks the closing
+// feeds it to testsum count, adds a -v text run, and checks the closing
 // line and what was printed: the failed test's output, not the passing
 // one's; the build error.
 func TestTallyOfRealGoTestRuns(t *testing.T) {
@@ -46,7 +46,7 @@ func TestSubs(t *testing.T) {
 	raw, _ := cmd.Output() // exit 1: tests fail
 	tally := filepath.Join(t.TempDir(), "tally")
 	var out bytes.Buffer
-	if err := run([]string{"json", tally}, bytes.NewReader(raw), &out); err != nil {
+	if _, err := command([]string{"count", tally}, bytes.NewReader(raw), &out); err != nil {
 		t.Fatal(err)
 	}
 	printed := out.String()
@@ -54,20 +54,62 @@ func TestSubs(t *testing.T) {
 		!strings.Contains(printed, "undefined") {
 		t.Errorf("printed:\n%s", printed)
 	}
-	text := "=== RUN   TestX\n--- PASS: TestX (0.00s)\n    --- FAIL: TestX/y (0.00s)\nok\n"
+	text := "=== RUN   TestX\n--- PASS: TestX (0.00s)\n    --- FAIL: TestX/y (0.00s)\nok\n" +
+		`{"level":"INFO","msg":"audit","action":"pass","test":"x"}` + "\n" // a proxy's log line: text
 	out.Reset()
-	if err := run([]string{"text", tally}, strings.NewReader(text), &out); err != nil || out.String() != text {
+	if _, err := command([]string{"count", tally}, strings.NewReader(text), &out); err != nil || out.String() != text {
 		t.Fatalf("text mode: %v, printed %q", err, out.String())
 	}
 	out.Reset()
-	if err := run([]string{"total", tally}, nil, &out); err != nil {
+	if _, err := command([]string{"total", tally}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	// json: Pass, Subs, Subs/one, Subs/two pass; Fail fails; Skip; b fails to build. text: 1 pass, 1 fail.
 	if got := strings.TrimSpace(out.String()); got != "5 passed, 3 failed, 1 skipped" {
 		t.Errorf("total = %q", got)
 	}
-	if err := run([]string{"nope", tally}, nil, &out); err == nil {
-		t.Error("unknown mode: no error")
+	for _, args := range [][]string{{"nope", tally}, {"count"}, {"run", tally, "name"}, {"total", tally, "x"}} {
+		if _, err := command(args, nil, &out); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
+// TestRunCountsEveryStep: run counts a step's check lines and -v lines as
+// they come, a step that printed no result as one named check, and a
+// failing step that printed no failure as one failure more; it returns
+// the step's exit status and passes its output (stderr too) through.
+func TestRunCountsEveryStep(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh on PATH")
+	}
+	tally := filepath.Join(t.TempDir(), "tally")
+	steps := []struct {
+		name, script string
+		code         int
+		printed      string
+		total        string // the tally after the step
+	}{
+		{"gofmt", "true", 0, "ok - gofmt\n", "1 passed, 0 failed, 0 skipped"},
+		{"apex", "echo broken >&2; exit 3", 3, "broken\nnot ok - apex (exit 3)\n", "1 passed, 1 failed, 0 skipped"},
+		{"e2e", "echo 'ok - login'; echo 'ok 2 - reset'; echo 'not ok - replay'; echo '1 passed'; exit 1", 1,
+			"ok - login\nok 2 - reset\nnot ok - replay\n1 passed\n", "3 passed, 2 failed, 0 skipped"},
+		{"deploy", "echo '--- PASS: TestChart (0.01s)'; echo '--- SKIP: TestX (0.00s)'; exit 1", 1,
+			"--- PASS: TestChart (0.01s)\n--- SKIP: TestX (0.00s)\nnot ok - deploy (exit 1)\n", "4 passed, 3 failed, 1 skipped"},
+		{"nothing", "exec /nonexistent/command", 127, "", "4 passed, 4 failed, 1 skipped"},
+	}
+	for _, s := range steps {
+		var out bytes.Buffer
+		code, err := command([]string{"run", tally, s.name, "sh", "-c", s.script}, nil, &out)
+		if err != nil || code != s.code {
+			t.Fatalf("%s: exit %d, %v; want %d", s.name, code, err, s.code)
+		}
+		if s.printed != "" && out.String() != s.printed {
+			t.Errorf("%s printed %q, want %q", s.name, out.String(), s.printed)
+		}
+		var total bytes.Buffer
+		if _, err := command([]string{"total", tally}, nil, &total); err != nil || strings.TrimSpace(total.String()) != s.total {
+			t.Fatalf("after %s: total %q, %v; want %q", s.name, total.String(), err, s.total)
+		}
 	}
 }

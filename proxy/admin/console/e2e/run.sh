@@ -51,8 +51,10 @@ if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
   (cd "$here" && timeout 300 npm ci --no-audit --no-fund --silent)
 fi
 
-# 2. The binary.
-(cd "$root" && timeout 300 go build -o "$work/callout-proxy" ./cmd/callout-proxy)
+# 2. The binary: CALLOUT_PROXY_BINARY's when set (.ci/test.sh builds one for
+# every suite), else built here.
+bin=${CALLOUT_PROXY_BINARY:-$work/callout-proxy}
+[ -n "${CALLOUT_PROXY_BINARY:-}" ] || (cd "$root" && timeout 300 go build -o "$bin" ./cmd/callout-proxy)
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
@@ -101,7 +103,7 @@ endpoints:
     url: http://127.0.0.1:$upstream_port/crm
     allowed_networks: [127.0.0.0/8]
 EOF
-"$work/callout-proxy" --config "$work/config.yaml" >"$work/proxy.log" 2>&1 &
+"$bin" --config "$work/config.yaml" >"$work/proxy.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do
   if curl -fs "http://127.0.0.1:$listen_port/healthz" >/dev/null 2>&1 &&
@@ -114,7 +116,7 @@ curl -fs "http://127.0.0.1:$listen_port/healthz" >/dev/null
 
 rm -rf "$artifacts"
 mkdir -p "$artifacts"
-CALLER_TOKEN="$("$work/callout-proxy" token --config "$work/config.yaml" --lifetime 30m)" \
+CALLER_TOKEN="$("$bin" token --config "$work/config.yaml" --lifetime 30m)" \
 PROXY_URL="http://127.0.0.1:$listen_port" \
 ADMIN_URL="http://127.0.0.1:$admin_port" \
 UPSTREAM_URL="http://127.0.0.1:$upstream_port" \
