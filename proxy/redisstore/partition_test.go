@@ -353,3 +353,35 @@ func TestOneOrganisationOpensTheEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// An open partition counts toward the endpoint's breaker only while it is
+// live (contract §6, docs/limits.md): its last counting failure at most one
+// probe interval ago. org-a failed, then stopped calling: ten intervals
+// later org-b's partition opening is one live partition, not two, and the
+// endpoint stays open to org-c. Once org-a fails its probe again it is live
+// again, and the two open partitions open the endpoint's breaker.
+func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "stale-api"
+		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
+		openPartition(t, e, s, ep, orgA, 3, br)
+		e.clk.Advance(10 * time.Minute)
+		if r := openPartition(t, e, s, ep, orgB, 3, br); !r.Breaker.Opened || r.Breaker.Partition != orgB {
+			t.Fatalf("org-b's third failure = %+v, want its partition opened", r)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
+			t.Fatalf("endpoint breaker %s with org-a's partition stale for 10 intervals, want closed", st.Breaker)
+		}
+		if rc, err := s.Begin(ctxT(t), reqOf(ep, orgC, "c-new"), policy.BeginOptions{Lease: testLease, Breaker: br}); err != nil || rc.Claimed == nil {
+			t.Fatalf("org-c's write = %+v, %v; want its first attempt", rc, err)
+		}
+		// org-a calls again: its half-open partition's probe fails
+		if r := openPartition(t, e, s, ep, orgA, 1, br); r.Breaker.Partition != orgA {
+			t.Fatalf("org-a's probe = %+v, want a result of its partition", r)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
+			t.Fatalf("endpoint breaker %s with org-a's and org-b's partitions open and live, want open", st.Breaker)
+		}
+	})
+}
