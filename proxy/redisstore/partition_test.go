@@ -385,3 +385,44 @@ func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// The endpoint's probe comes from an organisation whose own partition is
+// closed (contract §6): with the endpoint's breaker half-open, org-a's
+// partition still open and org-b's half-open, a claim over all three
+// organisations' due callouts takes exactly one probe, org-c's; org-a's
+// queue is held by its own partition. Before the claim, org-a's new write
+// is held (it does not take the endpoint's probe); once org-c's probe is
+// out nobody else is claimed.
+func TestEndpointProbeIsAHealthyOrganisations(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "probe-ep-api"
+		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+		openPartition(t, e, s, ep, orgA, 2, policy.BreakerSettings{Failures: 2, ProbeInterval: 10 * time.Minute})
+		e.clk.Advance(10 * time.Second)
+		openPartition(t, e, s, ep, orgB, 2, br)
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
+			t.Fatalf("endpoint breaker %s with two partitions open, want open", st.Breaker)
+		}
+		e.clk.Advance(2 * time.Minute) // the endpoint and org-b half-open; org-a open for 8 more minutes
+		for _, org := range []string{orgA, orgB, orgC} {
+			enqueueOf(t, s, ep, org, 2)
+		}
+		ra, err := s.Begin(ctxT(t), reqOf(ep, orgA, "a-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
+		if err != nil || ra.Held == nil {
+			t.Fatalf("org-a's write = %+v, %v; want held by its own open partition, not the endpoint's probe", ra, err)
+		}
+		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
+		r := mustClaim(t, s, ep, opts)
+		if len(r.Claimed) != 1 || r.Claimed[0].Issuer != orgC || r.Claimed[0].Kind != policy.KindProbe {
+			got := make([]string, 0, len(r.Claimed))
+			for _, c := range r.Claimed {
+				got = append(got, string(c.Kind)+" of "+c.Issuer)
+			}
+			t.Fatalf("claimed %v, want the one probe, of org-c", got)
+		}
+		if again := mustClaim(t, s, ep, opts); len(again.Claimed) != 0 {
+			t.Fatalf("a second claim while org-c's probe is out got %d", len(again.Claimed))
+		}
+	})
+}

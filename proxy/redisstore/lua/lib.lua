@@ -79,7 +79,14 @@ end
 -- and the partition whose breaker it is ('' the endpoint's; a half-open
 -- gate's probe token is that partition's pt field) from the endpoint
 -- hash's fields f (a table by field name; absent: false). The endpoint's
--- own breaker comes first, then the partition's. The one place the gate
+-- own breaker comes first, then the partition's — but the endpoint's probe
+-- is taken from an organisation whose partition is not open (contract §6:
+-- probes come from the partition they test): while the endpoint's breaker
+-- is half-open, a partition that is open or probing keeps its own
+-- organisation's callouts and reads held (its gate, its partition); a
+-- half-open one (its own probe time reached too) may take the endpoint's
+-- probe, which claim.lua offers to closed partitions first, so an outage
+-- of every organisation with traffic still probes. The one place the gate
 -- rule lives (ARCHITECTURE.md).
 local function gate_of(f, now, p)
   p = p or ''
@@ -87,6 +94,10 @@ local function gate_of(f, now, p)
   local pu = num(f.pu)
   if pu > now then return 'paused', pu, '' end
   local g, u = breaker_gate(f, now, '')
+  if g == 'half_open' and p ~= '' then
+    local gp, up = breaker_gate(f, now, p)
+    if gp == 'breaker_open' or gp == 'probing' then return gp, up, p end
+  end
   if g then return g, u, '' end
   if p ~= '' then
     g, u = breaker_gate(f, now, p)
