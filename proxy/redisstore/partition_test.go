@@ -101,6 +101,16 @@ func openPartition(t *testing.T, e *env, s *Store, ep, org string, n int, br pol
 	return last
 }
 
+// orgAFailed is a partitioned store (threshold 2, probe interval 1 min)
+// where org-a's two failures opened its partition of ep.
+func orgAFailed(t *testing.T, e *env, ep string) (*Store, policy.BreakerSettings) {
+	t.Helper()
+	s := partitionedStore(e)
+	br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+	openPartition(t, e, s, ep, orgA, 2, br)
+	return s, br
+}
+
 // Breaker partitions (contract §6): org-a's failures open org-a's breaker
 // only — org-b's writes are made, not held, and its reads are admitted;
 // a second organisation's open partition opens the endpoint's own breaker,
@@ -195,10 +205,8 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 // exactly one, while the other organisations' callouts go on.
 func TestPartitionProbeIsItsOwn(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		s := partitionedStore(e)
 		const ep = "probe-part-api"
-		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
-		openPartition(t, e, s, ep, orgA, 2, br)
+		s, br := orgAFailed(t, e, ep)
 		e.clk.Advance(time.Hour + time.Second) // the retries are due, the partition half-open
 		enqueueOf(t, s, ep, orgB, 3)
 		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
@@ -423,6 +431,28 @@ func TestEndpointProbeIsAHealthyOrganisations(t *testing.T) {
 		}
 		if again := mustClaim(t, s, ep, opts); len(again.Claimed) != 0 {
 			t.Fatalf("a second claim while org-c's probe is out got %d", len(again.Claimed))
+		}
+	})
+}
+
+// ReadGates names the partition a gate is (policy.Gate.Partition, the
+// status document's held_by level, contract §12): org-a's open partition
+// is org-a's; org-b, whose partition is closed, meets the endpoint's open
+// gate; once two partitions open the endpoint's breaker, org-c meets it.
+func TestReadGatesNamesThePartition(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		const ep = "held-by-api"
+		s, br := orgAFailed(t, e, ep)
+		names := []string{keyspace.PartitionGate(ep, orgA), keyspace.PartitionGate(ep, orgB), keyspace.PartitionGate(ep, orgC)}
+		gates, errs := s.ReadGates(ctxT(t), names)
+		if errs[0] != nil || gates[0].Gate.State != policy.GateBreakerOpen || gates[0].Gate.Partition != orgA ||
+			gates[1].Gate.State != policy.GateOpen || gates[1].Gate.Partition != "" {
+			t.Fatalf("gates %+v (%v), want org-a's partition breaker_open, org-b open", gates, errs)
+		}
+		openPartition(t, e, s, ep, orgB, 2, br)
+		gates, errs = s.ReadGates(ctxT(t), names)
+		if errs[2] != nil || gates[2].Gate.State != policy.GateBreakerOpen || gates[2].Gate.Partition != "" {
+			t.Fatalf("org-c's gate %+v (%v), want the endpoint's breaker_open", gates[2], errs[2])
 		}
 	})
 }
