@@ -13,7 +13,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/httpx"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/statusdoc"
 )
 
@@ -36,40 +35,14 @@ func (s *Server) accepted(ctx context.Context, w http.ResponseWriter, endpoint, 
 	writeAccepted(w, id, applied, &doc)
 }
 
-// GateReader reads gates without taking a probe token; a Store that has
-// it (*redisstore.Store) lets status documents say which gate holds a
-// held callout.
-type GateReader interface {
-	// ReadGates reads the gates of names (keyspace.PartitionGate's
-	// "endpoint/issuer"), as redisstore Store.ReadGates.
-	ReadGates(ctx context.Context, names []string) ([]policy.Admission, []error)
-}
-
-// heldBy is the held_by of c's status document (contract §12): the gate
-// that holds it, its organisation's partition or the endpoint's; nil when
-// c is not held, the gate is no longer shut, or it cannot be read.
+// heldBy is the held_by of c's status document (statusdoc.HeldBy), when
+// the store can read gates.
 func (s *Server) heldBy(ctx context.Context, c *policy.Callout) *api.HeldByDoc {
-	gr, ok := s.d.Store.(GateReader)
-	if !ok || c.State != policy.Held {
+	gr, ok := s.d.Store.(statusdoc.GateReader)
+	if !ok {
 		return nil
 	}
-	gates, errs := gr.ReadGates(ctx, []string{keyspace.PartitionGate(c.Endpoint, c.Issuer)})
-	if len(gates) != 1 || errs[0] != nil {
-		return nil
-	}
-	g := gates[0].Gate
-	if g.State != policy.GateBreakerOpen && g.State != policy.GateProbing && g.State != policy.GatePaused {
-		return nil
-	}
-	doc := &api.HeldByDoc{Gate: g.State, Level: api.HeldByEndpoint}
-	if g.Partition != "" {
-		doc.Level = api.HeldByOrganisation
-	}
-	if !g.Until.IsZero() {
-		u := g.Until.UTC()
-		doc.Until = &u
-	}
-	return doc
+	return statusdoc.HeldBy(ctx, gr, c)
 }
 
 // writeAccepted writes a 202 with doc (or a minimal one holding the id).
