@@ -99,6 +99,11 @@ type Gate struct {
 	// Until is when the gate may open again (probe time, pause end, probe
 	// token expiry); zero for GateOpen, GateHalfOpen and GateDisabled.
 	Until time.Time
+	// Partition is the organisation (JWT issuer) whose own breaker
+	// partition the gate is (contract §6), "" when it is the endpoint's:
+	// its breaker, pause or disable. Set by reads that report it
+	// (redisstore Store.ReadGates).
+	Partition string
 }
 
 // The gate states, from the endpoint hash (contract §3 pause, §6 breaker and

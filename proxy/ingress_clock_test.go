@@ -99,12 +99,19 @@ func (rig *clockRig) build(t *testing.T, spec rigSpec) {
 		}
 		return spec.env[k]
 	}
+	issuers := append([]string{clockRigIssuer}, spec.issuers...)
+	keys := "  hs256_secret_env: RIG_SECRET\n"
+	if len(issuers) > 1 { // the rig's one secret, bound to each issuer explicitly (auth.issuer_keys)
+		keys = "  issuer_keys:\n"
+		for _, iss := range issuers {
+			keys += "    - {issuer: " + iss + ", hs256_secret_env: RIG_SECRET}\n"
+		}
+	}
 	cfg, err := config.Parse([]byte(`auth:
-  issuers: [`+strings.Join(append([]string{clockRigIssuer}, spec.issuers...), ", ")+`]
+  issuers: [`+strings.Join(issuers, ", ")+`]
   audience: callout-proxy
   algorithms: [HS256]
-  hs256_secret_env: RIG_SECRET
-endpoints:
+`+keys+`endpoints:
   api:
     url: `+up.URL+spec.path+`
     allowed_networks: [127.0.0.0/8]

@@ -31,7 +31,18 @@ func (s *Server) accepted(ctx context.Context, w http.ResponseWriter, endpoint, 
 		return
 	}
 	doc := statusdoc.Render(c, s.redactions.For(endpoint))
+	doc.HeldBy = s.heldBy(gctx, c)
 	writeAccepted(w, id, applied, &doc)
+}
+
+// heldBy is the held_by of c's status document (statusdoc.HeldBy), when
+// the store can read gates.
+func (s *Server) heldBy(ctx context.Context, c *policy.Callout) *api.HeldByDoc {
+	gr, ok := s.d.Store.(statusdoc.GateReader)
+	if !ok {
+		return nil
+	}
+	return statusdoc.HeldBy(ctx, gr, c)
 }
 
 // writeAccepted writes a 202 with doc (or a minimal one holding the id).
@@ -73,7 +84,9 @@ func (s *Server) handleGetCallout() http.HandlerFunc {
 		}
 		w.Header().Set("Callout-Id", c.ID)
 		w.Header().Set("Callout-Outcome", string(statusdoc.Outcome(c)))
-		httpx.WriteJSON(w, http.StatusOK, statusdoc.Render(c, s.redactions.For(c.Endpoint)))
+		doc := statusdoc.Render(c, s.redactions.For(c.Endpoint))
+		doc.HeldBy = s.heldBy(r.Context(), c)
+		httpx.WriteJSON(w, http.StatusOK, doc)
 	}
 }
 

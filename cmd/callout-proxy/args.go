@@ -89,13 +89,13 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	if err != nil {
 		return usageError{err}
 	}
-	secret, err := cfg.Auth.HS256Secret(getenv)
-	if err != nil {
-		return usageError{fmt.Errorf("token: %w", err)}
-	}
 	iss := *issuer
 	if iss == "" {
 		iss = cfg.Auth.Issuers[0]
+	}
+	secret, err := cfg.Auth.HS256Secret(iss, getenv)
+	if err != nil {
+		return usageError{fmt.Errorf("token: %w", err)}
 	}
 	if *lifetime > cfg.Auth.MaxTokenLifetime {
 		return usageError{fmt.Errorf("token: --lifetime %s exceeds auth.max_token_lifetime %s",

@@ -108,6 +108,9 @@ func TestE2EAuthHS256(t *testing.T) {
 		{name: "other issuer on restricted endpoint", path: "/callout/prod-only/x",
 			header: authHeader(bearer(t, sandboxIssuer)), status: 403},
 		{name: "other issuer on open endpoint", header: authHeader(bearer(t, sandboxIssuer)), status: 200},
+		// A key signs only for the issuer it is bound to (contract §9).
+		{name: "first issuer's secret signing for the second", header: hs(claims(sandboxIssuer, "callout-proxy", now,
+			10*time.Minute)), status: 401},
 	}
 	t.Run("cases", func(t *testing.T) { runAuthCases(t, p, cases) })
 	if got, want := up.Hits(), 3; got != want {

@@ -37,7 +37,9 @@ func TestE2ECertificateValidityWarned(t *testing.T) {
 	up := proctest.NewUpstream(t, okHandler)
 	cfg := strings.Replace(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"  algorithms: [HS256]\n",
-		"  algorithms: [HS256, RS256]\n  certificate_files: ["+expired+", "+future+", "+valid+"]\n", 1)
+		"  algorithms: [HS256, RS256]\n", 1)
+	cfg = strings.Replace(cfg, "hs256_secret_env: TEST_JWT_SECRET}", // bound to the first issuer
+		"hs256_secret_env: TEST_JWT_SECRET, certificate_files: ["+expired+", "+future+", "+valid+"]}", 1)
 	p := startProxy(t, cfg, testEnv())
 
 	logs := p.logs.String()

@@ -104,10 +104,12 @@ func devConfig(endpoints string) string {
 	return `listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 auth:
-  issuers: [` + testIssuer + `, https://sandbox--uat.sandbox.my.salesforce.com]
+  issuers: [` + testIssuer + `, ` + sandboxIssuer + `]
   audience: callout-proxy
   algorithms: [HS256]
-  hs256_secret_env: TEST_JWT_SECRET
+  issuer_keys:
+    - {issuer: ` + testIssuer + `, hs256_secret_env: TEST_JWT_SECRET}
+    - {issuer: ` + sandboxIssuer + `, hs256_secret_env: TEST_SANDBOX_JWT_SECRET}
 admin:
   tokens:
     - {name: ops, token_env: TEST_ADMIN_TOKEN, scope: write}
@@ -119,14 +121,19 @@ endpoints:
 // testEnv is the environment of devConfig.
 func testEnv() map[string]string {
 	return map[string]string{
-		"TEST_JWT_SECRET":   testSecret,
-		"TEST_ADMIN_TOKEN":  "admin-token-value",
-		"TEST_VIEWER_TOKEN": "viewer-token-value",
+		"TEST_JWT_SECRET": testSecret,
+		// The second issuer has a secret of its own (auth.issuer_keys).
+		"TEST_SANDBOX_JWT_SECRET": proctest.IssuerSecret(testSecret, sandboxIssuer),
+		"TEST_ADMIN_TOKEN":        "admin-token-value",
+		"TEST_VIEWER_TOKEN":       "viewer-token-value",
 	}
 }
 
 // bearer returns an Authorization value with a fresh HS256 token for iss.
 func bearer(t *testing.T, iss string) string {
+	if iss == sandboxIssuer {
+		return proctest.Bearer(t, proctest.IssuerSecret(testSecret, iss), iss, 10*time.Minute)
+	}
 	return proctest.Bearer(t, testSecret, iss, 10*time.Minute)
 }
 

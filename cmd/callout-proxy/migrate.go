@@ -40,8 +40,10 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	switch from {
 	case 0:
 		fmt.Fprintf(stdout, "redis %s: no layout yet; stamped layout %d\n", cfg.Redis, layout.Version)
-	default:
+	case layout.Version:
 		fmt.Fprintf(stdout, "redis %s: already at layout %d; nothing to do\n", cfg.Redis, from)
+	default:
+		fmt.Fprintf(stdout, "redis %s: migrated layout %d to %d\n", cfg.Redis, from, layout.Version)
 	}
 	return nil
 }

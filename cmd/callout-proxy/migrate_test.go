@@ -21,7 +21,7 @@ func migrateConfig(t *testing.T, addr string) string {
 }
 
 // `callout-proxy migrate` stamps an empty store, leaves a current one as it
-// is, and refuses a newer one; the proxy refuses to start on a store of
+// is, brings a layout-1 one forward and refuses a newer one; the proxy refuses to start on a store of
 // another layout, naming both versions.
 func TestMigrateAndStartUpLayoutCheck(t *testing.T) {
 	m := miniredis.RunT(t)
@@ -32,32 +32,47 @@ func TestMigrateAndStartUpLayoutCheck(t *testing.T) {
 		err := run(context.Background(), []string{"migrate", "--config", path}, getenv, &out, &bytes.Buffer{})
 		return out.String(), err
 	}
-	if out, err := migrate(); err != nil || !strings.Contains(out, "stamped layout 1") {
+	if out, err := migrate(); err != nil || !strings.Contains(out, "stamped layout 2") {
 		t.Fatalf("migrate of an empty store: %q, %v", out, err)
 	}
-	if v, _ := m.Get("cp:layout"); v != "1" {
-		t.Fatalf("cp:layout = %q after migrate, want 1", v)
+	if v, _ := m.Get("cp:layout"); v != "2" {
+		t.Fatalf("cp:layout = %q after migrate, want 2", v)
 	}
-	if out, err := migrate(); err != nil || !strings.Contains(out, "already at layout 1") {
+	if out, err := migrate(); err != nil || !strings.Contains(out, "already at layout 2") {
 		t.Fatalf("migrate again: %q, %v", out, err)
 	}
-
-	if err := m.Set("cp:layout", "2"); err != nil {
+	start := func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var logs bytes.Buffer
+		err := run(ctx, []string{"--config", path}, getenv, &bytes.Buffer{}, &logs)
+		return logs.String(), err
+	}
+	var le *layout.Error
+	// a store of the last release's layout (1): refused at start, brought
+	// forward by migrate (its steps: proxy/redisstore TestMigrateOrganisationQueues)
+	if err := m.Set("cp:layout", "1"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := migrate()
-	var le *layout.Error
-	if !errors.As(err, &le) || exitCode(err) != 1 {
+	if logs, err := start(); !errors.As(err, &le) || !strings.Contains(err.Error(), "version 1, this binary's is 2") ||
+		strings.Contains(logs, `"msg":"listening"`) {
+		t.Fatalf("start on a store of layout 1: %v, want a refusal naming 1 and 2\nlogs:\n%s", err, logs)
+	}
+	if out, err := migrate(); err != nil || !strings.Contains(out, "migrated layout 1 to 2") {
+		t.Fatalf("migrate of a layout-1 store: %q, %v", out, err)
+	}
+
+	if err := m.Set("cp:layout", "3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate(); !errors.As(err, &le) || exitCode(err) != 1 {
 		t.Fatalf("migrate of a newer store: %v, want a LayoutError (exit 1)", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var logs bytes.Buffer
-	err = run(ctx, []string{"--config", path}, getenv, &bytes.Buffer{}, &logs)
-	if !errors.As(err, &le) || !strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), "binary's 1") {
-		t.Fatalf("start on a store of layout 2: %v, want a refusal naming 2 and 1\nlogs:\n%s", err, &logs)
+	logs, err := start()
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "version 3") || !strings.Contains(err.Error(), "binary's 2") {
+		t.Fatalf("start on a store of layout 3: %v, want a refusal naming 3 and 2\nlogs:\n%s", err, logs)
 	}
-	if strings.Contains(logs.String(), `"msg":"listening"`) {
+	if strings.Contains(logs, `"msg":"listening"`) {
 		t.Fatal("the proxy listened on a store of another layout")
 	}
 }

@@ -209,6 +209,13 @@ func (a *app) printCallout(d api.CalloutDoc, wide bool) error {
 	t.row("id", d.ID)
 	t.row("endpoint", d.Endpoint)
 	t.row("state", string(d.State))
+	if h := d.HeldBy; h != nil { // contract §12 held_by: "breaker_open, organisation, until T"
+		held := string(h.Gate) + ", " + h.Level
+		if h.Until != nil {
+			held += ", until " + a.stamp(*h.Until)
+		}
+		t.row("held by", held)
+	}
 	t.row("dead letter reason", d.DeadLetterReason)
 	t.row("last outcome", string(d.LastOutcome))
 	t.row("request", d.Method+" "+d.Path)

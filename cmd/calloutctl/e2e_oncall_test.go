@@ -158,7 +158,7 @@ func TestDeadLetterGetShowsTheLastResponseBody(t *testing.T) {
 }
 
 // TestCalloutsListByState: held callouts (behind a pause) can be listed,
-// not only counted; scheduled and in_flight are empty then; a bad state
+// not only counted, and `callouts get` says the pause holds them; scheduled and in_flight are empty then; a bad state
 // or an unknown endpoint are errors with their exit codes; without
 // --endpoint every endpoint with a backlog is listed.
 func TestCalloutsListByState(t *testing.T) {
@@ -169,6 +169,8 @@ func TestCalloutsListByState(t *testing.T) {
 	a, b := p.submit(t, "pay-api", "held-0"), p.submit(t, "pay-api", "held-1")
 	p.ctl(t, "", "callouts", "list", "--endpoint", "pay-api", "--state", "held").want(t, exitOK, a, b, "held",
 		"POST /v1/charges")
+	// which gate holds it (contract §12 held_by): the endpoint's pause
+	p.ctl(t, "", "callouts", "get", a).want(t, exitOK, "held by", "paused, endpoint, until")
 	for _, st := range []string{"scheduled", "in_flight"} {
 		r := p.ctl(t, "", "callouts", "list", "--endpoint", "pay-api", "--state", st)
 		r.want(t, exitOK)

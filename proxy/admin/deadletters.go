@@ -77,7 +77,11 @@ func (s *server) handleGetCallout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Callout-Id", c.ID)
-	httpx.WriteJSON(w, http.StatusOK, s.calloutDoc(c, m))
+	doc := s.calloutDoc(c, m)
+	if gr, ok := s.d.Endpoints.(statusdoc.GateReader); ok {
+		doc.HeldBy = statusdoc.HeldBy(r.Context(), gr, c)
+	}
+	httpx.WriteJSON(w, http.StatusOK, doc)
 }
 
 // calloutDoc renders c and its replay mark m with its endpoint's redaction

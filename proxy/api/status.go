@@ -45,6 +45,9 @@ type StatusDocument struct {
 	LastError        string `json:"last_error,omitempty"`
 	// Response is the final upstream response of a finished callout.
 	Response *ResponseDoc `json:"response,omitempty"`
+	// HeldBy says, for a held callout, which gate holds it (contract §6,
+	// §12 `held_by`); absent otherwise, and when the gate could not be read.
+	HeldBy *HeldByDoc `json:"held_by,omitempty"`
 }
 
 // AttemptDoc is one attempt of a status document. Kind is first, retry,
@@ -93,3 +96,21 @@ type PolicyDocument struct {
 	MaxResponseBytes     int64           `json:"max_response_bytes"`
 	Envelope             policy.Envelope `json:"envelope"`
 }
+
+// HeldByDoc is the gate that holds a held callout (contract §12 `held_by`).
+type HeldByDoc struct {
+	// Gate is the gate's state: breaker_open, probing or paused.
+	Gate policy.GateState `json:"gate"`
+	// Level is whose gate it is: "organisation" (the breaker partition of
+	// the callout's own organisation) or "endpoint" (the endpoint's own
+	// breaker, or its pause) — the words of breaker.partition.
+	Level string `json:"level"`
+	// Until is when the gate may open again; absent when not known.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// The levels of HeldByDoc.
+const (
+	HeldByOrganisation = "organisation"
+	HeldByEndpoint     = "endpoint"
+)

@@ -41,7 +41,7 @@ func mint(t *testing.T, clk *clocktest.Clock, subject string, lifetime time.Dura
 
 // forgetKeys takes the verifier's key material away, so any token it
 // accepts afterwards can only have come from its cache.
-func forgetKeys(v *Verifier) { v.secret, v.keys = nil, nil }
+func forgetKeys(v *Verifier) { v.secrets, v.keys = nil, nil }
 
 // TestVerifyCachedOnce: a token that passed is served from the cache (the
 // verifier, robbed of its secret, still accepts it with the same Caller,

@@ -26,6 +26,9 @@ const (
 	secretEnv = "CALLOUT_PROXY_JWT_SECRET"
 	// secret is 40 bytes: over auth.MinSecretBytes.
 	secret = "0123456789abcdef0123456789abcdef-secret"
+	// sandboxSecretEnv holds sandboxSecret, a second issuer's own secret.
+	sandboxSecretEnv = "CALLOUT_PROXY_SANDBOX_JWT_SECRET"
+	sandboxSecret    = "fedcba9876543210fedcba9876543210-sandbox"
 	// currentKID is the unique name of the first certificate, written as
 	// its CN and file name.
 	currentKID = "sf_jwt_2026"
@@ -63,17 +66,33 @@ func newHSFixture(t *testing.T) *fixture {
 func (f *fixture) clock() time.Time { return f.now }
 
 // authConfig is an auth: section with the given algorithms and the key
-// material each needs.
+// material each needs, bound to both issuers alike (one auth.issuer_keys
+// entry each).
 func (f *fixture) authConfig(algs ...string) config.Auth {
 	cfg := config.Auth{Issuers: []string{issuer, sandbox}, Audience: audience, Algorithms: algs}
+	var keys config.IssuerKeys
 	for _, a := range algs {
 		switch a {
 		case auth.RS256, auth.RS512:
-			cfg.CertificateFiles = []string{f.certFile, f.rotatedFile, f.pubKeyFile}
+			keys.CertificateFiles = []string{f.certFile, f.rotatedFile, f.pubKeyFile}
 		case auth.HS256:
-			cfg.HS256SecretEnv = secretEnv
+			keys.HS256SecretEnv = secretEnv
 		}
 	}
+	for _, iss := range cfg.Issuers {
+		keys.Issuer = iss
+		cfg.IssuerKeys = append(cfg.IssuerKeys, keys)
+	}
+	return cfg
+}
+
+// singleConfig is an auth: section of the one issuer, whose top-level key
+// material (as authConfig's) is implicitly bound to it.
+func (f *fixture) singleConfig(algs ...string) config.Auth {
+	cfg := f.authConfig(algs...)
+	k := cfg.IssuerKeys[0]
+	cfg.Issuers, cfg.IssuerKeys = []string{issuer}, nil
+	cfg.CertificateFiles, cfg.HS256SecretEnv = k.CertificateFiles, k.HS256SecretEnv
 	return cfg
 }
 
@@ -114,8 +133,11 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 
 // env is the injected environment.
 func env(name string) string {
-	if name == secretEnv {
+	switch name {
+	case secretEnv:
 		return secret
+	case sandboxSecretEnv:
+		return sandboxSecret
 	}
 	return ""
 }

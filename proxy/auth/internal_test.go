@@ -34,31 +34,37 @@ func TestQuote(t *testing.T) {
 	}
 }
 
-// TestRSAKeysForOrder checks the rotation rule: keys labelled with the kid
-// come first, every other key follows, none is dropped.
+// TestRSAKeysForOrder checks the rotation rule: the issuer's keys labelled
+// with the kid come first, its other keys follow, none of its keys is
+// dropped and no key of another issuer is included.
 func TestRSAKeysForOrder(t *testing.T) {
 	var keys []rsaKey
-	for _, label := range []string{"old", "current", "spare"} {
+	for _, label := range []string{"old", "current", "other-org", "spare"} {
 		k, err := rsa.GenerateKey(rand.Reader, 1024)
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys = append(keys, rsaKey{info: KeyInfo{Labels: []string{label}}, pub: &k.PublicKey})
+		iss := "org-a"
+		if label == "other-org" {
+			iss = "org-b"
+		}
+		keys = append(keys, rsaKey{info: KeyInfo{Labels: []string{label}}, issuer: iss, pub: &k.PublicKey})
 	}
 	v := &Verifier{keys: keys}
 	tests := []struct {
 		kid  string
 		want []int // indices into keys
 	}{
-		{"", []int{0, 1, 2}},
-		{"current", []int{1, 0, 2}},
-		{"CURRENT", []int{1, 0, 2}},
-		{"spare", []int{2, 0, 1}},
-		{"unknown", []int{0, 1, 2}},
+		{"", []int{0, 1, 3}},
+		{"current", []int{1, 0, 3}},
+		{"CURRENT", []int{1, 0, 3}},
+		{"spare", []int{3, 0, 1}},
+		{"unknown", []int{0, 1, 3}},
+		{"other-org", []int{0, 1, 3}},
 	}
 	for _, tt := range tests {
 		t.Run("kid "+tt.kid, func(t *testing.T) {
-			got := v.rsaKeysFor(tt.kid)
+			got := v.rsaKeysFor("org-a", tt.kid)
 			if len(got) != len(tt.want) {
 				t.Fatalf("rsaKeysFor(%q) = %d keys, want %d", tt.kid, len(got), len(tt.want))
 			}

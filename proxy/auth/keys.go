@@ -29,6 +29,8 @@ const MinRSABits = 2048
 type KeyInfo struct {
 	// Source is "file.crt#1": the file and the 1-based PEM block in it.
 	Source string
+	// Issuer is the one `iss` the key may sign for (config.Auth.Bindings).
+	Issuer string
 	// Labels are matched against `kid` (case-insensitively): the file name
 	// without extension (name the file after the Salesforce certificate's
 	// unique name, e.g. sf_jwt_2026.crt), the certificate's subject CN
@@ -50,10 +52,12 @@ func (k KeyInfo) ValidAt(now time.Time) bool {
 	return (k.NotBefore.IsZero() || !now.Before(k.NotBefore)) && (k.NotAfter.IsZero() || !now.After(k.NotAfter))
 }
 
-// rsaKey is one configured RSA public key and what `kid` may call it.
+// rsaKey is one configured RSA public key, the issuer it is bound to and
+// what `kid` may call it.
 type rsaKey struct {
-	info KeyInfo
-	pub  *rsa.PublicKey
+	info   KeyInfo
+	issuer string
+	pub    *rsa.PublicKey
 }
 
 // matches reports whether kid names this key by one of its labels.
@@ -66,19 +70,24 @@ func (k rsaKey) matches(kid string) bool {
 	return false
 }
 
-// loadRSAKeys reads every PEM block of every file: CERTIFICATE, PUBLIC KEY
-// (PKIX) or RSA PUBLIC KEY (PKCS #1). Any other block type, a non-RSA key, a
-// key under MinRSABits or a file with no block is an error naming the file.
-func loadRSAKeys(files []string) ([]rsaKey, error) {
+// loadRSAKeys reads every PEM block of every file, bound to issuer:
+// CERTIFICATE, PUBLIC KEY (PKIX) or RSA PUBLIC KEY (PKCS #1). Any other
+// block type, a non-RSA key, a key under MinRSABits or a file with no block
+// is an error naming the configuration key (path, as config.IssuerKeys.Path)
+// and the file.
+func loadRSAKeys(path, issuer string, files []string) ([]rsaKey, error) {
 	var keys []rsaKey
 	for i, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
-			return nil, fmt.Errorf("auth.certificate_files[%d]: %w", i, err)
+			return nil, fmt.Errorf("%s.certificate_files[%d]: %w", path, i, err)
 		}
 		got, err := parsePEMKeys(name, data)
 		if err != nil {
-			return nil, fmt.Errorf("auth.certificate_files[%d] %s: %w", i, name, err)
+			return nil, fmt.Errorf("%s.certificate_files[%d] %s: %w", path, i, name, err)
+		}
+		for j := range got {
+			got[j].issuer, got[j].info.Issuer = issuer, issuer
 		}
 		keys = append(keys, got...)
 	}

@@ -61,10 +61,21 @@ func TestNewVerifierErrors(t *testing.T) {
 		{"EC key", func(c *config.Auth) { c.CertificateFiles = []string{files["ec"]} }, "only RSA keys"},
 		{"1024-bit key", func(c *config.Auth) { c.CertificateFiles = []string{files["weak"]} }, "RSA key of 1024 bits; at least 2048 required"},
 		{"bad certificate", func(c *config.Auth) { c.CertificateFiles = []string{files["garbage"]} }, "PEM block 1"},
+		{"several issuers, top-level keys", func(c *config.Auth) { c.Issuers = []string{issuer, sandbox} },
+			"auth.certificate_files/hs256_secret_env: not bound to an issuer"},
+		{"issuer_keys of an unknown issuer", func(c *config.Auth) {
+			c.IssuerKeys = []config.IssuerKeys{{Issuer: sandbox, HS256SecretEnv: secretEnv}}
+		}, `auth.issuer_keys[0].issuer: "` + sandbox + `" is not one of auth.issuers`},
+		{"issuer_keys file missing", func(c *config.Auth) {
+			c.Issuers = []string{issuer, sandbox}
+			c.CertificateFiles, c.HS256SecretEnv = nil, ""
+			c.IssuerKeys = []config.IssuerKeys{{Issuer: issuer, CertificateFiles: []string{f.certFile}, HS256SecretEnv: secretEnv},
+				{Issuer: sandbox, CertificateFiles: []string{f.dir + "/nope.crt"}}}
+		}, "auth.issuer_keys[1].certificate_files[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := f.authConfig(auth.RS256, auth.HS256)
+			cfg := f.singleConfig(auth.RS256, auth.HS256)
 			tt.mutate(&cfg)
 			v, err := auth.NewVerifier(cfg, env, f.clock)
 			if err == nil {
@@ -116,7 +127,7 @@ func TestVerifierKeys(t *testing.T) {
 	// One file, three blocks: a certificate, a public key, a certificate.
 	bundle := slices.Concat(readFile(t, f.certFile), readFile(t, f.pubKeyFile), readFile(t, f.rotatedFile))
 	bundleFile := writeFile(t, f.dir, "bundle.pem", bundle)
-	cfg := f.authConfig(auth.RS256)
+	cfg := f.singleConfig(auth.RS256)
 	cfg.CertificateFiles = []string{bundleFile}
 	v := f.verifier(t, cfg)
 

@@ -39,21 +39,26 @@ func (v *Verifier) rejectDetail(tok *jwt.Token, c *jwt.RegisteredClaims, err err
 		return fmt.Sprintf("algorithm %s is not accepted", quote(alg))
 	case errors.Is(err, errCrit):
 		return critDetail(tok.Header["crit"])
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return v.signatureDetail(alg)
+	case errors.Is(err, errIssuer) && c.Issuer == "":
+		return "token has no iss claim"
+	case errors.Is(err, errIssuer):
+		return fmt.Sprintf("issuer %s is not allowed", quote(c.Issuer))
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, errNoKey):
+		return v.signatureDetail(alg, c.Issuer)
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
 		return fmt.Sprintf("token signed with %s cannot be verified", alg)
 	}
 	return claimsDetail(c, err)
 }
 
-// signatureDetail says which kind of key material the signature failed
-// against, not how much of it is configured.
-func (v *Verifier) signatureDetail(alg string) string {
+// signatureDetail says which kind of key material, bound to which issuer,
+// the signature failed against, not how much of it is configured (nor
+// whether the issuer has any: no key of the kind reads the same).
+func (v *Verifier) signatureDetail(alg, iss string) string {
 	if alg == HS256 {
-		return "invalid signature: HS256 signature does not verify with the configured secret"
+		return fmt.Sprintf("invalid signature: HS256 signature does not verify with the secret of issuer %s", quote(iss))
 	}
-	return fmt.Sprintf("invalid signature: %s signature does not verify under any configured certificate", alg)
+	return fmt.Sprintf("invalid signature: %s signature does not verify under any certificate of issuer %s", alg, quote(iss))
 }
 
 // errCrit is keyFor's refusal of a token with a `crit` header.

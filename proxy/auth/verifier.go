@@ -56,7 +56,7 @@ type Verifier struct {
 	cache       *verified
 	algorithms  []string
 	keys        []rsaKey
-	secret      []byte
+	secrets     map[string][]jwt.VerificationKey // HS256 secrets ([]byte) by issuer
 	issuers     []string
 	audience    string
 	maxLifetime time.Duration
@@ -157,27 +157,58 @@ func (v *Verifier) loadKeyMaterial(cfg config.Auth, getenv func(string) string) 
 			v.algorithms = append(v.algorithms, alg)
 		}
 	}
-	hasSecret := cfg.HS256SecretEnv != "" || cfg.HS256SecretFile != ""
-	switch {
-	case rsa && len(cfg.CertificateFiles) == 0:
-		return errors.New("auth.certificate_files: required for RS256/RS512")
-	case !rsa && len(cfg.CertificateFiles) > 0:
-		return errors.New("auth.certificate_files: set, but auth.algorithms has no RS256/RS512")
-	case hs && !hasSecret:
-		return errors.New("auth.hs256_secret_env or auth.hs256_secret_file: required for HS256")
-	case !hs && hasSecret:
-		return errors.New("auth.hs256_secret_env/hs256_secret_file: set, but auth.algorithms has no HS256")
+	if err := checkBound(cfg); err != nil {
+		return err
 	}
-	var err error
-	if rsa {
-		if v.keys, err = loadRSAKeys(cfg.CertificateFiles); err != nil {
+	var certs, secrets bool
+	v.secrets = map[string][]jwt.VerificationKey{}
+	for _, b := range cfg.Bindings() {
+		ref := b.HS256Ref()
+		hasSecret := ref.Env != "" || ref.File != ""
+		switch {
+		case !rsa && len(b.CertificateFiles) > 0:
+			return fmt.Errorf("%s.certificate_files: set, but auth.algorithms has no RS256/RS512", b.Path())
+		case !hs && hasSecret:
+			return fmt.Errorf("%s.hs256_secret_env/hs256_secret_file: set, but auth.algorithms has no HS256", b.Path())
+		}
+		keys, err := loadRSAKeys(b.Path(), b.Issuer, b.CertificateFiles)
+		if err != nil {
 			return err
 		}
+		v.keys = append(v.keys, keys...)
+		certs = certs || len(keys) > 0
+		if hasSecret {
+			secret, err := loadHS256Secret(b, getenv)
+			if err != nil {
+				return err
+			}
+			v.secrets[b.Issuer] = append(v.secrets[b.Issuer], secret)
+			secrets = true
+		}
 	}
-	if hs {
-		v.secret, err = loadHS256Secret(cfg, getenv)
+	switch {
+	case rsa && !certs:
+		return errors.New("auth.certificate_files: required for RS256/RS512")
+	case hs && !secrets:
+		return errors.New("auth.hs256_secret_env or auth.hs256_secret_file: required for HS256")
 	}
-	return err
+	return nil
+}
+
+// checkBound refuses key material bound to no allowed issuer (contract §9):
+// top-level keys when auth.issuers has several entries, and an
+// auth.issuer_keys entry whose issuer is not one of auth.issuers. The error
+// names the configuration key.
+func checkBound(cfg config.Auth) error {
+	if len(cfg.Issuers) > 1 && (len(cfg.CertificateFiles) > 0 || cfg.HS256SecretEnv != "" || cfg.HS256SecretFile != "") {
+		return errors.New("auth.certificate_files/hs256_secret_env: not bound to an issuer; with several auth.issuers list each key under auth.issuer_keys")
+	}
+	for _, b := range cfg.Bindings() {
+		if !slices.Contains(cfg.Issuers, b.Issuer) {
+			return fmt.Errorf("%s.issuer: %q is not one of auth.issuers", b.Path(), b.Issuer)
+		}
+	}
+	return nil
 }
 
 // Keys describes the configured RSA verification keys, in configuration
@@ -205,13 +236,19 @@ func (v *Verifier) Keys() []KeyInfo {
 // (§4.1.3); `iss` exactly one of auth.issuers (§4.1.1); `iat` or `nbf`
 // present and exp − max(iat, nbf) at most auth.max_token_lifetime.
 //
-// Key rotation: when the token has a `kid` header, the keys labelled with it
-// (see KeyInfo.Labels) are tried first, then every other configured key; a
-// signature valid under any configured key passes. Salesforce names its
-// certificate in `kid`, a name the certificate file itself need not carry,
-// so `kid` only orders the search and never narrows it: every configured
-// key is trusted alike, and a kid matching no label costs at most one RSA
-// verification per configured key.
+// Keys are bound to issuers (config.Auth.Bindings): the signature is checked
+// only against the keys bound to the token's own `iss`, so an organisation
+// holding one issuer's key cannot mint a token another issuer's callouts,
+// breaker partitions or shares would accept; a token whose `iss` has no key
+// of its algorithm's type is refused like a bad signature.
+//
+// Key rotation: when the token has a `kid` header, the keys of its issuer
+// labelled with it (see KeyInfo.Labels) are tried first, then the issuer's
+// other keys; a signature valid under any of them passes. Salesforce names
+// its certificate in `kid`, a name the certificate file itself need not
+// carry, so `kid` only orders the search and never narrows it, and a kid
+// matching no label costs at most one RSA verification per key of the
+// issuer.
 //
 // A token that passed is remembered by its SHA-256 until its exp (cache.go):
 // the same token again skips the parse and the signature
@@ -262,35 +299,49 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 	if !slices.Contains(v.algorithms, alg) {
 		return nil, fmt.Errorf("algorithm %s not allowed", alg)
 	}
+	var iss string
+	if c, ok := t.Claims.(*jwt.RegisteredClaims); ok {
+		iss = c.Issuer
+	}
+	if !slices.Contains(v.issuers, iss) {
+		return nil, errIssuer
+	}
+	var keys []jwt.VerificationKey
 	switch t.Method.(type) {
 	case *jwt.SigningMethodRSA:
-		if len(v.keys) == 0 {
-			return nil, errors.New("no RSA keys configured")
-		}
 		kid, _ := t.Header["kid"].(string)
-		return jwt.VerificationKeySet{Keys: v.rsaKeysFor(kid)}, nil
+		keys = v.rsaKeysFor(iss, kid)
 	case *jwt.SigningMethodHMAC:
-		if alg != HS256 || len(v.secret) == 0 {
-			return nil, errors.New("no HS256 secret configured")
+		if alg == HS256 {
+			keys = v.secrets[iss]
 		}
-		return v.secret, nil
+	default:
+		return nil, fmt.Errorf("signing method %T not supported", t.Method)
 	}
-	return nil, fmt.Errorf("signing method %T not supported", t.Method)
+	if len(keys) == 0 {
+		return nil, errNoKey
+	}
+	return jwt.VerificationKeySet{Keys: keys}, nil
 }
 
-// rsaKeysFor returns every RSA key, those labelled kid first.
-func (v *Verifier) rsaKeysFor(kid string) []jwt.VerificationKey {
+// Errors of keyFor that reject names (reject.go).
+var (
+	// errIssuer: the token's iss is absent or not one of auth.issuers, so
+	// no key is bound to it.
+	errIssuer = errors.New("issuer not allowed")
+	// errNoKey: the token's issuer has no key of the token's algorithm.
+	errNoKey = errors.New("issuer has no key of this algorithm")
+)
+
+// rsaKeysFor returns the RSA keys bound to issuer iss, those labelled kid
+// first.
+func (v *Verifier) rsaKeysFor(iss, kid string) []jwt.VerificationKey {
 	keys := make([]jwt.VerificationKey, 0, len(v.keys))
-	if kid != "" {
+	for pass := range 2 {
 		for _, k := range v.keys {
-			if k.matches(kid) {
+			if k.issuer == iss && (kid != "" && k.matches(kid)) == (pass == 0) {
 				keys = append(keys, k.pub)
 			}
-		}
-	}
-	for _, k := range v.keys {
-		if kid == "" || !k.matches(kid) {
-			keys = append(keys, k.pub)
 		}
 	}
 	return keys

@@ -92,6 +92,28 @@ func TestVerifyClaims(t *testing.T) {
 	})
 }
 
+// TestVerifyKeyBoundToIssuer: a key verifies only tokens of the issuer it
+// is bound to (contract §9), so the holder of one organisation's
+// certificate or secret cannot mint a token another organisation's
+// callouts, partitions and shares would accept — even naming the other
+// certificate in kid.
+func TestVerifyKeyBoundToIssuer(t *testing.T) {
+	f := newFixture(t)
+	w := f.world(t)
+	sb := authtest.Claims(sandbox, audience, subject, f.now, time.Minute)
+	runVerify(t, w, []verifyCase{
+		{"own certificate", "bound", w.rs(t, f.key1, "RS256", w.ok), ""},
+		{"other org's certificate own issuer", "bound", w.rs(t, f.key2, "RS256", sb), ""},
+		{"org-a certificate signing for org-b", "bound", w.rs(t, f.key1, "RS256", sb), `under any certificate of issuer "` + sandbox + `"`},
+		{"org-a certificate signing for org-b, kid of org-a", "bound", kid(t, f.key1, currentKID, sb), "invalid signature"},
+		{"org-b certificate signing for org-a", "bound", w.rs(t, f.key2, "RS256", w.ok), "invalid signature"},
+		{"own secret", "bound", w.hs(t, []byte(sandboxSecret), sb), ""},
+		{"org-a secret signing for org-b", "bound", w.hs(t, []byte(secret), sb), `HS256 signature does not verify with the secret of issuer "` + sandbox + `"`},
+		{"org-b secret signing for org-a", "bound", w.hs(t, []byte(sandboxSecret), w.ok), "invalid signature"},
+		{"unknown issuer", "bound", w.hs(t, []byte(secret), authtest.Claims("https://evil.my.salesforce.com", audience, subject, f.now, time.Minute)), "is not allowed"},
+	})
+}
+
 // TestVerifySignature covers algorithms, key rotation and the HS/RS confusion.
 func TestVerifySignature(t *testing.T) {
 	f := newFixture(t)
@@ -106,7 +128,7 @@ func TestVerifySignature(t *testing.T) {
 		}, `algorithm "HS256" is not accepted`},
 		{"HS256 with certificate PEM as secret, RS and HS", "rs+hs", func() string {
 			return "Bearer " + authtest.MintHS256(t, readFile(t, f.certFile), w.ok)
-		}, "HS256 signature does not verify with the configured secret"},
+		}, "HS256 signature does not verify with the secret of issuer"},
 		{"HS256 with public key PEM as secret, RS and HS", "rs+hs", func() string {
 			return "Bearer " + authtest.MintHS256(t, readFile(t, f.pubKeyFile), w.ok)
 		}, "HS256 signature does not verify"},
@@ -123,7 +145,7 @@ func TestVerifySignature(t *testing.T) {
 		{"RS256 with kid of its certificate", "rs", kid(t, f.key1, currentKID, w.ok), ""},
 		{"RS256 with kid of another certificate", "rs", kid(t, f.key2, currentKID, w.ok), ""},
 		{"RS256 with unknown kid", "rs", kid(t, f.key3, "sf_jwt_unknown", w.ok), ""},
-		{"RS256 from unconfigured key", "rs", kid(t, f.bad, currentKID, w.ok), "RS256 signature does not verify under any configured certificate"},
+		{"RS256 from unconfigured key", "rs", kid(t, f.bad, currentKID, w.ok), "RS256 signature does not verify under any certificate of issuer"},
 		{"RS256 with tampered claims", "rs", func() string {
 			good := strings.Split(authtest.MintRS(t, f.key1, "RS256", w.ok), ".")
 			evil := strings.Split(authtest.MintRS(t, f.bad, "RS256", authtest.Claims(sandbox, audience, "root", f.now, time.Minute)), ".")
@@ -158,6 +180,12 @@ func (f *fixture) world(t *testing.T) *world {
 		"hs":     f.verifier(t, f.authConfig(auth.HS256)),
 		"short":  f.verifier(t, with(func(c *config.Auth) { c.MaxTokenLifetime = 5 * time.Minute })),
 		"leeway": f.verifier(t, with(func(c *config.Auth) { c.Leeway = 2 * time.Minute })),
+		// bound: each issuer has its own certificate and its own secret.
+		"bound": f.verifier(t, config.Auth{Issuers: []string{issuer, sandbox}, Audience: audience,
+			Algorithms: []string{auth.RS256, auth.HS256}, IssuerKeys: []config.IssuerKeys{
+				{Issuer: issuer, CertificateFiles: []string{f.certFile}, HS256SecretEnv: secretEnv},
+				{Issuer: sandbox, CertificateFiles: []string{f.rotatedFile}, HS256SecretEnv: sandboxSecretEnv},
+			}}),
 	}}
 }
 

@@ -237,6 +237,12 @@ type Auth struct {
 	HS256SecretEnv string `yaml:"hs256_secret_env"`
 	// HS256SecretFile is a file holding the HS256 secret (alternative to env).
 	HS256SecretFile string `yaml:"hs256_secret_file"`
+	// IssuerKeys binds key material to the issuer it may sign for: a token
+	// verifies only under a key bound to its own `iss` (contract §9). The
+	// top-level CertificateFiles and HS256 secret are bound to the issuer
+	// when Issuers has one entry; with several, every key must be listed
+	// here, under its issuer (Validate refuses an unbound key).
+	IssuerKeys []IssuerKeys `yaml:"issuer_keys"`
 	// MaxTokenLifetime bounds exp − iat (or exp − nbf). Default 1h; 0 means
 	// the default.
 	MaxTokenLifetime time.Duration `yaml:"max_token_lifetime"`
@@ -249,6 +255,57 @@ type Auth struct {
 	// requests is verified once. Default 10000; 0 means the
 	// default; past it a new token evicts an entry (proxy/auth cache.go).
 	TokenCacheEntries int `yaml:"token_cache_entries"`
+}
+
+// IssuerKeys is the verification key material of one issuer (contract §9,
+// auth.issuer_keys): certificate files for RS256/RS512 and/or an HS256
+// secret, as in Auth. A key that signs for two issuers is listed under each.
+type IssuerKeys struct {
+	// Issuer is one of auth.issuers.
+	Issuer string `yaml:"issuer"`
+	// CertificateFiles are PEM files, as Auth.CertificateFiles.
+	CertificateFiles []string `yaml:"certificate_files"`
+	// HS256SecretEnv and HS256SecretFile say where this issuer's HS256
+	// secret is (one of them), as in Auth.
+	HS256SecretEnv  string `yaml:"hs256_secret_env"`
+	HS256SecretFile string `yaml:"hs256_secret_file"`
+	// path is the configuration key the entry came from, for errors:
+	// "auth" for the top-level keys, "auth.issuer_keys[i]" otherwise.
+	path string
+}
+
+// HS256Ref returns where the issuer's HS256 secret is, as a SecretRef.
+func (k IssuerKeys) HS256Ref() SecretRef {
+	return SecretRef{Env: k.HS256SecretEnv, File: k.HS256SecretFile}
+}
+
+// Path is the configuration key the entry came from: "auth" for the
+// top-level keys of a single-issuer configuration, "auth.issuer_keys[i]"
+// otherwise; error messages name it.
+func (k IssuerKeys) Path() string { return k.path }
+
+// hasKeys reports whether the entry configures any key material.
+func (k IssuerKeys) hasKeys() bool {
+	return len(k.CertificateFiles) > 0 || k.HS256SecretEnv != "" || k.HS256SecretFile != ""
+}
+
+// Bindings returns every key binding of a: the top-level key material
+// bound to the sole issuer (only when auth.issuers has exactly one entry;
+// with several, top-level keys are bound to none and Validate refuses
+// them), then each auth.issuer_keys entry. Contract §9.
+func (a Auth) Bindings() []IssuerKeys {
+	var out []IssuerKeys
+	top := IssuerKeys{CertificateFiles: a.CertificateFiles, HS256SecretEnv: a.HS256SecretEnv,
+		HS256SecretFile: a.HS256SecretFile, path: "auth"}
+	if len(a.Issuers) == 1 && top.hasKeys() {
+		top.Issuer = a.Issuers[0]
+		out = append(out, top)
+	}
+	for i, k := range a.IssuerKeys {
+		k.path = index("auth.issuer_keys", i)
+		out = append(out, k)
+	}
+	return out
 }
 
 // Admin configures the admin API.

@@ -85,7 +85,7 @@ func (c *Config) applyDefaults() {
 	c.Tracing.applyDefaults()
 	inherit(&c.Auth.MaxTokenLifetime, DefaultMaxTokenLifetime)
 	inherit(&c.Auth.Leeway, DefaultLeeway)
-	if len(c.Auth.Algorithms) == 0 && len(c.Auth.CertificateFiles) > 0 {
+	if len(c.Auth.Algorithms) == 0 && c.Auth.hasCertificates() {
 		c.Auth.Algorithms = []string{AlgRS256}
 	}
 	shared := map[*Endpoint]bool{}

@@ -70,7 +70,7 @@ func TestExampleProduction(t *testing.T) {
 	}
 	dir := keyFiles(t)
 	for _, f := range []struct{ name, from string }{
-		{"named-credential.crt", "cert.pem"}, {"sf-jwt.key", "key.pem"},
+		{"named-credential.crt", "cert.pem"}, {"sandbox-named-credential.crt", "cert.pem"}, {"sf-jwt.key", "key.pem"},
 		{"admin-read.token", "secret.txt"}, {"erp-api-key", "secret.txt"},
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, f.from))
@@ -94,7 +94,9 @@ func TestExampleProduction(t *testing.T) {
 		{"durability", cfg.Redis.Durability, config.DurabilityReplicated},
 		{"sentinel tls", cfg.Redis.Sentinel.TLS, true},
 		{"algorithms", cfg.Auth.Algorithms, []string{"RS256"}},
-		{"certificate", cfg.Auth.CertificateFiles, []string{filepath.Join(dir, "named-credential.crt")}},
+		{"certificates", cfg.Auth.IssuerKeys, []config.IssuerKeys{
+			{Issuer: "https://example.my.salesforce.com", CertificateFiles: []string{filepath.Join(dir, "named-credential.crt")}},
+			{Issuer: "https://example--uat.sandbox.my.salesforce.com", CertificateFiles: []string{filepath.Join(dir, "sandbox-named-credential.crt")}}}},
 		{"tokens", len(cfg.Admin.Tokens), 2},
 		{"policy", cfg.Policy, policy.Defaults()},
 		{"payment attempt timeout", pay.AttemptTimeout, 20 * time.Second},
@@ -135,7 +137,7 @@ func TestExampleProductionReportsMissingFiles(t *testing.T) {
 	for _, p := range problems(t, err) {
 		keys = append(keys, p.Key)
 	}
-	want := []string{"auth.certificate_files[0]", "admin.tokens[1].token_file",
+	want := []string{"auth.issuer_keys[0].certificate_files[0]", "auth.issuer_keys[1].certificate_files[0]", "admin.tokens[1].token_file",
 		"endpoints.erp-internal.headers.X-Api-Key", "salesforce.private_key_file"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("keys %v, want %v\n%v", keys, want, err)

@@ -64,7 +64,7 @@ func baseSections() map[string]string {
   issuers: [https://example.my.salesforce.com, https://example--uat.sandbox.my.salesforce.com]
   audience: callout-proxy
   algorithms: [HS256]
-  hs256_secret_env: JWT_SECRET
+  issuer_keys: [{issuer: https://example.my.salesforce.com, hs256_secret_env: JWT_SECRET}, {issuer: https://example--uat.sandbox.my.salesforce.com, hs256_secret_env: JWT_SECRET}]
 `,
 		"admin": `admin:
   tokens:

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,11 @@ func TestLimitsDefaults(t *testing.T) {
 func TestInflightShareDefaults(t *testing.T) {
 	dir := keyFiles(t)
 	auth := func(issuers string) string {
-		return "auth:\n  issuers: [" + issuers + "]\n  audience: callout-proxy\n  algorithms: [HS256]\n  hs256_secret_env: JWT_SECRET\n"
+		var keys []string
+		for _, iss := range strings.Split(issuers, ", ") {
+			keys = append(keys, "{issuer: "+iss+", hs256_secret_env: JWT_SECRET}")
+		}
+		return "auth:\n  issuers: [" + issuers + "]\n  audience: callout-proxy\n  algorithms: [HS256]\n  issuer_keys: [" + strings.Join(keys, ", ") + "]\n"
 	}
 	for _, tt := range []struct {
 		name, auth, extra string

@@ -167,6 +167,13 @@ func (c *Config) resolvePaths(base string) {
 		abs(&c.Auth.CertificateFiles[i])
 	}
 	abs(&c.Auth.HS256SecretFile)
+	for i := range c.Auth.IssuerKeys {
+		k := &c.Auth.IssuerKeys[i]
+		for j := range k.CertificateFiles {
+			abs(&k.CertificateFiles[j])
+		}
+		abs(&k.HS256SecretFile)
+	}
 	for i := range c.Admin.Tokens {
 		abs(&c.Admin.Tokens[i].TokenFile)
 	}

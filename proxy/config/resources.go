@@ -76,24 +76,25 @@ func (c *Config) checkResources(getenv func(string) string, col *collector) {
 }
 
 func (c *Config) checkAuthResources(getenv func(string) string, col *collector) {
-	a := c.Auth
-	for i, f := range a.CertificateFiles {
-		checkPEM(col, index("auth.certificate_files", i), f, "CERTIFICATE", "PUBLIC KEY", "RSA PUBLIC KEY")
-	}
-	ref := a.HS256Ref()
-	if (ref.Env == "") == (ref.File == "") {
-		return
-	}
-	key := "auth.hs256_secret_env"
-	if ref.File != "" {
-		key = "auth.hs256_secret_file"
-	}
-	v, err := ref.Resolve(getenv)
-	switch {
-	case err != nil:
-		col.add(key, "%v", err)
-	case len(v) < MinHS256SecretBytes:
-		col.add(key, "the secret in %s is shorter than %d bytes (RFC 7518 §3.2)", ref, MinHS256SecretBytes)
+	for _, k := range c.Auth.Bindings() {
+		for i, f := range k.CertificateFiles {
+			checkPEM(col, index(join(k.path, "certificate_files"), i), f, "CERTIFICATE", "PUBLIC KEY", "RSA PUBLIC KEY")
+		}
+		ref := k.HS256Ref()
+		if (ref.Env == "") == (ref.File == "") {
+			continue
+		}
+		key := join(k.path, "hs256_secret_env")
+		if ref.File != "" {
+			key = join(k.path, "hs256_secret_file")
+		}
+		v, err := ref.Resolve(getenv)
+		switch {
+		case err != nil:
+			col.add(key, "%v", err)
+		case len(v) < MinHS256SecretBytes:
+			col.add(key, "the secret in %s is shorter than %d bytes (RFC 7518 §3.2)", ref, MinHS256SecretBytes)
+		}
 	}
 }
 

@@ -77,20 +77,23 @@ func readSecretFile(path string) (string, error) {
 	return v, nil
 }
 
-// HS256Ref returns where the HS256 secret is, as a SecretRef.
-func (a Auth) HS256Ref() SecretRef {
-	return SecretRef{Env: a.HS256SecretEnv, File: a.HS256SecretFile}
-}
-
-// HS256Secret returns the HS256 key: the value of HS256SecretEnv or of
-// HS256SecretFile (see SecretRef.Resolve). Errors name the variable or the
-// file, never the value; it also fails when neither is configured.
-func (a Auth) HS256Secret(getenv func(string) string) ([]byte, error) {
-	v, err := a.HS256Ref().Resolve(getenv)
-	if err != nil {
-		return nil, fmt.Errorf("auth HS256 secret: %w", err)
+// HS256Secret returns the HS256 key of issuer iss: the value of the
+// HS256SecretEnv or HS256SecretFile of the first binding of iss that has
+// one (Auth.Bindings; see SecretRef.Resolve). Errors name the variable or
+// the file, never the value; it also fails when iss has no HS256 secret.
+func (a Auth) HS256Secret(iss string, getenv func(string) string) ([]byte, error) {
+	for _, k := range a.Bindings() {
+		ref := k.HS256Ref()
+		if k.Issuer != iss || (ref.Env == "" && ref.File == "") {
+			continue
+		}
+		v, err := ref.Resolve(getenv)
+		if err != nil {
+			return nil, fmt.Errorf("%s HS256 secret: %w", k.path, err)
+		}
+		return []byte(v), nil
 	}
-	return []byte(v), nil
+	return nil, fmt.Errorf("auth: issuer %q has no HS256 secret", iss)
 }
 
 // Ref returns where the token's value is, as a SecretRef.

@@ -71,17 +71,21 @@ func TestSecretAccessors(t *testing.T) {
 		wantErr string
 	}{
 		{"hs256 env", func() (string, error) {
-			b, err := config.Auth{HS256SecretEnv: "JWT_SECRET"}.HS256Secret(get)
+			b, err := config.Auth{Issuers: []string{"org"}, HS256SecretEnv: "JWT_SECRET"}.HS256Secret("org", get)
 			return string(b), err
 		}, jwtSecret, ""},
 		{"hs256 file", func() (string, error) {
-			b, err := config.Auth{HS256SecretFile: filepath.Join(dir, "secret.txt")}.HS256Secret(get)
+			b, err := config.Auth{Issuers: []string{"org"}, IssuerKeys: []config.IssuerKeys{{Issuer: "org", HS256SecretFile: filepath.Join(dir, "secret.txt")}}}.HS256Secret("org", get)
 			return string(b), err
 		}, fileSecret, ""},
 		{"hs256 none", func() (string, error) {
-			b, err := config.Auth{}.HS256Secret(get)
+			b, err := config.Auth{Issuers: []string{"org"}}.HS256Secret("org", get)
 			return string(b), err
-		}, "", "auth HS256 secret: set one of env and file"},
+		}, "", `auth: issuer "org" has no HS256 secret`},
+		{"hs256 of another issuer", func() (string, error) {
+			b, err := config.Auth{Issuers: []string{"a", "b"}, IssuerKeys: []config.IssuerKeys{{Issuer: "a", HS256SecretEnv: "JWT_SECRET"}}}.HS256Secret("b", get)
+			return string(b), err
+		}, "", `auth: issuer "b" has no HS256 secret`},
 		{"admin env", func() (string, error) { return config.AdminToken{Name: "ops", TokenEnv: "ADMIN_TOKEN"}.Value(get) }, adminSecret, ""},
 		{"admin unset", func() (string, error) { return config.AdminToken{Name: "ops", TokenEnv: "NOPE"}.Value(get) },
 			"", `admin token "ops": environment variable NOPE is not set or is empty`},

@@ -221,11 +221,11 @@ func (a Auth) validateAlgorithms(col *collector) {
 			rsa = alg
 		}
 	}
-	hasSecret := a.HS256SecretEnv != "" || a.HS256SecretFile != ""
+	hasSecret := a.hasSecret()
 	switch {
-	case rsa != "" && len(a.CertificateFiles) == 0:
+	case rsa != "" && !a.hasCertificates():
 		col.add("auth.algorithms", "%s needs auth.certificate_files", rsa)
-	case rsa == "" && len(a.CertificateFiles) > 0:
+	case rsa == "" && a.hasCertificates():
 		col.add("auth.certificate_files", "set, but auth.algorithms has no RS256 or RS512")
 	}
 	switch {
@@ -233,8 +233,59 @@ func (a Auth) validateAlgorithms(col *collector) {
 		col.add("auth.algorithms", "HS256 needs auth.hs256_secret_env or hs256_secret_file")
 	case !hs && hasSecret:
 		col.add("auth.hs256_secret_env", "set (or hs256_secret_file), but auth.algorithms has no HS256")
-	case a.HS256SecretEnv != "" && a.HS256SecretFile != "":
-		col.add("auth.hs256_secret_file", "set one of auth.hs256_secret_env and auth.hs256_secret_file, not both")
+	}
+	a.validateBindings(col)
+}
+
+// hasCertificates reports whether any certificate file is configured, top
+// level or under auth.issuer_keys.
+func (a Auth) hasCertificates() bool {
+	return len(a.CertificateFiles) > 0 || slices.ContainsFunc(a.IssuerKeys, func(k IssuerKeys) bool { return len(k.CertificateFiles) > 0 })
+}
+
+// hasSecret reports whether any HS256 secret is configured, top level or
+// under auth.issuer_keys.
+func (a Auth) hasSecret() bool {
+	has := func(k IssuerKeys) bool { return k.HS256SecretEnv != "" || k.HS256SecretFile != "" }
+	return has(IssuerKeys{HS256SecretEnv: a.HS256SecretEnv, HS256SecretFile: a.HS256SecretFile}) || slices.ContainsFunc(a.IssuerKeys, has)
+}
+
+// validateBindings checks that every key is bound to the issuer it may
+// sign for (contract §9): with several auth.issuers the top-level keys are
+// bound to none and refused, each auth.issuer_keys entry names one of
+// auth.issuers and has key material, and every issuer has a key.
+func (a Auth) validateBindings(col *collector) {
+	if len(a.Issuers) > 1 {
+		const why = "is not bound to an issuer: with several auth.issuers, list it under auth.issuer_keys with the issuer it signs for"
+		for i, f := range a.CertificateFiles {
+			col.add(index("auth.certificate_files", i), "%s %s", f, why)
+		}
+		if ref := (IssuerKeys{HS256SecretEnv: a.HS256SecretEnv, HS256SecretFile: a.HS256SecretFile}).HS256Ref(); ref.Env != "" || ref.File != "" {
+			col.add("auth.hs256_secret_env", "the HS256 secret in %s %s", ref, why)
+		}
+	}
+	bindings := a.Bindings()
+	for _, k := range bindings {
+		switch {
+		case k.path == "auth":
+		case k.Issuer == "":
+			col.add(k.path+".issuer", "required: the auth.issuers entry these keys sign for")
+		case !slices.Contains(a.Issuers, k.Issuer):
+			col.add(k.path+".issuer", "%q is not one of auth.issuers", k.Issuer)
+		case !k.hasKeys():
+			col.add(k.path, "no key: set certificate_files, hs256_secret_env or hs256_secret_file")
+		}
+		if k.HS256SecretEnv != "" && k.HS256SecretFile != "" {
+			col.add(join(k.path, "hs256_secret_file"), "set one of %s and %s, not both", join(k.path, "hs256_secret_env"), join(k.path, "hs256_secret_file"))
+		}
+	}
+	if len(a.Issuers) < 2 || len(a.CertificateFiles) > 0 || a.HS256SecretEnv != "" || a.HS256SecretFile != "" {
+		return // one issuer: the algorithms' checks cover a missing key; unbound keys reported above
+	}
+	for i, iss := range a.Issuers {
+		if iss != "" && !slices.ContainsFunc(bindings, func(k IssuerKeys) bool { return k.Issuer == iss && k.hasKeys() }) {
+			col.add(index("auth.issuers", i), "%q has no key: bind its certificate or secret to it under auth.issuer_keys", iss)
+		}
 	}
 }
 

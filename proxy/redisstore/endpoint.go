@@ -185,7 +185,8 @@ func (r gateReadReply) view() gateView {
 // ARCHITECTURE.md "Hot-path budget"). gates[i] is endpoints[i]'s gate as a
 // read would be admitted by it — Gate and ConsecutiveFailures; ProbeToken
 // is never set (nothing is taken: a half-open breaker reads GateHalfOpen)
-// — and errs[i] its error, when it could not be read (ErrUnavailable, or a
+// — Gate.Partition the issuer when the gate is its partition's —
+// and errs[i] its error, when it could not be read (ErrUnavailable, or a
 // reply the code does not understand); gates[i] is then zero.
 func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []policy.Admission, errs []error) {
 	now := s.now()
@@ -205,6 +206,9 @@ func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []poli
 			continue
 		}
 		gates[i] = policy.Admission{Gate: v.gateOf(), ConsecutiveFailures: v.Failures}
+		if _, issuer := keyspace.SplitGate(endpoints[i]); v.Level != "" {
+			gates[i].Gate.Partition = issuer
+		}
 	}
 	return gates, errs
 }

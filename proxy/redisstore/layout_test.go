@@ -68,3 +68,67 @@ func dbSize(t *testing.T, e *env) int64 {
 	}
 	return n
 }
+
+// Migrating a layout-1 store (layout.Migrate, `callout-proxy migrate`): its
+// queue's one due set and one lease set hold every organisation's callouts;
+// migrate moves each member to its organisation's set by the issuer tag of
+// its record, leaves the callout without an issuer where it is, stamps
+// layout 2, and changes nothing when run again; then every callout is
+// claimed. The start-up check refuses the layout-1 store before.
+func TestMigrateOrganisationQueues(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx, rdb := ctxT(t), e.b.Client
+		s := partitionedStore(e)
+		const ep = "migrate-api"
+		enqueueOf(t, s, ep, orgA, 3)
+		enqueueOf(t, s, ep, orgB, 2)
+		enqueueOf(t, s, ep, "", 1)
+		inflight := mustClaim(t, s, ep, ClaimOptions{Batch: 1, Lease: testLease}) // one in a lease set
+		if len(inflight.Claimed) != 1 {
+			t.Fatalf("claimed %d, want 1", len(inflight.Claimed))
+		}
+		// back to layout 1: every organisation's members in the queue's sets
+		home := homeQueue(ep)
+		old := map[string]string{}
+		for _, org := range []string{orgA, orgB} {
+			q := home.forOrg(keyspace.IssuerTag(org), "")
+			old[q.due], old[q.lease] = home.due, home.lease
+		}
+		for from, to := range old {
+			zs, err := rdb.ZRangeWithScores(ctx, from, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, z := range zs {
+				rdb.ZAdd(ctx, to, z)
+			}
+			rdb.Del(ctx, from)
+		}
+		if n := rdb.ZCard(ctx, home.due).Val() + rdb.ZCard(ctx, home.lease).Val(); n != 6 {
+			t.Fatalf("layout-1 sets hold %d callouts, want 6", n)
+		}
+		if err := rdb.Set(ctx, keyspace.Layout, "1", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var le *layout.Error
+		if err := layout.Check(ctx, rdb); !errors.As(err, &le) || le.Store != 1 || le.Binary != 2 {
+			t.Fatalf("start-up check of a layout-1 store: %v, want versions 1 and 2 named", err)
+		}
+		for run, want := range []int{1, 2} {
+			if from, err := layout.Migrate(ctx, rdb); err != nil || from != want {
+				t.Fatalf("migrate run %d = %d, %v; want %d, nil", run+1, from, err, want)
+			}
+			if err := layout.Check(ctx, rdb); err != nil {
+				t.Fatalf("check after migrate run %d: %v", run+1, err)
+			}
+			if due, lease := rdb.ZCard(ctx, home.due).Val(), rdb.ZCard(ctx, home.lease).Val(); due != 1 || lease != 0 {
+				t.Fatalf("after run %d the queue's own sets hold %d due, %d leased; want the issuer-less one due", run+1, due, lease)
+			}
+		}
+		got := byOrg(mustClaim(t, s, ep, ClaimOptions{Batch: 10, Lease: testLease}).Claimed)
+		got[inflight.Claimed[0].Issuer]++
+		if got[orgA] != 3 || got[orgB] != 2 || got[""] != 1 {
+			t.Fatalf("claimed after migrate (with the one in flight) %v, want org-a 3, org-b 2, none 1", got)
+		}
+	})
+}

@@ -101,6 +101,16 @@ func openPartition(t *testing.T, e *env, s *Store, ep, org string, n int, br pol
 	return last
 }
 
+// orgAFailed is a partitioned store (threshold 2, probe interval 1 min)
+// where org-a's two failures opened its partition of ep.
+func orgAFailed(t *testing.T, e *env, ep string) (*Store, policy.BreakerSettings) {
+	t.Helper()
+	s := partitionedStore(e)
+	br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+	openPartition(t, e, s, ep, orgA, 2, br)
+	return s, br
+}
+
 // Breaker partitions (contract §6): org-a's failures open org-a's breaker
 // only — org-b's writes are made, not held, and its reads are admitted;
 // a second organisation's open partition opens the endpoint's own breaker,
@@ -195,10 +205,8 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 // exactly one, while the other organisations' callouts go on.
 func TestPartitionProbeIsItsOwn(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		s := partitionedStore(e)
 		const ep = "probe-part-api"
-		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
-		openPartition(t, e, s, ep, orgA, 2, br)
+		s, br := orgAFailed(t, e, ep)
 		e.clk.Advance(time.Hour + time.Second) // the retries are due, the partition half-open
 		enqueueOf(t, s, ep, orgB, 3)
 		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
@@ -350,6 +358,101 @@ func TestOneOrganisationOpensTheEndpoint(t *testing.T) {
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen || st.Gate.State != policy.GateBreakerOpen {
 			t.Fatalf("breaker %s, gate %s after the one organisation's partition opened; want open, breaker_open",
 				st.Breaker, st.Gate.State)
+		}
+	})
+}
+
+// An open partition counts toward the endpoint's breaker only while it is
+// live (contract §6, docs/limits.md): its last counting failure at most one
+// probe interval ago. org-a failed, then stopped calling: ten intervals
+// later org-b's partition opening is one live partition, not two, and the
+// endpoint stays open to org-c. Once org-a fails its probe again it is live
+// again, and the two open partitions open the endpoint's breaker.
+func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "stale-api"
+		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
+		openPartition(t, e, s, ep, orgA, 3, br)
+		e.clk.Advance(10 * time.Minute)
+		if r := openPartition(t, e, s, ep, orgB, 3, br); !r.Breaker.Opened || r.Breaker.Partition != orgB {
+			t.Fatalf("org-b's third failure = %+v, want its partition opened", r)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
+			t.Fatalf("endpoint breaker %s with org-a's partition stale for 10 intervals, want closed", st.Breaker)
+		}
+		if rc, err := s.Begin(ctxT(t), reqOf(ep, orgC, "c-new"), policy.BeginOptions{Lease: testLease, Breaker: br}); err != nil || rc.Claimed == nil {
+			t.Fatalf("org-c's write = %+v, %v; want its first attempt", rc, err)
+		}
+		// org-a calls again: its half-open partition's probe fails
+		if r := openPartition(t, e, s, ep, orgA, 1, br); r.Breaker.Partition != orgA {
+			t.Fatalf("org-a's probe = %+v, want a result of its partition", r)
+		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
+			t.Fatalf("endpoint breaker %s with org-a's and org-b's partitions open and live, want open", st.Breaker)
+		}
+	})
+}
+
+// The endpoint's probe comes from an organisation whose own partition is
+// closed (contract §6): with the endpoint's breaker half-open, org-a's
+// partition still open and org-b's half-open, a claim over all three
+// organisations' due callouts takes exactly one probe, org-c's; org-a's
+// queue is held by its own partition. Before the claim, org-a's new write
+// is held (it does not take the endpoint's probe); once org-c's probe is
+// out nobody else is claimed.
+func TestEndpointProbeIsAHealthyOrganisations(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "probe-ep-api"
+		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+		openPartition(t, e, s, ep, orgA, 2, policy.BreakerSettings{Failures: 2, ProbeInterval: 10 * time.Minute})
+		e.clk.Advance(10 * time.Second)
+		openPartition(t, e, s, ep, orgB, 2, br)
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
+			t.Fatalf("endpoint breaker %s with two partitions open, want open", st.Breaker)
+		}
+		e.clk.Advance(2 * time.Minute) // the endpoint and org-b half-open; org-a open for 8 more minutes
+		for _, org := range []string{orgA, orgB, orgC} {
+			enqueueOf(t, s, ep, org, 2)
+		}
+		ra, err := s.Begin(ctxT(t), reqOf(ep, orgA, "a-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
+		if err != nil || ra.Held == nil {
+			t.Fatalf("org-a's write = %+v, %v; want held by its own open partition, not the endpoint's probe", ra, err)
+		}
+		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
+		r := mustClaim(t, s, ep, opts)
+		if len(r.Claimed) != 1 || r.Claimed[0].Issuer != orgC || r.Claimed[0].Kind != policy.KindProbe {
+			got := make([]string, 0, len(r.Claimed))
+			for _, c := range r.Claimed {
+				got = append(got, string(c.Kind)+" of "+c.Issuer)
+			}
+			t.Fatalf("claimed %v, want the one probe, of org-c", got)
+		}
+		if again := mustClaim(t, s, ep, opts); len(again.Claimed) != 0 {
+			t.Fatalf("a second claim while org-c's probe is out got %d", len(again.Claimed))
+		}
+	})
+}
+
+// ReadGates names the partition a gate is (policy.Gate.Partition, the
+// status document's held_by level, contract §12): org-a's open partition
+// is org-a's; org-b, whose partition is closed, meets the endpoint's open
+// gate; once two partitions open the endpoint's breaker, org-c meets it.
+func TestReadGatesNamesThePartition(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		const ep = "held-by-api"
+		s, br := orgAFailed(t, e, ep)
+		names := []string{keyspace.PartitionGate(ep, orgA), keyspace.PartitionGate(ep, orgB), keyspace.PartitionGate(ep, orgC)}
+		gates, errs := s.ReadGates(ctxT(t), names)
+		if errs[0] != nil || gates[0].Gate.State != policy.GateBreakerOpen || gates[0].Gate.Partition != orgA ||
+			gates[1].Gate.State != policy.GateOpen || gates[1].Gate.Partition != "" {
+			t.Fatalf("gates %+v (%v), want org-a's partition breaker_open, org-b open", gates, errs)
+		}
+		openPartition(t, e, s, ep, orgB, 2, br)
+		gates, errs = s.ReadGates(ctxT(t), names)
+		if errs[2] != nil || gates[2].Gate.State != policy.GateBreakerOpen || gates[2].Gate.Partition != "" {
+			t.Fatalf("org-c's gate %+v (%v), want the endpoint's breaker_open", gates[2], errs[2])
 		}
 	})
 }

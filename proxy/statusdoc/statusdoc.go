@@ -7,6 +7,7 @@
 package statusdoc
 
 import (
+	"context"
 	"encoding/base64"
 	"maps"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // Redactions are the redaction rules of every configured endpoint: its
@@ -135,4 +137,38 @@ func Render(c *policy.Callout, rules *Rules) api.StatusDocument {
 		d.Response = rd
 	}
 	return d
+}
+
+// GateReader reads gates without taking a probe token, as redisstore
+// Store.ReadGates: names are keyspace.PartitionGate's "endpoint/issuer".
+type GateReader interface {
+	ReadGates(ctx context.Context, names []string) ([]policy.Admission, []error)
+}
+
+// HeldBy is the held_by of c's status document (contract §12): the gate
+// that holds it — its organisation's breaker partition (level
+// organisation) or the endpoint's breaker or pause (level endpoint) — as
+// gr reads it now, one round trip; nil when c is not held, the gate is no
+// longer shut, or it cannot be read.
+func HeldBy(ctx context.Context, gr GateReader, c *policy.Callout) *api.HeldByDoc {
+	if c.State != policy.Held {
+		return nil
+	}
+	gates, errs := gr.ReadGates(ctx, []string{keyspace.PartitionGate(c.Endpoint, c.Issuer)})
+	if len(gates) != 1 || errs[0] != nil {
+		return nil
+	}
+	g := gates[0].Gate
+	if g.State != policy.GateBreakerOpen && g.State != policy.GateProbing && g.State != policy.GatePaused {
+		return nil
+	}
+	doc := &api.HeldByDoc{Gate: g.State, Level: api.HeldByEndpoint}
+	if g.Partition != "" {
+		doc.Level = api.HeldByOrganisation
+	}
+	if !g.Until.IsZero() {
+		u := g.Until.UTC()
+		doc.Until = &u
+	}
+	return doc
 }

@@ -85,12 +85,7 @@ func newSuite(t *testing.T) *suite {
 admin_listen: 127.0.0.1:0
 redis:
   url: %s
-auth:
-  issuers: [%s, %s]
-  audience: callout-proxy
-  algorithms: [HS256]
-  hs256_secret_env: TEST_JWT_SECRET
-limits:
+%slimits:
   read_header_timeout: 3s
   body_read_timeout: 5s
   write_timeout: 5s
@@ -101,7 +96,7 @@ endpoints:
   flood:
     url: %s
     allowed_networks: [127.0.0.0/8]
-`, redisURL, orgA, orgB, healthy.URL, floodSrv.URL)
+`, redisURL, proctest.AuthYAML(orgA, orgB), healthy.URL, floodSrv.URL)
 	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
 	return &suite{p: p, rdb: rdb, tokenA: bearer(t, orgA), flood: flood}
 }

@@ -48,12 +48,7 @@ func sharedEndpointProxy(t *testing.T) (*proctest.Proxy, string) {
 admin_listen: 127.0.0.1:0
 redis:
   url: %s
-auth:
-  issuers: [%s, %s, %s]
-  audience: callout-proxy
-  algorithms: [HS256]
-  hs256_secret_env: TEST_JWT_SECRET
-admin:
+%sadmin:
   tokens:
     - {name: ops, token_file: %s, scope: read}
 endpoints:
@@ -69,7 +64,7 @@ endpoints:
     allowed_networks: [127.0.0.0/8]
     attempt_timeout: 1s
     breaker_failures: 1000
-`, redisURL, orgA, orgB, orgC, tokenFile, up.URL, up.URL, up.URL)
+`, redisURL, proctest.AuthYAML(orgA, orgB, orgC), tokenFile, up.URL, up.URL, up.URL)
 	return proctest.StartProxy(t, proxyBinary, cfg, proxyOptions()), adminToken
 }
 

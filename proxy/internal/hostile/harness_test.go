@@ -63,11 +63,11 @@ func adminTokenFile(t *testing.T) (token, file string) {
 
 // proxyOptions start the proxy with the suite's secret.
 func proxyOptions() proctest.ProxyOptions {
-	return proctest.ProxyOptions{Env: map[string]string{"TEST_JWT_SECRET": testSecret}}
+	return proctest.ProxyOptions{Env: proctest.SecretEnv(testSecret, orgA, orgB, orgC)}
 }
 
 // bearer is an Authorization value with an HS256 token of iss valid for
 // 30 minutes (the suite takes under 5).
 func bearer(t *testing.T, iss string) string {
-	return proctest.Bearer(t, testSecret, iss, 30*time.Minute)
+	return proctest.Bearer(t, proctest.IssuerSecret(testSecret, iss), iss, 30*time.Minute)
 }

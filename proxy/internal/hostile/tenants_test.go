@@ -48,12 +48,7 @@ func tenantProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
 admin_listen: 127.0.0.1:0
 redis:
   url: %s
-auth:
-  issuers: [%s, %s]
-  audience: callout-proxy
-  algorithms: [HS256]
-  hs256_secret_env: TEST_JWT_SECRET
-admin:
+%sadmin:
   tokens:
     - {name: ops, token_file: %s, scope: read}
 limits:
@@ -66,7 +61,7 @@ endpoints:
   shared:
     url: %s
     allowed_networks: [127.0.0.0/8]
-`, redisURL, orgA, orgB, tokenFile, extraLimits, up.URL, up.URL)
+`, redisURL, proctest.AuthYAML(orgA, orgB), tokenFile, extraLimits, up.URL, up.URL)
 	return proctest.StartProxy(t, proxyBinary, cfg, proxyOptions()), adminToken
 }
 

@@ -92,11 +92,11 @@ func (h *harness) config(policy []string, endpoints ...string) string {
 
 // replicaEnv is the environment of every replica (proctest.StartReplicas
 // adds its REPLICA).
-func replicaEnv() map[string]string { return map[string]string{"TEST_JWT_SECRET": testSecret} }
+func replicaEnv() map[string]string { return proctest.SecretEnv(testSecret, prodIssuer, sandboxIssuer) }
 
 // bearer returns an Authorization value with a fresh token from iss.
 func bearer(t *testing.T, iss string) string {
-	return proctest.Bearer(t, testSecret, iss, 10*time.Minute)
+	return proctest.Bearer(t, proctest.IssuerSecret(testSecret, iss), iss, 10*time.Minute)
 }
 
 // response is a proxy answer with its body read.

@@ -29,8 +29,9 @@
 // Breaker partitions (contract §6). With breaker.partition organisation
 // each organisation has its own breaker in the endpoint hash, the breaker
 // fields suffixed ":" tag (cf:tag bs:tag oa:tag pa:tag pt:tag pe:tag), and
-// 'po' counts the open ones; the unsuffixed fields are the endpoint's own
-// breaker (lib.lua).
+// 'po' lists the open ones with the time of each one's last counting
+// failure, "tag:ms,tag:ms" (lib.lua po_live); the unsuffixed fields are the
+// endpoint's own breaker (lib.lua).
 //
 // The keys:
 //

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
@@ -19,7 +20,14 @@ import (
 // and scripts (keyspace) — that this binary reads and writes. A change of
 // layout raises it and gives Migrate the step from the one before, as
 // River numbers its migrations; two layouts are never read side by side.
-const Version = 1
+//
+// Layouts: 1, one due and one lease set per queue (cp:{sN}:d:{ep},
+// cp:{sN}:l:{ep}); 2, one pair per organisation of the queue,
+// cp:{sN}:d:{ep}:{tag} and cp:{sN}:l:{ep}:{tag} (keyspace "Organisation
+// queues"; callouts without an issuer stay in the unsuffixed sets), and the
+// endpoint hash's 'po' lists open partitions with their last failure (a
+// count of layout 1 reads as none).
+const Version = 2
 
 // Error reports a store whose layout is not this binary's.
 type Error struct {
@@ -95,18 +103,91 @@ func Check(ctx context.Context, rdb redis.UniversalClient) error {
 
 // Migrate brings the store to Version (`callout-proxy migrate`) and
 // returns the version it found (0: none, the store was stamped; versions
-// start at 1). There is
-// one layout today, so it stamps an empty store and leaves a current one
-// as it is; running it again changes nothing. Errors: a *Error for a
-// store of a newer or an unknown older layout (nothing is written),
+// start at 1). It stamps an empty store, leaves a current one as it is,
+// and brings a layout-1 store forward (orgQueues), stamping Version only
+// when every step is done, so an interrupted run is simply run again:
+// each step is idempotent. Every replica must be stopped first (a layout-1
+// replica still running would write the old sets). Errors: a *Error for a
+// store of a newer or an unknown layout (nothing is written),
 // policy.ErrUnavailable (script.Wrap).
 func Migrate(ctx context.Context, rdb redis.UniversalClient) (from int, err error) {
 	v, found, err := stamp(ctx, rdb)
 	if err != nil {
 		return 0, err
 	}
-	if found && v != Version {
+	switch {
+	case !found || v == Version:
+		return v, nil
+	case v != 1:
 		return v, &Error{Store: v, Binary: Version}
 	}
+	if err := orgQueues(ctx, rdb); err != nil {
+		return v, script.Wrap("redisstore: migrate 1 to 2", err)
+	}
+	if err := rdb.Set(ctx, keyspace.Layout, strconv.Itoa(Version), 0).Err(); err != nil {
+		return v, script.Wrap("redisstore: migrate 1 to 2", err)
+	}
 	return v, nil
+}
+
+// orgQueues is the step from layout 1 to 2: every member of a queue's
+// due or lease set (cp:{sN}:d:{ep}, cp:{sN}:l:{ep}) whose callout record
+// (cp:{sN}:c:{id}, field record.FieldIssuer "i") names an issuer tag moves,
+// with its score, to that organisation's set (cp:{sN}:d:{ep}:{tag}); the
+// others (no issuer, or no record: the claim and the reaper deal with them
+// as before) stay. Each member moves in one MULTI (ZADD then ZREM, one
+// slot), so a re-run after an interruption moves what is left and nothing
+// twice. Every primary of a cluster is scanned.
+func orgQueues(ctx context.Context, rdb redis.UniversalClient) error {
+	move := func(ctx context.Context, key string) error {
+		prefix, set, ok := strings.Cut(key, "}:")
+		if !ok || strings.Contains(set[2:], ":") { // an organisation's set, name "d:ep:tag"
+			return nil
+		}
+		prefix += "}:"
+		// kept members stay at the front of the set (every member before
+		// them was kept too), so the next page starts after them.
+		for kept := int64(0); ; {
+			members, err := rdb.ZRangeWithScores(ctx, key, kept, kept+499).Result()
+			if err != nil || len(members) == 0 {
+				return err
+			}
+			for _, m := range members {
+				id := m.Member.(string)
+				tag, err := rdb.HGet(ctx, prefix+"c:"+id, "i").Result()
+				if errors.Is(err, redis.Nil) || tag == "" {
+					kept++
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					p.ZAdd(ctx, key+":"+tag, m)
+					p.ZRem(ctx, key, id)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		for _, pattern := range []string{keyspace.Prefix + "{s*}:d:*", keyspace.Prefix + "{s*}:l:*"} {
+			it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+			for it.Next(ctx) {
+				if err := move(ctx, it.Val()); err != nil {
+					return err
+				}
+			}
+			if err := it.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	}
+	return scan(ctx, rdb)
 }

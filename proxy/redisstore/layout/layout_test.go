@@ -61,7 +61,11 @@ func testLayoutVersion(t *testing.T, b redistest.Backend) {
 			if v < layout.Version {
 				want = append(want, "callout-proxy migrate")
 			}
-			for name, err := range map[string]error{"check": check(), "migrate": second(migrate())} {
+			refusals := map[string]error{"check": check()}
+			if v > layout.Version { // an older one migrate brings forward (TestMigrateOrganisationQueues)
+				refusals["migrate"] = second(migrate())
+			}
+			for name, err := range refusals {
 				var le *layout.Error
 				if !errors.As(err, &le) || le.Store != v || le.Binary != layout.Version {
 					t.Fatalf("%s of a store at %d: %v, want a LayoutError", name, v, err)

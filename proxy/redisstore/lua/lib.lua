@@ -33,8 +33,8 @@ end
 -- each organisation (issuer tag p) has its own breaker in the endpoint
 -- hash, fields cf:p bs:p oa:p pa:p pt:p pe:p (pf below); the endpoint's own
 -- breaker (the unsuffixed fields) then opens only when the partitions of
--- quorum distinct organisations are open ('po' counts them; the caller's
--- quorum, partition_quorum by default), so
+-- quorum distinct organisations are open and live ('po', po_live; the
+-- caller's quorum, partition_quorum by default), so
 -- an outage that hits every organisation still holds them all, the ones
 -- that have not failed yet included, while one organisation's failures
 -- hold only its own callouts. Partition '' is the endpoint's own breaker:
@@ -79,7 +79,14 @@ end
 -- and the partition whose breaker it is ('' the endpoint's; a half-open
 -- gate's probe token is that partition's pt field) from the endpoint
 -- hash's fields f (a table by field name; absent: false). The endpoint's
--- own breaker comes first, then the partition's. The one place the gate
+-- own breaker comes first, then the partition's — but the endpoint's probe
+-- is taken from an organisation whose partition is not open (contract §6:
+-- probes come from the partition they test): while the endpoint's breaker
+-- is half-open, a partition that is open or probing keeps its own
+-- organisation's callouts and reads held (its gate, its partition); a
+-- half-open one (its own probe time reached too) may take the endpoint's
+-- probe, which claim.lua offers to closed partitions first, so an outage
+-- of every organisation with traffic still probes. The one place the gate
 -- rule lives (ARCHITECTURE.md).
 local function gate_of(f, now, p)
   p = p or ''
@@ -87,6 +94,10 @@ local function gate_of(f, now, p)
   local pu = num(f.pu)
   if pu > now then return 'paused', pu, '' end
   local g, u = breaker_gate(f, now, '')
+  if g == 'half_open' and p ~= '' then
+    local gp, up = breaker_gate(f, now, p)
+    if gp == 'breaker_open' or gp == 'probing' then return gp, up, p end
+  end
   if g then return g, u, '' end
   if p ~= '' then
     g, u = breaker_gate(f, now, p)
@@ -216,6 +227,30 @@ local function breaker_fields_of(p)
 end
 local breaker_fields = breaker_fields_of('')
 
+-- po_live reads 'po', the open partitions with the time (ms) of each one's
+-- last counting failure ("tag:ms,tag:ms"; issuer tags are base64url),
+-- drops partition p's entry (its success), or sets it to now (mark: its
+-- failure), and keeps only the live ones: a last failure at most window
+-- ms ago (one breaker_probe_interval: an open partition with callouts or
+-- requests fails a probe every interval; one that stopped calling stops
+-- probing and ages out). It returns the kept entries' count and 'po''s new
+-- value (false: none). A count of the earlier layout ("2") reads as none.
+local function po_live(po, p, now, window, mark)
+  local n, out = 0, {}
+  for tag, ms in string.gmatch(po or '', '([%w_-]+):(%d+)') do
+    if tag ~= p and tonumber(ms) >= now - window then
+      n = n + 1
+      out[#out + 1] = tag .. ':' .. ms
+    end
+  end
+  if mark then
+    n = n + 1
+    out[#out + 1] = p .. ':' .. str(now)
+  end
+  if n == 0 then return 0, false end
+  return n, table.concat(out, ',')
+end
+
 -- probe_of is the partition whose probe token the holder of token holds
 -- in f ('' the endpoint's, p its partition's), or nil.
 local function probe_of(f, token, p)
@@ -247,8 +282,10 @@ end
 --     organisation's), and the partition's (cf:p); the first one after a
 --     success starts an outage; at threshold a closed breaker opens,
 --     opened_at written once: partition '' opens the endpoint's breaker,
---     another partition its own, and the endpoint's too once
---     quorum partitions are open (partition_quorum when quorum < 1).
+--     another partition its own; each counting failure of an open
+--     partition marks it live in 'po' (po_live), and the endpoint's breaker
+--     opens once quorum partitions are open and live (partition_quorum when
+--     quorum < 1); a partition's success takes it out of 'po'.
 local function breaker_apply(f, w, now_s, probe, success, counts, threshold, probe_next, p, quorum)
   p = p or ''
   quorum = tonumber(quorum) or 0
@@ -264,10 +301,10 @@ local function breaker_apply(f, w, now_s, probe, success, counts, threshold, pro
       if f[n] then put(f, w, n, false) end
     end
     if p ~= '' then
-      if f[pf('bs', p)] == 'open' then
-        closed = 1
-        local po = num(f.po) - 1
-        if po > 0 then put(f, w, 'po', str(po)) else put(f, w, 'po', false) end
+      if f[pf('bs', p)] == 'open' then closed = 1 end
+      if f.po then
+        local _, po = po_live(f.po, p, num(now_s), num(probe_next) - num(now_s), false)
+        put(f, w, 'po', po)
       end
       for _, n in ipairs({'cf', 'bs', 'oa', 'pa', 'pt', 'pe'}) do
         if f[pf(n, p)] then put(f, w, pf(n, p), false) end
@@ -302,11 +339,11 @@ local function breaker_apply(f, w, now_s, probe, success, counts, threshold, pro
   else
     local cfp = num(f[pf('cf', p)]) + 1
     put(f, w, pf('cf', p), str(cfp))
-    if cfp >= threshold and f[pf('bs', p)] ~= 'open' then
-      open(p)
-      local po = num(f.po) + 1
-      put(f, w, 'po', str(po))
-      if po >= quorum and f.bs ~= 'open' then open('') end
+    if cfp >= threshold and f[pf('bs', p)] ~= 'open' then open(p) end
+    if f[pf('bs', p)] == 'open' then
+      local live, po = po_live(f.po, p, num(now_s), num(probe_next) - num(now_s), true)
+      put(f, w, 'po', po)
+      if live >= quorum and f.bs ~= 'open' then open('') end
     end
   end
   if not probe and (began == 1 or opened == 1) then gate_dirty = true end
