@@ -82,7 +82,7 @@ func TestArgumentsAndReplyByName(t *testing.T) {
 		t.Fatalf("KEYS = %q, want %q", keys, want)
 	}
 	for _, v := range argv {
-		if v == "no" {
+		if p, ok := v.(*string); v == "no" || ok && *p == "no" {
 			t.Fatalf("an untagged field was sent: %q", argv)
 		}
 	}
