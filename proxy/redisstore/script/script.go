@@ -150,7 +150,8 @@ type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// Run runs the script with a and decodes its reply. Errors: Redis's
+// Run runs the script with a and decodes its reply; a's strings travel
+// by pointer (no copy), so a must not change until Run returns. Errors: Redis's
 // (connection, NOSCRIPT twice, a script error raised with error_reply),
 // and a reply that does not match R.
 func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
@@ -167,7 +168,9 @@ func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 }
 
 // Queue adds a run of the script with a to the pipeline p (EVALSHA); read
-// its reply with the returned Call's Result after p has been executed.
+// its reply with the returned Call's Result after p has been executed. a's
+// strings travel by pointer (no copy), so a must not change until Result
+// has returned (its NOSCRIPT fallback sends them again).
 func (s *Script[A, R]) Queue(ctx context.Context, p redis.Pipeliner, a *A) *Call[A, R] {
 	keys, argv := s.Encode(a)
 	cmd := s.command(ctx, false, keys, argv)
