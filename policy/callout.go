@@ -3,8 +3,8 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -52,12 +52,22 @@ type Claimed struct {
 // padding) of SHA-256 over the method, path, query and body bytes, each
 // length-prefixed so no two requests share one. Content-Type is ignored.
 func Fingerprint(method, path, query string, body []byte) string {
+	sum := FingerprintSum(method, path, query, body)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// FingerprintSum is Fingerprint's SHA-256 before its base64url encoding
+// (the store keeps its first 12 bytes in a reservation).
+func FingerprintSum(method, path, query string, body []byte) [sha256.Size]byte {
 	h := sha256.New()
+	var n [20]byte
 	for _, part := range [][]byte{[]byte(method), []byte(path), []byte(query), body} {
-		_, _ = fmt.Fprintf(h, "%d:", len(part))
+		_, _ = h.Write(append(strconv.AppendInt(n[:0], int64(len(part)), 10), ':'))
 		_, _ = h.Write(part)
 	}
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // State is a callout's state (contract §4 "States").

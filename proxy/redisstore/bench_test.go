@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
@@ -16,15 +15,15 @@ import (
 // write: Begin (create.lua) and the completion of its
 // successful first attempt (complete.lua), from parallel callers, each
 // completion either sent alone (Store.Complete) or through the completion
-// writer (Completer: its default linger, none, and 1 ms), which pipelines
-// concurrent ones. One op is one keyed
+// writer (Completer), which pipelines those handed in while its previous
+// pipeline was being written. One op is one keyed
 // write. It reports round-trips/op (the client's pipelines and single
 // commands) besides ns/op. It runs on miniredis, and on the real single
 // node and cluster when CALLOUT_TEST_REDIS_URL and
 // CALLOUT_TEST_REDIS_CLUSTER are set.
 func BenchmarkKeyedWrite(b *testing.B) {
 	for _, be := range redistest.Backends(b) {
-		for _, via := range []string{"direct", "completer", "completer-nolinger", "completer-1ms"} {
+		for _, via := range []string{"direct", "completer"} {
 			var n atomic.Int64 // fresh keys across the runs of the sub-benchmark
 			b.Run(be.Name+"/"+via, func(b *testing.B) {
 				e := &env{b: be, clk: clocktest.New(t0)}
@@ -32,14 +31,7 @@ func BenchmarkKeyedWrite(b *testing.B) {
 				s := hookedStoreB(b, e, h)
 				var complete func(*policy.Claimed) error
 				if via != "direct" {
-					o := batch.Options{}
-					switch via {
-					case "completer-nolinger":
-						o.Linger = -1
-					case "completer-1ms":
-						o.Linger = time.Millisecond
-					}
-					c := NewCompleter(s, o)
+					c := NewCompleter(s, batch.Options{})
 					defer c.Close()
 					complete = func(cl *policy.Claimed) error { _, err := c.Complete(ctxB(b), cl, success()); return err }
 				} else {

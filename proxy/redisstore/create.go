@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -171,8 +170,8 @@ type createResult struct {
 // fingerprint12 returns the first 12 bytes of the request's fingerprint
 // (policy.Fingerprint), as its reservation stores it.
 func fingerprint12(nc policy.NewCallout) string {
-	b, _ := base64.RawURLEncoding.DecodeString(policy.Fingerprint(nc.Method, nc.Path, nc.Query, nc.Body))
-	return string(b[:12])
+	sum := policy.FingerprintSum(nc.Method, nc.Path, nc.Query, nc.Body)
+	return string(sum[:12])
 }
 
 // create runs create.lua. When the reservation points at a callout whose

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,8 +28,13 @@ func TestFingerprint(t *testing.T) {
 			t.Fatalf("fingerprint collision: %s", base)
 		}
 	}
-	if policy.Fingerprint("POST", "/a", "q=1", []byte("body")) != base || len(base) != 43 {
-		t.Fatalf("fingerprint unstable or wrong length: %s", base)
+	// The value itself is stored (reservations, finished records): SHA-256
+	// of "4:POST2:/a3:q=14:body", base64url without padding.
+	if base != "5Pgwvo5ROyHr72Ex7JmifkZht3WWcAJXlIgJYIDtHto" {
+		t.Fatalf("fingerprint %s, want 5Pgwvo5ROyHr72Ex7JmifkZht3WWcAJXlIgJYIDtHto", base)
+	}
+	if sum := policy.FingerprintSum("POST", "/a", "q=1", []byte("body")); base64.RawURLEncoding.EncodeToString(sum[:]) != base {
+		t.Fatal("FingerprintSum is not Fingerprint before base64url")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strconv"
+	"sync"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
@@ -77,12 +78,17 @@ type queue struct {
 // letters and counters, its own due and lease sets; part is its breaker
 // partition ("" or org, Store.partition).
 func (q queue) forOrg(org, part string) queue {
+	id := queueID{endpoint: q.endpoint, shard: q.shard, org: org, part: part, orgQueue: true}
+	if c, ok := queues.get(id); ok {
+		return c
+	}
 	q.org, q.part = org, part
 	base := q.tag + "d:" + q.endpoint
 	q.due, q.lease = base, q.tag+"l:"+q.endpoint
 	if org != "" {
 		q.due, q.lease = base+":"+org, q.lease+":"+org
 	}
+	queues.put(id, q)
 	return q
 }
 
@@ -91,6 +97,10 @@ func homeQueue(endpoint string) queue { return queueAt(endpoint, keyspace.ShardO
 
 // queueAt returns the queue of endpoint in shard n.
 func queueAt(endpoint string, n int) queue {
+	id := queueID{endpoint: endpoint, shard: n}
+	if c, ok := queues.get(id); ok {
+		return c
+	}
 	t := keyspace.ShardPrefix(n)
 	home := keyspace.ShardOf(endpoint) == n
 	q := queue{
@@ -104,7 +114,44 @@ func queueAt(endpoint string, n int) queue {
 	if !home {
 		q.acc = t + "a:" + endpoint
 	}
+	queues.put(id, q)
 	return q
+}
+
+// queueID names one queue value queueAt or forOrg makes: a pure function
+// of these, so each is built once (its ~15 key strings) and then copied.
+type queueID struct {
+	endpoint  string
+	shard     int
+	org, part string
+	orgQueue  bool // made by forOrg (org "" included)
+}
+
+// queueMemo is the bounded memo of queue values (queues). Endpoint
+// names come from the configuration, but a callout id or admin path may
+// name any, so past queueMemoMax entries a queue is built each time.
+type queueMemo struct {
+	mu sync.RWMutex
+	m  map[queueID]queue
+}
+
+const queueMemoMax = 1 << 14
+
+var queues = queueMemo{m: map[queueID]queue{}}
+
+func (c *queueMemo) get(id queueID) (queue, bool) {
+	c.mu.RLock()
+	q, ok := c.m[id]
+	c.mu.RUnlock()
+	return q, ok
+}
+
+func (c *queueMemo) put(id queueID, q queue) {
+	c.mu.Lock()
+	if len(c.m) < queueMemoMax {
+		c.m[id] = q
+	}
+	c.mu.Unlock()
 }
 
 // record returns the record key of callout id in this queue, and its :q

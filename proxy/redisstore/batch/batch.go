@@ -1,7 +1,11 @@
 // Package batch is the store's write batching: one writer goroutine that
 // takes what concurrent callers hand it and writes it in one go (one Redis
-// pipeline), so N callers cost about one round trip instead of N. The
-// Completer of the core store (redisstore.NewCompleter) is its one user.
+// pipeline), so N callers cost about one round trip instead of N. It is a
+// group commit: an item handed in while the writer is idle is written at
+// once, alone, and what is handed in while a batch is being written goes,
+// all of it, into the next one — so batching never makes a caller wait for
+// company, only for the write before its own. The Completer of the core
+// store (redisstore.NewCompleter) is its one user.
 package batch
 
 import (
@@ -12,13 +16,6 @@ import (
 
 // Options configure a Writer. The zero value works.
 type Options struct {
-	// Linger is how long the writer waits, after the first item of a
-	// batch, for more to join it — only while items are arriving
-	// concurrently (the previous batch held more than one), so a lone item
-	// is never delayed. What arrives while a batch is being written joins
-	// the next one whatever Linger is. Default DefaultLinger; negative:
-	// never wait.
-	Linger time.Duration
 	// MaxBatch is the most items in one batch. Default 256.
 	MaxBatch int
 	// Queue is how many items may wait for the writer; past it, Do waits
@@ -28,11 +25,6 @@ type Options struct {
 	// gets). Default 5 s.
 	Timeout time.Duration
 }
-
-// DefaultLinger is Options.Linger's default: 200 µs (BenchmarkKeyedWrite in
-// proxy/redisstore: 1.21 round trips per keyed write from 8 callers,
-// against 1.13 at 1 ms and 1.35 with none, at less wait; docs/performance.md).
-const DefaultLinger = 200 * time.Microsecond
 
 // Writer batches items of type T for one write function. It is safe for
 // concurrent use.
@@ -55,9 +47,6 @@ type item[T any] struct {
 // by Timeout) and starts its goroutine. write reports per-item results
 // through the items themselves: the Writer knows nothing of them.
 func New[T any](write func(ctx context.Context, batch []T), o Options) *Writer[T] {
-	if o.Linger == 0 {
-		o.Linger = DefaultLinger
-	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
 	}
@@ -111,52 +100,27 @@ func (w *Writer[T]) Close() {
 	<-w.done
 }
 
-// run is the writer goroutine.
+// run is the writer goroutine: each batch is the first item it waits for
+// and what is queued behind it then, up to MaxBatch.
 func (w *Writer[T]) run() {
 	defer close(w.done)
 	var batch []*item[T]
-	concurrent := false
 	for first := range w.in {
 		batch = append(batch[:0], first)
-		batch = w.fill(batch, concurrent)
-		concurrent = len(batch) > 1
+	fill:
+		for len(batch) < w.o.MaxBatch {
+			select {
+			case it, ok := <-w.in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, it)
+			default:
+				break fill
+			}
+		}
 		w.flush(batch)
 	}
-}
-
-// fill adds what is queued to batch, up to MaxBatch, and while linger is
-// on waits up to Linger for more.
-func (w *Writer[T]) fill(batch []*item[T], linger bool) []*item[T] {
-	var timer <-chan time.Time
-	if linger && w.o.Linger > 0 {
-		t := time.NewTimer(w.o.Linger)
-		defer t.Stop()
-		timer = t.C
-	}
-	for len(batch) < w.o.MaxBatch {
-		select {
-		case it, ok := <-w.in:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, it)
-			continue
-		default:
-		}
-		if timer == nil {
-			return batch
-		}
-		select {
-		case it, ok := <-w.in:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, it)
-		case <-timer:
-			return batch
-		}
-	}
-	return batch
 }
 
 // flush writes batch and releases its callers.

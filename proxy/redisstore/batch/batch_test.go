@@ -8,7 +8,9 @@ import (
 )
 
 // What callers hand in while a batch is being written goes into the next
-// batch, all of it, in order; after Close, Do writes nothing and says so.
+// batch, all of it, in order (group commit); the first, handed in while the
+// writer was idle, was written alone at once (the write function started
+// before anyone else came); after Close, Do writes nothing and says so.
 func TestWriterBatchesWhileWriting(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
@@ -23,7 +25,7 @@ func TestWriterBatchesWhileWriting(t *testing.T) {
 			started <- struct{}{}
 			<-release
 		}
-	}, Options{Linger: -1})
+	}, Options{})
 	var wg sync.WaitGroup
 	wg.Go(func() { mustDo(t, w, 0) })
 	<-started

@@ -181,10 +181,44 @@ func luaValue(t reflect.Type, src string) string {
 	}
 }
 
-// encode appends v's fields to KEYS and ARGV.
+// encode returns v's fields as KEYS and ARGV. v must be addressable (the
+// element of the *A the caller passed): a string travels as a pointer to
+// v's own field (go-redis writes *string as the string), so ARGV costs no
+// copy nor allocation per string, and v must not change until the command
+// has been written (Run returns, a queued Call's pipeline ran).
 func (c *argCodec) encode(v reflect.Value) (keys []string, argv []any) {
-	argv = make([]any, 0, len(c.fields))
-	return encodeFields(c.fields, v, keys, argv)
+	nk, na := countFields(c.fields, v)
+	return encodeFields(c.fields, v, make([]string, 0, nk), make([]any, 0, na))
+}
+
+// countFields is how many KEYS and ARGV entries encodeFields appends for v,
+// so both are allocated once at their size.
+func countFields(fs []field, v reflect.Value) (keys, argv int) {
+	for _, f := range fs {
+		switch f.kind {
+		case scalar:
+			if f.key {
+				keys++
+			} else {
+				argv++
+			}
+		case list:
+			argv++
+			if f.key {
+				keys += v.Field(f.index).Len()
+			} else {
+				argv += v.Field(f.index).Len()
+			}
+		case structs:
+			argv++
+			fv := v.Field(f.index)
+			for i := range fv.Len() {
+				k, a := countFields(f.elem, fv.Index(i))
+				keys, argv = keys+k, argv+a
+			}
+		}
+	}
+	return keys, argv
 }
 
 func encodeFields(fs []field, v reflect.Value, keys []string, argv []any) ([]string, []any) {
@@ -198,16 +232,16 @@ func encodeFields(fs []field, v reflect.Value, keys []string, argv []any) ([]str
 				argv = append(argv, wire(fv))
 			}
 		case list:
-			argv = append(argv, strconv.Itoa(fv.Len()))
+			argv = append(argv, fv.Len())
 			for i := range fv.Len() {
 				if f.key {
 					keys = append(keys, fv.Index(i).String())
 				} else {
-					argv = append(argv, fv.Index(i).String())
+					argv = append(argv, wire(fv.Index(i)))
 				}
 			}
 		case structs:
-			argv = append(argv, strconv.Itoa(fv.Len()))
+			argv = append(argv, fv.Len())
 			for i := range fv.Len() {
 				keys, argv = encodeFields(f.elem, fv.Index(i), keys, argv)
 			}
@@ -216,15 +250,20 @@ func encodeFields(fs []field, v reflect.Value, keys []string, argv []any) ([]str
 	return keys, argv
 }
 
-// wire is the ARGV form of one scalar: integers in decimal (a Lua number
-// like 1.7e12 must never reach Redis in exponent form), durations in whole
-// milliseconds, booleans as '1' or '0'.
+// wire is the ARGV form of one scalar, in a type go-redis writes as
+// the script expects: integers as int64 or uint64 (written in decimal, so a
+// Lua number like 1.7e12 never reaches Redis in exponent form), durations
+// in whole milliseconds, booleans as '1' or '0', floats in the shortest
+// decimal form ('f'), an addressable string as a pointer to it (no copy).
 func wire(v reflect.Value) any {
 	if v.Type() == durationType {
-		return strconv.FormatInt(v.Interface().(time.Duration).Milliseconds(), 10)
+		return time.Duration(v.Int()).Milliseconds()
 	}
 	switch v.Kind() {
 	case reflect.String:
+		if v.CanAddr() && v.Type() == stringType {
+			return v.Addr().Interface()
+		}
 		return v.String()
 	case reflect.Bool:
 		if v.Bool() {
@@ -232,14 +271,16 @@ func wire(v reflect.Value) any {
 		}
 		return "0"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return strconv.FormatInt(v.Int(), 10)
+		return v.Int()
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return strconv.FormatUint(v.Uint(), 10)
+		return v.Uint()
 	case reflect.Float64:
-		return strconv.FormatFloat(v.Float(), 'f', -1, 64)
+		return v.Float()
 	}
 	return v.Bytes() // []byte
 }
+
+var stringType = reflect.TypeFor[string]()
 
 // replyCodec decodes a script's name/value reply into a struct type.
 type replyCodec struct {

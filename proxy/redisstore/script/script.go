@@ -81,7 +81,8 @@ end`
 type Script[A, R any] struct {
 	name  string
 	src   string
-	sc    *redis.Script
+	sha   any // the source's SHA-1 (EVALSHA) and the source (EVAL), boxed once
+	body  any
 	args  *argCodec
 	reply *replyCodec
 }
@@ -127,7 +128,8 @@ func New[A, R any](name, body string, prelude ...string) (*Script[A, R], error) 
 	}
 	src.WriteString("\n")
 	src.WriteString(body)
-	return &Script[A, R]{name: name, src: src.String(), sc: redis.NewScript(src.String()), args: ac, reply: rc}, nil
+	return &Script[A, R]{name: name, src: src.String(), sha: redis.NewScript(src.String()).Hash(), body: src.String(),
+		args: ac, reply: rc}, nil
 }
 
 // Name is the script's name (its file name without .lua).
@@ -142,20 +144,66 @@ func (s *Script[A, R]) Encode(a *A) (keys []string, argv []any) {
 	return s.args.encode(reflect.ValueOf(a).Elem())
 }
 
-// Run runs the script with a and decodes its reply. Errors: Redis's
+// Processor runs or queues one command: a client (single node or cluster)
+// runs it, a pipeline queues it.
+type Processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// Run runs the script with a and decodes its reply; a's strings travel
+// by pointer (no copy), so a must not change until Run returns. Errors: Redis's
 // (connection, NOSCRIPT twice, a script error raised with error_reply),
 // and a reply that does not match R.
-func (s *Script[A, R]) Run(ctx context.Context, c redis.Scripter, a *A) (R, error) {
+func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 	keys, argv := s.Encode(a)
-	v, err := s.sc.Run(ctx, c, keys, argv...).Result()
+	cmd := s.command(ctx, false, keys, argv)
+	_ = c.Process(ctx, cmd)
+	v, err := cmd.Result()
+	if noScript(err) {
+		cmd = s.command(ctx, true, keys, argv)
+		_ = c.Process(ctx, cmd)
+		v, err = cmd.Result()
+	}
 	return s.decode(v, err)
 }
 
 // Queue adds a run of the script with a to the pipeline p (EVALSHA); read
-// its reply with the returned Call's Result after p has been executed.
+// its reply with the returned Call's Result after p has been executed. a's
+// strings travel by pointer (no copy), so a must not change until Result
+// has returned (its NOSCRIPT fallback sends them again).
 func (s *Script[A, R]) Queue(ctx context.Context, p redis.Pipeliner, a *A) *Call[A, R] {
 	keys, argv := s.Encode(a)
-	return &Call[A, R]{s: s, keys: keys, argv: argv, cmd: s.sc.EvalSha(ctx, p, keys, argv...)}
+	cmd := s.command(ctx, false, keys, argv)
+	_ = p.Process(ctx, cmd)
+	return &Call[A, R]{s: s, keys: keys, argv: argv, cmd: cmd}
+}
+
+// command is the EVALSHA (eval: EVAL with the source) of keys and argv,
+// built in one argument list: go-redis's Script.EvalSha would copy argv
+// into a second one and box every key; here a key travels as a pointer
+// into keys, which go-redis writes, and routes on a cluster, as the
+// string.
+func (s *Script[A, R]) command(ctx context.Context, eval bool, keys []string, argv []any) *redis.Cmd {
+	args := make([]any, 0, 3+len(keys)+len(argv))
+	if eval {
+		args = append(args, "eval", s.body, len(keys))
+	} else {
+		args = append(args, "evalsha", s.sha, len(keys))
+	}
+	for i := range keys {
+		args = append(args, &keys[i])
+	}
+	cmd := redis.NewCmd(ctx, append(args, argv...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
+}
+
+// noScript reports a NOSCRIPT reply: Redis does not know the script (a
+// flushed or restarted server); it did not run.
+func noScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
 // decode turns a script's reply into R; redis.Nil is the zero reply.
@@ -187,10 +235,12 @@ type Call[A, R any] struct {
 // Result is the call's decoded reply once its pipeline has run. A script
 // Redis did not know (NOSCRIPT: flushed or restarted; it did not run) is
 // run again with EVAL on c. Errors as Script.Run.
-func (c *Call[A, R]) Result(ctx context.Context, fallback redis.Scripter) (R, error) {
+func (c *Call[A, R]) Result(ctx context.Context, fallback Processor) (R, error) {
 	v, err := c.cmd.Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = c.s.sc.Eval(ctx, fallback, c.keys, c.argv...).Result()
+	if noScript(err) {
+		cmd := c.s.command(ctx, true, c.keys, c.argv)
+		_ = fallback.Process(ctx, cmd)
+		v, err = cmd.Result()
 	}
 	return c.s.decode(v, err)
 }

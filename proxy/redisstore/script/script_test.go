@@ -82,7 +82,7 @@ func TestArgumentsAndReplyByName(t *testing.T) {
 		t.Fatalf("KEYS = %q, want %q", keys, want)
 	}
 	for _, v := range argv {
-		if v == "no" {
+		if p, ok := v.(*string); v == "no" || ok && *p == "no" {
 			t.Fatalf("an untagged field was sent: %q", argv)
 		}
 	}
@@ -152,7 +152,7 @@ func TestNilReplyIsTheZeroReply(t *testing.T) {
 	}
 }
 
-func TestQueueInAPipelineFallsBackToEvalAfterAFlush(t *testing.T) {
+func TestFallsBackToEvalAfterAFlush(t *testing.T) {
 	type incArgs struct {
 		Key string `lua:"key,key"`
 		By  int64  `lua:"by"`
@@ -211,6 +211,11 @@ func TestQueueInAPipelineFallsBackToEvalAfterAFlush(t *testing.T) {
 			flush()
 			if got := run(); got[0] != 13 || got[2] != 18 {
 				t.Fatalf("pipeline after a flush = %v, want [13 15 18]", got)
+			}
+			// Run on its own after a flush: NOSCRIPT, then EVAL, once.
+			flush()
+			if r, err := s.Run(ctx, b.Client, &incArgs{Key: "{t}n", By: 2}); err != nil || r.N != 20 {
+				t.Fatalf("Run after a flush = %+v, %v; want n 20", r, err)
 			}
 		})
 	}
