@@ -112,32 +112,31 @@ func TestOutboundHeaderSharesNoSlices(t *testing.T) {
 	}
 }
 
+// TestInboundHeader: hop-by-hop fields (and those Connection names) of an
+// upstream response are dropped and names canonicalised; every Callout-*
+// field and Idempotent-Replayed is dropped, in any case (contract §10); a
+// field that merely contains "callout" is kept.
 func TestInboundHeader(t *testing.T) {
-	in := http.Header{
-		"Connection": {"X-Internal, close"}, "X-Internal": {"hop"}, "Keep-Alive": {"timeout=5"},
-		"Transfer-Encoding": {"chunked"}, "Trailer": {"X-Sum"}, "Upgrade": {"h2c"},
-		"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "retry-after": {"120"},
-	}
-	want := http.Header{
-		"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "Retry-After": {"120"},
-	}
-	if got := inboundHeader(in); !reflect.DeepEqual(got, want) {
-		t.Errorf("inboundHeader =\n %v\nwant\n %v", got, want)
-	}
-}
-
-// TestInboundHeaderDropsProxySignals: every Callout-* field and
-// Idempotent-Replayed of an upstream response is dropped, in any case
-// (contract §10); a field that merely contains "callout" is kept.
-func TestInboundHeaderDropsProxySignals(t *testing.T) {
-	in := http.Header{
-		"Callout-Outcome": {"success"}, "callout-id": {"forged"}, "CALLOUT-RECORD": {"x"},
-		"Callout-Problem": {"breaker-open"}, "Callout-Replay-Body": {"omitted"}, "Callout-Future": {"x"},
-		"idempotent-replayed": {"true"}, "X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"},
-	}
-	want := http.Header{"X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"}}
-	if got := inboundHeader(in); !reflect.DeepEqual(got, want) {
-		t.Errorf("inboundHeader =\n %v\nwant\n %v", got, want)
+	for _, tt := range []struct {
+		name     string
+		in, want http.Header
+	}{
+		{"hop-by-hop", http.Header{
+			"Connection": {"X-Internal, close"}, "X-Internal": {"hop"}, "Keep-Alive": {"timeout=5"},
+			"Transfer-Encoding": {"chunked"}, "Trailer": {"X-Sum"}, "Upgrade": {"h2c"},
+			"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "retry-after": {"120"},
+		}, http.Header{
+			"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "Retry-After": {"120"},
+		}},
+		{"proxy signals", http.Header{
+			"Callout-Outcome": {"success"}, "callout-id": {"forged"}, "CALLOUT-RECORD": {"x"},
+			"Callout-Problem": {"breaker-open"}, "Callout-Replay-Body": {"omitted"}, "Callout-Future": {"x"},
+			"idempotent-replayed": {"true"}, "X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"},
+		}, http.Header{"X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"}}},
+	} {
+		if got := inboundHeader(tt.in); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: inboundHeader =\n %v\nwant\n %v", tt.name, got, tt.want)
+		}
 	}
 }
 
