@@ -138,19 +138,6 @@ func TestHealthURL(t *testing.T) {
 	}
 }
 
-// logLines decodes the proxy's JSON log lines with msg.
-func logLines(t *testing.T, p *proxyUnderTest, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(p.logs.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // TestE2EAttemptLogsAlike: the synchronous first attempt and the
 // dispatcher's retries are logged at the same level with the same fields;
 // the dead-letter line names the last status and error; notify_owner is
@@ -172,7 +159,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 	if line := metricLine(metricsText(t, p), "callout_build_info", `goversion="go`); !strings.HasSuffix(line, " 1") {
 		t.Fatalf("callout_build_info: %q", line)
 	}
-	start := logLines(t, p, "listening")[0]
+	start := p.logs.Records("listening")[0]
 	if start["redis"] != "embedded" || start["redis_embedded"] != true || start["version"] == "" {
 		t.Fatalf("startup line: %v", start)
 	}
@@ -184,7 +171,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 	id := resp.Header.Get("Callout-Id")
 	p.logs.WaitFor(t, `"msg":"dead letter"`, 30*time.Second)
 	var mine []map[string]any
-	for _, a := range logLines(t, p, "attempt") {
+	for _, a := range p.logs.Records("attempt") {
 		if a["callout_id"] == id {
 			mine = append(mine, a)
 		}
@@ -212,7 +199,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 			t.Fatalf("attempt %d = %v", i+1, a)
 		}
 	}
-	dl := logLines(t, p, "dead letter")[0]
+	dl := p.logs.Records("dead letter")[0]
 	if dl["callout_id"] != id || dl["dead_letter_reason"] != "exhausted" || dl["last_status"] != float64(503) ||
 		dl["last_error"] != policy.ReasonStatus5xx || dl["attempts"] != float64(3) || dl["notify_owner"] != false {
 		t.Fatalf("dead-letter line: %v", dl)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -154,4 +155,22 @@ func mustParse(t *testing.T, yaml string, getenv func(string) string) *config.Co
 		t.Fatalf("Parse: %v", err)
 	}
 	return cfg
+}
+
+// check is one parsed value and the value it must have.
+type check struct {
+	name      string
+	got, want any
+}
+
+// checkAll runs each check as a subtest: got must deep-equal want.
+func checkAll(t *testing.T, checks []check) {
+	t.Helper()
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			if !reflect.DeepEqual(c.got, c.want) {
+				t.Errorf("got  %+v\nwant %+v", c.got, c.want)
+			}
+		})
+	}
 }
