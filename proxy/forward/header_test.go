@@ -7,6 +7,18 @@ import (
 )
 
 func TestOutboundHeader(t *testing.T) {
+	// endToEnd is a caller header of end-to-end fields only (a new copy
+	// each call).
+	endToEnd := func() http.Header {
+		return http.Header{
+			"Accept":                {"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"},
+			"Content-Type":          {"application/x-www-form-urlencoded"},
+			"User-Agent":            {"SFDC-Callout/68.0"},
+			"Sfdc_stack_depth":      {"1"},
+			"Idempotency-Key":       {`"abc-123"`},
+			"Callout-Source-Record": {"001000000000001AAA"},
+		}
+	}
 	tests := []struct {
 		name     string
 		in       http.Header
@@ -15,22 +27,8 @@ func TestOutboundHeader(t *testing.T) {
 	}{
 		{
 			name: "end-to-end fields pass, values untouched",
-			in: http.Header{
-				"Accept":                {"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"},
-				"Content-Type":          {"application/x-www-form-urlencoded"},
-				"User-Agent":            {"SFDC-Callout/68.0"},
-				"Sfdc_stack_depth":      {"1"},
-				"Idempotency-Key":       {`"abc-123"`},
-				"Callout-Source-Record": {"001000000000001AAA"},
-			},
-			want: http.Header{
-				"Accept":                {"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"},
-				"Content-Type":          {"application/x-www-form-urlencoded"},
-				"User-Agent":            {"SFDC-Callout/68.0"},
-				"Sfdc_stack_depth":      {"1"},
-				"Idempotency-Key":       {`"abc-123"`},
-				"Callout-Source-Record": {"001000000000001AAA"},
-			},
+			in:   endToEnd(),
+			want: endToEnd(),
 		},
 		{
 			name: "non-canonical keys are canonicalised and merged in key order",
