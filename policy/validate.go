@@ -35,9 +35,13 @@ func (p Policy) Validate() error {
 	bad := func(key, problem string) {
 		errs = append(errs, &FieldError{Key: "policy." + key, Problem: problem})
 	}
-	if p.MaxAttempts < 1 {
-		bad("max_attempts", "must be at least 1")
+	// atLeast1 checks a count (unit "") or a size in bytes (unit " byte").
+	atLeast1 := func(key string, n int64, unit string) {
+		if n < 1 {
+			bad(key, "must be at least 1"+unit)
+		}
 	}
+	atLeast1("max_attempts", int64(p.MaxAttempts), "")
 	positive := func(key string, d time.Duration) {
 		if d <= 0 {
 			bad(key, "must be a positive duration")
@@ -59,25 +63,15 @@ func (p Policy) Validate() error {
 	positive("connect_timeout", p.ConnectTimeout)
 	positive("header_timeout", p.HeaderTimeout)
 	positive("attempt_timeout", p.AttemptTimeout)
-	if p.BreakerFailures < 1 {
-		bad("breaker_failures", "must be at least 1")
-	}
+	atLeast1("breaker_failures", int64(p.BreakerFailures), "")
 	positive("breaker_probe_interval", p.BreakerProbeInterval)
 	positive("disable_after", p.DisableAfter)
 	positive("dead_letter_retention", p.DeadLetterRetention)
 	positive("idempotency_retention", p.IdempotencyRetention)
-	if p.MaxRequestBytes < 1 {
-		bad("max_request_bytes", "must be at least 1 byte")
-	}
-	if p.MaxResponseBytes < 1 {
-		bad("max_response_bytes", "must be at least 1 byte")
-	}
-	if p.MaxBacklogItems < 1 {
-		bad("max_backlog_items", "must be at least 1")
-	}
-	if p.MaxBacklogBytes < 1 {
-		bad("max_backlog_bytes", "must be at least 1 byte")
-	}
+	atLeast1("max_request_bytes", p.MaxRequestBytes, " byte")
+	atLeast1("max_response_bytes", p.MaxResponseBytes, " byte")
+	atLeast1("max_backlog_items", p.MaxBacklogItems, "")
+	atLeast1("max_backlog_bytes", p.MaxBacklogBytes, " byte")
 	if p.MaxBacklogItemsPerIssuer < 0 {
 		bad("max_backlog_items_per_issuer", "must not be negative; 0 means a fair share")
 	}

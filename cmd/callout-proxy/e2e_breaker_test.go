@@ -15,18 +15,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
-// bareStatusHandler answers /status/NNN with status NNN and nothing else:
-// unlike statusHandler, its 429 carries no Retry-After, so it pauses
-// nothing and only the breaker rule is exercised.
-func bareStatusHandler(w http.ResponseWriter, r *http.Request) {
-	code, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/status/"))
-	if err != nil {
-		http.Error(w, "bad test path", http.StatusTeapot)
-		return
-	}
-	w.WriteHeader(code)
-}
-
 // Admin tokens of devConfig (testEnv): ops has scope write, viewer read.
 const (
 	opsToken    = "admin-token-value"

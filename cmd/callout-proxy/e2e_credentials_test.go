@@ -187,12 +187,7 @@ func TestE2EReplayAfterSecretRotation(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	})
 
-	var res api.ReplayResultDoc
-	resp, body = admin(t, p.AdminURL, http.MethodPost, "/admin/v1/dead-letters/"+id+"/replay", opsToken, nil)
-	if err := json.Unmarshal(body, &res); err != nil || resp.StatusCode != http.StatusAccepted || res.ReplayID == "" {
-		t.Fatalf("replay = %d %s, want 202 with a replay id", resp.StatusCode, body)
-	}
-	waitState(t, p, res.ReplayID, "succeeded")
+	replaySucceeds(t, p, id)
 	last := lastPost(up)
 	tok := strings.TrimPrefix(last.Header.Get("Authorization"), "Bearer ")
 	if ts.SecretOf(tok) != newSecret || string(last.Body) != `{"amount":42}` ||
@@ -226,4 +221,18 @@ func waitState(t *testing.T, p *proxyUnderTest, id, state string) {
 		_, doc := p.call(t, http.MethodGet, "/v1/callouts/"+id, nil, nil)
 		return string(statusDoc(t, doc).State) == state
 	})
+}
+
+// replaySucceeds replays dead letter id through the admin API (ops token),
+// fails the test unless that answers 202 with a replay id, waits until the
+// replay has succeeded and returns its id.
+func replaySucceeds(t *testing.T, p *proxyUnderTest, id string) string {
+	t.Helper()
+	var res api.ReplayResultDoc
+	resp, body := admin(t, p.AdminURL, http.MethodPost, "/admin/v1/dead-letters/"+id+"/replay", opsToken, nil)
+	if err := json.Unmarshal(body, &res); err != nil || resp.StatusCode != http.StatusAccepted || res.ReplayID == "" {
+		t.Fatalf("replay = %d %s, want 202 with a replay id", resp.StatusCode, body)
+	}
+	waitState(t, p, res.ReplayID, "succeeded")
+	return res.ReplayID
 }

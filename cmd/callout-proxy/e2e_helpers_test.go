@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +27,57 @@ const loopbackNets = proctest.Loopback
 // endpoint (breaker.partition endpoint, contract §6), for the tests of the
 // endpoint breaker's own states; the default partitions it by organisation.
 const singleTenant = "breaker: {partition: endpoint}"
+
+// pathStatus is NNN of a request to /status/NNN; on any other path it
+// answers 418 and reports false.
+func pathStatus(w http.ResponseWriter, r *http.Request) (int, bool) {
+	code, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/status/"))
+	if err != nil {
+		http.Error(w, "bad test path", http.StatusTeapot)
+		return 0, false
+	}
+	return code, true
+}
+
+// statusHandler answers /status/NNN with status NNN, a text body naming it
+// and a marker header; redirects carry a Location, 429 a Retry-After.
+func statusHandler(w http.ResponseWriter, r *http.Request) {
+	code, ok := pathStatus(w, r)
+	if !ok {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Upstream-Status", strconv.Itoa(code))
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound:
+		h.Set("Location", "/moved/elsewhere")
+	case http.StatusTooManyRequests:
+		h.Set("Retry-After", "7")
+	}
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "upstream says %d", code)
+}
+
+// bareStatusHandler answers /status/NNN with status NNN and nothing else:
+// unlike statusHandler, its 429 carries no Retry-After, so it pauses
+// nothing and only the breaker rule is exercised.
+func bareStatusHandler(w http.ResponseWriter, r *http.Request) {
+	code, ok := pathStatus(w, r)
+	if !ok {
+		return
+	}
+	w.WriteHeader(code)
+}
+
+// failHandler answers /fail with 503 and any other path with 200.
+func failHandler(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/fail" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
 
 // okHandler answers 200 with a small text body.
 func okHandler(w http.ResponseWriter, _ *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -137,19 +138,6 @@ func TestHealthURL(t *testing.T) {
 	}
 }
 
-// logLines decodes the proxy's JSON log lines with msg.
-func logLines(t *testing.T, p *proxyUnderTest, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(p.logs.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // TestE2EAttemptLogsAlike: the synchronous first attempt and the
 // dispatcher's retries are logged at the same level with the same fields;
 // the dead-letter line names the last status and error; notify_owner is
@@ -171,7 +159,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 	if line := metricLine(metricsText(t, p), "callout_build_info", `goversion="go`); !strings.HasSuffix(line, " 1") {
 		t.Fatalf("callout_build_info: %q", line)
 	}
-	start := logLines(t, p, "listening")[0]
+	start := p.logs.Records("listening")[0]
 	if start["redis"] != "embedded" || start["redis_embedded"] != true || start["version"] == "" {
 		t.Fatalf("startup line: %v", start)
 	}
@@ -183,7 +171,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 	id := resp.Header.Get("Callout-Id")
 	p.logs.WaitFor(t, `"msg":"dead letter"`, 30*time.Second)
 	var mine []map[string]any
-	for _, a := range logLines(t, p, "attempt") {
+	for _, a := range p.logs.Records("attempt") {
 		if a["callout_id"] == id {
 			mine = append(mine, a)
 		}
@@ -211,7 +199,7 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 			t.Fatalf("attempt %d = %v", i+1, a)
 		}
 	}
-	dl := logLines(t, p, "dead letter")[0]
+	dl := p.logs.Records("dead letter")[0]
 	if dl["callout_id"] != id || dl["dead_letter_reason"] != "exhausted" || dl["last_status"] != float64(503) ||
 		dl["last_error"] != policy.ReasonStatus5xx || dl["attempts"] != float64(3) || dl["notify_owner"] != false {
 		t.Fatalf("dead-letter line: %v", dl)
@@ -275,5 +263,81 @@ func TestE2ETextLogFormat(t *testing.T) {
 	}
 	if s := logs.String(); strings.Contains(s, "msg=listening") || strings.Contains(s, `{"`) {
 		t.Fatalf("warn-level text logs:\n%s", s)
+	}
+}
+
+// TestE2EClockOffsetExported: every replica exports how far its clock is
+// from Redis's (contract §1); an unskewed process on the embedded store
+// reads within a second of it once the first measurement is in.
+func TestE2EClockOffsetExported(t *testing.T) {
+	t.Parallel()
+	up := proctest.NewUpstream(t, statusHandler)
+	p := startProxy(t, devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), testEnv())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		line := metricLines(metricsText(t, p), "callout_clock_offset_seconds ")
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("callout_clock_offset_seconds: %q", line)
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil || v > 1 || v < -1 {
+			t.Fatalf("callout_clock_offset_seconds = %q (%v), want within 1 s", f[1], err)
+		}
+		// The gauge starts at 0; a measurement of a real offset is never
+		// exactly 0 (the round trip's midpoint is in nanoseconds).
+		if v != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("callout_clock_offset_seconds never measured (still exactly 0)")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHealthcheckFingerprint: `healthcheck --config FILE` passes against
+// the proxy running FILE, and fails (exit 1) against another program
+// answering a healthy-looking /healthz on FILE's port, and against a
+// proxy running another configuration on it.
+func TestHealthcheckFingerprint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := func(k string) string { return testEnv()[k] }
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	yaml := strings.Replace(devConfig(proctest.Endpoint("pay-api", "https://api.example.com")),
+		"listen: 127.0.0.1:0\n", "listen: "+addr+"\n", 1)
+	path := writeConfig(t, yaml)
+
+	// A foreign process on the port, answering as a proxy's /healthz would.
+	foreign := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok","version":"v1.0.0","go_version":"go1.26"}`)
+	})}
+	go func() { _ = foreign.Serve(l) }()
+	err = run(ctx, []string{"healthcheck", "--config", path}, env, io.Discard, io.Discard)
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "another proxy holds this port") {
+		t.Fatalf("against a foreign process: %v", err)
+	}
+	_ = foreign.Close()
+
+	// This configuration's proxy: ok, naming the fingerprint.
+	p := startProxy(t, yaml, testEnv())
+	var out bytes.Buffer
+	if err := run(ctx, []string{"healthcheck", "--config", path}, env, &out, io.Discard); err != nil {
+		t.Fatalf("against its own proxy: %v\nlogs:\n%s", err, p.logs)
+	}
+	if !strings.Contains(out.String(), "configuration ") {
+		t.Fatalf("healthcheck printed %q", out.String())
+	}
+	// Another configuration of the same address: not this proxy's.
+	other := writeConfig(t, yaml+"  crm-api:\n    url: https://crm.example.com\n")
+	err = run(ctx, []string{"healthcheck", "--config", other}, env, io.Discard, io.Discard)
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "configuration fingerprint") {
+		t.Fatalf("against a proxy of another configuration: %v", err)
 	}
 }

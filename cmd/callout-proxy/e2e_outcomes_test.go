@@ -15,27 +15,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
-// statusHandler answers /status/NNN with status NNN, a text body naming it
-// and a marker header; redirects carry a Location, 429 a Retry-After.
-func statusHandler(w http.ResponseWriter, r *http.Request) {
-	code, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/status/"))
-	if err != nil {
-		http.Error(w, "bad test path", http.StatusTeapot)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Upstream-Status", strconv.Itoa(code))
-	switch code {
-	case http.StatusMovedPermanently, http.StatusFound:
-		h.Set("Location", "/moved/elsewhere")
-	case http.StatusTooManyRequests:
-		h.Set("Retry-After", "7")
-	}
-	w.WriteHeader(code)
-	fmt.Fprintf(w, "upstream says %d", code)
-}
-
 // TestE2EStatusPassThrough: every upstream status comes back as the
 // upstream sent it, with its outcome class (contract §2).
 func TestE2EStatusPassThrough(t *testing.T) {

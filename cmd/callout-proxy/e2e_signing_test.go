@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
@@ -120,20 +118,15 @@ func TestE2EStandardWebhooks(t *testing.T) {
 		t.Fatalf("async write = %d %s", resp.StatusCode, body)
 	}
 	waitState(t, p, orig, "dead_lettered")
-	var res api.ReplayResultDoc
-	resp, body = admin(t, p.AdminURL, http.MethodPost, "/admin/v1/dead-letters/"+orig+"/replay", opsToken, nil)
-	if err := json.Unmarshal(body, &res); err != nil || resp.StatusCode != http.StatusAccepted || res.ReplayID == "" {
-		t.Fatalf("replay = %d %s, want 202 with a replay id", resp.StatusCode, body)
-	}
-	waitState(t, p, res.ReplayID, "succeeded")
-	_, doc = p.call(t, http.MethodGet, "/v1/callouts/"+res.ReplayID, nil, nil)
+	replayID := replaySucceeds(t, p, orig)
+	_, doc = p.call(t, http.MethodGet, "/v1/callouts/"+replayID, nil, nil)
 	rd := statusDoc(t, doc)
-	if rd.WebhookID != "msg_"+res.ReplayID || rd.ReplayOf != orig || rd.ReplayOfWebhookID != "msg_"+orig {
+	if rd.WebhookID != "msg_"+replayID || rd.ReplayOf != orig || rd.ReplayOfWebhookID != "msg_"+orig {
 		t.Errorf("replay document = %s, want its own webhook_id linked to msg_%s", doc, orig)
 	}
 	rejects := posts(up, "/v1/reject")
 	if len(rejects) != 2 || rejects[0].Header.Get("webhook-id") != "msg_"+orig ||
-		rejects[1].Header.Get("webhook-id") != "msg_"+res.ReplayID {
+		rejects[1].Header.Get("webhook-id") != "msg_"+replayID {
 		t.Errorf("the dead letter and its replay reached the receiver %d times with ids %q", len(rejects), webhookIDs(rejects))
 	}
 	_, adminDoc := admin(t, p.AdminURL, http.MethodGet, "/admin/v1/dead-letters/"+orig, opsToken, nil)

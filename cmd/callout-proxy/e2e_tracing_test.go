@@ -17,7 +17,6 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -173,12 +172,7 @@ func TestE2ETracing(t *testing.T) {
 		t.Fatalf("refund = %d %s, want 202", resp.StatusCode, body)
 	}
 	waitState(t, p, refund, "dead_lettered")
-	var res api.ReplayResultDoc
-	resp, body = admin(t, p.AdminURL, http.MethodPost, "/admin/v1/dead-letters/"+refund+"/replay", opsToken, nil)
-	if err := json.Unmarshal(body, &res); err != nil || resp.StatusCode != http.StatusAccepted || res.ReplayID == "" {
-		t.Fatalf("replay = %d %s, want 202 with a replay id", resp.StatusCode, body)
-	}
-	waitState(t, p, res.ReplayID, "succeeded")
+	replayID := replaySucceeds(t, p, refund)
 	if err := p.stop(); err != nil { // flushes the spans still queued
 		t.Fatal(err)
 	}
@@ -243,9 +237,9 @@ func TestE2ETracing(t *testing.T) {
 		t.Fatalf("the refund's trace holds %d replay and %d attempt spans, want 1 and 3", len(replays), len(ratts))
 	}
 	last := ratts[2]
-	if replays[0].Attrs["callout.replay_of"] != refund || replays[0].Attrs["callout.id"] != res.ReplayID ||
+	if replays[0].Attrs["callout.replay_of"] != refund || replays[0].Attrs["callout.id"] != replayID ||
 		last.ParentID != replays[0].SpanID || last.Attrs["callout.attempt.kind"] != "replay" ||
-		last.Attrs["callout.id"] != res.ReplayID || last.Attrs["callout.outcome"] != "success" {
+		last.Attrs["callout.id"] != replayID || last.Attrs["callout.outcome"] != "success" {
 		t.Errorf("replay span %v, its attempt %v (parent %s)", replays[0].Attrs, last.Attrs, last.ParentID)
 	}
 	if dl := ratts[1]; dl.Attrs["callout.state"] != "dead_lettered" || dl.Attrs["callout.dead_letter_reason"] != "permanent" ||

@@ -262,6 +262,17 @@ func (a *app) setup(c *cli.Command) (*client, bool, error) {
 	return cl, asJSON, err
 }
 
+// setupArg is oneArg(c, what), then setup(c): the start of every command
+// that acts on one named thing.
+func (a *app) setupArg(c *cli.Command, what string) (string, *client, bool, error) {
+	arg, err := oneArg(c, what)
+	if err != nil {
+		return "", nil, false, err
+	}
+	cl, asJSON, err := a.setup(c)
+	return arg, cl, asJSON, err
+}
+
 // printf writes to stdout.
 func (a *app) printf(format string, args ...any) { fmt.Fprintf(a.stdout, format, args...) }
 

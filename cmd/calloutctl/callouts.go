@@ -69,25 +69,13 @@ func (a *app) listCallouts(ctx context.Context, c *cli.Command) error {
 	for _, ep := range endpoints {
 		for _, st := range states {
 			q := url.Values{"endpoint": {ep}, "state": {string(st)}, "limit": {strconv.Itoa(c.Int("limit"))}}
-			cursor := c.String("cursor")
-			for {
-				if cursor != "" {
-					q.Set("cursor", cursor)
-				}
-				var page api.CalloutList
-				if _, _, err := cl.call(ctx, "GET", "callouts", q, nil, &page); err != nil {
-					return err
-				}
-				all.Items = append(all.Items, page.Items...)
-				cursor = page.NextCursor
-				if cursor == "" {
-					break
-				}
-				if !c.Bool("all") {
-					more = append(more, "--endpoint "+ep+" --state "+string(st)+" --cursor "+cursor)
-					all.NextCursor = cursor
-					break
-				}
+			cursor, err := pages(ctx, cl, "callouts", q, c.String("cursor"), c.Bool("all"), &all.Items)
+			if err != nil {
+				return err
+			}
+			if cursor != "" {
+				more = append(more, "--endpoint "+ep+" --state "+string(st)+" --cursor "+cursor)
+				all.NextCursor = cursor
 			}
 		}
 	}

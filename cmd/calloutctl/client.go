@@ -158,3 +158,27 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 	}
 	return raw, resp.StatusCode, nil
 }
+
+// pages GETs the list at route with query q from cursor on ("" for the
+// first page), appending each page's items to *items: one page, or every
+// page when all is set. It returns the next_cursor of the last page read
+// ("" when that was the last page).
+func pages[T any](ctx context.Context, cl *client, route string, q url.Values, cursor string, all bool, items *[]T) (string, error) {
+	for {
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page struct {
+			Items      []T    `json:"items"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if _, _, err := cl.call(ctx, "GET", route, q, nil, &page); err != nil {
+			return "", err
+		}
+		*items = append(*items, page.Items...)
+		cursor = page.NextCursor
+		if !all || cursor == "" {
+			return cursor, nil
+		}
+	}
+}

@@ -27,6 +27,18 @@ func filterFlags() []cli.Flag {
 	}
 }
 
+// setupFilter is setup(c), then the filter of c's filter flags and its
+// --unresolved flag: the start of `dead-letters list` and `replay`.
+func (a *app) setupFilter(c *cli.Command) (*client, bool, api.ReplayFilter, error) {
+	cl, asJSON, err := a.setup(c)
+	if err != nil {
+		return nil, false, api.ReplayFilter{}, err
+	}
+	f, err := a.filterOf(c)
+	f.Unresolved = c.Bool("unresolved")
+	return cl, asJSON, f, err
+}
+
 // filterOf reads the filter flags of c.
 func (a *app) filterOf(c *cli.Command) (api.ReplayFilter, error) {
 	f := api.ReplayFilter{Endpoints: c.StringSlice("endpoint"), Statuses: c.IntSlice("status")}
@@ -108,32 +120,15 @@ func (a *app) deadLettersCommand() *cli.Command {
 
 // listDeadLetters is `dead-letters list`.
 func (a *app) listDeadLetters(ctx context.Context, c *cli.Command) error {
-	cl, asJSON, err := a.setup(c)
+	cl, asJSON, f, err := a.setupFilter(c)
 	if err != nil {
 		return err
 	}
-	f, err := a.filterOf(c)
-	if err != nil {
-		return err
-	}
-	f.Unresolved = c.Bool("unresolved")
 	q := filterQuery(f)
 	q.Set("limit", strconv.Itoa(c.Int("limit")))
-	cursor := c.String("cursor")
 	var all api.DeadLetterList
-	for {
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var page api.DeadLetterList
-		if _, _, err := cl.call(ctx, "GET", "dead-letters", q, nil, &page); err != nil {
-			return err
-		}
-		all.Items = append(all.Items, page.Items...)
-		all.NextCursor, cursor = page.NextCursor, page.NextCursor
-		if !c.Bool("all") || cursor == "" {
-			break
-		}
+	if all.NextCursor, err = pages(ctx, cl, "dead-letters", q, c.String("cursor"), c.Bool("all"), &all.Items); err != nil {
+		return err
 	}
 	if all.Items == nil {
 		all.Items = []api.DeadLetterSummaryDoc{}
@@ -178,11 +173,7 @@ func resolution(r policy.Resolution) string {
 // `callouts get ID` (route "callouts").
 func (a *app) getCallout(route string) cli.ActionFunc {
 	return func(ctx context.Context, c *cli.Command) error {
-		id, err := oneArg(c, "ID")
-		if err != nil {
-			return err
-		}
-		cl, asJSON, err := a.setup(c)
+		id, cl, asJSON, err := a.setupArg(c, "ID")
 		if err != nil {
 			return err
 		}

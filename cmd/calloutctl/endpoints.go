@@ -81,11 +81,7 @@ func openPartitions(ps []api.PartitionDoc) string {
 // endpoint's whole backlog into dead letters.
 func (a *app) endpointAction(verb, route string) cli.ActionFunc {
 	return func(ctx context.Context, c *cli.Command) error {
-		name, err := oneArg(c, "endpoint NAME")
-		if err != nil {
-			return err
-		}
-		cl, asJSON, err := a.setup(c)
+		name, cl, asJSON, err := a.setupArg(c, "endpoint NAME")
 		if err != nil {
 			return err
 		}

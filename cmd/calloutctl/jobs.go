@@ -72,11 +72,7 @@ func (a *app) listJobs(ctx context.Context, c *cli.Command) error {
 
 // getJob is `replay-jobs get ID`.
 func (a *app) getJob(ctx context.Context, c *cli.Command) error {
-	id, err := oneArg(c, "job ID")
-	if err != nil {
-		return err
-	}
-	cl, asJSON, err := a.setup(c)
+	id, cl, asJSON, err := a.setupArg(c, "job ID")
 	if err != nil {
 		return err
 	}
@@ -191,11 +187,7 @@ func itemResult(it api.ReplayJobItemDoc) string {
 // cancelJob is `replay-jobs cancel ID`: it asks the job to stop, waits
 // until it has, and says how many were sent.
 func (a *app) cancelJob(ctx context.Context, c *cli.Command) error {
-	id, err := oneArg(c, "job ID")
-	if err != nil {
-		return err
-	}
-	cl, asJSON, err := a.setup(c)
+	id, cl, asJSON, err := a.setupArg(c, "job ID")
 	if err != nil {
 		return err
 	}

@@ -41,15 +41,10 @@ func (a *app) replayCommand() *cli.Command {
 
 // replay is `replay`.
 func (a *app) replay(ctx context.Context, c *cli.Command) error {
-	cl, asJSON, err := a.setup(c)
+	cl, asJSON, f, err := a.setupFilter(c)
 	if err != nil {
 		return err
 	}
-	f, err := a.filterOf(c)
-	if err != nil {
-		return err
-	}
-	f.Unresolved = c.Bool("unresolved")
 	ids := c.Args().Slice()
 	switch {
 	case len(ids) == 0 && filterEmpty(f):

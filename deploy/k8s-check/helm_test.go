@@ -92,22 +92,11 @@ func TestHelmValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dep := findDeployment(m, "callout-proxy")
-	if dep == nil {
-		t.Fatal("no Deployment callout-proxy")
-	}
-	checks := []struct {
-		name      string
-		got, want any
-	}{
+	dep := mustDeployment(t, m, "callout-proxy")
+	wantChecks(t, []check{
 		{"image", dep.Spec.Template.Spec.Containers[0].Image, "registry.example.com/platform/callout-proxy:0.1.0"},
 		{"hpa min", *m.HPAs[0].Spec.MinReplicas, int32(4)},
 		{"hpa max", m.HPAs[0].Spec.MaxReplicas, int32(20)},
 		{"config", m.ConfigMaps[0].Data["config.yaml"], string(config)},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
-		}
-	}
+	})
 }

@@ -1,6 +1,8 @@
 package k8scheck
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -182,30 +184,19 @@ func (c *checker) onlyMonitoring(from []networkingv1.NetworkPolicyPeer) bool {
 
 // namespacesOf lists the namespace of every namespaced object.
 func namespacesOf(m *Manifests) []string {
-	var out []string
-	for _, o := range m.ServiceAccounts {
-		out = append(out, o.Namespace)
-	}
-	for _, o := range m.ConfigMaps {
-		out = append(out, o.Namespace)
-	}
-	for _, o := range m.Services {
-		out = append(out, o.Namespace)
-	}
-	for _, o := range m.Deployments {
-		out = append(out, o.Namespace)
-	}
-	for _, o := range m.StatefulSets {
-		out = append(out, o.Namespace)
-	}
-	for _, o := range m.PDBs {
-		out = append(out, o.Namespace)
-	}
-	for _, o := range m.HPAs {
-		out = append(out, o.Namespace)
-	}
-	for _, o := range m.NetworkPolicies {
-		out = append(out, o.Namespace)
+	return slices.Concat(namespaces(m.ServiceAccounts), namespaces(m.ConfigMaps), namespaces(m.Services),
+		namespaces(m.Deployments), namespaces(m.StatefulSets), namespaces(m.PDBs), namespaces(m.HPAs),
+		namespaces(m.NetworkPolicies))
+}
+
+// namespaces lists the namespace of each of objs.
+func namespaces[T any, P interface {
+	*T
+	GetNamespace() string
+}](objs []T) []string {
+	out := make([]string, len(objs))
+	for i := range objs {
+		out[i] = P(&objs[i]).GetNamespace()
 	}
 	return out
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
 )
 
 const (
@@ -81,14 +83,8 @@ func TestOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dep := findDeployment(m, "callout-proxy")
-	if dep == nil {
-		t.Fatal("no Deployment callout-proxy")
-	}
-	checks := []struct {
-		name      string
-		got, want any
-	}{
+	dep := mustDeployment(t, m, "callout-proxy")
+	wantChecks(t, []check{
 		{"namespace", dep.Namespace, "callout-proxy"},
 		{"image", dep.Spec.Template.Spec.Containers[0].Image, "registry.example.com/platform/callout-proxy:0.1.0"},
 		{"no replicas beside the HPA", dep.Spec.Replicas == nil, true},
@@ -96,7 +92,18 @@ func TestOverlay(t *testing.T) {
 		{"config", m.ConfigMaps[0].Data["config.yaml"], string(file)},
 		{"configmap name hashed", strings.HasPrefix(m.ConfigMaps[0].Name, "callout-proxy-config-"), true},
 		{"volume follows the hash", findVolume(&dep.Spec.Template.Spec, "config").ConfigMap.Name, m.ConfigMaps[0].Name},
-	}
+	})
+}
+
+// check is one value of rendered objects and the value it must have.
+type check struct {
+	name      string
+	got, want any
+}
+
+// wantChecks runs each check as a subtest: got must equal want.
+func wantChecks(t *testing.T, checks []check) {
+	t.Helper()
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
 			if c.got != c.want {
@@ -104,4 +111,15 @@ func TestOverlay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustDeployment is the Deployment name of m; it fails the test when m has
+// none.
+func mustDeployment(t *testing.T, m *Manifests, name string) *appsv1.Deployment {
+	t.Helper()
+	dep := findDeployment(m, name)
+	if dep == nil {
+		t.Fatal("no Deployment " + name)
+	}
+	return dep
 }

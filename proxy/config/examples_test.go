@@ -25,10 +25,7 @@ func TestExampleDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, ok := cfg.Endpoint("httpbin-local")
-	checks := []struct {
-		name      string
-		got, want any
-	}{
+	checkAll(t, []check{
 		{"listen", cfg.Listen, "127.0.0.1:8080"},
 		{"admin_listen", cfg.AdminListen, "127.0.0.1:8081"},
 		{"embedded redis", cfg.Redis.Embedded(), true},
@@ -42,14 +39,7 @@ func TestExampleDev(t *testing.T) {
 		{"endpoint url", e.BaseURL.String(), "http://127.0.0.1:9000"},
 		{"endpoint networks", e.Networks, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		{"policy", cfg.Policy, policy.Defaults()},
-	}
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
-			if !reflect.DeepEqual(c.got, c.want) {
-				t.Errorf("got %v, want %v", c.got, c.want)
-			}
-		})
-	}
+	})
 }
 
 func productionEnv() env {
@@ -85,10 +75,7 @@ func TestExampleProduction(t *testing.T) {
 		t.Fatal(err)
 	}
 	pay, erp := cfg.Endpoints["payment-api"], cfg.Endpoints["erp-internal"]
-	checks := []struct {
-		name      string
-		got, want any
-	}{
+	checkAll(t, []check{
 		{"redis", cfg.Redis.String(), "sentinel callouts [sentinel-0.internal.example.com:26379, " +
 			"sentinel-1.internal.example.com:26379, sentinel-2.internal.example.com:26379]"},
 		{"durability", cfg.Redis.Durability, config.DurabilityReplicated},
@@ -115,14 +102,7 @@ func TestExampleProduction(t *testing.T) {
 			LimitPause: config.DefaultLimitPause, RequestTimeout: config.DefaultRequestTimeout,
 			BatchLinger: config.DefaultBatchLinger, BatchMaxBytes: config.DefaultBatchMaxBytes, PubSub: config.DefaultPubSub,
 			FlushLease: config.DefaultFlushLease}},
-	}
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
-			if !reflect.DeepEqual(c.got, c.want) {
-				t.Errorf("got %v, want %v", c.got, c.want)
-			}
-		})
-	}
+	})
 }
 
 // TestExampleProductionReportsMissingFiles: as shipped, outside a

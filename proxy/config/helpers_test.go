@@ -1,21 +1,15 @@
 package config_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 )
 
 // Secret values the tests put in the environment and in files. None of them
@@ -110,27 +104,9 @@ func writeFile(t *testing.T, dir, name, content string) string {
 func keyFiles(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "callout-proxy test"},
-		NotBefore:    time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
-		NotAfter:     time.Date(2035, 1, 1, 0, 0, 0, 0, time.UTC),
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, dir, "cert.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, dir, "key.pem", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})))
+	cert, key := credtest.SelfSigned(t, "callout-proxy test", "localhost")
+	writeFile(t, dir, "cert.pem", string(cert))
+	writeFile(t, dir, "key.pem", string(key))
 	writeFile(t, dir, "secret.txt", fileSecret+"\n")
 	writeFile(t, dir, "junk.txt", "not a pem file\n")
 	return dir
@@ -179,4 +155,22 @@ func mustParse(t *testing.T, yaml string, getenv func(string) string) *config.Co
 		t.Fatalf("Parse: %v", err)
 	}
 	return cfg
+}
+
+// check is one parsed value and the value it must have.
+type check struct {
+	name      string
+	got, want any
+}
+
+// checkAll runs each check as a subtest: got must deep-equal want.
+func checkAll(t *testing.T, checks []check) {
+	t.Helper()
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			if !reflect.DeepEqual(c.got, c.want) {
+				t.Errorf("got  %+v\nwant %+v", c.got, c.want)
+			}
+		})
+	}
 }

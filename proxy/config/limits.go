@@ -148,11 +148,18 @@ func (l Limits) validate(col *collector, maxRequest, maxResponse int64) {
 			col.add(key, "%s is negative", d)
 		}
 	}
-	for key, n := range map[string]int{
-		"limits.max_connections": l.MaxConnections, "limits.admin_max_connections": l.AdminMaxConnections,
+	for _, c := range []struct {
+		key  string
+		n    int
+		hint string
+	}{
+		{"limits.max_connections", l.MaxConnections, "at least 1 connection is needed"},
+		{"limits.admin_max_connections", l.AdminMaxConnections, "at least 1 connection is needed"},
+		{"limits.admin_login_failures", l.AdminLoginFailures, "at least 1; leave it out for the default"},
+		{"limits.admin_login_sources", l.AdminLoginSources, "at least 1; leave it out for the default"},
 	} {
-		if n < 1 {
-			col.add(key, "%d: at least 1 connection is needed", n)
+		if c.n < 1 {
+			col.add(c.key, "%d: %s", c.n, c.hint)
 		}
 	}
 	if l.MaxHeaderBytes < 4096 {
@@ -160,13 +167,6 @@ func (l Limits) validate(col *collector, maxRequest, maxResponse int64) {
 	}
 	if l.MaxHeaderFields < 16 {
 		col.add("limits.max_header_fields", "%d: at least 16 fields (Apex sends about 10)", l.MaxHeaderFields)
-	}
-	for key, n := range map[string]int{
-		"limits.admin_login_failures": l.AdminLoginFailures, "limits.admin_login_sources": l.AdminLoginSources,
-	} {
-		if n < 1 {
-			col.add(key, "%d: at least 1; leave it out for the default", n)
-		}
 	}
 	if l.MaxInflightBytesPerIssuer < 0 {
 		col.add("limits.max_inflight_bytes_per_issuer", "%d is negative; leave it out for a fair share", l.MaxInflightBytesPerIssuer)

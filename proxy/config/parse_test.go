@@ -14,10 +14,7 @@ import (
 
 func TestParseFillsDefaults(t *testing.T) {
 	cfg := mustParse(t, doc(map[string]string{"listen": ""}, ""), baseEnv().get)
-	checks := []struct {
-		name      string
-		got, want any
-	}{
+	checkAll(t, []check{
 		{"listen", cfg.Listen, "127.0.0.1:8080"},
 		{"admin_listen", cfg.AdminListen, "127.0.0.1:8081"},
 		{"policy", cfg.Policy, policy.Defaults()},
@@ -34,14 +31,7 @@ func TestParseFillsDefaults(t *testing.T) {
 		{"breaker failures", cfg.Endpoints["payment-api"].BreakerFailures, 20},
 		{"probe interval", cfg.Endpoints["payment-api"].BreakerProbeInterval, 5 * time.Minute},
 		{"networks", len(cfg.Endpoints["payment-api"].Networks), 0},
-	}
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
-			if !reflect.DeepEqual(c.got, c.want) {
-				t.Errorf("got %v, want %v", c.got, c.want)
-			}
-		})
-	}
+	})
 }
 
 func TestParseDefaultsAlgorithmsFromCertificates(t *testing.T) {

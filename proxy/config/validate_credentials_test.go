@@ -43,10 +43,7 @@ func TestParseCredentials(t *testing.T) {
 	}
 	e := cfg.Endpoints["a"]
 	cert := filepath.Join(dir, "cert.pem")
-	checks := []struct {
-		name      string
-		got, want any
-	}{
+	checkAll(t, []check{
 		{"oauth2", *e.OAuth2, config.OAuth2{
 			TokenURL: "https://auth.example.com/token?tenant=7", ClientID: config.SecretRef{Env: "SF_CLIENT_ID"},
 			ClientSecret: config.SecretRef{File: filepath.Join(dir, "secret.txt")},
@@ -55,14 +52,7 @@ func TestParseCredentials(t *testing.T) {
 			AuthStyle: config.AuthStyleHeader, CAFile: cert,
 		}},
 		{"tls", *e.TLS, config.UpstreamTLS{ClientCertFile: cert, ClientKeyFile: filepath.Join(dir, "key.pem"), CAFile: cert}},
-	}
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
-			if !reflect.DeepEqual(c.got, c.want) {
-				t.Errorf("got  %+v\nwant %+v", c.got, c.want)
-			}
-		})
-	}
+	})
 }
 
 // TestParseCredentialsAlias: an endpoint copied with a YAML alias gets its

@@ -7,6 +7,18 @@ import (
 )
 
 func TestOutboundHeader(t *testing.T) {
+	// endToEnd is a caller header of end-to-end fields only (a new copy
+	// each call).
+	endToEnd := func() http.Header {
+		return http.Header{
+			"Accept":                {"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"},
+			"Content-Type":          {"application/x-www-form-urlencoded"},
+			"User-Agent":            {"SFDC-Callout/68.0"},
+			"Sfdc_stack_depth":      {"1"},
+			"Idempotency-Key":       {`"abc-123"`},
+			"Callout-Source-Record": {"001000000000001AAA"},
+		}
+	}
 	tests := []struct {
 		name     string
 		in       http.Header
@@ -15,22 +27,8 @@ func TestOutboundHeader(t *testing.T) {
 	}{
 		{
 			name: "end-to-end fields pass, values untouched",
-			in: http.Header{
-				"Accept":                {"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"},
-				"Content-Type":          {"application/x-www-form-urlencoded"},
-				"User-Agent":            {"SFDC-Callout/68.0"},
-				"Sfdc_stack_depth":      {"1"},
-				"Idempotency-Key":       {`"abc-123"`},
-				"Callout-Source-Record": {"001000000000001AAA"},
-			},
-			want: http.Header{
-				"Accept":                {"text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"},
-				"Content-Type":          {"application/x-www-form-urlencoded"},
-				"User-Agent":            {"SFDC-Callout/68.0"},
-				"Sfdc_stack_depth":      {"1"},
-				"Idempotency-Key":       {`"abc-123"`},
-				"Callout-Source-Record": {"001000000000001AAA"},
-			},
+			in:   endToEnd(),
+			want: endToEnd(),
 		},
 		{
 			name: "non-canonical keys are canonicalised and merged in key order",
@@ -112,32 +110,31 @@ func TestOutboundHeaderSharesNoSlices(t *testing.T) {
 	}
 }
 
+// TestInboundHeader: hop-by-hop fields (and those Connection names) of an
+// upstream response are dropped and names canonicalised; every Callout-*
+// field and Idempotent-Replayed is dropped, in any case (contract §10); a
+// field that merely contains "callout" is kept.
 func TestInboundHeader(t *testing.T) {
-	in := http.Header{
-		"Connection": {"X-Internal, close"}, "X-Internal": {"hop"}, "Keep-Alive": {"timeout=5"},
-		"Transfer-Encoding": {"chunked"}, "Trailer": {"X-Sum"}, "Upgrade": {"h2c"},
-		"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "retry-after": {"120"},
-	}
-	want := http.Header{
-		"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "Retry-After": {"120"},
-	}
-	if got := inboundHeader(in); !reflect.DeepEqual(got, want) {
-		t.Errorf("inboundHeader =\n %v\nwant\n %v", got, want)
-	}
-}
-
-// TestInboundHeaderDropsProxySignals: every Callout-* field and
-// Idempotent-Replayed of an upstream response is dropped, in any case
-// (contract §10); a field that merely contains "callout" is kept.
-func TestInboundHeaderDropsProxySignals(t *testing.T) {
-	in := http.Header{
-		"Callout-Outcome": {"success"}, "callout-id": {"forged"}, "CALLOUT-RECORD": {"x"},
-		"Callout-Problem": {"breaker-open"}, "Callout-Replay-Body": {"omitted"}, "Callout-Future": {"x"},
-		"idempotent-replayed": {"true"}, "X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"},
-	}
-	want := http.Header{"X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"}}
-	if got := inboundHeader(in); !reflect.DeepEqual(got, want) {
-		t.Errorf("inboundHeader =\n %v\nwant\n %v", got, want)
+	for _, tt := range []struct {
+		name     string
+		in, want http.Header
+	}{
+		{"hop-by-hop", http.Header{
+			"Connection": {"X-Internal, close"}, "X-Internal": {"hop"}, "Keep-Alive": {"timeout=5"},
+			"Transfer-Encoding": {"chunked"}, "Trailer": {"X-Sum"}, "Upgrade": {"h2c"},
+			"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "retry-after": {"120"},
+		}, http.Header{
+			"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "Retry-After": {"120"},
+		}},
+		{"proxy signals", http.Header{
+			"Callout-Outcome": {"success"}, "callout-id": {"forged"}, "CALLOUT-RECORD": {"x"},
+			"Callout-Problem": {"breaker-open"}, "Callout-Replay-Body": {"omitted"}, "Callout-Future": {"x"},
+			"idempotent-replayed": {"true"}, "X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"},
+		}, http.Header{"X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"}}},
+	} {
+		if got := inboundHeader(tt.in); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: inboundHeader =\n %v\nwant\n %v", tt.name, got, tt.want)
+		}
 	}
 }
 

@@ -64,7 +64,26 @@ func (ca *CA) Issue(t testing.TB, cn string) (certPEM, keyPEM []byte) {
 		NotBefore: ca.cert.NotBefore, NotAfter: ca.cert.NotAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	return signPEM(t, tmpl, ca.cert, key, ca.key)
+}
+
+// SelfSigned returns a self-signed P-256 certificate (PEM) for cn and
+// dnsNames, valid 2025–2035, and its PKCS #8 key (PEM).
+func SelfSigned(t testing.TB, cn string, dnsNames ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, DNSNames: dnsNames,
+		NotBefore: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2035, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	return signPEM(t, tmpl, tmpl, key, key)
+}
+
+// signPEM signs tmpl (for key's public half) by parent and its signer, and
+// returns the certificate and key as PEM (the key PKCS #8).
+func signPEM(t testing.TB, tmpl, parent *x509.Certificate, key, signer *ecdsa.PrivateKey) (certPEM, keyPEM []byte) {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
 		t.Fatal(err)
 	}
