@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
@@ -35,7 +36,7 @@ func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
 // replica runs it (no OnReplay hook: the poller marks Reprocessing
 // itself).
 func (e *env) replays(owner string) *replay.Service {
-	return replay.New(replay.Options{Config: e.cfg, Store: e.store, Now: e.clk.Now, Owner: owner,
+	return replay.New(replay.Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(e.rdb, e.store), Now: e.clk.Now, Owner: owner,
 		Jobs: jobs.New(e.rdb, jobs.Options{PinScriptTime: true, Now: e.clk.Now})})
 }
 

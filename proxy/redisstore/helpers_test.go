@@ -13,6 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -202,3 +203,7 @@ func recordKeys(id string) []string {
 	k := recordKey(id)
 	return []string{k, k + ":q", k + ":r"}
 }
+
+// deadLettersOf returns the dead-letter reader of s's Redis, wired as the
+// composition root wires it (proxy/app).
+func deadLettersOf(s *Store) *deadletters.Reader { return deadletters.New(s.rdb, s) }

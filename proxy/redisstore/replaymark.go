@@ -5,20 +5,9 @@ import (
 	"fmt"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
-)
-
-// Fields a replay adds to a dead letter's record cp:{sN}:c:{id} (package record
-// lists the others). The record keeps its TTL: a replayed dead letter keeps
-// its history until the dead-letter retention ends (contract §7).
-const (
-	fReplayedBy = "rb" // callout id of the latest replay chain of this dead letter
-	fReplayedAt = "rt" // when that chain was created, ms
-	// fReplayOutcome is that chain's final state (succeeded, dead_lettered)
-	// once it ended, written by complete.lua; absent while it is pending.
-	fReplayOutcome = "rx"
-	fReplayEnded   = "rxt" // when it ended, ms
 )
 
 // MarkReplayed notes on dead letter id that replayID is its latest replay
@@ -98,7 +87,7 @@ func (s *Store) ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark,
 	if !ok {
 		return policy.ReplayMark{}, nil
 	}
-	f, err := s.rdb.HMGet(ctx, key, fReplayedBy, fReplayedAt, fReplayOutcome, fReplayEnded).Result()
+	f, err := s.rdb.HMGet(ctx, key, deadletters.FieldReplayedBy, deadletters.FieldReplayedAt, deadletters.FieldReplayOutcome, deadletters.FieldReplayEnded).Result()
 	if err != nil {
 		return policy.ReplayMark{}, s.wrap("replay mark", err)
 	}
@@ -145,12 +134,4 @@ type pruneArgs struct {
 	DLB       string `lua:"dlb,key"`
 	Now       int64  `lua:"now"`
 	Retention int64  `lua:"retention"`
-}
-
-// Summaries reads the dead-letter summaries of ids, in order: one
-// pipelined HGETALL each. An entry is nil when that id is not a dead
-// letter (any more). DeadLetteredAt is the record's finish time,
-// which is the index's score. Errors: ErrUnavailable.
-func (s *Store) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
-	return s.summaries(ctx, ids)
 }

@@ -55,7 +55,7 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 		if orig.State != policy.DeadLettered || len(orig.AttemptLog) != 1 || orig.DeadLetterReason != policy.DeadLetterPermanent {
 			t.Fatalf("replayed dead letter = %+v", orig)
 		}
-		page, _ := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "hist-api"})
+		page, _ := deadLettersOf(s).DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "hist-api"})
 		if len(page.Items) != 1 || page.Items[0].ReplayedBy != res.ID || !page.Items[0].ReplayedAt.Equal(t0.Add(time.Hour)) {
 			t.Fatalf("listing = %+v", page.Items)
 		}

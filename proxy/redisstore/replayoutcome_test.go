@@ -33,8 +33,8 @@ func TestReplayOutcomeNotedOnTheDeadLetter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sums, _ := s.Summaries(ctx, []string{dl})
-			page, _ := s.DeadLetters(ctx, policy.DeadLetterQuery{Endpoint: "rx-api"})
+			sums, _ := deadLettersOf(s).Summaries(ctx, []string{dl})
+			page, _ := deadLettersOf(s).DeadLetters(ctx, policy.DeadLetterQuery{Endpoint: "rx-api"})
 			var listed policy.State = "missing"
 			for _, d := range page.Items {
 				if d.ID == dl {

@@ -416,3 +416,15 @@ func (s *Store) takeProbe(ctx context.Context, endpoint, part, token string, lea
 	}
 	return g, nil
 }
+
+// DeadLetterIndexes returns the keys of endpoint's dead-letter indexes,
+// cp:{sN}:dl:{ep}, one a queue (keyspace "Shards and queues"): what
+// proxy/redisstore/deadletters reads. Errors: ErrUnavailable.
+func (s *Store) DeadLetterIndexes(ctx context.Context, endpoint string) ([]string, error) {
+	qs, err := s.queuesOf(ctx, endpoint)
+	dls := make([]string, len(qs))
+	for i, q := range qs {
+		dls[i] = q.dl
+	}
+	return dls, err
+}

@@ -59,16 +59,12 @@ var (
 )
 
 // Store is what the service needs of the callout store: the dead letters
-// it lists, reads and replays (contract §7, §8), their replay marks, the
+// it reads and replays (contract §7, §8), their replay marks, the
 // retention sweep of the dead-letter index and the lock that keeps that
 // sweep to one replica. *redisstore.Store implements it.
 type Store interface {
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 	Enqueue(ctx context.Context, nc policy.NewCallout, o policy.EnqueueOptions) (policy.EnqueueResult, error)
-	DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error)
-	// Summaries reads the dead-letter summaries of ids, in order; an entry
-	// is nil when that id is not a dead letter (any more).
-	Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error)
 	Discard(ctx context.Context, id string) error
 	Endpoints(ctx context.Context) ([]string, error)
 	// MarkReplayed notes on dead letter id that replayID is its latest
@@ -82,10 +78,25 @@ type Store interface {
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
 }
 
-// Options configure a Service. Config, Store and Jobs are required.
+// DeadLetters is what the service needs to list dead letters (contract §7
+// "Dead letters"). *deadletters.Reader (proxy/redisstore/deadletters)
+// implements it.
+type DeadLetters interface {
+	// DeadLetters returns one page of an endpoint's dead letters in
+	// dead-lettered-at order. Errors: policy.ErrUnavailable, or an error
+	// for a malformed cursor.
+	DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error)
+	// Summaries reads the dead-letter summaries of ids, in order; an entry
+	// is nil when that id is not a dead letter (any more).
+	Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error)
+}
+
+// Options configure a Service. Config, Store, DeadLetters and Jobs are
+// required.
 type Options struct {
-	Config *config.Config
-	Store  Store
+	Config      *config.Config
+	Store       Store
+	DeadLetters DeadLetters
 	// Jobs is the replay-job store: jobs, their leases, queues and items.
 	Jobs Jobs
 	// Logger receives the audit lines (msg "audit") and the runner's
