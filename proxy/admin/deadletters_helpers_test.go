@@ -76,7 +76,7 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	tokens := testTokens(t, dltWrite, dltRead)
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	cfg := dltConfig()
-	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, DeadLetters: deadletters.New(b.Client, e.store), Owner: "A", Logger: logger,
+	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, DeadLetters: deadletters.New(b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Owner: "A", Logger: logger,
 		Jobs: jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now}), Now: e.clk.Now, Sleep: e.clk.Sleep})
 	e.h = New(Deps{Config: cfg, Tokens: tokens, DeadLetters: e.svc, ReplayJobs: e.svc, Callouts: e.store,
 		Logger: logger, Now: e.clk.Now})

@@ -137,7 +137,7 @@ type App struct {
 	now        func() time.Time // Options.Now
 	shared     func() time.Time // the shared clock
 	store      *redisstore.Store
-	dead       *deadletters.Reader
+	dead       *deadletters.Store
 	gates      *gatecache.Cache
 	completer  *redisstore.Completer
 	outbox     *outbox.Outbox
@@ -311,7 +311,7 @@ func (a *App) openStore(ctx context.Context) error {
 	a.completer = redisstore.NewCompleter(a.store, batch.Options{})
 	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
 	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
-	a.dead = deadletters.New(a.rdb, a.store)
+	a.dead = deadletters.New(a.rdb, a.store, deadletters.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	a.stats = stats.New(a.rdb, stats.Options{Now: a.shared, Logger: a.logger})
 	return nil

@@ -206,4 +206,6 @@ func recordKeys(id string) []string {
 
 // deadLettersOf returns the dead-letter reader of s's Redis, wired as the
 // composition root wires it (proxy/app).
-func deadLettersOf(s *Store) *deadletters.Reader { return deadletters.New(s.rdb, s) }
+func deadLettersOf(s *Store) *deadletters.Store {
+	return deadletters.New(s.rdb, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin})
+}

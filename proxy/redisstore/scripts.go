@@ -38,7 +38,6 @@ type scripts struct {
 	dlPrune     *script.Script[pruneArgs, countReply]
 	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
 	gateRead    *script.Script[gateReadArgs, gateReadReply]
-	replayMark  *script.Script[replayMarkArgs, countReply]
 }
 
 func loadScripts() (scripts, error) {
@@ -65,7 +64,6 @@ func loadScripts() (scripts, error) {
 		script.LoadInto(&s.dlPrune, luaFS, "dl_prune", script.Clock, lib),
 		script.LoadInto(&s.noteShards, luaFS, "note_shards", script.Clock, lib),
 		script.LoadInto(&s.gateRead, luaFS, "gate_read", script.Clock, lib),
-		script.LoadInto(&s.replayMark, luaFS, "replay_mark", script.Clock, lib),
 	)
 	if err != nil {
 		return s, fmt.Errorf("redisstore: %w", err)

@@ -59,7 +59,7 @@ var (
 )
 
 // Store is what the service needs of the callout store: the dead letters
-// it reads and replays (contract §7, §8), their replay marks, the
+// it reads and replays (contract §7, §8), the
 // retention sweep of the dead-letter index and the lock that keeps that
 // sweep to one replica. *redisstore.Store implements it.
 type Store interface {
@@ -67,11 +67,6 @@ type Store interface {
 	Enqueue(ctx context.Context, nc policy.NewCallout, o policy.EnqueueOptions) (policy.EnqueueResult, error)
 	Discard(ctx context.Context, id string) error
 	Endpoints(ctx context.Context) ([]string, error)
-	// MarkReplayed notes on dead letter id that replayID is its latest
-	// replay chain; false when id is no longer a dead letter.
-	MarkReplayed(ctx context.Context, id, replayID string) (bool, error)
-	// ReplayMarkOf reads callout id's replay mark (zero when none).
-	ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error)
 	// PruneDeadLetters drops endpoint's dead-letter index entries past the
 	// retention and returns how many.
 	PruneDeadLetters(ctx context.Context, endpoint string) (int64, error)
@@ -79,7 +74,7 @@ type Store interface {
 }
 
 // DeadLetters is what the service needs to list dead letters (contract §7
-// "Dead letters"). *deadletters.Reader (proxy/redisstore/deadletters)
+// "Dead letters") and keep their replay marks (contract §8). *deadletters.Store (proxy/redisstore/deadletters)
 // implements it.
 type DeadLetters interface {
 	// DeadLetters returns one page of an endpoint's dead letters in
@@ -89,6 +84,11 @@ type DeadLetters interface {
 	// Summaries reads the dead-letter summaries of ids, in order; an entry
 	// is nil when that id is not a dead letter (any more).
 	Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error)
+	// MarkReplayed notes on dead letter id that replayID is its latest
+	// replay chain; false when id is no longer a dead letter.
+	MarkReplayed(ctx context.Context, id, replayID string) (bool, error)
+	// ReplayMarkOf reads callout id's replay mark (zero when none).
+	ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error)
 }
 
 // Options configure a Service. Config, Store, DeadLetters and Jobs are
@@ -320,7 +320,7 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 	if dry {
 		return r, nil
 	}
-	if _, err := s.o.Store.MarkReplayed(ctx, id, res.ID); err != nil {
+	if _, err := s.o.DeadLetters.MarkReplayed(ctx, id, res.ID); err != nil {
 		s.o.Logger.Warn("replay: could not note the replay on its dead letter", slog.String("callout_id", id),
 			slog.String("replay_id", res.ID), slog.Any("error", err))
 	}
@@ -385,7 +385,7 @@ func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, poli
 	if err != nil {
 		return nil, policy.ReplayMark{}, err
 	}
-	m, err := s.o.Store.ReplayMarkOf(ctx, id)
+	m, err := s.o.DeadLetters.ReplayMarkOf(ctx, id)
 	if err == nil && m.ReplayedBy != "" {
 		err = s.resolveMark(ctx, id, &m)
 	}

@@ -95,7 +95,7 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	binary.LittleEndian.PutUint64(s[:], seed+1<<32)
 	js := jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s)})
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
-	e.svc = replay.New(replay.Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(b.Client, e.store), Jobs: js, Owner: "replica-1",
+	e.svc = replay.New(replay.Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: js, Owner: "replica-1",
 		Logger: logger, Now: e.clk.Now, Sleep: e.clk.Sleep})
 	tokens, err := auth.NewAdminTokens(e.cfg.Admin, func(k string) string {
 		return map[string]string{"W": writeToken, "R": readToken}[k]

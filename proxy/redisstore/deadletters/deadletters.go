@@ -1,14 +1,17 @@
 // Package deadletters reads an endpoint's dead letters (contract §7 "Dead
 // letters"): the pages of its dead-letter indexes, cp:{sN}:dl:{ep} (one a
 // queue, keyspace), in dead-lettered-at order with a stable cursor, and the
-// summaries of the records cp:{sN}:c:{id} they name. It only reads: the
-// core store (proxy/redisstore) writes the indexes and records, in the
-// scripts that move a callout, and sweeps them (its PruneDeadLetters).
+// summaries of the records cp:{sN}:c:{id} they name, and keeps their
+// replay marks (contract §8: which replay chain replays a dead letter, and
+// how it ended). The core store (proxy/redisstore) writes the indexes and
+// records, in the scripts that move a callout, and sweeps them (its
+// PruneDeadLetters).
 //
 // It imports no other store package but the script layer, the keyspace and
 // the record codec; the core tells it where an endpoint's indexes are
-// (Indexes). Its one script (lua/list.lua, embedded) has one Go type for
-// its arguments and one for its reply (proxy/redisstore/script).
+// (Indexes). Its scripts (lua/*.lua, embedded, after lib.lua) each have
+// one Go type for their arguments and one for their reply
+// (proxy/redisstore/script).
 package deadletters
 
 import (
@@ -48,7 +51,7 @@ const (
 	MaxLimit     = 1000
 )
 
-// Indexes is what a Reader needs of the core store: the keys of
+// Indexes is what a Store needs of the core store: the keys of
 // endpoint's dead-letter indexes, one a queue (keyspace "Shards and
 // queues"). Errors: policy.ErrUnavailable. *redisstore.Store implements
 // it.
@@ -56,23 +59,45 @@ type Indexes interface {
 	DeadLetterIndexes(ctx context.Context, endpoint string) ([]string, error)
 }
 
-// Reader reads dead letters from one Redis (a *redis.Client or a
+// Store reads dead letters, and keeps their replay marks, on one Redis (a *redis.Client or a
 // *redis.ClusterClient: each page reads one index, each summary one
 // record). It is safe for concurrent use.
-type Reader struct {
+type Store struct {
 	rdb  redis.UniversalClient
 	idx  Indexes
+	now  func() time.Time
+	pin  bool
 	list *script.Script[listArgs, listReply]
+	mark *script.Script[markArgs, markReply]
+}
+
+// Options configures a Store. The zero value works.
+type Options struct {
+	// Now is this replica's clock, read only with PinScriptTime. Default
+	// time.Now.
+	Now func() time.Time
+	// PinScriptTime, for tests that travel in time only, makes the replay
+	// mark's script take Now() as its now instead of reading Redis's TIME
+	// (the core's Options.PinScriptTime). Never set in production.
+	PinScriptTime bool
 }
 
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// New returns a Reader of the dead letters on rdb whose indexes idx names.
-func New(rdb redis.UniversalClient, idx Indexes) *Reader {
-	r := &Reader{rdb: rdb, idx: idx}
-	if err := script.LoadInto(&r.list, luaFS, "list"); err != nil {
-		panic(err) // the script is embedded: a build defect, not a runtime condition
+// New returns the Store of the dead letters on rdb whose indexes idx names.
+func New(rdb redis.UniversalClient, idx Indexes, o Options) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	r := &Store{rdb: rdb, idx: idx, now: o.Now, pin: o.PinScriptTime}
+	lib, err := luaFS.ReadFile("lua/lib.lua")
+	if err == nil {
+		err = errors.Join(script.LoadInto(&r.list, luaFS, "list"),
+			script.LoadInto(&r.mark, luaFS, "mark", script.Clock, string(lib)))
+	}
+	if err != nil {
+		panic(err) // the scripts are embedded: a build defect, not a runtime condition
 	}
 	return r
 }
@@ -84,7 +109,7 @@ func New(rdb redis.UniversalClient, idx Indexes) *Reader {
 // on every queue's index, pipelined and merged by (time, id), then one
 // pipelined HGETALL per item). Errors: policy.ErrUnavailable, or an error
 // for a malformed cursor.
-func (r *Reader) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error) {
+func (r *Store) DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultLimit
@@ -186,7 +211,7 @@ func parseCursor(c string) (ms, id string, err error) {
 // pipelined HGETALL each. An entry is nil when that id is not a dead
 // letter (any more). DeadLetteredAt is the record's finish time, which is
 // the index's score. Errors: policy.ErrUnavailable.
-func (r *Reader) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
+func (r *Store) Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error) {
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
