@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
+
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
@@ -209,3 +211,7 @@ func recordKeys(id string) []string {
 func deadLettersOf(s *Store) *deadletters.Store {
 	return deadletters.New(s.rdb, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin})
 }
+
+// pendingOf returns the pending-callout reader of s's Redis, wired as the
+// composition root wires it (proxy/app).
+func pendingOf(s *Store) *pend.Reader { return pend.New(s.rdb, s) }

@@ -28,6 +28,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
@@ -109,7 +110,7 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	}
 	e.stats = stats.New(b.Client, stats.Options{Now: e.clk.Now})
 	h := admin.New(admin.Deps{Config: e.cfg, Tokens: tokens, Endpoints: e.store, DeadLetters: e.svc,
-		ReplayJobs: e.svc, Keys: e.store, Callouts: e.store, Metrics: m, Logger: logger, Now: e.clk.Now,
+		ReplayJobs: e.svc, Keys: e.store, Callouts: pending.New(b.Client, e.store), Metrics: m, Logger: logger, Now: e.clk.Now,
 		Stats: e.stats})
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
