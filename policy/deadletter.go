@@ -32,7 +32,7 @@ type DeadLetter struct {
 	ReplayOf       string
 	LastError      string
 	// ReplayedBy and ReplayedAt name the latest replay chain of this dead
-	// letter and when it was created (redisstore Store.MarkReplayed); empty
+	// letter and when it was created (proxy/redisstore/deadletters Store.MarkReplayed); empty
 	// when it was never replayed.
 	ReplayedBy string
 	ReplayedAt time.Time

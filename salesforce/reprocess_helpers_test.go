@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
@@ -24,7 +25,7 @@ func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	p, err := NewReprocessor(ReprocessOptions{Writer: w, Replayer: rp, Requests: e.outbox, Marks: e.store})
+	p, err := NewReprocessor(ReprocessOptions{Writer: w, Replayer: rp, Requests: e.outbox, Marks: e.marks()})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func (e *env) replica(owner string, rp Replayer) (*Writer, *Reprocessor) {
 // replica runs it (no OnReplay hook: the poller marks Reprocessing
 // itself).
 func (e *env) replays(owner string) *replay.Service {
-	return replay.New(replay.Options{Config: e.cfg, Store: e.store, Now: e.clk.Now, Owner: owner,
+	return replay.New(replay.Options{Config: e.cfg, Store: e.store, DeadLetters: e.marks(), Now: e.clk.Now, Owner: owner,
 		Jobs: jobs.New(e.rdb, jobs.Options{PinScriptTime: true, Now: e.clk.Now})})
 }
 
@@ -120,4 +121,10 @@ func poll(t *testing.T, p *Reprocessor) ReprocessReport {
 		t.Fatalf("poll: %v", err)
 	}
 	return rep
+}
+
+// marks returns the dead-letter store (replay marks) of the env's Redis,
+// on its clock, as the composition root wires it (proxy/app).
+func (e *env) marks() *deadletters.Store {
+	return deadletters.New(e.rdb, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true})
 }

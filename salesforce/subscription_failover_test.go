@@ -219,7 +219,7 @@ func TestReprocessRunLeavesPollsToSubscriber(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, _ := se.replica("replica-off", se.counter)
-	p, err := NewReprocessor(ReprocessOptions{Writer: w, Replayer: se.counter, Requests: se.outbox, Marks: se.store,
+	p, err := NewReprocessor(ReprocessOptions{Writer: w, Replayer: se.counter, Requests: se.outbox, Marks: se.marks(),
 		Subscribed: se.state.Held, Deferred: se.state})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 )
 
 // Callouts lists an endpoint's pending callouts (contract §4 states).
-// *redisstore.Store implements it.
+// *pending.Reader (proxy/redisstore/pending) implements it.
 type Callouts interface {
 	// Pending returns one page of endpoint's callouts in state scheduled,
 	// held or in_flight from offset, at most limit (1–1000), without

@@ -16,15 +16,17 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
 
 var (
 	_ DeadLetters = (*replay.Service)(nil)
 	_ ReplayJobs  = (*replay.Service)(nil)
-	// Callouts and Keys are the store's own.
-	_ Callouts = (*redisstore.Store)(nil)
+	// Keys is the store's own; Callouts the pending-callout reader's.
+	_ Callouts = (*pending.Reader)(nil)
 	_ Keys     = (*redisstore.Store)(nil)
 )
 
@@ -76,9 +78,9 @@ func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {
 	tokens := testTokens(t, dltWrite, dltRead)
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	cfg := dltConfig()
-	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, Owner: "A", Logger: logger,
+	e.svc = replay.New(replay.Options{Config: cfg, Store: e.store, DeadLetters: deadletters.New(b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Owner: "A", Logger: logger,
 		Jobs: jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now}), Now: e.clk.Now, Sleep: e.clk.Sleep})
-	e.h = New(Deps{Config: cfg, Tokens: tokens, DeadLetters: e.svc, ReplayJobs: e.svc, Callouts: e.store,
+	e.h = New(Deps{Config: cfg, Tokens: tokens, DeadLetters: e.svc, ReplayJobs: e.svc, Callouts: pending.New(b.Client, e.store),
 		Logger: logger, Now: e.clk.Now})
 	return e
 }

@@ -41,10 +41,12 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/salesforce"
@@ -137,6 +139,8 @@ type App struct {
 	now        func() time.Time // Options.Now
 	shared     func() time.Time // the shared clock
 	store      *redisstore.Store
+	dead       *deadletters.Store
+	pending    *pending.Reader
 	gates      *gatecache.Cache
 	completer  *redisstore.Completer
 	outbox     *outbox.Outbox
@@ -313,6 +317,8 @@ func (a *App) openStore(ctx context.Context) error {
 	a.completer = redisstore.NewCompleter(a.store, batch.Options{})
 	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
 	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
+	a.pending = pending.New(a.rdb, a.store)
+	a.dead = deadletters.New(a.rdb, a.store, deadletters.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	a.stats = stats.New(a.rdb, stats.Options{Now: a.shared, Logger: a.logger})
 	return nil

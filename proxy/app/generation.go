@@ -78,7 +78,7 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 		Logger: a.logger, Ended: ended, Breakers: watcher, Wakeups: a.wakeups, TracerProvider: a.tp,
 		Propagator: a.prop, Idle: a.o.DispatchIdle, Stats: a.stats,
 	})
-	g.replays = replay.New(replay.Options{Now: a.shared, Config: cfg, Store: a.store, Logger: a.logger,
+	g.replays = replay.New(replay.Options{Now: a.shared, Config: cfg, Store: a.store, DeadLetters: a.dead, Logger: a.logger,
 		Owner: a.o.Owner, Jobs: a.jobs, Wake: g.disp.Wake, OnReplay: onReplay(a.sf, a.logger),
 		TracerProvider: a.tp, Metrics: a.m, Sleep: a.o.ReplaySleep, PollEvery: a.o.ReplayPollEvery})
 	g.srv = proxy.New(proxy.Deps{
@@ -89,7 +89,7 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 	g.callout = g.srv.Handler()
 	api := adminapi.New(adminapi.Deps{
 		Now: a.shared, Config: cfg, Tokens: admins, Endpoints: a.store, DeadLetters: g.replays,
-		ReplayJobs: g.replays, Callouts: a.store, Keys: a.store, Stats: a.stats, Events: adminEvents, Metrics: a.m,
+		ReplayJobs: g.replays, Callouts: a.pending, Keys: a.store, Stats: a.stats, Events: adminEvents, Metrics: a.m,
 		Gatherer: a.reg, Wake: g.disp.Wake, Logger: a.logger, Pprof: cfg.Admin.Pprof, Reload: a.Reload,
 		ConsoleSessions: a.consoleSessions,
 	})

@@ -159,7 +159,7 @@ func (a *App) openSalesforce() error {
 	// With pubsub: off the poller leaves the polls to a replica that
 	// subscribes (the subscriber lease, sfsub) and, while none does, looks
 	// at the requests a subscriber deferred.
-	o := salesforce.ReprocessOptions{Writer: sf, Requests: a.outbox, Marks: a.store,
+	o := salesforce.ReprocessOptions{Writer: sf, Requests: a.outbox, Marks: a.dead,
 		Replayer: reprocessReplayer{func() *replay.Service { return a.cur.Load().replays }}}
 	if cfg.Salesforce.PubSub == config.PubSubOff {
 		state, err := sfsub.New(a.rdb, salesforce.ChangeEventTopic)

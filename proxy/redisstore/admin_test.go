@@ -168,7 +168,7 @@ func TestDeadLettersPagination(t *testing.T) {
 		q := policy.DeadLetterQuery{Endpoint: "page-api", Since: t0.Add(2 * time.Second), Until: t0.Add(5 * time.Second), Limit: 5}
 		var got []string
 		for pages := 0; ; pages++ {
-			page, err := s.DeadLetters(ctxT(t), q)
+			page, err := deadLettersOf(s).DeadLetters(ctxT(t), q)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -176,9 +176,9 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 	if res.State.Finished() && p.cl.ReplayOf != "" && p.item.Replayed == p.item.Record {
 		// The chain's dead letter is in another slot (a sharded endpoint's
 		// keyless replay), which complete.lua cannot write: note the outcome
-		// on its mark here (replaymark.go; its MarkReplayed notes it when the
+		// on its mark here (proxy/redisstore/deadletters; its MarkReplayed notes it when the
 		// chain ended first).
-		if err := s.NoteReplayOutcome(ctx, p.cl.ReplayOf, p.cl.ID, res.State, ""); err != nil {
+		if err := s.dead.NoteReplayOutcome(ctx, p.cl.ReplayOf, p.cl.ID, res.State, ""); err != nil {
 			s.log.Warn("noting a replay chain's outcome on its dead letter failed; its mark stays pending",
 				slog.String("dead_letter", p.cl.ReplayOf), slog.String("chain", p.cl.ID), slog.Any("error", err))
 		}

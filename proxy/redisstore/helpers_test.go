@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
+
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -202,3 +205,13 @@ func recordKeys(id string) []string {
 	k := recordKey(id)
 	return []string{k, k + ":q", k + ":r"}
 }
+
+// deadLettersOf returns the dead-letter reader of s's Redis, wired as the
+// composition root wires it (proxy/app).
+func deadLettersOf(s *Store) *deadletters.Store {
+	return deadletters.New(s.rdb, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin})
+}
+
+// pendingOf returns the pending-callout reader of s's Redis, wired as the
+// composition root wires it (proxy/app).
+func pendingOf(s *Store) *pend.Reader { return pend.New(s.rdb, s) }

@@ -102,7 +102,7 @@ func TestSyncFailureRecordedAsFailed(t *testing.T) {
 		if d := pttl(t, e, recordKey(res.Claimed.ID)); d <= day-time.Minute {
 			t.Fatalf("failed TTL = %v, want the idempotency retention", d)
 		}
-		if page, _ := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "fail-api"}); len(page.Items) != 0 {
+		if page, _ := deadLettersOf(s).DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "fail-api"}); len(page.Items) != 0 {
 			t.Fatalf("a synchronous failure was dead-lettered: %+v", page.Items)
 		}
 	})

@@ -201,7 +201,7 @@ func TestDeadLetterIndexedWithTTL(t *testing.T) {
 				t.Fatalf("%s TTL = %v, want ~720h", key, d)
 			}
 		}
-		page, err := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "dl-api"})
+		page, err := deadLettersOf(s).DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "dl-api"})
 		if err != nil || len(page.Items) != 1 || page.Next != "" {
 			t.Fatalf("dead letters = %+v, %v", page, err)
 		}

@@ -143,7 +143,7 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 			t.Fatalf("org-b's write = %+v, %v; want its first attempt", rb, err)
 		}
 		// the held list is org-a's: its retries and its new write
-		held, _, err := s.Pending(ctxT(t), ep, policy.Held, 0, 100)
+		held, _, err := pendingOf(s).Pending(ctxT(t), ep, policy.Held, 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

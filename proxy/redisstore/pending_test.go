@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ func TestPending(t *testing.T) {
 		mustEnqueue(t, s, "crm-api", 1)
 		page := func(state policy.State, offset, limit int) ([]string, int) {
 			t.Helper()
-			cs, next, err := s.Pending(ctxT(t), "pay-api", state, offset, limit)
+			cs, next, err := pendingOf(s).Pending(ctxT(t), "pay-api", state, offset, limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +45,7 @@ func TestPending(t *testing.T) {
 				t.Fatalf("%s not listed", id)
 			}
 		}
-		if cs, _, _ := s.Pending(ctxT(t), "pay-api", policy.Scheduled, 0, 1); len(cs) != 1 || !cs[0].NextAttemptAt.Equal(t0) {
+		if cs, _, _ := pendingOf(s).Pending(ctxT(t), "pay-api", policy.Scheduled, 0, 1); len(cs) != 1 || !cs[0].NextAttemptAt.Equal(t0) {
 			t.Fatalf("a scheduled callout's due time = %+v, want %v (the due set's score)", cs, t0)
 		}
 		if held, _ := page(policy.Held, 0, 10); len(held) != 0 {
@@ -56,7 +57,7 @@ func TestPending(t *testing.T) {
 		if flying, _ := page(policy.InFlight, 0, 10); len(flying) != 2 {
 			t.Fatalf("in flight %v, want 2", flying)
 		}
-		if cs, _, _ := s.Pending(ctxT(t), "pay-api", policy.InFlight, 0, 1); len(cs) != 1 || !cs[0].LeaseExpiresAt.Equal(t0.Add(testLease)) {
+		if cs, _, _ := pendingOf(s).Pending(ctxT(t), "pay-api", policy.InFlight, 0, 1); len(cs) != 1 || !cs[0].LeaseExpiresAt.Equal(t0.Add(testLease)) {
 			t.Fatalf("an in-flight callout's lease = %+v, want %v", cs, t0.Add(testLease))
 		}
 		for _, c := range cl.Claimed {
@@ -73,8 +74,8 @@ func TestPending(t *testing.T) {
 		for _, bad := range []struct {
 			state         policy.State
 			offset, limit int
-		}{{policy.Succeeded, 0, 10}, {policy.Held, 0, 0}, {policy.Held, 0, MaxPendingPage + 1}, {policy.Held, -1, 10}} {
-			if _, _, err := s.Pending(ctxT(t), "pay-api", bad.state, bad.offset, bad.limit); err == nil {
+		}{{policy.Succeeded, 0, 10}, {policy.Held, 0, 0}, {policy.Held, 0, pend.MaxPage + 1}, {policy.Held, -1, 10}} {
+			if _, _, err := pendingOf(s).Pending(ctxT(t), "pay-api", bad.state, bad.offset, bad.limit); err == nil {
 				t.Errorf("Pending(%s, %d, %d): no error", bad.state, bad.offset, bad.limit)
 			}
 		}

@@ -25,10 +25,10 @@ func TestReplayMarkAfterTheChainEnded(t *testing.T) {
 		cl := mustClaim(t, s, "late-mark-api", claimOpts).Claimed[0]
 		mustComplete(t, s, cl, success())
 		e.clk.Advance(time.Second)
-		if ok, err := s.MarkReplayed(ctx, dl, res.ID); !ok || err != nil {
+		if ok, err := deadLettersOf(s).MarkReplayed(ctx, dl, res.ID); !ok || err != nil {
 			t.Fatalf("mark = %v, %v", ok, err)
 		}
-		m, err := s.ReplayMarkOf(ctx, dl)
+		m, err := deadLettersOf(s).ReplayMarkOf(ctx, dl)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func TestReplayMarkSharded(t *testing.T) {
 					t.Fatalf("chain %s in the dead letter's shard: the case needs another", res.ID)
 				}
 				mark := func() {
-					if ok, err := s.MarkReplayed(ctx, dl, res.ID); !ok || err != nil {
+					if ok, err := deadLettersOf(s).MarkReplayed(ctx, dl, res.ID); !ok || err != nil {
 						t.Fatalf("mark = %v, %v", ok, err)
 					}
 				}
@@ -53,7 +53,7 @@ func TestReplayMarkSharded(t *testing.T) {
 				if !markFirst {
 					mark()
 				}
-				m, err := s.ReplayMarkOf(ctx, dl)
+				m, err := deadLettersOf(s).ReplayMarkOf(ctx, dl)
 				if err != nil {
 					t.Fatal(err)
 				}

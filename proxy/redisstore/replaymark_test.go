@@ -36,7 +36,7 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 		if err != nil || res.ID == "" {
 			t.Fatalf("replay = %+v, %v", res, err)
 		}
-		if ok, err := s.MarkReplayed(ctxT(t), dl, res.ID); !ok || err != nil {
+		if ok, err := deadLettersOf(s).MarkReplayed(ctxT(t), dl, res.ID); !ok || err != nil {
 			t.Fatalf("mark = %v, %v", ok, err)
 		}
 		cl := mustClaim(t, s, "hist-api", claimOpts).Claimed[0]
@@ -55,11 +55,11 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 		if orig.State != policy.DeadLettered || len(orig.AttemptLog) != 1 || orig.DeadLetterReason != policy.DeadLetterPermanent {
 			t.Fatalf("replayed dead letter = %+v", orig)
 		}
-		page, _ := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "hist-api"})
+		page, _ := deadLettersOf(s).DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "hist-api"})
 		if len(page.Items) != 1 || page.Items[0].ReplayedBy != res.ID || !page.Items[0].ReplayedAt.Equal(t0.Add(time.Hour)) {
 			t.Fatalf("listing = %+v", page.Items)
 		}
-		if m, _ := s.ReplayMarkOf(ctxT(t), dl); m.ReplayedBy != res.ID {
+		if m, _ := deadLettersOf(s).ReplayMarkOf(ctxT(t), dl); m.ReplayedBy != res.ID {
 			t.Fatalf("mark = %+v", m)
 		}
 		if d := pttl(t, e, recordKey(dl)); d <= 30*day-time.Minute || d > 30*day {
@@ -79,7 +79,7 @@ func TestReplayedDeadLetterKeepsHistory(t *testing.T) {
 		if n, err := s.PruneDeadLetters(ctxT(t), "hist-api"); n != 1 || err != nil {
 			t.Fatalf("prune = %d, %v", n, err)
 		}
-		if ok, _ := s.MarkReplayed(ctxT(t), dl, "x"); ok || e.b.Mini.Exists(recordKey(dl)) {
+		if ok, _ := deadLettersOf(s).MarkReplayed(ctxT(t), dl, "x"); ok || e.b.Mini.Exists(recordKey(dl)) {
 			t.Fatal("marking an expired dead letter recreated its record")
 		}
 	})
@@ -89,12 +89,12 @@ func TestMarkReplayedOnlyDeadLetters(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
 		ids := mustEnqueue(t, s, "mark-api", 1)
-		if ok, err := s.MarkReplayed(ctxT(t), ids[0], "x"); ok || err != nil {
+		if ok, err := deadLettersOf(s).MarkReplayed(ctxT(t), ids[0], "x"); ok || err != nil {
 			t.Fatalf("mark of a scheduled callout = %v, %v", ok, err)
 		}
-		_, err := s.MarkReplayed(ctxT(t), "bad", "x")
+		_, err := deadLettersOf(s).MarkReplayed(ctxT(t), "bad", "x")
 		wantErr(t, err, policy.ErrNotFound)
-		if m, err := s.ReplayMarkOf(ctxT(t), ids[0]); m.ReplayedBy != "" || err != nil {
+		if m, err := deadLettersOf(s).ReplayMarkOf(ctxT(t), ids[0]); m.ReplayedBy != "" || err != nil {
 			t.Fatalf("mark = %+v, %v", m, err)
 		}
 	})

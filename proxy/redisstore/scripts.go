@@ -37,9 +37,7 @@ type scripts struct {
 	lock        *script.Script[lockArgs, countReply]
 	dlPrune     *script.Script[pruneArgs, countReply]
 	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
-	deadLetters *script.Script[deadLettersArgs, deadLettersReply]
 	gateRead    *script.Script[gateReadArgs, gateReadReply]
-	replayMark  *script.Script[replayMarkArgs, countReply]
 }
 
 func loadScripts() (scripts, error) {
@@ -65,9 +63,7 @@ func loadScripts() (scripts, error) {
 		script.LoadInto(&s.lock, luaFS, "lock", script.Clock, lib),
 		script.LoadInto(&s.dlPrune, luaFS, "dl_prune", script.Clock, lib),
 		script.LoadInto(&s.noteShards, luaFS, "note_shards", script.Clock, lib),
-		script.LoadInto(&s.deadLetters, luaFS, "dead_letters", script.Clock, lib),
 		script.LoadInto(&s.gateRead, luaFS, "gate_read", script.Clock, lib),
-		script.LoadInto(&s.replayMark, luaFS, "replay_mark", script.Clock, lib),
 	)
 	if err != nil {
 		return s, fmt.Errorf("redisstore: %w", err)

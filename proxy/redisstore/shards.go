@@ -12,6 +12,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/redis/go-redis/v9"
 )
@@ -415,4 +416,43 @@ func (s *Store) takeProbe(ctx context.Context, endpoint, part, token string, lea
 		s.setView(endpoint, part, g)
 	}
 	return g, nil
+}
+
+// DeadLetterIndexes returns the keys of endpoint's dead-letter indexes,
+// cp:{sN}:dl:{ep}, one a queue (keyspace "Shards and queues"): what
+// proxy/redisstore/deadletters reads. Errors: ErrUnavailable.
+func (s *Store) DeadLetterIndexes(ctx context.Context, endpoint string) ([]string, error) {
+	qs, err := s.queuesOf(ctx, endpoint)
+	dls := make([]string, len(qs))
+	for i, q := range qs {
+		dls[i] = q.dl
+	}
+	return dls, err
+}
+
+// PendingQueues returns endpoint's organisation queues' sets (every shard;
+// keyspace "Organisation queues"): what proxy/redisstore/pending lists.
+// Errors: ErrUnavailable.
+func (s *Store) PendingQueues(ctx context.Context, endpoint string) ([]pend.Queue, error) {
+	qs, err := s.orgQueuesOf(ctx, endpoint, false)
+	out := make([]pend.Queue, len(qs))
+	for i, q := range qs {
+		out[i] = pend.Queue{Due: q.due, Lease: q.lease, Tag: q.tag, Part: q.part}
+	}
+	return out, err
+}
+
+// GateShut reports whether the gate of endpoint's breaker partition part
+// (contract §6; "" the endpoint's own) holds its callouts back, read now
+// (gate_read.lua). Errors: ErrUnavailable.
+func (s *Store) GateShut(ctx context.Context, endpoint, part string) (bool, error) {
+	v, err := s.gateRead(ctx, endpoint, part, s.now())
+	return err == nil && v.gate.Shut(), err
+}
+
+// Decode decodes record m of callout id without its long request and
+// response (:q, :r): what proxy/redisstore/pending lists. Errors:
+// ErrNotFound when m is no record.
+func (s *Store) Decode(ctx context.Context, id string, m map[string]string) (*policy.Callout, error) {
+	return s.decode(ctx, id, m, "", "")
 }

@@ -204,13 +204,13 @@ func TestShardedDisableAndFewerShards(t *testing.T) {
 		if err != nil || len(res.DeadLettered) != 9 {
 			t.Fatalf("disable = %d dead-lettered, %v; want 9", len(res.DeadLettered), err)
 		}
-		page, err := s.DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "hot-api", Limit: 4})
+		page, err := deadLettersOf(s).DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "hot-api", Limit: 4})
 		if err != nil || len(page.Items) != 4 || page.Next == "" {
 			t.Fatalf("dead letters page 1 = %d items, next %q, %v", len(page.Items), page.Next, err)
 		}
 		seen := map[string]bool{}
 		for q := (policy.DeadLetterQuery{Endpoint: "hot-api", Limit: 4}); ; {
-			p, err := s.DeadLetters(ctxT(t), q)
+			p, err := deadLettersOf(s).DeadLetters(ctxT(t), q)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
@@ -180,6 +181,9 @@ type Store struct {
 	acks          Acknowledger
 	// pin: Options.PinScriptTime.
 	pin bool
+	// dead notes a replay chain's outcome on its dead letter's mark when
+	// complete.lua cannot (complete.go).
+	dead *deadletters.Store
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
@@ -213,6 +217,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.dead = deadletters.New(client, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin})
 	return s
 }
 

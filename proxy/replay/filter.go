@@ -162,7 +162,7 @@ func (s *Service) DeadLetters(ctx context.Context, q Query) (Page, error) {
 		}
 		for {
 			want := limit - len(page.Items)
-			sp, err := s.o.Store.DeadLetters(ctx, policy.DeadLetterQuery{Endpoint: eps[i],
+			sp, err := s.o.DeadLetters.DeadLetters(ctx, policy.DeadLetterQuery{Endpoint: eps[i],
 				Since: q.Filter.Since, Until: q.Filter.Until, Cursor: sc, Limit: want})
 			if err != nil {
 				return Page{}, err

@@ -17,6 +17,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 )
 
@@ -70,7 +71,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 
 // service returns a Service of replica owner over e.
 func (e *testEnv) service(owner string) *Service {
-	return New(Options{Config: e.cfg, Store: e.store, Jobs: e.jobs, Owner: owner,
+	return New(Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: e.jobs, Owner: owner,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Now: e.clk.Now, Sleep: e.clk.Sleep,
 		PollEvery: 10 * time.Millisecond})
 }

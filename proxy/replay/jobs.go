@@ -253,7 +253,7 @@ func (s *Service) JobItems(ctx context.Context, id string, offset, limit int) (I
 	for i, it := range its {
 		ids[i] = it.DeadLetterID
 	}
-	sums, err := s.o.Store.Summaries(ctx, ids)
+	sums, err := s.o.DeadLetters.Summaries(ctx, ids)
 	if err != nil {
 		return ItemPage{}, err
 	}

@@ -60,33 +60,44 @@ var (
 )
 
 // Store is what the service needs of the callout store: the dead letters
-// it lists, reads and replays (contract §7, §8), their replay marks, the
+// it reads and replays (contract §7, §8), the
 // retention sweep of the dead-letter index and the lock that keeps that
 // sweep to one replica. *redisstore.Store implements it.
 type Store interface {
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 	Enqueue(ctx context.Context, nc policy.NewCallout, o policy.EnqueueOptions) (policy.EnqueueResult, error)
-	DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error)
-	// Summaries reads the dead-letter summaries of ids, in order; an entry
-	// is nil when that id is not a dead letter (any more).
-	Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error)
 	Discard(ctx context.Context, id string) error
 	Endpoints(ctx context.Context) ([]string, error)
-	// MarkReplayed notes on dead letter id that replayID is its latest
-	// replay chain; false when id is no longer a dead letter.
-	MarkReplayed(ctx context.Context, id, replayID string) (bool, error)
-	// ReplayMarkOf reads callout id's replay mark (zero when none).
-	ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error)
 	// PruneDeadLetters drops endpoint's dead-letter index entries past the
 	// retention and returns how many.
 	PruneDeadLetters(ctx context.Context, endpoint string) (int64, error)
 	TryLock(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
 }
 
-// Options configure a Service. Config, Store and Jobs are required.
+// DeadLetters is what the service needs to list dead letters (contract §7
+// "Dead letters") and keep their replay marks (contract §8). *deadletters.Store (proxy/redisstore/deadletters)
+// implements it.
+type DeadLetters interface {
+	// DeadLetters returns one page of an endpoint's dead letters in
+	// dead-lettered-at order. Errors: policy.ErrUnavailable, or an error
+	// for a malformed cursor.
+	DeadLetters(ctx context.Context, q policy.DeadLetterQuery) (policy.DeadLetterPage, error)
+	// Summaries reads the dead-letter summaries of ids, in order; an entry
+	// is nil when that id is not a dead letter (any more).
+	Summaries(ctx context.Context, ids []string) ([]*policy.DeadLetter, error)
+	// MarkReplayed notes on dead letter id that replayID is its latest
+	// replay chain; false when id is no longer a dead letter.
+	MarkReplayed(ctx context.Context, id, replayID string) (bool, error)
+	// ReplayMarkOf reads callout id's replay mark (zero when none).
+	ReplayMarkOf(ctx context.Context, id string) (policy.ReplayMark, error)
+}
+
+// Options configure a Service. Config, Store, DeadLetters and Jobs are
+// required.
 type Options struct {
-	Config *config.Config
-	Store  Store
+	Config      *config.Config
+	Store       Store
+	DeadLetters DeadLetters
 	// Jobs is the replay-job store: jobs, their leases, queues and items.
 	Jobs Jobs
 	// Logger receives the audit lines (msg "audit") and the runner's
@@ -314,7 +325,7 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 	if dry {
 		return r, nil
 	}
-	if _, err := s.o.Store.MarkReplayed(ctx, id, res.ID); err != nil {
+	if _, err := s.o.DeadLetters.MarkReplayed(ctx, id, res.ID); err != nil {
 		s.o.Logger.LogAttrs(logx.WithCallout(logx.WithTraceContext(ctx, c.TraceContext), id), slog.LevelWarn,
 			"replay: could not note the replay on its dead letter", slog.String("replay_id", res.ID), slog.Any("error", err))
 	}
@@ -379,7 +390,7 @@ func (s *Service) Callout(ctx context.Context, id string) (*policy.Callout, poli
 	if err != nil {
 		return nil, policy.ReplayMark{}, err
 	}
-	m, err := s.o.Store.ReplayMarkOf(ctx, id)
+	m, err := s.o.DeadLetters.ReplayMarkOf(ctx, id)
 	if err == nil && m.ReplayedBy != "" {
 		err = s.resolveMark(ctx, id, &m)
 	}

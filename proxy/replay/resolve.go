@@ -13,7 +13,7 @@ const maxResolveHops = 8
 // resolve fills in the Resolution of each replayed dead letter of ds (contract
 // §8: Reprocessed / Failed Again), following a failed replay chain that was
 // itself replayed to that replay's outcome, up to maxResolveHops; one
-// pipelined read (Store.Summaries) per hop, for the chains still
+// pipelined read (DeadLetters.Summaries) per hop, for the chains still
 // being followed. A chain whose record is gone (discarded, expired) stops
 // there: its last known outcome stands. Errors: policy.ErrUnavailable.
 func (s *Service) resolve(ctx context.Context, ds []policy.DeadLetter) error {
@@ -37,7 +37,7 @@ func (s *Service) resolve(ctx context.Context, ds []policy.DeadLetter) error {
 		for k, f := range open {
 			ids[k] = f.next
 		}
-		sums, err := s.o.Store.Summaries(ctx, ids)
+		sums, err := s.o.DeadLetters.Summaries(ctx, ids)
 		if err != nil {
 			return err
 		}

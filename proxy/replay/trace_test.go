@@ -13,6 +13,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
@@ -58,7 +59,7 @@ func TestReplayJoinsTheOriginalTrace(t *testing.T) {
 		sr := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(tracing.Sampler(1)))
 		defer func() { _ = tp.Shutdown(context.Background()) }()
-		s := New(Options{Config: e.cfg, Store: e.store, Jobs: e.jobs, Owner: "A", Now: e.clk.Now,
+		s := New(Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: e.jobs, Owner: "A", Now: e.clk.Now,
 			Logger: slog.New(slog.DiscardHandler), TracerProvider: tp})
 		ctx := ctxT(t)
 		dl := e.seedTraced(t, "pay-api", "traced-1")
@@ -96,7 +97,7 @@ func TestReplayJoinsTheOriginalTrace(t *testing.T) {
 			t.Errorf("chain's trace context %q, want %q", chain.TraceContext, want)
 		}
 
-		off := New(Options{Config: e.cfg, Store: e.store, Jobs: e.jobs, Owner: "B", Now: e.clk.Now})
+		off := New(Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: e.jobs, Owner: "B", Now: e.clk.Now})
 		dl2 := e.seedTraced(t, "crm-api", "traced-2")
 		chain2, err := off.ReplayOne(ctx, dl2, "ops")
 		if err != nil {

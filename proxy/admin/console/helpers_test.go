@@ -28,7 +28,9 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
 )
@@ -119,7 +121,7 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	binary.LittleEndian.PutUint64(s[:], seed+1<<32)
 	js := jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(s)})
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
-	e.svc = replay.New(replay.Options{Config: e.cfg, Store: e.store, Jobs: js, Owner: "replica-1",
+	e.svc = replay.New(replay.Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: js, Owner: "replica-1",
 		Logger: logger, Now: e.clk.Now, Sleep: e.clk.Sleep})
 	tokens, err := auth.NewAdminTokens(e.cfg.Admin, testEnv)
 	if err != nil {
@@ -131,7 +133,7 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	}
 	e.stats = stats.New(b.Client, stats.Options{Now: e.clk.Now})
 	e.deps = admin.Deps{Config: e.cfg, Tokens: tokens, Endpoints: e.store, DeadLetters: e.svc,
-		ReplayJobs: e.svc, Keys: e.store, Callouts: e.store, Metrics: m, Logger: logger, Now: e.clk.Now,
+		ReplayJobs: e.svc, Keys: e.store, Callouts: pending.New(b.Client, e.store), Metrics: m, Logger: logger, Now: e.clk.Now,
 		Stats: e.stats, ConsoleSessions: console.NewSessions(0, 0)}
 	h := admin.New(e.deps)
 	e.h.Store(&h)

@@ -14,7 +14,7 @@
 -- stays (not in the index, no reservation, no backlog bytes) for at most
 -- A.keep ms, and keep.lua extends that while the write waits.
 --
--- K and A: discardArgs (deadletter.go), read by the script layer
+-- K and A: discardArgs (discard.go), read by the script layer
 -- (script/): K.record, K.rest (:q), K.resp (:r), K.dl (dead-letter index),
 -- K.reservation (the record key as a placeholder when it has none),
 -- K.counters (the endpoint hash or the queue's counter hash), K.dlb

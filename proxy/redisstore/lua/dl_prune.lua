@@ -3,7 +3,7 @@
 -- dead-letter retention and release the backlog bytes their expired records
 -- were charged (lib.lua dl_prune, dl_release).
 --
--- K and A: pruneArgs (replaymark.go), read by the script layer (script/):
+-- K and A: pruneArgs (prune.go), read by the script layer (script/):
 -- K.counters (the endpoint hash or the queue's counter hash), K.dl
 -- (dead-letter index), K.dlb (dead-letter bytes); A.now (lib.lua clock),
 -- A.retention (the dead-letter retention, ms: entries older are dropped).

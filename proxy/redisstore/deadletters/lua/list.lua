@@ -1,11 +1,11 @@
--- dead_letters.lua: one page of an endpoint's dead-letter index, ordered by
+-- list.lua: one page of an endpoint's dead-letter index, ordered by
 -- (dead-lettered at, id), atomically, so concurrent pruning cannot shift
 -- the page. Read-only.
 --
--- K and A: deadLettersArgs (deadletter.go), read by the script layer
+-- K and A: listArgs (deadletters.go), read by the script layer
 -- (script/): K.dl (the dead-letter index); A.since_ms, A.until_ms,
 -- A.cursor_ms ('' = first page), A.cursor_id, A.limit.
--- Replies (deadLettersReply): entries, {id, ms, id, ms, ...}: up to
+-- Replies (listReply): entries, {id, ms, id, ms, ...}: up to
 -- limit+1 entries after the cursor (or from since) and not after until; a
 -- (limit+1)th says there is more.
 

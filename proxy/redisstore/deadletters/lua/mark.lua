@@ -1,4 +1,4 @@
--- replay_mark.lua: note on a dead letter the replay chain that replays it
+-- mark.lua: note on a dead letter the replay chain that replays it
 -- (contract §8), keeping the record's TTL: a replayed dead letter keeps its
 -- history until the dead-letter retention ends (contract §7). A record that
 -- expired or is no longer a dead letter is not touched (HSET would
@@ -13,12 +13,12 @@
 -- A.outcome set, which only notes that outcome while the mark still names
 -- the chain (so the outcome is noted whichever of the two came first).
 --
--- K and A: replayMarkArgs (replaymark.go), read by the script layer
+-- K and A: markArgs (marks.go), read by the script layer
 -- (script/): K.record (the dead letter's record), K.chain (the chain's
 -- record, in the same slot; K.record when it is not); A.replay_id (the
--- replay chain's callout id), A.now (lib.lua clock), A.outcome ('' to
+-- replay chain's callout id), A.now (script.Clock clock), A.outcome ('' to
 -- mark; else the chain's final state to note), A.ended (its end, ms; '' for now).
--- Replies (countReply): n, 1 when marked (or noted), else 0.
+-- Replies (markReply): n, 1 when marked (or noted), else 0.
 if redis.call('HGET', K.record, 'S') ~= 'd' then return {'n', 0} end
 if A.outcome ~= '' then
   if redis.call('HGET', K.record, 'rb') ~= A.replay_id then return {'n', 0} end
