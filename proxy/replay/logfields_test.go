@@ -8,10 +8,15 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 )
 
-// markFails is the store with MarkReplayed failing.
-type markFails struct{ Store }
+// markFails is the dead-letter store with MarkReplayed failing.
+type markFails struct{ deadLetterStore }
+
+// deadLetterStore is DeadLetters under another name: embedded, its field
+// would clash with the method DeadLetters.
+type deadLetterStore = DeadLetters
 
 func (markFails) MarkReplayed(context.Context, string, string) (bool, error) {
 	return false, errors.New("redis: connection reset")
@@ -38,7 +43,8 @@ func TestWarningsCarryTheCallersTrace(t *testing.T) {
 		e.traceContext = "00-" + traceID + "-00f067aa0ba902b7-01"
 		dl := e.seed(t, "pay-api", "k1", 503, policy.DeadLetterExhausted)
 		logger, _ := logx.New(e.logs, logx.Options{})
-		s := New(Options{Config: e.cfg, Store: markFails{e.store}, Jobs: finishFails{e.jobs}, Owner: "A",
+		s := New(Options{Config: e.cfg, Store: e.store,
+			DeadLetters: markFails{deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true})}, Jobs: finishFails{e.jobs}, Owner: "A",
 			Logger: logger, Now: e.clk.Now, Sleep: e.clk.Sleep, PollEvery: 10 * time.Millisecond})
 		j, err := s.CreateJob(ctxT(t), Spec{Rate: 100, IDs: []string{dl.ID}}, "ops")
 		if err != nil {
