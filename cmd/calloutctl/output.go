@@ -115,14 +115,6 @@ func ts(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// tsp is ts of an optional time.
-func tsp(t *time.Time) string {
-	if t == nil {
-		return ""
-	}
-	return ts(*t)
-}
-
 // relWithin is how far from now a table cell shows a time relative to
 // now; beyond it, the date and time.
 const relWithin = 24 * time.Hour

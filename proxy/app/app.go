@@ -470,12 +470,6 @@ func (a *App) Store() *redisstore.Store { return a.store }
 // Jobs is the replay-job store, for tests that inspect it.
 func (a *App) Jobs() *jobs.Store { return a.jobs }
 
-// Config is the configuration in force (the last one Reload applied).
-func (a *App) Config() *config.Config { return a.cfg.Load() }
-
-// Logger is the proxy's logger, in log.format on Options.Logs.
-func (a *App) Logger() *slog.Logger { return a.logger }
-
 // routeRedisLogsOnce makes routeRedisLogs set go-redis's logger once per
 // process. go-redis keeps its logger in a package variable and offers
 // redis.SetLogger as its only hook: global state in the library, not ours,

@@ -532,11 +532,6 @@ func mergeGate(res *ClaimResult, g policy.Gate) {
 	}
 }
 
-// claimable reports whether a gate lets a claim through.
-func claimable(g policy.GateState) bool {
-	return g == policy.GateOpen || g == policy.GateHalfOpen || g == "probe"
-}
-
 // claimArgs are claim.lua's keys and arguments (lua/claim.lua names each):
 // the queues of one slot and their candidates, in queue order.
 type claimArgs struct {

@@ -112,17 +112,6 @@ func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p
 	return out, nil
 }
 
-// gate is endpoint's gate and breaker state at now as lib.lua computes them
-// (gate_read.lua): Go never derives the gate from the stored fields itself.
-// One round trip. Errors: ErrUnavailable.
-func (s *Store) gate(ctx context.Context, endpoint string, now time.Time) (policy.Gate, policy.BreakerState, error) {
-	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now)})
-	if err != nil {
-		return policy.Gate{}, "", s.wrap("gate_read", err)
-	}
-	return v.gateOf(), policy.BreakerState(v.Breaker), nil
-}
-
 // gateReadArgs are gate_read.lua's keys and arguments (lua/gate_read.lua).
 type gateReadArgs struct {
 	Endpoint string `lua:"endpoint,key"`

@@ -285,19 +285,6 @@ func isNil(err error) bool { return errors.Is(err, redis.Nil) }
 // failures wrap ErrUnavailable. nil stays nil.
 func (s *Store) wrap(op string, err error) error { return script.Wrap("redisstore: "+op, err) }
 
-// replyStr is a reply value as a string (HMGET's; nil for an absent field
-// is "").
-func replyStr(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case int64:
-		return strconv.FormatInt(x, 10)
-	default:
-		return ""
-	}
-}
-
 // clockArg is the now argument (A.now) of every script at now: 0, which
 // makes the script read Redis's clock (lib.lua clock), or with
 // Options.PinScriptTime now in Unix ms.

@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -284,6 +283,3 @@ func settled(it policy.ReplayItem, st policy.JobState) policy.ReplayItem {
 	}
 	return it
 }
-
-// IsJobNotFound reports whether err says there is no such replay job.
-func IsJobNotFound(err error) bool { return errors.Is(err, policy.ErrJobNotFound) }

@@ -47,7 +47,7 @@
 //	                            lease t x l k, d once a dispatcher claimed it,
 //	                            attempts A<n>, the last response R and
 //	                            r1 … r4 (or :r), e, F, D, o, rb, rt (and rx,
-//	                            rxt once that replay chain ended, replaymark.go). A field a
+//	                            rxt once that replay chain ended, deadletters/marks.go). A field a
 //	                            script drops is blanked (""). No fingerprint:
 //	                            the reservation holds it. Not kept: the due
 //	                            time (the due set's score). A pending keyed

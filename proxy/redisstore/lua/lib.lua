@@ -58,7 +58,6 @@ local function gate_fields_of(p)
   if p == nil or p == '' then return gate_base end
   return {'dis', 'pu', 'bs', 'pa', 'pt', 'pe', pf('bs', p), pf('pa', p), pf('pt', p), pf('pe', p)}
 end
-local gate_fields = gate_base
 
 -- breaker_gate is the gate one breaker (partition p's fields of f) puts
 -- up at now, and when it may open, or nil when it is closed.
@@ -225,7 +224,6 @@ local function breaker_fields_of(p)
   end
   return f
 end
-local breaker_fields = breaker_fields_of('')
 
 -- po_live reads 'po', the open partitions with the time (ms) of each one's
 -- last counting failure ("tag:ms,tag:ms"; issuer tags are base64url),
