@@ -43,7 +43,11 @@ func TestCalloutsPage(t *testing.T) {
 		b.get("/console/callouts?endpoint=pay-api&state=held").wantStatus(t, http.StatusOK).
 			wantBody(t, `data-callout="`+res.ID+`"`, `data-waiting="4" data-in-flight="0"`)
 		b.get("/console/callouts/"+res.ID).wantStatus(t, http.StatusOK).
-			wantBody(t, "<h1>Callout "+res.ID+"</h1>", "state-held").wantNoBody(t, "Replay this dead letter")
+			wantBody(t, "<h1>Callout "+res.ID+"</h1>", "state-held", "<dt>Held by</dt>").
+			wantNoBody(t, "Replay this dead letter")
+		// Which gate holds it, in the words of held_by (contract §12): the
+		// open breaker, and whose it is.
+		b.get("/console/callouts/"+res.ID).wantBody(t, `data-held-by="breaker_open `)
 		b.get("/console/callouts/nope").wantStatus(t, http.StatusNotFound)
 	})
 }
