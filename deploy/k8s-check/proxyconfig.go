@@ -45,7 +45,8 @@ type ProxyConfig struct {
 	// (default 15 s, contract §3) or any endpoint's override.
 	LongestAttempt time.Duration
 	// HasAdminToken, HasCallerKey and HasSalesforce report an admin token,
-	// caller-JWT key material (certificate_files or an HS256 secret) and a
+	// caller-JWT key material (certificate_files or an HS256 secret, at the
+	// top of auth or in an auth.issuer_keys entry) and a
 	// salesforce section.
 	HasAdminToken, HasCallerKey, HasSalesforce bool
 }
@@ -90,8 +91,12 @@ func ParseProxyConfig(text []byte) (*ProxyConfig, error) {
 	c.Durability = str(redis["durability"])
 	c.RedisPasswordEnv = str(redis["password_env"])
 	auth, _ := doc["auth"].(map[string]any)
-	c.HasCallerKey = auth["certificate_files"] != nil || auth["hs256_secret_env"] != nil ||
-		auth["hs256_secret_file"] != nil
+	c.HasCallerKey = hasKeyMaterial(auth)
+	bound, _ := auth["issuer_keys"].([]any)
+	for _, b := range bound {
+		entry, _ := b.(map[string]any)
+		c.HasCallerKey = c.HasCallerKey || hasKeyMaterial(entry)
+	}
 	admin, _ := doc["admin"].(map[string]any)
 	tokens, _ := admin["tokens"].([]any)
 	c.HasAdminToken = len(tokens) > 0
@@ -104,6 +109,13 @@ func ParseProxyConfig(text []byte) (*ProxyConfig, error) {
 	}
 	c.LongestAttempt = longest
 	return c, nil
+}
+
+// hasKeyMaterial reports caller-JWT key material in an auth section or one
+// of its auth.issuer_keys entries (docs/configuration.md "auth"):
+// certificate_files or an HS256 secret.
+func hasKeyMaterial(m map[string]any) bool {
+	return m["certificate_files"] != nil || m["hs256_secret_env"] != nil || m["hs256_secret_file"] != nil
 }
 
 // collectSecrets walks v and records every environment variable and file

@@ -28,6 +28,14 @@ tls_cert_file: /s/tls.crt
 			Env:            []string{"ADMIN", "JWT", "REDIS_PW", "SF_ID", "UP_AUTH"},
 			Files:          []string{"/s/a.crt", "/s/b.crt", "/s/key", "/s/read.token", "/s/sf.key", "/s/tls.crt"},
 			LongestAttempt: 15 * time.Second, HasAdminToken: true, HasCallerKey: true, HasSalesforce: true}},
+		{"keys bound to issuers", `
+auth:
+  issuers: [https://a.my.salesforce.com, https://b.my.salesforce.com]
+  issuer_keys:
+    - {issuer: https://a.my.salesforce.com, certificate_files: [/s/a.crt]}
+    - {issuer: https://b.my.salesforce.com, hs256_secret_env: JWT_B}
+`, ProxyConfig{Env: []string{"JWT_B"}, Files: []string{"/s/a.crt"}, LongestAttempt: 15 * time.Second,
+			HasCallerKey: true}},
 		{"longest attempt", `
 redis: {cluster: ["r-0.r:6379", "r-1.r:6379"]}
 policy: {attempt_timeout: 10s}
