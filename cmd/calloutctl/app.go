@@ -166,11 +166,12 @@ func forEachCommand(c *cli.Command, fn func(*cli.Command)) {
 
 // noArgs wraps the action of a command that takes no positional arguments
 // (no ArgsUsage): one given is a usage error naming it, never silently
-// dropped (`callouts list --watch 2s` would watch at the default interval).
+// dropped (`callouts list --watch 2s` would watch at the default interval:
+// the interval is --interval).
 func noArgs(act cli.ActionFunc) cli.ActionFunc {
 	return func(ctx context.Context, c *cli.Command) error {
 		if c.Args().Present() {
-			return usagef("%s takes no arguments, got %q (a flag's value goes after =: --watch=2s)",
+			return usagef("%s takes no arguments, got %q (a flag's value goes after =, e.g. --interval=2s; --watch takes none)",
 				c.FullName(), c.Args().First())
 		}
 		return act(ctx, c)

@@ -92,7 +92,7 @@ func (a *app) deadLettersCommand() *cli.Command {
 	return &cli.Command{
 		Name:    "dead-letters",
 		Aliases: []string{"deadletters"},
-		Usage:   "list, show and discard dead letters",
+		Usage:   "list, get and discard dead letters",
 		Commands: []*cli.Command{
 			{
 				Name: "list",
