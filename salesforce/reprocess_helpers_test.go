@@ -128,3 +128,13 @@ func poll(t *testing.T, p *Reprocessor) ReprocessReport {
 func (e *env) marks() *deadletters.Store {
 	return deadletters.New(e.rdb, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true})
 }
+
+// wantOnce fails t unless each root was replayed exactly once.
+func (c *countingReplayer) wantOnce(t *testing.T, roots []string) {
+	t.Helper()
+	for _, root := range roots {
+		if n := c.count(root); n != 1 {
+			t.Errorf("%s replayed %d times, want 1", root, n)
+		}
+	}
+}
