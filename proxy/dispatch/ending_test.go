@@ -111,11 +111,7 @@ func TestReapedLastAttemptNotRepeated(t *testing.T) {
 		if n := h.round(d2); n != 1 {
 			t.Fatalf("replica 2 claimed %d after the lease expired, want 1", n)
 		}
-		c := h.get(id)
-		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterExhausted || c.Attempts != 1 {
-			t.Fatalf("state %s reason %q attempts %d, want dead_lettered exhausted after 1",
-				c.State, c.DeadLetterReason, c.Attempts)
-		}
+		h.wantDeadLetter(id, policy.DeadLetterExhausted, 1)
 		up.Release()
 		d1.Wait()
 		if up.Hits() != 1 {
