@@ -22,12 +22,16 @@ func (s *server) requireRead(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // requireWrite checks that the request carries a token of scope write and
-// returns its name; when not, it audit-logs the refusal (action, with the
-// attribute key=value) under the token's name when the token is valid for
-// reading (an unknown token's as the login throttle collapses them:
-// authorize), answers the problem and returns false.
-func (s *server) requireWrite(w http.ResponseWriter, r *http.Request, action, key, value string) (string, bool) {
-	return s.authorize(w, r, auth.ScopeWrite, &audit{s: s, r: r, action: action}, slog.String(key, value))
+// returns the audit of action under the token's name; when not, it
+// audit-logs the refusal (action, with the attribute key=value) under the
+// token's name when the token is valid for reading (an unknown token's as
+// the login throttle collapses them: authorize), answers the problem and
+// returns false.
+func (s *server) requireWrite(w http.ResponseWriter, r *http.Request, action, key, value string) (audit, bool) {
+	au := audit{s: s, r: r, action: action}
+	token, ok := s.authorize(w, r, auth.ScopeWrite, &au, slog.String(key, value))
+	au.token = token
+	return au, ok
 }
 
 // authorize checks the request's admin token for need and returns its

@@ -1,7 +1,7 @@
 package admin
 
 import (
-	"context"
+	"cmp"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -24,12 +24,8 @@ import (
 func (s *server) handleListDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, err := filterOf(q)
-	if err != nil {
-		problem.Write(w, err)
-		return
-	}
-	limit, err := intParam(q, "limit", 100)
-	if err != nil {
+	limit, lerr := intParam(q, "limit", 100)
+	if err = cmp.Or(err, lerr); err != nil {
 		problem.Write(w, err)
 		return
 	}
@@ -109,13 +105,13 @@ func (s *server) calloutDoc(c *policy.Callout, m policy.ReplayMark) api.CalloutD
 // of the replay; a refused token is audited here.
 func (s *server) handleReplayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	token, ok := s.requireWrite(w, r, "replay", "dead_letter_id", id)
+	au, ok := s.requireWrite(w, r, "replay", "dead_letter_id", id)
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := storeContext(r)
 	defer cancel()
-	res, err := s.d.DeadLetters.Replay(ctx, id, token, "")
+	res, err := s.d.DeadLetters.Replay(ctx, id, au.token, "")
 	if err != nil {
 		pe := problem.From(err)
 		if errors.Is(err, replay.ErrSuperseded) {
@@ -139,12 +135,11 @@ func (s *server) handleReplayDeadLetter(w http.ResponseWriter, r *http.Request) 
 // §7 "Discarded"), scope write, audit-logged: 204 when deleted.
 func (s *server) handleDiscardDeadLetter(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	token, ok := s.requireWrite(w, r, "discard", "dead_letter_id", id)
+	au, ok := s.requireWrite(w, r, "discard", "dead_letter_id", id)
 	if !ok {
 		return
 	}
-	au := audit{s: s, r: r, token: token, action: "discard"}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := storeContext(r)
 	defer cancel()
 	if err := s.d.DeadLetters.Discard(ctx, id); err != nil {
 		au.refused(w, err, slog.String("dead_letter_id", id))

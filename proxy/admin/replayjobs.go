@@ -1,7 +1,7 @@
 package admin
 
 import (
-	"context"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -28,19 +28,18 @@ const maxJobBody = 1 << 20
 // [503], "reasons": ["exhausted"]}], "ids": ["…"], "dry_run": false,
 // "rate": 200}. 201 with the job and Location.
 func (s *server) handleCreateReplayJob(w http.ResponseWriter, r *http.Request) {
-	token, ok := s.requireWrite(w, r, "replay_job.create", "job_id", "")
+	au, ok := s.requireWrite(w, r, "replay_job.create", "job_id", "")
 	if !ok {
 		return
 	}
-	au := audit{s: s, r: r, token: token, action: "replay_job.create"}
 	var body api.ReplayJobSpec
 	if err := decodeJobSpec(r, &body); err != nil {
 		au.refused(w, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := storeContext(r)
 	defer cancel()
-	j, err := s.d.ReplayJobs.CreateJob(ctx, specOf(body), token)
+	j, err := s.d.ReplayJobs.CreateJob(ctx, specOf(body), au.token)
 	if err != nil {
 		au.refused(w, err)
 		return
@@ -120,12 +119,8 @@ func (s *server) handleGetReplayJob(w http.ResponseWriter, r *http.Request) {
 func (s *server) handleReplayJobItems(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	offset, err := intParam(q, "offset", 0)
-	if err != nil {
-		problem.Write(w, err)
-		return
-	}
-	limit, err := intParam(q, "limit", 100)
-	if err != nil {
+	limit, lerr := intParam(q, "limit", 100)
+	if err = cmp.Or(err, lerr); err != nil {
 		problem.Write(w, err)
 		return
 	}
@@ -154,14 +149,13 @@ func (s *server) handleReplayJobItems(w http.ResponseWriter, r *http.Request) {
 // 200.
 func (s *server) handleCancelReplayJob(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	token, ok := s.requireWrite(w, r, "replay_job.cancel", "job_id", id)
+	au, ok := s.requireWrite(w, r, "replay_job.cancel", "job_id", id)
 	if !ok {
 		return
 	}
-	au := audit{s: s, r: r, token: token, action: "replay_job.cancel"}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := storeContext(r)
 	defer cancel()
-	j, err := s.d.ReplayJobs.CancelJob(ctx, id, token)
+	j, err := s.d.ReplayJobs.CancelJob(ctx, id, au.token)
 	if err != nil {
 		au.refused(w, err, slog.String("job_id", id))
 		return
