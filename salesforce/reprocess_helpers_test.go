@@ -44,7 +44,14 @@ func (e *env) replays(owner string) *replay.Service {
 // Reprocess action does (its SystemModstamp moves).
 func (e *env) request(root string) {
 	e.t.Helper()
-	e.emu.Set(e.t, FailedCalloutObject, ExternalIDField, root, "Status__c", policy.RecordReprocessRequested)
+	e.setStatus(root, policy.RecordReprocessRequested)
+}
+
+// setStatus sets Status__c of root's record to status in Salesforce, as an
+// admin does (its SystemModstamp moves).
+func (e *env) setStatus(root, status string) {
+	e.t.Helper()
+	e.emu.Set(e.t, FailedCalloutObject, ExternalIDField, root, "Status__c", status)
 }
 
 // countingReplayer is the replay service behind the adapter the

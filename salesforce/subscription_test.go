@@ -132,7 +132,7 @@ func TestSubscriptionFallbackPoll(t *testing.T) {
 	ctx := ctxT(t)
 	a.Step(ctx)
 	waitFor(t, "the stream is set up", func() bool { return se.ps.Streams() == 1 })
-	se.emu.Set(t, FailedCalloutObject, ExternalIDField, roots[0], "Status__c", policy.RecordNew)
+	se.setStatus(roots[0], policy.RecordNew)
 	waitFor(t, "a replay id is stored", func() bool {
 		id, err := se.state.ReplayID(ctx)
 		return err == nil && id != nil
@@ -243,7 +243,7 @@ func TestSubscriptionLatestAfterEarlyFailure(t *testing.T) {
 	roots := se.deadLetters("orders", 150)
 	se.drain()
 	for _, r := range roots[:20] {
-		se.emu.Set(t, FailedCalloutObject, ExternalIDField, r, "Status__c", policy.RecordDiscarded)
+		se.setStatus(r, policy.RecordDiscarded)
 	}
 	if n := se.ps.Published(ChangeEventTopic); n != 170 {
 		t.Fatalf("%d change events published before the process, want 170", n)
