@@ -1,12 +1,14 @@
 package admin
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/go-chi/chi/v5"
 )
 
 // requireRead wraps a read handler: a token of scope read (or write) is
@@ -18,6 +20,24 @@ func (s *server) requireRead(h http.HandlerFunc) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		h(w, r)
+	}
+}
+
+// writeOnID wraps a write on the resource the route's {id} names: a token
+// of scope write is required (requireWrite: action, the id as attribute
+// key), then do runs with the action's audit and a context from
+// storeContext.
+func (s *server) writeOnID(action, key string,
+	do func(ctx context.Context, w http.ResponseWriter, au audit, id string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		au, ok := s.requireWrite(w, r, action, key, id)
+		if !ok {
+			return
+		}
+		ctx, cancel := storeContext(r)
+		defer cancel()
+		do(ctx, w, au, id)
 	}
 }
 

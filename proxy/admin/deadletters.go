@@ -2,6 +2,7 @@ package admin
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -102,15 +103,8 @@ func (s *server) calloutDoc(c *policy.Callout, m policy.ReplayMark) api.CalloutD
 // (contract §8), scope write: 202 with Location for a new chain, 200 when a
 // chain already holds the key; a dead letter superseded by a newer one is
 // a 409 naming it in callout_id. The replay service writes the audit line
-// of the replay; a refused token is audited here.
-func (s *server) handleReplayDeadLetter(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	au, ok := s.requireWrite(w, r, "replay", "dead_letter_id", id)
-	if !ok {
-		return
-	}
-	ctx, cancel := storeContext(r)
-	defer cancel()
+// of the replay; a refused token is audited by writeOnID.
+func (s *server) handleReplayDeadLetter(ctx context.Context, w http.ResponseWriter, au audit, id string) {
 	res, err := s.d.DeadLetters.Replay(ctx, id, au.token, "")
 	if err != nil {
 		pe := problem.From(err)
@@ -132,15 +126,8 @@ func (s *server) handleReplayDeadLetter(w http.ResponseWriter, r *http.Request) 
 }
 
 // handleDiscardDeadLetter serves DELETE /admin/v1/dead-letters/{id} (contract
-// §7 "Discarded"), scope write, audit-logged: 204 when deleted.
-func (s *server) handleDiscardDeadLetter(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	au, ok := s.requireWrite(w, r, "discard", "dead_letter_id", id)
-	if !ok {
-		return
-	}
-	ctx, cancel := storeContext(r)
-	defer cancel()
+// §7 "Discarded"), scope write (writeOnID), audit-logged: 204 when deleted.
+func (s *server) handleDiscardDeadLetter(ctx context.Context, w http.ResponseWriter, au audit, id string) {
 	if err := s.d.DeadLetters.Discard(ctx, id); err != nil {
 		au.refused(w, err, slog.String("dead_letter_id", id))
 		return

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -143,18 +144,11 @@ func (s *server) handleReplayJobItems(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleCancelReplayJob serves POST /admin/v1/replay-jobs/{id}/cancel,
-// scope write, audit-logged: 202 with the job, cancelling until its
+// scope write (writeOnID), audit-logged: 202 with the job, cancelling until its
 // replica stops before its next send (or cancelled at once when no
 // replica runs it); a job that completed or failed is returned as it is,
 // 200.
-func (s *server) handleCancelReplayJob(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	au, ok := s.requireWrite(w, r, "replay_job.cancel", "job_id", id)
-	if !ok {
-		return
-	}
-	ctx, cancel := storeContext(r)
-	defer cancel()
+func (s *server) handleCancelReplayJob(ctx context.Context, w http.ResponseWriter, au audit, id string) {
 	j, err := s.d.ReplayJobs.CancelJob(ctx, id, au.token)
 	if err != nil {
 		au.refused(w, err, slog.String("job_id", id))
