@@ -143,8 +143,7 @@ func TestAmbiguousWrite(t *testing.T) {
 // once, never retried (contract §2, §7).
 func TestPermanentDeadLetteredAtOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := proctest.NewUpstream(t, status(http.StatusForbidden))
-		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
+		h, up := payHarness(t, b, nil, status(http.StatusForbidden))
 		d := h.dispatcher(h.store, dispatchOpts())
 		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "k-403", time.Time{})
 		if n := h.round(d); n != 1 {

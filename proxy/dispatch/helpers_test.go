@@ -320,3 +320,11 @@ func breakerHarness(t *testing.T, b redistest.Backend, healthy *atomic.Bool) *ha
 	return newHarness(t, b, newConfig(t, append([]string{"breaker_failures: 2"}, msPolicy...),
 		ep{name: "pay", url: up.URL}))
 }
+
+// payHarness is a harness on b with one endpoint, pay, in front of an
+// upstream answering with handler, and policy lines as newConfig's.
+func payHarness(t *testing.T, b redistest.Backend, policyLines []string, handler http.HandlerFunc) (*harness, *proctest.Upstream) {
+	t.Helper()
+	up := proctest.NewUpstream(t, handler)
+	return newHarness(t, b, newConfig(t, policyLines, ep{name: "pay", url: up.URL})), up
+}
