@@ -107,13 +107,7 @@ func TestReadOnlyMaintenanceRetriesSoon(t *testing.T) {
 // writes everything.
 func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
 	e := newEnv(t)
-	ids := e.quietDeadLetters(3)
-	e.emu.ExpireSessions()
-	e.emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
-	for end := e.clk.Now().Add(4 * time.Minute); e.clk.Now().Before(end); {
-		if _, err := e.writer.Round(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
+	ids := e.refusedTokens(t, func() {
 		defs, err := e.outbox.Deferrals(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
@@ -121,9 +115,7 @@ func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
 		if wait := defs[""].Until.Sub(e.clk.Now()); wait > BaseBackoff {
 			t.Fatalf("after %d refused tokens the writes wait %v, want at most %v", defs[""].Fails, wait, BaseBackoff)
 		}
-		e.clk.Advance(BaseBackoff)
-	}
-	e.emu.ClearFaults() // the app is fixed
+	})
 	e.clk.Advance(sfapi.MintBackoffMax)
 	if _, err := e.writer.Round(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -143,16 +135,7 @@ func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
 // everything.
 func TestGoodTokenResetsBackoff(t *testing.T) {
 	e := newEnv(t)
-	ids := e.quietDeadLetters(3)
-	e.emu.ExpireSessions()
-	e.emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
-	for end := e.clk.Now().Add(4 * time.Minute); e.clk.Now().Before(end); {
-		if _, err := e.writer.Round(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
-		e.clk.Advance(BaseBackoff)
-	}
-	e.emu.ClearFaults() // the app is fixed
+	ids := e.refusedTokens(t, func() {})
 	e.emu.Inject(sfemu.Fault{Kind: "composite", Status: http.StatusServiceUnavailable, Body: sfemu.ServerError})
 	e.clk.Advance(sfapi.MintBackoffMax)
 	if _, err := e.writer.Round(ctxT(t)); err != nil {
@@ -173,4 +156,25 @@ func TestGoodTokenResetsBackoff(t *testing.T) {
 	for _, id := range ids {
 		e.record(id)
 	}
+}
+
+// refusedTokens makes three quiet dead letters and, for four minutes of
+// the env's clock, has Salesforce refuse every token (invalid_grant: a
+// revoked connected app) while the writer runs a round every BaseBackoff,
+// calling each after every round; then the app is fixed (no more faults).
+// It returns the dead letters' ids.
+func (e *env) refusedTokens(t *testing.T, each func()) []string {
+	t.Helper()
+	ids := e.quietDeadLetters(3)
+	e.emu.ExpireSessions()
+	e.emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
+	for end := e.clk.Now().Add(4 * time.Minute); e.clk.Now().Before(end); {
+		if _, err := e.writer.Round(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		each()
+		e.clk.Advance(BaseBackoff)
+	}
+	e.emu.ClearFaults()
+	return ids
 }

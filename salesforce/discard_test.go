@@ -69,9 +69,7 @@ func TestDiscardBeforeMirror(t *testing.T) {
 // stay Reprocessing (docs/salesforce.md "Discarding a dead letter").
 func TestDiscardReplayChainBeforeMirror(t *testing.T) {
 	e := newEnv(t)
-	root := e.deadLetters("orders", 1)[0]
-	e.drain()
-	e.clk.Advance(time.Minute)
+	root := e.settledDeadLetters(1)[0]
 	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessing, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,8 @@ import (
 // every full upsert wrote Status__c and overwrote it with New).
 func TestAdminStatusSurvivesAnUpdate(t *testing.T) {
 	e := newEnv(t)
-	root := e.deadLetters("orders", 1)[0]
-	e.drain()
-	e.clk.Advance(time.Minute)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", policy.RecordReprocessRequested)
+	root := e.settledDeadLetters(1)[0]
+	e.setStatus(root, policy.RecordReprocessRequested)
 	before := e.record(root)["SystemModstamp"]
 	e.clk.Advance(time.Minute)
 	if _, err := e.outbox.Put(ctxT(t), e.clk.Now(), outbox.Item{
@@ -44,12 +42,10 @@ func TestAdminStatusSurvivesAnUpdate(t *testing.T) {
 // admin's request — the reprocess poll's — is.
 func TestAdminChoiceSurvivesATransition(t *testing.T) {
 	e := newEnv(t)
-	ids := e.deadLetters("orders", 2)
+	ids := e.settledDeadLetters(2)
 	requested, discarded := ids[0], ids[1]
-	e.drain()
-	e.clk.Advance(time.Minute)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, requested, "Status__c", policy.RecordReprocessRequested)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, discarded, "Status__c", policy.RecordDiscarded)
+	e.setStatus(requested, policy.RecordReprocessRequested)
+	e.setStatus(discarded, policy.RecordDiscarded)
 	e.clk.Advance(time.Minute)
 	// An ops replay of each starts, unaware of the admin (no poll yet).
 	for _, id := range ids {
@@ -103,10 +99,8 @@ func TestAdminChoiceSurvivesATransition(t *testing.T) {
 // the request the answer answered.
 func TestAnsweredSticksUntilWritten(t *testing.T) {
 	e := newEnv(t)
-	root := e.deadLetters("orders", 1)[0]
-	e.drain()
-	e.clk.Advance(time.Minute)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, root, "Status__c", policy.RecordReprocessRequested)
+	root := e.settledDeadLetters(1)[0]
+	e.setStatus(root, policy.RecordReprocessRequested)
 	stamp, _ := parseStamp(e.record(root)["SystemModstamp"])
 	e.clk.Advance(time.Second)
 	if err := e.writer.statusAt(ctxT(t), root, policy.RecordReprocessing, "", e.clk.Now(), stamp); err != nil {

@@ -344,3 +344,25 @@ func (e *env) record(id string) sfemu.Record {
 	}
 	return r
 }
+
+// settledDeadLetters is deadLetters of endpoint "orders" with their
+// record writes drained and the clock a minute on, so that a reprocess
+// request made next is later than the records' last change.
+func (e *env) settledDeadLetters(n int) []string {
+	e.t.Helper()
+	roots := e.deadLetters("orders", n)
+	e.drain()
+	e.clk.Advance(time.Minute)
+	return roots
+}
+
+// wantReprocessing fails t unless the record of each root shows
+// Reprocessing (its write queue drained first by the caller).
+func (e *env) wantReprocessing(t *testing.T, roots []string) {
+	t.Helper()
+	for _, root := range roots {
+		if st := e.record(root)["Status__c"]; st != policy.RecordReprocessing {
+			t.Errorf("record %s is %v, want %s", root, st, policy.RecordReprocessing)
+		}
+	}
+}

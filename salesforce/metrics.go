@@ -153,15 +153,23 @@ func (m *Metrics) gauge(o prometheus.GaugeOpts, read func(context.Context, *Writ
 func (g *scrapeGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 
 func (g *scrapeGauge) Collect(ch chan<- prometheus.Metric) {
-	w := g.m.writer.Load()
+	g.m.scrape(func(ctx context.Context, w *Writer) {
+		if v, ok := g.read(ctx, w); ok {
+			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v)
+		}
+	})
+}
+
+// scrape calls read with the writer the scrape reads and a context of
+// scrapeTimeout; not at all while no writer is set.
+func (m *Metrics) scrape(read func(ctx context.Context, w *Writer)) {
+	w := m.writer.Load()
 	if w == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	if v, ok := g.read(ctx, w); ok {
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v)
-	}
+	read(ctx, w)
 }
 
 // pausedGauge is callout_salesforce_writes_paused, read when scraped from
@@ -175,20 +183,16 @@ type pausedGauge struct {
 func (g *pausedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 
 func (g *pausedGauge) Collect(ch chan<- prometheus.Metric) {
-	w := g.m.writer.Load()
-	if w == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
-	defer cancel()
-	till, why, err := w.o.Outbox.PausedUntil(ctx)
-	if err != nil {
-		w.mu.Lock()
-		till, why = w.pausedTill, w.pauseWhy
-		w.mu.Unlock()
-	}
-	on := till.After(w.o.Now())
-	for _, r := range []string{pauseAPILimit, pauseStorage} {
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, b2f(on && why == r), r)
-	}
+	g.m.scrape(func(ctx context.Context, w *Writer) {
+		till, why, err := w.o.Outbox.PausedUntil(ctx)
+		if err != nil {
+			w.mu.Lock()
+			till, why = w.pausedTill, w.pauseWhy
+			w.mu.Unlock()
+		}
+		on := till.After(w.o.Now())
+		for _, r := range []string{pauseAPILimit, pauseStorage} {
+			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, b2f(on && why == r), r)
+		}
+	})
 }

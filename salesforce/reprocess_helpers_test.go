@@ -44,7 +44,14 @@ func (e *env) replays(owner string) *replay.Service {
 // Reprocess action does (its SystemModstamp moves).
 func (e *env) request(root string) {
 	e.t.Helper()
-	e.emu.Set(e.t, FailedCalloutObject, ExternalIDField, root, "Status__c", policy.RecordReprocessRequested)
+	e.setStatus(root, policy.RecordReprocessRequested)
+}
+
+// setStatus sets Status__c of root's record to status in Salesforce, as an
+// admin does (its SystemModstamp moves).
+func (e *env) setStatus(root, status string) {
+	e.t.Helper()
+	e.emu.Set(e.t, FailedCalloutObject, ExternalIDField, root, "Status__c", status)
 }
 
 // countingReplayer is the replay service behind the adapter the
@@ -127,4 +134,14 @@ func poll(t *testing.T, p *Reprocessor) ReprocessReport {
 // on its clock, as the composition root wires it (proxy/app).
 func (e *env) marks() *deadletters.Store {
 	return deadletters.New(e.rdb, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true})
+}
+
+// wantOnce fails t unless each root was replayed exactly once.
+func (c *countingReplayer) wantOnce(t *testing.T, roots []string) {
+	t.Helper()
+	for _, root := range roots {
+		if n := c.count(root); n != 1 {
+			t.Errorf("%s replayed %d times, want 1", root, n)
+		}
+	}
 }

@@ -24,9 +24,7 @@ func (h hookReplayer) ReplayOne(ctx context.Context, id, by string) (string, err
 // replayed once.
 func TestReprocessPollRenewsItsLock(t *testing.T) {
 	e := newEnv(t)
-	roots := e.deadLetters("orders", 8)
-	e.drain()
-	e.clk.Advance(time.Minute)
+	roots := e.settledDeadLetters(8)
 	for _, root := range roots {
 		e.request(root)
 	}
@@ -50,9 +48,5 @@ func TestReprocessPollRenewsItsLock(t *testing.T) {
 		t.Errorf("B polled %d times during A's poll of %v (the lock lasts %v)", bPolled,
 			time.Duration(len(roots))*a.every/2, 2*a.every)
 	}
-	for _, root := range roots {
-		if n := counter.count(root); n != 1 {
-			t.Errorf("%s replayed %d times, want 1", root, n)
-		}
-	}
+	counter.wantOnce(t, roots)
 }

@@ -27,9 +27,7 @@ func TestReprocessTwoReplicasAtOnce(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			roots := e.deadLetters("orders", 3)
-			e.drain()
-			e.clk.Advance(time.Minute)
+			roots := e.settledDeadLetters(3)
 			for _, root := range roots {
 				e.request(root)
 			}
@@ -58,11 +56,7 @@ func TestReprocessTwoReplicasAtOnce(t *testing.T) {
 			if n := e.emu.APICalls() - calls; n != int64(tt.polled) {
 				t.Errorf("%d API calls, want %d: both queries of a poll in one Composite call", n, tt.polled)
 			}
-			for _, root := range roots {
-				if n := counter.count(root); n != 1 {
-					t.Errorf("%s replayed %d times, want 1", root, n)
-				}
-			}
+			counter.wantOnce(t, roots)
 			// Until the Reprocessing writes land, the records still show
 			// Reprocess Requested: a later poll skips them.
 			if r := poll(t, poller); r.Replayed != 0 || r.Skipped != 3 {
@@ -241,9 +235,7 @@ func TestReprocessRetries(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			roots := e.deadLetters("orders", 2)
-			e.drain()
-			e.clk.Advance(time.Minute)
+			roots := e.settledDeadLetters(2)
 			e.request(roots[0])
 			stamp := e.clk.Now()
 			e.clk.Advance(time.Second)

@@ -81,16 +81,24 @@ func (w *Writer) Run(ctx context.Context) {
 		if wait <= 0 {
 			continue // more is due
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait, w.wake) {
 			return
-		case <-t.C:
-		case <-w.wake:
-			t.Stop()
 		}
 	}
+}
+
+// sleep waits d, or less when wake gets a value; it returns false at once
+// when ctx ends.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-wake:
+	}
+	return true
 }
 
 // keepEvery is how often KeepPending runs: every ExpirySweepEvery, or a

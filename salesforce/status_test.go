@@ -115,7 +115,7 @@ func TestExpiredAndDiscarded(t *testing.T) {
 	e.drain()
 
 	e.clk.Advance(time.Hour)
-	e.emu.Set(t, FailedCalloutObject, ExternalIDField, discarded, "Status__c", policy.RecordDiscarded)
+	e.setStatus(discarded, policy.RecordDiscarded)
 	n, err := e.writer.PollDiscarded(ctxT(t))
 	if err != nil || n != 1 {
 		t.Fatalf("poll = %d %v", n, err)

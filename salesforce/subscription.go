@@ -173,14 +173,8 @@ func (s *Subscription) Run(ctx context.Context) {
 	}()
 	for {
 		wait := s.Step(ctx)
-		t := time.NewTimer(max(wait, 10*time.Millisecond))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, max(wait, 10*time.Millisecond), s.ended) {
 			return
-		case <-t.C:
-		case <-s.ended:
-			t.Stop()
 		}
 	}
 }

@@ -17,9 +17,7 @@ import (
 // event of theirs comes again, and no poll runs.
 func TestSubscriptionDeferredSurvivesFailover(t *testing.T) {
 	se := newSubEnv(t, sfemu.PubSubOptions{})
-	roots := se.deadLetters("orders", 3)
-	se.drain()
-	se.clk.Advance(time.Minute)
+	roots := se.settledDeadLetters(3)
 	gate := &gateReplayer{next: se.counter, busy: true}
 	actx, crash := context.WithCancel(ctxT(t))
 	defer crash()
@@ -47,11 +45,7 @@ func TestSubscriptionDeferredSurvivesFailover(t *testing.T) {
 	if c := b.Counts(); c.Replayed != 3 {
 		t.Fatalf("B replayed %d deferred requests in its first step, want 3 (from Redis): %+v", c.Replayed, c)
 	}
-	for _, root := range roots {
-		if n := se.counter.count(root); n != 1 {
-			t.Errorf("%s replayed %d times, want 1", root, n)
-		}
-	}
+	se.counter.wantOnce(t, roots)
 	waitFor(t, "B's stream is set up", func() bool { return se.ps.Streams() == 1 })
 	if got := se.ps.Presets(); !slices.Equal(got, []string{"LATEST", "CUSTOM"}) {
 		t.Errorf("replay presets %v, want [LATEST CUSTOM]", got)
@@ -60,11 +54,7 @@ func TestSubscriptionDeferredSurvivesFailover(t *testing.T) {
 		t.Errorf("B polled %d times, want 0", n)
 	}
 	se.drain()
-	for _, root := range roots {
-		if st := se.record(root)["Status__c"]; st != policy.RecordReprocessing {
-			t.Errorf("record %s is %v, want %s", root, st, policy.RecordReprocessing)
-		}
-	}
+	se.wantReprocessing(t, roots)
 }
 
 // TestSubscriptionCatchUpRuns: replica X died mid-poll, holding the poll
@@ -76,9 +66,7 @@ func TestSubscriptionDeferredSurvivesFailover(t *testing.T) {
 // replayed, once each.
 func TestSubscriptionCatchUpRuns(t *testing.T) {
 	se := newSubEnv(t, sfemu.PubSubOptions{})
-	roots := se.deadLetters("orders", 2)
-	se.drain()
-	se.clk.Advance(time.Minute)
+	roots := se.settledDeadLetters(2)
 	ctx := ctxT(t)
 	se.request(roots[0])
 	if ok, err := se.store.TryLock(ctx, "sf-poll-"+reprocessPoll, "replica-x", 45*time.Second); err != nil || !ok {
@@ -112,11 +100,7 @@ func TestSubscriptionCatchUpRuns(t *testing.T) {
 	se.mini.FastForward(ReprocessLease)
 	se.clk.Advance(ReprocessLease)
 	b.Step(ctx)
-	for _, root := range roots {
-		if n := se.counter.count(root); n != 1 {
-			t.Errorf("%s replayed %d times, want 1", root, n)
-		}
-	}
+	se.counter.wantOnce(t, roots)
 	if got := se.ps.Presets(); !slices.Equal(got, []string{"LATEST", "LATEST"}) {
 		t.Errorf("replay presets %v, want [LATEST LATEST]: B had no replay id to resume from", got)
 	}
@@ -130,9 +114,7 @@ func TestSubscriptionCatchUpRuns(t *testing.T) {
 // one replay, and the record shows that chain.
 func TestSubscriptionCrashMidBatchReplaysOnce(t *testing.T) {
 	se := newSubEnv(t, sfemu.PubSubOptions{})
-	roots := se.deadLetters("orders", 2)
-	se.drain()
-	se.clk.Advance(time.Minute)
+	roots := se.settledDeadLetters(2)
 	if c, err := se.store.Get(ctxT(t), roots[0]); err != nil || c.IdempotencyKey != "" {
 		t.Fatalf("dead letter %+v, %v: want one without an Idempotency-Key", c, err)
 	}
@@ -177,9 +159,7 @@ func TestSubscriptionCrashMidBatchReplaysOnce(t *testing.T) {
 // replayed by that poll; change events after it are handled as before.
 func TestSubscriptionGapEvents(t *testing.T) {
 	se := newSubEnv(t, sfemu.PubSubOptions{})
-	roots := se.deadLetters("orders", 2)
-	se.drain()
-	se.clk.Advance(time.Minute)
+	roots := se.settledDeadLetters(2)
 	a := se.subscriber("replica-a", nil)
 	a.Step(ctxT(t))
 	waitFor(t, "the stream is set up", func() bool { return se.ps.Streams() == 1 && a.Counts().Polls == 1 })
@@ -206,9 +186,7 @@ func TestSubscriptionGapEvents(t *testing.T) {
 // deferred requests first — here one the poll's watermark has passed.
 func TestReprocessRunLeavesPollsToSubscriber(t *testing.T) {
 	se := newSubEnv(t, sfemu.PubSubOptions{})
-	roots := se.deadLetters("orders", 1)
-	se.drain()
-	se.clk.Advance(time.Minute)
+	roots := se.settledDeadLetters(1)
 	se.request(roots[0])
 	ctx := ctxT(t)
 	id, _ := se.record(roots[0])["Id"].(string)

@@ -16,9 +16,7 @@ import (
 // Reprocessing) without any poll, and the stored replay id follows.
 func TestSubscriptionReprocesses(t *testing.T) {
 	se := newSubEnv(t, sfemu.PubSubOptions{})
-	roots := se.deadLetters("orders", 3)
-	se.drain()
-	se.clk.Advance(time.Minute)
+	roots := se.settledDeadLetters(3)
 	a := se.subscriber("replica-a", nil)
 	ctx := ctxT(t)
 	a.Step(ctx)
@@ -28,11 +26,7 @@ func TestSubscriptionReprocesses(t *testing.T) {
 		se.request(root)
 	}
 	waitFor(t, "3 replays", func() bool { return se.counter.total() == 3 })
-	for _, root := range roots {
-		if n := se.counter.count(root); n != 1 {
-			t.Errorf("%s replayed %d times, want 1", root, n)
-		}
-	}
+	se.counter.wantOnce(t, roots)
 	if n := se.emu.APICalls() - calls; n < 1 || n > 3 {
 		t.Errorf("%d API calls for 3 change events in batches of 2, want 1 to 3 (one Composite call per batch)", n)
 	}
@@ -53,11 +47,7 @@ func TestSubscriptionReprocesses(t *testing.T) {
 	// counts a batch once HandleChanges returned, its status writes queued.
 	waitFor(t, "3 requests handled", func() bool { return a.Counts().Replayed == 3 })
 	se.drain()
-	for _, root := range roots {
-		if st := se.record(root)["Status__c"]; st != policy.RecordReprocessing {
-			t.Errorf("record %s is %v, want %s", root, st, policy.RecordReprocessing)
-		}
-	}
+	se.wantReprocessing(t, roots)
 }
 
 // TestSubscriptionRestartResumes: replica A dies between handling a batch
@@ -67,9 +57,7 @@ func TestSubscriptionReprocesses(t *testing.T) {
 // handled: 6 requests, 6 replays, each exactly once, and none lost.
 func TestSubscriptionRestartResumes(t *testing.T) {
 	se := newSubEnv(t, sfemu.PubSubOptions{})
-	roots := se.deadLetters("orders", 6)
-	se.drain()
-	se.clk.Advance(time.Minute)
+	roots := se.settledDeadLetters(6)
 	actx, crash := context.WithCancel(ctxT(t))
 	defer crash()
 	a := se.subscriber("replica-a", &crashingState{State: se.state, after: 1, crash: crash})
@@ -98,14 +86,8 @@ func TestSubscriptionRestartResumes(t *testing.T) {
 	se.clk.Advance(ReprocessLease)
 	b.Step(ctx)
 	se.drain()
-	for _, root := range roots {
-		if n := se.counter.count(root); n != 1 {
-			t.Errorf("%s replayed %d times, want exactly 1", root, n)
-		}
-		if st := se.record(root)["Status__c"]; st != policy.RecordReprocessing {
-			t.Errorf("record %s is %v, want %s", root, st, policy.RecordReprocessing)
-		}
-	}
+	se.counter.wantOnce(t, roots)
+	se.wantReprocessing(t, roots)
 	if got := se.ps.Presets(); !slices.Equal(got, []string{"LATEST", "CUSTOM"}) {
 		t.Errorf("replay presets %v, want [LATEST CUSTOM]: B resumes after the stored replay id", got)
 	}
@@ -150,7 +132,7 @@ func TestSubscriptionFallbackPoll(t *testing.T) {
 	ctx := ctxT(t)
 	a.Step(ctx)
 	waitFor(t, "the stream is set up", func() bool { return se.ps.Streams() == 1 })
-	se.emu.Set(t, FailedCalloutObject, ExternalIDField, roots[0], "Status__c", policy.RecordNew)
+	se.setStatus(roots[0], policy.RecordNew)
 	waitFor(t, "a replay id is stored", func() bool {
 		id, err := se.state.ReplayID(ctx)
 		return err == nil && id != nil
@@ -261,7 +243,7 @@ func TestSubscriptionLatestAfterEarlyFailure(t *testing.T) {
 	roots := se.deadLetters("orders", 150)
 	se.drain()
 	for _, r := range roots[:20] {
-		se.emu.Set(t, FailedCalloutObject, ExternalIDField, r, "Status__c", policy.RecordDiscarded)
+		se.setStatus(r, policy.RecordDiscarded)
 	}
 	if n := se.ps.Published(ChangeEventTopic); n != 170 {
 		t.Fatalf("%d change events published before the process, want 170", n)

@@ -208,6 +208,13 @@ func loginThrottle(d Deps) *auth.LoginThrottle {
 // discard, job create and cancel) that must not hang on a hung Redis.
 const storeTimeout = 2 * time.Second
 
+// storeContext is the context of an admin write's store operation: r's
+// values without its cancellation (a write whose caller went away still
+// ends as one), for at most storeTimeout.
+func storeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+}
+
 // timeOrNil is t in UTC, or nil when t is zero (left out of the JSON).
 func timeOrNil(t time.Time) *time.Time {
 	if t.IsZero() {

@@ -1,12 +1,14 @@
 package admin
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/go-chi/chi/v5"
 )
 
 // requireRead wraps a read handler: a token of scope read (or write) is
@@ -21,13 +23,35 @@ func (s *server) requireRead(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// writeOnID wraps a write on the resource the route's {id} names: a token
+// of scope write is required (requireWrite: action, the id as attribute
+// key), then do runs with the action's audit and a context from
+// storeContext.
+func (s *server) writeOnID(action, key string,
+	do func(ctx context.Context, w http.ResponseWriter, au audit, id string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		au, ok := s.requireWrite(w, r, action, key, id)
+		if !ok {
+			return
+		}
+		ctx, cancel := storeContext(r)
+		defer cancel()
+		do(ctx, w, au, id)
+	}
+}
+
 // requireWrite checks that the request carries a token of scope write and
-// returns its name; when not, it audit-logs the refusal (action, with the
-// attribute key=value) under the token's name when the token is valid for
-// reading (an unknown token's as the login throttle collapses them:
-// authorize), answers the problem and returns false.
-func (s *server) requireWrite(w http.ResponseWriter, r *http.Request, action, key, value string) (string, bool) {
-	return s.authorize(w, r, auth.ScopeWrite, &audit{s: s, r: r, action: action}, slog.String(key, value))
+// returns the audit of action under the token's name; when not, it
+// audit-logs the refusal (action, with the attribute key=value) under the
+// token's name when the token is valid for reading (an unknown token's as
+// the login throttle collapses them: authorize), answers the problem and
+// returns false.
+func (s *server) requireWrite(w http.ResponseWriter, r *http.Request, action, key, value string) (audit, bool) {
+	au := audit{s: s, r: r, action: action}
+	token, ok := s.authorize(w, r, auth.ScopeWrite, &au, slog.String(key, value))
+	au.token = token
+	return au, ok
 }
 
 // authorize checks the request's admin token for need and returns its

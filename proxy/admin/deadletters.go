@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -24,12 +25,8 @@ import (
 func (s *server) handleListDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, err := filterOf(q)
-	if err != nil {
-		problem.Write(w, err)
-		return
-	}
-	limit, err := intParam(q, "limit", 100)
-	if err != nil {
+	limit, lerr := intParam(q, "limit", 100)
+	if err = cmp.Or(err, lerr); err != nil {
 		problem.Write(w, err)
 		return
 	}
@@ -106,16 +103,9 @@ func (s *server) calloutDoc(c *policy.Callout, m policy.ReplayMark) api.CalloutD
 // (contract §8), scope write: 202 with Location for a new chain, 200 when a
 // chain already holds the key; a dead letter superseded by a newer one is
 // a 409 naming it in callout_id. The replay service writes the audit line
-// of the replay; a refused token is audited here.
-func (s *server) handleReplayDeadLetter(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	token, ok := s.requireWrite(w, r, "replay", "dead_letter_id", id)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
-	defer cancel()
-	res, err := s.d.DeadLetters.Replay(ctx, id, token, "")
+// of the replay; a refused token is audited by writeOnID.
+func (s *server) handleReplayDeadLetter(ctx context.Context, w http.ResponseWriter, au audit, id string) {
+	res, err := s.d.DeadLetters.Replay(ctx, id, au.token, "")
 	if err != nil {
 		pe := problem.From(err)
 		if errors.Is(err, replay.ErrSuperseded) {
@@ -136,16 +126,8 @@ func (s *server) handleReplayDeadLetter(w http.ResponseWriter, r *http.Request) 
 }
 
 // handleDiscardDeadLetter serves DELETE /admin/v1/dead-letters/{id} (contract
-// §7 "Discarded"), scope write, audit-logged: 204 when deleted.
-func (s *server) handleDiscardDeadLetter(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	token, ok := s.requireWrite(w, r, "discard", "dead_letter_id", id)
-	if !ok {
-		return
-	}
-	au := audit{s: s, r: r, token: token, action: "discard"}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
-	defer cancel()
+// §7 "Discarded"), scope write (writeOnID), audit-logged: 204 when deleted.
+func (s *server) handleDiscardDeadLetter(ctx context.Context, w http.ResponseWriter, au audit, id string) {
 	if err := s.d.DeadLetters.Discard(ctx, id); err != nil {
 		au.refused(w, err, slog.String("dead_letter_id", id))
 		return

@@ -38,11 +38,10 @@ func (s *server) pprofRoutes(r chi.Router) {
 // audit-logs a refusal), a bounded seconds parameter, an audit line.
 func (s *server) requirePprof(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := s.requireWrite(w, r, "pprof", "path", r.URL.Path)
+		au, ok := s.requireWrite(w, r, "pprof", "path", r.URL.Path)
 		if !ok {
 			return
 		}
-		au := audit{s: s, r: r, token: token, action: "pprof"}
 		if v := r.URL.Query().Get("seconds"); v != "" {
 			if n, err := strconv.Atoi(v); err != nil || n <= 0 || n > maxProfileSeconds {
 				au.refused(w, problem.Errorf(problem.InvalidRequest, "seconds must be a whole number from 1 to "+

@@ -1,17 +1,17 @@
 package admin
 
 import (
-	"bytes"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // pprofHandler is the admin handler with Deps.Pprof as given, a write and
 // a read token, and its audit lines in logs.
-func pprofHandler(t *testing.T, on bool, logs *bytes.Buffer) http.Handler {
+func pprofHandler(t *testing.T, on bool, logs *proctest.LogBuffer) http.Handler {
 	t.Helper()
 	tokens := testTokens(t, admWriteToken, admReadToken)
 	return New(Deps{Config: admConfig(), Tokens: tokens, Pprof: on, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
@@ -22,7 +22,7 @@ func pprofHandler(t *testing.T, on bool, logs *bytes.Buffer) http.Handler {
 // is audit-logged with the token's name and path; a CPU profile longer than
 // maxProfileSeconds is refused.
 func TestPprof(t *testing.T) {
-	var logs bytes.Buffer
+	var logs proctest.LogBuffer
 	if rec := get(t, pprofHandler(t, false, &logs), "/debug/pprof/", admWriteToken); rec.Code != http.StatusNotFound {
 		t.Fatalf("/debug/pprof/ with admin.pprof off = %d, want 404", rec.Code)
 	}
@@ -52,13 +52,7 @@ func TestPprof(t *testing.T) {
 	if rec := get(t, h, "/debug/pprof/profile?seconds=301", admWriteToken); rec.Code != http.StatusBadRequest {
 		t.Fatalf("a 301-second profile = %d, want 400", rec.Code)
 	}
-	var audits []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err == nil && m["msg"] == "audit" {
-			audits = append(audits, m)
-		}
-	}
+	audits := logs.Audits()
 	want := []struct{ path, result string }{{"/debug/pprof/", "ok"}, {"/debug/pprof/goroutine", "ok"},
 		{"/debug/pprof/profile", "ok"}, {"/debug/pprof/profile", "invalid_request"}}
 	if len(audits) != len(want) {
@@ -74,15 +68,16 @@ func TestPprof(t *testing.T) {
 // TestPprofRefusalsAudited: a refused profiler request is audit-logged too,
 // under the read token's name when one was presented.
 func TestPprofRefusalsAudited(t *testing.T) {
-	var logs bytes.Buffer
+	var logs proctest.LogBuffer
 	h := pprofHandler(t, true, &logs)
 	if rec := get(t, h, "/debug/pprof/heap", admReadToken); rec.Code != http.StatusForbidden {
 		t.Fatalf("read token = %d", rec.Code)
 	}
-	var a map[string]any
-	if err := json.Unmarshal(bytes.TrimSpace(logs.Bytes()), &a); err != nil {
-		t.Fatalf("audit line %q: %v", logs.String(), err)
+	lines := logs.Lines(t)
+	if len(lines) != 1 {
+		t.Fatalf("log lines %q, want the one audit line", logs.String())
 	}
+	a := lines[0]
 	if a["msg"] != "audit" || a["action"] != "pprof" || a["token"] != "viewer" || a["path"] != "/debug/pprof/heap" ||
 		a["result"] != "forbidden" {
 		t.Fatalf("audit line = %v", a)

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,19 +29,18 @@ const maxJobBody = 1 << 20
 // [503], "reasons": ["exhausted"]}], "ids": ["…"], "dry_run": false,
 // "rate": 200}. 201 with the job and Location.
 func (s *server) handleCreateReplayJob(w http.ResponseWriter, r *http.Request) {
-	token, ok := s.requireWrite(w, r, "replay_job.create", "job_id", "")
+	au, ok := s.requireWrite(w, r, "replay_job.create", "job_id", "")
 	if !ok {
 		return
 	}
-	au := audit{s: s, r: r, token: token, action: "replay_job.create"}
 	var body api.ReplayJobSpec
 	if err := decodeJobSpec(r, &body); err != nil {
 		au.refused(w, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := storeContext(r)
 	defer cancel()
-	j, err := s.d.ReplayJobs.CreateJob(ctx, specOf(body), token)
+	j, err := s.d.ReplayJobs.CreateJob(ctx, specOf(body), au.token)
 	if err != nil {
 		au.refused(w, err)
 		return
@@ -120,12 +120,8 @@ func (s *server) handleGetReplayJob(w http.ResponseWriter, r *http.Request) {
 func (s *server) handleReplayJobItems(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	offset, err := intParam(q, "offset", 0)
-	if err != nil {
-		problem.Write(w, err)
-		return
-	}
-	limit, err := intParam(q, "limit", 100)
-	if err != nil {
+	limit, lerr := intParam(q, "limit", 100)
+	if err = cmp.Or(err, lerr); err != nil {
 		problem.Write(w, err)
 		return
 	}
@@ -148,20 +144,12 @@ func (s *server) handleReplayJobItems(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleCancelReplayJob serves POST /admin/v1/replay-jobs/{id}/cancel,
-// scope write, audit-logged: 202 with the job, cancelling until its
+// scope write (writeOnID), audit-logged: 202 with the job, cancelling until its
 // replica stops before its next send (or cancelled at once when no
 // replica runs it); a job that completed or failed is returned as it is,
 // 200.
-func (s *server) handleCancelReplayJob(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	token, ok := s.requireWrite(w, r, "replay_job.cancel", "job_id", id)
-	if !ok {
-		return
-	}
-	au := audit{s: s, r: r, token: token, action: "replay_job.cancel"}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
-	defer cancel()
-	j, err := s.d.ReplayJobs.CancelJob(ctx, id, token)
+func (s *server) handleCancelReplayJob(ctx context.Context, w http.ResponseWriter, au audit, id string) {
+	j, err := s.d.ReplayJobs.CancelJob(ctx, id, au.token)
 	if err != nil {
 		au.refused(w, err, slog.String("job_id", id))
 		return

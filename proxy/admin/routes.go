@@ -43,8 +43,8 @@ func (s *server) routes() http.Handler {
 		if s.d.DeadLetters != nil {
 			r.Get("/dead-letters", s.requireRead(s.handleListDeadLetters))
 			r.Get("/dead-letters/{id}", s.requireRead(s.handleGetDeadLetter))
-			r.Post("/dead-letters/{id}/replay", s.handleReplayDeadLetter)
-			r.Delete("/dead-letters/{id}", s.handleDiscardDeadLetter)
+			r.Post("/dead-letters/{id}/replay", s.writeOnID("replay", "dead_letter_id", s.handleReplayDeadLetter))
+			r.Delete("/dead-letters/{id}", s.writeOnID("discard", "dead_letter_id", s.handleDiscardDeadLetter))
 			r.Get("/callouts/{id}", s.requireRead(s.handleGetCallout))
 			r.Get("/search", s.requireRead(s.handleSearch))
 		}
@@ -62,7 +62,7 @@ func (s *server) routes() http.Handler {
 			r.Post("/replay-jobs", s.handleCreateReplayJob)
 			r.Get("/replay-jobs/{id}", s.requireRead(s.handleGetReplayJob))
 			r.Get("/replay-jobs/{id}/items", s.requireRead(s.handleReplayJobItems))
-			r.Post("/replay-jobs/{id}/cancel", s.handleCancelReplayJob)
+			r.Post("/replay-jobs/{id}/cancel", s.writeOnID("replay_job.cancel", "job_id", s.handleCancelReplayJob))
 		}
 	})
 	// The ops console: pages over these same routes, the session's admin

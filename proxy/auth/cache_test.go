@@ -16,17 +16,19 @@ const (
 	cacheIssuer = "https://cache.my.salesforce.com"
 )
 
-// cacheVerifier is an HS256 Verifier of cacheSecret on clk with room for
-// entries verified tokens (0: the default).
-func cacheVerifier(t *testing.T, clk *clocktest.Clock, entries int) *Verifier {
+// cacheVerifier is an HS256 Verifier of cacheSecret with room for entries
+// verified tokens (0: the default), on the clock it returns (at
+// 2026-11-29 10:00 UTC).
+func cacheVerifier(t *testing.T, entries int) (*Verifier, *clocktest.Clock) {
 	t.Helper()
+	clk := clocktest.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	v, err := NewVerifier(config.Auth{Issuers: []string{cacheIssuer}, Audience: "callout-proxy",
 		Algorithms: []string{HS256}, HS256SecretEnv: "S", TokenCacheEntries: entries},
 		func(string) string { return cacheSecret }, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	return v, clk
 }
 
 // mint is an HS256 token of cacheSecret for subject, issued at clk's now.
@@ -39,6 +41,16 @@ func mint(t *testing.T, clk *clocktest.Clock, subject string, lifetime time.Dura
 	return "Bearer " + tok
 }
 
+// mustVerify is v.Verify(tok), failing the test at once on an error.
+func mustVerify(t *testing.T, v *Verifier, tok string) Caller {
+	t.Helper()
+	c, err := v.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // forgetKeys takes the verifier's key material away, so any token it
 // accepts afterwards can only have come from its cache.
 func forgetKeys(v *Verifier) { v.secrets, v.keys = nil, nil }
@@ -47,13 +59,9 @@ func forgetKeys(v *Verifier) { v.secrets, v.keys = nil, nil }
 // verifier, robbed of its secret, still accepts it with the same Caller,
 // and refuses any other token); a token that failed is not remembered.
 func TestVerifyCachedOnce(t *testing.T) {
-	clk := clocktest.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	v := cacheVerifier(t, clk, 0)
+	v, clk := cacheVerifier(t, 0)
 	tok := mint(t, clk, "005A", 10*time.Minute)
-	first, err := v.Verify(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustVerify(t, v, tok)
 	bad := tok[:len(tok)-2] + "xx" // signature broken
 	if _, err := v.Verify(bad); err == nil {
 		t.Fatal("a token with a broken signature passed")
@@ -80,12 +88,9 @@ func TestVerifyCachedOnce(t *testing.T) {
 // the leeway after exp the token is verified in full again (and passes),
 // past it the token is refused — the cache never widens the leeway.
 func TestVerifyCacheExpiresAtExp(t *testing.T) {
-	clk := clocktest.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	v := cacheVerifier(t, clk, 0)
+	v, clk := cacheVerifier(t, 0)
 	tok := mint(t, clk, "005A", 5*time.Minute)
-	if _, err := v.Verify(tok); err != nil {
-		t.Fatal(err)
-	}
+	mustVerify(t, v, tok)
 	clk.Advance(5 * time.Minute) // at exp
 	if _, err := v.Verify(tok); err != nil {
 		t.Fatalf("at exp, within the 30 s leeway: %v", err)
@@ -104,9 +109,7 @@ func TestVerifyCacheExpiresAtExp(t *testing.T) {
 	// token cached at 10:00 and looked up at its exp fails.
 	clk.Set(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	tok = mint(t, clk, "005A", 5*time.Minute)
-	if _, err := v.Verify(tok); err != nil {
-		t.Fatal(err)
-	}
+	mustVerify(t, v, tok)
 	forgetKeys(v)
 	clk.Advance(5 * time.Minute)
 	if _, err := v.Verify(tok); err == nil {
@@ -118,8 +121,7 @@ func TestVerifyCacheExpiresAtExp(t *testing.T) {
 // tokens through a cache of 8 are all verified, the cache never holds more
 // than 8, and every caller is still served when they come back.
 func TestVerifyCacheBounded(t *testing.T) {
-	clk := clocktest.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	v := cacheVerifier(t, clk, 8)
+	v, clk := cacheVerifier(t, 8)
 	toks := make([]string, 50)
 	for i := range toks {
 		toks[i] = mint(t, clk, fmt.Sprintf("005%03d", i), 10*time.Minute)
@@ -157,13 +159,9 @@ func TestVerifyCacheBounded(t *testing.T) {
 // its keys. A rotated secret (a new Verifier) refuses a token the old one
 // had cached; per-request checks (allowed_issuers) run on a cached token.
 func TestVerifyCacheNotAcrossVerifiers(t *testing.T) {
-	clk := clocktest.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	old := cacheVerifier(t, clk, 0)
+	old, clk := cacheVerifier(t, 0)
 	tok := mint(t, clk, "005A", 10*time.Minute)
-	c, err := old.Verify(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustVerify(t, old, tok)
 	rotated, err := NewVerifier(config.Auth{Issuers: []string{cacheIssuer}, Audience: "callout-proxy",
 		Algorithms: []string{HS256}, HS256SecretEnv: "S"},
 		func(string) string { return "another-secret-of-at-least-32-bytes-long" }, clk.Now)

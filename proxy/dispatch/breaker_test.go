@@ -12,7 +12,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // changes records what the dispatcher told its BreakerWatcher.
@@ -73,9 +72,7 @@ func openBreaker(t *testing.T, h *harness, d *dispatch.Dispatcher, n int) []stri
 func TestBreakerHoldsAndProbes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
 		var healthy atomic.Bool
-		up := proctest.NewUpstream(t, healable(&healthy))
-		h := newHarness(t, b, newConfig(t, append([]string{"breaker_failures: 2"}, msPolicy...),
-			ep{name: "pay", url: up.URL}))
+		h := breakerHarness(t, b, &healthy)
 		watch := &changes{}
 		o := dispatchOpts()
 		o.Breakers = watch
@@ -131,9 +128,7 @@ func TestBreakerHoldsAndProbes(t *testing.T) {
 func TestResetBreakerResumesDispatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
 		var healthy atomic.Bool
-		up := proctest.NewUpstream(t, healable(&healthy))
-		h := newHarness(t, b, newConfig(t, append([]string{"breaker_failures: 2"}, msPolicy...),
-			ep{name: "pay", url: up.URL}))
+		h := breakerHarness(t, b, &healthy)
 		d := h.dispatcher(h.store, dispatchOpts())
 		ids := openBreaker(t, h, d, 2)
 		h.clk.Advance(time.Second)

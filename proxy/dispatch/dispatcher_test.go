@@ -115,11 +115,7 @@ func TestAmbiguousWrite(t *testing.T) {
 		if n := h.round(d); n != 2 {
 			t.Fatalf("round claimed %d, want 2", n)
 		}
-		c := h.get(ign)
-		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterAmbiguous || c.Attempts != 1 {
-			t.Fatalf("ignored: state %s reason %q attempts %d, want dead_lettered ambiguous after 1",
-				c.State, c.DeadLetterReason, c.Attempts)
-		}
+		c := h.wantDeadLetter(ign, policy.DeadLetterAmbiguous, 1)
 		if c.LastError != policy.ReasonHeaderTimeout {
 			t.Errorf("ignored: last error %q, want %s", c.LastError, policy.ReasonHeaderTimeout)
 		}
@@ -147,8 +143,7 @@ func TestAmbiguousWrite(t *testing.T) {
 // once, never retried (contract §2, §7).
 func TestPermanentDeadLetteredAtOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := proctest.NewUpstream(t, status(http.StatusForbidden))
-		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
+		h, up := payHarness(t, b, nil, status(http.StatusForbidden))
 		d := h.dispatcher(h.store, dispatchOpts())
 		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "k-403", time.Time{})
 		if n := h.round(d); n != 1 {
@@ -160,11 +155,8 @@ func TestPermanentDeadLetteredAtOnce(t *testing.T) {
 				t.Fatalf("a permanent failure was claimed again (%d)", n)
 			}
 		}
-		c := h.get(id)
-		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterPermanent ||
-			c.Attempts != 1 || c.Response == nil || c.Response.Status != 403 {
-			t.Fatalf("state %s reason %q attempts %d response %+v, want dead_lettered permanent after one 403",
-				c.State, c.DeadLetterReason, c.Attempts, c.Response)
+		if c := h.wantDeadLetter(id, policy.DeadLetterPermanent, 1); c.Response == nil || c.Response.Status != 403 {
+			t.Fatalf("response %+v, want the one 403", c.Response)
 		}
 		if up.Hits() != 1 {
 			t.Errorf("upstream saw %d requests, want 1", up.Hits())

@@ -16,8 +16,7 @@ import (
 // report that ending with that reason, and no retry scheduled.
 func TestDisabledDuringAttempt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := proctest.NewUpstream(t, held(http.StatusServiceUnavailable))
-		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
+		h, up := payHarness(t, b, nil, held(http.StatusServiceUnavailable))
 		d := h.dispatcher(h.store, dispatchOpts())
 		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "k-dis", time.Time{})
 		if n := d.Round(ctxT(t)); n != 1 {
@@ -98,8 +97,7 @@ func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
 // dispatch counts; 1 in all).
 func TestReapedLastAttemptNotRepeated(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := proctest.NewUpstream(t, held(http.StatusOK))
-		h := newHarness(t, b, newConfig(t, []string{"max_attempts: 1"}, ep{name: "pay", url: up.URL}))
+		h, up := payHarness(t, b, []string{"max_attempts: 1"}, held(http.StatusOK))
 		d1 := h.dispatcher(h.store, dispatchOpts())
 		d2 := h.dispatcher(h.newStore(), dispatchOpts())
 		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "k-lost", time.Time{})
@@ -111,11 +109,7 @@ func TestReapedLastAttemptNotRepeated(t *testing.T) {
 		if n := h.round(d2); n != 1 {
 			t.Fatalf("replica 2 claimed %d after the lease expired, want 1", n)
 		}
-		c := h.get(id)
-		if c.State != policy.DeadLettered || c.DeadLetterReason != policy.DeadLetterExhausted || c.Attempts != 1 {
-			t.Fatalf("state %s reason %q attempts %d, want dead_lettered exhausted after 1",
-				c.State, c.DeadLetterReason, c.Attempts)
-		}
+		h.wantDeadLetter(id, policy.DeadLetterExhausted, 1)
 		up.Release()
 		d1.Wait()
 		if up.Hits() != 1 {

@@ -23,6 +23,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -296,4 +297,34 @@ func wantErrIs(t testing.TB, err, target error) {
 	if !errors.Is(err, target) {
 		t.Fatalf("error = %v, want %v", err, target)
 	}
+}
+
+// wantDeadLetter fails the test at once unless callout id is dead-lettered
+// with reason after attempts attempts; it returns the callout.
+func (h *harness) wantDeadLetter(id string, reason policy.DeadLetterReason, attempts int) *policy.Callout {
+	h.t.Helper()
+	c := h.get(id)
+	if c.State != policy.DeadLettered || c.DeadLetterReason != reason || c.Attempts != attempts {
+		h.t.Fatalf("%s: state %s reason %q attempts %d, want dead_lettered %s after %d",
+			id, c.State, c.DeadLetterReason, c.Attempts, reason, attempts)
+	}
+	return c
+}
+
+// breakerHarness is a harness with one endpoint, pay, whose breaker opens
+// after 2 failures (and msPolicy), in front of an upstream that fails
+// until healthy is set.
+func breakerHarness(t *testing.T, b redistest.Backend, healthy *atomic.Bool) *harness {
+	t.Helper()
+	up := proctest.NewUpstream(t, healable(healthy))
+	return newHarness(t, b, newConfig(t, append([]string{"breaker_failures: 2"}, msPolicy...),
+		ep{name: "pay", url: up.URL}))
+}
+
+// payHarness is a harness on b with one endpoint, pay, in front of an
+// upstream answering with handler, and policy lines as newConfig's.
+func payHarness(t *testing.T, b redistest.Backend, policyLines []string, handler http.HandlerFunc) (*harness, *proctest.Upstream) {
+	t.Helper()
+	up := proctest.NewUpstream(t, handler)
+	return newHarness(t, b, newConfig(t, policyLines, ep{name: "pay", url: up.URL})), up
 }

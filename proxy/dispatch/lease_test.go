@@ -88,8 +88,7 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 // traceparent its caller sent, tracing off (contract §12 "log fields").
 func TestLeaseExpiredLine(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := proctest.NewUpstream(t, status(http.StatusOK))
-		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
+		h, _ := payHarness(t, b, nil, status(http.StatusOK))
 		const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 		res, err := h.store.Enqueue(ctxT(t), policy.NewCallout{Endpoint: "pay", Issuer: testIssuer,
 			Method: http.MethodPost, Path: "/c", Body: []byte(`{}`),
@@ -138,8 +137,7 @@ func checkLeaseLog(t *testing.T, log []policy.Attempt) {
 func TestConcurrentRoundsClaimOnce(t *testing.T) {
 	const n = 40
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := proctest.NewUpstream(t, status(http.StatusOK))
-		h := newHarness(t, b, newConfig(t, nil, ep{name: "pay", url: up.URL}))
+		h, up := payHarness(t, b, nil, status(http.StatusOK))
 		opts := dispatch.Options{Concurrency: 16, PerEndpoint: 16, Batch: 3}
 		ds := []*dispatch.Dispatcher{h.dispatcher(h.store, opts), h.dispatcher(h.newStore(), opts)}
 		ids := make([]string, n)

@@ -78,64 +78,52 @@ type Metrics struct {
 // collectors, on reg. It returns an error if any name is already registered.
 func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callout_attempts_total",
-			Help: "Upstream attempts by endpoint, outcome class and kind (first|retry|probe|replay).",
-		}, []string{"endpoint", "outcome", "kind"}),
+		Attempts: counterVec("callout_attempts_total",
+			"Upstream attempts by endpoint, outcome class and kind (first|retry|probe|replay).",
+			"endpoint", "outcome", "kind"),
 		AttemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "callout_attempt_duration_seconds",
 			Help:    "Duration of one upstream attempt in seconds, by endpoint and outcome class.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30},
 		}, []string{"endpoint", "outcome"}),
-		LoginFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callout_admin_login_failures_total",
-			Help: "Failed admin-token checks of the admin API and the console, by result (unauthorized or throttled).",
-		}, []string{"result"}),
-		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callout_rejected_total",
-			Help: "Requests rejected before dispatch, by endpoint and problem code.",
-		}, []string{"endpoint", "code"}),
-		RetriesScheduled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callout_retries_scheduled_total",
-			Help: "Retries put in the delay queue, by endpoint and the failed attempt's reason.",
-		}, []string{"endpoint", "reason"}),
-		BacklogItems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "callout_backlog_items",
-			Help: "Pending callouts (scheduled, held, in flight) per endpoint.",
-		}, []string{"endpoint"}),
+		LoginFailures: counterVec("callout_admin_login_failures_total",
+			"Failed admin-token checks of the admin API and the console, by result (unauthorized or throttled).",
+			"result"),
+		Rejected: counterVec("callout_rejected_total",
+			"Requests rejected before dispatch, by endpoint and problem code.",
+			"endpoint", "code"),
+		RetriesScheduled: counterVec("callout_retries_scheduled_total",
+			"Retries put in the delay queue, by endpoint and the failed attempt's reason.",
+			"endpoint", "reason"),
+		BacklogItems: gaugeVec("callout_backlog_items",
+			"Pending callouts (scheduled, held, in flight) per endpoint.",
+			"endpoint"),
 		ScheduleLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "callout_schedule_lag_seconds",
 			Help:    "How late due callouts were dispatched, in seconds (claim time minus due time).",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
-		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callout_dead_letters_total",
-			Help: "Callouts that became dead letters, by endpoint and reason.",
-		}, []string{"endpoint", "reason"}),
-		Idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callout_idempotency_total",
-			Help: "Keyed-write handling by result (new|replayed|conflict|mismatch|missing).",
-		}, []string{"result"}),
-		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "callout_breaker_state",
-			Help: "1 for the endpoint's current breaker state (closed|open|half_open|disabled), 0 for the others.",
-		}, []string{"endpoint", "state"}),
-		BreakerPartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "callout_breaker_partitions",
-			Help: "Organisations whose breaker partition of the endpoint is open or half_open, by state.",
-		}, []string{"endpoint", "state"}),
-		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callout_breaker_transitions_total",
-			Help: "Circuit-breaker transitions by endpoint and the state entered (open|closed|disabled|enabled).",
-		}, []string{"endpoint", "to"}),
-		Deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callout_deferred_total",
-			Help: "Requests and callouts held back by a shut gate, by endpoint and reason (breaker_open|paused|probing).",
-		}, []string{"endpoint", "reason"}),
-		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "callout_build_info",
-			Help: "1, labelled with the running build's version, commit, build date and Go version.",
-		}, []string{"version", "commit", "build_date", "goversion"}),
+		DeadLetters: counterVec("callout_dead_letters_total",
+			"Callouts that became dead letters, by endpoint and reason.",
+			"endpoint", "reason"),
+		Idempotency: counterVec("callout_idempotency_total",
+			"Keyed-write handling by result (new|replayed|conflict|mismatch|missing).",
+			"result"),
+		BreakerState: gaugeVec("callout_breaker_state",
+			"1 for the endpoint's current breaker state (closed|open|half_open|disabled), 0 for the others.",
+			"endpoint", "state"),
+		BreakerPartitions: gaugeVec("callout_breaker_partitions",
+			"Organisations whose breaker partition of the endpoint is open or half_open, by state.",
+			"endpoint", "state"),
+		BreakerTransitions: counterVec("callout_breaker_transitions_total",
+			"Circuit-breaker transitions by endpoint and the state entered (open|closed|disabled|enabled).",
+			"endpoint", "to"),
+		Deferred: counterVec("callout_deferred_total",
+			"Requests and callouts held back by a shut gate, by endpoint and reason (breaker_open|paused|probing).",
+			"endpoint", "reason"),
+		BuildInfo: gaugeVec("callout_build_info",
+			"1, labelled with the running build's version, commit, build date and Go version.",
+			"version", "commit", "build_date", "goversion"),
 		ClockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "callout_clock_offset_seconds",
 			Help: "This replica's wall clock minus Redis's clock (TIME), in seconds; positive when the replica is ahead.",
@@ -156,6 +144,16 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.LoginFailures.WithLabelValues(r) // exported at 0 before the first failure
 	}
 	return m, nil
+}
+
+// counterVec is the counter family name, with help, by labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// gaugeVec is the gauge family name, with help, by labels.
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }
 
 // ObserveAttempt counts one attempt with its class (contract §2), kind

@@ -23,6 +23,9 @@ type Config struct {
 	Policy []string
 	// Endpoints are the endpoints section's entries (Endpoint).
 	Endpoints []string
+	// Sections are further top-level sections as YAML text (for example
+	// "limits:\n  write_timeout: 5s\n"), rendered before the endpoints.
+	Sections string
 }
 
 // YAML renders the configuration.
@@ -39,6 +42,7 @@ func (c Config) YAML() string {
 			b.WriteString("  " + l + "\n")
 		}
 	}
+	b.WriteString(c.Sections)
 	b.WriteString("endpoints:\n")
 	for _, e := range c.Endpoints {
 		b.WriteString(e)

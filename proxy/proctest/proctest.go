@@ -195,13 +195,33 @@ func (b *LogBuffer) Records(msg string) []map[string]any {
 // skipped.
 func (b *LogBuffer) MustRecords(t testing.TB, msg string) []map[string]any {
 	t.Helper()
+	b.Lines(t)
+	return b.Records(msg)
+}
+
+// Lines returns every line written so far, decoded, failing the test on a
+// line that is not a JSON object; blank lines are skipped.
+func (b *LogBuffer) Lines(t testing.TB) []map[string]any {
+	t.Helper()
+	var out []map[string]any
 	for _, line := range strings.Split(b.String(), "\n") {
+		if line == "" {
+			continue
+		}
 		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); line != "" && err != nil {
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
 		}
+		out = append(out, m)
 	}
-	return b.Records(msg)
+	return out
+}
+
+// Reset forgets what was written so far.
+func (b *LogBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
 }
 
 // Audits returns the decoded "audit" lines of the admin API.

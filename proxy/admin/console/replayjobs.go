@@ -112,10 +112,8 @@ func (c *console) handleCreateDryRun(w http.ResponseWriter, r *http.Request, s *
 // dry run's rate), so it sends what the operator saw and nothing that
 // arrived since. Then the new job's page.
 func (c *console) handleRunDryRun(w http.ResponseWriter, r *http.Request, s *session) {
-	id := chi.URLParam(r, "id")
-	var job api.ReplayJob
-	if err := c.get(r, s, "/admin/v1/replay-jobs/"+url.PathEscape(id), &job); err != nil {
-		c.renderAPIError(w, r, s, err)
+	job, ok := c.job(w, r, s)
+	if !ok {
 		return
 	}
 	if !job.DryRun || job.State != policy.JobCompleted {
@@ -221,22 +219,31 @@ type jobData struct {
 	NextOffset int
 }
 
+// job reads the replay job the route's {id} names (GET
+// /admin/v1/replay-jobs/{id}); on an error it renders it and returns false.
+func (c *console) job(w http.ResponseWriter, r *http.Request, s *session) (api.ReplayJob, bool) {
+	var job api.ReplayJob
+	if err := c.get(r, s, "/admin/v1/replay-jobs/"+url.PathEscape(chi.URLParam(r, "id")), &job); err != nil {
+		c.renderAPIError(w, r, s, err)
+		return job, false
+	}
+	return job, true
+}
+
 // Final reports whether the job ended: its page then stops updating.
 func (d jobData) Final() bool { return d.Job.State.Final() }
 
 // handleReplayJob serves GET /console/replay-jobs/{id}?offset=: the job's
 // progress (GET /admin/v1/replay-jobs/{id}) and one page of its items.
 func (c *console) handleReplayJob(w http.ResponseWriter, r *http.Request, s *session) {
-	id := chi.URLParam(r, "id")
-	var job api.ReplayJob
-	if err := c.get(r, s, "/admin/v1/replay-jobs/"+url.PathEscape(id), &job); err != nil {
-		c.renderAPIError(w, r, s, err)
+	job, ok := c.job(w, r, s)
+	if !ok {
 		return
 	}
 	offset, _ := strconv.Atoi(r.URL.Query().Get("offset"))
 	offset = max(offset, 0)
 	var items api.ReplayJobItems
-	path := "/admin/v1/replay-jobs/" + url.PathEscape(id) + "/items?offset=" + strconv.Itoa(offset) +
+	path := "/admin/v1/replay-jobs/" + url.PathEscape(chi.URLParam(r, "id")) + "/items?offset=" + strconv.Itoa(offset) +
 		"&limit=" + strconv.Itoa(jobItemsPageSize)
 	if err := c.get(r, s, path, &items); err != nil {
 		c.renderAPIError(w, r, s, err)

@@ -65,10 +65,7 @@ func refusedStart(t *testing.T, name, cfg string) string {
 // (proxy/internal/redistest/fetch-valkey.sh).
 func TestFsyncOnRedis72Delivers(t *testing.T) {
 	rs := proctest.StartRedis72(t, true)
-	up := proctest.NewUpstream(t, nil)
-	cfg := strings.Replace(config(rs.URL, nil, endpoint("pay", up.URL)), "redis:\n", "redis:\n  durability: fsync\n", 1)
-	reps := proctest.StartReplicas(t, proxyBinary, 1, cfg, replicaEnv)
-	c := newClient(t)
+	_, reps, c := payReplicas(t, rs, 1, nil, "  durability: fsync\n")
 	before := commandCalls(rs.Addr, "waitaof")
 	const n = 300
 	acc, refused := c.postAsync(n, 16, "pay", "fsync", func(int) string { return reps[0].URL }, nil)

@@ -193,3 +193,14 @@ func wantAll(t *testing.T, final map[string]api.StatusDocument, want policy.Stat
 		t.Errorf("%d of %d callouts did not end %s", bad, len(final), want)
 	}
 }
+
+// payReplicas starts n replicas on rs with one endpoint, pay, in front of
+// an upstream that answers 200: config's text with policy lines, and
+// redisLines (each ending in a newline; "" for none) added to its redis
+// block. It returns the upstream, the replicas and a client.
+func payReplicas(t *testing.T, rs *proctest.Redis, n int, policy []string, redisLines string) (*proctest.Upstream, []*proctest.Proxy, *client) {
+	t.Helper()
+	up := proctest.NewUpstream(t, nil)
+	cfg := strings.Replace(config(rs.URL, policy, endpoint("pay", up.URL)), "redis:\n", "redis:\n"+redisLines, 1)
+	return up, proctest.StartReplicas(t, proxyBinary, n, cfg, replicaEnv), newClient(t)
+}

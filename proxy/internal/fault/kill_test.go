@@ -21,10 +21,7 @@ import (
 // policy.LeaseGrace has run out).
 func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 	rs := proctest.StartRedis(t, true)
-	up := proctest.NewUpstream(t, nil)
-	cfg := config(rs.URL, []string{"connect_timeout: 500ms", "attempt_timeout: 1s", "header_timeout: 1s"}, endpoint("pay", up.URL))
-	reps := proctest.StartReplicas(t, proxyBinary, 3, cfg, replicaEnv)
-	c := newClient(t)
+	up, reps, c := payReplicas(t, rs, 3, []string{"connect_timeout: 500ms", "attempt_timeout: 1s", "header_timeout: 1s"}, "")
 
 	const n = 600
 	var killed atomic.Bool
@@ -64,10 +61,7 @@ func TestReplicaSIGKILLUnderLoad(t *testing.T) {
 // is attempted twice at once (contract §1, §10).
 func TestRedisSIGKILLUnderLoad(t *testing.T) {
 	rs := proctest.StartRedis(t, true)
-	up := proctest.NewUpstream(t, nil)
-	cfg := config(rs.URL, []string{"connect_timeout: 500ms", "attempt_timeout: 1s", "header_timeout: 1s"}, endpoint("pay", up.URL))
-	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, replicaEnv)
-	c := newClient(t)
+	up, reps, c := payReplicas(t, rs, 2, []string{"connect_timeout: 500ms", "attempt_timeout: 1s", "header_timeout: 1s"}, "")
 
 	const n = 600
 	var once sync.Once

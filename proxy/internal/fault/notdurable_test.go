@@ -20,11 +20,7 @@ import (
 // (contract §4, §11).
 func TestNotDurableForwardsNothing(t *testing.T) {
 	rs := proctest.StartRedis(t, true)
-	up := proctest.NewUpstream(t, nil)
-	cfg := strings.Replace(config(rs.URL, nil, endpoint("pay", up.URL)), "redis:\n",
-		"redis:\n  durability: replicated\n  durability_timeout: 50ms\n", 1)
-	reps := proctest.StartReplicas(t, proxyBinary, 1, cfg, replicaEnv)
-	c := newClient(t)
+	up, reps, c := payReplicas(t, rs, 1, nil, "  durability: replicated\n  durability_timeout: 50ms\n")
 	for i, prefer := range []string{"", "respond-async", "", "respond-async"} {
 		hdr := http.Header{"Idempotency-Key": {"nd-" + string(rune('a'+i))}, "Content-Type": {"application/json"}}
 		if prefer != "" {

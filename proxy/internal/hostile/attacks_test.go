@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -81,22 +80,10 @@ func newSuite(t *testing.T) *suite {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	t.Cleanup(floodSrv.Close)
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-redis:
-  url: %s
-%slimits:
-  read_header_timeout: 3s
-  body_read_timeout: 5s
-  write_timeout: 5s
-endpoints:
-  healthy:
-    url: %s
-    allowed_networks: [127.0.0.0/8]
-  flood:
-    url: %s
-    allowed_networks: [127.0.0.0/8]
-`, redisURL, proctest.AuthYAML(orgA, orgB), healthy.URL, floodSrv.URL)
+	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB},
+		Sections: "limits:\n  read_header_timeout: 3s\n  body_read_timeout: 5s\n  write_timeout: 5s\n",
+		Endpoints: []string{proctest.Endpoint("healthy", healthy.URL, proctest.Loopback),
+			proctest.Endpoint("flood", floodSrv.URL, proctest.Loopback)}}.YAML()
 	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
 	return &suite{p: p, rdb: rdb, tokenA: bearer(t, orgA), flood: flood}
 }

@@ -43,28 +43,11 @@ func sharedEndpointProxy(t *testing.T) (*proctest.Proxy, string) {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	t.Cleanup(func() { close(stop); up.Close() })
-	adminToken, tokenFile := adminTokenFile(t)
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-redis:
-  url: %s
-%sadmin:
-  tokens:
-    - {name: ops, token_file: %s, scope: read}
-endpoints:
-  healthy:
-    url: %s
-    allowed_networks: [127.0.0.0/8]
-  shared:
-    url: %s
-    allowed_networks: [127.0.0.0/8]
-    attempt_timeout: 1s
-  queue:
-    url: %s
-    allowed_networks: [127.0.0.0/8]
-    attempt_timeout: 1s
-    breaker_failures: 1000
-`, redisURL, proctest.AuthYAML(orgA, orgB, orgC), tokenFile, up.URL, up.URL, up.URL)
+	adminToken, admin := adminTokenFile(t)
+	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB, orgC}, Sections: admin,
+		Endpoints: []string{proctest.Endpoint("healthy", up.URL, proctest.Loopback),
+			proctest.Endpoint("shared", up.URL, proctest.Loopback, "attempt_timeout: 1s"),
+			proctest.Endpoint("queue", up.URL, proctest.Loopback, "attempt_timeout: 1s", "breaker_failures: 1000")}}.YAML()
 	return proctest.StartProxy(t, proxyBinary, cfg, proxyOptions()), adminToken
 }
 

@@ -49,16 +49,16 @@ func redisBytes(t *testing.T, c *redis.Client) int64 {
 }
 
 // adminTokenFile writes a fresh admin token to a file in a temporary
-// directory and returns the token and the file's path (admin.tokens
-// token_file).
-func adminTokenFile(t *testing.T) (token, file string) {
+// directory and returns the token and an admin section naming it, token
+// ops of scope read (admin.tokens token_file).
+func adminTokenFile(t *testing.T) (token, section string) {
 	t.Helper()
 	token = "hostile-admin-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	file = filepath.Join(t.TempDir(), "admin-token")
+	file := filepath.Join(t.TempDir(), "admin-token")
 	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return token, file
+	return token, "admin:\n  tokens:\n    - {name: ops, token_file: " + file + ", scope: read}\n"
 }
 
 // proxyOptions start the proxy with the suite's secret.

@@ -43,25 +43,11 @@ func tenantProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	t.Cleanup(up.Close)
-	adminToken, tokenFile := adminTokenFile(t)
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-redis:
-  url: %s
-%sadmin:
-  tokens:
-    - {name: ops, token_file: %s, scope: read}
-limits:
-  body_read_timeout: 30s
-%s
-endpoints:
-  healthy:
-    url: %s
-    allowed_networks: [127.0.0.0/8]
-  shared:
-    url: %s
-    allowed_networks: [127.0.0.0/8]
-`, redisURL, proctest.AuthYAML(orgA, orgB), tokenFile, extraLimits, up.URL, up.URL)
+	adminToken, admin := adminTokenFile(t)
+	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB},
+		Sections: admin + "limits:\n  body_read_timeout: 30s\n" + extraLimits + "\n",
+		Endpoints: []string{proctest.Endpoint("healthy", up.URL, proctest.Loopback),
+			proctest.Endpoint("shared", up.URL, proctest.Loopback)}}.YAML()
 	return proctest.StartProxy(t, proxyBinary, cfg, proxyOptions()), adminToken
 }
 
