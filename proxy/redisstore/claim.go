@@ -127,13 +127,13 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		st := s.shardState(r.Endpoint)
 		plans[i] = &endpointPlan{rot: int(st.rr.Add(1))}
 		for _, q := range qs {
-			if until := s.partShutUntil(r.Endpoint, q.part, now); !until.IsZero() {
+			if until := s.partShutUntil(r.Endpoint, q.Part, now); !until.IsZero() {
 				if plans[i].nextDue.IsZero() || until.Before(plans[i].nextDue) {
 					plans[i].nextDue = until
 				}
 				continue
 			}
-			plans[i].queues = append(plans[i].queues, &queuePlan{q: q, given: !q.home})
+			plans[i].queues = append(plans[i].queues, &queuePlan{q: q, given: !q.Home})
 		}
 	}
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -144,15 +144,15 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			// cap), instead of a short claim and another round.
 			spares := int64(min(2*max(r.Batch, 1), maxBatch))
 			for _, qp := range plans[i].queues {
-				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
-					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0), p.ZCard(ctx, qp.q.lease)})
-				vk := r.Endpoint + "/" + qp.q.part
-				if qp.given && views[vk] == nil && s.viewStale(r.Endpoint, qp.q.part) {
-					views[vk] = s.readGate(ctx, p, r.Endpoint, qp.q.part, now)
+				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.Due, 0, spares-1),
+					p.ZRangeWithScores(ctx, qp.q.Lease, 0, 0), p.ZCard(ctx, qp.q.Lease)})
+				vk := r.Endpoint + "/" + qp.q.Part
+				if qp.given && views[vk] == nil && s.viewStale(r.Endpoint, qp.q.Part) {
+					views[vk] = s.readGate(ctx, p, r.Endpoint, qp.q.Part, now)
 				}
 			}
 			for _, q := range bases[i] {
-				regs[i] = append(regs[i], p.HGetAll(ctx, q.acc))
+				regs[i] = append(regs[i], p.HGetAll(ctx, q.Counters))
 			}
 		}
 		return nil
@@ -170,7 +170,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			if err := c.Err(); err != nil && !isNil(err) {
 				return nil, false, s.wrap("claim", err)
 			}
-			got[bases[i][j].shard] = orgsOfCounters(c.Val())
+			got[bases[i][j].Shard] = orgsOfCounters(c.Val())
 		}
 		grew = s.setOrgs(reqs[i].Endpoint, got) || grew
 	}
@@ -266,7 +266,7 @@ func spread(p *endpointPlan, batch int) {
 	take := make([]int, len(p.queues))
 	load := map[string]int{}
 	for _, qp := range p.queues {
-		load[qp.q.org] += qp.leased
+		load[qp.q.Org] += qp.leased
 	}
 	n := len(p.queues)
 	for left > 0 {
@@ -282,7 +282,7 @@ func spread(p *endpointPlan, batch int) {
 				continue
 			}
 			b := p.queues[best]
-			if lj, lb := load[qp.q.org], load[b.q.org]; lj < lb || (lj == lb && qp.q.org == b.q.org && take[j] < take[best]) {
+			if lj, lb := load[qp.q.Org], load[b.q.Org]; lj < lb || (lj == lb && qp.q.Org == b.q.Org && take[j] < take[best]) {
 				best = j
 			}
 		}
@@ -290,7 +290,7 @@ func spread(p *endpointPlan, batch int) {
 			break
 		}
 		take[best]++
-		load[p.queues[best].q.org]++
+		load[p.queues[best].q.Org]++
 		left--
 	}
 	for j, qp := range p.queues {
@@ -328,8 +328,8 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		// endpoint's own breaker).
 		homeDue := map[string]bool{}
 		for _, qp := range p.queues {
-			if qp.q.home && len(qp.ids) > 0 {
-				homeDue[qp.q.part], homeDue["*"] = true, true
+			if qp.q.Home && len(qp.ids) > 0 {
+				homeDue[qp.q.Part], homeDue["*"] = true, true
 			}
 		}
 		for _, qp := range p.queues {
@@ -351,7 +351,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			slot := 0
 			if cluster {
-				slot = keyspace.Slot(qp.q.due)
+				slot = keyspace.Slot(qp.q.Due)
 			}
 			c := groups[slot]
 			if c == nil {
@@ -359,12 +359,12 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 				groups[slot] = c
 				order = append(order, c)
 			}
-			cq := claimQueue{Due: qp.q.due, Lease: qp.q.lease, Counters: qp.q.acc, Count: len(qp.ids),
-				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap, Part: qp.q.part}
+			cq := claimQueue{Due: qp.q.Due, Lease: qp.q.Lease, Counters: qp.q.Counters, Count: len(qp.ids),
+				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap, Part: qp.q.Part}
 			cq.Gate, cq.GateUntil = gateArgs(qp.view, qp.given)
 			c.Queues = append(c.Queues, cq)
 			for _, id := range qp.ids {
-				cc, rest, _ := qp.q.record(id)
+				cc, rest, _ := qp.q.Record(id)
 				tok := qp.tokens[id]
 				if tok == "" {
 					tok = nextToken()
@@ -441,7 +441,7 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		if err != nil {
 			return false, err
 		}
-		v, err := s.takeProbe(ctx, qp.q.endpoint, qp.q.part, tok, probeLease)
+		v, err := s.takeProbe(ctx, qp.q.Endpoint, qp.q.Part, tok, probeLease)
 		if err != nil {
 			return false, err
 		}
@@ -485,7 +485,7 @@ func (s *Store) noteGate(qp *queuePlan, res *ClaimResult, g policy.Gate, level s
 	if g.Until.IsZero() {
 		until = s.now().Add(partRecheck)
 	}
-	st := s.shardState(qp.q.endpoint)
+	st := s.shardState(qp.q.Endpoint)
 	st.mu.Lock()
 	if st.partShut == nil {
 		st.partShut = map[string]time.Time{}

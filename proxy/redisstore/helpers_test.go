@@ -72,7 +72,7 @@ func ctxT(t *testing.T) context.Context {
 // orgQueue is q's organisation queue of req's issuer (its due and lease
 // sets), with no breaker partition.
 func orgQueue(q queue) queue {
-	return q.forOrg(keyspace.IssuerTag("https://org.my.salesforce.com"), "")
+	return q.ForOrg(keyspace.IssuerTag("https://org.my.salesforce.com"), "")
 }
 
 func req(endpoint, key string, body string) policy.NewCallout {

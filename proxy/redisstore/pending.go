@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // KeyHolder returns the id of the callout that holds the Idempotency-Key
@@ -20,10 +21,10 @@ func (s *Store) KeyHolder(ctx context.Context, issuer, endpoint, key string) (st
 		return "", fmt.Errorf("redisstore: key holder: empty key: %w", policy.ErrNotFound)
 	}
 	n := s.shards(endpoint)
-	q := queueAt(endpoint, queueShards(endpoint, n)[keyQueue(endpoint, issuer, key, n)])
-	v, err := s.rdb.Get(ctx, q.reservation(issuer, key)).Result()
+	q := keyspace.QueueAt(endpoint, keyspace.QueueShards(endpoint, n)[keyspace.KeyQueue(endpoint, issuer, key, n)])
+	v, err := s.rdb.Get(ctx, q.Reservation(issuer, key)).Result()
 	if err == nil && len(v) >= 16 {
-		return idOfRaw(q.shard, v[:16]), nil
+		return keyspace.IDOfRaw(q.Shard, v[:16]), nil
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", s.wrap("key holder", err)

@@ -1,9 +1,10 @@
 package redisstore
 
 import (
-	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"testing"
 	"time"
+
+	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 )

@@ -32,7 +32,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 	cands := make([]*redis.StringSliceCmd, len(qs))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range qs {
-			cands[i] = p.ZRangeByScore(ctx, q.lease, dueBy(now, limit))
+			cands[i] = p.ZRangeByScore(ctx, q.Lease, dueBy(now, limit))
 		}
 		return nil
 	})
@@ -56,10 +56,10 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		if err != nil {
 			return nil, err
 		}
-		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: s.clockArg(now), Part: q.part}
+		c := &reapArgs{Due: q.Due, Lease: q.Lease, Counters: q.Counters, Now: s.clockArg(now), Part: q.Part}
 		c.Gate, c.GateUntil = gateArgs(view, given)
 		for j, id := range ids {
-			rc, _, _ := q.record(id)
+			rc, _, _ := q.Record(id)
 			c.Candidates = append(c.Candidates, reapCandidate{Record: rc, Reservation: res[j], ID: id})
 		}
 		calls = append(calls, c)
@@ -84,9 +84,9 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		q := callQ[c]
 		for _, r := range v.Reaped {
 			out = append(out, r.ID)
-			if tok := r.Token; !q.home && tok != "" {
+			if tok := r.Token; !q.Home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
-				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.endpoint, q.part, tok, now)); err != nil {
+				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.Endpoint, q.Part, tok, now)); err != nil {
 					return out, s.wrap("reap: probe", err)
 				}
 			}
@@ -139,7 +139,7 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			c, _, _ := q.record(id)
+			c, _, _ := q.Record(id)
 			cmds[i] = p.HGetAll(ctx, c)
 		}
 		return nil
@@ -149,11 +149,11 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 	}
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		c, _, _ := q.record(id)
+		c, _, _ := q.Record(id)
 		out[i] = c
 		m := cmds[i].Val()
 		if meta, err := record.MetaOf(m); err == nil && meta.Key != "" {
-			out[i] = q.reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
+			out[i] = q.Reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
 		}
 	}
 	return out, nil

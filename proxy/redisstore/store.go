@@ -270,7 +270,7 @@ func (s *Store) newIDIn(n int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("redisstore: callout id: %w", err)
 	}
-	return idOfRaw(n, string(b[:])), nil
+	return keyspace.IDOfRaw(n, string(b[:])), nil
 }
 
 // canNotify is the scripts' flag of whether an owner notification about
@@ -344,3 +344,7 @@ func (s *Store) layoutReady(ctx context.Context) error {
 	}
 	return s.CheckLayout(ctx)
 }
+
+// queue is one queue of an endpoint (keyspace.Queue: its keys, built by
+// keyspace.QueueAt and ForOrg).
+type queue = keyspace.Queue
