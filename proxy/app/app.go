@@ -48,6 +48,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/wake"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 )
@@ -223,7 +224,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	}
 	// One subscription to other replicas' wakeups for the life of the App:
 	// each generation's dispatcher listens on it.
-	a.wakeups = a.store.Wakeups(life)
+	a.wakeups = wake.Subscribe(life, a.rdb, a.logger)
 	g, err := a.newGeneration(cfg)
 	if err != nil {
 		return nil, err

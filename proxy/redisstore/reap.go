@@ -2,11 +2,10 @@ package redisstore
 
 import (
 	"context"
-	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/wake"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -93,7 +92,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		}
 	}
 	if len(out) > 0 {
-		s.publishWake(ctx, endpoint)
+		wake.Publish(ctx, s.rdb, endpoint)
 	}
 	return out, nil
 }
@@ -125,13 +124,6 @@ type reapReply struct {
 	} `lua:"reaped"`
 }
 
-// publishWake tells the dispatchers that endpoint has work due now (pub/sub
-// on cp:wake). Best effort: a lost message costs at most the
-// dispatcher's backstop wait.
-func (s *Store) publishWake(ctx context.Context, endpoint string) {
-	_ = s.rdb.Publish(ctx, keyspace.WakeChannel, endpoint).Err()
-}
-
 // reservationsOf returns the reservation key of each callout of ids
 // of queue q (its record key when it has none), from their records' meta
 // and issuer tag (one pipelined round trip).
@@ -157,47 +149,4 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 		}
 	}
 	return out, nil
-}
-
-// wakeConfirm bounds Wakeups' wait for the subscription's confirmation.
-const wakeConfirm = time.Second
-
-// Wakeups subscribes to the wake channel (keyspace cp:wake) and returns
-// a channel that receives a value, coalesced (capacity 1), for every
-// message, until ctx ends: the dispatcher's cue that another replica made
-// work due now (create.lua, Reap, the release of held callouts). The
-// subscription reconnects by itself (go-redis PubSub); what is published
-// while it is down is lost, which the dispatcher's backstop wait bounds.
-func (s *Store) Wakeups(ctx context.Context) <-chan struct{} {
-	ps := s.rdb.Subscribe(ctx, keyspace.WakeChannel)
-	// Wait for the subscription to be confirmed, so what is published
-	// after Wakeups returns is seen — at most wakeConfirm: a Redis that
-	// does not answer must not hold up the start (go-redis subscribes
-	// again when it answers; until then the dispatcher's poll finds the
-	// work, contract §9).
-	cctx, cancel := context.WithTimeout(ctx, wakeConfirm)
-	defer cancel()
-	if _, err := ps.Receive(cctx); err != nil {
-		s.log.Warn("redisstore: wake subscription", "err", err)
-	}
-	out := make(chan struct{}, 1)
-	go func() {
-		defer ps.Close()
-		ch := ps.Channel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-ch:
-				if !ok {
-					return
-				}
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return out
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/wake"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,7 +26,7 @@ func (s *Store) releaseHeld(ctx context.Context, endpoint string) (int, error) {
 		}
 	}
 	if released > 0 {
-		s.publishWake(ctx, endpoint)
+		wake.Publish(ctx, s.rdb, endpoint)
 	}
 	return released, nil
 }

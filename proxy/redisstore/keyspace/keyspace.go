@@ -265,7 +265,7 @@
 //	                            of an empty queue (create.lua), reaped
 //	                            leases (Reap), released held callouts —
 //	                            published so idle dispatchers wake
-//	                            (Store.Wakeups).
+//	                            (proxy/redisstore/wake).
 package keyspace
 
 import (
