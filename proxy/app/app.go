@@ -43,6 +43,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/inspect"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
@@ -142,6 +143,7 @@ type App struct {
 	store      *redisstore.Store
 	dead       *deadletters.Store
 	pending    *pending.Reader
+	inspect    *inspect.Reader
 	gates      *gatecache.Cache
 	completer  *redisstore.Completer
 	outbox     *outbox.Outbox
@@ -319,6 +321,7 @@ func (a *App) openStore(ctx context.Context) error {
 	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
 	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
 	a.pending = pending.New(a.rdb, a.store)
+	a.inspect = inspect.New(a.rdb, a.store)
 	a.dead = deadletters.New(a.rdb, a.store, deadletters.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	a.stats = stats.New(a.rdb, stats.Options{Now: a.shared, Logger: a.logger})

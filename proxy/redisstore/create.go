@@ -226,7 +226,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		res = c
 	}
 	lim := a.lim
-	if n := s.shards(nc.Endpoint); n > 1 {
+	if n := s.Shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
 	}
 	args := createArgs{Record: c, Rest: rest, Due: q.Due, Lease: q.Lease, Counters: q.Counters, Reservation: res, Part: q.Part,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/inspect"
 	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -215,3 +216,6 @@ func deadLettersOf(s *Store) *deadletters.Store {
 // pendingOf returns the pending-callout reader of s's Redis, wired as the
 // composition root wires it (proxy/app).
 func pendingOf(s *Store) *pend.Reader { return pend.New(s.rdb, s) }
+
+// inspectOf returns the callout reader of s's Redis (proxy/redisstore/inspect).
+func inspectOf(s *Store) *inspect.Reader { return inspect.New(s.rdb, s) }

@@ -75,8 +75,11 @@ type gateView struct {
 	level    string // the breaker partition whose gate it is ("" the endpoint's)
 }
 
-// shards returns the configured shard count of endpoint (Options.Shards).
-func (s *Store) shards(endpoint string) int {
+// Shards returns the configured shard count of endpoint (Options.Shards),
+// 1 … keyspace.Shards: how many queues its callouts spread over
+// (keyspace "Shards and queues"); proxy/redisstore/inspect finds a key's
+// queue by it.
+func (s *Store) Shards(endpoint string) int {
 	if s.shardsOf == nil {
 		return 1
 	}
@@ -95,7 +98,7 @@ func (s *Store) shardState(endpoint string) *shardState {
 // nothing recorded, no round trip. Errors: ErrUnavailable.
 func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) {
 	st := s.shardState(endpoint)
-	n := s.shards(endpoint)
+	n := s.Shards(endpoint)
 	st.mu.Lock()
 	fresh := st.queues != nil && s.now().Sub(st.readAt) < shardsRefresh
 	st.mu.Unlock()
@@ -295,7 +298,7 @@ type noteShardsReply struct {
 // lives), else the next queue in turn, among the configured shard count's
 // queues.
 func (s *Store) createQueue(ctx context.Context, nc policy.NewCallout) (queue, error) {
-	n := s.shards(nc.Endpoint)
+	n := s.Shards(nc.Endpoint)
 	if n == 1 {
 		return keyspace.QueueAt(nc.Endpoint, keyspace.ShardOf(nc.Endpoint)), nil
 	}
