@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/fair"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
@@ -227,75 +228,30 @@ func (p *endpointPlan) dueIn() int {
 }
 
 // allot gives each plan its share of total (≤ 0: each its want), one slot
-// at a time in request order among the plans that want more, and cuts the
-// candidates to it.
+// at a time in request order among the plans that want more (fair.Shares),
+// and cuts the candidates to it (spread).
 func allot(plans []*endpointPlan, reqs []ClaimRequest, total int) {
-	share := make([]int, len(plans))
-	if total <= 0 {
-		for i, p := range plans {
-			share[i] = p.want
-		}
-	} else {
-		for more := true; more && total > 0; {
-			more = false
-			for i, p := range plans {
-				if total > 0 && share[i] < p.want {
-					share[i]++
-					total--
-					more = true
-				}
-			}
-		}
-	}
+	wants := make([]int, len(plans))
 	for i, p := range plans {
-		spread(p, share[i])
+		wants[i] = p.want
+	}
+	for i, share := range fair.Shares(wants, total) {
+		spread(plans[i], share)
 	}
 }
 
 // spread shares an endpoint's batch among its queues fairly across
-// organisations (contract §10 "Fair dispatch"): one slot at a time to the
-// organisation with the fewest callouts in flight (every replica's, its
-// lease sets) plus slots given in this claim, ties broken in a rotating
-// order, and within it to its queue (shard) given the fewest; each
-// queue's cap, with as many spare candidates again kept behind it. So a
-// slot that frees while one organisation's backlog fills the endpoint
-// goes to another organisation with work due: one organisation's backlog
-// delays another's by at most one attempt per slot.
+// organisations (fair.Spread, contract §10 "Fair dispatch") and sets each
+// queue's cap, with as many spare candidates again kept behind it.
 func spread(p *endpointPlan, batch int) {
-	left := max(batch, 0)
-	take := make([]int, len(p.queues))
-	load := map[string]int{}
-	for _, qp := range p.queues {
-		load[qp.q.Org] += qp.leased
-	}
-	n := len(p.queues)
-	for left > 0 {
-		best := -1
-		for k := range n {
-			j := (p.rot + k) % max(n, 1)
-			qp := p.queues[j]
-			if take[j] >= len(qp.ids) {
-				continue
-			}
-			if best < 0 {
-				best = j
-				continue
-			}
-			b := p.queues[best]
-			if lj, lb := load[qp.q.Org], load[b.q.Org]; lj < lb || (lj == lb && qp.q.Org == b.q.Org && take[j] < take[best]) {
-				best = j
-			}
-		}
-		if best < 0 {
-			break
-		}
-		take[best]++
-		load[p.queues[best].q.Org]++
-		left--
-	}
+	qs := make([]fair.Queue, len(p.queues))
 	for j, qp := range p.queues {
-		qp.cap = take[j]
-		qp.ids = qp.ids[:min(len(qp.ids), 2*take[j])]
+		qs[j] = fair.Queue{Org: qp.q.Org, Leased: qp.leased, Due: len(qp.ids)}
+	}
+	for j, take := range fair.Spread(qs, batch, p.rot) {
+		qp := p.queues[j]
+		qp.cap = take
+		qp.ids = qp.ids[:min(len(qp.ids), 2*take)]
 	}
 }
 
