@@ -575,7 +575,7 @@ func (s *Store) decodeClaimed(ctx context.Context, r claimedOne, now, leaseUntil
 	for i := 0; i+1 < len(r.Record); i += 2 {
 		m[r.Record[i]] = r.Record[i+1]
 	}
-	c, err := record.Decode(r.ID, m, r.Rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := record.Decode(r.ID, m, r.Rest, func(tag string) string { return s.issuers.Of(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}

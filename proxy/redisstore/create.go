@@ -191,7 +191,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if err != nil {
 		return createReply{}, "", err
 	}
-	tag, err := s.noteIssuer(ctx, nc.Issuer)
+	tag, err := s.issuers.Note(ctx, nc.Issuer)
 	if err != nil {
 		return createReply{}, "", err
 	}
@@ -361,36 +361,3 @@ func (s *Store) existing(ctx context.Context, id string, same bool, now time.Tim
 
 // msTime truncates t to the millisecond, as stored.
 func msTime(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
-
-// noteIssuer returns the tag of issuer, recording tag -> issuer in
-// cp:iss once per Store before the first record that uses it, so every
-// replica can resolve the tag (issuerOf). Errors: ErrUnavailable.
-func (s *Store) noteIssuer(ctx context.Context, issuer string) (string, error) {
-	tag := keyspace.IssuerTag(issuer)
-	if tag == "" {
-		return "", nil
-	}
-	if _, ok := s.issuers.Load(tag); ok {
-		return tag, nil
-	}
-	if err := s.rdb.HSetNX(ctx, keyspace.Issuers, tag, issuer).Err(); err != nil {
-		return "", s.wrap("note issuer", err)
-	}
-	s.issuers.Store(tag, issuer)
-	return tag, nil
-}
-
-// issuerOf resolves an issuer tag of a record: from this Store's
-// memory, else cp:iss. "" when unknown (the caller then matches no issuer:
-// GET /v1/callouts answers 404, never another organisation's record).
-func (s *Store) issuerOf(ctx context.Context, tag string) string {
-	if v, ok := s.issuers.Load(tag); ok {
-		return v.(string)
-	}
-	v, err := s.rdb.HGet(ctx, keyspace.Issuers, tag).Result()
-	if err != nil {
-		return ""
-	}
-	s.issuers.Store(tag, v)
-	return v
-}

@@ -37,7 +37,7 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	}
 	q, _ := keyspace.QueueOfID(meta.Endpoint, id)
 	c, rest, resp := q.Record(id)
-	res := q.Reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
+	res := q.Reservation(s.issuers.Of(ctx, m[record.FieldIssuer]), meta.Key)
 	if res == "" {
 		res = c
 	}

@@ -43,7 +43,7 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 	}
 	st.ProbeOut = m[eProbeToken] != "" && st.ProbeUntil.After(now)
 	for _, p := range v.Partitions {
-		ps := policy.PartitionState{Issuer: s.issuerOf(ctx, p.Tag), Breaker: policy.BreakerState(p.Breaker),
+		ps := policy.PartitionState{Issuer: s.issuers.Of(ctx, p.Tag), Breaker: policy.BreakerState(p.Breaker),
 			ConsecutiveFailures: p.Failures, OpenedAt: msTimeOf(p.OpenedAt)}
 		if ps.Breaker != policy.BreakerClosed {
 			ps.ProbeAt = msTimeOf(p.ProbeAt)

@@ -115,7 +115,7 @@ func (s *Store) Admit(ctx context.Context, name string, br policy.BreakerSetting
 func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResult) (policy.BreakerChange, error) {
 	endpoint, issuer := keyspace.SplitGate(name)
 	// the issuer's tag is what a partition is shown by (EndpointState)
-	tag, err := s.noteIssuer(ctx, issuer)
+	tag, err := s.issuers.Note(ctx, issuer)
 	if err != nil {
 		return policy.BreakerChange{}, err
 	}

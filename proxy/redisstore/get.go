@@ -64,7 +64,7 @@ func (s *Store) decode(ctx context.Context, id string, m map[string]string, rest
 	if m[record.FieldState] == "" {
 		return nil, fmt.Errorf("redisstore: get %s: %w", id, policy.ErrNotFound)
 	}
-	c, err := record.Decode(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := record.Decode(id, m, rest, func(tag string) string { return s.issuers.Of(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}

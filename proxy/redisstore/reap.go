@@ -145,7 +145,7 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 		out[i] = c
 		m := cmds[i].Val()
 		if meta, err := record.MetaOf(m); err == nil && meta.Key != "" {
-			out[i] = q.Reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
+			out[i] = q.Reservation(s.issuers.Of(ctx, m[record.FieldIssuer]), meta.Key)
 		}
 	}
 	return out, nil

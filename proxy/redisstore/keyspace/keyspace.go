@@ -95,7 +95,8 @@
 //	cp:iss                HASH  issuer tag -> issuer (JWT iss) of every
 //	                            issuer a record was made for.
 //	                            Written once per issuer and process before
-//	                            its first record. Not hash-tagged. No TTL.
+//	                            its first record (proxy/redisstore/issuers).
+//	                            Not hash-tagged. No TTL.
 //	cp:{sN}:ep:{ep}       HASH  endpoint state, in the home shard: circuit
 //	                            breaker, pause, disable, outage, the home
 //	                            queue's backlog counters — bb bytes charged
