@@ -294,7 +294,7 @@ type noteShardsReply struct {
 }
 
 // createQueue returns the queue a new callout of nc goes to: for a keyed
-// callout the queue its key maps to (keyspace.KeyQueue: where its reservation
+// callout the queue its key maps to (keyspace.KeyedQueue: where its reservation
 // lives), else the next queue in turn, among the configured shard count's
 // queues.
 func (s *Store) createQueue(ctx context.Context, nc policy.NewCallout) (queue, error) {
@@ -305,14 +305,11 @@ func (s *Store) createQueue(ctx context.Context, nc policy.NewCallout) (queue, e
 	if _, err := s.queuesOf(ctx, nc.Endpoint); err != nil {
 		return queue{}, err
 	}
-	shards := keyspace.QueueShards(nc.Endpoint, n)
-	i := 0
 	if nc.IdempotencyKey != "" {
-		i = keyspace.KeyQueue(nc.Endpoint, nc.Issuer, nc.IdempotencyKey, n)
-	} else {
-		i = int(s.shardState(nc.Endpoint).next.Add(1) % uint64(n))
+		return keyspace.KeyedQueue(nc.Endpoint, nc.Issuer, nc.IdempotencyKey, n), nil
 	}
-	return keyspace.QueueAt(nc.Endpoint, shards[i]), nil
+	i := int(s.shardState(nc.Endpoint).next.Add(1) % uint64(n))
+	return keyspace.QueueAt(nc.Endpoint, keyspace.QueueShards(nc.Endpoint, n)[i]), nil
 }
 
 // calloutQueue returns the organisation queue holding callout id of

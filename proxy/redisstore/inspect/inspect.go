@@ -42,8 +42,7 @@ func (r *Reader) KeyHolder(ctx context.Context, issuer, endpoint, key string) (s
 	if key == "" {
 		return "", fmt.Errorf("redisstore: key holder: empty key: %w", policy.ErrNotFound)
 	}
-	n := r.core.Shards(endpoint)
-	q := keyspace.QueueAt(endpoint, keyspace.QueueShards(endpoint, n)[keyspace.KeyQueue(endpoint, issuer, key, n)])
+	q := keyspace.KeyedQueue(endpoint, issuer, key, r.core.Shards(endpoint))
 	v, err := r.rdb.Get(ctx, q.Reservation(issuer, key)).Result()
 	if err == nil && len(v) >= 16 {
 		return keyspace.IDOfRaw(q.Shard, v[:16]), nil

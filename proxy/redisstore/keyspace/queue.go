@@ -198,6 +198,12 @@ func KeyQueue(endpoint, issuer, key string, n int) int {
 	return int(uint(h[0])<<8|uint(h[1])) % n
 }
 
+// KeyedQueue returns the queue of endpoint, of its n queues, that holds a
+// keyed callout's reservation and record (KeyQueue of QueueShards).
+func KeyedQueue(endpoint, issuer, key string, n int) Queue {
+	return QueueAt(endpoint, QueueShards(endpoint, n)[KeyQueue(endpoint, issuer, key, n)])
+}
+
 // IDOfRaw rebuilds a callout id from the shard of its queue and its 16 raw
 // random bytes (how a reservation stores it).
 func IDOfRaw(shard int, raw string) string {
