@@ -17,6 +17,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/inspect"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/replay"
@@ -25,9 +26,9 @@ import (
 var (
 	_ DeadLetters = (*replay.Service)(nil)
 	_ ReplayJobs  = (*replay.Service)(nil)
-	// Keys is the store's own; Callouts the pending-callout reader's.
+	// Keys is the callout reader's; Callouts the pending-callout reader's.
 	_ Callouts = (*pending.Reader)(nil)
-	_ Keys     = (*redisstore.Store)(nil)
+	_ Keys     = (*inspect.Reader)(nil)
 )
 
 // dltBody is a seeded request body with a card number to redact.

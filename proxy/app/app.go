@@ -43,11 +43,13 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/inspect"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/wake"
 	"github.com/calloutproxy/callout-proxy/proxy/skew"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 )
@@ -141,6 +143,7 @@ type App struct {
 	store      *redisstore.Store
 	dead       *deadletters.Store
 	pending    *pending.Reader
+	inspect    *inspect.Reader
 	gates      *gatecache.Cache
 	completer  *redisstore.Completer
 	outbox     *outbox.Outbox
@@ -223,7 +226,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	}
 	// One subscription to other replicas' wakeups for the life of the App:
 	// each generation's dispatcher listens on it.
-	a.wakeups = a.store.Wakeups(life)
+	a.wakeups = wake.Subscribe(life, a.rdb, a.logger)
 	g, err := a.newGeneration(cfg)
 	if err != nil {
 		return nil, err
@@ -318,6 +321,7 @@ func (a *App) openStore(ctx context.Context) error {
 	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
 	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
 	a.pending = pending.New(a.rdb, a.store)
+	a.inspect = inspect.New(a.rdb, a.store)
 	a.dead = deadletters.New(a.rdb, a.store, deadletters.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
 	a.stats = stats.New(a.rdb, stats.Options{Now: a.shared, Logger: a.logger})

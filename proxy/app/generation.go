@@ -89,7 +89,7 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 	g.callout = g.srv.Handler()
 	api := adminapi.New(adminapi.Deps{
 		Now: a.shared, Config: cfg, Tokens: admins, Endpoints: a.store, DeadLetters: g.replays,
-		ReplayJobs: g.replays, Callouts: a.pending, Keys: a.store, Stats: a.stats, Events: adminEvents, Metrics: a.m,
+		ReplayJobs: g.replays, Callouts: a.pending, Keys: a.inspect, Stats: a.stats, Events: adminEvents, Metrics: a.m,
 		Gatherer: a.reg, Wake: g.disp.Wake, Logger: a.logger, Pprof: cfg.Admin.Pprof, Reload: a.Reload,
 		ConsoleSessions: a.consoleSessions,
 	})

@@ -90,7 +90,7 @@ type Options struct {
 	// reads every queue's earliest lease). Default 10s.
 	ReapEvery time.Duration
 	// Wakeups, optional, delivers a value when another replica published
-	// new due work (redisstore.Store.Wakeups).
+	// new due work (proxy/redisstore/wake).
 	Wakeups <-chan struct{}
 	// TracerProvider, optional, makes a span of every attempt, in the
 	// trace the callout was accepted under (its stored trace context), on

@@ -10,6 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/wake"
 )
 
 // TestWakesOnAnotherReplicasEnqueue: an idle dispatcher does not poll (its
@@ -24,7 +25,7 @@ func TestWakesOnAnotherReplicasEnqueue(t *testing.T) {
 		mine := h.newStore()
 		ctx, cancel := context.WithCancel(context.Background())
 		rec := &recStore{Store: mine}
-		d := h.dispatcher(rec, dispatch.Options{Idle: time.Hour, Wakeups: mine.Wakeups(ctx)})
+		d := h.dispatcher(rec, dispatch.Options{Idle: time.Hour, Wakeups: wake.Subscribe(ctx, h.b.Client, nil)})
 		done := make(chan struct{})
 		go func() { d.Run(ctx); close(done) }()
 		defer func() { cancel(); <-done }()

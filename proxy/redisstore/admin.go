@@ -40,8 +40,8 @@ func (s *Store) AutoDisable(ctx context.Context, endpoint string, after time.Dur
 
 // disable is Disable (after 0) and AutoDisable.
 func (s *Store) disable(ctx context.Context, endpoint, reason string, after time.Duration) (policy.DisableResult, error) {
-	home := homeQueue(endpoint)
-	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.ep, SFO: home.sfo, Now: s.clockArg(s.now()),
+	home := keyspace.HomeQueue(endpoint)
+	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.EndpointHash, SFO: home.SFO, Now: s.clockArg(s.now()),
 		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint) == "1", After: after})
 	if err != nil {
 		return policy.DisableResult{}, s.wrap("disable", err)
@@ -76,10 +76,10 @@ func (s *Store) disable(ctx context.Context, endpoint, reason string, after time
 	}
 	for _, q := range qs {
 		gs := ""
-		if !q.home {
+		if !q.Home {
 			gs = string(policy.GateDisabled)
 		}
-		if err := drainSet(q.due, func(ids []string) ([]string, error) { return s.drain(ctx, q, ids, gs) }); err != nil {
+		if err := drainSet(q.Due, func(ids []string) ([]string, error) { return s.drain(ctx, q, ids, gs) }); err != nil {
 			return res, err
 		}
 	}
@@ -96,10 +96,10 @@ func (s *Store) drain(ctx context.Context, q queue, ids []string, gate string) (
 	if err != nil {
 		return nil, err
 	}
-	a := drainArgs{Counters: q.acc, Due: q.due, DL: q.dl, SFO: q.sfo, SFX: q.sfx, DLB: q.dlb,
+	a := drainArgs{Counters: q.Counters, Due: q.Due, DL: q.DL, SFO: q.SFO, SFX: q.SFX, DLB: q.DLB,
 		Now: s.clockArg(s.now()), DeadTTL: durMs(s.dlTTL), Outbox: s.outbox, Gate: gate}
 	for i, id := range ids {
-		c, rest, resp := q.record(id)
+		c, rest, resp := q.Record(id)
 		a.Callouts = append(a.Callouts, drainCallout{Record: c, Rest: rest, Resp: resp, Reservation: reservations[i], ID: id})
 	}
 	v, err := s.lua.drain.Run(ctx, s.rdb, &a)

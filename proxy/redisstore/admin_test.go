@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 func TestDisableDeadLettersPending(t *testing.T) {
@@ -32,8 +33,8 @@ func TestDisableDeadLettersPending(t *testing.T) {
 		if rec.State != policy.DeadLettered || rec.DeadLetterReason != policy.DeadLetterEndpointDisabled {
 			t.Fatalf("record = %+v", rec)
 		}
-		k := homeQueue("off-api")
-		if d := pttl(t, e, k.reservation(rec.Issuer, "kk")); d <= 29*day {
+		k := keyspace.HomeQueue("off-api")
+		if d := pttl(t, e, k.Reservation(rec.Issuer, "kk")); d <= 29*day {
 			t.Fatalf("reservation TTL = %v, want the dead-letter retention", d)
 		}
 		st := mustState(t, s, "off-api")
@@ -209,11 +210,11 @@ func TestDiscard(t *testing.T) {
 		_, err := s.Get(ctxT(t), r.ID)
 		wantErr(t, err, policy.ErrNotFound)
 		wantErr(t, s.Discard(ctxT(t), r.ID), policy.ErrNotFound)
-		k := homeQueue("disc-api")
-		if n := e.b.Client.Exists(ctxT(t), k.reservation(nc.Issuer, "key")).Val(); n != 0 {
+		k := keyspace.HomeQueue("disc-api")
+		if n := e.b.Client.Exists(ctxT(t), k.Reservation(nc.Issuer, "key")).Val(); n != 0 {
 			t.Fatal("reservation outlived the discarded dead letter")
 		}
-		if n := e.b.Client.ZCard(ctxT(t), k.dl).Val(); n != 0 {
+		if n := e.b.Client.ZCard(ctxT(t), k.DL).Val(); n != 0 {
 			t.Fatalf("index still holds %d entries", n)
 		}
 	})

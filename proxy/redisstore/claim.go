@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/fair"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
@@ -127,13 +128,13 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		st := s.shardState(r.Endpoint)
 		plans[i] = &endpointPlan{rot: int(st.rr.Add(1))}
 		for _, q := range qs {
-			if until := s.partShutUntil(r.Endpoint, q.part, now); !until.IsZero() {
+			if until := s.partShutUntil(r.Endpoint, q.Part, now); !until.IsZero() {
 				if plans[i].nextDue.IsZero() || until.Before(plans[i].nextDue) {
 					plans[i].nextDue = until
 				}
 				continue
 			}
-			plans[i].queues = append(plans[i].queues, &queuePlan{q: q, given: !q.home})
+			plans[i].queues = append(plans[i].queues, &queuePlan{q: q, given: !q.Home})
 		}
 	}
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -144,15 +145,15 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			// cap), instead of a short claim and another round.
 			spares := int64(min(2*max(r.Batch, 1), maxBatch))
 			for _, qp := range plans[i].queues {
-				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.due, 0, spares-1),
-					p.ZRangeWithScores(ctx, qp.q.lease, 0, 0), p.ZCard(ctx, qp.q.lease)})
-				vk := r.Endpoint + "/" + qp.q.part
-				if qp.given && views[vk] == nil && s.viewStale(r.Endpoint, qp.q.part) {
-					views[vk] = s.readGate(ctx, p, r.Endpoint, qp.q.part, now)
+				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.Due, 0, spares-1),
+					p.ZRangeWithScores(ctx, qp.q.Lease, 0, 0), p.ZCard(ctx, qp.q.Lease)})
+				vk := r.Endpoint + "/" + qp.q.Part
+				if qp.given && views[vk] == nil && s.viewStale(r.Endpoint, qp.q.Part) {
+					views[vk] = s.readGate(ctx, p, r.Endpoint, qp.q.Part, now)
 				}
 			}
 			for _, q := range bases[i] {
-				regs[i] = append(regs[i], p.HGetAll(ctx, q.acc))
+				regs[i] = append(regs[i], p.HGetAll(ctx, q.Counters))
 			}
 		}
 		return nil
@@ -170,7 +171,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			if err := c.Err(); err != nil && !isNil(err) {
 				return nil, false, s.wrap("claim", err)
 			}
-			got[bases[i][j].shard] = orgsOfCounters(c.Val())
+			got[bases[i][j].Shard] = orgsOfCounters(c.Val())
 		}
 		grew = s.setOrgs(reqs[i].Endpoint, got) || grew
 	}
@@ -227,75 +228,30 @@ func (p *endpointPlan) dueIn() int {
 }
 
 // allot gives each plan its share of total (≤ 0: each its want), one slot
-// at a time in request order among the plans that want more, and cuts the
-// candidates to it.
+// at a time in request order among the plans that want more (fair.Shares),
+// and cuts the candidates to it (spread).
 func allot(plans []*endpointPlan, reqs []ClaimRequest, total int) {
-	share := make([]int, len(plans))
-	if total <= 0 {
-		for i, p := range plans {
-			share[i] = p.want
-		}
-	} else {
-		for more := true; more && total > 0; {
-			more = false
-			for i, p := range plans {
-				if total > 0 && share[i] < p.want {
-					share[i]++
-					total--
-					more = true
-				}
-			}
-		}
-	}
+	wants := make([]int, len(plans))
 	for i, p := range plans {
-		spread(p, share[i])
+		wants[i] = p.want
+	}
+	for i, share := range fair.Shares(wants, total) {
+		spread(plans[i], share)
 	}
 }
 
 // spread shares an endpoint's batch among its queues fairly across
-// organisations (contract §10 "Fair dispatch"): one slot at a time to the
-// organisation with the fewest callouts in flight (every replica's, its
-// lease sets) plus slots given in this claim, ties broken in a rotating
-// order, and within it to its queue (shard) given the fewest; each
-// queue's cap, with as many spare candidates again kept behind it. So a
-// slot that frees while one organisation's backlog fills the endpoint
-// goes to another organisation with work due: one organisation's backlog
-// delays another's by at most one attempt per slot.
+// organisations (fair.Spread, contract §10 "Fair dispatch") and sets each
+// queue's cap, with as many spare candidates again kept behind it.
 func spread(p *endpointPlan, batch int) {
-	left := max(batch, 0)
-	take := make([]int, len(p.queues))
-	load := map[string]int{}
-	for _, qp := range p.queues {
-		load[qp.q.org] += qp.leased
-	}
-	n := len(p.queues)
-	for left > 0 {
-		best := -1
-		for k := range n {
-			j := (p.rot + k) % max(n, 1)
-			qp := p.queues[j]
-			if take[j] >= len(qp.ids) {
-				continue
-			}
-			if best < 0 {
-				best = j
-				continue
-			}
-			b := p.queues[best]
-			if lj, lb := load[qp.q.org], load[b.q.org]; lj < lb || (lj == lb && qp.q.org == b.q.org && take[j] < take[best]) {
-				best = j
-			}
-		}
-		if best < 0 {
-			break
-		}
-		take[best]++
-		load[p.queues[best].q.org]++
-		left--
-	}
+	qs := make([]fair.Queue, len(p.queues))
 	for j, qp := range p.queues {
-		qp.cap = take[j]
-		qp.ids = qp.ids[:min(len(qp.ids), 2*take[j])]
+		qs[j] = fair.Queue{Org: qp.q.Org, Leased: qp.leased, Due: len(qp.ids)}
+	}
+	for j, take := range fair.Spread(qs, batch, p.rot) {
+		qp := p.queues[j]
+		qp.cap = take
+		qp.ids = qp.ids[:min(len(qp.ids), 2*take)]
 	}
 }
 
@@ -328,8 +284,8 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 		// endpoint's own breaker).
 		homeDue := map[string]bool{}
 		for _, qp := range p.queues {
-			if qp.q.home && len(qp.ids) > 0 {
-				homeDue[qp.q.part], homeDue["*"] = true, true
+			if qp.q.Home && len(qp.ids) > 0 {
+				homeDue[qp.q.Part], homeDue["*"] = true, true
 			}
 		}
 		for _, qp := range p.queues {
@@ -351,7 +307,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			slot := 0
 			if cluster {
-				slot = keyspace.Slot(qp.q.due)
+				slot = keyspace.Slot(qp.q.Due)
 			}
 			c := groups[slot]
 			if c == nil {
@@ -359,12 +315,12 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 				groups[slot] = c
 				order = append(order, c)
 			}
-			cq := claimQueue{Due: qp.q.due, Lease: qp.q.lease, Counters: qp.q.acc, Count: len(qp.ids),
-				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap, Part: qp.q.part}
+			cq := claimQueue{Due: qp.q.Due, Lease: qp.q.Lease, Counters: qp.q.Counters, Count: len(qp.ids),
+				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap, Part: qp.q.Part}
 			cq.Gate, cq.GateUntil = gateArgs(qp.view, qp.given)
 			c.Queues = append(c.Queues, cq)
 			for _, id := range qp.ids {
-				cc, rest, _ := qp.q.record(id)
+				cc, rest, _ := qp.q.Record(id)
 				tok := qp.tokens[id]
 				if tok == "" {
 					tok = nextToken()
@@ -441,7 +397,7 @@ func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult
 		if err != nil {
 			return false, err
 		}
-		v, err := s.takeProbe(ctx, qp.q.endpoint, qp.q.part, tok, probeLease)
+		v, err := s.takeProbe(ctx, qp.q.Endpoint, qp.q.Part, tok, probeLease)
 		if err != nil {
 			return false, err
 		}
@@ -485,7 +441,7 @@ func (s *Store) noteGate(qp *queuePlan, res *ClaimResult, g policy.Gate, level s
 	if g.Until.IsZero() {
 		until = s.now().Add(partRecheck)
 	}
-	st := s.shardState(qp.q.endpoint)
+	st := s.shardState(qp.q.Endpoint)
 	st.mu.Lock()
 	if st.partShut == nil {
 		st.partShut = map[string]time.Time{}
@@ -619,7 +575,7 @@ func (s *Store) decodeClaimed(ctx context.Context, r claimedOne, now, leaseUntil
 	for i := 0; i+1 < len(r.Record); i += 2 {
 		m[r.Record[i]] = r.Record[i+1]
 	}
-	c, err := record.Decode(r.ID, m, r.Rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := record.Decode(r.ID, m, r.Rest, func(tag string) string { return s.issuers.Of(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}

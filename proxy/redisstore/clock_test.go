@@ -6,6 +6,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // Redis's clock decides shared state (contract §1, ARCHITECTURE.md "One
@@ -37,7 +38,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if len(cl.Claimed) != 1 || cl.Claimed[0].ID != r.ID {
 			t.Fatalf("claim by the replica ahead = %+v, want %s", cl, r.ID)
 		}
-		score, err := e.b.Client.ZScore(ctxT(t), orgQueue(homeQueue("clock-api")).lease, r.ID).Result()
+		score, err := e.b.Client.ZScore(ctxT(t), orgQueue(keyspace.HomeQueue("clock-api")).Lease, r.ID).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		// 10 s after Redis's now, not 80 s before it.
 		comp := failure(behind.now().Add(10 * time.Second))
 		mustComplete(t, behind, cl.Claimed[0], comp)
-		score, err = e.b.Client.ZScore(ctxT(t), orgQueue(homeQueue("clock-api")).due, r.ID).Result()
+		score, err = e.b.Client.ZScore(ctxT(t), orgQueue(keyspace.HomeQueue("clock-api")).Due, r.ID).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

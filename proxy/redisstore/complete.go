@@ -79,10 +79,10 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 		return nil, err
 	}
 	item.Gate, item.GateUntil = gateArgs(view, given)
-	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint) == "1", q.part
+	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint) == "1", q.Part
 	item.Quorum = s.quorum(cl.Endpoint)
-	rc, rest, resp := q.record(cl.ID)
-	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
+	rc, rest, resp := q.Record(cl.ID)
+	res := q.Reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
 		res = rc
 	}
@@ -102,8 +102,8 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 			// In the pipeline, right after this attempt's breaker update: a
 			// success later in the same pipeline may end the outage (notify.lua
 			// then finds none), so it cannot wait for the pipeline's end.
-			home := homeQueue(cl.Endpoint)
-			p.notify = &notifyArgs{Endpoint: home.ep, SFO: home.sfo, Now: s.clockArg(now), Name: cl.Endpoint,
+			home := keyspace.HomeQueue(cl.Endpoint)
+			p.notify = &notifyArgs{Endpoint: home.EndpointHash, SFO: home.SFO, Now: s.clockArg(now), Name: cl.Endpoint,
 				ID: cl.ID, Outbox: s.outbox, Reason: string(c.Reason), Can: s.canNotify(cl.Endpoint) == "1"}
 		}
 	}
@@ -160,7 +160,7 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		res.Breaker.Held, res.Breaker.HeldBy = 0, ""
 		s.forgetGate(p.cl.Endpoint)
 	}
-	if p.q.part != "" {
+	if p.q.Part != "" {
 		res.Breaker.Partition = p.cl.Issuer
 	}
 	if p.notify != nil && res.State == policy.DeadLettered {

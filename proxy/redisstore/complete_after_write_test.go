@@ -16,7 +16,7 @@ func garbledReplayMark(t *testing.T, e *env, cl *policy.Claimed) *policy.Claimed
 	t.Helper()
 	n, _ := keyspace.ShardOfID(cl.ID)
 	broken := *cl
-	broken.ReplayOf = idOfRaw(n, "0123456789abcdef")
+	broken.ReplayOf = keyspace.IDOfRaw(n, "0123456789abcdef")
 	rk, _ := keyspace.Callout(broken.ReplayOf)
 	if err := e.b.Client.Set(ctxT(t), rk, "not a record", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestProbeCompletionFailingAfterItsRecordClosesTheBreaker(t *testing.T) {
 		if _, err := s.Complete(ctxT(t), garbledReplayMark(t, e, probe), success()); err == nil {
 			t.Fatal("the completion did not fail at its replay mark")
 		}
-		h := e.b.Client.HGetAll(ctxT(t), homeQueue("after-probe").ep).Val()
+		h := e.b.Client.HGetAll(ctxT(t), keyspace.HomeQueue("after-probe").EndpointHash).Val()
 		if h["pt"] != "" || h["bs"] == "open" {
 			t.Fatalf("the probe succeeded but the endpoint hash keeps pt=%q bs=%q", h["pt"], h["bs"])
 		}

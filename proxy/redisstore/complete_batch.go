@@ -66,29 +66,29 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 	}
 	for _, p := range ps {
 		q := p.q
-		i, ok := open[q.due]
-		if ok && (len(calls[i].items) == completeBatchMax || (q.home && touched(q.ep) > i)) {
+		i, ok := open[q.Due]
+		if ok && (len(calls[i].items) == completeBatchMax || (q.Home && touched(q.EndpointHash) > i)) {
 			ok = false
 		}
 		if !ok {
-			calls = append(calls, &pipeCall{kind: callBatch, batch: &completeArgs{Due: q.due, Lease: q.lease,
-				Counters: q.acc, DL: q.dl, DLB: q.dlb, SFO: q.sfo, SFX: q.sfx}})
+			calls = append(calls, &pipeCall{kind: callBatch, batch: &completeArgs{Due: q.Due, Lease: q.Lease,
+				Counters: q.Counters, DL: q.DL, DLB: q.DLB, SFO: q.SFO, SFX: q.SFX}})
 			i = len(calls) - 1
-			open[q.due] = i
+			open[q.Due] = i
 		}
 		c := calls[i]
 		c.items = append(c.items, p)
 		c.batch.Items = append(c.batch.Items, p.item)
-		if q.home {
-			last[q.ep] = max(touched(q.ep), i)
+		if q.Home {
+			last[q.EndpointHash] = max(touched(q.EndpointHash), i)
 		}
 		if p.breaker != nil {
 			calls = append(calls, &pipeCall{items: []*completion{p}, kind: callBreaker})
-			last[q.ep] = len(calls) - 1
+			last[q.EndpointHash] = len(calls) - 1
 		}
 		if p.notify != nil {
 			calls = append(calls, &pipeCall{items: []*completion{p}, kind: callNotify})
-			last[q.ep] = len(calls) - 1
+			last[q.EndpointHash] = len(calls) - 1
 		}
 	}
 	return calls

@@ -84,7 +84,7 @@ func mixedCompletions(t *testing.T, e *env, cls []*policy.Claimed) ([]*policy.Cl
 	out[3] = &stale
 	broken := *cls[5]
 	n, _ := keyspace.ShardOfID(broken.ID)
-	broken.ReplayOf = idOfRaw(n, "0123456789abcdef")
+	broken.ReplayOf = keyspace.IDOfRaw(n, "0123456789abcdef")
 	rk, _ := keyspace.Callout(broken.ReplayOf)
 	if err := e.b.Client.Set(ctxT(t), rk, "not a record", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -188,8 +188,8 @@ func TestBatchedCompletionsMatchOneByOne(t *testing.T) {
 		}
 		for k, ep := range eps[:2] {
 			seq := eps[2+k]
-			bh := e.b.Client.HGetAll(ctxT(t), queueAt(ep, keyspace.ShardOf(ep)).acc).Val()
-			sh := e.b.Client.HGetAll(ctxT(t), queueAt(seq, keyspace.ShardOf(seq)).acc).Val()
+			bh := e.b.Client.HGetAll(ctxT(t), keyspace.QueueAt(ep, keyspace.ShardOf(ep)).Counters).Val()
+			sh := e.b.Client.HGetAll(ctxT(t), keyspace.QueueAt(seq, keyspace.ShardOf(seq)).Counters).Val()
 			if !reflect.DeepEqual(bh, sh) || bh["bi"] == "" {
 				t.Errorf("endpoint hash: batched %v, one by one %v", bh, sh)
 			}
@@ -226,7 +226,7 @@ func TestBatchedCompletionsSplitAtMax(t *testing.T) {
 				t.Fatalf("completion %d = %+v, %v", i, res[i], errs[i])
 			}
 		}
-		if bi := e.b.Client.HGet(ctxT(t), queueAt("split-api", keyspace.ShardOf("split-api")).acc, "bi").Val(); bi != "" {
+		if bi := e.b.Client.HGet(ctxT(t), keyspace.QueueAt("split-api", keyspace.ShardOf("split-api")).Counters, "bi").Val(); bi != "" {
 			t.Fatalf("all ended, %s still counted pending", bi)
 		}
 	})
@@ -307,8 +307,8 @@ func TestBatchedCompletionsSharded(t *testing.T) {
 			t.Errorf("endpoint after the batch: %+v", st)
 		}
 		var pending int64
-		for _, n := range queueShards("wide-api", 2) {
-			v, _ := e.b.Client.HGet(ctxT(t), queueAt("wide-api", n).acc, "bi").Int64()
+		for _, n := range keyspace.QueueShards("wide-api", 2) {
+			v, _ := e.b.Client.HGet(ctxT(t), keyspace.QueueAt("wide-api", n).Counters, "bi").Int64()
 			pending += v
 		}
 		if pending != 7 {

@@ -15,6 +15,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -167,8 +168,8 @@ func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 		stale.LeaseToken = "not-the-lease"
 		broken := *cls[2]
 		// a record that is not a hash: the script fails at its first read
-		q, _ := queueOfID(broken.Endpoint, broken.ID)
-		rec, _, _ := q.record(broken.ID)
+		q, _ := keyspace.QueueOfID(broken.Endpoint, broken.ID)
+		rec, _, _ := q.Record(broken.ID)
 		if err := e.b.Client.Del(ctxT(t), rec).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 		}
 		// a record whose byte count is not a number: arithmetic on nil
 		garbled := *cls[3]
-		grec, _, _ := q.record(garbled.ID)
+		grec, _, _ := q.Record(garbled.ID)
 		if err := e.b.Client.HSet(ctxT(t), grec, "b", "many").Err(); err != nil {
 			t.Fatal(err)
 		}

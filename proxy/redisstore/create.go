@@ -187,15 +187,15 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if err != nil {
 		return createReply{}, "", err
 	}
-	id, err = s.newIDIn(q.shard)
+	id, err = s.newIDIn(q.Shard)
 	if err != nil {
 		return createReply{}, "", err
 	}
-	tag, err := s.noteIssuer(ctx, nc.Issuer)
+	tag, err := s.issuers.Note(ctx, nc.Issuer)
 	if err != nil {
 		return createReply{}, "", err
 	}
-	q = q.forOrg(tag, s.partition(nc.Endpoint, tag))
+	q = q.ForOrg(tag, s.partition(nc.Endpoint, tag))
 	view, given, err := s.gateOf(ctx, q)
 	if err != nil {
 		return createReply{}, "", err
@@ -205,13 +205,13 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		// first (admit.lua); this callout is the probe when it got it. If it
 		// is then not created (a duplicate, a refusal), the token goes back
 		// at once, or no probe would run for the whole probe lease.
-		if view, err = s.takeProbe(ctx, nc.Endpoint, q.part, a.token, a.probeLease); err != nil {
+		if view, err = s.takeProbe(ctx, nc.Endpoint, q.Part, a.token, a.probeLease); err != nil {
 			return createReply{}, "", err
 		}
 		if view.gate.State == "probe" {
 			defer func() {
 				if rep.existing != nil || err != nil {
-					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, q.part, a.token); gerr != nil {
+					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, q.Part, a.token); gerr != nil {
 						s.log.Warn("redisstore: giving back a probe token failed", "endpoint", nc.Endpoint, "err", gerr)
 					}
 				}
@@ -220,17 +220,17 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	}
 	raw12 := fingerprint12(nc)
 	fields, restQ := record.New(nc, a.now)
-	c, rest, _ := q.record(id)
-	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
+	c, rest, _ := q.Record(id)
+	res := q.Reservation(nc.Issuer, nc.IdempotencyKey)
 	if res == "" {
 		res = c
 	}
 	lim := a.lim
-	if n := s.shards(nc.Endpoint); n > 1 {
+	if n := s.Shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
 	}
-	args := createArgs{Record: c, Rest: rest, Due: q.due, Lease: q.lease, Counters: q.acc, Reservation: res, Part: q.part,
-		Now: s.clockArg(a.now), Mode: a.mode, ID: id, Hold: rawOfID(id) + raw12, Takeover: rawOfID(nc.ReplayOf),
+	args := createArgs{Record: c, Rest: rest, Due: q.Due, Lease: q.Lease, Counters: q.Counters, Reservation: res, Part: q.Part,
+		Now: s.clockArg(a.now), Mode: a.mode, ID: id, Hold: keyspace.RawOfID(id) + raw12, Takeover: keyspace.RawOfID(nc.ReplayOf),
 		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
 		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, AtIn: a.at.Milliseconds(), ProbeLease: a.probeLease.Milliseconds(),
 		Token: a.token, RestQ: restQ, Wake: keyspace.WakeChannel, Retention: s.idemTTL, Fields: fields}
@@ -255,11 +255,11 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
-				s.noteOrg(nc.Endpoint, q.shard, tag)
+				s.noteOrg(nc.Endpoint, q.Shard, tag)
 			}
 			return rep, id, err
 		}
-		args.Stale = rawOfID(holder)
+		args.Stale = keyspace.RawOfID(holder)
 	}
 	return createReply{}, "", fmt.Errorf("redisstore: %s: reservation points at a vanished callout twice", op)
 }
@@ -279,7 +279,7 @@ const ackHold = 15 * time.Second
 func (s *Store) unhold(ctx context.Context, q queue, c, id string, at time.Time, wake bool) {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HDel(ctx, c, record.FieldAckHold)
-		p.ZAddArgs(ctx, q.due, redis.ZAddArgs{XX: true, LT: true, Members: []redis.Z{{Score: float64(at.UnixMilli()), Member: id}}})
+		p.ZAddArgs(ctx, q.Due, redis.ZAddArgs{XX: true, LT: true, Members: []redis.Z{{Score: float64(at.UnixMilli()), Member: id}}})
 		if wake {
 			p.Publish(ctx, keyspace.WakeChannel, id)
 		}
@@ -315,7 +315,7 @@ func (s *Store) decodeCreate(ctx context.Context, op string, v createResult, q q
 	case "issuer_backlog_full":
 		return rep, "", fmt.Errorf("redisstore: %s: %w", op, policy.ErrIssuerBacklogFull)
 	case "exists":
-		id := idOfRaw(q.shard, v.Holder)
+		id := keyspace.IDOfRaw(q.Shard, v.Holder)
 		ex, err := s.existing(ctx, id, v.Fingerprint == raw12, now)
 		if err != nil || ex == nil {
 			return rep, id, err
@@ -361,36 +361,3 @@ func (s *Store) existing(ctx context.Context, id string, same bool, now time.Tim
 
 // msTime truncates t to the millisecond, as stored.
 func msTime(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
-
-// noteIssuer returns the tag of issuer, recording tag -> issuer in
-// cp:iss once per Store before the first record that uses it, so every
-// replica can resolve the tag (issuerOf). Errors: ErrUnavailable.
-func (s *Store) noteIssuer(ctx context.Context, issuer string) (string, error) {
-	tag := keyspace.IssuerTag(issuer)
-	if tag == "" {
-		return "", nil
-	}
-	if _, ok := s.issuers.Load(tag); ok {
-		return tag, nil
-	}
-	if err := s.rdb.HSetNX(ctx, keyspace.Issuers, tag, issuer).Err(); err != nil {
-		return "", s.wrap("note issuer", err)
-	}
-	s.issuers.Store(tag, issuer)
-	return tag, nil
-}
-
-// issuerOf resolves an issuer tag of a record: from this Store's
-// memory, else cp:iss. "" when unknown (the caller then matches no issuer:
-// GET /v1/callouts answers 404, never another organisation's record).
-func (s *Store) issuerOf(ctx context.Context, tag string) string {
-	if v, ok := s.issuers.Load(tag); ok {
-		return v.(string)
-	}
-	v, err := s.rdb.HGet(ctx, keyspace.Issuers, tag).Result()
-	if err != nil {
-		return ""
-	}
-	s.issuers.Store(tag, v)
-	return v
-}

@@ -18,7 +18,7 @@ func TestDeadLetterPruneReleasesOtherIssuersShare(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
 		const ep = "prune-api"
-		acc := queueAt(ep, keyspace.ShardOf(ep)).acc
+		acc := keyspace.QueueAt(ep, keyspace.ShardOf(ep)).Counters
 		old := req(ep, "", "{}")
 		old.Issuer = "https://other.my.salesforce.com"
 		other := "ib:" + keyspace.IssuerTag(old.Issuer)

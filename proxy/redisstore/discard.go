@@ -35,15 +35,15 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: discard %s: %w", id, err)
 	}
-	q, _ := queueOfID(meta.Endpoint, id)
-	c, rest, resp := q.record(id)
-	res := q.reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
+	q, _ := keyspace.QueueOfID(meta.Endpoint, id)
+	c, rest, resp := q.Record(id)
+	res := q.Reservation(s.issuers.Of(ctx, m[record.FieldIssuer]), meta.Key)
 	if res == "" {
 		res = c
 	}
-	v, err := s.lua.discard.Run(ctx, s.rdb, &discardArgs{Record: c, Rest: rest, Resp: resp, DL: q.dl,
-		Reservation: res, Counters: q.acc, DLB: q.dlb, SFO: q.sfo, SFD: keyspace.OutboxOf(q.shard).Data, SFX: q.sfx,
-		ID: id, Raw: rawOfID(id), Outbox: s.outbox, Keep: discardKeep})
+	v, err := s.lua.discard.Run(ctx, s.rdb, &discardArgs{Record: c, Rest: rest, Resp: resp, DL: q.DL,
+		Reservation: res, Counters: q.Counters, DLB: q.DLB, SFO: q.SFO, SFD: keyspace.OutboxOf(q.Shard).Data, SFX: q.SFX,
+		ID: id, Raw: keyspace.RawOfID(id), Outbox: s.outbox, Keep: discardKeep})
 	if err != nil {
 		return s.wrap("discard", err)
 	}

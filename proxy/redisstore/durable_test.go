@@ -11,6 +11,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/durable"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -80,7 +81,7 @@ func TestNotDurableKeepsClaimed(t *testing.T) {
 		// The hold ran out: the callout is due now, and a dispatcher takes it.
 		id := key[strings.LastIndex(key, ":")+1:]
 		q, _ := s.calloutQueue("pay", req("pay", "", "").Issuer, id)
-		r.Client.ZAdd(ctx, q.due, redis.Z{Score: 0, Member: id})
+		r.Client.ZAdd(ctx, q.Due, redis.Z{Score: 0, Member: id})
 		if n := claim(); n != 1 {
 			t.Errorf("claimed %d callouts once the hold ran out, want 1", n)
 		}
@@ -143,7 +144,7 @@ func TestNotDurableReplayGivesKeyBack(t *testing.T) {
 		if err != nil || again.Existing == nil || again.Existing.ID != dl {
 			t.Fatalf("the key after a withdrawn replay: %+v, %v; want the dead letter %s", again, err, dl)
 		}
-		if ttl := pttl(t, e, homeQueue(nc.Endpoint).reservation(nc.Issuer, nc.IdempotencyKey)); ttl <= 0 {
+		if ttl := pttl(t, e, keyspace.HomeQueue(nc.Endpoint).Reservation(nc.Issuer, nc.IdempotencyKey)); ttl <= 0 {
 			t.Errorf("the key given back has TTL %s, want the dead-letter retention", ttl)
 		}
 		if r, err := s.Enqueue(ctx, replay, enqOpts); err != nil || r.ID == "" || r.Existing != nil {

@@ -43,7 +43,7 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 	}
 	st.ProbeOut = m[eProbeToken] != "" && st.ProbeUntil.After(now)
 	for _, p := range v.Partitions {
-		ps := policy.PartitionState{Issuer: s.issuerOf(ctx, p.Tag), Breaker: policy.BreakerState(p.Breaker),
+		ps := policy.PartitionState{Issuer: s.issuers.Of(ctx, p.Tag), Breaker: policy.BreakerState(p.Breaker),
 			ConsecutiveFailures: p.Failures, OpenedAt: msTimeOf(p.OpenedAt)}
 		if ps.Breaker != policy.BreakerClosed {
 			ps.ProbeAt = msTimeOf(p.ProbeAt)
@@ -81,13 +81,13 @@ func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p
 			extra(p)
 		}
 		for _, q := range oqs {
-			due = append(due, p.ZCard(ctx, q.due))
-			leased = append(leased, p.ZCard(ctx, q.lease))
+			due = append(due, p.ZCard(ctx, q.Due))
+			leased = append(leased, p.ZCard(ctx, q.Lease))
 		}
 		for _, q := range qs {
-			dead = append(dead, p.ZCard(ctx, q.dl))
-			if !q.home {
-				bytes = append(bytes, p.HGet(ctx, q.acc, eBytes))
+			dead = append(dead, p.ZCard(ctx, q.DL))
+			if !q.Home {
+				bytes = append(bytes, p.HGet(ctx, q.Counters, eBytes))
 			}
 		}
 		return nil

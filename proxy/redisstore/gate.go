@@ -115,25 +115,25 @@ func (s *Store) Admit(ctx context.Context, name string, br policy.BreakerSetting
 func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResult) (policy.BreakerChange, error) {
 	endpoint, issuer := keyspace.SplitGate(name)
 	// the issuer's tag is what a partition is shown by (EndpointState)
-	tag, err := s.noteIssuer(ctx, issuer)
+	tag, err := s.issuers.Note(ctx, issuer)
 	if err != nil {
 		return policy.BreakerChange{}, err
 	}
 	now := s.now()
 	br := r.Breaker.WithDefaults(time.Minute)
 	pause := msUntil(r.PausedUntil, now)
-	home := homeQueue(endpoint)
+	home := keyspace.HomeQueue(endpoint)
 	var due []string
 	qs, err := s.orgQueuesOf(ctx, endpoint, false)
 	if err != nil {
 		return policy.BreakerChange{}, err
 	}
 	for _, q := range qs {
-		if q.home {
-			due = append(due, q.due)
+		if q.Home {
+			due = append(due, q.Due)
 		}
 	}
-	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.ep, Due: due,
+	v, err := s.lua.outcome.Run(ctx, s.rdb, &outcomeArgs{Endpoint: home.EndpointHash, Due: due,
 		Now: s.clockArg(now), Probe: r.ProbeToken, Success: r.Success, Counts: r.CountsTowardBreaker,
 		Threshold: br.Failures, ProbeIn: br.ProbeInterval.Milliseconds(), Pause: pause,
 		Part: s.partition(endpoint, tag), Quorum: s.quorum(endpoint)})

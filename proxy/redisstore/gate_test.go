@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -72,7 +73,7 @@ func TestShutGateClaimIsO1(t *testing.T) {
 // snapshot reads every callout hash and the due set.
 func snapshot(t *testing.T, e *env, ids []string) []any {
 	t.Helper()
-	k := orgQueue(homeQueue("held-api"))
+	k := orgQueue(keyspace.HomeQueue("held-api"))
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := e.b.Client.Pipelined(ctxT(t), func(p redis.Pipeliner) error {
 		for i, id := range ids {
@@ -87,7 +88,7 @@ func snapshot(t *testing.T, e *env, ids []string) []any {
 	for _, c := range cmds {
 		out = append(out, c.Val())
 	}
-	due, err := e.b.Client.ZRangeWithScores(ctxT(t), k.due, 0, -1).Result()
+	due, err := e.b.Client.ZRangeWithScores(ctxT(t), k.Due, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func (s *Store) decode(ctx context.Context, id string, m map[string]string, rest
 	if m[record.FieldState] == "" {
 		return nil, fmt.Errorf("redisstore: get %s: %w", id, policy.ErrNotFound)
 	}
-	c, err := record.Decode(id, m, rest, func(tag string) string { return s.issuerOf(ctx, tag) })
+	c, err := record.Decode(id, m, rest, func(tag string) string { return s.issuers.Of(ctx, tag) })
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +88,9 @@ func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		// its organisation queue and breaker partition (contract §6)
 		q, ok := s.calloutQueue(c.Endpoint, c.Issuer, c.ID)
-		gc = s.readGate(ctx, p, c.Endpoint, q.part, s.now())
+		gc = s.readGate(ctx, p, c.Endpoint, q.Part, s.now())
 		if ok {
-			due = p.ZScore(ctx, q.due, c.ID)
+			due = p.ZScore(ctx, q.Due, c.ID)
 		}
 		return nil
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/inspect"
 	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -72,7 +73,7 @@ func ctxT(t *testing.T) context.Context {
 // orgQueue is q's organisation queue of req's issuer (its due and lease
 // sets), with no breaker partition.
 func orgQueue(q queue) queue {
-	return q.forOrg(keyspace.IssuerTag("https://org.my.salesforce.com"), "")
+	return q.ForOrg(keyspace.IssuerTag("https://org.my.salesforce.com"), "")
 }
 
 func req(endpoint, key string, body string) policy.NewCallout {
@@ -215,3 +216,6 @@ func deadLettersOf(s *Store) *deadletters.Store {
 // pendingOf returns the pending-callout reader of s's Redis, wired as the
 // composition root wires it (proxy/app).
 func pendingOf(s *Store) *pend.Reader { return pend.New(s.rdb, s) }
+
+// inspectOf returns the callout reader of s's Redis (proxy/redisstore/inspect).
+func inspectOf(s *Store) *inspect.Reader { return inspect.New(s.rdb, s) }

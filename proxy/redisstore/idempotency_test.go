@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 func TestIdempotencyReservation(t *testing.T) {
@@ -99,8 +100,8 @@ func TestReplayTakesOverReservation(t *testing.T) {
 		if err != nil || r.Existing != nil || r.State != policy.Scheduled {
 			t.Fatalf("replay = %+v, %v", r, err)
 		}
-		k := homeQueue("replay-api")
-		if d := pttl(t, e, k.reservation(nc.Issuer, nc.IdempotencyKey)); d != -1 {
+		k := keyspace.HomeQueue("replay-api")
+		if d := pttl(t, e, k.Reservation(nc.Issuer, nc.IdempotencyKey)); d != -1 {
 			t.Fatalf("reservation TTL = %v, want none while the replay is pending", d)
 		}
 		got, _ := s.Begin(ctxT(t), nc, policy.BeginOptions{Lease: testLease})

@@ -45,10 +45,10 @@ func TestKeysOfOneEndpointShareASlot(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		for i := range 200 {
 			endpoint := fmt.Sprintf("api-%d", i)
-			k := homeQueue(endpoint)
+			k := keyspace.HomeQueue(endpoint)
 			id, _ := keyspace.NewCalloutID(endpoint, rand.Reader)
 			idKey, _ := keyspace.Callout(id)
-			keys := []string{k.due, k.lease, k.ep, k.dl, recordKey(id), idKey, k.reservation("https://org", "key")}
+			keys := []string{k.Due, k.Lease, k.EndpointHash, k.DL, recordKey(id), idKey, k.Reservation("https://org", "key")}
 			want := keyspace.Slot(keys[0])
 			for _, key := range keys {
 				if keyspace.Slot(key) != want {

@@ -88,11 +88,11 @@ func TestMigrateOrganisationQueues(t *testing.T) {
 			t.Fatalf("claimed %d, want 1", len(inflight.Claimed))
 		}
 		// back to layout 1: every organisation's members in the queue's sets
-		home := homeQueue(ep)
+		home := keyspace.HomeQueue(ep)
 		old := map[string]string{}
 		for _, org := range []string{orgA, orgB} {
-			q := home.forOrg(keyspace.IssuerTag(org), "")
-			old[q.due], old[q.lease] = home.due, home.lease
+			q := home.ForOrg(keyspace.IssuerTag(org), "")
+			old[q.Due], old[q.Lease] = home.Due, home.Lease
 		}
 		for from, to := range old {
 			zs, err := rdb.ZRangeWithScores(ctx, from, 0, -1).Result()
@@ -104,7 +104,7 @@ func TestMigrateOrganisationQueues(t *testing.T) {
 			}
 			rdb.Del(ctx, from)
 		}
-		if n := rdb.ZCard(ctx, home.due).Val() + rdb.ZCard(ctx, home.lease).Val(); n != 6 {
+		if n := rdb.ZCard(ctx, home.Due).Val() + rdb.ZCard(ctx, home.Lease).Val(); n != 6 {
 			t.Fatalf("layout-1 sets hold %d callouts, want 6", n)
 		}
 		if err := rdb.Set(ctx, keyspace.Layout, "1", 0).Err(); err != nil {
@@ -121,7 +121,7 @@ func TestMigrateOrganisationQueues(t *testing.T) {
 			if err := layout.Check(ctx, rdb); err != nil {
 				t.Fatalf("check after migrate run %d: %v", run+1, err)
 			}
-			if due, lease := rdb.ZCard(ctx, home.due).Val(), rdb.ZCard(ctx, home.lease).Val(); due != 1 || lease != 0 {
+			if due, lease := rdb.ZCard(ctx, home.Due).Val(), rdb.ZCard(ctx, home.Lease).Val(); due != 1 || lease != 0 {
 				t.Fatalf("after run %d the queue's own sets hold %d due, %d leased; want the issuer-less one due", run+1, due, lease)
 			}
 		}

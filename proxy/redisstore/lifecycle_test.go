@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
@@ -25,7 +26,7 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 		if !cl.LeaseExpiresAt.Equal(t0.Add(testLease)) || cl.IdempotencyKey != "key-1" {
 			t.Fatalf("lease/key = %v %q", cl.LeaseExpiresAt, cl.IdempotencyKey)
 		}
-		k := homeQueue("payment-api")
+		k := keyspace.HomeQueue("payment-api")
 		if d := pttl(t, e, recordKey(cl.ID)); d != -1 {
 			t.Fatalf("pending callout TTL = %v, want none", d)
 		}
@@ -37,7 +38,7 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 		// The record's TTL is set as it ends; the reservation's was set by
 		// Begin to lease + retention, so it outlives the record by at most
 		// what was left of the lease (contract §5: at least the retention).
-		for key, most := range map[string]time.Duration{recordKey(cl.ID): day, k.reservation(nc.Issuer, nc.IdempotencyKey): day + testLease} {
+		for key, most := range map[string]time.Duration{recordKey(cl.ID): day, k.Reservation(nc.Issuer, nc.IdempotencyKey): day + testLease} {
 			if d := pttl(t, e, key); d <= day-time.Minute || d > most {
 				t.Fatalf("%s TTL = %v, want ~24h", key, d)
 			}
@@ -78,7 +79,7 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 			_, err := s.Get(ctxT(t), cl.ID)
 			wantErr(t, err, policy.ErrNotFound)
 			e.b.Mini.FastForward(testLease)
-			if e.b.Mini.Exists(k.reservation(nc.Issuer, nc.IdempotencyKey)) {
+			if e.b.Mini.Exists(k.Reservation(nc.Issuer, nc.IdempotencyKey)) {
 				t.Fatal("idempotency key outlived its TTL")
 			}
 		}
@@ -195,8 +196,8 @@ func TestDeadLetterIndexedWithTTL(t *testing.T) {
 		if res.State != policy.DeadLettered || !res.NotifyOwner {
 			t.Fatalf("result = %+v, want dead_lettered and notify (first dead letter of the outage)", res)
 		}
-		k := homeQueue("dl-api")
-		for _, key := range []string{recordKey(r.ID), k.reservation(nc.Issuer, nc.IdempotencyKey)} {
+		k := keyspace.HomeQueue("dl-api")
+		for _, key := range []string{recordKey(r.ID), k.Reservation(nc.Issuer, nc.IdempotencyKey)} {
 			if d := pttl(t, e, key); d <= 30*day-time.Minute || d > 30*day {
 				t.Fatalf("%s TTL = %v, want ~720h", key, d)
 			}
@@ -271,13 +272,13 @@ func TestResponseBodyCappedOnCharacterBoundary(t *testing.T) {
 func TestBeginReservationTTLWhilePending(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		k := homeQueue("ttl-api")
+		k := keyspace.HomeQueue("ttl-api")
 		r1 := mustBegin(t, s, req("ttl-api", "retried", "{}"))
-		if d := pttl(t, e, k.reservation(r1.Issuer, "retried")); d <= day || d > day+testLease {
+		if d := pttl(t, e, k.Reservation(r1.Issuer, "retried")); d <= day || d > day+testLease {
 			t.Fatalf("Begin's reservation TTL = %v, want lease + retention", d)
 		}
 		mustComplete(t, s, r1, failure(e.clk.Now().Add(time.Hour)))
-		if d := pttl(t, e, k.reservation(r1.Issuer, "retried")); d != -1 {
+		if d := pttl(t, e, k.Reservation(r1.Issuer, "retried")); d != -1 {
 			t.Fatalf("after a failed first attempt: reservation TTL %v, want none while pending", d)
 		}
 		r2 := mustBegin(t, s, req("ttl-api", "reaped", "{}"))
@@ -285,7 +286,7 @@ func TestBeginReservationTTLWhilePending(t *testing.T) {
 		if ids, err := s.Reap(ctxT(t), "ttl-api", 10); err != nil || len(ids) != 1 || ids[0] != r2.ID {
 			t.Fatalf("reap = %v, %v", ids, err)
 		}
-		if d := pttl(t, e, k.reservation(r2.Issuer, "reaped")); d != -1 {
+		if d := pttl(t, e, k.Reservation(r2.Issuer, "reaped")); d != -1 {
 			t.Fatalf("after a reap: reservation TTL %v, want none while pending", d)
 		}
 		// Finished later by a dispatcher, each gets the retention from then.
@@ -298,7 +299,7 @@ func TestBeginReservationTTLWhilePending(t *testing.T) {
 			mustComplete(t, s, cl, success())
 		}
 		for _, key := range []string{"retried", "reaped"} {
-			if d := pttl(t, e, k.reservation(r1.Issuer, key)); d <= day-time.Minute || d > day {
+			if d := pttl(t, e, k.Reservation(r1.Issuer, key)); d <= day-time.Minute || d > day {
 				t.Fatalf("%s after success: reservation TTL %v, want the retention", key, d)
 			}
 		}

@@ -75,12 +75,12 @@ func TestPendingCalloutMemory(t *testing.T) {
 					lastID = r.ID
 				}
 				perCallout := (usedMemory(t, e) - before) / n
-				q := queueAt("payment-api", keyspace.ShardOf("payment-api"))
-				c, _, _ := q.record(lastID)
-				res := q.reservation(last.Issuer, last.IdempotencyKey)
+				q := keyspace.QueueAt("payment-api", keyspace.ShardOf("payment-api"))
+				c, _, _ := q.Record(lastID)
+				res := q.Reservation(last.Issuer, last.IdempotencyKey)
 				record := e.b.Client.MemoryUsage(ctx, c, 0).Val()
 				idem := e.b.Client.MemoryUsage(ctx, res, 0).Val()
-				due := e.b.Client.MemoryUsage(ctx, orgQueue(q).due, 0).Val() / (n + 1)
+				due := e.b.Client.MemoryUsage(ctx, orgQueue(q).Due, 0).Val() / (n + 1)
 				enc := e.b.Client.ObjectEncoding(ctx, c).Val()
 				t.Logf("%s: %d bytes per pending keyed callout by used_memory delta (MEMORY USAGE: record %d (%s) + reservation %d + due entry ~%d); body %d bytes",
 					sh.name, perCallout, record, enc, idem, due, len(last.Body))

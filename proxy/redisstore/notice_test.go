@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // noticeStore is a store with the outbox on whose Options.Notify says
@@ -39,7 +40,7 @@ func noticeStore(e *env, sharded string, loud ...string) *Store {
 // outbox (o: outage, d: disable).
 func outboxNotices(t *testing.T, e *env, endpoint string) []string {
 	var out []string
-	for _, m := range e.b.Client.ZRange(ctxT(t), homeQueue(endpoint).sfo, 0, -1).Val() {
+	for _, m := range e.b.Client.ZRange(ctxT(t), keyspace.HomeQueue(endpoint).SFO, 0, -1).Val() {
 		if strings.HasPrefix(m, "o:"+endpoint+":") || strings.HasPrefix(m, "d:"+endpoint+":") {
 			out = append(out, m)
 		}

@@ -66,7 +66,7 @@ func TestShardedDeadLetterTellsOwnerInAPipeline(t *testing.T) {
 					res[i] = mustComplete(t, s, cls[i], comps[i])
 				}
 			}
-			sfo := homeQueue(ep).sfo
+			sfo := keyspace.HomeQueue(ep).SFO
 			var told []string
 			for _, m := range e.b.Client.ZRange(ctxT(t), sfo, 0, -1).Val() {
 				if strings.HasPrefix(m, "o:") {

@@ -1,9 +1,10 @@
 package redisstore
 
 import (
-	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"testing"
 	"time"
+
+	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 )
@@ -89,7 +90,7 @@ func TestKeyHolder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.KeyHolder(ctxT(t), "https://org.my.salesforce.com", "pay-api", "k-1")
+		id, err := inspectOf(s).KeyHolder(ctxT(t), "https://org.my.salesforce.com", "pay-api", "k-1")
 		if err != nil || id != r.ID {
 			t.Fatalf("KeyHolder = %q, %v; want %s", id, err, r.ID)
 		}
@@ -99,7 +100,7 @@ func TestKeyHolder(t *testing.T) {
 			{"https://org.my.salesforce.com", "pay-api", "k-2"},
 			{"https://org.my.salesforce.com", "pay-api", ""},
 		} {
-			_, err := s.KeyHolder(ctxT(t), tt.issuer, tt.endpoint, tt.key)
+			_, err := inspectOf(s).KeyHolder(ctxT(t), tt.issuer, tt.endpoint, tt.key)
 			wantErr(t, err, policy.ErrNotFound)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // On a sharded endpoint whose gate is half-open, a write to a queue outside
@@ -26,7 +27,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !q.home {
+			if !q.Home {
 				key = k
 			}
 		}
@@ -39,8 +40,8 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 			f := failure(e.clk.Now().Add(time.Hour))
 			f.Breaker = br
 			mustComplete(t, s, cl, f)
-			q, _ := queueOfID(ep, cl.ID)
-			pending[q.due] = true
+			q, _ := keyspace.QueueOfID(ep, cl.ID)
+			pending[q.Due] = true
 		}
 		if g := mustState(t, s, ep); g.Breaker != policy.BreakerOpen {
 			t.Fatalf("breaker %s, want open", g.Breaker)
@@ -61,7 +62,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !q.home && pending[q.due] {
+			if !q.Home && pending[q.Due] {
 				refused = k
 			}
 		}

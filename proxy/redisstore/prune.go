@@ -21,7 +21,7 @@ func (s *Store) PruneDeadLetters(ctx context.Context, endpoint string) (int64, e
 	var total int64
 	for _, q := range qs {
 		for range 100 {
-			v, err := s.lua.dlPrune.Run(ctx, s.rdb, &pruneArgs{Counters: q.acc, DL: q.dl, DLB: q.dlb, Now: now,
+			v, err := s.lua.dlPrune.Run(ctx, s.rdb, &pruneArgs{Counters: q.Counters, DL: q.DL, DLB: q.DLB, Now: now,
 				Retention: s.dlTTL.Milliseconds()})
 			if err != nil {
 				return total, s.wrap("dl_prune", err)

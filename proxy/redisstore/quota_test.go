@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // These tests push past each Redis-bytes limit of contract §10 and show the
@@ -47,8 +48,8 @@ func TestFinishedKeyedWriteKeepsNoRequest(t *testing.T) {
 				if items, n, err := s.Backlog(ctxT(t), "fin-api"); items != 0 || n != 0 || err != nil {
 					t.Fatalf("after success: %d items %d bytes (%v), want 0 0", items, n, err)
 				}
-				k := homeQueue("fin-api")
-				keys := append(recordKeys(res.Claimed.ID), k.reservation(nc.Issuer, nc.IdempotencyKey))
+				k := keyspace.HomeQueue("fin-api")
+				keys := append(recordKeys(res.Claimed.ID), k.Reservation(nc.Issuer, nc.IdempotencyKey))
 				var total int64
 				for _, key := range keys {
 					if e.b.Mini != nil {

@@ -2,11 +2,10 @@ package redisstore
 
 import (
 	"context"
-	"time"
 
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/wake"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,7 +31,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 	cands := make([]*redis.StringSliceCmd, len(qs))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range qs {
-			cands[i] = p.ZRangeByScore(ctx, q.lease, dueBy(now, limit))
+			cands[i] = p.ZRangeByScore(ctx, q.Lease, dueBy(now, limit))
 		}
 		return nil
 	})
@@ -56,10 +55,10 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		if err != nil {
 			return nil, err
 		}
-		c := &reapArgs{Due: q.due, Lease: q.lease, Counters: q.acc, Now: s.clockArg(now), Part: q.part}
+		c := &reapArgs{Due: q.Due, Lease: q.Lease, Counters: q.Counters, Now: s.clockArg(now), Part: q.Part}
 		c.Gate, c.GateUntil = gateArgs(view, given)
 		for j, id := range ids {
-			rc, _, _ := q.record(id)
+			rc, _, _ := q.Record(id)
 			c.Candidates = append(c.Candidates, reapCandidate{Record: rc, Reservation: res[j], ID: id})
 		}
 		calls = append(calls, c)
@@ -84,16 +83,16 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 		q := callQ[c]
 		for _, r := range v.Reaped {
 			out = append(out, r.ID)
-			if tok := r.Token; !q.home && tok != "" {
+			if tok := r.Token; !q.Home && tok != "" {
 				// A sharded queue: release the probe token if it held it.
-				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.endpoint, q.part, tok, now)); err != nil {
+				if _, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(q.Endpoint, q.Part, tok, now)); err != nil {
 					return out, s.wrap("reap: probe", err)
 				}
 			}
 		}
 	}
 	if len(out) > 0 {
-		s.publishWake(ctx, endpoint)
+		wake.Publish(ctx, s.rdb, endpoint)
 	}
 	return out, nil
 }
@@ -125,13 +124,6 @@ type reapReply struct {
 	} `lua:"reaped"`
 }
 
-// publishWake tells the dispatchers that endpoint has work due now (pub/sub
-// on cp:wake). Best effort: a lost message costs at most the
-// dispatcher's backstop wait.
-func (s *Store) publishWake(ctx context.Context, endpoint string) {
-	_ = s.rdb.Publish(ctx, keyspace.WakeChannel, endpoint).Err()
-}
-
 // reservationsOf returns the reservation key of each callout of ids
 // of queue q (its record key when it has none), from their records' meta
 // and issuer tag (one pipelined round trip).
@@ -139,7 +131,7 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			c, _, _ := q.record(id)
+			c, _, _ := q.Record(id)
 			cmds[i] = p.HGetAll(ctx, c)
 		}
 		return nil
@@ -149,55 +141,12 @@ func (s *Store) reservationsOf(ctx context.Context, q queue, ids []string) ([]st
 	}
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		c, _, _ := q.record(id)
+		c, _, _ := q.Record(id)
 		out[i] = c
 		m := cmds[i].Val()
 		if meta, err := record.MetaOf(m); err == nil && meta.Key != "" {
-			out[i] = q.reservation(s.issuerOf(ctx, m[record.FieldIssuer]), meta.Key)
+			out[i] = q.Reservation(s.issuers.Of(ctx, m[record.FieldIssuer]), meta.Key)
 		}
 	}
 	return out, nil
-}
-
-// wakeConfirm bounds Wakeups' wait for the subscription's confirmation.
-const wakeConfirm = time.Second
-
-// Wakeups subscribes to the wake channel (keyspace cp:wake) and returns
-// a channel that receives a value, coalesced (capacity 1), for every
-// message, until ctx ends: the dispatcher's cue that another replica made
-// work due now (create.lua, Reap, the release of held callouts). The
-// subscription reconnects by itself (go-redis PubSub); what is published
-// while it is down is lost, which the dispatcher's backstop wait bounds.
-func (s *Store) Wakeups(ctx context.Context) <-chan struct{} {
-	ps := s.rdb.Subscribe(ctx, keyspace.WakeChannel)
-	// Wait for the subscription to be confirmed, so what is published
-	// after Wakeups returns is seen — at most wakeConfirm: a Redis that
-	// does not answer must not hold up the start (go-redis subscribes
-	// again when it answers; until then the dispatcher's poll finds the
-	// work, contract §9).
-	cctx, cancel := context.WithTimeout(ctx, wakeConfirm)
-	defer cancel()
-	if _, err := ps.Receive(cctx); err != nil {
-		s.log.Warn("redisstore: wake subscription", "err", err)
-	}
-	out := make(chan struct{}, 1)
-	go func() {
-		defer ps.Close()
-		ch := ps.Channel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-ch:
-				if !ok {
-					return
-				}
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return out
 }

@@ -21,22 +21,22 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 	if !ok {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
-	c, rest, resp := q.record(cl.ID)
-	res := q.reservation(cl.Issuer, cl.IdempotencyKey)
+	c, rest, resp := q.Record(cl.ID)
+	res := q.Reservation(cl.Issuer, cl.IdempotencyKey)
 	if res == "" {
 		res = c
 	}
-	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
-		Due: q.due, Counters: q.acc, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: rawOfID(cl.ID),
-		Home: q.home, Part: q.part})
+	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.Lease,
+		Due: q.Due, Counters: q.Counters, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: keyspace.RawOfID(cl.ID),
+		Home: q.Home, Part: q.Part})
 	if err != nil {
 		return s.wrap("release", err)
 	}
 	if v.Result != "ok" {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
-	if !q.home && cl.Kind == policy.KindProbe {
-		err = s.giveBackProbe(ctx, cl.Endpoint, q.part, cl.LeaseToken)
+	if !q.Home && cl.Kind == policy.KindProbe {
+		err = s.giveBackProbe(ctx, cl.Endpoint, q.Part, cl.LeaseToken)
 	}
 	return err
 }
@@ -55,14 +55,14 @@ func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) {
 	if !ok {
 		return
 	}
-	c, rest, resp := q.record(id)
-	res := q.reservation(nc.Issuer, nc.IdempotencyKey)
+	c, rest, resp := q.Record(id)
+	res := q.Reservation(nc.Issuer, nc.IdempotencyKey)
 	if res == "" {
 		res = c
 	}
-	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.lease,
-		Due: q.due, Counters: q.acc, Reservation: res, ID: id, Raw: rawOfID(id), Home: q.home, Part: q.part,
-		Takeover: rawOfID(nc.ReplayOf), TakeoverTTL: s.dlTTL})
+	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.Lease,
+		Due: q.Due, Counters: q.Counters, Reservation: res, ID: id, Raw: keyspace.RawOfID(id), Home: q.Home, Part: q.Part,
+		Takeover: keyspace.RawOfID(nc.ReplayOf), TakeoverTTL: s.dlTTL})
 	if err != nil || v.Result != "ok" {
 		s.log.Warn("redisstore: a callout not confirmed durable was not withdrawn; it will be delivered",
 			"callout_id", id, "claimed", err == nil, "err", s.wrap("withdraw", err))

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/wake"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,14 +26,14 @@ func (s *Store) releaseHeld(ctx context.Context, endpoint string) (int, error) {
 		}
 	}
 	if released > 0 {
-		s.publishWake(ctx, endpoint)
+		wake.Publish(ctx, s.rdb, endpoint)
 	}
 	return released, nil
 }
 
 // releaseHeldIn releases the held callouts of queue q.
 func (s *Store) releaseHeldIn(ctx context.Context, q queue) (int, error) {
-	due := q.due
+	due := q.Due
 	// The window (due later than this replica's now) only picks the
 	// candidates; the script re-checks each against Redis's clock.
 	now := s.now()
@@ -49,7 +50,7 @@ func (s *Store) releaseHeldIn(ctx context.Context, q queue) (int, error) {
 		}
 		a := releaseHeldArgs{Due: due, Now: s.clockArg(now)}
 		for _, id := range ids {
-			c, _, _ := q.record(id)
+			c, _, _ := q.Record(id)
 			a.Callouts = append(a.Callouts, heldCallout{Record: c, ID: id})
 		}
 		v, err := s.lua.releaseHeld.Run(ctx, s.rdb, &a)

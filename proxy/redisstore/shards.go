@@ -75,8 +75,11 @@ type gateView struct {
 	level    string // the breaker partition whose gate it is ("" the endpoint's)
 }
 
-// shards returns the configured shard count of endpoint (Options.Shards).
-func (s *Store) shards(endpoint string) int {
+// Shards returns the configured shard count of endpoint (Options.Shards),
+// 1 … keyspace.Shards: how many queues its callouts spread over
+// (keyspace "Shards and queues"); proxy/redisstore/inspect finds a key's
+// queue by it.
+func (s *Store) Shards(endpoint string) int {
 	if s.shardsOf == nil {
 		return 1
 	}
@@ -95,7 +98,7 @@ func (s *Store) shardState(endpoint string) *shardState {
 // nothing recorded, no round trip. Errors: ErrUnavailable.
 func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) {
 	st := s.shardState(endpoint)
-	n := s.shards(endpoint)
+	n := s.Shards(endpoint)
 	st.mu.Lock()
 	fresh := st.queues != nil && s.now().Sub(st.readAt) < shardsRefresh
 	st.mu.Unlock()
@@ -131,10 +134,10 @@ func (s *Store) queuesOf(ctx context.Context, endpoint string) ([]queue, error) 
 	seen := map[int]bool{}
 	var qs []queue
 	for _, c := range counts {
-		for _, sh := range queueShards(endpoint, c) {
+		for _, sh := range keyspace.QueueShards(endpoint, c) {
 			if !seen[sh] {
 				seen[sh] = true
-				qs = append(qs, queueAt(endpoint, sh))
+				qs = append(qs, keyspace.QueueAt(endpoint, sh))
 			}
 		}
 	}
@@ -186,7 +189,7 @@ func (s *Store) orgQueuesOf(ctx context.Context, endpoint string, fresh bool) ([
 		cmds := make([]*redis.MapStringStringCmd, len(qs))
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, q := range qs {
-				cmds[i] = p.HGetAll(ctx, q.acc)
+				cmds[i] = p.HGetAll(ctx, q.Counters)
 			}
 			return nil
 		})
@@ -195,7 +198,7 @@ func (s *Store) orgQueuesOf(ctx context.Context, endpoint string, fresh bool) ([
 			if err := cmds[i].Err(); err != nil && !isNil(err) {
 				return nil, s.wrap("organisation queues", err)
 			}
-			got[q.shard] = orgsOfCounters(cmds[i].Val())
+			got[q.Shard] = orgsOfCounters(cmds[i].Val())
 		}
 		s.setOrgs(endpoint, got)
 	}
@@ -261,9 +264,9 @@ func (s *Store) expandOrgs(endpoint string, qs []queue) []queue {
 	st.mu.Unlock()
 	var out []queue
 	for _, q := range qs {
-		tags := slices.Sorted(slices.Values(orgs[q.shard]))
+		tags := slices.Sorted(slices.Values(orgs[q.Shard]))
 		for _, t := range tags {
-			out = append(out, q.forOrg(t, s.partition(endpoint, t)))
+			out = append(out, q.ForOrg(t, s.partition(endpoint, t)))
 		}
 	}
 	return out
@@ -291,66 +294,54 @@ type noteShardsReply struct {
 }
 
 // createQueue returns the queue a new callout of nc goes to: for a keyed
-// callout the queue its key maps to (keyQueue: where its reservation
+// callout the queue its key maps to (keyspace.KeyedQueue: where its reservation
 // lives), else the next queue in turn, among the configured shard count's
 // queues.
 func (s *Store) createQueue(ctx context.Context, nc policy.NewCallout) (queue, error) {
-	n := s.shards(nc.Endpoint)
+	n := s.Shards(nc.Endpoint)
 	if n == 1 {
-		return queueAt(nc.Endpoint, keyspace.ShardOf(nc.Endpoint)), nil
+		return keyspace.QueueAt(nc.Endpoint, keyspace.ShardOf(nc.Endpoint)), nil
 	}
 	if _, err := s.queuesOf(ctx, nc.Endpoint); err != nil {
 		return queue{}, err
 	}
-	shards := queueShards(nc.Endpoint, n)
-	i := 0
 	if nc.IdempotencyKey != "" {
-		i = keyQueue(nc.Endpoint, nc.Issuer, nc.IdempotencyKey, n)
-	} else {
-		i = int(s.shardState(nc.Endpoint).next.Add(1) % uint64(n))
+		return keyspace.KeyedQueue(nc.Endpoint, nc.Issuer, nc.IdempotencyKey, n), nil
 	}
-	return queueAt(nc.Endpoint, shards[i]), nil
-}
-
-// queueOfID returns the queue holding callout id of endpoint.
-func queueOfID(endpoint, id string) (queue, bool) {
-	n, ok := keyspace.ShardOfID(id)
-	if !ok {
-		return queue{}, false
-	}
-	return queueAt(endpoint, n), true
+	i := int(s.shardState(nc.Endpoint).next.Add(1) % uint64(n))
+	return keyspace.QueueAt(nc.Endpoint, keyspace.QueueShards(nc.Endpoint, n)[i]), nil
 }
 
 // calloutQueue returns the organisation queue holding callout id of
 // endpoint, made for issuer (its due and lease sets, keyspace
 // "Organisation queues"), and its breaker partition.
 func (s *Store) calloutQueue(endpoint, issuer, id string) (queue, bool) {
-	q, ok := queueOfID(endpoint, id)
+	q, ok := keyspace.QueueOfID(endpoint, id)
 	if !ok {
 		return queue{}, false
 	}
 	tag := keyspace.IssuerTag(issuer)
-	return q.forOrg(tag, s.partition(endpoint, tag)), true
+	return q.ForOrg(tag, s.partition(endpoint, tag)), true
 }
 
 // gateOf returns the endpoint gate a queue's script acts on: "" for the
 // home queue (its scripts read the gate themselves); for another queue the
 // gate this replica read from the endpoint hash at most GateViewTTL ago.
 func (s *Store) gateOf(ctx context.Context, q queue) (gateView, bool, error) {
-	if q.home {
+	if q.Home {
 		return gateView{}, false, nil
 	}
-	if !s.viewStale(q.endpoint, q.part) {
-		st := s.shardState(q.endpoint)
+	if !s.viewStale(q.Endpoint, q.Part) {
+		st := s.shardState(q.Endpoint)
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		return st.views[q.part].v, true, nil
+		return st.views[q.Part].v, true, nil
 	}
-	v, err := s.gateRead(ctx, q.endpoint, q.part, s.now())
+	v, err := s.gateRead(ctx, q.Endpoint, q.Part, s.now())
 	if err != nil {
 		return gateView{}, true, err
 	}
-	s.setView(q.endpoint, q.part, v)
+	s.setView(q.Endpoint, q.Part, v)
 	return v, true, nil
 }
 
@@ -425,7 +416,7 @@ func (s *Store) DeadLetterIndexes(ctx context.Context, endpoint string) ([]strin
 	qs, err := s.queuesOf(ctx, endpoint)
 	dls := make([]string, len(qs))
 	for i, q := range qs {
-		dls[i] = q.dl
+		dls[i] = q.DL
 	}
 	return dls, err
 }
@@ -437,7 +428,7 @@ func (s *Store) PendingQueues(ctx context.Context, endpoint string) ([]pend.Queu
 	qs, err := s.orgQueuesOf(ctx, endpoint, false)
 	out := make([]pend.Queue, len(qs))
 	for i, q := range qs {
-		out[i] = pend.Queue{Due: q.due, Lease: q.lease, Tag: q.tag, Part: q.part}
+		out[i] = pend.Queue{Due: q.Due, Lease: q.Lease, Tag: q.Tag, Part: q.Part}
 	}
 	return out, err
 }

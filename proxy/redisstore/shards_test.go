@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,8 +34,8 @@ func shardedStore(e *env, endpoint string, n int) *Store {
 func dueIn(t *testing.T, e *env, endpoint string, n int) []int64 {
 	t.Helper()
 	var out []int64
-	for _, sh := range queueShards(endpoint, n) {
-		out = append(out, e.b.Client.ZCard(ctxT(t), orgQueue(queueAt(endpoint, sh)).due).Val())
+	for _, sh := range keyspace.QueueShards(endpoint, n) {
+		out = append(out, e.b.Client.ZCard(ctxT(t), orgQueue(keyspace.QueueAt(endpoint, sh)).Due).Val())
 	}
 	return out
 }
@@ -104,8 +105,8 @@ func TestShardedEndpointSpreadsAndServes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, sh := range queueShards("hot-api", 3) {
-				slot := shardSlot(sh)
+			for _, sh := range keyspace.QueueShards("hot-api", 3) {
+				slot := keyspace.Slot(keyspace.Tag(sh))
 				for _, r := range slots {
 					if slot >= r.Start && slot <= r.End {
 						owners[r.Nodes[0].Addr] = true

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/issuers"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
@@ -166,8 +167,8 @@ type Store struct {
 	seen sync.Map
 	// onGate is Options.GateChanged.
 	onGate func(endpoint string)
-	// issuers maps issuer tags to issuers (cp:iss, create.go).
-	issuers     sync.Map
+	// issuers resolves issuer tags (cp:iss).
+	issuers     *issuers.Registry
 	shardsOf    func(string) int
 	partitioned func(string) bool
 	// openPartitions: Options.OpenPartitions.
@@ -217,6 +218,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.issuers = issuers.New(client)
 	s.dead = deadletters.New(client, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin})
 	return s
 }
@@ -270,7 +272,7 @@ func (s *Store) newIDIn(n int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("redisstore: callout id: %w", err)
 	}
-	return idOfRaw(n, string(b[:])), nil
+	return keyspace.IDOfRaw(n, string(b[:])), nil
 }
 
 // canNotify is the scripts' flag of whether an owner notification about
@@ -344,3 +346,7 @@ func (s *Store) layoutReady(ctx context.Context) error {
 	}
 	return s.CheckLayout(ctx)
 }
+
+// queue is one queue of an endpoint (keyspace.Queue: its keys, built by
+// keyspace.QueueAt and ForOrg).
+type queue = keyspace.Queue

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // testTrace is a stored trace context: a traceparent and a tracestate.
@@ -43,7 +44,7 @@ func TestTraceContextStored(t *testing.T) {
 
 		// Enqueue writes it too; without one nothing is stored.
 		bytes := func() int {
-			n, _ := strconv.Atoi(e.b.Client.HGet(ctx, homeQueue("trace-bytes").ep, eBytes).Val())
+			n, _ := strconv.Atoi(e.b.Client.HGet(ctx, keyspace.HomeQueue("trace-bytes").EndpointHash, eBytes).Val())
 			return n
 		}
 		plain := req("trace-bytes", "", "{}")

@@ -29,6 +29,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/inspect"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/jobs"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/stats"
@@ -133,7 +134,7 @@ func newEnv(t *testing.T, b redistest.Backend, seed uint64) *env {
 	}
 	e.stats = stats.New(b.Client, stats.Options{Now: e.clk.Now})
 	e.deps = admin.Deps{Config: e.cfg, Tokens: tokens, Endpoints: e.store, DeadLetters: e.svc,
-		ReplayJobs: e.svc, Keys: e.store, Callouts: pending.New(b.Client, e.store), Metrics: m, Logger: logger, Now: e.clk.Now,
+		ReplayJobs: e.svc, Keys: inspect.New(b.Client, e.store), Callouts: pending.New(b.Client, e.store), Metrics: m, Logger: logger, Now: e.clk.Now,
 		Stats: e.stats, ConsoleSessions: console.NewSessions(0, 0)}
 	h := admin.New(e.deps)
 	e.h.Store(&h)

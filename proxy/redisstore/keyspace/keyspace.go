@@ -8,12 +8,12 @@
 // (ARCHITECTURE.md "Redis data model"). These are all of the proxy's keys; no
 // package but this one spells a key's name.
 //
-// Shards and queues (shards.go, queue.go). An endpoint's home shard is
-// N = crc32.ChecksumIEEE(endpoint) % Shards; its endpoint hash, dead-letter
+// Shards and queues (queue.go: Queue, its key builders and the shard
+// choice). An endpoint's home shard is N = crc32.ChecksumIEEE(endpoint) % Shards; its endpoint hash, dead-letter
 // index of the home queue and outbox entries about the endpoint live there.
 // With shards: 1 (the default) the endpoint has one queue, in its home
 // shard. With shards: K it has K queues: the home one and K-1 more in the
-// shards queueShards picks, spread over the slot space (a pure function
+// shards QueueShards picks, spread over the slot space (a pure function
 // of endpoint and K). A callout's id starts with its queue's shard in hex,
 // so every key of the callout is found from its id. Keys marked "per
 // queue" below exist once per queue, under that queue's tag.
@@ -72,7 +72,7 @@
 //	                            16 random id bytes then the first 12 bytes of
 //	                            its request fingerprint (policy.Fingerprint)
 //	                            — 28 bytes (contract §5). A keyed callout's queue
-//	                            is its key's (keyQueue), so the reservation
+//	                            is its key's (KeyQueue), so the reservation
 //	                            and the record share a slot. TTL: none while
 //	                            the callout is pending, except Begin's,
 //	                            created with lease + idempotency retention
@@ -95,7 +95,8 @@
 //	cp:iss                HASH  issuer tag -> issuer (JWT iss) of every
 //	                            issuer a record was made for.
 //	                            Written once per issuer and process before
-//	                            its first record. Not hash-tagged. No TTL.
+//	                            its first record (proxy/redisstore/issuers).
+//	                            Not hash-tagged. No TTL.
 //	cp:{sN}:ep:{ep}       HASH  endpoint state, in the home shard: circuit
 //	                            breaker, pause, disable, outage, the home
 //	                            queue's backlog counters — bb bytes charged
@@ -265,7 +266,7 @@
 //	                            of an empty queue (create.lua), reaped
 //	                            leases (Reap), released held callouts —
 //	                            published so idle dispatchers wake
-//	                            (Store.Wakeups).
+//	                            (proxy/redisstore/wake).
 package keyspace
 
 import (
