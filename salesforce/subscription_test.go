@@ -215,6 +215,10 @@ func TestSubscriptionExpiredReplayID(t *testing.T) {
 	}
 	b.Step(ctx)
 	waitFor(t, "the new stream is set up", func() bool { return se.ps.Streams() == 1 })
+	// The emulator counts the stream before B's goroutine marks itself
+	// streaming; a Step in between would also run the fallback poll of a
+	// replica without a stream (a second poll).
+	waitFor(t, "B streams", b.Streaming)
 	// A's catch-up poll 73 hours ago holds the poll lock still (miniredis's
 	// clock did not move): B's catch-up poll waits for it, and counts as
 	// done only once it ran.
