@@ -22,6 +22,11 @@ var errLeaseLost = errors.New("salesforce: the Pub/Sub subscriber lease was lost
 func (s *Subscription) poll(ctx context.Context) (bool, error) {
 	s.pollMu.Lock()
 	defer s.pollMu.Unlock()
+	return s.pollLocked(ctx)
+}
+
+// pollLocked is poll with s.pollMu held.
+func (s *Subscription) pollLocked(ctx context.Context) (bool, error) {
 	rep, err := s.p.Poll(ctx)
 	if derr := s.o.State.Defer(ctx, append(rep.DeferredIDs, rep.ClaimedIDs...), ReprocessLease); err == nil {
 		err = derr
@@ -39,14 +44,20 @@ func (s *Subscription) poll(ctx context.Context) (bool, error) {
 
 // catchUp runs the catch-up poll when one is due and reports whether none
 // is due any more.
+//
+// The stream's goroutine and Step may both find it due: the poll lock is
+// taken before due is read, so the second finds the first's poll done and
+// runs none (one catch-up poll, not two).
 func (s *Subscription) catchUp(ctx context.Context) bool {
+	s.pollMu.Lock()
+	defer s.pollMu.Unlock()
 	s.mu.Lock()
 	due := s.catchUpDue
 	s.mu.Unlock()
 	if !due {
 		return true
 	}
-	polled, err := s.poll(ctx)
+	polled, err := s.pollLocked(ctx)
 	switch {
 	case err != nil:
 		s.log.Warn("catch-up poll failed: no replay id is stored until it ran", slog.Any("error", err))
