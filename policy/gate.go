@@ -102,7 +102,7 @@ type Gate struct {
 	// Partition is the organisation (JWT issuer) whose own breaker
 	// partition the gate is (contract §6), "" when it is the endpoint's:
 	// its breaker, pause or disable. Set by reads that report it
-	// (redisstore Store.ReadGates).
+	// (redisstore Store.ReadGates, Store.Admit).
 	Partition string
 }
 

@@ -18,9 +18,11 @@ import (
 // keyspace cp:layout) and says what it found. A store of a newer or an
 // unknown older layout is refused (exit 1), nothing written. The embedded
 // store lives only inside a running proxy, which stamps it at start:
-// nothing to migrate.
+// nothing to migrate. Only the redis section's secrets need be set
+// (config.LoadForStore): a migration job needs no auth key, admin token
+// or endpoint credential.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	_, cfg, err := loadConfigFlag("migrate", args, getenv, stderr)
+	_, cfg, err := loadConfigFlag("migrate", args, config.LoadForStore, getenv, stderr)
 	if cfg == nil {
 		return err
 	}
@@ -49,11 +51,14 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 }
 
 // loadConfigFlag parses the one flag of a subcommand that reads the
-// configuration (--config FILE, required) and loads it. It returns the
+// configuration (--config FILE, required) and loads it with load
+// (config.Load, or config.LoadForStore for one that only opens the
+// store). It returns the
 // path and the configuration, or a nil configuration with the error to
 // return: nil for -h (the usage was printed), a usageError (exit 2) for a
 // bad flag, a missing --config or a configuration error.
-func loadConfigFlag(sub string, args []string, getenv func(string) string, stderr io.Writer) (string, *config.Config, error) {
+func loadConfigFlag(sub string, args []string, load func(string, func(string) string) (*config.Config, error),
+	getenv func(string) string, stderr io.Writer) (string, *config.Config, error) {
 	fs := flag.NewFlagSet("callout-proxy "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "path to the YAML configuration file (required)")
@@ -65,7 +70,7 @@ func loadConfigFlag(sub string, args []string, getenv func(string) string, stder
 	if *path == "" {
 		return "", nil, usageError{errors.New(sub + ": --config FILE is required")}
 	}
-	cfg, err := config.Load(*path, getenv)
+	cfg, err := load(*path, getenv)
 	if err != nil {
 		return "", nil, usageError{err}
 	}

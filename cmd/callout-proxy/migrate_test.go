@@ -76,3 +76,31 @@ func TestMigrateAndStartUpLayoutCheck(t *testing.T) {
 		t.Fatal("the proxy listened on a store of another layout")
 	}
 }
+
+// A migration job needs the store's secrets only (config.LoadForStore): with
+// none of the proxy's runtime secrets set (auth keys, admin tokens) migrate
+// still runs; a missing redis.password_env is refused, naming that key, and
+// the proxy itself still refuses the same environment.
+func TestMigrateNeedsOnlyTheStoreSecrets(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.RequireAuth("store-pass")
+	path := writeConfig(t, strings.Replace(devConfig(proctest.Endpoint("pay-api", "https://api.example.com")), "auth:",
+		"redis:\n  url: redis://"+m.Addr()+"/0\n  password_env: TEST_REDIS_PASSWORD\nauth:", 1))
+	runWith := func(env map[string]string, args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
+		return out.String() + errb.String(), err
+	}
+	out, err := runWith(map[string]string{"TEST_REDIS_PASSWORD": "store-pass"}, "migrate", "--config", path)
+	if err != nil || !strings.Contains(out, "stamped layout 2") {
+		t.Fatalf("migrate with only the store's secret: %q, %v", out, err)
+	}
+	if _, err := runWith(map[string]string{}, "migrate", "--config", path); err == nil || exitCode(err) != 2 ||
+		!strings.Contains(err.Error(), "redis.password_env") || strings.Contains(err.Error(), "auth.") {
+		t.Fatalf("migrate without the store's secret: %v, want exit 2 naming redis.password_env only", err)
+	}
+	if _, err := runWith(map[string]string{"TEST_REDIS_PASSWORD": "store-pass"}, "validate", "--config", path); err == nil ||
+		!strings.Contains(err.Error(), "TEST_JWT_SECRET") {
+		t.Fatalf("validate without the runtime secrets: %v, want the missing auth secret named", err)
+	}
+}

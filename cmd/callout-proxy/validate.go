@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
 // runValidate is `callout-proxy validate --config FILE`: it checks the
@@ -17,7 +18,7 @@ import (
 // and returns nil when the configuration would start; a configuration
 // error otherwise (exit 2).
 func runValidate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	path, cfg, err := loadConfigFlag("validate", args, getenv, stderr)
+	path, cfg, err := loadConfigFlag("validate", args, config.Load, getenv, stderr)
 	if cfg == nil {
 		return err
 	}

@@ -284,6 +284,16 @@ func (k IssuerKeys) HS256Ref() SecretRef {
 // otherwise; error messages name it.
 func (k IssuerKeys) Path() string { return k.path }
 
+// secretKey is the configuration key of the entry's HS256 secret under
+// path: hs256_secret_file when that is the one set, else hs256_secret_env,
+// so an error names the key the operator wrote.
+func (k IssuerKeys) secretKey(path string) string {
+	if k.HS256SecretFile != "" && k.HS256SecretEnv == "" {
+		return join(path, "hs256_secret_file")
+	}
+	return join(path, "hs256_secret_env")
+}
+
 // hasKeys reports whether the entry configures any key material.
 func (k IssuerKeys) hasKeys() bool {
 	return len(k.CertificateFiles) > 0 || k.HS256SecretEnv != "" || k.HS256SecretFile != ""

@@ -23,6 +23,21 @@ import (
 // getenv looks up environment variables (os.Getenv in production, a map in
 // tests; nil means os.Getenv). Every error matches ErrInvalid.
 func Load(path string, getenv func(string) string) (*Config, error) {
+	return load(path, getenv, true)
+}
+
+// LoadForStore is Load for a command that only opens the store
+// (`callout-proxy migrate`): the file is checked and validated exactly as
+// Load does, but of the secrets and files it names only the redis
+// section's (password_env, sentinel.password_env) must resolve; the
+// proxy's runtime secrets (auth keys, admin tokens, endpoint headers,
+// Salesforce credentials, TLS files) need not be present where the
+// migration runs. Errors as Load's.
+func LoadForStore(path string, getenv func(string) string) (*Config, error) {
+	return load(path, getenv, false)
+}
+
+func load(path string, getenv func(string) string, all bool) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -31,7 +46,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 		}
 		return nil, &Error{File: path, Msg: "cannot read the configuration file: " + err.Error()}
 	}
-	return parse(data, getenv, path, filepath.Dir(path))
+	return parse(data, getenv, path, filepath.Dir(path), all)
 }
 
 // Parse decodes a YAML configuration (contract §10) and returns it complete,
@@ -50,7 +65,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // file paths are read from the working directory. A nil getenv means
 // os.Getenv. Every error matches ErrInvalid.
 func Parse(data []byte, getenv func(string) string) (*Config, error) {
-	return parse(data, getenv, "", "")
+	return parse(data, getenv, "", "", true)
 }
 
 // Prepare completes a Config built in code or decoded by Parse: it fills the
@@ -62,20 +77,26 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 // It returns every problem joined, each an *Error matching ErrInvalid.
 func (c *Config) Prepare(getenv func(string) string) error {
 	col := newCollector("")
-	c.prepare(getenv, col)
+	c.prepare(getenv, col, true)
 	return col.err()
 }
 
-func (c *Config) prepare(getenv func(string) string, col *collector) {
+// prepare fills, validates and checks c; all false checks only the redis
+// section's secrets (LoadForStore).
+func (c *Config) prepare(getenv func(string) string, col *collector, all bool) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	c.applyDefaults()
 	c.validate(col)
-	c.checkResources(getenv, col)
+	if all {
+		c.checkResources(getenv, col)
+	} else {
+		c.checkRedisResources(getenv, col)
+	}
 }
 
-func parse(data []byte, getenv func(string) string, file, baseDir string) (*Config, error) {
+func parse(data []byte, getenv func(string) string, file, baseDir string, all bool) (*Config, error) {
 	col := newCollector(file)
 	cfg := Default()
 	body := parseYAML(data, col)
@@ -95,7 +116,7 @@ func parse(data []byte, getenv func(string) string, file, baseDir string) (*Conf
 	if baseDir != "" {
 		cfg.resolvePaths(baseDir)
 	}
-	cfg.prepare(getenv, col)
+	cfg.prepare(getenv, col, all)
 	if col.failed() {
 		return nil, col.err()
 	}

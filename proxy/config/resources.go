@@ -30,16 +30,7 @@ func (c *Config) checkResources(getenv func(string) string, col *collector) {
 			col.add("tls_cert_file", "cannot load it with tls_key_file: %v", err)
 		}
 	}
-	if c.Redis.PasswordEnv != "" {
-		if _, err := resolveEnv(c.Redis.PasswordEnv, getenv); err != nil {
-			col.add("redis.password_env", "%v", err)
-		}
-	}
-	if s := c.Redis.Sentinel; s != nil && s.PasswordEnv != "" {
-		if _, err := resolveEnv(s.PasswordEnv, getenv); err != nil {
-			col.add("redis.sentinel.password_env", "%v", err)
-		}
-	}
+	c.checkRedisResources(getenv, col)
 	c.checkAdminTokens(getenv, col)
 	for _, name := range c.EndpointNames() {
 		e := c.Endpoints[name]
@@ -75,6 +66,20 @@ func (c *Config) checkResources(getenv func(string) string, col *collector) {
 	}
 }
 
+// checkRedisResources resolves the redis section's secrets.
+func (c *Config) checkRedisResources(getenv func(string) string, col *collector) {
+	if c.Redis.PasswordEnv != "" {
+		if _, err := resolveEnv(c.Redis.PasswordEnv, getenv); err != nil {
+			col.add("redis.password_env", "%v", err)
+		}
+	}
+	if s := c.Redis.Sentinel; s != nil && s.PasswordEnv != "" {
+		if _, err := resolveEnv(s.PasswordEnv, getenv); err != nil {
+			col.add("redis.sentinel.password_env", "%v", err)
+		}
+	}
+}
+
 func (c *Config) checkAuthResources(getenv func(string) string, col *collector) {
 	for _, k := range c.Auth.Bindings() {
 		for i, f := range k.CertificateFiles {
@@ -84,10 +89,7 @@ func (c *Config) checkAuthResources(getenv func(string) string, col *collector) 
 		if (ref.Env == "") == (ref.File == "") {
 			continue
 		}
-		key := join(k.path, "hs256_secret_env")
-		if ref.File != "" {
-			key = join(k.path, "hs256_secret_file")
-		}
+		key := k.secretKey(k.path)
 		v, err := ref.Resolve(getenv)
 		switch {
 		case err != nil:

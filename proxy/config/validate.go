@@ -232,7 +232,7 @@ func (a Auth) validateAlgorithms(col *collector) {
 	case hs && !hasSecret:
 		col.add("auth.algorithms", "HS256 needs auth.hs256_secret_env or hs256_secret_file")
 	case !hs && hasSecret:
-		col.add("auth.hs256_secret_env", "set (or hs256_secret_file), but auth.algorithms has no HS256")
+		col.add(a.firstSecretKey(), "set, but auth.algorithms has no HS256")
 	}
 	a.validateBindings(col)
 }
@@ -241,6 +241,21 @@ func (a Auth) validateAlgorithms(col *collector) {
 // level or under auth.issuer_keys.
 func (a Auth) hasCertificates() bool {
 	return len(a.CertificateFiles) > 0 || slices.ContainsFunc(a.IssuerKeys, func(k IssuerKeys) bool { return len(k.CertificateFiles) > 0 })
+}
+
+// firstSecretKey is the configuration key of the first HS256 secret
+// configured, top level first, then auth.issuer_keys in order (the one an
+// error about "a secret is set" names).
+func (a Auth) firstSecretKey() string {
+	if top := (IssuerKeys{HS256SecretEnv: a.HS256SecretEnv, HS256SecretFile: a.HS256SecretFile}); top.hasKeys() {
+		return top.secretKey("auth")
+	}
+	for i, k := range a.IssuerKeys {
+		if k.HS256SecretEnv != "" || k.HS256SecretFile != "" {
+			return k.secretKey(index("auth.issuer_keys", i))
+		}
+	}
+	return "auth.hs256_secret_env"
 }
 
 // hasSecret reports whether any HS256 secret is configured, top level or
@@ -260,8 +275,8 @@ func (a Auth) validateBindings(col *collector) {
 		for i, f := range a.CertificateFiles {
 			col.add(index("auth.certificate_files", i), "%s %s", f, why)
 		}
-		if ref := (IssuerKeys{HS256SecretEnv: a.HS256SecretEnv, HS256SecretFile: a.HS256SecretFile}).HS256Ref(); ref.Env != "" || ref.File != "" {
-			col.add("auth.hs256_secret_env", "the HS256 secret in %s %s", ref, why)
+		if top := (IssuerKeys{HS256SecretEnv: a.HS256SecretEnv, HS256SecretFile: a.HS256SecretFile}); top.hasKeys() {
+			col.add(top.secretKey("auth"), "the HS256 secret in %s %s", top.HS256Ref(), why)
 		}
 	}
 	bindings := a.Bindings()

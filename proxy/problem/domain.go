@@ -141,7 +141,9 @@ func FromStore(err error) *Error {
 // was set, contract §3), each with Retry-After in whole seconds until
 // g.Until, rounded up and at least 1: the next probe of the breaker that
 // holds the caller (its organisation's partition or the endpoint's, as
-// the gate read reports it), or the end of the pause.
+// the gate read reports it), or the end of the pause. The detail names
+// which breaker: the caller's organisation's partition (g.Partition set)
+// or the endpoint's.
 func FromGate(g policy.Gate, now time.Time) *Error {
 	wait := 0
 	if !g.Until.IsZero() {
@@ -154,7 +156,10 @@ func FromGate(g policy.Gate, now time.Time) *Error {
 		return &Error{Code: EndpointPaused, RetryAfter: wait,
 			Detail: "the upstream asked for a pause (429 Retry-After); it ends in " + strconv.Itoa(wait) + " s"}
 	default:
-		return &Error{Code: BreakerOpen, RetryAfter: wait,
-			Detail: "the endpoint's circuit breaker is open; the next probe is in " + strconv.Itoa(wait) + " s"}
+		which := "the endpoint's circuit breaker is open"
+		if g.Partition != "" {
+			which = "your organisation's breaker partition of this endpoint is open (its own failures hold only its own callouts)"
+		}
+		return &Error{Code: BreakerOpen, RetryAfter: wait, Detail: which + "; the next probe is in " + strconv.Itoa(wait) + " s"}
 	}
 }

@@ -117,6 +117,8 @@ func TestFromGate(t *testing.T) {
 			BreakerOpen, 300, "the endpoint's circuit breaker is open; the next probe is in 300 s"},
 		{"probe 199.2 s away rounds up", policy.Gate{State: policy.GateBreakerOpen, Until: now.Add(199200 * time.Millisecond)},
 			BreakerOpen, 200, "the endpoint's circuit breaker is open; the next probe is in 200 s"},
+		{"the caller's own partition", policy.Gate{State: policy.GateBreakerOpen, Until: now.Add(20 * time.Second), Partition: "https://a.my.salesforce.com"},
+			BreakerOpen, 20, "your organisation's breaker partition of this endpoint is open (its own failures hold only its own callouts); the next probe is in 20 s"},
 		{"probe out, due now: at least 1 s", policy.Gate{State: policy.GateProbing, Until: now}, BreakerOpen, 1,
 			"the endpoint's circuit breaker is open; the next probe is in 1 s"},
 	}

@@ -76,7 +76,8 @@ type admitReply struct {
 // "endpoint/issuer" of the caller's organisation: where the endpoint's breaker
 // is partitioned by organisation (Options.Partitioned) the request meets,
 // and probes, that organisation's breaker as well as the endpoint's
-// (contract §6). br.ProbeLease must be > 0 (the request's attempt
+// (contract §6); the gate's Partition is the issuer when the gate is that
+// partition's. br.ProbeLease must be > 0 (the request's attempt
 // limit plus a grace period). One round trip (admit.lua), always; the gate
 // cache (proxy/redisstore/gatecache) wraps it, keeping its replies, and
 // answers from memory when it can (ARCHITECTURE.md "Hot-path budget").
@@ -103,6 +104,9 @@ func (s *Store) Admit(ctx context.Context, name string, br policy.BreakerSetting
 	}
 	if ad.Gate.State == "probe" {
 		ad.Gate, ad.ProbeToken = policy.Gate{State: policy.GateHalfOpen}, tok
+	}
+	if a.Level != "" {
+		ad.Gate.Partition = issuer
 	}
 	return ad, nil
 }

@@ -163,11 +163,11 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 			}
 			return a
 		}
-		if g := adm(orgA).Gate.State; g != policy.GateBreakerOpen {
-			t.Fatalf("org-a's read meets %s, want breaker_open", g)
+		if g := adm(orgA).Gate; g.State != policy.GateBreakerOpen || g.Partition != orgA {
+			t.Fatalf("org-a's read meets %+v, want breaker_open of its own partition", g)
 		}
-		if g := adm(orgB).Gate.State; g != policy.GateOpen {
-			t.Fatalf("org-b's read meets %s, want open", g)
+		if g := adm(orgB).Gate; g.State != policy.GateOpen || g.Partition != "" {
+			t.Fatalf("org-b's read meets %+v, want open", g)
 		}
 		// org-b's success ends the endpoint's outage; org-a's partition stays
 		s1 := success()
@@ -178,13 +178,27 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		if st := mustState(t, s, ep); !st.OutageStartedAt.IsZero() || st.Partitions[0].Breaker != policy.BreakerOpen {
 			t.Fatalf("after org-b's success: outage %v, partitions %+v; want no outage, org-a still open", st.OutageStartedAt, st.Partitions)
 		}
-		// org-c's partition opens too: two open partitions open the
-		// endpoint's own breaker, which holds org-b as well
-		if r := openPartition(t, e, s, ep, orgC, 3, br); !r.Breaker.Opened {
-			t.Fatalf("org-c's third failure = %+v, want opened", r.Breaker)
+		// org-c's partition opens too: two open partitions, but org-b
+		// succeeded within the probe interval, so the endpoint stays
+		// closed and org-b's next write is made
+		if r := openPartition(t, e, s, ep, orgC, 3, br); !r.Breaker.Opened || r.Breaker.Partition != orgC {
+			t.Fatalf("org-c's third failure = %+v, want its partition opened", r.Breaker)
 		}
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
+			t.Fatalf("endpoint breaker %s with org-b's success in the interval, want closed", st.Breaker)
+		}
+		rb1, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-served"), policy.BeginOptions{Lease: testLease, Breaker: br})
+		if err != nil || rb1.Claimed == nil {
+			t.Fatalf("org-b's write beside two open partitions = %+v, %v; want its first attempt", rb1, err)
+		}
+		// an interval without a success: the half-open partitions' probes
+		// fail, two live open partitions open the endpoint's own breaker,
+		// which holds org-b's further writes as well
+		e.clk.Advance(br.ProbeInterval + time.Second)
+		openPartition(t, e, s, ep, orgA, 1, br)
+		openPartition(t, e, s, ep, orgC, 1, br)
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s with two partitions open, want open", st.Breaker)
+			t.Fatalf("endpoint breaker %s after an interval without a success, want open", st.Breaker)
 		}
 		rb2, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-held"), policy.BeginOptions{Lease: testLease, Breaker: br})
 		if err != nil || rb2.Held == nil {
@@ -394,14 +408,16 @@ func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
 	})
 }
 
-// The endpoint's probe comes from an organisation whose own partition is
-// closed (contract §6): with the endpoint's breaker half-open, org-a's
-// partition still open and org-b's half-open, a claim over all three
-// organisations' due callouts takes exactly one probe, org-c's; org-a's
-// queue is held by its own partition. Before the claim, org-a's new write
-// is held (it does not take the endpoint's probe); once org-c's probe is
-// out nobody else is claimed.
-func TestEndpointProbeIsAHealthyOrganisations(t *testing.T) {
+// Probes are taken from the partition they test (contract §6): with the
+// endpoint's breaker half-open, org-a's partition still open and org-b's
+// half-open, a claim over all three organisations' due callouts takes
+// exactly two probes: the endpoint's, org-c's (its partition is closed),
+// and org-b's partition's own, one of org-b's; org-a's queue is held by
+// its own partition. Before the claim, org-a's new write is held (it does
+// not take the endpoint's probe); once both probes are out nobody else is
+// claimed. org-b's probe failing reopens org-b's partition only: the
+// endpoint stays half-open, its probe org-c's.
+func TestProbesAreTakenFromThePartitionTheyTest(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := partitionedStore(e)
 		const ep = "probe-ep-api"
@@ -410,7 +426,7 @@ func TestEndpointProbeIsAHealthyOrganisations(t *testing.T) {
 		e.clk.Advance(10 * time.Second)
 		openPartition(t, e, s, ep, orgB, 2, br)
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s with two partitions open, want open", st.Breaker)
+			t.Fatalf("endpoint breaker %s with two partitions open and no success ever, want open", st.Breaker)
 		}
 		e.clk.Advance(2 * time.Minute) // the endpoint and org-b half-open; org-a open for 8 more minutes
 		for _, org := range []string{orgA, orgB, orgC} {
@@ -422,15 +438,118 @@ func TestEndpointProbeIsAHealthyOrganisations(t *testing.T) {
 		}
 		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
 		r := mustClaim(t, s, ep, opts)
-		if len(r.Claimed) != 1 || r.Claimed[0].Issuer != orgC || r.Claimed[0].Kind != policy.KindProbe {
-			got := make([]string, 0, len(r.Claimed))
-			for _, c := range r.Claimed {
-				got = append(got, string(c.Kind)+" of "+c.Issuer)
+		got := map[string]int{}
+		var probeB *policy.Claimed
+		for _, c := range r.Claimed {
+			got[string(c.Kind)+" of "+c.Issuer]++
+			if c.Issuer == orgB {
+				probeB = c
 			}
-			t.Fatalf("claimed %v, want the one probe, of org-c", got)
+		}
+		if len(r.Claimed) != 2 || got["probe of "+orgC] != 1 || got["probe of "+orgB] != 1 {
+			t.Fatalf("claimed %v, want one probe of org-c (the endpoint's) and one of org-b (its partition's)", got)
 		}
 		if again := mustClaim(t, s, ep, opts); len(again.Claimed) != 0 {
-			t.Fatalf("a second claim while org-c's probe is out got %d", len(again.Claimed))
+			t.Fatalf("a second claim while both probes are out got %d", len(again.Claimed))
+		}
+		f := failure(e.clk.Now().Add(time.Hour))
+		f.Breaker = br
+		if res := mustComplete(t, s, probeB, f); res.Breaker.Partition != orgB {
+			t.Fatalf("org-b's failed probe = %+v, want a result of its partition", res.Breaker)
+		}
+		st := mustState(t, s, ep)
+		if st.Breaker != policy.BreakerHalfOpen || !st.ProbeOut {
+			t.Fatalf("endpoint breaker %s (probe out %v) after org-b's partition probe failed, want still half-open with org-c's probe out",
+				st.Breaker, st.ProbeOut)
+		}
+	})
+}
+
+// Two failing organisations never hold a third that the upstream answers
+// (contract §6): org-a's and org-c's partitions open, and with no success
+// ever the endpoint's breaker opens too; once half-open its probe is
+// org-b's held callout, whose success closes it. From then on org-a's
+// and org-c's partition probes fail every interval (each one 1 ms after
+// org-b's success), and yet the endpoint stays closed and every write of
+// org-b is made at once, round after round; each org-b success ends the
+// outage, so the endpoint's outage (what auto-disable measures) never
+// outlives one interval.
+func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "two-failing-api"
+		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+		openPartition(t, e, s, ep, orgA, 2, br)
+		openPartition(t, e, s, ep, orgC, 2, br)
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
+			t.Fatalf("endpoint breaker %s with two partitions open and no success ever, want open", st.Breaker)
+		}
+		held, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-held"), policy.BeginOptions{Lease: testLease, Breaker: br})
+		if err != nil || held.Held == nil {
+			t.Fatalf("org-b's write with the endpoint's breaker open = %+v, %v; want held", held, err)
+		}
+		e.clk.Advance(br.ProbeInterval + time.Second)
+		cl := mustClaim(t, s, ep, ClaimOptions{Batch: 10, Lease: testLease, Breaker: br})
+		if len(cl.Claimed) != 1 || cl.Claimed[0].Issuer != orgB || cl.Claimed[0].Kind != policy.KindProbe {
+			t.Fatalf("claimed %d (%+v), want org-b's held callout as the endpoint's probe", len(cl.Claimed), cl.Claimed)
+		}
+		ok := success()
+		ok.Breaker = br
+		if r := mustComplete(t, s, cl.Claimed[0], ok); !r.Breaker.Closed {
+			t.Fatalf("org-b's probe succeeding = %+v, want the endpoint's breaker closed", r.Breaker)
+		}
+		for round := range 5 {
+			e.clk.Advance(time.Millisecond)
+			openPartition(t, e, s, ep, orgA, 1, br) // the half-open partitions' probes fail
+			openPartition(t, e, s, ep, orgC, 1, br)
+			st := mustState(t, s, ep)
+			if st.Breaker != policy.BreakerClosed || len(st.Partitions) != 2 {
+				t.Fatalf("round %d: endpoint breaker %s, partitions %+v; want closed beside org-a's and org-c's open partitions",
+					round, st.Breaker, st.Partitions)
+			}
+			e.clk.Advance(br.ProbeInterval - time.Second)
+			rb, err := s.Begin(ctxT(t), reqOf(ep, orgB, ""), policy.BeginOptions{Lease: testLease, Breaker: br})
+			if err != nil || rb.Claimed == nil {
+				t.Fatalf("round %d: org-b's write = %+v, %v; want its first attempt, not held", round, rb, err)
+			}
+			mustComplete(t, s, rb.Claimed, ok)
+			if st := mustState(t, s, ep); !st.OutageStartedAt.IsZero() {
+				t.Fatalf("round %d: outage since %v after org-b's success, want none", round, st.OutageStartedAt)
+			}
+			e.clk.Advance(time.Second) // org-a's and org-c's partitions half-open again
+		}
+	})
+}
+
+// A success while nothing fails writes nothing but the last success, and
+// that at most once per half probe interval (ARCHITECTURE.md: a success
+// costs no write when nothing is failing), so the veto of the endpoint's
+// breaker sees it: org-b's quiet successes, the last a second before
+// org-a's and org-c's partitions open, keep the endpoint closed.
+func TestQuietSuccessKeepsTheEndpointClosed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "quiet-api"
+		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+		ok := success()
+		ok.Breaker = br
+		var lsu []time.Time
+		for i := range 4 { // 0 s, 20 s, 40 s, 60 s: written at 0 s and 40 s
+			if i > 0 {
+				e.clk.Advance(20 * time.Second)
+			}
+			rb := mustBegin(t, s, reqOf(ep, orgB, ""))
+			mustComplete(t, s, rb, ok)
+			lsu = append(lsu, mustState(t, s, ep).LastSuccessAt)
+		}
+		if !lsu[0].Equal(t0) || !lsu[1].Equal(t0) || !lsu[2].Equal(t0.Add(40*time.Second)) || !lsu[3].Equal(lsu[2]) {
+			t.Fatalf("last success after each quiet success = %v, want t0, t0, t0+40s, t0+40s", lsu)
+		}
+		e.clk.Advance(time.Second)
+		openPartition(t, e, s, ep, orgA, 2, br)
+		openPartition(t, e, s, ep, orgC, 2, br)
+		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
+			t.Fatalf("endpoint breaker %s a second after org-b's last success, want closed", st.Breaker)
 		}
 	})
 }

@@ -32,27 +32,8 @@
 local now = clock(A.now)
 local now_s = str(now)
 local queues, claimed = {}, {}
--- first (the candidates' index of each queue's first) and order: the
--- endpoint's probe goes to an organisation whose partition is closed
--- (contract §6), so an organisation queue whose partition is half-open
--- (lib.lua gate_of lets it take the endpoint's probe) comes after every
--- other queue; it probes only if none of them took the probe.
-local first, order, later = {}, {}, {}
-local ci = 1
+local ci = 1 -- the candidates' index of the queue's first
 for qi, qa in ipairs(A.queues) do
-  first[qi] = ci
-  ci = ci + qa.count
-  local deferred = false
-  if qa.gate == '' and qa.part ~= '' and qa.count > 0 then
-    local pg = hread(qa.counters, {'bs', pf('bs', qa.part)})
-    deferred = pg.bs == 'open' and pg[pf('bs', qa.part)] == 'open'
-  end
-  if deferred then later[#later + 1] = qi else order[#order + 1] = qi end
-end
-for _, qi in ipairs(later) do order[#order + 1] = qi end
-for _, qi in ipairs(order) do
-  local qa = A.queues[qi]
-  ci = first[qi]
   local due, lease, acc = qa.due, qa.lease, qa.counters
   local nc, given, given_until = qa.count, qa.gate, qa.gate_until
   local lease_until, probe_until = str(now + qa.lease_ms), str(now + qa.probe_lease)
@@ -111,5 +92,6 @@ for _, qi in ipairs(order) do
     if #zl > 0 then redis.call('ZADD', lease, unpack(zl)) end
     if given == '' then hflush(acc, w) end
   end
+  ci = ci + nc
 end
 return {'queues', queues, 'claimed', claimed}

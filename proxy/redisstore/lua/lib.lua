@@ -78,15 +78,14 @@ end
 -- and the partition whose breaker it is ('' the endpoint's; a half-open
 -- gate's probe token is that partition's pt field) from the endpoint
 -- hash's fields f (a table by field name; absent: false). The endpoint's
--- own breaker comes first, then the partition's — but the endpoint's probe
--- is taken from an organisation whose partition is not open (contract §6:
--- probes come from the partition they test): while the endpoint's breaker
--- is half-open, a partition that is open or probing keeps its own
--- organisation's callouts and reads held (its gate, its partition); a
--- half-open one (its own probe time reached too) may take the endpoint's
--- probe, which claim.lua offers to closed partitions first, so an outage
--- of every organisation with traffic still probes. The one place the gate
--- rule lives (ARCHITECTURE.md).
+-- own breaker comes first, then the partition's — but probes are taken
+-- from the partition they test (contract §6): while the endpoint's breaker
+-- is half-open, a partition that is not closed meets its own gate (open,
+-- probing, or half-open: it takes its own probe token, never the
+-- endpoint's), so the endpoint's probe is always a callout or read of an
+-- organisation whose partition is closed, and a failing organisation's
+-- probe can neither take it nor reopen the endpoint. The one place the
+-- gate rule lives (ARCHITECTURE.md).
 local function gate_of(f, now, p)
   p = p or ''
   if f.dis == '1' then return 'disabled', 0, '' end
@@ -95,7 +94,7 @@ local function gate_of(f, now, p)
   local g, u = breaker_gate(f, now, '')
   if g == 'half_open' and p ~= '' then
     local gp, up = breaker_gate(f, now, p)
-    if gp == 'breaker_open' or gp == 'probing' then return gp, up, p end
+    if gp then return gp, up, p end
   end
   if g then return g, u, '' end
   if p ~= '' then
@@ -218,7 +217,7 @@ end
 -- breaker_fields_of are the endpoint-hash fields breaker_apply reads for
 -- partition p.
 local function breaker_fields_of(p)
-  local f = {'cf', 'bs', 'os', 'oa', 'pa', 'pt', 'pe', 'on', 'po'}
+  local f = {'cf', 'bs', 'os', 'oa', 'pa', 'pt', 'pe', 'on', 'po', 'lsu'}
   if p ~= nil and p ~= '' then
     for _, n in ipairs({'cf', 'bs', 'oa', 'pa', 'pt', 'pe'}) do f[#f + 1] = pf(n, p) end
   end
@@ -283,13 +282,23 @@ end
 --     another partition its own; each counting failure of an open
 --     partition marks it live in 'po' (po_live), and the endpoint's breaker
 --     opens once quorum partitions are open and live (partition_quorum when
---     quorum < 1); a partition's success takes it out of 'po'.
+--     quorum < 1) and, with a quorum above one, no organisation has
+--     succeeded within the last probe interval (lsu): two failing
+--     organisations never hold a third that the upstream answers; a
+--     partition's success takes it out of 'po'.
+--   lsu, the last success (ms), is written by a success that ends a
+--     failure streak and otherwise at most once per half probe interval,
+--     so it is never more than half an interval behind.
 local function breaker_apply(f, w, now_s, probe, success, counts, threshold, probe_next, p, quorum)
   p = p or ''
   quorum = tonumber(quorum) or 0
   if quorum < 1 then quorum = partition_quorum end
+  local window = num(probe_next) - num(now_s)
   if success then
     if not f.cf and not f.bs and not f.os and (p == '' or (not f[pf('cf', p)] and not f[pf('bs', p)])) then
+      -- nothing failing: no write, but lsu kept within half an interval
+      if num(f.lsu) >= num(now_s) - window / 2 then return 0, 0, 0, 0 end
+      put(f, w, 'lsu', now_s)
       return 0, 0, 0, 0
     end
     local closed, ended = 0, 0
@@ -301,7 +310,7 @@ local function breaker_apply(f, w, now_s, probe, success, counts, threshold, pro
     if p ~= '' then
       if f[pf('bs', p)] == 'open' then closed = 1 end
       if f.po then
-        local _, po = po_live(f.po, p, num(now_s), num(probe_next) - num(now_s), false)
+        local _, po = po_live(f.po, p, num(now_s), window, false)
         put(f, w, 'po', po)
       end
       for _, n in ipairs({'cf', 'bs', 'oa', 'pa', 'pt', 'pe'}) do
@@ -339,9 +348,12 @@ local function breaker_apply(f, w, now_s, probe, success, counts, threshold, pro
     put(f, w, pf('cf', p), str(cfp))
     if cfp >= threshold and f[pf('bs', p)] ~= 'open' then open(p) end
     if f[pf('bs', p)] == 'open' then
-      local live, po = po_live(f.po, p, num(now_s), num(probe_next) - num(now_s), true)
+      local live, po = po_live(f.po, p, num(now_s), window, true)
       put(f, w, 'po', po)
-      if live >= quorum and f.bs ~= 'open' then open('') end
+      -- a success within the interval vetoes it (one organisation alone
+      -- has nobody else to protect): the upstream answers someone
+      local vetoed = quorum > 1 and num(f.lsu) > num(now_s) - window
+      if live >= quorum and f.bs ~= 'open' and not vetoed then open('') end
     end
   end
   if not probe and (began == 1 or opened == 1) then gate_dirty = true end
