@@ -13,6 +13,17 @@ type ClaimOptions struct {
 	Lease time.Duration
 	// Breaker supplies ProbeLease, the probe token's lease.
 	Breaker BreakerSettings
+	// OrgCap, when > 0, is the most attempts of one organisation (JWT
+	// issuer; "" callouts without one) the caller lets run at once on the
+	// endpoint: the claim takes at most OrgCap minus OrgInFlight[issuer]
+	// of an organisation's callouts. The dispatcher keeps one slot of an
+	// endpoint that several organisations may call for the others this
+	// way, so one organisation's attempts never hold every slot
+	// (contract §10 "Fair dispatch"). 0: no cap.
+	OrgCap int
+	// OrgInFlight is the caller's attempts of the endpoint in flight, by
+	// issuer (read with OrgCap).
+	OrgInFlight map[string]int
 }
 
 // ClaimRequest is one endpoint's part of a batched claim (the dispatcher's

@@ -290,8 +290,7 @@ func (a *App) openStore(ctx context.Context) error {
 		// breaker; one where only one may call it (docs/limits.md).
 		OpenPartitions: func(endpoint string) int {
 			c := a.cfg.Load()
-			ep, ok := c.Endpoint(endpoint)
-			if ok && (len(ep.AllowedIssuers) == 1 || len(ep.AllowedIssuers) == 0 && len(c.Auth.Issuers) == 1) {
+			if ep, ok := c.Endpoint(endpoint); ok && c.Organisations(ep) == 1 {
 				return 1
 			}
 			return 2

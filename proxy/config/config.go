@@ -575,6 +575,17 @@ type EndpointBreaker struct {
 	Partition string `yaml:"partition"`
 }
 
+// Organisations is how many organisations (JWT issuers) may call e: its
+// allowed_issuers, else every auth.issuers entry (contract §9). The fair
+// shares of an endpoint (backlog, dispatch slots, breaker quorum:
+// docs/limits.md) are sized by it.
+func (c *Config) Organisations(e *Endpoint) int {
+	if len(e.AllowedIssuers) > 0 {
+		return len(e.AllowedIssuers)
+	}
+	return len(c.Auth.Issuers)
+}
+
 // PartitionedByOrganisation reports whether the endpoint's circuit breaker
 // is partitioned by organisation (breaker.partition organisation, contract
 // §6).

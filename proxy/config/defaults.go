@@ -124,10 +124,7 @@ func (c *Config) applyDefaults() {
 		inherit(&e.MaxBacklogBytesPerIssuer, c.Policy.MaxBacklogBytesPerIssuer)
 		// A fair share by default (contract §10): with n organisations allowed
 		// on the endpoint, none may hold more than 1/n of its backlog.
-		if n := int64(len(e.AllowedIssuers)); n > 1 || (n == 0 && len(c.Auth.Issuers) > 1) {
-			if n == 0 {
-				n = int64(len(c.Auth.Issuers))
-			}
+		if n := int64(c.Organisations(e)); n > 1 {
 			inherit(&e.MaxBacklogItemsPerIssuer, max(e.MaxBacklogItems/n, 1))
 			inherit(&e.MaxBacklogBytesPerIssuer, max(e.MaxBacklogBytes/n, 1))
 		}

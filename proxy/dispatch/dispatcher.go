@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -108,8 +109,10 @@ type Dispatcher struct {
 	o        Options
 	slots    chan struct{}
 	mu       sync.Mutex
-	inFlight map[string]int       // endpoint -> attempts in flight here
-	shutTill map[string]time.Time // endpoint -> skip claims until (a shut gate, at most GateRecheck)
+	inFlight map[string]int // endpoint -> attempts in flight here
+	// orgInFlight: endpoint -> issuer -> attempts in flight here (orgCap)
+	orgInFlight map[string]map[string]int
+	shutTill    map[string]time.Time // endpoint -> skip claims until (a shut gate, at most GateRecheck)
 	// wasShut and reopenedAt: when this replica last saw an endpoint's gate
 	// open again after seeing it shut. Schedule lag counts from there for
 	// callouts that fell due while the gate held them: waiting behind a
@@ -153,7 +156,7 @@ func New(o Options) *Dispatcher {
 	}
 	tr := tracing.New(o.TracerProvider, o.Propagator)
 	return &Dispatcher{
-		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{},
+		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{}, orgInFlight: map[string]map[string]int{},
 		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{}, leaseAt: map[string]time.Time{},
 		wasShut: map[string]bool{}, reopenedAt: map[string]time.Time{},
 		wake: make(chan struct{}, 1), tr: tr,
@@ -267,6 +270,11 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 	for i, w := range wants {
 		reqs[i] = policy.ClaimRequest{Endpoint: w.ep.Name, ClaimOptions: policy.ClaimOptions{
 			Batch: w.n, Lease: w.ep.Rules().Lease(), Breaker: w.ep.Rules().Breaker()}}
+		if c := d.orgCap(w.ep); c > 0 {
+			d.mu.Lock()
+			reqs[i].OrgCap, reqs[i].OrgInFlight = c, maps.Clone(d.orgInFlight[w.ep.Name])
+			d.mu.Unlock()
+		}
 		eps[i] = w.ep
 	}
 	slots := cap(d.slots) - len(d.slots)
@@ -365,6 +373,20 @@ func (d *Dispatcher) limit(ep *config.Endpoint) int {
 	return d.o.PerEndpoint
 }
 
+// orgCap is the most attempts of one organisation to ep this replica runs
+// at once (policy.ClaimOptions.OrgCap): all but one of its slots when
+// several organisations may call ep, so a slot is always there for an
+// organisation with none in flight — one organisation's hanging attempts
+// holding every slot delay another's first attempt by none, not by an
+// attempt limit (contract §10 "Fair dispatch", docs/limits.md). 0 (no
+// cap) for an endpoint of one organisation, or of one slot.
+func (d *Dispatcher) orgCap(ep *config.Endpoint) int {
+	if limit := d.limit(ep); limit > 1 && d.o.Config.Organisations(ep) > 1 {
+		return limit - 1
+	}
+	return 0
+}
+
 // free is how many more attempts to ep may start now.
 func (d *Dispatcher) free(ep *config.Endpoint) int {
 	limit := d.limit(ep)
@@ -415,12 +437,21 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *policy.Claimed) {
 	d.slots <- struct{}{}
 	d.mu.Lock()
 	d.inFlight[ep.Name]++
+	byOrg := d.orgInFlight[ep.Name]
+	if byOrg == nil {
+		byOrg = map[string]int{}
+		d.orgInFlight[ep.Name] = byOrg
+	}
+	byOrg[cl.Issuer]++
 	d.mu.Unlock()
 	d.wg.Add(1)
 	go func() {
 		defer func() {
 			d.mu.Lock()
 			d.inFlight[ep.Name]--
+			if byOrg[cl.Issuer]--; byOrg[cl.Issuer] <= 0 {
+				delete(byOrg, cl.Issuer)
+			}
 			d.mu.Unlock()
 			<-d.slots
 			d.wg.Done()

@@ -98,6 +98,8 @@ type endpointPlan struct {
 	want      int // due candidates it may claim (its batch)
 	dueSeen   int // due candidates read, spares included
 	shutSeen  int // of them, in queues whose breaker partition was shut
+	room      map[string]int // organisation (issuer tag) -> the most it may take (fair.Room; nil: no cap)
+	capped    int            // due candidates left out by room
 	rot       int // where ties between organisations start (rotates)
 }
 
@@ -213,7 +215,8 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			}
 		}
 		p.dueSeen = p.dueIn()
-		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen)
+		p.room, p.capped = fair.Room(p.fairQueues(), r.OrgCap, issuerTags(r.OrgInFlight))
+		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen-p.capped)
 	}
 	return plans, grew, nil
 }
@@ -244,15 +247,32 @@ func allot(plans []*endpointPlan, reqs []ClaimRequest, total int) {
 // organisations (fair.Spread, contract §10 "Fair dispatch") and sets each
 // queue's cap, with as many spare candidates again kept behind it.
 func spread(p *endpointPlan, batch int) {
-	qs := make([]fair.Queue, len(p.queues))
-	for j, qp := range p.queues {
-		qs[j] = fair.Queue{Org: qp.q.Org, Leased: qp.leased, Due: len(qp.ids)}
-	}
-	for j, take := range fair.Spread(qs, batch, p.rot) {
+	for j, take := range fair.Spread(p.fairQueues(), batch, p.rot, p.room) {
 		qp := p.queues[j]
 		qp.cap = take
 		qp.ids = qp.ids[:min(len(qp.ids), 2*take)]
 	}
+}
+
+// fairQueues are the plan's queues as package fair reads them.
+func (p *endpointPlan) fairQueues() []fair.Queue {
+	qs := make([]fair.Queue, len(p.queues))
+	for j, qp := range p.queues {
+		qs[j] = fair.Queue{Org: qp.q.Org, Leased: qp.leased, Due: len(qp.ids)}
+	}
+	return qs
+}
+
+// issuerTags is counts by issuer, keyed by issuer tag (keyspace.IssuerTag).
+func issuerTags(counts map[string]int) map[string]int {
+	if len(counts) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(counts))
+	for iss, n := range counts {
+		out[keyspace.IssuerTag(iss)] += n
+	}
+	return out
 }
 
 // claimPlans runs the claim scripts of the plans, one per slot, in one
@@ -374,7 +394,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 				plans[i].shutSeen += qp.seen
 			}
 		}
-		out[i].MoreDue = plans[i].dueSeen-plans[i].shutSeen > len(out[i].Claimed)
+		out[i].MoreDue = plans[i].dueSeen-plans[i].shutSeen-plans[i].capped > len(out[i].Claimed)
 	}
 	return firstErr
 }

@@ -40,14 +40,15 @@ type Queue struct {
 // organisations: one slot at a time to the organisation with the fewest
 // callouts in flight (Leased) plus slots given in this claim, ties broken
 // in a rotating order starting at queue rot, and within it to its queue
-// (shard) given the fewest; never more than a queue's Due. The j-th result
-// is how many to claim from qs[j]. So a slot that frees while one
-// organisation's backlog fills the endpoint goes to another organisation
-// with work due.
-func Spread(qs []Queue, batch, rot int) []int {
+// (shard) given the fewest; never more than a queue's Due, nor more to one
+// organisation than its room (room[org], when present: the most this
+// claim may give it, Room). The j-th result is how many to claim from
+// qs[j]. So a slot that frees while one organisation's backlog fills the
+// endpoint goes to another organisation with work due.
+func Spread(qs []Queue, batch, rot int, room map[string]int) []int {
 	left := max(batch, 0)
 	take := make([]int, len(qs))
-	load := map[string]int{}
+	load, given := map[string]int{}, map[string]int{}
 	for _, q := range qs {
 		load[q.Org] += q.Leased
 	}
@@ -57,7 +58,7 @@ func Spread(qs []Queue, batch, rot int) []int {
 		for k := range n {
 			j := (rot + k) % max(n, 1)
 			q := qs[j]
-			if take[j] >= q.Due {
+			if r, ok := room[q.Org]; take[j] >= q.Due || ok && given[q.Org] >= r {
 				continue
 			}
 			if best < 0 {
@@ -74,7 +75,29 @@ func Spread(qs []Queue, batch, rot int) []int {
 		}
 		take[best]++
 		load[qs[best].Org]++
+		given[qs[best].Org]++
 		left--
 	}
 	return take
+}
+
+// Room is what each organisation of qs may still take when the caller
+// lets at most orgCap attempts of one organisation run at once (orgCap
+// ≤ 0: no cap, nil) and has inFlight[org] of them running: orgCap minus
+// that, at least 0. Capped is how many of qs's due callouts that leaves
+// out (the claim reports no more due for them).
+func Room(qs []Queue, orgCap int, inFlight map[string]int) (room map[string]int, capped int) {
+	if orgCap <= 0 {
+		return nil, 0
+	}
+	room = map[string]int{}
+	due := map[string]int{}
+	for _, q := range qs {
+		room[q.Org] = max(orgCap-inFlight[q.Org], 0)
+		due[q.Org] += q.Due
+	}
+	for org, d := range due {
+		capped += max(d-room[org], 0)
+	}
+	return room, capped
 }

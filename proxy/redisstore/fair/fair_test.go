@@ -38,8 +38,42 @@ func TestSpread(t *testing.T) {
 		{"nothing due", []Queue{{"a", 0, 0}}, 2, 0, []int{0}},
 		{"no batch", []Queue{{"a", 0, 9}}, -1, 0, []int{0}},
 	} {
-		if got := Spread(tt.qs, tt.batch, tt.rot); !slices.Equal(got, tt.want) {
+		if got := Spread(tt.qs, tt.batch, tt.rot, nil); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: Spread = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// An organisation at its cap takes nothing more, across its shards, and
+// the slots go to the others: one slot kept for organisations with none in
+// flight (contract §10 "Fair dispatch").
+func TestSpreadWithRoom(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		qs    []Queue
+		batch int
+		room  map[string]int
+		want  []int
+	}{
+		{"at its cap: nothing", []Queue{{"a", 15, 300}}, 1, map[string]int{"a": 0}, []int{0}},
+		{"the kept slot goes to another", []Queue{{"a", 15, 300}, {"b", 0, 10}}, 1, map[string]int{"a": 0, "b": 15}, []int{0, 1}},
+		{"room bounds one organisation's shards together", []Queue{{"a", 0, 9}, {"a", 0, 9}, {"b", 0, 1}}, 6,
+			map[string]int{"a": 3, "b": 15}, []int{2, 1, 1}},
+		{"an organisation without an entry has no cap", []Queue{{"a", 0, 9}}, 4, map[string]int{"b": 0}, []int{4}},
+	} {
+		if got := Spread(tt.qs, tt.batch, 0, tt.room); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: Spread = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRoom(t *testing.T) {
+	qs := []Queue{{"a", 15, 200}, {"a", 0, 100}, {"b", 0, 10}}
+	room, capped := Room(qs, 15, map[string]int{"a": 15, "b": 2})
+	if room["a"] != 0 || room["b"] != 13 || capped != 300 {
+		t.Fatalf("Room = %v, capped %d; want a 0, b 13, 300 left out (all of a's)", room, capped)
+	}
+	if room, capped := Room(qs, 0, nil); room != nil || capped != 0 {
+		t.Fatalf("Room without a cap = %v, %d; want nil, 0", room, capped)
 	}
 }
