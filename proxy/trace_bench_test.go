@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,9 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -26,14 +23,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 )
-
-// discardExporter takes every batch and keeps nothing: the SDK's cost of
-// recording and batching spans without the collector's network.
-type discardExporter struct{}
-
-func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 // benchIngress builds the callout listener over miniredis and a loopback
 // upstream answering 200, with tp as its TracerProvider.
@@ -91,30 +82,15 @@ endpoints:
 // a loopback server, so the absolute figures are this machine's; the
 // differences between the three are tracing's.
 func BenchmarkIngressTracing(b *testing.B) {
-	providers := []struct {
-		name string
-		tp   func() trace.TracerProvider
-	}{
-		{"off", func() trace.TracerProvider { return noop.NewTracerProvider() }},
-		{"ratio0", func() trace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(tracing.Sampler(0)))
-		}},
-		{"ratio1", func() trace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(tracing.Sampler(1)))
-		}},
-	}
 	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
 		time.Hour, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, kind := range []string{"read", "keyed-write"} {
-		for _, p := range providers {
-			b.Run(kind+"/"+p.name, func(b *testing.B) {
-				tp := p.tp()
-				if sdk, ok := tp.(*sdktrace.TracerProvider); ok {
-					b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
-				}
+		for _, p := range tracingtest.Providers() {
+			b.Run(kind+"/"+p.Name, func(b *testing.B) {
+				tp := p.New(b)
 				h := benchIngress(b, tp)
 				b.ReportAllocs()
 				b.ResetTimer()

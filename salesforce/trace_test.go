@@ -1,7 +1,6 @@
 package salesforce
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -20,9 +20,7 @@ import (
 // records.
 func (e *env) tracedWriter(t *testing.T) *tracetest.SpanRecorder {
 	t.Helper()
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, sr := tracingtest.Recorder(t, 1)
 	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
 		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
 		Metrics: e.metrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-1",
