@@ -187,13 +187,7 @@ func BenchmarkRead(b *testing.B) {
 // share of a read's cost and allocations. Every read succeeds, so errors
 // (the default) and none write no line.
 func BenchmarkReadLog(b *testing.B) {
-	bes := redistest.Backends(b)
-	be := bes[0]
-	for _, x := range bes {
-		if x.Name == "single" {
-			be = x
-		}
-	}
+	be := redistest.SingleOrMini(b)
 	for _, access := range []string{config.LogAccessAll, config.LogAccessErrors, config.LogAccessNone} {
 		b.Run(be.Name+"/"+access, func(b *testing.B) {
 			newBenchRig(b, be.Client, "log:\n  access: "+access+"\n", true).run(b)
@@ -206,13 +200,7 @@ func BenchmarkReadLog(b *testing.B) {
 // called), with and without the gate cache, on the real single node when
 // configured (else miniredis).
 func BenchmarkReadBreakerOpen(b *testing.B) {
-	bes := redistest.Backends(b)
-	be := bes[0]
-	for _, x := range bes {
-		if x.Name == "single" {
-			be = x
-		}
-	}
+	be := redistest.SingleOrMini(b)
 	for _, watch := range []bool{true, false} {
 		name := be.Name + "/gatecache"
 		if !watch {
