@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
@@ -297,11 +296,7 @@ func TestTraceOfARejection(t *testing.T) {
 // is one of tracing.Keys.
 func TestSpansCarryNoSecret(t *testing.T) {
 	rig := newTraceRig(t, 503, 200)
-	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
-		10*time.Minute, rig.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := rig.token(t)
 	body := `{"card":{"number":"` + rigCardNumber + `"},"email":"jane@example.com"}`
 	rec := rig.do(t, http.MethodPost, "/callout/api/v1/customers/cus_jane/charges?api_key="+rigQuerySecret,
 		http.Header{"Idempotency-Key": {"secret-key-value-1"}, "X-Card-Token": {rigCardToken},

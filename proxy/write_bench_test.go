@@ -27,7 +27,7 @@ import (
 func BenchmarkKeyedWrite(b *testing.B) {
 	be := redistest.SingleOrMini(b)
 	b.Run(be.Name, func(b *testing.B) {
-		rig := newBenchRig(b, be.Client, "", true)
+		rig := newBenchRig(b, be.Client, "", true, nil)
 		c := redisstore.NewCompleter(rig.store, batch.Options{})
 		b.Cleanup(c.Close)
 		rig.srv.d.Completions = c

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,12 +48,7 @@ func doRequest(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return resp, proctest.ReadBody(t, resp)
 }
 
 // endpointDoc reads one endpoint's state from the admin API of base.

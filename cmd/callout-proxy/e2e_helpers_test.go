@@ -139,12 +139,7 @@ func (p *proxyUnderTest) raw(t *testing.T, head string, body []byte) (*http.Resp
 	if err != nil {
 		t.Fatalf("read response to %q: %v", strings.SplitN(head, "\r\n", 2)[0], err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return resp, proctest.ReadBody(t, resp)
 }
 
 // wantProblem asserts a proxy-made error (contract §2) with

@@ -2,12 +2,25 @@ package proctest
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
+
+// ReadBody reads resp's whole body and closes it, failing t when the read
+// fails.
+func ReadBody(t testing.TB, resp *http.Response) []byte {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 // WantProblem asserts that an answer (its status, header and whole body)
 // is a proxy-made error of docs/contract.md §2: the status, the
