@@ -125,6 +125,21 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
+// Eventually calls cond every every until it holds, failing the test
+// with what once within has passed first. It waits for something another
+// goroutine or process brings about (a request reaching an upstream, a
+// job finishing), never for time itself to pass.
+func Eventually(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %s waiting: %s", within, what)
+		}
+		time.Sleep(every)
+	}
+}
+
 // ClosedPort returns a loopback TCP port that refuses connections for the
 // rest of the test: a socket bound to it but never listening holds it, so
 // no other listener of parallel tests (a proxy or server on port 0) can
