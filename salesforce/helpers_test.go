@@ -283,15 +283,21 @@ func (e *env) scheduled(endpoint string, n int, edit func(*policy.NewCallout), c
 	return ids
 }
 
+// round runs one writer round, failing t on an error.
+func (e *env) round(t testing.TB) Report {
+	t.Helper()
+	rep, err := e.writer.Round(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // drain runs rounds until one claims nothing (at most 20).
 func (e *env) drain() {
 	e.t.Helper()
 	for range 20 {
-		rep, err := e.writer.Round(ctxT(e.t))
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if rep.Claimed == 0 {
+		if e.round(e.t).Claimed == 0 {
 			return
 		}
 	}
