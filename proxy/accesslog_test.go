@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestAccessLog: log.access decides which attempts get an "attempt" line
@@ -37,7 +37,7 @@ func TestAccessLog(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("access "+tt.access, func(t *testing.T) {
-			var buf bytes.Buffer
+			var buf proctest.LogBuffer
 			m, err := metrics.New(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
@@ -48,7 +48,7 @@ func TestAccessLog(t *testing.T) {
 			for _, att := range []forward.Attempt{ok, unavailable, notFound} {
 				runner.Observe(context.Background(), ep, "c1", 1, policy.KindFirst, att)
 			}
-			recs := logLines(t, &buf)
+			recs := buf.Lines(t)
 			if len(recs) != len(tt.want) {
 				t.Fatalf("%d lines %v, want statuses %v", len(recs), recs, tt.want)
 			}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -87,7 +86,7 @@ func vocabularyOfAnExhaustedCallout(t *testing.T, rig *clockRig, logs *proctest.
 		}
 	}
 	var attempts, dead int
-	for _, l := range logLines(t, bytes.NewBufferString(logs.String())) {
+	for _, l := range logs.Lines(t) {
 		if l["callout_id"] != id {
 			continue
 		}

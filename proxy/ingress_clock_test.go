@@ -152,19 +152,26 @@ func (rig *clockRig) build(t *testing.T, spec rigSpec) {
 		TracerProvider: spec.tp, Propagator: spec.prop, Budget: spec.budget})
 }
 
-// do serves one callout request with a token minted at the rig's now.
-func (rig *clockRig) do(t *testing.T, method, path string, hdr http.Header, body string) *httptest.ResponseRecorder {
+// token is a caller token of clockRigIssuer minted at the rig's now,
+// valid for 10 minutes.
+func (rig *clockRig) token(t *testing.T) string {
 	t.Helper()
 	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
 		10*time.Minute, rig.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tok
+}
+
+// do serves one callout request with a token minted at the rig's now.
+func (rig *clockRig) do(t *testing.T, method, path string, hdr http.Header, body string) *httptest.ResponseRecorder {
+	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Authorization", "Bearer "+rig.token(t))
 	rec := httptest.NewRecorder()
 	rig.srv.Handler().ServeHTTP(rec, req)
 	return rec

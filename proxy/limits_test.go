@@ -5,9 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 )
 
 // newLimitsRig is a clockRig whose upstream answers 200 and whose
@@ -27,11 +24,7 @@ func newLimitsRig(t *testing.T, limits ...string) *clockRig {
 // the bearer token minted at the rig's now.
 func fixedHeaderBytes(t *testing.T, rig *clockRig) int {
 	t.Helper()
-	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
-		10*time.Minute, rig.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := rig.token(t)
 	return len("Host") + len("example.com") + 4 + len("Authorization") + len("Bearer "+tok) + 4
 }
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -57,7 +56,7 @@ func TestCalloutLogLinesCarryTraceAndID(t *testing.T) {
 				t.Fatalf("repeat of a dead letter's key: %d %s, want 409", again.Code, again.Body)
 			}
 			msgs := map[string]int{}
-			for _, line := range logLines(t, bytes.NewBufferString(logs.String())) {
+			for _, line := range logs.Lines(t) {
 				if line["callout_id"] != id {
 					continue
 				}

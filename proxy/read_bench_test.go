@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/auth"
@@ -22,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gatecache"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
 // roundTrips counts the Redis round trips a client makes: one per command
@@ -69,8 +72,9 @@ func (rig *benchRig) cached() bool {
 
 // newBenchRig builds a benchRig on client with the extra YAML appended to
 // its configuration (a log: section, say); with watch, the store's gate
-// cache runs (gatecache.Cache.Run, as cmd/callout-proxy starts it).
-func newBenchRig(b *testing.B, client redis.UniversalClient, extra string, watch bool) *benchRig {
+// cache runs (gatecache.Cache.Run, as cmd/callout-proxy starts it); tp is
+// the TracerProvider of the ingress and the forwarder (nil: tracing off).
+func newBenchRig(b *testing.B, client redis.UniversalClient, extra string, watch bool, tp trace.TracerProvider) *benchRig {
 	b.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -106,11 +110,13 @@ endpoints:
 	if err != nil {
 		b.Fatal(err)
 	}
-	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes})
+	prop := propagation.TraceContext{}
+	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
+		Propagator: tracing.New(tp, prop).Propagator()})
 	b.Cleanup(fwd.CloseIdleConnections)
 	watcher := &dispatch.Watcher{Config: cfg, Store: rig.store, Metrics: m, Logger: logger}
 	rig.srv = New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: rig.store, Gates: rig.gates,
-		Metrics: m, Breakers: watcher, Logger: logger})
+		Metrics: m, Breakers: watcher, Logger: logger, TracerProvider: tp, Propagator: prop})
 	if watch {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -175,7 +181,7 @@ func BenchmarkRead(b *testing.B) {
 				name = be.Name + "/nocache"
 			}
 			b.Run(name, func(b *testing.B) {
-				newBenchRig(b, be.Client, "", watch).run(b)
+				newBenchRig(b, be.Client, "", watch, nil).run(b)
 			})
 		}
 	}
@@ -187,16 +193,10 @@ func BenchmarkRead(b *testing.B) {
 // share of a read's cost and allocations. Every read succeeds, so errors
 // (the default) and none write no line.
 func BenchmarkReadLog(b *testing.B) {
-	bes := redistest.Backends(b)
-	be := bes[0]
-	for _, x := range bes {
-		if x.Name == "single" {
-			be = x
-		}
-	}
+	be := redistest.SingleOrMini(b)
 	for _, access := range []string{config.LogAccessAll, config.LogAccessErrors, config.LogAccessNone} {
 		b.Run(be.Name+"/"+access, func(b *testing.B) {
-			newBenchRig(b, be.Client, "log:\n  access: "+access+"\n", true).run(b)
+			newBenchRig(b, be.Client, "log:\n  access: "+access+"\n", true, nil).run(b)
 		})
 	}
 }
@@ -206,20 +206,14 @@ func BenchmarkReadLog(b *testing.B) {
 // called), with and without the gate cache, on the real single node when
 // configured (else miniredis).
 func BenchmarkReadBreakerOpen(b *testing.B) {
-	bes := redistest.Backends(b)
-	be := bes[0]
-	for _, x := range bes {
-		if x.Name == "single" {
-			be = x
-		}
-	}
+	be := redistest.SingleOrMini(b)
 	for _, watch := range []bool{true, false} {
 		name := be.Name + "/gatecache"
 		if !watch {
 			name = be.Name + "/nocache"
 		}
 		b.Run(name, func(b *testing.B) {
-			rig := newBenchRig(b, be.Client, "", watch)
+			rig := newBenchRig(b, be.Client, "", watch, nil)
 			br := rig.srv.d.Config.Endpoints["api"].Rules().Breaker()
 			for range br.Failures {
 				if _, err := rig.store.RecordResult(context.Background(), "api",

@@ -1,32 +1,14 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// logLines decodes the JSON records written to b.
-func logLines(t *testing.T, b *bytes.Buffer) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, rec)
-	}
-	return out
-}
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
+)
 
 // TestRejectionLogIsSampled: 1,000 identical rejections in a minute are
 // one log record with the detail, then one record with their count when
@@ -34,7 +16,7 @@ func logLines(t *testing.T, b *bytes.Buffer) []map[string]any {
 // own; a key quiet for a minute is forgotten; the count of an unfinished
 // window is written on shutdown.
 func TestRejectionLogIsSampled(t *testing.T) {
-	var buf bytes.Buffer
+	var buf proctest.LogBuffer
 	var mu sync.Mutex
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -50,17 +32,17 @@ func TestRejectionLogIsSampled(t *testing.T) {
 		advance(50 * time.Millisecond) // 50 s in all
 	}
 	reject("pay", "body-too-large", "too large")
-	if recs := logLines(t, &buf); len(recs) != 2 || recs[0]["detail"] != "token expired #a" ||
+	if recs := buf.Lines(t); len(recs) != 2 || recs[0]["detail"] != "token expired #a" ||
 		recs[1]["code"] != "body-too-large" {
 		t.Fatalf("records during the flood = %v; want the first of each key only", recs)
 	}
 	l.flush(ctx) // 50 s: no window has ended
-	if n := len(logLines(t, &buf)); n != 2 {
+	if n := len(buf.Lines(t)); n != 2 {
 		t.Fatalf("%d records after an early flush, want 2", n)
 	}
 	advance(10 * time.Second)
 	l.flush(ctx)
-	recs := logLines(t, &buf)
+	recs := buf.Lines(t)
 	if len(recs) != 3 || recs[2]["msg"] != "rejected (repeated)" || recs[2]["count"] != float64(999) ||
 		recs[2]["code"] != "unauthorized" {
 		t.Fatalf("records after the minute = %v; want one summary counting 999", recs)
@@ -71,12 +53,12 @@ func TestRejectionLogIsSampled(t *testing.T) {
 	l.flush(ctx)
 	reject("pay", "body-too-large", "too large again")
 	reject("pay", "body-too-large", "too large again")
-	recs = logLines(t, &buf)
+	recs = buf.Lines(t)
 	if len(recs) != 4 || recs[3]["detail"] != "too large again" {
 		t.Fatalf("records = %v; want the new rejection logged once", recs[3:])
 	}
 	l.flushAll(ctx)
-	recs = logLines(t, &buf)
+	recs = buf.Lines(t)
 	if len(recs) != 5 || recs[4]["count"] != float64(1) {
 		t.Fatalf("records after flushAll = %v; want the pending count", recs[4:])
 	}

@@ -1,84 +1,17 @@
 package proxy
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
-	"github.com/calloutproxy/callout-proxy/proxy/config"
-	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
-	"github.com/calloutproxy/callout-proxy/proxy/forward"
-	"github.com/calloutproxy/callout-proxy/proxy/metrics"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
-	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 )
-
-// discardExporter takes every batch and keeps nothing: the SDK's cost of
-// recording and batching spans without the collector's network.
-type discardExporter struct{}
-
-func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discardExporter) Shutdown(context.Context) error                             { return nil }
-
-// benchIngress builds the callout listener over miniredis and a loopback
-// upstream answering 200, with tp as its TracerProvider.
-func benchIngress(b *testing.B, tp trace.TracerProvider) http.Handler {
-	b.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	b.Cleanup(up.Close)
-	getenv := func(k string) string { return map[string]string{"RIG_SECRET": clockRigSecret}[k] }
-	cfg, err := config.Parse([]byte(`auth:
-  issuers: [`+clockRigIssuer+`]
-  audience: callout-proxy
-  algorithms: [HS256]
-  hs256_secret_env: RIG_SECRET
-endpoints:
-  api:
-    url: `+up.URL+`
-    allowed_networks: [127.0.0.0/8]
-`), getenv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	mr := miniredis.RunT(b)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
-	b.Cleanup(func() { _ = rdb.Close() })
-	logger := slog.New(slog.DiscardHandler)
-	store := redisstore.New(rdb, redisstore.Options{Logger: logger})
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	callers, err := auth.NewVerifier(cfg.Auth, getenv, time.Now)
-	if err != nil {
-		b.Fatal(err)
-	}
-	prop := propagation.TraceContext{}
-	fwd := forward.New(forward.Options{Getenv: getenv, Logger: logger, MaxResponseBytes: cfg.Policy.MaxResponseBytes,
-		Propagator: tracing.New(tp, prop).Propagator()})
-	b.Cleanup(fwd.CloseIdleConnections)
-	watcher := &dispatch.Watcher{Config: cfg, Store: store, Metrics: m, Logger: logger}
-	return New(Deps{Config: cfg, Callers: callers, Upstream: fwd, Store: store, Metrics: m, Breakers: watcher,
-		Logger: logger, TracerProvider: tp, Propagator: prop}).Handler()
-}
 
 // BenchmarkIngressTracing measures what tracing costs the callout
 // listener per request (deploy/bench/BENCHMARKS.md "Tracing"): a read (GET,
@@ -91,31 +24,14 @@ endpoints:
 // a loopback server, so the absolute figures are this machine's; the
 // differences between the three are tracing's.
 func BenchmarkIngressTracing(b *testing.B) {
-	providers := []struct {
-		name string
-		tp   func() trace.TracerProvider
-	}{
-		{"off", func() trace.TracerProvider { return noop.NewTracerProvider() }},
-		{"ratio0", func() trace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(tracing.Sampler(0)))
-		}},
-		{"ratio1", func() trace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(tracing.Sampler(1)))
-		}},
-	}
-	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
-		time.Hour, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, kind := range []string{"read", "keyed-write"} {
-		for _, p := range providers {
-			b.Run(kind+"/"+p.name, func(b *testing.B) {
-				tp := p.tp()
-				if sdk, ok := tp.(*sdktrace.TracerProvider); ok {
-					b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
-				}
-				h := benchIngress(b, tp)
+		for _, p := range tracingtest.Providers() {
+			b.Run(kind+"/"+p.Name, func(b *testing.B) {
+				mr := miniredis.RunT(b)
+				rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
+				b.Cleanup(func() { _ = rdb.Close() })
+				rig := newBenchRig(b, rdb, "", false, p.New(b))
+				h := rig.srv.Handler()
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := range b.N {
@@ -126,7 +42,7 @@ func BenchmarkIngressTracing(b *testing.B) {
 						req = httptest.NewRequest(http.MethodPost, "/callout/api/v1/charges", strings.NewReader(`{"amount":1}`))
 						req.Header.Set("Idempotency-Key", "bench-"+strconv.Itoa(i))
 					}
-					req.Header.Set("Authorization", "Bearer "+tok)
+					req.Header.Set("Authorization", "Bearer "+rig.token)
 					req.Header.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")
 					rec := httptest.NewRecorder()
 					h.ServeHTTP(rec, req)

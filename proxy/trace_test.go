@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 )
 
 // The caller's trace context in the tests: Apex's form, not sampled (00).
@@ -54,9 +54,9 @@ type traceRig struct {
 
 func newTraceRig(t *testing.T, statuses ...int) *traceRig {
 	t.Helper()
-	rig := &traceRig{statuses: statuses, spans: tracetest.NewSpanRecorder(), logs: &proctest.LogBuffer{}}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rig.spans), sdktrace.WithSampler(tracing.Sampler(1)))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	rig := &traceRig{statuses: statuses, logs: &proctest.LogBuffer{}}
+	tp, spans := tracingtest.Recorder(t, 1)
+	rig.spans = spans
 	rig.build(t, rigSpec{
 		upstream: func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
@@ -101,14 +101,6 @@ func (rig *traceRig) named(name string) []sdktrace.ReadOnlySpan {
 	return out
 }
 
-func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
-	m := map[attribute.Key]attribute.Value{}
-	for _, kv := range s.Attributes() {
-		m[kv.Key] = kv.Value
-	}
-	return m
-}
-
 // TestTraceOfAKeyedWriteThroughTheDispatcher is the case in
 // process: a keyed POST carrying the caller's traceparent fails twice
 // (the synchronous attempt, then the dispatcher's first retry) and then
@@ -144,7 +136,7 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 		!a.Parent().IsRemote() || a.SpanKind() != trace.SpanKindServer {
 		t.Errorf("admission %v, parent %v: want a server span under the caller's", a.SpanContext(), a.Parent())
 	}
-	if got := spanAttrs(a); got["callout.admission"].AsString() != "attempt" || got["callout.id"].AsString() != id ||
+	if got := tracingtest.Attrs(a); got["callout.admission"].AsString() != "attempt" || got["callout.id"].AsString() != id ||
 		got["callout.endpoint"].AsString() != "api" || !got["callout.keyed"].AsBool() ||
 		got["http.response.status_code"].AsInt64() != http.StatusAccepted {
 		t.Errorf("admission attributes %v, want the callout's and the 202 the caller got", got)
@@ -166,7 +158,7 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 		{3, "retry", "dispatched", "success", 201, "succeeded"},
 	}
 	for i, s := range atts {
-		got := spanAttrs(s)
+		got := tracingtest.Attrs(s)
 		w := want[i]
 		if got["callout.attempt"].AsInt64() != w.n || got["callout.attempt.kind"].AsString() != w.kind ||
 			got["callout.attempt.mode"].AsString() != w.mode || got["callout.outcome"].AsString() != w.outcome ||
@@ -186,7 +178,7 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 			t.Errorf("upstream request %d: traceparent %q, want only the attempt's %q", i+1, rig.parents[i], wantParent)
 		}
 	}
-	if got := spanAttrs(atts[0])["callout.next_attempt_in_ms"].AsInt64(); got != 2500 {
+	if got := tracingtest.Attrs(atts[0])["callout.next_attempt_in_ms"].AsInt64(); got != 2500 {
 		t.Errorf("first attempt's next_attempt_in_ms = %d, want 2500 (half of the 5 s base delay)", got)
 	}
 	if c, _ := rig.store.Get(context.Background(), id); !strings.HasPrefix(c.TraceContext,
@@ -205,7 +197,7 @@ func TestTraceOfAKeyedWriteThroughTheDispatcher(t *testing.T) {
 			t.Errorf("attempt log line %v, want trace_id %s", l, callerTrace)
 		}
 	}
-	allSpanKeysKnown(t, rig.spans.Ended())
+	tracingtest.KeysKnown(t, rig.spans.Ended())
 }
 
 // TestTraceOfInlineRetriesAndReads: under Prefer: wait=N the inline retry
@@ -230,7 +222,7 @@ func TestTraceOfInlineRetriesAndReads(t *testing.T) {
 		t.Fatalf("%d attempt, %d admission spans, want 3 and 2", len(atts), len(adm))
 	}
 	for i, mode := range []string{"synchronous", "inline", "synchronous"} {
-		got := spanAttrs(atts[i])
+		got := tracingtest.Attrs(atts[i])
 		if got["callout.attempt.mode"].AsString() != mode || got["server.address"].AsString() != "127.0.0.1" ||
 			got["server.port"].AsInt64() == 0 {
 			t.Errorf("attempt span %d: mode %q, server %v:%v; want %q and the upstream's address and port",
@@ -240,7 +232,7 @@ func TestTraceOfInlineRetriesAndReads(t *testing.T) {
 	// Both answers were 200: each server span carries it and holds its
 	// attempts, the inline retry too.
 	for i, s := range adm {
-		if got := spanAttrs(s)["http.response.status_code"].AsInt64(); got != http.StatusOK || s.Status().Code.String() != "Unset" {
+		if got := tracingtest.Attrs(s)["http.response.status_code"].AsInt64(); got != http.StatusOK || s.Status().Code.String() != "Unset" {
 			t.Errorf("server span %d: status_code %d, status %v; want 200, unset", i+1, got, s.Status())
 		}
 	}
@@ -251,7 +243,7 @@ func TestTraceOfInlineRetriesAndReads(t *testing.T) {
 		atts[0].SpanContext().TraceID() == atts[2].SpanContext().TraceID() {
 		t.Error("the inline retry must share its callout's trace; the read must have its own")
 	}
-	read := spanAttrs(atts[2])
+	read := tracingtest.Attrs(atts[2])
 	if read["callout.attempt"].Type() != attribute.INVALID || read["callout.attempt.kind"].AsString() != "first" ||
 		read["callout.outcome"].AsString() != "success" {
 		t.Errorf("read attempt attributes %v", read)
@@ -286,7 +278,7 @@ func TestTraceOfARejection(t *testing.T) {
 	if len(adm) != 1 || len(rig.named(tracing.SpanAttempt)) != 0 {
 		t.Fatalf("%d admission spans and %d attempt spans, want 1 and 0", len(adm), len(rig.named(tracing.SpanAttempt)))
 	}
-	got := spanAttrs(adm[0])
+	got := tracingtest.Attrs(adm[0])
 	if got["callout.admission"].AsString() != "rejected" || got["callout.problem"].AsString() != "idempotency-key-missing" ||
 		got["http.response.status_code"].AsInt64() != 400 || adm[0].Status().Code.String() != "Unset" {
 		t.Errorf("admission %v status %v", got, adm[0].Status())
@@ -304,11 +296,7 @@ func TestTraceOfARejection(t *testing.T) {
 // is one of tracing.Keys.
 func TestSpansCarryNoSecret(t *testing.T) {
 	rig := newTraceRig(t, 503, 200)
-	tok, err := auth.MintHS256([]byte(clockRigSecret), clockRigIssuer, "callout-proxy", "005000000000001AAA",
-		10*time.Minute, rig.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := rig.token(t)
 	body := `{"card":{"number":"` + rigCardNumber + `"},"email":"jane@example.com"}`
 	rec := rig.do(t, http.MethodPost, "/callout/api/v1/customers/cus_jane/charges?api_key="+rigQuerySecret,
 		http.Header{"Idempotency-Key": {"secret-key-value-1"}, "X-Card-Token": {rigCardToken},
@@ -339,26 +327,10 @@ func TestSpansCarryNoSecret(t *testing.T) {
 			t.Errorf("span %s has events %v: none are recorded", s.Name(), s.Events())
 		}
 	}
-	if r := spanAttrs(rig.named(tracing.SpanAdmission)[0])["http.route"].AsString(); r != tracing.Route {
+	if r := tracingtest.Attrs(rig.named(tracing.SpanAdmission)[0])["http.route"].AsString(); r != tracing.Route {
 		t.Errorf("http.route = %q, want %q", r, tracing.Route)
 	}
-	allSpanKeysKnown(t, rig.spans.Ended())
-}
-
-// allSpanKeysKnown fails when a span carries a key outside tracing.Keys.
-func allSpanKeysKnown(t *testing.T, spans []sdktrace.ReadOnlySpan) {
-	t.Helper()
-	known := map[attribute.Key]bool{}
-	for _, k := range tracing.Keys {
-		known[k] = true
-	}
-	for _, s := range spans {
-		for _, kv := range s.Attributes() {
-			if !known[kv.Key] {
-				t.Errorf("span %s: attribute %s is not in tracing.Keys", s.Name(), kv.Key)
-			}
-		}
-	}
+	tracingtest.KeysKnown(t, rig.spans.Ended())
 }
 
 // TestLongTraceStateIsShortened pushes past tracing.MaxTraceState: a

@@ -25,15 +25,9 @@ import (
 // redis-rt/op counts the store's round trips. Benchmarks, not tests:
 // `go test -run XXX -bench BenchmarkKeyedWrite -benchmem ./proxy/`.
 func BenchmarkKeyedWrite(b *testing.B) {
-	bes := redistest.Backends(b)
-	be := bes[0]
-	for _, x := range bes {
-		if x.Name == "single" {
-			be = x
-		}
-	}
+	be := redistest.SingleOrMini(b)
 	b.Run(be.Name, func(b *testing.B) {
-		rig := newBenchRig(b, be.Client, "", true)
+		rig := newBenchRig(b, be.Client, "", true, nil)
 		c := redisstore.NewCompleter(rig.store, batch.Options{})
 		b.Cleanup(c.Close)
 		rig.srv.d.Completions = c

@@ -40,14 +40,7 @@ func TestWholeCallAnswersClassified(t *testing.T) {
 			c.fault.Times = 3
 			e.emu.Inject(c.fault)
 			for range 3 {
-				if _, err := e.writer.Round(ctxT(t)); err != nil {
-					t.Fatal(err)
-				}
-				due := e.entry(policy.EntryName(policy.EntryMirror, ids[0])).Due
-				if wait := due.Sub(e.clk.Now()); wait <= 0 || wait > MaxBackoff {
-					t.Fatalf("after the page the batch waits %v, want the outage backoff (at most %v)", wait, MaxBackoff)
-				}
-				e.clk.Advance(due.Sub(e.clk.Now()))
+				e.clk.Advance(e.roundWaitsOutage(t, ids[0], "after the page the batch"))
 			}
 			if got := testutil.ToFloat64(e.metrics.Requests.WithLabelValues(string(sfapi.Maintenance))); got != 3 {
 				t.Errorf("requests{result=maintenance} = %v, want 3", got)
@@ -66,6 +59,19 @@ func TestWholeCallAnswersClassified(t *testing.T) {
 	}
 }
 
+// roundWaitsOutage runs a writer round and fails t unless the mirror
+// entry of dead letter id then waits the outage backoff (longer than 0, at
+// most MaxBackoff), naming what waits; it returns that wait.
+func (e *env) roundWaitsOutage(t *testing.T, id, what string) time.Duration {
+	t.Helper()
+	e.round(t)
+	wait := e.entry(policy.EntryName(policy.EntryMirror, id)).Due.Sub(e.clk.Now())
+	if wait <= 0 || wait > MaxBackoff {
+		t.Fatalf("%s waits %v, want the outage backoff (at most %v)", what, wait, MaxBackoff)
+	}
+	return wait
+}
+
 // TestReadOnlyMaintenanceRetriesSoon: in read-only mode every record is
 // refused with INSERT_UPDATE_DELETE_NOT_ALLOWED_DURING_MAINTENANCE
 // (Salesforce Help "Read-Only Mode"); the entries wait on the outage
@@ -76,13 +82,7 @@ func TestReadOnlyMaintenanceRetriesSoon(t *testing.T) {
 	ids := e.quietDeadLetters(3)
 	e.emu.SetReadOnly(true)
 	for range 2 {
-		if _, err := e.writer.Round(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
-		due := e.entry(policy.EntryName(policy.EntryMirror, ids[0])).Due
-		if wait := due.Sub(e.clk.Now()); wait <= 0 || wait > MaxBackoff {
-			t.Fatalf("in read-only mode a record waits %v, want the outage backoff (at most %v)", wait, MaxBackoff)
-		}
+		e.roundWaitsOutage(t, ids[0], "in read-only mode a record")
 		e.clk.Advance(MaxBackoff)
 	}
 	if got := testutil.ToFloat64(e.metrics.WriteErrors.WithLabelValues(sfapi.ReadOnlyCode)); got < 3 {
@@ -117,9 +117,7 @@ func TestRevokedTokenRecoversWithinOnePoll(t *testing.T) {
 		}
 	})
 	e.clk.Advance(sfapi.MintBackoffMax)
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	for _, id := range ids {
 		e.record(id)
 	}
@@ -138,9 +136,7 @@ func TestGoodTokenResetsBackoff(t *testing.T) {
 	ids := e.refusedTokens(t, func() {})
 	e.emu.Inject(sfemu.Fault{Kind: "composite", Status: http.StatusServiceUnavailable, Body: sfemu.ServerError})
 	e.clk.Advance(sfapi.MintBackoffMax)
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	defs, err := e.outbox.Deferrals(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -150,9 +146,7 @@ func TestGoodTokenResetsBackoff(t *testing.T) {
 			d.Fails, d.Until.Sub(e.clk.Now()), BaseBackoff)
 	}
 	e.clk.Advance(BaseBackoff)
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	for _, id := range ids {
 		e.record(id)
 	}
@@ -169,9 +163,7 @@ func (e *env) refusedTokens(t *testing.T, each func()) []string {
 	e.emu.ExpireSessions()
 	e.emu.Inject(sfemu.Fault{Kind: "token", Status: http.StatusBadRequest, Body: sfemu.InvalidGrant, Times: 1 << 30})
 	for end := e.clk.Now().Add(4 * time.Minute); e.clk.Now().Before(end); {
-		if _, err := e.writer.Round(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
+		e.round(t)
 		each()
 		e.clk.Advance(BaseBackoff)
 	}

@@ -74,9 +74,7 @@ func TestFailedCallDefersTheBatchToOneTime(t *testing.T) {
 	e.writer.o.Rand = seq(0.1, 0.9, 0.5, 0.3) // jitter per draw: one draw per batch
 	ids := e.quietDeadLetters(20)
 	e.emu.Inject(sfemu.Fault{Kind: "composite", Status: 503, Body: sfemu.ServerError})
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	due := map[time.Time]int{}
 	for _, id := range ids {
 		due[e.entry(policy.EntryName(policy.EntryMirror, id)).Due]++

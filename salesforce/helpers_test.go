@@ -1,7 +1,6 @@
 package salesforce
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"crypto/rsa"
@@ -24,6 +23,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/auth/authtest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/outbox"
@@ -59,24 +59,6 @@ var testKey = sync.OnceValue(func() *rsa.PrivateKey {
 	return k
 })
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is one proxy replica's Salesforce side against an emulator: a store
 // with the outbox on (miniredis), a client and a writer.
 type env struct {
@@ -92,7 +74,7 @@ type env struct {
 	cfg     *config.Config
 	metrics *Metrics
 	reg     *prometheus.Registry
-	logs    *syncBuffer
+	logs    *proctest.LogBuffer
 }
 
 // envOption changes the configuration before the writer is built.
@@ -112,7 +94,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 // none).
 func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, clk: clocktest.New(t0), logs: &syncBuffer{}}
+	e := &env{t: t, clk: clocktest.New(t0), logs: &proctest.LogBuffer{}}
 	key := testKey()
 	eo := sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
 		Objects: schema(), Defaults: defaults(), Now: e.clk.Now}
@@ -301,15 +283,21 @@ func (e *env) scheduled(endpoint string, n int, edit func(*policy.NewCallout), c
 	return ids
 }
 
+// round runs one writer round, failing t on an error.
+func (e *env) round(t testing.TB) Report {
+	t.Helper()
+	rep, err := e.writer.Round(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // drain runs rounds until one claims nothing (at most 20).
 func (e *env) drain() {
 	e.t.Helper()
 	for range 20 {
-		rep, err := e.writer.Round(ctxT(e.t))
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if rep.Claimed == 0 {
+		if e.round(e.t).Claimed == 0 {
 			return
 		}
 	}

@@ -18,9 +18,7 @@ func TestNotificationOpensRecordWrittenEarlier(t *testing.T) {
 	e := newEnv(t)
 	e.emu.Inject(sfemu.Fault{Kind: "action", Status: http.StatusServiceUnavailable, Body: sfemu.ServerError})
 	ids := e.deadLetters("payments", 1)
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	if n := len(e.emu.Notifications()); n != 0 {
 		t.Fatalf("%d notifications after the failed action call, want 0", n)
 	}

@@ -90,9 +90,7 @@ func TestNotificationTargetsRetriedSeparately(t *testing.T) {
 	e := newEnv(t, withWebhook(srv.URL))
 	h.answer(http.StatusServiceUnavailable)
 	ids := e.deadLetters("payments", 1)
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	name := policy.EntryName(policy.EntryOutage, "payments", ids[0])
 	if info := e.entry(name); info.Payload != `["webhook"]` || info.Tries != 1 {
 		t.Fatalf("entry = %+v: want the webhook still to reach", info)
@@ -179,9 +177,7 @@ func TestNotificationPartialFailure(t *testing.T) {
 		Message: "recipient is not an active user", Times: 1})
 	e.deadLetters("payments", 1)
 	e.deadLetters("ledger", 1)
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	byOwner := func() map[any]int {
 		m := map[any]int{}
 		for _, n := range e.emu.Notifications() {

@@ -88,9 +88,7 @@ func TestStatusChangeWaitsForTheRecord(t *testing.T) {
 	e := newEnv(t)
 	root := e.deadLetters("orders", 1)[0]
 	e.emu.InjectRecord(sfemu.RecordFault{ExtID: root, Code: "UNABLE_TO_LOCK_ROW", Message: "unable to obtain exclusive access"})
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	if info := e.entry(policy.EntryName(policy.EntryMirror, root)); info.Tries != 1 || info.Due.Sub(e.clk.Now()) < BaseBackoff/2 {
 		t.Fatalf("locked record: entry %+v, want a retry with backoff", info)
 	}

@@ -24,9 +24,7 @@ func TestStorageLimitPausesTheOutbox(t *testing.T) {
 	ids := e.deadLetters("orders", 5)
 	e.emu.InjectRecord(sfemu.RecordFault{ExtID: ids[0], Code: "STORAGE_LIMIT_EXCEEDED",
 		Message: "storage limit exceeded"})
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	until, why, err := e.outbox.PausedUntil(ctxT(t))
 	if err != nil || !until.Equal(e.clk.Now().Add(StoragePause)) || why != pauseStorage {
 		t.Fatalf("pause until %v %q (%v), want %v storage_limit", until, why, err, e.clk.Now().Add(StoragePause))

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/sfsub"
 	"github.com/calloutproxy/callout-proxy/salesforce/pubsub"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
@@ -77,17 +78,12 @@ func (c *countingReplayer) total() int {
 	return n
 }
 
-// waitFor waits (up to 30 s of real time, for a loaded machine) until cond holds: the stream
-// runs in its own goroutine, over a real gRPC connection.
+// waitFor waits (up to 30 s of real time, for a loaded machine) until cond
+// holds (proctest.Eventually): the stream runs in its own goroutine, over
+// a real gRPC connection.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	proctest.Eventually(t, 30*time.Second, time.Millisecond, what, cond)
 }
 
 // crashingState is the subscription state of a replica that dies just as

@@ -1,7 +1,6 @@
 package salesforce
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -20,9 +20,7 @@ import (
 // records.
 func (e *env) tracedWriter(t *testing.T) *tracetest.SpanRecorder {
 	t.Helper()
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, sr := tracingtest.Recorder(t, 1)
 	w, err := NewWriter(WriterOptions{API: e.client, Store: e.store, Outbox: e.outbox, Salesforce: *e.cfg.Salesforce,
 		Endpoints: endpointsOf(e.cfg), DeadLetterRetention: e.cfg.Policy.DeadLetterRetention,
 		Metrics: e.metrics, Now: e.clk.Now, Rand: func() float64 { return 0.5 }, Owner: "replica-1",
@@ -53,10 +51,7 @@ func TestWriteBatchSpan(t *testing.T) {
 	e := newEnv(t)
 	sr := e.tracedWriter(t)
 	e.deadLetters("payments", 3)
-	rep, err := e.writer.Round(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := e.round(t)
 	spans := sr.Ended()
 	if len(spans) != 1 {
 		t.Fatalf("%d spans, want 1", len(spans))
@@ -71,18 +66,14 @@ func TestWriteBatchSpan(t *testing.T) {
 		t.Errorf("span %s parent %v status %v attributes %v; round %+v, %d events written", s.Name(), s.Parent(),
 			s.Status(), a, rep, events)
 	}
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	if n := len(sr.Ended()); n != 1 {
 		t.Errorf("an empty round made a span (%d spans)", n)
 	}
 
 	e.deadLetters("orders", 2)
 	e.emu.Inject(sfemu.Fault{Kind: "upsert", Status: 403, Body: sfemu.LimitExceeded})
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	failed := sr.Ended()[1]
 	var code string
 	for _, kv := range failed.Attributes() {
@@ -118,9 +109,7 @@ func TestSinkLinesCarryTheCallersTrace(t *testing.T) {
 				e.emu.InjectRecord(sfemu.RecordFault{ExtID: id, Code: "FIELD_CUSTOM_VALIDATION_EXCEPTION",
 					Message: "refused by a validation rule"})
 			}
-			if _, err := e.writer.Round(ctxT(t)); err != nil {
-				t.Fatal(err)
-			}
+			e.round(t)
 			e.request(stored[1])
 			_, p := e.replica("replica-2", e.replays("replays"))
 			if rep := poll(t, p); rep.Replayed != 1 {

@@ -121,9 +121,7 @@ func TestConcurrentLimitPausesBriefly(t *testing.T) {
 	ids := e.deadLetters("orders", 2)
 	e.emu.Inject(sfemu.Fault{Kind: "composite", Status: 403, Body: sfemu.ConcurrentLimitExceeded, Times: 2})
 	for _, want := range []time.Duration{ConcurrentBackoff, 2 * ConcurrentBackoff} {
-		if _, err := e.writer.Round(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
+		e.round(t)
 		if until, _, _ := e.outbox.PausedUntil(ctxT(t)); !until.IsZero() {
 			t.Fatalf("a concurrency limit paused writes until %v (the daily limit's pause)", until)
 		}

@@ -82,10 +82,7 @@ func TestInvalidSessionTwice(t *testing.T) {
 	ids := e.deadLetters("orders", 2) // same outage: no new notification
 	e.emu.Inject(sfemu.Fault{Kind: "upsert", Status: 401, Body: sfemu.SessionExpired, Times: 2})
 	upserts := e.emu.Calls("upsert")
-	rep, err := e.writer.Round(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := e.round(t)
 	if got := e.emu.Calls("token"); got != 2 {
 		t.Errorf("token calls = %d, want 2 (one re-mint)", got)
 	}
@@ -121,9 +118,7 @@ func TestLimitExceeded(t *testing.T) {
 	e := newEnv(t)
 	ids := e.deadLetters("orders", 5)
 	e.emu.Inject(sfemu.Fault{Kind: "upsert", Status: 403, Body: sfemu.LimitExceeded})
-	if _, err := e.writer.Round(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	e.round(t)
 	tokens, calls := e.emu.Calls("token"), e.emu.APICalls()
 	if tokens != 1 || calls != 1 {
 		t.Fatalf("token calls %d, API calls %d: want the first mint and the one refused upsert", tokens, calls)

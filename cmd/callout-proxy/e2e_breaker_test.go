@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,12 +48,7 @@ func doRequest(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return resp, proctest.ReadBody(t, resp)
 }
 
 // endpointDoc reads one endpoint's state from the admin API of base.
@@ -68,16 +62,10 @@ func endpointDoc(t *testing.T, base, name string) api.EndpointDoc {
 }
 
 // pollUntil calls cond every 20 ms until it is true; it fails the test
-// with what when timeout passes first.
+// with what when timeout passes first (proctest.Eventually).
 func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.Eventually(t, timeout, 20*time.Millisecond, what, cond)
 }
 
 // TestE2EBreakerThreshold: the counting cases through one proxy,

@@ -134,7 +134,7 @@ func startCredentialsProxy(t *testing.T) (*proxyUnderTest, *credtest.TokenServer
 	}
 	cfg := devConfig(
 		proctest.Endpoint("oauth-api", up.URL, loopbackNets, oauth(ts.URL)) +
-			proctest.Endpoint("oauth-down", up.URL, loopbackNets, oauth(fmt.Sprintf("https://127.0.0.1:%d/token", closedPort(t)))) +
+			proctest.Endpoint("oauth-down", up.URL, loopbackNets, oauth(fmt.Sprintf("https://127.0.0.1:%d/token", proctest.ClosedPort(t)))) +
 			proctest.Endpoint("mtls-api", mtls.URL, loopbackNets,
 				fmt.Sprintf("tls: {client_cert_file: %s, client_key_file: %s, ca_file: %s}", certFile, keyFile, mtlsCA)) +
 			proctest.Endpoint("mtls-nocert", mtls.URL, loopbackNets, "tls: {ca_file: "+mtlsCA+"}"))

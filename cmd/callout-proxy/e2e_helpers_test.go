@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,27 +111,6 @@ func writeConfig(t *testing.T, yaml string) string {
 	return path
 }
 
-// closedPort returns a loopback TCP port that refuses connections for the
-// rest of the test: a socket bound to it but never listening holds it, so
-// no other listener of the parallel tests (a proxy on port 0) can take it
-// meanwhile, and a connect gets a reset (connection refused).
-func closedPort(t *testing.T) int {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sa.(*syscall.SockaddrInet4).Port
-}
-
 // noAuth is a header for call that sends no Authorization at all.
 func noAuth() http.Header { return http.Header{"Authorization": nil} }
 
@@ -162,46 +139,15 @@ func (p *proxyUnderTest) raw(t *testing.T, head string, body []byte) (*http.Resp
 	if err != nil {
 		t.Fatalf("read response to %q: %v", strings.SplitN(head, "\r\n", 2)[0], err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return resp, proctest.ReadBody(t, resp)
 }
 
-// wantProblem asserts a proxy-made error (contract §2): the status, the
-// Callout-Outcome header, application/problem+json, and a body whose type,
-// status and outcome agree. It returns the decoded body.
+// wantProblem asserts a proxy-made error (contract §2) with
+// proctest.WantProblem and returns the decoded body.
 func wantProblem(t *testing.T, resp *http.Response, body []byte, status int, code problem.Code,
 	out policy.Outcome) problem.Body {
 	t.Helper()
-	if resp.StatusCode != status {
-		t.Errorf("status = %d, want %d; body %s", resp.StatusCode, status, body)
-	}
-	if got := resp.Header.Get("Callout-Outcome"); got != string(out) {
-		t.Errorf("Callout-Outcome = %q, want %q", got, out)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q, want application/problem+json", ct)
-	}
-	var pb problem.Body
-	if err := json.Unmarshal(body, &pb); err != nil {
-		t.Fatalf("problem body %q: %v", body, err)
-	}
-	if want := problem.TypeBase + string(code); pb.Type != want {
-		t.Errorf("problem type = %q, want %q (detail %q)", pb.Type, want, pb.Detail)
-	}
-	if pb.Status != status {
-		t.Errorf("problem status = %d, want %d", pb.Status, status)
-	}
-	if pb.Outcome != out {
-		t.Errorf("problem outcome = %q, want %q", pb.Outcome, out)
-	}
-	if pb.Title == "" || pb.Detail == "" {
-		t.Errorf("problem title %q / detail %q: both must be set", pb.Title, pb.Detail)
-	}
-	return pb
+	return proctest.WantProblem(t, resp.StatusCode, resp.Header, body, status, code, out)
 }
 
 // wantUpstream asserts an upstream answer passed through: the status, the

@@ -105,7 +105,7 @@ func TestE2EHealthcheck(t *testing.T) {
 	if err := json.Unmarshal(body, &m); err != nil || m["status"] != "ok" || m["version"] == "" || m["go_version"] == "" {
 		t.Fatalf("/healthz = %s (%v)", body, err)
 	}
-	url := "http://127.0.0.1:" + strconv.Itoa(closedPort(t)) + "/healthz"
+	url := "http://127.0.0.1:" + strconv.Itoa(proctest.ClosedPort(t)) + "/healthz"
 	err := run(ctx, []string{"healthcheck", "--url", url, "--timeout", "2s"}, func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("against a closed port: %v", err)

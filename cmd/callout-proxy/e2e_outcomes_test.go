@@ -112,7 +112,7 @@ func TestE2ENoAnswer(t *testing.T) {
 		_, _ = w.Write(bytes.Repeat([]byte("z"), 1024))
 	})
 	cfg := devConfig(
-		proctest.Endpoint("refused", fmt.Sprintf("http://127.0.0.1:%d", closedPort(t)), loopbackNets) +
+		proctest.Endpoint("refused", fmt.Sprintf("http://127.0.0.1:%d", proctest.ClosedPort(t)), loopbackNets) +
 			proctest.Endpoint("hang", hang.URL, loopbackNets,
 				"connect_timeout: 1s", "header_timeout: 200ms", "attempt_timeout: 2s") +
 			proctest.Endpoint("trickle", trickle.URL, loopbackNets,

@@ -106,7 +106,7 @@ func TestE2ERedisDown(t *testing.T) {
 		name string
 		addr func(t *testing.T) string
 	}{
-		{"connection refused", func(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", closedPort(t)) }},
+		{"connection refused", func(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", proctest.ClosedPort(t)) }},
 		{"hung", silentServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -172,14 +172,9 @@ func (r ctlResult) want(t *testing.T, code int, subs ...string) {
 	}
 }
 
-// eventually polls cond every 5 ms until it holds, failing after 30 s.
+// eventually polls cond every 5 ms until it holds, failing after 30 s
+// (proctest.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	proctest.Eventually(t, 30*time.Second, 5*time.Millisecond, what, cond)
 }

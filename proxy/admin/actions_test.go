@@ -151,7 +151,7 @@ func TestAdminStoreErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newAdmEnv(t, redistest.Backend{}, tt.store.fake())
-			admWantProblem(t, e.do(t, tt.method, tt.path, admWriteToken, ""), problem.StoreUnavailable)
+			wantProblem(t, e.do(t, tt.method, tt.path, admWriteToken, ""), problem.StoreUnavailable)
 			if len(e.events.got) != tt.wantEvents {
 				t.Errorf("events = %+v, want %d", e.events.got, tt.wantEvents)
 			}

@@ -48,7 +48,7 @@ func TestAdminLoginThrottle(t *testing.T) {
 			"Bearer wrong-"+strconv.Itoa(1000+i)+"-0123456789abcdef")
 		codes[w.Code]++
 		if i == 10 {
-			admWantProblem(t, w, problem.LoginThrottled)
+			wantProblem(t, w, problem.LoginThrottled)
 			if got := w.Header().Get("Retry-After"); got != "60" {
 				t.Errorf("11th failure: Retry-After %q, want 60", got)
 			}

@@ -65,7 +65,7 @@ func TestListPendingCalloutsOnTheStore(t *testing.T) {
 			"?endpoint=pay-api&state=held&cursor=d:x": problem.InvalidRequest,
 			"?endpoint=pay-api":                       problem.InvalidRequest, // the state is required
 		} {
-			dltProblem(t, e.do(t, "GET", "/admin/v1/callouts"+query, dltRead, ""), code)
+			wantProblem(t, e.do(t, "GET", "/admin/v1/callouts"+query, dltRead, ""), code)
 		}
 	})
 }

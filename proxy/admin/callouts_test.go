@@ -102,7 +102,7 @@ func TestListCalloutsRoute(t *testing.T) {
 		{"/admin/v1/callouts?endpoint=pay-api&state=held&cursor=x", admReadToken, problem.InvalidRequest},
 		{"/admin/v1/callouts?endpoint=crm-api&state=held", admReadToken, problem.StoreUnavailable},
 	} {
-		admWantProblem(t, get(t, h, tt.path, tt.token), tt.code)
+		wantProblem(t, get(t, h, tt.path, tt.token), tt.code)
 	}
 }
 
@@ -126,12 +126,12 @@ func TestKeyHoldersRoute(t *testing.T) {
 		t.Fatalf("asked %v, doc %+v", asked, doc)
 	}
 	asked = nil
-	admWantProblem(t, get(t, h, "/admin/v1/idempotency-keys?endpoint=pay-api&key=k&issuer=https://a.my.salesforce.com", admReadToken),
+	wantProblem(t, get(t, h, "/admin/v1/idempotency-keys?endpoint=pay-api&key=k&issuer=https://a.my.salesforce.com", admReadToken),
 		problem.NotFound)
 	if len(asked) != 1 || asked[0] != "https://a.my.salesforce.com" {
 		t.Fatalf("asked %v, want only the given issuer", asked)
 	}
-	admWantProblem(t, get(t, h, "/admin/v1/idempotency-keys?endpoint=pay-api", admReadToken), problem.InvalidRequest)
-	admWantProblem(t, get(t, h, "/admin/v1/idempotency-keys?endpoint=pay-api&key=down", admReadToken), problem.StoreUnavailable)
-	admWantProblem(t, get(t, h, "/admin/v1/idempotency-keys?endpoint=pay-api&key=k", ""), problem.Unauthorized)
+	wantProblem(t, get(t, h, "/admin/v1/idempotency-keys?endpoint=pay-api", admReadToken), problem.InvalidRequest)
+	wantProblem(t, get(t, h, "/admin/v1/idempotency-keys?endpoint=pay-api&key=down", admReadToken), problem.StoreUnavailable)
+	wantProblem(t, get(t, h, "/admin/v1/idempotency-keys?endpoint=pay-api&key=k", ""), problem.Unauthorized)
 }

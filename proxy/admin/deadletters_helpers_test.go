@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +12,6 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
-	"github.com/calloutproxy/callout-proxy/proxy/problem"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
@@ -95,26 +93,11 @@ func (e *dltEnv) audits(t *testing.T) []map[string]any {
 	return e.logs.Audits()
 }
 
-// dltDecode asserts a JSON answer's status and decodes it into v.
+// dltDecode asserts a JSON answer's status (application/json) and
+// decodes it into v.
 func dltDecode(t *testing.T, w *httptest.ResponseRecorder, status int, v any) {
 	t.Helper()
-	if w.Code != status {
-		t.Fatalf("status %d, want %d; body %s", w.Code, status, w.Body)
-	}
-	if err := json.Unmarshal(w.Body.Bytes(), v); err != nil {
-		t.Fatalf("body %s: %v", w.Body, err)
-	}
-}
-
-// dltProblem asserts a problem+json answer of code and returns it.
-func dltProblem(t *testing.T, w *httptest.ResponseRecorder, code problem.Code) problem.Body {
-	t.Helper()
-	var pb problem.Body
-	dltDecode(t, w, code.Status(), &pb)
-	if pb.Type != problem.TypeBase+string(code) || w.Header().Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("problem %+v (%s), want %s", pb, w.Header().Get("Content-Type"), code)
-	}
-	return pb
+	admDecode(t, w, status, "application/json", v)
 }
 
 // seed makes a dead letter of endpoint carrying secrets in its header,

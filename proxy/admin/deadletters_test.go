@@ -109,9 +109,9 @@ func TestDeadLetterListAndGetRedacted(t *testing.T) {
 			t.Fatalf("document = %+v", doc)
 		}
 		for _, q := range []string{"?since=yesterday", "?status=abc", "?status=999", "?reason=nope", "?endpoint=Bad_Name", "?cursor=zz", "?limit=-1"} {
-			dltProblem(t, e.do(t, "GET", "/admin/v1/dead-letters"+q, dltRead, ""), problem.InvalidRequest)
+			wantProblem(t, e.do(t, "GET", "/admin/v1/dead-letters"+q, dltRead, ""), problem.InvalidRequest)
 		}
-		dltProblem(t, e.do(t, "GET", "/admin/v1/dead-letters/00AAAAAAAAAAAAAAAAAAAAAA", dltRead, ""), problem.NotFound)
+		wantProblem(t, e.do(t, "GET", "/admin/v1/dead-letters/00AAAAAAAAAAAAAAAAAAAAAA", dltRead, ""), problem.NotFound)
 	})
 }
 
@@ -153,12 +153,12 @@ func TestReplayRoute(t *testing.T) {
 		if _, err := e.store.Disable(t.Context(), "crm-api", "test"); err != nil {
 			t.Fatal(err)
 		}
-		dltProblem(t, e.do(t, "POST", "/admin/v1/dead-letters/"+other+"/replay", dltWrite, ""), problem.EndpointDisabled)
+		wantProblem(t, e.do(t, "POST", "/admin/v1/dead-letters/"+other+"/replay", dltWrite, ""), problem.EndpointDisabled)
 		if err := e.store.Enable(t.Context(), "crm-api"); err != nil {
 			t.Fatal(err)
 		}
 		dltDecode(t, e.do(t, "POST", "/admin/v1/dead-letters/"+other+"/replay", dltWrite, ""), http.StatusAccepted, &res)
-		dltProblem(t, e.do(t, "POST", "/admin/v1/dead-letters/"+res.ReplayID+"/replay", dltWrite, ""), problem.NotFound)
+		wantProblem(t, e.do(t, "POST", "/admin/v1/dead-letters/"+res.ReplayID+"/replay", dltWrite, ""), problem.NotFound)
 
 		var results []string
 		for _, a := range e.audits(t) {
@@ -180,8 +180,8 @@ func TestDiscardRoute(t *testing.T) {
 		if w := e.do(t, "DELETE", "/admin/v1/dead-letters/"+id, dltWrite, ""); w.Code != http.StatusNoContent {
 			t.Fatalf("discard = %d %s", w.Code, w.Body)
 		}
-		dltProblem(t, e.do(t, "GET", "/admin/v1/dead-letters/"+id, dltRead, ""), problem.NotFound)
-		dltProblem(t, e.do(t, "DELETE", "/admin/v1/dead-letters/"+id, dltWrite, ""), problem.NotFound)
+		wantProblem(t, e.do(t, "GET", "/admin/v1/dead-letters/"+id, dltRead, ""), problem.NotFound)
+		wantProblem(t, e.do(t, "DELETE", "/admin/v1/dead-letters/"+id, dltWrite, ""), problem.NotFound)
 		a := e.audits(t)
 		if len(a) != 2 || a[0]["result"] != "ok" || a[1]["result"] != "not_found" || a[0]["token"] != "ops" ||
 			a[0]["dead_letter_id"] != id {
@@ -229,10 +229,10 @@ func TestReplayJobRoutes(t *testing.T) {
 			t.Fatalf("cancelled = %+v", job)
 		}
 		for _, bad := range []string{`{"ids":[]}`, `{"ids":["x"]}`, `{"filters":[{}],"rate":5000}`, `{"filter":{}}`, `{"ids":[]} {}`, `nope`} {
-			dltProblem(t, e.do(t, "POST", "/admin/v1/replay-jobs", dltWrite, bad), problem.InvalidRequest)
+			wantProblem(t, e.do(t, "POST", "/admin/v1/replay-jobs", dltWrite, bad), problem.InvalidRequest)
 		}
-		dltProblem(t, e.do(t, "GET", "/admin/v1/replay-jobs/AAAAAAAAAAAAAAAAAAAAAA", dltRead, ""), problem.NotFound)
-		dltProblem(t, e.do(t, "POST", "/admin/v1/replay-jobs/AAAAAAAAAAAAAAAAAAAAAA/cancel", dltWrite, ""), problem.NotFound)
+		wantProblem(t, e.do(t, "GET", "/admin/v1/replay-jobs/AAAAAAAAAAAAAAAAAAAAAA", dltRead, ""), problem.NotFound)
+		wantProblem(t, e.do(t, "POST", "/admin/v1/replay-jobs/AAAAAAAAAAAAAAAAAAAAAA/cancel", dltWrite, ""), problem.NotFound)
 		var creates, cancels int
 		for _, a := range e.audits(t) {
 			switch a["action"] {

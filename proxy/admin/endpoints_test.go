@@ -132,14 +132,16 @@ func admDecode(t *testing.T, w *httptest.ResponseRecorder, status int, ctype str
 	}
 }
 
-// admWantProblem asserts a problem+json answer of code.
-func admWantProblem(t *testing.T, w *httptest.ResponseRecorder, code problem.Code) {
+// wantProblem asserts a problem+json answer of code (its status, content
+// type and type) and returns it.
+func wantProblem(t *testing.T, w *httptest.ResponseRecorder, code problem.Code) problem.Body {
 	t.Helper()
 	var pb problem.Body
 	admDecode(t, w, code.Status(), "application/problem+json", &pb)
 	if pb.Type != problem.TypeBase+string(code) {
 		t.Fatalf("problem type %q, want %s", pb.Type, code)
 	}
+	return pb
 }
 
 // action POSTs an admin action with the write token and decodes its 200.
@@ -211,7 +213,7 @@ func TestAdminAuthAndAudit(t *testing.T) {
 							t.Fatalf("endpoints = %+v, want crm-api, pay-api", list.Endpoints)
 						}
 					} else {
-						admWantProblem(t, w, tt.want)
+						wantProblem(t, w, tt.want)
 					}
 					if tt.audit == nil {
 						if n := len(e.audits(t)); n != before {

@@ -95,7 +95,7 @@ func TestRoutesAnswerDomainErrors(t *testing.T) {
 			})
 			for _, rt := range routes {
 				before := len(e.audits(t))
-				dltProblem(t, e.do(t, rt.method, rt.path, rt.token, rt.body), tt.code)
+				wantProblem(t, e.do(t, rt.method, rt.path, rt.token, rt.body), tt.code)
 				a := e.audits(t)[before:]
 				switch {
 				case rt.action == "" && len(a) != 0:
@@ -123,12 +123,12 @@ func TestReplaySuperseded(t *testing.T) {
 		},
 	}, nil)
 	w := e.do(t, "POST", "/admin/v1/dead-letters/old/replay", dltWrite, "")
-	pb := dltProblem(t, w, problem.DeadLettered)
+	pb := wantProblem(t, w, problem.DeadLettered)
 	if pb.CalloutID != "newer" || w.Header().Get("Callout-Id") != "newer" {
 		t.Fatalf("problem %+v, Callout-Id %q; want the newer dead letter named", pb, w.Header().Get("Callout-Id"))
 	}
 	// Without ReplayJobs its routes are not mounted.
-	dltProblem(t, e.do(t, "GET", "/admin/v1/replay-jobs", dltRead, ""), problem.NotFound)
+	wantProblem(t, e.do(t, "GET", "/admin/v1/replay-jobs", dltRead, ""), problem.NotFound)
 	if w := e.do(t, "GET", "/metrics", "", ""); w.Code != http.StatusNotFound {
 		t.Fatalf("/metrics without a Gatherer = %d, want 404", w.Code)
 	}

@@ -1,9 +1,7 @@
-package auth
+package auth_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -11,38 +9,23 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // throttleRig is a LoginThrottle on an injected clock whose audit lines
-// are decoded from a buffer.
+// go to buf.
 type throttleRig struct {
 	clock *clocktest.Clock
-	buf   *bytes.Buffer
-	t     *LoginThrottle
+	buf   *proctest.LogBuffer
+	t     *auth.LoginThrottle
 }
 
 func newThrottleRig(failures int, window time.Duration, capacity int) *throttleRig {
 	clock := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
-	buf := &bytes.Buffer{}
+	buf := &proctest.LogBuffer{}
 	return &throttleRig{clock: clock, buf: buf,
-		t: NewLoginThrottle(failures, window, capacity, clock.Now, slog.New(slog.NewJSONHandler(buf, nil)))}
-}
-
-// lines are the audit lines the throttle wrote.
-func (r *throttleRig) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(r.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, rec)
-	}
-	return out
+		t: auth.NewLoginThrottle(failures, window, capacity, clock.Now, slog.New(slog.NewJSONHandler(buf, nil)))}
 }
 
 // wrong is a wrong token with its own prefix.
@@ -66,14 +49,14 @@ func TestThrottleAfterFailures(t *testing.T) {
 	if v.RetryAfter != 40*time.Second || v.RetryAfterSeconds() != 40 || v.Log {
 		t.Fatalf("4th failure 20 s in: %+v, want throttled for 40 s, not logged", v)
 	}
-	if n := len(r.lines(t)); n != 0 {
+	if n := len(r.buf.Lines(t)); n != 0 {
 		t.Fatalf("%d lines written inside the window, want 0", n)
 	}
 	r.clock.Advance(40 * time.Second)
 	if v := r.t.Failure(ctx, "192.0.2.7:50002", wrong(4), true); v.RetryAfter != 0 || !v.Log {
 		t.Fatalf("first failure of the next window: %+v, want a logged 401", v)
 	}
-	lines := r.lines(t)
+	lines := r.buf.Lines(t)
 	if len(lines) != 1 {
 		t.Fatalf("lines %v, want the first window's one summary", lines)
 	}
@@ -125,12 +108,12 @@ func TestThrottleCollapsesAFlood(t *testing.T) {
 	}
 	r.clock.Advance(time.Minute - time.Nanosecond)
 	r.t.Sweep(context.Background())
-	if n := len(r.lines(t)); n != 0 {
+	if n := len(r.buf.Lines(t)); n != 0 {
 		t.Fatalf("%d lines before the window ended", n)
 	}
 	r.clock.Advance(time.Nanosecond)
 	r.t.Sweep(context.Background())
-	lines := r.lines(t)
+	lines := r.buf.Lines(t)
 	if len(lines) != 1 || lines[0]["failures"] != 500.0 || lines[0]["throttled"] != 490.0 {
 		t.Fatalf("lines %v, want one with 500 failures, 490 throttled", lines)
 	}
@@ -156,22 +139,22 @@ func TestThrottleMemoryIsBounded(t *testing.T) {
 			t.Fatalf("after %d failures the throttle remembers %d, capacity 500 + 500", i+1, n)
 		}
 	}
-	if logged != maxFirstLines {
-		t.Errorf("%d first lines in one window, want %d", logged, maxFirstLines)
+	if logged != auth.MaxFirstLines {
+		t.Errorf("%d first lines in one window, want %d", logged, auth.MaxFirstLines)
 	}
 	r.clock.Advance(time.Minute)
 	r.t.Sweep(context.Background())
 	var star map[string]any
-	for _, l := range r.lines(t) {
+	for _, l := range r.buf.Lines(t) {
 		if l["remote_addr"] == "*" {
 			star = l
 		}
 	}
-	if star == nil || star["sources"] != float64(20000-maxFirstLines) {
-		t.Errorf("the line of unlogged sources %v, want %d sources", star, 20000-maxFirstLines)
+	if star == nil || star["sources"] != float64(20000-auth.MaxFirstLines) {
+		t.Errorf("the line of unlogged sources %v, want %d sources", star, 20000-auth.MaxFirstLines)
 	}
 
-	var last Verdict
+	var last auth.Verdict
 	for i := range 2000 {
 		last = r.t.Failure(context.Background(), "192.0.2.1:1", wrong(50000+i), true)
 	}
@@ -203,7 +186,7 @@ func TestSourceOf(t *testing.T) {
 		"127.0.0.1:9090":                    "127.0.0.1",
 		"[2001:db8:0:0:8:800:200c:417a]:80": "2001:db8::/64",
 	} {
-		if got := SourceOf(in); got != want {
+		if got := auth.SourceOf(in); got != want {
 			t.Errorf("SourceOf(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -227,7 +210,7 @@ func TestUnauditedFailuresTakeNoLine(t *testing.T) {
 // TestNilThrottle: a nil throttle throttles nothing and logs every audited
 // failure.
 func TestNilThrottle(t *testing.T) {
-	var none *LoginThrottle
+	var none *auth.LoginThrottle
 	for i := range 50 {
 		if v := none.Failure(context.Background(), "192.0.2.1:1", "Bearer x", i%2 == 0); v.RetryAfter != 0 || v.Log != (i%2 == 0) {
 			t.Fatalf("nil throttle: %+v", v)

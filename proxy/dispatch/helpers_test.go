@@ -279,17 +279,11 @@ func (s *recStore) completeErrs() []error {
 }
 
 // eventually polls cond every 2ms until it holds, failing the test after
-// 10s. It waits for an event another goroutine causes (a request reaching
-// an upstream), never for time to pass.
+// 10s (proctest.Eventually). It waits for an event another goroutine
+// causes (a request reaching an upstream), never for time to pass.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	proctest.Eventually(t, 10*time.Second, 2*time.Millisecond, what, cond)
 }
 
 func wantErrIs(t testing.TB, err, target error) {

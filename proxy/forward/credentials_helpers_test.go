@@ -11,6 +11,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // Client credentials of the OAuth2 tests. The secrets must never show up in
@@ -36,7 +37,7 @@ type oauthRig struct {
 	ts         *credtest.TokenServer
 	rc         *recorder
 	f          *Forwarder
-	logs       *credtest.Logs
+	logs       *proctest.LogBuffer
 	secretFile string
 	ep         *config.Endpoint
 }
@@ -46,7 +47,7 @@ type oauthRig struct {
 // the token server accepts secretOne.
 func newOAuthRig(t *testing.T, name string, answer http.HandlerFunc) *oauthRig {
 	t.Helper()
-	r := &oauthRig{t: t, clock: newFakeClock(), logs: &credtest.Logs{}}
+	r := &oauthRig{t: t, clock: newFakeClock(), logs: &proctest.LogBuffer{}}
 	r.ts = credtest.NewTokenServer(t, testClientID, secretOne)
 	if answer == nil {
 		answer = func(http.ResponseWriter, *http.Request) {}

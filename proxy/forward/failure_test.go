@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,19 +13,8 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
-
-// closedPort returns a loopback address nobody listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // hangUp answers nothing: it reads the whole request, then closes the
 // connection.
@@ -93,7 +81,7 @@ func TestDoFailures(t *testing.T) {
 	f := newForwarder(t, Options{MaxResponseBytes: 64})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addr := closedPort(t)
+			addr := fmt.Sprintf("127.0.0.1:%d", proctest.ClosedPort(t))
 			if tt.answer != nil {
 				srv, _ := newBackend(t, tt.answer)
 				addr = srv.Listener.Addr().String()

@@ -13,6 +13,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestMTLS: an upstream that requires a client certificate accepts the
@@ -73,7 +74,7 @@ func TestMTLSRotation(t *testing.T) {
 	c3, k3 := ca.Issue(t, "client-3")
 	certFile := credtest.WriteFile(t, dir, "tls.crt", c1)
 	keyFile := credtest.WriteFile(t, dir, "tls.key", k1)
-	clock, logs := newFakeClock(), &credtest.Logs{}
+	clock, logs := newFakeClock(), &proctest.LogBuffer{}
 	f := newForwarder(t, Options{Now: clock.Now, RecheckInterval: 5 * time.Second,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	ep := newEndpoint(t, "mtls-rotate", srv.URL)

@@ -24,6 +24,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 )
 
@@ -115,7 +116,7 @@ type replayRig struct {
 	status atomic.Int32
 	dir    string
 	clock  *clocktest.Clock
-	logs   *credtest.Logs
+	logs   *proctest.LogBuffer
 	ep     *config.Endpoint
 	store  *redisstore.Store
 	d      *dispatch.Dispatcher
@@ -125,7 +126,7 @@ type replayRig struct {
 }
 
 func newReplayRig(t *testing.T, b redistest.Backend) *replayRig {
-	r := &replayRig{t: t, dir: t.TempDir(), logs: &credtest.Logs{},
+	r := &replayRig{t: t, dir: t.TempDir(), logs: &proctest.LogBuffer{},
 		clock: clocktest.New(time.UnixMilli(1_700_000_000_000))}
 	r.ts = credtest.NewTokenServer(t, "replay-client", oldSecret)
 	r.status.Store(http.StatusServiceUnavailable)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestStaticHeaderFileRotation: an injected header whose value is a file
@@ -19,7 +20,7 @@ func TestStaticHeaderFileRotation(t *testing.T) {
 	srv, rc := newBackend(t, nil)
 	dir := t.TempDir()
 	file := credtest.WriteFile(t, dir, "api-key", []byte("key-v1\n"))
-	clock, logs := newFakeClock(), &credtest.Logs{}
+	clock, logs := newFakeClock(), &proctest.LogBuffer{}
 	f := newForwarder(t, Options{Now: clock.Now, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	ep := newEndpoint(t, "static-rotate", srv.URL)
 	ep.Headers = map[string]config.SecretRef{"X-Api-Key": {File: file}}

@@ -1,9 +1,6 @@
 package problem_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +8,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/openapicheck"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/srctest"
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
@@ -61,26 +59,10 @@ func TestOpenAPIProblemTypes(t *testing.T) {
 // be in problem.Codes and problem.yaml).
 func declaredCodes(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "problem.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, sp := range g.Specs {
-			vs := sp.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Code" {
-				continue
-			}
-			for _, v := range vs.Values {
-				if lit, ok := v.(*ast.BasicLit); ok {
-					out = append(out, strings.Trim(lit.Value, `"`))
-				}
-			}
+	for _, c := range srctest.StringConsts(t, "problem.go") {
+		if c.Type == "Code" {
+			out = append(out, c.Value)
 		}
 	}
 	slices.Sort(out)

@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,6 +123,44 @@ func FreePort(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return port
+}
+
+// Eventually calls cond every every until it holds, failing the test
+// with what once within has passed first. It waits for something another
+// goroutine or process brings about (a request reaching an upstream, a
+// job finishing), never for time itself to pass.
+func Eventually(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %s waiting: %s", within, what)
+		}
+		time.Sleep(every)
+	}
+}
+
+// ClosedPort returns a loopback TCP port that refuses connections for the
+// rest of the test: a socket bound to it but never listening holds it, so
+// no other listener of parallel tests (a proxy or server on port 0) can
+// take it meanwhile, and a connect gets a reset (connection refused).
+// FreePort is for a port to listen on; this is for an upstream that is
+// down.
+func ClosedPort(t testing.TB) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
 }
 
 // LogBuffer collects JSON log lines (an slog JSON handler's or a process's

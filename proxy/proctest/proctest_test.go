@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/problem"
 )
 
 // TestLogBufferAudits: only JSON lines with msg "audit" are audits; HasAudit
@@ -44,6 +46,45 @@ func TestFreePort(t *testing.T) {
 	}
 	_ = l.Close()
 }
+
+// TestClosedPort: a connect to the port returned is refused while the
+// test runs, and nothing can listen on it meanwhile.
+func TestClosedPort(t *testing.T) {
+	addr := "127.0.0.1:" + strconv.Itoa(ClosedPort(t))
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		_ = c.Close()
+		t.Fatalf("connected to %s", addr)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		_ = l.Close()
+		t.Fatalf("listened on %s, which ClosedPort holds", addr)
+	}
+}
+
+// TestWantProblem: a proxy-made error passes; an upstream's JSON answer
+// fails (caught by a recording TB, not the test).
+func TestWantProblem(t *testing.T) {
+	h := http.Header{"Callout-Outcome": {"rejected"}, "Content-Type": {"application/problem+json"}}
+	body := []byte(`{"type":"urn:callout-proxy:problem:not-found","title":"Not Found","status":404,` +
+		`"detail":"no such callout","outcome":"rejected"}`)
+	if pb := WantProblem(t, 404, h, body, 404, problem.NotFound, policy.Rejected); pb.Detail != "no such callout" {
+		t.Errorf("decoded %+v", pb)
+	}
+	rec := &failures{TB: t}
+	WantProblem(rec, 200, http.Header{"Content-Type": {"application/json"}}, []byte(`{}`), 404, problem.NotFound,
+		policy.Rejected)
+	if rec.n == 0 {
+		t.Error("an upstream's 200 passed as a problem")
+	}
+}
+
+// failures counts Errorf calls instead of failing the test.
+type failures struct {
+	testing.TB
+	n int
+}
+
+func (f *failures) Errorf(string, ...any) { f.n++ }
 
 // TestUpstreamRecords: every request is recorded with its numbers (at the
 // upstream and per path), body and Idempotency-Key before its handler

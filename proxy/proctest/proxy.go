@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -138,12 +137,7 @@ func (p *Proxy) Metric(t testing.TB, sample string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := Sample(t, string(b), sample); ok {
+	if v, ok := Sample(t, string(ReadBody(t, resp)), sample); ok {
 		return v
 	}
 	return -1

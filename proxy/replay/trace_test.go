@@ -1,20 +1,17 @@
 package replay
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 )
 
 // The trace a dead letter was accepted under (its admission span's
@@ -56,9 +53,7 @@ func (e *testEnv) seedTraced(t *testing.T, endpoint, key string) string {
 // context as it is.
 func TestReplayJoinsTheOriginalTrace(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *testEnv) {
-		sr := tracetest.NewSpanRecorder()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(tracing.Sampler(1)))
-		defer func() { _ = tp.Shutdown(context.Background()) }()
+		tp, sr := tracingtest.Recorder(t, 1)
 		s := New(Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: e.jobs, Owner: "A", Now: e.clk.Now,
 			Logger: slog.New(slog.DiscardHandler), TracerProvider: tp})
 		ctx := ctxT(t)

@@ -8,18 +8,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 )
-
-type discard struct{}
-
-func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkKeyedCalloutTracing is the tracing work of one keyed callout
 // whose first attempt succeeds, alone: read the caller's traceparent,
@@ -29,23 +22,9 @@ func (discard) Shutdown(context.Context) error                             { ret
 // deploy/bench/BENCHMARKS.md "Tracing" cites it beside the ingress's
 // BenchmarkIngressTracing (package proxy).
 func BenchmarkKeyedCalloutTracing(b *testing.B) {
-	for _, p := range []struct {
-		name string
-		tp   func() trace.TracerProvider
-	}{
-		{"off", func() trace.TracerProvider { return noop.NewTracerProvider() }},
-		{"ratio0", func() trace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}), sdktrace.WithSampler(tracing.Sampler(0)))
-		}},
-		{"ratio1", func() trace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}), sdktrace.WithSampler(tracing.Sampler(1)))
-		}},
-	} {
-		b.Run(p.name, func(b *testing.B) {
-			tp := p.tp()
-			if sdk, ok := tp.(*sdktrace.TracerProvider); ok {
-				b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
-			}
+	for _, p := range tracingtest.Providers() {
+		b.Run(p.Name, func(b *testing.B) {
+			tp := p.New(b)
 			tr := tracing.New(tp, propagation.TraceContext{})
 			prop := tr.Propagator()
 			in := http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}}

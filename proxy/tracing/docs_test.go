@@ -1,17 +1,14 @@
 package tracing_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/internal/srctest"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 )
 
@@ -20,24 +17,10 @@ import (
 // so that a word added there is known here too.
 func reasonWords(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../../policy/reasons.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range g.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && strings.HasPrefix(name.Name, "Reason") {
-					v, _ := strconv.Unquote(lit.Value)
-					out = append(out, v)
-				}
-			}
+	for _, c := range srctest.StringConsts(t, "../../policy/reasons.go") {
+		if strings.HasPrefix(c.Name, "Reason") {
+			out = append(out, c.Value)
 		}
 	}
 	if !slices.Contains(out, policy.ReasonStatus5xx) {

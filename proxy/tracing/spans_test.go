@@ -14,22 +14,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 )
-
-// attrs returns a span's attributes by key.
-func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
-	m := map[attribute.Key]attribute.Value{}
-	for _, kv := range s.Attributes() {
-		m[kv.Key] = kv.Value
-	}
-	return m
-}
 
 // TestAttemptSpan: an attempt's span carries its endpoint, number, kind,
 // mode, status, outcome, action, state and the Retry-After the policy
@@ -51,7 +42,7 @@ func TestAttemptSpan(t *testing.T) {
 		CalloutID: "c1", Method: "POST", N: 2, Kind: policy.KindRetry, Mode: tracing.ModeDispatched})
 	s.EndAttempt(end)
 	got := sr.Ended()[0]
-	a := attrs(got)
+	a := tracingtest.Attrs(got)
 	want := map[attribute.Key]any{
 		"callout.endpoint": "payment-api", "server.address": "api.example.com", "server.port": int64(443), "callout.id": "c1",
 		"http.request.method": "POST", "callout.attempt": int64(2), "callout.attempt.kind": "retry",
@@ -71,14 +62,14 @@ func TestAttemptSpan(t *testing.T) {
 	if got.Name() != tracing.SpanAttempt || got.Parent().SpanID() != trace.SpanContextFromContext(ctx).SpanID() {
 		t.Errorf("name %q parent %v: want a callout.attempt child of the admission", got.Name(), got.Parent())
 	}
-	allKnown(t, sr.Ended())
+	tracingtest.KeysKnown(t, sr.Ended())
 
 	// A success is no error and records no Retry-After it did not get.
 	_, s = tr.StartAttempt(ctx, tracing.AttemptStart{Mode: tracing.ModeSynchronous, Method: "BREW"})
 	s.EndAttempt(tracing.Decided(policy.AttemptResult{Response: &policy.Response{Status: 200}},
 		policy.Classification{Outcome: policy.Success}, policy.Completion{Action: policy.ActionSucceed}, p, clk.Now()))
 	ok := sr.Ended()[1]
-	if a := attrs(ok); ok.Status().Code != codes.Unset || a["callout.retry_after_ms"].Type() != attribute.INVALID ||
+	if a := tracingtest.Attrs(ok); ok.Status().Code != codes.Unset || a["callout.retry_after_ms"].Type() != attribute.INVALID ||
 		a["http.request.method"].AsString() != "_OTHER" {
 		t.Errorf("success span: status %+v, attributes %v", ok.Status(), a)
 	}
@@ -119,14 +110,14 @@ func TestAdmissionSpan(t *testing.T) {
 	}{{codes.Unset, "", 200, "attempt"}, {codes.Unset, "", 401, "rejected"},
 		{codes.Error, "store-unavailable", 503, "rejected"}, {codes.Unset, "", 200, "attempt"}} {
 		s := spans[i]
-		a := attrs(s)
+		a := tracingtest.Attrs(s)
 		if s.Status().Code != want.code || s.Status().Description != want.desc || s.SpanKind() != trace.SpanKindServer ||
 			a["http.route"].AsString() != tracing.Route || a["callout.admission"].AsString() != want.result ||
 			a["http.response.status_code"].AsInt64() != want.status {
 			t.Errorf("span %d: status %v kind %v attributes %v, want %+v", i, s.Status(), s.SpanKind(), a, want)
 		}
 	}
-	allKnown(t, spans)
+	tracingtest.KeysKnown(t, spans)
 }
 
 // TestSampler: parent-based with the ratio for roots and for callers
@@ -144,8 +135,7 @@ func TestSampler(t *testing.T) {
 		{1, "", true},
 		{1, "00-" + callerTrace + "-00f067aa0ba902b7-00", true},
 	} {
-		sr := tracetest.NewSpanRecorder()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(tracing.Sampler(tt.ratio)))
+		tp, sr := tracingtest.Recorder(t, tt.ratio)
 		tr := tracing.New(tp, nil)
 		h := http.Header{}
 		if tt.parent != "" {
@@ -183,11 +173,11 @@ func TestReplayAndBatchSpans(t *testing.T) {
 		!strings.HasPrefix(chain, "00-"+callerTrace+"-"+r.SpanContext().SpanID().String()) {
 		t.Errorf("replay span %v parent %v, chain context %q", r.SpanContext(), r.Parent(), chain)
 	}
-	if bs := spans[1]; bs.Parent().IsValid() || attrs(bs)["salesforce.records"].AsInt64() != 2 ||
-		attrs(bs)["salesforce.outbox_entries"].AsInt64() != 3 {
-		t.Errorf("batch span parent %v attributes %v, want a root with its counts", bs.Parent(), attrs(bs))
+	if bs := spans[1]; bs.Parent().IsValid() || tracingtest.Attrs(bs)["salesforce.records"].AsInt64() != 2 ||
+		tracingtest.Attrs(bs)["salesforce.outbox_entries"].AsInt64() != 3 {
+		t.Errorf("batch span parent %v attributes %v, want a root with its counts", bs.Parent(), tracingtest.Attrs(bs))
 	}
-	allKnown(t, spans)
+	tracingtest.KeysKnown(t, spans)
 }
 
 // TestExportFailuresLogged: export failures reach the proxy's log at a
@@ -217,19 +207,3 @@ func (failingExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) err
 	return errors.New("collector unreachable")
 }
 func (failingExporter) Shutdown(context.Context) error { return nil }
-
-// allKnown fails when a span carries an attribute key outside tracing.Keys.
-func allKnown(t *testing.T, spans []sdktrace.ReadOnlySpan) {
-	t.Helper()
-	known := map[attribute.Key]bool{}
-	for _, k := range tracing.Keys {
-		known[k] = true
-	}
-	for _, s := range spans {
-		for _, kv := range s.Attributes() {
-			if !known[kv.Key] {
-				t.Errorf("span %s: attribute %s is not in tracing.Keys", s.Name(), kv.Key)
-			}
-		}
-	}
-}

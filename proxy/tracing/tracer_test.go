@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
+	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 )
 
 const (
@@ -25,9 +25,7 @@ const (
 // recorder returns a Tracer whose spans sr records, sampling everything.
 func recorder(t *testing.T) (*tracing.Tracer, *tracetest.SpanRecorder) {
 	t.Helper()
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(tracing.Sampler(1)))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, sr := tracingtest.Recorder(t, 1)
 	return tracing.New(tp, propagation.TraceContext{}), sr
 }
 

@@ -61,16 +61,23 @@ func CertificatePEM(key *rsa.PrivateKey, commonName string, notBefore, notAfter 
 // "callout-proxy-test") to a new file cert-*.crt in dir and returns its path.
 func WriteCertificate(t testing.TB, dir string, key *rsa.PrivateKey) string {
 	t.Helper()
-	f, err := os.CreateTemp(dir, "cert-*.crt")
+	name := newFile(t, dir, "cert-*.crt")
+	writePEM(t, name, certificate(t, key, "callout-proxy-test"))
+	return name
+}
+
+// newFile creates a new empty file in dir named by pattern (os.CreateTemp)
+// and returns its path.
+func newFile(t testing.TB, dir, pattern string) string {
+	t.Helper()
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		t.Fatalf("authtest: %v", err)
 	}
-	name := f.Name()
 	if err := f.Close(); err != nil {
 		t.Fatalf("authtest: %v", err)
 	}
-	writePEM(t, name, certificate(t, key, "callout-proxy-test"))
-	return name
+	return f.Name()
 }
 
 // WriteNamedCertificate writes a self-signed certificate for key with CN
@@ -91,14 +98,7 @@ func WritePublicKey(t testing.TB, dir string, key *rsa.PrivateKey) string {
 	if err != nil {
 		t.Fatalf("authtest: marshal public key: %v", err)
 	}
-	f, err := os.CreateTemp(dir, "key-*.pem")
-	if err != nil {
-		t.Fatalf("authtest: %v", err)
-	}
-	name := f.Name()
-	if err := f.Close(); err != nil {
-		t.Fatalf("authtest: %v", err)
-	}
+	name := newFile(t, dir, "key-*.pem")
 	writePEM(t, name, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 	return name
 }

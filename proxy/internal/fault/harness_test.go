@@ -16,7 +16,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
-	"github.com/calloutproxy/callout-proxy/proxy/auth"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -56,14 +55,9 @@ type client struct {
 
 func newClient(t *testing.T) *client {
 	t.Helper()
-	tok, err := auth.MintHS256([]byte(testSecret), issuer, "callout-proxy", "005000000000001AAA",
-		30*time.Minute, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &client{token: "Bearer " + tok, http: &http.Client{Transport: tr, Timeout: 30 * time.Second,
+	return &client{token: proctest.Bearer(t, testSecret, issuer, 30*time.Minute), http: &http.Client{Transport: tr, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 

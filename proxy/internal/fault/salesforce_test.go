@@ -7,16 +7,13 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/salesforce/sfemu"
 )
 
@@ -29,14 +26,10 @@ import (
 // emulator's certificate through SSL_CERT_FILE. It logs the Salesforce API
 // calls made per dead letter (BENCHMARKS.md).
 func TestSalesforceDownDeadLettersArriveOnce(t *testing.T) {
-	rs := proctest.StartRedis(t, true)
-	emu, env := startEmulator(t, sfemu.Options{})
-	up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
-	sf := fmt.Sprintf("salesforce:\n  login_url: %s\n  client_id_env: SF_CLIENT_ID\n  username: %s\n"+
-		"  private_key_file: %s\n  outbox_interval: 200ms\n  pubsub: off\n", emu.URL, "proxy@fault.test", env["KEY_FILE"])
-	cfg := config(rs.URL, slices.Concat(timeouts, []string{"max_attempts: 2"}), endpoint("pay", up.URL)) + sf
-	reps := proctest.StartReplicas(t, proxyBinary, 2, cfg, env)
-	c := newClient(t)
+	// The writer's batching at its defaults (batch_linger, flush_lease):
+	// the calls per dead letter logged below are the shipped settings'.
+	st := newSFSetup(t, nil, []string{"max_attempts: 2"}, "batch_linger: 2s", "flush_lease: 15s")
+	emu, reps, c := st.emu, st.replicas(t, 2), st.c
 
 	emu.Inject(sfemu.Fault{Status: http.StatusServiceUnavailable, Body: sfemu.ServerError, Times: 1 << 30})
 	down := time.Now()

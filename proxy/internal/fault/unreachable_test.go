@@ -3,6 +3,7 @@
 package fault
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,9 +99,5 @@ func TestRedisUnreachableFiveSeconds(t *testing.T) {
 func snapshot(l *keyedLoad) map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string]int, len(l.codes))
-	for k, v := range l.codes {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(l.codes)
 }

@@ -23,7 +23,7 @@ func TestBacklogCapSharedByReplicas(t *testing.T) {
 	// for the whole test: their next attempts are up to a minute away.
 	slow := []string{"base_delay: 1m", "max_delay: 1m", "connect_timeout: 1s",
 		"header_timeout: 2s", "attempt_timeout: 2s"}
-	down := fmt.Sprintf("http://127.0.0.1:%d", proctest.FreePort(t))
+	down := fmt.Sprintf("http://127.0.0.1:%d", proctest.ClosedPort(t))
 	reps := proctest.StartReplicas(t, proxyBinary, 2, h.config(slow, proctest.Endpoint("capped", down, loopbackNets, "max_backlog_items: 2", "max_backlog_items_per_issuer: 2")), replicaEnv())
 
 	for i, r := range []*proctest.Proxy{reps[0], reps[1]} {

@@ -1,7 +1,6 @@
 package multiproc
 
 import (
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -49,31 +48,11 @@ func resetConnection(t *testing.T) http.HandlerFunc {
 	}
 }
 
-// wantProblem asserts a proxy-made error (contract §2): status, outcome,
-// application/problem+json, and the type ending in code. It returns the
-// decoded body.
+// wantProblem asserts a proxy-made error (contract §2) with
+// proctest.WantProblem and returns the decoded body.
 func wantProblem(t *testing.T, resp response, status int, code problem.Code, out policy.Outcome) problem.Body {
 	t.Helper()
-	if resp.Status != status {
-		t.Errorf("status = %d, want %d; body %s", resp.Status, status, resp.Body)
-	}
-	if got := resp.Header.Get("Callout-Outcome"); got != string(out) {
-		t.Errorf("Callout-Outcome = %q, want %q", got, out)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q, want application/problem+json", ct)
-	}
-	var pb problem.Body
-	if err := json.Unmarshal(resp.Body, &pb); err != nil {
-		t.Fatalf("problem body %q: %v", resp.Body, err)
-	}
-	if want := problem.TypeBase + string(code); pb.Type != want {
-		t.Errorf("problem type = %q, want %q (detail %q)", pb.Type, want, pb.Detail)
-	}
-	if pb.Outcome != out {
-		t.Errorf("problem outcome = %q, want %q", pb.Outcome, out)
-	}
-	return pb
+	return proctest.WantProblem(t, resp.Status, resp.Header, resp.Body, status, code, out)
 }
 
 // wantAccepted asserts a 202 of contract §4 and returns its status document:

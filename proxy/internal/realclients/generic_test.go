@@ -58,8 +58,16 @@ func newGenericRig(t *testing.T) *genericRig {
 func (g *genericRig) releaseAfterInFlight(t *testing.T) bool {
 	t.Helper()
 	defer g.upstream.Release()
+	return awaitInFlight(t, g.p, "api")
+}
+
+// awaitInFlight waits until p has answered a request to endpoint 409
+// in-flight (a retry meeting its key's first attempt, still held
+// upstream); it returns false when none came within 60 s.
+func awaitInFlight(t *testing.T, p *proctest.Proxy, endpoint string) bool {
+	t.Helper()
 	for range 1200 {
-		if g.p.Metric(t, `callout_rejected_total{code="in-flight",endpoint="api"}`) >= 1 {
+		if p.Metric(t, `callout_rejected_total{code="in-flight",endpoint="`+endpoint+`"}`) >= 1 {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -64,16 +64,7 @@ func TestStripeGoThroughTheProxy(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"cus_%d","object":"customer","email":"x@example.com"}`, proctest.Received(r).N)
 	})
 	p := startProxy(t, "", map[string]string{"stripe": upstream.URL})
-	base := p.URL
-	// stripe-go insists its request paths start with /v1, so the
-	// endpoint's prefix is added below it, by the transport.
-	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
-		URL: stripe.String(base), MaxNetworkRetries: stripe.Int64(0),
-		HTTPClient:    &http.Client{Timeout: 30 * time.Second, Transport: prefixed{"/callout/stripe"}},
-		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
-	})
-	sc := stripe.NewClient(strings.TrimPrefix(proctest.Bearer(t, secret, issuer, 10*time.Minute), "Bearer "), stripe.WithBackends(&stripe.Backends{API: backend, Connect: backend,
-		Uploads: backend, MeterEvents: backend}))
+	sc := stripeClient(t, p.URL, 0, 30*time.Second)
 	ctx := context.Background()
 
 	for i := range 5 {
@@ -121,6 +112,23 @@ func TestStripeGoThroughTheProxy(t *testing.T) {
 	}
 }
 
+// stripeClient is a stripe-go client of the proxy at base, endpoint
+// "stripe", with the proxy's JWT as its API key (stripe-go sends it as
+// Authorization: Bearer), retries network errors and 409s at most retries
+// times, and gives up on a try after timeout.
+func stripeClient(t *testing.T, base string, retries int64, timeout time.Duration) *stripe.Client {
+	t.Helper()
+	// stripe-go insists its request paths start with /v1, so the
+	// endpoint's prefix is added below it, by the transport.
+	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
+		URL: stripe.String(base), MaxNetworkRetries: stripe.Int64(retries),
+		HTTPClient:    &http.Client{Timeout: timeout, Transport: prefixed{"/callout/stripe"}},
+		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})
+	return stripe.NewClient(strings.TrimPrefix(proctest.Bearer(t, secret, issuer, 10*time.Minute), "Bearer "),
+		stripe.WithBackends(&stripe.Backends{API: backend, Connect: backend, Uploads: backend, MeterEvents: backend}))
+}
+
 // headers is the field name of every request u received, in order.
 func headers(u *proctest.Upstream, name string) []string {
 	var out []string
@@ -154,13 +162,7 @@ func TestStripeGoRetriesInFlight(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"cus_1","object":"customer"}`))
 	})
 	p := startProxy(t, "", map[string]string{"stripe": upstream.URL})
-	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
-		URL: stripe.String(p.URL), MaxNetworkRetries: stripe.Int64(30),
-		HTTPClient:    &http.Client{Timeout: time.Second, Transport: prefixed{"/callout/stripe"}},
-		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
-	})
-	sc := stripe.NewClient(strings.TrimPrefix(proctest.Bearer(t, secret, issuer, 10*time.Minute), "Bearer "),
-		stripe.WithBackends(&stripe.Backends{API: backend, Connect: backend, Uploads: backend, MeterEvents: backend}))
+	sc := stripeClient(t, p.URL, 30, time.Second)
 	type result struct {
 		c   *stripe.Customer
 		err error
@@ -172,13 +174,7 @@ func TestStripeGoRetriesInFlight(t *testing.T) {
 		c, err := sc.V1Customers.Create(context.Background(), params)
 		done <- result{c, err}
 	}()
-	met := false
-	for range 1200 {
-		if met = p.Metric(t, `callout_rejected_total{code="in-flight",endpoint="stripe"}`) >= 1; met {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	met := awaitInFlight(t, p, "stripe")
 	upstream.Release()
 	r := <-done
 	if !met {

@@ -112,6 +112,21 @@ func Backends(t testing.TB) []Backend {
 	return out
 }
 
+// SingleOrMini is the one backend of Backends that a benchmark measures:
+// the real single node when EnvURL names one, else miniredis (whose
+// in-process server adds its own allocations and CPU). It calls Backends,
+// so the same once-per-test rule holds.
+func SingleOrMini(t testing.TB) Backend {
+	t.Helper()
+	bes := Backends(t)
+	for _, b := range bes {
+		if b.Name == "single" {
+			return b
+		}
+	}
+	return bes[0]
+}
+
 func splitSeeds(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {

@@ -15,8 +15,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -142,27 +140,3 @@ func MTLSServer(t testing.TB, ca *CA) (srv *httptest.Server, caFile string) {
 	t.Cleanup(srv.Close)
 	return srv, WriteFile(t, t.TempDir(), "upstream-ca.pem", CertPEM(srv.Certificate()))
 }
-
-// Logs is a concurrency-safe io.Writer collecting log output (the token
-// request runs in its own goroutine and logs from there).
-type Logs struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-// Write implements io.Writer.
-func (l *Logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// String returns everything written so far.
-func (l *Logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// Count returns how many times s occurs in what was written so far.
-func (l *Logs) Count(s string) int { return strings.Count(l.String(), s) }

@@ -1,0 +1,4 @@
+package auth
+
+// MaxFirstLines is maxFirstLines, for the tests of package auth_test.
+const MaxFirstLines = maxFirstLines
