@@ -54,15 +54,19 @@ type LoginThrottle struct {
 	lines   firstLines
 }
 
-// firstLines counts the first-failure audit lines of the window that began
-// at start: written, and suppressed past maxFirstLines.
+// firstLines counts the audit lines of the window that began at start:
+// first-failure lines written, and suppressed past maxFirstLines; the
+// sources' "repeated" lines (forget) written, and suppressed past
+// maxFirstLines with their failures.
 type firstLines struct {
-	start               time.Time
-	written, suppressed int
+	start                                  time.Time
+	written, suppressed                    int
+	repeated, repeatedSuppressed, failures int
 }
 
-// maxFirstLines bounds the first-failure audit lines of one window, over
-// all sources: an attacker rotating addresses gets one line for the rest.
+// maxFirstLines bounds the first-failure audit lines of one window, and
+// the per-source "repeated" lines, over all sources: an attacker rotating
+// addresses gets one line for the rest.
 const maxFirstLines = 100
 
 // throttlePrefixBytes is how much of a presented token names its prefix.
@@ -169,9 +173,7 @@ func (t *LoginThrottle) failure(ctx context.Context, remoteAddr, authorization s
 		src.throttled++
 	}
 	if v.Log {
-		if t.lines.start.IsZero() || !now.Before(t.lines.start.Add(t.window)) {
-			t.lines = firstLines{start: now}
-		}
+		t.roll(ctx, now)
 		if t.lines.written < maxFirstLines {
 			t.lines.written++
 		} else {
@@ -215,7 +217,7 @@ func (t *LoginThrottle) count(ctx context.Context, key throttleKey, now time.Tim
 	}
 	order := t.order[key.kind]
 	if order.Len() >= t.capacity {
-		t.forget(ctx, order.Front())
+		t.forget(ctx, order.Front(), now)
 	}
 	e := &throttleEntry{key: key, start: now, failures: 1}
 	t.entries[key] = order.PushBack(e)
@@ -232,28 +234,60 @@ func (t *LoginThrottle) sweep(ctx context.Context, now time.Time) {
 			if now.Before(el.Value.(*throttleEntry).start.Add(t.window)) {
 				break
 			}
-			t.forget(ctx, el)
+			t.forget(ctx, el, now)
 		}
 	}
-	if t.lines.suppressed > 0 && !now.Before(t.lines.start.Add(t.window)) {
-		t.logger.LogAttrs(ctx, slog.LevelWarn, "audit", slog.String("token", ""),
-			slog.String("action", "admin.login"), slog.String("result", "unauthorized_repeated"),
-			slog.String("remote_addr", "*"), slog.Int("sources", t.lines.suppressed),
-			slog.String("detail", "failed admin-token checks from further sources in this window, "+
-				"each source's first failure not logged (at most 100 a window)"),
-			slog.Time("window_start", t.lines.start), slog.Duration("window", t.window))
+	if !t.lines.start.IsZero() && !now.Before(t.lines.start.Add(t.window)) {
+		t.flushLines(ctx)
 		t.lines = firstLines{}
 	}
 }
 
+// roll starts the lines window at now when none is running or it is over,
+// writing the over one's line first. t.mu is held.
+func (t *LoginThrottle) roll(ctx context.Context, now time.Time) {
+	if t.lines.start.IsZero() || !now.Before(t.lines.start.Add(t.window)) {
+		t.flushLines(ctx)
+		t.lines = firstLines{start: now}
+	}
+}
+
+// flushLines writes the one line of the window's suppressed lines, if any:
+// how many sources' first failures and how many sources' repeated-failure
+// lines (with their failures) were not written. t.mu is held.
+func (t *LoginThrottle) flushLines(ctx context.Context) {
+	l := t.lines
+	if l.suppressed == 0 && l.repeatedSuppressed == 0 {
+		return
+	}
+	t.logger.LogAttrs(ctx, slog.LevelWarn, "audit", slog.String("token", ""),
+		slog.String("action", "admin.login"), slog.String("result", "unauthorized_repeated"),
+		slog.String("remote_addr", "*"), slog.Int("sources", l.suppressed),
+		slog.Int("repeated_sources", l.repeatedSuppressed), slog.Int("failures", l.failures),
+		slog.String("detail", "failed admin-token checks from further sources in this window: each one's "+
+			"first failure (sources) and its repeated failures (repeated_sources, failures) not logged one by "+
+			"one (at most 100 lines of each a window)"),
+		slog.Time("window_start", l.start), slog.Duration("window", t.window))
+}
+
 // forget drops el's entry; a source's with more than one failure writes its
-// audit line first. t.mu is held.
-func (t *LoginThrottle) forget(ctx context.Context, el *list.Element) {
+// audit line first, or, past maxFirstLines such lines in the window, is
+// counted in the window's one line (flushLines). t.mu is held.
+func (t *LoginThrottle) forget(ctx context.Context, el *list.Element, now time.Time) {
 	e := t.order[el.Value.(*throttleEntry).key.kind].Remove(el).(*throttleEntry)
 	delete(t.entries, e.key)
 	if e.key.kind == kindPrefix || e.failures < 2 {
 		return
 	}
+	if t.lines.start.IsZero() {
+		t.lines.start = now // counted in the window under way; a sweep's in the one it ends
+	}
+	if t.lines.repeated >= maxFirstLines {
+		t.lines.repeatedSuppressed++
+		t.lines.failures += e.failures
+		return
+	}
+	t.lines.repeated++
 	t.logger.LogAttrs(ctx, slog.LevelWarn, "audit", slog.String("token", ""),
 		slog.String("action", "admin.login"), slog.String("result", "unauthorized_repeated"),
 		slog.String("remote_addr", e.key.id), slog.Int("failures", e.failures),

@@ -221,3 +221,38 @@ func TestNilThrottle(t *testing.T) {
 		t.Error("nil throttle remembers something")
 	}
 }
+
+// TestThrottleRepeatedLinesAreBounded: 300 sources, two wrong tokens each
+// (new prefixes, so no prefix is throttled), rotating addresses as an
+// attacker with a /16 would: once the window ends the audit log holds at
+// most 100 first lines and 100 per-source "repeated" lines, and one line
+// that counts the rest — 200 sources, 400 failures — not 600 lines.
+func TestThrottleRepeatedLinesAreBounded(t *testing.T) {
+	r := newThrottleRig(10, time.Minute, 10000)
+	for round := range 2 {
+		for i := range 300 {
+			addr := "10.1." + strconv.Itoa(i>>8) + "." + strconv.Itoa(i&255) + ":1"
+			r.t.Failure(context.Background(), addr, wrong(round*1000+i), true)
+		}
+	}
+	r.clock.Advance(time.Minute)
+	r.t.Sweep(context.Background())
+	repeated, star := 0, []map[string]any{}
+	for _, l := range r.buf.Lines(t) {
+		switch {
+		case l["remote_addr"] == "*":
+			star = append(star, l)
+		case l["result"] == "unauthorized_repeated":
+			repeated++
+		}
+	}
+	if repeated != auth.MaxFirstLines {
+		t.Errorf("%d per-source repeated lines, want %d", repeated, auth.MaxFirstLines)
+	}
+	if len(star) != 1 || star[0]["repeated_sources"] != 200.0 || star[0]["failures"] != 400.0 {
+		t.Errorf("lines counting the rest %v, want one: 200 repeated sources, 400 failures", star)
+	}
+	if n := len(r.buf.Lines(t)); n > 2*auth.MaxFirstLines+1 {
+		t.Errorf("%d audit lines for 600 failures, want at most %d", n, 2*auth.MaxFirstLines+1)
+	}
+}
