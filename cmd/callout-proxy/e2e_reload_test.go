@@ -166,6 +166,24 @@ func TestE2EReload(t *testing.T) {
 	if !strings.Contains(pb.Detail, "admin_listen") || !strings.Contains(pb.Detail, "restart") {
 		t.Errorf("the refusal of a restart-only change: %s", pb.Detail)
 	}
+	// Both at once: one rejection names the file's problem and the
+	// restart-only key; a restart-only key with a problem of its own
+	// (listen) is named once, as a problem.
+	both := strings.NewReplacer("admin_listen: 127.0.0.1:0", "admin_listen: 127.0.0.1:1",
+		"\nlisten: 127.0.0.1:0", "\nlisten: not-an-address",
+		"endpoints:\n", "endpoints:\n  late-api:\n    url: https://z.example.com\n    attempt_timeout: 5\n")
+	p.rewrite(t, both.Replace("\n"+second)[1:])
+	resp, body = p.reload(t, "admin-token-value")
+	pb = wantProblem(t, resp, body, 422, problem.ReloadRejected, policy.Rejected)
+	for _, s := range []string{"endpoints.late-api.attempt_timeout", `:1: listen: "not-an-address"`,
+		"applied only by a restart: admin_listen"} {
+		if !strings.Contains(pb.Detail, s) {
+			t.Errorf("the one-pass refusal lacks %q:\n%s", s, pb.Detail)
+		}
+	}
+	if strings.Contains(pb.Detail, "restart: admin_listen, listen") || strings.Contains(pb.Detail, "restart: listen") {
+		t.Errorf("listen, a problem, is named as a restart-only change too:\n%s", pb.Detail)
+	}
 	// A read-scope token may not reload.
 	resp, body = p.reload(t, "viewer-token-value")
 	wantProblem(t, resp, body, 403, problem.Forbidden, policy.Rejected)

@@ -25,7 +25,7 @@ func serve(ctx context.Context, configPath string, getenv func(string) string, s
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	return runApp(ctx, app.Options{Config: cfg, Getenv: getenv, Logs: stderr, Reloads: hup,
-		Load: func() (*config.Config, error) { return config.Load(configPath, getenv) }}, nil)
+		Load: func() (*config.Config, error) { return config.LoadPartial(configPath, getenv) }}, nil)
 }
 
 // runApp completes o with this binary's build and clocks (processClock,

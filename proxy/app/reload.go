@@ -48,10 +48,17 @@ func (a *App) Reload(ctx context.Context) (fingerprint string, err error) {
 			"to read again; restart it with --config FILE to change it", ErrReloadRejected)
 	}
 	cfg, err := a.o.Load()
+	old := a.cfg.Load()
 	if err != nil {
+		// One pass: the file's problems and, of what it decoded, the
+		// restart-only keys it changes (those with a problem of their own
+		// are named once, as problems).
+		if keys := restartOnlyBesides(old, cfg, err); len(keys) > 0 {
+			return "", fmt.Errorf("%w: %w\nand these keys changed and are applied only by a restart: %s",
+				ErrReloadRejected, err, strings.Join(keys, ", "))
+		}
 		return "", fmt.Errorf("%w: %w", ErrReloadRejected, err)
 	}
-	old := a.cfg.Load()
 	if keys := restartOnly(old, cfg); len(keys) > 0 {
 		return "", fmt.Errorf("%w: these keys changed and are applied only by a restart: %s (change them back, "+
 			"or restart the proxy)", ErrReloadRejected, strings.Join(keys, ", "))
@@ -116,6 +123,29 @@ func restartOnly(cur, next *config.Config) []string {
 	if cur.Salesforce != nil && !slices.Contains(keys, "salesforce") {
 		diff("endpoints (names, owner, redact, completion_events: the Salesforce writer's view)",
 			salesforceView(cur), salesforceView(next))
+	}
+	return keys
+}
+
+// restartOnlyBesides is restartOnly of the configuration a file with
+// problems decoded to (config.LoadPartial; nil: none), leaving out every
+// key that has a problem in err or lies under or above one (its value is
+// the default standing in for it, not the file's).
+func restartOnlyBesides(cur, partial *config.Config, err error) []string {
+	if partial == nil {
+		return nil
+	}
+	var bad []string
+	for _, e := range config.Problems(err) {
+		bad = append(bad, e.Key)
+	}
+	var keys []string
+	for _, k := range restartOnly(cur, partial) {
+		if !slices.ContainsFunc(bad, func(b string) bool {
+			return b == k || strings.HasPrefix(b, k+".") || strings.HasPrefix(b, k+"[") || strings.HasPrefix(k, b+".")
+		}) {
+			keys = append(keys, k)
+		}
 	}
 	return keys
 }

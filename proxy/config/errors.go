@@ -58,6 +58,28 @@ func (e *Error) Error() string {
 // Is reports whether target is ErrInvalid.
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
+// Problems is every *Error in err, which Load, Parse and Prepare join
+// (errors.Join), in order; nil when there is none.
+func Problems(err error) []*Error {
+	var out []*Error
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *Error:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
 // collector gathers the problems of one Load, Parse or Prepare. It knows the
 // line of every key seen in the file (lines, filled by the shape walk) so a
 // problem found later, on the decoded value, still points at its line.

@@ -23,6 +23,20 @@ import (
 // getenv looks up environment variables (os.Getenv in production, a map in
 // tests; nil means os.Getenv). Every error matches ErrInvalid.
 func Load(path string, getenv func(string) string) (*Config, error) {
+	cfg, err := load(path, getenv, true)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// LoadPartial is Load that also returns what it decoded when the file has
+// problems: the configuration with every key that has a problem at its
+// default, and the problems (nil, err when the file cannot be read or is
+// not YAML). Only for comparing with the configuration in force: a reload
+// names the file's problems and the restart-only keys it changes in one
+// rejection. Never put such a configuration in force.
+func LoadPartial(path string, getenv func(string) string) (*Config, error) {
 	return load(path, getenv, true)
 }
 
@@ -34,7 +48,11 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // Salesforce credentials, TLS files) need not be present where the
 // migration runs. Errors as Load's.
 func LoadForStore(path string, getenv func(string) string) (*Config, error) {
-	return load(path, getenv, false)
+	cfg, err := load(path, getenv, false)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 func load(path string, getenv func(string) string, all bool) (*Config, error) {
@@ -65,7 +83,11 @@ func load(path string, getenv func(string) string, all bool) (*Config, error) {
 // file paths are read from the working directory. A nil getenv means
 // os.Getenv. Every error matches ErrInvalid.
 func Parse(data []byte, getenv func(string) string) (*Config, error) {
-	return parse(data, getenv, "", "", true)
+	cfg, err := parse(data, getenv, "", "", true)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // Prepare completes a Config built in code or decoded by Parse: it fills the
@@ -118,7 +140,7 @@ func parse(data []byte, getenv func(string) string, file, baseDir string, all bo
 	}
 	cfg.prepare(getenv, col, all)
 	if col.failed() {
-		return nil, col.err()
+		return cfg, col.err() // LoadPartial's; Load and Parse drop it
 	}
 	cfg.Fingerprint = Fingerprint(data)
 	return cfg, nil
