@@ -172,7 +172,7 @@ func TestE2EReload(t *testing.T) {
 	both := strings.NewReplacer("admin_listen: 127.0.0.1:0", "admin_listen: 127.0.0.1:1",
 		"\nlisten: 127.0.0.1:0", "\nlisten: not-an-address",
 		"endpoints:\n", "endpoints:\n  late-api:\n    url: https://z.example.com\n    attempt_timeout: 5\n")
-	p.rewrite(t, both.Replace("\n"+second)[1:])
+	p.rewrite(t, both.Replace("\n" + second)[1:])
 	resp, body = p.reload(t, "admin-token-value")
 	pb = wantProblem(t, resp, body, 422, problem.ReloadRejected, policy.Rejected)
 	for _, s := range []string{"endpoints.late-api.attempt_timeout", `:1: listen: "not-an-address"`,

@@ -95,12 +95,12 @@ type endpointPlan struct {
 	queues    []*queuePlan
 	nextDue   time.Time
 	nextLease time.Time
-	want      int // due candidates it may claim (its batch)
-	dueSeen   int // due candidates read, spares included
-	shutSeen  int // of them, in queues whose breaker partition was shut
+	want      int            // due candidates it may claim (its batch)
+	dueSeen   int            // due candidates read, spares included
+	shutSeen  int            // of them, in queues whose breaker partition was shut
 	room      map[string]int // organisation (issuer tag) -> the most it may take (fair.Room; nil: no cap)
 	capped    int            // due candidates left out by room
-	rot       int // where ties between organisations start (rotates)
+	rot       int            // where ties between organisations start (rotates)
 }
 
 // candidates reads every organisation queue's first waiting ids (ZRANGE
