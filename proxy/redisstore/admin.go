@@ -49,7 +49,7 @@ func (s *Store) disable(ctx context.Context, endpoint, reason string, after time
 	if v.Early {
 		return policy.DisableResult{}, nil
 	}
-	s.forgetGate(endpoint)
+	s.gates.Forget(endpoint)
 	res := policy.DisableResult{Newly: v.Told == 1}
 	if res.Newly {
 		s.changed(endpoint) // disable.lua published it to the others
@@ -187,7 +187,7 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 	if err := s.clearBreakers(ctx, endpoint, eDisabled, eDisReason, eDisAt, eOutage, eNotified); err != nil {
 		return s.wrap("enable", err)
 	}
-	s.forgetGate(endpoint)
+	s.gates.Forget(endpoint)
 	s.gateNotify(ctx, endpoint)
 	_, err := s.releaseHeld(ctx, endpoint)
 	return err
@@ -222,7 +222,7 @@ func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return s.wrap("reset breaker", err)
 	}
-	s.forgetGate(endpoint)
+	s.gates.Forget(endpoint)
 	s.gateNotify(ctx, endpoint)
 	_, err = s.releaseHeld(ctx, endpoint)
 	return err

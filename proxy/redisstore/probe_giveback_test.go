@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -69,7 +70,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 		_, err := s.Begin(ctxT(t), req(ep, refused, "{}"), policy.BeginOptions{Lease: testLease, Breaker: br,
 			Limits: policy.BacklogLimits{MaxItems: 1}})
 		wantErr(t, err, policy.ErrBacklogFull)
-		e.clk.Advance(GateViewTTL)
+		e.clk.Advance(gateview.TTL)
 		r, err := s.Begin(ctxT(t), req(ep, "fresh", "{}"), policy.BeginOptions{Lease: testLease, Breaker: br})
 		if err != nil || r.Claimed == nil || r.Claimed.Kind != policy.KindProbe {
 			t.Fatalf("the first new write after duplicates at a half-open gate: %+v (held %+v), %v; want the probe",

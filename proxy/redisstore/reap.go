@@ -56,7 +56,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 			return nil, err
 		}
 		c := &reapArgs{Due: q.Due, Lease: q.Lease, Counters: q.Counters, Now: s.clockArg(now), Part: q.Part}
-		c.Gate, c.GateUntil = gateArgs(view, given)
+		c.Gate, c.GateUntil = view.Args(given)
 		for j, id := range ids {
 			rc, _, _ := q.Record(id)
 			c.Candidates = append(c.Candidates, reapCandidate{Record: rc, Reservation: res[j], ID: id})

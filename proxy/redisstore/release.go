@@ -101,7 +101,7 @@ type resultReply struct {
 func (s *Store) giveBackProbe(ctx context.Context, endpoint, part, token string) error {
 	now := s.now()
 	_, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(endpoint, part, token, now))
-	s.forgetGate(endpoint)
+	s.gates.Forget(endpoint)
 	return s.wrap("release: probe", err)
 }
 

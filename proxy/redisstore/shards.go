@@ -11,30 +11,20 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	pend "github.com/calloutproxy/callout-proxy/proxy/redisstore/pending"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/redis/go-redis/v9"
 )
 
 // Sharded endpoints (keyspace "Shards and queues"): an endpoint configured with
 // shards: N spreads its callouts over N queues, each under its own hash
-// tag, so a Redis Cluster spreads one endpoint's load over several
-// primaries. The endpoint hash (breaker, gate, pause, disable, outage)
-// stays one, in queue 0's slot. A script runs in one slot, so the scripts
-// of queues 1 … N-1 cannot read the gate: they act on the gate this
-// replica last read (gateView, at most GateViewTTL old) and the breaker
-// update of their attempts runs on the endpoint hash in the same pipeline
-// (outcome.lua). Their backlog caps are enforced per queue, at 1/N of the
-// endpoint's each (queue counter hash cp:{sN}:a:{ep}).
+// tag; the endpoint hash (breaker, gate, pause, disable, outage) stays one,
+// in queue 0's slot, and the scripts of queues 1 … N-1 act on the gate
+// this replica last read (proxy/redisstore/gateview). Their backlog caps
+// are enforced per queue, at 1/N of the endpoint's each (queue counter
+// hash cp:{sN}:a:{ep}).
 
-// GateViewTTL is the longest a replica acts on an endpoint gate it read
-// for a queue of a sharded endpoint (creating, claiming and completing
-// callouts of queues 1 … N-1) before reading it again. A breaker that
-// opens, a pause, or a disable reaches those queues within it; the probe
-// token itself is always taken on the endpoint hash (admit.lua), so there
-// is still exactly one probe.
-const GateViewTTL = 100 * time.Millisecond
 
 // shardsRefresh is how often the recorded shard counts of an endpoint are
 // read again.
@@ -48,31 +38,11 @@ type shardState struct {
 	readAt time.Time
 	next   atomic.Uint64 // round-robin queue of unkeyed callouts
 	rr     atomic.Uint64 // rotation of claims' ties between organisations (spread)
-	// views: breaker partition ("" the endpoint's) -> the gate this
-	// replica last read for it, and when.
-	views map[string]viewAt
 	// orgs are the issuer tags of the organisation queues of each of the
 	// endpoint's shards (orgsOfCounters of each queue's counters), as last read or
 	// added to here; orgsAt when they were read.
 	orgs   map[int][]string
 	orgsAt time.Time
-	// partShut: breaker partition (issuer tag) -> until when a claim saw
-	// its gate shut; the claim skips its queues until then (at most
-	// partRecheck), as the dispatcher skips a shut endpoint.
-	partShut map[string]time.Time
-}
-
-// viewAt is a gate view and when it was read.
-type viewAt struct {
-	v  gateView
-	at time.Time
-}
-
-// gateView is an endpoint gate as read from its endpoint hash.
-type gateView struct {
-	gate     policy.Gate
-	failures int
-	level    string // the breaker partition whose gate it is ("" the endpoint's)
 }
 
 // Shards returns the configured shard count of endpoint (Options.Shards),
@@ -324,89 +294,16 @@ func (s *Store) calloutQueue(endpoint, issuer, id string) (queue, bool) {
 	return q.ForOrg(tag, s.partition(endpoint, tag)), true
 }
 
-// gateOf returns the endpoint gate a queue's script acts on: "" for the
-// home queue (its scripts read the gate themselves); for another queue the
-// gate this replica read from the endpoint hash at most GateViewTTL ago.
-func (s *Store) gateOf(ctx context.Context, q queue) (gateView, bool, error) {
+// gateOf returns the endpoint gate a queue's script acts on, and whether
+// it is given: not for the home queue (its scripts read the gate
+// themselves); for another queue the gate this replica read from the
+// endpoint hash at most GateViewTTL ago (gateview.Views.Of).
+func (s *Store) gateOf(ctx context.Context, q queue) (gateview.View, bool, error) {
 	if q.Home {
-		return gateView{}, false, nil
+		return gateview.View{}, false, nil
 	}
-	if !s.viewStale(q.Endpoint, q.Part) {
-		st := s.shardState(q.Endpoint)
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		return st.views[q.Part].v, true, nil
-	}
-	v, err := s.gateRead(ctx, q.Endpoint, q.Part, s.now())
-	if err != nil {
-		return gateView{}, true, err
-	}
-	s.setView(q.Endpoint, q.Part, v)
-	return v, true, nil
-}
-
-// forgetGate drops this replica's gate view of endpoint after it changed
-// the endpoint hash itself (a breaker transition, pause, probe, reset).
-func (s *Store) forgetGate(endpoint string) {
-	if v, ok := s.shardStates.Load(endpoint); ok {
-		st := v.(*shardState)
-		st.mu.Lock()
-		st.views = nil
-		st.mu.Unlock()
-	}
-}
-
-// gateArgs are the gate ARGV of a queue's script: "", "" for the home
-// queue, else the viewed state and until ms.
-func gateArgs(v gateView, given bool) (string, string) {
-	if !given {
-		return "", ""
-	}
-	return string(v.gate.State), record.FormatMs(v.gate.Until)
-}
-
-// viewStale reports whether this replica's gate view of endpoint's
-// breaker partition part is older than GateViewTTL (or missing).
-func (s *Store) viewStale(endpoint, part string) bool {
-	st := s.shardState(endpoint)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	va, ok := st.views[part]
-	return !ok || s.now().Sub(va.at) >= GateViewTTL
-}
-
-// setView records a gate of breaker partition part this replica read
-// from endpoint's hash.
-func (s *Store) setView(endpoint, part string, v gateView) {
-	st := s.shardState(endpoint)
-	st.mu.Lock()
-	if st.views == nil {
-		st.views = map[string]viewAt{}
-	}
-	st.views[part] = viewAt{v, s.now()}
-	st.mu.Unlock()
-}
-
-// takeProbe tries to take the probe token of endpoint's breaker partition
-// part as token for lease (admit.lua, on the endpoint hash): the gate it returns is "probe" when
-// this caller holds the token now, else the gate it found (probing, open,
-// breaker_open, …). It refreshes the gate view either way.
-func (s *Store) takeProbe(ctx context.Context, endpoint, part, token string, lease time.Duration) (gateView, error) {
-	now := s.now()
-	until := now.Add(lease)
-	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
-		Token: token, ProbeLease: lease.Milliseconds(), Part: part})
-	if err != nil {
-		return gateView{}, s.wrap("admit", err)
-	}
-	g := gateView{gate: policy.Gate{State: policy.GateState(a.Gate), Until: msTimeOf(a.GateUntil)},
-		failures: a.Failures, level: a.Level}
-	if g.gate.State == "probe" {
-		s.setView(endpoint, part, gateView{gate: policy.Gate{State: policy.GateProbing, Until: until}, failures: g.failures, level: a.Level})
-	} else {
-		s.setView(endpoint, part, g)
-	}
-	return g, nil
+	v, err := s.gates.Of(ctx, q.Endpoint, q.Part)
+	return v, true, err
 }
 
 // DeadLetterIndexes returns the keys of endpoint's dead-letter indexes,
@@ -437,8 +334,8 @@ func (s *Store) PendingQueues(ctx context.Context, endpoint string) ([]pend.Queu
 // (contract §6; "" the endpoint's own) holds its callouts back, read now
 // (gate_read.lua). Errors: ErrUnavailable.
 func (s *Store) GateShut(ctx context.Context, endpoint, part string) (bool, error) {
-	v, err := s.gateRead(ctx, endpoint, part, s.now())
-	return err == nil && v.gate.Shut(), err
+	v, err := s.gates.Read(ctx, endpoint, part)
+	return err == nil && v.Gate.Shut(), err
 }
 
 // Decode decodes record m of callout id without its long request and

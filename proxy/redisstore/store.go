@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/issuers"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
@@ -175,6 +176,9 @@ type Store struct {
 	openPartitions func(string) int
 	notifies       func(string) bool
 	shardStates    sync.Map // endpoint -> *shardState
+	// gates reads the gate (gate_read.lua, admit.lua) and keeps the views
+	// of it that the scripts of a sharded endpoint's other queues act on.
+	gates *gateview.Views
 	// requireLayout and layoutOK: Options.RequireLayout, and whether the
 	// layout has been confirmed (layout.go).
 	requireLayout bool
@@ -190,7 +194,7 @@ type Store struct {
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
 // filling Options defaults. It does not contact Redis (see Ping).
 func New(client redis.UniversalClient, opts Options) *Store {
-	lua, err := loadScripts()
+	lua, lib, err := loadScripts()
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition
 	}
@@ -219,6 +223,9 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.issuers = issuers.New(client)
+	if s.gates, err = gateview.New(client, gateview.Options{Lib: lib, Now: s.now, PinScriptTime: s.pin}); err != nil {
+		panic(err) // embedded too
+	}
 	s.dead = deadletters.New(client, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin})
 	return s
 }
