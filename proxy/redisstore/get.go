@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/redis/go-redis/v9"
 )
 

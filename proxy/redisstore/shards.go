@@ -25,7 +25,6 @@ import (
 // are enforced per queue, at 1/N of the endpoint's each (queue counter
 // hash cp:{sN}:a:{ep}).
 
-
 // shardsRefresh is how often the recorded shard counts of an endpoint are
 // read again.
 const shardsRefresh = 30 * time.Second
@@ -297,7 +296,7 @@ func (s *Store) calloutQueue(endpoint, issuer, id string) (queue, bool) {
 // gateOf returns the endpoint gate a queue's script acts on, and whether
 // it is given: not for the home queue (its scripts read the gate
 // themselves); for another queue the gate this replica read from the
-// endpoint hash at most GateViewTTL ago (gateview.Views.Of).
+// endpoint hash at most gateview.TTL ago (gateview.Views.Of).
 func (s *Store) gateOf(ctx context.Context, q queue) (gateview.View, bool, error) {
 	if q.Home {
 		return gateview.View{}, false, nil
