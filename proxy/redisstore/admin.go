@@ -42,7 +42,7 @@ func (s *Store) AutoDisable(ctx context.Context, endpoint string, after time.Dur
 func (s *Store) disable(ctx context.Context, endpoint, reason string, after time.Duration) (policy.DisableResult, error) {
 	home := keyspace.HomeQueue(endpoint)
 	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.EndpointHash, SFO: home.SFO, Now: s.clockArg(s.now()),
-		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint) == "1", After: after})
+		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint), After: after})
 	if err != nil {
 		return policy.DisableResult{}, s.wrap("disable", err)
 	}
@@ -54,7 +54,7 @@ func (s *Store) disable(ctx context.Context, endpoint, reason string, after time
 	if res.Newly {
 		s.changed(endpoint) // disable.lua published it to the others
 	}
-	qs, err := s.orgQueuesOf(ctx, endpoint, true)
+	qs, err := s.queues.Orgs(ctx, endpoint, true)
 	if err != nil {
 		return res, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/fair"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/queues"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
@@ -105,7 +106,7 @@ type endpointPlan struct {
 // candidates reads every organisation queue's first waiting ids (ZRANGE
 // … WITHSCORES), earliest lease and number in flight, the stale gate
 // views and the queues' counters (which organisations have pending
-// callouts, orgsOfCounters), in one pipeline. grew reports an organisation
+// callouts, queues.OrgsOfCounters), in one pipeline. grew reports an organisation
 // queue this replica did not know of (ClaimBatch then reads again). Queues whose breaker partition a claim
 // found shut are skipped until it may open (gateview.Views.Skipped).
 func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Time) (plans []*endpointPlan, grew bool, err error) {
@@ -119,15 +120,14 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	bases := make([][]queue, len(reqs))
 	views := map[string]*gateview.Pending{} // keyspace.PartitionGate(endpoint, partition)
 	for i, r := range reqs {
-		if bases[i], err = s.queuesOf(ctx, r.Endpoint); err != nil {
+		if bases[i], err = s.queues.Of(ctx, r.Endpoint); err != nil {
 			return nil, false, err
 		}
-		qs, err := s.orgQueuesOf(ctx, r.Endpoint, false)
+		qs, err := s.queues.Orgs(ctx, r.Endpoint, false)
 		if err != nil {
 			return nil, false, err
 		}
-		st := s.shardState(r.Endpoint)
-		plans[i] = &endpointPlan{rot: int(st.rr.Add(1))}
+		plans[i] = &endpointPlan{rot: s.queues.Rotation(r.Endpoint)}
 		for _, q := range qs {
 			if until := s.gates.Skipped(r.Endpoint, q.Part, now); !until.IsZero() {
 				if plans[i].nextDue.IsZero() || until.Before(plans[i].nextDue) {
@@ -172,9 +172,9 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			if err := c.Err(); err != nil && !isNil(err) {
 				return nil, false, s.wrap("claim", err)
 			}
-			got[bases[i][j].Shard] = orgsOfCounters(c.Val())
+			got[bases[i][j].Shard] = queues.OrgsOfCounters(c.Val())
 		}
-		grew = s.setOrgs(reqs[i].Endpoint, got) || grew
+		grew = s.queues.SetOrgs(reqs[i].Endpoint, got) || grew
 	}
 	for vk, c := range views {
 		v, err := c.Result(ctx)

@@ -80,7 +80,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 		return nil, err
 	}
 	item.Gate, item.GateUntil = view.Args(given)
-	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint) == "1", q.Part
+	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint), q.Part
 	item.Quorum = s.quorum(cl.Endpoint)
 	rc, rest, resp := q.Record(cl.ID)
 	res := q.Reservation(cl.Issuer, cl.IdempotencyKey)
@@ -105,7 +105,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 			// then finds none), so it cannot wait for the pipeline's end.
 			home := keyspace.HomeQueue(cl.Endpoint)
 			p.notify = &notifyArgs{Endpoint: home.EndpointHash, SFO: home.SFO, Now: s.clockArg(now), Name: cl.Endpoint,
-				ID: cl.ID, Outbox: s.outbox, Reason: string(c.Reason), Can: s.canNotify(cl.Endpoint) == "1"}
+				ID: cl.ID, Outbox: s.outbox, Reason: string(c.Reason), Can: s.canNotify(cl.Endpoint)}
 		}
 	}
 	return p, nil
@@ -329,11 +329,4 @@ func cutBody(body []byte, limit int64) []byte {
 		}
 	}
 	return body[:n]
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

@@ -183,7 +183,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if err := s.layoutReady(ctx); err != nil {
 		return createReply{}, "", err
 	}
-	q, err := s.createQueue(ctx, nc)
+	q, err := s.queues.ForCreate(ctx, nc)
 	if err != nil {
 		return createReply{}, "", err
 	}
@@ -255,7 +255,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
-				s.noteOrg(nc.Endpoint, q.Shard, tag)
+				s.queues.NoteOrg(nc.Endpoint, q.Shard, tag)
 			}
 			return rep, id, err
 		}
@@ -292,7 +292,7 @@ func (s *Store) unhold(ctx context.Context, q queue, c, id string, at time.Time,
 }
 
 // perQueue is one queue's share of an endpoint's backlog caps when it is
-// spread over n queues (shards.go): each cap / n, rounded up.
+// spread over n queues (proxy/redisstore/queues): each cap / n, rounded up.
 func perQueue(l policy.BacklogLimits, n int) policy.BacklogLimits {
 	div := func(v int64) int64 {
 		if v <= 0 {

@@ -64,11 +64,11 @@ type pending struct {
 // pendingCounts reads pending in one pipeline, with more commands of the
 // caller's (extra) in the same round trip.
 func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p redis.Pipeliner)) (pending, error) {
-	qs, err := s.queuesOf(ctx, endpoint)
+	qs, err := s.queues.Of(ctx, endpoint)
 	if err != nil {
 		return pending{}, err
 	}
-	oqs, err := s.orgQueuesOf(ctx, endpoint, false)
+	oqs, err := s.queues.Orgs(ctx, endpoint, false)
 	if err != nil {
 		return pending{}, err
 	}
@@ -179,5 +179,4 @@ const (
 	eNotified   = "on"  // "1" once the owner heard of the current outage
 	eBytes      = "bb"  // bytes charged by pending callouts and dead letters
 	ePending    = "bi"  // pending items (scheduled, held, in flight)
-	eShards     = "sq"  // shard counts the endpoint was served with, "1,3" (shards.go)
 )

@@ -106,7 +106,7 @@ func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResu
 	pause := msUntil(r.PausedUntil, now)
 	home := keyspace.HomeQueue(endpoint)
 	var due []string
-	qs, err := s.orgQueuesOf(ctx, endpoint, false)
+	qs, err := s.queues.Orgs(ctx, endpoint, false)
 	if err != nil {
 		return policy.BreakerChange{}, err
 	}

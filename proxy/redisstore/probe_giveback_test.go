@@ -24,7 +24,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 		key := ""
 		for i := 0; key == ""; i++ {
 			k := fmt.Sprintf("dup-%d", i)
-			q, err := s.createQueue(ctxT(t), req(ep, k, "{}"))
+			q, err := s.queues.ForCreate(ctxT(t), req(ep, k, "{}"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 		refused := ""
 		for i := 0; refused == ""; i++ {
 			k := fmt.Sprintf("full-%d", i)
-			q, err := s.createQueue(ctxT(t), req(ep, k, "{}"))
+			q, err := s.queues.ForCreate(ctxT(t), req(ep, k, "{}"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ import (
 func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string, error) {
 	limit = min(max(limit, 1), maxBatch)
 	now := s.now()
-	qs, err := s.orgQueuesOf(ctx, endpoint, false)
+	qs, err := s.queues.Orgs(ctx, endpoint, false)
 	if err != nil {
 		return nil, err
 	}

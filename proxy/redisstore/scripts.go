@@ -35,7 +35,6 @@ type scripts struct {
 	releaseHeld *script.Script[releaseHeldArgs, countReply]
 	lock        *script.Script[lockArgs, countReply]
 	dlPrune     *script.Script[pruneArgs, countReply]
-	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
 }
 
 // loadScripts loads the core's scripts and returns them with lib.lua, which
@@ -61,7 +60,6 @@ func loadScripts() (scripts, string, error) {
 		script.LoadInto(&s.releaseHeld, luaFS, "release_held", script.Clock, lib),
 		script.LoadInto(&s.lock, luaFS, "lock", script.Clock, lib),
 		script.LoadInto(&s.dlPrune, luaFS, "dl_prune", script.Clock, lib),
-		script.LoadInto(&s.noteShards, luaFS, "note_shards", script.Clock, lib),
 	)
 	if err != nil {
 		return s, "", fmt.Errorf("redisstore: %w", err)
