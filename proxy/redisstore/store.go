@@ -22,6 +22,12 @@
 // reschedules, continues inline or dead-letters, updating the breaker in
 // the same script; Reap returns expired leases.
 //
+// Two packages the core owns keep what a replica remembers between
+// scripts: gateview reads the gate (gate_read.lua, admit.lua, composed with
+// the core's lib.lua) and keeps the views the scripts of a sharded
+// endpoint's other queues act on; queues knows which queues each endpoint's
+// callouts may be in.
+//
 // The gate cache (proxy/redisstore/gatecache) is not part of the core and
 // the core imports nothing of it: it wraps Admit, polls through ReadGates,
 // and is told of this Store's own gate changes by Options.GateChanged.
