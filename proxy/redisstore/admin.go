@@ -42,19 +42,19 @@ func (s *Store) AutoDisable(ctx context.Context, endpoint string, after time.Dur
 func (s *Store) disable(ctx context.Context, endpoint, reason string, after time.Duration) (policy.DisableResult, error) {
 	home := keyspace.HomeQueue(endpoint)
 	v, err := s.lua.disable.Run(ctx, s.rdb, &disableArgs{Endpoint: home.EndpointHash, SFO: home.SFO, Now: s.clockArg(s.now()),
-		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint) == "1", After: after})
+		Reason: reason, Name: endpoint, Outbox: s.outbox, Can: s.canNotify(endpoint), After: after})
 	if err != nil {
 		return policy.DisableResult{}, s.wrap("disable", err)
 	}
 	if v.Early {
 		return policy.DisableResult{}, nil
 	}
-	s.forgetGate(endpoint)
+	s.gates.Forget(endpoint)
 	res := policy.DisableResult{Newly: v.Told == 1}
 	if res.Newly {
 		s.changed(endpoint) // disable.lua published it to the others
 	}
-	qs, err := s.orgQueuesOf(ctx, endpoint, true)
+	qs, err := s.queues.Orgs(ctx, endpoint, true)
 	if err != nil {
 		return res, err
 	}
@@ -187,7 +187,7 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 	if err := s.clearBreakers(ctx, endpoint, eDisabled, eDisReason, eDisAt, eOutage, eNotified); err != nil {
 		return s.wrap("enable", err)
 	}
-	s.forgetGate(endpoint)
+	s.gates.Forget(endpoint)
 	s.gateNotify(ctx, endpoint)
 	_, err := s.releaseHeld(ctx, endpoint)
 	return err
@@ -222,7 +222,7 @@ func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return s.wrap("reset breaker", err)
 	}
-	s.forgetGate(endpoint)
+	s.gates.Forget(endpoint)
 	s.gateNotify(ctx, endpoint)
 	_, err = s.releaseHeld(ctx, endpoint)
 	return err

@@ -8,7 +8,9 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/fair"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/queues"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
@@ -84,7 +86,7 @@ type queuePlan struct {
 	seen   int      // due candidates read
 	leased int      // callouts of the queue in flight (every replica's)
 	cap    int      // the most to claim of them (its share of the batch)
-	view   gateView
+	view   gateview.View
 	given  bool              // a sharded queue: the gate comes from view
 	tokens map[string]string // id -> the lease token it is claimed with
 	shut   bool              // its breaker partition was found shut
@@ -106,9 +108,9 @@ type endpointPlan struct {
 // candidates reads every organisation queue's first waiting ids (ZRANGE
 // … WITHSCORES), earliest lease and number in flight, the stale gate
 // views and the queues' counters (which organisations have pending
-// callouts, orgsOfCounters), in one pipeline. grew reports an organisation
+// callouts, queues.OrgsOfCounters), in one pipeline. grew reports an organisation
 // queue this replica did not know of (ClaimBatch then reads again). Queues whose breaker partition a claim
-// found shut are skipped until it may open (partShut).
+// found shut are skipped until it may open (gateview.Views.Skipped).
 func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Time) (plans []*endpointPlan, grew bool, err error) {
 	type read struct {
 		due, lease *redis.ZSliceCmd
@@ -118,19 +120,18 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	reads := make([][]read, len(reqs))
 	regs := make([][]*redis.MapStringStringCmd, len(reqs))
 	bases := make([][]queue, len(reqs))
-	views := map[string]*script.Call[gateReadArgs, gateReadReply]{} // endpoint "/" partition
+	views := map[string]*gateview.Pending{} // keyspace.PartitionGate(endpoint, partition)
 	for i, r := range reqs {
-		if bases[i], err = s.queuesOf(ctx, r.Endpoint); err != nil {
+		if bases[i], err = s.queues.Of(ctx, r.Endpoint); err != nil {
 			return nil, false, err
 		}
-		qs, err := s.orgQueuesOf(ctx, r.Endpoint, false)
+		qs, err := s.queues.Orgs(ctx, r.Endpoint, false)
 		if err != nil {
 			return nil, false, err
 		}
-		st := s.shardState(r.Endpoint)
-		plans[i] = &endpointPlan{rot: int(st.rr.Add(1))}
+		plans[i] = &endpointPlan{rot: s.queues.Rotation(r.Endpoint)}
 		for _, q := range qs {
-			if until := s.partShutUntil(r.Endpoint, q.Part, now); !until.IsZero() {
+			if until := s.gates.Skipped(r.Endpoint, q.Part, now); !until.IsZero() {
 				if plans[i].nextDue.IsZero() || until.Before(plans[i].nextDue) {
 					plans[i].nextDue = until
 				}
@@ -149,9 +150,9 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			for _, qp := range plans[i].queues {
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.Due, 0, spares-1),
 					p.ZRangeWithScores(ctx, qp.q.Lease, 0, 0), p.ZCard(ctx, qp.q.Lease)})
-				vk := r.Endpoint + "/" + qp.q.Part
-				if qp.given && views[vk] == nil && s.viewStale(r.Endpoint, qp.q.Part) {
-					views[vk] = s.readGate(ctx, p, r.Endpoint, qp.q.Part, now)
+				vk := keyspace.PartitionGate(r.Endpoint, qp.q.Part)
+				if _, fresh := s.gates.Fresh(r.Endpoint, qp.q.Part); qp.given && views[vk] == nil && !fresh {
+					views[vk] = s.gates.Queue(ctx, p, r.Endpoint, qp.q.Part)
 				}
 			}
 			for _, q := range bases[i] {
@@ -173,17 +174,17 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			if err := c.Err(); err != nil && !isNil(err) {
 				return nil, false, s.wrap("claim", err)
 			}
-			got[bases[i][j].Shard] = orgsOfCounters(c.Val())
+			got[bases[i][j].Shard] = queues.OrgsOfCounters(c.Val())
 		}
-		grew = s.setOrgs(reqs[i].Endpoint, got) || grew
+		grew = s.queues.SetOrgs(reqs[i].Endpoint, got) || grew
 	}
 	for vk, c := range views {
-		v, err := c.Result(ctx, s.rdb)
+		v, err := c.Result(ctx)
 		if err != nil {
-			return nil, false, s.wrap("gate_read", err)
+			return nil, false, err
 		}
 		ep, part := keyspace.SplitGate(vk)
-		s.setView(ep, part, v.view())
+		s.gates.Keep(ep, part, v)
 	}
 	nowMs := float64(now.UnixMilli())
 	for i, r := range reqs {
@@ -321,8 +322,8 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 				if !ok {
 					continue
 				}
-				if qp.view.gate.State == "probe" {
-					homeDue[qp.view.level], homeDue["*"] = true, true
+				if qp.view.Gate.State == "probe" {
+					homeDue[qp.view.Level], homeDue["*"] = true, true
 				}
 			}
 			slot := 0
@@ -337,7 +338,7 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 			}
 			cq := claimQueue{Due: qp.q.Due, Lease: qp.q.Lease, Counters: qp.q.Counters, Count: len(qp.ids),
 				LeaseMs: r.Lease.Milliseconds(), ProbeLease: br.ProbeLease.Milliseconds(), Want: qp.cap, Part: qp.q.Part}
-			cq.Gate, cq.GateUntil = gateArgs(qp.view, qp.given)
+			cq.Gate, cq.GateUntil = qp.view.Args(qp.given)
 			c.Queues = append(c.Queues, cq)
 			for _, id := range qp.ids {
 				cc, rest, _ := qp.q.Record(id)
@@ -404,52 +405,46 @@ func (s *Store) claimPlans(ctx context.Context, reqs []ClaimRequest, plans []*en
 // gate claims nothing (a disabled one drains the candidates); a half-open
 // one probes only when no home-slot queue has candidates (the home queue
 // takes the probe token itself, atomically), by taking the token on the
-// endpoint hash first (admit.lua) and claiming one candidate with it.
+// endpoint hash first (gateview.Views.TakeProbe) and claiming one candidate with it.
 func (s *Store) sharedGate(ctx context.Context, qp *queuePlan, out []ClaimResult, i int, homeDue map[string]bool, probeLease time.Duration) (bool, error) {
-	switch st := qp.view.gate.State; {
+	switch st := qp.view.Gate.State; {
 	case st == policy.GateOpen:
 		return true, nil
 	case st == policy.GateHalfOpen:
-		if (qp.view.level == "" && homeDue["*"]) || (qp.view.level != "" && homeDue[qp.view.level]) {
+		if (qp.view.Level == "" && homeDue["*"]) || (qp.view.Level != "" && homeDue[qp.view.Level]) {
 			return false, nil
 		}
 		tok, err := s.token()
 		if err != nil {
 			return false, err
 		}
-		v, err := s.takeProbe(ctx, qp.q.Endpoint, qp.q.Part, tok, probeLease)
+		v, err := s.gates.TakeProbe(ctx, qp.q.Endpoint, qp.q.Part, tok, probeLease)
 		if err != nil {
 			return false, err
 		}
 		qp.view = v
-		if v.gate.State != "probe" {
-			s.noteGate(qp, &out[i], v.gate, v.level)
-			return v.gate.State == policy.GateOpen, nil
+		if v.Gate.State != "probe" {
+			s.noteGate(qp, &out[i], v.Gate, v.Level)
+			return v.Gate.State == policy.GateOpen, nil
 		}
 		qp.ids, qp.cap = qp.ids[:1], 1
 		qp.tokens[qp.ids[0]] = tok
 		return true, nil
 	case st == policy.GateDisabled:
-		mergeGate(&out[i], qp.view.gate)
+		mergeGate(&out[i], qp.view.Gate)
 		moved, err := s.drain(ctx, qp.q, qp.ids, string(policy.GateDisabled))
 		out[i].DeadLettered = append(out[i].DeadLettered, moved...)
 		return false, err
 	default:
-		s.noteGate(qp, &out[i], qp.view.gate, qp.view.level)
+		s.noteGate(qp, &out[i], qp.view.Gate, qp.view.Level)
 		return false, nil
 	}
 }
 
-// partRecheck is the longest a claim skips the queues of a breaker
-// partition it found shut before reading them again, as the dispatcher
-// trusts a shut endpoint gate (dispatch.GateRecheck): an admin's reset
-// takes effect within it.
-const partRecheck = time.Second
-
 // noteGate takes in the gate a queue's claim saw: the endpoint's own
 // (level "") is the endpoint's gate (mergeGate); a shut breaker partition
 // (level: its issuer tag) holds that organisation's queues only — they are
-// skipped until it may open (partShutUntil), that time is when to look
+// skipped until it may open (gateview.Views.Skip), that time is when to look
 // again (NextDueAt), and their due callouts are no reason for another
 // round now (MoreDue).
 func (s *Store) noteGate(qp *queuePlan, res *ClaimResult, g policy.Gate, level string) {
@@ -457,44 +452,11 @@ func (s *Store) noteGate(qp *queuePlan, res *ClaimResult, g policy.Gate, level s
 		mergeGate(res, g)
 		return
 	}
-	until := minTime(g.Until, s.now().Add(partRecheck))
-	if g.Until.IsZero() {
-		until = s.now().Add(partRecheck)
-	}
-	st := s.shardState(qp.q.Endpoint)
-	st.mu.Lock()
-	if st.partShut == nil {
-		st.partShut = map[string]time.Time{}
-	}
-	st.partShut[level] = until
-	st.mu.Unlock()
+	until := s.gates.Skip(qp.q.Endpoint, level, g.Until)
 	if res.NextDueAt.IsZero() || until.Before(res.NextDueAt) {
 		res.NextDueAt = until
 	}
 	qp.shut = true
-}
-
-// partShutUntil is until when claims skip the queues of endpoint's breaker
-// partition part (zero: not skipped; never the endpoint's own, "").
-func (s *Store) partShutUntil(endpoint, part string, now time.Time) time.Time {
-	if part == "" {
-		return time.Time{}
-	}
-	st := s.shardState(endpoint)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if u := st.partShut[part]; now.Before(u) {
-		return u
-	}
-	delete(st.partShut, part)
-	return time.Time{}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 // mergeGate reports g as the endpoint's gate unless a shut or disabled
@@ -570,7 +532,7 @@ func (s *Store) decodeQueueClaim(ctx context.Context, qp *queuePlan, gq claimedQ
 	g := policy.Gate{State: policy.GateState(gq.Gate), Until: msTimeOf(gq.GateUntil)}
 	s.noteGate(qp, res, g, gq.Level)
 	if g.State == policy.GateDisabled {
-		gs, _ := gateArgs(qp.view, qp.given)
+		gs, _ := qp.view.Args(qp.given)
 		moved, err := s.drain(ctx, qp.q, qp.ids, gs)
 		res.DeadLettered = append(res.DeadLettered, moved...)
 		return err

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 )
@@ -78,8 +79,8 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	if err != nil {
 		return nil, err
 	}
-	item.Gate, item.GateUntil = gateArgs(view, given)
-	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint) == "1", q.Part
+	item.Gate, item.GateUntil = view.Args(given)
+	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint), q.Part
 	item.Quorum = s.quorum(cl.Endpoint)
 	rc, rest, resp := q.Record(cl.ID)
 	res := q.Reservation(cl.Issuer, cl.IdempotencyKey)
@@ -104,7 +105,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 			// then finds none), so it cannot wait for the pipeline's end.
 			home := keyspace.HomeQueue(cl.Endpoint)
 			p.notify = &notifyArgs{Endpoint: home.EndpointHash, SFO: home.SFO, Now: s.clockArg(now), Name: cl.Endpoint,
-				ID: cl.ID, Outbox: s.outbox, Reason: string(c.Reason), Can: s.canNotify(cl.Endpoint) == "1"}
+				ID: cl.ID, Outbox: s.outbox, Reason: string(c.Reason), Can: s.canNotify(cl.Endpoint)}
 		}
 	}
 	return p, nil
@@ -114,14 +115,14 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 // queue, on the endpoint hash (outcome.lua, the rules of lib.lua
 // breaker_apply), or nil when it has nothing to change: a success while
 // this replica saw no failure and held no probe, or no dispatch at all.
-func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, view gateView) *outcomeArgs {
+func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, view gateview.View) *outcomeArgs {
 	probe := ""
 	if cl.Kind == policy.KindProbe {
 		probe = cl.LeaseToken
 	}
 	success := c.Attempt != nil && c.Attempt.Outcome == policy.Success
 	pause := msUntil(c.PausedUntil, now)
-	if probe == "" && pause == 0 && (c.Attempt == nil || (success && view.failures == 0)) {
+	if probe == "" && pause == 0 && (c.Attempt == nil || (success && view.Failures == 0)) {
 		return nil
 	}
 	dispatched := c.Attempt != nil
@@ -158,7 +159,7 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		}
 		res.Breaker = p.breakerReply.change()
 		res.Breaker.Held, res.Breaker.HeldBy = 0, ""
-		s.forgetGate(p.cl.Endpoint)
+		s.gates.Forget(p.cl.Endpoint)
 	}
 	if p.q.Part != "" {
 		res.Breaker.Partition = p.cl.Issuer
@@ -170,7 +171,7 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		res.NotifyOwner = p.notifyReply.Told == 1
 	}
 	if res.Breaker.Opened || res.Breaker.Closed {
-		s.forgetGate(p.cl.Endpoint)
+		s.gates.Forget(p.cl.Endpoint)
 	}
 	s.gateChanged(p.cl.Endpoint, res.Breaker, p.c.PausedUntil.After(p.now))
 	if res.State.Finished() && p.cl.ReplayOf != "" && p.item.Replayed == p.item.Record {
@@ -328,11 +329,4 @@ func cutBody(body []byte, limit int64) []byte {
 		}
 	}
 	return body[:n]
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

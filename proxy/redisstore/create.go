@@ -183,7 +183,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if err := s.layoutReady(ctx); err != nil {
 		return createReply{}, "", err
 	}
-	q, err := s.createQueue(ctx, nc)
+	q, err := s.queues.ForCreate(ctx, nc)
 	if err != nil {
 		return createReply{}, "", err
 	}
@@ -200,15 +200,15 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	if err != nil {
 		return createReply{}, "", err
 	}
-	if given && a.mode == "b" && view.gate.State == policy.GateHalfOpen {
+	if given && a.mode == "b" && view.Gate.State == policy.GateHalfOpen {
 		// The probe token is on the endpoint hash, in another slot: take it
 		// first (admit.lua); this callout is the probe when it got it. If it
 		// is then not created (a duplicate, a refusal), the token goes back
 		// at once, or no probe would run for the whole probe lease.
-		if view, err = s.takeProbe(ctx, nc.Endpoint, q.Part, a.token, a.probeLease); err != nil {
+		if view, err = s.gates.TakeProbe(ctx, nc.Endpoint, q.Part, a.token, a.probeLease); err != nil {
 			return createReply{}, "", err
 		}
-		if view.gate.State == "probe" {
+		if view.Gate.State == "probe" {
 			defer func() {
 				if rep.existing != nil || err != nil {
 					if gerr := s.giveBackProbe(context.WithoutCancel(ctx), nc.Endpoint, q.Part, a.token); gerr != nil {
@@ -235,7 +235,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, AtIn: a.at.Milliseconds(), ProbeLease: a.probeLease.Milliseconds(),
 		Token: a.token, RestQ: restQ, Wake: keyspace.WakeChannel, Retention: s.idemTTL, Fields: fields}
 	if given {
-		args.Gate, args.GateUntil = string(view.gate.State), msOf(view.gate.Until)
+		args.Gate, args.GateUntil = string(view.Gate.State), msOf(view.Gate.Until)
 	}
 	if s.acks != nil {
 		args.AckHold = ackHold
@@ -255,7 +255,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		if err != nil || holder == "" {
 			if err == nil && rep.existing == nil && !rep.dry {
 				s.remember(ctx, nc.Endpoint)
-				s.noteOrg(nc.Endpoint, q.Shard, tag)
+				s.queues.NoteOrg(nc.Endpoint, q.Shard, tag)
 			}
 			return rep, id, err
 		}
@@ -292,7 +292,7 @@ func (s *Store) unhold(ctx context.Context, q queue, c, id string, at time.Time,
 }
 
 // perQueue is one queue's share of an endpoint's backlog caps when it is
-// spread over n queues (shards.go): each cap / n, rounded up.
+// spread over n queues (proxy/redisstore/queues): each cap / n, rounded up.
 func perQueue(l policy.BacklogLimits, n int) policy.BacklogLimits {
 	div := func(v int64) int64 {
 		if v <= 0 {

@@ -3,18 +3,17 @@ package redisstore
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
 // EndpointState reads endpoint's state: one pipelined round trip (its
 // endpoint hash and the sizes of its due, lease and dead-letter sets, of
-// every queue, keyspace), then the gate (gate_read.lua).
+// every queue, keyspace), then the gate (gateview's gate_read.lua).
 // Errors: ErrUnavailable.
 func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.EndpointState, error) {
 	now := s.now()
@@ -26,13 +25,12 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 		return policy.EndpointState{}, err
 	}
 	m := h.Val()
-	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), List: true})
+	v, br, parts, err := s.gates.State(ctx, endpoint)
 	if err != nil {
-		return policy.EndpointState{}, s.wrap("gate_read", err)
+		return policy.EndpointState{}, err
 	}
-	g, br := v.gateOf(), policy.BreakerState(v.Breaker)
 	st := policy.EndpointState{
-		Endpoint: endpoint, Gate: g, Breaker: br,
+		Endpoint: endpoint, Gate: v.Gate, Breaker: policy.BreakerState(br),
 		ConsecutiveFailures: atoi(m[eFailures]), OpenedAt: record.ParseMs(m[eOpenedAt]),
 		ProbeAt: record.ParseMs(m[eProbeAt]), ProbeUntil: record.ParseMs(m[eProbeUntil]),
 		PausedUntil: record.ParseMs(m[ePaused]), Disabled: m[eDisabled] == "1",
@@ -42,7 +40,7 @@ func (s *Store) EndpointState(ctx context.Context, endpoint string) (policy.Endp
 		DeadLetters: counts.dead, BacklogBytes: counts.bytes + int64(atoi(m[eBytes])),
 	}
 	st.ProbeOut = m[eProbeToken] != "" && st.ProbeUntil.After(now)
-	for _, p := range v.Partitions {
+	for _, p := range parts {
 		ps := policy.PartitionState{Issuer: s.issuers.Of(ctx, p.Tag), Breaker: policy.BreakerState(p.Breaker),
 			ConsecutiveFailures: p.Failures, OpenedAt: msTimeOf(p.OpenedAt)}
 		if ps.Breaker != policy.BreakerClosed {
@@ -66,11 +64,11 @@ type pending struct {
 // pendingCounts reads pending in one pipeline, with more commands of the
 // caller's (extra) in the same round trip.
 func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p redis.Pipeliner)) (pending, error) {
-	qs, err := s.queuesOf(ctx, endpoint)
+	qs, err := s.queues.Of(ctx, endpoint)
 	if err != nil {
 		return pending{}, err
 	}
-	oqs, err := s.orgQueuesOf(ctx, endpoint, false)
+	oqs, err := s.queues.Orgs(ctx, endpoint, false)
 	if err != nil {
 		return pending{}, err
 	}
@@ -112,63 +110,10 @@ func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p
 	return out, nil
 }
 
-// gateReadArgs are gate_read.lua's keys and arguments (lua/gate_read.lua).
-type gateReadArgs struct {
-	Endpoint string `lua:"endpoint,key"`
-	Now      int64  `lua:"now"`
-	Part     string `lua:"part"`
-	List     bool   `lua:"list"`
-}
-
-// gateReadReply is gate_read.lua's reply.
-type gateReadReply struct {
-	Gate      string `lua:"gate"`
-	GateUntil int64  `lua:"gate_until"`
-	Level     string `lua:"level"`
-	Breaker   string `lua:"breaker"`
-	Failures  int    `lua:"failures"`
-	// Partitions are the breaker partitions (with List).
-	Partitions []partitionReply `lua:"partitions"`
-}
-
-// partitionReply is one breaker partition of gate_read.lua's reply.
-type partitionReply struct {
-	Tag      string `lua:"tag"`
-	Breaker  string `lua:"breaker"`
-	Failures int    `lua:"failures"`
-	OpenedAt int64  `lua:"opened_at"`
-	ProbeAt  int64  `lua:"probe_at"`
-}
-
-// gateOf is the gate a gate_read.lua reply reports.
-func (r gateReadReply) gateOf() policy.Gate {
-	return policy.Gate{State: policy.GateState(r.Gate), Until: msTimeOf(r.GateUntil)}
-}
-
-// readGate queues gate_read.lua for endpoint's breaker partition part at
-// now (the script's clock, Options.PinScriptTime) in p.
-func (s *Store) readGate(ctx context.Context, p redis.Pipeliner, endpoint, part string, now time.Time) *script.Call[gateReadArgs, gateReadReply] {
-	return s.lua.gateRead.Queue(ctx, p, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Part: part})
-}
-
-// gateRead is the gate view of endpoint's breaker partition part now.
-func (s *Store) gateRead(ctx context.Context, endpoint, part string, now time.Time) (gateView, error) {
-	v, err := s.lua.gateRead.Run(ctx, s.rdb, &gateReadArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now), Part: part})
-	if err != nil {
-		return gateView{}, s.wrap("gate_read", err)
-	}
-	return v.view(), nil
-}
-
-// view is the gate view a gate_read.lua reply reports.
-func (r gateReadReply) view() gateView {
-	return gateView{gate: r.gateOf(), failures: r.Failures, level: r.Level}
-}
-
 // ReadGates reads the gates of endpoints (names: an endpoint, or
 // keyspace.PartitionGate's "endpoint/issuer" for an organisation's breaker
 // partition) now as lib.lua computes them
-// (gate_read.lua each, on the scripts' clock, in one pipeline: one round
+// (gateview's gate_read.lua each, on the scripts' clock, in one pipeline: one round
 // trip per Redis node), for
 // a reader that keeps them (the gate cache, proxy/redisstore/gatecache,
 // ARCHITECTURE.md "Hot-path budget"). gates[i] is endpoints[i]'s gate as a
@@ -178,23 +123,22 @@ func (r gateReadReply) view() gateView {
 // and errs[i] its error, when it could not be read (ErrUnavailable, or a
 // reply the code does not understand); gates[i] is then zero.
 func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []policy.Admission, errs []error) {
-	now := s.now()
-	calls := make([]*script.Call[gateReadArgs, gateReadReply], len(endpoints))
+	calls := make([]*gateview.Pending, len(endpoints))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ep := range endpoints {
 			name, issuer := keyspace.SplitGate(ep)
-			calls[i] = s.readGate(ctx, p, name, s.partition(name, keyspace.IssuerTag(issuer)), now)
+			calls[i] = s.gates.Queue(ctx, p, name, s.partition(name, keyspace.IssuerTag(issuer)))
 		}
 		return nil
 	})
 	gates, errs = make([]policy.Admission, len(endpoints)), make([]error, len(endpoints))
 	for i, c := range calls {
-		v, err := c.Result(ctx, s.rdb)
+		v, err := c.Result(ctx)
 		if err != nil {
-			errs[i] = s.wrap("gate_read", err)
+			errs[i] = err
 			continue
 		}
-		gates[i] = policy.Admission{Gate: v.gateOf(), ConsecutiveFailures: v.Failures}
+		gates[i] = policy.Admission{Gate: v.Gate, ConsecutiveFailures: v.Failures}
 		if _, issuer := keyspace.SplitGate(endpoints[i]); v.Level != "" {
 			gates[i].Gate.Partition = issuer
 		}
@@ -235,5 +179,4 @@ const (
 	eNotified   = "on"  // "1" once the owner heard of the current outage
 	eBytes      = "bb"  // bytes charged by pending callouts and dead letters
 	ePending    = "bi"  // pending items (scheduled, held, in flight)
-	eShards     = "sq"  // shard counts the endpoint was served with, "1,3" (shards.go)
 )

@@ -52,23 +52,6 @@ func (s *Store) giveBack(endpoint, part, token string, now time.Time) *outcomeAr
 		Threshold: 1, Part: part}
 }
 
-// admitArgs are admit.lua's keys and arguments (lua/admit.lua).
-type admitArgs struct {
-	Endpoint   string `lua:"endpoint,key"`
-	Now        int64  `lua:"now"`
-	Token      string `lua:"token"`
-	ProbeLease int64  `lua:"probe_lease"`
-	Part       string `lua:"part"`
-}
-
-// admitReply is admit.lua's reply.
-type admitReply struct {
-	Gate      string `lua:"gate"`
-	GateUntil int64  `lua:"gate_until"`
-	Failures  int    `lua:"failures"`
-	Level     string `lua:"level"`
-}
-
 // Admit checks the gate for a request without a callout record and,
 // when the breaker is half-open and the probe token free, gives the token to
 // this request (contract §6 "the first request or held callout that takes the
@@ -78,7 +61,7 @@ type admitReply struct {
 // and probes, that organisation's breaker as well as the endpoint's
 // (contract §6); the gate's Partition is the issuer when the gate is that
 // partition's. br.ProbeLease must be > 0 (the request's attempt
-// limit plus a grace period). One round trip (admit.lua), always; the gate
+// limit plus a grace period). One round trip (gateview's admit.lua), always; the gate
 // cache (proxy/redisstore/gatecache) wraps it, keeping its replies, and
 // answers from memory when it can (ARCHITECTURE.md "Hot-path budget").
 // Errors: ErrUnavailable.
@@ -92,16 +75,11 @@ func (s *Store) Admit(ctx context.Context, name string, br policy.BreakerSetting
 	if err != nil {
 		return policy.Admission{}, err
 	}
-	now := s.now()
-	a, err := s.lua.admit.Run(ctx, s.rdb, &admitArgs{Endpoint: keyspace.Endpoint(endpoint), Now: s.clockArg(now),
-		Token: tok, ProbeLease: br.ProbeLease.Milliseconds(), Part: s.partition(endpoint, tag)})
+	a, err := s.gates.Admit(ctx, endpoint, s.partition(endpoint, tag), tok, br.ProbeLease)
 	if err != nil {
-		return policy.Admission{}, s.wrap("admit", err)
+		return policy.Admission{}, err
 	}
-	ad := policy.Admission{
-		Gate:                policy.Gate{State: policy.GateState(a.Gate), Until: msTimeOf(a.GateUntil)},
-		ConsecutiveFailures: a.Failures,
-	}
+	ad := policy.Admission{Gate: a.Gate, ConsecutiveFailures: a.Failures}
 	if ad.Gate.State == "probe" {
 		ad.Gate, ad.ProbeToken = policy.Gate{State: policy.GateHalfOpen}, tok
 	}
@@ -128,7 +106,7 @@ func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResu
 	pause := msUntil(r.PausedUntil, now)
 	home := keyspace.HomeQueue(endpoint)
 	var due []string
-	qs, err := s.orgQueuesOf(ctx, endpoint, false)
+	qs, err := s.queues.Orgs(ctx, endpoint, false)
 	if err != nil {
 		return policy.BreakerChange{}, err
 	}

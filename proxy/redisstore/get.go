@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,11 +84,11 @@ func (s *Store) decode(ctx context.Context, id string, m map[string]string, rest
 // pipelined round trip.
 func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
 	var due *redis.FloatCmd
-	var gc *script.Call[gateReadArgs, gateReadReply]
+	var gc *gateview.Pending
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		// its organisation queue and breaker partition (contract §6)
 		q, ok := s.calloutQueue(c.Endpoint, c.Issuer, c.ID)
-		gc = s.readGate(ctx, p, c.Endpoint, q.Part, s.now())
+		gc = s.gates.Queue(ctx, p, c.Endpoint, q.Part)
 		if ok {
 			due = p.ZScore(ctx, q.Due, c.ID)
 		}
@@ -97,11 +97,11 @@ func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
 	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return s.wrap("get", err)
 	}
-	v, err := gc.Result(ctx, s.rdb)
+	v, err := gc.Result(ctx)
 	if err != nil {
-		return s.wrap("gate_read", err)
+		return err
 	}
-	g := v.gateOf()
+	g := v.Gate
 	if due != nil && due.Err() == nil {
 		c.NextAttemptAt = time.UnixMilli(int64(due.Val()))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -295,8 +296,8 @@ func TestShutPartitionIsNoReasonForAnotherRound(t *testing.T) {
 			t.Fatalf("claim with org-a's partition open: %d claimed, MoreDue %v, gate %s; want none, false, open",
 				len(r.Claimed), r.MoreDue, r.Gate.State)
 		}
-		if r.NextDueAt.IsZero() || r.NextDueAt.After(e.clk.Now().Add(partRecheck)) {
-			t.Fatalf("NextDueAt %v, want within %s", r.NextDueAt, partRecheck)
+		if r.NextDueAt.IsZero() || r.NextDueAt.After(e.clk.Now().Add(gateview.SkipRecheck)) {
+			t.Fatalf("NextDueAt %v, want within %s", r.NextDueAt, gateview.SkipRecheck)
 		}
 		enqueueOf(t, s, ep, orgB, 1)
 		if r := mustClaim(t, s, ep, ClaimOptions{Batch: 5, Lease: testLease, Breaker: br}); len(r.Claimed) != 1 ||
@@ -331,7 +332,7 @@ func TestShardedPartitions(t *testing.T) {
 			st.Partitions[0].Breaker != policy.BreakerOpen {
 			t.Fatalf("after org-a's 3 failures: breaker %s, partitions %+v; want closed, org-a open", st.Breaker, st.Partitions)
 		}
-		e.clk.Advance(GateViewTTL + time.Millisecond)
+		e.clk.Advance(gateview.TTL + time.Millisecond)
 		enqueueOf(t, s, ep, orgA, 12)
 		enqueueOf(t, s, ep, orgB, 12)
 		r := mustClaim(t, s, ep, opts)
@@ -348,7 +349,7 @@ func TestShardedPartitions(t *testing.T) {
 				}
 				probes++
 			}
-			e.clk.Advance(GateViewTTL + time.Millisecond)
+			e.clk.Advance(gateview.TTL + time.Millisecond)
 		}
 		if probes != 1 {
 			t.Fatalf("%d probes of org-a's half-open partition, want exactly 1", probes)

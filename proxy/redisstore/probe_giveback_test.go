@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -23,7 +24,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 		key := ""
 		for i := 0; key == ""; i++ {
 			k := fmt.Sprintf("dup-%d", i)
-			q, err := s.createQueue(ctxT(t), req(ep, k, "{}"))
+			q, err := s.queues.ForCreate(ctxT(t), req(ep, k, "{}"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +59,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 		refused := ""
 		for i := 0; refused == ""; i++ {
 			k := fmt.Sprintf("full-%d", i)
-			q, err := s.createQueue(ctxT(t), req(ep, k, "{}"))
+			q, err := s.queues.ForCreate(ctxT(t), req(ep, k, "{}"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +70,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 		_, err := s.Begin(ctxT(t), req(ep, refused, "{}"), policy.BeginOptions{Lease: testLease, Breaker: br,
 			Limits: policy.BacklogLimits{MaxItems: 1}})
 		wantErr(t, err, policy.ErrBacklogFull)
-		e.clk.Advance(GateViewTTL)
+		e.clk.Advance(gateview.TTL)
 		r, err := s.Begin(ctxT(t), req(ep, "fresh", "{}"), policy.BeginOptions{Lease: testLease, Breaker: br})
 		if err != nil || r.Claimed == nil || r.Claimed.Kind != policy.KindProbe {
 			t.Fatalf("the first new write after duplicates at a half-open gate: %+v (held %+v), %v; want the probe",

@@ -14,7 +14,7 @@ import (
 // round trips a queue and call). Errors: ErrUnavailable.
 func (s *Store) PruneDeadLetters(ctx context.Context, endpoint string) (int64, error) {
 	now := s.clockArg(s.now())
-	qs, err := s.queuesOf(ctx, endpoint)
+	qs, err := s.queues.Of(ctx, endpoint)
 	if err != nil {
 		return 0, err
 	}

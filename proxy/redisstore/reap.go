@@ -24,7 +24,7 @@ import (
 func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string, error) {
 	limit = min(max(limit, 1), maxBatch)
 	now := s.now()
-	qs, err := s.orgQueuesOf(ctx, endpoint, false)
+	qs, err := s.queues.Orgs(ctx, endpoint, false)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string,
 			return nil, err
 		}
 		c := &reapArgs{Due: q.Due, Lease: q.Lease, Counters: q.Counters, Now: s.clockArg(now), Part: q.Part}
-		c.Gate, c.GateUntil = gateArgs(view, given)
+		c.Gate, c.GateUntil = view.Args(given)
 		for j, id := range ids {
 			rc, _, _ := q.Record(id)
 			c.Candidates = append(c.Candidates, reapCandidate{Record: rc, Reservation: res[j], ID: id})

@@ -17,22 +17,12 @@ import (
 // endpoint hash in a second). Errors: ErrStaleLease when cl's lease is no
 // longer valid (nothing changed), ErrUnavailable.
 func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
-	q, ok := s.calloutQueue(cl.Endpoint, cl.Issuer, cl.ID)
-	if !ok {
-		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
-	}
-	c, rest, resp := q.Record(cl.ID)
-	res := q.Reservation(cl.Issuer, cl.IdempotencyKey)
-	if res == "" {
-		res = c
-	}
-	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.Lease,
-		Due: q.Due, Counters: q.Counters, Reservation: res, ID: cl.ID, Token: cl.LeaseToken, Raw: keyspace.RawOfID(cl.ID),
-		Home: q.Home, Part: q.Part})
+	q, ok, err := s.release(ctx, policy.NewCallout{Endpoint: cl.Endpoint, Issuer: cl.Issuer,
+		IdempotencyKey: cl.IdempotencyKey}, cl.ID, cl.LeaseToken)
 	if err != nil {
 		return s.wrap("release", err)
 	}
-	if v.Result != "ok" {
+	if !ok {
 		return fmt.Errorf("redisstore: release %s: %w", cl.ID, policy.ErrStaleLease)
 	}
 	if !q.Home && cl.Kind == policy.KindProbe {
@@ -51,22 +41,34 @@ func (s *Store) Release(ctx context.Context, cl *policy.Claimed) error {
 // warning: the callout is then delivered, as the answer's detail says it
 // may be. One round trip.
 func (s *Store) withdraw(ctx context.Context, nc policy.NewCallout, id string) {
+	if _, ok, err := s.release(ctx, nc, id, ""); err != nil || !ok {
+		s.log.Warn("redisstore: a callout not confirmed durable was not withdrawn; it will be delivered",
+			"callout_id", id, "claimed", err == nil, "err", s.wrap("withdraw", err))
+	}
+}
+
+// release runs release.lua on callout id of nc's endpoint, issuer and
+// key: with the lease token (Release), or with none while it was never
+// attempted (withdraw: a replay chain's reservation goes back to its dead
+// letter, nc.ReplayOf). ok reports whether it was released (false also
+// for a malformed id).
+func (s *Store) release(ctx context.Context, nc policy.NewCallout, id, token string) (queue, bool, error) {
 	q, ok := s.calloutQueue(nc.Endpoint, nc.Issuer, id)
 	if !ok {
-		return
+		return q, false, nil
 	}
 	c, rest, resp := q.Record(id)
 	res := q.Reservation(nc.Issuer, nc.IdempotencyKey)
 	if res == "" {
 		res = c
 	}
-	v, err := s.lua.release.Run(ctx, s.rdb, &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.Lease,
-		Due: q.Due, Counters: q.Counters, Reservation: res, ID: id, Raw: keyspace.RawOfID(id), Home: q.Home, Part: q.Part,
-		Takeover: keyspace.RawOfID(nc.ReplayOf), TakeoverTTL: s.dlTTL})
-	if err != nil || v.Result != "ok" {
-		s.log.Warn("redisstore: a callout not confirmed durable was not withdrawn; it will be delivered",
-			"callout_id", id, "claimed", err == nil, "err", s.wrap("withdraw", err))
+	a := &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.Lease, Due: q.Due, Counters: q.Counters,
+		Reservation: res, ID: id, Token: token, Raw: keyspace.RawOfID(id), Home: q.Home, Part: q.Part}
+	if token == "" {
+		a.Takeover, a.TakeoverTTL = keyspace.RawOfID(nc.ReplayOf), s.dlTTL
 	}
+	v, err := s.lua.release.Run(ctx, s.rdb, a)
+	return q, err == nil && v.Result == "ok", err
 }
 
 // releaseArgs are release.lua's keys and arguments (lua/release.lua names
@@ -101,7 +103,7 @@ type resultReply struct {
 func (s *Store) giveBackProbe(ctx context.Context, endpoint, part, token string) error {
 	now := s.now()
 	_, err := s.lua.outcome.Run(ctx, s.rdb, s.giveBack(endpoint, part, token, now))
-	s.forgetGate(endpoint)
+	s.gates.Forget(endpoint)
 	return s.wrap("release: probe", err)
 }
 

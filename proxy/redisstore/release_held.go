@@ -13,7 +13,7 @@ import (
 // wakes the dispatchers when it released any. It returns how many were
 // released. Errors: ErrUnavailable.
 func (s *Store) releaseHeld(ctx context.Context, endpoint string) (int, error) {
-	qs, err := s.orgQueuesOf(ctx, endpoint, true)
+	qs, err := s.queues.Orgs(ctx, endpoint, true)
 	if err != nil {
 		return 0, err
 	}

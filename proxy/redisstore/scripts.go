@@ -30,20 +30,19 @@ type scripts struct {
 	drain    *script.Script[drainArgs, drainReply]
 	// the endpoint hash, the dead-letter index, a lock
 	outcome     *script.Script[outcomeArgs, outcomeReply]
-	admit       *script.Script[admitArgs, admitReply]
 	disable     *script.Script[disableArgs, toldReply]
 	notify      *script.Script[notifyArgs, toldReply]
 	releaseHeld *script.Script[releaseHeldArgs, countReply]
 	lock        *script.Script[lockArgs, countReply]
 	dlPrune     *script.Script[pruneArgs, countReply]
-	noteShards  *script.Script[noteShardsArgs, noteShardsReply]
-	gateRead    *script.Script[gateReadArgs, gateReadReply]
 }
 
-func loadScripts() (scripts, error) {
+// loadScripts loads the core's scripts and returns them with lib.lua, which
+// proxy/redisstore/gateview's scripts are composed with too.
+func loadScripts() (scripts, string, error) {
 	b, err := luaFS.ReadFile("lua/lib.lua")
 	if err != nil {
-		return scripts{}, err
+		return scripts{}, "", err
 	}
 	lib := string(b)
 	var s scripts
@@ -56,17 +55,14 @@ func loadScripts() (scripts, error) {
 		script.LoadInto(&s.discard, luaFS, "discard", script.Clock, lib),
 		script.LoadInto(&s.drain, luaFS, "drain", script.Clock, lib),
 		script.LoadInto(&s.outcome, luaFS, "outcome", script.Clock, lib),
-		script.LoadInto(&s.admit, luaFS, "admit", script.Clock, lib),
 		script.LoadInto(&s.disable, luaFS, "disable", script.Clock, lib),
 		script.LoadInto(&s.notify, luaFS, "notify", script.Clock, lib),
 		script.LoadInto(&s.releaseHeld, luaFS, "release_held", script.Clock, lib),
 		script.LoadInto(&s.lock, luaFS, "lock", script.Clock, lib),
 		script.LoadInto(&s.dlPrune, luaFS, "dl_prune", script.Clock, lib),
-		script.LoadInto(&s.noteShards, luaFS, "note_shards", script.Clock, lib),
-		script.LoadInto(&s.gateRead, luaFS, "gate_read", script.Clock, lib),
 	)
 	if err != nil {
-		return s, fmt.Errorf("redisstore: %w", err)
+		return s, "", fmt.Errorf("redisstore: %w", err)
 	}
-	return s, nil
+	return s, lib, nil
 }

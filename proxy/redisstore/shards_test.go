@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
@@ -122,7 +123,7 @@ func TestShardedEndpointSpreadsAndServes(t *testing.T) {
 
 // The breaker stays one per endpoint: failures in every queue count
 // toward it (on the endpoint hash), it holds every queue once open (each
-// replica sees it within GateViewTTL), and when it turns half-open
+// replica sees it within gateview.TTL), and when it turns half-open
 // exactly one callout of all the queues is the probe, however many
 // replicas claim at once; the probe's success closes it for all.
 func TestShardedBreakerOneProbe(t *testing.T) {
@@ -153,7 +154,7 @@ func TestShardedBreakerOneProbe(t *testing.T) {
 				t.Fatalf("claim while open: %d claimed", len(r.Claimed))
 			}
 		}
-		e.clk.Advance(5*time.Minute + time.Second) // the probe time; past GateViewTTL too
+		e.clk.Advance(5*time.Minute + time.Second) // the probe time; past gateview.TTL too
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var probes []*policy.Claimed
@@ -177,7 +178,7 @@ func TestShardedBreakerOneProbe(t *testing.T) {
 		if !r.Breaker.Closed || !r.Breaker.Probe {
 			t.Fatalf("probe success = %+v, want the breaker closed by the probe", r.Breaker)
 		}
-		e.clk.Advance(GateViewTTL)
+		e.clk.Advance(gateview.TTL)
 		// the other 5 held ones are due (the 20 failed ones only in an hour)
 		if got := len(claimEvery(t, other, "hot-api")); got != 5 {
 			t.Fatalf("after the probe closed the breaker: %d claimed, want the other 5 held ones", got)

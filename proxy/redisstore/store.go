@@ -22,6 +22,12 @@
 // reschedules, continues inline or dead-letters, updating the breaker in
 // the same script; Reap returns expired leases.
 //
+// Two packages the core owns keep what a replica remembers between
+// scripts: gateview reads the gate (gate_read.lua, admit.lua, composed with
+// the core's lib.lua) and keeps the views the scripts of a sharded
+// endpoint's other queues act on; queues knows which queues each endpoint's
+// callouts may be in.
+//
 // The gate cache (proxy/redisstore/gatecache) is not part of the core and
 // the core imports nothing of it: it wraps Admit, polls through ReadGates,
 // and is told of this Store's own gate changes by Options.GateChanged.
@@ -41,9 +47,11 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/issuers"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/queues"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -114,7 +122,7 @@ type Options struct {
 	// It must not block. nil: nobody is told.
 	GateChanged func(endpoint string)
 	// Shards returns an endpoint's shard count (config endpoints.*.shards,
-	// shards.go); nil or a result below 1: 1 for every endpoint.
+	// proxy/redisstore/queues); nil or a result below 1: 1 for every endpoint.
 	Shards func(endpoint string) int
 	// Partitioned reports whether an endpoint's circuit breaker is
 	// partitioned by organisation (config endpoints.*.breaker.partition
@@ -169,12 +177,15 @@ type Store struct {
 	onGate func(endpoint string)
 	// issuers resolves issuer tags (cp:iss).
 	issuers     *issuers.Registry
-	shardsOf    func(string) int
 	partitioned func(string) bool
 	// openPartitions: Options.OpenPartitions.
 	openPartitions func(string) int
 	notifies       func(string) bool
-	shardStates    sync.Map // endpoint -> *shardState
+	// queues: which queues each endpoint's callouts may be in.
+	queues *queues.Tracker
+	// gates reads the gate (gate_read.lua, admit.lua) and keeps the views
+	// of it that the scripts of a sharded endpoint's other queues act on.
+	gates *gateview.Views
 	// requireLayout and layoutOK: Options.RequireLayout, and whether the
 	// layout has been confirmed (layout.go).
 	requireLayout bool
@@ -190,14 +201,14 @@ type Store struct {
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
 // filling Options defaults. It does not contact Redis (see Ping).
 func New(client redis.UniversalClient, opts Options) *Store {
-	lua, err := loadScripts()
+	lua, lib, err := loadScripts()
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition
 	}
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
-		log: opts.Logger, lua: lua, outbox: opts.Outbox, shardsOf: opts.Shards, partitioned: opts.Partitioned, openPartitions: opts.OpenPartitions, notifies: opts.Notify,
+		log: opts.Logger, lua: lua, outbox: opts.Outbox, partitioned: opts.Partitioned, openPartitions: opts.OpenPartitions, notifies: opts.Notify,
 		onGate: opts.GateChanged, requireLayout: opts.RequireLayout, acks: opts.Acknowledger, pin: opts.PinScriptTime,
 	}
 	if s.now == nil {
@@ -219,6 +230,12 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.issuers = issuers.New(client)
+	if s.gates, err = gateview.New(client, gateview.Options{Lib: lib, Now: s.now, PinScriptTime: s.pin}); err != nil {
+		panic(err) // embedded too
+	}
+	if s.queues, err = queues.New(client, queues.Options{Now: s.now, Shards: opts.Shards, Partition: s.partition}); err != nil {
+		panic(err)
+	}
 	s.dead = deadletters.New(client, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin})
 	return s
 }
@@ -252,33 +269,32 @@ func (s *Store) remember(ctx context.Context, endpoint string) {
 // token returns 16 random bytes as base64url (22 characters): a lease or
 // probe token.
 func (s *Store) token() (string, error) {
-	var b [16]byte
-	s.randMu.Lock()
-	_, err := io.ReadFull(s.rand, b[:])
-	s.randMu.Unlock()
-	if err != nil {
-		return "", fmt.Errorf("redisstore: token: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+	b, err := s.random("token")
+	return base64.RawURLEncoding.EncodeToString(b), err
 }
 
 // newIDIn returns a fresh callout id of a queue in shard n: two hex
 // digits of n and base64url of 16 random bytes (NewCalloutID).
 func (s *Store) newIDIn(n int) (string, error) {
-	var b [16]byte
-	s.randMu.Lock()
-	_, err := io.ReadFull(s.rand, b[:])
-	s.randMu.Unlock()
-	if err != nil {
-		return "", fmt.Errorf("redisstore: callout id: %w", err)
-	}
-	return keyspace.IDOfRaw(n, string(b[:])), nil
+	b, err := s.random("callout id")
+	return keyspace.IDOfRaw(n, string(b)), err
 }
 
-// canNotify is the scripts' flag of whether an owner notification about
-// endpoint reaches anyone (Options.Notify).
-func (s *Store) canNotify(endpoint string) string {
-	return flag(s.notifies == nil || s.notifies(endpoint))
+// random reads 16 bytes of Options.Rand for what (named in the error).
+func (s *Store) random(what string) ([]byte, error) {
+	b := make([]byte, 16)
+	s.randMu.Lock()
+	defer s.randMu.Unlock()
+	if _, err := io.ReadFull(s.rand, b); err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", what, err)
+	}
+	return b, nil
+}
+
+// canNotify reports whether an owner notification about endpoint reaches
+// anyone (Options.Notify): the scripts' A.can and A.notify.
+func (s *Store) canNotify(endpoint string) bool {
+	return s.notifies == nil || s.notifies(endpoint)
 }
 
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }

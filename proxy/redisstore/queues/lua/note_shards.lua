@@ -1,8 +1,8 @@
 -- note_shards.lua: record that an endpoint is served with n shards
--- (shards.go), so that replicas configured with another count still serve
+-- (queues.go), so that replicas configured with another count still serve
 -- every queue that may hold its callouts.
 --
--- K and A: noteShardsArgs (shards.go), read by the script layer
+-- K and A: noteShardsArgs (queues.go), read by the script layer
 -- (script/): K.endpoint (the endpoint hash); A.n (the shard count).
 -- Replies (noteShardsReply): counts, the comma-separated shard counts
 -- recorded ('sq').
