@@ -26,13 +26,13 @@ import (
 // still be answered 200 success (contract §10: no single caller can
 // exhaust the proxy for the others).
 //
-// It fails on main at the time of writing (review rev26b: org-b's writes
+// It fails at the time of writing (org-b's writes
 // time out, or are reset when org-a's next connection evicts theirs), so
 // it runs only with CALLOUT_HOSTILE_GAPS=1 until the listener gives each
 // organisation a share of its connections.
 func TestHostileConnectionShare(t *testing.T) {
 	if os.Getenv("CALLOUT_HOSTILE_GAPS") != "1" {
-		t.Skip("known gap (review rev26b): one organisation's trickling uploads hold every connection; CALLOUT_HOSTILE_GAPS=1 runs it")
+		t.Skip("known gap: one organisation's trickling uploads hold every connection; CALLOUT_HOSTILE_GAPS=1 runs it")
 	}
 	const conns, attackers = 256, 300
 	p, _ := tenantProxy(t, "  max_connections: "+strconv.Itoa(conns))
