@@ -257,3 +257,33 @@ func TestConnectionShareOffWithoutShare(t *testing.T) {
 		<-got
 	})
 }
+
+// TestConnectionShareNewGrace: with nobody over the share, a new connection
+// is not closed to make room within NewGrace of its accept (a burst of
+// connections is read in turn, a TLS caller needs round trips): at the cap,
+// with one new connection and the rest running, Accept waits until that
+// one's grace is over, then closes it — the bubble's clock, no wall time.
+func TestConnectionShareNewGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newShareRig(t, 2, 0)
+		r.l.now = time.Now
+		busy, bctx := r.accept()
+		r.run(busy, bctx, "org-a")
+		young, _ := r.accept()
+		start := time.Now()
+		client, server := net.Pipe()
+		defer client.Close()
+		r.raw.conns <- server
+		got := make(chan time.Duration)
+		go func() { _, _ = r.l.Accept(); got <- time.Since(start) }()
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("a new connection within its grace was closed at once")
+		default:
+		}
+		if waited := <-got; waited != NewGrace || !young.closed || busy.closed {
+			t.Fatalf("waited %s (want %s), young closed %v, busy closed %v", waited, NewGrace, young.closed, busy.closed)
+		}
+	})
+}

@@ -14,9 +14,9 @@ import (
 // the cap with idle keep-alive connections (no token needed) makes every
 // other caller wait in the kernel's queue — it makes room: at the cap, a new
 // connection closes the oldest connection that is evictable, that is new
-// (nothing read yet), idle between requests, or still reading a request's
-// header, and only when every connection is running a request does Accept
-// wait until one ends. HTTP/1.1 lets a server close an idle connection at
+// (nothing read yet; past its NewGrace), idle between requests, or still
+// reading a request's header, and only when every connection is running a
+// request (or is new within its grace) does Accept wait until one ends. HTTP/1.1 lets a server close an idle connection at
 // any time (RFC 9112 §9.5); clients reopen. So at most max connections are
 // open, plus the one being accepted and those cut within CutGrace,
 // whatever callers do.
@@ -51,6 +51,16 @@ type Listener struct {
 	evicted int64
 	cut     int64
 }
+
+// NewGrace is how long a new connection may take to send its first
+// request's header before it may be closed to make room (when no
+// organisation is over its share): a caller one TLS handshake away needs
+// two or three round trips (100–300 ms across continents), and a burst of
+// connections arriving together is read in turn. Within it a new
+// connection is never evicted; at the cap with only such connections and
+// running ones, Accept waits at most this long. A connection that never
+// sends is closed by read_header_timeout anyway.
+const NewGrace = 500 * time.Millisecond
 
 // CutGrace is how long a request cut for its organisation's share has to
 // answer (503 overloaded, Connection: close) before its connection is
@@ -117,7 +127,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.mu.Unlock()
 			return c, nil
 		}
-		victim, cut := l.victim()
+		victim, cut, wake := l.victim()
 		if victim != nil {
 			l.drop(victim)
 			l.evicted++
@@ -140,22 +150,40 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		changed := l.changed
 		l.mu.Unlock()
-		<-changed
+		if wake <= 0 {
+			<-changed
+			continue
+		}
+		t := time.NewTimer(wake) // a new connection's NewGrace ends
+		select {
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 }
 
 // victim is the connection to close to make room, as described on
 // Listener, and whether it runs a request that is cut; nil when every
-// connection runs a request within its group's share. l.mu held.
-func (l *Listener) victim() (v *Conn, cut bool) {
+// connection runs a request within its group's share or is new within its
+// NewGrace — then wake, if positive, is when the first of those turns
+// evictable. l.mu held.
+func (l *Listener) victim() (v *Conn, cut bool, wake time.Duration) {
 	org, over := l.overShare()
-	if !over {
-		return l.oldest(func(c *Conn) bool { return c.evictable }), false
+	if over {
+		if v := l.oldest(func(c *Conn) bool { return c.evictable && c.served }); v != nil {
+			return v, false, 0
+		}
+		return l.oldest(func(c *Conn) bool { return c.running && c.org == org }), true, 0
 	}
-	if v := l.oldest(func(c *Conn) bool { return c.evictable && c.served }); v != nil {
-		return v, false
+	now := l.now()
+	if v := l.oldest(func(c *Conn) bool { return c.evictable && (c.served || now.Sub(c.since) >= NewGrace) }); v != nil {
+		return v, false, 0
 	}
-	return l.oldest(func(c *Conn) bool { return c.running && c.org == org }), true
+	if young := l.oldest(func(c *Conn) bool { return c.evictable }); young != nil {
+		return nil, false, max(young.since.Add(NewGrace).Sub(now), time.Millisecond)
+	}
+	return nil, false, 0
 }
 
 // overShare is the group running the most requests, and whether that is
