@@ -28,9 +28,12 @@ type Limits struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConnections caps the open connections of the callout listener.
 	// At the cap a new connection closes the oldest connection that is idle
-	// or has not sent a whole request header yet; when every connection is
-	// running a request, the new one waits (in the kernel's accept queue)
-	// until one ends. Default 2048.
+	// or has not sent a whole request header yet (500 ms after its
+	// accept); while an organisation runs more requests than
+	// MaxConnectionsPerIssuer, an idle one, else that organisation's oldest
+	// request (cut, 503 overloaded); when every connection is running a
+	// request within its share, the new one waits (in the kernel's accept
+	// queue) until one ends. Default 2048.
 	MaxConnections int `yaml:"max_connections"`
 	// MaxConnectionsPerIssuer is one organisation's (JWT issuer's) share
 	// of the callout listener's connections running a request: when the
