@@ -104,6 +104,9 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 	// From here on the request's bytes count toward its organisation's
 	// share of the memory budget (limits.max_inflight_bytes_per_issuer).
 	limit.HolderFrom(r.Context()).Assign(caller.Issuer)
+	// And its connection toward the organisation's share of the listener's
+	// connections (limits.max_connections_per_issuer).
+	limit.Running(r.Context(), caller.Issuer)
 	ep, ok := s.d.Config.Endpoint(name)
 	if !ok {
 		return nil, problem.Errorf(problem.UnknownEndpoint, "endpoint "+strconv.Quote(name)+" is not configured")

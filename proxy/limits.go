@@ -93,11 +93,25 @@ func (s *Server) overloadedBy(err error, out policy.Outcome) *problem.Error {
 	return pe
 }
 
+// connectionShare is the 503 overloaded of a request cut to make room at
+// limits.max_connections because its organisation ran more requests than
+// its share of the connections (limits.max_connections_per_issuer, contract
+// §10): outcome rejected, Retry-After 1; nothing was stored or forwarded.
+func (s *Server) connectionShare() *problem.Error {
+	pe := overloaded(policy.Rejected)
+	pe.Detail = "the proxy's connections are all in use and your organisation runs more requests than its share " +
+		"of them (limits.max_connections_per_issuer: " + strconv.Itoa(s.d.Config.Limits.MaxConnectionsPerIssuer) +
+		" of limits.max_connections, in force at the cap); this request was cut to make room; retry in a second"
+	return pe
+}
+
 // readBody reads the request body within max_request_bytes (413
 // body-too-large past it, contract §2), reserving it in the request's holder
 // as it arrives (503 overloaded when the budget has no room within
 // limits.overload_wait), and within limits.body_read_timeout (408
-// request-timeout, connection closed).
+// request-timeout, connection closed), unless the listener cut it for its
+// organisation's share of the connections (503 overloaded, connection
+// closed).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	maxBytes := s.d.Config.Policy.MaxRequestBytes
 	wctx, cancel := context.WithTimeout(r.Context(), s.d.Config.Limits.OverloadWait)
@@ -111,6 +125,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 			"the request body is larger than max_request_bytes ("+strconv.FormatInt(maxBytes, 10)+" bytes)")
 	case errors.Is(err, limit.ErrOverloaded):
 		return nil, s.overloadedBy(err, policy.Rejected)
+	case limit.IsTimeout(err) && limit.WasCut(r.Context()):
+		w.Header().Set("Connection", "close")
+		return nil, s.connectionShare()
 	case limit.IsTimeout(err):
 		w.Header().Set("Connection", "close")
 		return nil, problem.Wrap(problem.RequestTimeout, "the request body did not arrive within "+

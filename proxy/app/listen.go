@@ -46,7 +46,8 @@ func memoryBudget(lim config.Limits, getenv func(string) string, reg prometheus.
 // listenerCollectors are the metrics of a capped listener:
 // callout_listener_connections{listener} (open now) and
 // callout_listener_evictions_total{listener} (idle connections closed to
-// make room at the cap).
+// make room at the cap) and callout_listener_share_cuts_total{listener}
+// (requests cut for their organisation's share).
 func listenerCollectors(name string, l *limit.Listener) []prometheus.Collector {
 	labels := prometheus.Labels{"listener": name}
 	return []prometheus.Collector{
@@ -54,8 +55,13 @@ func listenerCollectors(name string, l *limit.Listener) []prometheus.Collector {
 			Help: "Open connections of the listener.", ConstLabels: labels},
 			func() float64 { return float64(l.Open()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callout_listener_evictions_total",
-			Help: "Idle connections closed to make room at limits.max_connections.", ConstLabels: labels},
+			Help: "Connections closed to make room at limits.max_connections (idle ones, and requests cut for a share).", ConstLabels: labels},
 			func() float64 { return float64(l.Evicted()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callout_listener_share_cuts_total",
+			Help: "Requests cut (503 overloaded, connection closed) to make room at limits.max_connections because " +
+				"their organisation ran more than limits.max_connections_per_issuer; counted in " +
+				"callout_listener_evictions_total too.", ConstLabels: labels},
+			func() float64 { return float64(l.Cut()) }),
 	}
 }
 
@@ -110,6 +116,7 @@ func (a *App) listen() error {
 	a.closers = append(a.closers, func() { rawAdmin.Close() })
 	a.listenAddr, a.adminListenAddr = rawMain.Addr().String(), rawAdmin.Addr().String()
 	a.main = limit.NewListener(rawMain, cfg.Limits.MaxConnections)
+	a.main.SetShare(cfg.Limits.MaxConnectionsPerIssuer) // the admin listener's callers have no organisation
 	a.admin = limit.NewListener(rawAdmin, cfg.Limits.AdminMaxConnections)
 	for _, c := range append(listenerCollectors("callout", a.main), listenerCollectors("admin", a.admin)...) {
 		if err := a.reg.Register(c); err != nil {

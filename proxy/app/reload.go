@@ -109,6 +109,7 @@ func restartOnly(cur, next *config.Config) []string {
 	diff("limits.idle_timeout", cl.IdleTimeout, nl.IdleTimeout)
 	diff("limits.max_connections", cl.MaxConnections, nl.MaxConnections)
 	diff("limits.admin_max_connections", cl.AdminMaxConnections, nl.AdminMaxConnections)
+	diff("limits.max_connections_per_issuer", cl.MaxConnectionsPerIssuer, nl.MaxConnectionsPerIssuer)
 	diff("limits.max_header_bytes", cl.MaxHeaderBytes, nl.MaxHeaderBytes)
 	diff("limits.max_inflight_bytes", cl.MaxInflightBytes, nl.MaxInflightBytes)
 	diff("limits.max_inflight_bytes_per_issuer", cl.MaxInflightBytesPerIssuer, nl.MaxInflightBytesPerIssuer)

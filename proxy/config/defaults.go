@@ -74,6 +74,7 @@ const (
 func (c *Config) applyDefaults() {
 	c.Limits.applyDefaults()
 	c.Limits.fairInflightShare(len(c.Auth.Issuers), c.Policy.MaxRequestBytes+c.Policy.MaxResponseBytes)
+	c.Limits.fairConnectionShare(len(c.Auth.Issuers))
 	c.Log.applyDefaults()
 	inherit(&c.Redis.GateStaleness, DefaultGateStaleness)
 	if c.Redis.Durability == "" {

@@ -28,10 +28,24 @@ type Limits struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConnections caps the open connections of the callout listener.
 	// At the cap a new connection closes the oldest connection that is idle
-	// or has not sent a whole request header yet; when every connection is
-	// running a request, the new one waits (in the kernel's accept queue)
-	// until one ends. Default 2048.
+	// or has not sent a whole request header yet (500 ms after its
+	// accept); while an organisation runs more requests than
+	// MaxConnectionsPerIssuer, an idle one, else that organisation's oldest
+	// request (cut, 503 overloaded); when every connection is running a
+	// request within its share, the new one waits (in the kernel's accept
+	// queue) until one ends. Default 2048.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIssuer is one organisation's (JWT issuer's) share
+	// of the callout listener's connections running a request: when the
+	// listener is at MaxConnections, no idle connection is left and a new
+	// connection needs room, a request of the organisation running the most
+	// above its share is cut (503 overloaded naming the share, connection
+	// closed), never one of an organisation within its share. Requests
+	// whose token is not verified yet count as one more organisation.
+	// Default 0: a fair share, MaxConnections divided by the number of
+	// auth.issuers plus one (that group), at least 1; no share with a
+	// single issuer. Contract §10, docs/limits.md.
+	MaxConnectionsPerIssuer int `yaml:"max_connections_per_issuer"`
 	// AdminMaxConnections caps the admin listener's connections the same
 	// way, separately, so the callout listener can never starve /metrics or
 	// the admin API. Default 64.
@@ -130,6 +144,16 @@ func (l *Limits) fairInflightShare(issuers int, largest int64) {
 	}
 }
 
+// fairConnectionShare fills a zero max_connections_per_issuer with the
+// fair share of issuers organisations and the group of requests whose
+// token is not verified yet: max_connections divided among them, at least
+// 1. With one issuer or none the share stays 0 (none).
+func (l *Limits) fairConnectionShare(issuers int) {
+	if issuers > 1 {
+		inherit(&l.MaxConnectionsPerIssuer, max(l.MaxConnections/(issuers+1), 1))
+	}
+}
+
 // minInflightBytes is the smallest memory budget accepted: one whole
 // request and one whole response of the default 12 MiB.
 const minInflightBytes = 24 << 20
@@ -167,6 +191,13 @@ func (l Limits) validate(col *collector, maxRequest, maxResponse int64) {
 	}
 	if l.MaxHeaderFields < 16 {
 		col.add("limits.max_header_fields", "%d: at least 16 fields (Apex sends about 10)", l.MaxHeaderFields)
+	}
+	if l.MaxConnectionsPerIssuer < 0 {
+		col.add("limits.max_connections_per_issuer", "%d is negative; leave it out for a fair share", l.MaxConnectionsPerIssuer)
+	}
+	if l.MaxConnections >= 1 && l.MaxConnectionsPerIssuer > l.MaxConnections {
+		col.add("limits.max_connections_per_issuer", "%d is more than limits.max_connections (%d): it would never apply; "+
+			"leave it out for a fair share", l.MaxConnectionsPerIssuer, l.MaxConnections)
 	}
 	if l.MaxInflightBytesPerIssuer < 0 {
 		col.add("limits.max_inflight_bytes_per_issuer", "%d is negative; leave it out for a fair share", l.MaxInflightBytesPerIssuer)

@@ -20,7 +20,9 @@ func TestLimitsDefaults(t *testing.T) {
 		MaxInflightBytes: 256 << 20, OverloadWait: time.Second,
 		// Two issuers in the base document: a fair share is half the budget.
 		MaxInflightBytesPerIssuer: 128 << 20,
-		AdminLoginFailures:        10, AdminLoginWindow: time.Minute, AdminLoginSources: 10000,
+		// And a third of the connections (the two and the unverified group).
+		MaxConnectionsPerIssuer: 682,
+		AdminLoginFailures:      10, AdminLoginWindow: time.Minute, AdminLoginSources: 10000,
 	}
 	if cfg.Limits != want {
 		t.Errorf("defaults = %+v\nwant %+v", cfg.Limits, want)
@@ -31,6 +33,7 @@ func TestLimitsDefaults(t *testing.T) {
 	// the fair share is that.
 	want.IdleTimeout, want.MaxConnections, want.MaxInflightBytes = 5*time.Second, 10, 32<<20
 	want.MaxInflightBytesPerIssuer = 24 << 20
+	want.MaxConnectionsPerIssuer = 3 // 10 / 3
 	if cfg.Limits != want {
 		t.Errorf("limits = %+v\nwant %+v", cfg.Limits, want)
 	}
@@ -75,6 +78,43 @@ func TestInflightShareDefaults(t *testing.T) {
 	}
 }
 
+// TestConnectionShareDefaults: limits.max_connections_per_issuer defaults
+// to max_connections divided by the issuers plus one (the group of requests
+// whose token is not verified yet), at least 1; none with one issuer; a
+// value given is kept.
+func TestConnectionShareDefaults(t *testing.T) {
+	dir := keyFiles(t)
+	auth := func(issuers ...string) string {
+		var keys []string
+		for _, iss := range issuers {
+			keys = append(keys, "{issuer: "+iss+", hs256_secret_env: JWT_SECRET}")
+		}
+		return "auth:\n  issuers: [" + strings.Join(issuers, ", ") + "]\n  audience: callout-proxy\n  algorithms: [HS256]\n" +
+			"  issuer_keys: [" + strings.Join(keys, ", ") + "]\n"
+	}
+	for _, tt := range []struct {
+		name, auth, extra string
+		want              int
+	}{
+		{"one issuer: no share", auth("https://a.my.salesforce.com"), "", 0},
+		{"three issuers: a quarter", auth("https://a.my.salesforce.com", "https://b.my.salesforce.com",
+			"https://c.my.salesforce.com"), "", 512},
+		{"two issuers, two connections: at least 1", "", "limits:\n  max_connections: 2\n", 1},
+		{"given", "", "limits:\n  max_connections_per_issuer: 100\n", 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			over := map[string]string{"extra": tt.extra}
+			if tt.auth != "" {
+				over["auth"] = tt.auth
+			}
+			cfg := mustParse(t, doc(over, dir), baseEnv().get)
+			if got := cfg.Limits.MaxConnectionsPerIssuer; got != tt.want {
+				t.Errorf("max_connections_per_issuer = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestValidateLimits(t *testing.T) {
 	runInvalid(t, []invalidCase{
 		{"negative durations", map[string]string{"extra": "limits:\n  read_header_timeout: -1s\n  idle_timeout: -2s\n"},
@@ -90,6 +130,10 @@ func TestValidateLimits(t *testing.T) {
 			[]string{"limits.max_inflight_bytes: 33554432 bytes: at least 40000000"}},
 		{"negative share", map[string]string{"extra": "limits:\n  max_inflight_bytes_per_issuer: -1\n"},
 			[]string{"limits.max_inflight_bytes_per_issuer: -1 is negative"}},
+		{"negative connection share", map[string]string{"extra": "limits:\n  max_connections_per_issuer: -1\n"},
+			[]string{"limits.max_connections_per_issuer: -1 is negative"}},
+		{"connection share over the cap", map[string]string{"extra": "limits:\n  max_connections: 10\n  max_connections_per_issuer: 11\n"},
+			[]string{"limits.max_connections_per_issuer: 11 is more than limits.max_connections (10)"}},
 		{"login throttle", map[string]string{"extra": "limits:\n  admin_login_failures: -1\n  admin_login_window: -1s\n  admin_login_sources: -5\n"},
 			[]string{"limits.admin_login_failures: -1: at least 1", "limits.admin_login_window: -1s is negative",
 				"limits.admin_login_sources: -5: at least 1"}},
