@@ -262,6 +262,11 @@ func TestE2EPermanentScheduledCalloutDeadLettersAtOnce(t *testing.T) {
 	if st.ConsecutiveFailures != 0 || st.Breaker != "closed" || st.BacklogItems != 0 || st.DeadLetters != 1 {
 		t.Errorf("endpoint = %+v, want closed, no failure counted, empty backlog, 1 dead letter", st)
 	}
+	// the dispatcher counts the dead letter after the store wrote it: the
+	// status document can show it first
+	pollUntil(t, 10*time.Second, "callout_dead_letters_total{reason=permanent} never reached 1", func() bool {
+		return metricValue(t, p, "callout_dead_letters_total", `endpoint="forbid-api"`, `reason="permanent"`) >= 1
+	})
 	if got := metricValue(t, p, "callout_dead_letters_total", `endpoint="forbid-api"`, `reason="permanent"`); got != 1 {
 		t.Errorf("callout_dead_letters_total{reason=permanent} = %v, want 1", got)
 	}
