@@ -29,6 +29,19 @@ func mustAcquire(t *testing.T, r *Store, id, owner string) policy.ReplayJob {
 	return j
 }
 
+// mustSending acquires job id for owner, collects the dead letters dls
+// and starts the job's send phase, failing on any error.
+func mustSending(t *testing.T, r *Store, id, owner string, dls ...string) {
+	t.Helper()
+	mustAcquire(t, r, id, owner)
+	if _, err := r.Collect(ctxT(t), id, owner, jobLease, "", dls); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartSending(ctxT(t), id, owner, jobLease); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // mustClaimItem claims queue item index of a job and fails on error.
 func mustClaimItem(t *testing.T, r *Store, id, owner string, index int, dl string) (bool, policy.ItemStatus) {
 	t.Helper()
@@ -137,13 +150,7 @@ func TestReplayJobCancel(t *testing.T) {
 			t.Fatalf("cancel queued = %q, %v", st, err)
 		}
 		j := mustJob(t, r, "{}")
-		mustAcquire(t, r, j.ID, "A")
-		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", []string{"d1", "d2"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.StartSending(ctxT(t), j.ID, "A", jobLease); err != nil {
-			t.Fatal(err)
-		}
+		mustSending(t, r, j.ID, "A", "d1", "d2")
 		mustClaimItem(t, r, j.ID, "A", 0, "d1")
 		if st, err := r.CancelJob(ctxT(t), j.ID, "viewer-ops"); err != nil || st != policy.JobCancelling {
 			t.Fatalf("cancel running = %q, %v", st, err)
@@ -175,13 +182,7 @@ func TestReplayJobLeaseTakeover(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		r := e.replays(Options{})
 		j := mustJob(t, r, "{}")
-		mustAcquire(t, r, j.ID, "A")
-		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", []string{"d1", "d2"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.StartSending(ctxT(t), j.ID, "A", jobLease); err != nil {
-			t.Fatal(err)
-		}
+		mustSending(t, r, j.ID, "A", "d1", "d2")
 		mustClaimItem(t, r, j.ID, "A", 0, "d1") // A dies while sending d1
 		e.clk.Advance(jobLease + time.Millisecond)
 		got := mustAcquire(t, r, j.ID, "B")
