@@ -326,21 +326,24 @@ func (j *Store) CancelJob(ctx context.Context, id, by string) (policy.JobState, 
 
 // refusal turns a job script's result into its error; nil for "ok".
 func refusal(op, id, r string) error {
+	var err error
 	switch r {
 	case "ok":
 		return nil
 	case "missing":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobNotFound)
+		err = policy.ErrJobNotFound
 	case "cancel":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobCancelled)
+		err = policy.ErrJobCancelled
 	case "lost":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobLost)
+		err = policy.ErrJobLost
 	case "busy":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobBusy)
+		err = policy.ErrJobBusy
 	case "final":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobFinal)
+		err = policy.ErrJobFinal
 	case "full":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobFull)
+		err = policy.ErrJobFull
+	default:
+		return fmt.Errorf("jobs: %s %s: unexpected result %q", op, id, r)
 	}
-	return fmt.Errorf("jobs: %s %s: unexpected result %q", op, id, r)
+	return fmt.Errorf("jobs: %s %s: %w", op, id, err)
 }
