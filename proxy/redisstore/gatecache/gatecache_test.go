@@ -2,8 +2,6 @@ package gatecache
 
 import (
 	"context"
-	"encoding/binary"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,15 +14,15 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // The store's core is the cache's Core.
 var _ Core = (*redisstore.Store)(nil)
 
-// t0 is a round Unix-ms instant: a Lua number like 1.7e12 must never reach
-// Redis in exponent form.
-var t0 = time.UnixMilli(1_700_000_000_000)
+// t0 is the instant the tests' clocks start at (storetest.T0).
+var t0 = storetest.T0()
 
 // cacheBreaker is the breaker of the gate-cache tests: 3 failures, a
 // 1-minute probe interval, a 10-second probe lease.
@@ -40,18 +38,13 @@ type env struct {
 // forEachBackend runs fn as a subtest on every backend redistest offers.
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			fn(t, &env{b: b, clk: clocktest.New(t0)})
-		})
-	}
+	storetest.ForEachBackend(t, func(t *testing.T, b redistest.Backend, clk *clocktest.Clock) {
+		fn(t, &env{b: b, clk: clk})
+	})
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a test's context (storetest.Ctx).
+func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
 // replica is one proxy replica's store and gate cache, wired as
 // cmd/callout-proxy wires them: the cache wraps the store's core, which
@@ -64,10 +57,8 @@ type replica struct {
 
 // newReplica returns a replica on rdb with clock clk.
 func newReplica(rdb redis.UniversalClient, clk *clocktest.Clock, seed uint64) *replica {
-	var s [32]byte
-	binary.LittleEndian.PutUint64(s[:], seed)
 	r := &replica{rdb: rdb}
-	r.Store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: clk.Now, Rand: rand.NewChaCha8(s),
+	r.Store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: clk.Now, Rand: storetest.Rand(seed),
 		GateChanged: func(ep string) { r.cache.Changed(ep) }})
 	r.cache = New(r.Store, rdb, Options{Now: clk.Now})
 	return r

@@ -2,19 +2,16 @@ package jobs
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 )
 
-// t0 is a round Unix-ms instant on purpose: a Lua number like 1.7e12 must
-// never reach Redis in exponent form.
-var t0 = time.UnixMilli(1_700_000_000_000)
+// t0 is the instant the tests' clocks start at (storetest.T0).
+var t0 = storetest.T0()
 
 const jobLease = 10 * time.Second
 
@@ -28,11 +25,9 @@ type env struct {
 // forEachBackend runs fn as a subtest on every backend redistest offers.
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			fn(t, &env{b: b, clk: clocktest.New(t0)})
-		})
-	}
+	storetest.ForEachBackend(t, func(t *testing.T, b redistest.Backend, clk *clocktest.Clock) {
+		fn(t, &env{b: b, clk: clk})
+	})
 }
 
 // replays returns a new job Store (a "replica") on the backend with the
@@ -40,32 +35,21 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 // source, o's other options as given.
 func (e *env) replays(o Options) *Store {
 	e.seeds++
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds)
-	o.Now, o.Rand, o.PinScriptTime = e.clk.Now, rand.NewChaCha8(seed), true
+	o.Now, o.Rand, o.PinScriptTime = e.clk.Now, storetest.Rand(e.seeds), true
 	return New(e.b.Client, o)
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a test's context (storetest.Ctx).
+func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
 // wantErr fails the test unless err matches target.
 func wantErr(t *testing.T, err, target error) {
 	t.Helper()
-	if !errors.Is(err, target) {
-		t.Fatalf("error = %v, want %v", err, target)
-	}
+	storetest.WantErr(t, err, target)
 }
 
 // pttl returns a key's remaining TTL (-1: none, -2: no key).
 func pttl(t *testing.T, e *env, key string) time.Duration {
 	t.Helper()
-	d, err := e.b.Client.PTTL(ctxT(t), key).Result()
-	if err != nil {
-		t.Fatalf("pttl %s: %v", key, err)
-	}
-	return d
+	return storetest.PTTL(t, e.b.Client, key)
 }

@@ -2,8 +2,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/binary"
-	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -13,11 +11,11 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 )
 
-// t0 is a round Unix-ms instant on purpose: a Lua number like 1.7e12 must
-// never reach Redis in exponent form.
-var t0 = time.UnixMilli(1_700_000_000_000)
+// t0 is the instant the tests' clocks start at (storetest.T0).
+var t0 = storetest.T0()
 
 const (
 	testLease = 30 * time.Second
@@ -34,20 +32,16 @@ type env struct {
 // forEachBackend runs fn as a subtest on every backend redistest offers.
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			fn(t, &env{b: b, clk: clocktest.New(t0)})
-		})
-	}
+	storetest.ForEachBackend(t, func(t *testing.T, b redistest.Backend, clk *clocktest.Clock) {
+		fn(t, &env{b: b, clk: clk})
+	})
 }
 
 // newStore returns a core Store (a "replica") on the backend with its own
 // deterministic random source; outbox sets Options.Outbox.
 func (e *env) newStore(outbox bool) *redisstore.Store {
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 	return redisstore.New(e.b.Client, redisstore.Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+		PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(e.seeds.Add(1)), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day, Outbox: outbox,
 	})
 }
@@ -66,11 +60,8 @@ func (e *env) outboxStore() (*redisstore.Store, *Outbox) {
 	return e.newStore(true), e.outbox()
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a test's context (storetest.Ctx).
+func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
 // req returns a new callout of endpoint.
 func req(endpoint string) policy.NewCallout {
@@ -140,9 +131,5 @@ func mustComplete(t *testing.T, s *redisstore.Store, c *policy.Claimed, comp pol
 // pttl returns a key's remaining TTL (-1: none, -2: no key).
 func pttl(t *testing.T, e *env, key string) time.Duration {
 	t.Helper()
-	d, err := e.b.Client.PTTL(ctxT(t), key).Result()
-	if err != nil {
-		t.Fatalf("pttl %s: %v", key, err)
-	}
-	return d
+	return storetest.PTTL(t, e.b.Client, key)
 }
