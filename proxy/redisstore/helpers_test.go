@@ -188,6 +188,15 @@ func recordKeys(id string) []string {
 	return []string{k, k + ":q", k + ":r"}
 }
 
+// mustDeadLetter completes the claimed callout c as dead-lettered for
+// reason and fails the test on an error.
+func mustDeadLetter(t *testing.T, s *Store, c *policy.Claimed, reason policy.DeadLetterReason) policy.CompleteResult {
+	t.Helper()
+	comp := failure(time.Time{})
+	comp.Action, comp.Reason = policy.ActionDeadLetter, reason
+	return mustComplete(t, s, c, comp)
+}
+
 // deadLettersOf returns the dead-letter reader of s's Redis, wired as the
 // composition root wires it (proxy/app).
 func deadLettersOf(s *Store) *deadletters.Store {

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"testing"
-	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
@@ -90,9 +89,7 @@ func TestReplayTakesOverReservation(t *testing.T) {
 		nc := req("replay-api", "k", "{}")
 		orig, _ := s.Enqueue(ctxT(t), nc, enqOpts)
 		c := mustClaim(t, s, "replay-api", claimOpts).Claimed[0]
-		comp := failure(time.Time{})
-		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
-		mustComplete(t, s, c, comp)
+		mustDeadLetter(t, s, c, policy.DeadLetterPermanent)
 
 		replay := nc
 		replay.ReplayOf = orig.ID

@@ -190,9 +190,7 @@ func TestDeadLetterIndexedWithTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := mustClaim(t, s, "dl-api", claimOpts).Claimed[0]
-		comp := failure(time.Time{})
-		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterExhausted
-		res := mustComplete(t, s, c, comp)
+		res := mustDeadLetter(t, s, c, policy.DeadLetterExhausted)
 		if res.State != policy.DeadLettered || !res.NotifyOwner {
 			t.Fatalf("result = %+v, want dead_lettered and notify (first dead letter of the outage)", res)
 		}
@@ -216,7 +214,7 @@ func TestDeadLetterIndexedWithTTL(t *testing.T) {
 		// A second dead letter in the same outage does not notify again.
 		mustEnqueue(t, s, "dl-api", 1)
 		c2 := mustClaim(t, s, "dl-api", claimOpts).Claimed[0]
-		if res := mustComplete(t, s, c2, comp); res.NotifyOwner {
+		if res := mustDeadLetter(t, s, c2, policy.DeadLetterExhausted); res.NotifyOwner {
 			t.Fatal("owner notified twice in one outage")
 		}
 	})
