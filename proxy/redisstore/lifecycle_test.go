@@ -89,14 +89,11 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 func TestResponseBodyCapped(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store() // cap 16 bytes
-		res, err := s.Begin(ctxT(t), req("cap-api", "k", "x"), policy.BeginOptions{Lease: testLease})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := mustBegin(t, s, req("cap-api", "k", "x"))
 		c := success()
 		c.Response.Body = []byte("0123456789abcdefTAIL")
-		mustComplete(t, s, res.Claimed, c)
-		got := mustGet(t, s, res.Claimed.ID).Response
+		mustComplete(t, s, cl, c)
+		got := mustGet(t, s, cl.ID).Response
 		if string(got.Body) != "0123456789abcdef" || !got.Truncated {
 			t.Fatalf("response = %q truncated=%v", got.Body, got.Truncated)
 		}
@@ -248,14 +245,11 @@ func TestResponseBodyCappedOnCharacterBoundary(t *testing.T) {
 			{"boundary exactly at the cap", "0123456789abcde€€", "0123456789abcde"},
 			{"binary", strings.Repeat("\x80", 40), strings.Repeat("\x80", 16)},
 		} {
-			res, err := s.Begin(ctxT(t), req("cap-api", "k-"+tt.name, "x"), policy.BeginOptions{Lease: testLease})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cl := mustBegin(t, s, req("cap-api", "k-"+tt.name, "x"))
 			c := success()
 			c.Response.Body = []byte(tt.body)
-			mustComplete(t, s, res.Claimed, c)
-			got := mustGet(t, s, res.Claimed.ID).Response
+			mustComplete(t, s, cl, c)
+			got := mustGet(t, s, cl.ID).Response
 			if string(got.Body) != tt.want || !got.Truncated {
 				t.Errorf("%s: stored %q truncated=%v; want %q", tt.name, got.Body, got.Truncated, tt.want)
 			}
