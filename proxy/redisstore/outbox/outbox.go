@@ -396,15 +396,6 @@ func (o *Outbox) Put(ctx context.Context, at time.Time, items ...Item) (int, err
 // script keeps times in.
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
-// fromMs parses Unix ms; "" and "0" are the zero time.
-func fromMs(s string) time.Time {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
-}
-
 // str is a reply value (HMGET's) as a string: "" for an absent field.
 func str(v any) string {
 	s, _ := v.(string)
