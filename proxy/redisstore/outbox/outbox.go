@@ -35,8 +35,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// luaFS holds the outbox's scripts; lib.lua (str, num) is the prelude of
-// each.
+// luaFS holds the outbox's scripts; script.Clock and script.Numbers (str,
+// num) are the prelude of each.
 //
 //go:embed lua/*.lua
 var luaFS embed.FS
@@ -90,12 +90,8 @@ type scripts struct {
 }
 
 func loadScripts() (scripts, error) {
-	lib, err := luaFS.ReadFile("lua/lib.lua")
-	if err != nil {
-		return scripts{}, err
-	}
 	var s scripts
-	pre := []string{script.Clock, string(lib)}
+	pre := []string{script.Clock, script.Numbers}
 	return s, errors.Join(
 		script.LoadInto(&s.claim, luaFS, "claim", pre...),
 		script.LoadInto(&s.ack, luaFS, "ack", pre...),
