@@ -45,8 +45,8 @@ func (e *env) store() *Store {
 // forEachBackend runs fn as a subtest on every backend redistest offers.
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	storetest.ForEachBackend(t, func(t *testing.T, b redistest.Backend, clk *clocktest.Clock) {
-		fn(t, &env{b: b, clk: clk})
+	storetest.ForEachBackend(t, func(t *testing.T, se *storetest.Env) {
+		fn(t, &env{b: se.B, clk: se.Clk})
 	})
 }
 

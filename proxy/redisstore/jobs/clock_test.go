@@ -15,7 +15,7 @@ import (
 func TestJobLeaseFollowsRedisClock(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		skewed := func(skew time.Duration) *Store {
-			return New(e.b.Client, Options{Now: func() time.Time { return time.Now().Add(skew) }})
+			return New(e.B.Client, Options{Now: func() time.Time { return time.Now().Add(skew) }})
 		}
 		ahead, behind := skewed(90*time.Second), skewed(-90*time.Second)
 		const tol = 5 * time.Second // the test's own round trips, never the skew
@@ -28,7 +28,7 @@ func TestJobLeaseFollowsRedisClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		now := e.b.Now(t)
+		now := e.B.Now(t)
 		redistest.Within(t, "lease expiry", got.LeaseExpiresAt, now.Add(jobLease), tol)
 		redistest.Within(t, "started", got.StartedAt, now, tol)
 		// The replica ahead by 90 s sees the lease as long expired on its

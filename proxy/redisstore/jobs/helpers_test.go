@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/calloutproxy/callout-proxy/policy/clocktest"
-	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 )
 
@@ -15,28 +13,22 @@ var t0 = storetest.T0()
 
 const jobLease = 10 * time.Second
 
-// env is one backend under test with its clock.
-type env struct {
-	b     redistest.Backend
-	clk   *clocktest.Clock
-	seeds uint64
-}
+// env is one backend under test with its clock (storetest.Env), and this
+// package's ways to build on it.
+type env struct{ *storetest.Env }
 
-// forEachBackend runs fn as a subtest on every backend redistest offers.
+// forEachBackend runs fn on every backend (storetest.ForEachBackend).
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	storetest.ForEachBackend(t, func(t *testing.T, b redistest.Backend, clk *clocktest.Clock) {
-		fn(t, &env{b: b, clk: clk})
-	})
+	storetest.ForEachBackend(t, func(t *testing.T, se *storetest.Env) { fn(t, &env{se}) })
 }
 
 // replays returns a new job Store (a "replica") on the backend with the
 // env's clock (its scripts pinned to it) and its own deterministic random
 // source, o's other options as given.
 func (e *env) replays(o Options) *Store {
-	e.seeds++
-	o.Now, o.Rand, o.PinScriptTime = e.clk.Now, storetest.Rand(e.seeds), true
-	return New(e.b.Client, o)
+	o.Now, o.Rand, o.PinScriptTime = e.Clk.Now, e.Rand(), true
+	return New(e.B.Client, o)
 }
 
 // ctxT is a test's context (storetest.Ctx).
@@ -51,5 +43,5 @@ func wantErr(t *testing.T, err, target error) {
 // pttl returns a key's remaining TTL (-1: none, -2: no key).
 func pttl(t *testing.T, e *env, key string) time.Duration {
 	t.Helper()
-	return storetest.PTTL(t, e.b.Client, key)
+	return storetest.PTTL(t, e.B.Client, key)
 }

@@ -62,7 +62,7 @@ func TestReplayJobLifecycle(t *testing.T) {
 		if active, _ := r.ActiveJobs(ctxT(t)); !slices.Equal(active, []string{j.ID}) {
 			t.Fatalf("active = %v", active)
 		}
-		e.clk.Advance(time.Second)
+		e.Clk.Advance(time.Second)
 		got := mustAcquire(t, r, j.ID, "A")
 		if got.State != policy.JobRunning || got.Phase != policy.PhaseCollect || !got.StartedAt.Equal(t0.Add(time.Second)) ||
 			got.Owner != "A" || got.Spec != `{"ids":["x"]}` {
@@ -184,7 +184,7 @@ func TestReplayJobLeaseTakeover(t *testing.T) {
 		j := mustJob(t, r, "{}")
 		mustSending(t, r, j.ID, "A", "d1", "d2")
 		mustClaimItem(t, r, j.ID, "A", 0, "d1") // A dies while sending d1
-		e.clk.Advance(jobLease + time.Millisecond)
+		e.Clk.Advance(jobLease + time.Millisecond)
 		got := mustAcquire(t, r, j.ID, "B")
 		if got.Phase != policy.PhaseSend || got.Index != 1 || got.State != policy.JobRunning {
 			t.Fatalf("taken over = %+v", got)

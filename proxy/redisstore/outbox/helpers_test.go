@@ -3,13 +3,10 @@ package outbox
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/policy/clocktest"
-	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 )
@@ -22,26 +19,21 @@ const (
 	day       = 24 * time.Hour
 )
 
-// env is one backend under test with its clock.
-type env struct {
-	b     redistest.Backend
-	clk   *clocktest.Clock
-	seeds atomic.Uint64
-}
+// env is one backend under test with its clock (storetest.Env), and this
+// package's ways to build on it.
+type env struct{ *storetest.Env }
 
-// forEachBackend runs fn as a subtest on every backend redistest offers.
+// forEachBackend runs fn on every backend (storetest.ForEachBackend).
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	storetest.ForEachBackend(t, func(t *testing.T, b redistest.Backend, clk *clocktest.Clock) {
-		fn(t, &env{b: b, clk: clk})
-	})
+	storetest.ForEachBackend(t, func(t *testing.T, se *storetest.Env) { fn(t, &env{se}) })
 }
 
 // newStore returns a core Store (a "replica") on the backend with its own
 // deterministic random source; outbox sets Options.Outbox.
 func (e *env) newStore(outbox bool) *redisstore.Store {
-	return redisstore.New(e.b.Client, redisstore.Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(e.seeds.Add(1)), ResponseBodyCap: 16,
+	return redisstore.New(e.B.Client, redisstore.Options{
+		PinScriptTime: true, Now: e.Clk.Now, Rand: e.Rand(), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day, Outbox: outbox,
 	})
 }
@@ -51,7 +43,7 @@ func (e *env) store() *redisstore.Store { return e.newStore(false) }
 
 // outbox is an Outbox on the backend with the tests' clock and retention.
 func (e *env) outbox() *Outbox {
-	return New(e.b.Client, Options{Now: e.clk.Now, PinScriptTime: true, DeadLetterRetention: 30 * day})
+	return New(e.B.Client, Options{Now: e.Clk.Now, PinScriptTime: true, DeadLetterRetention: 30 * day})
 }
 
 // outboxStore is a core Store with the Salesforce outbox on, and the
@@ -131,5 +123,5 @@ func mustComplete(t *testing.T, s *redisstore.Store, c *policy.Claimed, comp pol
 // pttl returns a key's remaining TTL (-1: none, -2: no key).
 func pttl(t *testing.T, e *env, key string) time.Duration {
 	t.Helper()
-	return storetest.PTTL(t, e.b.Client, key)
+	return storetest.PTTL(t, e.B.Client, key)
 }

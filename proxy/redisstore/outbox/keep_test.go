@@ -28,9 +28,9 @@ func TestKeepPending(t *testing.T) {
 		}
 
 		// Past the cap the records are left to their TTL, and counted.
-		e.clk.Advance(2 * day)
-		if e.b.Mini != nil {
-			e.b.Mini.FastForward(time.Hour) // miniredis's TTLs run on its own clock
+		e.Clk.Advance(2 * day)
+		if e.B.Mini != nil {
+			e.B.Mini.FastForward(time.Hour) // miniredis's TTLs run on its own clock
 		}
 		kept, capped, err = o.KeepPending(ctxT(t), margin+time.Hour, 2*day)
 		if err != nil || kept != 0 || capped != 2 {

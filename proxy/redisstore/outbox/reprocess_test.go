@@ -53,14 +53,14 @@ func TestReprocessClaims(t *testing.T) {
 		if claim(b, "replica-b", stamp) {
 			t.Error("a finished request was claimed again")
 		}
-		if e.b.Mini == nil {
+		if e.B.Mini == nil {
 			return // the lapse below needs the server's clock
 		}
 		lapsing := stamp.Add(time.Hour)
 		if !claim(a, "replica-a", lapsing) {
 			t.Fatal("a fresh request was refused")
 		}
-		e.b.Mini.FastForward(time.Minute)
+		e.B.Mini.FastForward(time.Minute)
 		if !claim(b, "replica-b", lapsing) {
 			t.Error("a claim whose lease ended was not taken over")
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,12 +23,25 @@ import (
 // exponent form.
 func T0() time.Time { return time.UnixMilli(1_700_000_000_000) }
 
+// Env is one backend under test with its clock.
+type Env struct {
+	// B is the backend (miniredis, a real node or a real cluster).
+	B redistest.Backend
+	// Clk is the test's clock, at T0 to begin with.
+	Clk   *clocktest.Clock
+	seeds atomic.Uint64
+}
+
+// Rand is a new deterministic random source for a replica on e: the first
+// is Rand(1), each later one the next seed.
+func (e *Env) Rand() *rand.ChaCha8 { return Rand(e.seeds.Add(1)) }
+
 // ForEachBackend runs fn as a subtest on every backend redistest offers,
-// each with a fresh clock at T0.
-func ForEachBackend(t *testing.T, fn func(t *testing.T, b redistest.Backend, clk *clocktest.Clock)) {
+// each with a fresh Env (its clock at T0).
+func ForEachBackend(t *testing.T, fn func(t *testing.T, e *Env)) {
 	t.Helper()
 	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { fn(t, b, clocktest.New(T0())) })
+		t.Run(b.Name, func(t *testing.T) { fn(t, &Env{B: b, Clk: clocktest.New(T0())}) })
 	}
 }
 
