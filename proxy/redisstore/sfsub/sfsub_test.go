@@ -1,12 +1,12 @@
 package sfsub
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/redis/go-redis/v9"
 )
@@ -32,8 +32,7 @@ func newState(t *testing.T, rdb redis.UniversalClient) *State {
 func TestState(t *testing.T) {
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := storetest.Ctx(t)
 			a := newState(t, b.Client)
 			bs := newState(t, b.Client)
 			if id, err := a.ReplayID(ctx); err != nil || id != nil {
@@ -100,8 +99,7 @@ func TestState(t *testing.T) {
 func TestDeferred(t *testing.T) {
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := storetest.Ctx(t)
 			a := newState(t, b.Client)
 			t0 := time.UnixMilli(1_800_000_000_000)
 			clk := t0
@@ -163,8 +161,7 @@ func TestDeferredFollowsRedisClock(t *testing.T) {
 			continue // miniredis's TIME is the host's clock, not a server's
 		}
 		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := storetest.Ctx(t)
 			s := newState(t, b.Client)
 			redisNow := func() int64 {
 				tm, err := b.Client.Time(ctx).Result()
