@@ -6,6 +6,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 )
 
 // A job's lease is measured on Redis's clock (ARCHITECTURE.md "One
@@ -34,7 +35,7 @@ func TestJobLeaseFollowsRedisClock(t *testing.T) {
 		// The replica ahead by 90 s sees the lease as long expired on its
 		// own clock, yet cannot take the job over: Redis's clock says 10 s.
 		_, err = ahead.Acquire(ctxT(t), j.ID, "A", jobLease)
-		wantErr(t, err, policy.ErrJobBusy)
+		storetest.WantErr(t, err, policy.ErrJobBusy)
 		// Nor does a cancel by the replica ahead end the running job at
 		// once: it asks the replica behind to stop.
 		if st, err := ahead.CancelJob(ctxT(t), j.ID, "ops"); st != policy.JobCancelling || err != nil {

@@ -33,15 +33,3 @@ func (e *env) replays(o Options) *Store {
 
 // ctxT is a test's context (storetest.Ctx).
 func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
-
-// wantErr fails the test unless err matches target.
-func wantErr(t *testing.T, err, target error) {
-	t.Helper()
-	storetest.WantErr(t, err, target)
-}
-
-// pttl returns a key's remaining TTL (-1: none, -2: no key).
-func pttl(t *testing.T, e *env, key string) time.Duration {
-	t.Helper()
-	return storetest.PTTL(t, e.B.Client, key)
-}

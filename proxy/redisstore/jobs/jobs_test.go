@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -69,7 +70,7 @@ func TestReplayJobLifecycle(t *testing.T) {
 			t.Fatalf("acquired = %+v", got)
 		}
 		_, err := r.Acquire(ctxT(t), j.ID, "B", jobLease)
-		wantErr(t, err, policy.ErrJobBusy)
+		storetest.WantErr(t, err, policy.ErrJobBusy)
 
 		// Overlapping batches: every dead letter is taken once.
 		for _, batch := range [][]string{{"d1", "d2", "d3"}, {"d2", "d3", "d4"}, {"d1"}} {
@@ -128,7 +129,7 @@ func wantFinished(t *testing.T, e *env, r *Store, id string) {
 		t.Fatalf("finished = %+v", done)
 	}
 	for _, key := range keyspace.JobOf(id).All() {
-		if d := pttl(t, e, key); d <= DefaultRetention-time.Minute || d > DefaultRetention {
+		if d := e.PTTL(t, key); d <= DefaultRetention-time.Minute || d > DefaultRetention {
 			t.Fatalf("%s TTL = %v, want the job retention", key, d)
 		}
 	}
@@ -136,7 +137,7 @@ func wantFinished(t *testing.T, e *env, r *Store, id string) {
 		t.Fatalf("active after finish = %v", active)
 	}
 	_, err := r.Acquire(ctxT(t), id, "A", jobLease)
-	wantErr(t, err, policy.ErrJobFinal)
+	storetest.WantErr(t, err, policy.ErrJobFinal)
 	if list, _ := r.Jobs(ctxT(t), 10); len(list) != 1 || list[0].ID != id {
 		t.Fatalf("jobs = %+v", list)
 	}
@@ -160,7 +161,7 @@ func TestReplayJobCancel(t *testing.T) {
 			t.Fatal("in-flight result lost")
 		}
 		_, _, err := r.ClaimItem(ctxT(t), j.ID, "A", jobLease, 1, "d2")
-		wantErr(t, err, policy.ErrJobCancelled)
+		storetest.WantErr(t, err, policy.ErrJobCancelled)
 		if err := r.Finish(ctxT(t), j.ID, "A", policy.JobCancelled, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -172,9 +173,9 @@ func TestReplayJobCancel(t *testing.T) {
 			t.Fatalf("cancel again = %q", st)
 		}
 		_, err = r.CancelJob(ctxT(t), "AAAAAAAAAAAAAAAAAAAAAA", "ops")
-		wantErr(t, err, policy.ErrJobNotFound)
+		storetest.WantErr(t, err, policy.ErrJobNotFound)
 		_, err = r.Job(ctxT(t), "not a job id")
-		wantErr(t, err, policy.ErrJobNotFound)
+		storetest.WantErr(t, err, policy.ErrJobNotFound)
 	})
 }
 
@@ -190,8 +191,8 @@ func TestReplayJobLeaseTakeover(t *testing.T) {
 			t.Fatalf("taken over = %+v", got)
 		}
 		_, _, err := r.ClaimItem(ctxT(t), j.ID, "A", jobLease, 1, "d2")
-		wantErr(t, err, policy.ErrJobLost)
-		wantErr(t, r.Finish(ctxT(t), j.ID, "A", policy.JobCompleted, ""), policy.ErrJobLost)
+		storetest.WantErr(t, err, policy.ErrJobLost)
+		storetest.WantErr(t, r.Finish(ctxT(t), j.ID, "A", policy.JobCompleted, ""), policy.ErrJobLost)
 		// B finds d1 still sending: it never claims it again.
 		if ok, prev := mustClaimItem(t, r, j.ID, "B", 0, "d1"); ok || prev != policy.ItemSending {
 			t.Fatalf("claim of the interrupted item = %v, %q", ok, prev)
@@ -211,7 +212,7 @@ func TestReplayJobItemCap(t *testing.T) {
 		j := mustJob(t, r, "{}")
 		mustAcquire(t, r, j.ID, "A")
 		total, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "p1", []string{"a", "b", "a", "c", "d", "e"})
-		wantErr(t, err, policy.ErrJobFull)
+		storetest.WantErr(t, err, policy.ErrJobFull)
 		if total != 3 {
 			t.Fatalf("total = %d, want 3", total)
 		}

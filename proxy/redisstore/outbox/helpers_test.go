@@ -119,9 +119,3 @@ func mustComplete(t *testing.T, s *redisstore.Store, c *policy.Claimed, comp pol
 	}
 	return r
 }
-
-// pttl returns a key's remaining TTL (-1: none, -2: no key).
-func pttl(t *testing.T, e *env, key string) time.Duration {
-	t.Helper()
-	return storetest.PTTL(t, e.B.Client, key)
-}

@@ -23,7 +23,7 @@ func TestKeepPending(t *testing.T) {
 		if err != nil || kept != 2 || capped != 0 {
 			t.Fatalf("keep = %d kept, %d capped, %v; want both dead letters kept", kept, capped, err)
 		}
-		if d := pttl(t, e, rec); d <= margin-time.Minute || d > margin {
+		if d := e.PTTL(t, rec); d <= margin-time.Minute || d > margin {
 			t.Fatalf("record TTL after keep = %v, want %v", d, margin)
 		}
 

@@ -41,13 +41,13 @@ func TestReprocessClaims(t *testing.T) {
 			}
 		}
 		key := reprocessKey(root, stamp)
-		if d := pttl(t, e, key); d <= 0 || d > time.Minute {
+		if d := e.PTTL(t, key); d <= 0 || d > time.Minute {
 			t.Errorf("claim TTL = %v, want the lease (1m)", d)
 		}
 		if err := a.FinishReprocess(ctx, root, stamp); err != nil {
 			t.Fatal(err)
 		}
-		if d := pttl(t, e, key); d <= 29*day || d > 30*day {
+		if d := e.PTTL(t, key); d <= 29*day || d > 30*day {
 			t.Errorf("finished TTL = %v, want the dead-letter retention (30 days)", d)
 		}
 		if claim(b, "replica-b", stamp) {

@@ -36,6 +36,12 @@ type Env struct {
 // is Rand(1), each later one the next seed.
 func (e *Env) Rand() *rand.ChaCha8 { return Rand(e.seeds.Add(1)) }
 
+// PTTL is key's remaining TTL on e's backend (PTTL).
+func (e *Env) PTTL(t testing.TB, key string) time.Duration {
+	t.Helper()
+	return PTTL(t, e.B.Client, key)
+}
+
 // ForEachBackend runs fn as a subtest on every backend redistest offers,
 // each with a fresh Env (its clock at T0).
 func ForEachBackend(t *testing.T, fn func(t *testing.T, e *Env)) {
