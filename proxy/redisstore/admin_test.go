@@ -155,9 +155,7 @@ func TestDeadLettersPagination(t *testing.T) {
 			mustEnqueue(t, s, "page-api", 3)
 			cl := mustClaim(t, s, "page-api", claimOpts).Claimed
 			for _, c := range cl {
-				comp := failure(time.Time{})
-				comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterExhausted
-				mustComplete(t, s, c, comp)
+				mustDeadLetter(t, s, c, policy.DeadLetterExhausted)
 			}
 			ids := []string{cl[0].ID, cl[1].ID, cl[2].ID} // same ms: ordered by id
 			slices.Sort(ids)
@@ -201,9 +199,7 @@ func TestDiscard(t *testing.T) {
 		r, _ := s.Enqueue(ctxT(t), nc, enqOpts)
 		wantErr(t, s.Discard(ctxT(t), r.ID), policy.ErrNotDeadLettered)
 		c := mustClaim(t, s, "disc-api", claimOpts).Claimed[0]
-		comp := failure(time.Time{})
-		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterAmbiguous
-		mustComplete(t, s, c, comp)
+		mustDeadLetter(t, s, c, policy.DeadLetterAmbiguous)
 		if err := s.Discard(ctxT(t), r.ID); err != nil {
 			t.Fatal(err)
 		}

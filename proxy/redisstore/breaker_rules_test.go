@@ -54,6 +54,16 @@ func apply(t *testing.T, e *env, s *Store, endpoint string, br policy.BreakerSet
 	}
 }
 
+// applyFromT0 sets the clock to t0 and applies evs to endpoint's breaker
+// in order, as apply does.
+func applyFromT0(t *testing.T, e *env, s *Store, endpoint string, br policy.BreakerSettings, evs []breakerEvent) {
+	t.Helper()
+	e.clk.Set(t0)
+	for _, ev := range evs {
+		apply(t, e, s, endpoint, br, ev)
+	}
+}
+
 // failures returns n counted failures.
 func failures(n int) []breakerEvent {
 	evs := make([]breakerEvent, n)
@@ -110,10 +120,7 @@ func TestBreakerTransitionsInLua(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				s := e.store()
 				ep := fmt.Sprintf("rules-api-%d", i)
-				e.clk.Set(t0)
-				for _, ev := range tt.start {
-					apply(t, e, s, ep, tt.br, ev)
-				}
+				applyFromT0(t, e, s, ep, tt.br, tt.start)
 				e.clk.Advance(tt.at)
 				apply(t, e, s, ep, tt.br, tt.ev)
 				checkBreaker(t, mustState(t, s, ep), tt.want)
@@ -188,10 +195,7 @@ func TestBreakerStateAtProbeTime(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				s := e.store()
 				ep := fmt.Sprintf("probe-time-api-%d", i)
-				e.clk.Set(t0)
-				for _, ev := range failures(20) {
-					apply(t, e, s, ep, settings, ev)
-				}
+				applyFromT0(t, e, s, ep, settings, failures(20))
 				e.clk.Advance(tt.at)
 				st := mustState(t, s, ep)
 				want := time.Time{}

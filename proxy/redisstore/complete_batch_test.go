@@ -24,7 +24,7 @@ func handIn(t *testing.T, s *Store, h *pipeHook, holder *policy.Claimed, cls []*
 	h.armed.Store(true)
 	c := NewCompleter(s, batch.Options{})
 	defer c.Close()
-	_, holderErr, waitHolder := completeAll(c, []*policy.Claimed{holder}, func(int) policy.Completion { return success() })
+	_, holderErr, waitHolder := completeAll(c, []*policy.Claimed{holder})
 	<-h.held
 	before := h.cmds.Load()
 	res := make([]policy.CompleteResult, len(cls))

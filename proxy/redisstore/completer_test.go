@@ -105,16 +105,45 @@ func waitQueued(t *testing.T, c *Completer, n int) {
 	}
 }
 
-// completeAll completes every callout of cls through c in its own
-// goroutine, with comp(i), and returns the results when all are in.
-func completeAll(c *Completer, cls []*policy.Claimed, comp func(i int) policy.Completion) ([]policy.CompleteResult, []error, func()) {
+// completeAll completes every callout of cls through c as a success, each
+// in its own goroutine; the results are in once the returned func returns.
+func completeAll(c *Completer, cls []*policy.Claimed) ([]policy.CompleteResult, []error, func()) {
 	res := make([]policy.CompleteResult, len(cls))
 	errs := make([]error, len(cls))
 	var wg sync.WaitGroup
 	for i, cl := range cls {
-		wg.Go(func() { res[i], errs[i] = c.Complete(context.Background(), cl, comp(i)) })
+		wg.Go(func() { res[i], errs[i] = c.Complete(context.Background(), cl, success()) })
 	}
 	return res, errs, wg.Wait
+}
+
+// heldPipeline is n keyed callouts of one endpoint begun on a Store whose
+// client carries a pipeHook (counters at 0, armed to hold the next
+// pipeline of scripts), and a Completer over that Store.
+type heldPipeline struct {
+	h   *pipeHook
+	s   *Store
+	cls []*policy.Claimed
+	c   *Completer
+}
+
+func newHeldPipeline(t *testing.T, e *env, endpoint string, n int, o batch.Options) *heldPipeline {
+	t.Helper()
+	h := &pipeHook{hold: make(chan struct{}), held: make(chan struct{})}
+	s := hookedStore(t, e, h)
+	cls := begun(t, s, endpoint, n)
+	h.pipelines.Store(0)
+	h.cmds.Store(0)
+	h.armed.Store(true)
+	return &heldPipeline{h: h, s: s, cls: cls, c: NewCompleter(s, o)}
+}
+
+// holdFirst completes the first callout and returns once the hook holds
+// its pipeline, with that completion's results as completeAll gives them.
+func (p *heldPipeline) holdFirst() ([]policy.CompleteResult, []error, func()) {
+	res, errs, wait := completeAll(p.c, p.cls[:1])
+	<-p.h.held
+	return res, errs, wait
 }
 
 // What concurrent callers hand the writer while a pipeline is out goes in
@@ -122,16 +151,11 @@ func completeAll(c *Completer, cls []*policy.Claimed, comp func(i int) policy.Co
 // gets its own reply.
 func TestCompleterBatchesConcurrentCompletions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		h := &pipeHook{hold: make(chan struct{}), held: make(chan struct{})}
-		s := hookedStore(t, e, h)
-		cls := begun(t, s, "batch-api", 20)
-		h.pipelines.Store(0)
-		h.armed.Store(true)
-		c := NewCompleter(s, batch.Options{})
+		p := newHeldPipeline(t, e, "batch-api", 20, batch.Options{})
+		h, s, cls, c := p.h, p.s, p.cls, p.c
 		defer c.Close()
-		first, firstErr, waitFirst := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
-		<-h.held
-		res, errs, wait := completeAll(c, cls[1:], func(int) policy.Completion { return success() })
+		first, firstErr, waitFirst := p.holdFirst()
+		res, errs, wait := completeAll(c, cls[1:])
 		waitQueued(t, c, 19)
 		close(h.hold)
 		waitFirst()
@@ -158,12 +182,9 @@ func TestCompleterBatchesConcurrentCompletions(t *testing.T) {
 // whose byte count is not a number).
 func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		h := &pipeHook{hold: make(chan struct{}), held: make(chan struct{})}
-		s := hookedStore(t, e, h)
-		cls := begun(t, s, "err-api", 6)
-		h.pipelines.Store(0)
-		h.cmds.Store(0)
-		h.armed.Store(true)
+		p := newHeldPipeline(t, e, "err-api", 6, batch.Options{})
+		h, s, cls, c := p.h, p.s, p.cls, p.c
+		defer c.Close()
 		stale := *cls[1]
 		stale.LeaseToken = "not-the-lease"
 		broken := *cls[2]
@@ -182,12 +203,9 @@ func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 		if err := e.b.Client.HSet(ctxT(t), grec, "b", "many").Err(); err != nil {
 			t.Fatal(err)
 		}
-		c := NewCompleter(s, batch.Options{})
-		defer c.Close()
-		_, _, waitFirst := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
-		<-h.held
+		_, _, waitFirst := p.holdFirst()
 		batch := []*policy.Claimed{&stale, &broken, &garbled, cls[4], cls[5]}
-		res, errs, wait := completeAll(c, batch, func(int) policy.Completion { return success() })
+		res, errs, wait := completeAll(c, batch)
 		waitQueued(t, c, len(batch))
 		close(h.hold)
 		waitFirst()
@@ -220,16 +238,11 @@ func TestCompleterErrorFailsOnlyItsCaller(t *testing.T) {
 // ends); everyone else is still served.
 func TestCompleterQueueBound(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		h := &pipeHook{hold: make(chan struct{}), held: make(chan struct{})}
-		s := hookedStore(t, e, h)
-		cls := begun(t, s, "bound-api", 4)
-		h.pipelines.Store(0)
-		h.armed.Store(true)
-		c := NewCompleter(s, batch.Options{Queue: 1})
+		p := newHeldPipeline(t, e, "bound-api", 4, batch.Options{Queue: 1})
+		h, s, cls, c := p.h, p.s, p.cls, p.c
 		defer c.Close()
-		_, errA, waitA := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
-		<-h.held
-		_, errB, waitB := completeAll(c, cls[1:2], func(int) policy.Completion { return success() })
+		_, errA, waitA := p.holdFirst()
+		_, errB, waitB := completeAll(c, cls[1:2])
 		waitQueued(t, c, 1)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
@@ -265,15 +278,10 @@ func TestCompleterQueueBound(t *testing.T) {
 // Close is written directly.
 func TestCompleterCloseFlushes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		h := &pipeHook{hold: make(chan struct{}), held: make(chan struct{})}
-		s := hookedStore(t, e, h)
-		cls := begun(t, s, "close-api", 5)
-		h.pipelines.Store(0)
-		h.armed.Store(true)
-		c := NewCompleter(s, batch.Options{})
-		_, errs1, wait1 := completeAll(c, cls[:1], func(int) policy.Completion { return success() })
-		<-h.held
-		_, errs, wait := completeAll(c, cls[1:4], func(int) policy.Completion { return success() })
+		p := newHeldPipeline(t, e, "close-api", 5, batch.Options{})
+		h, s, cls, c := p.h, p.s, p.cls, p.c
+		_, errs1, wait1 := p.holdFirst()
+		_, errs, wait := completeAll(c, cls[1:4])
 		waitQueued(t, c, 3)
 		closed := make(chan struct{})
 		go func() { c.Close(); close(closed) }()

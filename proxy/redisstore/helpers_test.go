@@ -2,9 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
-	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -17,12 +14,12 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
-// t0 is a round Unix-ms instant on purpose: a Lua number like 1.7e12 must
-// never reach Redis in exponent form.
-var t0 = time.UnixMilli(1_700_000_000_000)
+// t0 is the instant the tests' clocks start at (storetest.T0).
+var t0 = storetest.T0()
 
 const (
 	testLease = 30 * time.Second
@@ -39,10 +36,8 @@ type env struct {
 // store returns a new Store (a "replica") on the backend with its own
 // deterministic random source.
 func (e *env) store() *Store {
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
 	return New(e.b.Client, Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+		PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(e.seeds.Add(1)), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
 	})
 }
@@ -50,24 +45,15 @@ func (e *env) store() *Store {
 // forEachBackend runs fn as a subtest on every backend redistest offers.
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			fn(t, &env{b: b, clk: clocktest.New(t0)})
-		})
-	}
+	storetest.ForEachBackend(t, func(t *testing.T, se *storetest.Env) {
+		fn(t, &env{b: se.B, clk: se.Clk})
+	})
 }
 
-func ctxB(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxB and ctxT are a test's context (storetest.Ctx).
+func ctxB(t testing.TB) context.Context { return storetest.Ctx(t) }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
 // req returns a new callout of endpoint with an idempotency key.
 // orgQueue is q's organisation queue of req's issuer (its due and lease
@@ -178,21 +164,16 @@ func openBreaker(t *testing.T, e *env, s *Store, endpoint string, n int) policy.
 	return last
 }
 
+// wantErr fails the test unless err matches target (storetest.WantErr).
 func wantErr(t *testing.T, err, target error) {
 	t.Helper()
-	if !errors.Is(err, target) {
-		t.Fatalf("error = %v, want %v", err, target)
-	}
+	storetest.WantErr(t, err, target)
 }
 
 // pttl returns a key's remaining TTL (-1: none, -2: no key).
 func pttl(t *testing.T, e *env, key string) time.Duration {
 	t.Helper()
-	d, err := e.b.Client.PTTL(ctxT(t), key).Result()
-	if err != nil {
-		t.Fatalf("pttl %s: %v", key, err)
-	}
-	return d
+	return storetest.PTTL(t, e.b.Client, key)
 }
 
 // recordKey is the record key of callout id (keyspace).
@@ -205,6 +186,15 @@ func recordKey(id string) string {
 func recordKeys(id string) []string {
 	k := recordKey(id)
 	return []string{k, k + ":q", k + ":r"}
+}
+
+// mustDeadLetter completes the claimed callout c as dead-lettered for
+// reason and fails the test on an error.
+func mustDeadLetter(t *testing.T, s *Store, c *policy.Claimed, reason policy.DeadLetterReason) policy.CompleteResult {
+	t.Helper()
+	comp := failure(time.Time{})
+	comp.Action, comp.Reason = policy.ActionDeadLetter, reason
+	return mustComplete(t, s, c, comp)
 }
 
 // deadLettersOf returns the dead-letter reader of s's Redis, wired as the

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"testing"
-	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
@@ -87,15 +86,10 @@ func TestIdempotencyFinishedAndVanished(t *testing.T) {
 func TestReplayTakesOverReservation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		nc := req("replay-api", "k", "{}")
-		orig, _ := s.Enqueue(ctxT(t), nc, enqOpts)
-		c := mustClaim(t, s, "replay-api", claimOpts).Claimed[0]
-		comp := failure(time.Time{})
-		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
-		mustComplete(t, s, c, comp)
+		nc, origID := deadLetter(t, s, "replay-api", "k")
 
 		replay := nc
-		replay.ReplayOf = orig.ID
+		replay.ReplayOf = origID
 		r, err := s.Enqueue(ctxT(t), replay, enqOpts)
 		if err != nil || r.Existing != nil || r.State != policy.Scheduled {
 			t.Fatalf("replay = %+v, %v", r, err)
@@ -109,7 +103,7 @@ func TestReplayTakesOverReservation(t *testing.T) {
 			t.Fatalf("key now points at %+v, want the replay %s", got.Existing, r.ID)
 		}
 		rc := mustClaim(t, s, "replay-api", claimOpts).Claimed
-		if len(rc) != 1 || rc[0].Kind != policy.KindReplay || rc[0].Attempt != 1 || rc[0].ReplayOf != orig.ID || rc[0].IdempotencyKey != "k" {
+		if len(rc) != 1 || rc[0].Kind != policy.KindReplay || rc[0].Attempt != 1 || rc[0].ReplayOf != origID || rc[0].IdempotencyKey != "k" {
 			t.Fatalf("replay claim = %+v", rc)
 		}
 		// A second replay of the original, while the first is pending, conflicts.

@@ -57,11 +57,7 @@ func TestLeaseExpiryReapAndStaleComplete(t *testing.T) {
 func TestInlineRetryKeepsLease(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		res, err := s.Begin(ctxT(t), req("inline-api", "k1", "{}"), policy.BeginOptions{Lease: testLease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl := res.Claimed
+		cl := mustBegin(t, s, req("inline-api", "k1", "{}"))
 		e.clk.Advance(time.Second)
 		c := failure(e.clk.Now().Add(time.Minute))
 		c.Action, c.Lease = policy.ActionRetryInline, testLease
@@ -87,11 +83,8 @@ func TestInlineRetryKeepsLease(t *testing.T) {
 func TestSyncFailureRecordedAsFailed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store()
-		res, err := s.Begin(ctxT(t), req("fail-api", "k1", "{}"), policy.BeginOptions{Lease: testLease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := mustComplete(t, s, res.Claimed, policy.Completion{
+		cl := mustBegin(t, s, req("fail-api", "k1", "{}"))
+		r := mustComplete(t, s, cl, policy.Completion{
 			Action:   policy.ActionFail,
 			Attempt:  &policy.Attempt{StartedAt: t0, Status: 400, Outcome: policy.Permanent, Error: "status_4xx"},
 			Response: &policy.Response{Status: 400, Body: []byte("bad")},
@@ -99,7 +92,7 @@ func TestSyncFailureRecordedAsFailed(t *testing.T) {
 		if r.State != policy.Failed || r.Breaker.ConsecutiveFailures != 0 || r.Breaker.OutageBegan {
 			t.Fatalf("result = %+v (a permanent answer never counts)", r)
 		}
-		if d := pttl(t, e, recordKey(res.Claimed.ID)); d <= day-time.Minute {
+		if d := pttl(t, e, recordKey(cl.ID)); d <= day-time.Minute {
 			t.Fatalf("failed TTL = %v, want the idempotency retention", d)
 		}
 		if page, _ := deadLettersOf(s).DeadLetters(ctxT(t), policy.DeadLetterQuery{Endpoint: "fail-api"}); len(page.Items) != 0 {

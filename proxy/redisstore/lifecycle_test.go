@@ -89,14 +89,11 @@ func TestBeginCompleteSucceededSetsTTL(t *testing.T) {
 func TestResponseBodyCapped(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store() // cap 16 bytes
-		res, err := s.Begin(ctxT(t), req("cap-api", "k", "x"), policy.BeginOptions{Lease: testLease})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := mustBegin(t, s, req("cap-api", "k", "x"))
 		c := success()
 		c.Response.Body = []byte("0123456789abcdefTAIL")
-		mustComplete(t, s, res.Claimed, c)
-		got := mustGet(t, s, res.Claimed.ID).Response
+		mustComplete(t, s, cl, c)
+		got := mustGet(t, s, cl.ID).Response
 		if string(got.Body) != "0123456789abcdef" || !got.Truncated {
 			t.Fatalf("response = %q truncated=%v", got.Body, got.Truncated)
 		}
@@ -190,9 +187,7 @@ func TestDeadLetterIndexedWithTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := mustClaim(t, s, "dl-api", claimOpts).Claimed[0]
-		comp := failure(time.Time{})
-		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterExhausted
-		res := mustComplete(t, s, c, comp)
+		res := mustDeadLetter(t, s, c, policy.DeadLetterExhausted)
 		if res.State != policy.DeadLettered || !res.NotifyOwner {
 			t.Fatalf("result = %+v, want dead_lettered and notify (first dead letter of the outage)", res)
 		}
@@ -216,7 +211,7 @@ func TestDeadLetterIndexedWithTTL(t *testing.T) {
 		// A second dead letter in the same outage does not notify again.
 		mustEnqueue(t, s, "dl-api", 1)
 		c2 := mustClaim(t, s, "dl-api", claimOpts).Claimed[0]
-		if res := mustComplete(t, s, c2, comp); res.NotifyOwner {
+		if res := mustDeadLetter(t, s, c2, policy.DeadLetterExhausted); res.NotifyOwner {
 			t.Fatal("owner notified twice in one outage")
 		}
 	})
@@ -250,14 +245,11 @@ func TestResponseBodyCappedOnCharacterBoundary(t *testing.T) {
 			{"boundary exactly at the cap", "0123456789abcde€€", "0123456789abcde"},
 			{"binary", strings.Repeat("\x80", 40), strings.Repeat("\x80", 16)},
 		} {
-			res, err := s.Begin(ctxT(t), req("cap-api", "k-"+tt.name, "x"), policy.BeginOptions{Lease: testLease})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cl := mustBegin(t, s, req("cap-api", "k-"+tt.name, "x"))
 			c := success()
 			c.Response.Body = []byte(tt.body)
-			mustComplete(t, s, res.Claimed, c)
-			got := mustGet(t, s, res.Claimed.ID).Response
+			mustComplete(t, s, cl, c)
+			got := mustGet(t, s, cl.ID).Response
 			if string(got.Body) != tt.want || !got.Truncated {
 				t.Errorf("%s: stored %q truncated=%v; want %q", tt.name, got.Body, got.Truncated, tt.want)
 			}

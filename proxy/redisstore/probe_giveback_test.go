@@ -10,6 +10,22 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
+// keyOfQueue is the first idempotency key prefix-0, prefix-1, … whose new
+// callout of ep goes to a queue that ok accepts.
+func keyOfQueue(t *testing.T, s *Store, ep, prefix string, ok func(keyspace.Queue) bool) string {
+	t.Helper()
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		q, err := s.queues.ForCreate(ctxT(t), req(ep, k, "{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(q) {
+			return k
+		}
+	}
+}
+
 // On a sharded endpoint whose gate is half-open, a write to a queue outside
 // the endpoint hash's slot takes the probe token before its create script
 // runs (admit.lua). When that write is then not created — a duplicate of a
@@ -21,17 +37,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 		const ep = "gb-probe"
 		s := shardedStore(e, ep, 3)
 		// a key whose queue is not the home queue
-		key := ""
-		for i := 0; key == ""; i++ {
-			k := fmt.Sprintf("dup-%d", i)
-			q, err := s.queues.ForCreate(ctxT(t), req(ep, k, "{}"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !q.Home {
-				key = k
-			}
-		}
+		key := keyOfQueue(t, s, ep, "dup", func(q keyspace.Queue) bool { return !q.Home })
 		orig := mustBegin(t, s, req(ep, key, "{}"))
 		mustComplete(t, s, orig, success())
 		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
@@ -56,17 +62,7 @@ func TestProbeTokenGivenBackWhenNotCreated(t *testing.T) {
 		}
 		// a new key of a non-home queue holding a retry, refused by a cap of
 		// one item (each of 3 queues gets 1) after taking the token
-		refused := ""
-		for i := 0; refused == ""; i++ {
-			k := fmt.Sprintf("full-%d", i)
-			q, err := s.queues.ForCreate(ctxT(t), req(ep, k, "{}"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !q.Home && pending[q.Due] {
-				refused = k
-			}
-		}
+		refused := keyOfQueue(t, s, ep, "full", func(q keyspace.Queue) bool { return !q.Home && pending[q.Due] })
 		_, err := s.Begin(ctxT(t), req(ep, refused, "{}"), policy.BeginOptions{Lease: testLease, Breaker: br,
 			Limits: policy.BacklogLimits{MaxItems: 1}})
 		wantErr(t, err, policy.ErrBacklogFull)

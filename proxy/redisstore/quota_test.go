@@ -162,9 +162,7 @@ func TestDeadLetterBytesReleased(t *testing.T) {
 		dead := func(ep string) string {
 			mustEnqueueReq(t, s, bigRequest(ep, "https://a.my.salesforce.com", "", 100, 1000))
 			c := mustClaim(t, s, ep, claimOpts).Claimed[0]
-			comp := failure(time.Time{})
-			comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
-			mustComplete(t, s, c, comp)
+			mustDeadLetter(t, s, c, policy.DeadLetterPermanent)
 			return c.ID
 		}
 		id := dead("dlb-api")

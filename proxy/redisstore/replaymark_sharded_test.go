@@ -26,9 +26,7 @@ func TestReplayMarkSharded(t *testing.T) {
 					t.Fatal(err)
 				}
 				c := claimEvery(t, s, "rm-api")[0]
-				comp := failure(time.Time{})
-				comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
-				mustComplete(t, s, c, comp)
+				mustDeadLetter(t, s, c, policy.DeadLetterPermanent)
 				dl := c.ID
 				nc.ReplayOf = dl
 				res, err := s.Enqueue(ctx, nc, enqOpts)

@@ -16,9 +16,7 @@ func deadLetter(t *testing.T, s *Store, endpoint, key string) (policy.NewCallout
 		t.Fatal(err)
 	}
 	c := mustClaim(t, s, endpoint, ClaimOptions{Batch: 1, Lease: testLease}).Claimed[0]
-	comp := failure(time.Time{})
-	comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
-	mustComplete(t, s, c, comp)
+	mustDeadLetter(t, s, c, policy.DeadLetterPermanent)
 	return nc, c.ID
 }
 

@@ -53,9 +53,7 @@ func TestReplayOutcomeNotedOnTheDeadLetter(t *testing.T) {
 			t.Fatalf("pending replay: outcome %q, want none", got)
 		}
 		cl := mustClaim(t, s, "rx-api", claimOpts).Claimed[0]
-		comp := failure(time.Time{})
-		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterPermanent
-		mustComplete(t, s, cl, comp)
+		mustDeadLetter(t, s, cl, policy.DeadLetterPermanent)
 		if got := outcome(dl); got != policy.DeadLettered {
 			t.Fatalf("failed replay: outcome %q, want dead_lettered", got)
 		}

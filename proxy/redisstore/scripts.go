@@ -37,14 +37,15 @@ type scripts struct {
 	dlPrune     *script.Script[pruneArgs, countReply]
 }
 
-// loadScripts loads the core's scripts and returns them with lib.lua, which
-// proxy/redisstore/gateview's scripts are composed with too.
+// loadScripts loads the core's scripts and returns them with their
+// helpers, script.Numbers then lib.lua, which proxy/redisstore/gateview's
+// scripts are composed with too.
 func loadScripts() (scripts, string, error) {
 	b, err := luaFS.ReadFile("lua/lib.lua")
 	if err != nil {
 		return scripts{}, "", err
 	}
-	lib := string(b)
+	lib := script.Numbers + "\n" + string(b)
 	var s scripts
 	err = errors.Join(
 		script.LoadInto(&s.create, luaFS, "create", script.Clock, lib),

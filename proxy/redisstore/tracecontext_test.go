@@ -35,9 +35,7 @@ func TestTraceContextStored(t *testing.T) {
 		if len(c) != 1 || c[0].TraceContext != testTrace {
 			t.Fatalf("claimed = %+v, want the trace context", c)
 		}
-		comp := failure(time.Time{})
-		comp.Action, comp.Reason = policy.ActionDeadLetter, policy.DeadLetterExhausted
-		mustComplete(t, s, c[0], comp)
+		mustDeadLetter(t, s, c[0], policy.DeadLetterExhausted)
 		if got := mustGet(t, s, b.Claimed.ID); got.State != policy.DeadLettered || got.TraceContext != testTrace {
 			t.Errorf("dead letter = %s with trace context %q", got.State, got.TraceContext)
 		}

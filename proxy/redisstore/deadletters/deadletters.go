@@ -94,7 +94,7 @@ func New(rdb redis.UniversalClient, idx Indexes, o Options) *Store {
 	lib, err := luaFS.ReadFile("lua/lib.lua")
 	if err == nil {
 		err = errors.Join(script.LoadInto(&r.list, luaFS, "list"),
-			script.LoadInto(&r.mark, luaFS, "mark", script.Clock, string(lib)))
+			script.LoadInto(&r.mark, luaFS, "mark", script.Clock, script.Numbers, string(lib)))
 	}
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition

@@ -12,6 +12,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,11 +29,8 @@ func waitCalls(t *testing.T, c *redis.Client, cmd string) int {
 	return n
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a test's context (storetest.Ctx).
+func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
 // writeAndAck writes n keys concurrently through rdb, each followed by
 // Ack, and reports an error for every key that its replica (replicaOf)

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 )
 
 // BenchmarkCachedAdmission measures a read's gate answered from memory (a
@@ -16,7 +17,7 @@ func BenchmarkCachedAdmission(b *testing.B) {
 	mr := miniredis.RunT(b)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
 	b.Cleanup(func() { _ = rdb.Close() })
-	s := manual(newReplica(rdb, clocktest.New(t0), 1))
+	s := manual(newReplica(rdb, clocktest.New(t0), storetest.Rand(1)))
 	if _, err := s.Admit(b.Context(), "bench-api", cacheBreaker); err != nil {
 		b.Fatal(err)
 	}

@@ -2,10 +2,8 @@ package gatecache
 
 import (
 	"context"
-	"encoding/binary"
-	"math/rand/v2"
+	"io"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,44 +12,33 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
-	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // The store's core is the cache's Core.
 var _ Core = (*redisstore.Store)(nil)
 
-// t0 is a round Unix-ms instant: a Lua number like 1.7e12 must never reach
-// Redis in exponent form.
-var t0 = time.UnixMilli(1_700_000_000_000)
+// t0 is the instant the tests' clocks start at (storetest.T0).
+var t0 = storetest.T0()
 
 // cacheBreaker is the breaker of the gate-cache tests: 3 failures, a
 // 1-minute probe interval, a 10-second probe lease.
 var cacheBreaker = policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute, ProbeLease: 10 * time.Second}
 
-// env is one backend under test with its clock.
-type env struct {
-	b     redistest.Backend
-	clk   *clocktest.Clock
-	seeds atomic.Uint64
-}
+// env is one backend under test with its clock (storetest.Env), and this
+// package's ways to build on it.
+type env struct{ *storetest.Env }
 
-// forEachBackend runs fn as a subtest on every backend redistest offers.
+// forEachBackend runs fn on every backend (storetest.ForEachBackend).
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			fn(t, &env{b: b, clk: clocktest.New(t0)})
-		})
-	}
+	storetest.ForEachBackend(t, func(t *testing.T, se *storetest.Env) { fn(t, &env{se}) })
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a test's context (storetest.Ctx).
+func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
 // replica is one proxy replica's store and gate cache, wired as
 // cmd/callout-proxy wires them: the cache wraps the store's core, which
@@ -62,19 +49,17 @@ type replica struct {
 	rdb   redis.UniversalClient
 }
 
-// newReplica returns a replica on rdb with clock clk.
-func newReplica(rdb redis.UniversalClient, clk *clocktest.Clock, seed uint64) *replica {
-	var s [32]byte
-	binary.LittleEndian.PutUint64(s[:], seed)
+// newReplica returns a replica on rdb with clock clk and random source rnd.
+func newReplica(rdb redis.UniversalClient, clk *clocktest.Clock, rnd io.Reader) *replica {
 	r := &replica{rdb: rdb}
-	r.Store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: clk.Now, Rand: rand.NewChaCha8(s),
+	r.Store = redisstore.New(rdb, redisstore.Options{PinScriptTime: true, Now: clk.Now, Rand: rnd,
 		GateChanged: func(ep string) { r.cache.Changed(ep) }})
 	r.cache = New(r.Store, rdb, Options{Now: clk.Now})
 	return r
 }
 
 // store returns a new replica on the backend.
-func (e *env) store() *replica { return newReplica(e.b.Client, e.clk, e.seeds.Add(1)) }
+func (e *env) store() *replica { return newReplica(e.B.Client, e.Clk, e.Rand()) }
 
 // CachedAdmission and Admit are the replica's read path: its gate cache's.
 func (r *replica) CachedAdmission(endpoint string) (policy.Admission, bool) {
@@ -243,7 +228,7 @@ func TestGateCacheBreakerOpensOnAnotherReplica(t *testing.T) {
 		}
 		// The probe time is reached: the cached Until ends the entry, no
 		// poll needed, and the probe is taken in Redis by one read only.
-		e.clk.Set(probeAt)
+		e.Clk.Set(probeAt)
 		var probes, refused int
 		for _, s := range []*replica{a, b, a, b} {
 			g, cached := readGate(t, s, "pub-api")
@@ -273,7 +258,7 @@ func TestGateCacheExactlyOneProbe(t *testing.T) {
 		before := mark(reps[1], "one-probe-api")
 		fail(t, reps[0], "one-probe-api", 3)
 		heard(t, reps[1], "one-probe-api", "the other replica hearing of the failures", before)
-		e.clk.Advance(time.Minute)
+		e.Clk.Advance(time.Minute)
 		var mu sync.Mutex
 		tokens := 0
 		var wg sync.WaitGroup
@@ -327,11 +312,11 @@ func TestGateCachePollBackstop(t *testing.T) {
 			t.Fatalf("B after one poll = %+v cached %v, want breaker_open from memory", g, cached)
 		}
 		// C: no poll, but its reading ages past MaxStale.
-		e.clk.Advance(DefaultMaxStale)
+		e.Clk.Advance(DefaultMaxStale)
 		if _, cached := readGate(t, c, "poll-api"); !cached {
 			t.Fatal("C's reading at exactly MaxStale was not used")
 		}
-		e.clk.Advance(time.Millisecond)
+		e.Clk.Advance(time.Millisecond)
 		if g, cached := readGate(t, c, "poll-api"); cached || g.Gate.State != policy.GateBreakerOpen {
 			t.Fatalf("C past MaxStale = %+v cached %v, want breaker_open from Redis", g, cached)
 		}
@@ -361,7 +346,7 @@ func TestGateCacheOwnTransitions(t *testing.T) {
 		if g, cached := readGate(t, s, "own-pause"); !cached || g.Gate.State != policy.GatePaused {
 			t.Fatalf("the pause again = %+v cached %v, want it from memory", g, cached)
 		}
-		e.clk.Set(until)
+		e.Clk.Set(until)
 		if g, cached := readGate(t, s, "own-pause"); cached || g.Gate.State != policy.GateOpen {
 			t.Fatalf("at the pause's end = %+v cached %v, want open from Redis", g, cached)
 		}
@@ -418,7 +403,7 @@ func TestGateCacheRedisDown(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	clk := clocktest.New(t0)
-	s := manual(newReplica(rdb, clk, 1))
+	s := manual(newReplica(rdb, clk, storetest.Rand(1)))
 	readGate(t, s, "down-api")
 	mr.Close()
 	s.pollGates(ctxT(t)) // fails: keeps nothing
@@ -441,10 +426,10 @@ func TestGateCacheIdleEndpointsDropped(t *testing.T) {
 		s := manual(e.store())
 		readGate(t, s, "idle-api")
 		readGate(t, s, "busy-api")
-		e.clk.Advance(30 * time.Second)
+		e.Clk.Advance(30 * time.Second)
 		readGate(t, s, "busy-api")
-		e.clk.Advance(31 * time.Second)
-		if got := s.cache.pollable(e.clk.Now()); len(got) != 1 || got[0] != "busy-api" {
+		e.Clk.Advance(31 * time.Second)
+		if got := s.cache.pollable(e.Clk.Now()); len(got) != 1 || got[0] != "busy-api" {
 			t.Fatalf("pollable = %v, want only busy-api", got)
 		}
 		if _, ok := s.CachedAdmission("idle-api"); ok {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -273,23 +274,14 @@ func (j *Store) Forget(ctx context.Context, id string) error {
 func decodeJob(id string, m map[string]string) policy.ReplayJob {
 	return policy.ReplayJob{
 		ID: id, Spec: m[jSpec], State: policy.JobState(m[jState]), Phase: policy.JobPhase(m[jPhase]),
-		CreatedBy: m[jBy], CreatedAt: fromMs(m[jCreated]), StartedAt: fromMs(m[jStarted]),
-		FinishedAt: fromMs(m[jFinished]), UpdatedAt: fromMs(m[jUpdated]),
-		CancelledBy: m[jCancelledBy], CancelledAt: fromMs(m[jCancelledAt]),
+		CreatedBy: m[jBy], CreatedAt: record.ParseMs(m[jCreated]), StartedAt: record.ParseMs(m[jStarted]),
+		FinishedAt: record.ParseMs(m[jFinished]), UpdatedAt: record.ParseMs(m[jUpdated]),
+		CancelledBy: m[jCancelledBy], CancelledAt: record.ParseMs(m[jCancelledAt]),
 		Total: atoi(m[jTotal]), Sent: atoi(m[jSent]), WouldSend: atoi(m[jWouldSend]), Skipped: atoi(m[jSkipped]),
 		Refused: atoi(m[jRefused]), Failed: atoi(m[jFailed]), Error: m[jError],
 		Position: m[jPosition], Index: atoi(m[jIndex]), Owner: m[jOwner],
-		LeaseExpiresAt: fromMs(m[jLeaseUntil]),
+		LeaseExpiresAt: record.ParseMs(m[jLeaseUntil]),
 	}
-}
-
-// fromMs parses Unix ms; "" and "0" are the zero time.
-func fromMs(s string) time.Time {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
 }
 
 func atoi(s string) int {
@@ -326,21 +318,24 @@ func (j *Store) CancelJob(ctx context.Context, id, by string) (policy.JobState, 
 
 // refusal turns a job script's result into its error; nil for "ok".
 func refusal(op, id, r string) error {
+	var err error
 	switch r {
 	case "ok":
 		return nil
 	case "missing":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobNotFound)
+		err = policy.ErrJobNotFound
 	case "cancel":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobCancelled)
+		err = policy.ErrJobCancelled
 	case "lost":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobLost)
+		err = policy.ErrJobLost
 	case "busy":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobBusy)
+		err = policy.ErrJobBusy
 	case "final":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobFinal)
+		err = policy.ErrJobFinal
 	case "full":
-		return fmt.Errorf("jobs: %s %s: %w", op, id, policy.ErrJobFull)
+		err = policy.ErrJobFull
+	default:
+		return fmt.Errorf("jobs: %s %s: unexpected result %q", op, id, r)
 	}
-	return fmt.Errorf("jobs: %s %s: unexpected result %q", op, id, r)
+	return fmt.Errorf("jobs: %s %s: %w", op, id, err)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -29,6 +30,19 @@ func mustAcquire(t *testing.T, r *Store, id, owner string) policy.ReplayJob {
 	return j
 }
 
+// mustSending acquires job id for owner, collects the dead letters dls
+// and starts the job's send phase, failing on any error.
+func mustSending(t *testing.T, r *Store, id, owner string, dls ...string) {
+	t.Helper()
+	mustAcquire(t, r, id, owner)
+	if _, err := r.Collect(ctxT(t), id, owner, jobLease, "", dls); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartSending(ctxT(t), id, owner, jobLease); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // mustClaimItem claims queue item index of a job and fails on error.
 func mustClaimItem(t *testing.T, r *Store, id, owner string, index int, dl string) (bool, policy.ItemStatus) {
 	t.Helper()
@@ -49,14 +63,14 @@ func TestReplayJobLifecycle(t *testing.T) {
 		if active, _ := r.ActiveJobs(ctxT(t)); !slices.Equal(active, []string{j.ID}) {
 			t.Fatalf("active = %v", active)
 		}
-		e.clk.Advance(time.Second)
+		e.Clk.Advance(time.Second)
 		got := mustAcquire(t, r, j.ID, "A")
 		if got.State != policy.JobRunning || got.Phase != policy.PhaseCollect || !got.StartedAt.Equal(t0.Add(time.Second)) ||
 			got.Owner != "A" || got.Spec != `{"ids":["x"]}` {
 			t.Fatalf("acquired = %+v", got)
 		}
 		_, err := r.Acquire(ctxT(t), j.ID, "B", jobLease)
-		wantErr(t, err, policy.ErrJobBusy)
+		storetest.WantErr(t, err, policy.ErrJobBusy)
 
 		// Overlapping batches: every dead letter is taken once.
 		for _, batch := range [][]string{{"d1", "d2", "d3"}, {"d2", "d3", "d4"}, {"d1"}} {
@@ -115,7 +129,7 @@ func wantFinished(t *testing.T, e *env, r *Store, id string) {
 		t.Fatalf("finished = %+v", done)
 	}
 	for _, key := range keyspace.JobOf(id).All() {
-		if d := pttl(t, e, key); d <= DefaultRetention-time.Minute || d > DefaultRetention {
+		if d := e.PTTL(t, key); d <= DefaultRetention-time.Minute || d > DefaultRetention {
 			t.Fatalf("%s TTL = %v, want the job retention", key, d)
 		}
 	}
@@ -123,7 +137,7 @@ func wantFinished(t *testing.T, e *env, r *Store, id string) {
 		t.Fatalf("active after finish = %v", active)
 	}
 	_, err := r.Acquire(ctxT(t), id, "A", jobLease)
-	wantErr(t, err, policy.ErrJobFinal)
+	storetest.WantErr(t, err, policy.ErrJobFinal)
 	if list, _ := r.Jobs(ctxT(t), 10); len(list) != 1 || list[0].ID != id {
 		t.Fatalf("jobs = %+v", list)
 	}
@@ -137,13 +151,7 @@ func TestReplayJobCancel(t *testing.T) {
 			t.Fatalf("cancel queued = %q, %v", st, err)
 		}
 		j := mustJob(t, r, "{}")
-		mustAcquire(t, r, j.ID, "A")
-		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", []string{"d1", "d2"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.StartSending(ctxT(t), j.ID, "A", jobLease); err != nil {
-			t.Fatal(err)
-		}
+		mustSending(t, r, j.ID, "A", "d1", "d2")
 		mustClaimItem(t, r, j.ID, "A", 0, "d1")
 		if st, err := r.CancelJob(ctxT(t), j.ID, "viewer-ops"); err != nil || st != policy.JobCancelling {
 			t.Fatalf("cancel running = %q, %v", st, err)
@@ -153,7 +161,7 @@ func TestReplayJobCancel(t *testing.T) {
 			t.Fatal("in-flight result lost")
 		}
 		_, _, err := r.ClaimItem(ctxT(t), j.ID, "A", jobLease, 1, "d2")
-		wantErr(t, err, policy.ErrJobCancelled)
+		storetest.WantErr(t, err, policy.ErrJobCancelled)
 		if err := r.Finish(ctxT(t), j.ID, "A", policy.JobCancelled, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -165,9 +173,9 @@ func TestReplayJobCancel(t *testing.T) {
 			t.Fatalf("cancel again = %q", st)
 		}
 		_, err = r.CancelJob(ctxT(t), "AAAAAAAAAAAAAAAAAAAAAA", "ops")
-		wantErr(t, err, policy.ErrJobNotFound)
+		storetest.WantErr(t, err, policy.ErrJobNotFound)
 		_, err = r.Job(ctxT(t), "not a job id")
-		wantErr(t, err, policy.ErrJobNotFound)
+		storetest.WantErr(t, err, policy.ErrJobNotFound)
 	})
 }
 
@@ -175,22 +183,16 @@ func TestReplayJobLeaseTakeover(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		r := e.replays(Options{})
 		j := mustJob(t, r, "{}")
-		mustAcquire(t, r, j.ID, "A")
-		if _, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "", []string{"d1", "d2"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.StartSending(ctxT(t), j.ID, "A", jobLease); err != nil {
-			t.Fatal(err)
-		}
+		mustSending(t, r, j.ID, "A", "d1", "d2")
 		mustClaimItem(t, r, j.ID, "A", 0, "d1") // A dies while sending d1
-		e.clk.Advance(jobLease + time.Millisecond)
+		e.Clk.Advance(jobLease + time.Millisecond)
 		got := mustAcquire(t, r, j.ID, "B")
 		if got.Phase != policy.PhaseSend || got.Index != 1 || got.State != policy.JobRunning {
 			t.Fatalf("taken over = %+v", got)
 		}
 		_, _, err := r.ClaimItem(ctxT(t), j.ID, "A", jobLease, 1, "d2")
-		wantErr(t, err, policy.ErrJobLost)
-		wantErr(t, r.Finish(ctxT(t), j.ID, "A", policy.JobCompleted, ""), policy.ErrJobLost)
+		storetest.WantErr(t, err, policy.ErrJobLost)
+		storetest.WantErr(t, r.Finish(ctxT(t), j.ID, "A", policy.JobCompleted, ""), policy.ErrJobLost)
 		// B finds d1 still sending: it never claims it again.
 		if ok, prev := mustClaimItem(t, r, j.ID, "B", 0, "d1"); ok || prev != policy.ItemSending {
 			t.Fatalf("claim of the interrupted item = %v, %q", ok, prev)
@@ -210,7 +212,7 @@ func TestReplayJobItemCap(t *testing.T) {
 		j := mustJob(t, r, "{}")
 		mustAcquire(t, r, j.ID, "A")
 		total, err := r.Collect(ctxT(t), j.ID, "A", jobLease, "p1", []string{"a", "b", "a", "c", "d", "e"})
-		wantErr(t, err, policy.ErrJobFull)
+		storetest.WantErr(t, err, policy.ErrJobFull)
 		if total != 3 {
 			t.Fatalf("total = %d, want 3", total)
 		}

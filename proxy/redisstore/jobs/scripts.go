@@ -169,7 +169,7 @@ func loadScripts() (scripts, error) {
 	if err != nil {
 		return scripts{}, err
 	}
-	lib := string(b)
+	lib := script.Numbers + "\n" + string(b)
 	var s scripts
 	err = errors.Join(
 		script.LoadInto(&s.acquire, luaFS, "acquire", script.Clock, lib),

@@ -4,21 +4,11 @@
 --
 -- Conventions: Redis's clock is the one clock of shared state (contract §1,
 -- ARCHITECTURE.md "One clock"): every script takes "now" from clock(A.now)
--- (script.Clock, prepended before this file), which reads TIME, and replicas pass durations (ms), never instants, for
+-- (script.Clock, prepended before this file with script.Numbers: str and
+-- num), which reads TIME, and replicas pass durations (ms), never instants, for
 -- due times, leases, probe times, pauses and retentions. An absent hash
 -- field reads as false; numbers written to Redis go through str() so they
 -- are never formatted as 1.7e+12.
-
--- str formats an integral number as a decimal string.
-local function str(n)
-  return string.format('%d', n)
-end
-
--- num converts a reply value to a number; absent or empty is 0.
-local function num(v)
-  if not v or v == '' then return 0 end
-  return tonumber(v)
-end
 
 -- breaker_state is the breaker's state at now from its stored fields
 -- (contract §6): 'closed'; 'open' until the probe time pa; 'half_open' from

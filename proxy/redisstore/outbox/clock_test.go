@@ -18,7 +18,7 @@ import (
 // skewedOutbox is an outbox whose own clock is Redis's shifted by skew,
 // with scripts reading TIME (PinScriptTime off: how production runs).
 func skewedOutbox(e *env, skew time.Duration) *Outbox {
-	return New(e.b.Client, Options{Now: func() time.Time { return time.Now().Add(skew) },
+	return New(e.B.Client, Options{Now: func() time.Time { return time.Now().Add(skew) },
 		DeadLetterRetention: 30 * day})
 }
 
@@ -41,7 +41,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Fatalf("claim by the replica ahead = %+v, %v; want the entry", got, err)
 		}
-		redistest.Within(t, "lease end", got[0].Lease, e.b.Now(t).Add(testLease), tol)
+		redistest.Within(t, "lease end", got[0].Lease, e.B.Now(t).Add(testLease), tol)
 		if info, _, _ := ahead.Entry(ctx, name); !info.Due.Equal(got[0].Lease) {
 			t.Fatalf("stored lease %v, claim reported %v", info.Due, got[0].Lease)
 		}
@@ -63,7 +63,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		redistest.Within(t, "retry due time", info.Due, e.b.Now(t).Add(10*time.Second), tol)
+		redistest.Within(t, "retry due time", info.Due, e.B.Now(t).Add(10*time.Second), tol)
 		if again, err := ahead.Claim(ctx, n, 10, testLease); err != nil || len(again) != 0 {
 			t.Fatalf("the replica ahead claimed a retry due in 10 s: %+v, %v", again, err)
 		}
@@ -83,7 +83,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		redistest.Within(t, "deferral end", d.Until, e.b.Now(t).Add(time.Minute), tol)
+		redistest.Within(t, "deferral end", d.Until, e.B.Now(t).Add(time.Minute), tol)
 		if err := behind.Pause(ctx, behind.now().Add(time.Minute), "api_limit"); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		redistest.Within(t, "pause end", till, e.b.Now(t).Add(time.Minute), tol)
+		redistest.Within(t, "pause end", till, e.B.Now(t).Add(time.Minute), tol)
 
 		// A status change without an event time is stamped with Redis's now.
 		if _, err := ahead.SetRecordStatus(ctx, root, policy.StatusChange{Status: policy.RecordReprocessing}); err != nil {
@@ -101,6 +101,6 @@ func TestLeasesAndDueTimesFollowRedisClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		redistest.Within(t, "status stamp", st.At, e.b.Now(t), tol)
+		redistest.Within(t, "status stamp", st.At, e.B.Now(t), tol)
 	})
 }

@@ -35,7 +35,7 @@ func gone(t *testing.T, e *env, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		key, _ := keyspace.Callout(id)
-		if err := e.b.Client.Del(ctxT(t), keyspace.RecordParts(key)...).Err(); err != nil {
+		if err := e.B.Client.Del(ctxT(t), keyspace.RecordParts(key)...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,17 +61,17 @@ func TestOutboxExpire(t *testing.T) {
 		mustStatus(t, o, discarded, policy.StatusChange{Status: policy.RecordDiscarded})
 		claimAll(t, o)
 
-		e.clk.Advance(30*day - time.Second)
+		e.Clk.Advance(30*day - time.Second)
 		if got := expireAll(t, o); len(got) != 0 {
 			t.Fatalf("expired before their time: %v", got)
 		}
-		e.clk.Advance(time.Second)
+		e.Clk.Advance(time.Second)
 		// plain is still there (its TTL was extended): checked again later.
 		gone(t, e, replayed, reprocessed, discarded)
 		if got := expireAll(t, o); len(got) != 0 {
 			t.Fatalf("expired %v; none is the latest copy of a live record", got)
 		}
-		if at, ok, _ := o.ExpiresAt(ctxT(t), plain); !ok || !at.After(e.clk.Now()) {
+		if at, ok, _ := o.ExpiresAt(ctxT(t), plain); !ok || !at.After(e.Clk.Now()) {
 			t.Errorf("a copy still present must be checked again later, got %v %v", at, ok)
 		}
 		for _, id := range []string{reprocessed, discarded} {
@@ -80,7 +80,7 @@ func TestOutboxExpire(t *testing.T) {
 			}
 		}
 		gone(t, e, plain, chain[0])
-		e.clk.Advance(30 * day)
+		e.Clk.Advance(30 * day)
 		want := []string{plain, replayed}
 		slices.Sort(want)
 		if got := expireAll(t, o); !slices.Equal(got, want) {

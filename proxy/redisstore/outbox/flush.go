@@ -8,6 +8,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -67,7 +68,7 @@ func (o *Outbox) Deferrals(ctx context.Context) (map[string]policy.Deferral, err
 		d := out[k[2:]]
 		switch k[0] {
 		case 'u':
-			d.Until = fromMs(v)
+			d.Until = record.ParseMs(v)
 		case 'n':
 			d.Fails, _ = strconv.Atoi(v)
 		}

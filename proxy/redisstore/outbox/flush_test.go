@@ -32,11 +32,11 @@ func TestFlushLease(t *testing.T) {
 		if err := o.ReleaseFlush(ctx, "a"); err != nil || !take("b") {
 			t.Fatalf("after a gave it back b did not get it (%v)", err)
 		}
-		e.clk.Advance(time.Minute - time.Millisecond)
+		e.Clk.Advance(time.Minute - time.Millisecond)
 		if take("a") {
 			t.Fatal("a took b's lease before it ended")
 		}
-		e.clk.Advance(time.Millisecond)
+		e.Clk.Advance(time.Millisecond)
 		if !take("a") {
 			t.Fatal("b's lease did not end by itself")
 		}
@@ -84,8 +84,8 @@ func TestDueStats(t *testing.T) {
 			t.Fatalf("empty outbox: %d %v %v", n, oldest, err)
 		}
 		ids, _ := scheduledDeadLetters(t, s, "pay", 3) // m: and e: each, o: once, at t0
-		e.clk.Advance(time.Second)
-		if _, err := o.Put(ctx, e.clk.Now().Add(time.Hour), Item{Name: policy.EntryName(policy.EntryStatus, ids[0])}); err != nil {
+		e.Clk.Advance(time.Second)
+		if _, err := o.Put(ctx, e.Clk.Now().Add(time.Hour), Item{Name: policy.EntryName(policy.EntryStatus, ids[0])}); err != nil {
 			t.Fatal(err)
 		}
 		n, oldest, err := o.DueStats(ctx)

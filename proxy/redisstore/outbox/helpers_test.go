@@ -2,52 +2,38 @@ package outbox
 
 import (
 	"context"
-	"encoding/binary"
-	"math/rand/v2"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/policy/clocktest"
-	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 )
 
-// t0 is a round Unix-ms instant on purpose: a Lua number like 1.7e12 must
-// never reach Redis in exponent form.
-var t0 = time.UnixMilli(1_700_000_000_000)
+// t0 is the instant the tests' clocks start at (storetest.T0).
+var t0 = storetest.T0()
 
 const (
 	testLease = 30 * time.Second
 	day       = 24 * time.Hour
 )
 
-// env is one backend under test with its clock.
-type env struct {
-	b     redistest.Backend
-	clk   *clocktest.Clock
-	seeds atomic.Uint64
-}
+// env is one backend under test with its clock (storetest.Env), and this
+// package's ways to build on it.
+type env struct{ *storetest.Env }
 
-// forEachBackend runs fn as a subtest on every backend redistest offers.
+// forEachBackend runs fn on every backend (storetest.ForEachBackend).
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			fn(t, &env{b: b, clk: clocktest.New(t0)})
-		})
-	}
+	storetest.ForEachBackend(t, func(t *testing.T, se *storetest.Env) { fn(t, &env{se}) })
 }
 
 // newStore returns a core Store (a "replica") on the backend with its own
 // deterministic random source; outbox sets Options.Outbox.
 func (e *env) newStore(outbox bool) *redisstore.Store {
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-	return redisstore.New(e.b.Client, redisstore.Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
+	return redisstore.New(e.B.Client, redisstore.Options{
+		PinScriptTime: true, Now: e.Clk.Now, Rand: e.Rand(), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day, Outbox: outbox,
 	})
 }
@@ -57,7 +43,7 @@ func (e *env) store() *redisstore.Store { return e.newStore(false) }
 
 // outbox is an Outbox on the backend with the tests' clock and retention.
 func (e *env) outbox() *Outbox {
-	return New(e.b.Client, Options{Now: e.clk.Now, PinScriptTime: true, DeadLetterRetention: 30 * day})
+	return New(e.B.Client, Options{Now: e.Clk.Now, PinScriptTime: true, DeadLetterRetention: 30 * day})
 }
 
 // outboxStore is a core Store with the Salesforce outbox on, and the
@@ -66,11 +52,8 @@ func (e *env) outboxStore() (*redisstore.Store, *Outbox) {
 	return e.newStore(true), e.outbox()
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a test's context (storetest.Ctx).
+func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
 // req returns a new callout of endpoint.
 func req(endpoint string) policy.NewCallout {
@@ -135,14 +118,4 @@ func mustComplete(t *testing.T, s *redisstore.Store, c *policy.Claimed, comp pol
 		t.Fatalf("complete %s: %v", c.ID, err)
 	}
 	return r
-}
-
-// pttl returns a key's remaining TTL (-1: none, -2: no key).
-func pttl(t *testing.T, e *env, key string) time.Duration {
-	t.Helper()
-	d, err := e.b.Client.PTTL(ctxT(t), key).Result()
-	if err != nil {
-		t.Fatalf("pttl %s: %v", key, err)
-	}
-	return d
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -109,7 +110,7 @@ func (o *Outbox) PausedUntil(ctx context.Context) (time.Time, string, error) {
 	if errors.Is(till.Err(), redis.Nil) {
 		return time.Time{}, "", nil
 	}
-	return fromMs(till.Val()), why.Val(), nil
+	return record.ParseMs(till.Val()), why.Val(), nil
 }
 
 // Watermark returns the named poll watermark (e.g. the SystemModstamp up
@@ -123,7 +124,7 @@ func (o *Outbox) Watermark(ctx context.Context, name string) (time.Time, error) 
 	if err != nil {
 		return time.Time{}, wrap("watermark", err)
 	}
-	return fromMs(v), nil
+	return record.ParseMs(v), nil
 }
 
 // SetWatermark stores the named poll watermark (ms precision). One round

@@ -23,14 +23,14 @@ func TestKeepPending(t *testing.T) {
 		if err != nil || kept != 2 || capped != 0 {
 			t.Fatalf("keep = %d kept, %d capped, %v; want both dead letters kept", kept, capped, err)
 		}
-		if d := pttl(t, e, rec); d <= margin-time.Minute || d > margin {
+		if d := e.PTTL(t, rec); d <= margin-time.Minute || d > margin {
 			t.Fatalf("record TTL after keep = %v, want %v", d, margin)
 		}
 
 		// Past the cap the records are left to their TTL, and counted.
-		e.clk.Advance(2 * day)
-		if e.b.Mini != nil {
-			e.b.Mini.FastForward(time.Hour) // miniredis's TTLs run on its own clock
+		e.Clk.Advance(2 * day)
+		if e.B.Mini != nil {
+			e.B.Mini.FastForward(time.Hour) // miniredis's TTLs run on its own clock
 		}
 		kept, capped, err = o.KeepPending(ctxT(t), margin+time.Hour, 2*day)
 		if err != nil || kept != 0 || capped != 2 {

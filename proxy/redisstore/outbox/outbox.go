@@ -35,8 +35,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// luaFS holds the outbox's scripts; lib.lua (str, num) is the prelude of
-// each.
+// luaFS holds the outbox's scripts; script.Clock and script.Numbers (str,
+// num) are the prelude of each.
 //
 //go:embed lua/*.lua
 var luaFS embed.FS
@@ -90,12 +90,8 @@ type scripts struct {
 }
 
 func loadScripts() (scripts, error) {
-	lib, err := luaFS.ReadFile("lua/lib.lua")
-	if err != nil {
-		return scripts{}, err
-	}
 	var s scripts
-	pre := []string{script.Clock, string(lib)}
+	pre := []string{script.Clock, script.Numbers}
 	return s, errors.Join(
 		script.LoadInto(&s.claim, luaFS, "claim", pre...),
 		script.LoadInto(&s.ack, luaFS, "ack", pre...),
@@ -395,15 +391,6 @@ func (o *Outbox) Put(ctx context.Context, at time.Time, items ...Item) (int, err
 // ms formats a time as Unix ms in decimal, the form every outbox key and
 // script keeps times in.
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
-
-// fromMs parses Unix ms; "" and "0" are the zero time.
-func fromMs(s string) time.Time {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
-}
 
 // str is a reply value (HMGET's) as a string: "" for an absent field.
 func str(v any) string {

@@ -155,7 +155,7 @@ func TestOutboxOffQueuesNothing(t *testing.T) {
 		if n, err := o.Len(ctxT(t)); err != nil || n != 0 {
 			t.Errorf("outbox len = %d %v, want 0", n, err)
 		}
-		e.clk.Advance(31 * day)
+		e.Clk.Advance(31 * day)
 		if shards, err := o.ExpiryShards(ctxT(t)); err != nil || len(shards) != 0 {
 			t.Errorf("expiry shards = %v %v, want none", shards, err)
 		}
@@ -180,7 +180,7 @@ func TestOutboxClaimLeaseAndAck(t *testing.T) {
 		if again, _ := o.Claim(ctxT(t), shard, 10, time.Minute); len(again) != 0 {
 			t.Fatalf("leased entries claimed again: %+v", again)
 		}
-		e.clk.Advance(time.Minute)
+		e.Clk.Advance(time.Minute)
 		second, err := o.Claim(ctxT(t), shard, 10, time.Minute)
 		if err != nil || len(second) != 3 || !second[0].Lease.After(first[0].Lease) {
 			t.Fatalf("claim after the lease = %+v %v", second, err)
@@ -189,7 +189,7 @@ func TestOutboxClaimLeaseAndAck(t *testing.T) {
 		if err != nil || stale != 1 {
 			t.Fatalf("ack with the old lease: stale %d %v, want 1", stale, err)
 		}
-		retryAt, deferAt := e.clk.Now().Add(time.Hour), e.clk.Now().Add(2*time.Hour)
+		retryAt, deferAt := e.Clk.Now().Add(time.Hour), e.Clk.Now().Add(2*time.Hour)
 		stale, err = o.Ack(ctxT(t), shard, second[0].Lease, []policy.OutboxAck{
 			{Name: a, Verdict: policy.VerdictDone},
 			{Name: b, Verdict: policy.VerdictRetry, At: retryAt, Error: "UNABLE_TO_LOCK_ROW", SetPayload: true, Payload: "pb"},

@@ -41,26 +41,26 @@ func TestReprocessClaims(t *testing.T) {
 			}
 		}
 		key := reprocessKey(root, stamp)
-		if d := pttl(t, e, key); d <= 0 || d > time.Minute {
+		if d := e.PTTL(t, key); d <= 0 || d > time.Minute {
 			t.Errorf("claim TTL = %v, want the lease (1m)", d)
 		}
 		if err := a.FinishReprocess(ctx, root, stamp); err != nil {
 			t.Fatal(err)
 		}
-		if d := pttl(t, e, key); d <= 29*day || d > 30*day {
+		if d := e.PTTL(t, key); d <= 29*day || d > 30*day {
 			t.Errorf("finished TTL = %v, want the dead-letter retention (30 days)", d)
 		}
 		if claim(b, "replica-b", stamp) {
 			t.Error("a finished request was claimed again")
 		}
-		if e.b.Mini == nil {
+		if e.B.Mini == nil {
 			return // the lapse below needs the server's clock
 		}
 		lapsing := stamp.Add(time.Hour)
 		if !claim(a, "replica-a", lapsing) {
 			t.Fatal("a fresh request was refused")
 		}
-		e.b.Mini.FastForward(time.Minute)
+		e.B.Mini.FastForward(time.Minute)
 		if !claim(b, "replica-b", lapsing) {
 			t.Error("a claim whose lease ended was not taken over")
 		}

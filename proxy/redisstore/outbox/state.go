@@ -10,6 +10,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,8 +36,8 @@ func (o *Outbox) RecordState(ctx context.Context, root string) (policy.RecordSta
 		return policy.RecordState{}, wrap("record state", err)
 	}
 	version, _ := strconv.ParseInt(str(f[3]), 10, 64)
-	return policy.RecordState{Status: str(f[0]), Replay: str(f[1]), At: fromMs(str(f[2])),
-		Version: version, Answered: fromMs(str(f[4]))}, nil
+	return policy.RecordState{Status: str(f[0]), Replay: str(f[1]), At: record.ParseMs(str(f[2])),
+		Version: version, Answered: record.ParseMs(str(f[4]))}, nil
 }
 
 // statusArgs are status.lua's keys and arguments (lua/status.lua); times

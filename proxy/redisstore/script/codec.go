@@ -342,40 +342,35 @@ func decodeField(f *field, v any, dst reflect.Value) error {
 	case scalar:
 		return decodeScalar(v, dst)
 	case list:
-		items, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("got %T, want an array", v)
-		}
-		out := reflect.MakeSlice(dst.Type(), len(items), len(items))
-		for i, it := range items {
-			if it == nil {
-				continue
-			}
-			if err := decodeScalar(it, out.Index(i)); err != nil {
-				return fmt.Errorf("item %d: %w", i+1, err)
-			}
-		}
-		dst.Set(out)
+		return decodeItems(v, dst, "an array", decodeScalar)
 	case structs:
 		ec := newReplyCodec(f.elem)
 		if dst.Kind() == reflect.Struct {
 			return ec.decode(v, dst)
 		}
-		items, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("got %T, want an array of replies", v)
-		}
-		out := reflect.MakeSlice(dst.Type(), len(items), len(items))
-		for i, it := range items {
-			if it == nil {
-				continue
-			}
-			if err := ec.decode(it, out.Index(i)); err != nil {
-				return fmt.Errorf("item %d: %w", i+1, err)
-			}
-		}
-		dst.Set(out)
+		return decodeItems(v, dst, "an array of replies", ec.decode)
 	}
+	return nil
+}
+
+// decodeItems sets the slice dst from the reply array v, each item by
+// decode (a nil item, Lua's false, leaves its element zero); want names
+// what v must be in the error when it is not an array.
+func decodeItems(v any, dst reflect.Value, want string, decode func(any, reflect.Value) error) error {
+	items, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("got %T, want %s", v, want)
+	}
+	out := reflect.MakeSlice(dst.Type(), len(items), len(items))
+	for i, it := range items {
+		if it == nil {
+			continue
+		}
+		if err := decode(it, out.Index(i)); err != nil {
+			return fmt.Errorf("item %d: %w", i+1, err)
+		}
+	}
+	dst.Set(out)
 	return nil
 }
 

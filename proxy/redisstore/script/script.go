@@ -75,6 +75,20 @@ local function clock(pinned)
   return clock_now
 end`
 
+// Numbers is a prelude of the two number helpers the store's lib.lua
+// files build on, loaded after Clock: str(n) formats an integral number as
+// a decimal string for a Redis argument or field (never in exponent form,
+// as 1.7e+12 would be), and num(v) converts a reply value to a number
+// (absent or empty: 0).
+const Numbers = `local function str(n)
+  return string.format('%d', n)
+end
+
+local function num(v)
+  if not v or v == '' then return 0 end
+  return tonumber(v)
+end`
+
 // Script is one loaded Lua script with argument type A and reply type R
 // (see the package comment for the tags and the field types). It is safe
 // for concurrent use.

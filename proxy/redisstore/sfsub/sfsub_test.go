@@ -1,14 +1,28 @@
 package sfsub
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
+	"github.com/redis/go-redis/v9"
 )
+
+// topic is the change-event topic the tests subscribe to.
+const topic = "/data/Failed_Callout__ChangeEvent"
+
+// newState is a State of topic on rdb; it fails the test on an error.
+func newState(t *testing.T, rdb redis.UniversalClient) *State {
+	t.Helper()
+	s, err := New(rdb, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // TestState: one replica holds the subscriber lease at a time; only the
 // holder moves the stored replay id; a released or expired lease is taken
@@ -18,17 +32,9 @@ import (
 func TestState(t *testing.T) {
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			topic := "/data/Failed_Callout__ChangeEvent"
-			a, err := New(b.Client, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bs, err := New(b.Client, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx := storetest.Ctx(t)
+			a := newState(t, b.Client)
+			bs := newState(t, b.Client)
 			if id, err := a.ReplayID(ctx); err != nil || id != nil {
 				t.Fatalf("replay id before any subscription = %q, %v; want none", id, err)
 			}
@@ -93,13 +99,8 @@ func TestState(t *testing.T) {
 func TestDeferred(t *testing.T) {
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			topic := "/data/Failed_Callout__ChangeEvent"
-			a, err := New(b.Client, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx := storetest.Ctx(t)
+			a := newState(t, b.Client)
 			t0 := time.UnixMilli(1_800_000_000_000)
 			clk := t0
 			now := func() time.Time { return clk }
@@ -120,10 +121,7 @@ func TestDeferred(t *testing.T) {
 			}
 			// The replica that took a1 and a3 dies: a new one sees a2 now,
 			// a1 and a3 a lease later.
-			bs, err := New(b.Client, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bs := newState(t, b.Client)
 			bs.PinScriptTime(now)
 			clk = t0.Add(3 * time.Second)
 			if ids, err := bs.Due(ctx, time.Minute, 10); err != nil ||
@@ -163,13 +161,8 @@ func TestDeferredFollowsRedisClock(t *testing.T) {
 			continue // miniredis's TIME is the host's clock, not a server's
 		}
 		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			topic := "/data/Failed_Callout__ChangeEvent"
-			s, err := New(b.Client, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx := storetest.Ctx(t)
+			s := newState(t, b.Client)
 			redisNow := func() int64 {
 				tm, err := b.Client.Time(ctx).Result()
 				if err != nil {
@@ -192,10 +185,7 @@ func TestDeferredFollowsRedisClock(t *testing.T) {
 			}
 			// Another replica, whatever its clock says, takes only the one
 			// due on Redis's clock and moves it a lease ahead on it.
-			other, err := New(b.Client, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
+			other := newState(t, b.Client)
 			if ids, err := other.Due(ctx, 2*time.Minute, 10); err != nil || !slices.Equal(ids, []string{"now"}) {
 				t.Fatalf("due: %v, %v; want [now] only", ids, err)
 			}

@@ -12,17 +12,15 @@ import (
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/policy/clocktest"
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
 // t0 is a whole hour: 12:00:00 UTC.
 var t0 = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a test's context (storetest.Ctx).
+func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
 // TestReplicasAddIntoOneSeries: two replicas count into the same minute
 // buckets; a reader sums them per point, by class, with dead letters and

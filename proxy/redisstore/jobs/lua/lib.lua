@@ -1,7 +1,7 @@
 -- lib.lua: helpers shared by the replay-job scripts (lua/*.lua of
 -- proxy/redisstore/jobs). The job store prepends this file to each of them
--- (scripts.go), after the script layer's reader of K and A and
--- script.Clock, so every job script runs as one self-contained chunk.
+-- (scripts.go), after the script layer's reader of K and A, script.Clock
+-- and script.Numbers (str, num), so every job script runs as one self-contained chunk.
 -- Redis's clock is the one clock of shared state (ARCHITECTURE.md "One
 -- clock"): every script takes now from clock(A.now), and replicas pass the
 -- lease as a duration (ms), never an instant.
@@ -9,18 +9,6 @@
 -- A job hash (keyspace, cp:job:{J}) holds its state in 's' (queued, running,
 -- cancelling, cancelled, completed, failed) and, while a replica works on
 -- it, that replica's token in 'ow' and its lease expiry (ms) in 'lx'.
-
--- str formats an integer for a Redis argument: in decimal, never in
--- exponent form.
-local function str(n)
-  return string.format('%d', n)
-end
-
--- num converts a reply value to a number; absent or empty is 0.
-local function num(v)
-  if not v or v == '' then return 0 end
-  return tonumber(v)
-end
 
 -- job_final reports whether a job state is final.
 local function job_final(s)
