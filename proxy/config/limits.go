@@ -195,8 +195,9 @@ func (l Limits) validate(col *collector, maxRequest, maxResponse int64) {
 	if l.MaxConnectionsPerIssuer < 0 {
 		col.add("limits.max_connections_per_issuer", "%d is negative; leave it out for a fair share", l.MaxConnectionsPerIssuer)
 	}
-	if l.MaxConnections >= 1 && l.MaxConnectionsPerIssuer > l.MaxConnections {
-		col.add("limits.max_connections_per_issuer", "%d is more than limits.max_connections (%d): it would never apply; "+
+	if l.MaxConnections >= 3 && 2*l.MaxConnectionsPerIssuer >= l.MaxConnections {
+		col.add("limits.max_connections_per_issuer", "%d is half of limits.max_connections (%d) or more: one organisation "+
+			"and the unverified requests at their shares would fill the listener with nobody over a share to cut; "+
 			"leave it out for a fair share", l.MaxConnectionsPerIssuer, l.MaxConnections)
 	}
 	if l.MaxInflightBytesPerIssuer < 0 {

@@ -136,15 +136,20 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 	})
 }
 
-// TestConnectionShareIdleFirst: while an organisation is over its share, an
-// idle keep-alive connection is closed before any request is cut (a client
-// reopens it; nothing is lost).
+// TestConnectionShareIdleFirst: while an organisation is over its share,
+// its own idle keep-alive connection is closed before any of its requests
+// is cut (a client reopens it; nothing is lost), and another
+// organisation's idle connection is never closed for it: that one's next
+// write on the reused connection would fail.
 func TestConnectionShareIdleFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newShareRig(t, 4, 1)
-		idle, ictx := r.accept()
-		r.run(idle, ictx, "org-b")
-		r.l.ConnState(idle, http.StateIdle) // its request ended: idle between requests
+		r := newShareRig(t, 5, 1)
+		bIdle, bctx := r.accept()
+		r.run(bIdle, bctx, "org-b")
+		r.l.ConnState(bIdle, http.StateIdle) // its request ended: idle between requests
+		aIdle, aictx := r.accept()
+		r.run(aIdle, aictx, "org-a")
+		r.l.ConnState(aIdle, http.StateIdle)
 		var actx []context.Context
 		for range 3 {
 			c, ctx := r.accept()
@@ -152,20 +157,22 @@ func TestConnectionShareIdleFirst(t *testing.T) {
 			actx = append(actx, ctx)
 		}
 		r.accept()
-		if !idle.closed || WasCut(ictx) {
-			t.Fatal("the idle keep-alive connection was not the one closed (or was counted a cut)")
+		if !aIdle.closed || WasCut(aictx) || bIdle.closed {
+			t.Fatalf("closed: org-a's idle %v (cut %v), org-b's idle %v; want org-a's idle closed, not cut, org-b's kept",
+				aIdle.closed, WasCut(aictx), bIdle.closed)
 		}
 		for _, ctx := range actx {
 			if WasCut(ctx) {
-				t.Fatal("a request was cut while an idle connection could be closed")
+				t.Fatal("a request was cut while org-a's idle connection could be closed")
 			}
 		}
 		if r.l.Cut() != 0 || r.l.Evicted() != 1 {
 			t.Fatalf("cut %d, evicted %d; want 0, 1", r.l.Cut(), r.l.Evicted())
 		}
-		r.accept() // no idle one left: org-a's oldest request goes
-		if !WasCut(actx[0]) || r.l.Cut() != 1 {
-			t.Fatalf("org-a's oldest request not cut (cut %d)", r.l.Cut())
+		r.accept() // no idle one of org-a left: its oldest request goes, org-b's idle stays
+		if !WasCut(actx[0]) || r.l.Cut() != 1 || bIdle.closed {
+			t.Fatalf("org-a's oldest request cut %v (cut %d), org-b's idle closed %v; want cut, 1, kept",
+				WasCut(actx[0]), r.l.Cut(), bIdle.closed)
 		}
 	})
 }

@@ -27,9 +27,10 @@ import (
 // the request path has verified its token (Running), and the group of
 // requests whose token is not verified yet ("") until then. At the cap,
 // while some group runs more requests than its share, the connection
-// closed is the oldest idle keep-alive connection, else a connection of the
-// group running the most requests above its share (its oldest request is
-// cut: WasCut), and never a connection of a group within its share nor a
+// closed is the oldest idle keep-alive connection of the group running the
+// most requests above its share, else that group's oldest request (cut:
+// WasCut), and never another group's idle connection (its next write on the
+// reused connection would fail), never a connection of a group within its share nor a
 // new connection still sending its header; so one organisation's requests
 // cannot hold every connection. With no group over its share, eviction is
 // as above and Accept may wait.
@@ -171,7 +172,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) victim() (v *Conn, cut bool, wake time.Duration) {
 	org, over := l.overShare()
 	if over {
-		if v := l.oldest(func(c *Conn) bool { return c.evictable && c.served }); v != nil {
+		// the over-share group's own idle connection, never another's:
+		// closing others' keep-alive connections for its reconnects would
+		// make their next write fail on a reused connection
+		if v := l.oldest(func(c *Conn) bool { return c.evictable && c.served && c.org == org }); v != nil {
 			return v, false, 0
 		}
 		return l.oldest(func(c *Conn) bool { return c.running && c.org == org }), true, 0
@@ -304,6 +308,7 @@ func (l *Listener) assign(c *Conn, org string) {
 		l.stop(c)
 		c.running, c.org = true, org
 		l.byOrg[org]++
+		l.signal() // a waiting Accept may now find a group over its share
 	}
 	l.mu.Unlock()
 }

@@ -1,0 +1,315 @@
+//go:build hostile
+
+package hostile
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
+)
+
+// slowUpstreamProxy is tenantProxy with an upstream whose /hang path
+// answers 200 after hold, counting the requests it received per
+// Idempotency-Key (reads: per path).
+func slowUpstreamProxy(t *testing.T, extraLimits string, hold time.Duration) (*proctest.Proxy, func(string) int) {
+	redisURL := proctest.StartRedis(t, false).URL
+	var mu sync.Mutex
+	hits := map[string]int{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		k := r.Header.Get("Idempotency-Key")
+		if k == "" {
+			k = r.URL.Path
+		}
+		mu.Lock()
+		hits[k]++
+		mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/hang") {
+			time.Sleep(hold)
+		}
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(up.Close)
+	_, admin := adminTokenFile(t)
+	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB},
+		Sections: admin + "limits:\n  body_read_timeout: 30s\n" + extraLimits + "\n",
+		Endpoints: []string{proctest.Endpoint("healthy", up.URL, proctest.Loopback),
+			proctest.Endpoint("shared", up.URL, proctest.Loopback)}}.YAML()
+	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
+	return p, func(k string) int { mu.Lock(); defer mu.Unlock(); return hits[k] }
+}
+
+// rawAnswer reads one response from c within d: "status problem" or the
+// read error.
+func rawAnswer(c net.Conn, d time.Duration) string {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return "no answer: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strconv.Itoa(resp.StatusCode) + " " + resp.Header.Get("Callout-Problem") + " " + resp.Header.Get("Callout-Outcome") +
+		" " + string(b)
+}
+
+// TestHostileConnectionShareKeepAlive: org-a holds every
+// connection with trickling uploads and reconnects as in
+// TestHostileConnectionShare; org-b sends 20 writes, 250 ms apart, each on
+// the keep-alive connection its previous write was answered on (as an
+// HTTP client with a connection pool does; a new connection only after the
+// proxy closed one). The share promises org-b's writes do not fail; the
+// listener closes the oldest idle keep-alive connection first while org-a
+// is over its share, and org-b's are the only idle ones.
+func TestHostileConnectionShareKeepAlive(t *testing.T) {
+	const conns, attackers = 256, 300
+	p, _ := tenantProxy(t, "  max_connections: "+strconv.Itoa(conns))
+	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range attackers {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
+				if err != nil {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				got := make(chan struct{})
+				go func() {
+					defer close(got)
+					if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+						resp.Body.Close()
+					}
+				}()
+				_, _ = io.WriteString(c, "POST /callout/shared/upload HTTP/1.1\r\nHost: x\r\nAuthorization: "+tokenA+
+					"\r\nIdempotency-Key: ka-"+strconv.Itoa(i)+"-"+strconv.Itoa(n)+"\r\nContent-Length: 1048576\r\n\r\n")
+			trickle:
+				for {
+					select {
+					case <-got:
+						break trickle
+					case <-stop:
+						break trickle
+					case <-time.After(2 * time.Second):
+						_, _ = io.WriteString(c, "x")
+					}
+				}
+				c.Close()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= conns {
+			break
+		}
+	}
+	results := map[string]int{}
+	var c net.Conn
+	var br *bufio.Reader
+	for i := range 20 {
+		time.Sleep(250 * time.Millisecond)
+		if c == nil {
+			var err error
+			if c, err = net.DialTimeout("tcp", p.Addr, 5*time.Second); err != nil {
+				results["dial: "+err.Error()]++
+				continue
+			}
+			br = bufio.NewReader(c)
+			results["new connection"]++
+		}
+		body := `{"n":1}`
+		_, err := io.WriteString(c, "POST /callout/shared/b HTTP/1.1\r\nHost: x\r\nAuthorization: "+tokenB+
+			"\r\nIdempotency-Key: kb-"+strconv.Itoa(i)+"\r\nContent-Type: application/json\r\nContent-Length: "+
+			strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var resp *http.Response
+		if err == nil {
+			resp, err = http.ReadResponse(br, nil)
+		}
+		if err != nil {
+			results["lost on a kept-alive connection"]++
+			c.Close()
+			c = nil
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		results[strconv.Itoa(resp.StatusCode)+" "+resp.Header.Get("Callout-Outcome")]++
+		if resp.Close {
+			c.Close()
+			c = nil
+		}
+	}
+	if c != nil {
+		c.Close()
+	}
+	cuts := p.Metric(t, `callout_listener_share_cuts_total{listener="callout"}`)
+	evicted := p.Metric(t, `callout_listener_evictions_total{listener="callout"}`)
+	t.Logf("org-b's 20 keep-alive writes: %v; share cuts %.0f, evictions %.0f", results, cuts, evicted)
+	if results["200 success"] != 20 {
+		t.Errorf("org-b's keep-alive writes while org-a is over its share: %v, want 20 × 200 success", results)
+	}
+}
+
+// TestHostileConnectionShareUnverified: an attacker with no token
+// holds the connections with requests that never reach a token check —
+// POST /healthz promising a 200 KB body it trickles (the probe answers at
+// once; net/http then reads the rest of the body to keep the connection
+// alive, which counts toward the unverified group), and Expect:
+// 100-continue uploads of org-a that never send their body — reconnecting
+// whenever one is closed. Org-b's 5 writes on new connections must be
+// answered 200 within 10 s.
+func TestHostileConnectionShareUnverified(t *testing.T) {
+	const conns, attackers = 256, 300
+	p, _ := tenantProxy(t, "  max_connections: "+strconv.Itoa(conns))
+	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
+	for _, kind := range []string{"healthz-body", "expect-continue"} {
+		t.Run(kind, func(t *testing.T) {
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range attackers {
+				wg.Go(func() {
+					for n := 0; ; n++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
+						if err != nil {
+							time.Sleep(100 * time.Millisecond)
+							continue
+						}
+						closed := make(chan struct{})
+						go func() {
+							defer close(closed)
+							_, _ = io.Copy(io.Discard, c) // until the proxy closes it
+						}()
+						req := "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n"
+						if kind == "expect-continue" {
+							req = "POST /callout/shared/e HTTP/1.1\r\nHost: x\r\nAuthorization: " + tokenA +
+								"\r\nIdempotency-Key: e-" + strconv.Itoa(i) + "-" + strconv.Itoa(n) +
+								"\r\nExpect: 100-continue\r\nContent-Length: 1048576\r\n\r\n"
+						}
+						_, _ = io.WriteString(c, req)
+					trickle:
+						for {
+							select {
+							case <-closed:
+								break trickle
+							case <-stop:
+								break trickle
+							case <-time.After(2 * time.Second):
+								if kind == "healthz-body" {
+									_, _ = io.WriteString(c, "x")
+								}
+							}
+						}
+						c.Close()
+					}
+				})
+			}
+			defer func() { close(stop); wg.Wait() }()
+			full := false
+			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= conns {
+					full = true
+					break
+				}
+			}
+			results := map[string]int{}
+			var slowest time.Duration
+			for i := range 5 {
+				time.Sleep(time.Second)
+				c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+				start := time.Now()
+				code, _, outcome, detail := call(c, http.MethodPost, p.URL+"/callout/shared/b", tokenB, kind+"-b-"+strconv.Itoa(i), false)
+				slowest = max(slowest, time.Since(start))
+				results[strconv.Itoa(code)+" "+outcome+" "+detail]++
+			}
+			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+			hz := "error"
+			if resp, err := hc.Get(p.URL + "/healthz"); err == nil {
+				hz = resp.Status
+				resp.Body.Close()
+			}
+			t.Logf("%s: full %v; org-b's 5 writes %v, slowest %s; /healthz %s; share cuts %.0f, evictions %.0f", kind, full,
+				results, slowest.Round(time.Millisecond), hz,
+				p.Metric(t, `callout_listener_share_cuts_total{listener="callout"}`),
+				p.Metric(t, `callout_listener_evictions_total{listener="callout"}`))
+			if results["200 success "] != 5 {
+				t.Errorf("org-b's writes: %v, want 5 × 200 success", results)
+			}
+		})
+	}
+}
+
+// TestHostileConnectionShareSilentStorm: an attacker with no token
+// and 300 workers opens connections that send half a header, reconnecting
+// as soon as one is closed (no group is over its share, so each new one
+// closes the oldest past its 500 ms grace). Org-b's 5 writes on new
+// connections, and /healthz, must be answered within 10 s.
+func TestHostileConnectionShareSilentStorm(t *testing.T) {
+	const conns = 256
+	p, _ := tenantProxy(t, "  max_connections: "+strconv.Itoa(conns))
+	tokenB := bearer(t, orgB)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 300 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				_, _ = io.WriteString(c, "POST /callout/shared/x HTTP/1.1\r\nHost: x\r\n")
+				done := make(chan struct{})
+				go func() { defer close(done); _, _ = io.Copy(io.Discard, c) }()
+				select {
+				case <-done:
+				case <-stop:
+				}
+				c.Close()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(2 * time.Second)
+	results := map[string]int{}
+	var slowest time.Duration
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	for i := range 5 {
+		start := time.Now()
+		code, _, outcome, detail := call(c, http.MethodPost, p.URL+"/callout/shared/b", tokenB, "storm-b-"+strconv.Itoa(i), false)
+		slowest = max(slowest, time.Since(start))
+		results[strconv.Itoa(code)+" "+outcome+" "+detail]++
+	}
+	t.Logf("org-b's 5 writes %v, slowest %s; open %.0f, evictions %.0f", results, slowest.Round(time.Millisecond),
+		p.Metric(t, `callout_listener_connections{listener="callout"}`),
+		p.Metric(t, `callout_listener_evictions_total{listener="callout"}`))
+	if results["200 success "] != 5 {
+		t.Errorf("org-b's writes during a tokenless storm of half headers: %v, want 5 × 200 success", results)
+	}
+}
