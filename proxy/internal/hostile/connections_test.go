@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // TestHostileConnectionShare: org-a holds every connection of the callout
@@ -33,62 +35,20 @@ func TestHostileConnectionShare(t *testing.T) {
 	p, _ := tenantProxy(t, "  max_connections: "+strconv.Itoa(conns))
 	w := watchProxy(t, p)
 	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
-	stop := make(chan struct{})
 	var (
 		answered atomic.Int64
 		mu       sync.Mutex
 		aGot     = map[string]int{} // org-a's answers: "status problem"
 	)
-	var wg sync.WaitGroup
-	for i := range attackers {
-		wg.Go(func() {
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
-				if err != nil {
-					time.Sleep(100 * time.Millisecond)
-					continue
-				}
-				got := make(chan struct{})
-				go func() {
-					defer close(got)
-					if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-						mu.Lock()
-						aGot[strconv.Itoa(resp.StatusCode)+" "+resp.Header.Get("Callout-Problem")]++
-						mu.Unlock()
-						resp.Body.Close()
-					}
-				}()
-				_, _ = io.WriteString(c, "POST /callout/shared/upload HTTP/1.1\r\nHost: x\r\nAuthorization: "+tokenA+
-					"\r\nIdempotency-Key: a-"+strconv.Itoa(i)+"-"+strconv.Itoa(n)+"\r\nContent-Length: 1048576\r\n\r\n")
-			trickle:
-				for {
-					select {
-					case <-got:
-						answered.Add(1)
-						break trickle
-					case <-stop:
-						break trickle
-					case <-time.After(2 * time.Second):
-						_, _ = io.WriteString(c, "x")
-					}
-				}
-				c.Close()
-			}
-		})
-	}
-	defer func() { close(stop); wg.Wait() }()
-	full := false
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= conns {
-			full = true
-			break
-		}
-	}
+	full := trickleStorm(t, p, attackers, conns, true, func(i, n int) string {
+		return "POST /callout/shared/upload HTTP/1.1\r\nHost: x\r\nAuthorization: " + tokenA +
+			"\r\nIdempotency-Key: a-" + strconv.Itoa(i) + "-" + strconv.Itoa(n) + "\r\nContent-Length: 1048576\r\n\r\n"
+	}, func(resp *http.Response) {
+		answered.Add(1)
+		mu.Lock()
+		aGot[strconv.Itoa(resp.StatusCode)+" "+resp.Header.Get("Callout-Problem")]++
+		mu.Unlock()
+	})
 	if !full {
 		t.Fatalf("org-a's %d uploads never filled the %d connections", attackers, conns)
 	}
@@ -121,4 +81,67 @@ func TestHostileConnectionShare(t *testing.T) {
 	if cuts < 1 || aGot["503 overloaded"] < 1 {
 		t.Errorf("org-a's uploads: %.0f cut, answers %v; want its requests over the share cut with 503 overloaded", cuts, aGot)
 	}
+}
+
+// trickleStorm starts workers attackers that each, until the test ends,
+// dial p's callout listener, write head(worker, n) (its n-th connection),
+// then one body byte every 2 s (with trickle) until the proxy answers —
+// onAnswer, when set, gets the answer — or closes the connection (onAnswer
+// nil: the worker reads nothing but the close, so it holds on after an
+// answer), and dial again. It reports whether the listener reached conns
+// open connections within 20 s.
+func trickleStorm(t *testing.T, p *proctest.Proxy, workers, conns int, trickle bool, head func(worker, n int) string,
+	onAnswer func(*http.Response)) bool {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
+				if err != nil {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if onAnswer == nil {
+						_, _ = io.Copy(io.Discard, c) // until the proxy closes it
+						return
+					}
+					if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+						onAnswer(resp)
+						resp.Body.Close()
+					}
+				}()
+				_, _ = io.WriteString(c, head(i, n))
+			wait:
+				for {
+					select {
+					case <-done:
+						break wait
+					case <-stop:
+						break wait
+					case <-time.After(2 * time.Second):
+						if trickle {
+							_, _ = io.WriteString(c, "x")
+						}
+					}
+				}
+				c.Close()
+			}
+		})
+	}
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= float64(conns) {
+			return true
+		}
+	}
+	return false
 }

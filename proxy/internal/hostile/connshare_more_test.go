@@ -74,51 +74,10 @@ func TestHostileConnectionShareKeepAlive(t *testing.T) {
 	const conns, attackers = 256, 300
 	p, _ := tenantProxy(t, "  max_connections: "+strconv.Itoa(conns))
 	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range attackers {
-		wg.Go(func() {
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
-				if err != nil {
-					time.Sleep(100 * time.Millisecond)
-					continue
-				}
-				got := make(chan struct{})
-				go func() {
-					defer close(got)
-					if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-						resp.Body.Close()
-					}
-				}()
-				_, _ = io.WriteString(c, "POST /callout/shared/upload HTTP/1.1\r\nHost: x\r\nAuthorization: "+tokenA+
-					"\r\nIdempotency-Key: ka-"+strconv.Itoa(i)+"-"+strconv.Itoa(n)+"\r\nContent-Length: 1048576\r\n\r\n")
-			trickle:
-				for {
-					select {
-					case <-got:
-						break trickle
-					case <-stop:
-						break trickle
-					case <-time.After(2 * time.Second):
-						_, _ = io.WriteString(c, "x")
-					}
-				}
-				c.Close()
-			}
-		})
-	}
-	defer func() { close(stop); wg.Wait() }()
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= conns {
-			break
-		}
-	}
+	trickleStorm(t, p, attackers, conns, true, func(i, n int) string {
+		return "POST /callout/shared/upload HTTP/1.1\r\nHost: x\r\nAuthorization: " + tokenA +
+			"\r\nIdempotency-Key: ka-" + strconv.Itoa(i) + "-" + strconv.Itoa(n) + "\r\nContent-Length: 1048576\r\n\r\n"
+	}, func(*http.Response) {})
 	results := map[string]int{}
 	var c net.Conn
 	var br *bufio.Reader
@@ -181,58 +140,14 @@ func TestHostileConnectionShareUnverified(t *testing.T) {
 	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
 	for _, kind := range []string{"healthz-body", "expect-continue"} {
 		t.Run(kind, func(t *testing.T) {
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range attackers {
-				wg.Go(func() {
-					for n := 0; ; n++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
-						if err != nil {
-							time.Sleep(100 * time.Millisecond)
-							continue
-						}
-						closed := make(chan struct{})
-						go func() {
-							defer close(closed)
-							_, _ = io.Copy(io.Discard, c) // until the proxy closes it
-						}()
-						req := "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n"
-						if kind == "expect-continue" {
-							req = "POST /callout/shared/e HTTP/1.1\r\nHost: x\r\nAuthorization: " + tokenA +
-								"\r\nIdempotency-Key: e-" + strconv.Itoa(i) + "-" + strconv.Itoa(n) +
-								"\r\nExpect: 100-continue\r\nContent-Length: 1048576\r\n\r\n"
-						}
-						_, _ = io.WriteString(c, req)
-					trickle:
-						for {
-							select {
-							case <-closed:
-								break trickle
-							case <-stop:
-								break trickle
-							case <-time.After(2 * time.Second):
-								if kind == "healthz-body" {
-									_, _ = io.WriteString(c, "x")
-								}
-							}
-						}
-						c.Close()
-					}
-				})
-			}
-			defer func() { close(stop); wg.Wait() }()
-			full := false
-			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-				if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= conns {
-					full = true
-					break
+			full := trickleStorm(t, p, attackers, conns, kind == "healthz-body", func(i, n int) string {
+				if kind == "expect-continue" {
+					return "POST /callout/shared/e HTTP/1.1\r\nHost: x\r\nAuthorization: " + tokenA +
+						"\r\nIdempotency-Key: e-" + strconv.Itoa(i) + "-" + strconv.Itoa(n) +
+						"\r\nExpect: 100-continue\r\nContent-Length: 1048576\r\n\r\n"
 				}
-			}
+				return "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n"
+			}, nil)
 			results := map[string]int{}
 			var slowest time.Duration
 			for i := range 5 {
@@ -269,33 +184,11 @@ func TestHostileConnectionShareSilentStorm(t *testing.T) {
 	const conns = 256
 	p, _ := tenantProxy(t, "  max_connections: "+strconv.Itoa(conns))
 	tokenB := bearer(t, orgB)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 300 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
-				if err != nil {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				_, _ = io.WriteString(c, "POST /callout/shared/x HTTP/1.1\r\nHost: x\r\n")
-				done := make(chan struct{})
-				go func() { defer close(done); _, _ = io.Copy(io.Discard, c) }()
-				select {
-				case <-done:
-				case <-stop:
-				}
-				c.Close()
-			}
-		})
-	}
-	defer func() { close(stop); wg.Wait() }()
+	// the storm fills the cap and keeps reconnecting: whether it is full
+	// says nothing here (each new one closes the oldest past its grace)
+	trickleStorm(t, p, 300, conns, false, func(int, int) string {
+		return "POST /callout/shared/x HTTP/1.1\r\nHost: x\r\n"
+	}, nil)
 	time.Sleep(2 * time.Second)
 	results := map[string]int{}
 	var slowest time.Duration
