@@ -71,6 +71,10 @@ func (a *App) Reload(ctx context.Context) (fingerprint string, err error) {
 	a.startGeneration(g, prev)
 	a.cur.Store(g)
 	a.cfg.Store(cfg)
+	// The organisation shares follow the new configuration: a fair share
+	// is resolved from auth.issuers, so adding an issuer changes it.
+	a.main.SetShare(cfg.Limits.MaxConnectionsPerIssuer)
+	a.budget.SetShare(cfg.Limits.MaxInflightBytesPerIssuer)
 	a.retire(prev)
 	a.logGeneration("configuration reloaded", old, cfg)
 	return cfg.Fingerprint, nil
@@ -109,10 +113,8 @@ func restartOnly(cur, next *config.Config) []string {
 	diff("limits.idle_timeout", cl.IdleTimeout, nl.IdleTimeout)
 	diff("limits.max_connections", cl.MaxConnections, nl.MaxConnections)
 	diff("limits.admin_max_connections", cl.AdminMaxConnections, nl.AdminMaxConnections)
-	diff("limits.max_connections_per_issuer", cl.MaxConnectionsPerIssuer, nl.MaxConnectionsPerIssuer)
 	diff("limits.max_header_bytes", cl.MaxHeaderBytes, nl.MaxHeaderBytes)
 	diff("limits.max_inflight_bytes", cl.MaxInflightBytes, nl.MaxInflightBytes)
-	diff("limits.max_inflight_bytes_per_issuer", cl.MaxInflightBytesPerIssuer, nl.MaxInflightBytesPerIssuer)
 	diff("limits.overload_wait", cl.OverloadWait, nl.OverloadWait)
 	for _, name := range cur.EndpointNames() {
 		if ep, ok := next.Endpoint(name); ok {

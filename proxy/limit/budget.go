@@ -49,12 +49,12 @@ type Budget struct {
 	max      int64 // bytes; small holders may fill it
 	largeMax int64 // bytes; what larger holders may fill
 	pressure int64 // bytes; past it, shares apply
-	share    int64 // bytes per organisation; 0: no share
 	wait     time.Duration
 
 	refused, shareRefused prometheus.Counter
 
 	mu      sync.Mutex
+	share   int64 // bytes per organisation; 0: no share
 	used    int64
 	byOrg   map[string]int64 // bytes held per organisation; no zero entries
 	changed chan struct{}    // closed and replaced on every release
@@ -83,7 +83,18 @@ func (b *Budget) Share() int64 {
 	if b == nil {
 		return 0
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.share
+}
+
+// SetShare sets the bytes one organisation may hold under pressure (a
+// reload's limits.max_inflight_bytes_per_issuer, resolved: a fair share
+// follows auth.issuers); 0: no share. Bytes already held stay held.
+func (b *Budget) SetShare(share int64) {
+	b.mu.Lock()
+	b.share = share
+	b.mu.Unlock()
 }
 
 // OrgInUse is the number of bytes organisation org holds now.
@@ -111,7 +122,7 @@ func (b *Budget) Collectors() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "callout_inflight_bytes_share",
 			Help: "What one organisation may hold of the memory budget while it is more than half full, limits.max_inflight_bytes_per_issuer (0: no share).",
-		}, func() float64 { return float64(b.share) }),
+		}, func() float64 { return float64(b.Share()) }),
 		b.refused, b.shareRefused,
 	}
 }
