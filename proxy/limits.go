@@ -94,11 +94,13 @@ func (s *Server) overloadedBy(err error, out policy.Outcome) *problem.Error {
 }
 
 // connectionShare is the 503 overloaded of a request cut to make room at
-// limits.max_connections because its organisation ran more requests than
-// its share of the connections (limits.max_connections_per_issuer, contract
-// §10): outcome rejected, Retry-After 1; nothing was stored or forwarded.
-func (s *Server) connectionShare() *problem.Error {
-	pe := overloaded(policy.Rejected)
+// limits.max_connections because its organisation held more than its share
+// of the connections (limits.max_connections_per_issuer, contract §10),
+// Retry-After 1: outcome rejected for one cut while its body arrived
+// (nothing was stored or forwarded), retryable for a read cut at its
+// upstream (a read is safe to send again).
+func (s *Server) connectionShare(outcome policy.Outcome) *problem.Error {
+	pe := overloaded(outcome)
 	pe.Detail = "the proxy's connections are all in use and your organisation runs more requests than its share " +
 		"of them (limits.max_connections_per_issuer: " + strconv.Itoa(s.d.Config.Limits.MaxConnectionsPerIssuer) +
 		" of limits.max_connections, in force at the cap); this request was cut to make room; retry in a second"
@@ -127,7 +129,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		return nil, s.overloadedBy(err, policy.Rejected)
 	case limit.IsTimeout(err) && limit.WasCut(r.Context()):
 		w.Header().Set("Connection", "close")
-		return nil, s.connectionShare()
+		return nil, s.connectionShare(policy.Rejected)
 	case limit.IsTimeout(err):
 		w.Header().Set("Connection", "close")
 		return nil, problem.Wrap(problem.RequestTimeout, "the request body did not arrive within "+
@@ -135,6 +137,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	case err != nil:
 		return nil, problem.Wrap(problem.InvalidRequest, "the request body could not be read", err)
 	}
+	limit.BodyRead(r.Context()) // past its body: cut only when none of its organisation's requests still receives one
 	return b, nil
 }
 

@@ -58,6 +58,15 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 	s.admitted(r, in, tracing.AdmitAttempt, "", "")
 	actx, span := s.startReadAttempt(r.Context(), r, in, kind)
 	att := s.d.Upstream.Do(actx, ep, in.request(r))
+	if att.Err != nil && limit.WasCut(r.Context()) {
+		// Cut at its upstream for the organisation's connection share
+		// (contract §10): the proxy ended it, not the upstream, so the
+		// breaker is not told; a read is safe to send again.
+		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Retryable, Problem: string(problem.Overloaded)})
+		w.Header().Set("Connection", "close")
+		s.reject(w, r, ep.Name, s.connectionShare(policy.Retryable))
+		return
+	}
 	var pe *problem.Error
 	switch {
 	case errors.As(att.Err, &pe):

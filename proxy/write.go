@@ -113,9 +113,41 @@ func (s *Server) answered(w http.ResponseWriter, r *http.Request, in *inbound, e
 // §4), each with the one attempt runner (proxy/attempt), which completes
 // it; what is left here is the answer: the upstream's when the callout
 // ended (succeeded, failed), a 202 when it was scheduled or held, the
-// refusal when the proxy refused to send it.
+// refusal when the proxy refused to send it. A write whose connection is
+// cut for its organisation's connection share while it runs (contract §10,
+// limit.Cut) is answered 202 at once, as a callout in flight; its attempt
+// goes on, and so does this handler, which keeps the body's bytes in the
+// memory budget until the attempt ends.
 func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	in *inbound, cl *policy.Claimed) {
+	cut := limit.Cut(r.Context())
+	if cut == nil {
+		s.answerInline(ctx, w, r, in, cl, s.runInline(ctx, r, in, cl))
+		return
+	}
+	done := make(chan inlineResult, 1)
+	go func() { done <- s.runInline(ctx, r, in, cl) }()
+	select {
+	case res := <-done:
+		s.answerInline(ctx, w, r, in, cl, res)
+	case <-cut:
+		w.Header().Set("Connection", "close")
+		s.accepted(ctx, w, in.ep.Name, cl.ID, "")
+		_ = http.NewResponseController(w).Flush()
+		<-done
+	}
+}
+
+// inlineResult is the last synchronous attempt's result and the
+// Preference-Applied it earned ("" or "wait=N").
+type inlineResult struct {
+	attempt.Result
+	applied string
+}
+
+// runInline runs the attempts of attemptInline until one is not retried
+// inline.
+func (s *Server) runInline(ctx context.Context, r *http.Request, in *inbound, cl *policy.Claimed) inlineResult {
 	applied, mode, waitUntil := "", tracing.ModeSynchronous, time.Time{}
 	if in.prefs.wait > 0 {
 		waitUntil = in.start.Add(in.prefs.wait)
@@ -127,19 +159,24 @@ func (s *Server) attemptInline(ctx context.Context, w http.ResponseWriter, r *ht
 		if res.Completion.Action == policy.ActionRetryInline {
 			applied = "wait=" + formatSeconds(in.prefs.wait)
 		}
-		switch {
-		case res.Released:
-			s.reject(w, r, in.ep.Name, res.Refusal)
-			return
-		case res.Err != nil:
-			s.unrecorded(w, in, cl, res)
-			return
-		case res.Completed.State == policy.InFlight:
+		if !res.Released && res.Err == nil && res.Completed.State == policy.InFlight {
 			sleep(ctx, res.Wait)
 			continue
 		}
-		s.finishSync(ctx, w, in, cl, res, applied)
-		return
+		return inlineResult{res, applied}
+	}
+}
+
+// answerInline answers attemptInline's caller from its last attempt.
+func (s *Server) answerInline(ctx context.Context, w http.ResponseWriter, r *http.Request, in *inbound,
+	cl *policy.Claimed, res inlineResult) {
+	switch {
+	case res.Released:
+		s.reject(w, r, in.ep.Name, res.Refusal)
+	case res.Err != nil:
+		s.unrecorded(w, in, cl, res.Result)
+	default:
+		s.finishSync(ctx, w, in, cl, res.Result, res.applied)
 	}
 }
 

@@ -29,22 +29,24 @@ type Limits struct {
 	// MaxConnections caps the open connections of the callout listener.
 	// At the cap a new connection closes the oldest connection that is idle
 	// or has not sent a whole request header yet (500 ms after its
-	// accept); while an organisation runs more requests than
-	// MaxConnectionsPerIssuer, an idle one, else that organisation's oldest
-	// request (cut, 503 overloaded); when every connection is running a
-	// request within its share, the new one waits (in the kernel's accept
-	// queue) until one ends. Default 2048.
+	// accept); while a group holds more connections than
+	// MaxConnectionsPerIssuer, only that group's (limit.Listener); when
+	// every connection is running a request within its share, the new one
+	// waits (in the kernel's accept queue) until one ends. Default 2048.
 	MaxConnections int `yaml:"max_connections"`
 	// MaxConnectionsPerIssuer is one organisation's (JWT issuer's) share
-	// of the callout listener's connections running a request: when the
-	// listener is at MaxConnections, no idle connection is left and a new
-	// connection needs room, a request of the organisation running the most
-	// above its share is cut (503 overloaded naming the share, connection
-	// closed), never one of an organisation within its share. Requests
-	// whose token is not verified yet count as one more organisation.
-	// Default 0: a fair share, MaxConnections divided by the number of
-	// auth.issuers plus one (that group), at least 1; no share with a
-	// single issuer. Contract §10, docs/limits.md.
+	// of the callout listener's connections, running its requests or idle
+	// after one: when the listener is at MaxConnections and a new
+	// connection needs room, the group most over its share loses its idle
+	// connection, else its oldest request still receiving its body (cut:
+	// 503 overloaded naming the share, connection closed), else its oldest
+	// request at its upstream (a write answered 202, a read 503); never a
+	// connection of a group within its share. New connections and requests
+	// whose token is not verified yet count as one more group. Default 0: a
+	// fair share, MaxConnections divided by the number of auth.issuers plus
+	// one (that group), at least 1; no share with a single issuer. It
+	// reloads (a fair share follows auth.issuers). Contract §10,
+	// docs/limits.md.
 	MaxConnectionsPerIssuer int `yaml:"max_connections_per_issuer"`
 	// AdminMaxConnections caps the admin listener's connections the same
 	// way, separately, so the callout listener can never starve /metrics or

@@ -8,6 +8,7 @@ package httpx
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/calloutproxy/callout-proxy/proxy/problem"
@@ -68,6 +69,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// Its length, so that an answer flushed before its handler ends (a
+	// write cut for the connection share, answered while its attempt goes
+	// on) is whole, not a chunked body ended by the connection's close.
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }

@@ -58,7 +58,7 @@ func (r *shareRig) accept() (c *Conn, ctx context.Context) {
 // run starts a request on c (as Handler does) and, org non-empty, tells the
 // listener whose it is (as the ingress does once the token is verified).
 func (r *shareRig) run(c *Conn, ctx context.Context, org string) {
-	r.l.setEvictable(c, false)
+	r.l.setEvictable(c, false, true)
 	if org != "" {
 		Running(ctx, org)
 	}
@@ -85,8 +85,8 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 		}
 		b, bctx := r.accept()
 		r.run(b, bctx, "org-b")
-		if r.l.Open() != 6 || r.l.Running("org-a") != 5 || r.l.Running("org-b") != 1 {
-			t.Fatalf("open %d, org-a %d, org-b %d; want 6, 5, 1", r.l.Open(), r.l.Running("org-a"), r.l.Running("org-b"))
+		if r.l.Open() != 6 || r.l.Holding("org-a") != 5 || r.l.Holding("org-b") != 1 {
+			t.Fatalf("open %d, org-a %d, org-b %d; want 6, 5, 1", r.l.Open(), r.l.Holding("org-a"), r.l.Holding("org-b"))
 		}
 		var fresh []*Conn
 		for i := range 3 { // org-a is over its share by 3: three new connections get in at once
@@ -99,9 +99,9 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 				t.Fatalf("a cut request's body read: %v, want a timeout (the handler answers 503)", err)
 			}
 		}
-		if r.l.Open() != 6 || r.l.Cut() != 3 || r.l.Evicted() != 3 || r.l.Running("org-a") != 2 {
+		if r.l.Open() != 6 || r.l.Cut() != 3 || r.l.Evicted() != 3 || r.l.Holding("org-a") != 2 {
 			t.Fatalf("open %d, cut %d, evicted %d, org-a running %d; want 6, 3, 3, 2",
-				r.l.Open(), r.l.Cut(), r.l.Evicted(), r.l.Running("org-a"))
+				r.l.Open(), r.l.Cut(), r.l.Evicted(), r.l.Holding("org-a"))
 		}
 		for i, c := range append(fresh, b) {
 			if WasCut(r.l.ConnContext(context.Background(), c)) || c.closed {
@@ -192,8 +192,8 @@ func TestConnectionShareUnverifiedCountAsOneGroup(t *testing.T) {
 		}
 		b, bctx := r.accept()
 		r.run(b, bctx, "org-b")
-		if r.l.Running("") != 3 {
-			t.Fatalf("unverified running %d, want 3", r.l.Running(""))
+		if r.l.Holding("") != 3 {
+			t.Fatalf("unverified running %d, want 3", r.l.Holding(""))
 		}
 		r.accept()
 		if !WasCut(u[0]) || WasCut(bctx) || WasCut(u[1]) {
@@ -228,8 +228,8 @@ func TestConnectionShareCutGrace(t *testing.T) {
 		if _, err := stuck.Conn.Read(make([]byte, 1)); !errors.Is(err, io.ErrClosedPipe) {
 			t.Fatalf("after CutGrace the stuck connection's read: %v, want it closed", err)
 		}
-		if r.l.Open() != 3 || r.l.Running("org-a") != 1 || r.l.Cut() != 2 {
-			t.Fatalf("open %d, org-a running %d, cut %d; want 3, 1, 2", r.l.Open(), r.l.Running("org-a"), r.l.Cut())
+		if r.l.Open() != 3 || r.l.Holding("org-a") != 1 || r.l.Cut() != 2 {
+			t.Fatalf("open %d, org-a running %d, cut %d; want 3, 1, 2", r.l.Open(), r.l.Holding("org-a"), r.l.Cut())
 		}
 	})
 }
@@ -291,6 +291,122 @@ func TestConnectionShareNewGrace(t *testing.T) {
 		}
 		if waited := <-got; waited != NewGrace || !young.closed || busy.closed {
 			t.Fatalf("waited %s (want %s), young closed %v, busy closed %v", waited, NewGrace, young.closed, busy.closed)
+		}
+	})
+}
+
+// TestConnectionShareCutsReceivingFirst: of an over-share organisation's
+// requests, one still receiving its body is cut before an older one past
+// its body (that one is at its upstream: cutting it would lose its answer);
+// with none receiving, the oldest past its body is cut, and its Cut channel
+// closes so that its handler answers at once.
+func TestConnectionShareCutsReceivingFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newShareRig(t, 4, 1)
+		p1, p1ctx := r.accept()
+		r.run(p1, p1ctx, "org-a")
+		BodyRead(p1ctx)
+		rcv, rctx := r.accept()
+		r.run(rcv, rctx, "org-a")
+		p2, p2ctx := r.accept()
+		r.run(p2, p2ctx, "org-a")
+		BodyRead(p2ctx)
+		b, bctx := r.accept()
+		r.run(b, bctx, "org-b")
+		n1, n1ctx := r.accept()
+		if !WasCut(rctx) || WasCut(p1ctx) || WasCut(p2ctx) {
+			t.Fatalf("cut: receiving %v, older past its body %v, newer past its body %v; want only the receiving one",
+				WasCut(rctx), WasCut(p1ctx), WasCut(p2ctx))
+		}
+		r.run(n1, n1ctx, "org-c")
+		r.accept()
+		select {
+		case <-Cut(p1ctx):
+		default:
+			t.Fatal("with none receiving, the oldest request past its body was not cut (its Cut channel is open)")
+		}
+		select {
+		case <-Cut(p2ctx):
+			t.Fatal("org-a's request within its share was cut")
+		default:
+		}
+		if WasCut(bctx) || r.l.Cut() != 2 {
+			t.Fatalf("org-b cut %v, cuts %d; want false, 2", WasCut(bctx), r.l.Cut())
+		}
+	})
+}
+
+// TestConnectionShareSilentConnectionsCount: new connections that send
+// nothing count toward the unverified group, so a tokenless attacker's
+// silent connections can never make another organisation's requests the
+// ones cut: at a cap of 6 and a share of 2, org-b runs 3 requests and 3
+// silent connections hold the rest. The next connection waits for the
+// oldest silent one's NewGrace (the bubble's clock) and takes its place;
+// org-b's requests are never cut.
+func TestConnectionShareSilentConnectionsCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newShareRig(t, 6, 2)
+		r.l.now = time.Now
+		var bctx []context.Context
+		for range 3 {
+			c, ctx := r.accept()
+			r.run(c, ctx, "org-b")
+			bctx = append(bctx, ctx)
+		}
+		var silent []*Conn
+		for range 3 {
+			c, _ := r.accept()
+			silent = append(silent, c)
+		}
+		if r.l.Holding("") != 3 || r.l.Holding("org-b") != 3 {
+			t.Fatalf("unverified %d, org-b %d; want 3, 3", r.l.Holding(""), r.l.Holding("org-b"))
+		}
+		start := time.Now()
+		client, server := net.Pipe()
+		defer client.Close()
+		r.raw.conns <- server
+		got := make(chan time.Duration)
+		go func() { _, _ = r.l.Accept(); got <- time.Since(start) }()
+		if waited := <-got; waited != NewGrace || !silent[0].closed || silent[1].closed {
+			t.Fatalf("waited %s (want %s), oldest silent closed %v, next closed %v; want it alone closed",
+				waited, NewGrace, silent[0].closed, silent[1].closed)
+		}
+		for i, ctx := range bctx {
+			if WasCut(ctx) {
+				t.Fatalf("org-b's request %d was cut for the silent connections", i)
+			}
+		}
+	})
+}
+
+// TestConnectionShareIdleCounts: idle keep-alive connections count toward
+// their organisation, so an organisation holding the cap with idle ones has
+// them closed, not another's requests cut: org-z keeps 3 idle, org-b runs 3
+// (cap 6, share 2); the next connection closes org-z's oldest idle one.
+func TestConnectionShareIdleCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newShareRig(t, 6, 2)
+		var idle []*Conn
+		for range 3 {
+			c, ctx := r.accept()
+			r.run(c, ctx, "org-z")
+			r.l.ConnState(c, http.StateIdle)
+			idle = append(idle, c)
+		}
+		var bctx []context.Context
+		for range 3 {
+			c, ctx := r.accept()
+			r.run(c, ctx, "org-b")
+			bctx = append(bctx, ctx)
+		}
+		r.accept()
+		if !idle[0].closed || r.l.Cut() != 0 {
+			t.Fatalf("org-z's oldest idle closed %v, cuts %d; want true, 0", idle[0].closed, r.l.Cut())
+		}
+		for i, ctx := range bctx {
+			if WasCut(ctx) {
+				t.Fatalf("org-b's request %d was cut while org-z held idle connections", i)
+			}
 		}
 	})
 }

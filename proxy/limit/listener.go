@@ -1,9 +1,11 @@
 package limit
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -22,18 +24,25 @@ import (
 // whatever callers do.
 //
 // Organisation shares (contract §10, docs/limits.md): with a share set
-// (SetShare, limits.max_connections_per_issuer), each connection running a
-// request counts toward its organisation — the caller's JWT issuer, once
-// the request path has verified its token (Running), and the group of
-// requests whose token is not verified yet ("") until then. At the cap,
-// while some group runs more requests than its share, the connection
-// closed is the oldest idle keep-alive connection of the group running the
-// most requests above its share, else that group's oldest request (cut:
-// WasCut), and never another group's idle connection (its next write on the
-// reused connection would fail), never a connection of a group within its share nor a
-// new connection still sending its header; so one organisation's requests
-// cannot hold every connection. With no group over its share, eviction is
-// as above and Accept may wait.
+// (SetShare, limits.max_connections_per_issuer), every open connection
+// counts toward a group: its organisation — the caller's JWT issuer, once
+// the request path has verified its token (Running) — and, while it runs a
+// request, until its next request starts; before that the unverified group
+// (""): a new connection, one still sending its first header, and a request
+// whose token is not verified yet. At the cap, while some group holds more
+// connections than its share, room is made from the groups over their
+// share, the most over first, and from nobody else: that group's oldest
+// idle keep-alive connection, else (the unverified group) its oldest
+// connection still silent past NewGrace, else its oldest request still
+// receiving its body (cut: the body read fails, WasCut, 503 overloaded with
+// nothing stored or forwarded), and only if none is, its oldest request
+// already past its body (cut too: the request path answers it at once, a
+// keyed write 202 as it continues and a read 503 — Cut). Another group's
+// idle connection is never closed for it (its next write on the reused
+// connection would fail), nor a new connection within its NewGrace; so one
+// organisation's connections cannot hold every one, and a tokenless
+// attacker's silent connections count, and go, as the unverified group's.
+// With no group over its share, eviction is as above and Accept may wait.
 //
 // Wire it into the http.Server: Serve(l), ConnState: l.ConnState,
 // ConnContext: l.ConnContext, and wrap the handler with l.Handler so that a
@@ -47,7 +56,7 @@ type Listener struct {
 
 	mu      sync.Mutex
 	conns   map[*Conn]struct{}
-	byOrg   map[string]int // running connections per group ("": token not verified yet); no zero entries
+	byOrg   map[string]int // open connections per group ("": new, or token not verified yet); no zero entries
 	changed chan struct{}  // closed and replaced when a connection closes or turns evictable
 	evicted int64
 	cut     int64
@@ -75,9 +84,10 @@ func NewListener(l net.Listener, max int) *Listener {
 		byOrg: map[string]int{}, changed: make(chan struct{})}
 }
 
-// SetShare sets the number of request-running connections one
-// organisation may hold while another connection needs room at the cap
-// (limits.max_connections_per_issuer; 0: no share). Call it before Serve.
+// SetShare sets the number of connections one organisation (or the
+// unverified group) may hold while another connection needs room at the cap
+// (limits.max_connections_per_issuer, resolved: a fair share follows
+// auth.issuers; 0: no share), at start and at every reload.
 func (l *Listener) SetShare(share int) {
 	l.mu.Lock()
 	l.share = share
@@ -100,10 +110,12 @@ type Conn struct {
 	evictable bool
 	served    bool      // it ran a request: idle between requests when evictable
 	since     time.Time // when it last became evictable, or started running a request
-	running   bool      // a request runs: counted in l.byOrg[org]
-	org       string    // the running request's organisation; "" until Running
+	running   bool      // a request runs
+	receiving bool      // the running request's body is still arriving (BodyRead not yet)
+	org       string    // its group in l.byOrg: "" until a request's token is verified (Running)
 	closed    bool
-	cut       bool // closed to make room for another organisation's connection
+	cut       bool          // closed to make room for another organisation's connection
+	cutC      chan struct{} // closed when cut
 	timer     *time.Timer
 }
 
@@ -124,7 +136,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		l.mu.Lock()
 		if len(l.conns) < l.max {
-			l.conns[c] = struct{}{}
+			l.add(c)
 			l.mu.Unlock()
 			return c, nil
 		}
@@ -132,17 +144,18 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if victim != nil {
 			l.drop(victim)
 			l.evicted++
-			l.conns[c] = struct{}{}
+			l.add(c)
 			if cut {
 				l.cut++
 				victim.cut = true
+				close(victim.cutC)
 				victim.timer = time.AfterFunc(l.grace, func() { _ = victim.Conn.Close() })
 			}
 			l.mu.Unlock()
 			if cut {
 				// The request's body read (or the background read of a
 				// request waiting for its upstream) fails at once; its
-				// handler answers 503 (WasCut) and the connection closes.
+				// handler answers (WasCut, Cut) and the connection closes.
 				_ = victim.Conn.SetReadDeadline(time.Unix(1, 0))
 			} else {
 				_ = victim.Conn.Close()
@@ -165,44 +178,64 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 // victim is the connection to close to make room, as described on
-// Listener, and whether it runs a request that is cut; nil when every
-// connection runs a request within its group's share or is new within its
-// NewGrace — then wake, if positive, is when the first of those turns
-// evictable. l.mu held.
+// Listener, and whether it runs a request that is cut; nil when no
+// connection may go now — then wake, if positive, is when the first new
+// connection's NewGrace ends. l.mu held.
 func (l *Listener) victim() (v *Conn, cut bool, wake time.Duration) {
-	org, over := l.overShare()
-	if over {
-		// the over-share group's own idle connection, never another's:
-		// closing others' keep-alive connections for its reconnects would
-		// make their next write fail on a reused connection
-		if v := l.oldest(func(c *Conn) bool { return c.evictable && c.served && c.org == org }); v != nil {
-			return v, false, 0
-		}
-		return l.oldest(func(c *Conn) bool { return c.running && c.org == org }), true, 0
-	}
 	now := l.now()
-	if v := l.oldest(func(c *Conn) bool { return c.evictable && (c.served || now.Sub(c.since) >= NewGrace) }); v != nil {
+	young := func(c *Conn) bool { return c.evictable && !c.served }
+	silent := func(c *Conn) bool { return young(c) && now.Sub(c.since) >= NewGrace }
+	if over := l.overShare(); len(over) > 0 {
+		of := func(org string, ok func(*Conn) bool) *Conn {
+			return l.oldest(func(c *Conn) bool { return c.org == org && ok(c) })
+		}
+		// first what costs nobody anything: an over-share group's own idle
+		// connection (never another's: closing others' keep-alive
+		// connections for its reconnects would make their next write fail
+		// on a reused connection), or its connection silent past NewGrace
+		for _, org := range over {
+			if v := of(org, func(c *Conn) bool { return (c.evictable && c.served) || silent(c) }); v != nil {
+				return v, false, 0
+			}
+		}
+		// then a request of the group most over its share, the one still
+		// receiving its body first; a group whose only connections are new
+		// ones within their grace (the unverified group) waits for that
+		// grace, so that silent connections never cut another's requests
+		for _, org := range over {
+			if v := of(org, func(c *Conn) bool { return c.running && c.receiving }); v != nil {
+				return v, true, 0
+			}
+			if v := of(org, func(c *Conn) bool { return c.running }); v != nil {
+				return v, true, 0
+			}
+			if of(org, young) != nil {
+				break
+			}
+		}
+	} else if v := l.oldest(func(c *Conn) bool { return c.evictable && (c.served || silent(c)) }); v != nil {
 		return v, false, 0
 	}
-	if young := l.oldest(func(c *Conn) bool { return c.evictable }); young != nil {
-		return nil, false, max(young.since.Add(NewGrace).Sub(now), time.Millisecond)
+	if y := l.oldest(young); y != nil {
+		return nil, false, max(y.since.Add(NewGrace).Sub(now), time.Millisecond)
 	}
 	return nil, false, 0
 }
 
-// overShare is the group running the most requests, and whether that is
-// more than the share. l.mu held.
-func (l *Listener) overShare() (org string, over bool) {
+// overShare is the groups holding more connections than the share, the
+// most first (ties: by name, so the unverified group "" first). l.mu held.
+func (l *Listener) overShare() []string {
 	if l.share <= 0 {
-		return "", false
+		return nil
 	}
-	most := 0
+	var over []string
 	for o, n := range l.byOrg {
-		if n > most || (n == most && o < org) { // ties: the same group every time
-			org, most = o, n
+		if n > l.share {
+			over = append(over, o)
 		}
 	}
-	return org, most > l.share
+	slices.SortFunc(over, func(a, b string) int { return cmp.Or(cmp.Compare(l.byOrg[b], l.byOrg[a]), cmp.Compare(a, b)) })
+	return over
 }
 
 // oldest is the connection for which ok holds whose since is earliest;
@@ -217,20 +250,32 @@ func (l *Listener) oldest(ok func(*Conn) bool) *Conn {
 	return v
 }
 
+// add opens c in the unverified group; l.mu held.
+func (l *Listener) add(c *Conn) {
+	c.cutC = make(chan struct{})
+	l.conns[c] = struct{}{}
+	l.byOrg[c.org]++
+}
+
 // drop removes c from the open connections and its group's count; l.mu
 // held.
 func (l *Listener) drop(c *Conn) {
-	c.closed = true
+	c.closed, c.running = true, false
 	delete(l.conns, c)
-	l.stop(c)
+	l.leave(c)
 }
 
-// stop ends c's running request in its group's count; l.mu held.
-func (l *Listener) stop(c *Conn) {
-	if !c.running {
-		return
+// move moves c to group org; l.mu held.
+func (l *Listener) move(c *Conn, org string) {
+	if c.org != org {
+		l.leave(c)
+		c.org = org
+		l.byOrg[org]++
 	}
-	c.running = false
+}
+
+// leave takes c out of its group's count; l.mu held.
+func (l *Listener) leave(c *Conn) {
 	if n := l.byOrg[c.org] - 1; n > 0 {
 		l.byOrg[c.org] = n
 	} else {
@@ -263,9 +308,10 @@ func (l *Listener) Cut() int64 {
 	return l.cut
 }
 
-// Running is the number of request-running connections of organisation
-// org ("": those whose token is not verified yet).
-func (l *Listener) Running(org string) int {
+// Holding is the number of open connections of organisation org ("": the
+// unverified group: new connections, and requests whose token is not
+// verified yet).
+func (l *Listener) Holding(org string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.byOrg[org]
@@ -283,19 +329,20 @@ func (l *Listener) forget(c *Conn) {
 	l.mu.Unlock()
 }
 
-// setEvictable marks c evictable (idle) or running a request of no known
-// organisation yet; l.mu not held.
-func (l *Listener) setEvictable(c *Conn, evictable bool) {
+// setEvictable marks c evictable (idle, still in the group of its last
+// request) or running a request (receiving: with a body still to arrive) of
+// no known organisation yet; l.mu not held.
+func (l *Listener) setEvictable(c *Conn, evictable, receiving bool) {
 	l.mu.Lock()
 	if !c.closed && c.evictable != evictable {
 		c.evictable = evictable
 		c.since = l.now()
+		c.running, c.receiving = !evictable, receiving && !evictable
 		if evictable {
-			l.stop(c)
 			l.signal()
 		} else {
-			c.served, c.running, c.org = true, true, ""
-			l.byOrg[""]++
+			c.served = true
+			l.move(c, "")
 		}
 	}
 	l.mu.Unlock()
@@ -305,11 +352,16 @@ func (l *Listener) setEvictable(c *Conn, evictable bool) {
 func (l *Listener) assign(c *Conn, org string) {
 	l.mu.Lock()
 	if !c.closed && c.running && c.org != org {
-		l.stop(c)
-		c.running, c.org = true, org
-		l.byOrg[org]++
+		l.move(c, org)
 		l.signal() // a waiting Accept may now find a group over its share
 	}
+	l.mu.Unlock()
+}
+
+// received marks c's running request as past its body; l.mu not held.
+func (l *Listener) received(c *Conn) {
+	l.mu.Lock()
+	c.receiving = false
 	l.mu.Unlock()
 }
 
@@ -330,7 +382,7 @@ func (l *Listener) ConnState(nc net.Conn, s http.ConnState) {
 	}
 	switch s {
 	case http.StateIdle:
-		l.setEvictable(c, true)
+		l.setEvictable(c, true, false)
 	case http.StateClosed, http.StateHijacked:
 		l.forget(c)
 	}
@@ -358,10 +410,34 @@ func Running(ctx context.Context, org string) {
 	}
 }
 
+// BodyRead tells the listener of ctx's connection (ConnContext) that its
+// request's body has arrived whole, so the request is cut for its
+// organisation's share only when none of the organisation's requests is
+// still receiving one (Listener). A context of no Listener's connection:
+// nothing.
+func BodyRead(ctx context.Context) {
+	if c, ok := ctx.Value(connKey{}).(*Conn); ok {
+		c.l.received(c)
+	}
+}
+
+// Cut is closed when ctx's connection (ConnContext) is cut for its
+// organisation's share (WasCut); nil (never ready) for a context of no
+// Listener's connection or of a Listener with no share. A request past its body watches it: its answer is
+// due within CutGrace, so a keyed write answers 202 while its attempt
+// goes on (contract §10).
+func Cut(ctx context.Context) <-chan struct{} {
+	if c, ok := ctx.Value(connKey{}).(*Conn); ok && c.l.Share() > 0 {
+		return c.cutC
+	}
+	return nil
+}
+
 // WasCut reports whether ctx's connection (ConnContext) was closed to make
-// room because its organisation ran more than its share of the
+// room because its organisation held more than its share of the
 // connections: the handler answers 503 overloaded with Connection: close
-// (its body read failed as a timeout, IsTimeout), within CutGrace.
+// (its body read failed as a timeout, IsTimeout), or a keyed write past its
+// body 202 (Cut), within CutGrace.
 func WasCut(ctx context.Context) bool {
 	c, ok := ctx.Value(connKey{}).(*Conn)
 	if !ok {
@@ -373,12 +449,13 @@ func WasCut(ctx context.Context) bool {
 }
 
 // Handler marks the connection of each request as running one, so it is
-// not evicted (but counted toward its group's share: "" until Running)
-// until the request ends (the connection then turns idle, or closes).
+// not evicted (but counted toward its group's share: "" until Running; its
+// body still arriving until BodyRead) until the request ends (the
+// connection then turns idle, or closes).
 func (l *Listener) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(connKey{}).(*Conn); ok && c.l == l {
-			l.setEvictable(c, false)
+			l.setEvictable(c, false, r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0)
 		}
 		next.ServeHTTP(w, r)
 	})

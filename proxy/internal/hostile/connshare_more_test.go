@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,5 +205,164 @@ func TestHostileConnectionShareSilentStorm(t *testing.T) {
 		p.Metric(t, `callout_listener_evictions_total{listener="callout"}`))
 	if results["200 success "] != 5 {
 		t.Errorf("org-b's writes during a tokenless storm of half headers: %v, want 5 × 200 success", results)
+	}
+}
+
+// TestHostileConnectionShareCutsInFlight: org-a, a legitimate
+// organisation, has one synchronous request (a keyed write, or a read)
+// whose upstream takes 3 s (its body fully sent: it is past any trickle)
+// and then a burst of 7 uploads still sending their bodies, filling
+// max_connections 8 (share 8/3 = 2). Org-b's write needs room: the listener
+// cuts one of org-a's uploads still arriving (503 overloaded, nothing
+// stored), never the older request at its upstream, which gets its answer
+// and reaches its upstream once.
+func TestHostileConnectionShareCutsInFlight(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		t.Run(method, func(t *testing.T) {
+			p, hits := slowUpstreamProxy(t, "  max_connections: 8", 3*time.Second)
+			tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
+			key := "w1-" + method
+			first, err := net.Dial("tcp", p.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Close()
+			head := method + " /callout/shared/hang HTTP/1.1\r\nHost: x\r\nAuthorization: " + tokenA + "\r\n"
+			if method == http.MethodPost {
+				head += "Idempotency-Key: " + key + "\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"n\":1}"
+			} else {
+				head += "\r\n"
+				key = "/hang"
+			}
+			_, _ = io.WriteString(first, head)
+			for end := time.Now().Add(5 * time.Second); hits(key) == 0 && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if hits(key) != 1 {
+				t.Fatalf("org-a's first %s never reached the upstream", method)
+			}
+			var uploads []net.Conn
+			for i := range 7 {
+				c, err := net.Dial("tcp", p.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				uploads = append(uploads, c)
+				_, _ = io.WriteString(c, "POST /callout/shared/up HTTP/1.1\r\nHost: x\r\nAuthorization: "+tokenA+
+					"\r\nIdempotency-Key: up-"+method+strconv.Itoa(i)+"\r\nContent-Length: 1048576\r\n\r\nxx")
+			}
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= 8 {
+					break
+				}
+			}
+			got := make(chan string, 1)
+			go func() { got <- rawAnswer(first, 8*time.Second) }()
+			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+			code, _, outcome, detail := call(c, http.MethodPost, p.URL+"/callout/shared/b", tokenB, "b-"+method, false)
+			firstGot := <-got // after the upstream's hold
+			upAnswers := []string{}
+			for _, u := range uploads {
+				upAnswers = append(upAnswers, rawAnswer(u, 100*time.Millisecond)[:20])
+			}
+			retry := "-"
+			if method == http.MethodPost {
+				rc, rid, rout, rdet := call(c, http.MethodPost, p.URL+"/callout/shared/hang", tokenA, key, false)
+				retry = strconv.Itoa(rc) + " " + rid + " " + rout + " " + rdet
+			}
+			cuts := p.Metric(t, `callout_listener_share_cuts_total{listener="callout"}`)
+			t.Logf("org-b's write: %d %s %s; cuts %.0f\norg-a's first %s (at its upstream when cut): %q\n"+
+				"org-a's uploads: %q\norg-a's retry with the same key: %s; upstream hits for it: %d",
+				code, outcome, detail, cuts, method, firstGot, upAnswers, retry, hits(key))
+			if code != 200 {
+				t.Errorf("org-b's write: %d %s %s, want 200", code, outcome, detail)
+			}
+			if !strings.HasPrefix(firstGot, "200") {
+				t.Errorf("org-a's %s at its upstream: %q; want its answer, 200 (an upload still arriving is cut first)",
+					method, firstGot)
+			}
+			if !slices.ContainsFunc(upAnswers, func(a string) bool { return strings.HasPrefix(a, "503 overloaded") }) {
+				t.Errorf("org-a's uploads: %q; want one cut with 503 overloaded to make org-b room", upAnswers)
+			}
+			if hits(key) != 1 {
+				t.Errorf("upstream hits for org-a's %s: %d, want 1", key, hits(key))
+			}
+		})
+	}
+}
+
+// TestHostileConnectionShareSilentCutsOthers: org-b runs 8 uploads at once
+// (a genuine burst: the cap is 16, its share 16/3 = 5); without anybody
+// else the cap is never reached and nothing is cut. An attacker with no
+// token then opens 40 workers' connections that send half a request header
+// and nothing more, reconnecting whenever one is closed. Those count toward
+// the unverified group, as many as org-b's at the cap, so the share closes
+// them (past their 500 ms grace), never one of org-b's uploads.
+func TestHostileConnectionShareSilentCutsOthers(t *testing.T) {
+	const conns = 16
+	p, _ := tenantProxy(t, "  max_connections: "+strconv.Itoa(conns))
+	tokenB := bearer(t, orgB)
+	var mu sync.Mutex
+	bGot := map[string]int{}
+	var bConns []net.Conn
+	var bwg sync.WaitGroup
+	for i := range 8 {
+		c, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bConns = append(bConns, c)
+		_, _ = io.WriteString(c, "POST /callout/shared/up HTTP/1.1\r\nHost: x\r\nAuthorization: "+tokenB+
+			"\r\nIdempotency-Key: bu-"+strconv.Itoa(i)+"\r\nContent-Length: 1048576\r\n\r\nxx")
+		bwg.Go(func() {
+			a := rawAnswer(c, 6*time.Second)
+			if len(a) > 24 {
+				a = a[:24]
+			}
+			mu.Lock()
+			bGot[a]++
+			mu.Unlock()
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	before := p.Metric(t, `callout_listener_share_cuts_total{listener="callout"}`)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				_, _ = io.WriteString(c, "POST /callout/shared/x HTTP/1.1\r\nHost: x\r\n")
+				done := make(chan struct{})
+				go func() { defer close(done); _, _ = io.Copy(io.Discard, c) }()
+				select {
+				case <-done:
+				case <-stop:
+				}
+				c.Close()
+			}
+		})
+	}
+	bwg.Wait()
+	close(stop)
+	wg.Wait()
+	for _, c := range bConns {
+		c.Close()
+	}
+	cuts := p.Metric(t, `callout_listener_share_cuts_total{listener="callout"}`)
+	t.Logf("org-b's 8 uploads (cap %d, share %d) before the attack: %.0f cut; with a tokenless attacker's half headers: %v, %.0f cut",
+		conns, conns/3, before, bGot, cuts-before)
+	if cuts > before {
+		t.Errorf("org-b's uploads cut by a tokenless attacker's silent connections: %v", bGot)
 	}
 }
