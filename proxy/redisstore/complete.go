@@ -114,7 +114,10 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 // breakerCall is the breaker and pause update of an attempt of a sharded
 // queue, on the endpoint hash (outcome.lua, the rules of lib.lua
 // breaker_apply), or nil when it has nothing to change: a success while
-// this replica saw no failure and held no probe, or no dispatch at all.
+// this replica saw no failure, held no probe and saw the last success
+// within half a probe interval (so that lsu stays fresh for the veto of
+// contract §6: two failing organisations never open the endpoint's
+// breaker over a third that succeeds), or no dispatch at all.
 func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.BreakerSettings, now time.Time, view gateview.View) *outcomeArgs {
 	probe := ""
 	if cl.Kind == policy.KindProbe {
@@ -122,7 +125,8 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 	}
 	success := c.Attempt != nil && c.Attempt.Outcome == policy.Success
 	pause := msUntil(c.PausedUntil, now)
-	if probe == "" && pause == 0 && (c.Attempt == nil || (success && view.Failures == 0)) {
+	fresh := now.Sub(view.LastSuccess) < br.ProbeInterval/2
+	if probe == "" && pause == 0 && (c.Attempt == nil || (success && view.Failures == 0 && fresh)) {
 		return nil
 	}
 	dispatched := c.Attempt != nil

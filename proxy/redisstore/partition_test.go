@@ -3,6 +3,7 @@ package redisstore
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -526,33 +527,44 @@ func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
 // that at most once per half probe interval (ARCHITECTURE.md: a success
 // costs no write when nothing is failing), so the veto of the endpoint's
 // breaker sees it: org-b's quiet successes, the last a second before
-// org-a's and org-c's partitions open, keep the endpoint closed.
+// org-a's and org-c's partitions open, keep the endpoint closed. The same
+// on an endpoint of 3 shards, whose queues outside the endpoint hash's
+// slot record a success from Go (breakerCall) by the gate view's last
+// success.
 func TestQuietSuccessKeepsTheEndpointClosed(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e *env) {
-		s := partitionedStore(e)
-		const ep = "quiet-api"
-		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
-		ok := success()
-		ok.Breaker = br
-		var lsu []time.Time
-		for i := range 4 { // 0 s, 20 s, 40 s, 60 s: written at 0 s and 40 s
-			if i > 0 {
-				e.clk.Advance(20 * time.Second)
-			}
-			rb := mustBegin(t, s, reqOf(ep, orgB, ""))
-			mustComplete(t, s, rb, ok)
-			lsu = append(lsu, mustState(t, s, ep).LastSuccessAt)
-		}
-		if !lsu[0].Equal(t0) || !lsu[1].Equal(t0) || !lsu[2].Equal(t0.Add(40*time.Second)) || !lsu[3].Equal(lsu[2]) {
-			t.Fatalf("last success after each quiet success = %v, want t0, t0, t0+40s, t0+40s", lsu)
-		}
-		e.clk.Advance(time.Second)
-		openPartition(t, e, s, ep, orgA, 2, br)
-		openPartition(t, e, s, ep, orgC, 2, br)
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
-			t.Fatalf("endpoint breaker %s a second after org-b's last success, want closed", st.Breaker)
-		}
-	})
+	for _, shards := range []int{1, 3} {
+		t.Run(strconv.Itoa(shards)+" shards", func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, e *env) {
+				s := New(e.b.Client, Options{
+					PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{9}), ResponseBodyCap: 16,
+					IdempotencyRetention: day, DeadLetterRetention: 30 * day,
+					Shards: func(string) int { return shards }, Partitioned: func(string) bool { return true },
+				})
+				const ep = "quiet-api"
+				br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+				ok := success()
+				ok.Breaker = br
+				var lsu []time.Time
+				for i := range 4 { // 0 s, 20 s, 40 s, 60 s: written at 0 s and 40 s
+					if i > 0 {
+						e.clk.Advance(20 * time.Second)
+					}
+					rb := mustBegin(t, s, reqOf(ep, orgB, "b-"+strconv.Itoa(i)))
+					mustComplete(t, s, rb, ok)
+					lsu = append(lsu, mustState(t, s, ep).LastSuccessAt)
+				}
+				if !lsu[0].Equal(t0) || !lsu[1].Equal(t0) || !lsu[2].Equal(t0.Add(40*time.Second)) || !lsu[3].Equal(lsu[2]) {
+					t.Fatalf("last success after each quiet success = %v, want t0, t0, t0+40s, t0+40s", lsu)
+				}
+				e.clk.Advance(time.Second)
+				openPartition(t, e, s, ep, orgA, 2, br)
+				openPartition(t, e, s, ep, orgC, 2, br)
+				if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
+					t.Fatalf("endpoint breaker %s a second after org-b's last success, want closed", st.Breaker)
+				}
+			})
+		})
+	}
 }
 
 // ReadGates names the partition a gate is (policy.Gate.Partition, the

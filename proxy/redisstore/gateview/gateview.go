@@ -80,6 +80,10 @@ type View struct {
 	// Level is the breaker partition whose gate it is (an issuer tag; ""
 	// the endpoint's own).
 	Level string
+	// LastSuccess is the endpoint's last recorded success (lsu, kept
+	// within half a probe interval: lib.lua breaker_apply); zero when none
+	// or not read (Admit).
+	LastSuccess time.Time
 }
 
 // Args are the gate arguments of a queue's script (A.gate, A.gate_until):
@@ -295,12 +299,13 @@ type readReply struct {
 	Level      string      `lua:"level"`
 	Breaker    string      `lua:"breaker"`
 	Failures   int         `lua:"failures"`
+	LastOK     int64       `lua:"last_success"`
 	Partitions []Partition `lua:"partitions"` // with List
 }
 
 func (r readReply) view() View {
 	return View{Gate: policy.Gate{State: policy.GateState(r.Gate), Until: timeOf(r.GateUntil)}, Failures: r.Failures,
-		Level: r.Level}
+		Level: r.Level, LastSuccess: timeOf(r.LastOK)}
 }
 
 // admitArgs are admit.lua's keys and arguments (lua/admit.lua).

@@ -10,11 +10,11 @@
 -- Replies (gateReadReply): gate, gate_until (ms, 0: none), level (the
 -- partition whose breaker the gate is, '' the endpoint's), breaker
 -- (closed|open|half_open: the endpoint's own), failures (consecutive, the
--- endpoint's, or the partition's when it has more, as admit.lua), and
--- partitions (with A.list): every partition with a breaker of its own in the hash, {tag,
+-- endpoint's, or the partition's when it has more, as admit.lua),
+-- last_success (ms, 0: none: lsu, lib.lua breaker_apply), and partitions (with A.list): every partition with a breaker of its own in the hash, {tag,
 -- breaker, failures, opened_at, probe_at (ms)}.
 local now, part = clock(A.now), A.part
-local f = hread(K.endpoint, concat(gate_fields_of(part), {'cf', pf('cf', part)}))
+local f = hread(K.endpoint, concat(gate_fields_of(part), {'cf', pf('cf', part), 'lsu'}))
 local g, u, level = gate_of(f, now, part)
 local parts = {}
 local all = {}
@@ -32,4 +32,4 @@ local list = {}
 for _, v in pairs(parts) do list[#list + 1] = v end
 table.sort(list, function(a, b) return a[2] < b[2] end)
 return {'gate', g, 'gate_until', u, 'level', level, 'breaker', breaker_state(f.bs, f.pa, now),
-  'failures', math.max(num(f.cf), num(f[pf('cf', part)])), 'partitions', list}
+  'failures', math.max(num(f.cf), num(f[pf('cf', part)])), 'last_success', num(f.lsu), 'partitions', list}
