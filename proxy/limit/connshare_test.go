@@ -354,14 +354,15 @@ func TestConnectionShareSilentConnectionsCount(t *testing.T) {
 			bctx = append(bctx, ctx)
 		}
 		var silent []*Conn
+		start := time.Now() // the oldest silent connection's accept
 		for range 3 {
 			c, _ := r.accept()
 			silent = append(silent, c)
+			time.Sleep(time.Millisecond) // the bubble's clock: each younger than the one before
 		}
 		if r.l.Holding("") != 3 || r.l.Holding("org-b") != 3 {
 			t.Fatalf("unverified %d, org-b %d; want 3, 3", r.l.Holding(""), r.l.Holding("org-b"))
 		}
-		start := time.Now()
 		client, server := net.Pipe()
 		defer client.Close()
 		r.raw.conns <- server
