@@ -411,3 +411,44 @@ func TestConnectionShareIdleCounts(t *testing.T) {
 		}
 	})
 }
+
+// TestConnectionShareUnverifiedRequestGrace: a request whose token is not
+// verified yet counts toward the unverified group but is cut only once it
+// has run for NewGrace, so a tokenless attacker's silent connections never
+// cut another organisation's request on its way in (in the moment between
+// its header and its token check). At a cap of 3 and a share of 1, org-b
+// runs one request, a silent connection arrives, and 100 ms later a request
+// whose token is still being checked: the next connection waits for the
+// silent one's grace and closes it, leaving the request alone; one more
+// connection, with the request still unverified, cuts it when its own grace
+// ends (600 ms after the start), not at once.
+func TestConnectionShareUnverifiedRequestGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newShareRig(t, 3, 1)
+		r.l.now = time.Now
+		start := time.Now()
+		b, bctx := r.accept()
+		r.run(b, bctx, "org-b")
+		silent, _ := r.accept()
+		time.Sleep(100 * time.Millisecond)
+		u, uctx := r.accept()
+		r.run(u, uctx, "")
+		acceptAt := func() time.Duration {
+			client, server := net.Pipe()
+			t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+			r.raw.conns <- server
+			if _, err := r.l.Accept(); err != nil {
+				t.Fatal(err)
+			}
+			return time.Since(start)
+		}
+		if at := acceptAt(); at != NewGrace || !silent.closed || WasCut(uctx) {
+			t.Fatalf("first: accepted at %s (want %s), silent closed %v, unverified request cut %v; want the silent one closed",
+				at, NewGrace, silent.closed, WasCut(uctx))
+		}
+		if at := acceptAt(); at != 100*time.Millisecond+NewGrace || !WasCut(uctx) || WasCut(bctx) {
+			t.Fatalf("second: accepted at %s (want %s), unverified request cut %v, org-b cut %v; want the unverified one cut",
+				at, 100*time.Millisecond+NewGrace, WasCut(uctx), WasCut(bctx))
+		}
+	})
+}

@@ -34,7 +34,9 @@ import (
 // share, the most over first, and from nobody else: that group's oldest
 // idle keep-alive connection, else (the unverified group) its oldest
 // connection still silent past NewGrace, else its oldest request still
-// receiving its body (cut: the body read fails, WasCut, 503 overloaded with
+// receiving its body (of the unverified group, only a request that has run
+// for NewGrace: a legitimate one leaves that group when its token is
+// verified) (cut: the body read fails, WasCut, 503 overloaded with
 // nothing stored or forwarded), and only if none is, its oldest request
 // already past its body (cut too: the request path answers it at once, a
 // keyed write 202 as it continues and a read 503 — Cut). Another group's
@@ -132,7 +134,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{Conn: nc, l: l, evictable: true, since: l.now()}
+	c := &Conn{Conn: nc, l: l, evictable: true}
 	for {
 		l.mu.Lock()
 		if len(l.conns) < l.max {
@@ -185,7 +187,8 @@ func (l *Listener) victim() (v *Conn, cut bool, wake time.Duration) {
 	now := l.now()
 	young := func(c *Conn) bool { return c.evictable && !c.served }
 	silent := func(c *Conn) bool { return young(c) && now.Sub(c.since) >= NewGrace }
-	if over := l.overShare(); len(over) > 0 {
+	over := l.overShare()
+	if len(over) > 0 {
 		of := func(org string, ok func(*Conn) bool) *Conn {
 			return l.oldest(func(c *Conn) bool { return c.org == org && ok(c) })
 		}
@@ -199,24 +202,33 @@ func (l *Listener) victim() (v *Conn, cut bool, wake time.Duration) {
 			}
 		}
 		// then a request of the group most over its share, the one still
-		// receiving its body first; a group whose only connections are new
-		// ones within their grace (the unverified group) waits for that
-		// grace, so that silent connections never cut another's requests
+		// receiving its body first. A request of the unverified group is
+		// cut only once it has run for NewGrace: a legitimate one leaves the
+		// group when its token is verified, a moment after its header
+		// arrived, so a tokenless attacker's silent connections never cut
+		// another organisation's request on its way in. A group whose only
+		// connections are within their grace waits for that grace.
 		for _, org := range over {
-			if v := of(org, func(c *Conn) bool { return c.running && c.receiving }); v != nil {
+			cuttable := func(c *Conn) bool { return c.running && (org != "" || now.Sub(c.since) >= NewGrace) }
+			if v := of(org, func(c *Conn) bool { return cuttable(c) && c.receiving }); v != nil {
 				return v, true, 0
 			}
-			if v := of(org, func(c *Conn) bool { return c.running }); v != nil {
+			if v := of(org, cuttable); v != nil {
 				return v, true, 0
 			}
-			if of(org, young) != nil {
+			if of(org, young) != nil || of(org, func(c *Conn) bool { return c.running }) != nil {
 				break
 			}
 		}
 	} else if v := l.oldest(func(c *Conn) bool { return c.evictable && (c.served || silent(c)) }); v != nil {
 		return v, false, 0
 	}
-	if y := l.oldest(young); y != nil {
+	// wait for the first grace to end: a new connection's, or (a group over
+	// its share) an unverified request's
+	waiting := func(c *Conn) bool {
+		return (young(c) || (c.running && c.org == "" && len(over) > 0)) && now.Sub(c.since) < NewGrace
+	}
+	if y := l.oldest(waiting); y != nil {
 		return nil, false, max(y.since.Add(NewGrace).Sub(now), time.Millisecond)
 	}
 	return nil, false, 0
@@ -250,8 +262,10 @@ func (l *Listener) oldest(ok func(*Conn) bool) *Conn {
 	return v
 }
 
-// add opens c in the unverified group; l.mu held.
+// add opens c in the unverified group, its NewGrace starting now (not when
+// the kernel queued it, nor while Accept waited for room); l.mu held.
 func (l *Listener) add(c *Conn) {
+	c.since = l.now()
 	c.cutC = make(chan struct{})
 	l.conns[c] = struct{}{}
 	l.byOrg[c.org]++
