@@ -55,3 +55,32 @@ func TestTextStepCountsEveryFailedPackage(t *testing.T) {
 		t.Errorf("closing line %q, want 3 failed (a, b and c each failed)\ngo test -v printed:\n%s", got, raw)
 	}
 }
+
+// TestJSONStepCountsATimedOutTest (rev29b, issue 29 item 11): go test
+// -json of a package in which one test failed and a later one hung until
+// -timeout killed the binary (the events go 1.26 writes, recorded from a
+// real run; output events left out): test2json ends the hung test with no
+// event of its own, only the package's "fail". testsum counts the package
+// failure only when no test of the package failed, so the hung test is
+// missing from the count: two failures, one counted.
+func TestJSONStepCountsATimedOutTest(t *testing.T) {
+	events := `{"Action":"start","Package":"s/a"}
+{"Action":"run","Package":"s/a","Test":"TestFail"}
+{"Action":"fail","Package":"s/a","Test":"TestFail","Elapsed":0}
+{"Action":"run","Package":"s/a","Test":"TestHang"}
+{"Action":"output","Package":"s/a","Test":"TestHang","Output":"panic: test timed out after 2s\n"}
+{"Action":"fail","Package":"s/a","Elapsed":2.009}
+`
+	tally := filepath.Join(t.TempDir(), "tally")
+	var out bytes.Buffer
+	if _, err := command([]string{"count", tally}, strings.NewReader(events), &out); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if _, err := command([]string{"total", tally}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); !strings.HasPrefix(got, "0 passed, 2 failed") {
+		t.Errorf("closing line %q, want 2 failed (TestFail, and TestHang that timed out)", got)
+	}
+}
