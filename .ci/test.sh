@@ -14,16 +14,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
-need_apt=()
-command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
-command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
-if ((${#need_apt[@]})); then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "== installing ${need_apt[*]}"
-  $sudo apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
-
 work=$(mktemp -d)
 tally="$work/tally" # the results so far (testsum)
 step="setup"
@@ -38,7 +28,9 @@ cleanup() {
   [ -z "${faultwaits:-}" ] || kill -- "-$faultwaits" 2>/dev/null || true
   for pid in "${installs[@]}"; do wait "$pid" 2>/dev/null || true; done # they write into $work
   bash proxy/internal/redistest/start-redis.sh --stop "$work" || true
-  local line="nothing was counted"
+  # before testsum is built (installing Redis, or its build, failed) nothing
+  # was counted: the failure is still one
+  local line="0 passed, $((rc != 0)) failed, 0 skipped (nothing counted: testsum was not built)"
   [ -x "$work/testsum" ] && line=$("$work/testsum" total "$tally" 2>/dev/null || echo "$line")
   ((${#times[@]})) && echo "== step times: $(printf '%s · ' "${times[@]}" | sed 's/ · $//')"
   if [ "$rc" -eq 0 ]; then
@@ -50,6 +42,18 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+step="install"
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+if ((${#need_apt[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "== installing ${need_apt[*]}"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+step="setup"
 go build -o "$work/testsum" ./proxy/internal/testsum
 
 # run_step NAME WHAT CMD [ARG…]: one step, counted by testsum, timed.

@@ -10,11 +10,16 @@
 // same lines, mixed as a step's scripts print them:
 //   - go test -json events (cmd/test2json), condensed to what go test
 //     prints without -v: package results, build errors, and the whole
-//     output of each failed test, never a passing one's. A package that
-//     failed without a failed test (a build error, a panic in TestMain, a
-//     timeout) counts as one failure;
+//     output of each failed test, never a passing one's. When a package
+//     fails, each of its tests that started and never ended (killed by
+//     -timeout, or by an os.Exit) counts as one failure; a package that
+//     failed with neither such a test nor a failed one (a build error, a
+//     panic in TestMain) counts as one;
 //   - go test -v text, passed through, its "--- PASS", "--- FAIL" and
-//     "--- SKIP" lines counted, subtests included;
+//     "--- SKIP" lines counted, subtests included; at a package's "FAIL\t"
+//     line (and at the end of the stream, for a test binary run without go
+//     test) the same rule as for -json: a test with "=== RUN" and no result
+//     is a failure, and a failed package with none counted is one;
 //   - TAP-style check lines, "ok - …" and "not ok - …" (optionally
 //     numbered, "ok 3 - …"), passed through and counted: the console's
 //     browser test prints them.
@@ -167,6 +172,9 @@ func scan(in io.Reader, out io.Writer) (counts, error) {
 	var c counts
 	held := map[string][]string{} // output of running tests, by package and test
 	failedTests := map[string]bool{}
+	running := map[string]bool{}     // -json: tests started and not ended, by package and test
+	textRunning := map[string]bool{} // -v text: the same, by test name, since the last package line
+	textFails := 0                   // -v text: failures counted since the last package line
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
@@ -179,17 +187,39 @@ func scan(in io.Reader, out io.Writer) (counts, error) {
 			line := sc.Text() // text: -v output, check lines, go's and the scripts' own messages
 			fmt.Fprintln(out, line)
 			t := strings.TrimLeft(line, " \t")
+			if name, ok := strings.CutPrefix(line, "=== RUN"); ok {
+				textRunning[strings.TrimSpace(name)] = true
+			}
+			for _, p := range []string{"--- PASS: ", "--- FAIL: ", "--- SKIP: "} {
+				if rest, ok := strings.CutPrefix(t, p); ok {
+					name, _, _ := strings.Cut(rest, " (")
+					delete(textRunning, name)
+				}
+			}
 			switch m := tap.FindStringSubmatch(line); {
 			case strings.HasPrefix(t, "--- PASS: "), m != nil && m[1] == "":
 				c.pass++
 			case strings.HasPrefix(t, "--- FAIL: "), m != nil:
 				c.fail++
+				textFails++
 			case strings.HasPrefix(t, "--- SKIP: "):
 				c.skip++
+			case strings.HasPrefix(line, "FAIL\t"): // a package failed: FAIL\tpkg\t1.2s, FAIL\tpkg [build failed]
+				c.fail += packageFailed(textRunning, textFails > 0, "")
+				fallthrough
+			case strings.HasPrefix(line, "ok  \t"), strings.HasPrefix(line, "?   \t"):
+				clear(textRunning)
+				textFails = 0
 			}
 			continue
 		}
 		key := e.Package + " " + e.Test
+		switch {
+		case e.Action == "run" && e.Test != "":
+			running[key] = true
+		case e.Action == "pass", e.Action == "skip", e.Action == "fail":
+			delete(running, key)
+		}
 		switch {
 		case e.Action == "output" && e.Test != "":
 			held[key] = append(held[key], e.Output)
@@ -208,14 +238,59 @@ func scan(in io.Reader, out io.Writer) (counts, error) {
 			failedTests[e.Package] = true
 			fmt.Fprint(out, strings.Join(held[key], ""))
 			delete(held, key)
-		case e.Test == "" && e.Action == "fail" && !failedTests[e.Package]:
-			c.fail++ // the package failed without a failed test
+		case e.Test == "" && e.Action == "fail":
+			c.fail += packageFailed(running, failedTests[e.Package], e.Package+" ")
 			for k, lines := range held {
 				if strings.HasPrefix(k, e.Package+" ") {
 					fmt.Fprint(out, strings.Join(lines, "")) // e.g. the test that timed out
+					delete(held, k)
 				}
 			}
 		}
 	}
+	// a stream that ends with tests started and not ended (a test binary
+	// killed or exited mid-test, with no package line after it): each is a
+	// failure
+	c.fail += unended(textRunning, "")
 	return c, sc.Err()
+}
+
+// packageFailed is the number of failures a failed package adds beyond its
+// failed tests (failed: whether one was counted), forgetting its tests from
+// running: one for each test that started and never ended, or, with none
+// and no failed test, one for the package itself.
+func packageFailed(running map[string]bool, failed bool, prefix string) int {
+	n := unended(running, prefix)
+	if n == 0 && !failed {
+		return 1
+	}
+	return n
+}
+
+// unended counts and forgets the tests of running whose key starts with
+// prefix (prefix+name): each one that started and never ended, a parent
+// whose subtest is also unended counting once, as that subtest.
+func unended(running map[string]bool, prefix string) int {
+	n := 0
+	for k := range running {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		leaf := true
+		for o := range running {
+			if strings.HasPrefix(o, k+"/") {
+				leaf = false
+				break
+			}
+		}
+		if leaf {
+			n++
+		}
+	}
+	for k := range running {
+		if strings.HasPrefix(k, prefix) {
+			delete(running, k)
+		}
+	}
+	return n
 }

@@ -9,15 +9,14 @@ import (
 	"testing"
 )
 
-// TestTextStepCountsEveryFailedPackage (rev29b, issue 29 item 11): a step
+// TestTextStepCountsEveryFailedPackage: a step
 // whose go test runs print -v text (the fault, hostile, real-client and k8s
 // steps, through .ci/lib.sh quiet_v) can fail in two packages, one with a
 // failed test ("--- FAIL") and one without (a build failure, a timeout, an
-// os.Exit in a test: "FAIL\tpkg ..." and no "--- FAIL"). The -json path
-// counts a package that failed without a failed test; the text path does
-// not, and step adds its one failure only when nothing was counted, so the
-// second package's failure is missing from the closing line. This test runs
-// real go test -v on such a module and wants two failures.
+// os.Exit in a test: "FAIL\tpkg ..." and no "--- FAIL"). Each failed
+// package is at least one failure in the closing line, whatever the others
+// did. This test runs a real go test -v on such a module (three packages)
+// and wants three failures.
 func TestTextStepCountsEveryFailedPackage(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go on PATH")
@@ -56,13 +55,12 @@ func TestTextStepCountsEveryFailedPackage(t *testing.T) {
 	}
 }
 
-// TestJSONStepCountsATimedOutTest (rev29b, issue 29 item 11): go test
+// TestJSONStepCountsATimedOutTest: go test
 // -json of a package in which one test failed and a later one hung until
 // -timeout killed the binary (the events go 1.26 writes, recorded from a
 // real run; output events left out): test2json ends the hung test with no
-// event of its own, only the package's "fail". testsum counts the package
-// failure only when no test of the package failed, so the hung test is
-// missing from the count: two failures, one counted.
+// event of its own, only the package's "fail". The hung test is a failure
+// beside the one that failed: two.
 func TestJSONStepCountsATimedOutTest(t *testing.T) {
 	events := `{"Action":"start","Package":"s/a"}
 {"Action":"run","Package":"s/a","Test":"TestFail"}
@@ -82,5 +80,29 @@ func TestJSONStepCountsATimedOutTest(t *testing.T) {
 	}
 	if got := strings.TrimSpace(out.String()); !strings.HasPrefix(got, "0 passed, 2 failed") {
 		t.Errorf("closing line %q, want 2 failed (TestFail, and TestHang that timed out)", got)
+	}
+}
+
+// TestTextStepCountsUnendedTests: in -v text, a test with "=== RUN" and no
+// result is a failure, at its package's FAIL line (a timeout after another
+// test failed: the hung subtest counts, once for it and its parent) and at
+// the end of the stream (a test binary killed mid-test, no package line
+// after it); a passing package's tests are not.
+func TestTextStepCountsUnendedTests(t *testing.T) {
+	text := "=== RUN   TestA\n--- FAIL: TestA (0.00s)\n=== RUN   TestB\n=== RUN   TestB/sub\n" +
+		"panic: test timed out after 2s\nFAIL\ts/a\t2.010s\n" +
+		"=== RUN   TestOK\n=== RUN   TestOK/x\n    --- PASS: TestOK/x (0.00s)\n--- PASS: TestOK (0.00s)\nPASS\nok  \ts/b\t0.01s\n" +
+		"=== RUN   TestKilled\n"
+	tally := filepath.Join(t.TempDir(), "tally")
+	var out bytes.Buffer
+	if _, err := command([]string{"count", tally}, strings.NewReader(text), &out); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if _, err := command([]string{"total", tally}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); got != "2 passed, 3 failed, 0 skipped" {
+		t.Errorf("closing line %q, want 2 passed, 3 failed (TestA, TestB/sub timed out, TestKilled)", got)
 	}
 }
