@@ -124,14 +124,8 @@ func authHeader(v string) http.Header { return http.Header{"Authorization": {v}}
 // targets, CONNECT, a backslash in the path, repeated Connection fields.
 func (p *proxyUnderTest) raw(t *testing.T, head string, body []byte) (*http.Response, []byte) {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := p.dial(t)
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := conn.Write(append([]byte(head+"\r\n"), body...)); err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +134,22 @@ func (p *proxyUnderTest) raw(t *testing.T, head string, body []byte) (*http.Resp
 		t.Fatalf("read response to %q: %v", strings.SplitN(head, "\r\n", 2)[0], err)
 	}
 	return resp, proctest.ReadBody(t, resp)
+}
+
+// dial opens a TCP connection to the proxy's callout listener, failing the
+// test when it cannot, with a deadline 20 s away for everything sent and
+// read on it. The caller closes it.
+func (p *proxyUnderTest) dial(t *testing.T) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	return conn
 }
 
 // wantProblem asserts a proxy-made error (contract §2) with

@@ -50,11 +50,7 @@ func TestE2EHeaderLimits(t *testing.T) {
 	}
 	// Over twice the limit net/http answers a bare 431 and closes at once;
 	// the client may see the reset of its unread bytes before the answer.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	conn := p.dial(t)
 	_, _ = io.WriteString(conn, rawHead(http.MethodGet, "/callout/api/x", token, "X-Huge: "+strings.Repeat("b", 40000))+"\r\n")
 	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil && resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("a header over twice the limit: status %d, want 431 from net/http", resp.StatusCode)
@@ -75,12 +71,8 @@ func TestE2ETransferEncodingAndContentLength(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, okHandler)
 	p := startProxy(t, devConfig(proctest.Endpoint("api", up.URL, loopbackNets)), testEnv())
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := p.dial(t)
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	smuggled := "GET /callout/api/smuggled HTTP/1.1\r\nHost: x\r\nAuthorization: " + bearer(t, testIssuer) + "\r\n\r\n"
 	req := rawHead(http.MethodPut, "/callout/api/te", "Authorization: "+bearer(t, testIssuer),
 		"Content-Length: "+strconv.Itoa(5+len(smuggled)), "Transfer-Encoding: chunked") +
@@ -117,12 +109,8 @@ func TestE2EBodyReadTimeout(t *testing.T) {
 	up := proctest.NewUpstream(t, okHandler)
 	p := startProxy(t, withLimits(devConfig(proctest.Endpoint("api", up.URL, loopbackNets)),
 		"body_read_timeout: 300ms"), testEnv())
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := p.dial(t)
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	head := rawHead(http.MethodPut, "/callout/api/slow", "Authorization: "+bearer(t, testIssuer),
 		"Content-Length: 1000") + "\r\n" + "only part of the body"
 	if _, err := io.WriteString(conn, head); err != nil {
@@ -132,7 +120,7 @@ func TestE2EBodyReadTimeout(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/healthz while a body trickles: %d %s", resp.StatusCode, body)
 	}
-	resp, err = http.ReadResponse(bufio.NewReader(conn), nil)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,12 +293,8 @@ func TestE2ERefusalBeforeTheBodyIsAnsweredAtOnce(t *testing.T) {
 		{"method not allowed", http.MethodPost, "/healthz", "", http.StatusMethodNotAllowed, problem.MethodNotAllowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := p.dial(t) // far below the hour the body may take
 			defer conn.Close()
-			_ = conn.SetDeadline(time.Now().Add(20 * time.Second)) // far below the hour the body may take
 			lines := []string{"Content-Length: 100"}
 			if tc.auth != "" {
 				lines = append(lines, tc.auth)

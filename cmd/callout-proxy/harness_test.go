@@ -155,8 +155,4 @@ func (p *proxyUnderTest) call(t *testing.T, method, path string, body io.Reader,
 }
 
 // noRedirectClient never follows redirects, so tests see what the proxy sent.
-var noRedirectClient = &http.Client{
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	Transport:     &http.Transport{DisableCompression: true, Proxy: nil},
-	Timeout:       60 * time.Second,
-}
+var noRedirectClient = proctest.NewClient(60*time.Second, 0)

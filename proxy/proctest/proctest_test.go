@@ -78,6 +78,33 @@ func TestWantProblem(t *testing.T) {
 	}
 }
 
+// TestSend: Send sends the header fields it is given and an empty body as
+// none, and NewClient's client answers a redirect with the redirect
+// itself.
+func TestSend(t *testing.T) {
+	u := NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/elsewhere")
+		w.WriteHeader(http.StatusFound)
+		_, _ = io.WriteString(w, "moved")
+	})
+	c := NewClient(10*time.Second, 1)
+	t.Cleanup(c.CloseIdleConnections)
+	a, err := Send(c, http.MethodGet, u.URL+"/here", http.Header{"X-Test": {"a", "b"}}, "")
+	if err != nil || a.Status != http.StatusFound || a.Header.Get("Location") != "/elsewhere" || string(a.Body) != "moved" {
+		t.Fatalf("answer %+v, %v; want the 302 itself", a, err)
+	}
+	if n := u.Hits(); n != 1 {
+		t.Fatalf("upstream called %d times, want once (the redirect not followed)", n)
+	}
+	rec := u.Request(t, "/here")
+	if got := rec.Header.Values("X-Test"); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Errorf("X-Test sent as %q, want a, b", got)
+	}
+	if len(rec.Body) != 0 {
+		t.Errorf("body %q sent, want none", rec.Body)
+	}
+}
+
 // failures counts Errorf calls instead of failing the test.
 type failures struct {
 	testing.TB

@@ -5,7 +5,6 @@ package fault
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -55,29 +54,21 @@ type client struct {
 
 func newClient(t *testing.T) *client {
 	t.Helper()
-	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &client{token: proctest.Bearer(t, testSecret, issuer, 30*time.Minute), http: &http.Client{Transport: tr, Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	c := proctest.NewClient(30*time.Second, 32)
+	t.Cleanup(c.CloseIdleConnections)
+	return &client{token: proctest.Bearer(t, testSecret, issuer, 30*time.Minute), http: c}
 }
 
-// do sends one request and returns the status, headers and body.
+// do sends one request with the client's token and returns the status,
+// headers and body.
 func (c *client) do(method, url string, hdr http.Header, body string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, err
+	hdr = hdr.Clone()
+	if hdr == nil {
+		hdr = http.Header{}
 	}
-	for k, vs := range hdr {
-		req.Header[k] = vs
-	}
-	req.Header.Set("Authorization", c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b, err
+	hdr.Set("Authorization", c.token)
+	a, err := proctest.Send(c.http, method, url, hdr, body)
+	return a.Status, a.Header, a.Body, err
 }
 
 // accepted is a callout the proxy answered 202 for.

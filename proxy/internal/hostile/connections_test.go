@@ -83,22 +83,36 @@ func TestHostileConnectionShare(t *testing.T) {
 	}
 }
 
-// trickleStorm starts workers attackers that each, until the test ends,
-// dial p's callout listener, write head(worker, n) (its n-th connection),
-// then one body byte every 2 s (with trickle) until the proxy answers —
-// onAnswer, when set, gets the answer — or closes the connection (onAnswer
-// nil: the worker reads nothing but the close, so it holds on after an
-// answer), and dial again. It reports whether the listener reached conns
-// open connections within 20 s.
+// trickleStorm starts a storm of workers attackers writing head and
+// reports whether the listener reached conns open connections within
+// 20 s. The attackers run until the test ends.
 func trickleStorm(t *testing.T, p *proctest.Proxy, workers, conns int, trickle bool, head func(worker, n int) string,
 	onAnswer func(*http.Response)) bool {
-	stop := make(chan struct{})
+	storm(t, p, workers, trickle, head, onAnswer)
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= float64(conns) {
+			return true
+		}
+	}
+	return false
+}
+
+// storm starts workers attackers that each, until stopped, dial p's
+// callout listener, write head(worker, n) (its n-th connection), then one
+// body byte every 2 s (with trickle) until the proxy answers — onAnswer,
+// when set, gets the answer — or closes the connection (onAnswer nil: the
+// worker reads nothing but the close, so it holds on after an answer), and
+// dial again. It returns the function that stops the attackers and waits
+// for them; it runs when the test ends too.
+func storm(t *testing.T, p *proctest.Proxy, workers int, trickle bool, head func(worker, n int) string,
+	onAnswer func(*http.Response)) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range workers {
 		wg.Go(func() {
 			for n := 0; ; n++ {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
@@ -107,9 +121,9 @@ func trickleStorm(t *testing.T, p *proctest.Proxy, workers, conns int, trickle b
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
-				done := make(chan struct{})
+				closed := make(chan struct{})
 				go func() {
-					defer close(done)
+					defer close(closed)
 					if onAnswer == nil {
 						_, _ = io.Copy(io.Discard, c) // until the proxy closes it
 						return
@@ -123,9 +137,9 @@ func trickleStorm(t *testing.T, p *proctest.Proxy, workers, conns int, trickle b
 			wait:
 				for {
 					select {
-					case <-done:
+					case <-closed:
 						break wait
-					case <-stop:
+					case <-done:
 						break wait
 					case <-time.After(2 * time.Second):
 						if trickle {
@@ -137,11 +151,8 @@ func trickleStorm(t *testing.T, p *proctest.Proxy, workers, conns int, trickle b
 			}
 		})
 	}
-	t.Cleanup(func() { close(stop); wg.Wait() })
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if p.Metric(t, `callout_listener_connections{listener="callout"}`) >= float64(conns) {
-			return true
-		}
-	}
-	return false
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	t.Cleanup(stop)
+	return stop
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,11 +21,9 @@ import (
 // answers 200 after hold, counting the requests it received per
 // Idempotency-Key (reads: per path).
 func slowUpstreamProxy(t *testing.T, extraLimits string, hold time.Duration) (*proctest.Proxy, func(string) int) {
-	redisURL := proctest.StartRedis(t, false).URL
 	var mu sync.Mutex
 	hits := map[string]int{}
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	p, _ := tenantProxyWith(t, extraLimits, func(r *http.Request) {
 		k := r.Header.Get("Idempotency-Key")
 		if k == "" {
 			k = r.URL.Path
@@ -37,15 +34,7 @@ func slowUpstreamProxy(t *testing.T, extraLimits string, hold time.Duration) (*p
 		if strings.HasSuffix(r.URL.Path, "/hang") {
 			time.Sleep(hold)
 		}
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	t.Cleanup(up.Close)
-	_, admin := adminTokenFile(t)
-	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB},
-		Sections: admin + "limits:\n  body_read_timeout: 30s\n" + extraLimits + "\n",
-		Endpoints: []string{proctest.Endpoint("healthy", up.URL, proctest.Loopback),
-			proctest.Endpoint("shared", up.URL, proctest.Loopback)}}.YAML()
-	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
+	})
 	return p, func(k string) int { mu.Lock(); defer mu.Unlock(); return hits[k] }
 }
 
@@ -327,35 +316,9 @@ func TestHostileConnectionShareSilentCutsOthers(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	before := p.Metric(t, `callout_listener_share_cuts_total{listener="callout"}`)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
-				if err != nil {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				_, _ = io.WriteString(c, "POST /callout/shared/x HTTP/1.1\r\nHost: x\r\n")
-				done := make(chan struct{})
-				go func() { defer close(done); _, _ = io.Copy(io.Discard, c) }()
-				select {
-				case <-done:
-				case <-stop:
-				}
-				c.Close()
-			}
-		})
-	}
+	stopAttack := storm(t, p, 40, false, func(int, int) string { return "POST /callout/shared/x HTTP/1.1\r\nHost: x\r\n" }, nil)
 	bwg.Wait()
-	close(stop)
-	wg.Wait()
+	stopAttack()
 	for _, c := range bConns {
 		c.Close()
 	}

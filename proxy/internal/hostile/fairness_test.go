@@ -89,35 +89,33 @@ func call(c *http.Client, method, url, token, key string, async bool) (status in
 // statusDoc reads a callout's status document as token's organisation.
 func statusDoc(t *testing.T, c *http.Client, p *proctest.Proxy, token, id string) api.StatusDocument {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, p.URL+"/v1/callouts/"+id, nil)
-	req.Header.Set("Authorization", token)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var d api.StatusDocument
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("status of %s: %d, %v", id, resp.StatusCode, err)
-	}
+	getJSON(t, c, p.URL+"/v1/callouts/"+id, token, &d)
 	return d
 }
 
 // endpointState reads GET /admin/v1/endpoints/{name}.
 func endpointState(t *testing.T, c *http.Client, p *proctest.Proxy, adminToken, name string) api.EndpointDoc {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, p.AdminURL+"/admin/v1/endpoints/"+name, nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	var d api.EndpointDoc
+	getJSON(t, c, p.AdminURL+"/admin/v1/endpoints/"+name, "Bearer "+adminToken, &d)
+	return d
+}
+
+// getJSON GETs url with the Authorization value auth and decodes its 200
+// answer into v, failing the test on any other.
+func getJSON(t *testing.T, c *http.Client, url, auth string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", auth)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var d api.EndpointDoc
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		t.Fatal(err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
 	}
-	return d
 }
 
 // partitionOf is the breaker partition of issuer in d, if it has one.

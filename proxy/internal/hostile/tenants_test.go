@@ -37,9 +37,16 @@ const (
 // an admin token of scope read in a file. It returns the proxy and the
 // admin token's value.
 func tenantProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
+	return tenantProxyWith(t, extraLimits, func(*http.Request) {})
+}
+
+// tenantProxyWith is tenantProxy with an upstream that runs handle on
+// each request once it has read its body, before it answers 200.
+func tenantProxyWith(t *testing.T, extraLimits string, handle func(*http.Request)) (*proctest.Proxy, string) {
 	redisURL := proctest.StartRedis(t, false).URL
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		handle(r)
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	t.Cleanup(up.Close)

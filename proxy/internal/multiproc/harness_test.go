@@ -2,10 +2,8 @@ package multiproc
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -73,14 +71,9 @@ func newHarness(t *testing.T) *harness {
 	if proxyBinary == "" {
 		t.Fatal("TestMain did not build the binary")
 	}
-	tr := &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 8}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &harness{
-		redisURL: url,
-		store:    redisstore.New(single.Client, redisstore.Options{}),
-		client: &http.Client{Transport: tr, Timeout: 60 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-	}
+	client := proctest.NewClient(60*time.Second, 8)
+	t.Cleanup(client.CloseIdleConnections)
+	return &harness{redisURL: url, store: redisstore.New(single.Client, redisstore.Options{}), client: client}
 }
 
 // config is a whole configuration on port 0 for the shared Redis, with
@@ -99,36 +92,19 @@ func bearer(t *testing.T, iss string) string {
 	return proctest.Bearer(t, proctest.IssuerSecret(testSecret, iss), iss, 10*time.Minute)
 }
 
-// response is a proxy answer with its body read.
+// response is a proxy answer with its body read and the time it took.
 type response struct {
-	Status  int
-	Header  http.Header
-	Body    []byte
+	proctest.Answer
 	Elapsed time.Duration
 }
 
-// send makes one request to base+path with a token from prodIssuer
-// unless hdr sets Authorization. It returns errors instead of failing, so
+// send makes one request to base+path (proctest.Send), authenticated only
+// by hdr's Authorization, if any. It returns errors instead of failing, so
 // it may run on any goroutine.
 func (h *harness) send(base, method, path string, hdr http.Header, body string) (response, error) {
-	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-	if err != nil {
-		return response{}, err
-	}
-	for k, vs := range hdr {
-		req.Header[k] = vs
-	}
-	if body == "" {
-		req.Body, req.ContentLength = http.NoBody, 0
-	}
 	start := time.Now()
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b, Elapsed: time.Since(start)}, err
+	a, err := proctest.Send(h.client, method, base+path, hdr, body)
+	return response{Answer: a, Elapsed: time.Since(start)}, err
 }
 
 // call is send on the test goroutine, authenticated as prodIssuer unless

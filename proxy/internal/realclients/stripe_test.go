@@ -33,16 +33,15 @@ var proxyBinary string
 // env more environment.
 func startProxy(t *testing.T, extra string, endpoints map[string]string, env ...string) *proctest.Proxy {
 	t.Helper()
-	cfg := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nauth:\n  issuers: [" + issuer +
-		"]\n  audience: callout-proxy\n  algorithms: [HS256]\n  hs256_secret_env: TEST_JWT_SECRET\n" + extra + "endpoints:\n"
+	cfg := proctest.Config{Issuers: []string{issuer}, Sections: extra}
 	for _, name := range slices.Sorted(maps.Keys(endpoints)) {
-		cfg += "  " + name + ":\n    url: " + endpoints[name] + "\n    allowed_networks: [127.0.0.0/8]\n"
+		cfg.Endpoints = append(cfg.Endpoints, proctest.Endpoint(name, endpoints[name], proctest.Loopback))
 	}
 	vars := map[string]string{"TEST_JWT_SECRET": secret}
 	for i := 0; i+1 < len(env); i += 2 {
 		vars[env[i]] = env[i+1]
 	}
-	return proctest.StartProxy(t, proxyBinary, cfg, proctest.ProxyOptions{Env: vars})
+	return proctest.StartProxy(t, proxyBinary, cfg.YAML(), proctest.ProxyOptions{Env: vars})
 }
 
 // TestMain builds the binary unless CALLOUT_PROXY_BINARY names one, runs
