@@ -204,15 +204,27 @@ var (
 	csrfRe  = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 )
 
-// login logs in with token and returns the session's CSRF token.
-func (b *browser) login(token string) string {
+// postLogin reads the login form and posts it back with its nonce, token
+// and the other fields of form (nil: none), and returns the answer.
+func (b *browser) postLogin(token string, form url.Values) page {
 	b.t.Helper()
 	p := b.get("/console/login")
 	m := nonceRe.FindStringSubmatch(p.Body)
 	if m == nil {
 		b.t.Fatalf("login form without nonce: %d %s", p.Status, p.Body)
 	}
-	p = b.post("/console/login", url.Values{"token": {token}, "nonce": {m[1]}})
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("token", token)
+	form.Set("nonce", m[1])
+	return b.post("/console/login", form)
+}
+
+// login logs in with token and returns the session's CSRF token.
+func (b *browser) login(token string) string {
+	b.t.Helper()
+	p := b.postLogin(token, nil)
 	if p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/endpoints" {
 		b.t.Fatalf("login: %d %s, want 303 to /console/endpoints", p.Status, p.Header.Get("Location"))
 	}
