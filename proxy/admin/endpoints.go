@@ -191,13 +191,19 @@ func (s *server) enableEndpoint(ctx context.Context, ep *config.Endpoint, before
 	if err := s.d.Endpoints.Enable(ctx, ep.Name); err != nil {
 		return actionOutcome{}, err
 	}
-	if before.Breaker != policy.BreakerClosed {
-		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
-	}
+	s.countClosed(ep, before)
 	if before.Disabled {
 		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "enabled").Inc()
 	}
 	return actionOutcome{changed: before.Disabled}, nil
+}
+
+// countClosed counts the breaker transition to closed that enabling or
+// resetting ep made: one when its breaker was open or half-open before.
+func (s *server) countClosed(ep *config.Endpoint, before policy.EndpointState) {
+	if before.Breaker != policy.BreakerClosed {
+		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
+	}
 }
 
 // disableEndpoint disables ep; its pending callouts become dead letters
@@ -223,9 +229,7 @@ func (s *server) resetBreaker(ctx context.Context, ep *config.Endpoint, before p
 	if err := s.d.Endpoints.ResetBreaker(ctx, ep.Name); err != nil {
 		return actionOutcome{}, err
 	}
-	if before.Breaker != policy.BreakerClosed {
-		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
-	}
+	s.countClosed(ep, before)
 	changed := before.Breaker != policy.BreakerClosed || before.ConsecutiveFailures > 0 ||
 		before.PausedUntil.After(s.d.Now())
 	return actionOutcome{changed: changed}, nil

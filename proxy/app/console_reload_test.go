@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -9,9 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
@@ -24,7 +20,7 @@ func TestReloadKeepsConsoleSessions(t *testing.T) {
 	env := map[string]string{"S": "a-secret-of-at-least-thirty-two-bytes!!", "A": "admin-token-0123456789",
 		"B": "viewer-token-0123456789"}
 	parse := func(tokens string) *config.Config {
-		cfg, err := config.Parse([]byte(`listen: 127.0.0.1:0
+		return parseConfig(t, `listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 auth:
   issuers: [https://a.my.salesforce.com]
@@ -36,26 +32,10 @@ admin:
 endpoints:
   pay-api:
     url: https://api.example.com
-`), func(k string) string { return env[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+`, env)
 	}
-	next := parse("{name: ops, token_env: A, scope: write}")
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	a, err := New(t.Context(), Options{Config: parse("{name: ops, token_env: A, scope: write}, {name: viewer, token_env: B, scope: read}"),
-		Load: func() (*config.Config, error) { return next, nil }, Getenv: func(k string) string { return env[k] },
-		Logs: io.Discard, Redis: rdb, Owner: "replica-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	a := runApp(t, parse("{name: ops, token_env: A, scope: write}, {name: viewer, token_env: B, scope: read}"),
+		parse("{name: ops, token_env: A, scope: write}"), env)
 
 	nonce := regexp.MustCompile(`name="nonce" value="([^"]+)"`)
 	browser := func(token string) func() int {

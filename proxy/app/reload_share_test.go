@@ -1,13 +1,8 @@
 package app
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"testing"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
@@ -27,7 +22,7 @@ func TestReloadAppliesTheShares(t *testing.T) {
 			issuers += iss + ", "
 			keys += "    - {issuer: " + iss + ", hs256_secret_env: S}\n"
 		}
-		cfg, err := config.Parse([]byte(`listen: 127.0.0.1:0
+		return parseConfig(t, `listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 auth:
   issuers: [`+issuers+`]
@@ -39,28 +34,13 @@ auth:
 endpoints:
   pay-api:
     url: https://api.example.com
-`), func(k string) string { return env[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+`, env)
 	}
 	cur, next := parse("a", "b"), parse("a", "b", "c")
 	if keys := restartOnly(cur, next); len(keys) != 0 {
 		t.Fatalf("adding an issuer needs a restart of %v", keys)
 	}
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	a, err := New(t.Context(), Options{Config: cur, Load: func() (*config.Config, error) { return next, nil },
-		Getenv: func(k string) string { return env[k] }, Logs: io.Discard, Redis: rdb, Owner: "replica-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	a := runApp(t, cur, next, env)
 	res, err := http.Get(a.URL() + "/healthz") // answered once Run serves
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +50,7 @@ endpoints:
 		t.Fatalf("at start: shares %d, %d; want %d, %d", a.main.Share(), a.budget.Share(),
 			cur.Limits.MaxConnectionsPerIssuer, cur.Limits.MaxInflightBytesPerIssuer)
 	}
-	if _, err := a.Reload(ctx); err != nil {
+	if _, err := a.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if a.main.Share() != next.Limits.MaxConnectionsPerIssuer || a.budget.Share() != next.Limits.MaxInflightBytesPerIssuer ||

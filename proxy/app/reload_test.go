@@ -13,7 +13,7 @@ import (
 func reloadBase(t *testing.T, top, extra string) *config.Config {
 	t.Helper()
 	env := map[string]string{"S": "a-secret-of-at-least-thirty-two-bytes!!", "A": "admin-token-0123456789"}
-	cfg, err := config.Parse([]byte(top+`auth:
+	return parseConfig(t, top+`auth:
   issuers: [https://a.my.salesforce.com]
   audience: callout-proxy
   algorithms: [HS256]
@@ -23,11 +23,7 @@ admin:
 endpoints:
   pay-api:
     url: https://api.example.com
-`+extra), func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+`+extra, env)
 }
 
 // TestRestartOnly: a reload that changes only what can change live is

@@ -84,15 +84,6 @@ func (o *OAuth2) clone() *OAuth2 {
 	return &n
 }
 
-// clone returns a copy of t; nil for nil.
-func (t *UpstreamTLS) clone() *UpstreamTLS {
-	if t == nil {
-		return nil
-	}
-	n := *t
-	return &n
-}
-
 // resolveCredentialPaths makes the credential file paths of e relative to
 // base (see Config.resolvePaths).
 func (e *Endpoint) resolveCredentialPaths(abs func(*string)) {

@@ -162,17 +162,24 @@ func (e *Endpoint) clone() *Endpoint {
 	n.AllowedIssuers = slices.Clone(e.AllowedIssuers)
 	n.Headers = maps.Clone(e.Headers)
 	n.OAuth2 = e.OAuth2.clone()
-	n.TLS = e.TLS.clone()
+	n.TLS = copyOf(e.TLS)
 	n.StandardWebhooks = e.StandardWebhooks.clone()
-	n.AWSSigV4 = e.AWSSigV4.clone()
+	n.AWSSigV4 = copyOf(e.AWSSigV4)
 	n.Redact = Redact{
 		Headers:    slices.Clone(e.Redact.Headers),
 		Query:      slices.Clone(e.Redact.Query),
 		JSONFields: slices.Clone(e.Redact.JSONFields),
 	}
-	if e.BaseURL != nil {
-		u := *e.BaseURL
-		n.BaseURL = &u
+	n.BaseURL = copyOf(e.BaseURL)
+	return &n
+}
+
+// copyOf returns a new copy of *p, nil for nil: the clone of a value that
+// holds no slice or map of its own (UpstreamTLS, AWSSigV4, a parsed URL).
+func copyOf[T any](p *T) *T {
+	if p == nil {
+		return nil
 	}
+	n := *p
 	return &n
 }

@@ -43,39 +43,18 @@ func TestLimitsDefaults(t *testing.T) {
 // defaults to the budget divided by the issuers, never below one largest
 // callout; none with one issuer; a value given is kept.
 func TestInflightShareDefaults(t *testing.T) {
-	dir := keyFiles(t)
-	auth := func(issuers string) string {
-		var keys []string
-		for _, iss := range strings.Split(issuers, ", ") {
-			keys = append(keys, "{issuer: "+iss+", hs256_secret_env: JWT_SECRET}")
-		}
-		return "auth:\n  issuers: [" + issuers + "]\n  audience: callout-proxy\n  algorithms: [HS256]\n  issuer_keys: [" + strings.Join(keys, ", ") + "]\n"
-	}
-	for _, tt := range []struct {
-		name, auth, extra string
-		want              int64
-	}{
-		{"one issuer: no share", auth("https://a.my.salesforce.com"), "", 0},
-		{"four issuers: a quarter", auth("https://a.my.salesforce.com, https://b.my.salesforce.com, " +
-			"https://c.my.salesforce.com, https://d.my.salesforce.com"), "", 64 << 20},
-		{"twelve issuers: one largest callout", auth("https://a1.my.salesforce.com, https://a2.my.salesforce.com, " +
-			"https://a3.my.salesforce.com, https://a4.my.salesforce.com, https://a5.my.salesforce.com, " +
-			"https://a6.my.salesforce.com, https://a7.my.salesforce.com, https://a8.my.salesforce.com, " +
-			"https://a9.my.salesforce.com, https://b1.my.salesforce.com, https://b2.my.salesforce.com, " +
-			"https://b3.my.salesforce.com"), "", 24 << 20},
-		{"given", "", "limits:\n  max_inflight_bytes_per_issuer: 1000000\n", 1000000},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			over := map[string]string{"extra": tt.extra}
-			if tt.auth != "" {
-				over["auth"] = tt.auth
-			}
-			cfg := mustParse(t, doc(over, dir), baseEnv().get)
-			if got := cfg.Limits.MaxInflightBytesPerIssuer; got != tt.want {
-				t.Errorf("max_inflight_bytes_per_issuer = %d, want %d", got, tt.want)
-			}
+	runShareDefaults(t, "max_inflight_bytes_per_issuer",
+		func(l config.Limits) int64 { return l.MaxInflightBytesPerIssuer }, []shareCase{
+			{"one issuer: no share", issuersAuth("https://a.my.salesforce.com"), "", 0},
+			{"four issuers: a quarter", issuersAuth("https://a.my.salesforce.com", "https://b.my.salesforce.com",
+				"https://c.my.salesforce.com", "https://d.my.salesforce.com"), "", 64 << 20},
+			{"twelve issuers: one largest callout", issuersAuth("https://a1.my.salesforce.com", "https://a2.my.salesforce.com",
+				"https://a3.my.salesforce.com", "https://a4.my.salesforce.com", "https://a5.my.salesforce.com",
+				"https://a6.my.salesforce.com", "https://a7.my.salesforce.com", "https://a8.my.salesforce.com",
+				"https://a9.my.salesforce.com", "https://b1.my.salesforce.com", "https://b2.my.salesforce.com",
+				"https://b3.my.salesforce.com"), "", 24 << 20},
+			{"given", "", "limits:\n  max_inflight_bytes_per_issuer: 1000000\n", 1000000},
 		})
-	}
 }
 
 // TestConnectionShareDefaults: limits.max_connections_per_issuer defaults
@@ -83,36 +62,52 @@ func TestInflightShareDefaults(t *testing.T) {
 // whose token is not verified yet), at least 1; none with one issuer; a
 // value given is kept.
 func TestConnectionShareDefaults(t *testing.T) {
+	runShareDefaults(t, "max_connections_per_issuer",
+		func(l config.Limits) int64 { return int64(l.MaxConnectionsPerIssuer) }, []shareCase{
+			{"one issuer: no share", issuersAuth("https://a.my.salesforce.com"), "", 0},
+			{"three issuers: a quarter", issuersAuth("https://a.my.salesforce.com", "https://b.my.salesforce.com",
+				"https://c.my.salesforce.com"), "", 512},
+			{"two issuers, two connections: at least 1", "", "limits:\n  max_connections: 2\n", 1},
+			{"given", "", "limits:\n  max_connections_per_issuer: 100\n", 100},
+		})
+}
+
+// shareCase is one document of a per-issuer share test: auth replaces the
+// base document's auth section (its two issuers) unless empty, extra is
+// added, and want is the share the parsed limits must hold.
+type shareCase struct {
+	name, auth, extra string
+	want              int64
+}
+
+// runShareDefaults parses each case's document and checks the share that
+// share reads from its limits (named key in failures).
+func runShareDefaults(t *testing.T, key string, share func(config.Limits) int64, cases []shareCase) {
+	t.Helper()
 	dir := keyFiles(t)
-	auth := func(issuers ...string) string {
-		var keys []string
-		for _, iss := range issuers {
-			keys = append(keys, "{issuer: "+iss+", hs256_secret_env: JWT_SECRET}")
-		}
-		return "auth:\n  issuers: [" + strings.Join(issuers, ", ") + "]\n  audience: callout-proxy\n  algorithms: [HS256]\n" +
-			"  issuer_keys: [" + strings.Join(keys, ", ") + "]\n"
-	}
-	for _, tt := range []struct {
-		name, auth, extra string
-		want              int
-	}{
-		{"one issuer: no share", auth("https://a.my.salesforce.com"), "", 0},
-		{"three issuers: a quarter", auth("https://a.my.salesforce.com", "https://b.my.salesforce.com",
-			"https://c.my.salesforce.com"), "", 512},
-		{"two issuers, two connections: at least 1", "", "limits:\n  max_connections: 2\n", 1},
-		{"given", "", "limits:\n  max_connections_per_issuer: 100\n", 100},
-	} {
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			over := map[string]string{"extra": tt.extra}
 			if tt.auth != "" {
 				over["auth"] = tt.auth
 			}
 			cfg := mustParse(t, doc(over, dir), baseEnv().get)
-			if got := cfg.Limits.MaxConnectionsPerIssuer; got != tt.want {
-				t.Errorf("max_connections_per_issuer = %d, want %d", got, tt.want)
+			if got := share(cfg.Limits); got != tt.want {
+				t.Errorf("%s = %d, want %d", key, got, tt.want)
 			}
 		})
 	}
+}
+
+// issuersAuth is an auth section trusting issuers, each with the HS256
+// secret of env JWT_SECRET.
+func issuersAuth(issuers ...string) string {
+	var keys []string
+	for _, iss := range issuers {
+		keys = append(keys, "{issuer: "+iss+", hs256_secret_env: JWT_SECRET}")
+	}
+	return "auth:\n  issuers: [" + strings.Join(issuers, ", ") + "]\n  audience: callout-proxy\n  algorithms: [HS256]\n" +
+		"  issuer_keys: [" + strings.Join(keys, ", ") + "]\n"
 }
 
 func TestValidateLimits(t *testing.T) {

@@ -38,18 +38,7 @@ func (c *Config) checkResources(getenv func(string) string, col *collector) {
 			continue
 		}
 		for _, h := range sortedKeys(e.Headers) {
-			ref := e.Headers[h]
-			if (ref.Env == "") == (ref.File == "") {
-				continue
-			}
-			hk := join(join("endpoints", name), "headers."+h)
-			v, err := ref.Resolve(getenv)
-			switch {
-			case err != nil:
-				col.add(hk, "%v", err)
-			case strings.ContainsFunc(v, isControl):
-				col.add(hk, "the value from %s contains a control character (a stray newline?)", ref)
-			}
+			checkSecretValue(col, join(join("endpoints", name), "headers."+h), e.Headers[h], getenv)
 		}
 		checkCredentialResources(col, join("endpoints", name), e, getenv)
 		checkSigningResources(col, join("endpoints", name), e, getenv)
@@ -63,6 +52,23 @@ func (c *Config) checkResources(getenv func(string) string, col *collector) {
 		if sf.PrivateKeyFile != "" {
 			checkPEM(col, "salesforce.private_key_file", sf.PrivateKeyFile, "PRIVATE KEY", "RSA PRIVATE KEY")
 		}
+	}
+}
+
+// checkSecretValue resolves ref, the secret under key, and reports a
+// variable or file it cannot read, or a value holding a control character.
+// A ref validate already found malformed (neither or both of env and file)
+// is skipped. The value is never quoted.
+func checkSecretValue(col *collector, key string, ref SecretRef, getenv func(string) string) {
+	if (ref.Env == "") == (ref.File == "") {
+		return
+	}
+	v, err := ref.Resolve(getenv)
+	switch {
+	case err != nil:
+		col.add(key, "%v", err)
+	case strings.ContainsFunc(v, isControl):
+		col.add(key, "the value from %s contains a control character (a stray newline?)", ref)
 	}
 }
 

@@ -130,12 +130,3 @@ func (w *StandardWebhooks) clone() *StandardWebhooks {
 	n := StandardWebhooks{Secrets: append([]SecretRef(nil), w.Secrets...)}
 	return &n
 }
-
-// clone returns a copy of a; nil for nil.
-func (a *AWSSigV4) clone() *AWSSigV4 {
-	if a == nil {
-		return nil
-	}
-	n := *a
-	return &n
-}

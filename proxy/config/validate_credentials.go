@@ -121,21 +121,8 @@ func validateUpstreamTLS(col *collector, key string, e *Endpoint) {
 func checkCredentialResources(col *collector, key string, e *Endpoint, getenv func(string) string) {
 	if o := e.OAuth2; o != nil {
 		k := key + ".oauth2"
-		for _, ref := range []struct {
-			name string
-			ref  SecretRef
-		}{{"client_id", o.ClientID}, {"client_secret", o.ClientSecret}} {
-			if (ref.ref.Env == "") == (ref.ref.File == "") {
-				continue
-			}
-			v, err := ref.ref.Resolve(getenv)
-			switch {
-			case err != nil:
-				col.add(k+"."+ref.name, "%v", err)
-			case strings.ContainsFunc(v, isControl):
-				col.add(k+"."+ref.name, "the value from %s contains a control character (a stray newline?)", ref.ref)
-			}
-		}
+		checkSecretValue(col, k+".client_id", o.ClientID, getenv)
+		checkSecretValue(col, k+".client_secret", o.ClientSecret, getenv)
 		if o.CAFile != "" {
 			checkCABundle(col, k+".ca_file", o.CAFile)
 		}

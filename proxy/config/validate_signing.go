@@ -2,7 +2,6 @@ package config
 
 import (
 	"regexp"
-	"strings"
 )
 
 // awsNameRE is the shape of an AWS region or signing service name
@@ -84,20 +83,9 @@ func checkSigningResources(col *collector, key string, e *Endpoint, getenv func(
 		}
 	}
 	if a := e.AWSSigV4; a != nil {
-		for _, r := range []struct {
-			name string
-			ref  SecretRef
-		}{{"access_key_id", a.AccessKeyID}, {"secret_access_key", a.SecretAccessKey}, {"session_token", a.SessionToken}} {
-			if !r.ref.set() || (r.ref.Env != "" && r.ref.File != "") {
-				continue
-			}
-			v, err := r.ref.Resolve(getenv)
-			switch {
-			case err != nil:
-				col.add(key+".aws_sigv4."+r.name, "%v", err)
-			case strings.ContainsFunc(v, isControl):
-				col.add(key+".aws_sigv4."+r.name, "the value from %s contains a control character (a stray newline?)", r.ref)
-			}
-		}
+		k := key + ".aws_sigv4"
+		checkSecretValue(col, k+".access_key_id", a.AccessKeyID, getenv)
+		checkSecretValue(col, k+".secret_access_key", a.SecretAccessKey, getenv)
+		checkSecretValue(col, k+".session_token", a.SessionToken, getenv)
 	}
 }

@@ -69,9 +69,14 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 	}
 }
 
+// deadLetters returns the dead-letter store over e's store, on e's clock.
+func (e *testEnv) deadLetters() *deadletters.Store {
+	return deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true})
+}
+
 // service returns a Service of replica owner over e.
 func (e *testEnv) service(owner string) *Service {
-	return New(Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: e.jobs, Owner: owner,
+	return New(Options{Config: e.cfg, Store: e.store, DeadLetters: e.deadLetters(), Jobs: e.jobs, Owner: owner,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Now: e.clk.Now, Sleep: e.clk.Sleep,
 		PollEvery: 10 * time.Millisecond})
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 )
 
 // markFails is the dead-letter store with MarkReplayed failing.
@@ -44,7 +43,7 @@ func TestWarningsCarryTheCallersTrace(t *testing.T) {
 		dl := e.seed(t, "pay-api", "k1", 503, policy.DeadLetterExhausted)
 		logger, _ := logx.New(e.logs, logx.Options{})
 		s := New(Options{Config: e.cfg, Store: e.store,
-			DeadLetters: markFails{deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true})}, Jobs: finishFails{e.jobs}, Owner: "A",
+			DeadLetters: markFails{e.deadLetters()}, Jobs: finishFails{e.jobs}, Owner: "A",
 			Logger: logger, Now: e.clk.Now, Sleep: e.clk.Sleep, PollEvery: 10 * time.Millisecond})
 		j, err := s.CreateJob(ctxT(t), Spec{Rate: 100, IDs: []string{dl.ID}}, "ops")
 		if err != nil {

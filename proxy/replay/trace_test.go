@@ -2,14 +2,11 @@ package replay
 
 import (
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing"
 	"github.com/calloutproxy/callout-proxy/proxy/tracing/tracingtest"
 )
@@ -22,28 +19,6 @@ const (
 	dlContext = "00-" + dlTrace + "-" + dlSpan + "-01,congo=t61rcWkgMzE"
 )
 
-// seedTraced makes a dead letter of endpoint that was accepted under
-// dlContext.
-func (e *testEnv) seedTraced(t *testing.T, endpoint, key string) string {
-	t.Helper()
-	ctx := ctxT(t)
-	nc := policy.NewCallout{Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,
-		Path: "/v1/charges", Body: []byte(`{}`), IdempotencyKey: key, TraceContext: dlContext}
-	if _, err := e.store.Enqueue(ctx, nc, policy.EnqueueOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: testLease})
-	if err != nil || len(cr.Claimed) != 1 {
-		t.Fatalf("claim: %+v, %v", cr, err)
-	}
-	if _, err := e.store.Complete(ctx, cr.Claimed[0], policy.Completion{Action: policy.ActionDeadLetter,
-		Reason: policy.DeadLetterExhausted, Attempt: &policy.Attempt{StartedAt: e.clk.Now(), Status: 503,
-			Outcome: policy.Retryable}}); err != nil {
-		t.Fatal(err)
-	}
-	return cr.Claimed[0].ID
-}
-
 // TestReplayJoinsTheOriginalTrace: a replay's span is a child of the dead
 // letter's stored trace context, and the new chain is stored under the
 // replay span's context — same trace id, the tracestate kept — so the
@@ -54,10 +29,11 @@ func (e *testEnv) seedTraced(t *testing.T, endpoint, key string) string {
 func TestReplayJoinsTheOriginalTrace(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *testEnv) {
 		tp, sr := tracingtest.Recorder(t, 1)
-		s := New(Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: e.jobs, Owner: "A", Now: e.clk.Now,
+		s := New(Options{Config: e.cfg, Store: e.store, DeadLetters: e.deadLetters(), Jobs: e.jobs, Owner: "A", Now: e.clk.Now,
 			Logger: slog.New(slog.DiscardHandler), TracerProvider: tp})
 		ctx := ctxT(t)
-		dl := e.seedTraced(t, "pay-api", "traced-1")
+		e.traceContext = dlContext // what seed stores: the dead letters were accepted under it
+		dl := e.seed(t, "pay-api", "traced-1", 503, policy.DeadLetterExhausted).ID
 		e.clk.Advance(time.Minute)
 		chainID, err := s.ReplayOne(ctx, dl, "ops")
 		if err != nil {
@@ -92,8 +68,8 @@ func TestReplayJoinsTheOriginalTrace(t *testing.T) {
 			t.Errorf("chain's trace context %q, want %q", chain.TraceContext, want)
 		}
 
-		off := New(Options{Config: e.cfg, Store: e.store, DeadLetters: deadletters.New(e.b.Client, e.store, deadletters.Options{Now: e.clk.Now, PinScriptTime: true}), Jobs: e.jobs, Owner: "B", Now: e.clk.Now})
-		dl2 := e.seedTraced(t, "crm-api", "traced-2")
+		off := New(Options{Config: e.cfg, Store: e.store, DeadLetters: e.deadLetters(), Jobs: e.jobs, Owner: "B", Now: e.clk.Now})
+		dl2 := e.seed(t, "crm-api", "traced-2", 503, policy.DeadLetterExhausted).ID
 		chain2, err := off.ReplayOne(ctx, dl2, "ops")
 		if err != nil {
 			t.Fatal(err)

@@ -20,9 +20,8 @@ func TestLogin(t *testing.T) {
 			}
 		})
 		t.Run("an unknown token is refused and audited", func(t *testing.T) {
-			p := b.get("/console/login").wantStatus(t, http.StatusOK)
-			nonce := nonceRe.FindStringSubmatch(p.Body)[1]
-			b.post("/console/login", url.Values{"token": {"no-such-token-0123456789"}, "nonce": {nonce}}).
+			b.get("/console/login").wantStatus(t, http.StatusOK)
+			b.postLogin("no-such-token-0123456789", nil).
 				wantStatus(t, http.StatusUnauthorized).wantBody(t, "unknown admin token")
 			if !e.logs.HasAudit(map[string]string{"action": "console.login", "result": "unauthorized", "token": ""}) {
 				t.Fatalf("no audit line of the refused login: %v", e.logs.Audits())
@@ -35,10 +34,8 @@ func TestLogin(t *testing.T) {
 				wantStatus(t, http.StatusForbidden).wantBody(t, "login form expired")
 		})
 		t.Run("a known token starts a session with a strict cookie", func(t *testing.T) {
-			p := b.get("/console/login")
-			nonce := nonceRe.FindStringSubmatch(p.Body)[1]
-			p = b.post("/console/login", url.Values{"token": {writeToken}, "nonce": {nonce},
-				"next": {"/console/dead-letters?endpoint=pay-api"}}).wantStatus(t, http.StatusSeeOther)
+			p := b.postLogin(writeToken, url.Values{"next": {"/console/dead-letters?endpoint=pay-api"}}).
+				wantStatus(t, http.StatusSeeOther)
 			if got := p.Header.Get("Location"); got != "/console/dead-letters?endpoint=pay-api" {
 				t.Fatalf("Location %q", got)
 			}
@@ -81,9 +78,7 @@ func TestNextStaysOnTheConsole(t *testing.T) {
 		for _, next := range []string{"https://evil.example/console/x", "//evil.example/console/", "/admin/v1/endpoints",
 			"/console\\@evil.example", "/console/login", ""} {
 			b := e.browser(t)
-			p := b.get("/console/login")
-			nonce := nonceRe.FindStringSubmatch(p.Body)[1]
-			p = b.post("/console/login", url.Values{"token": {readToken}, "nonce": {nonce}, "next": {next}})
+			p := b.postLogin(readToken, url.Values{"next": {next}})
 			if got := p.Header.Get("Location"); got != "/console/endpoints" {
 				t.Errorf("next %q: Location %q, want /console/endpoints", next, got)
 			}

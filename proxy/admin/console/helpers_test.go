@@ -204,15 +204,27 @@ var (
 	csrfRe  = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 )
 
-// login logs in with token and returns the session's CSRF token.
-func (b *browser) login(token string) string {
+// postLogin reads the login form and posts it back with its nonce, token
+// and the other fields of form (nil: none), and returns the answer.
+func (b *browser) postLogin(token string, form url.Values) page {
 	b.t.Helper()
 	p := b.get("/console/login")
 	m := nonceRe.FindStringSubmatch(p.Body)
 	if m == nil {
 		b.t.Fatalf("login form without nonce: %d %s", p.Status, p.Body)
 	}
-	p = b.post("/console/login", url.Values{"token": {token}, "nonce": {m[1]}})
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("token", token)
+	form.Set("nonce", m[1])
+	return b.post("/console/login", form)
+}
+
+// login logs in with token and returns the session's CSRF token.
+func (b *browser) login(token string) string {
+	b.t.Helper()
+	p := b.postLogin(token, nil)
 	if p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/endpoints" {
 		b.t.Fatalf("login: %d %s, want 303 to /console/endpoints", p.Status, p.Header.Get("Location"))
 	}
@@ -272,47 +284,30 @@ func newCallout(endpoint, key, contentType string, body []byte) policy.NewCallou
 // completed with a permanent 422 whose body is respBody.
 func (e *env) deadLetter(t *testing.T, nc policy.NewCallout, respBody string) string {
 	t.Helper()
-	ctx := ctxT(t)
-	if _, err := e.store.Enqueue(ctx, nc, policy.EnqueueOptions{}); err != nil {
+	if _, err := e.store.Enqueue(ctxT(t), nc, policy.EnqueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cr, err := e.store.Claim(ctx, nc.Endpoint, redisstore.ClaimOptions{Batch: 1, Lease: 30 * time.Second})
-	if err != nil || len(cr.Claimed) != 1 {
-		t.Fatalf("claim: %+v, %v", cr, err)
-	}
-	_, err = e.store.Complete(ctx, cr.Claimed[0], policy.Completion{Action: policy.ActionDeadLetter,
+	return e.completeNext(t, nc.Endpoint, policy.Completion{Action: policy.ActionDeadLetter,
 		Reason: policy.DeadLetterPermanent, Error: "status_4xx",
 		Attempt:  &policy.Attempt{StartedAt: e.clk.Now(), Status: 422, Outcome: policy.Permanent},
 		Response: &policy.Response{Status: 422, Header: http.Header{"Content-Type": {"text/html"}}, Body: []byte(respBody)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cr.Claimed[0].ID
 }
 
 // failures makes n retryable failures of endpoint that count toward its
 // breaker; the callouts stay scheduled.
 func (e *env) failures(t *testing.T, endpoint string, n int) {
 	t.Helper()
-	ctx := ctxT(t)
 	ep := e.cfg.Endpoints[endpoint]
 	for i := range n {
 		nc := newCallout(endpoint, "fail-"+endpoint+"-"+string(rune('a'+i)), "application/json", []byte(`{}`))
-		if _, err := e.store.Enqueue(ctx, nc, policy.EnqueueOptions{}); err != nil {
+		if _, err := e.store.Enqueue(ctxT(t), nc, policy.EnqueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: 30 * time.Second})
-		if err != nil || len(cr.Claimed) != 1 {
-			t.Fatalf("claim %d: %+v, %v", i, cr, err)
-		}
-		_, err = e.store.Complete(ctx, cr.Claimed[0], policy.Completion{Action: policy.ActionRetry,
+		e.completeNext(t, endpoint, policy.Completion{Action: policy.ActionRetry,
 			Attempt:             &policy.Attempt{StartedAt: e.clk.Now(), Status: 503, Outcome: policy.Retryable},
 			Response:            &policy.Response{Status: 503},
 			CountsTowardBreaker: true, NextAttemptAt: e.clk.Now().Add(time.Minute),
 			Breaker: policy.BreakerSettings{Failures: ep.BreakerFailures, ProbeInterval: ep.BreakerProbeInterval}})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -320,16 +315,22 @@ func (e *env) failures(t *testing.T, endpoint string, n int) {
 // after a 503 (a retryable last attempt), returning its id.
 func (e *env) exhaust(t *testing.T, endpoint string) string {
 	t.Helper()
-	ctx := ctxT(t)
-	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: 30 * time.Second})
-	if err != nil || len(cr.Claimed) != 1 {
-		t.Fatalf("claim: %+v, %v", cr, err)
-	}
-	_, err = e.store.Complete(ctx, cr.Claimed[0], policy.Completion{Action: policy.ActionDeadLetter,
+	return e.completeNext(t, endpoint, policy.Completion{Action: policy.ActionDeadLetter,
 		Reason: policy.DeadLetterExhausted, Error: "status_5xx",
 		Attempt:  &policy.Attempt{StartedAt: e.clk.Now(), Status: 503, Outcome: policy.Retryable},
 		Response: &policy.Response{Status: 503}})
-	if err != nil {
+}
+
+// completeNext claims endpoint's next due callout, which must be there,
+// completes it with comp and returns its id.
+func (e *env) completeNext(t *testing.T, endpoint string, comp policy.Completion) string {
+	t.Helper()
+	ctx := ctxT(t)
+	cr, err := e.store.Claim(ctx, endpoint, redisstore.ClaimOptions{Batch: 1, Lease: 30 * time.Second})
+	if err != nil || len(cr.Claimed) != 1 {
+		t.Fatalf("claim of %s: %+v, %v", endpoint, cr, err)
+	}
+	if _, err := e.store.Complete(ctx, cr.Claimed[0], comp); err != nil {
 		t.Fatal(err)
 	}
 	return cr.Claimed[0].ID

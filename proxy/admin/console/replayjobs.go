@@ -34,21 +34,11 @@ type replayFormData struct {
 // Errors: a status that is not a number, a time that does not parse; the
 // API validates the rest.
 func (f filterForm) specFilter() (api.ReplayFilter, error) {
-	var sf api.ReplayFilter
-	for e := range strings.SplitSeq(f.Endpoint, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			sf.Endpoints = append(sf.Endpoints, e)
-		}
+	sf := api.ReplayFilter{Endpoints: commaList(f.Endpoint)}
+	for _, rs := range commaList(f.Reason) {
+		sf.Reasons = append(sf.Reasons, policy.DeadLetterReason(rs))
 	}
-	for rs := range strings.SplitSeq(f.Reason, ",") {
-		if rs = strings.TrimSpace(rs); rs != "" {
-			sf.Reasons = append(sf.Reasons, policy.DeadLetterReason(rs))
-		}
-	}
-	for st := range strings.SplitSeq(f.Status, ",") {
-		if st = strings.TrimSpace(st); st == "" {
-			continue
-		}
+	for _, st := range commaList(f.Status) {
 		n, err := strconv.Atoi(st)
 		if err != nil {
 			return sf, errors.New("status " + strconv.Quote(st) + " is not a number")
@@ -63,6 +53,17 @@ func (f filterForm) specFilter() (api.ReplayFilter, error) {
 		return sf, err
 	}
 	return sf, nil
+}
+
+// commaList is the non-empty parts of the comma-separated s, trimmed.
+func commaList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 // handleReplayForm serves GET /console/replay?<filter>: the filter a bulk

@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -18,9 +17,7 @@ func TestLoginThrottle(t *testing.T) {
 		b := e.browser(t)
 		codes := map[int]int{}
 		for i := range 12 {
-			nonce := nonceRe.FindStringSubmatch(b.get("/console/login").Body)[1]
-			p := b.post("/console/login", url.Values{"token": {"wrong-" + strconv.Itoa(1000+i) + "-0123456789abcdef"},
-				"nonce": {nonce}})
+			p := b.postLogin("wrong-"+strconv.Itoa(1000+i)+"-0123456789abcdef", nil)
 			codes[p.Status]++
 			if p.Status == http.StatusTooManyRequests {
 				p.wantBody(t, "Too many failed logins")
@@ -45,8 +42,7 @@ func TestLoginThrottle(t *testing.T) {
 
 		e.clk.Advance(time.Minute)
 		b2 := e.browser(t)
-		nonce := nonceRe.FindStringSubmatch(b2.get("/console/login").Body)[1]
-		b2.post("/console/login", url.Values{"token": {"wrong-after-0123456789abcdef"}, "nonce": {nonce}}).
+		b2.postLogin("wrong-after-0123456789abcdef", nil).
 			wantStatus(t, http.StatusUnauthorized)
 		var summary map[string]any
 		for _, a := range e.logs.Audits() {
