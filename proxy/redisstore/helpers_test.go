@@ -35,11 +35,16 @@ type env struct {
 
 // store returns a new Store (a "replica") on the backend with its own
 // deterministic random source.
-func (e *env) store() *Store {
-	return New(e.b.Client, Options{
+func (e *env) store() *Store { return e.storeWith(func(*Options) {}) }
+
+// storeWith is store() with change made to the tests' options first.
+func (e *env) storeWith(change func(o *Options)) *Store {
+	o := Options{
 		PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(e.seeds.Add(1)), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-	})
+	}
+	change(&o)
+	return New(e.b.Client, o)
 }
 
 // forEachBackend runs fn as a subtest on every backend redistest offers.

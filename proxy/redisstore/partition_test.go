@@ -1,14 +1,13 @@
 package redisstore
 
 import (
-	"encoding/binary"
-	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -22,13 +21,7 @@ const (
 // partitionedStore is a store whose endpoints' breakers are partitioned by
 // organisation (breaker.partition organisation, contract §6).
 func partitionedStore(e *env) *Store {
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-	return New(e.b.Client, Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
-		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-		Partitioned: func(string) bool { return true },
-	})
+	return e.storeWith(func(o *Options) { o.Partitioned = func(string) bool { return true } })
 }
 
 // reqOf is req of organisation org.
@@ -315,11 +308,10 @@ func TestShutPartitionIsNoReasonForAnotherRound(t *testing.T) {
 func TestShardedPartitions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		const ep = "sharded-part-api"
-		s := New(e.b.Client, Options{
-			PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{7}), ResponseBodyCap: 16,
-			IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-			Shards:      func(string) int { return 3 },
-			Partitioned: func(string) bool { return true },
+		s := e.storeWith(func(o *Options) {
+			o.Rand = storetest.Rand(7)
+			o.Shards = func(string) int { return 3 }
+			o.Partitioned = func(string) bool { return true }
 		})
 		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
 		opts := ClaimOptions{Batch: 50, Lease: testLease, Breaker: br}
@@ -363,11 +355,10 @@ func TestShardedPartitions(t *testing.T) {
 // endpoint's state says what that organisation meets.
 func TestOneOrganisationOpensTheEndpoint(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		s := New(e.b.Client, Options{
-			PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{9}), ResponseBodyCap: 16,
-			IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-			Partitioned:    func(string) bool { return true },
-			OpenPartitions: func(string) int { return 1 },
+		s := e.storeWith(func(o *Options) {
+			o.Rand = storetest.Rand(9)
+			o.Partitioned = func(string) bool { return true }
+			o.OpenPartitions = func(string) int { return 1 }
 		})
 		const ep = "one-org-api"
 		openPartition(t, e, s, ep, orgA, 2, policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute})
@@ -535,10 +526,10 @@ func TestQuietSuccessKeepsTheEndpointClosed(t *testing.T) {
 	for _, shards := range []int{1, 3} {
 		t.Run(strconv.Itoa(shards)+" shards", func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, e *env) {
-				s := New(e.b.Client, Options{
-					PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{9}), ResponseBodyCap: 16,
-					IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-					Shards: func(string) int { return shards }, Partitioned: func(string) bool { return true },
+				s := e.storeWith(func(o *Options) {
+					o.Rand = storetest.Rand(9)
+					o.Shards = func(string) int { return shards }
+					o.Partitioned = func(string) bool { return true }
 				})
 				const ep = "quiet-api"
 				br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
