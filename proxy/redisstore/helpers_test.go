@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,6 +168,26 @@ func openBreaker(t *testing.T, e *env, s *Store, endpoint string, n int) policy.
 		last = mustComplete(t, s, cl.Claimed[0], failure(e.clk.Now().Add(time.Hour)))
 	}
 	return last
+}
+
+// concurrently runs do(0) … do(n-1) at once and returns their results in
+// order; an error fails the test (t.Error) and leaves its result as do
+// returned it.
+func concurrently[R any](t *testing.T, n int, do func(i int) (R, error)) []R {
+	t.Helper()
+	results := make([]R, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r, err := do(i)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = r
+		})
+	}
+	wg.Wait()
+	return results
 }
 
 // wantErr fails the test unless err matches target (storetest.WantErr).
