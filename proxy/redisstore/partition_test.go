@@ -89,11 +89,27 @@ func openPartition(t *testing.T, e *env, s *Store, ep, org string, n int, br pol
 	var last policy.CompleteResult
 	for range n {
 		cl := mustBegin(t, s, reqOf(ep, org, ""))
-		f := failure(e.clk.Now().Add(time.Hour))
-		f.Breaker = br
-		last = mustComplete(t, s, cl, f)
+		last = mustComplete(t, s, cl, failureUnder(e, br))
 	}
 	return last
+}
+
+// beginOf writes nc (Begin) under breaker settings br and fails the test
+// on an error.
+func beginOf(t *testing.T, s *Store, nc policy.NewCallout, br policy.BreakerSettings) policy.BeginResult {
+	t.Helper()
+	r, err := s.Begin(ctxT(t), nc, policy.BeginOptions{Lease: testLease, Breaker: br})
+	if err != nil {
+		t.Fatalf("begin %s of %s: %v", nc.IdempotencyKey, nc.Issuer, err)
+	}
+	return r
+}
+
+// failureUnder is failure, due in an hour, under breaker settings br.
+func failureUnder(e *env, br policy.BreakerSettings) policy.Completion {
+	f := failure(e.clk.Now().Add(time.Hour))
+	f.Breaker = br
+	return f
 }
 
 // orgAFailed is a partitioned store (threshold 2, probe interval 1 min)
@@ -129,13 +145,13 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 			t.Fatalf("partitions = %+v, want org-a open with 3 failures", st.Partitions)
 		}
 		// org-a's new write is held; org-b's is made at once
-		ra, err := s.Begin(ctxT(t), reqOf(ep, orgA, "a-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || ra.Held == nil {
-			t.Fatalf("org-a's write = %+v, %v; want held", ra, err)
+		ra := beginOf(t, s, reqOf(ep, orgA, "a-new"), br)
+		if ra.Held == nil {
+			t.Fatalf("org-a's write = %+v; want held", ra)
 		}
-		rb, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || rb.Claimed == nil {
-			t.Fatalf("org-b's write = %+v, %v; want its first attempt", rb, err)
+		rb := beginOf(t, s, reqOf(ep, orgB, "b-new"), br)
+		if rb.Claimed == nil {
+			t.Fatalf("org-b's write = %+v; want its first attempt", rb)
 		}
 		// the held list is org-a's: its retries and its new write
 		held, _, err := pendingOf(s).Pending(ctxT(t), ep, policy.Held, 0, 100)
@@ -182,9 +198,9 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
 			t.Fatalf("endpoint breaker %s with org-b's success in the interval, want closed", st.Breaker)
 		}
-		rb1, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-served"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || rb1.Claimed == nil {
-			t.Fatalf("org-b's write beside two open partitions = %+v, %v; want its first attempt", rb1, err)
+		rb1 := beginOf(t, s, reqOf(ep, orgB, "b-served"), br)
+		if rb1.Claimed == nil {
+			t.Fatalf("org-b's write beside two open partitions = %+v; want its first attempt", rb1)
 		}
 		// an interval without a success: the half-open partitions' probes
 		// fail, two live open partitions open the endpoint's own breaker,
@@ -195,9 +211,9 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
 			t.Fatalf("endpoint breaker %s after an interval without a success, want open", st.Breaker)
 		}
-		rb2, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-held"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || rb2.Held == nil {
-			t.Fatalf("org-b's write with the endpoint's breaker open = %+v, %v; want held", rb2, err)
+		rb2 := beginOf(t, s, reqOf(ep, orgB, "b-held"), br)
+		if rb2.Held == nil {
+			t.Fatalf("org-b's write with the endpoint's breaker open = %+v; want held", rb2)
 		}
 		// an admin's reset closes every breaker, the partitions' too
 		if err := s.ResetBreaker(ctxT(t), ep); err != nil {
@@ -317,9 +333,7 @@ func TestShardedPartitions(t *testing.T) {
 		opts := ClaimOptions{Batch: 50, Lease: testLease, Breaker: br}
 		for i := range 3 {
 			cl := mustBegin(t, s, reqOf(ep, orgA, "a-"+string(rune('0'+i))))
-			f := failure(e.clk.Now().Add(time.Hour))
-			f.Breaker = br
-			mustComplete(t, s, cl, f)
+			mustComplete(t, s, cl, failureUnder(e, br))
 		}
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed || len(st.Partitions) != 1 ||
 			st.Partitions[0].Breaker != policy.BreakerOpen {
@@ -388,8 +402,8 @@ func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
 			t.Fatalf("endpoint breaker %s with org-a's partition stale for 10 intervals, want closed", st.Breaker)
 		}
-		if rc, err := s.Begin(ctxT(t), reqOf(ep, orgC, "c-new"), policy.BeginOptions{Lease: testLease, Breaker: br}); err != nil || rc.Claimed == nil {
-			t.Fatalf("org-c's write = %+v, %v; want its first attempt", rc, err)
+		if rc := beginOf(t, s, reqOf(ep, orgC, "c-new"), br); rc.Claimed == nil {
+			t.Fatalf("org-c's write = %+v; want its first attempt", rc)
 		}
 		// org-a calls again: its half-open partition's probe fails
 		if r := openPartition(t, e, s, ep, orgA, 1, br); r.Breaker.Partition != orgA {
@@ -425,9 +439,9 @@ func TestProbesAreTakenFromThePartitionTheyTest(t *testing.T) {
 		for _, org := range []string{orgA, orgB, orgC} {
 			enqueueOf(t, s, ep, org, 2)
 		}
-		ra, err := s.Begin(ctxT(t), reqOf(ep, orgA, "a-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || ra.Held == nil {
-			t.Fatalf("org-a's write = %+v, %v; want held by its own open partition, not the endpoint's probe", ra, err)
+		ra := beginOf(t, s, reqOf(ep, orgA, "a-new"), br)
+		if ra.Held == nil {
+			t.Fatalf("org-a's write = %+v; want held by its own open partition, not the endpoint's probe", ra)
 		}
 		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
 		r := mustClaim(t, s, ep, opts)
@@ -445,9 +459,7 @@ func TestProbesAreTakenFromThePartitionTheyTest(t *testing.T) {
 		if again := mustClaim(t, s, ep, opts); len(again.Claimed) != 0 {
 			t.Fatalf("a second claim while both probes are out got %d", len(again.Claimed))
 		}
-		f := failure(e.clk.Now().Add(time.Hour))
-		f.Breaker = br
-		if res := mustComplete(t, s, probeB, f); res.Breaker.Partition != orgB {
+		if res := mustComplete(t, s, probeB, failureUnder(e, br)); res.Breaker.Partition != orgB {
 			t.Fatalf("org-b's failed probe = %+v, want a result of its partition", res.Breaker)
 		}
 		st := mustState(t, s, ep)
@@ -477,9 +489,9 @@ func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
 			t.Fatalf("endpoint breaker %s with two partitions open and no success ever, want open", st.Breaker)
 		}
-		held, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-held"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || held.Held == nil {
-			t.Fatalf("org-b's write with the endpoint's breaker open = %+v, %v; want held", held, err)
+		held := beginOf(t, s, reqOf(ep, orgB, "b-held"), br)
+		if held.Held == nil {
+			t.Fatalf("org-b's write with the endpoint's breaker open = %+v; want held", held)
 		}
 		e.clk.Advance(br.ProbeInterval + time.Second)
 		cl := mustClaim(t, s, ep, ClaimOptions{Batch: 10, Lease: testLease, Breaker: br})
@@ -501,9 +513,9 @@ func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
 					round, st.Breaker, st.Partitions)
 			}
 			e.clk.Advance(br.ProbeInterval - time.Second)
-			rb, err := s.Begin(ctxT(t), reqOf(ep, orgB, ""), policy.BeginOptions{Lease: testLease, Breaker: br})
-			if err != nil || rb.Claimed == nil {
-				t.Fatalf("round %d: org-b's write = %+v, %v; want its first attempt, not held", round, rb, err)
+			rb := beginOf(t, s, reqOf(ep, orgB, ""), br)
+			if rb.Claimed == nil {
+				t.Fatalf("round %d: org-b's write = %+v; want its first attempt, not held", round, rb)
 			}
 			mustComplete(t, s, rb.Claimed, ok)
 			if st := mustState(t, s, ep); !st.OutageStartedAt.IsZero() {
