@@ -112,6 +112,15 @@ func failureUnder(e *env, br policy.BreakerSettings) policy.Completion {
 	return f
 }
 
+// wantEndpointBreaker fails the test unless ep's own breaker is want; when says
+// at what point of the test.
+func wantEndpointBreaker(t *testing.T, s *Store, ep string, want policy.BreakerState, when string) {
+	t.Helper()
+	if st := mustState(t, s, ep); st.Breaker != want {
+		t.Fatalf("endpoint breaker %s %s, want %s", st.Breaker, when, want)
+	}
+}
+
 // orgAFailed is a partitioned store (threshold 2, probe interval 1 min)
 // where org-a's two failures opened its partition of ep.
 func orgAFailed(t *testing.T, e *env, ep string) (*Store, policy.BreakerSettings) {
@@ -195,9 +204,7 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		if r := openPartition(t, e, s, ep, orgC, 3, br); !r.Breaker.Opened || r.Breaker.Partition != orgC {
 			t.Fatalf("org-c's third failure = %+v, want its partition opened", r.Breaker)
 		}
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
-			t.Fatalf("endpoint breaker %s with org-b's success in the interval, want closed", st.Breaker)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerClosed, "with org-b's success in the interval")
 		rb1 := beginOf(t, s, reqOf(ep, orgB, "b-served"), br)
 		if rb1.Claimed == nil {
 			t.Fatalf("org-b's write beside two open partitions = %+v; want its first attempt", rb1)
@@ -208,9 +215,7 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		e.clk.Advance(br.ProbeInterval + time.Second)
 		openPartition(t, e, s, ep, orgA, 1, br)
 		openPartition(t, e, s, ep, orgC, 1, br)
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s after an interval without a success, want open", st.Breaker)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "after an interval without a success")
 		rb2 := beginOf(t, s, reqOf(ep, orgB, "b-held"), br)
 		if rb2.Held == nil {
 			t.Fatalf("org-b's write with the endpoint's breaker open = %+v; want held", rb2)
@@ -399,9 +404,7 @@ func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
 		if r := openPartition(t, e, s, ep, orgB, 3, br); !r.Breaker.Opened || r.Breaker.Partition != orgB {
 			t.Fatalf("org-b's third failure = %+v, want its partition opened", r)
 		}
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
-			t.Fatalf("endpoint breaker %s with org-a's partition stale for 10 intervals, want closed", st.Breaker)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerClosed, "with org-a's partition stale for 10 intervals")
 		if rc := beginOf(t, s, reqOf(ep, orgC, "c-new"), br); rc.Claimed == nil {
 			t.Fatalf("org-c's write = %+v; want its first attempt", rc)
 		}
@@ -409,9 +412,7 @@ func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
 		if r := openPartition(t, e, s, ep, orgA, 1, br); r.Breaker.Partition != orgA {
 			t.Fatalf("org-a's probe = %+v, want a result of its partition", r)
 		}
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s with org-a's and org-b's partitions open and live, want open", st.Breaker)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "with org-a's and org-b's partitions open and live")
 	})
 }
 
@@ -432,9 +433,7 @@ func TestProbesAreTakenFromThePartitionTheyTest(t *testing.T) {
 		openPartition(t, e, s, ep, orgA, 2, policy.BreakerSettings{Failures: 2, ProbeInterval: 10 * time.Minute})
 		e.clk.Advance(10 * time.Second)
 		openPartition(t, e, s, ep, orgB, 2, br)
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s with two partitions open and no success ever, want open", st.Breaker)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "with two partitions open and no success ever")
 		e.clk.Advance(2 * time.Minute) // the endpoint and org-b half-open; org-a open for 8 more minutes
 		for _, org := range []string{orgA, orgB, orgC} {
 			enqueueOf(t, s, ep, org, 2)
@@ -486,9 +485,7 @@ func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
 		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
 		openPartition(t, e, s, ep, orgA, 2, br)
 		openPartition(t, e, s, ep, orgC, 2, br)
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s with two partitions open and no success ever, want open", st.Breaker)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "with two partitions open and no success ever")
 		held := beginOf(t, s, reqOf(ep, orgB, "b-held"), br)
 		if held.Held == nil {
 			t.Fatalf("org-b's write with the endpoint's breaker open = %+v; want held", held)
@@ -562,9 +559,7 @@ func TestQuietSuccessKeepsTheEndpointClosed(t *testing.T) {
 				e.clk.Advance(time.Second)
 				openPartition(t, e, s, ep, orgA, 2, br)
 				openPartition(t, e, s, ep, orgC, 2, br)
-				if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
-					t.Fatalf("endpoint breaker %s a second after org-b's last success, want closed", st.Breaker)
-				}
+				wantEndpointBreaker(t, s, ep, policy.BreakerClosed, "a second after org-b's last success")
 			})
 		})
 	}
