@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -105,6 +106,26 @@ func beginOf(t *testing.T, s *Store, nc policy.NewCallout, br policy.BreakerSett
 	return r
 }
 
+// beginHeld is beginOf, and fails the test unless the write was held;
+// what names the write.
+func beginHeld(t *testing.T, s *Store, nc policy.NewCallout, br policy.BreakerSettings, what string) {
+	t.Helper()
+	if r := beginOf(t, s, nc, br); r.Held == nil {
+		t.Fatalf("%s = %+v; want held", what, r)
+	}
+}
+
+// beginMade is beginOf, and fails the test unless the write was made at
+// once; it returns its first attempt. what names the write.
+func beginMade(t *testing.T, s *Store, nc policy.NewCallout, br policy.BreakerSettings, what string) *policy.Claimed {
+	t.Helper()
+	r := beginOf(t, s, nc, br)
+	if r.Claimed == nil {
+		t.Fatalf("%s = %+v; want its first attempt", what, r)
+	}
+	return r.Claimed
+}
+
 // failureUnder is failure, due in an hour, under breaker settings br.
 func failureUnder(e *env, br policy.BreakerSettings) policy.Completion {
 	f := failure(e.clk.Now().Add(time.Hour))
@@ -154,14 +175,8 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 			t.Fatalf("partitions = %+v, want org-a open with 3 failures", st.Partitions)
 		}
 		// org-a's new write is held; org-b's is made at once
-		ra := beginOf(t, s, reqOf(ep, orgA, "a-new"), br)
-		if ra.Held == nil {
-			t.Fatalf("org-a's write = %+v; want held", ra)
-		}
-		rb := beginOf(t, s, reqOf(ep, orgB, "b-new"), br)
-		if rb.Claimed == nil {
-			t.Fatalf("org-b's write = %+v; want its first attempt", rb)
-		}
+		beginHeld(t, s, reqOf(ep, orgA, "a-new"), br, "org-a's write")
+		rb := beginMade(t, s, reqOf(ep, orgB, "b-new"), br, "org-b's write")
 		// the held list is org-a's: its retries and its new write
 		held, _, err := pendingOf(s).Pending(ctxT(t), ep, policy.Held, 0, 100)
 		if err != nil {
@@ -192,7 +207,7 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		// org-b's success ends the endpoint's outage; org-a's partition stays
 		s1 := success()
 		s1.Breaker = br
-		if r := mustComplete(t, s, rb.Claimed, s1); !r.Breaker.OutageEnded {
+		if r := mustComplete(t, s, rb, s1); !r.Breaker.OutageEnded {
 			t.Fatalf("org-b's success = %+v, want the outage ended", r.Breaker)
 		}
 		if st := mustState(t, s, ep); !st.OutageStartedAt.IsZero() || st.Partitions[0].Breaker != policy.BreakerOpen {
@@ -205,10 +220,7 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 			t.Fatalf("org-c's third failure = %+v, want its partition opened", r.Breaker)
 		}
 		wantEndpointBreaker(t, s, ep, policy.BreakerClosed, "with org-b's success in the interval")
-		rb1 := beginOf(t, s, reqOf(ep, orgB, "b-served"), br)
-		if rb1.Claimed == nil {
-			t.Fatalf("org-b's write beside two open partitions = %+v; want its first attempt", rb1)
-		}
+		beginMade(t, s, reqOf(ep, orgB, "b-served"), br, "org-b's write beside two open partitions")
 		// an interval without a success: the half-open partitions' probes
 		// fail, two live open partitions open the endpoint's own breaker,
 		// which holds org-b's further writes as well
@@ -216,10 +228,7 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		openPartition(t, e, s, ep, orgA, 1, br)
 		openPartition(t, e, s, ep, orgC, 1, br)
 		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "after an interval without a success")
-		rb2 := beginOf(t, s, reqOf(ep, orgB, "b-held"), br)
-		if rb2.Held == nil {
-			t.Fatalf("org-b's write with the endpoint's breaker open = %+v; want held", rb2)
-		}
+		beginHeld(t, s, reqOf(ep, orgB, "b-held"), br, "org-b's write with the endpoint's breaker open")
 		// an admin's reset closes every breaker, the partitions' too
 		if err := s.ResetBreaker(ctxT(t), ep); err != nil {
 			t.Fatal(err)
@@ -405,9 +414,7 @@ func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
 			t.Fatalf("org-b's third failure = %+v, want its partition opened", r)
 		}
 		wantEndpointBreaker(t, s, ep, policy.BreakerClosed, "with org-a's partition stale for 10 intervals")
-		if rc := beginOf(t, s, reqOf(ep, orgC, "c-new"), br); rc.Claimed == nil {
-			t.Fatalf("org-c's write = %+v; want its first attempt", rc)
-		}
+		beginMade(t, s, reqOf(ep, orgC, "c-new"), br, "org-c's write")
 		// org-a calls again: its half-open partition's probe fails
 		if r := openPartition(t, e, s, ep, orgA, 1, br); r.Breaker.Partition != orgA {
 			t.Fatalf("org-a's probe = %+v, want a result of its partition", r)
@@ -438,10 +445,7 @@ func TestProbesAreTakenFromThePartitionTheyTest(t *testing.T) {
 		for _, org := range []string{orgA, orgB, orgC} {
 			enqueueOf(t, s, ep, org, 2)
 		}
-		ra := beginOf(t, s, reqOf(ep, orgA, "a-new"), br)
-		if ra.Held == nil {
-			t.Fatalf("org-a's write = %+v; want held by its own open partition, not the endpoint's probe", ra)
-		}
+		beginHeld(t, s, reqOf(ep, orgA, "a-new"), br, "org-a's write (its own open partition holds it, it does not take the endpoint's probe)")
 		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
 		r := mustClaim(t, s, ep, opts)
 		got := map[string]int{}
@@ -486,10 +490,7 @@ func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
 		openPartition(t, e, s, ep, orgA, 2, br)
 		openPartition(t, e, s, ep, orgC, 2, br)
 		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "with two partitions open and no success ever")
-		held := beginOf(t, s, reqOf(ep, orgB, "b-held"), br)
-		if held.Held == nil {
-			t.Fatalf("org-b's write with the endpoint's breaker open = %+v; want held", held)
-		}
+		beginHeld(t, s, reqOf(ep, orgB, "b-held"), br, "org-b's write with the endpoint's breaker open")
 		e.clk.Advance(br.ProbeInterval + time.Second)
 		cl := mustClaim(t, s, ep, ClaimOptions{Batch: 10, Lease: testLease, Breaker: br})
 		if len(cl.Claimed) != 1 || cl.Claimed[0].Issuer != orgB || cl.Claimed[0].Kind != policy.KindProbe {
@@ -510,11 +511,8 @@ func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
 					round, st.Breaker, st.Partitions)
 			}
 			e.clk.Advance(br.ProbeInterval - time.Second)
-			rb := beginOf(t, s, reqOf(ep, orgB, ""), br)
-			if rb.Claimed == nil {
-				t.Fatalf("round %d: org-b's write = %+v; want its first attempt, not held", round, rb)
-			}
-			mustComplete(t, s, rb.Claimed, ok)
+			rb := beginMade(t, s, reqOf(ep, orgB, ""), br, fmt.Sprintf("round %d: org-b's write", round))
+			mustComplete(t, s, rb, ok)
 			if st := mustState(t, s, ep); !st.OutageStartedAt.IsZero() {
 				t.Fatalf("round %d: outage since %v after org-b's success, want none", round, st.OutageStartedAt)
 			}
