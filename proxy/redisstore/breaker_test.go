@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,18 +97,9 @@ func TestBreakerOpensOnceAtThreshold(t *testing.T) {
 		openBreaker(t, e, s, "race2-api", 15)
 		mustEnqueue(t, s, "race2-api", 10)
 		claimed := mustClaim(t, s, "race2-api", claimOpts).Claimed
-		results := make([]policy.CompleteResult, len(claimed))
-		var wg sync.WaitGroup
-		for i, c := range claimed {
-			wg.Go(func() {
-				r, err := e.store().Complete(ctxT(t), c, failure(e.clk.Now().Add(time.Hour)))
-				if err != nil {
-					t.Error(err)
-				}
-				results[i] = r
-			})
-		}
-		wg.Wait()
+		results := concurrently(t, len(claimed), func(i int) (policy.CompleteResult, error) {
+			return e.store().Complete(ctxT(t), claimed[i], failure(e.clk.Now().Add(time.Hour)))
+		})
 		opened := 0
 		for _, r := range results {
 			if r.Breaker.Opened {
@@ -241,20 +231,13 @@ func TestPauseGate(t *testing.T) {
 // claimConcurrently has n replicas (Stores) claim endpoint at once.
 func claimConcurrently(t *testing.T, e *env, endpoint string, n int) []ClaimResult {
 	t.Helper()
-	results := make([]ClaimResult, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		replica := e.store()
-		wg.Go(func() {
-			r, err := replica.Claim(ctxT(t), endpoint, ClaimOptions{Batch: 10, Lease: testLease})
-			if err != nil {
-				t.Error(err)
-			}
-			results[i] = r
-		})
+	replicas := make([]*Store, n)
+	for i := range replicas {
+		replicas[i] = e.store()
 	}
-	wg.Wait()
-	return results
+	return concurrently(t, n, func(i int) (ClaimResult, error) {
+		return replicas[i].Claim(ctxT(t), endpoint, ClaimOptions{Batch: 10, Lease: testLease})
+	})
 }
 
 // TestProbeThatDoesNotCount: a probe answered with something that does not

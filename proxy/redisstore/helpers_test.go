@@ -2,7 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,8 +22,8 @@ import (
 var t0 = storetest.T0()
 
 const (
-	testLease = 30 * time.Second
-	day       = 24 * time.Hour
+	testLease = storetest.Lease
+	day       = storetest.Day
 )
 
 // env is one backend under test with its clock.
@@ -35,11 +35,16 @@ type env struct {
 
 // store returns a new Store (a "replica") on the backend with its own
 // deterministic random source.
-func (e *env) store() *Store {
-	return New(e.b.Client, Options{
+func (e *env) store() *Store { return e.storeWith(func(*Options) {}) }
+
+// storeWith is store() with change made to the tests' options first.
+func (e *env) storeWith(change func(o *Options)) *Store {
+	o := Options{
 		PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(e.seeds.Add(1)), ResponseBodyCap: 16,
 		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-	})
+	}
+	change(&o)
+	return New(e.b.Client, o)
 }
 
 // forEachBackend runs fn as a subtest on every backend redistest offers.
@@ -55,20 +60,16 @@ func ctxB(t testing.TB) context.Context { return storetest.Ctx(t) }
 
 func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
-// req returns a new callout of endpoint with an idempotency key.
 // orgQueue is q's organisation queue of req's issuer (its due and lease
 // sets), with no breaker partition.
 func orgQueue(q queue) queue {
-	return q.ForOrg(keyspace.IssuerTag("https://org.my.salesforce.com"), "")
+	return q.ForOrg(keyspace.IssuerTag(storetest.Issuer), "")
 }
 
+// req returns a new callout of endpoint with an idempotency key
+// (storetest.Req).
 func req(endpoint, key string, body string) policy.NewCallout {
-	return policy.NewCallout{
-		Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,
-		Path: "/v1/charges", Query: "a=1",
-		Header: http.Header{"Content-Type": {"application/json"}},
-		Body:   []byte(body), IdempotencyKey: key, SourceRecord: "001000000000001AAA",
-	}
+	return storetest.Req(endpoint, key, body)
 }
 
 var (
@@ -76,56 +77,31 @@ var (
 	enqOpts   = policy.EnqueueOptions{}
 )
 
-// failure is a retryable attempt that counts toward the breaker.
-func failure(next time.Time) policy.Completion {
-	return policy.Completion{
-		Action: policy.ActionRetry, CountsTowardBreaker: true, NextAttemptAt: next,
-		Attempt:  &policy.Attempt{StartedAt: t0, Duration: time.Second, Status: 503, Outcome: policy.Retryable, Error: "status_5xx"},
-		Response: &policy.Response{Status: 503, Body: []byte("unavailable")}, Error: "status_5xx",
-	}
-}
+// failure is a retryable attempt that counts toward the breaker
+// (storetest.Failure).
+func failure(next time.Time) policy.Completion { return storetest.Failure(next) }
 
-// success is a 2xx attempt that ends the callout.
-func success() policy.Completion {
-	return policy.Completion{
-		Action:   policy.ActionSucceed,
-		Attempt:  &policy.Attempt{StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success},
-		Response: &policy.Response{Status: 201, Header: http.Header{"X-Id": {"7"}}, Body: []byte(`{"id":7}`)},
-	}
-}
+// success is a 2xx attempt that ends the callout (storetest.Success).
+func success() policy.Completion { return storetest.Success() }
 
-// mustEnqueue enqueues n callouts due now and returns their ids.
+// mustEnqueue enqueues n callouts due now and returns their ids
+// (storetest.MustEnqueue).
 func mustEnqueue(t *testing.T, s *Store, endpoint string, n int) []string {
 	t.Helper()
-	ids := make([]string, n)
-	for i := range ids {
-		r, err := s.Enqueue(ctxT(t), req(endpoint, "", "{}"), enqOpts)
-		if err != nil {
-			t.Fatalf("enqueue %d: %v", i, err)
-		}
-		ids[i] = r.ID
-	}
-	return ids
+	return storetest.MustEnqueue(t, s, endpoint, n)
 }
 
-// mustClaim claims and fails the test on error.
+// mustClaim claims and fails the test on error (storetest.MustClaim).
 func mustClaim(t *testing.T, s *Store, endpoint string, opts ClaimOptions) ClaimResult {
 	t.Helper()
-	r, err := s.Claim(ctxT(t), endpoint, opts)
-	if err != nil {
-		t.Fatalf("claim %s: %v", endpoint, err)
-	}
-	return r
+	return storetest.MustClaim(t, s, endpoint, opts)
 }
 
-// mustComplete completes and fails the test on error.
+// mustComplete completes and fails the test on error
+// (storetest.MustComplete).
 func mustComplete(t *testing.T, s *Store, c *policy.Claimed, comp policy.Completion) policy.CompleteResult {
 	t.Helper()
-	r, err := s.Complete(ctxT(t), c, comp)
-	if err != nil {
-		t.Fatalf("complete %s: %v", c.ID, err)
-	}
-	return r
+	return storetest.MustComplete(t, s, c, comp)
 }
 
 // mustGet gets a callout and fails the test on error.
@@ -162,6 +138,26 @@ func openBreaker(t *testing.T, e *env, s *Store, endpoint string, n int) policy.
 		last = mustComplete(t, s, cl.Claimed[0], failure(e.clk.Now().Add(time.Hour)))
 	}
 	return last
+}
+
+// concurrently runs do(0) … do(n-1) at once and returns their results in
+// order; an error fails the test (t.Error) and leaves its result as do
+// returned it.
+func concurrently[R any](t *testing.T, n int, do func(i int) (R, error)) []R {
+	t.Helper()
+	results := make([]R, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r, err := do(i)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = r
+		})
+	}
+	wg.Wait()
+	return results
 }
 
 // wantErr fails the test unless err matches target (storetest.WantErr).

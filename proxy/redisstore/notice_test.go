@@ -1,8 +1,7 @@
 package redisstore
 
 import (
-	"encoding/binary"
-	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,25 +13,15 @@ import (
 // that only the endpoints in loud can tell their owner; endpoint sharded
 // has 2 shards.
 func noticeStore(e *env, sharded string, loud ...string) *Store {
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-	return New(e.b.Client, Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-		Outbox: true,
-		Notify: func(ep string) bool {
-			for _, l := range loud {
-				if l == ep {
-					return true
-				}
-			}
-			return false
-		},
-		Shards: func(ep string) int {
+	return e.storeWith(func(o *Options) {
+		o.Outbox = true
+		o.Notify = func(ep string) bool { return slices.Contains(loud, ep) }
+		o.Shards = func(ep string) int {
 			if ep == sharded {
 				return 2
 			}
 			return 1
-		},
+		}
 	})
 }
 

@@ -1,14 +1,14 @@
 package redisstore
 
 import (
-	"encoding/binary"
-	"math/rand/v2"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 )
 
@@ -22,13 +22,7 @@ const (
 // partitionedStore is a store whose endpoints' breakers are partitioned by
 // organisation (breaker.partition organisation, contract §6).
 func partitionedStore(e *env) *Store {
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-	return New(e.b.Client, Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
-		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-		Partitioned: func(string) bool { return true },
-	})
+	return e.storeWith(func(o *Options) { o.Partitioned = func(string) bool { return true } })
 }
 
 // reqOf is req of organisation org.
@@ -96,11 +90,56 @@ func openPartition(t *testing.T, e *env, s *Store, ep, org string, n int, br pol
 	var last policy.CompleteResult
 	for range n {
 		cl := mustBegin(t, s, reqOf(ep, org, ""))
-		f := failure(e.clk.Now().Add(time.Hour))
-		f.Breaker = br
-		last = mustComplete(t, s, cl, f)
+		last = mustComplete(t, s, cl, failureUnder(e, br))
 	}
 	return last
+}
+
+// beginOf writes nc (Begin) under breaker settings br and fails the test
+// on an error.
+func beginOf(t *testing.T, s *Store, nc policy.NewCallout, br policy.BreakerSettings) policy.BeginResult {
+	t.Helper()
+	r, err := s.Begin(ctxT(t), nc, policy.BeginOptions{Lease: testLease, Breaker: br})
+	if err != nil {
+		t.Fatalf("begin %s of %s: %v", nc.IdempotencyKey, nc.Issuer, err)
+	}
+	return r
+}
+
+// beginHeld is beginOf, and fails the test unless the write was held;
+// what names the write.
+func beginHeld(t *testing.T, s *Store, nc policy.NewCallout, br policy.BreakerSettings, what string) {
+	t.Helper()
+	if r := beginOf(t, s, nc, br); r.Held == nil {
+		t.Fatalf("%s = %+v; want held", what, r)
+	}
+}
+
+// beginMade is beginOf, and fails the test unless the write was made at
+// once; it returns its first attempt. what names the write.
+func beginMade(t *testing.T, s *Store, nc policy.NewCallout, br policy.BreakerSettings, what string) *policy.Claimed {
+	t.Helper()
+	r := beginOf(t, s, nc, br)
+	if r.Claimed == nil {
+		t.Fatalf("%s = %+v; want its first attempt", what, r)
+	}
+	return r.Claimed
+}
+
+// failureUnder is failure, due in an hour, under breaker settings br.
+func failureUnder(e *env, br policy.BreakerSettings) policy.Completion {
+	f := failure(e.clk.Now().Add(time.Hour))
+	f.Breaker = br
+	return f
+}
+
+// wantEndpointBreaker fails the test unless ep's own breaker is want; when says
+// at what point of the test.
+func wantEndpointBreaker(t *testing.T, s *Store, ep string, want policy.BreakerState, when string) {
+	t.Helper()
+	if st := mustState(t, s, ep); st.Breaker != want {
+		t.Fatalf("endpoint breaker %s %s, want %s", st.Breaker, when, want)
+	}
 }
 
 // orgAFailed is a partitioned store (threshold 2, probe interval 1 min)
@@ -136,14 +175,8 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 			t.Fatalf("partitions = %+v, want org-a open with 3 failures", st.Partitions)
 		}
 		// org-a's new write is held; org-b's is made at once
-		ra, err := s.Begin(ctxT(t), reqOf(ep, orgA, "a-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || ra.Held == nil {
-			t.Fatalf("org-a's write = %+v, %v; want held", ra, err)
-		}
-		rb, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || rb.Claimed == nil {
-			t.Fatalf("org-b's write = %+v, %v; want its first attempt", rb, err)
-		}
+		beginHeld(t, s, reqOf(ep, orgA, "a-new"), br, "org-a's write")
+		rb := beginMade(t, s, reqOf(ep, orgB, "b-new"), br, "org-b's write")
 		// the held list is org-a's: its retries and its new write
 		held, _, err := pendingOf(s).Pending(ctxT(t), ep, policy.Held, 0, 100)
 		if err != nil {
@@ -174,7 +207,7 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		// org-b's success ends the endpoint's outage; org-a's partition stays
 		s1 := success()
 		s1.Breaker = br
-		if r := mustComplete(t, s, rb.Claimed, s1); !r.Breaker.OutageEnded {
+		if r := mustComplete(t, s, rb, s1); !r.Breaker.OutageEnded {
 			t.Fatalf("org-b's success = %+v, want the outage ended", r.Breaker)
 		}
 		if st := mustState(t, s, ep); !st.OutageStartedAt.IsZero() || st.Partitions[0].Breaker != policy.BreakerOpen {
@@ -186,26 +219,16 @@ func TestPartitionHoldsOnlyItsOrganisation(t *testing.T) {
 		if r := openPartition(t, e, s, ep, orgC, 3, br); !r.Breaker.Opened || r.Breaker.Partition != orgC {
 			t.Fatalf("org-c's third failure = %+v, want its partition opened", r.Breaker)
 		}
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
-			t.Fatalf("endpoint breaker %s with org-b's success in the interval, want closed", st.Breaker)
-		}
-		rb1, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-served"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || rb1.Claimed == nil {
-			t.Fatalf("org-b's write beside two open partitions = %+v, %v; want its first attempt", rb1, err)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerClosed, "with org-b's success in the interval")
+		beginMade(t, s, reqOf(ep, orgB, "b-served"), br, "org-b's write beside two open partitions")
 		// an interval without a success: the half-open partitions' probes
 		// fail, two live open partitions open the endpoint's own breaker,
 		// which holds org-b's further writes as well
 		e.clk.Advance(br.ProbeInterval + time.Second)
 		openPartition(t, e, s, ep, orgA, 1, br)
 		openPartition(t, e, s, ep, orgC, 1, br)
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s after an interval without a success, want open", st.Breaker)
-		}
-		rb2, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-held"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || rb2.Held == nil {
-			t.Fatalf("org-b's write with the endpoint's breaker open = %+v, %v; want held", rb2, err)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "after an interval without a success")
+		beginHeld(t, s, reqOf(ep, orgB, "b-held"), br, "org-b's write with the endpoint's breaker open")
 		// an admin's reset closes every breaker, the partitions' too
 		if err := s.ResetBreaker(ctxT(t), ep); err != nil {
 			t.Fatal(err)
@@ -315,19 +338,16 @@ func TestShutPartitionIsNoReasonForAnotherRound(t *testing.T) {
 func TestShardedPartitions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		const ep = "sharded-part-api"
-		s := New(e.b.Client, Options{
-			PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{7}), ResponseBodyCap: 16,
-			IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-			Shards:      func(string) int { return 3 },
-			Partitioned: func(string) bool { return true },
+		s := e.storeWith(func(o *Options) {
+			o.Rand = storetest.Rand(7)
+			o.Shards = func(string) int { return 3 }
+			o.Partitioned = func(string) bool { return true }
 		})
 		br := policy.BreakerSettings{Failures: 3, ProbeInterval: time.Minute}
 		opts := ClaimOptions{Batch: 50, Lease: testLease, Breaker: br}
 		for i := range 3 {
 			cl := mustBegin(t, s, reqOf(ep, orgA, "a-"+string(rune('0'+i))))
-			f := failure(e.clk.Now().Add(time.Hour))
-			f.Breaker = br
-			mustComplete(t, s, cl, f)
+			mustComplete(t, s, cl, failureUnder(e, br))
 		}
 		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed || len(st.Partitions) != 1 ||
 			st.Partitions[0].Breaker != policy.BreakerOpen {
@@ -363,11 +383,10 @@ func TestShardedPartitions(t *testing.T) {
 // endpoint's state says what that organisation meets.
 func TestOneOrganisationOpensTheEndpoint(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		s := New(e.b.Client, Options{
-			PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{9}), ResponseBodyCap: 16,
-			IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-			Partitioned:    func(string) bool { return true },
-			OpenPartitions: func(string) int { return 1 },
+		s := e.storeWith(func(o *Options) {
+			o.Rand = storetest.Rand(9)
+			o.Partitioned = func(string) bool { return true }
+			o.OpenPartitions = func(string) int { return 1 }
 		})
 		const ep = "one-org-api"
 		openPartition(t, e, s, ep, orgA, 2, policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute})
@@ -394,19 +413,13 @@ func TestStalePartitionDoesNotOpenTheEndpoint(t *testing.T) {
 		if r := openPartition(t, e, s, ep, orgB, 3, br); !r.Breaker.Opened || r.Breaker.Partition != orgB {
 			t.Fatalf("org-b's third failure = %+v, want its partition opened", r)
 		}
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
-			t.Fatalf("endpoint breaker %s with org-a's partition stale for 10 intervals, want closed", st.Breaker)
-		}
-		if rc, err := s.Begin(ctxT(t), reqOf(ep, orgC, "c-new"), policy.BeginOptions{Lease: testLease, Breaker: br}); err != nil || rc.Claimed == nil {
-			t.Fatalf("org-c's write = %+v, %v; want its first attempt", rc, err)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerClosed, "with org-a's partition stale for 10 intervals")
+		beginMade(t, s, reqOf(ep, orgC, "c-new"), br, "org-c's write")
 		// org-a calls again: its half-open partition's probe fails
 		if r := openPartition(t, e, s, ep, orgA, 1, br); r.Breaker.Partition != orgA {
 			t.Fatalf("org-a's probe = %+v, want a result of its partition", r)
 		}
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s with org-a's and org-b's partitions open and live, want open", st.Breaker)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "with org-a's and org-b's partitions open and live")
 	})
 }
 
@@ -427,17 +440,12 @@ func TestProbesAreTakenFromThePartitionTheyTest(t *testing.T) {
 		openPartition(t, e, s, ep, orgA, 2, policy.BreakerSettings{Failures: 2, ProbeInterval: 10 * time.Minute})
 		e.clk.Advance(10 * time.Second)
 		openPartition(t, e, s, ep, orgB, 2, br)
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s with two partitions open and no success ever, want open", st.Breaker)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "with two partitions open and no success ever")
 		e.clk.Advance(2 * time.Minute) // the endpoint and org-b half-open; org-a open for 8 more minutes
 		for _, org := range []string{orgA, orgB, orgC} {
 			enqueueOf(t, s, ep, org, 2)
 		}
-		ra, err := s.Begin(ctxT(t), reqOf(ep, orgA, "a-new"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || ra.Held == nil {
-			t.Fatalf("org-a's write = %+v, %v; want held by its own open partition, not the endpoint's probe", ra, err)
-		}
+		beginHeld(t, s, reqOf(ep, orgA, "a-new"), br, "org-a's write (its own open partition holds it, it does not take the endpoint's probe)")
 		opts := ClaimOptions{Batch: 10, Lease: testLease, Breaker: br}
 		r := mustClaim(t, s, ep, opts)
 		got := map[string]int{}
@@ -454,9 +462,7 @@ func TestProbesAreTakenFromThePartitionTheyTest(t *testing.T) {
 		if again := mustClaim(t, s, ep, opts); len(again.Claimed) != 0 {
 			t.Fatalf("a second claim while both probes are out got %d", len(again.Claimed))
 		}
-		f := failure(e.clk.Now().Add(time.Hour))
-		f.Breaker = br
-		if res := mustComplete(t, s, probeB, f); res.Breaker.Partition != orgB {
+		if res := mustComplete(t, s, probeB, failureUnder(e, br)); res.Breaker.Partition != orgB {
 			t.Fatalf("org-b's failed probe = %+v, want a result of its partition", res.Breaker)
 		}
 		st := mustState(t, s, ep)
@@ -483,13 +489,8 @@ func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
 		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
 		openPartition(t, e, s, ep, orgA, 2, br)
 		openPartition(t, e, s, ep, orgC, 2, br)
-		if st := mustState(t, s, ep); st.Breaker != policy.BreakerOpen {
-			t.Fatalf("endpoint breaker %s with two partitions open and no success ever, want open", st.Breaker)
-		}
-		held, err := s.Begin(ctxT(t), reqOf(ep, orgB, "b-held"), policy.BeginOptions{Lease: testLease, Breaker: br})
-		if err != nil || held.Held == nil {
-			t.Fatalf("org-b's write with the endpoint's breaker open = %+v, %v; want held", held, err)
-		}
+		wantEndpointBreaker(t, s, ep, policy.BreakerOpen, "with two partitions open and no success ever")
+		beginHeld(t, s, reqOf(ep, orgB, "b-held"), br, "org-b's write with the endpoint's breaker open")
 		e.clk.Advance(br.ProbeInterval + time.Second)
 		cl := mustClaim(t, s, ep, ClaimOptions{Batch: 10, Lease: testLease, Breaker: br})
 		if len(cl.Claimed) != 1 || cl.Claimed[0].Issuer != orgB || cl.Claimed[0].Kind != policy.KindProbe {
@@ -510,11 +511,8 @@ func TestTwoFailingOrganisationsNeverHoldAThird(t *testing.T) {
 					round, st.Breaker, st.Partitions)
 			}
 			e.clk.Advance(br.ProbeInterval - time.Second)
-			rb, err := s.Begin(ctxT(t), reqOf(ep, orgB, ""), policy.BeginOptions{Lease: testLease, Breaker: br})
-			if err != nil || rb.Claimed == nil {
-				t.Fatalf("round %d: org-b's write = %+v, %v; want its first attempt, not held", round, rb, err)
-			}
-			mustComplete(t, s, rb.Claimed, ok)
+			rb := beginMade(t, s, reqOf(ep, orgB, ""), br, fmt.Sprintf("round %d: org-b's write", round))
+			mustComplete(t, s, rb, ok)
 			if st := mustState(t, s, ep); !st.OutageStartedAt.IsZero() {
 				t.Fatalf("round %d: outage since %v after org-b's success, want none", round, st.OutageStartedAt)
 			}
@@ -535,10 +533,10 @@ func TestQuietSuccessKeepsTheEndpointClosed(t *testing.T) {
 	for _, shards := range []int{1, 3} {
 		t.Run(strconv.Itoa(shards)+" shards", func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, e *env) {
-				s := New(e.b.Client, Options{
-					PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8([32]byte{9}), ResponseBodyCap: 16,
-					IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-					Shards: func(string) int { return shards }, Partitioned: func(string) bool { return true },
+				s := e.storeWith(func(o *Options) {
+					o.Rand = storetest.Rand(9)
+					o.Shards = func(string) int { return shards }
+					o.Partitioned = func(string) bool { return true }
 				})
 				const ep = "quiet-api"
 				br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
@@ -559,9 +557,7 @@ func TestQuietSuccessKeepsTheEndpointClosed(t *testing.T) {
 				e.clk.Advance(time.Second)
 				openPartition(t, e, s, ep, orgA, 2, br)
 				openPartition(t, e, s, ep, orgC, 2, br)
-				if st := mustState(t, s, ep); st.Breaker != policy.BreakerClosed {
-					t.Fatalf("endpoint breaker %s a second after org-b's last success, want closed", st.Breaker)
-				}
+				wantEndpointBreaker(t, s, ep, policy.BreakerClosed, "a second after org-b's last success")
 			})
 		})
 	}

@@ -2,9 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -17,17 +15,13 @@ import (
 
 // shardedStore is e.store() with endpoint sharded n ways.
 func shardedStore(e *env, endpoint string, n int) *Store {
-	var seed [32]byte
-	binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-	return New(e.b.Client, Options{
-		PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed), ResponseBodyCap: 16,
-		IdempotencyRetention: day, DeadLetterRetention: 30 * day,
-		Shards: func(ep string) int {
+	return e.storeWith(func(o *Options) {
+		o.Shards = func(ep string) int {
 			if ep == endpoint {
 				return n
 			}
 			return 1
-		},
+		}
 	})
 }
 

@@ -316,25 +316,23 @@ func (j *Store) CancelJob(ctx context.Context, id, by string) (policy.JobState, 
 	return st, nil
 }
 
+// refused is the policy error of each result a job script refuses with.
+var refused = map[string]error{
+	"missing": policy.ErrJobNotFound,
+	"cancel":  policy.ErrJobCancelled,
+	"lost":    policy.ErrJobLost,
+	"busy":    policy.ErrJobBusy,
+	"final":   policy.ErrJobFinal,
+	"full":    policy.ErrJobFull,
+}
+
 // refusal turns a job script's result into its error; nil for "ok".
 func refusal(op, id, r string) error {
-	var err error
-	switch r {
-	case "ok":
+	if r == "ok" {
 		return nil
-	case "missing":
-		err = policy.ErrJobNotFound
-	case "cancel":
-		err = policy.ErrJobCancelled
-	case "lost":
-		err = policy.ErrJobLost
-	case "busy":
-		err = policy.ErrJobBusy
-	case "final":
-		err = policy.ErrJobFinal
-	case "full":
-		err = policy.ErrJobFull
-	default:
+	}
+	err, ok := refused[r]
+	if !ok {
 		return fmt.Errorf("jobs: %s %s: unexpected result %q", op, id, r)
 	}
 	return fmt.Errorf("jobs: %s %s: %w", op, id, err)

@@ -127,8 +127,7 @@ local function complete_one(keys, e, fa, wa, seen, mark)
       opened, closed, began, ended = breaker_apply(fa, wa, now_s, probe, e.success,
         e.counts, e.threshold, str(now + e.probe_in), part, e.quorum)
     elseif is_probe then
-      put(fa, wa, pf('pt', probe), false)
-      put(fa, wa, pf('pe', probe), false)
+      probe_release(fa, wa, probe)
     end
     pause_apply(fa, wa, now, e.pause)
   end

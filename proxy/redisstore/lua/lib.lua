@@ -247,6 +247,14 @@ local function probe_of(f, token, p)
   return nil
 end
 
+-- probe_release releases partition p's probe token ('' the endpoint's, as
+-- probe_of names it) in f, noting the writes in w (put): the token and
+-- its expiry go.
+local function probe_release(f, w, p)
+  put(f, w, pf('pt', p), false)
+  put(f, w, pf('pe', p), false)
+end
+
 -- breaker_apply applies one attempt's result to the circuit breaker of
 -- partition p (nil or '': the endpoint's own) whose endpoint-hash fields
 -- are f (contract §6), noting its writes in w (put), and returns opened,
@@ -312,8 +320,7 @@ local function breaker_apply(f, w, now_s, probe, success, counts, threshold, pro
     return 0, closed, 0, ended
   end
   if probe then
-    put(f, w, pf('pt', probe), false)
-    put(f, w, pf('pe', probe), false)
+    probe_release(f, w, probe)
     if counts then put(f, w, pf('pa', probe), probe_next) end
     gate_dirty = true
   end

@@ -44,10 +44,7 @@ for _, cand in ipairs(A.candidates) do
       acc_add(fa, wa, tag, #entry + 1, 0)
       local probe = nil
       if given == '' then probe = probe_of(fa, token, part) end
-      if probe then
-        put(fa, wa, pf('pt', probe), false)
-        put(fa, wa, pf('pe', probe), false)
-      end
+      if probe then probe_release(fa, wa, probe) end
       local g, g_until = gate_in(fa, given, A.gate_until, now, part)
       local state, at = 's', now_s
       if shut(g) then

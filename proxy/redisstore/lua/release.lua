@@ -39,10 +39,7 @@ local fa, wa = hread(acc, names), {}
 acc_add(fa, wa, tag, -num(rec.b), -1)
 local probe = nil
 if A.home and token ~= '' then probe = probe_of(fa, token, A.part) end
-if probe then
-  put(fa, wa, pf('pt', probe), false)
-  put(fa, wa, pf('pe', probe), false)
-end
+if probe then probe_release(fa, wa, probe) end
 hflush(acc, wa)
 if res ~= c then
   local v = redis.call('GET', res)

@@ -2,9 +2,7 @@ package outbox
 
 import (
 	"context"
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore"
@@ -15,8 +13,8 @@ import (
 var t0 = storetest.T0()
 
 const (
-	testLease = 30 * time.Second
-	day       = 24 * time.Hour
+	testLease = storetest.Lease
+	day       = storetest.Day
 )
 
 // env is one backend under test with its clock (storetest.Env), and this
@@ -55,67 +53,38 @@ func (e *env) outboxStore() (*redisstore.Store, *Outbox) {
 // ctxT is a test's context (storetest.Ctx).
 func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
-// req returns a new callout of endpoint.
-func req(endpoint string) policy.NewCallout {
-	return policy.NewCallout{
-		Endpoint: endpoint, Issuer: "https://org.my.salesforce.com", Method: http.MethodPost,
-		Path: "/v1/charges", Query: "a=1",
-		Header: http.Header{"Content-Type": {"application/json"}},
-		Body:   []byte("{}"), SourceRecord: "001000000000001AAA",
-	}
-}
+// req returns a new callout of endpoint (storetest.Req, no key).
+func req(endpoint string) policy.NewCallout { return storetest.Req(endpoint, "", "{}") }
 
 var claimOpts = policy.ClaimOptions{Batch: 10, Lease: testLease}
 
-// success is a 2xx attempt that ends the callout.
-func success() policy.Completion {
-	return policy.Completion{
-		Action:   policy.ActionSucceed,
-		Attempt:  &policy.Attempt{StartedAt: t0, Duration: 20 * time.Millisecond, Status: 201, Outcome: policy.Success},
-		Response: &policy.Response{Status: 201, Header: http.Header{"X-Id": {"7"}}, Body: []byte(`{"id":7}`)},
-	}
-}
+// success is a 2xx attempt that ends the callout (storetest.Success).
+func success() policy.Completion { return storetest.Success() }
 
 // deadCompletion ends a claimed attempt as a dead letter after a
-// retryable failure that counts toward the breaker.
+// retryable failure that counts toward the breaker (storetest.Failure).
 func deadCompletion(reason policy.DeadLetterReason) policy.Completion {
-	return policy.Completion{
-		Action: policy.ActionDeadLetter, Reason: reason, CountsTowardBreaker: true, NextAttemptAt: t0,
-		Attempt:  &policy.Attempt{StartedAt: t0, Duration: time.Second, Status: 503, Outcome: policy.Retryable, Error: "status_5xx"},
-		Response: &policy.Response{Status: 503, Body: []byte("unavailable")}, Error: "status_5xx",
-	}
+	c := storetest.Failure(t0)
+	c.Action, c.Reason = policy.ActionDeadLetter, reason
+	return c
 }
 
-// mustEnqueue enqueues n callouts due now and returns their ids.
+// mustEnqueue enqueues n callouts due now and returns their ids
+// (storetest.MustEnqueue).
 func mustEnqueue(t *testing.T, s *redisstore.Store, endpoint string, n int) []string {
 	t.Helper()
-	ids := make([]string, n)
-	for i := range ids {
-		r, err := s.Enqueue(ctxT(t), req(endpoint), policy.EnqueueOptions{})
-		if err != nil {
-			t.Fatalf("enqueue %d: %v", i, err)
-		}
-		ids[i] = r.ID
-	}
-	return ids
+	return storetest.MustEnqueue(t, s, endpoint, n)
 }
 
-// mustClaim claims and fails the test on error.
+// mustClaim claims and fails the test on error (storetest.MustClaim).
 func mustClaim(t *testing.T, s *redisstore.Store, endpoint string, opts policy.ClaimOptions) policy.ClaimResult {
 	t.Helper()
-	r, err := s.Claim(ctxT(t), endpoint, opts)
-	if err != nil {
-		t.Fatalf("claim %s: %v", endpoint, err)
-	}
-	return r
+	return storetest.MustClaim(t, s, endpoint, opts)
 }
 
-// mustComplete completes and fails the test on error.
+// mustComplete completes and fails the test on error
+// (storetest.MustComplete).
 func mustComplete(t *testing.T, s *redisstore.Store, c *policy.Claimed, comp policy.Completion) policy.CompleteResult {
 	t.Helper()
-	r, err := s.Complete(ctxT(t), c, comp)
-	if err != nil {
-		t.Fatalf("complete %s: %v", c.ID, err)
-	}
-	return r
+	return storetest.MustComplete(t, s, c, comp)
 }

@@ -22,6 +22,21 @@ var t0 = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 // ctxT is a test's context (storetest.Ctx).
 func ctxT(t *testing.T) context.Context { return storetest.Ctx(t) }
 
+// mustSeries reads endpoint's series over the range named rng (RangeOf)
+// from r and fails the test on an error.
+func mustSeries(t *testing.T, r *Recorder, endpoint, rng string) Series {
+	t.Helper()
+	within, ok := RangeOf(rng)
+	if !ok {
+		t.Fatalf("no range %q", rng)
+	}
+	s, err := r.Series(ctxT(t), endpoint, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestReplicasAddIntoOneSeries: two replicas count into the same minute
 // buckets; a reader sums them per point, by class, with dead letters and
 // latency percentiles; the keys carry their retention.
@@ -44,11 +59,7 @@ func TestReplicasAddIntoOneSeries(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rng, _ := RangeOf("1h")
-			s, err := a.Series(ctx, "pay", rng)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := mustSeries(t, a, "pay", "1h")
 			if len(s.Points) != 60 {
 				t.Fatalf("points = %d, want 60", len(s.Points))
 			}
@@ -69,11 +80,7 @@ func TestReplicasAddIntoOneSeries(t *testing.T) {
 				t.Fatalf("total = %+v, want 5 attempts and 1 dead letter", s.Total)
 			}
 			// The hour bucket holds both minutes; 7d reads it.
-			week, _ := RangeOf("7d")
-			w, err := a.Series(ctx, "pay", week)
-			if err != nil {
-				t.Fatal(err)
-			}
+			w := mustSeries(t, a, "pay", "7d")
 			if last := w.Points[len(w.Points)-1]; last.Attempts() != 5 || len(w.Points) != 84 {
 				t.Fatalf("7d: %d points, last %+v; want 84 and 5 attempts", len(w.Points), last)
 			}
@@ -84,7 +91,7 @@ func TestReplicasAddIntoOneSeries(t *testing.T) {
 			if ttl := b.Client.TTL(ctx, keyspace.StatsHour("pay", t0.Unix()/3600)).Val(); ttl <= 7*24*time.Hour {
 				t.Fatalf("hour bucket TTL = %v, want over 7 days", ttl)
 			}
-			other, _ := a.Series(ctx, "crm", rng)
+			other := mustSeries(t, a, "crm", "1h")
 			if other.Total.Success != 1 || other.Total.Retryable != 0 {
 				t.Fatalf("crm total = %+v, want its own 1 success", other.Total)
 			}
@@ -117,12 +124,7 @@ func TestFlushKeepsCountsWhenRedisFails(t *testing.T) {
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rng, _ := RangeOf("1h")
-	s, err := r.Series(ctx, "pay", rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Total.Success != 2 {
+	if s := mustSeries(t, r, "pay", "1h"); s.Total.Success != 2 {
 		t.Fatalf("success = %d after failed and good flushes, want 2", s.Total.Success)
 	}
 	if !strings.Contains(logs.String(), "works again") {
@@ -153,9 +155,7 @@ func TestRunWritesOnItsWayOut(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r.Run(ctx)
-	rng, _ := RangeOf("1h")
-	s, err := r.Series(ctxT(t), "pay", rng)
-	if err != nil || s.Total.Permanent != 1 {
-		t.Fatalf("after Run: %+v, %v; want the permanent attempt written", s.Total, err)
+	if s := mustSeries(t, r, "pay", "1h"); s.Total.Permanent != 1 {
+		t.Fatalf("after Run: %+v; want the permanent attempt written", s.Total)
 	}
 }
