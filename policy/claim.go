@@ -13,13 +13,15 @@ type ClaimOptions struct {
 	Lease time.Duration
 	// Breaker supplies ProbeLease, the probe token's lease.
 	Breaker BreakerSettings
-	// OrgCap, when > 0, is the most attempts of one organisation (JWT
-	// issuer; "" callouts without one) the caller lets run at once on the
-	// endpoint: the claim takes at most OrgCap minus OrgInFlight[issuer]
-	// of an organisation's callouts. The dispatcher keeps one slot of an
-	// endpoint that several organisations may call for the others this
-	// way, so one organisation's attempts never hold every slot
-	// (contract §10 "Fair dispatch"). 0: no cap.
+	// OrgCap, when > 0, is the most attempts the caller lets run at once
+	// on the endpoint but for one kept slot: the claim takes at most OrgCap
+	// minus all of OrgInFlight, of any organisations (JWT issuers; ""
+	// callouts without one), and beyond that one callout of an
+	// organisation with none in flight and none taken in this claim. The
+	// dispatcher keeps the last slot of an endpoint that several
+	// organisations may call this way, so however many organisations'
+	// attempts hang, one with none in flight finds a slot (contract §10
+	// "Fair dispatch"). 0: no cap.
 	OrgCap int
 	// OrgInFlight is the caller's attempts of the endpoint in flight, by
 	// issuer (read with OrgCap).

@@ -373,11 +373,11 @@ func (d *Dispatcher) limit(ep *config.Endpoint) int {
 	return d.o.PerEndpoint
 }
 
-// orgCap is the most attempts of one organisation to ep this replica runs
-// at once (policy.ClaimOptions.OrgCap): all but one of its slots when
-// several organisations may call ep, so a slot is always there for an
-// organisation with none in flight — one organisation's hanging attempts
-// holding every slot delay another's first attempt by none, not by an
+// orgCap is the most attempts to ep this replica runs at once but for the
+// kept slot (policy.ClaimOptions.OrgCap): all but one of its slots when
+// several organisations may call ep, the last one only for an organisation
+// with none in flight — one or several organisations' hanging attempts
+// holding the others delay another's first attempt by none, not by an
 // attempt limit (contract §10 "Fair dispatch", docs/limits.md). 0 (no
 // cap) for an endpoint of one organisation, or of one slot.
 func (d *Dispatcher) orgCap(ep *config.Endpoint) int {

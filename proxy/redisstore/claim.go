@@ -97,12 +97,12 @@ type endpointPlan struct {
 	queues    []*queuePlan
 	nextDue   time.Time
 	nextLease time.Time
-	want      int            // due candidates it may claim (its batch)
-	dueSeen   int            // due candidates read, spares included
-	shutSeen  int            // of them, in queues whose breaker partition was shut
-	room      map[string]int // organisation (issuer tag) -> the most it may take (fair.Room; nil: no cap)
-	capped    int            // due candidates left out by room
-	rot       int            // where ties between organisations start (rotates)
+	want      int        // due candidates it may claim (its batch)
+	dueSeen   int        // due candidates read, spares included
+	shutSeen  int        // of them, in queues whose breaker partition was shut
+	room      *fair.Room // what each organisation (issuer tag) may take (fair.RoomFor; nil: no cap)
+	capped    int        // due candidates left out by room
+	rot       int        // where ties between organisations start (rotates)
 }
 
 // candidates reads every organisation queue's first waiting ids (ZRANGE
@@ -216,7 +216,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 			}
 		}
 		p.dueSeen = p.dueIn()
-		p.room, p.capped = fair.Room(p.fairQueues(), r.OrgCap, issuerTags(r.OrgInFlight))
+		p.room, p.capped = fair.RoomFor(p.fairQueues(), r.OrgCap, issuerTags(r.OrgInFlight))
 		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen-p.capped)
 	}
 	return plans, grew, nil

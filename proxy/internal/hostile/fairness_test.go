@@ -216,39 +216,44 @@ func TestHostileSharedBreaker(t *testing.T) {
 	}
 }
 
-// TestHostileFairDispatch: org-a queues 300 Prefer: respond-async writes
-// to the hanging path of the "queue" endpoint (whose breaker never opens;
-// the default attempt limit, so each of org-a's attempts holds its slot
-// until the upstream's 10 s header timeout); its attempts fill 15 of the
-// 16 dispatch slots, never the 16th, kept for organisations with none in
-// flight; org-b's 10 async writes to the healthy path, sent after, each
-// start within 2 s by the proxy's own attempt records — not behind
-// org-a's backlog, nor after one of org-a's attempts gives up — and before
-// at most one attempt of org-a per dispatch slot has started since they
-// were sent (contract §10 "Fair dispatch").
+// TestHostileFairDispatch: two organisations, org-a and org-c, queue 150
+// Prefer: respond-async writes each to the hanging path of the "queue"
+// endpoint (whose breaker never opens; the default attempt limit, so each
+// of their attempts holds its slot until the upstream's 10 s header
+// timeout); their attempts together fill 15 of the 16 dispatch slots, never
+// the 16th, kept for organisations with none in flight; org-b's 10 async
+// writes to the healthy path, sent after, each start within 2 s by the
+// proxy's own attempt records — not behind the flooders' backlog, nor after
+// one of their attempts gives up — and before at most one of their attempts
+// per dispatch slot has started since they were sent (contract §10 "Fair
+// dispatch"). One flooding organisation is the simpler case of this one.
 func TestHostileFairDispatch(t *testing.T) {
 	const slots = 16 // the dispatcher's default max_concurrency per endpoint
 	const kept = 1   // of them, kept for organisations with none in flight
 	p, adminToken := sharedEndpointProxy(t)
-	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
+	tokenA, tokenB, tokenC := bearer(t, orgA), bearer(t, orgB), bearer(t, orgC)
 	w := watchProxy(t, p)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
 
 	var mu sync.Mutex
-	var aIDs []string
+	floodIDs := map[string]string{} // callout id -> its organisation's token
 	parallel(300, 16, func(i int) {
-		code, id, _, _ := call(client, http.MethodPost, p.URL+"/callout/queue/hang", tokenA, "a-"+strconv.Itoa(i), true)
+		tok := tokenA
+		if i%2 == 1 {
+			tok = tokenC
+		}
+		code, id, _, _ := call(client, http.MethodPost, p.URL+"/callout/queue/hang", tok, "f-"+strconv.Itoa(i), true)
 		if code == http.StatusAccepted {
 			mu.Lock()
-			aIDs = append(aIDs, id)
+			floodIDs[id] = tok
 			mu.Unlock()
 		}
 	})
-	if len(aIDs) != 300 {
-		t.Fatalf("org-a's async writes: %d accepted, want 300", len(aIDs))
+	if len(floodIDs) != 300 {
+		t.Fatalf("org-a's and org-c's async writes: %d accepted, want 300", len(floodIDs))
 	}
-	// the dispatcher has filled all but the kept slot with org-a's hanging
-	// attempts, and leaves the kept one free
+	// the dispatcher has filled all but the kept slot with the flooders'
+	// hanging attempts, and leaves the kept one free
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if endpointState(t, client, p, adminToken, "queue").InFlight >= slots-kept {
 			break
@@ -256,7 +261,7 @@ func TestHostileFairDispatch(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // a few dispatcher rounds: none may take the kept slot
 	if n := endpointState(t, client, p, adminToken, "queue").InFlight; n != slots-kept {
-		t.Fatalf("org-a's attempts in flight: %d, want %d (every slot but the kept one)", n, slots-kept)
+		t.Fatalf("the flooders' attempts in flight: %d, want %d (every slot but the kept one)", n, slots-kept)
 	}
 	sent := time.Now()
 	var bIDs []string
@@ -285,25 +290,25 @@ func TestHostileFairDispatch(t *testing.T) {
 			last = start
 		}
 	}
-	// org-a's attempts that started after org-b's writes were sent and
-	// before org-b's last first attempt: the delay org-a's backlog caused
+	// the flooders' attempts that started after org-b's writes were sent
+	// and before org-b's last first attempt: the delay their backlog caused
 	between := 0
-	for _, id := range aIDs {
-		for _, a := range statusDoc(t, client, p, tokenA, id).Attempts {
+	for id, tok := range floodIDs {
+		for _, a := range statusDoc(t, client, p, tok, id).Attempts {
 			if a.StartedAt.After(sent) && a.StartedAt.Before(last) {
 				between++
 			}
 		}
 	}
 	w.finish(t)
-	t.Logf("org-b's 10 async writes started %v after they were sent (org-a: 300 queued to a path that hangs until the attempt gives up); "+
-		"%d attempts of org-a started in between", waits, between)
+	t.Logf("org-b's 10 async writes started %v after they were sent (org-a and org-c: 150 each queued to a path that hangs until "+
+		"the attempt gives up); %d attempts of theirs started in between", waits, between)
 	for i, d := range waits {
 		if d > 2*time.Second {
 			t.Errorf("org-b's write %d started %s after it was sent, want within 2 s", i, d)
 		}
 	}
 	if between > slots {
-		t.Errorf("%d attempts of org-a started before org-b's last, want at most one per slot (%d)", between, slots)
+		t.Errorf("%d attempts of org-a and org-c started before org-b's last, want at most one per slot (%d)", between, slots)
 	}
 }

@@ -40,17 +40,20 @@ type Queue struct {
 // organisations: one slot at a time to the organisation with the fewest
 // callouts in flight (Leased) plus slots given in this claim, ties broken
 // in a rotating order starting at queue rot, and within it to its queue
-// (shard) given the fewest; never more than a queue's Due, nor more to one
-// organisation than its room (room[org], when present: the most this
-// claim may give it, Room). The j-th result is how many to claim from
-// qs[j]. So a slot that frees while one organisation's backlog fills the
-// endpoint goes to another organisation with work due.
-func Spread(qs []Queue, batch, rot int, room map[string]int) []int {
+// (shard) given the fewest; never more than a queue's Due, nor more than
+// room allows (nil: no bound; Room). The j-th result is how many to claim
+// from qs[j]. So a slot that frees while one organisation's backlog fills
+// the endpoint goes to another organisation with work due.
+func Spread(qs []Queue, batch, rot int, room *Room) []int {
 	left := max(batch, 0)
 	take := make([]int, len(qs))
 	load, given := map[string]int{}, map[string]int{}
 	for _, q := range qs {
 		load[q.Org] += q.Leased
+	}
+	pool, kept := 0, false
+	if room != nil {
+		pool = room.Pool
 	}
 	n := len(qs)
 	for left > 0 {
@@ -58,7 +61,7 @@ func Spread(qs []Queue, batch, rot int, room map[string]int) []int {
 		for k := range n {
 			j := (rot + k) % max(n, 1)
 			q := qs[j]
-			if r, ok := room[q.Org]; take[j] >= q.Due || ok && given[q.Org] >= r {
+			if take[j] >= q.Due || !room.allows(q.Org, given[q.Org], pool, kept) {
 				continue
 			}
 			if best < 0 {
@@ -73,31 +76,81 @@ func Spread(qs []Queue, batch, rot int, room map[string]int) []int {
 		if best < 0 {
 			break
 		}
+		org := qs[best].Org
+		if room != nil {
+			if pool > 0 {
+				pool--
+			} else {
+				kept = true // the kept slot, to an organisation with none in flight
+			}
+		}
 		take[best]++
-		load[qs[best].Org]++
-		given[qs[best].Org]++
+		load[org]++
+		given[org]++
 		left--
 	}
 	return take
 }
 
-// Room is what each organisation of qs may still take when the caller
-// lets at most orgCap attempts of one organisation run at once (orgCap
-// ≤ 0: no cap, nil) and has inFlight[org] of them running: orgCap minus
-// that, at least 0. Capped is how many of qs's due callouts that leaves
-// out (the claim reports no more due for them).
-func Room(qs []Queue, orgCap int, inFlight map[string]int) (room map[string]int, capped int) {
+// Room is what one claim may give an endpoint's organisations when the
+// caller keeps one of its slots for an organisation with none in flight
+// (contract §10 "Fair dispatch"): the organisations together at most Pool
+// more (the caller's cap minus its attempts in flight), and one slot
+// beyond that to an organisation with nothing in flight here and nothing
+// given yet; no organisation more than Org[org] (the cap minus its own in
+// flight). So however many organisations flood the endpoint, the last slot
+// stays free for one that is not running.
+type Room struct {
+	Org      map[string]int
+	Pool     int
+	InFlight map[string]int
+}
+
+// allows reports whether one more slot may go to org, already given
+// given in this claim, with pool slots of the shared pool left and kept
+// whether the kept slot went; true for a nil Room.
+func (r *Room) allows(org string, given, pool int, kept bool) bool {
+	if r == nil {
+		return true
+	}
+	if given >= r.Org[org] {
+		return false
+	}
+	return pool > 0 || (!kept && given == 0 && r.InFlight[org] == 0)
+}
+
+// RoomFor is the Room of qs when the caller lets at most orgCap attempts
+// run at once that are not an idle organisation's first (orgCap ≤ 0: no
+// cap, nil) and has inFlight[org] of them running. Capped is how many of
+// qs's due callouts that leaves out (the claim reports no more due for
+// them).
+func RoomFor(qs []Queue, orgCap int, inFlight map[string]int) (room *Room, capped int) {
 	if orgCap <= 0 {
 		return nil, 0
 	}
-	room = map[string]int{}
+	room = &Room{Org: map[string]int{}, InFlight: inFlight}
+	running := 0
+	for _, n := range inFlight {
+		running += n
+	}
+	room.Pool = max(orgCap-running, 0)
 	due := map[string]int{}
 	for _, q := range qs {
-		room[q.Org] = max(orgCap-inFlight[q.Org], 0)
+		room.Org[q.Org] = max(orgCap-inFlight[q.Org], 0)
 		due[q.Org] += q.Due
 	}
+	takeable, idle := 0, false
 	for org, d := range due {
-		capped += max(d-room[org], 0)
+		takeable += min(d, room.Org[org])
+		idle = idle || (d > 0 && inFlight[org] == 0 && room.Org[org] > 0)
 	}
-	return room, capped
+	total := 0
+	for _, d := range due {
+		total += d
+	}
+	limit := room.Pool
+	if idle {
+		limit++
+	}
+	return room, total - min(takeable, limit)
 }

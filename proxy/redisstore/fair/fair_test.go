@@ -45,35 +45,50 @@ func TestSpread(t *testing.T) {
 }
 
 // An organisation at its cap takes nothing more, across its shards, and
-// the slots go to the others: one slot kept for organisations with none in
-// flight (contract §10 "Fair dispatch").
+// the slots go to the others; however many organisations are running, the
+// last slot goes only to one with none in flight (contract §10 "Fair
+// dispatch").
 func TestSpreadWithRoom(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		qs    []Queue
-		batch int
-		room  map[string]int
-		want  []int
+		name     string
+		qs       []Queue
+		batch    int
+		inFlight map[string]int
+		want     []int
 	}{
-		{"at its cap: nothing", []Queue{{"a", 15, 300}}, 1, map[string]int{"a": 0}, []int{0}},
-		{"the kept slot goes to another", []Queue{{"a", 15, 300}, {"b", 0, 10}}, 1, map[string]int{"a": 0, "b": 15}, []int{0, 1}},
-		{"room bounds one organisation's shards together", []Queue{{"a", 0, 9}, {"a", 0, 9}, {"b", 0, 1}}, 6,
-			map[string]int{"a": 3, "b": 15}, []int{2, 1, 1}},
-		{"an organisation without an entry has no cap", []Queue{{"a", 0, 9}}, 4, map[string]int{"b": 0}, []int{4}},
+		{"at its cap: nothing", []Queue{{"a", 15, 300}}, 1, map[string]int{"a": 15}, []int{0}},
+		{"the kept slot goes to another", []Queue{{"a", 15, 300}, {"b", 0, 10}}, 1, map[string]int{"a": 15},
+			[]int{0, 1}},
+		{"two running organisations leave it too", []Queue{{"a", 8, 150}, {"b", 0, 10}, {"c", 7, 150}}, 1,
+			map[string]int{"a": 8, "c": 7}, []int{0, 1, 0}},
+		{"running ones share what is left but the kept slot", []Queue{{"a", 7, 150}, {"c", 7, 150}}, 2,
+			map[string]int{"a": 7, "c": 7}, []int{1, 0}},
+		{"the pool bounds one organisation's shards together, the kept slot stays", []Queue{{"a", 0, 9}, {"a", 0, 9},
+			{"b", 0, 1}}, 6, map[string]int{"a": 12}, []int{1, 1, 1}},
+		{"from nothing in flight: all but the kept slot", []Queue{{"a", 0, 30}, {"b", 0, 30}}, 16, nil,
+			[]int{8, 7}},
 	} {
-		if got := Spread(tt.qs, tt.batch, 0, tt.room); !slices.Equal(got, tt.want) {
+		room, _ := RoomFor(tt.qs, 15, tt.inFlight)
+		if got := Spread(tt.qs, tt.batch, 0, room); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: Spread = %v, want %v", tt.name, got, tt.want)
 		}
 	}
+	if got := Spread([]Queue{{"a", 0, 9}}, 4, 0, nil); !slices.Equal(got, []int{4}) {
+		t.Errorf("no room: Spread = %v, want [4]", got)
+	}
 }
 
-func TestRoom(t *testing.T) {
+func TestRoomFor(t *testing.T) {
 	qs := []Queue{{"a", 15, 200}, {"a", 0, 100}, {"b", 0, 10}}
-	room, capped := Room(qs, 15, map[string]int{"a": 15, "b": 2})
-	if room["a"] != 0 || room["b"] != 13 || capped != 300 {
-		t.Fatalf("Room = %v, capped %d; want a 0, b 13, 300 left out (all of a's)", room, capped)
+	room, capped := RoomFor(qs, 15, map[string]int{"a": 15})
+	if room.Org["a"] != 0 || room.Org["b"] != 15 || room.Pool != 0 || capped != 309 {
+		t.Fatalf("RoomFor = %+v, capped %d; want a 0, b 15, pool 0, 309 left out (all of a's, 9 of b's)", room, capped)
 	}
-	if room, capped := Room(qs, 0, nil); room != nil || capped != 0 {
-		t.Fatalf("Room without a cap = %v, %d; want nil, 0", room, capped)
+	two := []Queue{{"a", 8, 150}, {"b", 0, 10}, {"c", 8, 150}}
+	if room, capped := RoomFor(two, 15, map[string]int{"a": 8, "c": 8}); room.Pool != 0 || capped != 309 {
+		t.Fatalf("two running: RoomFor = %+v, capped %d; want pool 0 and all but b's one left out (309)", room, capped)
+	}
+	if room, capped := RoomFor(qs, 0, nil); room != nil || capped != 0 {
+		t.Fatalf("RoomFor without a cap = %v, %d; want nil, 0", room, capped)
 	}
 }
