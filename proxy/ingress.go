@@ -88,6 +88,24 @@ func (in *inbound) request(r *http.Request) *forward.Request {
 		Header: r.Header, Body: in.body}
 }
 
+// verifyCaller verifies r's bearer token (auth.Verifier.Verify: errors are
+// *problem.Error) and, verified, charges the request to the caller's
+// organisation, its JWT issuer: from here on its bytes count toward the
+// organisation's share of the memory budget
+// (limits.max_inflight_bytes_per_issuer) and its connection toward its
+// share of the listener's connections (limits.max_connections_per_issuer),
+// idle after it included, so that an organisation's status polls and
+// writes are never in the unverified group (contract §10).
+func (s *Server) verifyCaller(r *http.Request) (auth.Caller, error) {
+	caller, err := s.d.Callers.Verify(r.Header.Get("Authorization"))
+	if err != nil {
+		return caller, err
+	}
+	limit.HolderFrom(r.Context()).Assign(caller.Issuer)
+	limit.Running(r.Context(), caller.Issuer)
+	return caller, nil
+}
+
 // admitRequest runs the checks of contract §4 that come before dispatch, in an
 // order that reads the body last: path, token, endpoint, issuer, escape,
 // key rules, source record, then the body within max_request_bytes. The
@@ -97,16 +115,10 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 	if err != nil {
 		return nil, err
 	}
-	caller, err := s.d.Callers.Verify(r.Header.Get("Authorization"))
+	caller, err := s.verifyCaller(r)
 	if err != nil {
 		return nil, err
 	}
-	// From here on the request's bytes count toward its organisation's
-	// share of the memory budget (limits.max_inflight_bytes_per_issuer).
-	limit.HolderFrom(r.Context()).Assign(caller.Issuer)
-	// And its connection toward the organisation's share of the listener's
-	// connections (limits.max_connections_per_issuer).
-	limit.Running(r.Context(), caller.Issuer)
 	ep, ok := s.d.Config.Endpoint(name)
 	if !ok {
 		return nil, problem.Errorf(problem.UnknownEndpoint, "endpoint "+strconv.Quote(name)+" is not configured")

@@ -67,7 +67,7 @@ func writeAccepted(w http.ResponseWriter, id, applied string, doc *api.StatusDoc
 // org's callout is answered 404, as if it did not exist.
 func (s *Server) handleGetCallout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		caller, err := s.d.Callers.Verify(r.Header.Get("Authorization"))
+		caller, err := s.verifyCaller(r)
 		if err != nil {
 			problem.Write(w, err)
 			return
@@ -93,7 +93,7 @@ func (s *Server) handleGetCallout() http.HandlerFunc {
 // handleGetPolicy serves GET /v1/policy to any authenticated caller.
 func (s *Server) handleGetPolicy() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.d.Callers.Verify(r.Header.Get("Authorization")); err != nil {
+		if _, err := s.verifyCaller(r); err != nil {
 			problem.Write(w, err)
 			return
 		}

@@ -452,3 +452,69 @@ func TestConnectionShareUnverifiedRequestGrace(t *testing.T) {
 		}
 	})
 }
+
+// TestConnectionShareSilentNeverCutABurst: an organisation's burst above
+// its share is not cut for a tokenless attacker's new connections, even
+// when the burst is further over its share than the unverified group: at a
+// cap of 7 and a share of 2, org-b runs 4 uploads (2 over) and 3 silent
+// connections hold the rest (1 over). The next connection waits for the
+// oldest silent one's NewGrace and takes its place; none of org-b's
+// uploads is cut.
+func TestConnectionShareSilentNeverCutABurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newShareRig(t, 7, 2)
+		r.l.now = time.Now
+		var bctx []context.Context
+		for range 4 {
+			c, ctx := r.accept()
+			r.run(c, ctx, "org-b")
+			bctx = append(bctx, ctx)
+		}
+		start := time.Now()
+		var silent []*Conn
+		for range 3 {
+			c, _ := r.accept()
+			silent = append(silent, c)
+			time.Sleep(time.Millisecond)
+		}
+		client, server := net.Pipe()
+		defer client.Close()
+		r.raw.conns <- server
+		got := make(chan time.Duration)
+		go func() { _, _ = r.l.Accept(); got <- time.Since(start) }()
+		if waited := <-got; waited != NewGrace || !silent[0].closed || silent[1].closed {
+			t.Fatalf("waited %s (want %s), oldest silent closed %v, next closed %v; want it alone closed",
+				waited, NewGrace, silent[0].closed, silent[1].closed)
+		}
+		for i, ctx := range bctx {
+			if WasCut(ctx) {
+				t.Fatalf("org-b's upload %d was cut for the silent connections", i)
+			}
+		}
+	})
+}
+
+// TestConnectionShareCutAfterReload: a request's Cut channel, taken while
+// no share is in force (one issuer), still closes when a reload sets a
+// share and the request is cut for it, so its handler answers in time
+// (a keyed write 202) rather than having its connection closed under it.
+func TestConnectionShareCutAfterReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newShareRig(t, 2, 0)
+		c1, ctx1 := r.accept()
+		r.run(c1, ctx1, "org-a")
+		BodyRead(ctx1)
+		c2, ctx2 := r.accept()
+		r.run(c2, ctx2, "org-a")
+		BodyRead(ctx2)
+		cut := Cut(ctx1) // as the write path takes it, before the reload
+		r.l.SetShare(1)
+		r.accept()
+		select {
+		case <-cut:
+		default:
+			t.Fatalf("the oldest request was cut (WasCut %v) but the Cut channel taken before the reload did not close",
+				WasCut(ctx1))
+		}
+	})
+}

@@ -201,34 +201,41 @@ func (l *Listener) victim() (v *Conn, cut bool, wake time.Duration) {
 				return v, false, 0
 			}
 		}
+		// the unverified group over its share: its own request that has run
+		// for NewGrace (a legitimate one leaves the group when its token is
+		// verified, a moment after its header arrived), the one still
+		// receiving its body first; else, with a connection or request of
+		// it within its grace, wait for that grace rather than cut another
+		// group's request, though that group be more over its share. So a
+		// tokenless attacker's connections never cut an organisation's
+		// request, its burst included.
+		if slices.Contains(over, "") {
+			ripe := func(c *Conn) bool { return c.running && now.Sub(c.since) >= NewGrace }
+			if v := of("", func(c *Conn) bool { return ripe(c) && c.receiving }); v != nil {
+				return v, true, 0
+			}
+			if v := of("", ripe); v != nil {
+				return v, true, 0
+			}
+			if y := of("", func(c *Conn) bool { return young(c) || c.running }); y != nil {
+				return nil, false, max(y.since.Add(NewGrace).Sub(now), time.Millisecond)
+			}
+		}
 		// then a request of the group most over its share, the one still
-		// receiving its body first. A request of the unverified group is
-		// cut only once it has run for NewGrace: a legitimate one leaves the
-		// group when its token is verified, a moment after its header
-		// arrived, so a tokenless attacker's silent connections never cut
-		// another organisation's request on its way in. A group whose only
-		// connections are within their grace waits for that grace.
+		// receiving its body first
 		for _, org := range over {
-			cuttable := func(c *Conn) bool { return c.running && (org != "" || now.Sub(c.since) >= NewGrace) }
-			if v := of(org, func(c *Conn) bool { return cuttable(c) && c.receiving }); v != nil {
+			if v := of(org, func(c *Conn) bool { return c.running && c.receiving }); v != nil {
 				return v, true, 0
 			}
-			if v := of(org, cuttable); v != nil {
+			if v := of(org, func(c *Conn) bool { return c.running }); v != nil {
 				return v, true, 0
-			}
-			if of(org, young) != nil || of(org, func(c *Conn) bool { return c.running }) != nil {
-				break
 			}
 		}
 	} else if v := l.oldest(func(c *Conn) bool { return c.evictable && (c.served || silent(c)) }); v != nil {
 		return v, false, 0
 	}
-	// wait for the first grace to end: a new connection's, or (a group over
-	// its share) an unverified request's
-	waiting := func(c *Conn) bool {
-		return (young(c) || (c.running && c.org == "" && len(over) > 0)) && now.Sub(c.since) < NewGrace
-	}
-	if y := l.oldest(waiting); y != nil {
+	// wait for the first new connection's grace to end
+	if y := l.oldest(func(c *Conn) bool { return young(c) && now.Sub(c.since) < NewGrace }); y != nil {
 		return nil, false, max(y.since.Add(NewGrace).Sub(now), time.Millisecond)
 	}
 	return nil, false, 0
@@ -437,11 +444,12 @@ func BodyRead(ctx context.Context) {
 
 // Cut is closed when ctx's connection (ConnContext) is cut for its
 // organisation's share (WasCut); nil (never ready) for a context of no
-// Listener's connection or of a Listener with no share. A request past its body watches it: its answer is
-// due within CutGrace, so a keyed write answers 202 while its attempt
-// goes on (contract §10).
+// Listener's connection. A request past its body watches it: its answer is
+// due within CutGrace, so a keyed write answers 202 while its attempt goes
+// on (contract §10). It is the connection's channel whether a share is in
+// force now or not: a reload may set one while the request runs.
 func Cut(ctx context.Context) <-chan struct{} {
-	if c, ok := ctx.Value(connKey{}).(*Conn); ok && c.l.Share() > 0 {
+	if c, ok := ctx.Value(connKey{}).(*Conn); ok {
 		return c.cutC
 	}
 	return nil
