@@ -22,6 +22,9 @@ type Proxy struct {
 	// URL and AdminURL are the base URLs of its two listeners; Addr the
 	// callout listener's host:port.
 	URL, AdminURL, Addr string
+	// ConfigPath is its configuration file (StartProxy's yaml), for a test
+	// that rewrites it and reloads.
+	ConfigPath string
 }
 
 // ProxyOptions are what differ between the proxies the suites start. The
@@ -67,7 +70,7 @@ func StartProxy(t testing.TB, bin, yaml string, opts ProxyOptions) *Proxy {
 	t.Cleanup(func() { checkStopped(t, p, opts.CleanExit) })
 	select {
 	case a := <-addrs:
-		return &Proxy{Process: p, URL: "http://" + a[0], AdminURL: "http://" + a[1], Addr: a[0]}
+		return &Proxy{Process: p, URL: "http://" + a[0], AdminURL: "http://" + a[1], Addr: a[0], ConfigPath: path}
 	case <-p.Exited():
 		t.Fatalf("%s exited before listening (%v):\n%s", name, p.ExitErr(), p.Tail(40))
 	case <-time.After(StartupTimeout):

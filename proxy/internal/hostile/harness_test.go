@@ -53,12 +53,19 @@ func redisBytes(t *testing.T, c *redis.Client) int64 {
 // ops of scope read (admin.tokens token_file).
 func adminTokenFile(t *testing.T) (token, section string) {
 	t.Helper()
+	return adminTokenFileScope(t, "read")
+}
+
+// adminTokenFileScope is adminTokenFile with the token's scope (read or
+// write).
+func adminTokenFileScope(t *testing.T, scope string) (token, section string) {
+	t.Helper()
 	token = "hostile-admin-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	file := filepath.Join(t.TempDir(), "admin-token")
 	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return token, "admin:\n  tokens:\n    - {name: ops, token_file: " + file + ", scope: read}\n"
+	return token, "admin:\n  tokens:\n    - {name: ops, token_file: " + file + ", scope: " + scope + "}\n"
 }
 
 // proxyOptions start the proxy with the suite's secret.
