@@ -44,7 +44,7 @@ var ErrResponseTooLarge = errors.New("upstream response larger than max_response
 // the organisation's share of it) had no room. Classify maps it to
 // Retryable "overloaded", which never counts toward the breaker: the limit
 // was the proxy's, not the upstream's failure (contract §6, §10).
-var ErrOverloaded = errors.New("the proxy's memory budget had no room to buffer the upstream's answer")
+var ErrOverloaded = errors.New("the proxy's own memory limit")
 
 // ErrCredentials marks an attempt that could not be made because the
 // endpoint's upstream credentials could not be obtained, e.g. its OAuth 2.0
