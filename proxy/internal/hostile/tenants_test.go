@@ -291,14 +291,16 @@ func memoryProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
 			_, _ = io.WriteString(w, `{"ok":true}`)
 		}
 	}))
-	t.Cleanup(func() { close(stop); up.Close() })
+	t.Cleanup(up.Close)
 	adminToken, admin := adminTokenFile(t)
 	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB},
 		Sections: admin + "limits:\n  body_read_timeout: 30s\n" + extraLimits + "\n",
 		Endpoints: []string{proctest.Endpoint("healthy", up.URL, proctest.Loopback),
 			proctest.Endpoint("shared", up.URL, proctest.Loopback),
 			proctest.Endpoint("shared2", up.URL, proctest.Loopback)}}.YAML()
-	return proctest.StartProxy(t, proxyBinary, cfg, proxyOptions()), adminToken
+	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
+	t.Cleanup(func() { close(stop) }) // first: the stalled answers end, so the proxy stops at once
+	return p, adminToken
 }
 
 // TestHostileMemoryShareDispatchedResponses: the dispatcher's attempts
