@@ -23,11 +23,14 @@ const (
 // CountsTowardBreaker reports whether an attempt's outcome is a failure that
 // counts toward opening the breaker (contract §6): a Retryable outcome except
 // a 429 (the upstream is alive and asked us to slow down; its Retry-After
-// pauses the endpoint instead) and except "canceled" (the proxy itself gave
-// up, e.g. at shutdown, which says nothing about the upstream). Permanent,
-// Success and Rejected never count.
+// pauses the endpoint instead), except "canceled" (the proxy itself gave
+// up, e.g. at shutdown, which says nothing about the upstream) and except
+// "overloaded" (the upstream answered; the proxy's own memory budget had no
+// room to keep the answer, so another organisation's use of memory never
+// opens a breaker partition). Permanent, Success and Rejected never count.
 func CountsTowardBreaker(c Classification) bool {
-	return c.Outcome == Retryable && c.Reason != ReasonStatus429 && c.Reason != ReasonCanceled
+	return c.Outcome == Retryable && c.Reason != ReasonStatus429 && c.Reason != ReasonCanceled &&
+		c.Reason != ReasonOverloaded
 }
 
 // AutoDisable reports whether an endpoint is to be disabled (contract §6):

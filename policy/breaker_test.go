@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -37,6 +38,8 @@ func TestCountsTowardBreaker(t *testing.T) {
 		{Classification{Retryable, ReasonNetwork}, true},
 		{Classification{Retryable, ReasonCredentials}, true},
 		{Classification{Retryable, ReasonCanceled}, false},
+		{Classification{Retryable, ReasonOverloaded}, false},
+		{Classify(0, fmt.Errorf("the upstream's response was not buffered: %w", ErrOverloaded)), false},
 		{Classification{Rejected, "breaker_open"}, false},
 		{Classification{}, false},
 	}

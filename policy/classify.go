@@ -31,6 +31,9 @@ import (
 // (*url.Error, *net.OpError, *os.SyscallError, fmt %w chains, errors.Join):
 //
 //   - ErrResponseTooLarge: Permanent "response_too_large".
+//   - ErrOverloaded: Retryable "overloaded" (the proxy's memory budget had
+//     no room for the answer; whatever else the chain holds, e.g. the
+//     attempt's deadline ending the wait, is the proxy's own limit too).
 //   - *TimeoutError: Retryable "<Limit>_timeout" (connect, header, attempt).
 //   - context.Canceled: Retryable "canceled".
 //   - ErrCredentials: Retryable "credentials" (the upstream was not called;
@@ -97,6 +100,9 @@ func classifyError(err error) Classification {
 	}
 	if errors.Is(err, ErrResponseTooLarge) {
 		return Classification{Outcome: Permanent, Reason: ReasonResponseTooLarge}
+	}
+	if errors.Is(err, ErrOverloaded) {
+		return retryable(ReasonOverloaded)
 	}
 	if te, ok := errors.AsType[*TimeoutError](err); ok {
 		return retryable(timeoutReason(te.Limit))

@@ -111,6 +111,15 @@ func TestClassifyErrors(t *testing.T) {
 		{"credentials wrapping tls", fmt.Errorf("%w: %w", ErrCredentials, &tls.CertificateVerificationError{Err: x509Unknown}), ReasonCredentials},
 		{"credentials wrapping dns", fmt.Errorf("%w: %w", ErrCredentials, dnsErr(net.DNSError{Err: "no such host", IsNotFound: true})), ReasonCredentials},
 		{"canceled beats credentials", fmt.Errorf("%w: %w", ErrCredentials, context.Canceled), ReasonCanceled},
+		// Overloaded: the proxy's own memory budget kept the answer out;
+		// whatever else the chain says (the attempt's deadline ended the
+		// wait, the caller went away) is the proxy's side too.
+		{"overloaded", ErrOverloaded, ReasonOverloaded},
+		{"overloaded wrapped", fmt.Errorf("the upstream's response was not buffered: %w: %w", ErrOverloaded,
+			errors.New("limit: the memory budget (max_inflight_bytes) is exhausted")), ReasonOverloaded},
+		{"overloaded beats timeout", &TimeoutError{Limit: "attempt", Err: ErrOverloaded}, ReasonOverloaded},
+		{"overloaded beats canceled", errors.Join(context.Canceled, ErrOverloaded), ReasonOverloaded},
+		{"overloaded beats reset", fmt.Errorf("%w: %w", ErrOverloaded, errResetForTest), ReasonOverloaded},
 		// Anything else.
 		{"unknown", errors.New("something odd"), ReasonNetwork},
 		{"unknown wrapped", urlErr(errors.New("net/http: HTTP/1.x transport connection broken: malformed HTTP response")), ReasonNetwork},

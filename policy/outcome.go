@@ -30,7 +30,7 @@ type Classification struct {
 	// "status_501", "status_505", "status_invalid", "dns", "connect_refused",
 	// "unreachable", "connect_timeout", "reset", "tls", "header_timeout",
 	// "attempt_timeout", "eof", "network", "response_too_large", "canceled",
-	// "credentials".
+	// "credentials", "overloaded".
 	// The Reason* constants (reasons.go) spell each one.
 	Reason string
 }
@@ -38,6 +38,13 @@ type Classification struct {
 // ErrResponseTooLarge marks an upstream response whose body exceeded
 // max_response_bytes. Classify maps it to Permanent (contract §2).
 var ErrResponseTooLarge = errors.New("upstream response larger than max_response_bytes")
+
+// ErrOverloaded marks an attempt whose upstream answered but whose answer
+// the proxy could not buffer: its own memory budget (max_inflight_bytes, or
+// the organisation's share of it) had no room. Classify maps it to
+// Retryable "overloaded", which never counts toward the breaker: the limit
+// was the proxy's, not the upstream's failure (contract §6, §10).
+var ErrOverloaded = errors.New("the proxy's own memory limit")
 
 // ErrCredentials marks an attempt that could not be made because the
 // endpoint's upstream credentials could not be obtained, e.g. its OAuth 2.0

@@ -71,4 +71,10 @@ const (
 	// ReasonResponseTooLarge: the body exceeded max_response_bytes
 	// (Permanent, contract §2).
 	ReasonResponseTooLarge = "response_too_large"
+	// ReasonOverloaded: the upstream answered, but the proxy's own memory
+	// budget (max_inflight_bytes, or the organisation's share of it) had no
+	// room to buffer the answer (an error matching ErrOverloaded). No
+	// answer was kept, so Retryable; but it says nothing about the upstream
+	// and never counts toward the breaker (contract §6, §10).
+	ReasonOverloaded = "overloaded"
 )

@@ -67,23 +67,23 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, in *inbound) {
 		s.reject(w, r, ep.Name, s.connectionShare(policy.Retryable))
 		return
 	}
-	var pe *problem.Error
-	switch {
-	case errors.As(att.Err, &pe):
+	if pe, ok := errors.AsType[*problem.Error](att.Err); ok {
 		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Rejected, Problem: string(pe.Code)})
 		s.reject(w, r, ep.Name, pe)
-		return
-	case errors.Is(att.Err, limit.ErrOverloaded):
-		// The upstream answered but the memory budget had no room to
-		// buffer it: the proxy's own limit, not the upstream's failure, so
-		// the breaker is not told.
-		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Retryable, Problem: string(problem.Overloaded)})
-		s.reject(w, r, ep.Name, s.overloadedBy(att.Err, policy.Retryable))
 		return
 	}
 	cls := s.attempts.Observe(actx, ep, "", 1, kind, att)
 	if !storeDown && (adm.ProbeToken != "" || cls.Outcome != policy.Success || adm.ConsecutiveFailures > 0) {
 		s.recordRead(actx, in, adm, att, cls)
+	}
+	if errors.Is(att.Err, policy.ErrOverloaded) {
+		// The upstream answered but the memory budget had no room to
+		// buffer it: the proxy's own limit (reason overloaded), which the
+		// breaker does not count, as for a write (a probe's token is given
+		// back). The caller gets 503 overloaded, not the upstream's answer.
+		span.EndAttempt(tracing.AttemptEnd{Outcome: policy.Retryable, Problem: string(problem.Overloaded)})
+		s.reject(w, r, ep.Name, s.overloadedBy(att.Err, policy.Retryable))
+		return
 	}
 	span.EndAttempt(tracing.Decided(att.Result(), cls, policy.Completion{}, s.d.Config.Policy, s.d.Now()))
 	s.respond(w, ep, att, cls)

@@ -166,6 +166,10 @@ func (r *Runner) Run(ctx context.Context, c Call) Result {
 	ctx, span := r.startSpan(ctx, c)
 	req := *c.Request
 	req.CalloutID = cl.ID // a standard_webhooks endpoint's webhook-id (credentials.WebhookID)
+	// The response's bytes count toward the callout's organisation's share
+	// of the memory budget where no ingress holder carries them (a
+	// dispatched attempt, contract §10).
+	req.Issuer = cl.Issuer
 	res := Result{Attempt: r.Upstream.Do(ctx, ep, &req)}
 	if pe, ok := errors.AsType[*problem.Error](res.Attempt.Err); ok {
 		// Refused before sending: logged as an attempt, never counted as one.

@@ -62,6 +62,11 @@ type Request struct {
 	// read without a record. A standard_webhooks endpoint derives the
 	// attempt's webhook-id from it (credentials.WebhookID).
 	CalloutID string
+	// Issuer is the organisation (the caller's JWT issuer) the callout
+	// belongs to: when the attempt's context carries no holder (the
+	// dispatcher's attempts), the response's bytes count toward its share
+	// of the memory budget (Options.Budget), as the ingress's do. "": none.
+	Issuer string
 }
 
 // Response is an upstream response, buffered.
@@ -99,6 +104,9 @@ type Attempt struct {
 	//     upstream; Retryable "credentials";
 	//   - *policy.TimeoutError with Limit "connect", "header" or "attempt";
 	//   - an error wrapping policy.ErrResponseTooLarge (permanent);
+	//   - an error wrapping policy.ErrOverloaded and limit.ErrOverloaded:
+	//     the upstream answered but the memory budget (Options.Budget) had
+	//     no room to buffer it; Retryable "overloaded", never the breaker's;
 	//   - an error matching context.Canceled when ctx was canceled;
 	//   - otherwise the transport's error (refused, reset, DNS, TLS, EOF),
 	//     without net/http's *url.Error wrapper.
@@ -154,10 +162,14 @@ type Options struct {
 	// response bodies are buffered in, as they arrive. The bytes go into
 	// the holder of the attempt's context (limit.WithHolder: the ingress
 	// holds them until its answer is written), or else into a holder of
-	// Budget released when Do returns. A response the budget has no room
-	// for within its wait fails the attempt with an error wrapping
-	// limit.ErrOverloaded (classified Retryable "network": no answer could
-	// be kept). nil: no budget.
+	// Budget assigned to the Request's Issuer (its organisation's share,
+	// limit.Holder.Assign) and released when Do returns. A response the
+	// budget, or the organisation's share of it, has no room for within
+	// its wait fails the attempt with an error wrapping both
+	// policy.ErrOverloaded and limit.ErrOverloaded (and
+	// limit.ErrShareExceeded when the share refused it): classified
+	// Retryable "overloaded", no answer could be kept, and the breaker is
+	// not told. nil: no budget.
 	Budget *limit.Budget
 	// Propagator, when tracing is on, writes the trace context of the
 	// attempt's context (its attempt span: proxy/tracing StartAttempt) into
@@ -280,7 +292,7 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 	if err := creds.Sign(actx, hreq, req.Body, req.CalloutID); err != nil {
 		return Attempt{Err: signFailure(ctx, ep, err)}
 	}
-	a := f.send(ctx, actx, c, req.Method, hreq)
+	a := f.send(ctx, actx, c, req, hreq)
 	if tok == nil || a.Response == nil || a.Response.Status != http.StatusUnauthorized {
 		return a
 	}
@@ -296,7 +308,7 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 	if err := creds.Sign(actx, hreq, req.Body, req.CalloutID); err != nil {
 		return Attempt{Err: signFailure(ctx, ep, err)}
 	}
-	return f.send(ctx, actx, c, req.Method, hreq)
+	return f.send(ctx, actx, c, req, hreq)
 }
 
 // traceContext replaces the caller's trace context fields in h (an
@@ -311,9 +323,11 @@ func (f *Forwarder) traceContext(ctx context.Context, h http.Header) {
 	f.propagator.Inject(ctx, tracing.HeaderCarrier(h))
 }
 
-// send makes one HTTP exchange of an attempt under actx (the attempt
-// limit; parent is the caller's context) and buffers the response.
-func (f *Forwarder) send(parent, actx context.Context, c *http.Client, method string, hreq *http.Request) Attempt {
+// send makes one HTTP exchange of req's attempt, hreq, under actx (the
+// attempt limit; parent is the caller's context) and buffers the response
+// in parent's holder, or else in one of req.Issuer's.
+func (f *Forwarder) send(parent, actx context.Context, c *http.Client, req *Request, hreq *http.Request) Attempt {
+	method := req.Method
 	var sent atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
 		if i.Err == nil {
@@ -328,6 +342,7 @@ func (f *Forwarder) send(parent, actx context.Context, c *http.Client, method st
 	h := limit.HolderFrom(parent)
 	if h == nil {
 		h = f.budget.Holder()
+		h.Assign(req.Issuer) // the dispatcher's attempt: its callout's organisation's share
 		defer h.Release()
 	}
 	body, err := limit.ReadBody(actx, h, resp.Body, bodyLength(method, resp), f.maxResponse)
@@ -336,7 +351,9 @@ func (f *Forwarder) send(parent, actx context.Context, c *http.Client, method st
 		return Attempt{Sent: true, Err: fmt.Errorf("%w: more than %d bytes",
 			policy.ErrResponseTooLarge, f.maxResponse)}
 	case errors.Is(err, limit.ErrOverloaded):
-		return Attempt{Sent: true, Err: fmt.Errorf("the upstream's response was not buffered: %w", err)}
+		// The proxy's own limit, not the upstream's failure (policy).
+		return Attempt{Sent: true, Err: fmt.Errorf("the upstream's response was not buffered (%w): %w",
+			policy.ErrOverloaded, err)}
 	case err != nil:
 		return Attempt{Err: transportError(parent, actx, err), Sent: true}
 	}

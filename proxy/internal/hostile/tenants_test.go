@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -258,5 +259,216 @@ func TestHostileLoginFlood(t *testing.T) {
 	if during != http.StatusOK || after != http.StatusOK || again != http.StatusUnauthorized {
 		t.Errorf("right token during the throttle %d, after it %d; wrong after it %d; want 200, 200, 401",
 			during, after, again)
+	}
+}
+
+// memoryProxy starts Redis, an upstream and a proxy with orgA and orgB,
+// endpoints "healthy", "shared" and "shared2", body_read_timeout 30s and
+// the extra limits lines given; it returns the proxy and an admin token of
+// scope read. The upstream answers {"ok":true} at once, but on a path
+// ending in /medium 2 MiB (more than a small callout's 64 KiB: it may not
+// use the budget's last eighth), and on one ending in /big a response
+// announcing 12,000,000 bytes of which it sends 600 KiB and then nothing
+// until the request ends (the proxy then reserves the announced length).
+func memoryProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
+	redisURL := proctest.StartRedis(t, false).URL
+	stop := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/medium"):
+			_, _ = w.Write(make([]byte, 2<<20))
+		case strings.HasSuffix(r.URL.Path, "/big"):
+			w.Header().Set("Content-Length", "12000000")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(make([]byte, 600<<10))
+			http.NewResponseController(w).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+		default:
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		}
+	}))
+	t.Cleanup(up.Close)
+	adminToken, admin := adminTokenFile(t)
+	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB},
+		Sections: admin + "limits:\n  body_read_timeout: 30s\n" + extraLimits + "\n",
+		Endpoints: []string{proctest.Endpoint("healthy", up.URL, proctest.Loopback),
+			proctest.Endpoint("shared", up.URL, proctest.Loopback),
+			proctest.Endpoint("shared2", up.URL, proctest.Loopback)}}.YAML()
+	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
+	t.Cleanup(func() { close(stop) }) // first: the stalled answers end, so the proxy stops at once
+	return p, adminToken
+}
+
+// TestHostileMemoryShareDispatchedResponses: the dispatcher's attempts
+// buffer their answers toward their callout's organisation, under its
+// share like its requests (docs/limits.md "The memory share"). Org-a
+// queues 60 respond-async writes, alternately to two endpoints, whose
+// upstream announces a 12,000,000-byte answer, sends 600 KiB and stalls
+// until the attempt gives up: each attempt reserves the announced length.
+// Org-a's attempts stop at its fair share (128 MiB of the 256 MiB budget)
+// — the rest are refused for the share and retried later — and org-b's
+// writes of 1 MiB and of 12 MiB (max_request_bytes) are all answered 200.
+func TestHostileMemoryShareDispatchedResponses(t *testing.T) {
+	p, _ := memoryProxy(t, "")
+	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16}}
+	codes := map[int]int{}
+	var mu sync.Mutex
+	parallel(60, 16, func(i int) {
+		ep := []string{"shared", "shared2"}[i%2]
+		code, _, _, _ := call(client, http.MethodPost, p.URL+"/callout/"+ep+"/big", tokenA, "big-"+strconv.Itoa(i), true)
+		mu.Lock()
+		codes[code]++
+		mu.Unlock()
+	})
+	// Until org-a's attempts hold within one answer of its share, then 1 s
+	// more: the most in flight is all org-a's.
+	var inflight, peak float64
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end) && inflight < fairShare-12<<20; time.Sleep(200 * time.Millisecond) {
+		inflight = p.Metric(t, "callout_inflight_bytes")
+		peak = max(peak, inflight)
+	}
+	for range 5 {
+		time.Sleep(200 * time.Millisecond)
+		peak = max(peak, p.Metric(t, "callout_inflight_bytes"))
+	}
+	shareRefused := p.Metric(t, "callout_overloaded_share_total")
+
+	bGot := map[string]int{}
+	for i, size := range []int{1 << 20, 1 << 20, 1 << 20, 12 << 20, 12 << 20, 12 << 20} {
+		req, _ := http.NewRequest(http.MethodPut, p.URL+"/callout/healthy/org-b", strings.NewReader(strings.Repeat("b", size)))
+		req.Header.Set("Authorization", tokenB)
+		req.Header.Set("Idempotency-Key", "mem-b-"+strconv.Itoa(i))
+		got := ""
+		if resp, err := newMemoryClient().Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			got = strconv.Itoa(resp.StatusCode) + " " + resp.Header.Get("Callout-Outcome")
+		} else {
+			got = err.Error()
+		}
+		bGot[strconv.Itoa(size>>20)+" MiB: "+got]++
+	}
+	t.Logf("org-a's 60 async writes to a stalling 12 MB answer: %v; in flight at most %.0f MiB (budget %d, org-a's "+
+		"share %d), %.0f attempts refused for the share; org-b's writes: %v",
+		codes, peak/(1<<20), budget>>20, fairShare>>20, shareRefused, bGot)
+	if codes[http.StatusAccepted] != 60 {
+		t.Errorf("org-a's async writes: %v, want 60 × 202", codes)
+	}
+	if peak > fairShare+2<<20 || shareRefused == 0 {
+		t.Errorf("org-a's dispatched attempts held %.0f MiB with %.0f refused for the share; want at most its share "+
+			"of %d MiB, the rest refused", peak/(1<<20), shareRefused, fairShare>>20)
+	}
+	if bGot["1 MiB: 200 success"] != 3 || bGot["12 MiB: 200 success"] != 3 {
+		t.Errorf("org-b's writes while org-a's dispatched attempts hold %.0f MiB: %v, want every one 200 success",
+			peak/(1<<20), bGot)
+	}
+}
+
+// newMemoryClient is a client of one request per connection.
+func newMemoryClient() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+}
+
+// TestHostileMemoryPressureNeverOpensAnotherPartition: an answer the proxy
+// cannot buffer because its memory budget is full is the proxy's limit,
+// not the upstream's failure (reason overloaded): the callout is retried,
+// and its breaker partition is not told (contract §6: one organisation's
+// use of the proxy never holds another's callouts). The budget is 64 MiB,
+// and the share as large (several organisations at their shares can fill
+// a budget too): org-a's 60 uploads promising 1 MiB each, 600 KiB sent,
+// then stalled, fill the part of the budget larger requests may use (7/8,
+// 56 MiB). Org-b's 30 respond-async writes to its own healthy endpoint are
+// accepted (small requests), but none of their 2 MiB answers can be
+// buffered; its partition must stay closed (under the 20 failures that
+// open it), its callouts scheduled for a retry with error overloaded — none
+// held — and its small synchronous write answered 200.
+func TestHostileMemoryPressureNeverOpensAnotherPartition(t *testing.T) {
+	p, adminToken := memoryProxy(t, "  max_inflight_bytes: 67108864\n  max_inflight_bytes_per_issuer: 67108864\n")
+	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16}}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	part := strings.Repeat("a", 600<<10)
+	parallel(60, 20, func(i int) {
+		c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+		_, _ = io.WriteString(c, "PUT /callout/shared/up-"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\nAuthorization: "+tokenA+
+			"\r\nIdempotency-Key: up-"+strconv.Itoa(i)+"\r\nContent-Length: 1048576\r\n\r\n"+part)
+	})
+	// The uploads past the budget are refused once overload_wait (1 s)
+	// has run out; wait until the in-flight bytes settle.
+	var full float64
+	for prev, end := -1.0, time.Now().Add(10*time.Second); time.Now().Before(end); prev = full {
+		time.Sleep(500 * time.Millisecond)
+		if full = p.Metric(t, "callout_inflight_bytes"); full == prev && full > 50<<20 {
+			break
+		}
+	}
+
+	var ids []string
+	accepted := map[string]int{}
+	for i := range 30 {
+		code, id, _, detail := call(client, http.MethodPost, p.URL+"/callout/healthy/medium", tokenB, "mb-"+strconv.Itoa(i), true)
+		accepted[strconv.Itoa(code)+" "+detail]++
+		if code == http.StatusAccepted {
+			ids = append(ids, id)
+		}
+	}
+	// Every accepted callout has had its first attempt (or 10 s passed).
+	states, errs := map[string]int{}, map[string]int{}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		clear(states)
+		clear(errs)
+		tried := 0
+		for _, id := range ids {
+			d := statusDoc(t, client, p, tokenB, id)
+			states[string(d.State)]++
+			if len(d.Attempts) > 0 {
+				errs[d.Attempts[0].Error]++
+				tried++
+			}
+		}
+		if tried == len(ids) {
+			break
+		}
+	}
+	pt, _ := partitionOf(endpointState(t, client, p, adminToken, "healthy"), orgB)
+	smallB, _, smallOut, smallDetail := call(newMemoryClient(), http.MethodPost, p.URL+"/callout/healthy/b", tokenB, "mb-sync", false)
+	t.Logf("in flight %.0f MiB of 64 with org-a's stalled uploads; org-b's 30 async writes: %v, now %v, first "+
+		"attempts' errors %v; its partition of healthy %+v; org-b's small sync write %d %s %s",
+		full/(1<<20), accepted, states, errs, pt, smallB, smallOut, smallDetail)
+	if full < 50<<20 {
+		t.Fatalf("org-a's uploads hold only %.0f MiB: the case did not fill the budget", full/(1<<20))
+	}
+	if len(ids) != 30 {
+		t.Errorf("org-b's async writes: %v, want 30 × 202", accepted)
+	}
+	if errs[policy.ReasonOverloaded] != len(ids) {
+		t.Errorf("org-b's first attempts failed with %v, want every one %q (the answer not buffered)", errs,
+			policy.ReasonOverloaded)
+	}
+	if pt.Breaker == policy.BreakerOpen || pt.ConsecutiveFailures != 0 || states[string(policy.Held)] != 0 {
+		t.Errorf("org-b's partition %+v, callouts %v: the proxy's own memory pressure was told to its breaker; want "+
+			"closed, no failures, none held", pt, states)
+	}
+	if smallB != http.StatusOK {
+		t.Errorf("org-b's small write %d %s %s while the budget is full, want 200", smallB, smallOut, smallDetail)
 	}
 }

@@ -270,9 +270,9 @@ end
 --     their state: one organisation's success says nothing of another's.
 --   probe and not success: that probe token is released; a counting
 --     failure reopens its breaker for another interval (probe_next), an
---     answer that does not count (permanent, 429, canceled) leaves it
---     half-open, so the next request or held callout probes (such a result
---     is no verdict on the upstream's health).
+--     answer that does not count (permanent, 429, canceled, overloaded)
+--     leaves it half-open, so the next request or held callout probes (such
+--     a result is no verdict on the upstream's health).
 --   counts: the endpoint's consecutive failures + 1 (cf, any
 --     organisation's), and the partition's (cf:p); the first one after a
 --     success starts an outage; at threshold a closed breaker opens,
