@@ -187,32 +187,7 @@ func TestHostileLoginFlood(t *testing.T) {
 	const window = 4 * time.Second
 	p, adminToken := tenantProxy(t, "  admin_login_failures: 10\n  admin_login_window: 4s")
 	w := watchProxy(t, p)
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}}
-	// send sends token: i < 0 a read of the admin API, an even i an
-	// admin write (audit-logged), an odd i a console login.
-	send := func(i int, token string) (int, string) {
-		var req *http.Request
-		switch {
-		case i < 0:
-			req, _ = http.NewRequest(http.MethodGet, p.AdminURL+"/admin/v1/endpoints", nil)
-			req.Header.Set("Authorization", "Bearer "+token)
-		case i%2 == 0:
-			req, _ = http.NewRequest(http.MethodPost, p.AdminURL+"/admin/v1/endpoints/shared/enable", nil)
-			req.Header.Set("Authorization", "Bearer "+token)
-		default:
-			form := "nonce=n" + strconv.Itoa(i) + "&token=" + token
-			req, _ = http.NewRequest(http.MethodPost, p.AdminURL+"/console/login", strings.NewReader(form))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.Header.Set("Cookie", "callout_console_login=n"+strconv.Itoa(i))
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Retry-After")
-	}
+	send := func(i int, token string) (int, string) { return loginSend(p, "", i, token) } // loginSend's kinds by i
 	auditBefore := p.Count(`"msg":"audit"`)
 	var mu sync.Mutex
 	codes := map[int]int{}
