@@ -173,16 +173,17 @@ func (s *server) scanDeadLetters(ctx context.Context, f replay.Filter, match fun
 	}
 }
 
-// sortDeadLetters sorts ds by field ("-" first: descending), stably from
-// the index order (endpoint, then time).
+// sortDeadLetters sorts ds by field ("-" first: descending), ties by id,
+// so that the descending order is the ascending one turned round exactly
+// (two dead letters of one millisecond included).
 func sortDeadLetters(ds []policy.DeadLetter, field string) {
 	desc := strings.HasPrefix(field, "-")
 	by := sortFields[strings.TrimPrefix(field, "-")]
-	slices.SortStableFunc(ds, func(a, b policy.DeadLetter) int {
+	slices.SortFunc(ds, func(a, b policy.DeadLetter) int {
 		if desc {
-			return by(b, a)
+			a, b = b, a
 		}
-		return by(a, b)
+		return cmp.Or(by(a, b), strings.Compare(a.ID, b.ID))
 	})
 }
 

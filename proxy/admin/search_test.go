@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,7 +75,7 @@ func TestSearchScansEveryPage(t *testing.T) {
 		{"q=001000000000005AAA&limit=0", 500, 0, ""},                // a source record: the total only
 		{"replay=pending&limit=1000", 834, 0, "dl-0"},               // every third
 		{"replay=none&sort=-dead_lettered_at", 1666, 50, "dl-2498"}, // 2499 is replayed
-		{"sort=-attempts&limit=1", 2500, 1, "dl-6"},                 // 6 attempts, the first of them in index order
+		{"sort=-attempts&limit=1", 2500, 1, "dl-993"},               // 6 attempts, ties by id (descending: the last)
 		{"q=dl-7", 1, 0, "dl-7"},                                    // an id
 		{"q=nothing", 0, 0, ""},
 		{"offset=2490&limit=20", 2500, 0, "dl-2490"},
@@ -206,5 +207,27 @@ func TestDisableCountsItsDeadLetters(t *testing.T) {
 	}
 	if fs.dead["pay-api"] != 1 {
 		t.Fatalf("dead letters counted %v, want pay-api 1", fs.dead)
+	}
+}
+
+// A descending sort is the ascending one turned round exactly, dead
+// letters of one millisecond (ties) included: ties go by id both ways.
+func TestSortDeadLettersTiesTurnRound(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	ds := []policy.DeadLetter{{ID: "b", DeadLetteredAt: at}, {ID: "c", DeadLetteredAt: at.Add(time.Second)},
+		{ID: "a", DeadLetteredAt: at}}
+	ids := func() []string {
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	sortDeadLetters(ds, "dead_lettered_at")
+	asc := ids()
+	sortDeadLetters(ds, "-dead_lettered_at")
+	desc := ids()
+	if !slices.Equal(asc, []string{"a", "b", "c"}) || !slices.Equal(desc, []string{"c", "b", "a"}) {
+		t.Fatalf("ascending %v, descending %v; want [a b c] and [c b a]", asc, desc)
 	}
 }
