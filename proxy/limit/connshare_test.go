@@ -339,45 +339,57 @@ func TestConnectionShareCutsReceivingFirst(t *testing.T) {
 // TestConnectionShareSilentConnectionsCount: new connections that send
 // nothing count toward the unverified group, so a tokenless attacker's
 // silent connections can never make another organisation's requests the
-// ones cut: at a cap of 6 and a share of 2, org-b runs 3 requests and 3
-// silent connections hold the rest. The next connection waits for the
-// oldest silent one's NewGrace (the bubble's clock) and takes its place;
-// org-b's requests are never cut.
+// ones cut: org-b runs some requests and 3 silent connections hold the
+// rest of the cap; the next connection waits for the oldest silent one's
+// NewGrace (the bubble's clock) and takes its place; org-b's requests are
+// never cut — also when org-b is further over its share (a burst) than the
+// unverified group: a new connection waits for the group's grace rather
+// than cut the burst.
 func TestConnectionShareSilentConnectionsCount(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newShareRig(t, 6, 2)
-		r.l.now = time.Now
-		var bctx []context.Context
-		for range 3 {
-			c, ctx := r.accept()
-			r.run(c, ctx, "org-b")
-			bctx = append(bctx, ctx)
-		}
-		var silent []*Conn
-		start := time.Now() // the oldest silent connection's accept
-		for range 3 {
-			c, _ := r.accept()
-			silent = append(silent, c)
-			time.Sleep(time.Millisecond) // the bubble's clock: each younger than the one before
-		}
-		if r.l.Holding("") != 3 || r.l.Holding("org-b") != 3 {
-			t.Fatalf("unverified %d, org-b %d; want 3, 3", r.l.Holding(""), r.l.Holding("org-b"))
-		}
-		client, server := net.Pipe()
-		defer client.Close()
-		r.raw.conns <- server
-		got := make(chan time.Duration)
-		go func() { _, _ = r.l.Accept(); got <- time.Since(start) }()
-		if waited := <-got; waited != NewGrace || !silent[0].closed || silent[1].closed {
-			t.Fatalf("waited %s (want %s), oldest silent closed %v, next closed %v; want it alone closed",
-				waited, NewGrace, silent[0].closed, silent[1].closed)
-		}
-		for i, ctx := range bctx {
-			if WasCut(ctx) {
-				t.Fatalf("org-b's request %d was cut for the silent connections", i)
-			}
-		}
-	})
+	for _, tt := range []struct {
+		name    string
+		max, bn int // the cap, org-b's requests (share 2)
+	}{
+		{"as many as the silent ones", 6, 3},
+		{"a burst further over its share", 7, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newShareRig(t, tt.max, 2)
+				r.l.now = time.Now
+				var bctx []context.Context
+				for range tt.bn {
+					c, ctx := r.accept()
+					r.run(c, ctx, "org-b")
+					bctx = append(bctx, ctx)
+				}
+				var silent []*Conn
+				start := time.Now() // the oldest silent connection's accept
+				for range 3 {
+					c, _ := r.accept()
+					silent = append(silent, c)
+					time.Sleep(time.Millisecond) // the bubble's clock: each younger than the one before
+				}
+				if r.l.Holding("") != 3 || r.l.Holding("org-b") != tt.bn {
+					t.Fatalf("unverified %d, org-b %d; want 3, %d", r.l.Holding(""), r.l.Holding("org-b"), tt.bn)
+				}
+				client, server := net.Pipe()
+				defer client.Close()
+				r.raw.conns <- server
+				got := make(chan time.Duration)
+				go func() { _, _ = r.l.Accept(); got <- time.Since(start) }()
+				if waited := <-got; waited != NewGrace || !silent[0].closed || silent[1].closed {
+					t.Fatalf("waited %s (want %s), oldest silent closed %v, next closed %v; want it alone closed",
+						waited, NewGrace, silent[0].closed, silent[1].closed)
+				}
+				for i, ctx := range bctx {
+					if WasCut(ctx) {
+						t.Fatalf("org-b's request %d was cut for the silent connections", i)
+					}
+				}
+			})
+		})
+	}
 }
 
 // TestConnectionShareIdleCounts: idle keep-alive connections count toward
@@ -449,47 +461,6 @@ func TestConnectionShareUnverifiedRequestGrace(t *testing.T) {
 		if at := acceptAt(); at != 100*time.Millisecond+NewGrace || !WasCut(uctx) || WasCut(bctx) {
 			t.Fatalf("second: accepted at %s (want %s), unverified request cut %v, org-b cut %v; want the unverified one cut",
 				at, 100*time.Millisecond+NewGrace, WasCut(uctx), WasCut(bctx))
-		}
-	})
-}
-
-// TestConnectionShareSilentNeverCutABurst: an organisation's burst above
-// its share is not cut for a tokenless attacker's new connections, even
-// when the burst is further over its share than the unverified group: at a
-// cap of 7 and a share of 2, org-b runs 4 uploads (2 over) and 3 silent
-// connections hold the rest (1 over). The next connection waits for the
-// oldest silent one's NewGrace and takes its place; none of org-b's
-// uploads is cut.
-func TestConnectionShareSilentNeverCutABurst(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newShareRig(t, 7, 2)
-		r.l.now = time.Now
-		var bctx []context.Context
-		for range 4 {
-			c, ctx := r.accept()
-			r.run(c, ctx, "org-b")
-			bctx = append(bctx, ctx)
-		}
-		start := time.Now()
-		var silent []*Conn
-		for range 3 {
-			c, _ := r.accept()
-			silent = append(silent, c)
-			time.Sleep(time.Millisecond)
-		}
-		client, server := net.Pipe()
-		defer client.Close()
-		r.raw.conns <- server
-		got := make(chan time.Duration)
-		go func() { _, _ = r.l.Accept(); got <- time.Since(start) }()
-		if waited := <-got; waited != NewGrace || !silent[0].closed || silent[1].closed {
-			t.Fatalf("waited %s (want %s), oldest silent closed %v, next closed %v; want it alone closed",
-				waited, NewGrace, silent[0].closed, silent[1].closed)
-		}
-		for i, ctx := range bctx {
-			if WasCut(ctx) {
-				t.Fatalf("org-b's upload %d was cut for the silent connections", i)
-			}
 		}
 	})
 }

@@ -44,18 +44,29 @@ func tenantProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
 // tenantProxyWith is tenantProxy with an upstream that runs handle on
 // each request once it has read its body, before it answers 200.
 func tenantProxyWith(t *testing.T, extraLimits string, handle func(*http.Request)) (*proctest.Proxy, string) {
-	redisURL := proctest.StartRedis(t, false).URL
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return tenantProxyServing(t, extraLimits, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		handle(r)
 		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	t.Cleanup(up.Close)
+	})
+}
+
+// tenantProxyServing starts Redis, an upstream serving up and a proxy of
+// orgA and orgB with endpoints healthy, shared and the more named, all on
+// that upstream, body_read_timeout 30s and the extra limits lines given; it
+// returns the proxy and an admin token of scope read.
+func tenantProxyServing(t *testing.T, extraLimits string, up http.HandlerFunc, more ...string) (*proctest.Proxy, string) {
+	redisURL := proctest.StartRedis(t, false).URL
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
 	adminToken, admin := adminTokenFile(t)
+	eps := []string{proctest.Endpoint("healthy", srv.URL, proctest.Loopback),
+		proctest.Endpoint("shared", srv.URL, proctest.Loopback)}
+	for _, name := range more {
+		eps = append(eps, proctest.Endpoint(name, srv.URL, proctest.Loopback))
+	}
 	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB},
-		Sections: admin + "limits:\n  body_read_timeout: 30s\n" + extraLimits + "\n",
-		Endpoints: []string{proctest.Endpoint("healthy", up.URL, proctest.Loopback),
-			proctest.Endpoint("shared", up.URL, proctest.Loopback)}}.YAML()
+		Sections: admin + "limits:\n  body_read_timeout: 30s\n" + extraLimits + "\n", Endpoints: eps}.YAML()
 	return proctest.StartProxy(t, proxyBinary, cfg, proxyOptions()), adminToken
 }
 
@@ -246,9 +257,8 @@ func TestHostileLoginFlood(t *testing.T) {
 // announcing 12,000,000 bytes of which it sends 600 KiB and then nothing
 // until the request ends (the proxy then reserves the announced length).
 func memoryProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
-	redisURL := proctest.StartRedis(t, false).URL
 	stop := make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p, adminToken := tenantProxyServing(t, extraLimits, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/medium"):
@@ -265,15 +275,7 @@ func memoryProxy(t *testing.T, extraLimits string) (*proctest.Proxy, string) {
 		default:
 			_, _ = io.WriteString(w, `{"ok":true}`)
 		}
-	}))
-	t.Cleanup(up.Close)
-	adminToken, admin := adminTokenFile(t)
-	cfg := proctest.Config{RedisURL: redisURL, Issuers: []string{orgA, orgB},
-		Sections: admin + "limits:\n  body_read_timeout: 30s\n" + extraLimits + "\n",
-		Endpoints: []string{proctest.Endpoint("healthy", up.URL, proctest.Loopback),
-			proctest.Endpoint("shared", up.URL, proctest.Loopback),
-			proctest.Endpoint("shared2", up.URL, proctest.Loopback)}}.YAML()
-	p := proctest.StartProxy(t, proxyBinary, cfg, proxyOptions())
+	}, "shared2")
 	t.Cleanup(func() { close(stop) }) // first: the stalled answers end, so the proxy stops at once
 	return p, adminToken
 }

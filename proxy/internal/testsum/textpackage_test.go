@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,18 +40,10 @@ func TestTextStepCountsEveryFailedPackage(t *testing.T) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
 	raw, _ := cmd.CombinedOutput() // exit 1: every package fails
-	tally := filepath.Join(t.TempDir(), "tally")
-	var out bytes.Buffer
-	if _, err := command([]string{"count", tally}, bytes.NewReader(raw), &out); err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	if _, err := command([]string{"total", tally}, nil, &out); err != nil {
-		t.Fatal(err)
-	}
+	got := closingLine(t, bytes.NewReader(raw))
 	// Three packages failed: a (a failed test), b (does not build), c (a
 	// test exited the binary). Each is at least one failure.
-	if got := strings.TrimSpace(out.String()); !strings.HasPrefix(got, "0 passed, 3 failed") {
+	if !strings.HasPrefix(got, "0 passed, 3 failed") {
 		t.Errorf("closing line %q, want 3 failed (a, b and c each failed)\ngo test -v printed:\n%s", got, raw)
 	}
 }
@@ -69,16 +62,8 @@ func TestJSONStepCountsATimedOutTest(t *testing.T) {
 {"Action":"output","Package":"s/a","Test":"TestHang","Output":"panic: test timed out after 2s\n"}
 {"Action":"fail","Package":"s/a","Elapsed":2.009}
 `
-	tally := filepath.Join(t.TempDir(), "tally")
-	var out bytes.Buffer
-	if _, err := command([]string{"count", tally}, strings.NewReader(events), &out); err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	if _, err := command([]string{"total", tally}, nil, &out); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(out.String()); !strings.HasPrefix(got, "0 passed, 2 failed") {
+	got := closingLine(t, strings.NewReader(events))
+	if !strings.HasPrefix(got, "0 passed, 2 failed") {
 		t.Errorf("closing line %q, want 2 failed (TestFail, and TestHang that timed out)", got)
 	}
 }
@@ -93,16 +78,24 @@ func TestTextStepCountsUnendedTests(t *testing.T) {
 		"panic: test timed out after 2s\nFAIL\ts/a\t2.010s\n" +
 		"=== RUN   TestOK\n=== RUN   TestOK/x\n    --- PASS: TestOK/x (0.00s)\n--- PASS: TestOK (0.00s)\nPASS\nok  \ts/b\t0.01s\n" +
 		"=== RUN   TestKilled\n"
+	got := closingLine(t, strings.NewReader(text))
+	if got != "2 passed, 3 failed, 0 skipped" {
+		t.Errorf("closing line %q, want 2 passed, 3 failed (TestA, TestB/sub timed out, TestKilled)", got)
+	}
+}
+
+// closingLine counts in (testsum count) into a fresh tally and returns the
+// tally's closing line (testsum total).
+func closingLine(t *testing.T, in io.Reader) string {
+	t.Helper()
 	tally := filepath.Join(t.TempDir(), "tally")
 	var out bytes.Buffer
-	if _, err := command([]string{"count", tally}, strings.NewReader(text), &out); err != nil {
+	if _, err := command([]string{"count", tally}, in, &out); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
 	if _, err := command([]string{"total", tally}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(out.String()); got != "2 passed, 3 failed, 0 skipped" {
-		t.Errorf("closing line %q, want 2 passed, 3 failed (TestA, TestB/sub timed out, TestKilled)", got)
-	}
+	return strings.TrimSpace(out.String())
 }
