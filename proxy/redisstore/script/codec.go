@@ -27,6 +27,7 @@ type field struct {
 	kind  kind
 	typ   reflect.Type // the scalar's type, or the slice's element type
 	elem  []field      // a slice of structs' element fields
+	codec *replyCodec  // a reply's structs field: elem's decoder, built once
 }
 
 // luaName is the form of a field's Lua name: a Lua identifier.
@@ -304,6 +305,9 @@ func replyCodecOf(t reflect.Type) (*replyCodec, error) {
 func newReplyCodec(fs []field) *replyCodec {
 	c := &replyCodec{fields: fs, byName: make(map[string]*field, len(fs))}
 	for i := range fs {
+		if fs[i].kind == structs {
+			fs[i].codec = newReplyCodec(fs[i].elem) // once, not per reply decoded
+		}
 		c.byName[fs[i].name] = &fs[i]
 	}
 	return c
@@ -344,7 +348,7 @@ func decodeField(f *field, v any, dst reflect.Value) error {
 	case list:
 		return decodeItems(v, dst, "an array", decodeScalar)
 	case structs:
-		ec := newReplyCodec(f.elem)
+		ec := f.codec
 		if dst.Kind() == reflect.Struct {
 			return ec.decode(v, dst)
 		}
