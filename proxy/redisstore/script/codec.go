@@ -188,8 +188,26 @@ func luaValue(t reflect.Type, src string) string {
 // copy nor allocation per string, and v must not change until the command
 // has been written (Run returns, a queued Call's pipeline ran).
 func (c *argCodec) encode(v reflect.Value) (keys []string, argv []any) {
+	keys, args := c.command(v)
+	return keys, args[commandHead+len(keys):]
+}
+
+// commandHead is how many arguments of a script's command come before its
+// keys: EVALSHA (or EVAL), the SHA (or the source), the number of keys.
+const commandHead = 3
+
+// command is encode into one argument list for the script's command, so
+// a run allocates it once: commandHead slots the caller fills, then the
+// keys — each a pointer into keys, which go-redis writes as the string —
+// then ARGV. keys is allocated at its size and never grows, so the
+// pointers stay valid.
+func (c *argCodec) command(v reflect.Value) (keys []string, args []any) {
 	nk, na := countFields(c.fields, v)
-	return encodeFields(c.fields, v, make([]string, 0, nk), make([]any, 0, na))
+	keys, args = encodeFields(c.fields, v, make([]string, 0, nk), make([]any, commandHead+nk, commandHead+nk+na))
+	for i := range keys {
+		args[commandHead+i] = &keys[i]
+	}
+	return keys, args
 }
 
 // countFields is how many KEYS and ARGV entries encodeFields appends for v,
