@@ -166,6 +166,9 @@ func OutboundHeader(in http.Header, injected http.Header) http.Header {
 		}
 		out[ck] = append(out[ck], vs...)
 	})
+	if len(injected) == 0 {
+		return out // no sorted copy of no names (three allocations, twice a write)
+	}
 	for _, k := range slices.Sorted(maps.Keys(injected)) {
 		vs := injected[k]
 		ck := textproto.CanonicalMIMEHeaderKey(k)
