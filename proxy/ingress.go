@@ -188,15 +188,27 @@ func proxyOwned(canonical string) bool { return forward.ProxyOwned(canonical) }
 // proxy speaks for itself (proxyOwned) are never taken from the upstream.
 func writeUpstream(w http.ResponseWriter, resp *forward.Response, out policy.Outcome) {
 	h := w.Header()
+	// The values are copied into one array, Callout-Outcome's last, each
+	// field a full slice of it (its capacity its length, so an append to
+	// one copies and never runs into the next): one allocation, not one
+	// per field.
+	n := 1
+	for _, vs := range resp.Header {
+		n += len(vs)
+	}
+	vals := make([]string, 0, n)
 	for k, vs := range resp.Header {
 		if !proxyOwned(k) {
-			h[k] = append([]string(nil), vs...)
+			start := len(vals)
+			vals = append(vals, vs...)
+			h[k] = vals[start:len(vals):len(vals)]
 		}
 	}
 	if _, ok := h["Content-Type"]; !ok {
 		h["Content-Type"] = nil // present but empty: net/http sends none and does not sniff
 	}
-	h.Set("Callout-Outcome", string(out))
+	vals = append(vals, string(out))
+	h["Callout-Outcome"] = vals[len(vals)-1 : len(vals) : len(vals)] // h.Set's canonical name, its value in the array
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(resp.Body)
 }

@@ -120,9 +120,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	defer cancel()
 	b, err := limit.ReadBody(wctx, limit.HolderFrom(r.Context()), http.MaxBytesReader(w, r.Body, maxBytes),
 		r.ContentLength, maxBytes)
-	var mbe *http.MaxBytesError
 	switch {
-	case errors.Is(err, limit.ErrTooLarge) || errors.As(err, &mbe):
+	case errors.Is(err, limit.ErrTooLarge) || isMaxBytes(err):
 		return nil, problem.Errorf(problem.BodyTooLarge,
 			"the request body is larger than max_request_bytes ("+strconv.FormatInt(maxBytes, 10)+" bytes)")
 	case errors.Is(err, limit.ErrOverloaded):
@@ -139,6 +138,17 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	}
 	limit.BodyRead(r.Context()) // past its body: cut only when none of its organisation's requests still receives one
 	return b, nil
+}
+
+// isMaxBytes reports whether err is http.MaxBytesReader's past its limit.
+// The target of errors.As escapes, so it is made only for an error: not
+// on every body read.
+func isMaxBytes(err error) bool {
+	if err == nil {
+		return false
+	}
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe)
 }
 
 // bodyDeadline applies limits.body_read_timeout (limit.BodyDeadline) and

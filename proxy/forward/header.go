@@ -159,13 +159,30 @@ func OutboundHeader(in http.Header, injected http.Header) http.Header {
 	// Idempotency_Key beside it must not reach a folding upstream.
 	controlled := func(ck string) bool { return ck == "Idempotency-Key" || dropped(ck) }
 	out := make(http.Header, len(in)+len(injected))
+	// The kept values are copied into one array, each field's a full slice
+	// of it (its capacity its length, so an append to one field copies and
+	// never runs into the next): one allocation, not one per field.
+	n := 0
+	for _, vs := range in {
+		n += len(vs)
+	}
+	vals := make([]string, 0, n)
 	eachField(in, func(k string, vs []string) {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		if dropped(ck) || foldsOnto(ck, controlled) {
 			return
 		}
-		out[ck] = append(out[ck], vs...)
+		if cur, ok := out[ck]; ok { // names that merge ("x-a", "X-A")
+			out[ck] = append(cur, vs...)
+			return
+		}
+		start := len(vals)
+		vals = append(vals, vs...)
+		out[ck] = vals[start:len(vals):len(vals)]
 	})
+	if len(injected) == 0 {
+		return out // no sorted copy of no names (three allocations, twice a write)
+	}
 	for _, k := range slices.Sorted(maps.Keys(injected)) {
 		vs := injected[k]
 		ck := textproto.CanonicalMIMEHeaderKey(k)

@@ -4,12 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -59,10 +59,33 @@ func limitsOf(ep *config.Endpoint) limits {
 	}
 }
 
-// clientKey is everything a transport is built from but the TLS material;
-// a reloaded endpoint whose key changed gets a new transport.
-func clientKey(base *url.URL, networks []netip.Prefix, l limits) string {
-	return fmt.Sprint(base.Scheme, " ", base.Host, " ", networks, " ", l.connect, " ", l.header)
+// clientKey is everything a transport is built from — the scheme, host,
+// networks and limits, then tag and id naming the TLS material — so a
+// reloaded endpoint whose key changed gets a new transport. It is built
+// on every attempt, into one buffer (fmt.Sprint cost seven allocations).
+func clientKey(base *url.URL, networks []netip.Prefix, l limits, tag, id string) string {
+	var b strings.Builder
+	b.Grow(len(base.Scheme) + len(base.Host) + 44*len(networks) + 48 + len(tag) + len(id))
+	b.WriteString(base.Scheme)
+	b.WriteString(" ")
+	b.WriteString(base.Host)
+	b.WriteString(" [")
+	var scratch [64]byte
+	for i, p := range networks {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.Write(p.AppendTo(scratch[:0]))
+	}
+	b.WriteString("] ")
+	b.Write(strconv.AppendInt(scratch[:0], int64(l.connect), 10))
+	b.WriteString(" ")
+	b.Write(strconv.AppendInt(scratch[:0], int64(l.header), 10))
+	b.WriteString(" ")
+	b.WriteString(tag)
+	b.WriteString(" ")
+	b.WriteString(id)
+	return b.String()
 }
 
 // client returns the endpoint's HTTP client, building it on first use and
@@ -78,7 +101,7 @@ func (f *Forwarder) client(ep *config.Endpoint, creds *credentials.Set) (*http.C
 		return nil, err
 	}
 	l := limitsOf(ep)
-	key := clientKey(ep.BaseURL, ep.Networks, l) + " tls " + mat.ID
+	key := clientKey(ep.BaseURL, ep.Networks, l, "tls", mat.ID)
 	return f.cached(f.clients, ep.Name, key, func() (*endpointClient, error) {
 		tlsConf := f.baseTLS()
 		if mat.RootCAs != nil {
@@ -110,7 +133,7 @@ func (f *Forwarder) tokenClient(ep *config.Endpoint, roots *x509.CertPool, roots
 		return nil, errors.New("oauth2 token_url is not an absolute URL")
 	}
 	l := limitsOf(ep)
-	key := clientKey(tu, ep.Networks, l) + " roots " + strconv.FormatUint(rootsID, 10)
+	key := clientKey(tu, ep.Networks, l, "roots", strconv.FormatUint(rootsID, 10))
 	return f.cached(f.tokenClients, ep.Name, key, func() (*endpointClient, error) {
 		tlsConf := f.baseTLS()
 		if roots != nil {

@@ -27,6 +27,7 @@ type field struct {
 	kind  kind
 	typ   reflect.Type // the scalar's type, or the slice's element type
 	elem  []field      // a slice of structs' element fields
+	codec *replyCodec  // a reply's structs field: elem's decoder, built once
 }
 
 // luaName is the form of a field's Lua name: a Lua identifier.
@@ -187,8 +188,26 @@ func luaValue(t reflect.Type, src string) string {
 // copy nor allocation per string, and v must not change until the command
 // has been written (Run returns, a queued Call's pipeline ran).
 func (c *argCodec) encode(v reflect.Value) (keys []string, argv []any) {
+	keys, args := c.command(v)
+	return keys, args[commandHead+len(keys):]
+}
+
+// commandHead is how many arguments of a script's command come before its
+// keys: EVALSHA (or EVAL), the SHA (or the source), the number of keys.
+const commandHead = 3
+
+// command is encode into one argument list for the script's command, so
+// a run allocates it once: commandHead slots the caller fills, then the
+// keys — each a pointer into keys, which go-redis writes as the string —
+// then ARGV. keys is allocated at its size and never grows, so the
+// pointers stay valid.
+func (c *argCodec) command(v reflect.Value) (keys []string, args []any) {
 	nk, na := countFields(c.fields, v)
-	return encodeFields(c.fields, v, make([]string, 0, nk), make([]any, 0, na))
+	keys, args = encodeFields(c.fields, v, make([]string, 0, nk), make([]any, commandHead+nk, commandHead+nk+na))
+	for i := range keys {
+		args[commandHead+i] = &keys[i]
+	}
+	return keys, args
 }
 
 // countFields is how many KEYS and ARGV entries encodeFields appends for v,
@@ -304,6 +323,9 @@ func replyCodecOf(t reflect.Type) (*replyCodec, error) {
 func newReplyCodec(fs []field) *replyCodec {
 	c := &replyCodec{fields: fs, byName: make(map[string]*field, len(fs))}
 	for i := range fs {
+		if fs[i].kind == structs {
+			fs[i].codec = newReplyCodec(fs[i].elem) // once, not per reply decoded
+		}
 		c.byName[fs[i].name] = &fs[i]
 	}
 	return c
@@ -344,7 +366,7 @@ func decodeField(f *field, v any, dst reflect.Value) error {
 	case list:
 		return decodeItems(v, dst, "an array", decodeScalar)
 	case structs:
-		ec := newReplyCodec(f.elem)
+		ec := f.codec
 		if dst.Kind() == reflect.Struct {
 			return ec.decode(v, dst)
 		}

@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"io/fs"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -169,12 +170,12 @@ type Processor interface {
 // (connection, NOSCRIPT twice, a script error raised with error_reply),
 // and a reply that does not match R.
 func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
-	keys, argv := s.Encode(a)
-	cmd := s.command(ctx, false, keys, argv)
+	keys, args := s.args.command(reflect.ValueOf(a).Elem())
+	cmd := s.command(ctx, false, len(keys), args)
 	_ = c.Process(ctx, cmd)
 	v, err := cmd.Result()
 	if noScript(err) {
-		cmd = s.command(ctx, true, keys, argv)
+		cmd = s.command(ctx, true, len(keys), args)
 		_ = c.Process(ctx, cmd)
 		v, err = cmd.Result()
 	}
@@ -186,29 +187,29 @@ func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 // strings travel by pointer (no copy), so a must not change until Result
 // has returned (its NOSCRIPT fallback sends them again).
 func (s *Script[A, R]) Queue(ctx context.Context, p redis.Pipeliner, a *A) *Call[A, R] {
-	keys, argv := s.Encode(a)
-	cmd := s.command(ctx, false, keys, argv)
+	keys, args := s.args.command(reflect.ValueOf(a).Elem())
+	cmd := s.command(ctx, false, len(keys), args)
 	_ = p.Process(ctx, cmd)
-	return &Call[A, R]{s: s, keys: keys, argv: argv, cmd: cmd}
+	return &Call[A, R]{s: s, keys: keys, args: args, cmd: cmd}
 }
 
-// command is the EVALSHA (eval: EVAL with the source) of keys and argv,
-// built in one argument list: go-redis's Script.EvalSha would copy argv
-// into a second one and box every key; here a key travels as a pointer
-// into keys, which go-redis writes, and routes on a cluster, as the
-// string.
-func (s *Script[A, R]) command(ctx context.Context, eval bool, keys []string, argv []any) *redis.Cmd {
-	args := make([]any, 0, 3+len(keys)+len(argv))
+// command is the EVALSHA (eval: EVAL with the source) of the argument
+// list args that argCodec.command built (nkeys keys), its commandHead
+// slots filled in: one list, where go-redis's Script.EvalSha would copy
+// ARGV into a second one and box every key; a key travels as a pointer
+// into the keys, which go-redis writes, and routes on a cluster, as the
+// string. The EVAL of the NOSCRIPT fallback fills a copy, so the first
+// command's arguments stay as they were sent.
+func (s *Script[A, R]) command(ctx context.Context, eval bool, nkeys int, args []any) *redis.Cmd {
 	if eval {
-		args = append(args, "eval", s.body, len(keys))
+		args = slices.Clone(args)
+		args[0], args[1] = "eval", s.body
 	} else {
-		args = append(args, "evalsha", s.sha, len(keys))
+		args[0], args[1] = "evalsha", s.sha
 	}
-	for i := range keys {
-		args = append(args, &keys[i])
-	}
-	cmd := redis.NewCmd(ctx, append(args, argv...)...)
-	if len(keys) > 0 {
+	args[2] = nkeys
+	cmd := redis.NewCmd(ctx, args...)
+	if nkeys > 0 {
 		cmd.SetFirstKeyPos(3)
 	}
 	return cmd
@@ -241,8 +242,8 @@ func (s *Script[A, R]) decode(v any, err error) (R, error) {
 // Call is one run of a Script queued in a pipeline.
 type Call[A, R any] struct {
 	s    *Script[A, R]
-	keys []string
-	argv []any
+	keys []string // args' keys point into it
+	args []any
 	cmd  *redis.Cmd
 }
 
@@ -252,7 +253,7 @@ type Call[A, R any] struct {
 func (c *Call[A, R]) Result(ctx context.Context, fallback Processor) (R, error) {
 	v, err := c.cmd.Result()
 	if noScript(err) {
-		cmd := c.s.command(ctx, true, c.keys, c.argv)
+		cmd := c.s.command(ctx, true, len(c.keys), c.args)
 		_ = fallback.Process(ctx, cmd)
 		v, err = cmd.Result()
 	}
