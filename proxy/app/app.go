@@ -36,6 +36,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/admin/console"
 	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/dispatch"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
 	"github.com/calloutproxy/callout-proxy/proxy/logx"
 	"github.com/calloutproxy/callout-proxy/proxy/metrics"
@@ -156,8 +157,12 @@ type App struct {
 	// each generation's admin handler shares them (console.Sessions).
 	consoleSessions *console.Sessions
 	wakeups         <-chan struct{}
-	sf              *salesforce.Writer
-	sfLoops         *sfRuntime
+	// slots are the dispatch slots of every generation's dispatcher: a
+	// retired one's attempts still running count toward the next one's
+	// limits (dispatch.Slots).
+	slots   *dispatch.Slots
+	sf      *salesforce.Writer
+	sfLoops *sfRuntime
 
 	main, admin     *limit.Listener
 	mainL           net.Listener // main, TLS-wrapped when tls_cert_file is set
@@ -227,6 +232,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	// One subscription to other replicas' wakeups for the life of the App:
 	// each generation's dispatcher listens on it.
 	a.wakeups = wake.Subscribe(life, a.rdb, a.logger)
+	a.slots = dispatch.NewSlots(0)
 	g, err := a.newGeneration(cfg)
 	if err != nil {
 		return nil, err

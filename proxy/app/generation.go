@@ -76,7 +76,7 @@ func (a *App) newGeneration(cfg *config.Config) (*generation, error) {
 	g.disp = dispatch.New(dispatch.Options{
 		Now: a.shared, Config: cfg, Store: a.store, Completions: a.completer, Upstream: g.fwd, Metrics: a.m,
 		Logger: a.logger, Ended: ended, Breakers: watcher, Wakeups: a.wakeups, TracerProvider: a.tp,
-		Propagator: a.prop, Idle: a.o.DispatchIdle, Stats: a.stats,
+		Propagator: a.prop, Idle: a.o.DispatchIdle, Stats: a.stats, Slots: a.slots,
 	})
 	g.replays = replay.New(replay.Options{Now: a.shared, Config: cfg, Store: a.store, DeadLetters: a.dead, Logger: a.logger,
 		Owner: a.o.Owner, Jobs: a.jobs, Wake: g.disp.Wake, OnReplay: onReplay(a.sf, a.logger),

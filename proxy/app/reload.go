@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
@@ -76,8 +77,33 @@ func (a *App) Reload(ctx context.Context) (fingerprint string, err error) {
 	a.main.SetShare(cfg.Limits.MaxConnectionsPerIssuer)
 	a.budget.SetShare(cfg.Limits.MaxInflightBytesPerIssuer)
 	a.retire(prev)
+	a.openToMore(old, cfg)
 	a.logGeneration("configuration reloaded", old, cfg)
 	return cfg.Fingerprint, nil
+}
+
+// openToMore closes the own breaker of each endpoint partitioned by
+// organisation that one organisation alone could call under old and
+// several may call under cfg
+// (redisstore.Store.CloseEndpointBreaker: that organisation's open
+// partition had opened it, and must hold only its own callouts now,
+// contract §6). A store error is logged: the breaker then closes at its
+// next probe, as before.
+func (a *App) openToMore(old, cfg *config.Config) {
+	for _, name := range cfg.EndpointNames() {
+		ep, _ := cfg.Endpoint(name)
+		was, ok := old.Endpoint(name)
+		if !ok || !ep.PartitionedByOrganisation() || !was.PartitionedByOrganisation() ||
+			old.Organisations(was) != 1 || cfg.Organisations(ep) < 2 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(a.bg, 5*time.Second)
+		if err := a.store.CloseEndpointBreaker(ctx, name); err != nil {
+			a.logger.Warn("closing the breaker of an endpoint opened to more organisations failed",
+				slog.String("endpoint", name), slog.Any("error", err))
+		}
+		cancel()
+	}
 }
 
 // restartOnly lists the keys whose change next's reload cannot apply

@@ -62,7 +62,15 @@ type Options struct {
 	Now  func() time.Time
 	Rand func() float64
 	// Concurrency bounds attempts in flight in this replica. Default 64.
+	// Ignored when Slots is given (its capacity).
 	Concurrency int
+	// Slots, optional, are the replica's dispatch slots and its attempts
+	// in flight, shared with the Dispatcher of the configuration before
+	// (NewSlots): after a reload the old Dispatcher's attempts run to
+	// their end, and they count toward the new one's Concurrency, each
+	// endpoint's max_concurrency and the kept slot, so a reload never
+	// lets more attempts run at once. nil: slots of its own.
+	Slots *Slots
 	// PerEndpoint bounds attempts in flight to one endpoint in this replica
 	// unless the endpoint sets max_concurrency. Default 16.
 	PerEndpoint int
@@ -107,10 +115,10 @@ type Options struct {
 // leases make sure no callout runs in two places at once.
 type Dispatcher struct {
 	o        Options
-	slots    chan struct{}
-	mu       sync.Mutex
-	inFlight map[string]int // endpoint -> attempts in flight here
-	// orgInFlight: endpoint -> issuer -> attempts in flight here (orgCap)
+	slots    chan struct{}  // the Slots' own
+	mu       *sync.Mutex    // the Slots' own: it guards the fields below too
+	inFlight map[string]int // endpoint -> attempts in flight here (the Slots')
+	// orgInFlight: endpoint -> issuer -> attempts in flight here (orgCap; the Slots')
 	orgInFlight map[string]map[string]int
 	shutTill    map[string]time.Time // endpoint -> skip claims until (a shut gate, at most GateRecheck)
 	// wasShut and reopenedAt: when this replica last saw an endpoint's gate
@@ -129,6 +137,23 @@ type Dispatcher struct {
 	wake       chan struct{}
 	tr         *tracing.Tracer // nil: tracing off
 	attempts   *attempt.Runner
+}
+
+// Slots are a replica's dispatch slots and its attempts in flight, by
+// endpoint and by organisation, for the Dispatchers of one configuration
+// after another (Options.Slots). Safe for concurrent use.
+type Slots struct {
+	mu          sync.Mutex
+	slots       chan struct{}
+	inFlight    map[string]int
+	orgInFlight map[string]map[string]int
+}
+
+// NewSlots returns Slots for at most concurrency attempts in flight at once
+// (default 64 when ≤ 0).
+func NewSlots(concurrency int) *Slots {
+	return &Slots{slots: make(chan struct{}, orDefault(concurrency, 64)), inFlight: map[string]int{},
+		orgInFlight: map[string]map[string]int{}}
 }
 
 // New returns a Dispatcher with o's defaults filled in.
@@ -154,9 +179,12 @@ func New(o Options) *Dispatcher {
 	if o.ReapEvery <= 0 {
 		o.ReapEvery = 10 * time.Second
 	}
+	if o.Slots == nil {
+		o.Slots = NewSlots(o.Concurrency)
+	}
 	tr := tracing.New(o.TracerProvider, o.Propagator)
 	return &Dispatcher{
-		o: o, slots: make(chan struct{}, o.Concurrency), inFlight: map[string]int{}, orgInFlight: map[string]map[string]int{},
+		o: o, slots: o.Slots.slots, mu: &o.Slots.mu, inFlight: o.Slots.inFlight, orgInFlight: o.Slots.orgInFlight,
 		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{}, leaseAt: map[string]time.Time{},
 		wasShut: map[string]bool{}, reopenedAt: map[string]time.Time{},
 		wake: make(chan struct{}, 1), tr: tr,

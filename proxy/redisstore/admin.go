@@ -193,6 +193,28 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 	return err
 }
 
+// CloseEndpointBreaker closes endpoint's own breaker and leaves every
+// organisation's partition and the pause as they are: for an endpoint a
+// reload opens to more organisations (contract §6). With one organisation
+// its partition's opening opened the endpoint's breaker too (one open
+// partition was enough: Options.OpenPartitions); once several may call
+// it, that breaker would hold the newcomers for the failures of the one
+// organisation alone, so it closes, and opens again when two partitions
+// are open. Callouts held behind it become due (those of the failing
+// partition are held by it again); every replica's gate cache is told.
+// Errors: ErrUnavailable.
+func (s *Store) CloseEndpointBreaker(ctx context.Context, endpoint string) error {
+	err := s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), eBreaker, eFailures, eOpenedAt, eProbeAt, eProbeToken,
+		eProbeUntil).Err()
+	if err != nil {
+		return s.wrap("close endpoint breaker", err)
+	}
+	s.gates.Forget(endpoint)
+	s.gateNotify(ctx, endpoint)
+	_, err = s.releaseHeld(ctx, endpoint)
+	return err
+}
+
 // clearBreakers deletes the fields of endpoint's own breaker and of every
 // organisation's breaker partition (contract §6; lib.lua pf), the pause,
 // and the fields more: one HKEYS and one HDEL.
