@@ -76,6 +76,12 @@ func (a *App) Reload(ctx context.Context) (fingerprint string, err error) {
 	// is resolved from auth.issuers, so adding an issuer changes it.
 	a.main.SetShare(cfg.Limits.MaxConnectionsPerIssuer)
 	a.budget.SetShare(cfg.Limits.MaxInflightBytesPerIssuer)
+	// An issuer removed from auth.issuers holds no connection any more:
+	// its tokens no longer verify, and what it holds must not keep the
+	// listener full for the others (with one issuer left no share applies).
+	if closed, cut := a.main.Offboard(func(org string) bool { return slices.Contains(cfg.Auth.Issuers, org) }); closed+cut > 0 {
+		a.logger.Info("connections of removed issuers closed", slog.Int("idle", closed), slog.Int("cut", cut))
+	}
 	a.retire(prev)
 	a.openToMore(old, cfg)
 	a.logGeneration("configuration reloaded", old, cfg)

@@ -489,3 +489,35 @@ func TestConnectionShareCutAfterReload(t *testing.T) {
 		}
 	})
 }
+
+// TestOffboardClosesARemovedOrganisation: a reload that removes org-a
+// from the issuers closes org-a's idle connection and cuts its running
+// request (WasCut, its Cut channel closed), and leaves org-b's and the
+// unverified group's alone, with no share in force (one issuer left).
+func TestOffboardClosesARemovedOrganisation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newShareRig(t, 8, 0)
+		run, runCtx := r.accept()
+		r.run(run, runCtx, "org-a")
+		idle, idleCtx := r.accept()
+		r.run(idle, idleCtx, "org-a")
+		r.l.ConnState(idle, http.StateIdle)
+		b, bctx := r.accept()
+		r.run(b, bctx, "org-b")
+		fresh, _ := r.accept()
+		closed, cut := r.l.Offboard(func(org string) bool { return org == "org-b" })
+		if closed != 1 || cut != 1 || !idle.closed || !WasCut(runCtx) || WasCut(bctx) || b.closed || fresh.closed {
+			t.Fatalf("offboard: closed %d, cut %d; idle closed %v, running cut %v, org-b cut %v, new closed %v; "+
+				"want org-a's two gone and the others kept", closed, cut, idle.closed, WasCut(runCtx), WasCut(bctx),
+				fresh.closed)
+		}
+		select {
+		case <-Cut(runCtx):
+		default:
+			t.Fatal("the cut request's Cut channel is open")
+		}
+		if r.l.Open() != 2 {
+			t.Fatalf("open %d, want 2", r.l.Open())
+		}
+	})
+}

@@ -144,24 +144,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		victim, cut, wake := l.victim()
 		if victim != nil {
-			l.drop(victim)
 			l.evicted++
+			end := l.remove(victim, cut)
 			l.add(c)
-			if cut {
-				l.cut++
-				victim.cut = true
-				close(victim.cutC)
-				victim.timer = time.AfterFunc(l.grace, func() { _ = victim.Conn.Close() })
-			}
 			l.mu.Unlock()
-			if cut {
-				// The request's body read (or the background read of a
-				// request waiting for its upstream) fails at once; its
-				// handler answers (WasCut, Cut) and the connection closes.
-				_ = victim.Conn.SetReadDeadline(time.Unix(1, 0))
-			} else {
-				_ = victim.Conn.Close()
-			}
+			end()
 			return c, nil
 		}
 		changed := l.changed
@@ -177,6 +164,57 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		t.Stop()
 	}
+}
+
+// remove takes v out of the open connections, cut (its request answers,
+// WasCut and Cut, within the grace, then its connection closes) or closed;
+// it returns what to do once l.mu is released. l.mu held.
+func (l *Listener) remove(v *Conn, cut bool) (end func()) {
+	l.drop(v)
+	if !cut {
+		return func() { _ = v.Conn.Close() }
+	}
+	l.cut++
+	v.cut = true
+	close(v.cutC)
+	v.timer = time.AfterFunc(l.grace, func() { _ = v.Conn.Close() })
+	// The request's body read (or the background read of a request waiting
+	// for its upstream) fails at once; its handler answers (WasCut, Cut) and
+	// the connection closes.
+	return func() { _ = v.Conn.SetReadDeadline(time.Unix(1, 0)) }
+}
+
+// Offboard closes the connections of every organisation keep refuses (an
+// issuer a reload removed from auth.issuers): its idle ones at once, its
+// running requests cut as for the connection share (a body still
+// arriving fails, 503 overloaded; a keyed write at its upstream is
+// answered 202 as its attempt goes on; within CutGrace). Their tokens
+// verified under the old configuration; their connections must not keep
+// the listener full for the organisations that remain — with one issuer
+// left no share applies, and nothing else would ever close them. It
+// returns how many it closed and cut.
+func (l *Listener) Offboard(keep func(org string) bool) (closed, cut int) {
+	var ends []func()
+	l.mu.Lock()
+	for c := range l.conns {
+		if c.org == "" || keep(c.org) || !(c.running || (c.evictable && c.served)) {
+			continue
+		}
+		if c.running {
+			cut++
+		} else {
+			closed++
+		}
+		ends = append(ends, l.remove(c, c.running))
+	}
+	if len(ends) > 0 {
+		l.signal()
+	}
+	l.mu.Unlock()
+	for _, end := range ends {
+		end()
+	}
+	return closed, cut
 }
 
 // victim is the connection to close to make room, as described on

@@ -209,3 +209,50 @@ func TestHostileConnectionShareStatusPolls(t *testing.T) {
 		t.Errorf("org-b's status polls %v and writes %v on keep-alive connections, want 20 × 200 each", polls, writes)
 	}
 }
+
+// TestHostileConnectionShareReloadRemovesAnIssuer: org-a's trickling
+// uploads hold the callout listener (cap 64) as in
+// TestHostileConnectionShare; the operator offboards org-a by a reload
+// that removes it from auth.issuers, leaving org-b alone — so no share
+// applies any more. The reload closes org-a's connections (its tokens no
+// longer verify, and nothing else would close its verified uploads before
+// body_read_timeout), and org-b's 5 writes, one a second after the reload,
+// are each answered 200 within 10 s (Apex's timeout). Before, a review saw
+// 1–2 of them go unanswered in 2 of 4 runs (here: 2 of 2 passed, their
+// slowest 2–3 s against 1.0 s with the fix); the listener's own case,
+// TestOffboardClosesARemovedOrganisation, is exact.
+func TestHostileConnectionShareReloadRemovesAnIssuer(t *testing.T) {
+	r := startReloadRig(t, []string{orgA, orgB, orgC}, "  max_connections: 64", 0)
+	tokenA, tokenB := bearer(t, orgA), bearer(t, orgB)
+	full := trickleStorm(t, r.p, 100, 64, true, func(i, n int) string {
+		return "POST /callout/shared/upload HTTP/1.1\r\nHost: x\r\nAuthorization: " + tokenA +
+			"\r\nIdempotency-Key: rm-" + strconv.Itoa(i) + "-" + strconv.Itoa(n) + "\r\nContent-Length: 1048576\r\n\r\n"
+	}, func(*http.Response) {})
+	if !full {
+		t.Fatal("org-a never filled the listener")
+	}
+	y := r.render([]string{orgA, orgB, orgC}, "  max_connections: 64")
+	for _, drop := range []string{"    - {issuer: " + orgA + ", hs256_secret_env: TEST_JWT_SECRET_1}\n",
+		"    - {issuer: " + orgC + ", hs256_secret_env: TEST_JWT_SECRET_3}\n"} {
+		y = strings.Replace(y, drop, "", 1)
+	}
+	y = strings.Replace(y, "  issuers: ["+orgA+", "+orgB+", "+orgC+"]\n", "  issuers: ["+orgB+"]\n", 1)
+	if rc, rb := r.reload(t, y); rc != http.StatusOK {
+		t.Fatalf("reload: %d %s", rc, rb)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	results := map[string]int{}
+	var slowest time.Duration
+	for i := range 5 {
+		time.Sleep(time.Second)
+		start := time.Now()
+		code, _, outcome, detail := call(client, http.MethodPost, r.p.URL+"/callout/shared/b", tokenB, "rm-b-"+strconv.Itoa(i), false)
+		slowest = max(slowest, time.Since(start))
+		results[fmt.Sprintf("%d %s %s", code, outcome, detail)]++
+	}
+	t.Logf("after the reload leaving org-b alone: its 5 writes %v, the slowest %s; connections %.0f", results,
+		slowest.Round(time.Millisecond), r.p.Metric(t, `callout_listener_connections{listener="callout"}`))
+	if results["200 success "] != 5 {
+		t.Errorf("org-b's writes after org-a was removed mid-storm: %v, want 5 × 200 success", results)
+	}
+}
