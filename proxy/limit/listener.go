@@ -34,10 +34,12 @@ import (
 // share, the most over first, and from nobody else: that group's oldest
 // idle keep-alive connection, else (the unverified group) its oldest
 // connection still silent past NewGrace, else its oldest request still
-// receiving its body (of the unverified group, only a request that has run
-// for NewGrace: a legitimate one leaves that group when its token is
-// verified) (cut: the body read fails, WasCut, 503 overloaded with
-// nothing stored or forwarded), and only if none is, its oldest request
+// receiving its body (cut: the body read fails, WasCut, 503 overloaded with
+// nothing stored or forwarded; of the unverified group only a request that
+// has run for NewGrace, and while that group has a connection or request
+// within its grace the new connection waits for it rather than cut another
+// group's: a legitimate request leaves the group when its token is
+// verified), and only if none is, its oldest request
 // already past its body (cut too: the request path answers it at once, a
 // keyed write 202 as it continues and a read 503 — Cut). Another group's
 // idle connection is never closed for it (its next write on the reused
@@ -197,7 +199,7 @@ func (l *Listener) Offboard(keep func(org string) bool) (closed, cut int) {
 	var ends []func()
 	l.mu.Lock()
 	for c := range l.conns {
-		if c.org == "" || keep(c.org) || !(c.running || (c.evictable && c.served)) {
+		if c.org == "" || keep(c.org) { // in an organisation: running, or idle after a request
 			continue
 		}
 		if c.running {
@@ -225,8 +227,7 @@ func (l *Listener) victim() (v *Conn, cut bool, wake time.Duration) {
 	now := l.now()
 	young := func(c *Conn) bool { return c.evictable && !c.served }
 	silent := func(c *Conn) bool { return young(c) && now.Sub(c.since) >= NewGrace }
-	over := l.overShare()
-	if len(over) > 0 {
+	if over := l.overShare(); len(over) > 0 {
 		of := func(org string, ok func(*Conn) bool) *Conn {
 			return l.oldest(func(c *Conn) bool { return c.org == org && ok(c) })
 		}

@@ -187,10 +187,7 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 	if err := s.clearBreakers(ctx, endpoint, eDisabled, eDisReason, eDisAt, eOutage, eNotified); err != nil {
 		return s.wrap("enable", err)
 	}
-	s.gates.Forget(endpoint)
-	s.gateNotify(ctx, endpoint)
-	_, err := s.releaseHeld(ctx, endpoint)
-	return err
+	return s.gateReset(ctx, endpoint)
 }
 
 // CloseEndpointBreaker closes endpoint's own breaker and leaves every
@@ -204,14 +201,24 @@ func (s *Store) Enable(ctx context.Context, endpoint string) error {
 // partition are held by it again); every replica's gate cache is told.
 // Errors: ErrUnavailable.
 func (s *Store) CloseEndpointBreaker(ctx context.Context, endpoint string) error {
-	err := s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), eBreaker, eFailures, eOpenedAt, eProbeAt, eProbeToken,
-		eProbeUntil).Err()
-	if err != nil {
+	if err := s.rdb.HDel(ctx, keyspace.Endpoint(endpoint), breakerFields...).Err(); err != nil {
 		return s.wrap("close endpoint breaker", err)
 	}
+	return s.gateReset(ctx, endpoint)
+}
+
+// breakerFields are the fields of a breaker in an endpoint's hash: its own
+// as they are, a partition's each followed by ":" and the issuer tag
+// (lib.lua pf).
+var breakerFields = []string{eBreaker, eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil}
+
+// gateReset tells every replica's gate cache that endpoint's gate was
+// changed outside a script (keyspace.GateChannel) and makes the callouts
+// held behind its old gate due. Errors: ErrUnavailable.
+func (s *Store) gateReset(ctx context.Context, endpoint string) error {
 	s.gates.Forget(endpoint)
 	s.gateNotify(ctx, endpoint)
-	_, err = s.releaseHeld(ctx, endpoint)
+	_, err := s.releaseHeld(ctx, endpoint)
 	return err
 }
 
@@ -223,9 +230,9 @@ func (s *Store) clearBreakers(ctx context.Context, endpoint string, more ...stri
 	if err != nil {
 		return err
 	}
-	fields := append([]string{eBreaker, eFailures, eOpenedAt, eProbeAt, eProbeToken, eProbeUntil, ePaused, "po"}, more...)
+	fields := append(append(slices.Clone(breakerFields), ePaused, "po"), more...)
 	for _, n := range names {
-		if f, _, ok := strings.Cut(n, ":"); ok && slices.Contains(fields[:6], f) {
+		if f, _, ok := strings.Cut(n, ":"); ok && slices.Contains(breakerFields, f) {
 			fields = append(fields, n)
 		}
 	}
@@ -240,12 +247,8 @@ func (s *Store) clearBreakers(ctx context.Context, endpoint string, more ...stri
 // due now. clearBreakers, then the held-callout release; every replica's gate cache is told
 // (keyspace.GateChannel). Errors: ErrUnavailable.
 func (s *Store) ResetBreaker(ctx context.Context, endpoint string) error {
-	err := s.clearBreakers(ctx, endpoint)
-	if err != nil {
+	if err := s.clearBreakers(ctx, endpoint); err != nil {
 		return s.wrap("reset breaker", err)
 	}
-	s.gates.Forget(endpoint)
-	s.gateNotify(ctx, endpoint)
-	_, err = s.releaseHeld(ctx, endpoint)
-	return err
+	return s.gateReset(ctx, endpoint)
 }

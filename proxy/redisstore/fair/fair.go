@@ -94,14 +94,13 @@ func Spread(qs []Queue, batch, rot int, room *Room) []int {
 
 // Room is what one claim may give an endpoint's organisations when the
 // caller keeps one of its slots for an organisation with none in flight
-// (contract §10 "Fair dispatch"): the organisations together at most Pool
-// more (the caller's cap minus its attempts in flight), and one slot
-// beyond that to an organisation with nothing in flight here and nothing
-// given yet; no organisation more than Org[org] (the cap minus its own in
-// flight). So however many organisations flood the endpoint, the last slot
-// stays free for one that is not running.
+// (contract §10 "Fair dispatch"): all of them together at most Pool (the
+// caller's cap minus its attempts in flight, InFlight by organisation),
+// and one slot beyond that to an organisation with nothing in flight here
+// and nothing given yet. So however many organisations flood the endpoint,
+// the last slot stays free for one that is not running. (No organisation
+// needs a bound of its own: Pool is at most the cap minus its own.)
 type Room struct {
-	Org      map[string]int
 	Pool     int
 	InFlight map[string]int
 }
@@ -110,13 +109,7 @@ type Room struct {
 // given in this claim, with pool slots of the shared pool left and kept
 // whether the kept slot went; true for a nil Room.
 func (r *Room) allows(org string, given, pool int, kept bool) bool {
-	if r == nil {
-		return true
-	}
-	if given >= r.Org[org] {
-		return false
-	}
-	return pool > 0 || (!kept && given == 0 && r.InFlight[org] == 0)
+	return r == nil || pool > 0 || (!kept && given == 0 && r.InFlight[org] == 0)
 }
 
 // RoomFor is the Room of qs when the caller lets at most orgCap attempts
@@ -128,29 +121,21 @@ func RoomFor(qs []Queue, orgCap int, inFlight map[string]int) (room *Room, cappe
 	if orgCap <= 0 {
 		return nil, 0
 	}
-	room = &Room{Org: map[string]int{}, InFlight: inFlight}
 	running := 0
 	for _, n := range inFlight {
 		running += n
 	}
-	room.Pool = max(orgCap-running, 0)
-	due := map[string]int{}
+	room = &Room{Pool: max(orgCap-running, 0), InFlight: inFlight}
+	total, limit := 0, room.Pool
+	idle := map[string]bool{}
 	for _, q := range qs {
-		room.Org[q.Org] = max(orgCap-inFlight[q.Org], 0)
-		due[q.Org] += q.Due
+		total += q.Due
+		if q.Due > 0 && inFlight[q.Org] == 0 {
+			idle[q.Org] = true
+		}
 	}
-	takeable, idle := 0, false
-	for org, d := range due {
-		takeable += min(d, room.Org[org])
-		idle = idle || (d > 0 && inFlight[org] == 0 && room.Org[org] > 0)
+	if len(idle) > 0 {
+		limit++ // the kept slot
 	}
-	total := 0
-	for _, d := range due {
-		total += d
-	}
-	limit := room.Pool
-	if idle {
-		limit++
-	}
-	return room, total - min(takeable, limit)
+	return room, max(total-limit, 0)
 }

@@ -81,8 +81,11 @@ func TestSpreadWithRoom(t *testing.T) {
 func TestRoomFor(t *testing.T) {
 	qs := []Queue{{"a", 15, 200}, {"a", 0, 100}, {"b", 0, 10}}
 	room, capped := RoomFor(qs, 15, map[string]int{"a": 15})
-	if room.Org["a"] != 0 || room.Org["b"] != 15 || room.Pool != 0 || capped != 309 {
-		t.Fatalf("RoomFor = %+v, capped %d; want a 0, b 15, pool 0, 309 left out (all of a's, 9 of b's)", room, capped)
+	if room.Pool != 0 || capped != 309 {
+		t.Fatalf("RoomFor = %+v, capped %d; want pool 0, 309 left out (all of a's, 9 of b's)", room, capped)
+	}
+	if room, capped := RoomFor(qs, 15, map[string]int{"a": 3}); room.Pool != 12 || capped != 310-13 {
+		t.Fatalf("RoomFor = %+v, capped %d; want pool 12, and the kept slot for b: %d left out", room, capped, 310-13)
 	}
 	two := []Queue{{"a", 8, 150}, {"b", 0, 10}, {"c", 8, 150}}
 	if room, capped := RoomFor(two, 15, map[string]int{"a": 8, "c": 8}); room.Pool != 0 || capped != 309 {
