@@ -31,6 +31,9 @@ export PATH="$PATH:/usr/local/go/bin"
 OUT=${OUT:-/tmp/callout-bench.jsonl}; DUR=${DUR:-10s}; N=${N:-100000}
 PHASES=" ${PHASES:-sync wrk drain lag} "; LAG_RATE=${LAG_RATE:-500}; LAG_DUR=${LAG_DUR:-20s}
 PROF=${PROF:-/tmp/callout-bench-prof}; PROF_DRAIN=${PROF_DRAIN:-10}
+# DURABILITY (default local): the proxies' redis.durability; with
+# replicated a replica redis-server (AOF, everysec) follows the primary.
+DURABILITY=${DURABILITY:-local}
 on() { [[ $PHASES == *" $1 "* ]]; }
 if on wrk && ! command -v wrk >/dev/null; then apt-get install -y wrk >/dev/null; fi
 work=$(mktemp -d); pids=()
@@ -40,6 +43,12 @@ go build -o "$work/bench" . && (cd ../.. && go build -o "$work/callout-proxy" ./
 port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 RP=$(port); UP=$(port); BP=$(port); PP=$(port); AP=$(port)
 redis-server --port "$RP" --bind 127.0.0.1 --dir "$work" --appendonly yes --appendfsync everysec --save "" >"$work/redis.log" 2>&1 & pids+=($!); REDIS=$!
+if [ "$DURABILITY" != local ]; then
+  RR=$(port); mkdir -p "$work/replica"
+  redis-server --port "$RR" --bind 127.0.0.1 --dir "$work/replica" --appendonly yes --appendfsync everysec --save "" \
+    --replicaof 127.0.0.1 "$RP" >"$work/replica.log" 2>&1 & pids+=($!)
+  for _ in $(seq 100); do redis-cli -p "$RR" info replication 2>/dev/null | grep -q master_link_status:up && break; sleep 0.1; done
+fi
 "$work/bench" upstream -listen "127.0.0.1:$UP" & pids+=($!); UPID=$!
 "$work/bench" bare -listen "127.0.0.1:$BP" -to "http://127.0.0.1:$UP" & pids+=($!); BPID=$!
 export CALLOUT_PROXY_JWT_SECRET=bench-secret-of-at-least-32-bytes-long-xx
@@ -47,7 +56,7 @@ export BENCH_ADMIN_TOKEN=bench-admin-token-$RANDOM$RANDOM$RANDOM
 cat >"$work/proxy.yaml" <<YAML
 listen: 127.0.0.1:$PP
 admin_listen: 127.0.0.1:$AP
-redis: {url: "redis://127.0.0.1:$RP/0"}
+redis: {url: "redis://127.0.0.1:$RP/0", durability: $DURABILITY}
 auth: {issuers: [https://bench.my.salesforce.com], audience: callout-proxy, algorithms: [HS256], hs256_secret_env: CALLOUT_PROXY_JWT_SECRET}
 admin: {pprof: true, tokens: [{name: bench, token_env: BENCH_ADMIN_TOKEN, scope: write}]}
 policy: {max_backlog_items: 1000000, max_backlog_bytes: 1000000000}
@@ -60,6 +69,7 @@ sleep 2
 TOKEN=$("$work/callout-proxy" token --config "$work/proxy.yaml" --lifetime 1h)
 : >"$OUT"
 emit() { echo "$1" | tee -a "$OUT"; }
+emit "{\"kind\":\"run\",\"durability\":\"$DURABILITY\",\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null)\",\"load_average\":\"$(cut -d" " -f1-3 /proc/loadavg)\"}"
 mkdir -p "$PROF"
 # prof_start NAME ADMIN_PORT SECONDS: a CPU profile of the proxy on that
 # admin port, in the background; prof_wait collects every one started.
