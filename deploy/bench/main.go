@@ -8,6 +8,7 @@
 //	bench load -url URL -method M -rate R -duration D [-token T]
 //	bench seed -redis URL -n N             enqueue N due callouts (redisstore.Enqueue)
 //	bench drain -redis URL -n N            wait until the backlog is empty
+//	bench summary FILE.jsonl…              BENCHMARKS.md's before/after table rows
 package main
 
 import (
@@ -17,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench upstream|bare|load|seed|drain [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench upstream|bare|load|seed|drain|summary [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -32,6 +33,8 @@ func main() {
 		err = seed(os.Args[2:])
 	case "drain":
 		err = drain(os.Args[2:])
+	case "summary":
+		err = summary(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
