@@ -37,26 +37,14 @@
 // Exits non-zero listing every problem.
 //
 //   node scripts/check-metadata.mjs [project-dir]   (default: the current one)
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { walk } from "./files.mjs";
 
 if (process.argv[2]) process.chdir(process.argv[2]);
 
 const API_VERSION = "68.0";
 const problems = [];
-
-function walk(dir) {
-  const out = [];
-  for (const name of readdirSync(dir).sort()) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) {
-      if (name !== "node_modules" && !name.startsWith(".")) out.push(...walk(path));
-    } else {
-      out.push(path);
-    }
-  }
-  return out;
-}
 
 function tag(xml, name) {
   const m = xml.match(new RegExp(`<${name}>([^<]*)</${name}>`));

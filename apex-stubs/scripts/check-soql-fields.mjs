@@ -19,8 +19,7 @@
 // file:line: problem.
 //
 //   node scripts/check-soql-fields.mjs [PROJECT_DIR]   (default: the current directory)
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
 import {
   ApexErrorListener,
   ApexParserFactory,
@@ -29,22 +28,10 @@ import {
   QueryContext,
   SubQueryContext,
 } from "@apexdevtools/apex-parser";
+import { walk } from "./files.mjs";
 
 const CUSTOM_OBJECT = /__(c|e|mdt)$/i;
 const CUSTOM_FIELD = /__c$/i;
-
-function walk(dir) {
-  const out = [];
-  for (const name of readdirSync(dir).sort()) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) {
-      if (name !== "node_modules" && !name.startsWith(".")) out.push(...walk(path));
-    } else {
-      out.push(path);
-    }
-  }
-  return out;
-}
 
 /** Lower-case object name -> { name, fields: Set of lower-case field names }. */
 function projectObjects(dirs) {

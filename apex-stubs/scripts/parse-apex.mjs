@@ -9,12 +9,13 @@
 // and fails if no error is reported: a parser that cannot fail proves nothing.
 //
 //   node scripts/parse-apex.mjs [dir...]
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative } from "node:path";
+import { readFileSync } from "node:fs";
+import { relative } from "node:path";
 import {
   ApexErrorListener,
   ApexParserFactory,
 } from "@apexdevtools/apex-parser";
+import { walk } from "./files.mjs";
 
 class CollectingListener extends ApexErrorListener {
   constructor() {
@@ -39,16 +40,7 @@ export function syntaxErrors(source, isTrigger) {
 }
 
 function apexFiles(dir) {
-  const out = [];
-  for (const name of readdirSync(dir).sort()) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) {
-      if (name !== "node_modules" && !name.startsWith(".")) out.push(...apexFiles(path));
-    } else if (name.endsWith(".cls") || name.endsWith(".trigger")) {
-      out.push(path);
-    }
-  }
-  return out;
+  return walk(dir).filter((f) => f.endsWith(".cls") || f.endsWith(".trigger"));
 }
 
 function selfTest() {
