@@ -99,6 +99,23 @@ expect_fail() {
   fi
 }
 
+# must_fail LABEL LOG PASSED WANT CMD...: CMD, its output in LOG, must fail
+# and name WANT; PASSED says what it let through when it does not fail.
+must_fail() {
+  local label=$1 log=$2 passed=$3 want=$4
+  shift 4
+  if "$@" >"$log" 2>&1; then
+    echo "bite [$label]: $passed" >&2; failures=$((failures + 1))
+  else
+    expect_fail "$label" "$log" "$want"
+  fi
+}
+
+# in_dir DIR CMD...: CMD run in DIR.
+in_dir() {
+  (cd "$1" && shift && "$@")
+}
+
 ws=$(copy clean)
 probe "$ws" force-app CheckProbe "$(force_probe valueOf)"
 probe "$ws" example-app ExampleCheckProbe "$(example_probe Amount__c)"
@@ -112,19 +129,13 @@ fi
 
 ws=$(copy bad-method)
 probe "$ws" force-app CheckProbe "$(force_probe valueOfx)"
-if bash scripts/apex-semantic.sh "$ws" "bite: bad method" >"$work/method.log" 2>&1; then
-  echo "bite [bad method]: apex-ls passed String.valueOfx(1)" >&2; failures=$((failures + 1))
-else
-  expect_fail "bad method" "$work/method.log" "No matching method found for 'valueOfx'"
-fi
+must_fail "bad method" "$work/method.log" "apex-ls passed String.valueOfx(1)" \
+  "No matching method found for 'valueOfx'" bash scripts/apex-semantic.sh "$ws" "bite: bad method"
 
 ws=$(copy unknown-field)
 probe "$ws" example-app ExampleCheckProbe "$(example_probe Amount_Typo__c)"
-if bash scripts/apex-semantic.sh "$ws" "bite: unknown field" >"$work/field.log" 2>&1; then
-  echo "bite [unknown field]: apex-ls passed Payment_Request__c.Amount_Typo__c" >&2; failures=$((failures + 1))
-else
-  expect_fail "unknown field" "$work/field.log" "Unknown field 'Amount_Typo__c'"
-fi
+must_fail "unknown field" "$work/field.log" "apex-ls passed Payment_Request__c.Amount_Typo__c" \
+  "Unknown field 'Amount_Typo__c'" bash scripts/apex-semantic.sh "$ws" "bite: unknown field"
 
 ws=$(copy soql-field)
 probe "$ws" example-app ExampleCheckProbe "public with sharing class ExampleCheckProbe {
@@ -132,19 +143,13 @@ probe "$ws" example-app ExampleCheckProbe "public with sharing class ExampleChec
     return [SELECT Amount_Typo__c FROM Payment_Request__c LIMIT 10];
   }
 }"
-if node scripts/check-soql-fields.mjs "$ws" >"$work/soql.log" 2>&1; then
-  echo "bite [SOQL field]: check-soql-fields passed SELECT Amount_Typo__c" >&2; failures=$((failures + 1))
-else
-  expect_fail "SOQL field" "$work/soql.log" "Unknown field 'Amount_Typo__c' on Payment_Request__c in SOQL"
-fi
+must_fail "SOQL field" "$work/soql.log" "check-soql-fields passed SELECT Amount_Typo__c" \
+  "Unknown field 'Amount_Typo__c' on Payment_Request__c in SOQL" node scripts/check-soql-fields.mjs "$ws"
 
 ws=$(copy isolation force-app credentials)
 probe "$ws" force-app CheckProbe "$(example_probe Amount__c | sed 's/ExampleCheckProbe/CheckProbe/')"
-if bash scripts/apex-semantic.sh "$ws" "bite: force-app alone" >"$work/isolation.log" 2>&1; then
-  echo "bite [isolation]: force-app alone compiled a reference to Payment_Request__c" >&2; failures=$((failures + 1))
-else
-  expect_fail "isolation" "$work/isolation.log" "No type declaration found for 'Schema.Payment_Request__c'"
-fi
+must_fail "isolation" "$work/isolation.log" "force-app alone compiled a reference to Payment_Request__c" \
+  "No type declaration found for 'Schema.Payment_Request__c'" bash scripts/apex-semantic.sh "$ws" "bite: force-app alone"
 
 ws=$(copy soql-injection)
 probe "$ws" force-app CheckProbe "public with sharing class CheckProbe {
@@ -154,37 +159,31 @@ probe "$ws" force-app CheckProbe "public with sharing class CheckProbe {
     );
   }
 }"
-if (cd "$ws" && "$JAVA" -cp "$APEX_JARS/*" "$here/scripts/ApexPmd.java" pmd-suppressions.txt force-app example-app) >"$work/pmd.log" 2>&1; then
-  echo "bite [SOQL injection]: PMD passed a concatenated Database.query" >&2; failures=$((failures + 1))
-else
-  expect_fail "SOQL injection" "$work/pmd.log" "CheckProbe.cls:4: ApexSOQLInjection (security)"
-fi
+must_fail "SOQL injection" "$work/pmd.log" "PMD passed a concatenated Database.query" \
+  "CheckProbe.cls:4: ApexSOQLInjection (security)" \
+  in_dir "$ws" "$JAVA" -cp "$APEX_JARS/*" "$here/scripts/ApexPmd.java" pmd-suppressions.txt force-app example-app
 
 ws=$(copy untested-class force-app credentials)
 probe "$ws" force-app CheckProbe "$(force_probe valueOf)"
-if (cd "$ws" && node "$here/scripts/check-test-references.mjs" force-app) >"$work/untested.log" 2>&1; then
-  echo "bite [untested class]: check-test-references passed a class no test names" >&2; failures=$((failures + 1))
-else
-  expect_fail "untested class" "$work/untested.log" "class CheckProbe is named by no test class of force-app"
-fi
+must_fail "untested class" "$work/untested.log" "check-test-references passed a class no test names" \
+  "class CheckProbe is named by no test class of force-app" \
+  in_dir "$ws" node "$here/scripts/check-test-references.mjs" force-app
 
 ws=$(copy unfired-trigger force-app credentials)
 rm "$ws"/force-app/main/default/classes/CalloutResultTriggerTest.cls*
-if (cd "$ws" && node "$here/scripts/check-test-references.mjs" force-app) >"$work/unfired.log" 2>&1; then
-  echo "bite [unfired trigger]: check-test-references passed CalloutResultTrigger with no test delivering its event" >&2; failures=$((failures + 1))
-else
-  expect_fail "unfired trigger" "$work/unfired.log" "trigger CalloutResultTrigger is fired by no test class of force-app"
-fi
+must_fail "unfired trigger" "$work/unfired.log" \
+  "check-test-references passed CalloutResultTrigger with no test delivering its event" \
+  "trigger CalloutResultTrigger is fired by no test class of force-app" \
+  in_dir "$ws" node "$here/scripts/check-test-references.mjs" force-app
 
 ws=$(copy unfired-event force-app credentials)
 t="$ws/force-app/main/default/triggers"
 echo 'trigger CheckProbeTrigger on Failed_Callout__c(after undelete) { CalloutProxySettings.purgeAfterDays(); }' >"$t/CheckProbeTrigger.trigger"
 cp "$t/CalloutResultTrigger.trigger-meta.xml" "$t/CheckProbeTrigger.trigger-meta.xml"
-if (cd "$ws" && node "$here/scripts/check-test-references.mjs" force-app) >"$work/unfired-event.log" 2>&1; then
-  echo "bite [unfired event]: check-test-references passed an after undelete trigger that no test undeletes for" >&2; failures=$((failures + 1))
-else
-  expect_fail "unfired event" "$work/unfired-event.log" "trigger CheckProbeTrigger event undelete is fired by no test class of force-app"
-fi
+must_fail "unfired event" "$work/unfired-event.log" \
+  "check-test-references passed an after undelete trigger that no test undeletes for" \
+  "trigger CheckProbeTrigger event undelete is fired by no test class of force-app" \
+  in_dir "$ws" node "$here/scripts/check-test-references.mjs" force-app
 
 ws=$(copy app-metadata)
 d="$ws/force-app/main/default"
