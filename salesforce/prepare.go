@@ -141,13 +141,9 @@ func (w *Writer) rootOfID(ctx context.Context, id string) (string, error) {
 // attempts; a copy older than what the record shows writes the status
 // only.
 func (w *Writer) prepMirror(ctx context.Context, p *plan, it *item, id string) error {
-	c, err := w.get(ctx, id)
-	if err != nil {
-		return err
-	}
+	c, err := w.getOrDrop(ctx, it, id, "dead letter gone before it was mirrored to Salesforce")
 	if c == nil {
-		w.dropped(it, id, "dead letter gone before it was mirrored to Salesforce")
-		return nil
+		return err
 	}
 	root, err := w.rootOf(ctx, c)
 	if err != nil {
@@ -236,13 +232,9 @@ func (p *plan) addRecord(rw *recordWrite, it *item) {
 // prepResult: e:{id}, a scheduled callout's completion event. A replay
 // chain that succeeded also marks its root's record Reprocessed.
 func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) error {
-	c, err := w.get(ctx, id)
-	if err != nil {
-		return err
-	}
+	c, err := w.getOrDrop(ctx, it, id, "callout gone before its completion event was published")
 	if c == nil {
-		w.dropped(it, id, "callout gone before its completion event was published")
-		return nil
+		return err
 	}
 	if c.ReplayOf != "" && c.State == policy.Succeeded {
 		root, err := w.rootOf(ctx, c)
@@ -261,6 +253,20 @@ func (w *Writer) prepResult(ctx context.Context, p *plan, it *item, id string) e
 	p.events = append(p.events, &eventWrite{id: c.ID, trace: c.TraceContext, rec: ResultEvent(c, w.rulesOf(c.Endpoint)),
 		it: it})
 	return nil
+}
+
+// getOrDrop returns callout id, the record entry it writes from. When the
+// record is gone it settles it as dropped (gone says why) and returns nil,
+// nil; on a store error, nil and the error.
+func (w *Writer) getOrDrop(ctx context.Context, it *item, id, gone string) (*policy.Callout, error) {
+	c, err := w.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		w.dropped(it, id, gone)
+	}
+	return c, nil
 }
 
 // dropped settles an entry whose callout record is gone (discarded, or
