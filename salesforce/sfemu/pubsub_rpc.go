@@ -26,8 +26,9 @@ const replayIDErrorCode = "sfdc.platform.eventbus.grpc.subscription.fetch.replay
 // ("Subscribe RPC Method", Subscribe Keepalive Behavior).
 const fetchWithin = 60 * time.Second
 
-// unaryAuth checks a unary call's metadata.
-func (p *PubSub) unaryAuth(ctx context.Context) error {
+// unary counts a unary call of method and checks its metadata.
+func (p *PubSub) unary(ctx context.Context, method string) error {
+	p.count(method)
 	md, _ := metadata.FromIncomingContext(ctx)
 	if msg := p.authError(md); msg != "" {
 		return withCode(func(m metadata.MD) error { return grpc.SetTrailer(ctx, m) }, codes.Unauthenticated,
@@ -38,8 +39,7 @@ func (p *PubSub) unaryAuth(ctx context.Context) error {
 
 // GetTopic describes a topic ("GetTopic RPC Method").
 func (p *PubSub) GetTopic(ctx context.Context, r *pubsubapi.TopicRequest) (*pubsubapi.TopicInfo, error) {
-	p.count("GetTopic")
-	if err := p.unaryAuth(ctx); err != nil {
+	if err := p.unary(ctx, "GetTopic"); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
@@ -54,8 +54,7 @@ func (p *PubSub) GetTopic(ctx context.Context, r *pubsubapi.TopicRequest) (*pubs
 
 // GetSchema returns the schema of an id ("GetSchema RPC Method").
 func (p *PubSub) GetSchema(ctx context.Context, r *pubsubapi.SchemaRequest) (*pubsubapi.SchemaInfo, error) {
-	p.count("GetSchema")
-	if err := p.unaryAuth(ctx); err != nil {
+	if err := p.unary(ctx, "GetSchema"); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
