@@ -13,20 +13,13 @@ import (
 // roots marked Expired, sorted.
 func expireAll(t *testing.T, o *Outbox) []string {
 	t.Helper()
-	shards, err := o.ExpiryShards(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, n := range shards {
+	return overShards(t, o.ExpiryShards, func(n int) []string {
 		got, err := o.Expire(ctxT(t), n, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, got...)
-	}
-	slices.Sort(out)
-	return out
+		return got
+	})
 }
 
 // gone deletes a callout's keys, as their TTL would (the tests' clock is

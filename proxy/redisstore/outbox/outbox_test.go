@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -32,19 +33,15 @@ func scheduledDeadLetters(t *testing.T, s *redisstore.Store, endpoint string, n 
 // and returns their names, sorted.
 func claimAll(t *testing.T, o *Outbox) []string {
 	t.Helper()
-	shards, err := o.DueShards(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, n := range shards {
+	return overShards(t, o.DueShards, func(n int) []string {
 		got, err := o.Claim(ctxT(t), n, 1000, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
+		names := make([]string, len(got))
 		acks := make([]policy.OutboxAck, len(got))
 		for i, e := range got {
-			names = append(names, e.Name)
+			names[i] = e.Name
 			acks[i] = policy.OutboxAck{Name: e.Name, Verdict: policy.VerdictDone}
 		}
 		if len(got) > 0 {
@@ -52,9 +49,24 @@ func claimAll(t *testing.T, o *Outbox) []string {
 				t.Fatal(err)
 			}
 		}
+		return names
+	})
+}
+
+// overShards runs each on every shard that shards lists and returns what
+// they return, together, sorted.
+func overShards(t *testing.T, shards func(context.Context) ([]int, error), each func(shard int) []string) []string {
+	t.Helper()
+	ns, err := shards(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(names)
-	return names
+	var out []string
+	for _, n := range ns {
+		out = append(out, each(n)...)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func names(kind string, ids ...string) []string {
