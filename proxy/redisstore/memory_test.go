@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,10 +81,21 @@ func TestPendingCalloutMemory(t *testing.T) {
 				res := q.Reservation(last.Issuer, last.IdempotencyKey)
 				record := e.b.Client.MemoryUsage(ctx, c, 0).Val()
 				idem := e.b.Client.MemoryUsage(ctx, res, 0).Val()
-				due := e.b.Client.MemoryUsage(ctx, orgQueue(q).Due, 0).Val() / (n + 1)
+				due := e.b.Client.MemoryUsage(ctx, q.ForOrg(keyspace.IssuerTag(last.Issuer), "").Due, 0).Val() / (n + 1)
 				enc := e.b.Client.ObjectEncoding(ctx, c).Val()
 				t.Logf("%s: %d bytes per pending keyed callout by used_memory delta (MEMORY USAGE: record %d (%s) + reservation %d + due entry ~%d); body %d bytes",
 					sh.name, perCallout, record, enc, idem, due, len(last.Body))
+				fields := e.b.Client.HGetAll(ctx, c).Val()
+				var names []string
+				payload := 0
+				for f, v := range fields {
+					names = append(names, fmt.Sprintf("%s:%d", f, len(v)))
+					payload += len(f) + len(v)
+				}
+				sort.Strings(names)
+				t.Logf("%s: record key %d chars, %d fields (%s: %d bytes of names and values); reservation key %d chars, value %d bytes; due member %d chars",
+					sh.name, len(c), len(fields), strings.Join(names, " "), payload, len(res),
+					len(e.b.Client.Get(ctx, res).Val()), len(lastID))
 				if perCallout > sh.limit {
 					t.Fatalf("a pending callout costs %d bytes, target ≤ %d", perCallout, sh.limit)
 				}
