@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -153,6 +154,7 @@ type createArgs struct {
 	Wake           string        `lua:"wake"`
 	Retention      time.Duration `lua:"retention"`
 	Fields         []string      `lua:"fields"`
+	Charge         int64         `lua:"charge"`
 	AckHold        time.Duration `lua:"ack_hold"`
 }
 
@@ -220,6 +222,11 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 	}
 	raw12 := fingerprint12(nc)
 	fields, restQ := record.New(nc, a.now)
+	charge := record.Charge(fields, restQ)
+	fields = append(fields, record.FieldCharged, strconv.FormatInt(charge, 10))
+	if tag != "" {
+		fields = append(fields, record.FieldIssuer, tag)
+	}
 	c, rest, _ := q.Record(id)
 	res := q.Reservation(nc.Issuer, nc.IdempotencyKey)
 	if res == "" {
@@ -233,7 +240,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		Now: s.clockArg(a.now), Mode: a.mode, ID: id, Hold: keyspace.RawOfID(id) + raw12, Takeover: keyspace.RawOfID(nc.ReplayOf),
 		MaxItems: lim.MaxItems, MaxBytes: lim.MaxBytes, MaxItemsIssuer: lim.MaxItemsPerIssuer,
 		MaxBytesIssuer: lim.MaxBytesPerIssuer, Tag: tag, AtIn: a.at.Milliseconds(), ProbeLease: a.probeLease.Milliseconds(),
-		Token: a.token, RestQ: restQ, Wake: keyspace.WakeChannel, Retention: s.idemTTL, Fields: fields}
+		Token: a.token, RestQ: restQ, Wake: keyspace.WakeChannel, Retention: s.idemTTL, Fields: fields, Charge: charge}
 	if given {
 		args.Gate, args.GateUntil = string(view.Gate.State), msOf(view.Gate.Until)
 	}

@@ -51,9 +51,12 @@
 //	                            script drops is blanked (""). No fingerprint:
 //	                            the reservation holds it. Not kept: the due
 //	                            time (the due set's score). A pending keyed
-//	                            callout with a 31-byte body costs about 480
-//	                            bytes in all (record, reservation, due entry;
-//	                            TestPendingCalloutMemory).
+//	                            callout with a 31-byte body costs 442–479
+//	                            bytes in all by used_memory (record 216,
+//	                            reservation 104, due entry ~118 by MEMORY
+//	                            USAGE, and the main dict's table;
+//	                            TestPendingCalloutMemory, docs/performance.md
+//	                            "Memory per pending callout").
 //	cp:{sN}:c:{id}:q      STRING the packed headers and body when longer
 //	                            than 8 chunks (absent otherwise).
 //	cp:{sN}:c:{id}:r      STRING the last upstream response when longer than

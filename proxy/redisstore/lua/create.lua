@@ -18,7 +18,9 @@
 -- token) and A.gate_until, A.at_in (ms from now: Enqueue's due time, Begin's
 -- lease), A.probe_lease (ms), A.token (lease token), A.rest_q (headers and body for :q,
 -- '' when inline), A.wake (channel, '' none), A.retention (idempotency
--- retention ms), A.fields (the record's field/value pairs), A.ack_hold (ms,
+-- retention ms), A.fields (the record's field/value pairs, its charge b and
+-- issuer tag i included: the script appends only what the gate decides),
+-- A.charge (the bytes it is charged, b: record.Charge), A.ack_hold (ms,
 -- 0 none: a callout for the dispatcher is queued at least that far ahead
 -- and wakes nobody, so none claims it before its durable acknowledgement
 -- answered, its record says so until then (field w, release_held.lua);
@@ -70,8 +72,7 @@ local items = num(f.bi)
 -- this organisation's pending callouts in the queue, before this one
 local mine = items
 if tag ~= '' then mine = num(f['ii:' .. tag]) end
-local size = record_overhead + #A.rest_q
-for _, v in ipairs(A.fields) do size = size + #v end
+local size = A.charge
 local full = over_caps(f, items, {A.max_items, A.max_bytes, A.max_items_issuer, A.max_bytes_issuer},
   size, tag)
 if full then return existing() or {'result', full} end
@@ -86,10 +87,10 @@ if A.mode == 'd' then
   return {'result', 'would_create', 'state', state, 'gate', g, 'at', at}
 end
 
-local rec = {unpack(A.fields)}
+-- The record's fields as Go sent them (a table of this call's own): the
+-- script appends what the gate decides.
+local rec = A.fields
 local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
-field('b', str(size))
-if tag ~= '' then field('i', tag) end
 
 local state, out2, at = 'scheduled', g, at_in
 if shut(g) then
@@ -114,13 +115,22 @@ end
 
 if keyed then
   -- Begin's reservation gets the TTL lease + retention at once (header).
-  local set = {'SET', res, A.hold}
-  if state == 'in_flight' then set = {'SET', res, A.hold, 'PX', str(at - now + A.retention)} end
-  local old = redis.call(set[1], set[2], set[3], 'NX', 'GET', unpack(set, 4))
-  if old then
-    local e = other(old)
-    if e then return e end -- nothing written
-    redis.call(unpack(set)) -- the stale or takeover holder's: take it over
+  local old
+  if state == 'in_flight' then
+    local px = str(at - now + A.retention)
+    old = redis.call('SET', res, A.hold, 'NX', 'GET', 'PX', px)
+    if old then
+      local e = other(old)
+      if e then return e end -- nothing written
+      redis.call('SET', res, A.hold, 'PX', px) -- the stale or takeover holder's: take it over
+    end
+  else
+    old = redis.call('SET', res, A.hold, 'NX', 'GET')
+    if old then
+      local e = other(old)
+      if e then return e end
+      redis.call('SET', res, A.hold)
+    end
   end
 end
 
@@ -130,8 +140,15 @@ if A.rest_q ~= '' then
 end
 -- Every pending callout is charged, Begin's synchronous attempt in flight
 -- too: one organisation's writes hanging at its upstream then fill only
--- its own share (docs/limits.md).
-acc_add(f, w, tag, size, 1)
+-- its own share (docs/limits.md). Written with the probe fields (w) in one
+-- HSET: a create only adds, so no counter reaches 0 (acc_add's rule).
+local cw = {'bb', str(num(f.bb) + size), 'bi', str(items + 1)}
+if tag ~= '' then
+  local n = #cw
+  cw[n + 1], cw[n + 2] = 'ib:' .. tag, str(num(f['ib:' .. tag]) + size)
+  cw[n + 3], cw[n + 4] = 'ii:' .. tag, str(mine + 1)
+end
+for n, v in pairs(w) do cw[#cw + 1] = n; cw[#cw + 1] = v end
 field('S', st_code[state])
 -- Awaiting its durable acknowledgement until w (ms): release_held.lua
 -- leaves it parked until then, as the due set does (record.FieldAckHold).
@@ -152,12 +169,8 @@ else
   end
   redis.call('ZADD', due, str(score), id)
 end
-hflush(acc, w)
-local reply = {'result', 'created', 'state', state, 'at', at}
+redis.call('HSET', acc, unpack(cw))
 if state == 'in_flight' then
-  reply[#reply + 1] = 'kind'
-else
-  reply[#reply + 1] = 'gate'
+  return {'result', 'created', 'state', state, 'at', at, 'kind', out2}
 end
-reply[#reply + 1] = out2
-return reply
+return {'result', 'created', 'state', state, 'at', at, 'gate', out2}

@@ -114,12 +114,6 @@ local function shut(g)
   return g == 'paused' or g == 'breaker_open' or g == 'probing'
 end
 
--- record_overhead is what one stored callout costs Redis besides its field
--- names, values and body (key names, its due or lease entry, its
--- reservation), in bytes: a round figure of TestPendingCalloutMemory's
--- measure, so the byte caps count what Redis really holds.
-local record_overhead = 256
-
 -- over_caps reports which backlog cap one more callout of add bytes from
 -- the issuer tagged tag would pass, or false (contract §10): 'backlog_full'
 -- for the endpoint's (or queue's) caps — items pending (items, counted by

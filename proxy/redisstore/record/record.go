@@ -415,9 +415,30 @@ func attemptsOf(m map[string]string) ([]policy.Attempt, error) {
 	return out, nil
 }
 
+// Overhead is what one pending callout costs Redis besides its record's
+// field names and values, in bytes: its key names, the record's per-key
+// and per-field overhead, its due or lease entry, its reservation — a
+// round figure of TestPendingCalloutMemory's measure (proxy/redisstore,
+// used_memory on the real single node), so that the backlog byte caps
+// (contract §10) count what Redis really holds.
+const Overhead = 256
+
+// Charge is the bytes a new callout is charged in the backlog counters
+// (field FieldCharged; create.lua adds it, the script that ends it
+// releases it): Overhead, its record's fields (names and values, as New
+// returns them) and its packed rest when that goes to :q.
+func Charge(fields []string, restQ string) int64 {
+	n := int64(Overhead + len(restQ))
+	for _, f := range fields {
+		n += int64(len(f))
+	}
+	return n
+}
+
 // New returns the record fields of a new callout as HSET
-// pairs, and its packed rest when that goes to :q ("" when inline). State,
-// charge and issuer tag are the script's to add.
+// pairs, and its packed rest when that goes to :q ("" when inline). Charge
+// (FieldCharged, Charge) and issuer tag are the caller's to add, the
+// state the script's.
 func New(nc policy.NewCallout, now time.Time) (fields []string, restQ string) {
 	fields = chunkFields(packMeta(Meta{Method: nc.Method, Endpoint: nc.Endpoint, Path: nc.Path,
 		Query: nc.Query, Key: nc.IdempotencyKey, Source: nc.SourceRecord, Created: now,

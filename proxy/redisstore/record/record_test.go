@@ -61,3 +61,28 @@ func TestPackRoundTrip(t *testing.T) {
 		t.Errorf("attempt %+v came back %+v, %v", a, got, err)
 	}
 }
+
+// A new callout is charged Overhead, its record's field names and values
+// and its :q, so the byte caps count a callout's stored bytes (contract
+// §10) whichever of Go or a script adds them up.
+func TestCharge(t *testing.T) {
+	nc := policy.NewCallout{Method: http.MethodPost, Endpoint: "payment-api", Path: "/v1/charges",
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(strings.Repeat("x", 31))}
+	fields, restQ := New(nc, time.UnixMilli(1_700_000_000_000))
+	want := int64(Overhead)
+	for _, f := range fields {
+		want += int64(len(f))
+	}
+	if got := Charge(fields, restQ); got != want || restQ != "" {
+		t.Errorf("Charge = %d (rest in :q %d bytes), want %d", got, len(restQ), want)
+	}
+	nc.Body = []byte(strings.Repeat("x", 600))
+	fields, restQ = New(nc, time.UnixMilli(1_700_000_000_000))
+	want = int64(Overhead + len(restQ))
+	for _, f := range fields {
+		want += int64(len(f))
+	}
+	if got := Charge(fields, restQ); got != want || restQ == "" {
+		t.Errorf("Charge with :q = %d (:q %d bytes), want %d", got, len(restQ), want)
+	}
+}
