@@ -50,7 +50,14 @@
 -- outage, Options.Notify), part (the breaker partition of the callout's
 -- organisation, '' the endpoint's, contract §6), quorum (open partitions
 -- that open the endpoint's own breaker; 0: lib.lua's default).
--- Replies (completeReply): results, one per completion, in order:
+-- A.claim_want (0: none), claim_now, claim_lease (ms), claim_prefix (the
+-- queue's record key prefix), claim_token (lease tokens' base), claim_gate
+-- and claim_gate_until ('' read from K.counters), claim_part: the claim of
+-- the queue's next callouts after the completions (below).
+-- Replies (completeReply): claimed, the callouts that claim leased
+-- (claimedOne of claim.lua, each with its token), claim_gate and
+-- claim_gate_until, the gate it saw ('' when none was asked); results, one
+-- per completion, in order:
 --   {error = message} when its completion raised an error (see Isolation);
 --   {state = 'stale'} when the token is not the callout's current lease
 --   (nothing changed), else
@@ -263,6 +270,23 @@ for i, e in ipairs(A.items) do
     out[i] = {'error', tostring(r)}
   end
 end
+-- The next claim of this queue, in the same call (Completer.CompleteAndClaim:
+-- the dispatcher's free slots for it): after every completion above, so the
+-- gate it reads is the one they left — a breaker one of them opened, a pause
+-- one of them set, claims nothing. Only behind an open gate (a probe is
+-- claim.lua's); a queue of a sharded endpoint acts on the gate its caller
+-- read (claim_gate), and is claimed here only when no completion of the call
+-- updates the breaker (the caller drops the claim otherwise).
+local claimed, cg, cg_until = {}, '', 0
+if A.claim_want > 0 then
+  local now = clock(A.claim_now)
+  local part, given = A.claim_part, A.claim_gate
+  if given == '' then hmore(acc, fa, seen, gate_fields_of(part)) end
+  cg, cg_until = gate_in(fa, given, A.claim_gate_until, now, part)
+  if cg == 'open' then
+    claimed = claim_due(due, lease, A.claim_prefix, A.claim_token, A.claim_want, now, A.claim_lease)
+  end
+end
 hflush(acc, wa)
 gate_publish(acc)
-return {'results', out}
+return {'results', out, 'claimed', claimed, 'claim_gate', cg, 'claim_gate_until', cg_until}
