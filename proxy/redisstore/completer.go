@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
@@ -39,7 +40,21 @@ import (
 type Completer struct {
 	s *Store
 	w *batch.Writer[*completion]
+	// sole caches soleQueue per queue (its due set's key -> soleSeen) for
+	// soleTTL, so a refill costs no organisation lookup per attempt
+	sole sync.Map
 }
+
+// soleSeen is one cached soleQueue answer and when it was found.
+type soleSeen struct {
+	ok bool
+	at time.Time
+}
+
+// soleTTL is how long CompleteAndClaim trusts a queue's soleQueue answer:
+// an organisation whose first callout reaches a queue with refills going
+// waits at most this long (and the next ClaimBatch round) for its share.
+const soleTTL = time.Second
 
 // NewCompleter returns a Completer on s and starts its writer goroutine;
 // o's zero value works (batch.Options gives the defaults).
@@ -93,7 +108,7 @@ func (c *Completer) CompleteAndClaim(ctx context.Context, cl *policy.Claimed, co
 	if err != nil {
 		return policy.CompleteResult{}, policy.ClaimResult{}, err
 	}
-	if want > 0 && lease > 0 && c.s.soleQueue(ctx, p.q) {
+	if want > 0 && lease > 0 && c.soleQueue(ctx, p.q, p.now) {
 		p.next = &nextClaim{want: min(want, maxBatch), lease: lease}
 	}
 	handed, err := c.w.Do(ctx, p)
@@ -109,6 +124,18 @@ func (c *Completer) CompleteAndClaim(ctx context.Context, cl *policy.Claimed, co
 		next = p.next.res
 	}
 	return res, next, err
+}
+
+// soleQueue is Store.soleQueue, cached for soleTTL.
+func (c *Completer) soleQueue(ctx context.Context, q queue, now time.Time) bool {
+	if v, ok := c.sole.Load(q.Due); ok {
+		if seen := v.(soleSeen); now.Sub(seen.at) < soleTTL && !now.Before(seen.at) {
+			return seen.ok
+		}
+	}
+	ok := c.s.soleQueue(ctx, q)
+	c.sole.Store(q.Due, soleSeen{ok: ok, at: now})
+	return ok
 }
 
 // soleQueue reports whether q is the only organisation queue of its shard

@@ -619,7 +619,7 @@ end
 -- no re-check; a due id without a record is dropped from the due set, as
 -- claim.lua does. Record keys are prefix .. id (the queue's slot), lease
 -- tokens token .. '.' .. i. Returns the claimed as claim.lua replies them
--- (claimedOne, queue 1), each with its token.
+-- (claimedOne, without the queue: there is one), each with its token.
 local function claim_due(due, lease, prefix, token, want, now, lease_ms)
   local now_s, lease_until = str(now), str(now + lease_ms)
   local z = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'WITHSCORES', 'LIMIT', 0, want)
@@ -642,8 +642,7 @@ local function claim_due(due, lease, prefix, token, want, now, lease_ms)
       local fa = lease_record(c, r, n, kind, tok, lease_until, now_s)
       zl[#zl + 1] = lease_until
       zl[#zl + 1] = id
-      local e = {'queue', 1, 'id', id, 'kind', kind, 'attempts', n, 'first', fa, 'due', score,
-        'record', all, 'token', tok}
+      local e = {'id', id, 'kind', kind, 'attempts', n, 'first', fa, 'due', score, 'record', all, 'token', tok}
       if r.Q then
         e[#e + 1] = 'rest'
         e[#e + 1] = redis.call('GET', c .. ':q')
