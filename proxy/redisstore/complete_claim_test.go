@@ -178,3 +178,60 @@ func TestCompleteAndClaimSharded(t *testing.T) {
 		}
 	})
 }
+
+// Completions of one queue handed in together share one complete.lua call
+// and its one claim: each caller gets up to its own want of the claimed,
+// in hand-in order, and the call claims their sum.
+func TestCompleteAndClaimSharedByACall(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		h := &pipeHook{hold: make(chan struct{}), held: make(chan struct{})}
+		s := hookedStore(t, e, h)
+		mustEnqueue(t, s, "cc-share", 10)
+		cls := mustClaim(t, s, "cc-share", ClaimOptions{Batch: 3, Lease: testLease}).Claimed
+		holder := claimN(t, s, "holder-api", 1)[0]
+		h.armed.Store(true)
+		c := NewCompleter(s, batch.Options{})
+		defer c.Close()
+		_, holderErr, waitHolder := completeAll(c, []*policy.Claimed{holder})
+		<-h.held
+		before := h.cmds.Load()
+		wants := []int{1, 3, 2}
+		got := make([]policy.ClaimResult, len(cls))
+		errs := make([]error, len(cls))
+		done := make(chan struct{}, len(cls))
+		for i := range cls {
+			go func() {
+				_, got[i], errs[i] = c.CompleteAndClaim(ctxT(t), cls[i], success(), wants[i], testLease)
+				done <- struct{}{}
+			}()
+			waitQueued(t, c, i+1)
+		}
+		close(h.hold)
+		waitHolder()
+		for range cls {
+			<-done
+		}
+		if holderErr[0] != nil {
+			t.Fatalf("the holding completion: %v", holderErr[0])
+		}
+		if calls := h.cmds.Load() - before - 1; calls != 1 {
+			t.Errorf("3 completions of one queue went in %d script calls, want 1", calls)
+		}
+		seen := map[string]bool{}
+		for i := range cls {
+			if errs[i] != nil || len(got[i].Claimed) != wants[i] {
+				t.Fatalf("caller %d: %d claimed, %v; want %d", i, len(got[i].Claimed), errs[i], wants[i])
+			}
+			for _, cl := range got[i].Claimed {
+				if seen[cl.ID] {
+					t.Fatalf("%s handed to two callers", cl.ID)
+				}
+				seen[cl.ID] = true
+				mustComplete(t, s, cl, success())
+			}
+		}
+		if st := mustState(t, s, "cc-share"); st.Due != 1 || st.Leased != 0 {
+			t.Errorf("after: %d due, %d leased; want 1 and 0", st.Due, st.Leased)
+		}
+	})
+}
