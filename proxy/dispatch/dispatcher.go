@@ -349,19 +349,23 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 	if err != nil {
 		d.o.Logger.Warn("claim failed", slog.Int("endpoints", len(reqs)), slog.Any("error", err))
 	}
-	claimed, more := 0, false
+	// Each endpoint's claimed start on the slots taken for them, within
+	// its n and the slots taken in all (a store that claimed more than it
+	// was asked: those wait for slots of their own); the rest go back.
+	claimed, more, left := 0, false, slots
+	taken := make([]int, len(wants))
 	unused := make([]want, len(wants))
 	for i, w := range wants {
 		unused[i] = w
 		if i < len(res) {
-			unused[i].n -= min(len(res[i].Claimed), w.n)
-			claimed += min(len(res[i].Claimed), w.n)
+			taken[i] = min(len(res[i].Claimed), w.n, left)
+			left -= taken[i]
+			unused[i].n -= taken[i]
 		}
 	}
-	d.giveBack(slots-claimed, unused...)
-	claimed = 0
+	d.giveBack(left, unused...)
 	for i, r := range res {
-		n := d.claimed(ctx, eps[i], r, wants[i].n)
+		n := d.claimed(ctx, eps[i], r, taken[i])
 		claimed += n
 		// It got all it asked for, or saw more due than it got (another
 		// replica was first), and still has free slots: more may be due.
@@ -509,8 +513,7 @@ type want struct {
 // saw, the dead letters a disabled gate made, the earliest due time and
 // lease expiry (for Run's wait and the reaper), and starts the attempts:
 // the first taken of them on slots the round took for them (counted in
-// flight), any more (a store that claimed over the request) waiting for
-// slots of their own.
+// flight), any more waiting for slots of their own.
 func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res policy.ClaimResult, taken int) int {
 	d.noteClaim(ep, res)
 	for _, id := range res.DeadLettered {
