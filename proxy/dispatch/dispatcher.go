@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -36,13 +37,26 @@ type Store interface {
 	Get(ctx context.Context, id string) (*policy.Callout, error)
 }
 
+// Refiller is a completion writer that can claim, in the script call that
+// completes an attempt, the next due callouts of its queue
+// (*redisstore.Completer): up to want under leases of lease. The claim
+// runs after the completions of that call, behind an open gate only, and
+// its result (the callouts leased to the caller, the gate it saw) comes
+// with the completion's error too.
+type Refiller interface {
+	CompleteAndClaim(ctx context.Context, cl *policy.Claimed, c policy.Completion, want int,
+		lease time.Duration) (policy.CompleteResult, policy.ClaimResult, error)
+}
+
 // Options configure a Dispatcher. Config, Store, Upstream, Metrics and
 // Logger are required.
 type Options struct {
 	Config *config.Config
 	Store  Store
 	// Completions, optional, writes completions (*redisstore.Completer
-	// pipelines those of a round); nil: Store.Complete.
+	// pipelines those of a round); nil: Store.Complete. When it is a
+	// Refiller, an attempt that ends claims its endpoint's next callouts
+	// in its completion's script call (Dispatcher "Refills").
 	Completions attempt.Completions
 	Upstream    attempt.Upstream
 	Metrics     *metrics.Metrics
@@ -137,6 +151,9 @@ type Dispatcher struct {
 	wake       chan struct{}
 	tr         *tracing.Tracer // nil: tracing off
 	attempts   *attempt.Runner
+	refill     Refiller    // nil: no refills (Options.Completions is no Refiller)
+	stopping   atomic.Bool // Run's context ended: no more refills
+	share      int         // an endpoint's fair share of the slots: Concurrency / endpoints
 }
 
 // Slots are a replica's dispatch slots and its attempts in flight, by
@@ -182,8 +199,9 @@ func New(o Options) *Dispatcher {
 	if o.Slots == nil {
 		o.Slots = NewSlots(o.Concurrency)
 	}
+	refill, _ := o.Completions.(Refiller)
 	tr := tracing.New(o.TracerProvider, o.Propagator)
-	return &Dispatcher{
+	d := &Dispatcher{
 		o: o, slots: o.Slots.slots, mu: &o.Slots.mu, inFlight: o.Slots.inFlight, orgInFlight: o.Slots.orgInFlight,
 		shutTill: map[string]time.Time{}, reapedAt: map[string]time.Time{}, leaseAt: map[string]time.Time{},
 		wasShut: map[string]bool{}, reopenedAt: map[string]time.Time{},
@@ -191,7 +209,13 @@ func New(o Options) *Dispatcher {
 		attempts: &attempt.Runner{Config: o.Config, Upstream: o.Upstream, Completions: o.Completions,
 			Breakers: o.Breakers, Metrics: o.Metrics, Logger: o.Logger, Tracer: tr, Now: o.Now, Rand: o.Rand,
 			Ended: o.Ended, Stats: o.Stats},
+		refill: refill,
+		share:  cap(o.Slots.slots) / max(len(o.Config.EndpointNames()), 1),
 	}
+	if refill != nil {
+		d.attempts.Completions = refilling{d: d, plain: o.Completions}
+	}
+	return d
 }
 
 func orDefault(v, d int) int {
@@ -227,6 +251,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			d.stopping.Store(true)
 			d.wg.Wait()
 			return
 		case <-t.C:
@@ -273,28 +298,39 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 	}
 	start := d.next % len(names)
 	d.next++
-	type want struct {
-		ep       *config.Endpoint
-		n        int
-		inFlight int
-	}
 	var wants []want
+	eps := make([]*config.Endpoint, 0, len(names))
 	for i := range names {
 		ep, _ := d.o.Config.Endpoint(names[(start+i)%len(names)])
 		d.reap(ctx, ep)
-		if n := d.free(ep); n > 0 {
-			d.mu.Lock()
+		eps = append(eps, ep)
+	}
+	// The slots this round may fill are taken now, with the endpoints'
+	// counts of attempts in flight, under one lock: a refill (an attempt's
+	// completion claiming its successors) meanwhile sees them taken, so
+	// neither can exceed a bound the other counted on. What the claim does
+	// not use is given back after it.
+	d.mu.Lock()
+	for _, ep := range eps {
+		if n := d.freeLocked(ep); n > 0 {
 			wants = append(wants, want{ep, n, d.inFlight[ep.Name]})
-			d.mu.Unlock()
 		}
 	}
+	asked := 0
+	for _, w := range wants {
+		d.inFlight[w.ep.Name] += w.n
+		asked += w.n
+	}
+	slots := d.takeSlots(asked)
+	d.wakeAt = time.Time{}
+	d.mu.Unlock()
 	// Fairness (docs/limits.md): when due work exceeds the free slots,
 	// each slot goes to the endpoint with the fewest attempts in flight
 	// here among those with work due (rotation breaks ties), so a hung
 	// endpoint holding slots never starves the others of the ones freed.
 	sort.SliceStable(wants, func(i, j int) bool { return wants[i].inFlight < wants[j].inFlight })
 	reqs := make([]policy.ClaimRequest, len(wants))
-	eps := make([]*config.Endpoint, len(wants))
+	eps = eps[:len(wants)]
 	for i, w := range wants {
 		reqs[i] = policy.ClaimRequest{Endpoint: w.ep.Name, ClaimOptions: policy.ClaimOptions{
 			Batch: w.n, Lease: w.ep.Rules().Lease(), Breaker: w.ep.Rules().Breaker()}}
@@ -305,23 +341,31 @@ func (d *Dispatcher) Round(ctx context.Context) int {
 		}
 		eps[i] = w.ep
 	}
-	slots := cap(d.slots) - len(d.slots)
-	d.mu.Lock()
-	d.wakeAt = time.Time{}
-	d.mu.Unlock()
-	if len(reqs) == 0 {
+	if len(reqs) == 0 || slots == 0 {
+		d.giveBack(slots, wants...)
 		return 0
 	}
 	res, err := d.o.Store.ClaimBatch(ctx, reqs, slots)
 	if err != nil {
 		d.o.Logger.Warn("claim failed", slog.Int("endpoints", len(reqs)), slog.Any("error", err))
-		if res == nil {
-			return 0
+	}
+	// Each endpoint's claimed start on the slots taken for them, within
+	// its n and the slots taken in all (a store that claimed more than it
+	// was asked: those wait for slots of their own); the rest go back.
+	claimed, more, left := 0, false, slots
+	taken := make([]int, len(wants))
+	unused := make([]want, len(wants))
+	for i, w := range wants {
+		unused[i] = w
+		if i < len(res) {
+			taken[i] = min(len(res[i].Claimed), w.n, left)
+			left -= taken[i]
+			unused[i].n -= taken[i]
 		}
 	}
-	claimed, more := 0, false
+	d.giveBack(left, unused...)
 	for i, r := range res {
-		n := d.claimed(ctx, eps[i], r)
+		n := d.claimed(ctx, eps[i], r, taken[i])
 		claimed += n
 		// It got all it asked for, or saw more due than it got (another
 		// replica was first), and still has free slots: more may be due.
@@ -417,19 +461,79 @@ func (d *Dispatcher) orgCap(ep *config.Endpoint) int {
 
 // free is how many more attempts to ep may start now.
 func (d *Dispatcher) free(ep *config.Endpoint) int {
-	limit := d.limit(ep)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.freeLocked(ep)
+}
+
+// freeLocked is free with d.mu held.
+func (d *Dispatcher) freeLocked(ep *config.Endpoint) int {
 	if d.o.Now().Before(d.shutTill[ep.Name]) {
 		return 0
 	}
-	return min(limit-d.inFlight[ep.Name], cap(d.slots)-len(d.slots), d.o.Batch)
+	return max(0, min(d.limit(ep)-d.inFlight[ep.Name], cap(d.slots)-len(d.slots), d.o.Batch))
+}
+
+// takeSlots takes up to n free slots without waiting and returns how many
+// it took; d.mu is held (so no other taker races it: start, which waits
+// for a slot, takes one only outside a round's or a refill's reservation).
+func (d *Dispatcher) takeSlots(n int) int {
+	for i := range n {
+		select {
+		case d.slots <- struct{}{}:
+		default:
+			return i
+		}
+	}
+	return n
+}
+
+// giveBack returns slots taken slots and each want's n counted attempts
+// in flight that a claim did not use.
+func (d *Dispatcher) giveBack(slots int, ws ...want) {
+	d.mu.Lock()
+	for _, w := range ws {
+		d.inFlight[w.ep.Name] -= w.n
+	}
+	d.mu.Unlock()
+	for range slots {
+		<-d.slots
+	}
+}
+
+// want is an endpoint's part of a claim: n slots, counted in its attempts
+// in flight while the claim runs; inFlight its attempts in flight before.
+type want struct {
+	ep       *config.Endpoint
+	n        int
+	inFlight int
 }
 
 // claimed takes in one endpoint's part of a batched claim: the gate it
 // saw, the dead letters a disabled gate made, the earliest due time and
-// lease expiry (for Run's wait and the reaper), and starts the attempts.
-func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res policy.ClaimResult) int {
+// lease expiry (for Run's wait and the reaper), and starts the attempts:
+// the first taken of them on slots the round took for them (counted in
+// flight), any more waiting for slots of their own.
+func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res policy.ClaimResult, taken int) int {
+	d.noteClaim(ep, res)
+	for _, id := range res.DeadLettered {
+		d.attempts.DeadLettered(ctx, ep, id,
+			policy.CompleteResult{State: policy.DeadLettered, Reason: policy.DeadLetterEndpointDisabled})
+	}
+	for i, cl := range res.Claimed {
+		if i < taken {
+			d.launch(ep, cl)
+		} else {
+			d.start(ep, cl)
+		}
+	}
+	return len(res.Claimed)
+}
+
+// noteClaim takes in what a claim saw of ep: its gate (a shut one is not
+// claimed from until it may open, at most GateRecheck), when its
+// callouts reopened, and the earliest due time and lease expiry.
+func (d *Dispatcher) noteClaim(ep *config.Endpoint, res policy.ClaimResult) {
 	d.mu.Lock()
 	switch {
 	case res.Gate.Shut():
@@ -450,21 +554,36 @@ func (d *Dispatcher) claimed(ctx context.Context, ep *config.Endpoint, res polic
 		d.leaseAt[ep.Name] = res.LeaseExpiresAt
 	}
 	d.mu.Unlock()
-	for _, id := range res.DeadLettered {
-		d.attempts.DeadLettered(ctx, ep, id,
-			policy.CompleteResult{State: policy.DeadLettered, Reason: policy.DeadLetterEndpointDisabled})
-	}
-	for _, cl := range res.Claimed {
-		d.start(ep, cl)
-	}
-	return len(res.Claimed)
 }
 
-// start runs one claimed attempt in its own goroutine, holding a slot.
+// start runs one claimed attempt in its own goroutine, waiting for a slot.
 func (d *Dispatcher) start(ep *config.Endpoint, cl *policy.Claimed) {
 	d.slots <- struct{}{}
 	d.mu.Lock()
 	d.inFlight[ep.Name]++
+	d.mu.Unlock()
+	d.launch(ep, cl)
+}
+
+// running is one attempt in flight, as its completion (refilling) finds it
+// in its context: its endpoint and callout, and whether a callout its
+// completion claimed took over its slot (kept) or it left ep with due
+// work it did not claim (short).
+type running struct {
+	ep          *config.Endpoint
+	cl          *policy.Claimed
+	kept, short bool
+}
+
+// runKey is the context key of an attempt's *running.
+type runKey struct{}
+
+// launch runs cl's attempt in its own goroutine on a slot already taken
+// and counted in ep's attempts in flight. Its end gives the slot back —
+// unless a callout its completion claimed took it over (refilling) — and
+// asks for a round (slotFreed).
+func (d *Dispatcher) launch(ep *config.Endpoint, cl *policy.Claimed) {
+	d.mu.Lock()
 	byOrg := d.orgInFlight[ep.Name]
 	if byOrg == nil {
 		byOrg = map[string]int{}
@@ -472,23 +591,116 @@ func (d *Dispatcher) start(ep *config.Endpoint, cl *policy.Claimed) {
 	}
 	byOrg[cl.Issuer]++
 	d.mu.Unlock()
+	run := &running{ep: ep, cl: cl}
 	d.wg.Add(1)
 	go func() {
 		defer func() {
 			d.mu.Lock()
-			d.inFlight[ep.Name]--
+			if !run.kept {
+				d.inFlight[ep.Name]--
+			}
 			if byOrg[cl.Issuer]--; byOrg[cl.Issuer] <= 0 {
 				delete(byOrg, cl.Issuer)
 			}
 			d.mu.Unlock()
-			<-d.slots
+			if !run.kept {
+				<-d.slots
+			}
 			d.wg.Done()
-			d.slotFreed(ep)
+			if !run.kept || run.short {
+				d.slotFreed(ep)
+			}
 		}()
 		// Detached from Run's context: an attempt under way finishes and
 		// is recorded even while the replica shuts down.
-		d.attempt(context.WithoutCancel(context.Background()), ep, cl)
+		ctx := context.WithoutCancel(context.Background())
+		if d.refill != nil {
+			ctx = context.WithValue(ctx, runKey{}, run)
+		}
+		d.attempt(ctx, ep, cl)
 	}()
+}
+
+// refilling is the attempt runner's completion writer when
+// Options.Completions is a Refiller: a dispatched attempt's completion
+// also claims its endpoint's next callouts (Refills).
+type refilling struct {
+	d     *Dispatcher
+	plain attempt.Completions
+}
+
+// Complete completes cl; for an attempt this Dispatcher started that ends
+// (not an inline retry) it asks the same script call to claim up to the
+// slots the endpoint may fill now, the one this attempt frees included
+// (refillWant), and starts what it claimed: the first on this attempt's
+// slot, the rest on the slots taken for them.
+func (r refilling) Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error) {
+	d := r.d
+	run, _ := ctx.Value(runKey{}).(*running)
+	if run == nil || run.cl != cl || run.kept || c.Action == policy.ActionRetryInline {
+		return r.plain.Complete(ctx, cl, c)
+	}
+	extra, ok := d.refillWant(run.ep)
+	if !ok {
+		return r.plain.Complete(ctx, cl, c)
+	}
+	res, next, err := d.refill.CompleteAndClaim(ctx, cl, c, 1+extra, run.ep.Rules().Lease())
+	d.refilled(run, next, extra)
+	return res, err
+}
+
+// refillWant is how many slots beyond its own an attempt of ep that ends
+// may fill with its completion's claim, taken now with ep's count of
+// attempts in flight; ok false: none, not even its own (the replica stops,
+// ep's gate is shut, ep has several organisations — their fair shares are
+// ClaimBatch's — or ep holds its fair share of the slots or more). The
+// fair share: Concurrency / configured endpoints, so an endpoint that
+// refills its own slots never keeps from another the share the fewest-
+// first rule of Round gives it; slots beyond it go through Round.
+func (d *Dispatcher) refillWant(ep *config.Endpoint) (extra int, ok bool) {
+	if d.stopping.Load() || d.o.Config.Organisations(ep) > 1 {
+		return 0, false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.o.Now().Before(d.shutTill[ep.Name]) {
+		return 0, false
+	}
+	in := d.inFlight[ep.Name] // this attempt included
+	room := min(d.limit(ep), d.share) - in
+	if room < 0 {
+		return 0, false
+	}
+	extra = d.takeSlots(min(room, d.o.Batch-1))
+	d.inFlight[ep.Name] += extra
+	return extra, true
+}
+
+// refilled starts what run's completion claimed (next): the first on
+// run's slot, up to extra more on the slots refillWant took, and gives
+// back the slots it did not use. A claim that left slots unused (the
+// queue is empty, another replica was first, the gate shut) marks run
+// short: its end asks for a round, which looks at every endpoint.
+func (d *Dispatcher) refilled(run *running, next policy.ClaimResult, extra int) {
+	ep := run.ep
+	d.noteClaim(ep, next)
+	got := next.Claimed[:min(len(next.Claimed), 1+extra)]
+	used := max(len(got)-1, 0)
+	d.giveBack(extra-used, want{ep: ep, n: extra - used})
+	for i, cl := range got {
+		if i == 0 {
+			d.mu.Lock()
+			run.kept = true
+			d.mu.Unlock()
+		}
+		d.launch(ep, cl)
+	}
+	// Claimed over what was asked (never, by the store's contract): they
+	// wait for slots of their own.
+	for _, cl := range next.Claimed[len(got):] {
+		d.start(ep, cl)
+	}
+	run.short = len(got) < 1+extra
 }
 
 // slotFreed starts the next round after an attempt to ep freed its slot,

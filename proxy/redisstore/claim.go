@@ -524,6 +524,7 @@ type claimedOne struct {
 	Due      float64  `lua:"due"`
 	Rest     string   `lua:"rest"`
 	Record   []string `lua:"record"`
+	Token    string   `lua:"token"` // its lease token (complete.lua's claim; claim.lua's caller knows it)
 }
 
 // decodeQueueClaim decodes one queue's part of a claim.lua reply: the gate

@@ -52,6 +52,9 @@ type completion struct {
 	// notify.lua on the endpoint hash, right after breaker in the pipeline:
 	// a dead letter of a sharded queue (the owner is told once per outage)
 	notify *notifyArgs
+	// next: the claim its call makes after the completions
+	// (CompleteAndClaim; nil: none)
+	next *nextClaim
 	// after the write: its own complete.lua reply, or error,
 	// and its breaker and notify calls'
 	reply                      completeOne
@@ -206,6 +209,19 @@ type completeArgs struct {
 	SFO      string         `lua:"sfo,key"`
 	SFX      string         `lua:"sfx,key"`
 	Items    []completeItem `lua:"items"`
+	// The claim after the completions (lua/complete.lua): up to ClaimWant
+	// (0: none) due callouts of the queue, leased for ClaimLease ms from
+	// ClaimNow (lib.lua clock), record keys ClaimPrefix+id, lease tokens
+	// ClaimToken+".i", behind ClaimGate/ClaimGateUntil ("": the counters
+	// hash's) of partition ClaimPart.
+	ClaimWant      int    `lua:"claim_want"`
+	ClaimNow       int64  `lua:"claim_now"`
+	ClaimLease     int64  `lua:"claim_lease"`
+	ClaimPrefix    string `lua:"claim_prefix"`
+	ClaimToken     string `lua:"claim_token"`
+	ClaimGate      string `lua:"claim_gate"`
+	ClaimGateUntil string `lua:"claim_gate_until"`
+	ClaimPart      string `lua:"claim_part"`
 }
 
 // completeItem is one completion of a complete.lua call. Durations are ms
@@ -248,6 +264,10 @@ type completeItem struct {
 // order.
 type completeReply struct {
 	Results []completeOne `lua:"results"`
+	// the claim after the completions: what it leased, the gate it saw
+	Claimed        []claimedOne `lua:"claimed"`
+	ClaimGate      string       `lua:"claim_gate"`
+	ClaimGateUntil int64        `lua:"claim_gate_until"`
 }
 
 // completeOne is one completion's result (lua/complete.lua).

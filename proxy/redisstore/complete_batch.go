@@ -3,6 +3,10 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/policy"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
@@ -29,6 +33,22 @@ type pipeCall struct {
 	told    *script.Call[notifyArgs, toldReply]     // callNotify
 	items   []*completion
 	kind    int // callBatch, callBreaker, callNotify
+	// claimers are the completions of a callBatch whose claim it makes
+	// (completion.next), in order; noClaim: one of its completions' breaker
+	// update, a call of its own after it (a sharded queue), may shut the
+	// gate (a failure, a pause), which the claim could not see: it is not
+	// made
+	claimers []*completion
+	noClaim  bool
+}
+
+// nextClaim is the claim a completion's call makes after the completions
+// (Completer.CompleteAndClaim): up to want due callouts of its queue under
+// leases of lease; res is what it claimed, and the gate it saw.
+type nextClaim struct {
+	want  int
+	lease time.Duration
+	res   policy.ClaimResult
 }
 
 const (
@@ -79,6 +99,19 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 		c := calls[i]
 		c.items = append(c.items, p)
 		c.batch.Items = append(c.batch.Items, p.item)
+		if p.next != nil {
+			b := c.batch
+			if len(c.claimers) == 0 {
+				b.ClaimNow, b.ClaimLease = p.item.Now, p.next.lease.Milliseconds()
+				b.ClaimPrefix, _, _ = q.Record("")
+				b.ClaimGate, b.ClaimGateUntil, b.ClaimPart = p.item.Gate, p.item.GateUntil, q.Part
+			}
+			b.ClaimWant = min(b.ClaimWant+p.next.want, maxBatch)
+			c.claimers = append(c.claimers, p)
+		}
+		// a success's breaker update can only open the gate; a failure's or
+		// a pause's may shut it after the claim looked
+		c.noClaim = c.noClaim || (p.breaker != nil && (!p.breaker.Success || p.breaker.Pause > 0))
 		if q.Home {
 			last[q.EndpointHash] = max(touched(q.EndpointHash), i)
 		}
@@ -89,6 +122,11 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 		if p.notify != nil {
 			calls = append(calls, &pipeCall{items: []*completion{p}, kind: callNotify})
 			last[q.EndpointHash] = len(calls) - 1
+		}
+	}
+	for _, c := range calls {
+		if c.noClaim && c.batch != nil {
+			c.batch.ClaimWant = 0
 		}
 	}
 	return calls
@@ -105,6 +143,16 @@ func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 // after the rest of that pipeline. It returns the pipeline's first error.
 func (s *Store) writeCompletions(ctx context.Context, ps []*completion) error {
 	calls := s.planCompletions(ps)
+	for _, c := range calls {
+		if c.kind == callBatch && c.batch.ClaimWant > 0 {
+			tok, err := s.token()
+			if err != nil {
+				c.batch.ClaimWant = 0 // the completions go on; the dispatcher's next round claims
+				continue
+			}
+			c.batch.ClaimToken = tok
+		}
+	}
 	_, err := s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
 		for _, c := range calls {
 			switch c.kind {
@@ -154,6 +202,32 @@ func (c *pipeCall) resolve(ctx context.Context, s *Store) {
 			continue
 		}
 		p.reply = v.Results[i]
+	}
+	if err == nil {
+		s.resolveClaim(ctx, c, v)
+	}
+}
+
+// resolveClaim hands the callouts the claim after c's completions leased
+// to the completions that asked for them (claimers), each up to its want in
+// order, with the gate the claim saw. A claimed callout whose record does
+// not decode is left to its lease (the reaper returns it).
+func (s *Store) resolveClaim(ctx context.Context, c *pipeCall, v completeReply) {
+	k := 0
+	for _, p := range c.claimers {
+		p.next.res.Gate = policy.Gate{State: policy.GateState(v.ClaimGate), Until: msTimeOf(v.ClaimGateUntil)}
+		for n := 0; n < p.next.want && k < len(v.Claimed); n++ {
+			x := v.Claimed[k]
+			k++
+			cl, err := s.decodeClaimed(ctx, x, p.now, p.now.Add(p.next.lease))
+			if err != nil {
+				s.log.Warn("redisstore: a claimed callout does not decode; it is returned after its lease",
+					slog.String("callout_id", x.ID), slog.Any("error", err))
+				continue
+			}
+			cl.LeaseToken = x.Token
+			p.next.res.Claimed = append(p.next.res.Claimed, cl)
+		}
 	}
 }
 

@@ -70,11 +70,7 @@ for qi, qa in ipairs(A.queues) do
             kind = 'first'
             if r.o then kind = 'replay' end
           end
-          local fa = r.a or now_s
-          -- 'd': a dispatcher claimed it, so it was scheduled (complete.lua
-          -- publishes its completion event, contract §8)
-          redis.call('HSET', c, 'S', 'f', 'n', str(n), 't', token, 'x', lease_until, 'l', now_s,
-            'k', kind_code[kind], 'd', '1', 'a', fa)
+          local fa = lease_record(c, r, n, kind, token, lease_until, now_s)
           zl[#zl + 1] = lease_until
           zl[#zl + 1] = id
           local e = {'queue', qi, 'id', id, 'kind', kind, 'attempts', n, 'first', fa, 'due', score,

@@ -50,7 +50,14 @@
 -- outage, Options.Notify), part (the breaker partition of the callout's
 -- organisation, '' the endpoint's, contract §6), quorum (open partitions
 -- that open the endpoint's own breaker; 0: lib.lua's default).
--- Replies (completeReply): results, one per completion, in order:
+-- A.claim_want (0: none), claim_now, claim_lease (ms), claim_prefix (the
+-- queue's record key prefix), claim_token (lease tokens' base), claim_gate
+-- and claim_gate_until ('' read from K.counters), claim_part: the claim of
+-- the queue's next callouts after the completions (below).
+-- Replies (completeReply): claimed, the callouts that claim leased
+-- (claimedOne of claim.lua, each with its token), claim_gate and
+-- claim_gate_until, the gate it saw ('' when none was asked); results, one
+-- per completion, in order:
 --   {error = message} when its completion raised an error (see Isolation);
 --   {state = 'stale'} when the token is not the callout's current lease
 --   (nothing changed), else
@@ -60,9 +67,25 @@
 --    result shut the gate on)}: the state and reason are this script's
 --   decision (it may turn a retry into a dead letter endpoint_disabled),
 --   the gate what holds a held callout; callers read them and derive
---   nothing.
+--   nothing. A field whose value is 0 or '' is left out (compact).
 local due, lease, acc = K.due, K.lease, K.counters
 local dl, dlb, sfo, sfx = K.dl, K.dlb, K.sfo, K.sfx
+
+-- compact drops the name/value pairs of the flat list t whose value is 0
+-- or '' (the reply decoder reads an absent name as its zero value): a
+-- success's result is 4 pairs instead of 16, fewer reply items for the
+-- replica to read (each a string it allocates).
+local function compact(t)
+  local out = {}
+  for i = 1, #t, 2 do
+    local v = t[i + 1]
+    if v ~= 0 and v ~= '' then
+      out[#out + 1] = t[i]
+      out[#out + 1] = v
+    end
+  end
+  return out
+end
 
 -- complete_one applies one completion: keys are its keys (c q r res
 -- replayed, and the queue's dl dlb), e its arguments (A.items[i]); fa is the counters hash in memory (writes noted in wa),
@@ -226,9 +249,9 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   local why = ''
   if state == 'dead_lettered' then why = reason end
   if state == 'in_flight' then n = n + 1 end
-  return {'state', state, 'opened', opened, 'closed', closed, 'began', began, 'ended', ended,
+  return compact({'state', state, 'opened', opened, 'closed', closed, 'began', began, 'ended', ended,
     'notify', notify, 'failures', failures, 'outage_at', num(fa.os), 'probe', was_probe, 'attempts', n,
-    'reason', why, 'gate', g, 'last_status', num(rec.R), 'last_error', rec.e or '', 'held', held}
+    'reason', why, 'gate', g, 'last_status', num(rec.R), 'last_error', rec.e or '', 'held', held})
 end
 
 -- copy returns a shallow copy of table t.
@@ -263,6 +286,23 @@ for i, e in ipairs(A.items) do
     out[i] = {'error', tostring(r)}
   end
 end
+-- The next claim of this queue, in the same call (Completer.CompleteAndClaim:
+-- the dispatcher's free slots for it): after every completion above, so the
+-- gate it reads is the one they left — a breaker one of them opened, a pause
+-- one of them set, claims nothing. Only behind an open gate (a probe is
+-- claim.lua's); a queue of a sharded endpoint acts on the gate its caller
+-- read (claim_gate), and is claimed here only when no completion of the call
+-- updates the breaker (the caller drops the claim otherwise).
+local claimed, cg, cg_until = {}, '', 0
+if A.claim_want > 0 then
+  local now = clock(A.claim_now)
+  local part, given = A.claim_part, A.claim_gate
+  if given == '' then hmore(acc, fa, seen, gate_fields_of(part)) end
+  cg, cg_until = gate_in(fa, given, A.claim_gate_until, now, part)
+  if cg == 'open' then
+    claimed = claim_due(due, lease, A.claim_prefix, A.claim_token, A.claim_want, now, A.claim_lease)
+  end
+end
 hflush(acc, wa)
 gate_publish(acc)
-return {'results', out}
+return {'results', out, 'claimed', claimed, 'claim_gate', cg, 'claim_gate_until', cg_until}
