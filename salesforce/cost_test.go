@@ -310,6 +310,10 @@ func TestAPICost(t *testing.T) {
 		{"1-minute outage at 20/s", outage(time.Minute, 20), 0.01},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// Each scenario has its own store, emulator and injected
+			// clock: they run beside each other (the go test step's
+			// last package, these take most of its tail under -race).
+			t.Parallel()
 			e := newEnv(t)
 			r := e.run(c.sc)
 			t.Logf("%s: %d dead letters, %d API calls (%.4f each), %d token requests, outbox empty after %v",
