@@ -99,10 +99,10 @@ func rewriteSecrets(t *testing.T, file string) string {
 		case ".key":
 			content = key
 		}
-		write(t, dir, name, content)
+		credtest.WriteFile(t, dir, name, []byte(content))
 		return filepath.Join(dir, name)
 	})
-	return write(t, dir, "config.yaml", out)
+	return credtest.WriteFile(t, dir, "config.yaml", []byte(out))
 }
 
 // certificate returns a self-signed certificate and its PKCS #8 private
@@ -110,13 +110,4 @@ func rewriteSecrets(t *testing.T, file string) string {
 func certificate(t *testing.T) (certPEM, keyPEM string) {
 	c, k := credtest.SelfSigned(t, "deploy test")
 	return string(c), string(k)
-}
-
-func write(t *testing.T, dir, name, text string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -70,9 +70,7 @@ func TestDiscardBeforeMirror(t *testing.T) {
 func TestDiscardReplayChainBeforeMirror(t *testing.T) {
 	e := newEnv(t)
 	root := e.settledDeadLetters(1)[0]
-	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessing, ""); err != nil {
-		t.Fatal(err)
-	}
+	e.statusChanged(root, policy.RecordReprocessing)
 	e.drain()
 	e.clk.Advance(time.Minute)
 	chain := e.scheduled("orders", 1, replayOf(root), failed503(policy.ActionDeadLetter, policy.DeadLetterExhausted))[0]

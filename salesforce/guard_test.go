@@ -49,9 +49,7 @@ func TestAdminChoiceSurvivesATransition(t *testing.T) {
 	e.clk.Advance(time.Minute)
 	// An ops replay of each starts, unaware of the admin (no poll yet).
 	for _, id := range ids {
-		if err := e.writer.StatusChanged(ctxT(t), id, policy.RecordReprocessing, ""); err != nil {
-			t.Fatal(err)
-		}
+		e.statusChanged(id, policy.RecordReprocessing)
 	}
 	calls := e.emu.APICalls()
 	e.drain()
@@ -81,9 +79,7 @@ func TestAdminChoiceSurvivesATransition(t *testing.T) {
 	// Later transitions of the proxy go on as usual; Discarded stays.
 	e.clk.Advance(time.Minute)
 	for _, id := range ids {
-		if err := e.writer.StatusChanged(ctxT(t), id, policy.RecordFailedAgain, ""); err != nil {
-			t.Fatal(err)
-		}
+		e.statusChanged(id, policy.RecordFailedAgain)
 	}
 	e.drain()
 	if s := e.record(requested)["Status__c"]; s != policy.RecordFailedAgain {
@@ -107,9 +103,7 @@ func TestAnsweredSticksUntilWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clk.Advance(time.Second)
-	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessed, ""); err != nil {
-		t.Fatal(err)
-	}
+	e.statusChanged(root, policy.RecordReprocessed)
 	e.drain()
 	if s := e.record(root)["Status__c"]; s != policy.RecordReprocessed {
 		t.Errorf("status = %v, want Reprocessed", s)

@@ -42,11 +42,9 @@ var (
 var t0 = time.UnixMilli(1_700_000_000_000).UTC()
 
 const (
-	owner    = "005000000000001AAA"
-	owner2   = "005000000000002AAA"
-	clientID = "3MVG9-test-consumer-key"
-	username = "integration@example.com"
-	day      = 24 * time.Hour
+	owner  = "005000000000001AAA"
+	owner2 = "005000000000002AAA"
+	day    = 24 * time.Hour
 )
 
 // testKey is the connected app's key, generated once per test binary: RSA
@@ -96,7 +94,7 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 	t.Helper()
 	e := &env{t: t, clk: clocktest.New(t0), logs: &proctest.LogBuffer{}}
 	key := testKey()
-	eo := sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
+	eo := sfemu.Options{PublicKey: &key.PublicKey, ClientID: sfemu.ClientID, Username: sfemu.Username,
 		Objects: schema(), Defaults: defaults(), Now: e.clk.Now}
 	if emu != nil {
 		emu(&eo)
@@ -120,7 +118,7 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options), opts ...envOption) *env 
 		t.Fatal(err)
 	}
 	e.client, err = sfapi.NewClient(sfapi.Options{
-		Credentials: sfapi.Credentials{LoginURL: e.emu.URL, ClientID: clientID, Username: username, Key: key},
+		Credentials: sfapi.Credentials{LoginURL: e.emu.URL, ClientID: sfemu.ClientID, Username: sfemu.Username, Key: key},
 		Transport:   e.emu.Client().Transport, Now: e.clk.Now, OnResult: e.metrics.Result,
 		Logger: e.logger(),
 	})
@@ -203,7 +201,7 @@ func testConfig(loginURL string) *config.Config {
 			"orders": {Name: "orders"},
 			"ledger": {Name: "ledger", Owner: owner2},
 		},
-		Salesforce: &config.Salesforce{LoginURL: loginURL, ClientIDEnv: "SF_CLIENT_ID", Username: username,
+		Salesforce: &config.Salesforce{LoginURL: loginURL, ClientIDEnv: "SF_CLIENT_ID", Username: sfemu.Username,
 			APIVersion: config.DefaultAPIVersion, OutboxInterval: config.DefaultOutboxInterval,
 			PollInterval: config.DefaultPollInterval, APIUsageSlowdown: config.DefaultAPIUsageSlowdown,
 			SlowdownInterval: config.DefaultSlowdownInterval, LimitPause: config.DefaultLimitPause,
@@ -302,6 +300,15 @@ func (e *env) drain() {
 		}
 	}
 	e.t.Fatal("the outbox never drained")
+}
+
+// statusChanged queues the write of status to id's record
+// (Writer.StatusChanged, no replay id), failing the test on an error.
+func (e *env) statusChanged(id, status string) {
+	e.t.Helper()
+	if err := e.writer.StatusChanged(ctxT(e.t), id, status, ""); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // entry reads an outbox entry and fails when it is not queued.

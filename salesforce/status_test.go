@@ -35,9 +35,7 @@ func TestReplayStatuses(t *testing.T) {
 	}
 
 	e.clk.Advance(time.Minute)
-	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessing, ""); err != nil {
-		t.Fatal(err)
-	}
+	e.statusChanged(root, policy.RecordReprocessing)
 	e.drain()
 	if s := e.record(root)["Status__c"]; s != policy.RecordReprocessing {
 		t.Fatalf("status = %v, want Reprocessing", s)
@@ -57,9 +55,7 @@ func TestReplayStatuses(t *testing.T) {
 	}
 
 	e.clk.Advance(time.Minute)
-	if err := e.writer.StatusChanged(ctxT(t), chain, policy.RecordReprocessing, ""); err != nil {
-		t.Fatal(err)
-	}
+	e.statusChanged(chain, policy.RecordReprocessing)
 	ok := e.scheduled("orders", 1, replayOf(chain), succeeded())[0]
 	e.drain()
 	r = e.record(root)
@@ -92,9 +88,7 @@ func TestStatusChangeWaitsForTheRecord(t *testing.T) {
 	if info := e.entry(policy.EntryName(policy.EntryMirror, root)); info.Tries != 1 || info.Due.Sub(e.clk.Now()) < BaseBackoff/2 {
 		t.Fatalf("locked record: entry %+v, want a retry with backoff", info)
 	}
-	if err := e.writer.StatusChanged(ctxT(t), root, policy.RecordReprocessing, ""); err != nil {
-		t.Fatal(err)
-	}
+	e.statusChanged(root, policy.RecordReprocessing)
 	e.drain() // the status write lands first
 	e.clk.Advance(BaseBackoff)
 	e.drain() // then the full mirror, with the current status

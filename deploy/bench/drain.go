@@ -29,11 +29,10 @@ func seed(args []string) error {
 	n := fs.Int("n", 100000, "callouts")
 	_ = fs.Parse(args)
 	ctx := context.Background()
-	rdb, err := client(*rurl)
+	rdb, store, err := open(*rurl)
 	if err != nil {
 		return err
 	}
-	store := redisstore.New(rdb, redisstore.Options{})
 	before, err := usedMemory(ctx, rdb)
 	if err != nil {
 		return err
@@ -87,11 +86,10 @@ func drain(args []string) error {
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after")
 	_ = fs.Parse(args)
 	ctx := context.Background()
-	rdb, err := client(*rurl)
+	_, store, err := open(*rurl)
 	if err != nil {
 		return err
 	}
-	store := redisstore.New(rdb, redisstore.Options{})
 	start := time.Now()
 	polls := 0
 	for {
@@ -113,13 +111,16 @@ func drain(args []string) error {
 		"attempts_per_second": float64(*n) / el.Seconds(), "polls": polls})
 }
 
-func client(u string) (*redis.Client, error) {
+// open connects to the Redis at URL u and returns the client and a store
+// on it with the default options.
+func open(u string) (*redis.Client, *redisstore.Store, error) {
 	o, err := redis.ParseURL(u)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o.DisableIdentity = true
-	return redis.NewClient(o), nil
+	rdb := redis.NewClient(o)
+	return rdb, redisstore.New(rdb, redisstore.Options{}), nil
 }
 
 // usedMemory is INFO memory's used_memory, in bytes.

@@ -14,31 +14,36 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 )
 
 func main() {
+	commands := []struct {
+		name string
+		run  func(args []string) error
+	}{
+		{"upstream", upstream},
+		{"bare", bare},
+		{"load", load},
+		{"seed", seed},
+		{"drain", drain},
+		{"summary", summary},
+	}
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench upstream|bare|load|seed|drain|summary [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench "+strings.Join(names, "|")+" [flags]")
 		os.Exit(2)
 	}
-	var err error
-	switch os.Args[1] {
-	case "upstream":
-		err = upstream(os.Args[2:])
-	case "bare":
-		err = bare(os.Args[2:])
-	case "load":
-		err = load(os.Args[2:])
-	case "seed":
-		err = seed(os.Args[2:])
-	case "drain":
-		err = drain(os.Args[2:])
-	case "summary":
-		err = summary(os.Args[2:])
-	default:
-		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
+	i := slices.Index(names, os.Args[1])
+	if i < 0 {
+		fmt.Fprintf(os.Stderr, "bench: unknown subcommand %q\n", os.Args[1])
+		os.Exit(1)
 	}
-	if err != nil {
+	if err := commands[i].run(os.Args[2:]); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

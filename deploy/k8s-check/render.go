@@ -65,60 +65,47 @@ func Render(dir string) (*Manifests, error) {
 // apps/v1 StatefulSet, autoscaling/v2 HorizontalPodAutoscaler, policy/v1 PodDisruptionBudget,
 // networking.k8s.io/v1 NetworkPolicy, v1 for the core kinds).
 func (m *Manifests) Decode(apiVersion, kind string, doc []byte) error {
-	want, ok := apiVersionOf(kind)
+	k, ok := m.kinds()[kind]
 	if !ok {
 		return fmt.Errorf("kind %q is not one the checks know; add it to k8scheck", kind)
 	}
-	if apiVersion != want {
-		return fmt.Errorf("apiVersion %q, want %q", apiVersion, want)
+	if apiVersion != k.apiVersion {
+		return fmt.Errorf("apiVersion %q, want %q", apiVersion, k.apiVersion)
 	}
-	var err error
-	switch kind {
-	case "Namespace":
-		m.Namespaces, err = decodeAppend(doc, m.Namespaces)
-	case "ServiceAccount":
-		m.ServiceAccounts, err = decodeAppend(doc, m.ServiceAccounts)
-	case "ConfigMap":
-		m.ConfigMaps, err = decodeAppend(doc, m.ConfigMaps)
-	case "Service":
-		m.Services, err = decodeAppend(doc, m.Services)
-	case "Deployment":
-		m.Deployments, err = decodeAppend(doc, m.Deployments)
-	case "StatefulSet":
-		m.StatefulSets, err = decodeAppend(doc, m.StatefulSets)
-	case "PodDisruptionBudget":
-		m.PDBs, err = decodeAppend(doc, m.PDBs)
-	case "HorizontalPodAutoscaler":
-		m.HPAs, err = decodeAppend(doc, m.HPAs)
-	case "NetworkPolicy":
-		m.NetworkPolicies, err = decodeAppend(doc, m.NetworkPolicies)
-	}
-	return err
+	return k.decode(doc)
 }
 
-// apiVersionOf returns the apiVersion a known kind must be written in, and
-// false for a kind the checks do not know.
-func apiVersionOf(kind string) (string, bool) {
-	switch kind {
-	case "Namespace", "ServiceAccount", "ConfigMap", "Service":
-		return "v1", true
-	case "Deployment", "StatefulSet":
-		return "apps/v1", true
-	case "PodDisruptionBudget":
-		return "policy/v1", true
-	case "HorizontalPodAutoscaler":
-		return "autoscaling/v2", true
-	case "NetworkPolicy":
-		return "networking.k8s.io/v1", true
-	}
-	return "", false
+// kind is a kind the checks know: the apiVersion it must be written in,
+// and how to decode one object of it into m.
+type kind struct {
+	apiVersion string
+	decode     func(doc []byte) error
 }
 
-// decodeAppend strictly decodes doc into a new T and appends it to list.
-func decodeAppend[T any](doc []byte, list []T) ([]T, error) {
-	var v T
-	if err := yaml.UnmarshalStrict(doc, &v); err != nil {
-		return list, fmt.Errorf("strict decoding: %w", err)
+// kinds are the kinds the checks know, each with its list in m.
+func (m *Manifests) kinds() map[string]kind {
+	return map[string]kind{
+		"Namespace":               {"v1", into(&m.Namespaces)},
+		"ServiceAccount":          {"v1", into(&m.ServiceAccounts)},
+		"ConfigMap":               {"v1", into(&m.ConfigMaps)},
+		"Service":                 {"v1", into(&m.Services)},
+		"Deployment":              {"apps/v1", into(&m.Deployments)},
+		"StatefulSet":             {"apps/v1", into(&m.StatefulSets)},
+		"PodDisruptionBudget":     {"policy/v1", into(&m.PDBs)},
+		"HorizontalPodAutoscaler": {"autoscaling/v2", into(&m.HPAs)},
+		"NetworkPolicy":           {"networking.k8s.io/v1", into(&m.NetworkPolicies)},
 	}
-	return append(list, v), nil
+}
+
+// into returns a decoder that strictly decodes a doc into a new T and
+// appends it to *list.
+func into[T any](list *[]T) func(doc []byte) error {
+	return func(doc []byte) error {
+		var v T
+		if err := yaml.UnmarshalStrict(doc, &v); err != nil {
+			return fmt.Errorf("strict decoding: %w", err)
+		}
+		*list = append(*list, v)
+		return nil
+	}
 }

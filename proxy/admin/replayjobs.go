@@ -74,9 +74,8 @@ func decodeJobSpec(r *http.Request, sp *api.ReplayJobSpec) error {
 	return nil
 }
 
-// specOf is the replay service's spec of a job body. A filter converts
-// field for field: api.ReplayFilter has replay.Filter's fields, so a field
-// added to one and not the other fails to compile here.
+// specOf is the replay service's spec of a job body (replay.Filter is
+// defined as api.ReplayFilter, so a filter converts as it is).
 func specOf(b api.ReplayJobSpec) replay.Spec {
 	sp := replay.Spec{IDs: b.IDs, DryRun: b.DryRun, Rate: b.Rate}
 	for _, f := range b.Filters {

@@ -70,8 +70,8 @@ type ReplayJobSpec struct {
 // statuses, 100–599, or 0 for none; Reasons are exhausted, permanent,
 // ambiguous or endpoint_disabled. At most 100 of each. Unresolved keeps
 // only dead letters whose replays have not succeeded (never replayed,
-// pending, failed again). It has the fields of
-// the replay service's filter, which proxy/admin converts it to.
+// pending, failed again). The replay service's filter (replay.Filter) is
+// this type, with its validation and matching.
 type ReplayFilter struct {
 	Endpoints  []string                  `json:"endpoints,omitempty"`
 	Since      time.Time                 `json:"since,omitzero"`

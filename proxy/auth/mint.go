@@ -30,8 +30,18 @@ func MintHS256(secret []byte, issuer, audience, subject string, lifetime time.Du
 	case lifetime < time.Second:
 		return "", fmt.Errorf("auth: token lifetime %s is under 1s (NumericDates are whole seconds)", lifetime)
 	}
-	at := jwt.NewNumericDate(now)
-	claims := jwt.RegisteredClaims{
+	claims := NamedCredentialClaims(issuer, audience, subject, now, lifetime)
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+}
+
+// NamedCredentialClaims returns the registered claims of a Salesforce Named
+// Credential token: `iss`, `aud` (one value), `sub`, iat = nbf = issuedAt
+// and exp = iat + lifetime, NumericDates in whole seconds (RFC 7519 §2:
+// issuedAt is truncated to the second, then lifetime added and the sum
+// truncated).
+func NamedCredentialClaims(issuer, audience, subject string, issuedAt time.Time, lifetime time.Duration) jwt.RegisteredClaims {
+	at := jwt.NewNumericDate(issuedAt)
+	return jwt.RegisteredClaims{
 		Issuer:    issuer,
 		Subject:   subject,
 		Audience:  jwt.ClaimStrings{audience},
@@ -39,5 +49,4 @@ func MintHS256(secret []byte, issuer, audience, subject string, lifetime time.Du
 		NotBefore: at,
 		ExpiresAt: jwt.NewNumericDate(at.Add(lifetime)),
 	}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 }

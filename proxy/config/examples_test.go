@@ -11,6 +11,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 )
 
 const examples = "../../deploy/examples"
@@ -67,9 +68,9 @@ func TestExampleProduction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, dir, f.name, string(b))
+		credtest.WriteFile(t, dir, f.name, b)
 	}
-	path := writeFile(t, dir, "production.yaml", strings.ReplaceAll(string(text), "/etc/callout-proxy/secrets", dir))
+	path := credtest.WriteFile(t, dir, "production.yaml", []byte(strings.ReplaceAll(string(text), "/etc/callout-proxy/secrets", dir)))
 	cfg, err := config.Load(path, productionEnv().get)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package config_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -88,15 +86,6 @@ func doc(over map[string]string, dir string) string {
 	return strings.ReplaceAll(b.String(), "{{dir}}", dir)
 }
 
-func writeFile(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // keyFiles writes, into a new temporary directory, a self-signed
 // certificate (cert.pem), its PKCS #8 key (key.pem, also usable as a
 // Salesforce JWT key), a file secret (secret.txt) and a file that is not
@@ -105,10 +94,10 @@ func keyFiles(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	cert, key := credtest.SelfSigned(t, "callout-proxy test", "localhost")
-	writeFile(t, dir, "cert.pem", string(cert))
-	writeFile(t, dir, "key.pem", string(key))
-	writeFile(t, dir, "secret.txt", fileSecret+"\n")
-	writeFile(t, dir, "junk.txt", "not a pem file\n")
+	credtest.WriteFile(t, dir, "cert.pem", cert)
+	credtest.WriteFile(t, dir, "key.pem", key)
+	credtest.WriteFile(t, dir, "secret.txt", []byte(fileSecret+"\n"))
+	credtest.WriteFile(t, dir, "junk.txt", []byte("not a pem file\n"))
 	return dir
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 )
 
 func TestParseFillsDefaults(t *testing.T) {
@@ -197,7 +198,7 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 		"auth":      "auth:\n  issuers: [https://a.my.salesforce.com]\n  audience: x\n  certificate_files: [cert.pem]\n",
 		"endpoints": "endpoints:\n  a:\n    url: https://a.example.com\n    headers:\n      X-Key: {file: secret.txt}\n",
 	}, dir)
-	path := writeFile(t, dir, "config.yaml", text)
+	path := credtest.WriteFile(t, dir, "config.yaml", []byte(text))
 	cfg, err := config.Load(path, baseEnv().get)
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 		t.Errorf("header secret resolved to %v (err %v)", v == fileSecret, err)
 	}
 
-	bad := writeFile(t, dir, "bad.yaml", strings.Replace(text, "audience: x", "audience: ''", 1))
+	bad := credtest.WriteFile(t, dir, "bad.yaml", []byte(strings.Replace(text, "audience: x", "audience: ''", 1)))
 	_, err = config.Load(bad, baseEnv().get)
 	ps := problems(t, err)
 	if len(ps) != 1 || ps[0].Error() != bad+":5: auth.audience: required" {

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 )
 
 func TestSecretRefResolve(t *testing.T) {
 	dir := t.TempDir()
-	file := func(name, content string) string { return writeFile(t, dir, name, content) }
+	file := func(name, content string) string { return credtest.WriteFile(t, dir, name, []byte(content)) }
 	big := file("big", strings.Repeat("x", 64<<10+1))
 	tests := []struct {
 		name    string
@@ -118,7 +119,7 @@ func TestSecretAccessors(t *testing.T) {
 // operator finds what to fix.)
 func TestNoSecretInErrors(t *testing.T) {
 	dir := keyFiles(t)
-	writeFile(t, dir, "bell.txt", fileSecret+"\a\n")
+	credtest.WriteFile(t, dir, "bell.txt", []byte(fileSecret+"\a\n"))
 	getenv := env{
 		"JWT_SECRET":   "short-" + jwtSecret[:8], // too short: reported, not quoted
 		"ADMIN_TOKEN":  adminSecret,
@@ -173,8 +174,8 @@ func TestStringersHideSecrets(t *testing.T) {
 
 func TestLoadFileSecretTrimmed(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "token", adminSecret+"\r\n")
-	path := writeFile(t, dir, "c.yaml", doc(map[string]string{"admin": "admin:\n  tokens:\n    - {name: ops, token_file: token, scope: write}\n"}, dir))
+	credtest.WriteFile(t, dir, "token", []byte(adminSecret+"\r\n"))
+	path := credtest.WriteFile(t, dir, "c.yaml", []byte(doc(map[string]string{"admin": "admin:\n  tokens:\n    - {name: ops, token_file: token, scope: write}\n"}, dir)))
 	cfg, err := config.Load(path, baseEnv().get)
 	if err != nil {
 		t.Fatal(err)

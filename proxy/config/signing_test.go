@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 )
 
 // whsec is a valid Standard Webhooks HMAC secret (24 bytes).
@@ -19,8 +20,8 @@ var whsec = "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcde
 // signing headers are listed for redaction.
 func TestParseSigning(t *testing.T) {
 	dir := keyFiles(t)
-	writeFile(t, dir, "hook-next.txt", whsec+"\n")
-	writeFile(t, dir, "aws-secret.txt", "aws-secret-access-key\n")
+	credtest.WriteFile(t, dir, "hook-next.txt", []byte(whsec+"\n"))
+	credtest.WriteFile(t, dir, "aws-secret.txt", []byte("aws-secret-access-key\n"))
 	env := baseEnv()
 	env["AWS_KEY_ID"] = "AKIDEXAMPLE"
 	text := doc(map[string]string{"endpoints": `endpoints:
@@ -39,7 +40,7 @@ func TestParseSigning(t *testing.T) {
     url: https://abc123.lambda-url.eu-west-1.on.aws
     aws_sigv4: {region: eu-west-1, service: lambda}
 `}, dir)
-	cfg, err := config.Load(writeFile(t, dir, "config.yaml", text), env.get)
+	cfg, err := config.Load(credtest.WriteFile(t, dir, "config.yaml", []byte(text)), env.get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,6 @@ func TestParseSigning(t *testing.T) {
 }
 
 func TestValidateSigning(t *testing.T) {
-	const url = "    url: https://api.example.com/v2\n"
 	const aws = "    aws_sigv4:\n      region: eu-west-1\n      service: execute-api\n"
 	runInvalid(t, []invalidCase{
 		{"no secrets", endpoint(url + "    standard_webhooks: {secrets: []}\n"),

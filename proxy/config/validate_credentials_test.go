@@ -3,9 +3,11 @@ package config_test
 import (
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/forward/credentials/credtest"
 )
 
 // oauth2Block is a valid oauth2 block (indented for endpoint()) whose
@@ -15,6 +17,11 @@ const oauth2Block = `    oauth2:
       client_id: {env: SF_CLIENT_ID}
       client_secret: {file: {{dir}}/secret.txt}
 `
+
+// oauth2TokenURL is oauth2Block with token_url u.
+func oauth2TokenURL(u string) string {
+	return strings.Replace(oauth2Block, "https://auth.example.com/oauth2/token", u, 1)
+}
 
 // TestParseCredentials: a complete oauth2 and tls block decodes into the
 // endpoint, auth_style defaults to header, and Load resolves relative
@@ -37,7 +44,7 @@ func TestParseCredentials(t *testing.T) {
       client_key_file: key.pem
       ca_file: cert.pem
 `}, dir)
-	cfg, err := config.Load(writeFile(t, dir, "config.yaml", text), baseEnv().get)
+	cfg, err := config.Load(credtest.WriteFile(t, dir, "config.yaml", []byte(text)), baseEnv().get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,20 +75,16 @@ func TestParseCredentialsAlias(t *testing.T) {
 }
 
 func TestValidateOAuth2(t *testing.T) {
-	const url = "    url: https://api.example.com/v2\n"
 	runInvalid(t, []invalidCase{
 		{"empty block", endpoint(url + "    oauth2: {}\n"), []string{
 			"endpoints.payment-api.oauth2.token_url: required",
 			"endpoints.payment-api.oauth2.client_id: required: set exactly one of env and file",
 			"endpoints.payment-api.oauth2.client_secret: required: set exactly one of env and file"}},
-		{"http token url", endpoint(url + "    oauth2:\n      token_url: http://auth.example.com/token\n" +
-			"      client_id: {env: SF_CLIENT_ID}\n      client_secret: {env: PAYMENT_AUTH}\n"),
+		{"http token url", endpoint(url + oauth2TokenURL("http://auth.example.com/token")),
 			[]string{"endpoints.payment-api.oauth2.token_url: must be an https URL"}},
-		{"token url with user info", endpoint(url + "    oauth2:\n      token_url: https://id:pw@auth.example.com/token\n" +
-			"      client_id: {env: SF_CLIENT_ID}\n      client_secret: {env: PAYMENT_AUTH}\n"),
+		{"token url with user info", endpoint(url + oauth2TokenURL("https://id:pw@auth.example.com/token")),
 			[]string{"endpoints.payment-api.oauth2.token_url: must not contain user info"}},
-		{"token url with a fragment", endpoint(url + "    oauth2:\n      token_url: https://auth.example.com/token#x\n" +
-			"      client_id: {env: SF_CLIENT_ID}\n      client_secret: {env: PAYMENT_AUTH}\n"),
+		{"token url with a fragment", endpoint(url + oauth2TokenURL("https://auth.example.com/token#x")),
 			[]string{"endpoints.payment-api.oauth2.token_url: must not have a fragment"}},
 		{"both env and file", endpoint(url + "    oauth2:\n      token_url: https://auth.example.com/token\n" +
 			"      client_id: {env: SF_CLIENT_ID, file: x}\n      client_secret: {env: PAYMENT_AUTH}\n"),
@@ -107,7 +110,6 @@ func TestValidateOAuth2(t *testing.T) {
 }
 
 func TestValidateUpstreamTLS(t *testing.T) {
-	const url = "    url: https://api.example.com/v2\n"
 	runInvalid(t, []invalidCase{
 		{"empty block", endpoint(url + "    tls: {}\n"),
 			[]string{"endpoints.payment-api.tls: set client_cert_file and client_key_file, ca_file, or both"}},

@@ -49,8 +49,10 @@ func endpoint(body string) map[string]string {
 	return map[string]string{"endpoints": "endpoints:\n  payment-api:\n" + body}
 }
 
+// url is payment-api's url line, for endpoint bodies.
+const url = "    url: https://api.example.com/v2\n"
+
 func TestValidateEndpointNameAndURL(t *testing.T) {
-	const url = "    url: https://api.example.com/v2\n"
 	runInvalid(t, []invalidCase{
 		{"name with capitals", map[string]string{"endpoints": "endpoints:\n  Payment_API:\n" + url},
 			[]string{"endpoints.Payment_API: name must match ^[a-z0-9][a-z0-9-]{0,62}$"}},
@@ -84,7 +86,6 @@ func TestValidateEndpointNameAndURL(t *testing.T) {
 }
 
 func TestValidateEndpointSettings(t *testing.T) {
-	const url = "    url: https://api.example.com/v2\n"
 	runInvalid(t, []invalidCase{
 		{"owner not a user id", endpoint(url + "    owner: 001000000000001AAA\n"),
 			[]string{"endpoints.payment-api.owner: must be a Salesforce user id"}},
@@ -115,7 +116,6 @@ func TestValidateEndpointSettings(t *testing.T) {
 }
 
 func TestValidateEndpointHeaders(t *testing.T) {
-	const url = "    url: https://api.example.com/v2\n"
 	runInvalid(t, []invalidCase{
 		{"header name not a token", endpoint(url + "    headers:\n      Bad Header: {env: PAYMENT_AUTH}\n"),
 			[]string{"endpoints.payment-api.headers.Bad Header: is not a valid header name"}},

@@ -7,11 +7,24 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redact"
 )
 
+// redactCase is an input of a redacting function and its output.
+type redactCase struct{ name, in, want string }
+
+// runRedact runs each case as a subtest: fn (named name in failures) of
+// in must be want.
+func runRedact(t *testing.T, name string, fn func(string) string, tests []redactCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := fn(tt.in); got != tt.want {
+				t.Errorf("%s(%q) = %q, want %q", name, tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestQuery(t *testing.T) {
-	rules := paymentRules()
-	tests := []struct {
-		name, in, want string
-	}{
+	runRedact(t, "Query", paymentRules().Query, []redactCase{
 		{"empty", "", ""},
 		{"no redacted names", "a=1&b=%20x+y", "a=1&b=%20x+y"},
 		{"one value", "api_key=s3cret", "api_key=[REDACTED]"},
@@ -26,14 +39,7 @@ func TestQuery(t *testing.T) {
 		{"case-sensitive", "API_KEY=1&Api_key=2", "API_KEY=1&Api_key=2"},
 		{"name that does not decode compared raw", "api_key%zz=1&x=%zz", "api_key%zz=1&x=%zz"},
 		{"semicolon is not a separator", "a=1;api_key=2", "a=1;api_key=2"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := rules.Query(tt.in); got != tt.want {
-				t.Errorf("Query(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestQueryRawNameFallback(t *testing.T) {
@@ -52,21 +58,11 @@ func TestQueryNoRules(t *testing.T) {
 }
 
 func TestPathAndQuery(t *testing.T) {
-	rules := paymentRules()
-	tests := []struct {
-		name, in, want string
-	}{
+	runRedact(t, "PathAndQuery", paymentRules().PathAndQuery, []redactCase{
 		{"no query", "/v1/charges", "/v1/charges"},
 		{"empty query", "/v1/charges?", "/v1/charges?"},
 		{"query", "/v1/charges?api_key=s&x=1", "/v1/charges?api_key=[REDACTED]&x=1"},
 		{"split at the first '?'", "/v1/a?b=?&api_key=?", "/v1/a?b=?&api_key=[REDACTED]"},
 		{"path that looks like a parameter", "/api_key=1?x=1", "/api_key=1?x=1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := rules.PathAndQuery(tt.in); got != tt.want {
-				t.Errorf("PathAndQuery(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
+	})
 }

@@ -11,30 +11,18 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/api"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
 )
 
 // Filter selects dead letters (contract §8 "filtered (endpoint, time range,
-// status code, reason)"). Every part that is set must match; an empty
-// part matches everything.
-type Filter struct {
-	// Endpoints are endpoint names; none: every endpoint (the configured
-	// ones and any the store still holds dead letters of).
-	Endpoints []string `json:"endpoints,omitempty"`
-	// Since and Until bound the time the callout became a dead letter,
-	// both inclusive (millisecond precision); zero: unbounded.
-	Since time.Time `json:"since,omitzero"`
-	Until time.Time `json:"until,omitzero"`
-	// Statuses are the last upstream response's status codes (100–599);
-	// 0 matches a dead letter that never got a response.
-	Statuses []int `json:"statuses,omitempty"`
-	// Reasons are dead-letter reasons: exhausted, permanent, ambiguous,
-	// endpoint_disabled.
-	Reasons []policy.DeadLetterReason `json:"reasons,omitempty"`
-	// Unresolved keeps only dead letters whose replays have not succeeded
-	// (policy.Resolution.Resolved): never replayed, pending, failed again.
-	Unresolved bool `json:"unresolved,omitempty"`
-}
+// status code, reason)"): the admin API's api.ReplayFilter, whose fields and
+// JSON names it has (a job's stored spec encodes it the same way), with
+// Validate and Match. Every part that is set must match; an empty part
+// matches everything. Since and Until are compared at millisecond
+// precision; Endpoints, when none, is every endpoint: the configured ones
+// and any the store still holds dead letters of.
+type Filter api.ReplayFilter
 
 // endpointName is contract §10's endpoint name rule.
 var endpointName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)

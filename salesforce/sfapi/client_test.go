@@ -19,7 +19,7 @@ import (
 
 func TestAssertionClaims(t *testing.T) {
 	key := authtest.NewRSAKey(t)
-	cr := Credentials{LoginURL: "https://login.salesforce.com/", ClientID: clientID, Username: username, Key: key}
+	cr := Credentials{LoginURL: "https://login.salesforce.com/", ClientID: sfemu.ClientID, Username: sfemu.Username, Key: key}
 	s, err := cr.Assertion(t0)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestAssertionClaims(t *testing.T) {
 		claim string
 		want  any
 	}{
-		{"iss", clientID}, {"sub", username}, {"aud", "https://login.salesforce.com"},
+		{"iss", sfemu.ClientID}, {"sub", sfemu.Username}, {"aud", "https://login.salesforce.com"},
 		{"exp", float64(t0.Add(3 * time.Minute).Unix())},
 	} {
 		if claims[c.claim] != c.want {
@@ -183,9 +183,9 @@ func TestQuoteSOQL(t *testing.T) {
 func TestQueryPages(t *testing.T) {
 	key := authtest.NewRSAKey(t)
 	clk := clocktest.New(t0)
-	emu := sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: clientID, Username: username,
+	emu := sfemu.New(t, sfemu.Options{PublicKey: &key.PublicKey, ClientID: sfemu.ClientID, Username: sfemu.Username,
 		PageSize: 2, Now: clk.Now})
-	c, err := NewClient(Options{Credentials: Credentials{LoginURL: emu.URL, ClientID: clientID, Username: username, Key: key},
+	c, err := NewClient(Options{Credentials: Credentials{LoginURL: emu.URL, ClientID: sfemu.ClientID, Username: sfemu.Username, Key: key},
 		Transport: emu.Client().Transport, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,6 @@ import (
 var t0 = time.UnixMilli(1_700_000_000_000).UTC()
 
 const (
-	clientID = "3MVG9-test-consumer-key"
-	username = "integration@example.com"
 	// object and extField are the dead-letter object and its external id
 	// (the salesforce package's object, extField).
 	object   = "Failed_Callout__c"
@@ -53,7 +51,7 @@ func newEnv(t testing.TB) *env {
 func newEnvWith(t testing.TB, emu func(*sfemu.Options)) *env {
 	t.Helper()
 	e := &env{t: t, key: authtest.NewRSAKey(t), clk: clocktest.New(t0), logs: &bytes.Buffer{}}
-	eo := sfemu.Options{PublicKey: &e.key.PublicKey, ClientID: clientID, Username: username, Now: e.clk.Now,
+	eo := sfemu.Options{PublicKey: &e.key.PublicKey, ClientID: sfemu.ClientID, Username: sfemu.Username, Now: e.clk.Now,
 		Objects: map[string]map[string]int{object: {extField: 255, "Request_Body__c": 0, "Status__c": 0}}}
 	if emu != nil {
 		emu(&eo)
@@ -61,7 +59,7 @@ func newEnvWith(t testing.TB, emu func(*sfemu.Options)) *env {
 	e.emu = sfemu.New(t, eo)
 	var err error
 	e.client, err = NewClient(Options{
-		Credentials: Credentials{LoginURL: e.emu.URL, ClientID: clientID, Username: username, Key: e.key},
+		Credentials: Credentials{LoginURL: e.emu.URL, ClientID: sfemu.ClientID, Username: sfemu.Username, Key: e.key},
 		Transport:   e.emu.Client().Transport, Now: e.clk.Now,
 		OnResult: func(r string) {
 			if r == string(AuthFailed) {

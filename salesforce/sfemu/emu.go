@@ -62,6 +62,14 @@ import (
 // Record is one stored record or event: field name -> JSON value.
 type Record map[string]any
 
+// ClientID and Username are a test connected app's consumer key and its
+// integration user: what tests give Options.ClientID and Options.Username
+// and the client they point at the Server.
+const (
+	ClientID = "3MVG9-test-consumer-key"
+	Username = "integration@example.com"
+)
+
 // Options configure a Server.
 type Options struct {
 	// PublicKey verifies JWT bearer assertions (the certificate uploaded to

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/calloutproxy/callout-proxy/proxy/auth"
 )
 
 // KeyBits is the RSA modulus size NewRSAKey generates, in bits: the
@@ -126,17 +128,10 @@ func writePEM(t testing.TB, path string, b []byte) {
 }
 
 // Claims returns the registered claims of a Salesforce Named Credential
-// JWT: iss, aud, sub, iat = nbf = issuedAt, exp = issuedAt + lifetime.
+// JWT: iss, aud, sub, iat = nbf = issuedAt, exp = issuedAt + lifetime
+// (auth.NamedCredentialClaims, which MintHS256 signs).
 func Claims(issuer, audience, subject string, issuedAt time.Time, lifetime time.Duration) jwt.RegisteredClaims {
-	at := jwt.NewNumericDate(issuedAt)
-	return jwt.RegisteredClaims{
-		Issuer:    issuer,
-		Subject:   subject,
-		Audience:  jwt.ClaimStrings{audience},
-		IssuedAt:  at,
-		NotBefore: at,
-		ExpiresAt: jwt.NewNumericDate(issuedAt.Add(lifetime)),
-	}
+	return auth.NamedCredentialClaims(issuer, audience, subject, issuedAt, lifetime)
 }
 
 // MintRS signs claims with key; alg is "RS256" or "RS512".

@@ -193,13 +193,12 @@ func (s *suite) promisedBodies(t *testing.T) {
 	const n = maxConnections + 200
 	var refused, other atomic.Int64
 	parallel(n, 128, func(i int) {
-		c, err := net.DialTimeout("tcp", s.p.Addr, 5*time.Second)
+		c, err := dial(s.p.Addr, 10*time.Second) // longer than the proxy's body deadline here
 		if err != nil {
 			other.Add(1)
 			return
 		}
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // the body deadline here is longer
 		head := "POST /callout/flood/promised-" + strconv.Itoa(i) + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab"
 		if _, err := io.WriteString(c, head); err != nil {
 			other.Add(1)
@@ -235,13 +234,12 @@ func (s *suite) slowCallers(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 2 * n {
 		wg.Go(func() {
-			c, err := net.DialTimeout("tcp", s.p.Addr, 5*time.Second)
+			c, err := dial(s.p.Addr, 20*time.Second)
 			if err != nil {
 				other.Add(1)
 				return
 			}
 			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 			answered := make(chan *http.Response, 1)
 			go func() {
 				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -317,13 +315,12 @@ func (s *suite) hugeHeaders(t *testing.T) {
 	var ok, refused atomic.Int64
 	growth := s.redisGrowth(t, func() {
 		parallel(400, 400, func(i int) {
-			c, err := net.DialTimeout("tcp", s.p.Addr, 5*time.Second)
+			c, err := dial(s.p.Addr, 20*time.Second)
 			if err != nil {
 				refused.Add(1)
 				return
 			}
 			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 			go func() {
 				_, _ = io.WriteString(c, "PUT /callout/flood/huge HTTP/1.1\r\nHost: x\r\nAuthorization: "+s.tokenA+
 					"\r\nIdempotency-Key: huge-"+strconv.Itoa(i)+"\r\nX-Big: "+big+"\r\nContent-Length: 2\r\n\r\n{}")

@@ -4,6 +4,7 @@ package hostile
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,4 +78,15 @@ func proxyOptions() proctest.ProxyOptions {
 // 30 minutes (the suite takes under 5).
 func bearer(t *testing.T, iss string) string {
 	return proctest.Bearer(t, proctest.IssuerSecret(testSecret, iss), iss, 30*time.Minute)
+}
+
+// dial connects to addr (a proxy listener) within 5 s and sets the
+// connection's read and write deadline to d from now.
+func dial(addr string, d time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(d))
+	return c, nil
 }

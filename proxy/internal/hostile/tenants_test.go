@@ -93,7 +93,7 @@ func TestHostileMemoryShare(t *testing.T) {
 	for i := range stalledUploads {
 		sent.Add(1)
 		go func() {
-			c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
+			c, err := dial(p.Addr, 60*time.Second)
 			if err != nil {
 				unsent.Add(1)
 				sent.Done()
@@ -102,7 +102,6 @@ func TestHostileMemoryShare(t *testing.T) {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
-			_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 			answered := make(chan struct{})
 			go func() {
 				defer close(answered)

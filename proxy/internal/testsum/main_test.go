@@ -15,21 +15,8 @@ import (
 // line and what was printed: the failed test's output, not the passing
 // one's; the build error.
 func TestTallyOfRealGoTestRuns(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go on PATH")
-	}
-	dir := t.TempDir()
-	write := func(name, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("go.mod", "module sample\n\ngo 1.22\n")
-	write("a/a_test.go", `package a
+	cmd := goTest(t, map[string]string{
+		"a/a_test.go": `package a
 import "testing"
 func TestPass(t *testing.T) { t.Log("quiet when passing") }
 func TestFail(t *testing.T) { t.Log("shown when failing"); t.Fail() }
@@ -38,11 +25,9 @@ func TestSubs(t *testing.T) {
 	t.Run("one", func(t *testing.T) {})
 	t.Run("two", func(t *testing.T) {})
 }
-`)
-	write("b/b_test.go", "package b\nimport \"testing\"\nfunc TestBroken(t *testing.T) { undefined() }\n")
-	cmd := exec.Command("go", "test", "-json", "./...")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+`,
+		"b/b_test.go": "package b\nimport \"testing\"\nfunc TestBroken(t *testing.T) { undefined() }\n",
+	}, "-json")
 	raw, _ := cmd.Output() // exit 1: tests fail
 	tally := filepath.Join(t.TempDir(), "tally")
 	var out bytes.Buffer
@@ -112,4 +97,29 @@ func TestRunCountsEveryStep(t *testing.T) {
 			t.Fatalf("after %s: total %q, %v; want %q", s.name, total.String(), err, s.total)
 		}
 	}
+}
+
+// goTest writes a module named sample with files (path: content) into a
+// new temporary directory and returns `go test <flags> ./...` to run in
+// it, with GOFLAGS and GOWORK cleared. It skips the test when go is not
+// on PATH.
+func goTest(t *testing.T, files map[string]string, flags ...string) *exec.Cmd {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go on PATH")
+	}
+	dir := t.TempDir()
+	files["go.mod"] = "module sample\n\ngo 1.22\n"
+	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", append(append([]string{"test"}, flags...), "./...")...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	return cmd
 }

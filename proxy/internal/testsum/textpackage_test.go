@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,26 +17,11 @@ import (
 // did. This test runs a real go test -v on such a module (three packages)
 // and wants three failures.
 func TestTextStepCountsEveryFailedPackage(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go on PATH")
-	}
-	dir := t.TempDir()
-	write := func(name, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("go.mod", "module sample\n\ngo 1.22\n")
-	write("a/a_test.go", "package a\nimport \"testing\"\nfunc TestFail(t *testing.T) { t.Fail() }\n")
-	write("b/b_test.go", "package b\nimport \"testing\"\nfunc TestBroken(t *testing.T) { undefined() }\n")
-	write("c/c_test.go", "package c\nimport (\"os\"; \"testing\")\nfunc TestExits(t *testing.T) { os.Exit(3) }\n")
-	cmd := exec.Command("go", "test", "-v", "-count=1", "./...")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	cmd := goTest(t, map[string]string{
+		"a/a_test.go": "package a\nimport \"testing\"\nfunc TestFail(t *testing.T) { t.Fail() }\n",
+		"b/b_test.go": "package b\nimport \"testing\"\nfunc TestBroken(t *testing.T) { undefined() }\n",
+		"c/c_test.go": "package c\nimport (\"os\"; \"testing\")\nfunc TestExits(t *testing.T) { os.Exit(3) }\n",
+	}, "-v", "-count=1")
 	raw, _ := cmd.CombinedOutput() // exit 1: every package fails
 	got := closingLine(t, bytes.NewReader(raw))
 	// Three packages failed: a (a failed test), b (does not build), c (a
