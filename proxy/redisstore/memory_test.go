@@ -18,8 +18,9 @@ import (
 // included, with a 31-byte body (the benchmark's drain seed: one header).
 // The figure is 442–479 bytes (docs/performance.md "Memory per pending
 // callout"), the spread being the main dict's table (8 bytes a slot,
-// doubled as the key count passes a power of two); issue 28's target is
-// 400, which needs one key per callout fewer (the same section).
+// doubled as the key count passes a power of two); the hot path's target
+// (deploy/bench/BENCHMARKS.md) is 400, which needs one key per callout
+// fewer (the same section).
 const maxPendingBytes = 512
 
 // The seed shape's parts by MEMORY USAGE, bytes (deterministic: jemalloc's
