@@ -205,6 +205,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition
 	}
+	script.Attach(client, opts.Logger) // Redis Functions where Redis has them (script.Attach)
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,

@@ -66,6 +66,7 @@ import (
 // (contract §1, ARCHITECTURE.md "One clock"): scripts take now from clock
 // and replicas pass durations, never instants.
 const Clock = `local clock_now = nil
+--@per-call clock_now = nil
 local function clock(pinned)
   local p = tonumber(pinned) or 0
   if p > 0 then return p end
@@ -143,15 +144,29 @@ func New[A, R any](name, body string, prelude ...string) (*Script[A, R], error) 
 	}
 	src.WriteString("\n")
 	src.WriteString(body)
-	return &Script[A, R]{name: name, src: src.String(), sha: redis.NewScript(src.String()).Hash(), body: src.String(),
+	sha := redis.NewScript(src.String()).Hash()
+	if err := register(name, sha, ac.lua, body, prelude); err != nil {
+		return nil, fmt.Errorf("script %s: %w", name, err)
+	}
+	return &Script[A, R]{name: name, src: src.String(), sha: sha, body: src.String(),
 		args: ac, reply: rc}, nil
 }
 
 // Name is the script's name (its file name without .lua).
 func (s *Script[A, R]) Name() string { return s.name }
 
-// Source is the whole Lua source Redis runs (reader, preludes, body).
+// Source is the whole Lua source EVAL runs (reader, preludes, body).
 func (s *Script[A, R]) Source() string { return s.src }
+
+// SHA is the SHA-1 of Source in hex, EVALSHA's argument.
+func (s *Script[A, R]) SHA() string { return s.sha.(string) }
+
+// Function is the script's function name in the library of every script
+// made so far (Library), FCALL's argument on a client that uses functions.
+func (s *Script[A, R]) Function() string {
+	fn, _ := current().names[s.SHA()].(string)
+	return fn
+}
 
 // Encode returns the KEYS and ARGV that a runs the script with. Callers
 // need it only to run the script outside Run and Queue (tests, benchmarks).
@@ -174,12 +189,32 @@ func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 	cmd := s.command(ctx, false, len(keys), args)
 	_ = c.Process(ctx, cmd)
 	v, err := cmd.Result()
-	if noScript(err) {
+	if funcNotFound(err) {
+		v, err = s.again(ctx, c, len(keys), args)
+	} else if noScript(err) {
 		cmd = s.command(ctx, true, len(keys), args)
 		_ = c.Process(ctx, cmd)
 		v, err = cmd.Result()
 	}
 	return s.decode(v, err)
+}
+
+// again runs a call again on c after Redis answered "Function not found"
+// (it did not run): the library is loaded again and the call retried once
+// as FCALL; when the library cannot be loaded, or the retry meets the same
+// answer, the call goes as EVAL of the source, which always runs.
+func (s *Script[A, R]) again(ctx context.Context, c Processor, nkeys int, args []any) (any, error) {
+	if cl := clientOf(c); cl != nil && cl.reload(ctx) {
+		cmd := s.command(ctx, false, nkeys, args)
+		_ = c.Process(ctx, cmd)
+		v, err := cmd.Result()
+		if !funcNotFound(err) {
+			return v, err
+		}
+	}
+	cmd := s.command(ctx, true, nkeys, args)
+	_ = c.Process(ctx, cmd)
+	return cmd.Result()
 }
 
 // Queue adds a run of the script with a to the pipeline p (EVALSHA); read
@@ -252,7 +287,9 @@ type Call[A, R any] struct {
 // run again with EVAL on c. Errors as Script.Run.
 func (c *Call[A, R]) Result(ctx context.Context, fallback Processor) (R, error) {
 	v, err := c.cmd.Result()
-	if noScript(err) {
+	if funcNotFound(err) {
+		v, err = c.s.again(ctx, fallback, len(c.keys), c.args)
+	} else if noScript(err) {
 		cmd := c.s.command(ctx, true, len(c.keys), c.args)
 		_ = fallback.Process(ctx, cmd)
 		v, err = cmd.Result()
