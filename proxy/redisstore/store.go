@@ -199,7 +199,10 @@ type Store struct {
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
-// filling Options defaults. It does not contact Redis (see Ping).
+// filling Options defaults. It does not contact Redis (see Ping). It
+// attaches client to the script layer (script.Attach: the scripts run as
+// Redis Functions where Redis allows, the mode logged once on
+// Options.Logger), so New comes before client is used concurrently.
 func New(client redis.UniversalClient, opts Options) *Store {
 	lua, lib, err := loadScripts()
 	if err != nil {

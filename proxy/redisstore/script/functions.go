@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -315,10 +316,12 @@ type client struct {
 	// loaded is the library last loaded on every master (nil: none).
 	loaded atomic.Pointer[library]
 	mu     sync.Mutex // serialises loads
-	// retryAt: after a connection-level failure of the first load, the
-	// next one is not tried before it (so a down Redis is not probed on
-	// every command).
+	// retryAt: after a transient failure of a load, the next one is not
+	// tried before it (so a down Redis is not probed on every command).
 	retryAt time.Time
+	// refused is the last library whose load failed once functions were
+	// in use (not tried again; its new scripts go by EVALSHA).
+	refused *library
 	now     func() time.Time
 }
 
@@ -336,8 +339,8 @@ var clients sync.Map
 // are unchanged). Where the load is refused — no FUNCTION command (the
 // embedded store, Redis < 7), an ACL without FUNCTION LOAD or FCALL
 // (NOPERM), any other error reply — the client keeps the EVALSHA/EVAL
-// path for good; a connection-level failure leaves the choice to a later
-// command (at most one try a second). The mode is logged once on log (nil:
+// path for good; a connection-level failure or the caller's context
+// ending leaves the choice to a later command (at most one try a second). The mode is logged once on log (nil:
 // none). ModeEnv=eval keeps the EVAL path. Attaching a client twice is a
 // no-op. Attach adds a hook to rdb, so it must come before rdb is used by
 // several goroutines (the store's New, at the composition root).
@@ -448,7 +451,7 @@ func (c *client) ensure(ctx context.Context, cur *library) *library {
 	if mode == modeEval {
 		return nil
 	}
-	if mode == modeUndecided && c.now().Before(c.retryAt) {
+	if c.now().Before(c.retryAt) || c.refused == cur {
 		return nil
 	}
 	err := c.load(ctx, cur)
@@ -460,7 +463,7 @@ func (c *client) ensure(ctx context.Context, cur *library) *library {
 			c.log.Info("redis scripts: Redis Functions", "library", cur.name, "functions", len(cur.names))
 		}
 		return cur
-	case mode == modeUndecided && Unavailable(err):
+	case transient(err):
 		c.retryAt = c.now().Add(time.Second)
 		return nil
 	case mode == modeUndecided:
@@ -468,9 +471,17 @@ func (c *client) ensure(ctx context.Context, cur *library) *library {
 		c.log.Info("redis scripts: EVALSHA/EVAL", "reason", err.Error())
 		return nil
 	default:
+		c.refused = cur
 		c.log.Warn("redis scripts: loading the function library", "library", cur.name, "err", err)
 		return nil
 	}
+}
+
+// transient reports a load failure that says nothing about Redis's
+// support for functions: Redis unreachable or busy (Unavailable), or the
+// calling request's context ended.
+func transient(err error) bool {
+	return Unavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // reload loads the library again after a call was answered "Function not

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -274,5 +275,48 @@ func TestNoWritesOnlyForReadingScripts(t *testing.T) {
 		if got := mayWrite(body, []string{pre}); got != want {
 			t.Errorf("mayWrite(%q) = %v, want %v", body, got, want)
 		}
+	}
+}
+
+// TestCanceledFirstLoadDecidesNothing: a first script call whose context
+// has ended neither picks the EVAL path for good nor blocks the next calls
+// on a load; a call after the retry delay loads the library.
+func TestCanceledFirstLoadDecidesNothing(t *testing.T) {
+	type none struct{}
+	s, err := New[none, none]("noop_fn", "return false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range redistest.Backends(t) {
+		if !wantFunctions(b) {
+			continue
+		}
+		t.Run(b.Name, func(t *testing.T) {
+			Attach(b.Client, nil)
+			cl := clientOf(b.Client)
+			now := time.Unix(1_700_000_000, 0)
+			cl.now = func() time.Time { return now }
+			ended, cancel := context.WithCancel(context.Background())
+			cancel()
+			if _, err := s.Run(ended, b.Client, &none{}); err == nil {
+				t.Fatal("a run with an ended context succeeded")
+			}
+			if m := cl.mode.Load(); m != modeUndecided {
+				t.Fatalf("mode after a canceled first load = %d, want undecided", m)
+			}
+			if _, err := s.Run(context.Background(), b.Client, &none{}); err != nil {
+				t.Fatal(err)
+			}
+			if UsesFunctions(b.Client) {
+				t.Fatal("loaded again within the retry delay")
+			}
+			now = now.Add(time.Second)
+			if _, err := s.Run(context.Background(), b.Client, &none{}); err != nil {
+				t.Fatal(err)
+			}
+			if !UsesFunctions(b.Client) {
+				t.Fatal("not loaded after the retry delay")
+			}
+		})
 	}
 }

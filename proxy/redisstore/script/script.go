@@ -38,9 +38,27 @@
 // name leaves the zero value. A script that answers a bare nil (false)
 // decodes as the zero reply.
 //
-// Run uses EVALSHA and falls back to EVAL on NOSCRIPT, as go-redis's
-// Script.Run does, so a flushed or restarted Redis costs one round trip more,
-// never an error. Queue and Call do the same inside a pipeline.
+// Two ways to run. On a client given to Attach, on Redis 7 or later, the
+// scripts run as Redis Functions: every script New makes joins one
+// library per process (Library: named cp_ and a hash of its text, the
+// preludes defined once per group of scripts that share them, each script
+// a function whose callback is its reader and body), loaded with FUNCTION
+// LOAD on the first script call (on a Cluster on every master), and a
+// go-redis hook sends each script's EVALSHA as FCALL of its function, so
+// Redis no longer re-evaluates the reader and the preludes on every call.
+// A function library keeps its top-level locals from one FCALL to the
+// next, so a prelude's mutable local is reset at the start of every call
+// by a "--@per-call <statement>" line (Clock's clock_now, lib.lua's
+// gate_dirty), and New refuses a prelude whose flag-like local has none.
+// "Function not found" (FUNCTION FLUSH, a restart without persistence, a
+// failover) loads the library again and retries the call once, in Run and
+// in Call.Result. Everywhere else — miniredis and Redis < 7 (no FUNCTION),
+// an ACL that refuses FUNCTION LOAD or FCALL, ModeEnv=eval, a client never
+// attached — Run uses EVALSHA and falls back to EVAL on NOSCRIPT, as
+// go-redis's Script.Run does, so a flushed or restarted Redis costs one
+// round trip more, never an error. Queue and Call do the same inside a
+// pipeline. docs/performance.md "Redis Functions" has the flags, the
+// figures and the audit; docs/operating.md the ACL a Redis user needs.
 package script
 
 import (
