@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -52,8 +53,8 @@ func flushAll(t *testing.T, e *env) {
 // paths are the same scripts.
 func TestFunctionsAndEvalAgree(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		if !e.b.Real() {
-			t.Skip("miniredis has no FUNCTION: the EVAL path only")
+		if !e.b.Real() || os.Getenv(script.ModeEnv) == "eval" {
+			t.Skip("miniredis has no FUNCTION, and ModeEnv=eval keeps EVAL: the EVAL path only")
 		}
 		run := func(c redis.UniversalClient) []any {
 			flushAll(t, e)
@@ -126,8 +127,8 @@ func TestGateDirtyIsPerCall(t *testing.T) {
 // (docs/performance.md "Redis Functions").
 func TestScriptTimeFunctionsVsEval(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		if e.b.Name != "single" {
-			t.Skip("SLOWLOG and INFO commandstats are read on the real single node")
+		if e.b.Name != "single" || os.Getenv(script.ModeEnv) == "eval" {
+			t.Skip("SLOWLOG and INFO commandstats are read on the real single node, with functions")
 		}
 		ctx := ctxT(t)
 		c := e.b.Client
