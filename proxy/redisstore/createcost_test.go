@@ -14,8 +14,8 @@ import (
 
 // TestCreateScriptTime logs what one create.lua run costs Redis on the real
 // single node, for a lone caller: the script's own time per call from
-// SLOWLOG (slowlog-log-slower-than 0: every EVALSHA is logged with the
-// commands it ran inside; the median and the least of n) and the commands
+// SLOWLOG (slowlog-log-slower-than 0: every EVALSHA or FCALL is logged
+// with the commands it ran inside; the median and the least of n) and the commands
 // run per create (INFO commandstats, EVALSHA included), for Begin (a
 // synchronous keyed write) and Enqueue (a keyed Prefer: respond-async
 // write). With CALLOUT_CREATE_BEFORE=FILE (an earlier create.lua, e.g.
@@ -32,7 +32,7 @@ func TestCreateScriptTime(t *testing.T) {
 		ctx := ctxT(t)
 		c := e.b.Client
 		after := s.lua.create
-		variants := map[string]string{sha1hex(after.Source()): "after"}
+		variants := map[string]string{sha1hex(after.Source()): "after", after.Function(): "after"}
 		before := after
 		if path := os.Getenv("CALLOUT_CREATE_BEFORE"); path != "" {
 			body, err := os.ReadFile(path)
@@ -49,6 +49,7 @@ func TestCreateScriptTime(t *testing.T) {
 				t.Fatal(err)
 			}
 			variants[sha1hex(before.Source())] = "before"
+			variants[before.Function()] = "before"
 		}
 		mustComplete(t, s, mustBegin(t, s, req("cost-api", "warm", "{}")), success()) // endpoint hash, issuer map
 		old := c.ConfigGet(ctx, "slowlog-*").Val()
@@ -92,7 +93,7 @@ func TestCreateScriptTime(t *testing.T) {
 					continue
 				}
 				args, _ := ent[3].([]any)
-				if len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") {
+				if len(args) > 1 && (strings.EqualFold(fmt.Sprint(args[0]), "evalsha") || strings.EqualFold(fmt.Sprint(args[0]), "fcall")) {
 					if v, ok := variants[fmt.Sprint(args[1])]; ok {
 						us[v] = append(us[v], ent[2].(int64))
 					}

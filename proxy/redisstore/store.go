@@ -199,12 +199,16 @@ type Store struct {
 }
 
 // New returns a Store on client (a *redis.Client or *redis.ClusterClient),
-// filling Options defaults. It does not contact Redis (see Ping).
+// filling Options defaults. It does not contact Redis (see Ping). It
+// attaches client to the script layer (script.Attach: the scripts run as
+// Redis Functions where Redis allows, the mode logged once on
+// Options.Logger), so New comes before client is used concurrently.
 func New(client redis.UniversalClient, opts Options) *Store {
 	lua, lib, err := loadScripts()
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition
 	}
+	script.Attach(client, opts.Logger) // Redis Functions where Redis has them (script.Attach)
 	s := &Store{
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,

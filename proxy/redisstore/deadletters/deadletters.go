@@ -91,6 +91,7 @@ func New(rdb redis.UniversalClient, idx Indexes, o Options) *Store {
 		o.Now = time.Now
 	}
 	r := &Store{rdb: rdb, idx: idx, now: o.Now, pin: o.PinScriptTime}
+	script.Attach(rdb, nil)
 	lib, err := luaFS.ReadFile("lua/lib.lua")
 	if err == nil {
 		err = errors.Join(script.LoadInto(&r.list, luaFS, "list"),

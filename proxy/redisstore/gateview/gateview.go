@@ -132,6 +132,7 @@ func New(client redis.UniversalClient, o Options) (*Views, error) {
 	if v.now == nil {
 		v.now = time.Now
 	}
+	script.Attach(client, nil)
 	err := errors.Join(script.LoadInto(&v.read, luaFS, "gate_read", script.Clock, o.Lib),
 		script.LoadInto(&v.admit, luaFS, "admit", script.Clock, o.Lib))
 	if err != nil {

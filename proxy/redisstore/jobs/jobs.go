@@ -88,6 +88,7 @@ func New(client redis.UniversalClient, o Options) *Store {
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition
 	}
+	script.Attach(client, nil)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

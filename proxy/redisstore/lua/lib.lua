@@ -173,8 +173,10 @@ end
 
 -- gate_dirty is set by breaker_apply and pause_apply when they change what
 -- the gate cache shows; gate_publish, called after the endpoint hash is
--- written, publishes it once.
+-- written, publishes it once. It is reset at the start of every call (a
+-- function library keeps its locals from one FCALL to the next).
 local gate_dirty = false
+--@per-call gate_dirty = false
 local function gate_publish(ep)
   if gate_dirty then gate_changed(ep) end
   gate_dirty = false
@@ -530,9 +532,11 @@ local function expire(keys, ttl)
   if keys.res ~= keys.c then redis.call('PEXPIRE', keys.res, ttl) end
 end
 
--- finish_blanks are the record fields finish blanks (made once per
--- script call, not per completion).
-local finish_blanks = concat(lease_fields, rest_fields, {'b', 'Q', 'd'})
+-- finish_blanks are the record fields finish blanks: lease_fields,
+-- rest_fields, then 'b', 'Q' and 'd' — written out, because a function
+-- library's top-level code runs where Lua's base functions (ipairs, which
+-- concat uses) do not exist yet.
+local finish_blanks = {'t', 'x', 'l', 'k', '1', '2', '3', '4', '5', '6', '7', '8', 'b', 'Q', 'd'}
 
 -- finish ends a callout succeeded or failed (code 'o' or 'x'): it
 -- keeps what an idempotent replay and its status document need (meta,

@@ -113,6 +113,7 @@ func New(client redis.UniversalClient, opts Options) *Outbox {
 	if err != nil {
 		panic(fmt.Errorf("outbox: %w", err)) // the scripts are embedded: a build defect, not a runtime condition
 	}
+	script.Attach(client, nil)
 	o := &Outbox{rdb: client, now: opts.Now, dlTTL: opts.DeadLetterRetention, pin: opts.PinScriptTime, lua: lua}
 	if o.now == nil {
 		o.now = time.Now

@@ -90,6 +90,7 @@ func New(client redis.UniversalClient, o Options) (*Tracker, error) {
 		o.Partition = func(string, string) string { return "" }
 	}
 	t := &Tracker{rdb: client, o: o}
+	script.Attach(client, nil)
 	if err := script.LoadInto(&t.note, luaFS, "note_shards"); err != nil {
 		return nil, fmt.Errorf("queues: %w", err)
 	}

@@ -38,9 +38,27 @@
 // name leaves the zero value. A script that answers a bare nil (false)
 // decodes as the zero reply.
 //
-// Run uses EVALSHA and falls back to EVAL on NOSCRIPT, as go-redis's
-// Script.Run does, so a flushed or restarted Redis costs one round trip more,
-// never an error. Queue and Call do the same inside a pipeline.
+// Two ways to run. On a client given to Attach, on Redis 7 or later, the
+// scripts run as Redis Functions: every script New makes joins one
+// library per process (Library: named cp_ and a hash of its text, the
+// preludes defined once per group of scripts that share them, each script
+// a function whose callback is its reader and body), loaded with FUNCTION
+// LOAD on the first script call (on a Cluster on every master), and a
+// go-redis hook sends each script's EVALSHA as FCALL of its function, so
+// Redis no longer re-evaluates the reader and the preludes on every call.
+// A function library keeps its top-level locals from one FCALL to the
+// next, so a prelude's mutable local is reset at the start of every call
+// by a "--@per-call <statement>" line (Clock's clock_now, lib.lua's
+// gate_dirty), and New refuses a prelude whose flag-like local has none.
+// "Function not found" (FUNCTION FLUSH, a restart without persistence, a
+// failover) loads the library again and retries the call once, in Run and
+// in Call.Result. Everywhere else — miniredis and Redis < 7 (no FUNCTION),
+// an ACL that refuses FUNCTION LOAD or FCALL, ModeEnv=eval, a client never
+// attached — Run uses EVALSHA and falls back to EVAL on NOSCRIPT, as
+// go-redis's Script.Run does, so a flushed or restarted Redis costs one
+// round trip more, never an error. Queue and Call do the same inside a
+// pipeline. docs/performance.md "Redis Functions" has the flags, the
+// figures and the audit; docs/operating.md the ACL a Redis user needs.
 package script
 
 import (
@@ -66,6 +84,7 @@ import (
 // (contract §1, ARCHITECTURE.md "One clock"): scripts take now from clock
 // and replicas pass durations, never instants.
 const Clock = `local clock_now = nil
+--@per-call clock_now = nil
 local function clock(pinned)
   local p = tonumber(pinned) or 0
   if p > 0 then return p end
@@ -143,15 +162,29 @@ func New[A, R any](name, body string, prelude ...string) (*Script[A, R], error) 
 	}
 	src.WriteString("\n")
 	src.WriteString(body)
-	return &Script[A, R]{name: name, src: src.String(), sha: redis.NewScript(src.String()).Hash(), body: src.String(),
+	sha := redis.NewScript(src.String()).Hash()
+	if err := register(name, sha, ac.lua, body, prelude); err != nil {
+		return nil, fmt.Errorf("script %s: %w", name, err)
+	}
+	return &Script[A, R]{name: name, src: src.String(), sha: sha, body: src.String(),
 		args: ac, reply: rc}, nil
 }
 
 // Name is the script's name (its file name without .lua).
 func (s *Script[A, R]) Name() string { return s.name }
 
-// Source is the whole Lua source Redis runs (reader, preludes, body).
+// Source is the whole Lua source EVAL runs (reader, preludes, body).
 func (s *Script[A, R]) Source() string { return s.src }
+
+// SHA is the SHA-1 of Source in hex, EVALSHA's argument.
+func (s *Script[A, R]) SHA() string { return s.sha.(string) }
+
+// Function is the script's function name in the library of every script
+// made so far (Library), FCALL's argument on a client that uses functions.
+func (s *Script[A, R]) Function() string {
+	fn, _ := current().names[s.SHA()].(string)
+	return fn
+}
 
 // Encode returns the KEYS and ARGV that a runs the script with. Callers
 // need it only to run the script outside Run and Queue (tests, benchmarks).
@@ -174,12 +207,32 @@ func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 	cmd := s.command(ctx, false, len(keys), args)
 	_ = c.Process(ctx, cmd)
 	v, err := cmd.Result()
-	if noScript(err) {
+	if funcNotFound(err) {
+		v, err = s.again(ctx, c, len(keys), args)
+	} else if noScript(err) {
 		cmd = s.command(ctx, true, len(keys), args)
 		_ = c.Process(ctx, cmd)
 		v, err = cmd.Result()
 	}
 	return s.decode(v, err)
+}
+
+// again runs a call again on c after Redis answered "Function not found"
+// (it did not run): the library is loaded again and the call retried once
+// as FCALL; when the library cannot be loaded, or the retry meets the same
+// answer, the call goes as EVAL of the source, which always runs.
+func (s *Script[A, R]) again(ctx context.Context, c Processor, nkeys int, args []any) (any, error) {
+	if cl := clientOf(c); cl != nil && cl.reload(ctx) {
+		cmd := s.command(ctx, false, nkeys, args)
+		_ = c.Process(ctx, cmd)
+		v, err := cmd.Result()
+		if !funcNotFound(err) {
+			return v, err
+		}
+	}
+	cmd := s.command(ctx, true, nkeys, args)
+	_ = c.Process(ctx, cmd)
+	return cmd.Result()
 }
 
 // Queue adds a run of the script with a to the pipeline p (EVALSHA); read
@@ -252,7 +305,9 @@ type Call[A, R any] struct {
 // run again with EVAL on c. Errors as Script.Run.
 func (c *Call[A, R]) Result(ctx context.Context, fallback Processor) (R, error) {
 	v, err := c.cmd.Result()
-	if noScript(err) {
+	if funcNotFound(err) {
+		v, err = c.s.again(ctx, fallback, len(c.keys), c.args)
+	} else if noScript(err) {
 		cmd := c.s.command(ctx, true, len(c.keys), c.args)
 		_ = fallback.Process(ctx, cmd)
 		v, err = cmd.Result()

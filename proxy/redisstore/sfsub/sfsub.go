@@ -86,6 +86,7 @@ type State struct {
 func New(rdb redis.UniversalClient, topic string) (*State, error) {
 	s := &State{rdb: rdb, lease: keyspace.SFSubLease(topic), replay: keyspace.SFSubReplay(topic),
 		again: keyspace.SFSubAgain(topic)}
+	script.Attach(rdb, nil)
 	var err error
 	if s.hold, err = script.Load[holdArgs, countReply](luaFS, "hold"); err != nil {
 		return nil, fmt.Errorf("sfsub: %w", err)

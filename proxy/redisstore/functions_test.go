@@ -1,0 +1,214 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
+	"github.com/redis/go-redis/v9"
+)
+
+// evalClient is a second client on e's backend that keeps the EVALSHA/EVAL
+// path (script.ModeEnv=eval while it is attached).
+func evalClient(t *testing.T, e *env) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	switch x := e.b.Client.(type) {
+	case *redis.ClusterClient:
+		c = redis.NewClusterClient(x.Options())
+	case *redis.Client:
+		c = redis.NewClient(x.Options())
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	t.Setenv(script.ModeEnv, "eval")
+	script.Attach(c, nil)
+	return c
+}
+
+// flushAll empties e's backend (every master of a cluster).
+func flushAll(t *testing.T, e *env) {
+	t.Helper()
+	ctx := ctxT(t)
+	var err error
+	if cc, ok := e.b.Client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.FlushAll(ctx).Err() })
+	} else {
+		err = e.b.Client.FlushAll(ctx).Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFunctionsAndEvalAgree runs one keyed write's scripts (create.lua,
+// complete.lua with the claim at its end, claim.lua) as Redis Functions
+// and by EVALSHA on the same real Redis, from the same random source and
+// pinned clock, and compares what the store answers and keeps: the two
+// paths are the same scripts.
+func TestFunctionsAndEvalAgree(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		if !e.b.Real() || os.Getenv(script.ModeEnv) == "eval" {
+			t.Skip("miniredis has no FUNCTION, and ModeEnv=eval keeps EVAL: the EVAL path only")
+		}
+		run := func(c redis.UniversalClient) []any {
+			flushAll(t, e)
+			s := New(c, Options{PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(7), ResponseBodyCap: 16,
+				IdempotencyRetention: day, DeadLetterRetention: 30 * day})
+			var out []any
+			first := mustBegin(t, s, req("agree-api", "k1", `{"a":1}`))
+			out = append(out, mustComplete(t, s, first, success()), mustGet(t, s, first.ID))
+			second := mustBegin(t, s, req("agree-api", "k2", `{"a":2}`))
+			out = append(out, mustComplete(t, s, second, failure(e.clk.Now())))
+			out = append(out, mustClaim(t, s, "agree-api", ClaimOptions{Batch: 10, Lease: testLease}), mustGet(t, s, second.ID))
+			return out
+		}
+		viaFunctions := run(e.b.Client)
+		if !script.UsesFunctions(e.b.Client) {
+			t.Fatal("the backend's client does not use Redis Functions")
+		}
+		viaEval := run(evalClient(t, e))
+		if len(viaFunctions) != len(viaEval) {
+			t.Fatalf("%d results by FCALL, %d by EVAL", len(viaFunctions), len(viaEval))
+		}
+		for i := range viaEval {
+			if !reflect.DeepEqual(viaFunctions[i], viaEval[i]) {
+				t.Errorf("result %d:\n FCALL %+v\n EVAL  %+v", i, viaFunctions[i], viaEval[i])
+			}
+		}
+	})
+}
+
+// TestGateDirtyIsPerCall: lib.lua's gate_dirty, set when a script changes
+// what the gate cache shows, never carries into the next call (in a
+// function library it would: its locals outlive an FCALL; the reset is
+// lib.lua's --@per-call line).
+func TestGateDirtyIsPerCall(t *testing.T) {
+	_, lib, err := loadScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type args struct {
+		Key string `lua:"key,key"`
+	}
+	type reply struct {
+		Was int64 `lua:"was"`
+	}
+	s, err := script.New[args, reply]("gate_dirty_probe",
+		"local was = gate_dirty and 1 or 0\ngate_dirty = true\nredis.call('INCR', K.key)\nreturn {'was', was}", script.Clock, lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forEachBackend(t, func(t *testing.T, e *env) {
+		script.Attach(e.b.Client, nil)
+		for i := range 3 {
+			r, err := s.Run(ctxT(t), e.b.Client, &args{Key: "{t}n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Was != 0 {
+				t.Fatalf("call %d saw gate_dirty set by the one before", i+1)
+			}
+		}
+	})
+}
+
+// TestScriptTimeFunctionsVsEval logs what create.lua and complete.lua cost
+// Redis per call as Redis Functions (FCALL) and by EVALSHA, in one run on
+// the real single node, call for call (a keyed write alternating between a
+// store whose client uses functions and one that keeps EVAL): the
+// script's own time from SLOWLOG (median and least) and INFO commandstats'
+// usec_per_call of fcall and evalsha. A measurement, not an assertion
+// (docs/performance.md "Redis Functions").
+func TestScriptTimeFunctionsVsEval(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		if e.b.Name != "single" || os.Getenv(script.ModeEnv) == "eval" {
+			t.Skip("SLOWLOG and INFO commandstats are read on the real single node, with functions")
+		}
+		ctx := ctxT(t)
+		c := e.b.Client
+		sf := e.store()
+		se := New(evalClient(t, e), Options{PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(99), ResponseBodyCap: 16,
+			IdempotencyRetention: day, DeadLetterRetention: 30 * day})
+		// Which script each SLOWLOG entry ran: by function name or SHA-1.
+		names := map[string]string{}
+		for _, sc := range []interface {
+			Name() string
+			SHA() string
+			Function() string
+		}{sf.lua.create, sf.lua.complete} {
+			names[sc.SHA()], names[sc.Function()] = sc.Name(), sc.Name()
+		}
+		mustComplete(t, sf, mustBegin(t, sf, req("cost-api", "warm", "{}")), success())
+		mustComplete(t, se, mustBegin(t, se, req("cost-api", "warm-e", "{}")), success())
+		if !script.UsesFunctions(c) {
+			t.Fatal("the single node's client does not use Redis Functions")
+		}
+		old := c.ConfigGet(ctx, "slowlog-*").Val()
+		t.Cleanup(func() {
+			for k, v := range old {
+				_ = c.ConfigSet(ctx, k, v).Err()
+			}
+		})
+		const n = 1000
+		for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", fmt.Sprint(40 * n)}} {
+			if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.SlowLogReset(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			s := sf
+			if i%2 == 1 {
+				s = se
+			}
+			cl := mustBegin(t, s, req("cost-api", fmt.Sprintf("w-%d", i), `{"amount":1000,"currency":"eur"}`))
+			mustComplete(t, s, cl, success())
+		}
+		_ = c.ConfigSet(ctx, "slowlog-log-slower-than", "-1").Err()
+		stats := c.Info(ctx, "commandstats").Val()
+		logs, err := c.Do(ctx, "SLOWLOG", "GET", -1).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		us := map[string][]int64{}
+		for _, l := range logs {
+			ent, _ := l.([]any)
+			if len(ent) < 4 {
+				continue
+			}
+			args, _ := ent[3].([]any)
+			if len(args) < 2 {
+				continue
+			}
+			cmd := strings.ToLower(fmt.Sprint(args[0]))
+			if name, ok := names[fmt.Sprint(args[1])]; ok && (cmd == "fcall" || cmd == "evalsha") {
+				us[name+" "+cmd] = append(us[name+" "+cmd], ent[2].(int64))
+			}
+		}
+		for _, k := range []string{"create fcall", "create evalsha", "complete fcall", "complete evalsha"} {
+			d := us[k]
+			if len(d) == 0 {
+				t.Logf("%s: no SLOWLOG entries", k)
+				continue
+			}
+			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+			t.Logf("%s: SLOWLOG median %d µs, least %d, p90 %d (%d calls)", k, d[len(d)/2], d[0], d[len(d)*9/10], len(d))
+		}
+		for _, line := range strings.Split(stats, "\n") {
+			if strings.HasPrefix(line, "cmdstat_fcall:") || strings.HasPrefix(line, "cmdstat_evalsha:") {
+				t.Logf("%s", strings.TrimSpace(line))
+			}
+		}
+	})
+}

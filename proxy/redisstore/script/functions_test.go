@@ -1,0 +1,322 @@
+package script
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/calloutproxy/callout-proxy/proxy/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// wantFunctions reports whether backend b must run the scripts as
+// functions once attached: a real Redis (7 or later) without ModeEnv=eval.
+func wantFunctions(b redistest.Backend) bool {
+	return b.Real() && os.Getenv(ModeEnv) != "eval"
+}
+
+// onEveryMaster runs f on b's one node or on each master of its cluster.
+func onEveryMaster(t *testing.T, b redistest.Backend, f func(c *redis.Client) error) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if cc, ok := b.Client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return f(c) })
+	} else {
+		err = f(b.Client.(*redis.Client))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type clockArgs struct {
+	Key    string `lua:"key,key"`
+	Pinned int64  `lua:"pinned"`
+}
+
+type clockReply struct {
+	Before int64 `lua:"before"`
+	Now    int64 `lua:"now"`
+	Count  int64 `lua:"count"`
+}
+
+// clockBody reads the prelude's clock_now before clock sets it: a fresh
+// chunk (EVAL) or a reset (FCALL) both show it unset.
+const clockBody = `local before = clock_now or 0
+local now = clock(A.pinned)
+return {'before', before, 'now', now, 'count', redis.call('INCR', K.key)}`
+
+// TestFunctionsRunLikeEval: a script attached clients run answers as the
+// EVAL path does — FCALL on real Redis (the mode is checked), EVAL on
+// miniredis — and the clock's module-level now never leaks from one call
+// into the next (Clock's --@per-call reset; without it the second call's
+// before is the first call's now).
+func TestFunctionsRunLikeEval(t *testing.T) {
+	s, err := New[clockArgs, clockReply]("clock_probe", clockBody, Clock, Numbers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			Attach(b.Client, nil)
+			first, err := s.Run(ctx, b.Client, &clockArgs{Key: "{t}n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := UsesFunctions(b.Client); got != wantFunctions(b) {
+				t.Fatalf("UsesFunctions = %v, want %v", got, wantFunctions(b))
+			}
+			second, err := s.Run(ctx, b.Client, &clockArgs{Key: "{t}n", Pinned: 1234})
+			if err != nil {
+				t.Fatal(err)
+			}
+			third, err := s.Run(ctx, b.Client, &clockArgs{Key: "{t}n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.Before != 0 || second.Before != 0 || third.Before != 0 {
+				t.Fatalf("clock_now before each call = %d, %d, %d; want 0 (reset per call)", first.Before, second.Before, third.Before)
+			}
+			if second.Now != 1234 || first.Now < 1_700_000_000_000 || third.Now < first.Now {
+				t.Fatalf("now = %d, %d, %d; want real, 1234 (pinned), real again", first.Now, second.Now, third.Now)
+			}
+			// The same script on a client that was never attached: EVALSHA/EVAL,
+			// the same reply but for the time.
+			raw := plainClient(t, b)
+			viaEval, err := s.Run(ctx, raw, &clockArgs{Key: "{t}n", Pinned: 1234})
+			if err != nil {
+				t.Fatal(err)
+			}
+			second.Count = third.Count + 1
+			if !reflect.DeepEqual(viaEval, second) {
+				t.Fatalf("EVAL path = %+v, want %+v", viaEval, second)
+			}
+		})
+	}
+}
+
+// plainClient is a second client on b that is not attached: the EVAL path.
+func plainClient(t *testing.T, b redistest.Backend) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	switch x := b.Client.(type) {
+	case *redis.ClusterClient:
+		c = redis.NewClusterClient(x.Options())
+	case *redis.Client:
+		c = redis.NewClient(x.Options())
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestFunctionNotFoundLoadsAgain: after FUNCTION FLUSH (a restarted Redis
+// without persistence, a failover to a node that never got the library)
+// Run and a pipeline's Call.Result load the library again and retry once,
+// nothing lost nor run twice, and the client stays on FCALL.
+func TestFunctionNotFoundLoadsAgain(t *testing.T) {
+	type incArgs struct {
+		Key string `lua:"key,key"`
+		By  int64  `lua:"by"`
+	}
+	type incReply struct {
+		N int64 `lua:"n"`
+	}
+	s, err := New[incArgs, incReply]("inc_fn", `return {'n', redis.call('INCRBY', K.key, A.by)}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range redistest.Backends(t) {
+		if !b.Real() {
+			continue
+		}
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			Attach(b.Client, nil)
+			flush := func() {
+				onEveryMaster(t, b, func(c *redis.Client) error { return c.FunctionFlush(ctx).Err() })
+			}
+			run := func() []int64 {
+				calls := make([]*Call[incArgs, incReply], 3)
+				_, _ = b.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for i := range calls {
+						calls[i] = s.Queue(ctx, p, &incArgs{Key: "{t}n", By: int64(i + 1)})
+					}
+					return nil
+				})
+				var got []int64
+				for _, c := range calls {
+					r, err := c.Result(ctx, b.Client)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, r.N)
+				}
+				return got
+			}
+			if r, err := s.Run(ctx, b.Client, &incArgs{Key: "{t}n", By: 1}); err != nil || r.N != 1 {
+				t.Fatalf("first run = %+v, %v", r, err)
+			}
+			flush()
+			if r, err := s.Run(ctx, b.Client, &incArgs{Key: "{t}n", By: 1}); err != nil || r.N != 2 {
+				t.Fatalf("run after FUNCTION FLUSH = %+v, %v; want n=2", r, err)
+			}
+			flush()
+			if got := run(); got[0] != 3 || got[1] != 5 || got[2] != 8 {
+				t.Fatalf("pipeline after FUNCTION FLUSH = %v, want [3 5 8]", got)
+			}
+			if got := UsesFunctions(b.Client); got != wantFunctions(b) {
+				t.Fatalf("UsesFunctions = %v, want %v", got, wantFunctions(b))
+			}
+			if !wantFunctions(b) {
+				return
+			}
+			name, _ := Library()
+			onEveryMaster(t, b, func(c *redis.Client) error {
+				libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name}).Result()
+				if err == nil && len(libs) != 1 {
+					t.Errorf("%s: libraries named %s = %d, want 1 (loaded again)", c, name, len(libs))
+				}
+				return err
+			})
+		})
+	}
+}
+
+// TestRefusedFunctionsFallBackToEval: an ACL user without FUNCTION (or
+// without FCALL) still runs every script, by EVALSHA/EVAL, and so does a
+// client under ModeEnv=eval and miniredis (no FUNCTION command).
+func TestRefusedFunctionsFallBackToEval(t *testing.T) {
+	type getArgs struct {
+		Key string `lua:"key,key"`
+	}
+	type getReply struct {
+		V string `lua:"v"`
+	}
+	s, err := New[getArgs, getReply]("get_fn", `return {'v', redis.call('GET', K.key) or 'none'}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			if !b.Real() {
+				Attach(b.Client, nil)
+				if r, err := s.Run(ctx, b.Client, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
+					t.Fatalf("miniredis: %+v, %v", r, err)
+				}
+				if UsesFunctions(b.Client) {
+					t.Fatal("miniredis: UsesFunctions = true")
+				}
+				return
+			}
+			if b.Cluster() {
+				t.Skip("the ACL users are made on the single node")
+			}
+			for _, rule := range []string{"-function", "-fcall"} {
+				user := "cp_test_no" + strings.TrimPrefix(rule, "-")
+				if err := b.Client.Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "&*", "+@all", rule).Err(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { b.Client.Do(ctx, "ACL", "DELUSER", user) })
+				opt := b.Client.(*redis.Client).Options()
+				opt.Username, opt.Password = user, "pw"
+				c := redis.NewClient(opt)
+				t.Cleanup(func() { _ = c.Close() })
+				Attach(c, nil)
+				if r, err := s.Run(ctx, c, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
+					t.Fatalf("ACL %s: %+v, %v", rule, r, err)
+				}
+				if UsesFunctions(c) {
+					t.Fatalf("ACL %s: UsesFunctions = true", rule)
+				}
+			}
+			t.Setenv(ModeEnv, "eval")
+			c := plainClient(t, b)
+			Attach(c, nil)
+			if r, err := s.Run(ctx, c, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
+				t.Fatalf("%s=eval: %+v, %v", ModeEnv, r, err)
+			}
+			if UsesFunctions(c) {
+				t.Fatalf("%s=eval: UsesFunctions = true", ModeEnv)
+			}
+		})
+	}
+}
+
+// TestAuditRefusesAMutableLocal: a prelude's module-level flag without a
+// per-call reset would leak from one FCALL into the next; New refuses it.
+func TestAuditRefusesAMutableLocal(t *testing.T) {
+	type none struct{}
+	if _, err := New[none, none]("leaky", "return false", "local dirty = false\nlocal function f() dirty = true end"); err == nil ||
+		!strings.Contains(err.Error(), "dirty") {
+		t.Fatalf("New with a mutable prelude local = %v, want an error naming it", err)
+	}
+	if _, err := New[none, none]("reset", "return false", "local dirty = false\n--@per-call dirty = false\nlocal limit = 3\nlocal names = {'a'}"); err != nil {
+		t.Fatalf("New with a reset flag and constants = %v", err)
+	}
+}
+
+// TestNoWritesOnlyForReadingScripts: the flag no-writes goes to a script
+// whose body and the prelude functions it calls only read.
+func TestNoWritesOnlyForReadingScripts(t *testing.T) {
+	pre := "local function rd(k) return redis.call('GET', k) end\nlocal function wr(k) redis.call('SET', k, 1) end\nlocal function via(k) return wr(k) end"
+	for body, want := range map[string]bool{
+		"return rd(K.k)":                      false,
+		"return via(K.k)":                     true,
+		"return redis.call('HSET', K.k, 1)":   true,
+		"local c = 'DEL'; redis.call(c, K.k)": true,
+		"-- wr(K.k) in a comment\nreturn 1":   false,
+	} {
+		if got := mayWrite(body, []string{pre}); got != want {
+			t.Errorf("mayWrite(%q) = %v, want %v", body, got, want)
+		}
+	}
+}
+
+// TestCanceledFirstLoadDecidesNothing: a first script call whose context
+// has ended neither picks the EVAL path for good nor blocks the next calls
+// on a load; a call after the retry delay loads the library.
+func TestCanceledFirstLoadDecidesNothing(t *testing.T) {
+	type none struct{}
+	s, err := New[none, none]("noop_fn", "return false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range redistest.Backends(t) {
+		if !wantFunctions(b) {
+			continue
+		}
+		t.Run(b.Name, func(t *testing.T) {
+			Attach(b.Client, nil)
+			cl := clientOf(b.Client)
+			now := time.Unix(1_700_000_000, 0)
+			cl.now = func() time.Time { return now }
+			ended, cancel := context.WithCancel(context.Background())
+			cancel()
+			if _, err := s.Run(ended, b.Client, &none{}); err == nil {
+				t.Fatal("a run with an ended context succeeded")
+			}
+			if m := cl.mode.Load(); m != modeUndecided {
+				t.Fatalf("mode after a canceled first load = %d, want undecided", m)
+			}
+			if _, err := s.Run(context.Background(), b.Client, &none{}); err != nil {
+				t.Fatal(err)
+			}
+			if UsesFunctions(b.Client) {
+				t.Fatal("loaded again within the retry delay")
+			}
+			now = now.Add(time.Second)
+			if _, err := s.Run(context.Background(), b.Client, &none{}); err != nil {
+				t.Fatal(err)
+			}
+			if !UsesFunctions(b.Client) {
+				t.Fatal("not loaded after the retry delay")
+			}
+		})
+	}
+}
