@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
@@ -63,9 +64,9 @@ func (s *Server) limitHeaders(next http.Handler) http.Handler {
 func (s *Server) holdRequest(r *http.Request) (ctx context.Context, release func(), err error) {
 	h := s.d.Budget.Holder()
 	_, size := headerSize(r)
-	wctx, cancel := context.WithTimeout(r.Context(), s.d.Config.Limits.OverloadWait)
-	defer cancel()
-	if err := h.Acquire(wctx, int64(size)); err != nil {
+	// limits.overload_wait as a deadline, not a context: no context, timer
+	// and cancel func on every request (the budget times its own wait).
+	if err := h.AcquireBy(r.Context(), time.Now().Add(s.d.Config.Limits.OverloadWait), int64(size)); err != nil {
 		return r.Context(), func() {}, overloaded(policy.Rejected)
 	}
 	return limit.WithHolder(r.Context(), h), h.Release, nil
@@ -116,9 +117,8 @@ func (s *Server) connectionShare(outcome policy.Outcome) *problem.Error {
 // closed).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	maxBytes := s.d.Config.Policy.MaxRequestBytes
-	wctx, cancel := context.WithTimeout(r.Context(), s.d.Config.Limits.OverloadWait)
-	defer cancel()
-	b, err := limit.ReadBody(wctx, limit.HolderFrom(r.Context()), http.MaxBytesReader(w, r.Body, maxBytes),
+	b, err := limit.ReadBodyBy(r.Context(), time.Now().Add(s.d.Config.Limits.OverloadWait),
+		limit.HolderFrom(r.Context()), http.MaxBytesReader(w, r.Body, maxBytes),
 		r.ContentLength, maxBytes)
 	switch {
 	case errors.Is(err, limit.ErrTooLarge) || isMaxBytes(err):
