@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -80,12 +81,13 @@ type inbound struct {
 	prefs  preferences
 	body   []byte
 	start  time.Time
+	url    *url.URL // forward.UpstreamURL of ep, suffix and the query: checked once, sent as it is
 }
 
 // request is the forwarder's view of in.
 func (in *inbound) request(r *http.Request) *forward.Request {
 	return &forward.Request{Method: r.Method, Path: in.suffix, RawQuery: r.URL.RawQuery,
-		Header: r.Header, Body: in.body}
+		Header: r.Header, Body: in.body, URL: in.url}
 }
 
 // verifyCaller verifies r's bearer token (auth.Verifier.Verify: errors are
@@ -128,7 +130,7 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 	if err := s.d.Callers.AllowedOn(caller, ep); err != nil {
 		return in, err
 	}
-	if _, err := forward.UpstreamURL(ep.BaseURL, suffix, r.URL.RawQuery); err != nil {
+	if in.url, err = forward.UpstreamURL(ep.BaseURL, suffix, r.URL.RawQuery); err != nil {
 		return in, err
 	}
 	if in.key, err = parseIdempotencyKey(r.Header.Values("Idempotency-Key")); err != nil {
