@@ -162,7 +162,7 @@ type Options struct {
 	// nil: system roots, TLS 1.2 at least.
 	TLSClientConfig *tls.Config
 	// MaxIdleConnsPerHost is the keep-alive pool size per endpoint;
-	// default 32.
+	// default 256 (above the callers' connections of a busy replica).
 	MaxIdleConnsPerHost int
 	// Budget, optional, is the memory budget (limits.max_inflight_bytes)
 	// response bodies are buffered in, as they arrive. The bytes go into
