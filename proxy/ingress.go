@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -35,23 +36,26 @@ const calloutPrefix = "/callout/"
 // decided, and the attempts are its children, inside it.
 func (s *Server) handleCallout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// The request's context is built whole first (its trace, then its
+		// holder), so r is copied once (WithContext), not once a step.
+		var ctx context.Context
 		if s.tr != nil {
-			r = r.WithContext(s.tr.StartAdmission(r.Context(), r.Header, r.Method))
+			ctx = s.tr.StartAdmission(r.Context(), r.Header, r.Method)
 			sw := &statusWriter{ResponseWriter: w}
 			w = sw
 			defer func() { s.tr.EndServer(r.Context(), sw.status) }()
 		} else {
 			// Tracing off: the caller's traceparent still names the
 			// trace of every log line about this request (contract §12).
-			r = r.WithContext(logx.FromHeader(r.Context(), r.Header))
+			ctx = logx.FromHeader(r.Context(), r.Header)
 		}
-		ctx, release, err := s.holdRequest(r)
+		ctx, release, err := s.holdRequest(ctx, r)
 		defer release() // after the answer is written: the budget counts it until then
+		r = r.WithContext(ctx)
 		if err != nil {
 			s.reject(w, r, "", err)
 			return
 		}
-		r = r.WithContext(ctx)
 		in, err := s.admitRequest(w, r)
 		if err != nil {
 			endpoint := ""

@@ -60,16 +60,17 @@ func (s *Server) limitHeaders(next http.Handler) http.Handler {
 // (limits.max_inflight_bytes): a Holder, carried in the returned context so
 // the forwarder reserves the buffered response in it too, holding the
 // request's header bytes already. The caller calls release once the answer
-// is written. Errors: the overloaded problem.
-func (s *Server) holdRequest(r *http.Request) (ctx context.Context, release func(), err error) {
+// is written. ctx is r's context as the ingress made it (its trace); on
+// an error it is returned as it is. Errors: the overloaded problem.
+func (s *Server) holdRequest(ctx context.Context, r *http.Request) (_ context.Context, release func(), err error) {
 	h := s.d.Budget.Holder()
 	_, size := headerSize(r)
 	// limits.overload_wait as a deadline, not a context: no context, timer
 	// and cancel func on every request (the budget times its own wait).
-	if err := h.AcquireBy(r.Context(), time.Now().Add(s.d.Config.Limits.OverloadWait), int64(size)); err != nil {
-		return r.Context(), func() {}, overloaded(policy.Rejected)
+	if err := h.AcquireBy(ctx, time.Now().Add(s.d.Config.Limits.OverloadWait), int64(size)); err != nil {
+		return ctx, func() {}, overloaded(policy.Rejected)
 	}
-	return limit.WithHolder(r.Context(), h), h.Release, nil
+	return limit.WithHolder(ctx, h), h.Release, nil
 }
 
 // overloaded is the 503 of a request past the memory budget: Retry-After 1,
