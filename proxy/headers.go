@@ -79,11 +79,19 @@ func keyErr(detail string) error {
 // parseSfString decodes an RFC 8941 §3.3.3 sf-string. Anything after the
 // closing quote is an error; a comma there is a list.
 func parseSfString(v string) (string, error) {
+	// A key without escapes (nearly all) is a substring of v; the builder
+	// is used from the first backslash on: no allocation for the rest.
 	var b strings.Builder
+	escaped := false
 	for i := 1; i < len(v); i++ {
 		c := v[i]
 		switch {
 		case c == '\\':
+			if !escaped {
+				escaped = true
+				b.Grow(len(v))
+				b.WriteString(v[1:i])
+			}
 			i++
 			if i >= len(v) || (v[i] != '"' && v[i] != '\\') {
 				return "", keyErr(`a backslash may only escape " or \`)
@@ -92,15 +100,17 @@ func parseSfString(v string) (string, error) {
 		case c == '"':
 			rest := strings.TrimLeft(v[i+1:], " \t")
 			switch {
-			case rest == "":
+			case rest == "" && escaped:
 				return b.String(), nil
+			case rest == "":
+				return v[1:i], nil
 			case rest[0] == ',':
 				return "", keyErr("a comma-separated list of keys; send exactly one key")
 			}
 			return "", keyErr("characters after the closing quote")
 		case c < 0x20 || c > 0x7e:
 			return "", keyErr("only printable ASCII characters are allowed")
-		default:
+		case escaped:
 			b.WriteByte(c)
 		}
 	}

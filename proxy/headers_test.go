@@ -90,3 +90,18 @@ func TestQuotedAndBareKeyAreOne(t *testing.T) {
 		}
 	}
 }
+
+// TestParseSfStringWithoutEscapes: a quoted key without escapes (every
+// client's) is taken from the header value itself, without an allocation;
+// a key with escapes is decoded as before, whether they come first or last.
+func TestParseSfStringWithoutEscapes(t *testing.T) {
+	for v, want := range map[string]string{`"k-1"`: "k-1", `"a\"b"`: `a"b`, `"\\x"`: `\x`, `"x\\"`: `x\`, `"ab\"c\\d"`: `ab"c\d`} {
+		if got, err := parseSfString(v); err != nil || got != want {
+			t.Errorf("parseSfString(%s) = %q, %v; want %q", v, got, err, want)
+		}
+	}
+	v := `"4f2c8a7e-1b3d-4c5e-9f60-7a8b9c0d1e2f"`
+	if n := testing.AllocsPerRun(100, func() { _, _ = parseIdempotencyKey([]string{v}) }); n != 0 {
+		t.Errorf("a quoted key without escapes allocates %v times, want 0", n)
+	}
+}

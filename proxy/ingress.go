@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -34,23 +36,26 @@ const calloutPrefix = "/callout/"
 // decided, and the attempts are its children, inside it.
 func (s *Server) handleCallout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// The request's context is built whole first (its trace, then its
+		// holder), so r is copied once (WithContext), not once a step.
+		var ctx context.Context
 		if s.tr != nil {
-			r = r.WithContext(s.tr.StartAdmission(r.Context(), r.Header, r.Method))
+			ctx = s.tr.StartAdmission(r.Context(), r.Header, r.Method)
 			sw := &statusWriter{ResponseWriter: w}
 			w = sw
 			defer func() { s.tr.EndServer(r.Context(), sw.status) }()
 		} else {
 			// Tracing off: the caller's traceparent still names the
 			// trace of every log line about this request (contract §12).
-			r = r.WithContext(logx.FromHeader(r.Context(), r.Header))
+			ctx = logx.FromHeader(r.Context(), r.Header)
 		}
-		ctx, release, err := s.holdRequest(r)
+		ctx, release, err := s.holdRequest(ctx, r)
 		defer release() // after the answer is written: the budget counts it until then
+		r = r.WithContext(ctx)
 		if err != nil {
 			s.reject(w, r, "", err)
 			return
 		}
-		r = r.WithContext(ctx)
 		in, err := s.admitRequest(w, r)
 		if err != nil {
 			endpoint := ""
@@ -80,12 +85,13 @@ type inbound struct {
 	prefs  preferences
 	body   []byte
 	start  time.Time
+	url    *url.URL // forward.UpstreamURL of ep, suffix and the query: checked once, sent as it is
 }
 
 // request is the forwarder's view of in.
 func (in *inbound) request(r *http.Request) *forward.Request {
 	return &forward.Request{Method: r.Method, Path: in.suffix, RawQuery: r.URL.RawQuery,
-		Header: r.Header, Body: in.body}
+		Header: r.Header, Body: in.body, URL: in.url}
 }
 
 // verifyCaller verifies r's bearer token (auth.Verifier.Verify: errors are
@@ -128,7 +134,7 @@ func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) (*inbound,
 	if err := s.d.Callers.AllowedOn(caller, ep); err != nil {
 		return in, err
 	}
-	if _, err := forward.UpstreamURL(ep.BaseURL, suffix, r.URL.RawQuery); err != nil {
+	if in.url, err = forward.UpstreamURL(ep.BaseURL, suffix, r.URL.RawQuery); err != nil {
 		return in, err
 	}
 	if in.key, err = parseIdempotencyKey(r.Header.Values("Idempotency-Key")); err != nil {

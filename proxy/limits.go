@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/limit"
@@ -59,16 +60,17 @@ func (s *Server) limitHeaders(next http.Handler) http.Handler {
 // (limits.max_inflight_bytes): a Holder, carried in the returned context so
 // the forwarder reserves the buffered response in it too, holding the
 // request's header bytes already. The caller calls release once the answer
-// is written. Errors: the overloaded problem.
-func (s *Server) holdRequest(r *http.Request) (ctx context.Context, release func(), err error) {
+// is written. ctx is r's context as the ingress made it (its trace); on
+// an error it is returned as it is. Errors: the overloaded problem.
+func (s *Server) holdRequest(ctx context.Context, r *http.Request) (_ context.Context, release func(), err error) {
 	h := s.d.Budget.Holder()
 	_, size := headerSize(r)
-	wctx, cancel := context.WithTimeout(r.Context(), s.d.Config.Limits.OverloadWait)
-	defer cancel()
-	if err := h.Acquire(wctx, int64(size)); err != nil {
-		return r.Context(), func() {}, overloaded(policy.Rejected)
+	// limits.overload_wait as a deadline, not a context: no context, timer
+	// and cancel func on every request (the budget times its own wait).
+	if err := h.AcquireBy(ctx, time.Now().Add(s.d.Config.Limits.OverloadWait), int64(size)); err != nil {
+		return ctx, func() {}, overloaded(policy.Rejected)
 	}
-	return limit.WithHolder(r.Context(), h), h.Release, nil
+	return limit.WithHolder(ctx, h), h.Release, nil
 }
 
 // overloaded is the 503 of a request past the memory budget: Retry-After 1,
@@ -116,9 +118,8 @@ func (s *Server) connectionShare(outcome policy.Outcome) *problem.Error {
 // closed).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	maxBytes := s.d.Config.Policy.MaxRequestBytes
-	wctx, cancel := context.WithTimeout(r.Context(), s.d.Config.Limits.OverloadWait)
-	defer cancel()
-	b, err := limit.ReadBody(wctx, limit.HolderFrom(r.Context()), http.MaxBytesReader(w, r.Body, maxBytes),
+	b, err := limit.ReadBodyBy(r.Context(), time.Now().Add(s.d.Config.Limits.OverloadWait),
+		limit.HolderFrom(r.Context()), http.MaxBytesReader(w, r.Body, maxBytes),
 		r.ContentLength, maxBytes)
 	switch {
 	case errors.Is(err, limit.ErrTooLarge) || isMaxBytes(err):

@@ -42,8 +42,14 @@ type Watcher struct {
 	Now   func() time.Time
 }
 
-// Changed is called after every result that went through the breaker.
+// Changed is called after every result that went through the breaker. A
+// result that changed nothing — no transition, nothing held, no outage
+// begun, ended or under way — returns at once: the loggers below cost 6
+// allocations, and most results (a success on a closed breaker) are such.
 func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch policy.BreakerChange) {
+	if quiet(ch) {
+		return
+	}
 	log := w.Logger.With(slog.String("endpoint", ep.Name))
 	breaker := log
 	if ch.Partition != "" {
@@ -73,6 +79,13 @@ func (w *Watcher) Changed(ctx context.Context, ep *config.Endpoint, ch policy.Br
 		return
 	}
 	w.disable(ctx, ep, "auto: no success since "+ch.OutageStartedAt.UTC().Format(time.RFC3339))
+}
+
+// quiet reports whether ch asks the watcher for nothing: no log line, no
+// metric, and no outage whose length could reach disable_after.
+func quiet(ch policy.BreakerChange) bool {
+	return !ch.Opened && !ch.Closed && ch.Held == 0 && !ch.OutageBegan && !ch.OutageEnded &&
+		ch.OutageStartedAt.IsZero()
 }
 
 // disable disables ep and hands on its new dead letters.

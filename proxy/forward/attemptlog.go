@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/config"
@@ -20,8 +21,11 @@ import (
 // (Attempt.Err's text, which never holds the URL or a credential; "" when
 // the upstream answered), then extra (the trace_id of a traced attempt;
 // an empty slog.Attr is left out). The line is built only when it is
-// written (LogAttrs), so a success under the default costs the log
-// nothing. Bodies and header values are never logged.
+// written, so a success under the default costs the log nothing; it goes
+// to l's handler directly, without slog's caller lookup (Logger.LogAttrs
+// calls runtime.Callers on every line, for a source nobody configured: no
+// handler here sets AddSource), so its Record has no PC. Bodies and header
+// values are never logged.
 func LogAttempt(ctx context.Context, l *slog.Logger, access, endpoint, calloutID string, n int, kind policy.Kind,
 	att Attempt, cls policy.Classification, extra ...slog.Attr) {
 	switch access {
@@ -33,6 +37,13 @@ func LogAttempt(ctx context.Context, l *slog.Logger, access, endpoint, calloutID
 			return
 		}
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	h := l.Handler()
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
 	status, errText := 0, ""
 	if att.Response != nil {
 		status = att.Response.Status
@@ -40,10 +51,11 @@ func LogAttempt(ctx context.Context, l *slog.Logger, access, endpoint, calloutID
 	if att.Err != nil {
 		errText = att.Err.Error()
 	}
-	attrs := append([]slog.Attr{
-		slog.String("endpoint", endpoint), slog.String("callout_id", calloutID), slog.Int("attempt", n),
+	r := slog.NewRecord(time.Now(), slog.LevelInfo, "attempt", 0)
+	r.AddAttrs(slog.String("endpoint", endpoint), slog.String("callout_id", calloutID), slog.Int("attempt", n),
 		slog.String("kind", string(kind)), slog.Int("status", status), slog.String("outcome", string(cls.Outcome)),
 		slog.String("reason", cls.Reason), slog.Int64("duration_ms", att.Duration.Milliseconds()),
-		slog.String("error", errText)}, extra...)
-	l.LogAttrs(ctx, slog.LevelInfo, "attempt", attrs...)
+		slog.String("error", errText))
+	r.AddAttrs(extra...)
+	_ = h.Handle(ctx, r)
 }

@@ -58,6 +58,12 @@ type Request struct {
 	Header http.Header
 	// Body is the whole request body; nil or empty sends none.
 	Body []byte
+	// URL, optional, is UpstreamURL(ep.BaseURL, Path, RawQuery) when the
+	// caller built and checked it already (the ingress does, before it
+	// reads the body); the attempt then takes it as it is, not parsing the
+	// path a second time. nil: the attempt builds it. An attempt may set
+	// its Host (an empty port removed, RFC 3986 §6.2.3); nothing else.
+	URL *url.URL
 	// CalloutID is the id of the callout this attempt belongs to; "" for a
 	// read without a record. A standard_webhooks endpoint derives the
 	// attempt's webhook-id from it (credentials.WebhookID).
@@ -156,7 +162,7 @@ type Options struct {
 	// nil: system roots, TLS 1.2 at least.
 	TLSClientConfig *tls.Config
 	// MaxIdleConnsPerHost is the keep-alive pool size per endpoint;
-	// default 32.
+	// default 256 (above the callers' connections of a busy replica).
 	MaxIdleConnsPerHost int
 	// Budget, optional, is the memory budget (limits.max_inflight_bytes)
 	// response bodies are buffered in, as they arrive. The bytes go into
@@ -260,9 +266,12 @@ func (f *Forwarder) Do(ctx context.Context, ep *config.Endpoint, req *Request) A
 // expires under them (contract §3), and the re-send is no retry of the
 // callout's schedule. The Attempt is the last response's.
 func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Request) Attempt {
-	u, err := UpstreamURL(ep.BaseURL, req.Path, req.RawQuery)
-	if err != nil {
-		return Attempt{Err: err}
+	u := req.URL
+	if u == nil {
+		var err error
+		if u, err = UpstreamURL(ep.BaseURL, req.Path, req.RawQuery); err != nil {
+			return Attempt{Err: err}
+		}
 	}
 	creds := f.credentials(ep)
 	static, err := f.staticHeaders(ep, creds)
@@ -270,7 +279,7 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 		return Attempt{Err: problem.Wrap(problem.Internal,
 			"the configured headers of endpoint "+ep.Name+" could not be resolved", err)}
 	}
-	hreq, err := newRequest(ctx, u, req, static)
+	hreq, err := newRequest(u, req, static)
 	if err != nil {
 		return Attempt{Err: err}
 	}
@@ -302,7 +311,7 @@ func (f *Forwarder) attempt(ctx context.Context, ep *config.Endpoint, req *Reque
 	if tok, err = creds.Token(actx); err != nil {
 		return Attempt{Err: tokenFailure(ctx, ep, err)}
 	}
-	hreq, _ = newRequest(ctx, u, req, static) // it built once already
+	hreq, _ = newRequest(u, req, static) // it built once already
 	f.traceContext(ctx, hreq.Header)
 	tok.SetHeader(hreq.Header)
 	if err := creds.Sign(actx, hreq, req.Body, req.CalloutID); err != nil {
@@ -380,25 +389,25 @@ func (f *Forwarder) send(parent, actx context.Context, c *http.Client, req *Requ
 // replay rule does not look up (field names are case-insensitive, RFC 9110
 // §5.1: the upstream sees the same field and value). The transport may then
 // retry only what it never wrote.
-func newRequest(ctx context.Context, u *url.URL, req *Request, injected http.Header) (*http.Request, error) {
+func newRequest(u *url.URL, req *Request, injected http.Header) (*http.Request, error) {
+	if !validMethod(req.Method) {
+		return nil, problem.Wrap(problem.InvalidRequest, "the request cannot be forwarded",
+			errors.New("invalid method "+strconv.Quote(req.Method)))
+	}
+	// Built as http.NewRequestWithContext would, but from the checked URL
+	// itself: not printed with u.String() and parsed back, and without the
+	// empty header NewRequest makes. The context is set once, by send.
+	u.Host = removeEmptyPort(u.Host)
+	hreq := &http.Request{Method: req.Method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Host: u.Host, Header: OutboundHeader(req.Header, injected)}
 	write := req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions
-	var body io.Reader
-	switch {
-	case write && len(req.Body) > 0:
-		body = io.NopCloser(bytes.NewReader(req.Body))
-	case len(req.Body) > 0:
-		body = bytes.NewReader(req.Body)
+	if body := req.Body; len(body) > 0 {
+		hreq.Body = io.NopCloser(bytes.NewReader(body))
+		hreq.ContentLength = int64(len(body))
+		if !write { // a read may be sent again by the transport: NewRequest's GetBody
+			hreq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
 	}
-	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
-	if err != nil {
-		return nil, problem.Wrap(problem.InvalidRequest, "the request cannot be forwarded", err)
-	}
-	if write {
-		hreq.GetBody = nil
-		hreq.ContentLength = int64(len(req.Body))
-	}
-	hreq.URL = u // keep RawPath exactly; String/Parse could re-escape
-	hreq.Header = OutboundHeader(req.Header, injected)
 	if _, ok := hreq.Header["User-Agent"]; !ok {
 		hreq.Header["User-Agent"] = nil // present but empty: Go sends no User-Agent
 	}
@@ -412,6 +421,40 @@ func newRequest(ctx context.Context, u *url.URL, req *Request, injected http.Hea
 	}
 	return hreq, nil
 }
+
+// validMethod reports whether method is an RFC 9110 §9.1 method: a token
+// (§5.6.2), as http.NewRequest requires.
+func validMethod(method string) bool {
+	if method == "" {
+		return false
+	}
+	for i := 0; i < len(method); i++ {
+		c := method[i]
+		if c >= 0x80 || !tokenChar[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenChar marks the bytes of an RFC 9110 §5.6.2 token: tchar.
+var tokenChar = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// removeEmptyPort strips the empty port of "host:" or "[::1]:" (RFC 3986
+// §6.2.3), as http.NewRequest does (a host ending in ":" has an empty port:
+// an IPv6 literal is bracketed).
+func removeEmptyPort(host string) string { return strings.TrimSuffix(host, ":") }
 
 // bodyLength is the length of resp's body as ReadBody takes it: its
 // Content-Length when net/http knows it (−1 when chunked or unknown), 0 for
@@ -427,11 +470,12 @@ func bodyLength(method string, resp *http.Response) int64 {
 // hop-by-hop fields removed and Content-Length equal to the buffered body
 // when the response can carry one.
 func responseHeader(method string, resp *http.Response, bodyLen int) http.Header {
-	h := inboundHeader(resp.Header)
+	h, vals := inboundHeader(resp.Header, 1)
 	bodyless := method == http.MethodHead || resp.StatusCode < 200 ||
 		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
-	if !bodyless {
-		h.Set("Content-Length", strconv.Itoa(bodyLen))
+	if !bodyless { // h.Set's canonical name, its value in the values' array
+		vals = append(vals, strconv.Itoa(bodyLen))
+		h["Content-Length"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h
 }

@@ -204,17 +204,31 @@ func ProxyOwned(canonical string) bool {
 // inboundHeader returns an upstream response's header as the caller gets it:
 // hop-by-hop fields (and every field named in Connection) removed, the
 // proxy's own fields (ProxyOwned) removed, names canonical, values
-// unchanged (RFC 9110 §7.6.1).
-func inboundHeader(in http.Header) http.Header {
+// unchanged (RFC 9110 §7.6.1). The kept values are copied into one array,
+// each field's a full slice of it (as OutboundHeader's), with room for
+// spare more values after them (responseHeader's Content-Length): one
+// allocation for the values, not one per field.
+func inboundHeader(in http.Header, spare int) (http.Header, []string) {
 	var extra names
 	connectionTokens(in, extra.add)
-	out := make(http.Header, len(in))
+	out := make(http.Header, len(in)+spare)
+	n := spare
+	for _, vs := range in {
+		n += len(vs)
+	}
+	vals := make([]string, 0, n)
 	eachField(in, func(k string, vs []string) {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		if slices.Contains(hopByHop, ck) || extra[ck] || ProxyOwned(ck) {
 			return
 		}
-		out[ck] = append(out[ck], vs...)
+		if cur, ok := out[ck]; ok { // names that merge ("x-a", "X-A")
+			out[ck] = append(cur, vs...)
+			return
+		}
+		start := len(vals)
+		vals = append(vals, vs...)
+		out[ck] = vals[start:len(vals):len(vals)]
 	})
-	return out
+	return out, vals
 }

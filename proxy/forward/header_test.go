@@ -132,7 +132,7 @@ func TestInboundHeader(t *testing.T) {
 			"idempotent-replayed": {"true"}, "X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"},
 		}, http.Header{"X-Callout-Trace": {"kept"}, "Content-Type": {"text/plain"}}},
 	} {
-		if got := inboundHeader(tt.in); !reflect.DeepEqual(got, tt.want) {
+		if got, _ := inboundHeader(tt.in, 0); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: inboundHeader =\n %v\nwant\n %v", tt.name, got, tt.want)
 		}
 	}

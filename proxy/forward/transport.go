@@ -26,8 +26,13 @@ const (
 	// maxResponseHeaderBytes bounds an upstream's response header block
 	// (1 MiB); the body is bounded by MaxResponseBytes.
 	maxResponseHeaderBytes = 1 << 20
-	// defaultMaxIdleConnsPerHost is Options.MaxIdleConnsPerHost's default.
-	defaultMaxIdleConnsPerHost = 32
+	// defaultMaxIdleConnsPerHost is Options.MaxIdleConnsPerHost's default:
+	// above the callers' connections a replica serves at once (64–128 in
+	// docs/performance.md's runs), so a burst's upstream connections go back
+	// to the pool instead of being closed and dialled again on the next one
+	// (at 32, every burst past 32 callers churned connections). Idle ones
+	// still close after idleConnTimeout.
+	defaultMaxIdleConnsPerHost = 256
 )
 
 // endpointClient is the cached HTTP client of one endpoint, with the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -78,5 +79,19 @@ func TestReadBodyOverloaded(t *testing.T) {
 	h.Release()
 	if b.InUse() != 0 {
 		t.Errorf("in use %d after release", b.InUse())
+	}
+}
+
+// TestIsTimeoutNil: a nil error is no timeout and costs no allocation
+// (readBody asks on every successful body read); a deadline error is one.
+func TestIsTimeoutNil(t *testing.T) {
+	if IsTimeout(nil) {
+		t.Fatal("IsTimeout(nil) = true")
+	}
+	if !IsTimeout(os.ErrDeadlineExceeded) {
+		t.Fatal("IsTimeout(os.ErrDeadlineExceeded) = false")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = IsTimeout(nil) }); n != 0 {
+		t.Errorf("IsTimeout(nil) allocates %v times, want 0", n)
 	}
 }

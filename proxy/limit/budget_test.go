@@ -90,6 +90,36 @@ func TestBudgetContextEndsWait(t *testing.T) {
 	})
 }
 
+// TestBudgetDeadlineEndsWait: AcquireBy waits for room until its deadline
+// when that comes before the budget's wait (the ingress's
+// limits.overload_wait as a time), at once when it has passed, and never
+// past the budget's wait; a reservation that fits ignores the deadline.
+func TestBudgetDeadlineEndsWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(1<<20, time.Hour, 0)
+		if err := b.Holder().AcquireBy(context.Background(), time.Now().Add(-time.Second), 1<<20); err != nil {
+			t.Fatalf("a reservation that fits, its deadline past = %v", err)
+		}
+		for _, tc := range []struct {
+			name     string
+			deadline time.Duration // from now
+			want     time.Duration // waited
+		}{
+			{"deadline first", time.Second, time.Second},
+			{"deadline past", -time.Second, 0},
+			{"the budget's wait first", 2 * time.Hour, time.Hour},
+		} {
+			start := time.Now()
+			if err := b.Holder().AcquireBy(context.Background(), start.Add(tc.deadline), 1); !errors.Is(err, ErrOverloaded) {
+				t.Fatalf("%s: AcquireBy = %v, want ErrOverloaded", tc.name, err)
+			}
+			if waited := time.Since(start); waited != tc.want {
+				t.Errorf("%s: waited %s, want %s", tc.name, waited, tc.want)
+			}
+		}
+	})
+}
+
 // TestBudgetLoneReservation: a reservation as large as the whole budget
 // passes when nothing else is held; a nil budget or holder never refuses.
 func TestBudgetLoneReservation(t *testing.T) {
