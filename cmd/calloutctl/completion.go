@@ -39,6 +39,12 @@ _calloutctl() {
   [[ "$line" =~ [[:space:]]$ ]] && words+=("")
   IFS=$'\n'
   COMPREPLY=($("${words[0]}" __complete "${words[@]:1}" 2>/dev/null))
+  # bash replaces only the text after the last "=" of --flag=VALUE
+  # (COMP_WORDBREAKS): give it the candidates' VALUE part.
+  local cur="${words[${#words[@]}-1]}"
+  if [[ "$cur" == -*=* && "$COMP_WORDBREAKS" == *=* ]]; then
+    COMPREPLY=("${COMPREPLY[@]#"${cur%=*}="}")
+  fi
 }
 complete -F _calloutctl calloutctl
 `,
@@ -88,7 +94,8 @@ func (a *app) completionCommands() []*cli.Command {
 }
 
 // completions are the candidates for the last of words (the command line
-// after "calloutctl"): a flag's value after a flag that takes one, flag
+// after "calloutctl"): a flag's value after a flag that takes one (or
+// after its "=" in the same word, each candidate then "--flag=VALUE"), flag
 // names after "-", subcommand names where a command groups others, else
 // the command's arguments — endpoint names, dead-letter, job and callout
 // ids read from the server (--server and --token on the line, else the
@@ -128,9 +135,18 @@ func (a *app) completions(ctx context.Context, words []string) []string {
 		}
 	}
 	var cands []string
+	name, _, inline := strings.Cut(strings.TrimLeft(cur, "-"), "=")
+	f := flagNamed(path, name)
 	switch {
 	case awaiting != "":
 		cands = a.flagValues(ctx, awaiting, given)
+	case strings.HasPrefix(cur, "-") && inline && f != nil && takesValue(f):
+		// --flag=VALUE: the value completes as after "--flag ", each
+		// candidate the whole word (the bash script trims "--flag=").
+		prefix := cur[:strings.Index(cur, "=")+1]
+		for _, v := range a.flagValues(ctx, f.Names()[0], given) {
+			cands = append(cands, prefix+v)
+		}
 	case strings.HasPrefix(cur, "-"):
 		for _, p := range path {
 			for _, f := range p.VisibleFlags() {
