@@ -109,31 +109,8 @@ func (a *app) completions(ctx context.Context, words []string) []string {
 		words = []string{""}
 	}
 	cur := words[len(words)-1]
-	cmd := a.command()
-	path := []*cli.Command{cmd}  // cmd and its parents, innermost first
-	given := map[string]string{} // flag values on the line, by first name
-	awaiting := ""               // a flag waiting for its value
-	args := 0
-	for _, w := range words[:len(words)-1] {
-		switch {
-		case awaiting != "":
-			given[awaiting], awaiting = w, ""
-		case strings.HasPrefix(w, "-") && len(w) > 1:
-			name, val, hasVal := strings.Cut(strings.TrimLeft(w, "-"), "=")
-			if f := flagNamed(path, name); f != nil && takesValue(f) {
-				if hasVal {
-					given[f.Names()[0]] = val
-				} else {
-					awaiting = f.Names()[0]
-				}
-			}
-		case args == 0 && cmd.Command(w) != nil:
-			cmd = cmd.Command(w)
-			path = append([]*cli.Command{cmd}, path...)
-		default:
-			args++
-		}
-	}
+	l := readLine(a.command(), words[:len(words)-1])
+	cmd, path, given, awaiting, args := l.cmd, l.path, l.given, l.awaiting, l.args
 	var cands []string
 	name, _, inline := strings.Cut(strings.TrimLeft(cur, "-"), "=")
 	f := flagNamed(path, name)
@@ -169,6 +146,46 @@ func (a *app) completions(ctx context.Context, words []string) []string {
 		}
 	}
 	return out
+}
+
+// line is what the words of a command line (after "calloutctl") say.
+type line struct {
+	cmd      *cli.Command      // the innermost command named
+	path     []*cli.Command    // cmd and its parents, innermost first
+	given    map[string]string // flag values on the line, by first name
+	awaiting string            // a flag waiting for its value
+	args     int               // positional arguments of cmd
+	flags    []string          // the words without the positional arguments
+}
+
+// readLine walks words from root as the library parses them: command
+// names until the first positional argument, a flag's value after a flag
+// that takes one (or after its "="), everything else an argument.
+func readLine(root *cli.Command, words []string) line {
+	l := line{cmd: root, path: []*cli.Command{root}, given: map[string]string{}}
+	for _, w := range words {
+		switch {
+		case l.awaiting != "":
+			l.given[l.awaiting], l.awaiting = w, ""
+		case strings.HasPrefix(w, "-") && len(w) > 1:
+			name, val, hasVal := strings.Cut(strings.TrimLeft(w, "-"), "=")
+			if f := flagNamed(l.path, name); f != nil && takesValue(f) {
+				if hasVal {
+					l.given[f.Names()[0]] = val
+				} else {
+					l.awaiting = f.Names()[0]
+				}
+			}
+		case l.args == 0 && l.cmd.Command(w) != nil:
+			l.cmd = l.cmd.Command(w)
+			l.path = append([]*cli.Command{l.cmd}, l.path...)
+		default:
+			l.args++
+			continue
+		}
+		l.flags = append(l.flags, w)
+	}
+	return l
 }
 
 // flagNamed is the flag with name of a command of path.
