@@ -17,8 +17,12 @@ import (
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpx.Guard, limit.CloseAfterTransferEncoding, limit.CloseIfBodyUnread, s.limitHeaders, s.bodyDeadline)
-	r.Get("/healthz", s.handleHealthz())
-	r.Get("/readyz", s.handleReadyz())
+	// HEAD answers as GET without the body (RFC 9110 §9.3.2; net/http
+	// drops what the handler writes): probes that check with HEAD.
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		r.Method(m, "/healthz", s.handleHealthz())
+		r.Method(m, "/readyz", s.handleReadyz())
+	}
 	r.Handle("/callout/*", s.handleCallout())
 	r.Get("/v1/callouts/{id}", s.handleGetCallout())
 	r.Get("/v1/policy", s.handleGetPolicy())
