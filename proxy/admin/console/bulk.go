@@ -81,7 +81,7 @@ func (c *console) handleBulk(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	d := bulkData{Action: a, IDs: ids, Back: localDeadLetters(r.PostForm.Get("back"))}
 	if r.PostForm.Get("confirm") != "1" {
-		c.render(w, r, s, http.StatusOK, "bulk", a.Verb+" "+strconv.Itoa(len(ids))+" dead letters", d)
+		c.render(w, r, s, http.StatusOK, "bulk", a.Verb+" "+strconv.Itoa(len(ids))+" "+plural(len(ids), "dead letter", "dead letters"), d)
 		return
 	}
 	for _, id := range ids {
