@@ -208,7 +208,9 @@ func (a *app) printCallout(d api.CalloutDoc, wide bool) error {
 		t.row("held by", held)
 	}
 	t.row("dead letter reason", d.DeadLetterReason)
-	t.row("last outcome", string(d.LastOutcome))
+	// last_outcome, the last attempt's class, reads "last attempt" on
+	// every surface (contract §12), as in the console.
+	t.row("last attempt", string(d.LastOutcome))
 	t.row("request", d.Method+" "+d.Path)
 	t.row("idempotency key", d.IdempotencyKey)
 	t.row("source record", d.SourceRecord)
