@@ -98,8 +98,8 @@ func vocabularyOfAnExhaustedCallout(t *testing.T, rig *clockRig, logs *proctest.
 			}
 		case "dead letter":
 			dead++
-			if l["dead_letter_reason"] != "exhausted" {
-				t.Errorf("dead letter line %v: reason, want exhausted", l)
+			if l["dead_letter_reason"] != "exhausted" || l["state"] != "dead_lettered" || l["last_outcome"] != "retryable" {
+				t.Errorf("dead letter line %v: want state dead_lettered, reason exhausted, last_outcome retryable", l)
 			}
 		}
 		if strings.Contains(fmt.Sprint(l), "permanent") {

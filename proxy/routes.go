@@ -28,8 +28,12 @@ func (s *Server) routes() http.Handler {
 	callout := s.handleCallout()
 	r := chi.NewRouter()
 	r.Use(mw...)
-	r.Get("/healthz", s.handleHealthz())
-	r.Get("/readyz", s.handleReadyz())
+	// HEAD answers as GET without the body (RFC 9110 §9.3.2; net/http
+	// drops what the handler writes): probes that check with HEAD.
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		r.Method(m, "/healthz", s.handleHealthz())
+		r.Method(m, "/readyz", s.handleReadyz())
+	}
 	r.Handle(calloutPrefix+"*", callout)
 	r.Get("/v1/callouts/{id}", s.handleGetCallout())
 	r.Get("/v1/policy", s.handleGetPolicy())

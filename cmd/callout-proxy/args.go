@@ -36,7 +36,7 @@ const usageText = `Usage:
   callout-proxy validate --config FILE       check a configuration (and the secrets it names) without starting
   callout-proxy migrate --config FILE        bring the Redis store to this binary's layout (refused when newer)
   callout-proxy token --config FILE [flags]  print a short-lived HS256 JWT for local tests (token --help)
-  callout-proxy healthcheck [--config FILE | --url URL]
+  callout-proxy healthcheck [--config FILE] [--url URL]
                                              ask a running proxy's /healthz; exit 0 when healthy (and,
                                              with --config, running FILE: its config fingerprint)
                                              (the container image's health check: no shell needed)

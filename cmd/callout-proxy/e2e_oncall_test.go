@@ -209,7 +209,8 @@ func TestE2EAttemptLogsAlike(t *testing.T) {
 // TestE2EDeferredAndEnableCounted: a retry the dispatcher puts back
 // behind a 429's pause counts in callout_deferred_total (not only
 // front-door refusals); re-enabling a disabled endpoint counts
-// callout_breaker_transitions_total{to="enabled"}.
+// callout_breaker_transitions_total{to="closed"}, callout_breaker_state's
+// next state (there is no "enabled" state).
 func TestE2EDeferredAndEnableCounted(t *testing.T) {
 	t.Parallel()
 	up := proctest.NewUpstream(t, statusHandler)
@@ -230,7 +231,7 @@ func TestE2EDeferredAndEnableCounted(t *testing.T) {
 	}
 	admin(t, p.AdminURL, http.MethodPost, "/admin/v1/endpoints/busy-api/disable", opsToken, nil)
 	admin(t, p.AdminURL, http.MethodPost, "/admin/v1/endpoints/busy-api/enable", opsToken, nil)
-	for to, want := range map[string]float64{"disabled": 1, "enabled": 1} {
+	for to, want := range map[string]float64{"disabled": 1, "closed": 1, "enabled": 0} {
 		if v := metricValue(t, p, "callout_breaker_transitions_total", ep, `to="`+to+`"`); v != want {
 			t.Fatalf("transitions to %s = %v, want %v", to, v, want)
 		}

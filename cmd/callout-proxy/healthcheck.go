@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/proxy"
@@ -19,7 +20,7 @@ import (
 // defaultHealthURL is /healthz of a default configuration's listener.
 const defaultHealthURL = "http://127.0.0.1:8080/healthz"
 
-// runHealthcheck is `callout-proxy healthcheck [--config FILE | --url URL]
+// runHealthcheck is `callout-proxy healthcheck [--config FILE] [--url URL]
 // [--timeout D]`: one GET of a running proxy's /healthz, for the container
 // image's health check (distroless has no shell, curl or wget: the binary
 // checks itself). With --config it asks the configured listen address on
@@ -31,13 +32,17 @@ const defaultHealthURL = "http://127.0.0.1:8080/healthz"
 // --config, only when that proxy runs this very file: /healthz's config
 // fingerprint (config.Fingerprint, the one in force, reloads included)
 // must equal FILE's, so another program or another proxy holding the port
-// fails the check (docs/operating.md, "Health checks"). An error (exit 1)
-// otherwise.
+// fails the check (docs/operating.md, "Health checks"). --url names the
+// URL instead (its /healthz when its path is empty or "/"; its certificate
+// verified), still compared with FILE's fingerprint when --config is given
+// too. An error (exit 1) otherwise; a bad flag, file or URL is a usage
+// error (exit 2).
 func runHealthcheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("callout-proxy healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "the proxy's configuration: check its listen address")
-	target := fs.String("url", "", "the /healthz URL to check (default "+defaultHealthURL+")")
+	target := fs.String("url", "", "the /healthz URL to check, a URL without a path meaning its /healthz "+
+		"(default "+defaultHealthURL+"); with --config, that configuration's proxy must answer")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -45,20 +50,27 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 		return usageError{err}
 	}
 	u, insecure, want := *target, false, ""
-	switch {
-	case u != "" && *path != "":
-		return usageError{errors.New("healthcheck: give --config or --url, not both")}
-	case *path != "":
+	if *path != "" {
 		cfg, err := config.Load(*path, getenv)
 		if err != nil {
 			return usageError{err}
 		}
-		if u, err = healthURL(cfg); err != nil {
-			return usageError{err}
+		want = cfg.Fingerprint
+		if u == "" {
+			if u, err = healthURL(cfg); err != nil {
+				return usageError{err}
+			}
+			insecure = cfg.TLSCertFile != ""
 		}
-		insecure, want = cfg.TLSCertFile != "", cfg.Fingerprint
+	}
+	switch {
 	case u == "":
 		u = defaultHealthURL
+	case *target != "":
+		var err error
+		if u, err = healthzOf(u); err != nil {
+			return usageError{err}
+		}
 	}
 	tr := &http.Transport{Proxy: nil}
 	if insecure {
@@ -90,6 +102,20 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	}
 	fmt.Fprintf(stdout, "ok: %s answers, callout-proxy %s\n", u, h.BuildInfo)
 	return nil
+}
+
+// healthzOf is raw, or its /healthz when its path is empty or "/" (a
+// listener's address, as an operator types it). Errors: raw is not an
+// http(s) URL with a host.
+func healthzOf(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("healthcheck: --url %q is not an http(s) URL", raw)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path, u.RawPath = "/healthz", ""
+	}
+	return u.String(), nil
 }
 
 // healthURL is the /healthz URL of cfg's callout listener on this host.

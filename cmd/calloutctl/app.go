@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,8 +69,21 @@ func isTerminal(f any) bool {
 // run parses args (without the program name) and runs the command. A run
 // cut short by ctx (Ctrl-C, SIGTERM) is errInterrupted, exit 130 (128 +
 // SIGINT, as shells report it), whatever the command was doing.
+//
+// --help (-h) shows the help of the command it follows, with positional
+// arguments or without (`endpoints disable NAME --help`): they are dropped,
+// as the library would read the first as the name of a help topic.
 func (a *app) run(ctx context.Context, args []string) error {
 	root := a.command()
+	opts := args
+	if i := slices.Index(args, "--"); i >= 0 {
+		opts = args[:i]
+	}
+	if slices.ContainsFunc(opts, func(w string) bool { return w == "--help" || w == "-h" }) {
+		if l := readLine(root, opts); l.args > 0 {
+			args = l.flags
+		}
+	}
 	err := root.Run(ctx, append([]string{"calloutctl"}, args...))
 	if err != nil && ctx.Err() != nil {
 		return withCode(exitInterrupted, errInterrupted)

@@ -39,6 +39,12 @@ _calloutctl() {
   [[ "$line" =~ [[:space:]]$ ]] && words+=("")
   IFS=$'\n'
   COMPREPLY=($("${words[0]}" __complete "${words[@]:1}" 2>/dev/null))
+  # bash replaces only the text after the last "=" of --flag=VALUE
+  # (COMP_WORDBREAKS): give it the candidates' VALUE part.
+  local cur="${words[${#words[@]}-1]}"
+  if [[ "$cur" == -*=* && "$COMP_WORDBREAKS" == *=* ]]; then
+    COMPREPLY=("${COMPREPLY[@]#"${cur%=*}="}")
+  fi
 }
 complete -F _calloutctl calloutctl
 `,
@@ -88,7 +94,8 @@ func (a *app) completionCommands() []*cli.Command {
 }
 
 // completions are the candidates for the last of words (the command line
-// after "calloutctl"): a flag's value after a flag that takes one, flag
+// after "calloutctl"): a flag's value after a flag that takes one (or
+// after its "=" in the same word, each candidate then "--flag=VALUE"), flag
 // names after "-", subcommand names where a command groups others, else
 // the command's arguments — endpoint names, dead-letter, job and callout
 // ids read from the server (--server and --token on the line, else the
@@ -102,35 +109,21 @@ func (a *app) completions(ctx context.Context, words []string) []string {
 		words = []string{""}
 	}
 	cur := words[len(words)-1]
-	cmd := a.command()
-	path := []*cli.Command{cmd}  // cmd and its parents, innermost first
-	given := map[string]string{} // flag values on the line, by first name
-	awaiting := ""               // a flag waiting for its value
-	args := 0
-	for _, w := range words[:len(words)-1] {
-		switch {
-		case awaiting != "":
-			given[awaiting], awaiting = w, ""
-		case strings.HasPrefix(w, "-") && len(w) > 1:
-			name, val, hasVal := strings.Cut(strings.TrimLeft(w, "-"), "=")
-			if f := flagNamed(path, name); f != nil && takesValue(f) {
-				if hasVal {
-					given[f.Names()[0]] = val
-				} else {
-					awaiting = f.Names()[0]
-				}
-			}
-		case args == 0 && cmd.Command(w) != nil:
-			cmd = cmd.Command(w)
-			path = append([]*cli.Command{cmd}, path...)
-		default:
-			args++
-		}
-	}
+	l := readLine(a.command(), words[:len(words)-1])
+	cmd, path, given, awaiting, args := l.cmd, l.path, l.given, l.awaiting, l.args
 	var cands []string
+	name, _, inline := strings.Cut(strings.TrimLeft(cur, "-"), "=")
+	f := flagNamed(path, name)
 	switch {
 	case awaiting != "":
 		cands = a.flagValues(ctx, awaiting, given)
+	case strings.HasPrefix(cur, "-") && inline && f != nil && takesValue(f):
+		// --flag=VALUE: the value completes as after "--flag ", each
+		// candidate the whole word (the bash script trims "--flag=").
+		prefix := cur[:strings.Index(cur, "=")+1]
+		for _, v := range a.flagValues(ctx, f.Names()[0], given) {
+			cands = append(cands, prefix+v)
+		}
 	case strings.HasPrefix(cur, "-"):
 		for _, p := range path {
 			for _, f := range p.VisibleFlags() {
@@ -153,6 +146,46 @@ func (a *app) completions(ctx context.Context, words []string) []string {
 		}
 	}
 	return out
+}
+
+// line is what the words of a command line (after "calloutctl") say.
+type line struct {
+	cmd      *cli.Command      // the innermost command named
+	path     []*cli.Command    // cmd and its parents, innermost first
+	given    map[string]string // flag values on the line, by first name
+	awaiting string            // a flag waiting for its value
+	args     int               // positional arguments of cmd
+	flags    []string          // the words without the positional arguments
+}
+
+// readLine walks words from root as the library parses them: command
+// names until the first positional argument, a flag's value after a flag
+// that takes one (or after its "="), everything else an argument.
+func readLine(root *cli.Command, words []string) line {
+	l := line{cmd: root, path: []*cli.Command{root}, given: map[string]string{}}
+	for _, w := range words {
+		switch {
+		case l.awaiting != "":
+			l.given[l.awaiting], l.awaiting = w, ""
+		case strings.HasPrefix(w, "-") && len(w) > 1:
+			name, val, hasVal := strings.Cut(strings.TrimLeft(w, "-"), "=")
+			if f := flagNamed(l.path, name); f != nil && takesValue(f) {
+				if hasVal {
+					l.given[f.Names()[0]] = val
+				} else {
+					l.awaiting = f.Names()[0]
+				}
+			}
+		case l.args == 0 && l.cmd.Command(w) != nil:
+			l.cmd = l.cmd.Command(w)
+			l.path = append([]*cli.Command{l.cmd}, l.path...)
+		default:
+			l.args++
+			continue
+		}
+		l.flags = append(l.flags, w)
+	}
+	return l
 }
 
 // flagNamed is the flag with name of a command of path.

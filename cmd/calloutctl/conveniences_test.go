@@ -149,7 +149,8 @@ func TestWatchRedraws(t *testing.T) {
 }
 
 // TestCompleteFromTheServer: `__complete` (what the completion scripts
-// call) completes commands and flags, flag values, and endpoint names,
+// call) completes commands and flags, flag values (after "--flag " or
+// "--flag="), and endpoint names,
 // dead-letter ids and replay job ids read from the server given in the
 // environment or on the line; nothing, not an error, when the server is
 // unreachable.
@@ -179,6 +180,8 @@ func TestCompleteFromTheServer(t *testing.T) {
 		{[]string{"endpoints", "enable", ""}, []string{"crm-api", "pay-api"}},
 		{[]string{"endpoints", "reset", "p"}, []string{"pay-api"}},
 		{[]string{"dead-letters", "list", "--endpoint", ""}, []string{"crm-api", "pay-api"}},
+		{[]string{"dead-letters", "list", "--endpoint=p"}, []string{"--endpoint=pay-api"}},
+		{[]string{"-o=w"}, []string{"-o=wide"}},
 		{[]string{"deadletters", "list", "--reason", "e"}, []string{"exhausted", "endpoint_disabled"}},
 		{[]string{"-o", ""}, []string{"table", "wide", "json"}},
 		{[]string{"replay", d[0].id[:len(d[0].id)-1]}, []string{d[0].id}},
@@ -210,6 +213,7 @@ func TestCompleteFromTheServer(t *testing.T) {
 // TestTheBinaryCompletesAndWatches: the real binary's bash script, loaded
 // into a bare bash (no rc files, no bash-completion package), completes
 // endpoint names from the server for `calloutctl endpoints enable <TAB>`
+// and `--endpoint=c<TAB>`,
 // and subcommands for `calloutctl dead<TAB>`; the zsh and fish scripts
 // ask the same command. `endpoints list --watch` draws its first frame and
 // Ctrl-C (SIGINT) ends it with exit 0.
@@ -241,6 +245,10 @@ _calloutctl; printf '%s\n' "${COMPREPLY[@]}"`, "bash", script, line)
 	if got := tab("calloutctl endpoints enable "); got != "crm-api\npay-api" {
 		t.Errorf("endpoints enable <TAB> = %q", got)
 	}
+	// bash breaks the word at "=" (COMP_WORDBREAKS): it wants the value only.
+	if got := tab("calloutctl dead-letters list --endpoint=c"); got != "crm-api" {
+		t.Errorf("--endpoint=c<TAB> = %q", got)
+	}
 	if got := tab("calloutctl dead"); got != "dead-letters" {
 		t.Errorf("dead<TAB> = %q", got)
 	}
@@ -270,7 +278,8 @@ _calloutctl; printf '%s\n' "${COMPREPLY[@]}"`, "bash", script, line)
 // contract §12 unchanged: each endpoint's GATE is its gate (open when
 // healthy, disabled after a disable), the breaker only in -o wide under
 // BREAKER; a dead letter's `get` shows its state, dead letter reason and
-// last outcome as the admin API's document has them.
+// last attempt (the document's last_outcome, in contract §12's words, as
+// the console says it) as the admin API's document has them.
 func TestVocabularyInTheCLI(t *testing.T) {
 	p := startProxy(t)
 	d := p.seedDeadLetters(t, "pay-api", "words", 1, time.Second)[0]
@@ -309,9 +318,9 @@ func TestVocabularyInTheCLI(t *testing.T) {
 		}
 	}
 	if fields["state"] != string(doc.State) || fields["dead letter reason"] != doc.DeadLetterReason ||
-		fields["last outcome"] != string(doc.LastOutcome) || doc.LastOutcome != policy.Permanent ||
+		fields["last attempt"] != string(doc.LastOutcome) || fields["last outcome"] != "" || doc.LastOutcome != policy.Permanent ||
 		doc.DeadLetterReason != string(policy.DeadLetterPermanent) {
-		t.Errorf("get shows %v; the admin API's document: state %s, reason %s, last outcome %s", fields,
+		t.Errorf("get shows %v; the admin API's document: state %s, reason %s, last_outcome %s", fields,
 			doc.State, doc.DeadLetterReason, doc.LastOutcome)
 	}
 }

@@ -208,7 +208,9 @@ func (a *app) printCallout(d api.CalloutDoc, wide bool) error {
 		t.row("held by", held)
 	}
 	t.row("dead letter reason", d.DeadLetterReason)
-	t.row("last outcome", string(d.LastOutcome))
+	// last_outcome, the last attempt's class, reads "last attempt" on
+	// every surface (contract §12), as in the console.
+	t.row("last attempt", string(d.LastOutcome))
 	t.row("request", d.Method+" "+d.Path)
 	t.row("idempotency key", d.IdempotencyKey)
 	t.row("source record", d.SourceRecord)
@@ -223,7 +225,7 @@ func (a *app) printCallout(d api.CalloutDoc, wide bool) error {
 	if r := d.Response; r != nil {
 		t.row("last response", fmt.Sprintf("%d, body %s", r.Status, bodySize(r)))
 	}
-	t.row("request body", fmt.Sprintf("%d bytes", d.Request.BodyBytes))
+	t.row("request body", requestBody(d))
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -250,6 +252,17 @@ func (a *app) printCallout(d api.CalloutDoc, wide bool) error {
 		}
 	}
 	return nil
+}
+
+// requestBody says what the record holds of the request's body: its size,
+// or that it was not kept — a succeeded or failed callout keeps what an
+// idempotent replay needs, not the request (contract §5); a dead letter
+// and a pending callout keep it whole.
+func requestBody(d api.CalloutDoc) string {
+	if d.State.Finished() && d.State != policy.DeadLettered {
+		return "(not kept once " + string(d.State) + ": contract §5)"
+	}
+	return fmt.Sprintf("%d bytes", d.Request.BodyBytes)
 }
 
 // bodySize says how big a stored response body is: "57 bytes", "1024

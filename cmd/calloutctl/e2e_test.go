@@ -36,6 +36,14 @@ func TestOperatorFindsAndReplaysWithCalloutctlAlone(t *testing.T) {
 		return strings.Contains(p.ctl(t, "", "callouts", "get", newID).stdout, "succeeded")
 	})
 	p.ctl(t, "", "callouts", "get", newID).want(t, exitOK, "replay of", pay[0].id, "replay")
+	// A finished callout keeps no request (contract §5): not "0 bytes".
+	if out := p.ctl(t, "", "callouts", "get", newID).stdout; !strings.Contains(out, "(not kept once succeeded") ||
+		strings.Contains(out, "0 bytes") {
+		t.Errorf("callouts get of a success says of its request body:\n%s", out)
+	}
+	if out := p.ctl(t, "", "dead-letters", "get", pay[1].id).stdout; !strings.Contains(out, "request body        15 bytes") {
+		t.Errorf("dead-letters get: the dead letter's body, kept whole:\n%s", out)
+	}
 	// Already replayed, and that replay succeeded: the end state asked for.
 	p.ctl(t, "", "replay", pay[0].id).want(t, exitOK, pay[0].id+" was already replayed as "+newID+" (succeeded); nothing sent")
 	// The chain's end is noted on the dead letter it replays right after the

@@ -72,6 +72,14 @@ func TestAdminDisableEnable(t *testing.T) {
 			if res.Changed {
 				t.Fatalf("enabling an enabled endpoint = %+v, want unchanged", res)
 			}
+			// callout_breaker_state went disabled → closed: one transition to
+			// closed, in the breaker state's words (no "enabled").
+			if n := testutil.ToFloat64(e.metrics.BreakerTransitions.WithLabelValues("pay-api", "closed")); n != 1 {
+				t.Errorf("transitions to closed after the enable = %v, want 1", n)
+			}
+			if n := testutil.CollectAndCount(e.metrics.BreakerTransitions); n != 2 {
+				t.Errorf("%d transition series, want disabled and closed only", n)
+			}
 		})
 	}
 }

@@ -185,21 +185,23 @@ func actionReason(r *http.Request) (string, error) {
 
 // enableEndpoint re-enables ep (contract §6 "Only an admin re-enables it").
 // Enabling also closes the breaker and clears the failure count, pause and
-// outage: the endpoint starts afresh.
+// outage: the endpoint starts afresh. callout_breaker_state goes from
+// disabled (or open, half_open) to closed, so it counts one transition to
+// closed: an enable is the gate's disabled → open (contract §12), not a
+// breaker state of its own.
 func (s *server) enableEndpoint(ctx context.Context, ep *config.Endpoint, before policy.EndpointState,
 	_, _ string) (actionOutcome, error) {
 	if err := s.d.Endpoints.Enable(ctx, ep.Name); err != nil {
 		return actionOutcome{}, err
 	}
-	s.countClosed(ep, before)
-	if before.Disabled {
-		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "enabled").Inc()
+	if before.Disabled || before.Breaker != policy.BreakerClosed {
+		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()
 	}
 	return actionOutcome{changed: before.Disabled}, nil
 }
 
-// countClosed counts the breaker transition to closed that enabling or
-// resetting ep made: one when its breaker was open or half-open before.
+// countClosed counts the breaker transition to closed that resetting ep
+// made: one when its breaker was open or half-open before.
 func (s *server) countClosed(ep *config.Endpoint, before policy.EndpointState) {
 	if before.Breaker != policy.BreakerClosed {
 		s.d.Metrics.BreakerTransitions.WithLabelValues(ep.Name, "closed").Inc()

@@ -248,7 +248,11 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 			r.Metrics.Deferred.WithLabelValues(ep.Name, string(res.Completed.Gate)).Inc()
 		}
 	case policy.DeadLettered:
-		r.DeadLettered(ctx, ep, c.Claimed.ID, res.Completed)
+		var last policy.Outcome
+		if a := res.Completion.Attempt; a != nil {
+			last = a.Outcome
+		}
+		r.deadLettered(ctx, ep, c.Claimed.ID, res.Completed, last)
 	case policy.Succeeded:
 		if !c.Sync && r.Ended != nil {
 			r.Ended()
@@ -259,19 +263,34 @@ func (r *Runner) complete(ctx context.Context, c Call, res Result, span *tracing
 
 // DeadLettered accounts for callout id of ep that became a dead letter
 // (res.State dead_lettered): callout_dead_letters_total{endpoint,reason},
-// the "dead letter" warning line — its attempts, last status and error as
-// the completion left them (res; zero for one drained by a disable, which
-// had no completion) and notify_owner: whether this dead letter starts an
+// the "dead letter" warning line — its state (dead_lettered), attempts,
+// last status and error as the completion left them (res; zero for one
+// drained by a disable, which had no completion), last_outcome (the class
+// of the attempt that ended it, contract §12; absent when no attempt did:
+// drained by a disable, found exhausted before sending) and notify_owner:
+// whether this dead letter starts an
 // outage whose owner notification reaches someone (decided in the store's
 // one Lua rule, owner_notice; read here as it is) — and
 // Ended. The dispatcher calls it too for the dead letters a claim found
 // on a disabled endpoint.
 func (r *Runner) DeadLettered(ctx context.Context, ep *config.Endpoint, id string, res policy.CompleteResult) {
+	r.deadLettered(ctx, ep, id, res, "")
+}
+
+// deadLettered is DeadLettered with the class of the attempt that ended
+// the callout ("" when none did).
+func (r *Runner) deadLettered(ctx context.Context, ep *config.Endpoint, id string, res policy.CompleteResult,
+	last policy.Outcome) {
 	r.Metrics.DeadLetters.WithLabelValues(ep.Name, string(res.Reason)).Inc()
+	lastOutcome := slog.Attr{} // an empty Attr is not written
+	if last != "" {
+		lastOutcome = slog.String("last_outcome", string(last))
+	}
 	r.Logger.LogAttrs(ctx, slog.LevelWarn, "dead letter", slog.String("endpoint", ep.Name),
-		slog.String("callout_id", id), slog.String("dead_letter_reason", string(res.Reason)),
+		slog.String("callout_id", id), slog.String("state", string(policy.DeadLettered)),
+		slog.String("dead_letter_reason", string(res.Reason)),
 		slog.Int("attempts", res.Attempts), slog.Int("last_status", res.LastStatus),
-		slog.String("last_error", res.LastError),
+		slog.String("last_error", res.LastError), lastOutcome,
 		slog.Bool("notify_owner", res.NotifyOwner), r.Tracer.LogAttr(ctx))
 	if r.Stats != nil {
 		r.Stats.DeadLetter(ep.Name, 1)

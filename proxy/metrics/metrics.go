@@ -50,8 +50,8 @@ type Metrics struct {
 	// with BreakerState.
 	BreakerPartitions *prometheus.GaugeVec
 	// BreakerTransitions counts breaker transitions by endpoint and the
-	// state entered (open|closed|disabled|enabled: an admin re-enabled a
-	// disabled endpoint).
+	// state entered, in callout_breaker_state's words (open|closed|disabled;
+	// an admin's enable of a disabled endpoint enters closed).
 	BreakerTransitions *prometheus.CounterVec
 	// Deferred counts requests and callouts held back by a shut gate, by
 	// endpoint and reason (breaker_open|paused|probing): reads refused and
@@ -116,7 +116,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Organisations whose breaker partition of the endpoint is open or half_open, by state.",
 			"endpoint", "state"),
 		BreakerTransitions: counterVec("callout_breaker_transitions_total",
-			"Circuit-breaker transitions by endpoint and the state entered (open|closed|disabled|enabled).",
+			"Circuit-breaker transitions by endpoint and the state entered (open|closed|disabled).",
 			"endpoint", "to"),
 		Deferred: counterVec("callout_deferred_total",
 			"Requests and callouts held back by a shut gate, by endpoint and reason (breaker_open|paused|probing).",
@@ -176,7 +176,7 @@ var (
 	deadLetterReasons = []policy.DeadLetterReason{policy.DeadLetterExhausted, policy.DeadLetterPermanent,
 		policy.DeadLetterAmbiguous, policy.DeadLetterEndpointDisabled}
 	// transitionsTo are callout_breaker_transitions_total's states entered.
-	transitionsTo = []string{"open", "closed", "disabled", "enabled"}
+	transitionsTo = []string{"open", "closed", "disabled"}
 	// deferredReasons are callout_deferred_total's reasons: the shut gates.
 	deferredReasons = []policy.GateState{policy.GateBreakerOpen, policy.GatePaused, policy.GateProbing}
 	// attemptOutcomes and attemptKinds are callout_attempts_total's.

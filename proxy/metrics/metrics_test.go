@@ -91,7 +91,7 @@ func TestInitCreatesZeroSeries(t *testing.T) {
 		})},
 		{"callout_breaker_transitions_total", want(func(ep string) []string {
 			return []string{"endpoint=" + ep + ",to=closed", "endpoint=" + ep + ",to=disabled",
-				"endpoint=" + ep + ",to=enabled", "endpoint=" + ep + ",to=open"}
+				"endpoint=" + ep + ",to=open"}
 		})},
 		{"callout_deferred_total", want(func(ep string) []string {
 			return []string{"endpoint=" + ep + ",reason=breaker_open", "endpoint=" + ep + ",reason=paused",

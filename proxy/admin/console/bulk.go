@@ -60,6 +60,12 @@ type bulkData struct {
 // API (POST /admin/v1/dead-letters/{id}/replay or DELETE
 // /admin/v1/dead-letters/{id}: write scope, each audit-logged with the
 // token's name), then a page of what happened to each.
+//
+// A token without scope write is refused as a whole, 403, as a single
+// replay is: its confirmation page says so with that status, and once
+// confirmed the API's refusal of the first dead letter (audit-logged,
+// nothing done: the admin API's only 403 is a token's scope) is the answer
+// for all of them.
 func (c *console) handleBulk(w http.ResponseWriter, r *http.Request, s *session) {
 	a, ok := bulkActionOf(r.PostForm.Get("action"))
 	if !ok {
@@ -81,11 +87,19 @@ func (c *console) handleBulk(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	d := bulkData{Action: a, IDs: ids, Back: localDeadLetters(r.PostForm.Get("back"))}
 	if r.PostForm.Get("confirm") != "1" {
-		c.render(w, r, s, http.StatusOK, "bulk", a.Verb+" "+strconv.Itoa(len(ids))+" dead letters", d)
+		status := http.StatusOK
+		if !s.canWrite() {
+			status = http.StatusForbidden
+		}
+		c.render(w, r, s, status, "bulk", a.Verb+" "+strconv.Itoa(len(ids))+" "+plural(len(ids), "dead letter", "dead letters"), d)
 		return
 	}
-	for _, id := range ids {
-		res := c.bulkOne(r, s, a, id)
+	for i, id := range ids {
+		res, err := c.bulkOne(r, s, a, id)
+		if ae := (*apiError)(nil); i == 0 && errors.As(err, &ae) && ae.Problem.Status == http.StatusForbidden {
+			c.renderAPIError(w, r, s, err)
+			return
+		}
 		if res.Done {
 			d.Done++
 		}
@@ -94,9 +108,9 @@ func (c *console) handleBulk(w http.ResponseWriter, r *http.Request, s *session)
 	c.render(w, r, s, http.StatusOK, "bulk", a.Verb+": "+strconv.Itoa(d.Done)+" of "+strconv.Itoa(len(ids))+" done", d)
 }
 
-// bulkOne does a to dead letter id through the admin API. A read-scope
-// token's 403 is one of the refusals it reports.
-func (c *console) bulkOne(r *http.Request, s *session, a bulkAction, id string) bulkResult {
+// bulkOne does a to dead letter id through the admin API; a refusal is
+// in the result's Text and is the error too.
+func (c *console) bulkOne(r *http.Request, s *session, a bulkAction, id string) (bulkResult, error) {
 	path := "/admin/v1/dead-letters/" + url.PathEscape(id)
 	var err error
 	res := bulkResult{ID: id}
@@ -118,10 +132,10 @@ func (c *console) bulkOne(r *http.Request, s *session, a bulkAction, id string) 
 		if errors.As(err, &ae) {
 			res.Text, res.ReplayID = ae.Problem.Detail, ae.Problem.CalloutID
 		}
-		return res
+		return res, err
 	}
 	res.Done = true
-	return res
+	return res, nil
 }
 
 // localDeadLetters is back when it is a dead-letter list of this console,

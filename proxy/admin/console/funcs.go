@@ -31,7 +31,24 @@ func funcs() template.FuncMap {
 		"list":        func(v ...string) []string { return v },
 		"outcomeName": outcomeName,
 		"lastAttempt": lastAttempt,
+		"plural":      plural,
 	}
+}
+
+// plural is one when n (an int or int64) is 1, else many: a count's
+// words agree with it ("1 dead letter matches", "2 dead letters match").
+func plural(n any, one, many string) string {
+	switch v := n.(type) {
+	case int:
+		if v == 1 {
+			return one
+		}
+	case int64:
+		if v == 1 {
+			return one
+		}
+	}
+	return many
 }
 
 // when is a time or a pointer to one (the wire's optional times).

@@ -375,6 +375,37 @@ try {
     await shot(page, 'read-refused');
   });
 
+  await step('a read-scope bulk replay is refused as a whole, 403, as a single replay is', async () => {
+    await page.goto(`${ADMIN}/console/dead-letters?endpoint=crm-api`);
+    const ids = await page.locator('tr[data-dead-letter]').evaluateAll((rows) => rows.map((r) => r.dataset.deadLetter));
+    assert.ok(ids.length >= 2, 'two dead letters to select');
+    const post = (action, fields) => Promise.all([
+      page.waitForNavigation(),
+      page.evaluate(([action, fields]) => {
+        const f = document.createElement('form');
+        f.method = 'post';
+        f.action = action;
+        for (const [name, value] of [['csrf', document.querySelector('input[name=csrf]').value], ...fields]) {
+          const i = document.createElement('input');
+          i.name = name;
+          i.value = value;
+          f.append(i);
+        }
+        document.body.append(f);
+        f.submit();
+      }, [action, fields]),
+    ]);
+    const [single] = await post(`/console/dead-letters/${ids[0]}/replay`, []);
+    assert.equal(single.status(), 403);
+    assert.match(await page.locator('.problem').textContent(), /"viewer" has scope read; this action needs write/);
+    await page.goto(`${ADMIN}/console/dead-letters?endpoint=crm-api`);
+    const [bulk] = await post('/console/dead-letters/bulk',
+      [['action', 'replay'], ['confirm', '1'], ['id', ids[0]], ['id', ids[1]]]);
+    assert.equal(bulk.status(), 403);
+    assert.match(await page.locator('.problem').textContent(), /"viewer" has scope read; this action needs write/);
+    assert.equal(await page.locator('#bulk-results').count(), 0, 'no row by row results: nothing was tried');
+  });
+
   await step('no CSP violation, no dialog, no request off the console origin', async () => {
     assert.deepEqual(cspViolations, []);
     assert.deepEqual(dialogs, []);

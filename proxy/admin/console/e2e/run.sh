@@ -148,6 +148,7 @@ audit_line ops replay_job.create ok
 audit_line ops replay replayed
 audit_line ops discard ok
 audit_line viewer breaker_reset forbidden
+audit_line viewer replay forbidden
 audit_line viewer console.login ok
 
 if [ "${CONSOLE_E2E_DOCS:-}" = 1 ]; then
