@@ -215,8 +215,9 @@ func (s *Script[A, R]) Source() string { return s.src }
 func (s *Script[A, R]) SHA() string { return s.sha.(string) }
 
 // Function is the script's function name in its Functions' library
-// (Library), FCALL's argument on a client that uses functions; "" for a
-// script registered with none, or after the library was built.
+// (Library, which it builds when it is not built yet), FCALL's argument
+// on a client that uses functions; "" for a script registered with none,
+// or after the library was built.
 func (s *Script[A, R]) Function() string {
 	if s.fns == nil {
 		return ""
