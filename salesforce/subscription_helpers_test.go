@@ -38,7 +38,7 @@ func newSubEnv(t testing.TB, o sfemu.PubSubOptions) *subEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = se.conn.Close() })
-	if se.state, err = sfsub.New(e.rdb, ChangeEventTopic); err != nil {
+	if se.state, err = sfsub.New(e.rdb, ChangeEventTopic, nil); err != nil {
 		t.Fatal(err)
 	}
 	se.state.PinScriptTime(e.clk.Now)

@@ -324,11 +324,13 @@ func (a *App) openStore(ctx context.Context) error {
 	// requests and dispatched attempts share a pipeline.
 	a.completer = redisstore.NewCompleter(a.store, batch.Options{})
 	a.closers = append(a.closers, a.completer.Close) // Run closes it first, after the work under way
-	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention})
+	a.outbox = outbox.New(a.rdb, outbox.Options{Now: a.shared, DeadLetterRetention: cfg.Policy.DeadLetterRetention,
+		Scripts: a.store.Scripts()})
 	a.pending = pending.New(a.rdb, a.store)
 	a.inspect = inspect.New(a.rdb, a.store)
-	a.dead = deadletters.New(a.rdb, a.store, deadletters.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
-	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime})
+	a.dead = deadletters.New(a.rdb, a.store, deadletters.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime,
+		Scripts: a.store.Scripts()})
+	a.jobs = jobs.New(a.rdb, jobs.Options{Now: a.shared, PinScriptTime: a.o.PinScriptTime, Scripts: a.store.Scripts()})
 	a.stats = stats.New(a.rdb, stats.Options{Now: a.shared, Logger: a.logger})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/calloutproxy/callout-proxy/proxy/config"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/sfsub"
 	"github.com/calloutproxy/callout-proxy/salesforce"
 	"github.com/calloutproxy/callout-proxy/salesforce/pubsub"
@@ -23,7 +24,7 @@ import (
 // or with pubsub: off, and the function that closes the connection.
 // Errors: the subscription state's scripts (a build defect).
 func newSubscription(cfg *config.Config, auth pubsub.AuthFunc, rp *salesforce.Reprocessor,
-	rdb redis.UniversalClient) (*salesforce.Subscription, func(), error) {
+	rdb redis.UniversalClient, scripts *script.Functions) (*salesforce.Subscription, func(), error) {
 	if cfg.Salesforce == nil || cfg.Salesforce.PubSub == config.PubSubOff {
 		return nil, func() {}, nil
 	}
@@ -32,7 +33,7 @@ func newSubscription(cfg *config.Config, auth pubsub.AuthFunc, rp *salesforce.Re
 	if err != nil {
 		return nil, nil, fmt.Errorf("salesforce.pubsub: %w", err)
 	}
-	state, err := sfsub.New(rdb, salesforce.ChangeEventTopic)
+	state, err := sfsub.New(rdb, salesforce.ChangeEventTopic, scripts)
 	if err != nil {
 		_ = conn.Close()
 		return nil, nil, err

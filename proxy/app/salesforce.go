@@ -162,7 +162,7 @@ func (a *App) openSalesforce() error {
 	o := salesforce.ReprocessOptions{Writer: sf, Requests: a.outbox, Marks: a.dead,
 		Replayer: reprocessReplayer{func() *replay.Service { return a.cur.Load().replays }}}
 	if cfg.Salesforce.PubSub == config.PubSubOff {
-		state, err := sfsub.New(a.rdb, salesforce.ChangeEventTopic)
+		state, err := sfsub.New(a.rdb, salesforce.ChangeEventTopic, a.store.Scripts())
 		if err != nil {
 			return err
 		}
@@ -172,7 +172,7 @@ func (a *App) openSalesforce() error {
 	if err != nil {
 		return err
 	}
-	sub, closeSubscription, err := newSubscription(cfg, client.PubSubAuth, rp, a.rdb)
+	sub, closeSubscription, err := newSubscription(cfg, client.PubSubAuth, rp, a.rdb, a.store.Scripts())
 	if err != nil {
 		return err
 	}

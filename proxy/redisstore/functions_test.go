@@ -14,8 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// evalClient is a second client on e's backend that keeps the EVALSHA/EVAL
-// path (script.ModeEnv=eval while it is attached).
+// evalClient is a second client on e's backend whose stores keep the
+// EVALSHA/EVAL path (script.ModeEnv=eval for the rest of the test, when
+// New attaches it).
 func evalClient(t *testing.T, e *env) redis.UniversalClient {
 	t.Helper()
 	var c redis.UniversalClient
@@ -27,7 +28,6 @@ func evalClient(t *testing.T, e *env) redis.UniversalClient {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	t.Setenv(script.ModeEnv, "eval")
-	script.Attach(c, nil)
 	return c
 }
 
@@ -56,9 +56,10 @@ func TestFunctionsAndEvalAgree(t *testing.T) {
 		if !e.b.Real() || os.Getenv(script.ModeEnv) == "eval" {
 			t.Skip("miniredis has no FUNCTION, and ModeEnv=eval keeps EVAL: the EVAL path only")
 		}
+		var s *Store
 		run := func(c redis.UniversalClient) []any {
 			flushAll(t, e)
-			s := New(c, Options{PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(7), ResponseBodyCap: 16,
+			s = New(c, Options{PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(7), ResponseBodyCap: 16,
 				IdempotencyRetention: day, DeadLetterRetention: 30 * day})
 			var out []any
 			first := mustBegin(t, s, req("agree-api", "k1", `{"a":1}`))
@@ -69,7 +70,7 @@ func TestFunctionsAndEvalAgree(t *testing.T) {
 			return out
 		}
 		viaFunctions := run(e.b.Client)
-		if !script.UsesFunctions(e.b.Client) {
+		if !s.Scripts().UsesFunctions() {
 			t.Fatal("the backend's client does not use Redis Functions")
 		}
 		viaEval := run(evalClient(t, e))
@@ -89,7 +90,7 @@ func TestFunctionsAndEvalAgree(t *testing.T) {
 // function library it would: its locals outlive an FCALL; the reset is
 // lib.lua's --@per-call line).
 func TestGateDirtyIsPerCall(t *testing.T) {
-	_, lib, err := loadScripts()
+	_, lib, err := loadScripts(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,13 +100,12 @@ func TestGateDirtyIsPerCall(t *testing.T) {
 	type reply struct {
 		Was int64 `lua:"was"`
 	}
-	s, err := script.New[args, reply]("gate_dirty_probe",
-		"local was = gate_dirty and 1 or 0\ngate_dirty = true\nredis.call('INCR', K.key)\nreturn {'was', was}", script.Clock, lib)
-	if err != nil {
-		t.Fatal(err)
-	}
 	forEachBackend(t, func(t *testing.T, e *env) {
-		script.Attach(e.b.Client, nil)
+		s, err := script.New[args, reply](script.Attach(e.b.Client, nil), "gate_dirty_probe",
+			"local was = gate_dirty and 1 or 0\ngate_dirty = true\nredis.call('INCR', K.key)\nreturn {'was', was}", script.Clock, lib)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range 3 {
 			r, err := s.Run(ctxT(t), e.b.Client, &args{Key: "{t}n"})
 			if err != nil {
@@ -146,7 +146,7 @@ func TestScriptTimeFunctionsVsEval(t *testing.T) {
 		}
 		mustComplete(t, sf, mustBegin(t, sf, req("cost-api", "warm", "{}")), success())
 		mustComplete(t, se, mustBegin(t, se, req("cost-api", "warm-e", "{}")), success())
-		if !script.UsesFunctions(c) {
+		if !sf.Scripts().UsesFunctions() {
 			t.Fatal("the single node's client does not use Redis Functions")
 		}
 		old := c.ConfigGet(ctx, "slowlog-*").Val()

@@ -16,8 +16,9 @@ import (
 var luaFS embed.FS
 
 // scripts are the store's loaded scripts, each with its argument and reply
-// type (script/: named by field, never by position). Run uses EVALSHA and
-// falls back to EVAL on NOSCRIPT, so a flushed or restarted Redis costs one
+// type (script/: named by field, never by position), registered with the
+// Store's script.Functions: Redis Functions where Redis has them, else
+// EVALSHA with EVAL on NOSCRIPT, so a flushed or restarted Redis costs one
 // extra round trip, never an error.
 type scripts struct {
 	// a queue's callouts (keyspace)
@@ -37,30 +38,31 @@ type scripts struct {
 	dlPrune     *script.Script[pruneArgs, countReply]
 }
 
-// loadScripts loads the core's scripts and returns them with their
-// helpers, script.Numbers then lib.lua, which proxy/redisstore/gateview's
-// scripts are composed with too.
-func loadScripts() (scripts, string, error) {
-	b, err := luaFS.ReadFile("lua/lib.lua")
+// loadScripts loads the core's scripts, registered with f (nil: none, the
+// EVAL path), and returns them with their helpers, script.Numbers then
+// lib.lua (script.Lib), which proxy/redisstore/gateview's scripts are
+// composed with too.
+func loadScripts(f *script.Functions) (scripts, string, error) {
+	lib, err := script.Lib(luaFS)
 	if err != nil {
-		return scripts{}, "", err
+		return scripts{}, "", fmt.Errorf("redisstore: %w", err)
 	}
-	lib := script.Numbers + "\n" + string(b)
+	p := script.Package{FS: luaFS, Prelude: []string{script.Clock, lib}, Functions: f}
 	var s scripts
 	err = errors.Join(
-		script.LoadInto(&s.create, luaFS, "create", script.Clock, lib),
-		script.LoadInto(&s.complete, luaFS, "complete", script.Clock, lib),
-		script.LoadInto(&s.claim, luaFS, "claim", script.Clock, lib),
-		script.LoadInto(&s.reap, luaFS, "reap", script.Clock, lib),
-		script.LoadInto(&s.release, luaFS, "release", script.Clock, lib),
-		script.LoadInto(&s.discard, luaFS, "discard", script.Clock, lib),
-		script.LoadInto(&s.drain, luaFS, "drain", script.Clock, lib),
-		script.LoadInto(&s.outcome, luaFS, "outcome", script.Clock, lib),
-		script.LoadInto(&s.disable, luaFS, "disable", script.Clock, lib),
-		script.LoadInto(&s.notify, luaFS, "notify", script.Clock, lib),
-		script.LoadInto(&s.releaseHeld, luaFS, "release_held", script.Clock, lib),
-		script.LoadInto(&s.lock, luaFS, "lock", script.Clock, lib),
-		script.LoadInto(&s.dlPrune, luaFS, "dl_prune", script.Clock, lib),
+		script.LoadInto(&s.create, p, "create"),
+		script.LoadInto(&s.complete, p, "complete"),
+		script.LoadInto(&s.claim, p, "claim"),
+		script.LoadInto(&s.reap, p, "reap"),
+		script.LoadInto(&s.release, p, "release"),
+		script.LoadInto(&s.discard, p, "discard"),
+		script.LoadInto(&s.drain, p, "drain"),
+		script.LoadInto(&s.outcome, p, "outcome"),
+		script.LoadInto(&s.disable, p, "disable"),
+		script.LoadInto(&s.notify, p, "notify"),
+		script.LoadInto(&s.releaseHeld, p, "release_held"),
+		script.LoadInto(&s.lock, p, "lock"),
+		script.LoadInto(&s.dlPrune, p, "dl_prune"),
 	)
 	if err != nil {
 		return s, "", fmt.Errorf("redisstore: %w", err)

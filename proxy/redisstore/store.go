@@ -162,6 +162,7 @@ const maxBatch = 1000
 // Store is the Redis store. It is safe for concurrent use.
 type Store struct {
 	rdb     redis.UniversalClient
+	scripts *script.Functions // client's script layer (Scripts)
 	now     func() time.Time
 	randMu  sync.Mutex
 	rand    io.Reader
@@ -202,14 +203,16 @@ type Store struct {
 // filling Options defaults. It does not contact Redis (see Ping). It
 // attaches client to the script layer (script.Attach: the scripts run as
 // Redis Functions where Redis allows, the mode logged once on
-// Options.Logger), so New comes before client is used concurrently.
+// Options.Logger), so New comes before client is used concurrently; the
+// store packages made on the same client register their scripts with
+// Scripts, so the client has one function library.
 func New(client redis.UniversalClient, opts Options) *Store {
-	lua, lib, err := loadScripts()
+	fns := script.Attach(client, opts.Logger) // Redis Functions where Redis has them (script.Attach)
+	lua, lib, err := loadScripts(fns)
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition
 	}
-	script.Attach(client, opts.Logger) // Redis Functions where Redis has them (script.Attach)
-	s := &Store{
+	s := &Store{scripts: fns,
 		rdb: client, now: opts.Now, rand: opts.Rand, bodyCap: opts.ResponseBodyCap,
 		idemTTL: opts.IdempotencyRetention, dlTTL: opts.DeadLetterRetention,
 		log: opts.Logger, lua: lua, outbox: opts.Outbox, partitioned: opts.Partitioned, openPartitions: opts.OpenPartitions, notifies: opts.Notify,
@@ -234,15 +237,21 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.issuers = issuers.New(client)
-	if s.gates, err = gateview.New(client, gateview.Options{Lib: lib, Now: s.now, PinScriptTime: s.pin}); err != nil {
+	if s.gates, err = gateview.New(client, gateview.Options{Lib: lib, Now: s.now, PinScriptTime: s.pin, Scripts: fns}); err != nil {
 		panic(err) // embedded too
 	}
-	if s.queues, err = queues.New(client, queues.Options{Now: s.now, Shards: opts.Shards, Partition: s.partition}); err != nil {
+	if s.queues, err = queues.New(client, queues.Options{Now: s.now, Shards: opts.Shards, Partition: s.partition, Scripts: fns}); err != nil {
 		panic(err)
 	}
-	s.dead = deadletters.New(client, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin})
+	s.dead = deadletters.New(client, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin, Scripts: fns})
 	return s
 }
+
+// Scripts is the script layer of the Store's client (script.Attach in
+// New): every store package made on the same client (outbox, jobs,
+// deadletters, sfsub) is given it, before the client's first script
+// command, so that its scripts join the client's one function library.
+func (s *Store) Scripts() *script.Functions { return s.scripts }
 
 // Ping checks that Redis answers. It returns ErrUnavailable when not.
 func (s *Store) Ping(ctx context.Context) error {

@@ -80,6 +80,11 @@ type Options struct {
 	// mark's script take Now() as its now instead of reading Redis's TIME
 	// (the core's Options.PinScriptTime). Never set in production.
 	PinScriptTime bool
+	// Scripts is the script layer of the client (the store's
+	// redisstore.Store.Scripts, made by script.Attach): the package's
+	// scripts join its one function library. nil: a script.Functions of
+	// the package's own on the client (a library of its own).
+	Scripts *script.Functions
 }
 
 //go:embed lua/*.lua
@@ -90,12 +95,14 @@ func New(rdb redis.UniversalClient, idx Indexes, o Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Scripts == nil {
+		o.Scripts = script.Attach(rdb, nil)
+	}
 	r := &Store{rdb: rdb, idx: idx, now: o.Now, pin: o.PinScriptTime}
-	script.Attach(rdb, nil)
-	lib, err := luaFS.ReadFile("lua/lib.lua")
+	lib, err := script.Lib(luaFS)
 	if err == nil {
-		err = errors.Join(script.LoadInto(&r.list, luaFS, "list"),
-			script.LoadInto(&r.mark, luaFS, "mark", script.Clock, script.Numbers, string(lib)))
+		err = errors.Join(script.LoadInto(&r.list, script.Package{FS: luaFS, Functions: o.Scripts}, "list"),
+			script.LoadInto(&r.mark, script.Package{FS: luaFS, Prelude: []string{script.Clock, lib}, Functions: o.Scripts}, "mark"))
 	}
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition

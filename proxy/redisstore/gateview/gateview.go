@@ -65,6 +65,11 @@ type Options struct {
 	// PinScriptTime makes the scripts take Now() as their now instead of
 	// Redis's TIME (the store's Options.PinScriptTime: tests only).
 	PinScriptTime bool
+	// Scripts is the script layer of the client (the store's
+	// redisstore.Store.Scripts, made by script.Attach): the package's
+	// scripts join its one function library. nil: a script.Functions of
+	// the package's own on the client (a library of its own).
+	Scripts *script.Functions
 }
 
 // View is an endpoint's gate as lib.lua gate_of computed it for one
@@ -132,9 +137,11 @@ func New(client redis.UniversalClient, o Options) (*Views, error) {
 	if v.now == nil {
 		v.now = time.Now
 	}
-	script.Attach(client, nil)
-	err := errors.Join(script.LoadInto(&v.read, luaFS, "gate_read", script.Clock, o.Lib),
-		script.LoadInto(&v.admit, luaFS, "admit", script.Clock, o.Lib))
+	if o.Scripts == nil {
+		o.Scripts = script.Attach(client, nil)
+	}
+	p := script.Package{FS: luaFS, Prelude: []string{script.Clock, o.Lib}, Functions: o.Scripts}
+	err := errors.Join(script.LoadInto(&v.read, p, "gate_read"), script.LoadInto(&v.admit, p, "admit"))
 	if err != nil {
 		return nil, fmt.Errorf("gateview: %w", err)
 	}

@@ -54,6 +54,11 @@ type Options struct {
 	// filters match more fails (policy.ErrJobFull). Default
 	// DefaultMaxItems.
 	MaxItems int
+	// Scripts is the script layer of the client (the store's
+	// redisstore.Store.Scripts, made by script.Attach): the package's
+	// scripts join its one function library. nil: a script.Functions of
+	// the package's own on the client (a library of its own).
+	Scripts *script.Functions
 }
 
 // DefaultRetention and DefaultMaxItems are Options' defaults: 7 days, and
@@ -84,11 +89,13 @@ type Store struct {
 // New returns the replay-job store on client, filling o's defaults. It does
 // not contact Redis.
 func New(client redis.UniversalClient, o Options) *Store {
-	lua, err := loadScripts()
+	if o.Scripts == nil {
+		o.Scripts = script.Attach(client, nil)
+	}
+	lua, err := loadScripts(o.Scripts)
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition
 	}
-	script.Attach(client, nil)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -164,22 +164,24 @@ type releaseReply struct {
 	Released bool `lua:"released"`
 }
 
-func loadScripts() (scripts, error) {
-	b, err := luaFS.ReadFile("lua/lib.lua")
+// loadScripts loads the job scripts, each composed with script.Clock and
+// script.Lib, registered with f.
+func loadScripts(f *script.Functions) (scripts, error) {
+	lib, err := script.Lib(luaFS)
 	if err != nil {
-		return scripts{}, err
+		return scripts{}, fmt.Errorf("jobs: %w", err)
 	}
-	lib := script.Numbers + "\n" + string(b)
+	p := script.Package{FS: luaFS, Prelude: []string{script.Clock, lib}, Functions: f}
 	var s scripts
 	err = errors.Join(
-		script.LoadInto(&s.acquire, luaFS, "acquire", script.Clock, lib),
-		script.LoadInto(&s.collect, luaFS, "collect", script.Clock, lib),
-		script.LoadInto(&s.send, luaFS, "send", script.Clock, lib),
-		script.LoadInto(&s.claim, luaFS, "claim", script.Clock, lib),
-		script.LoadInto(&s.item, luaFS, "item", script.Clock, lib),
-		script.LoadInto(&s.finish, luaFS, "finish", script.Clock, lib),
-		script.LoadInto(&s.cancel, luaFS, "cancel", script.Clock, lib),
-		script.LoadInto(&s.release, luaFS, "release", script.Clock, lib),
+		script.LoadInto(&s.acquire, p, "acquire"),
+		script.LoadInto(&s.collect, p, "collect"),
+		script.LoadInto(&s.send, p, "send"),
+		script.LoadInto(&s.claim, p, "claim"),
+		script.LoadInto(&s.item, p, "item"),
+		script.LoadInto(&s.finish, p, "finish"),
+		script.LoadInto(&s.cancel, p, "cancel"),
+		script.LoadInto(&s.release, p, "release"),
 	)
 	if err != nil {
 		return s, fmt.Errorf("jobs: %w", err)

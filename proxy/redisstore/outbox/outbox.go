@@ -63,6 +63,11 @@ type Options struct {
 	// how long a handled reprocess request is remembered
 	// (FinishReprocess). Default 720 h.
 	DeadLetterRetention time.Duration
+	// Scripts is the script layer of the client (the store's
+	// redisstore.Store.Scripts, made by script.Attach): the package's
+	// scripts join its one function library. nil: a script.Functions of
+	// the package's own on the client (a library of its own).
+	Scripts *script.Functions
 }
 
 // Outbox is the Salesforce outbox on one Redis (a *redis.Client or a
@@ -89,19 +94,21 @@ type scripts struct {
 	keep   *script.Script[keepArgs, keepReply]
 }
 
-func loadScripts() (scripts, error) {
+// loadScripts loads the outbox's scripts, each composed with script.Clock
+// and script.Numbers, registered with f.
+func loadScripts(f *script.Functions) (scripts, error) {
 	var s scripts
-	pre := []string{script.Clock, script.Numbers}
+	p := script.Package{FS: luaFS, Prelude: []string{script.Clock, script.Numbers}, Functions: f}
 	return s, errors.Join(
-		script.LoadInto(&s.claim, luaFS, "claim", pre...),
-		script.LoadInto(&s.ack, luaFS, "ack", pre...),
-		script.LoadInto(&s.put, luaFS, "put", pre...),
-		script.LoadInto(&s.status, luaFS, "status", pre...),
-		script.LoadInto(&s.expire, luaFS, "expire", pre...),
-		script.LoadInto(&s.flush, luaFS, "flush", pre...),
-		script.LoadInto(&s.until, luaFS, "until", pre...),
-		script.LoadInto(&s.renew, luaFS, "renew", pre...),
-		script.LoadInto(&s.keep, luaFS, "keep", pre...),
+		script.LoadInto(&s.claim, p, "claim"),
+		script.LoadInto(&s.ack, p, "ack"),
+		script.LoadInto(&s.put, p, "put"),
+		script.LoadInto(&s.status, p, "status"),
+		script.LoadInto(&s.expire, p, "expire"),
+		script.LoadInto(&s.flush, p, "flush"),
+		script.LoadInto(&s.until, p, "until"),
+		script.LoadInto(&s.renew, p, "renew"),
+		script.LoadInto(&s.keep, p, "keep"),
 	)
 }
 
@@ -109,11 +116,13 @@ func loadScripts() (scripts, error) {
 // not contact Redis. Entries are queued by the core's scripts only when its
 // Store was made with redisstore.Options.Outbox.
 func New(client redis.UniversalClient, opts Options) *Outbox {
-	lua, err := loadScripts()
+	if opts.Scripts == nil {
+		opts.Scripts = script.Attach(client, nil)
+	}
+	lua, err := loadScripts(opts.Scripts)
 	if err != nil {
 		panic(fmt.Errorf("outbox: %w", err)) // the scripts are embedded: a build defect, not a runtime condition
 	}
-	script.Attach(client, nil)
 	o := &Outbox{rdb: client, now: opts.Now, dlTTL: opts.DeadLetterRetention, pin: opts.PinScriptTime, lua: lua}
 	if o.now == nil {
 		o.now = time.Now

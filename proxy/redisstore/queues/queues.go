@@ -55,6 +55,11 @@ type Options struct {
 	// endpoint's own breaker), which its organisation queue carries. nil:
 	// "" always.
 	Partition func(endpoint, tag string) string
+	// Scripts is the script layer of the client (the store's
+	// redisstore.Store.Scripts, made by script.Attach): the package's
+	// scripts join its one function library. nil: a script.Functions of
+	// the package's own on the client (a library of its own).
+	Scripts *script.Functions
 }
 
 // Tracker is a replica's knowledge of its endpoints' queues. It is safe
@@ -89,9 +94,11 @@ func New(client redis.UniversalClient, o Options) (*Tracker, error) {
 	if o.Partition == nil {
 		o.Partition = func(string, string) string { return "" }
 	}
+	if o.Scripts == nil {
+		o.Scripts = script.Attach(client, nil)
+	}
 	t := &Tracker{rdb: client, o: o}
-	script.Attach(client, nil)
-	if err := script.LoadInto(&t.note, luaFS, "note_shards"); err != nil {
+	if err := script.LoadInto(&t.note, script.Package{FS: luaFS, Functions: o.Scripts}, "note_shards"); err != nil {
 		return nil, fmt.Errorf("queues: %w", err)
 	}
 	return t, nil

@@ -18,9 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ModeEnv is the environment variable that, set to "eval", makes Attach
-// keep a client on the EVALSHA/EVAL path even where Redis Functions work,
-// so the tests run both paths on real Redis (CALLOUT_TEST_SCRIPTS=eval).
+// ModeEnv is the environment variable that, set to "eval" when Attach is
+// called, keeps that client on the EVALSHA/EVAL path even where Redis
+// Functions work, so the tests run both paths on real Redis
+// (CALLOUT_TEST_SCRIPTS=eval).
 const ModeEnv = "CALLOUT_TEST_SCRIPTS"
 
 // libVersion is folded into the library's name: a change to how the
@@ -161,59 +162,14 @@ type entry struct {
 	ro       bool // no-writes
 }
 
-// library is one build of the function library of every script registered
-// so far: its Lua text, its name, and each script's function name by the
-// script's SHA-1 (boxed once, for the FCALL argument list).
+// library is the function library of a Functions' scripts: its Lua text,
+// its name, and each script's function name by the script's SHA-1 (boxed
+// once, for the FCALL argument list).
 type library struct {
 	name  string
 	text  string
 	names map[string]any
 	ping  string
-}
-
-// registry holds every script New made in this process (one library per
-// binary: the scripts of every store package that was constructed).
-var registry struct {
-	mu      sync.Mutex
-	entries map[string]*entry
-	lib     atomic.Pointer[library] // nil: rebuild
-}
-
-// register adds a script to the registry (once per SHA-1). Errors: a
-// prelude with a mutable local and no per-call reset (auditPrelude).
-func register(name, sha, reader, body string, preludes []string) error {
-	for _, p := range preludes {
-		if err := auditPrelude(p); err != nil {
-			return err
-		}
-	}
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if registry.entries == nil {
-		registry.entries = map[string]*entry{}
-	}
-	if _, ok := registry.entries[sha]; ok {
-		return nil
-	}
-	registry.entries[sha] = &entry{name: name, sha: sha, reader: reader, preludes: slices.Clone(preludes), body: body,
-		ro: !mayWrite(body, preludes)}
-	registry.lib.Store(nil)
-	return nil
-}
-
-// current is the library of every script registered so far.
-func current() *library {
-	if l := registry.lib.Load(); l != nil {
-		return l
-	}
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if l := registry.lib.Load(); l != nil {
-		return l
-	}
-	l := build(registry.entries)
-	registry.lib.Store(l)
-	return l
 }
 
 // build composes the library of entries: its name is cp_ and 12 hex digits
@@ -291,146 +247,178 @@ func build(entries map[string]*entry) *library {
 	return l
 }
 
-// Library is the Lua source of the function library of every script made
-// so far in this process (FUNCTION LOAD's argument) and its name; for
-// tests and tools.
-func Library() (name, text string) {
-	l := current()
-	return l.name, l.text
-}
-
-// Modes of a client.
+// Modes of a Functions.
 const (
 	modeUndecided int32 = iota
 	modeFunctions
 	modeEval
 )
 
-// client is one Redis client's script mode and the library loaded on it;
-// its hook turns EVALSHA of a registered script into FCALL of its
-// function while the mode is modeFunctions.
-type client struct {
-	rdb  redis.UniversalClient
-	log  *slog.Logger
+// Functions is one Redis client's script layer: the scripts registered
+// with it (New, Load and LoadInto given it), the ONE function library built
+// from all of them on its first script command, the client's mode
+// (undecided, functions or EVAL) and, as the client's go-redis hook, the
+// rewrite of each registered script's EVALSHA as FCALL of its function.
+// Make one per client with Attach, at the composition root (the store's
+// New), and hand it to every store package that runs scripts on that
+// client: then the client has one library, whatever order the packages
+// are made in. A Functions holds nothing of any other client's; its
+// methods are safe for concurrent use, and a nil *Functions is a client
+// that keeps the EVALSHA/EVAL path.
+type Functions struct {
+	rdb redis.UniversalClient
+	log *slog.Logger
+	now func() time.Time
+
+	// reg guards entries and lib: the scripts registered, and the library
+	// built from them on first use (nil before; once built, it never
+	// changes, and a script registered later is left out of it).
+	reg     sync.Mutex
+	entries map[string]*entry
+	lib     atomic.Pointer[library]
+
 	mode atomic.Int32
-	// loaded is the library last loaded on every master (nil: none).
+	// loaded is the library when it is loaded on every master (nil: not,
+	// or not any more).
 	loaded atomic.Pointer[library]
 	mu     sync.Mutex // serialises loads
 	// retryAt: after a transient failure of a load, the next one is not
 	// tried before it (so a down Redis is not probed on every command).
 	retryAt time.Time
-	// refused is the last library whose load failed once functions were
-	// in use (not tried again; its new scripts go by EVALSHA).
-	refused *library
-	now     func() time.Time
+	// refused: a load failed for good once functions were in use (not
+	// tried again; the scripts go by EVALSHA).
+	refused bool
 }
 
-// clients are the attached clients by identity (the redis.UniversalClient
-// value Attach was given; Run's Processor and Call.Result's fallback are
-// looked up in it).
-var clients sync.Map
-
-// Attach makes rdb run the store's scripts as Redis Functions where it
-// can: on its first script command, the library of every script made so
-// far (Library) is loaded on every master (FUNCTION LOAD; on a Cluster on
-// each master) and checked with an FCALL, and from then on each EVALSHA of
-// a known script is sent as FCALL of its function, in Run, Queue and Call
-// alike (a go-redis hook rewrites the command; its keys and their routing
-// are unchanged). Where the load is refused — no FUNCTION command (the
-// embedded store, Redis < 7), an ACL without FUNCTION LOAD or FCALL
-// (NOPERM), any other error reply — the client keeps the EVALSHA/EVAL
-// path for good; a connection-level failure or the caller's context
-// ending leaves the choice to a later command (at most one try a second). The mode is logged once on log (nil:
-// none). ModeEnv=eval keeps the EVAL path. Attaching a client twice is a
-// no-op. Attach adds a hook to rdb, so it must come before rdb is used by
-// several goroutines (the store's New, at the composition root).
-func Attach(rdb redis.UniversalClient, log *slog.Logger) {
+// Attach returns the Functions of rdb and adds its hook to rdb, so that rdb
+// runs the scripts registered with it as Redis Functions where it can: on
+// rdb's first command of a registered script, the library of every script
+// registered so far (Library) is built, loaded on every master (FUNCTION
+// LOAD; on a Cluster on each master) and checked with an FCALL, and from
+// then on each EVALSHA of a script in it is sent as FCALL of its function,
+// in Run, Queue and Call alike (the hook rewrites the command; its keys and
+// their routing are unchanged). Where the load is refused — no FUNCTION
+// command (the embedded store, Redis < 7), an ACL without FUNCTION LOAD or
+// FCALL (NOPERM), any other error reply — rdb keeps the EVALSHA/EVAL path
+// for good; a connection-level failure or the caller's context ending
+// leaves the choice to a later command (at most one try a second). The
+// mode is logged once on log (nil: none). ModeEnv=eval keeps the EVAL path
+// (no hook). Attach adds a hook to rdb, so it must come before rdb is used
+// by several goroutines (the store's New, at the composition root); each
+// call makes a new Functions with a library of its own. rdb nil: nil.
+func Attach(rdb redis.UniversalClient, log *slog.Logger) *Functions {
 	if rdb == nil {
-		return
-	}
-	if _, ok := clients.Load(rdb); ok {
-		return
+		return nil
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &client{rdb: rdb, log: log, now: time.Now}
-	if _, loaded := clients.LoadOrStore(rdb, c); loaded {
-		return
-	}
+	f := &Functions{rdb: rdb, log: log, now: time.Now, entries: map[string]*entry{}}
 	if os.Getenv(ModeEnv) == "eval" {
-		c.mode.Store(modeEval)
+		f.mode.Store(modeEval)
 		log.Info("redis scripts: EVALSHA/EVAL", "reason", ModeEnv+"=eval")
+		return f
+	}
+	rdb.AddHook(f)
+	return f
+}
+
+// register adds a script to f's library (once per SHA-1), unless the
+// library is built already: then the script is left out of it and runs by
+// EVALSHA/EVAL (logged; every package's scripts are registered when it is
+// made, before the client's first script command).
+func (f *Functions) register(name, sha, reader, body string, preludes []string) {
+	f.reg.Lock()
+	defer f.reg.Unlock()
+	if _, ok := f.entries[sha]; ok {
 		return
 	}
-	rdb.AddHook(c)
-}
-
-// UsesFunctions reports whether rdb (as given to Attach) runs the scripts
-// as Redis Functions now: false before its first script command, on the
-// EVAL path, and for a client never attached.
-func UsesFunctions(rdb any) bool {
-	c := clientOf(rdb)
-	return c != nil && c.mode.Load() == modeFunctions
-}
-
-func clientOf(p any) *client {
-	if p == nil {
-		return nil
+	if f.lib.Load() != nil {
+		f.log.Warn("redis scripts: a script made after the first script call runs by EVALSHA", "script", name)
+		return
 	}
-	v, ok := clients.Load(p)
-	if !ok {
-		return nil
-	}
-	return v.(*client)
+	f.entries[sha] = &entry{name: name, sha: sha, reader: reader, preludes: slices.Clone(preludes), body: body,
+		ro: !mayWrite(body, preludes)}
 }
 
-// DialHook is redis.Hook's; the client's does nothing there.
-func (c *client) DialHook(next redis.DialHook) redis.DialHook { return next }
+// library is f's library, built on its first call from the scripts
+// registered so far.
+func (f *Functions) library() *library {
+	if l := f.lib.Load(); l != nil {
+		return l
+	}
+	f.reg.Lock()
+	defer f.reg.Unlock()
+	if l := f.lib.Load(); l != nil {
+		return l
+	}
+	l := build(f.entries)
+	f.lib.Store(l)
+	return l
+}
+
+// Library is the Lua source of f's function library (FUNCTION LOAD's
+// argument) and its name, building it when it is not built yet (a script
+// registered afterwards is not in it); for tests and tools.
+func (f *Functions) Library() (name, text string) {
+	l := f.library()
+	return l.name, l.text
+}
+
+// UsesFunctions reports whether f's client runs the scripts as Redis
+// Functions now: false before its first script command, on the EVAL path,
+// and for a nil f.
+func (f *Functions) UsesFunctions() bool {
+	return f != nil && f.mode.Load() == modeFunctions
+}
+
+// DialHook is redis.Hook's; Functions does nothing there.
+func (f *Functions) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 // ProcessHook is redis.Hook's: it rewrites a script's EVALSHA as FCALL.
-func (c *client) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (f *Functions) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.rewrite(ctx, cmd)
+		f.rewrite(ctx, cmd)
 		return next(ctx, cmd)
 	}
 }
 
 // ProcessPipelineHook is redis.Hook's: ProcessHook for each command of a
 // pipeline or transaction.
-func (c *client) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (f *Functions) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			c.rewrite(ctx, cmd)
+			f.rewrite(ctx, cmd)
 		}
 		return next(ctx, cmds)
 	}
 }
 
-// rewrite turns cmd, when it is the EVALSHA of a registered script, into
-// the FCALL of its function (same numkeys, keys and arguments, in place),
-// loading the library first when it is not loaded yet.
-func (c *client) rewrite(ctx context.Context, cmd redis.Cmder) {
+// rewrite turns cmd, when it is the EVALSHA of a script in f's library,
+// into the FCALL of its function (same numkeys, keys and arguments, in
+// place), building and loading the library first when it is not loaded
+// yet.
+func (f *Functions) rewrite(ctx context.Context, cmd redis.Cmder) {
 	args := cmd.Args()
-	if len(args) < 3 || args[0] != "evalsha" || c.mode.Load() == modeEval {
+	if len(args) < 3 || args[0] != "evalsha" || f.mode.Load() == modeEval {
 		return
 	}
 	sha, ok := args[1].(string)
 	if !ok {
 		return
 	}
-	l := c.loaded.Load()
+	l := f.loaded.Load()
 	if l != nil {
 		if fn, ok := l.names[sha]; ok {
 			args[0], args[1] = "fcall", fn
-			return
 		}
+		return // the library never changes: a script not in it goes by EVALSHA
 	}
-	cur := current()
+	cur := f.library()
 	if _, ok := cur.names[sha]; !ok {
 		return // not one of ours: EVALSHA as sent
 	}
-	if l = c.ensure(ctx, cur); l == nil {
+	if l = f.ensure(ctx, cur); l == nil {
 		return
 	}
 	if fn, ok := l.names[sha]; ok {
@@ -441,38 +429,38 @@ func (c *client) rewrite(ctx context.Context, cmd redis.Cmder) {
 // ensure loads library cur on the client unless it is loaded, deciding the
 // mode on the first load; it returns the library loaded, or nil when the
 // command goes the EVALSHA way.
-func (c *client) ensure(ctx context.Context, cur *library) *library {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l := c.loaded.Load(); l == cur {
+func (f *Functions) ensure(ctx context.Context, cur *library) *library {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l := f.loaded.Load(); l == cur {
 		return l
 	}
-	mode := c.mode.Load()
+	mode := f.mode.Load()
 	if mode == modeEval {
 		return nil
 	}
-	if c.now().Before(c.retryAt) || c.refused == cur {
+	if f.now().Before(f.retryAt) || f.refused {
 		return nil
 	}
-	err := c.load(ctx, cur)
+	err := f.load(ctx, cur)
 	switch {
 	case err == nil:
-		c.loaded.Store(cur)
+		f.loaded.Store(cur)
 		if mode == modeUndecided {
-			c.mode.Store(modeFunctions)
-			c.log.Info("redis scripts: Redis Functions", "library", cur.name, "functions", len(cur.names))
+			f.mode.Store(modeFunctions)
+			f.log.Info("redis scripts: Redis Functions", "library", cur.name, "functions", len(cur.names))
 		}
 		return cur
 	case transient(err):
-		c.retryAt = c.now().Add(time.Second)
+		f.retryAt = f.now().Add(time.Second)
 		return nil
 	case mode == modeUndecided:
-		c.mode.Store(modeEval)
-		c.log.Info("redis scripts: EVALSHA/EVAL", "reason", err.Error())
+		f.mode.Store(modeEval)
+		f.log.Info("redis scripts: EVALSHA/EVAL", "reason", err.Error())
 		return nil
 	default:
-		c.refused = cur
-		c.log.Warn("redis scripts: loading the function library", "library", cur.name, "err", err)
+		f.refused = true
+		f.log.Warn("redis scripts: loading the function library", "library", cur.name, "err", err)
 		return nil
 	}
 }
@@ -488,26 +476,26 @@ func transient(err error) bool {
 // found" (FUNCTION FLUSH, a restarted Redis without persistence, a
 // failover to a node that never got it); it reports whether the retry may
 // go as FCALL.
-func (c *client) reload(ctx context.Context) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mode.Load() != modeFunctions {
+func (f *Functions) reload(ctx context.Context) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mode.Load() != modeFunctions {
 		return false
 	}
-	cur := current()
-	if err := c.load(ctx, cur); err != nil {
-		c.log.Warn("redis scripts: reloading the function library", "library", cur.name, "err", err)
-		c.loaded.Store(nil)
+	cur := f.library()
+	if err := f.load(ctx, cur); err != nil {
+		f.log.Warn("redis scripts: reloading the function library", "library", cur.name, "err", err)
+		f.loaded.Store(nil)
 		return false
 	}
-	c.loaded.Store(cur)
+	f.loaded.Store(cur)
 	return true
 }
 
 // load loads l on every master (FUNCTION LOAD; a library of that name
 // already there is the same library, its name being its sources' hash)
 // and checks that FCALL runs (its ping function).
-func (c *client) load(ctx context.Context, l *library) error {
+func (f *Functions) load(ctx context.Context, l *library) error {
 	loadOn := func(ctx context.Context, n redis.Cmdable) error {
 		err := n.FunctionLoad(ctx, l.text).Err()
 		if err != nil && strings.Contains(err.Error(), "already exists") {
@@ -516,17 +504,17 @@ func (c *client) load(ctx context.Context, l *library) error {
 		return err
 	}
 	var err error
-	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+	if cc, ok := f.rdb.(*redis.ClusterClient); ok {
 		// ForEachMaster runs the callback on several goroutines at once:
 		// the callback shares nothing but the library, read-only.
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return loadOn(ctx, n) })
 	} else {
-		err = loadOn(ctx, c.rdb)
+		err = loadOn(ctx, f.rdb)
 	}
 	if err != nil {
 		return err
 	}
-	return c.rdb.FCall(ctx, l.ping, nil).Err()
+	return f.rdb.FCall(ctx, l.ping, nil).Err()
 }
 
 // funcNotFound reports FCALL's reply for a function the server does not

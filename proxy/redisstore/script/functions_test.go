@@ -56,19 +56,19 @@ return {'before', before, 'now', now, 'count', redis.call('INCR', K.key)}`
 // into the next (Clock's --@per-call reset; without it the second call's
 // before is the first call's now).
 func TestFunctionsRunLikeEval(t *testing.T) {
-	s, err := New[clockArgs, clockReply]("clock_probe", clockBody, Clock, Numbers)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			Attach(b.Client, nil)
+			f := Attach(b.Client, nil)
+			s, err := New[clockArgs, clockReply](f, "clock_probe", clockBody, Clock, Numbers)
+			if err != nil {
+				t.Fatal(err)
+			}
 			first, err := s.Run(ctx, b.Client, &clockArgs{Key: "{t}n"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := UsesFunctions(b.Client); got != wantFunctions(b) {
+			if got := f.UsesFunctions(); got != wantFunctions(b) {
 				t.Fatalf("UsesFunctions = %v, want %v", got, wantFunctions(b))
 			}
 			second, err := s.Run(ctx, b.Client, &clockArgs{Key: "{t}n", Pinned: 1234})
@@ -126,17 +126,17 @@ func TestFunctionNotFoundLoadsAgain(t *testing.T) {
 	type incReply struct {
 		N int64 `lua:"n"`
 	}
-	s, err := New[incArgs, incReply]("inc_fn", `return {'n', redis.call('INCRBY', K.key, A.by)}`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, b := range redistest.Backends(t) {
 		if !b.Real() {
 			continue
 		}
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			Attach(b.Client, nil)
+			f := Attach(b.Client, nil)
+			s, err := New[incArgs, incReply](f, "inc_fn", `return {'n', redis.call('INCRBY', K.key, A.by)}`)
+			if err != nil {
+				t.Fatal(err)
+			}
 			flush := func() {
 				onEveryMaster(t, b, func(c *redis.Client) error { return c.FunctionFlush(ctx).Err() })
 			}
@@ -169,13 +169,13 @@ func TestFunctionNotFoundLoadsAgain(t *testing.T) {
 			if got := run(); got[0] != 3 || got[1] != 5 || got[2] != 8 {
 				t.Fatalf("pipeline after FUNCTION FLUSH = %v, want [3 5 8]", got)
 			}
-			if got := UsesFunctions(b.Client); got != wantFunctions(b) {
+			if got := f.UsesFunctions(); got != wantFunctions(b) {
 				t.Fatalf("UsesFunctions = %v, want %v", got, wantFunctions(b))
 			}
 			if !wantFunctions(b) {
 				return
 			}
-			name, _ := Library()
+			name, _ := f.Library()
 			onEveryMaster(t, b, func(c *redis.Client) error {
 				libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name}).Result()
 				if err == nil && len(libs) != 1 {
@@ -197,19 +197,24 @@ func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 	type getReply struct {
 		V string `lua:"v"`
 	}
-	s, err := New[getArgs, getReply]("get_fn", `return {'v', redis.call('GET', K.key) or 'none'}`)
-	if err != nil {
-		t.Fatal(err)
+	// get is the script registered with a Functions attached to c.
+	get := func(t *testing.T, c redis.UniversalClient) (*Functions, *Script[getArgs, getReply]) {
+		f := Attach(c, nil)
+		s, err := New[getArgs, getReply](f, "get_fn", `return {'v', redis.call('GET', K.key) or 'none'}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, s
 	}
 	ctx := context.Background()
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			if !b.Real() {
-				Attach(b.Client, nil)
+				f, s := get(t, b.Client)
 				if r, err := s.Run(ctx, b.Client, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
 					t.Fatalf("miniredis: %+v, %v", r, err)
 				}
-				if UsesFunctions(b.Client) {
+				if f.UsesFunctions() {
 					t.Fatal("miniredis: UsesFunctions = true")
 				}
 				return
@@ -227,21 +232,21 @@ func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 				opt.Username, opt.Password = user, "pw"
 				c := redis.NewClient(opt)
 				t.Cleanup(func() { _ = c.Close() })
-				Attach(c, nil)
+				f, s := get(t, c)
 				if r, err := s.Run(ctx, c, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
 					t.Fatalf("ACL %s: %+v, %v", rule, r, err)
 				}
-				if UsesFunctions(c) {
+				if f.UsesFunctions() {
 					t.Fatalf("ACL %s: UsesFunctions = true", rule)
 				}
 			}
 			t.Setenv(ModeEnv, "eval")
 			c := plainClient(t, b)
-			Attach(c, nil)
+			f, s := get(t, c)
 			if r, err := s.Run(ctx, c, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
 				t.Fatalf("%s=eval: %+v, %v", ModeEnv, r, err)
 			}
-			if UsesFunctions(c) {
+			if f.UsesFunctions() {
 				t.Fatalf("%s=eval: UsesFunctions = true", ModeEnv)
 			}
 		})
@@ -252,11 +257,11 @@ func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 // per-call reset would leak from one FCALL into the next; New refuses it.
 func TestAuditRefusesAMutableLocal(t *testing.T) {
 	type none struct{}
-	if _, err := New[none, none]("leaky", "return false", "local dirty = false\nlocal function f() dirty = true end"); err == nil ||
+	if _, err := New[none, none](nil, "leaky", "return false", "local dirty = false\nlocal function f() dirty = true end"); err == nil ||
 		!strings.Contains(err.Error(), "dirty") {
 		t.Fatalf("New with a mutable prelude local = %v, want an error naming it", err)
 	}
-	if _, err := New[none, none]("reset", "return false", "local dirty = false\n--@per-call dirty = false\nlocal limit = 3\nlocal names = {'a'}"); err != nil {
+	if _, err := New[none, none](nil, "reset", "return false", "local dirty = false\n--@per-call dirty = false\nlocal limit = 3\nlocal names = {'a'}"); err != nil {
 		t.Fatalf("New with a reset flag and constants = %v", err)
 	}
 }
@@ -283,17 +288,16 @@ func TestNoWritesOnlyForReadingScripts(t *testing.T) {
 // on a load; a call after the retry delay loads the library.
 func TestCanceledFirstLoadDecidesNothing(t *testing.T) {
 	type none struct{}
-	s, err := New[none, none]("noop_fn", "return false")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, b := range redistest.Backends(t) {
 		if !wantFunctions(b) {
 			continue
 		}
 		t.Run(b.Name, func(t *testing.T) {
-			Attach(b.Client, nil)
-			cl := clientOf(b.Client)
+			cl := Attach(b.Client, nil)
+			s, err := New[none, none](cl, "noop_fn", "return false")
+			if err != nil {
+				t.Fatal(err)
+			}
 			now := time.Unix(1_700_000_000, 0)
 			cl.now = func() time.Time { return now }
 			ended, cancel := context.WithCancel(context.Background())
@@ -307,15 +311,108 @@ func TestCanceledFirstLoadDecidesNothing(t *testing.T) {
 			if _, err := s.Run(context.Background(), b.Client, &none{}); err != nil {
 				t.Fatal(err)
 			}
-			if UsesFunctions(b.Client) {
+			if cl.UsesFunctions() {
 				t.Fatal("loaded again within the retry delay")
 			}
 			now = now.Add(time.Second)
 			if _, err := s.Run(context.Background(), b.Client, &none{}); err != nil {
 				t.Fatal(err)
 			}
-			if !UsesFunctions(b.Client) {
+			if !cl.UsesFunctions() {
 				t.Fatal("not loaded after the retry delay")
+			}
+		})
+	}
+}
+
+// TestTwoClientsTwoLibraries: two clients in one process, each with its
+// own Functions, have a library and a mode each — one kept on EVAL
+// (ModeEnv=eval when attached), one on functions where Redis has them —
+// and a library holds its own Functions' scripts only, none of the other's
+// nor of any other test's (with one library per process it held them all).
+func TestTwoClientsTwoLibraries(t *testing.T) {
+	type none struct{}
+	type nReply struct {
+		N int64 `lua:"n"`
+	}
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			want := wantFunctions(b)
+			fa := Attach(b.Client, nil)
+			a, err := New[none, nReply](fa, "only_a", "return {'n', 1}")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv(ModeEnv, "eval")
+			c := plainClient(t, b)
+			fb := Attach(c, nil)
+			bs, err := New[none, nReply](fb, "only_b", "return {'n', 2}")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, run := range []struct {
+				s    *Script[none, nReply]
+				on   redis.UniversalClient
+				want int64
+			}{{a, b.Client, 1}, {bs, c, 2}} {
+				if r, err := run.s.Run(ctx, run.on, &none{}); err != nil || r.N != run.want {
+					t.Fatalf("%s = %+v, %v; want n %d", run.s.Name(), r, err, run.want)
+				}
+			}
+			if fa.UsesFunctions() != want || fb.UsesFunctions() {
+				t.Fatalf("UsesFunctions = %v (a), %v (b); want %v, false", fa.UsesFunctions(), fb.UsesFunctions(), want)
+			}
+			nameA, textA := fa.Library()
+			nameB, textB := fb.Library()
+			if nameA == nameB {
+				t.Fatalf("both libraries are %s", nameA)
+			}
+			for _, l := range []struct{ text, has, hasNot string }{{textA, "only_a", "only_b"}, {textB, "only_b", "only_a"}} {
+				// one function for the script, one ping
+				if n := strings.Count(l.text, "redis.register_function"); n != 2 || !strings.Contains(l.text, l.has) ||
+					strings.Contains(l.text, l.hasNot) {
+					t.Errorf("library of %s: %d functions, has %s: %v, has %s: %v; want 2, true, false",
+						l.has, n, l.has, strings.Contains(l.text, l.has), l.hasNot, strings.Contains(l.text, l.hasNot))
+				}
+			}
+		})
+	}
+}
+
+// TestOneLibraryPerClient: a script registered after the client's first
+// script command is left out of the library (no second library is built
+// nor loaded) and runs by EVALSHA/EVAL, with the same reply.
+func TestOneLibraryPerClient(t *testing.T) {
+	type none struct{}
+	type nReply struct {
+		N int64 `lua:"n"`
+	}
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			f := Attach(b.Client, nil)
+			first, err := New[none, nReply](f, "first", "return {'n', 1}")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := first.Run(ctx, b.Client, &none{}); err != nil || r.N != 1 {
+				t.Fatalf("first = %+v, %v", r, err)
+			}
+			name, text := f.Library()
+			late, err := New[none, nReply](f, "late", "return {'n', 2}")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := late.Run(ctx, b.Client, &none{}); err != nil || r.N != 2 {
+				t.Fatalf("late = %+v, %v", r, err)
+			}
+			if n, tx := f.Library(); n != name || tx != text || late.Function() != "" || first.Function() == "" {
+				t.Fatalf("library %s -> %s, late's function %q, first's %q; want one library, late by EVALSHA",
+					name, n, late.Function(), first.Function())
+			}
+			if got := f.UsesFunctions(); got != wantFunctions(b) {
+				t.Fatalf("UsesFunctions = %v, want %v", got, wantFunctions(b))
 			}
 		})
 	}

@@ -38,14 +38,20 @@
 // name leaves the zero value. A script that answers a bare nil (false)
 // decodes as the zero reply.
 //
-// Two ways to run. On a client given to Attach, on Redis 7 or later, the
-// scripts run as Redis Functions: every script New makes joins one
-// library per process (Library: named cp_ and a hash of its text, the
-// preludes defined once per group of scripts that share them, each script
-// a function whose callback is its reader and body), loaded with FUNCTION
-// LOAD on the first script call (on a Cluster on every master), and a
-// go-redis hook sends each script's EVALSHA as FCALL of its function, so
-// Redis no longer re-evaluates the reader and the preludes on every call.
+// Two ways to run. Attach makes a client's Functions, at the composition
+// root (the store's New; every store package on that client is handed it
+// and registers its scripts with it in its constructor: New, Load and
+// LoadInto take it). On Redis 7 or later the scripts registered with it
+// run as Redis Functions: they make one library per client
+// (Functions.Library: named cp_ and a hash of its text, the preludes
+// defined once per group of scripts that share them, each script a
+// function whose callback is its reader and body), built and loaded with
+// FUNCTION LOAD on the client's first script command (on a Cluster on
+// every master; a script registered after it stays out, on EVALSHA), and
+// the Functions, a go-redis hook on the client, sends each script's
+// EVALSHA as FCALL of its function, so Redis no longer re-evaluates the
+// reader and the preludes on every call. The package has no state of its
+// own: two clients have two Functions, each with its library and mode.
 // A function library keeps its top-level locals from one FCALL to the
 // next, so a prelude's mutable local is reset at the start of every call
 // by a "--@per-call <statement>" line (Clock's clock_now, lib.lua's
@@ -54,9 +60,9 @@
 // failover) loads the library again and retries the call once, in Run and
 // in Call.Result. Everywhere else — miniredis and Redis < 7 (no FUNCTION),
 // an ACL that refuses FUNCTION LOAD or FCALL, ModeEnv=eval, a client never
-// attached — Run uses EVALSHA and falls back to EVAL on NOSCRIPT, as
-// go-redis's Script.Run does, so a flushed or restarted Redis costs one
-// round trip more, never an error. Queue and Call do the same inside a
+// attached, a script registered with no Functions (nil) — Run uses EVALSHA
+// and falls back to EVAL on NOSCRIPT, as go-redis's Script.Run does, so a
+// flushed or restarted Redis costs one round trip more, never an error. Queue and Call do the same inside a
 // pipeline. docs/performance.md "Redis Functions" has the flags, the
 // figures and the audit; docs/operating.md the ACL a Redis user needs.
 package script
@@ -114,6 +120,7 @@ end`
 // for concurrent use.
 type Script[A, R any] struct {
 	name  string
+	fns   *Functions // registered with (nil: none, the EVAL path)
 	src   string
 	sha   any // the source's SHA-1 (EVALSHA) and the source (EVAL), boxed once
 	body  any
@@ -123,29 +130,52 @@ type Script[A, R any] struct {
 
 // Load reads lua/<name>.lua from fsys and returns it as a Script whose
 // source is the generated reader of A's KEYS and ARGV, then each prelude
-// in order (the shared helpers, e.g. lib.lua), then the file. It returns
-// an error when the file is missing or when A or R is not a struct of the
-// supported field types.
-func Load[A, R any](fsys fs.FS, name string, prelude ...string) (*Script[A, R], error) {
+// in order (the shared helpers, e.g. lib.lua), then the file, registered
+// with f (it joins f's function library; nil: no library, the script
+// always goes by EVALSHA/EVAL). It returns an error when the file is
+// missing, when A or R is not a struct of the supported field types, or
+// when a prelude has a mutable local without a --@per-call reset.
+func Load[A, R any](f *Functions, fsys fs.FS, name string, prelude ...string) (*Script[A, R], error) {
 	body, err := fs.ReadFile(fsys, "lua/"+name+".lua")
 	if err != nil {
 		return nil, fmt.Errorf("script %s: %w", name, err)
 	}
-	return New[A, R](name, string(body), prelude...)
+	return New[A, R](f, name, string(body), prelude...)
 }
 
-// LoadInto is Load into *dst, for a package that loads its scripts in one
-// errors.Join: lua/<name>.lua of fsys with the preludes before it. Errors
-// as Load.
-func LoadInto[A, R any](dst **Script[A, R], fsys fs.FS, name string, prelude ...string) error {
-	sc, err := Load[A, R](fsys, name, prelude...)
+// LoadInto is Load into *dst, the one way a store package loads its
+// scripts (in one errors.Join): lua/<name>.lua of the package's
+// Package.FS, composed with its Package.Prelude and registered with its
+// Package.Functions. Errors as Load.
+func LoadInto[A, R any](dst **Script[A, R], p Package, name string) error {
+	sc, err := Load[A, R](p.Functions, p.FS, name, p.Prelude...)
 	*dst = sc
 	return err
 }
 
+// Package is what a store package's scripts are loaded from and into
+// (LoadInto): its embedded lua/ directory, the preludes each of its
+// scripts is composed with, in order, and the Functions of its client.
+type Package struct {
+	FS        fs.FS
+	Prelude   []string
+	Functions *Functions
+}
+
+// Lib is script.Numbers then fsys's lua/lib.lua, the prelude that the
+// core's, the jobs' and the dead letters' scripts are composed with after
+// Clock. Errors: lib.lua missing.
+func Lib(fsys fs.FS) (string, error) {
+	b, err := fs.ReadFile(fsys, "lua/lib.lua")
+	if err != nil {
+		return "", err
+	}
+	return Numbers + "\n" + string(b), nil
+}
+
 // New is Load with the script's body given: the source run is the reader
 // of A, then the preludes, then body. Errors as Load.
-func New[A, R any](name, body string, prelude ...string) (*Script[A, R], error) {
+func New[A, R any](f *Functions, name, body string, prelude ...string) (*Script[A, R], error) {
 	ac, err := argCodecOf(reflect.TypeFor[A]())
 	if err != nil {
 		return nil, fmt.Errorf("script %s: arguments: %w", name, err)
@@ -162,11 +192,16 @@ func New[A, R any](name, body string, prelude ...string) (*Script[A, R], error) 
 	}
 	src.WriteString("\n")
 	src.WriteString(body)
-	sha := redis.NewScript(src.String()).Hash()
-	if err := register(name, sha, ac.lua, body, prelude); err != nil {
-		return nil, fmt.Errorf("script %s: %w", name, err)
+	for _, p := range prelude {
+		if err := auditPrelude(p); err != nil {
+			return nil, fmt.Errorf("script %s: %w", name, err)
+		}
 	}
-	return &Script[A, R]{name: name, src: src.String(), sha: sha, body: src.String(),
+	sha := redis.NewScript(src.String()).Hash()
+	if f != nil {
+		f.register(name, sha, ac.lua, body, prelude)
+	}
+	return &Script[A, R]{name: name, fns: f, src: src.String(), sha: sha, body: src.String(),
 		args: ac, reply: rc}, nil
 }
 
@@ -179,10 +214,15 @@ func (s *Script[A, R]) Source() string { return s.src }
 // SHA is the SHA-1 of Source in hex, EVALSHA's argument.
 func (s *Script[A, R]) SHA() string { return s.sha.(string) }
 
-// Function is the script's function name in the library of every script
-// made so far (Library), FCALL's argument on a client that uses functions.
+// Function is the script's function name in its Functions' library
+// (Library, which it builds when it is not built yet), FCALL's argument
+// on a client that uses functions; "" for a script registered with none,
+// or after the library was built.
 func (s *Script[A, R]) Function() string {
-	fn, _ := current().names[s.SHA()].(string)
+	if s.fns == nil {
+		return ""
+	}
+	fn, _ := s.fns.library().names[s.SHA()].(string)
 	return fn
 }
 
@@ -218,11 +258,12 @@ func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 }
 
 // again runs a call again on c after Redis answered "Function not found"
-// (it did not run): the library is loaded again and the call retried once
-// as FCALL; when the library cannot be loaded, or the retry meets the same
-// answer, the call goes as EVAL of the source, which always runs.
+// (it did not run): the script's Functions loads its library again and the
+// call is retried once as FCALL; when the library cannot be loaded, or the
+// retry meets the same answer, the call goes as EVAL of the source, which
+// always runs.
 func (s *Script[A, R]) again(ctx context.Context, c Processor, nkeys int, args []any) (any, error) {
-	if cl := clientOf(c); cl != nil && cl.reload(ctx) {
+	if s.fns != nil && s.fns.reload(ctx) {
 		cmd := s.command(ctx, false, nkeys, args)
 		_ = c.Process(ctx, cmd)
 		v, err := cmd.Result()

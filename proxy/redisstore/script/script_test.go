@@ -68,7 +68,7 @@ return {'due', K.due, 'more', more, 'now', A.now, 'mode', A.mode,
 const prelude = `local function helper() return 'from the prelude' end`
 
 func TestArgumentsAndReplyByName(t *testing.T) {
-	s, err := New[echoArgs, echoReply]("echo", echo, prelude)
+	s, err := New[echoArgs, echoReply](nil, "echo", echo, prelude)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestReplyErrors(t *testing.T) {
 		{"script error", `return redis.error_reply('BOOM refused')`, "BOOM refused"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New[noArgs, oneReply](tt.name, tt.body)
+			s, err := New[noArgs, oneReply](nil, tt.name, tt.body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func TestReplyErrors(t *testing.T) {
 }
 
 func TestNilReplyIsTheZeroReply(t *testing.T) {
-	s, err := New[noArgs, oneReply]("nil", `return false`)
+	s, err := New[noArgs, oneReply](nil, "nil", `return false`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestFallsBackToEvalAfterAFlush(t *testing.T) {
 	type incReply struct {
 		N int64 `lua:"n"`
 	}
-	s, err := New[incArgs, incReply]("inc", `return {'n', redis.call('INCRBY', K.key, A.by)}`)
+	s, err := New[incArgs, incReply](nil, "inc", `return {'n', redis.call('INCRBY', K.key, A.by)}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestLoadFromFS(t *testing.T) {
 	type helloArgs struct {
 		Who string `lua:"who"`
 	}
-	s, err := Load[helloArgs, oneReply](fsys, "hello")
+	s, err := Load[helloArgs, oneReply](nil, fsys, "hello")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestLoadFromFS(t *testing.T) {
 	if err != nil || got.State != "world" {
 		t.Fatalf("got %+v, %v", got, err)
 	}
-	if _, err := Load[helloArgs, oneReply](fsys, "missing"); err == nil {
+	if _, err := Load[helloArgs, oneReply](nil, fsys, "missing"); err == nil {
 		t.Fatal("a missing script loaded")
 	}
 }
@@ -265,16 +265,16 @@ func TestTypesRefused(t *testing.T) {
 		X item `lua:"x"`
 	}
 	for name, err := range map[string]error{
-		"name":    errOf(New[badName, oneReply]("t", "")),
-		"type":    errOf(New[badType, oneReply]("t", "")),
-		"int key": errOf(New[intKey, oneReply]("t", "")),
-		"twice":   errOf(New[twice, oneReply]("t", "")),
-		"deep":    errOf(New[deep, oneReply]("t", "")),
-		"struct":  errOf(New[structArg, oneReply]("t", "")),
+		"name":    errOf(New[badName, oneReply](nil, "t", "")),
+		"type":    errOf(New[badType, oneReply](nil, "t", "")),
+		"int key": errOf(New[intKey, oneReply](nil, "t", "")),
+		"twice":   errOf(New[twice, oneReply](nil, "t", "")),
+		"deep":    errOf(New[deep, oneReply](nil, "t", "")),
+		"struct":  errOf(New[structArg, oneReply](nil, "t", "")),
 		"reply key": errOf(New[noArgs, struct {
 			X string `lua:"x,key"`
-		}]("t", "")),
-		"not struct": errOf(New[int, oneReply]("t", "")),
+		}](nil, "t", "")),
+		"not struct": errOf(New[int, oneReply](nil, "t", "")),
 	} {
 		if err == nil {
 			t.Errorf("%s: accepted", name)

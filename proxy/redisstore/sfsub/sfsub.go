@@ -81,26 +81,25 @@ type State struct {
 	save    *script.Script[saveArgs, countReply]
 }
 
-// New returns the state of the subscription to topic in rdb. Errors: a
-// script that does not load (a build defect).
-func New(rdb redis.UniversalClient, topic string) (*State, error) {
+// New returns the state of the subscription to topic in rdb, its scripts
+// registered with scripts, the script layer of rdb (the store's
+// redisstore.Store.Scripts; nil: a script.Functions of its own on rdb).
+// Errors: a script that does not load (a build defect).
+func New(rdb redis.UniversalClient, topic string, scripts *script.Functions) (*State, error) {
 	s := &State{rdb: rdb, lease: keyspace.SFSubLease(topic), replay: keyspace.SFSubReplay(topic),
 		again: keyspace.SFSubAgain(topic)}
-	script.Attach(rdb, nil)
-	var err error
-	if s.hold, err = script.Load[holdArgs, countReply](luaFS, "hold"); err != nil {
-		return nil, fmt.Errorf("sfsub: %w", err)
+	if scripts == nil {
+		scripts = script.Attach(rdb, nil)
 	}
-	if s.release, err = script.Load[releaseArgs, countReply](luaFS, "release"); err != nil {
-		return nil, fmt.Errorf("sfsub: %w", err)
-	}
-	if s.save, err = script.Load[saveArgs, countReply](luaFS, "save"); err != nil {
-		return nil, fmt.Errorf("sfsub: %w", err)
-	}
-	if s.due, err = script.Load[dueArgs, idsReply](luaFS, "due", script.Clock); err != nil {
-		return nil, fmt.Errorf("sfsub: %w", err)
-	}
-	if s.defer_, err = script.Load[deferArgs, countReply](luaFS, "defer", script.Clock); err != nil {
+	plain := script.Package{FS: luaFS, Functions: scripts}
+	clocked := script.Package{FS: luaFS, Prelude: []string{script.Clock}, Functions: scripts}
+	if err := errors.Join(
+		script.LoadInto(&s.hold, plain, "hold"),
+		script.LoadInto(&s.release, plain, "release"),
+		script.LoadInto(&s.save, plain, "save"),
+		script.LoadInto(&s.due, clocked, "due"),
+		script.LoadInto(&s.defer_, clocked, "defer"),
+	); err != nil {
 		return nil, fmt.Errorf("sfsub: %w", err)
 	}
 	return s, nil

@@ -17,7 +17,7 @@ const topic = "/data/Failed_Callout__ChangeEvent"
 // newState is a State of topic on rdb; it fails the test on an error.
 func newState(t *testing.T, rdb redis.UniversalClient) *State {
 	t.Helper()
-	s, err := New(rdb, topic)
+	s, err := New(rdb, topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
