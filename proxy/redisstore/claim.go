@@ -470,7 +470,7 @@ func mergeGate(res *ClaimResult, g policy.Gate) {
 	}
 }
 
-// claimArgs are claim.lua's keys and arguments (lua/claim.lua names each):
+// claimArgs are claim.lua's keys and arguments: now (ms, lib.lua clock),
 // the queues of one slot and their candidates, in queue order.
 type claimArgs struct {
 	Now        int64            `lua:"now"`
@@ -478,7 +478,13 @@ type claimArgs struct {
 	Candidates []claimCandidate `lua:"candidates"`
 }
 
-// claimQueue is one queue of a claim.
+// claimQueue is one queue of a claim: its due, lease and counters keys
+// (counters: the endpoint hash or the queue's counter hash), Count of its
+// candidates, the gate the caller read ("": the script reads counters'),
+// LeaseMs and ProbeLease (ms), Want (the most to claim: the candidates past
+// it are spares, for those another replica claimed first) and Part (the
+// breaker partition its callouts meet and test, "" the endpoint's, so a
+// half-open partition's probe is one of its own callouts, contract §6).
 type claimQueue struct {
 	Due        string `lua:"due,key"`
 	Lease      string `lua:"lease,key"`
@@ -492,7 +498,8 @@ type claimQueue struct {
 	Part       string `lua:"part"`
 }
 
-// claimCandidate is one due callout a claim re-checks.
+// claimCandidate is one due callout a claim re-checks: its record and :q
+// keys, its id and the lease token it is claimed with.
 type claimCandidate struct {
 	Record string `lua:"record,key"`
 	Rest   string `lua:"rest,key"`
@@ -524,7 +531,7 @@ type claimedOne struct {
 	Due      float64  `lua:"due"`
 	Rest     string   `lua:"rest"`
 	Record   []string `lua:"record"`
-	Token    string   `lua:"token"` // its lease token (complete.lua's claim; claim.lua's caller knows it)
+	Token    string   `lua:"token"` // its lease token
 }
 
 // decodeQueueClaim decodes one queue's part of a claim.lua reply: the gate

@@ -598,16 +598,38 @@ local function hmore(h, f, seen, names)
   for i, n in ipairs(want) do f[n] = v[i] end
 end
 
--- lease_record leases callout record c (its fields r as read by HGETALL)
--- as attempt n of kind to token until lease_until (ms) at now_s: 'd', a
--- dispatcher claimed it, so it was scheduled (complete.lua publishes its
+-- lease_due leases callout id, due at score (ms), of record c (its :q at
+-- q) as its next attempt to token until lease_until (ms) at now_s, kind
+-- 'probe' when probe, else 'first' ('replay' for a replay) or 'retry' by
+-- its attempts, and adds the lease to zl (the lease set's ZADD pairs): 'd',
+-- a dispatcher claimed it, so it was scheduled (complete.lua publishes its
 -- completion event, contract §8). The one write of a claim (claim.lua,
--- claim_due). Returns its first-attempt time (ms).
-local function lease_record(c, r, n, kind, token, lease_until, now_s)
+-- claim_due). Returns the callout as claim.lua replies it (claimedOne: the
+-- record before the claim, HGETALL order), nil when c has no record.
+local function lease_due(c, q, id, score, probe, token, lease_until, now_s, zl)
+  local all = redis.call('HGETALL', c)
+  local r = {}
+  for j = 1, #all, 2 do r[all[j]] = all[j + 1] end
+  if not r.S then return nil end
+  local n = num(r.n) + 1
+  local kind = 'retry'
+  if probe then
+    kind = 'probe'
+  elseif n == 1 then
+    kind = 'first'
+    if r.o then kind = 'replay' end
+  end
   local fa = r.a or now_s
   redis.call('HSET', c, 'S', 'f', 'n', str(n), 't', token, 'x', lease_until, 'l', now_s,
     'k', kind_code[kind], 'd', '1', 'a', fa)
-  return fa
+  zl[#zl + 1] = lease_until
+  zl[#zl + 1] = id
+  local e = {'id', id, 'kind', kind, 'attempts', n, 'first', fa, 'due', score, 'record', all, 'token', token}
+  if r.Q then
+    e[#e + 1] = 'rest'
+    e[#e + 1] = redis.call('GET', q)
+  end
+  return e
 end
 
 -- claim_due claims, behind an open gate, up to want callouts of due set
@@ -616,37 +638,18 @@ end
 -- (Completer.CompleteAndClaim). It reads the due set itself, so it needs
 -- no re-check; a due id without a record is dropped from the due set, as
 -- claim.lua does. Record keys are prefix .. id (the queue's slot), lease
--- tokens token .. '.' .. i. Returns the claimed as claim.lua replies them
--- (claimedOne, without the queue: there is one), each with its token.
+-- tokens token .. '.' .. i. Returns the claimed (lease_due's), without
+-- the queue: there is one.
 local function claim_due(due, lease, prefix, token, want, now, lease_ms)
   local now_s, lease_until = str(now), str(now + lease_ms)
   local z = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'WITHSCORES', 'LIMIT', 0, want)
   local out, ids, zl = {}, {}, {}
   for i = 1, #z, 2 do
-    local id, score = z[i], z[i + 1]
+    local id, c = z[i], prefix .. z[i]
     ids[#ids + 1] = id
-    local c = prefix .. id
-    local all = redis.call('HGETALL', c)
-    local r = {}
-    for j = 1, #all, 2 do r[all[j]] = all[j + 1] end
-    if r.S then
-      local n = num(r.n) + 1
-      local kind = 'retry'
-      if n == 1 then
-        kind = 'first'
-        if r.o then kind = 'replay' end
-      end
-      local tok = token .. '.' .. str(#out)
-      local fa = lease_record(c, r, n, kind, tok, lease_until, now_s)
-      zl[#zl + 1] = lease_until
-      zl[#zl + 1] = id
-      local e = {'id', id, 'kind', kind, 'attempts', n, 'first', fa, 'due', score, 'record', all, 'token', tok}
-      if r.Q then
-        e[#e + 1] = 'rest'
-        e[#e + 1] = redis.call('GET', c .. ':q')
-      end
-      out[#out + 1] = e
-    end
+    local tok = token .. '.' .. str(#out)
+    local e = lease_due(c, c .. ':q', id, z[i + 1], false, tok, lease_until, now_s, zl)
+    if e then out[#out + 1] = e end
   end
   if #ids > 0 then redis.call('ZREM', due, unpack(ids)) end
   if #zl > 0 then redis.call('ZADD', lease, unpack(zl)) end
