@@ -570,12 +570,9 @@ func (s *Store) decodeClaimed(ctx context.Context, r claimedOne, now, leaseUntil
 		return nil, err
 	}
 	return &policy.Claimed{
-		ID: r.ID, Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
-		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
-		ReplayOf: c.ReplayOf, Attempt: r.Attempts, Kind: policy.Kind(r.Kind),
-		LeaseToken: "", LeaseExpiresAt: msTime(leaseUntil), StartedAt: msTime(now),
-		DueAt: time.UnixMilli(int64(r.Due)), FirstAttemptAt: msTimeOf(r.First), CreatedAt: c.CreatedAt,
-		TraceContext: c.TraceContext,
+		ID: r.ID, NewCallout: c.Request(), Attempt: r.Attempts, Kind: policy.Kind(r.Kind),
+		LeaseExpiresAt: msTime(leaseUntil), StartedAt: msTime(now), DueAt: time.UnixMilli(int64(r.Due)),
+		FirstAttemptAt: msTimeOf(r.First), CreatedAt: c.CreatedAt,
 	}, nil
 }
 
