@@ -82,10 +82,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint), q.Part
 	item.Quorum = s.quorum(cl.Endpoint)
 	rc, rest, resp := q.Record(cl.ID)
-	res := q.Reservation(cl.Issuer, cl.IdempotencyKey)
-	if res == "" {
-		res = rc
-	}
+	res := reservationKey(q, rc, cl.Issuer, cl.IdempotencyKey)
 	replayed := rc
 	if n, ok := keyspace.ShardOfID(cl.ReplayOf); ok {
 		if m, _ := keyspace.ShardOfID(cl.ID); n == m {

@@ -224,10 +224,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		fields = append(fields, record.FieldIssuer, tag)
 	}
 	c, rest, _ := q.Record(id)
-	res := q.Reservation(nc.Issuer, nc.IdempotencyKey)
-	if res == "" {
-		res = c
-	}
+	res := reservationKey(q, c, nc.Issuer, nc.IdempotencyKey)
 	lim := a.lim
 	if n := s.Shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)
