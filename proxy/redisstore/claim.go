@@ -35,21 +35,16 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 	return r[0], nil
 }
 
-// ClaimBatch leases due callouts of several endpoints at once (ARCHITECTURE.md
-// "Redis data model": one script call claims up to N callouts
-// across due endpoints): up to each request's Batch, which the caller
-// sizes to each endpoint's free slots, and at most total in all (≤ 0: no
-// such bound), the caller's free slots. When the due callouts are more
-// than total, the slots go one at a time to the requests in their order,
-// skipping those with nothing more due: the caller orders them by its
-// fairness rule (fairness and max_concurrency are the dispatcher's).
-// Two round trips whatever the number of endpoints: one
-// pipeline reads every queue's first waiting ids and earliest lease (and
-// the gate of sharded endpoints whose view is stale), then one claim.lua
-// run per Redis Cluster slot that has candidates (on a single node, one in
-// all) re-checks each candidate and the gate in O(1) and leases them,
-// pipelined. The attempt is counted at claim time (Claimed.Attempt). Results are in request order. Errors:
-// ErrUnavailable.
+// ClaimBatch leases due callouts of several endpoints at once
+// (docs/performance.md "The dispatcher"): up to each request's Batch (the
+// caller sizes it to the endpoint's free slots) and at most total in all
+// (≤ 0: no such bound). When the due callouts are more than total, the
+// slots go one at a time to the requests in their order (the caller's
+// fairness rule), skipping those with nothing more due. Two round trips
+// whatever the number of endpoints: the candidates pipeline, then one
+// claim.lua run per Redis Cluster slot with candidates, pipelined. The
+// attempt is counted at claim time (Claimed.Attempt). Results are in
+// request order. Errors: ErrUnavailable.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) ([]ClaimResult, error) {
 	if err := s.layoutReady(ctx); err != nil {
 		return nil, err
@@ -142,10 +137,8 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	}
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reqs {
-			// Twice the batch from each queue: another replica reading the
-			// same first ids at the same time claims some of them first; the
-			// spares let this claim still fill its batch (claim.lua stops at
-			// cap), instead of a short claim and another round.
+			// Twice the batch from each queue (docs/performance.md "Spare
+			// candidates"): claim.lua stops at cap.
 			spares := int64(min(2*max(r.Batch, 1), maxBatch))
 			for _, qp := range plans[i].queues {
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.Due, 0, spares-1),
