@@ -238,30 +238,24 @@ for i, e in ipairs(A.items) do
   local ok, r = pcall(complete_one, keys, e, fa, wa, seen, mark)
   if ok then
     out[i] = r
-  elseif mark.written then
-    -- its record is written (finished, rescheduled or dead): its counter and
-    -- breaker changes stand with it, or the charge (and a probe's token)
-    -- would outlive a callout no reaper will find; only what came after
-    -- (the outbox, the replay mark) is missing
-    if type(r) == 'table' then r = r.err end
-    out[i] = {'error', tostring(r)}
   else
-    -- as if it had not run: fields it read first are read again by the next
     if type(r) == 'table' then r = r.err end
-    for n in pairs(seen) do
-      if fa0[n] == nil then seen[n] = nil end
-    end
-    fa, wa, gate_dirty = fa0, wa0, dirty0
     out[i] = {'error', tostring(r)}
+    -- once its record is written (finished, rescheduled or dead), its
+    -- counter and breaker changes stand with it, or the charge (and a
+    -- probe's token) would outlive a callout no reaper will find
+    if not mark.written then
+      -- as if it had not run: fields it read first are read again by the next
+      for n in pairs(seen) do
+        if fa0[n] == nil then seen[n] = nil end
+      end
+      fa, wa, gate_dirty = fa0, wa0, dirty0
+    end
   end
 end
--- The next claim of this queue, in the same call (Completer.CompleteAndClaim:
--- the dispatcher's free slots for it): after every completion above, so the
--- gate it reads is the one they left — a breaker one of them opened, a pause
--- one of them set, claims nothing. Only behind an open gate (a probe is
--- claim.lua's); a queue of a sharded endpoint acts on the gate its caller
--- read (claim_gate), and is claimed here only when no completion of the call
--- updates the breaker (the caller drops the claim otherwise).
+-- The next claim of this queue, in the same call (Completer.CompleteAndClaim
+-- has its rules): after every completion above, behind the gate they left,
+-- only when it is open; a sharded endpoint's queue acts on claim_gate.
 local claimed, cg, cg_until = {}, '', 0
 if A.claim_want > 0 then
   local now = clock(A.claim_now)
