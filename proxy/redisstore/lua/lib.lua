@@ -19,18 +19,13 @@ local function breaker_state(bs, pa, now)
   return 'half_open'
 end
 
--- Breaker partitions (contract §6): with breaker.partition organisation
--- each organisation (issuer tag p) has its own breaker in the endpoint
--- hash, fields cf:p bs:p oa:p pa:p pt:p pe:p (pf below); the endpoint's own
--- breaker (the unsuffixed fields) then opens only when the partitions of
--- quorum distinct organisations are open and live ('po', po_live; the
--- caller's quorum, partition_quorum by default), so
--- an outage that hits every organisation still holds them all, the ones
--- that have not failed yet included, while one organisation's failures
--- hold only its own callouts. Partition '' is the endpoint's own breaker:
--- breaker.partition endpoint, and callouts without an issuer. The outage
--- (os, on), the last success (lsu), pause and disable stay the endpoint's:
--- auto-disable needs disable_after without a success of any organisation.
+-- Breaker partitions (contract §6 "Partitions"): each organisation (issuer
+-- tag p) has its own breaker in the endpoint hash, fields cf:p bs:p oa:p
+-- pa:p pt:p pe:p (pf below); the endpoint's own breaker (the unsuffixed
+-- fields; partition '', also breaker.partition endpoint and callouts
+-- without an issuer) opens only when the partitions of quorum
+-- organisations are open and live ('po', po_live). The outage (os, on),
+-- the last success (lsu), pause and disable stay the endpoint's.
 local partition_quorum = 2 -- quorum where the caller gives none (< 1)
 
 -- pf is the name of breaker field n of partition p.
@@ -272,14 +267,10 @@ end
 --   counts: the endpoint's consecutive failures + 1 (cf, any
 --     organisation's), and the partition's (cf:p); the first one after a
 --     success starts an outage; at threshold a closed breaker opens,
---     opened_at written once: partition '' opens the endpoint's breaker,
---     another partition its own; each counting failure of an open
---     partition marks it live in 'po' (po_live), and the endpoint's breaker
---     opens once quorum partitions are open and live (partition_quorum when
---     quorum < 1) and, with a quorum above one, no organisation has
---     succeeded within the last probe interval (lsu): two failing
---     organisations never hold a third that the upstream answers; a
---     partition's success takes it out of 'po'.
+--     opened_at written once; each counting failure of an open partition
+--     marks it live in 'po' (po_live), and the endpoint's breaker opens as
+--     contract §6 "Partitions" says (quorum < 1: partition_quorum; a
+--     success within the last probe interval, lsu, vetoes it).
 --   lsu, the last success (ms), is written by a success that ends a
 --     failure streak and otherwise at most once per half probe interval,
 --     so it is never more than half an interval behind.
@@ -402,19 +393,9 @@ local function outbox_dead_letter(c, sfo, sfx, id, now_s, ttl, scheduled)
   if scheduled then redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id) end
 end
 
--- A callout record (keyspace, package record) is one hash with one-letter
--- fields, kept in Redis's compact listpack encoding (every value at most
--- 64 bytes):
---   S state code (st below), n attempts, i issuer tag, b bytes charged to
---   the backlog, m m2 … the packed meta (Go only: method, endpoint, path,
---   query, key, source, created, trace context), 1 … 8 the packed headers
---   and body in 64-byte chunks (or Q = '1' and the whole of them in the key :q),
---   o replay_of, a first attempt ms, t x l k the lease (token, until,
---   started, kind code), d '1' once a dispatcher claimed it, A<n> attempt
---   n ("kind started_ms duration_ms status outcome error"), R last
---   response status (the response itself: key :r), e last error,
---   F finished ms, D dead-letter reason, rb rt the replay mark, r1 … r4 the
---   last response in chunks (or the key :r when longer).
+-- A callout record is one hash with one-letter fields in Redis's compact
+-- listpack encoding (every value at most 64 bytes): package record's
+-- Field* constants name each, package deadletters' the replay mark.
 -- A field a script drops is blanked ('' reads as absent, present() below),
 -- so a record is always written with one HSET and never an HDEL.
 -- Scripts never parse m or the chunks; they copy, keep or blank them.
