@@ -78,14 +78,21 @@ func (r *shareRig) acceptLater() <-chan *Conn {
 	return got
 }
 
-// runN accepts n connections and starts a request of org on each (run);
-// it returns them and their contexts, oldest first.
+// running accepts a connection and starts a request of org on it (run).
+func (r *shareRig) running(org string) (*Conn, context.Context) {
+	r.t.Helper()
+	c, ctx := r.accept()
+	r.run(c, ctx, org)
+	return c, ctx
+}
+
+// runN is running n times; it returns the connections and their contexts,
+// oldest first.
 func (r *shareRig) runN(n int, org string) ([]*Conn, []context.Context) {
 	r.t.Helper()
 	cs, ctxs := make([]*Conn, n), make([]context.Context, n)
 	for i := range n {
-		cs[i], ctxs[i] = r.accept()
-		r.run(cs[i], ctxs[i], org)
+		cs[i], ctxs[i] = r.running(org)
 	}
 	return cs, ctxs
 }
@@ -110,8 +117,7 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 6, 2)
 		a, actx := r.runN(5, "org-a")
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		b, bctx := r.running("org-b")
 		if r.l.Open() != 6 || r.l.Holding("org-a") != 5 || r.l.Holding("org-b") != 1 {
 			t.Fatalf("open %d, org-a %d, org-b %d; want 6, 5, 1", r.l.Open(), r.l.Holding("org-a"), r.l.Holding("org-b"))
 		}
@@ -165,11 +171,9 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 func TestConnectionShareIdleFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 5, 1)
-		bIdle, bctx := r.accept()
-		r.run(bIdle, bctx, "org-b")
+		bIdle, _ := r.running("org-b")
 		r.l.ConnState(bIdle, http.StateIdle) // its request ended: idle between requests
-		aIdle, aictx := r.accept()
-		r.run(aIdle, aictx, "org-a")
+		aIdle, aictx := r.running("org-a")
 		r.l.ConnState(aIdle, http.StateIdle)
 		_, actx := r.runN(3, "org-a")
 		r.accept()
@@ -197,8 +201,7 @@ func TestConnectionShareUnverifiedCountAsOneGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 4, 2)
 		_, u := r.runN(3, "")
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		_, bctx := r.running("org-b")
 		if r.l.Holding("") != 3 {
 			t.Fatalf("unverified running %d, want 3", r.l.Holding(""))
 		}
@@ -215,12 +218,9 @@ func TestConnectionShareUnverifiedCountAsOneGroup(t *testing.T) {
 func TestConnectionShareCutGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 3, 1)
-		stuck, sctx := r.accept()
-		r.run(stuck, sctx, "org-a")
-		answered, actx := r.accept()
-		r.run(answered, actx, "org-a")
-		x, xctx := r.accept()
-		r.run(x, xctx, "org-a")
+		stuck, sctx := r.running("org-a")
+		answered, actx := r.running("org-a")
+		r.running("org-a")
 		r.accept() // cuts stuck
 		r.accept() // cuts answered; its handler answers and closes it
 		if !WasCut(sctx) || !WasCut(actx) {
@@ -273,8 +273,7 @@ func TestConnectionShareNewGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 2, 0)
 		r.l.now = time.Now
-		busy, bctx := r.accept()
-		r.run(busy, bctx, "org-a")
+		busy, _ := r.running("org-a")
 		young, _ := r.accept()
 		start := time.Now()
 		got := r.acceptLater()
@@ -298,16 +297,12 @@ func TestConnectionShareNewGrace(t *testing.T) {
 func TestConnectionShareCutsReceivingFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 4, 1)
-		p1, p1ctx := r.accept()
-		r.run(p1, p1ctx, "org-a")
+		_, p1ctx := r.running("org-a")
 		BodyRead(p1ctx)
-		rcv, rctx := r.accept()
-		r.run(rcv, rctx, "org-a")
-		p2, p2ctx := r.accept()
-		r.run(p2, p2ctx, "org-a")
+		_, rctx := r.running("org-a")
+		_, p2ctx := r.running("org-a")
 		BodyRead(p2ctx)
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		_, bctx := r.running("org-b")
 		n1, n1ctx := r.accept()
 		if !WasCut(rctx) || WasCut(p1ctx) || WasCut(p2ctx) {
 			t.Fatalf("cut: receiving %v, older past its body %v, newer past its body %v; want only the receiving one",
@@ -409,12 +404,10 @@ func TestConnectionShareUnverifiedRequestGrace(t *testing.T) {
 		r := newShareRig(t, 3, 1)
 		r.l.now = time.Now
 		start := time.Now()
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		_, bctx := r.running("org-b")
 		silent, _ := r.accept()
 		time.Sleep(100 * time.Millisecond)
-		u, uctx := r.accept()
-		r.run(u, uctx, "")
+		_, uctx := r.running("")
 		acceptAt := func() time.Duration {
 			client, server := net.Pipe()
 			t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
@@ -442,11 +435,9 @@ func TestConnectionShareUnverifiedRequestGrace(t *testing.T) {
 func TestConnectionShareCutAfterReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 2, 0)
-		c1, ctx1 := r.accept()
-		r.run(c1, ctx1, "org-a")
+		_, ctx1 := r.running("org-a")
 		BodyRead(ctx1)
-		c2, ctx2 := r.accept()
-		r.run(c2, ctx2, "org-a")
+		_, ctx2 := r.running("org-a")
 		BodyRead(ctx2)
 		cut := Cut(ctx1) // as the write path takes it, before the reload
 		r.l.SetShare(1)
@@ -467,13 +458,10 @@ func TestConnectionShareCutAfterReload(t *testing.T) {
 func TestOffboardClosesARemovedOrganisation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 8, 0)
-		run, runCtx := r.accept()
-		r.run(run, runCtx, "org-a")
-		idle, idleCtx := r.accept()
-		r.run(idle, idleCtx, "org-a")
+		_, runCtx := r.running("org-a")
+		idle, _ := r.running("org-a")
 		r.l.ConnState(idle, http.StateIdle)
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		b, bctx := r.running("org-b")
 		fresh, _ := r.accept()
 		closed, cut := r.l.Offboard(func(org string) bool { return org == "org-b" })
 		if closed != 1 || cut != 1 || !idle.closed || !WasCut(runCtx) || WasCut(bctx) || b.closed || fresh.closed {
