@@ -97,6 +97,18 @@ func (r *shareRig) runN(n int, org string) ([]*Conn, []context.Context) {
 	return cs, ctxs
 }
 
+// stillWaiting fails t with msg when the Accept behind got (acceptLater)
+// returned by the time every goroutine of the bubble is blocked.
+func stillWaiting(t *testing.T, got <-chan *Conn, msg string) {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case <-got:
+		t.Fatal(msg)
+	default:
+	}
+}
+
 // noneCut fails t when a request of ctxs was cut; while says when.
 func noneCut(t *testing.T, ctxs []context.Context, while string) {
 	t.Helper()
@@ -147,12 +159,7 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 			r.run(fresh[i], r.l.ConnContext(context.Background(), fresh[i]), org)
 		}
 		got := r.acceptLater()
-		synctest.Wait()
-		select {
-		case <-got:
-			t.Fatal("Accept made room although every organisation was within its share")
-		default:
-		}
+		stillWaiting(t, got, "Accept made room although every organisation was within its share")
 		if r.l.Cut() != 3 {
 			t.Fatalf("cut %d, want still 3", r.l.Cut())
 		}
@@ -250,12 +257,7 @@ func TestConnectionShareOffWithoutShare(t *testing.T) {
 		cs, _ := r.runN(2, "org-a")
 		first := cs[0]
 		got := r.acceptLater()
-		synctest.Wait()
-		select {
-		case <-got:
-			t.Fatal("Accept made room with no share set")
-		default:
-		}
+		stillWaiting(t, got, "Accept made room with no share set")
 		if r.l.Cut() != 0 {
 			t.Fatalf("cut %d with no share", r.l.Cut())
 		}
@@ -277,12 +279,7 @@ func TestConnectionShareNewGrace(t *testing.T) {
 		young, _ := r.accept()
 		start := time.Now()
 		got := r.acceptLater()
-		synctest.Wait()
-		select {
-		case <-got:
-			t.Fatal("a new connection within its grace was closed at once")
-		default:
-		}
+		stillWaiting(t, got, "a new connection within its grace was closed at once")
 		if <-got; time.Since(start) != NewGrace || !young.closed || busy.closed {
 			t.Fatalf("waited %s (want %s), young closed %v, busy closed %v", time.Since(start), NewGrace, young.closed, busy.closed)
 		}
