@@ -127,9 +127,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		plans[i] = &endpointPlan{rot: s.queues.Rotation(r.Endpoint)}
 		for _, q := range qs {
 			if until := s.gates.Skipped(r.Endpoint, q.Part, now); !until.IsZero() {
-				if plans[i].nextDue.IsZero() || until.Before(plans[i].nextDue) {
-					plans[i].nextDue = until
-				}
+				earliest(&plans[i].nextDue, until)
 				continue
 			}
 			plans[i].queues = append(plans[i].queues, &queuePlan{q: q, given: !q.Home})
@@ -187,15 +185,11 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				at := time.UnixMilli(int64(m.Score))
 				switch {
 				case lease:
-					if p.nextLease.IsZero() || at.Before(p.nextLease) {
-						p.nextLease = at
-					}
+					earliest(&p.nextLease, at)
 				case m.Score <= nowMs:
 					due = append(due, m.Member.(string))
 				default:
-					if p.nextDue.IsZero() || at.Before(p.nextDue) {
-						p.nextDue = at
-					}
+					earliest(&p.nextDue, at)
 				}
 			}
 			return due
@@ -213,6 +207,13 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen-p.capped)
 	}
 	return plans, grew, nil
+}
+
+// earliest sets *t to at when *t is zero (not known yet) or later.
+func earliest(t *time.Time, at time.Time) {
+	if t.IsZero() || at.Before(*t) {
+		*t = at
+	}
 }
 
 // dueIn counts the due candidates of the plan's queues.
@@ -446,9 +447,7 @@ func (s *Store) noteGate(qp *queuePlan, res *ClaimResult, g policy.Gate, level s
 		return
 	}
 	until := s.gates.Skip(qp.q.Endpoint, level, g.Until)
-	if res.NextDueAt.IsZero() || until.Before(res.NextDueAt) {
-		res.NextDueAt = until
-	}
+	earliest(&res.NextDueAt, until)
 	qp.shut = true
 }
 
