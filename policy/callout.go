@@ -12,23 +12,9 @@ import (
 // synchronous ingress): everything needed to dispatch it and to Complete
 // it. Only the holder of LeaseToken can complete it.
 type Claimed struct {
-	ID       string
-	Endpoint string
-	Issuer   string
-	Method   string
-	Path     string
-	Query    string
-	// Header is the caller's stored request header.
-	Header http.Header
-	// Body is the caller's request body.
-	Body []byte
-	// IdempotencyKey is forwarded upstream unchanged on every attempt
-	// (contract §5); "" when the request had none.
-	IdempotencyKey string
-	SourceRecord   string
-	ReplayOf       string
-	// TraceContext is the stored trace context (NewCallout.TraceContext).
-	TraceContext string
+	ID string
+	// NewCallout is the callout's request as recorded (Callout.Request).
+	NewCallout
 	// Attempt is this attempt's number: the count of real dispatches,
 	// this one included (contract §3 "every real dispatch counts").
 	Attempt int
@@ -192,6 +178,14 @@ const (
 // against the picklist).
 var DeadLetterReasons = []DeadLetterReason{DeadLetterExhausted, DeadLetterPermanent, DeadLetterAmbiguous,
 	DeadLetterEndpointDisabled}
+
+// Request returns the callout's request as recorded: NewCallout's fields
+// of c (a replay enqueues it again with its own ReplayOf, contract §8).
+func (c *Callout) Request() NewCallout {
+	return NewCallout{Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
+		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
+		ReplayOf: c.ReplayOf, TraceContext: c.TraceContext}
+}
 
 // Finished reports whether the state is final.
 func (s State) Finished() bool {

@@ -85,7 +85,7 @@ func (c decideCase) input(p policy.Policy, now time.Time) policy.DecideInput {
 	}
 	return policy.DecideInput{
 		Policy: p, Rules: rulesFor(idem), Result: att, Now: now, Rand: fixed(rnd), Sync: c.sync,
-		Claimed: &policy.Claimed{ID: "c1", Endpoint: "pay", Method: method, Attempt: attempt,
+		Claimed: &policy.Claimed{ID: "c1", NewCallout: policy.NewCallout{Endpoint: "pay", Method: method}, Attempt: attempt,
 			FirstAttemptAt: now.Add(-c.age)},
 		Class: cls,
 	}

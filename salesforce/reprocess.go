@@ -15,36 +15,16 @@ import (
 // Replayer replays one dead letter (contract §8): a new attempt chain with the
 // original request and Idempotency-Key. by names who asked, for the audit
 // log ("salesforce:<user id>" here). It returns the new chain's callout
-// id, or with ErrReplayInFlight the chain already holding the dead
-// letter's key, with ErrReplaySuperseded the newer dead letter to replay
-// instead. Errors wrap ErrReplayNoCopy, ErrReplayInFlight,
-// ErrReplaySuperseded, ErrReplayRefused or ErrReplayBusy so that the
-// poller can answer the request; any other error is taken as the store's
-// (transient). The composition root adapts *replay.Service to it.
+// id, or with policy.ErrReplayAlreadyReplayed the chain already holding
+// the dead letter's key, with policy.ErrReplaySuperseded the newer dead
+// letter to replay instead. Errors wrap the domain's replay errors
+// (policy.ErrReplay*: not a dead letter, already replayed, superseded,
+// endpoint disabled or not configured, backlog full), which the poller
+// answers; any other error is taken as the store's (transient).
+// *replay.Service implements it.
 type Replayer interface {
 	ReplayOne(ctx context.Context, id, by string) (newID string, err error)
 }
-
-// Errors a Replayer wraps (test with errors.Is).
-var (
-	// ErrReplayNoCopy: the id is not a dead letter in the proxy's store:
-	// its copy expired or was discarded, or it is a replay chain that has
-	// not dead-lettered (replay.ErrNotDeadLetter).
-	ErrReplayNoCopy = errors.New("salesforce: no dead letter to replay")
-	// ErrReplayInFlight: a replay chain that has not dead-lettered holds
-	// the dead letter's Idempotency-Key; nothing was created
-	// (replay.ErrAlreadyReplayed).
-	ErrReplayInFlight = errors.New("salesforce: a replay chain already holds the dead letter's key")
-	// ErrReplaySuperseded: a newer dead letter (a later replay that failed
-	// too) holds the key (replay.ErrSuperseded).
-	ErrReplaySuperseded = errors.New("salesforce: a newer dead letter holds the dead letter's key")
-	// ErrReplayRefused: the endpoint is disabled or no longer configured
-	// (replay.ErrEndpointDisabled, replay.ErrUnknownEndpoint).
-	ErrReplayRefused = errors.New("salesforce: the endpoint refuses replays")
-	// ErrReplayBusy: the endpoint's backlog cap is reached; try later
-	// (replay.ErrBacklogFull).
-	ErrReplayBusy = errors.New("salesforce: the endpoint's backlog is full")
-)
 
 // ReprocessRequests keeps each reprocess request to one replay across
 // replicas. The store's outbox (proxy/redisstore/outbox) implements it
@@ -297,7 +277,7 @@ func (p *Reprocessor) handle(ctx context.Context, r sfapi.Record, stamp time.Tim
 	if err == nil && a.status == "" {
 		a, created, err = p.reprocess(ctx, root, cmp.Or(latest, root), by)
 	}
-	if errors.Is(err, ErrReplayBusy) {
+	if errors.Is(err, policy.ErrReplayBacklogFull) {
 		rep.Deferred++
 		rep.DeferredIDs = append(rep.DeferredIDs, recordID)
 		p.log.WarnContext(p.w.about(ctx, root, ""), "reprocess request deferred: the endpoint's backlog is full",
@@ -356,13 +336,14 @@ func (p *Reprocessor) reprocess(ctx context.Context, root, target, by string) (a
 				slog.String("callout_id", root),
 				slog.String("dead_letter_id", target), slog.String("replay_id", newID))
 			return answer{policy.RecordReprocessing, newID, started}, true, nil
-		case errors.Is(err, ErrReplaySuperseded) && newID != "" && newID != target && hops < maxSupersededHops:
+		case errors.Is(err, policy.ErrReplaySuperseded) && newID != "" && newID != target && hops < maxSupersededHops:
 			target = newID
-		case errors.Is(err, ErrReplayInFlight) && newID != "":
+		case errors.Is(err, policy.ErrReplayAlreadyReplayed) && newID != "":
 			return p.copyAnswer(ctx, newID, started)
-		case errors.Is(err, ErrReplayNoCopy):
+		case errors.Is(err, policy.ErrReplayNotDeadLetter):
 			return p.copyAnswer(ctx, target, started)
-		case errors.Is(err, ErrReplayRefused), errors.Is(err, ErrReplaySuperseded):
+		case errors.Is(err, policy.ErrReplayEndpointDisabled), errors.Is(err, policy.ErrReplayUnknownEndpoint),
+			errors.Is(err, policy.ErrReplaySuperseded):
 			p.log.WarnContext(p.w.about(ctx, root, ""), "reprocess request refused: Failed Again",
 				slog.String("callout_id", root),
 				slog.String("dead_letter_id", target), slog.Any("error", err))

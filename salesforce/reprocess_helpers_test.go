@@ -2,8 +2,6 @@ package salesforce
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"testing"
 
@@ -54,9 +52,8 @@ func (e *env) setStatus(root, status string) {
 	e.emu.Set(e.t, FailedCalloutObject, ExternalIDField, root, "Status__c", status)
 }
 
-// countingReplayer is the replay service behind the adapter the
-// composition root uses (cmd/callout-proxy reprocessError: the same
-// mapping), counting the calls per dead-letter id. Safe for concurrent
+// countingReplayer is the replay service, as the composition root gives
+// it, counting the calls per dead-letter id. Safe for concurrent
 // use; several replicas may share one.
 type countingReplayer struct {
 	mu    sync.Mutex
@@ -74,25 +71,7 @@ func (c *countingReplayer) ReplayOne(ctx context.Context, id, by string) (string
 	c.mu.Lock()
 	c.calls[id]++
 	c.mu.Unlock()
-	newID, err := c.svc.ReplayOne(ctx, id, by)
-	var kind error
-	switch {
-	case err == nil:
-		return newID, nil
-	case errors.Is(err, replay.ErrNotDeadLetter):
-		kind = ErrReplayNoCopy
-	case errors.Is(err, replay.ErrAlreadyReplayed):
-		kind = ErrReplayInFlight
-	case errors.Is(err, replay.ErrSuperseded):
-		kind = ErrReplaySuperseded
-	case errors.Is(err, replay.ErrEndpointDisabled), errors.Is(err, replay.ErrUnknownEndpoint):
-		kind = ErrReplayRefused
-	case errors.Is(err, replay.ErrBacklogFull):
-		kind = ErrReplayBusy
-	default:
-		return newID, err
-	}
-	return newID, fmt.Errorf("%w: %w", kind, err)
+	return c.svc.ReplayOne(ctx, id, by)
 }
 
 // count returns how often id was replayed.

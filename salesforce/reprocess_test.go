@@ -140,35 +140,39 @@ func TestReprocessAnswers(t *testing.T) {
 			if err := e.store.Discard(ctxT(e.t), root); err != nil {
 				e.t.Fatal(err)
 			}
-			f.ReplayOneFn = func(string) (string, error) { return "", ErrReplayNoCopy }
+			f.ReplayOneFn = func(string) (string, error) { return "", policy.ErrReplayNotDeadLetter }
 			return setup{want: policy.RecordExpired, calls: []string{root}}
 		}},
 		{"the latest chain still runs", func(e *env, root string, f *fakeReplayer) setup {
 			chain := enqueueChain(e, root)
-			f.ReplayOneFn = func(string) (string, error) { return "", ErrReplayNoCopy }
+			f.ReplayOneFn = func(string) (string, error) { return "", policy.ErrReplayNotDeadLetter }
 			return setup{chain: chain, want: policy.RecordReprocessing, replay: chain, calls: []string{chain}}
 		}},
 		{"a running chain holds the key", func(e *env, root string, f *fakeReplayer) setup {
 			chain := enqueueChain(e, root)
-			f.ReplayOneFn = func(string) (string, error) { return chain, ErrReplayInFlight }
+			f.ReplayOneFn = func(string) (string, error) { return chain, policy.ErrReplayAlreadyReplayed }
 			return setup{want: policy.RecordReprocessing, replay: chain, calls: []string{root}}
 		}},
 		{"the latest chain succeeded", func(e *env, root string, f *fakeReplayer) setup {
 			chain := e.scheduled("orders", 1, replayOf(root), succeeded())[0]
-			f.ReplayOneFn = func(string) (string, error) { return "", ErrReplayNoCopy }
+			f.ReplayOneFn = func(string) (string, error) { return "", policy.ErrReplayNotDeadLetter }
 			return setup{want: policy.RecordReprocessed, replay: chain, calls: []string{chain}}
 		}},
 		{"superseded: the newer dead letter is replayed", func(e *env, root string, f *fakeReplayer) setup {
 			f.ReplayOneFn = func(id string) (string, error) {
 				if id == root {
-					return "newer-dead-letter", ErrReplaySuperseded
+					return "newer-dead-letter", policy.ErrReplaySuperseded
 				}
 				return "replay-2", nil
 			}
 			return setup{want: policy.RecordReprocessing, replay: "replay-2", calls: []string{root, "newer-dead-letter"}}
 		}},
 		{"endpoint disabled", func(e *env, root string, f *fakeReplayer) setup {
-			f.ReplayOneFn = func(string) (string, error) { return "", ErrReplayRefused }
+			f.ReplayOneFn = func(string) (string, error) { return "", policy.ErrReplayEndpointDisabled }
+			return setup{want: policy.RecordFailedAgain, calls: []string{root}}
+		}},
+		{"endpoint not configured", func(e *env, root string, f *fakeReplayer) setup {
+			f.ReplayOneFn = func(string) (string, error) { return "", policy.ErrReplayUnknownEndpoint }
 			return setup{want: policy.RecordFailedAgain, calls: []string{root}}
 		}},
 	}
@@ -230,7 +234,7 @@ func TestReprocessRetries(t *testing.T) {
 		// request after the failed one, when the failure stopped the poll.
 		meanwhile int
 	}{
-		{"backlog full", ErrReplayBusy, false, 0},
+		{"backlog full", policy.ErrReplayBacklogFull, false, 0},
 		{"store unavailable", policy.ErrUnavailable, true, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/sfsub"
 	"github.com/calloutproxy/callout-proxy/salesforce/pubsub"
@@ -109,7 +110,7 @@ func (c *crashingState) SaveReplayID(ctx context.Context, owner string, id []byt
 }
 
 // gateReplayer is a replayer in front of another: while busy it answers
-// every replay ErrReplayBusy (the endpoint's backlog is full); with crash
+// every replay policy.ErrReplayBacklogFull (the endpoint's backlog is full); with crash
 // set, the first replay it lets through is made and then crash is called
 // and context.Canceled returned (the replica died after the replay, before
 // anything else). Safe for concurrent use.
@@ -128,7 +129,7 @@ func (g *gateReplayer) ReplayOne(ctx context.Context, id, by string) (string, er
 	g.crash = nil
 	g.mu.Unlock()
 	if busy {
-		return "", fmt.Errorf("%w: test", ErrReplayBusy)
+		return "", fmt.Errorf("%w: test", policy.ErrReplayBacklogFull)
 	}
 	newID, err := g.next.ReplayOne(ctx, id, by)
 	if crash != nil && err == nil {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -182,37 +181,12 @@ func (a *App) openSalesforce() error {
 }
 
 // reprocessReplayer is the replay runner in force as the reprocess poller
-// needs it: its errors also wrap the salesforce package's
-// (reprocessError).
+// needs it: its errors are the domain's replay errors, which the poller
+// answers (salesforce.Replayer).
 type reprocessReplayer struct{ s func() *replay.Service }
 
 var _ salesforce.Replayer = reprocessReplayer{}
 
 func (r reprocessReplayer) ReplayOne(ctx context.Context, id, by string) (string, error) {
-	newID, err := r.s().ReplayOne(ctx, id, by)
-	return newID, reprocessError(err)
-}
-
-// reprocessError wraps a replay error in the salesforce.ErrReplay* error
-// that says how the poller answers it, keeping the original (errors.Is
-// finds both); other errors (the store's) are returned as they are.
-func reprocessError(err error) error {
-	var kind error
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, replay.ErrNotDeadLetter):
-		kind = salesforce.ErrReplayNoCopy
-	case errors.Is(err, replay.ErrAlreadyReplayed):
-		kind = salesforce.ErrReplayInFlight
-	case errors.Is(err, replay.ErrSuperseded):
-		kind = salesforce.ErrReplaySuperseded
-	case errors.Is(err, replay.ErrEndpointDisabled), errors.Is(err, replay.ErrUnknownEndpoint):
-		kind = salesforce.ErrReplayRefused
-	case errors.Is(err, replay.ErrBacklogFull):
-		kind = salesforce.ErrReplayBusy
-	default:
-		return err
-	}
-	return fmt.Errorf("%w: %w", kind, err)
+	return r.s().ReplayOne(ctx, id, by)
 }

@@ -54,8 +54,8 @@ func newIssuerRunner(t *testing.T, up Upstream, c Completions) *Runner {
 func TestRunSendsTheCalloutsIssuer(t *testing.T) {
 	up := &seenUpstream{att: forward.Attempt{Sent: true, Response: &forward.Response{Status: 200}}}
 	r := newIssuerRunner(t, up, &keptCompletions{})
-	cl := &policy.Claimed{ID: "c1", Endpoint: "pay", Issuer: "org-a", Method: "POST", Attempt: 1,
-		FirstAttemptAt: r.Now()}
+	cl := &policy.Claimed{ID: "c1", NewCallout: policy.NewCallout{Endpoint: "pay", Issuer: "org-a", Method: "POST"},
+		Attempt: 1, FirstAttemptAt: r.Now()}
 	r.Run(context.Background(), Call{Endpoint: &config.Endpoint{Name: "pay"}, Claimed: cl,
 		Request: &forward.Request{Method: "POST", Path: "/charges"}, Mode: "dispatched"})
 	if len(up.seen) != 1 || up.seen[0].Issuer != "org-a" || up.seen[0].CalloutID != "c1" {
@@ -72,8 +72,8 @@ func TestRunOverloadedRetriesWithoutTheBreaker(t *testing.T) {
 		Err: fmt.Errorf("the upstream's response was not buffered (%w): %w", policy.ErrOverloaded, limit.ErrOverloaded)}}
 	kept := &keptCompletions{}
 	r := newIssuerRunner(t, up, kept)
-	cl := &policy.Claimed{ID: "c2", Endpoint: "pay", Issuer: "org-b", Method: "POST", Attempt: 1,
-		FirstAttemptAt: r.Now()}
+	cl := &policy.Claimed{ID: "c2", NewCallout: policy.NewCallout{Endpoint: "pay", Issuer: "org-b", Method: "POST"},
+		Attempt: 1, FirstAttemptAt: r.Now()}
 	res := r.Run(context.Background(), Call{Endpoint: &config.Endpoint{Name: "pay"}, Claimed: cl,
 		Request: &forward.Request{Method: "POST", Path: "/charges"}, Mode: "dispatched"})
 	if res.Class != (policy.Classification{Outcome: policy.Retryable, Reason: policy.ReasonOverloaded}) {

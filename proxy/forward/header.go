@@ -159,27 +159,7 @@ func OutboundHeader(in http.Header, injected http.Header) http.Header {
 	// Idempotency_Key beside it must not reach a folding upstream.
 	controlled := func(ck string) bool { return ck == "Idempotency-Key" || dropped(ck) }
 	out := make(http.Header, len(in)+len(injected))
-	// The kept values are copied into one array, each field's a full slice
-	// of it (its capacity its length, so an append to one field copies and
-	// never runs into the next): one allocation, not one per field.
-	n := 0
-	for _, vs := range in {
-		n += len(vs)
-	}
-	vals := make([]string, 0, n)
-	eachField(in, func(k string, vs []string) {
-		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if dropped(ck) || foldsOnto(ck, controlled) {
-			return
-		}
-		if cur, ok := out[ck]; ok { // names that merge ("x-a", "X-A")
-			out[ck] = append(cur, vs...)
-			return
-		}
-		start := len(vals)
-		vals = append(vals, vs...)
-		out[ck] = vals[start:len(vals):len(vals)]
-	})
+	copyFields(out, in, 0, func(ck string) bool { return dropped(ck) || foldsOnto(ck, controlled) })
 	if len(injected) == 0 {
 		return out // no sorted copy of no names (three allocations, twice a write)
 	}
@@ -205,13 +185,25 @@ func ProxyOwned(canonical string) bool {
 // hop-by-hop fields (and every field named in Connection) removed, the
 // proxy's own fields (ProxyOwned) removed, names canonical, values
 // unchanged (RFC 9110 §7.6.1). The kept values are copied into one array,
-// each field's a full slice of it (as OutboundHeader's), with room for
-// spare more values after them (responseHeader's Content-Length): one
-// allocation for the values, not one per field.
+// each field's a full slice of it (copyFields), with room for spare more
+// values after them (responseHeader's Content-Length).
 func inboundHeader(in http.Header, spare int) (http.Header, []string) {
 	var extra names
 	connectionTokens(in, extra.add)
 	out := make(http.Header, len(in)+spare)
+	vals := copyFields(out, in, spare, func(ck string) bool {
+		return slices.Contains(hopByHop, ck) || extra[ck] || ProxyOwned(ck)
+	})
+	return out, vals
+}
+
+// copyFields copies the fields of in into out, names canonical, values
+// unchanged, but for those drop reports by canonical name. The kept values
+// are copied into one array, with room for spare more values after them,
+// each field's a full slice of it (its capacity its length, so an append to
+// one field copies and never runs into the next): one allocation, not one
+// per field. It returns that array.
+func copyFields(out, in http.Header, spare int, drop func(ck string) bool) []string {
 	n := spare
 	for _, vs := range in {
 		n += len(vs)
@@ -219,7 +211,7 @@ func inboundHeader(in http.Header, spare int) (http.Header, []string) {
 	vals := make([]string, 0, n)
 	eachField(in, func(k string, vs []string) {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if slices.Contains(hopByHop, ck) || extra[ck] || ProxyOwned(ck) {
+		if drop(ck) {
 			return
 		}
 		if cur, ok := out[ck]; ok { // names that merge ("x-a", "X-A")
@@ -230,5 +222,5 @@ func inboundHeader(in http.Header, spare int) (http.Header, []string) {
 		vals = append(vals, vs...)
 		out[ck] = vals[start:len(vals):len(vals)]
 	})
-	return out, vals
+	return vals
 }

@@ -1,7 +1,6 @@
 package limit
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -64,6 +63,62 @@ func (r *shareRig) run(c *Conn, ctx context.Context, org string) {
 	}
 }
 
+// acceptLater dials one connection and accepts it in a goroutine, which
+// sends what Accept returned on the channel it returns (nil: an error).
+func (r *shareRig) acceptLater() <-chan *Conn {
+	client, server := net.Pipe()
+	r.t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	r.raw.conns <- server
+	got := make(chan *Conn, 1)
+	go func() {
+		c, _ := r.l.Accept()
+		cc, _ := c.(*Conn)
+		got <- cc
+	}()
+	return got
+}
+
+// running accepts a connection and starts a request of org on it (run).
+func (r *shareRig) running(org string) (*Conn, context.Context) {
+	r.t.Helper()
+	c, ctx := r.accept()
+	r.run(c, ctx, org)
+	return c, ctx
+}
+
+// runN is running n times; it returns the connections and their contexts,
+// oldest first.
+func (r *shareRig) runN(n int, org string) ([]*Conn, []context.Context) {
+	r.t.Helper()
+	cs, ctxs := make([]*Conn, n), make([]context.Context, n)
+	for i := range n {
+		cs[i], ctxs[i] = r.running(org)
+	}
+	return cs, ctxs
+}
+
+// stillWaiting fails t with msg when the Accept behind got (acceptLater)
+// returned by the time every goroutine of the bubble is blocked.
+func stillWaiting(t *testing.T, got <-chan *Conn, msg string) {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case <-got:
+		t.Fatal(msg)
+	default:
+	}
+}
+
+// noneCut fails t when a request of ctxs was cut; while says when.
+func noneCut(t *testing.T, ctxs []context.Context, while string) {
+	t.Helper()
+	for i, ctx := range ctxs {
+		if WasCut(ctx) {
+			t.Fatalf("request %d was cut %s", i, while)
+		}
+	}
+}
+
 // TestConnectionShareCutsTheOverShareOrganisation: at a cap of 6 with a
 // share of 2, org-a runs 5 requests (3 over its share) and org-b 1. Each new
 // connection cuts org-a's oldest request — read deadline passed, WasCut —
@@ -73,18 +128,8 @@ func (r *shareRig) run(c *Conn, ctx context.Context, org string) {
 func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 6, 2)
-		type conn struct {
-			c   *Conn
-			ctx context.Context
-		}
-		var a []conn
-		for range 5 {
-			c, ctx := r.accept()
-			r.run(c, ctx, "org-a")
-			a = append(a, conn{c, ctx})
-		}
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		a, actx := r.runN(5, "org-a")
+		b, bctx := r.running("org-b")
 		if r.l.Open() != 6 || r.l.Holding("org-a") != 5 || r.l.Holding("org-b") != 1 {
 			t.Fatalf("open %d, org-a %d, org-b %d; want 6, 5, 1", r.l.Open(), r.l.Holding("org-a"), r.l.Holding("org-b"))
 		}
@@ -92,10 +137,10 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 		for i := range 3 { // org-a is over its share by 3: three new connections get in at once
 			c, _ := r.accept()
 			fresh = append(fresh, c)
-			if !WasCut(a[i].ctx) {
+			if !WasCut(actx[i]) {
 				t.Fatalf("new connection %d: org-a's oldest request (#%d) was not cut", i, i)
 			}
-			if _, err := a[i].c.Read(make([]byte, 1)); !IsTimeout(err) {
+			if _, err := a[i].Read(make([]byte, 1)); !IsTimeout(err) {
 				t.Fatalf("a cut request's body read: %v, want a timeout (the handler answers 503)", err)
 			}
 		}
@@ -108,24 +153,13 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 				t.Fatalf("connection %d (new, or org-b's within its share) was closed", i)
 			}
 		}
-		if WasCut(a[3].ctx) || WasCut(a[4].ctx) {
-			t.Fatal("org-a's requests within its share were cut")
-		}
+		noneCut(t, actx[3:], "of org-a's within its share")
 		// Everybody within the share now, every connection busy: the next waits.
 		for i, org := range []string{"org-c", "org-c", "org-d"} {
 			r.run(fresh[i], r.l.ConnContext(context.Background(), fresh[i]), org)
 		}
-		got := make(chan *Conn)
-		client, server := net.Pipe()
-		defer client.Close()
-		r.raw.conns <- server
-		go func() { c, _ := r.l.Accept(); got <- c.(*Conn) }()
-		synctest.Wait()
-		select {
-		case <-got:
-			t.Fatal("Accept made room although every organisation was within its share")
-		default:
-		}
+		got := r.acceptLater()
+		stillWaiting(t, got, "Accept made room although every organisation was within its share")
 		if r.l.Cut() != 3 {
 			t.Fatalf("cut %d, want still 3", r.l.Cut())
 		}
@@ -144,28 +178,17 @@ func TestConnectionShareCutsTheOverShareOrganisation(t *testing.T) {
 func TestConnectionShareIdleFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 5, 1)
-		bIdle, bctx := r.accept()
-		r.run(bIdle, bctx, "org-b")
+		bIdle, _ := r.running("org-b")
 		r.l.ConnState(bIdle, http.StateIdle) // its request ended: idle between requests
-		aIdle, aictx := r.accept()
-		r.run(aIdle, aictx, "org-a")
+		aIdle, aictx := r.running("org-a")
 		r.l.ConnState(aIdle, http.StateIdle)
-		var actx []context.Context
-		for range 3 {
-			c, ctx := r.accept()
-			r.run(c, ctx, "org-a")
-			actx = append(actx, ctx)
-		}
+		_, actx := r.runN(3, "org-a")
 		r.accept()
 		if !aIdle.closed || WasCut(aictx) || bIdle.closed {
 			t.Fatalf("closed: org-a's idle %v (cut %v), org-b's idle %v; want org-a's idle closed, not cut, org-b's kept",
 				aIdle.closed, WasCut(aictx), bIdle.closed)
 		}
-		for _, ctx := range actx {
-			if WasCut(ctx) {
-				t.Fatal("a request was cut while org-a's idle connection could be closed")
-			}
-		}
+		noneCut(t, actx, "while org-a's idle connection could be closed")
 		if r.l.Cut() != 0 || r.l.Evicted() != 1 {
 			t.Fatalf("cut %d, evicted %d; want 0, 1", r.l.Cut(), r.l.Evicted())
 		}
@@ -184,14 +207,8 @@ func TestConnectionShareIdleFirst(t *testing.T) {
 func TestConnectionShareUnverifiedCountAsOneGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 4, 2)
-		var u []context.Context
-		for range 3 {
-			c, ctx := r.accept()
-			r.run(c, ctx, "")
-			u = append(u, ctx)
-		}
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		_, u := r.runN(3, "")
+		_, bctx := r.running("org-b")
 		if r.l.Holding("") != 3 {
 			t.Fatalf("unverified running %d, want 3", r.l.Holding(""))
 		}
@@ -208,12 +225,9 @@ func TestConnectionShareUnverifiedCountAsOneGroup(t *testing.T) {
 func TestConnectionShareCutGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 3, 1)
-		stuck, sctx := r.accept()
-		r.run(stuck, sctx, "org-a")
-		answered, actx := r.accept()
-		r.run(answered, actx, "org-a")
-		x, xctx := r.accept()
-		r.run(x, xctx, "org-a")
+		stuck, sctx := r.running("org-a")
+		answered, actx := r.running("org-a")
+		r.running("org-a")
 		r.accept() // cuts stuck
 		r.accept() // cuts answered; its handler answers and closes it
 		if !WasCut(sctx) || !WasCut(actx) {
@@ -240,23 +254,10 @@ func TestConnectionShareCutGrace(t *testing.T) {
 func TestConnectionShareOffWithoutShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 2, 0)
-		var first *Conn
-		for range 2 {
-			c, ctx := r.accept()
-			r.run(c, ctx, "org-a")
-			first = cmp.Or(first, c)
-		}
-		client, server := net.Pipe()
-		defer client.Close()
-		r.raw.conns <- server
-		got := make(chan struct{})
-		go func() { _, _ = r.l.Accept(); close(got) }()
-		synctest.Wait()
-		select {
-		case <-got:
-			t.Fatal("Accept made room with no share set")
-		default:
-		}
+		cs, _ := r.runN(2, "org-a")
+		first := cs[0]
+		got := r.acceptLater()
+		stillWaiting(t, got, "Accept made room with no share set")
 		if r.l.Cut() != 0 {
 			t.Fatalf("cut %d with no share", r.l.Cut())
 		}
@@ -274,23 +275,13 @@ func TestConnectionShareNewGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 2, 0)
 		r.l.now = time.Now
-		busy, bctx := r.accept()
-		r.run(busy, bctx, "org-a")
+		busy, _ := r.running("org-a")
 		young, _ := r.accept()
 		start := time.Now()
-		client, server := net.Pipe()
-		defer client.Close()
-		r.raw.conns <- server
-		got := make(chan time.Duration)
-		go func() { _, _ = r.l.Accept(); got <- time.Since(start) }()
-		synctest.Wait()
-		select {
-		case <-got:
-			t.Fatal("a new connection within its grace was closed at once")
-		default:
-		}
-		if waited := <-got; waited != NewGrace || !young.closed || busy.closed {
-			t.Fatalf("waited %s (want %s), young closed %v, busy closed %v", waited, NewGrace, young.closed, busy.closed)
+		got := r.acceptLater()
+		stillWaiting(t, got, "a new connection within its grace was closed at once")
+		if <-got; time.Since(start) != NewGrace || !young.closed || busy.closed {
+			t.Fatalf("waited %s (want %s), young closed %v, busy closed %v", time.Since(start), NewGrace, young.closed, busy.closed)
 		}
 	})
 }
@@ -303,16 +294,12 @@ func TestConnectionShareNewGrace(t *testing.T) {
 func TestConnectionShareCutsReceivingFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 4, 1)
-		p1, p1ctx := r.accept()
-		r.run(p1, p1ctx, "org-a")
+		_, p1ctx := r.running("org-a")
 		BodyRead(p1ctx)
-		rcv, rctx := r.accept()
-		r.run(rcv, rctx, "org-a")
-		p2, p2ctx := r.accept()
-		r.run(p2, p2ctx, "org-a")
+		_, rctx := r.running("org-a")
+		_, p2ctx := r.running("org-a")
 		BodyRead(p2ctx)
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		_, bctx := r.running("org-b")
 		n1, n1ctx := r.accept()
 		if !WasCut(rctx) || WasCut(p1ctx) || WasCut(p2ctx) {
 			t.Fatalf("cut: receiving %v, older past its body %v, newer past its body %v; want only the receiving one",
@@ -357,12 +344,7 @@ func TestConnectionShareSilentConnectionsCount(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newShareRig(t, tt.max, 2)
 				r.l.now = time.Now
-				var bctx []context.Context
-				for range tt.bn {
-					c, ctx := r.accept()
-					r.run(c, ctx, "org-b")
-					bctx = append(bctx, ctx)
-				}
+				_, bctx := r.runN(tt.bn, "org-b")
 				var silent []*Conn
 				start := time.Now() // the oldest silent connection's accept
 				for range 3 {
@@ -373,20 +355,12 @@ func TestConnectionShareSilentConnectionsCount(t *testing.T) {
 				if r.l.Holding("") != 3 || r.l.Holding("org-b") != tt.bn {
 					t.Fatalf("unverified %d, org-b %d; want 3, %d", r.l.Holding(""), r.l.Holding("org-b"), tt.bn)
 				}
-				client, server := net.Pipe()
-				defer client.Close()
-				r.raw.conns <- server
-				got := make(chan time.Duration)
-				go func() { _, _ = r.l.Accept(); got <- time.Since(start) }()
-				if waited := <-got; waited != NewGrace || !silent[0].closed || silent[1].closed {
+				<-r.acceptLater()
+				if waited := time.Since(start); waited != NewGrace || !silent[0].closed || silent[1].closed {
 					t.Fatalf("waited %s (want %s), oldest silent closed %v, next closed %v; want it alone closed",
 						waited, NewGrace, silent[0].closed, silent[1].closed)
 				}
-				for i, ctx := range bctx {
-					if WasCut(ctx) {
-						t.Fatalf("org-b's request %d was cut for the silent connections", i)
-					}
-				}
+				noneCut(t, bctx, "of org-b's for the silent connections")
 			})
 		})
 	}
@@ -399,28 +373,16 @@ func TestConnectionShareSilentConnectionsCount(t *testing.T) {
 func TestConnectionShareIdleCounts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 6, 2)
-		var idle []*Conn
-		for range 3 {
-			c, ctx := r.accept()
-			r.run(c, ctx, "org-z")
+		idle, _ := r.runN(3, "org-z")
+		for _, c := range idle {
 			r.l.ConnState(c, http.StateIdle)
-			idle = append(idle, c)
 		}
-		var bctx []context.Context
-		for range 3 {
-			c, ctx := r.accept()
-			r.run(c, ctx, "org-b")
-			bctx = append(bctx, ctx)
-		}
+		_, bctx := r.runN(3, "org-b")
 		r.accept()
 		if !idle[0].closed || r.l.Cut() != 0 {
 			t.Fatalf("org-z's oldest idle closed %v, cuts %d; want true, 0", idle[0].closed, r.l.Cut())
 		}
-		for i, ctx := range bctx {
-			if WasCut(ctx) {
-				t.Fatalf("org-b's request %d was cut while org-z held idle connections", i)
-			}
-		}
+		noneCut(t, bctx, "of org-b's while org-z held idle connections")
 	})
 }
 
@@ -439,12 +401,10 @@ func TestConnectionShareUnverifiedRequestGrace(t *testing.T) {
 		r := newShareRig(t, 3, 1)
 		r.l.now = time.Now
 		start := time.Now()
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		_, bctx := r.running("org-b")
 		silent, _ := r.accept()
 		time.Sleep(100 * time.Millisecond)
-		u, uctx := r.accept()
-		r.run(u, uctx, "")
+		_, uctx := r.running("")
 		acceptAt := func() time.Duration {
 			client, server := net.Pipe()
 			t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
@@ -472,11 +432,9 @@ func TestConnectionShareUnverifiedRequestGrace(t *testing.T) {
 func TestConnectionShareCutAfterReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 2, 0)
-		c1, ctx1 := r.accept()
-		r.run(c1, ctx1, "org-a")
+		_, ctx1 := r.running("org-a")
 		BodyRead(ctx1)
-		c2, ctx2 := r.accept()
-		r.run(c2, ctx2, "org-a")
+		_, ctx2 := r.running("org-a")
 		BodyRead(ctx2)
 		cut := Cut(ctx1) // as the write path takes it, before the reload
 		r.l.SetShare(1)
@@ -497,13 +455,10 @@ func TestConnectionShareCutAfterReload(t *testing.T) {
 func TestOffboardClosesARemovedOrganisation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 8, 0)
-		run, runCtx := r.accept()
-		r.run(run, runCtx, "org-a")
-		idle, idleCtx := r.accept()
-		r.run(idle, idleCtx, "org-a")
+		_, runCtx := r.running("org-a")
+		idle, _ := r.running("org-a")
 		r.l.ConnState(idle, http.StateIdle)
-		b, bctx := r.accept()
-		r.run(b, bctx, "org-b")
+		b, bctx := r.running("org-b")
 		fresh, _ := r.accept()
 		closed, cut := r.l.Offboard(func(org string) bool { return org == "org-b" })
 		if closed != 1 || cut != 1 || !idle.closed || !WasCut(runCtx) || WasCut(bctx) || b.closed || fresh.closed {

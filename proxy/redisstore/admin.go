@@ -58,29 +58,27 @@ func (s *Store) disable(ctx context.Context, endpoint, reason string, after time
 	if err != nil {
 		return res, err
 	}
-	drainSet := func(due string, drain func(ids []string) ([]string, error)) error {
-		for {
-			ids, err := s.rdb.ZRange(ctx, due, 0, drainBatch-1).Result()
-			if err != nil {
-				return s.wrap("disable", err)
-			}
-			if len(ids) == 0 {
-				return nil
-			}
-			moved, err := drain(ids)
-			res.DeadLettered = append(res.DeadLettered, moved...)
-			if err != nil || len(moved) == 0 {
-				return err
-			}
-		}
-	}
 	for _, q := range qs {
 		gs := ""
 		if !q.Home {
 			gs = string(policy.GateDisabled)
 		}
-		if err := drainSet(q.Due, func(ids []string) ([]string, error) { return s.drain(ctx, q, ids, gs) }); err != nil {
-			return res, err
+		for {
+			ids, err := s.rdb.ZRange(ctx, q.Due, 0, drainBatch-1).Result()
+			if err != nil {
+				return res, s.wrap("disable", err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			moved, err := s.drain(ctx, q, ids, gs)
+			res.DeadLettered = append(res.DeadLettered, moved...)
+			if err != nil {
+				return res, err
+			}
+			if len(moved) == 0 {
+				break
+			}
 		}
 	}
 	return res, nil

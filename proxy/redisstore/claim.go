@@ -35,21 +35,16 @@ func (s *Store) Claim(ctx context.Context, endpoint string, opts ClaimOptions) (
 	return r[0], nil
 }
 
-// ClaimBatch leases due callouts of several endpoints at once (ARCHITECTURE.md
-// "Redis data model": one script call claims up to N callouts
-// across due endpoints): up to each request's Batch, which the caller
-// sizes to each endpoint's free slots, and at most total in all (≤ 0: no
-// such bound), the caller's free slots. When the due callouts are more
-// than total, the slots go one at a time to the requests in their order,
-// skipping those with nothing more due: the caller orders them by its
-// fairness rule (fairness and max_concurrency are the dispatcher's).
-// Two round trips whatever the number of endpoints: one
-// pipeline reads every queue's first waiting ids and earliest lease (and
-// the gate of sharded endpoints whose view is stale), then one claim.lua
-// run per Redis Cluster slot that has candidates (on a single node, one in
-// all) re-checks each candidate and the gate in O(1) and leases them,
-// pipelined. The attempt is counted at claim time (Claimed.Attempt). Results are in request order. Errors:
-// ErrUnavailable.
+// ClaimBatch leases due callouts of several endpoints at once
+// (docs/performance.md "The dispatcher"): up to each request's Batch (the
+// caller sizes it to the endpoint's free slots) and at most total in all
+// (≤ 0: no such bound). When the due callouts are more than total, the
+// slots go one at a time to the requests in their order (the caller's
+// fairness rule), skipping those with nothing more due. Two round trips
+// whatever the number of endpoints: the candidates pipeline, then one
+// claim.lua run per Redis Cluster slot with candidates, pipelined. The
+// attempt is counted at claim time (Claimed.Attempt). Results are in
+// request order. Errors: ErrUnavailable.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []ClaimRequest, total int) ([]ClaimResult, error) {
 	if err := s.layoutReady(ctx); err != nil {
 		return nil, err
@@ -132,9 +127,7 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		plans[i] = &endpointPlan{rot: s.queues.Rotation(r.Endpoint)}
 		for _, q := range qs {
 			if until := s.gates.Skipped(r.Endpoint, q.Part, now); !until.IsZero() {
-				if plans[i].nextDue.IsZero() || until.Before(plans[i].nextDue) {
-					plans[i].nextDue = until
-				}
+				earliest(&plans[i].nextDue, until)
 				continue
 			}
 			plans[i].queues = append(plans[i].queues, &queuePlan{q: q, given: !q.Home})
@@ -142,10 +135,8 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 	}
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reqs {
-			// Twice the batch from each queue: another replica reading the
-			// same first ids at the same time claims some of them first; the
-			// spares let this claim still fill its batch (claim.lua stops at
-			// cap), instead of a short claim and another round.
+			// Twice the batch from each queue (docs/performance.md "Spare
+			// candidates"): claim.lua stops at cap.
 			spares := int64(min(2*max(r.Batch, 1), maxBatch))
 			for _, qp := range plans[i].queues {
 				reads[i] = append(reads[i], read{p.ZRangeWithScores(ctx, qp.q.Due, 0, spares-1),
@@ -194,15 +185,11 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 				at := time.UnixMilli(int64(m.Score))
 				switch {
 				case lease:
-					if p.nextLease.IsZero() || at.Before(p.nextLease) {
-						p.nextLease = at
-					}
+					earliest(&p.nextLease, at)
 				case m.Score <= nowMs:
 					due = append(due, m.Member.(string))
 				default:
-					if p.nextDue.IsZero() || at.Before(p.nextDue) {
-						p.nextDue = at
-					}
+					earliest(&p.nextDue, at)
 				}
 			}
 			return due
@@ -220,6 +207,13 @@ func (s *Store) candidates(ctx context.Context, reqs []ClaimRequest, now time.Ti
 		p.want = min(max(r.Batch, 1), maxBatch, p.dueSeen-p.capped)
 	}
 	return plans, grew, nil
+}
+
+// earliest sets *t to at when *t is zero (not known yet) or later.
+func earliest(t *time.Time, at time.Time) {
+	if t.IsZero() || at.Before(*t) {
+		*t = at
+	}
 }
 
 // dueIn counts the due candidates of the plan's queues.
@@ -453,9 +447,7 @@ func (s *Store) noteGate(qp *queuePlan, res *ClaimResult, g policy.Gate, level s
 		return
 	}
 	until := s.gates.Skip(qp.q.Endpoint, level, g.Until)
-	if res.NextDueAt.IsZero() || until.Before(res.NextDueAt) {
-		res.NextDueAt = until
-	}
+	earliest(&res.NextDueAt, until)
 	qp.shut = true
 }
 
@@ -470,7 +462,7 @@ func mergeGate(res *ClaimResult, g policy.Gate) {
 	}
 }
 
-// claimArgs are claim.lua's keys and arguments (lua/claim.lua names each):
+// claimArgs are claim.lua's keys and arguments: now (ms, lib.lua clock),
 // the queues of one slot and their candidates, in queue order.
 type claimArgs struct {
 	Now        int64            `lua:"now"`
@@ -478,7 +470,13 @@ type claimArgs struct {
 	Candidates []claimCandidate `lua:"candidates"`
 }
 
-// claimQueue is one queue of a claim.
+// claimQueue is one queue of a claim: its due, lease and counters keys
+// (counters: the endpoint hash or the queue's counter hash), Count of its
+// candidates, the gate the caller read ("": the script reads counters'),
+// LeaseMs and ProbeLease (ms), Want (the most to claim: the candidates past
+// it are spares, for those another replica claimed first) and Part (the
+// breaker partition its callouts meet and test, "" the endpoint's, so a
+// half-open partition's probe is one of its own callouts, contract §6).
 type claimQueue struct {
 	Due        string `lua:"due,key"`
 	Lease      string `lua:"lease,key"`
@@ -492,7 +490,8 @@ type claimQueue struct {
 	Part       string `lua:"part"`
 }
 
-// claimCandidate is one due callout a claim re-checks.
+// claimCandidate is one due callout a claim re-checks: its record and :q
+// keys, its id and the lease token it is claimed with.
 type claimCandidate struct {
 	Record string `lua:"record,key"`
 	Rest   string `lua:"rest,key"`
@@ -524,7 +523,7 @@ type claimedOne struct {
 	Due      float64  `lua:"due"`
 	Rest     string   `lua:"rest"`
 	Record   []string `lua:"record"`
-	Token    string   `lua:"token"` // its lease token (complete.lua's claim; claim.lua's caller knows it)
+	Token    string   `lua:"token"` // its lease token
 }
 
 // decodeQueueClaim decodes one queue's part of a claim.lua reply: the gate
@@ -563,12 +562,9 @@ func (s *Store) decodeClaimed(ctx context.Context, r claimedOne, now, leaseUntil
 		return nil, err
 	}
 	return &policy.Claimed{
-		ID: r.ID, Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
-		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
-		ReplayOf: c.ReplayOf, Attempt: r.Attempts, Kind: policy.Kind(r.Kind),
-		LeaseToken: "", LeaseExpiresAt: msTime(leaseUntil), StartedAt: msTime(now),
-		DueAt: time.UnixMilli(int64(r.Due)), FirstAttemptAt: msTimeOf(r.First), CreatedAt: c.CreatedAt,
-		TraceContext: c.TraceContext,
+		ID: r.ID, NewCallout: c.Request(), Attempt: r.Attempts, Kind: policy.Kind(r.Kind),
+		LeaseExpiresAt: msTime(leaseUntil), StartedAt: msTime(now), DueAt: time.UnixMilli(int64(r.Due)),
+		FirstAttemptAt: msTimeOf(r.First), CreatedAt: c.CreatedAt,
 	}, nil
 }
 

@@ -14,22 +14,18 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 )
 
-// Complete applies c to the claimed attempt in one script (complete.lua):
-// fencing on the lease token, attempt log, last response, breaker, pause, then the
+// Complete applies c to the claimed attempt in one complete.lua call of
+// one completion (Completer batches those of concurrent callers): fencing on
+// the lease token, attempt log, last response, breaker, pause, then the
 // action; finishing sets the TTLs of the record and its reservation. With
 // Options.Outbox, the same script queues the Salesforce writes the ending
-// causes (proxy/redisstore/outbox): the dead letter's mirror, expiry check and owner
-// notification, and the completion event of a scheduled callout. It updates
-// cl in place after an accepted ActionRetryInline (Attempt, Kind,
-// StartedAt, LeaseExpiresAt). One round trip (a queue of a sharded
-// endpoint pipelines the breaker update on the endpoint hash with it, and
-// a dead letter there notifies the owner in a second). Complete is a
-// complete.lua call of one completion; Completer batches the completions
-// of concurrent callers into one pipeline, those of one queue into one
-// call of the same script. Errors: ErrStaleLease when the lease is no
-// longer cl's (nothing changed), ErrUnavailable; a Redis error the
-// script raised (partial writes of this completion may stay: Redis does
-// not roll a script back).
+// causes (proxy/redisstore/outbox). It updates cl in place after an
+// accepted ActionRetryInline (Attempt, Kind, StartedAt, LeaseExpiresAt).
+// One round trip (a sharded endpoint's queue pipelines its breaker update,
+// outcome.lua, and a dead letter there notifies the owner in a second).
+// Errors: ErrStaleLease when the lease is no longer cl's (nothing
+// changed), ErrUnavailable; a Redis error the script raised (this
+// completion's partial writes may stay: Redis never rolls a script back).
 func (s *Store) Complete(ctx context.Context, cl *policy.Claimed, c policy.Completion) (policy.CompleteResult, error) {
 	p, err := s.prepareComplete(ctx, cl, c)
 	if err != nil {
@@ -86,10 +82,7 @@ func (s *Store) prepareComplete(ctx context.Context, cl *policy.Claimed, c polic
 	item.Endpoint, item.Notify, item.Part = cl.Endpoint, s.canNotify(cl.Endpoint), q.Part
 	item.Quorum = s.quorum(cl.Endpoint)
 	rc, rest, resp := q.Record(cl.ID)
-	res := q.Reservation(cl.Issuer, cl.IdempotencyKey)
-	if res == "" {
-		res = rc
-	}
+	res := reservationKey(q, rc, cl.Issuer, cl.IdempotencyKey)
 	replayed := rc
 	if n, ok := keyspace.ShardOfID(cl.ReplayOf); ok {
 		if m, _ := keyspace.ShardOfID(cl.ID); n == m {
@@ -198,8 +191,10 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 	return res, nil
 }
 
-// completeArgs are complete.lua's keys and arguments: the queue's keys,
-// then its completions (lua/complete.lua names each).
+// completeArgs are complete.lua's keys and arguments: the queue's keys
+// (counters: the endpoint hash or the queue's counter hash; dl and dlb the
+// dead-letter index and its bytes; sfo and sfx the Salesforce outbox and
+// its expiry schedule, package outbox), then its completions.
 type completeArgs struct {
 	Due      string         `lua:"due,key"`
 	Lease    string         `lua:"lease,key"`
@@ -225,7 +220,16 @@ type completeArgs struct {
 }
 
 // completeItem is one completion of a complete.lua call. Durations are ms
-// from the script's now (Redis's clock).
+// from Now (lib.lua clock). Keys: the record, its :q, :r, its reservation
+// and the record its chain replays (the record key when it has none).
+// Action is succeeded|failed|retry|again|dead; Attempt the encoded entry
+// ("": never dispatched, the claim's count is undone); ProbeIn when the
+// breaker (re)opens; DueIn for retry and a refused again; index entries
+// older than DeadTTL are pruned on the way; Pause 0: none; Status "": no
+// response; Gate "": read from counters; Notify: someone can be told of an
+// outage (Options.Notify); Part the breaker partition of the callout's
+// organisation ("" the endpoint's, contract §6); Quorum the open
+// partitions that open the endpoint's own breaker (0: lib.lua's default).
 type completeItem struct {
 	Record      string `lua:"record,key"`
 	Rest        string `lua:"rest,key"`

@@ -57,23 +57,16 @@ const (
 	callNotify
 )
 
-// planCompletions orders the script calls of ps for one pipeline.
-// Completions of one queue share a complete.lua call (up to
-// completeBatchMax, in the order of ps), placed where its first completion
-// is; a breaker or notify call is placed where its completion is
-// (a sharded queue's dead letter tells the owner right after its breaker
-// update, before a later success in the pipeline can end the outage). A
-// completion joins its queue's open call only if that moves it ahead of
-// no call touching the same keys, so every key sees the completions that
-// touch it in the order of ps: the only keys calls of different queues
-// share are an endpoint hash's slot (its breaker, counters and dead-letter
-// index: touched by its home queue's calls and the breaker calls of its
-// other queues) and a shard's
-// Salesforce outbox (additions of distinct members, in any order the
-// same). Completions of a sharded endpoint's other queues are batched
-// too: their complete.lua reads no endpoint-hash field (each carries the
-// gate its caller read; its breaker update is its own outcome.lua call,
-// placed where it is in ps).
+// planCompletions orders the script calls of ps for one pipeline
+// (docs/performance.md "One script call per queue"): the completions of one
+// queue share a complete.lua call (up to completeBatchMax, in the order of
+// ps), placed where its first completion is; a breaker or notify call is
+// placed where its completion is (a sharded queue's dead letter tells the
+// owner right after its breaker update, before a later success can end the
+// outage). A completion joins its queue's open call only if that moves it
+// ahead of no call touching the same keys (an endpoint hash's slot; a
+// shard's outbox takes distinct members in any order), so every key sees
+// its completions in the order of ps.
 func (s *Store) planCompletions(ps []*completion) []*pipeCall {
 	var calls []*pipeCall
 	open := map[string]int{} // queue (its due set's key) -> its complete.lua call being filled

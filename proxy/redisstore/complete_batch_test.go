@@ -14,12 +14,25 @@ import (
 )
 
 // handIn hands the completions comps[i] of cls[i] to a new Completer on
-// s one after another, in that order, while the writer is held in a
-// pipeline of another completion (holder), so all of them go in the next
-// pipeline in that order; it returns each one's result and error, and how
-// many script calls that pipeline held.
+// s one after another, in that order (handInEach); it returns each one's
+// result and error, and how many script calls their pipeline held.
 func handIn(t *testing.T, s *Store, h *pipeHook, holder *policy.Claimed, cls []*policy.Claimed,
 	comps []policy.Completion) ([]policy.CompleteResult, []error, int64) {
+	t.Helper()
+	res := make([]policy.CompleteResult, len(cls))
+	errs := make([]error, len(cls))
+	calls := handInEach(t, s, h, holder, len(cls), func(c *Completer, i int) {
+		res[i], errs[i] = c.Complete(context.Background(), cls[i], comps[i])
+	})
+	return res, errs, calls
+}
+
+// handInEach runs hand(c, i) for i = 0 … n-1, each in its own goroutine,
+// on a new Completer c on s, one after another, each once the one before
+// is queued, while the writer is held in a pipeline of another completion
+// (holder), so all of them go in the next pipeline in that order; it
+// returns how many script calls that pipeline held.
+func handInEach(t *testing.T, s *Store, h *pipeHook, holder *policy.Claimed, n int, hand func(c *Completer, i int)) int64 {
 	t.Helper()
 	h.armed.Store(true)
 	c := NewCompleter(s, batch.Options{})
@@ -27,25 +40,23 @@ func handIn(t *testing.T, s *Store, h *pipeHook, holder *policy.Claimed, cls []*
 	_, holderErr, waitHolder := completeAll(c, []*policy.Claimed{holder})
 	<-h.held
 	before := h.cmds.Load()
-	res := make([]policy.CompleteResult, len(cls))
-	errs := make([]error, len(cls))
-	done := make(chan struct{}, len(cls))
-	for i := range cls {
+	done := make(chan struct{}, n)
+	for i := range n {
 		go func() {
-			res[i], errs[i] = c.Complete(context.Background(), cls[i], comps[i])
+			hand(c, i)
 			done <- struct{}{}
 		}()
 		waitQueued(t, c, i+1)
 	}
 	close(h.hold)
 	waitHolder()
-	for range cls {
+	for range n {
 		<-done
 	}
 	if holderErr[0] != nil {
 		t.Fatalf("the holding completion: %v", holderErr[0])
 	}
-	return res, errs, h.cmds.Load() - before - 1
+	return h.cmds.Load() - before - 1
 }
 
 // mixedCompletions is a sequence of completions over the breaker's life

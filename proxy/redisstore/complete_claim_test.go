@@ -189,32 +189,13 @@ func TestCompleteAndClaimSharedByACall(t *testing.T) {
 		mustEnqueue(t, s, "cc-share", 10)
 		cls := mustClaim(t, s, "cc-share", ClaimOptions{Batch: 3, Lease: testLease}).Claimed
 		holder := claimN(t, s, "holder-api", 1)[0]
-		h.armed.Store(true)
-		c := NewCompleter(s, batch.Options{})
-		defer c.Close()
-		_, holderErr, waitHolder := completeAll(c, []*policy.Claimed{holder})
-		<-h.held
-		before := h.cmds.Load()
 		wants := []int{1, 3, 2}
 		got := make([]policy.ClaimResult, len(cls))
 		errs := make([]error, len(cls))
-		done := make(chan struct{}, len(cls))
-		for i := range cls {
-			go func() {
-				_, got[i], errs[i] = c.CompleteAndClaim(ctxT(t), cls[i], success(), wants[i], testLease)
-				done <- struct{}{}
-			}()
-			waitQueued(t, c, i+1)
-		}
-		close(h.hold)
-		waitHolder()
-		for range cls {
-			<-done
-		}
-		if holderErr[0] != nil {
-			t.Fatalf("the holding completion: %v", holderErr[0])
-		}
-		if calls := h.cmds.Load() - before - 1; calls != 1 {
+		calls := handInEach(t, s, h, holder, len(cls), func(c *Completer, i int) {
+			_, got[i], errs[i] = c.CompleteAndClaim(ctxT(t), cls[i], success(), wants[i], testLease)
+		})
+		if calls != 1 {
 			t.Errorf("3 completions of one queue went in %d script calls, want 1", calls)
 		}
 		seen := map[string]bool{}

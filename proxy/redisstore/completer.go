@@ -10,33 +10,21 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/batch"
 )
 
-// Completer is the completion writer of one replica ("one on the
-// way out that is pipelined with other requests' completions"): Complete
-// prepares a completion in the caller's goroutine and hands it to one
-// writer goroutine, which sends what concurrent callers handed it in one
-// pipeline (one round trip for all of them; on a Redis Cluster, one per
-// node, in parallel) and gives each caller its own reply. In that
-// pipeline the completions of one queue (one counters hash, one slot: an
-// endpoint's home queue, or one queue of a sharded endpoint) are one
-// complete.lua call, up to completeBatchMax each, applied one after
-// another in the order they were handed in, exactly as that many calls
-// would be: the script's prelude runs and the counters hash is read and
-// written once per call.
+// Completer is the completion writer of one replica (docs/performance.md
+// "The completion writer"): Complete prepares a completion in the caller's
+// goroutine and hands it to one writer goroutine, which sends what
+// concurrent callers handed it in one pipeline (on a Redis Cluster, one per
+// node, in parallel), the completions of one queue as one complete.lua
+// call of up to completeBatchMax, applied in hand-in order exactly as that
+// many calls would be, and gives each caller its own reply.
 //
-// Errors stay each caller's: a stale lease is its caller's ErrStaleLease;
-// an error a completion raises inside the script (a record of the wrong
-// type, a command Redis refuses) is caught there (Lua pcall) and fails
-// only its caller, the others of the call are applied as if it were not
-// there when it failed before its record was written (after: its counter
-// and breaker changes stand with the record; complete.lua "Isolation") —
-// and what it wrote before the error stays written, as Redis never
-// rolls a script back (the same as when it was a call of its own: a ZREM
-// from the lease set, a record HSET). An error reply of the whole call
-// (NOSCRIPT twice, a cluster slot error) fails the completions of that
-// call; a connection error fails the completions of that pipeline. Close
-// flushes what is queued and stops the writer; Complete after Close runs
-// directly (Store.Complete), so nothing a shutting-down replica finishes
-// goes unrecorded. It is safe for concurrent use.
+// Errors stay each caller's: a stale lease is its caller's ErrStaleLease,
+// an error a completion raises inside the script fails only its caller
+// (docs/performance.md "What a failing completion means"); an error reply
+// of a whole call fails that call's completions, a connection error those
+// of the pipeline. Close flushes what is queued and stops the writer;
+// Complete after Close runs directly (Store.Complete). It is safe for
+// concurrent use.
 type Completer struct {
 	s *Store
 	w *batch.Writer[*completion]
@@ -84,24 +72,16 @@ func (c *Completer) Complete(ctx context.Context, cl *policy.Claimed, comp polic
 // CompleteAndClaim is Complete, and the same complete.lua call then
 // claims up to want due callouts of cl's queue (the caller's free slots for
 // its endpoint, the one this attempt frees included) under leases of
-// lease: one script call for an attempt's end and its successors' claim
-// instead of a complete.lua and a claim.lua call with its candidates
-// pipeline (docs/performance.md "The dispatcher"). Completions of one queue
-// that share a call share its claim, each getting up to its want in order.
-//
-// The claim runs after every completion of the call, so it sees the gate
-// they left (a breaker one of them opened, a pause one set: it claims
-// nothing); it claims behind an open gate only (a probe is ClaimBatch's)
-// and in due order. It is asked only for a queue that is the one
-// organisation queue of its shard this replica knows of, so the fair share
-// between organisations (fair.Spread) stays ClaimBatch's; on a sharded
-// endpoint's other queues it acts on the gate this replica viewed, as
-// ClaimBatch does there, and is dropped when a completion of its call
-// updates the breaker (outcome.lua runs after it). The claim's result has
-// the callouts it leased to the caller (run them, or their leases expire
-// and the reaper returns them) and the gate it saw ("" when no claim was
-// made); it is returned with the completion's error too (a stale lease
-// still frees its slot). Errors: Complete's.
+// lease (docs/performance.md "A claim in the same call"): completions of
+// one queue that share a call share its claim, each getting up to its want
+// in order. The claim sees the gate the completions left, claims behind an
+// open gate only (a probe is ClaimBatch's), in due order, and is asked only
+// for the one organisation queue of its shard this replica knows of, so the
+// fair share between organisations (fair.Spread) stays ClaimBatch's. The
+// claim's result has the callouts it leased to the caller (run them, or the
+// reaper returns them when their leases expire) and the gate it saw (""
+// when no claim was made); it is returned with the completion's error too
+// (a stale lease still frees its slot). Errors: Complete's.
 func (c *Completer) CompleteAndClaim(ctx context.Context, cl *policy.Claimed, comp policy.Completion, want int,
 	lease time.Duration) (policy.CompleteResult, policy.ClaimResult, error) {
 	p, err := c.s.prepareComplete(ctx, cl, comp)

@@ -37,8 +37,7 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 		// lease to lapse into a retry with an attempt that never went out
 		// (contract §11). A record replicated before the withdrawal may
 		// survive a failover; the caller's retry with the key finds it.
-		cl := &policy.Claimed{ID: id, Endpoint: nc.Endpoint, Issuer: nc.Issuer, IdempotencyKey: nc.IdempotencyKey,
-			Kind: rep.kind, LeaseToken: token}
+		cl := &policy.Claimed{ID: id, NewCallout: nc, Kind: rep.kind, LeaseToken: token}
 		if rerr := s.Release(context.WithoutCancel(ctx), cl); rerr != nil {
 			s.log.Warn("redisstore: withdrawing a callout not confirmed durable failed; its lease will lapse",
 				"callout_id", id, "err", rerr)
@@ -56,11 +55,8 @@ func (s *Store) Begin(ctx context.Context, nc policy.NewCallout, opts policy.Beg
 		return policy.BeginResult{Held: &policy.HeldCallout{ID: id, Gate: rep.gate, DueAt: rep.at}}, nil
 	}
 	c := &policy.Claimed{
-		ID: id, Endpoint: nc.Endpoint, Issuer: nc.Issuer, Method: nc.Method, Path: nc.Path,
-		Query: nc.Query, Header: nc.Header, Body: nc.Body, IdempotencyKey: nc.IdempotencyKey,
-		SourceRecord: nc.SourceRecord, Attempt: 1, Kind: rep.kind, LeaseToken: token,
-		LeaseExpiresAt: rep.at, StartedAt: msTime(now), FirstAttemptAt: msTime(now),
-		CreatedAt: msTime(now), DueAt: msTime(now), TraceContext: nc.TraceContext,
+		ID: id, NewCallout: nc, Attempt: 1, Kind: rep.kind, LeaseToken: token, LeaseExpiresAt: rep.at,
+		StartedAt: msTime(now), FirstAttemptAt: msTime(now), CreatedAt: msTime(now), DueAt: msTime(now),
 	}
 	return policy.BeginResult{Claimed: c}, nil
 }
@@ -228,10 +224,7 @@ func (s *Store) create(ctx context.Context, a createInput) (rep createReply, id 
 		fields = append(fields, record.FieldIssuer, tag)
 	}
 	c, rest, _ := q.Record(id)
-	res := q.Reservation(nc.Issuer, nc.IdempotencyKey)
-	if res == "" {
-		res = c
-	}
+	res := reservationKey(q, c, nc.Issuer, nc.IdempotencyKey)
 	lim := a.lim
 	if n := s.Shards(nc.Endpoint); n > 1 {
 		lim = perQueue(lim, n)

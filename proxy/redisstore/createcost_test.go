@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestCreateScriptTime logs what one create.lua run costs Redis on the real
@@ -29,7 +30,6 @@ func TestCreateScriptTime(t *testing.T) {
 			t.Skip("SLOWLOG and INFO commandstats are read on the real single node")
 		}
 		s := e.store()
-		ctx := ctxT(t)
 		c := e.b.Client
 		after := s.lua.create
 		before := after
@@ -56,22 +56,9 @@ func TestCreateScriptTime(t *testing.T) {
 			variants[before.Function()] = "before"
 		}
 		mustComplete(t, s, mustBegin(t, s, req("cost-api", "warm", "{}")), success()) // endpoint hash, issuer map
-		old := c.ConfigGet(ctx, "slowlog-*").Val()
-		t.Cleanup(func() {
-			for k, v := range old {
-				_ = c.ConfigSet(ctx, k, v).Err()
-			}
-		})
 		const n = 1000
 		for _, op := range []string{"begin", "enqueue"} {
-			for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", fmt.Sprint(20 * n)}} {
-				if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := c.SlowLogReset(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
+			slowlogAll(t, c, 20*n)
 			cmds, by := budget(t, e, n, func(i int) {
 				s.lua.create = after
 				if i%2 == 1 {
@@ -85,36 +72,69 @@ func TestCreateScriptTime(t *testing.T) {
 				}
 			})
 			s.lua.create = after
-			_ = c.ConfigSet(ctx, "slowlog-log-slower-than", "-1").Err()
-			logs, err := c.Do(ctx, "SLOWLOG", "GET", -1).Slice()
-			if err != nil {
-				t.Fatal(err)
-			}
-			us := map[string][]int64{}
-			for _, l := range logs {
-				ent, _ := l.([]any)
-				if len(ent) < 4 {
-					continue
-				}
-				args, _ := ent[3].([]any)
-				if len(args) > 1 && (strings.EqualFold(fmt.Sprint(args[0]), "evalsha") || strings.EqualFold(fmt.Sprint(args[0]), "fcall")) {
-					if v, ok := variants[fmt.Sprint(args[1])]; ok {
-						us[v] = append(us[v], ent[2].(int64))
-					}
-				}
-			}
+			us := slowScripts(t, c, func(_, target string) string { return variants[target] })
 			for _, v := range []string{"before", "after"} {
-				d := us[v]
-				if len(d) == 0 {
-					continue
+				if d := us[v]; len(d) > 0 {
+					t.Logf("%s, lone caller, create.lua %s: %s", op, v, slowSummary(d))
 				}
-				sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-				t.Logf("%s, lone caller, create.lua %s: SLOWLOG median %d µs, least %d, p90 %d (%d calls)",
-					op, v, d[len(d)/2], d[0], d[len(d)*9/10], len(d))
 			}
 			t.Logf("%s: %.2f commands per create, EVALSHA included (%s)", op, cmds, by)
 		}
 	})
+}
+
+// slowlogAll makes c's SLOWLOG log every command, up to max entries, from
+// an empty log; c's slowlog settings are restored when t ends.
+func slowlogAll(t *testing.T, c redis.UniversalClient, max int) {
+	ctx := ctxT(t)
+	old := c.ConfigGet(ctx, "slowlog-*").Val()
+	t.Cleanup(func() {
+		for k, v := range old {
+			_ = c.ConfigSet(ctx, k, v).Err()
+		}
+	})
+	for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", fmt.Sprint(max)}} {
+		if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SlowLogReset(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slowScripts stops the logging slowlogAll started and reads c's SLOWLOG:
+// the times (µs) of the EVALSHA and FCALL entries, by key(cmd, target)
+// (cmd lower case, target the SHA-1 or function name; "" leaves it out).
+func slowScripts(t *testing.T, c redis.UniversalClient, key func(cmd, target string) string) map[string][]int64 {
+	ctx := ctxT(t)
+	_ = c.ConfigSet(ctx, "slowlog-log-slower-than", "-1").Err()
+	logs, err := c.Do(ctx, "SLOWLOG", "GET", -1).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := map[string][]int64{}
+	for _, l := range logs {
+		ent, _ := l.([]any)
+		if len(ent) < 4 {
+			continue
+		}
+		args, _ := ent[3].([]any)
+		if len(args) < 2 {
+			continue
+		}
+		cmd := strings.ToLower(fmt.Sprint(args[0]))
+		if k := key(cmd, fmt.Sprint(args[1])); k != "" && (cmd == "fcall" || cmd == "evalsha") {
+			us[k] = append(us[k], ent[2].(int64))
+		}
+	}
+	return us
+}
+
+// slowSummary sorts d (µs) and tells its median, least and p90.
+func slowSummary(d []int64) string {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return fmt.Sprintf("SLOWLOG median %d µs, least %d, p90 %d (%d calls)", d[len(d)/2], d[0], d[len(d)*9/10], len(d))
 }
 
 func sha1hex(s string) string {

@@ -37,10 +37,7 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 	}
 	q, _ := keyspace.QueueOfID(meta.Endpoint, id)
 	c, rest, resp := q.Record(id)
-	res := q.Reservation(s.issuers.Of(ctx, m[record.FieldIssuer]), meta.Key)
-	if res == "" {
-		res = c
-	}
+	res := reservationKey(q, c, s.issuers.Of(ctx, m[record.FieldIssuer]), meta.Key)
 	v, err := s.lua.discard.Run(ctx, s.rdb, &discardArgs{Record: c, Rest: rest, Resp: resp, DL: q.DL,
 		Reservation: res, Counters: q.Counters, DLB: q.DLB, SFO: q.SFO, SFD: keyspace.OutboxOf(q.Shard).Data, SFX: q.SFX,
 		ID: id, Raw: keyspace.RawOfID(id), Outbox: s.outbox, Keep: discardKeep})

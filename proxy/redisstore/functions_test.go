@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 
@@ -149,21 +148,8 @@ func TestScriptTimeFunctionsVsEval(t *testing.T) {
 		if !sf.Scripts().UsesFunctions() {
 			t.Fatal("the single node's client does not use Redis Functions")
 		}
-		old := c.ConfigGet(ctx, "slowlog-*").Val()
-		t.Cleanup(func() {
-			for k, v := range old {
-				_ = c.ConfigSet(ctx, k, v).Err()
-			}
-		})
 		const n = 1000
-		for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", fmt.Sprint(40 * n)}} {
-			if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := c.SlowLogReset(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
+		slowlogAll(t, c, 40*n)
 		if err := c.ConfigResetStat(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -175,35 +161,19 @@ func TestScriptTimeFunctionsVsEval(t *testing.T) {
 			cl := mustBegin(t, s, req("cost-api", fmt.Sprintf("w-%d", i), `{"amount":1000,"currency":"eur"}`))
 			mustComplete(t, s, cl, success())
 		}
-		_ = c.ConfigSet(ctx, "slowlog-log-slower-than", "-1").Err()
+		us := slowScripts(t, c, func(cmd, target string) string {
+			if name, ok := names[target]; ok {
+				return name + " " + cmd
+			}
+			return ""
+		})
 		stats := c.Info(ctx, "commandstats").Val()
-		logs, err := c.Do(ctx, "SLOWLOG", "GET", -1).Slice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		us := map[string][]int64{}
-		for _, l := range logs {
-			ent, _ := l.([]any)
-			if len(ent) < 4 {
-				continue
-			}
-			args, _ := ent[3].([]any)
-			if len(args) < 2 {
-				continue
-			}
-			cmd := strings.ToLower(fmt.Sprint(args[0]))
-			if name, ok := names[fmt.Sprint(args[1])]; ok && (cmd == "fcall" || cmd == "evalsha") {
-				us[name+" "+cmd] = append(us[name+" "+cmd], ent[2].(int64))
-			}
-		}
 		for _, k := range []string{"create fcall", "create evalsha", "complete fcall", "complete evalsha"} {
-			d := us[k]
-			if len(d) == 0 {
+			if d := us[k]; len(d) > 0 {
+				t.Logf("%s: %s", k, slowSummary(d))
+			} else {
 				t.Logf("%s: no SLOWLOG entries", k)
-				continue
 			}
-			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-			t.Logf("%s: SLOWLOG median %d µs, least %d, p90 %d (%d calls)", k, d[len(d)/2], d[0], d[len(d)*9/10], len(d))
 		}
 		for _, line := range strings.Split(stats, "\n") {
 			if strings.HasPrefix(line, "cmdstat_fcall:") || strings.HasPrefix(line, "cmdstat_evalsha:") {

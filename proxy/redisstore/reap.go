@@ -13,13 +13,10 @@ import (
 // of every queue, to the due set (ARCHITECTURE.md "A reaper returns
 // expired leases"): each gets an attempt entry with error "lease_expired"
 // and outcome retryable, loses its lease token (the lost worker's Complete
-// then gets ErrStaleLease, so nothing is completed twice), and is due now,
-// or held when the gate is shut. A reaped probe releases the probe token.
-// The attempt count is not decremented: the lost attempt may have reached
-// the upstream, so it stays a real dispatch; a worker that crashed between
-// claim and dispatch therefore over-counts by one. Two pipelined round
-// trips (the expired leases of every queue, then the reap scripts), and a
-// wake message when something was reaped. It returns the reaped ids.
+// then gets ErrStaleLease), and is due now, or held when the gate is shut;
+// a reaped probe releases the probe token. The attempt still counts (it
+// may have reached the upstream, contract §3). Two pipelined round trips,
+// and a wake message when something was reaped. It returns the reaped ids.
 // Errors: ErrUnavailable.
 func (s *Store) Reap(ctx context.Context, endpoint string, limit int) ([]string, error) {
 	limit = min(max(limit, 1), maxBatch)

@@ -58,10 +58,7 @@ func (s *Store) release(ctx context.Context, nc policy.NewCallout, id, token str
 		return q, false, nil
 	}
 	c, rest, resp := q.Record(id)
-	res := q.Reservation(nc.Issuer, nc.IdempotencyKey)
-	if res == "" {
-		res = c
-	}
+	res := reservationKey(q, c, nc.Issuer, nc.IdempotencyKey)
 	a := &releaseArgs{Record: c, Rest: rest, Resp: resp, Lease: q.Lease, Due: q.Due, Counters: q.Counters,
 		Reservation: res, ID: id, Token: token, Raw: keyspace.RawOfID(id), Home: q.Home, Part: q.Part}
 	if token == "" {

@@ -57,6 +57,16 @@ func (s *Store) calloutQueue(endpoint, issuer, id string) (queue, bool) {
 	return q.ForOrg(tag, s.partition(endpoint, tag)), true
 }
 
+// reservationKey is the reservation key of issuer's idempotency key in q
+// (keyspace Queue.Reservation), or the callout's record key c when it has
+// none: a script names a key of the queue's slot either way.
+func reservationKey(q queue, c, issuer, key string) string {
+	if res := q.Reservation(issuer, key); res != "" {
+		return res
+	}
+	return c
+}
+
 // gateOf returns the endpoint gate a queue's script acts on, and whether
 // it is given: not for the home queue (its scripts read the gate
 // themselves); for another queue the gate this replica read from the

@@ -297,11 +297,9 @@ func (s *Service) replay(ctx context.Context, id string, dry bool) (r Result, er
 	if !ok {
 		return r, &policy.Error{Code: ErrUnknownEndpoint, ID: id, Endpoint: c.Endpoint}
 	}
-	res, err := s.o.Store.Enqueue(ctx, policy.NewCallout{
-		Endpoint: c.Endpoint, Issuer: c.Issuer, Method: c.Method, Path: c.Path, Query: c.Query,
-		Header: c.Header, Body: c.Body, IdempotencyKey: c.IdempotencyKey, SourceRecord: c.SourceRecord,
-		ReplayOf: c.ID, TraceContext: traceContext,
-	}, policy.EnqueueOptions{DryRun: dry,
+	nc := c.Request()
+	nc.ReplayOf, nc.TraceContext = c.ID, traceContext
+	res, err := s.o.Store.Enqueue(ctx, nc, policy.EnqueueOptions{DryRun: dry,
 		Limits: policy.BacklogLimits{MaxItems: ep.MaxBacklogItems, MaxBytes: ep.MaxBacklogBytes}})
 	switch {
 	case errors.Is(err, policy.ErrDisabled):

@@ -1,63 +1,32 @@
--- complete.lua: atomic completions of leased attempts of callouts
--- of one queue (ARCHITECTURE.md "Data flow" 2), applied one after another in their
--- order: each fences on its lease token, logs the attempt, keeps the last
--- response, updates the circuit breaker and pause, then acks /
+-- complete.lua: atomic completions of leased attempts of callouts of one
+-- queue (ARCHITECTURE.md "Data flow" 2), applied one after another in
+-- their order: each fences on its lease token, logs the attempt, keeps the
+-- last response, updates the circuit breaker and pause, then acks /
 -- reschedules / continues inline / dead-letters. complete_one below is the
 -- one copy of these rules; Store.Complete calls this script with one
--- completion, the Completer (completer.go) with the completions of one
--- queue that concurrent callers handed it (up to completeBatchMax), so
--- the prelude runs and the counters hash is read and written once per
--- call, not per completion. Applying N completions in one call is the
--- same as applying them in N calls in that order: each one sees the
--- counters, breaker and gate as the previous one left them (in memory,
--- fa), the due set and records as they are in Redis.
+-- completion, the Completer with up to completeBatchMax of one queue.
+-- Applying N completions in one call is the same as applying them in N
+-- calls in that order: each sees the counters, breaker and gate as the
+-- previous one left them (in memory, fa), the due set and records as they
+-- are in Redis. The counters hash is written once at the end (hflush), the
+-- gate published once (gate_publish).
 --
--- Isolation: each completion runs under pcall. One that raises an error (a
--- record of the wrong type, a command Redis refuses, a Lua error on a
--- garbled record) gets an error reply of its own and, when it failed
--- before its record was written, leaves the counters and breaker in memory
--- as they were before it, so the completions after it see those as if it
--- had not run; when it failed after (the outbox, the replay mark), its
--- counter and breaker changes stand, as its record does. Redis does not roll back a script:
--- the commands it ran before the error stay done (as when it was a call
--- of its own) — a ZREM from the lease set, a record HSET. The counters
--- hash is written once at the end (hflush), the gate published once
--- (gate_publish).
+-- Isolation: each completion runs under pcall (docs/performance.md "What
+-- a failing completion means"): one that raises an error gets an error
+-- reply of its own; failed before its record was written, its changes to
+-- the counters and breaker in memory are dropped; failed after, they stand.
 --
--- A queue of a sharded endpoint (keyspace "Shards and queues") is not in the endpoint
--- hash's slot: the caller passes the gate it read (its gate) and applies the
--- attempt to the breaker itself (outcome.lua, in the same pipeline); this
--- script then neither reads nor writes breaker fields.
+-- A queue of a sharded endpoint (keyspace "Shards and queues") is not in
+-- the endpoint hash's slot: the caller passes the gate it read and applies
+-- the attempt to the breaker itself (outcome.lua, in the same pipeline);
+-- this script then neither reads nor writes breaker fields.
 --
--- K and A: completeArgs (complete.go), read by the script layer
--- (script/): the queue's K.due, K.lease, K.counters (the endpoint hash, or
--- the queue's counter hash), K.dl (dead-letter index), K.dlb (dead-letter
--- bytes), K.sfo (Salesforce outbox), K.sfx (its expiry schedule,
--- proxy/redisstore/outbox); then A.items, one per completion (completeItem): its keys
--- record, rest (:q), resp (:r), reservation (the record key as a
--- placeholder when there is none), replayed (the record of the dead letter
--- its chain replays, in the same slot; the record key when none), and its
--- now (lib.lua clock), id, token, action (succeeded|failed|retry|again|dead),
--- attempt (the entry; '' = never dispatched: the claim's count is undone),
--- success, counts (toward the breaker), threshold, probe_in (ms from now
--- to the next probe, if the breaker (re)opens), due_in (ms from now: retry,
--- and again when refused), reason, finished_ttl and dead_ttl (ms; index
--- entries older than dead_ttl are pruned on the way), pause (ms from now
--- the endpoint pauses for, 0: none), lease (ms: again), status ('' = no
--- response),
--- response (encoded, package record), error, outbox, gate ('' read it from
--- K.counters) and gate_until, endpoint, notify (someone can be told of an
--- outage, Options.Notify), part (the breaker partition of the callout's
--- organisation, '' the endpoint's, contract §6), quorum (open partitions
--- that open the endpoint's own breaker; 0: lib.lua's default).
--- A.claim_want (0: none), claim_now, claim_lease (ms), claim_prefix (the
--- queue's record key prefix), claim_token (lease tokens' base), claim_gate
--- and claim_gate_until ('' read from K.counters), claim_part: the claim of
--- the queue's next callouts after the completions (below).
+-- K and A: completeArgs and completeItem (complete.go, which give each
+-- field's meaning and unit). After the completions, the claim of the
+-- queue's next callouts (claim_want, 0: none; below).
 -- Replies (completeReply): claimed, the callouts that claim leased
--- (claimedOne of claim.lua, each with its token), claim_gate and
--- claim_gate_until, the gate it saw ('' when none was asked); results, one
--- per completion, in order:
+-- (lease_due's), claim_gate and claim_gate_until, the gate it saw ('' when
+-- none was asked); results, one per completion, in order:
 --   {error = message} when its completion raised an error (see Isolation);
 --   {state = 'stale'} when the token is not the callout's current lease
 --   (nothing changed), else
@@ -269,30 +238,24 @@ for i, e in ipairs(A.items) do
   local ok, r = pcall(complete_one, keys, e, fa, wa, seen, mark)
   if ok then
     out[i] = r
-  elseif mark.written then
-    -- its record is written (finished, rescheduled or dead): its counter and
-    -- breaker changes stand with it, or the charge (and a probe's token)
-    -- would outlive a callout no reaper will find; only what came after
-    -- (the outbox, the replay mark) is missing
-    if type(r) == 'table' then r = r.err end
-    out[i] = {'error', tostring(r)}
   else
-    -- as if it had not run: fields it read first are read again by the next
     if type(r) == 'table' then r = r.err end
-    for n in pairs(seen) do
-      if fa0[n] == nil then seen[n] = nil end
-    end
-    fa, wa, gate_dirty = fa0, wa0, dirty0
     out[i] = {'error', tostring(r)}
+    -- once its record is written (finished, rescheduled or dead), its
+    -- counter and breaker changes stand with it, or the charge (and a
+    -- probe's token) would outlive a callout no reaper will find
+    if not mark.written then
+      -- as if it had not run: fields it read first are read again by the next
+      for n in pairs(seen) do
+        if fa0[n] == nil then seen[n] = nil end
+      end
+      fa, wa, gate_dirty = fa0, wa0, dirty0
+    end
   end
 end
--- The next claim of this queue, in the same call (Completer.CompleteAndClaim:
--- the dispatcher's free slots for it): after every completion above, so the
--- gate it reads is the one they left — a breaker one of them opened, a pause
--- one of them set, claims nothing. Only behind an open gate (a probe is
--- claim.lua's); a queue of a sharded endpoint acts on the gate its caller
--- read (claim_gate), and is claimed here only when no completion of the call
--- updates the breaker (the caller drops the claim otherwise).
+-- The next claim of this queue, in the same call (Completer.CompleteAndClaim
+-- has its rules): after every completion above, behind the gate they left,
+-- only when it is open; a sharded endpoint's queue acts on claim_gate.
 local claimed, cg, cg_until = {}, '', 0
 if A.claim_want > 0 then
   local now = clock(A.claim_now)

@@ -21,10 +21,8 @@
 -- retention ms), A.fields (the record's field/value pairs, its charge b and
 -- issuer tag i included: the script appends only what the gate decides),
 -- A.charge (the bytes it is charged, b: record.Charge), A.ack_hold (ms,
--- 0 none: a callout for the dispatcher is queued at least that far ahead
--- and wakes nobody, so none claims it before its durable acknowledgement
--- answered, its record says so until then (field w, release_held.lua);
--- the caller then moves it to its due time, create.go unhold).
+-- 0 none: create.go ackHold; the callout is queued that far ahead, wakes
+-- nobody and its record says so, field w, until create.go unhold).
 -- Begin's reservation gets the TTL lease + retention at once (SET … PX): a
 -- first attempt that ends in time needs no other write to it
 -- (complete.lua); one that does not, or is reaped, resets it.
@@ -32,9 +30,8 @@
 -- fingerprint (raw); 'disabled', 'backlog_full', 'issuer_backlog_full'
 -- (nothing created); 'created' with state (in_flight: kind first or probe;
 -- held or scheduled: gate) and at (lease until, or due ms);
--- 'would_create' likewise, mode 'd': what Enqueue would do. A replay job's
--- dry run asks in mode 'd', so that it and the real run apply the same
--- reservation, gate and cap rules (one copy).
+-- 'would_create' likewise, mode 'd': what Enqueue would do (a replay job's
+-- dry run: one copy of the rules).
 local c, q, due, lease, acc, res = K.record, K.rest, K.due, K.lease, K.counters, K.reservation
 local now = clock(A.now)
 local at_in = now + A.at_in

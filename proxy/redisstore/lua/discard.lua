@@ -4,15 +4,11 @@
 -- backlog bytes (dl_release).
 --
 -- With the outbox on (A.outbox), the Salesforce writes still queued for it
--- go too (docs/salesforce.md "Discarding a dead letter"): its mirror
--- ('m:' id) with its data, and — when that mirror was never sent, so
--- Salesforce has no record of it — its expiry check (K.sfx), so no empty
--- Expired record is written later. A replay chain's dead letter (field o)
--- keeps its mirror and expiry check: they write its root's record, which
--- Salesforce has. A completion event ('e:' id) still queued is kept too:
--- the Apex waiter hears the ending. The record a kept write is built from
--- stays (not in the index, no reservation, no backlog bytes) for at most
--- A.keep ms, and keep.lua extends that while the write waits.
+-- go or stay as docs/salesforce.md "Discarding a dead letter" says: its
+-- mirror ('m:' id) goes with its data, and its expiry check (K.sfx) when
+-- that mirror was never sent, unless it is a replay chain's (field o); a
+-- completion event ('e:' id) stays, and so does the record it is built
+-- from, for at most A.keep ms (keep.lua extends that while it waits).
 --
 -- K and A: discardArgs (discard.go), read by the script layer
 -- (script/): K.record, K.rest (:q), K.resp (:r), K.dl (dead-letter index),

@@ -19,18 +19,13 @@ local function breaker_state(bs, pa, now)
   return 'half_open'
 end
 
--- Breaker partitions (contract §6): with breaker.partition organisation
--- each organisation (issuer tag p) has its own breaker in the endpoint
--- hash, fields cf:p bs:p oa:p pa:p pt:p pe:p (pf below); the endpoint's own
--- breaker (the unsuffixed fields) then opens only when the partitions of
--- quorum distinct organisations are open and live ('po', po_live; the
--- caller's quorum, partition_quorum by default), so
--- an outage that hits every organisation still holds them all, the ones
--- that have not failed yet included, while one organisation's failures
--- hold only its own callouts. Partition '' is the endpoint's own breaker:
--- breaker.partition endpoint, and callouts without an issuer. The outage
--- (os, on), the last success (lsu), pause and disable stay the endpoint's:
--- auto-disable needs disable_after without a success of any organisation.
+-- Breaker partitions (contract §6 "Partitions"): each organisation (issuer
+-- tag p) has its own breaker in the endpoint hash, fields cf:p bs:p oa:p
+-- pa:p pt:p pe:p (pf below); the endpoint's own breaker (the unsuffixed
+-- fields; partition '', also breaker.partition endpoint and callouts
+-- without an issuer) opens only when the partitions of quorum
+-- organisations are open and live ('po', po_live). The outage (os, on),
+-- the last success (lsu), pause and disable stay the endpoint's.
 local partition_quorum = 2 -- quorum where the caller gives none (< 1)
 
 -- pf is the name of breaker field n of partition p.
@@ -272,14 +267,10 @@ end
 --   counts: the endpoint's consecutive failures + 1 (cf, any
 --     organisation's), and the partition's (cf:p); the first one after a
 --     success starts an outage; at threshold a closed breaker opens,
---     opened_at written once: partition '' opens the endpoint's breaker,
---     another partition its own; each counting failure of an open
---     partition marks it live in 'po' (po_live), and the endpoint's breaker
---     opens once quorum partitions are open and live (partition_quorum when
---     quorum < 1) and, with a quorum above one, no organisation has
---     succeeded within the last probe interval (lsu): two failing
---     organisations never hold a third that the upstream answers; a
---     partition's success takes it out of 'po'.
+--     opened_at written once; each counting failure of an open partition
+--     marks it live in 'po' (po_live), and the endpoint's breaker opens as
+--     contract §6 "Partitions" says (quorum < 1: partition_quorum; a
+--     success within the last probe interval, lsu, vetoes it).
 --   lsu, the last success (ms), is written by a success that ends a
 --     failure streak and otherwise at most once per half probe interval,
 --     so it is never more than half an interval behind.
@@ -402,19 +393,9 @@ local function outbox_dead_letter(c, sfo, sfx, id, now_s, ttl, scheduled)
   if scheduled then redis.call('ZADD', sfo, 'NX', now_s, 'e:' .. id) end
 end
 
--- A callout record (keyspace, package record) is one hash with one-letter
--- fields, kept in Redis's compact listpack encoding (every value at most
--- 64 bytes):
---   S state code (st below), n attempts, i issuer tag, b bytes charged to
---   the backlog, m m2 … the packed meta (Go only: method, endpoint, path,
---   query, key, source, created, trace context), 1 … 8 the packed headers
---   and body in 64-byte chunks (or Q = '1' and the whole of them in the key :q),
---   o replay_of, a first attempt ms, t x l k the lease (token, until,
---   started, kind code), d '1' once a dispatcher claimed it, A<n> attempt
---   n ("kind started_ms duration_ms status outcome error"), R last
---   response status (the response itself: key :r), e last error,
---   F finished ms, D dead-letter reason, rb rt the replay mark, r1 … r4 the
---   last response in chunks (or the key :r when longer).
+-- A callout record is one hash with one-letter fields in Redis's compact
+-- listpack encoding (every value at most 64 bytes): package record's
+-- Field* constants name each, package deadletters' the replay mark.
 -- A field a script drops is blanked ('' reads as absent, present() below),
 -- so a record is always written with one HSET and never an HDEL.
 -- Scripts never parse m or the chunks; they copy, keep or blank them.
@@ -598,16 +579,38 @@ local function hmore(h, f, seen, names)
   for i, n in ipairs(want) do f[n] = v[i] end
 end
 
--- lease_record leases callout record c (its fields r as read by HGETALL)
--- as attempt n of kind to token until lease_until (ms) at now_s: 'd', a
--- dispatcher claimed it, so it was scheduled (complete.lua publishes its
+-- lease_due leases callout id, due at score (ms), of record c (its :q at
+-- q) as its next attempt to token until lease_until (ms) at now_s, kind
+-- 'probe' when probe, else 'first' ('replay' for a replay) or 'retry' by
+-- its attempts, and adds the lease to zl (the lease set's ZADD pairs): 'd',
+-- a dispatcher claimed it, so it was scheduled (complete.lua publishes its
 -- completion event, contract §8). The one write of a claim (claim.lua,
--- claim_due). Returns its first-attempt time (ms).
-local function lease_record(c, r, n, kind, token, lease_until, now_s)
+-- claim_due). Returns the callout as claim.lua replies it (claimedOne: the
+-- record before the claim, HGETALL order), nil when c has no record.
+local function lease_due(c, q, id, score, probe, token, lease_until, now_s, zl)
+  local all = redis.call('HGETALL', c)
+  local r = {}
+  for j = 1, #all, 2 do r[all[j]] = all[j + 1] end
+  if not r.S then return nil end
+  local n = num(r.n) + 1
+  local kind = 'retry'
+  if probe then
+    kind = 'probe'
+  elseif n == 1 then
+    kind = 'first'
+    if r.o then kind = 'replay' end
+  end
   local fa = r.a or now_s
   redis.call('HSET', c, 'S', 'f', 'n', str(n), 't', token, 'x', lease_until, 'l', now_s,
     'k', kind_code[kind], 'd', '1', 'a', fa)
-  return fa
+  zl[#zl + 1] = lease_until
+  zl[#zl + 1] = id
+  local e = {'id', id, 'kind', kind, 'attempts', n, 'first', fa, 'due', score, 'record', all, 'token', token}
+  if r.Q then
+    e[#e + 1] = 'rest'
+    e[#e + 1] = redis.call('GET', q)
+  end
+  return e
 end
 
 -- claim_due claims, behind an open gate, up to want callouts of due set
@@ -616,37 +619,18 @@ end
 -- (Completer.CompleteAndClaim). It reads the due set itself, so it needs
 -- no re-check; a due id without a record is dropped from the due set, as
 -- claim.lua does. Record keys are prefix .. id (the queue's slot), lease
--- tokens token .. '.' .. i. Returns the claimed as claim.lua replies them
--- (claimedOne, without the queue: there is one), each with its token.
+-- tokens token .. '.' .. i. Returns the claimed (lease_due's), without
+-- the queue: there is one.
 local function claim_due(due, lease, prefix, token, want, now, lease_ms)
   local now_s, lease_until = str(now), str(now + lease_ms)
   local z = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'WITHSCORES', 'LIMIT', 0, want)
   local out, ids, zl = {}, {}, {}
   for i = 1, #z, 2 do
-    local id, score = z[i], z[i + 1]
+    local id, c = z[i], prefix .. z[i]
     ids[#ids + 1] = id
-    local c = prefix .. id
-    local all = redis.call('HGETALL', c)
-    local r = {}
-    for j = 1, #all, 2 do r[all[j]] = all[j + 1] end
-    if r.S then
-      local n = num(r.n) + 1
-      local kind = 'retry'
-      if n == 1 then
-        kind = 'first'
-        if r.o then kind = 'replay' end
-      end
-      local tok = token .. '.' .. str(#out)
-      local fa = lease_record(c, r, n, kind, tok, lease_until, now_s)
-      zl[#zl + 1] = lease_until
-      zl[#zl + 1] = id
-      local e = {'id', id, 'kind', kind, 'attempts', n, 'first', fa, 'due', score, 'record', all, 'token', tok}
-      if r.Q then
-        e[#e + 1] = 'rest'
-        e[#e + 1] = redis.call('GET', c .. ':q')
-      end
-      out[#out + 1] = e
-    end
+    local tok = token .. '.' .. str(#out)
+    local e = lease_due(c, c .. ':q', id, z[i + 1], false, tok, lease_until, now_s, zl)
+    if e then out[#out + 1] = e end
   end
   if #ids > 0 then redis.call('ZREM', due, unpack(ids)) end
   if #zl > 0 then redis.call('ZADD', lease, unpack(zl)) end

@@ -2,13 +2,9 @@
 -- (ARCHITECTURE.md "A reaper returns expired leases"). Step one, the candidates
 -- pipeline (claim.go), found them; this script re-checks each.
 --
--- A reaped callout gets an attempt entry (kind, started, outcome retryable,
--- error lease_expired), loses its lease token (so the lost worker's
--- Complete is stale), and is due now (held when the gate is shut). The
--- attempt count is NOT decremented: the lost attempt may have reached the
--- upstream, so it counts as a real dispatch (a crash between claim and
--- dispatch over-counts by one). A reaped probe releases the probe token
--- (in a sharded queue the caller does, with the tokens returned).
+-- What a reaped callout gets: Store.Reap (reap.go). A reaped probe
+-- releases the probe token (in a sharded queue the caller does, with the
+-- tokens returned).
 --
 -- K and A: reapArgs (reap.go), read by the script layer (script/): K.due,
 -- K.lease, K.counters (the endpoint hash or the queue's counter hash),

@@ -1,16 +1,11 @@
 -- release.lua: undo a callout before anything was sent for it, as if it
 -- never existed, with its idempotency reservation (contract §5
 -- "rejections before dispatch are never stored as the key's result"):
--- - with A.token: a synchronous callout whose dispatch was refused (a
---   blocked address; or not confirmed durable, contract §11), fenced on
---   its lease token (S in flight, t = token); a probe token it held is
---   released (in a sharded queue, by the caller);
--- - without (A.token ''): an asynchronous callout not confirmed durable
---   (contract §4, §11), withdrawn only while it is still scheduled or held
---   and no attempt was ever made (no 'n'): once a dispatcher claimed it,
---   it stays and is delivered. A replay chain's reservation goes back to
---   the dead letter it took the key from (A.takeover, for A.takeover_ttl
---   ms: the dead letter's retention at most).
+-- with A.token, Store.Release's (fenced on its lease token: S in flight,
+-- t = token; a probe token it held is released, in a sharded queue by the
+-- caller); without (A.token ''), Store.withdraw's, only while it is still
+-- scheduled or held and no attempt was ever made (no 'n'). A replay
+-- chain's reservation goes back to the dead letter it took the key from.
 -- Deleted: the record, its parts, its lease or due entry, its backlog
 -- bytes and item and its reservation (when that still points at it).
 --
