@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,12 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
-
-// ModeEnv is the environment variable that, set to "eval" when Attach is
-// called, keeps that client on the EVALSHA/EVAL path even where Redis
-// Functions work, so the tests run both paths on real Redis
-// (CALLOUT_TEST_SCRIPTS=eval).
-const ModeEnv = "CALLOUT_TEST_SCRIPTS"
 
 // libVersion is folded into the library's name: a change to how the
 // library is composed (not only to a script) gets a new name.
@@ -254,6 +247,11 @@ const (
 	modeEval
 )
 
+// retryDelay is the least time between two loads of the library that
+// failed (a down Redis, an out-of-memory or busy one is not sent the
+// library on every command).
+const retryDelay = time.Second
+
 // Functions is one Redis client's script layer: the scripts registered
 // with it (New, Load and LoadInto given it), the ONE function library built
 // from all of them on its first script command, the client's mode
@@ -277,17 +275,18 @@ type Functions struct {
 	entries map[string]*entry
 	lib     atomic.Pointer[library]
 
-	mode atomic.Int32
-	// loaded is the library when it is loaded on every master (nil: not,
-	// or not any more).
-	loaded atomic.Pointer[library]
-	mu     sync.Mutex // serialises loads
-	// retryAt: after a transient failure of a load, the next one is not
-	// tried before it (so a down Redis is not probed on every command).
-	retryAt time.Time
-	// refused: a load failed for good once functions were in use (not
-	// tried again; the scripts go by EVALSHA).
-	refused bool
+	// The hot path reads only these atomics: mode, the library when it is
+	// loaded on every master (nil: not, or not any more), and retryAt, the
+	// Unix ns before which no load is tried after one failed.
+	mode    atomic.Int32
+	loaded  atomic.Pointer[library]
+	retryAt atomic.Int64
+	// gen counts the loads tried (either outcome): a call answered
+	// "Function not found" that was sent before the latest one does not
+	// load the library again (one load per flush, however many callers).
+	gen atomic.Uint64
+	// mu is held while a load is in flight (one per client at a time).
+	mu sync.Mutex
 }
 
 // Attach returns the Functions of rdb and adds its hook to rdb, so that rdb
@@ -297,30 +296,60 @@ type Functions struct {
 // LOAD; on a Cluster on each master) and checked with an FCALL, and from
 // then on each EVALSHA of a script in it is sent as FCALL of its function,
 // in Run, Queue and Call alike (the hook rewrites the command; its keys and
-// their routing are unchanged). Where the load is refused — no FUNCTION
-// command (the embedded store, Redis < 7), an ACL without FUNCTION LOAD or
-// FCALL (NOPERM), any other error reply — rdb keeps the EVALSHA/EVAL path
-// for good; a connection-level failure or the caller's context ending
-// leaves the choice to a later command (at most one try a second). The
-// mode is logged once on log (nil: none). ModeEnv=eval keeps the EVAL path
-// (no hook). Attach adds a hook to rdb, so it must come before rdb is used
-// by several goroutines (the store's New, at the composition root); each
-// call makes a new Functions with a library of its own. rdb nil: nil.
+// their routing are unchanged). The first load decides the mode: refused —
+// no FUNCTION command (the embedded store, Redis < 7), an ACL without
+// FUNCTION LOAD or FCALL (NOPERM), any other error reply — rdb keeps the
+// EVALSHA/EVAL path for good; a connection-level failure or the caller's
+// context ending leaves the choice to a later command. Once rdb uses
+// functions, a lost library ("Function not found") is loaded again, and a
+// failed load is transient whatever the reply (OOM under maxmemory, BUSY):
+// the scripts go by EVALSHA meanwhile and the load is tried again at most
+// once a second; only NOPERM (an ACL changed at runtime) moves rdb to the
+// EVAL path for good. The mode, and each successful reload, is logged
+// once on log (nil: none). No environment variable nor setting changes
+// this (a test build with the tag scripts_eval makes Attach AttachEval).
+// Attach adds a hook to rdb, so it must come
+// before rdb is used by several goroutines (the store's New, at the
+// composition root); each call makes a new Functions with a library of its
+// own. rdb nil: nil.
 func Attach(rdb redis.UniversalClient, log *slog.Logger) *Functions {
+	if evalOnly {
+		return AttachEval(rdb, log)
+	}
+	f := attach(rdb, log)
+	if f != nil {
+		rdb.AddHook(f)
+	}
+	return f
+}
+
+// AttachEval is Attach for tests that run the EVALSHA/EVAL path on a
+// Redis that has functions (the store's Options.Scripts): the Functions
+// registers scripts but adds no hook, so rdb never loads a library nor
+// sends FCALL. The binary never calls it. rdb nil: nil.
+func AttachEval(rdb redis.UniversalClient, log *slog.Logger) *Functions {
+	f := attach(rdb, log)
+	if f != nil {
+		f.mode.Store(modeEval)
+		reason := "script.AttachEval (a test)"
+		if evalOnly {
+			reason = "a test build with the tag scripts_eval"
+		}
+		f.log.Info("redis scripts: EVALSHA/EVAL", "reason", reason)
+	}
+	return f
+}
+
+// attach is the Functions of rdb, undecided and without its hook (Attach
+// and AttachEval add what differs). rdb nil: nil.
+func attach(rdb redis.UniversalClient, log *slog.Logger) *Functions {
 	if rdb == nil {
 		return nil
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Functions{rdb: rdb, log: log, now: time.Now, entries: map[string]*entry{}}
-	if os.Getenv(ModeEnv) == "eval" {
-		f.mode.Store(modeEval)
-		log.Info("redis scripts: EVALSHA/EVAL", "reason", ModeEnv+"=eval")
-		return f
-	}
-	rdb.AddHook(f)
-	return f
+	return &Functions{rdb: rdb, log: log, now: time.Now, entries: map[string]*entry{}}
 }
 
 // register adds a script to f's library (once per SHA-1), unless the
@@ -367,9 +396,9 @@ func (f *Functions) Library() (name, text string) {
 
 // UsesFunctions reports whether f's client runs the scripts as Redis
 // Functions now: false before its first script command, on the EVAL path,
-// and for a nil f.
+// while a lost library is not loaded again, and for a nil f.
 func (f *Functions) UsesFunctions() bool {
-	return f != nil && f.mode.Load() == modeFunctions
+	return f != nil && f.mode.Load() == modeFunctions && f.loaded.Load() != nil
 }
 
 // DialHook is redis.Hook's; Functions does nothing there.
@@ -397,7 +426,7 @@ func (f *Functions) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // rewrite turns cmd, when it is the EVALSHA of a script in f's library,
 // into the FCALL of its function (same numkeys, keys and arguments, in
 // place), building and loading the library first when it is not loaded
-// yet.
+// yet and a load is due.
 func (f *Functions) rewrite(ctx context.Context, cmd redis.Cmder) {
 	args := cmd.Args()
 	if len(args) < 3 || args[0] != "evalsha" || f.mode.Load() == modeEval {
@@ -426,42 +455,94 @@ func (f *Functions) rewrite(ctx context.Context, cmd redis.Cmder) {
 	}
 }
 
-// ensure loads library cur on the client unless it is loaded, deciding the
-// mode on the first load; it returns the library loaded, or nil when the
-// command goes the EVALSHA way.
+// due reports whether a load may be tried now: the mode is not EVAL and
+// the retry delay after a failed load has passed. Lock-free.
+func (f *Functions) due() bool {
+	return f.mode.Load() != modeEval && f.now().UnixNano() >= f.retryAt.Load()
+}
+
+// ensure loads library cur on the client when it is not loaded and a load
+// is due, deciding the mode on the first load; it returns the library
+// loaded, or nil when the command goes the EVALSHA way: not due (no lock
+// taken), or a load in flight on another goroutine (this command does not
+// wait for it).
 func (f *Functions) ensure(ctx context.Context, cur *library) *library {
-	f.mu.Lock()
+	if !f.due() || !f.mu.TryLock() {
+		return nil
+	}
 	defer f.mu.Unlock()
 	if l := f.loaded.Load(); l == cur {
 		return l
 	}
-	mode := f.mode.Load()
-	if mode == modeEval {
+	if !f.due() || !f.try(ctx, cur) {
 		return nil
 	}
-	if f.now().Before(f.retryAt) || f.refused {
-		return nil
+	return cur
+}
+
+// generation is the count of loads tried so far; a call notes it before it
+// is sent, for reload.
+func (f *Functions) generation() uint64 {
+	if f == nil {
+		return 0
 	}
+	return f.gen.Load()
+}
+
+// reload loads the library again after a call sent at generation gen was
+// answered "Function not found" (FUNCTION FLUSH, a restarted Redis without
+// persistence, a failover to a node that never got it); it reports whether
+// the retry may go as FCALL. A load tried since gen (by another caller, or
+// in flight: reload waits for it) is not repeated, and none is tried
+// within the retry delay of a failed one.
+func (f *Functions) reload(ctx context.Context, gen uint64) bool {
+	if f.mode.Load() != modeFunctions {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen.Load() != gen {
+		return f.loaded.Load() != nil
+	}
+	if f.mode.Load() != modeFunctions || !f.due() {
+		return false
+	}
+	return f.try(ctx, f.library())
+}
+
+// try loads cur (f.mu held) and records the outcome: loaded (the mode
+// decided, or the reload logged); on the first load, a refusal decides the
+// EVAL path; once functions are in use, NOPERM moves the client to EVAL
+// (logged as the mode) and any other failure is transient — the scripts go
+// by EVALSHA and the next load waits retryDelay.
+func (f *Functions) try(ctx context.Context, cur *library) bool {
 	err := f.load(ctx, cur)
+	f.gen.Add(1)
+	mode := f.mode.Load()
 	switch {
 	case err == nil:
 		f.loaded.Store(cur)
+		f.retryAt.Store(0)
 		if mode == modeUndecided {
 			f.mode.Store(modeFunctions)
 			f.log.Info("redis scripts: Redis Functions", "library", cur.name, "functions", len(cur.names))
+		} else {
+			f.log.Info("redis scripts: function library loaded again", "library", cur.name, "functions", len(cur.names))
 		}
-		return cur
-	case transient(err):
-		f.retryAt = f.now().Add(time.Second)
-		return nil
-	case mode == modeUndecided:
+		return true
+	case !transient(err) && (mode == modeUndecided || redis.HasErrorPrefix(err, "NOPERM")):
+		f.loaded.Store(nil)
 		f.mode.Store(modeEval)
 		f.log.Info("redis scripts: EVALSHA/EVAL", "reason", err.Error())
-		return nil
+		return false
 	default:
-		f.refused = true
-		f.log.Warn("redis scripts: loading the function library", "library", cur.name, "err", err)
-		return nil
+		f.loaded.Store(nil)
+		f.retryAt.Store(f.now().Add(retryDelay).UnixNano())
+		if mode == modeFunctions {
+			f.log.Warn("redis scripts: loading the function library failed; EVALSHA until it loads (retried every second)",
+				"library", cur.name, "err", err)
+		}
+		return false
 	}
 }
 
@@ -470,26 +551,6 @@ func (f *Functions) ensure(ctx context.Context, cur *library) *library {
 // calling request's context ended.
 func transient(err error) bool {
 	return Unavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// reload loads the library again after a call was answered "Function not
-// found" (FUNCTION FLUSH, a restarted Redis without persistence, a
-// failover to a node that never got it); it reports whether the retry may
-// go as FCALL.
-func (f *Functions) reload(ctx context.Context) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.mode.Load() != modeFunctions {
-		return false
-	}
-	cur := f.library()
-	if err := f.load(ctx, cur); err != nil {
-		f.log.Warn("redis scripts: reloading the function library", "library", cur.name, "err", err)
-		f.loaded.Store(nil)
-		return false
-	}
-	f.loaded.Store(cur)
-	return true
 }
 
 // load loads l on every master (FUNCTION LOAD; a library of that name
@@ -521,4 +582,14 @@ func (f *Functions) load(ctx context.Context, l *library) error {
 // have (Redis 7: "ERR Function not found"); it did not run.
 func funcNotFound(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "Function not found")
+}
+
+// Missing reports whether err, a pipeline's error (Pipelined's) or a
+// call's, says Redis did not have a script: NOSCRIPT (EVALSHA of a flushed
+// or restarted server) or "Function not found" (FCALL after FUNCTION FLUSH
+// or a failover). The script did not run, and Call.Result runs it again,
+// so a caller that checks the pipeline's error before reading its Calls
+// passes over these as it does redis.Nil.
+func Missing(err error) bool {
+	return noScript(err) || funcNotFound(err)
 }
