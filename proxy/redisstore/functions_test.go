@@ -3,20 +3,19 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/calloutproxy/callout-proxy/policy"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/internal/storetest"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
-// evalClient is a second client on e's backend whose stores keep the
-// EVALSHA/EVAL path (script.ModeEnv=eval for the rest of the test, when
-// New attaches it).
-func evalClient(t *testing.T, e *env) redis.UniversalClient {
+// evalClient is a second client on e's backend and its script layer on
+// the EVALSHA/EVAL path (script.AttachEval), for a store's Options.Scripts.
+func evalClient(t *testing.T, e *env) (redis.UniversalClient, *script.Functions) {
 	t.Helper()
 	var c redis.UniversalClient
 	switch x := e.b.Client.(type) {
@@ -26,8 +25,7 @@ func evalClient(t *testing.T, e *env) redis.UniversalClient {
 		c = redis.NewClient(x.Options())
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	t.Setenv(script.ModeEnv, "eval")
-	return c
+	return c, script.AttachEval(c, nil)
 }
 
 // flushAll empties e's backend (every master of a cluster).
@@ -52,14 +50,14 @@ func flushAll(t *testing.T, e *env) {
 // paths are the same scripts.
 func TestFunctionsAndEvalAgree(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		if !e.b.Real() || os.Getenv(script.ModeEnv) == "eval" {
-			t.Skip("miniredis has no FUNCTION, and ModeEnv=eval keeps EVAL: the EVAL path only")
+		if !e.b.Real() || scriptsEval {
+			t.Skip("miniredis has no FUNCTION, and the tag scripts_eval keeps EVAL: the EVAL path only")
 		}
 		var s *Store
-		run := func(c redis.UniversalClient) []any {
+		run := func(c redis.UniversalClient, fns *script.Functions) []any {
 			flushAll(t, e)
 			s = New(c, Options{PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(7), ResponseBodyCap: 16,
-				IdempotencyRetention: day, DeadLetterRetention: 30 * day})
+				IdempotencyRetention: day, DeadLetterRetention: 30 * day, Scripts: fns})
 			var out []any
 			first := mustBegin(t, s, req("agree-api", "k1", `{"a":1}`))
 			out = append(out, mustComplete(t, s, first, success()), mustGet(t, s, first.ID))
@@ -68,11 +66,14 @@ func TestFunctionsAndEvalAgree(t *testing.T) {
 			out = append(out, mustClaim(t, s, "agree-api", ClaimOptions{Batch: 10, Lease: testLease}), mustGet(t, s, second.ID))
 			return out
 		}
-		viaFunctions := run(e.b.Client)
+		viaFunctions := run(e.b.Client, nil)
 		if !s.Scripts().UsesFunctions() {
 			t.Fatal("the backend's client does not use Redis Functions")
 		}
 		viaEval := run(evalClient(t, e))
+		if s.Scripts().UsesFunctions() {
+			t.Fatal("the AttachEval client uses Redis Functions")
+		}
 		if len(viaFunctions) != len(viaEval) {
 			t.Fatalf("%d results by FCALL, %d by EVAL", len(viaFunctions), len(viaEval))
 		}
@@ -126,14 +127,15 @@ func TestGateDirtyIsPerCall(t *testing.T) {
 // (docs/performance.md "Redis Functions").
 func TestScriptTimeFunctionsVsEval(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		if e.b.Name != "single" || os.Getenv(script.ModeEnv) == "eval" {
+		if e.b.Name != "single" || scriptsEval {
 			t.Skip("SLOWLOG and INFO commandstats are read on the real single node, with functions")
 		}
 		ctx := ctxT(t)
 		c := e.b.Client
 		sf := e.store()
-		se := New(evalClient(t, e), Options{PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(99), ResponseBodyCap: 16,
-			IdempotencyRetention: day, DeadLetterRetention: 30 * day})
+		ec, efns := evalClient(t, e)
+		se := New(ec, Options{PinScriptTime: true, Now: e.clk.Now, Rand: storetest.Rand(99), ResponseBodyCap: 16,
+			IdempotencyRetention: day, DeadLetterRetention: 30 * day, Scripts: efns})
 		// Which script each SLOWLOG entry ran: by function name or SHA-1.
 		names := map[string]string{}
 		for _, sc := range []interface {
@@ -178,6 +180,41 @@ func TestScriptTimeFunctionsVsEval(t *testing.T) {
 		for _, line := range strings.Split(stats, "\n") {
 			if strings.HasPrefix(line, "cmdstat_fcall:") || strings.HasPrefix(line, "cmdstat_evalsha:") {
 				t.Logf("%s", strings.TrimSpace(line))
+			}
+		}
+	})
+}
+
+// TestGetWaitingAfterFunctionFlush: GET of a waiting callout right after
+// the function library was lost (FUNCTION FLUSH) answers the callout: the
+// gate read queued in its pipeline met "Function not found", which the
+// pipeline's caller passes over as it does NOSCRIPT (script.Missing), and
+// runs again. It used to answer store-unavailable until the library was
+// back.
+func TestGetWaitingAfterFunctionFlush(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		cl := mustBegin(t, s, req("flush-api", "k1", `{}`))
+		mustComplete(t, s, cl, failure(e.clk.Now()))
+		if got := mustGet(t, s, cl.ID); got.State != policy.Scheduled {
+			t.Fatalf("state before the flush = %s, want scheduled", got.State)
+		}
+		if e.b.Real() {
+			ctx := ctxT(t)
+			var err error
+			if cc, ok := e.b.Client.(*redis.ClusterClient); ok {
+				err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.FunctionFlush(ctx).Err() })
+			} else {
+				err = e.b.Client.FunctionFlush(ctx).Err()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 2 {
+			got, err := s.Get(ctxT(t), cl.ID)
+			if err != nil || got.State != policy.Scheduled {
+				t.Fatalf("GET %d after FUNCTION FLUSH = %v, %v; want the scheduled callout", i+1, got, err)
 			}
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -94,7 +95,9 @@ func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+	// a script Redis did not have (NOSCRIPT, or "Function not found" after a
+	// FUNCTION FLUSH) did not run: gc.Result runs it again
+	if err != nil && !errors.Is(err, redis.Nil) && !script.Missing(err) {
 		return s.wrap("get", err)
 	}
 	v, err := gc.Result(ctx)

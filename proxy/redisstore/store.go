@@ -74,6 +74,11 @@ type Options struct {
 	// set in production: a pinned clock is exactly the skew that makes two
 	// replicas disagree about a lease (contract §1).
 	PinScriptTime bool
+	// Scripts is client's script layer when the caller made it: only tests
+	// that run the EVALSHA/EVAL path next to Redis Functions give one
+	// (script.AttachEval). nil: New attaches client (script.Attach), as the
+	// binary does.
+	Scripts *script.Functions
 	// Rand is the source of callout ids and lease tokens (16 bytes each).
 	// It need not be safe for concurrent use. Default crypto/rand.Reader.
 	Rand io.Reader
@@ -207,7 +212,10 @@ type Store struct {
 // store packages made on the same client register their scripts with
 // Scripts, so the client has one function library.
 func New(client redis.UniversalClient, opts Options) *Store {
-	fns := script.Attach(client, opts.Logger) // Redis Functions where Redis has them (script.Attach)
+	fns := opts.Scripts
+	if fns == nil {
+		fns = script.Attach(client, opts.Logger) // Redis Functions where Redis has them (script.Attach)
+	}
 	lua, lib, err := loadScripts(fns)
 	if err != nil {
 		panic(err) // the scripts are embedded: a build defect, not a runtime condition

@@ -2,7 +2,6 @@ package script
 
 import (
 	"context"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,9 +12,10 @@ import (
 )
 
 // wantFunctions reports whether backend b must run the scripts as
-// functions once attached: a real Redis (7 or later) without ModeEnv=eval.
+// functions once attached: a real Redis (7 or later), in a build without
+// the tag scripts_eval.
 func wantFunctions(b redistest.Backend) bool {
-	return b.Real() && os.Getenv(ModeEnv) != "eval"
+	return b.Real() && !evalOnly
 }
 
 // onEveryMaster runs f on b's one node or on each master of its cluster.
@@ -189,7 +189,7 @@ func TestFunctionNotFoundLoadsAgain(t *testing.T) {
 
 // TestRefusedFunctionsFallBackToEval: an ACL user without FUNCTION (or
 // without FCALL) still runs every script, by EVALSHA/EVAL, and so does a
-// client under ModeEnv=eval and miniredis (no FUNCTION command).
+// client attached by AttachEval and miniredis (no FUNCTION command).
 func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 	type getArgs struct {
 		Key string `lua:"key,key"`
@@ -240,14 +240,17 @@ func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 					t.Fatalf("ACL %s: UsesFunctions = true", rule)
 				}
 			}
-			t.Setenv(ModeEnv, "eval")
 			c := plainClient(t, b)
-			f, s := get(t, c)
+			f := AttachEval(c, nil)
+			s, err := New[getArgs, getReply](f, "get_fn", `return {'v', redis.call('GET', K.key) or 'none'}`)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if r, err := s.Run(ctx, c, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
-				t.Fatalf("%s=eval: %+v, %v", ModeEnv, r, err)
+				t.Fatalf("AttachEval: %+v, %v", r, err)
 			}
 			if f.UsesFunctions() {
-				t.Fatalf("%s=eval: UsesFunctions = true", ModeEnv)
+				t.Fatal("AttachEval: UsesFunctions = true")
 			}
 		})
 	}
@@ -327,7 +330,7 @@ func TestCanceledFirstLoadDecidesNothing(t *testing.T) {
 
 // TestTwoClientsTwoLibraries: two clients in one process, each with its
 // own Functions, have a library and a mode each — one kept on EVAL
-// (ModeEnv=eval when attached), one on functions where Redis has them —
+// (AttachEval), one on functions where Redis has them —
 // and a library holds its own Functions' scripts only, none of the other's
 // nor of any other test's (with one library per process it held them all).
 func TestTwoClientsTwoLibraries(t *testing.T) {
@@ -344,9 +347,8 @@ func TestTwoClientsTwoLibraries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Setenv(ModeEnv, "eval")
 			c := plainClient(t, b)
-			fb := Attach(c, nil)
+			fb := AttachEval(c, nil)
 			bs, err := New[none, nReply](fb, "only_b", "return {'n', 2}")
 			if err != nil {
 				t.Fatal(err)

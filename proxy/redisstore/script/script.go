@@ -57,14 +57,28 @@
 // by a "--@per-call <statement>" line (Clock's clock_now, lib.lua's
 // gate_dirty), and New refuses a prelude whose flag-like local has none.
 // "Function not found" (FUNCTION FLUSH, a restart without persistence, a
-// failover) loads the library again and retries the call once, in Run and
-// in Call.Result. Everywhere else — miniredis and Redis < 7 (no FUNCTION),
-// an ACL that refuses FUNCTION LOAD or FCALL, ModeEnv=eval, a client never
-// attached, a script registered with no Functions (nil) — Run uses EVALSHA
-// and falls back to EVAL on NOSCRIPT, as go-redis's Script.Run does, so a
-// flushed or restarted Redis costs one round trip more, never an error. Queue and Call do the same inside a
-// pipeline. docs/performance.md "Redis Functions" has the flags, the
-// figures and the audit; docs/operating.md the ACL a Redis user needs.
+// failover) loads the library again — one load per client however many
+// calls met it — and retries the call once, in Run and in Call.Result
+// (Missing tells a pipeline's caller that Result will). A reload that
+// fails (OOM under maxmemory, BUSY, Redis down) sends the scripts by
+// EVALSHA meanwhile and is tried again at most once a second; only the
+// first load's refusal, or NOPERM, keeps the EVAL path for good.
+// Everywhere else — miniredis and Redis < 7 (no FUNCTION), an ACL that
+// refuses FUNCTION LOAD or FCALL, a client never attached or attached by
+// AttachEval (tests), a script registered with no Functions (nil) — Run
+// uses EVALSHA and falls back to EVAL on NOSCRIPT, as go-redis's
+// Script.Run does, so a flushed or restarted Redis costs one round trip
+// more, never an error. Queue and Call do the same inside a pipeline.
+//
+// The library is one per client AND set of scripts: its name is a hash of
+// its text, so two binaries, or two replicas of one binary with different
+// features configured (Salesforce's scripts registered or not), load two
+// libraries side by side, each used by its own replicas only. The start
+// log line "redis scripts: Redis Functions" names a replica's library;
+// FUNCTION LIST lists them all. Deleting one (FUNCTION DELETE) is
+// recoverable: its replicas load it again on their next call.
+// docs/performance.md "Redis Functions" has the flags, the figures and the
+// audit; docs/operating.md the ACL a Redis user needs.
 package script
 
 import (
@@ -245,10 +259,11 @@ type Processor interface {
 func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 	keys, args := s.args.command(reflect.ValueOf(a).Elem())
 	cmd := s.command(ctx, false, len(keys), args)
+	gen := s.fns.generation()
 	_ = c.Process(ctx, cmd)
 	v, err := cmd.Result()
 	if funcNotFound(err) {
-		v, err = s.again(ctx, c, len(keys), args)
+		v, err = s.again(ctx, c, gen, len(keys), args)
 	} else if noScript(err) {
 		cmd = s.command(ctx, true, len(keys), args)
 		_ = c.Process(ctx, cmd)
@@ -258,12 +273,13 @@ func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 }
 
 // again runs a call again on c after Redis answered "Function not found"
-// (it did not run): the script's Functions loads its library again and the
-// call is retried once as FCALL; when the library cannot be loaded, or the
-// retry meets the same answer, the call goes as EVAL of the source, which
-// always runs.
-func (s *Script[A, R]) again(ctx context.Context, c Processor, nkeys int, args []any) (any, error) {
-	if s.fns != nil && s.fns.reload(ctx) {
+// (it did not run) to the call sent at the Functions' generation gen: the
+// script's Functions loads its library again, unless a load was tried
+// since gen, and the call is retried once as FCALL; when the library is
+// not loaded, or the retry meets the same answer, the call goes as EVAL of
+// the source, which always runs.
+func (s *Script[A, R]) again(ctx context.Context, c Processor, gen uint64, nkeys int, args []any) (any, error) {
+	if s.fns != nil && s.fns.reload(ctx, gen) {
 		cmd := s.command(ctx, false, nkeys, args)
 		_ = c.Process(ctx, cmd)
 		v, err := cmd.Result()
@@ -284,7 +300,7 @@ func (s *Script[A, R]) Queue(ctx context.Context, p redis.Pipeliner, a *A) *Call
 	keys, args := s.args.command(reflect.ValueOf(a).Elem())
 	cmd := s.command(ctx, false, len(keys), args)
 	_ = p.Process(ctx, cmd)
-	return &Call[A, R]{s: s, keys: keys, args: args, cmd: cmd}
+	return &Call[A, R]{s: s, keys: keys, args: args, cmd: cmd, gen: s.fns.generation()}
 }
 
 // command is the EVALSHA (eval: EVAL with the source) of the argument
@@ -339,15 +355,18 @@ type Call[A, R any] struct {
 	keys []string // args' keys point into it
 	args []any
 	cmd  *redis.Cmd
+	gen  uint64 // the Functions' generation when queued (again)
 }
 
 // Result is the call's decoded reply once its pipeline has run. A script
-// Redis did not know (NOSCRIPT: flushed or restarted; it did not run) is
-// run again with EVAL on c. Errors as Script.Run.
+// Redis did not know (NOSCRIPT: flushed or restarted; "Function not found":
+// the library lost; it did not run) is run again on fallback, as Run does;
+// so the pipeline's own error is to be read with Missing. Errors as
+// Script.Run.
 func (c *Call[A, R]) Result(ctx context.Context, fallback Processor) (R, error) {
 	v, err := c.cmd.Result()
 	if funcNotFound(err) {
-		v, err = c.s.again(ctx, fallback, len(c.keys), c.args)
+		v, err = c.s.again(ctx, fallback, c.gen, len(c.keys), c.args)
 	} else if noScript(err) {
 		cmd := c.s.command(ctx, true, len(c.keys), c.args)
 		_ = fallback.Process(ctx, cmd)

@@ -1,0 +1,6 @@
+//go:build scripts_eval
+
+package redisstore
+
+// scriptsEval: see evalonly_test.go.
+const scriptsEval = true
