@@ -47,6 +47,11 @@ type Functions struct {
 	reg     sync.Mutex
 	entries map[string]*entry
 	lib     atomic.Pointer[library]
+	// audited and scans are the preludes checked by auditPrelude and
+	// scanned for mayWrite, each text (each set) once, not once a script:
+	// a store's scripts share their preludes. Guarded by reg.
+	audited map[string]bool
+	scans   map[string]*preludeScan
 
 	// The hot path reads only these atomics: mode, the library when it is
 	// loaded on every master (nil: not, or not any more), and retryAt, the
@@ -122,7 +127,8 @@ func attach(rdb redis.UniversalClient, log *slog.Logger) *Functions {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Functions{rdb: rdb, log: log, now: time.Now, entries: map[string]*entry{}}
+	return &Functions{rdb: rdb, log: log, now: time.Now, entries: map[string]*entry{},
+		audited: map[string]bool{}, scans: map[string]*preludeScan{}}
 }
 
 // register adds a script to f's library (once per SHA-1), unless the
@@ -139,8 +145,31 @@ func (f *Functions) register(name, sha, reader, body string, preludes []string) 
 		f.log.Warn("redis scripts: a script made after the first script call runs by EVALSHA", "script", name)
 		return
 	}
+	key := strings.Join(preludes, "\x00")
+	ps := f.scans[key]
+	if ps == nil {
+		ps = scanPreludes(preludes)
+		f.scans[key] = ps
+	}
 	f.entries[sha] = &entry{name: name, sha: sha, reader: reader, preludes: slices.Clone(preludes), body: body,
-		ro: !mayWrite(body, preludes)}
+		ro: !ps.mayWrite(body)}
+}
+
+// audit is auditPrelude of each of preludes, each text checked once per
+// f. Errors: auditPrelude's.
+func (f *Functions) audit(preludes []string) error {
+	f.reg.Lock()
+	defer f.reg.Unlock()
+	for _, p := range preludes {
+		if f.audited[p] {
+			continue
+		}
+		if err := auditPrelude(p); err != nil {
+			return err
+		}
+		f.audited[p] = true
+	}
+	return nil
 }
 
 // library is f's library, built on its first call from the scripts

@@ -88,8 +88,20 @@ func writes(t string) bool {
 // block each up to the next one, and the ones they call). Unsure is yes:
 // the flag no-writes is given only to a script shown read-only.
 func mayWrite(body string, preludes []string) bool {
-	body = luaComment.ReplaceAllString(body, "")
-	blocks := map[string]string{}
+	return scanPreludes(preludes).mayWrite(body)
+}
+
+// preludeScan is what mayWrite needs of a set of preludes, computed once
+// per set: their module-level functions, a block each, and whether each
+// may write (memo; filled as scripts ask). Not safe for concurrent use.
+type preludeScan struct {
+	blocks map[string]string
+	memo   map[string]int // 1 visiting or no, 2 yes
+}
+
+// scanPreludes splits preludes into their module-level functions.
+func scanPreludes(preludes []string) *preludeScan {
+	ps := &preludeScan{blocks: map[string]string{}, memo: map[string]int{}}
 	for _, p := range preludes {
 		p = luaComment.ReplaceAllString(p, "")
 		idx := localFnRe.FindAllStringSubmatchIndex(p, -1)
@@ -98,38 +110,44 @@ func mayWrite(body string, preludes []string) bool {
 			if i+1 < len(idx) {
 				end = idx[i+1][0]
 			}
-			blocks[p[m[2]:m[3]]] = p[m[0]:end]
+			ps.blocks[p[m[2]:m[3]]] = p[m[0]:end]
 		}
 		// A prelude's top-level code outside functions runs at load, not
 		// per call; a write there is impossible (no redis.call at load).
 	}
-	memo := map[string]int{} // 1 visiting or no, 2 yes
-	var fnWrites func(name string) bool
-	fnWrites = func(name string) bool {
-		if v, ok := memo[name]; ok {
-			return v == 2
-		}
-		memo[name] = 1
-		b := blocks[name]
-		w := writes(b)
-		for _, id := range identRe.FindAllString(b, -1) {
-			if w {
-				break
-			}
-			if _, ok := blocks[id]; ok && id != name {
-				w = fnWrites(id)
-			}
-		}
-		if w {
-			memo[name] = 2
-		}
-		return w
+	return ps
+}
+
+// fnWrites reports whether the prelude function name may write.
+func (ps *preludeScan) fnWrites(name string) bool {
+	if v, ok := ps.memo[name]; ok {
+		return v == 2
 	}
+	ps.memo[name] = 1
+	b := ps.blocks[name]
+	w := writes(b)
+	for _, id := range identRe.FindAllString(b, -1) {
+		if w {
+			break
+		}
+		if _, ok := ps.blocks[id]; ok && id != name {
+			w = ps.fnWrites(id)
+		}
+	}
+	if w {
+		ps.memo[name] = 2
+	}
+	return w
+}
+
+// mayWrite is mayWrite of body composed with ps's preludes.
+func (ps *preludeScan) mayWrite(body string) bool {
+	body = luaComment.ReplaceAllString(body, "")
 	if writes(body) {
 		return true
 	}
 	for _, id := range identRe.FindAllString(body, -1) {
-		if _, ok := blocks[id]; ok && fnWrites(id) {
+		if _, ok := ps.blocks[id]; ok && ps.fnWrites(id) {
 			return true
 		}
 	}

@@ -206,10 +206,8 @@ func New[A, R any](f *Functions, name, body string, prelude ...string) (*Script[
 	}
 	src.WriteString("\n")
 	src.WriteString(body)
-	for _, p := range prelude {
-		if err := auditPrelude(p); err != nil {
-			return nil, fmt.Errorf("script %s: %w", name, err)
-		}
+	if err := audit(f, prelude); err != nil {
+		return nil, fmt.Errorf("script %s: %w", name, err)
 	}
 	sha := redis.NewScript(src.String()).Hash()
 	if f != nil {
@@ -217,6 +215,20 @@ func New[A, R any](f *Functions, name, body string, prelude ...string) (*Script[
 	}
 	return &Script[A, R]{name: name, fns: f, src: src.String(), sha: sha, body: src.String(),
 		args: ac, reply: rc}, nil
+}
+
+// audit is auditPrelude of each prelude: through f, which checks each
+// text once, when there is one. Errors: auditPrelude's.
+func audit(f *Functions, preludes []string) error {
+	if f != nil {
+		return f.audit(preludes)
+	}
+	for _, p := range preludes {
+		if err := auditPrelude(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Name is the script's name (its file name without .lua).
