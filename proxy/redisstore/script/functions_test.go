@@ -119,13 +119,6 @@ func plainClient(t *testing.T, b redistest.Backend) redis.UniversalClient {
 // Run and a pipeline's Call.Result load the library again and retry once,
 // nothing lost nor run twice, and the client stays on FCALL.
 func TestFunctionNotFoundLoadsAgain(t *testing.T) {
-	type incArgs struct {
-		Key string `lua:"key,key"`
-		By  int64  `lua:"by"`
-	}
-	type incReply struct {
-		N int64 `lua:"n"`
-	}
 	for _, b := range redistest.Backends(t) {
 		if !b.Real() {
 			continue
@@ -140,24 +133,7 @@ func TestFunctionNotFoundLoadsAgain(t *testing.T) {
 			flush := func() {
 				onEveryMaster(t, b, func(c *redis.Client) error { return c.FunctionFlush(ctx).Err() })
 			}
-			run := func() []int64 {
-				calls := make([]*Call[incArgs, incReply], 3)
-				_, _ = b.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-					for i := range calls {
-						calls[i] = s.Queue(ctx, p, &incArgs{Key: "{t}n", By: int64(i + 1)})
-					}
-					return nil
-				})
-				var got []int64
-				for _, c := range calls {
-					r, err := c.Result(ctx, b.Client)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got = append(got, r.N)
-				}
-				return got
-			}
+			run := func() []int64 { return queueIncs(t, ctx, b.Client, s) }
 			if r, err := s.Run(ctx, b.Client, &incArgs{Key: "{t}n", By: 1}); err != nil || r.N != 1 {
 				t.Fatalf("first run = %+v, %v", r, err)
 			}
@@ -224,14 +200,7 @@ func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 			}
 			for _, rule := range []string{"-function", "-fcall"} {
 				user := "cp_test_no" + strings.TrimPrefix(rule, "-")
-				if err := b.Client.Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "&*", "+@all", rule).Err(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { b.Client.Do(ctx, "ACL", "DELUSER", user) })
-				opt := b.Client.(*redis.Client).Options()
-				opt.Username, opt.Password = user, "pw"
-				c := redis.NewClient(opt)
-				t.Cleanup(func() { _ = c.Close() })
+				c := aclClient(t, b.Client, user, "+@all", rule)
 				f, s := get(t, c)
 				if r, err := s.Run(ctx, c, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
 					t.Fatalf("ACL %s: %+v, %v", rule, r, err)
@@ -418,4 +387,25 @@ func TestOneLibraryPerClient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// aclClient makes the Redis user user (password pw, every key and
+// channel) with the ACL rules given, deleted at the test's end, and
+// returns a client of rdb's server logged in as it.
+func aclClient(t *testing.T, rdb redis.UniversalClient, user string, rules ...string) *redis.Client {
+	t.Helper()
+	ctx := context.Background()
+	args := []any{"ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "&*"}
+	for _, r := range rules {
+		args = append(args, r)
+	}
+	if err := rdb.Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Do(ctx, "ACL", "DELUSER", user) })
+	opt := rdb.(*redis.Client).Options()
+	opt.Username, opt.Password = user, "pw"
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

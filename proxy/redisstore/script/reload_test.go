@@ -209,14 +209,7 @@ func TestRevokedFunctionLoadLogsTheMode(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			const user = "cp_test_revoked"
-			if err := b.Client.Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "&*", "+@all").Err(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.Client.Do(ctx, "ACL", "DELUSER", user) })
-			opt := b.Client.(*redis.Client).Options()
-			opt.Username, opt.Password = user, "pw"
-			c := redis.NewClient(opt)
-			t.Cleanup(func() { _ = c.Close() })
+			c := aclClient(t, b.Client, user, "+@all")
 			var logs logBuffer
 			f := Attach(c, slog.New(slog.NewTextHandler(&logs, nil)))
 			s, err := New[readArgs, readReply](f, "read_acl", `return {'v', redis.call('GET', K.key) or 'none'}`)

@@ -153,13 +153,6 @@ func TestNilReplyIsTheZeroReply(t *testing.T) {
 }
 
 func TestFallsBackToEvalAfterAFlush(t *testing.T) {
-	type incArgs struct {
-		Key string `lua:"key,key"`
-		By  int64  `lua:"by"`
-	}
-	type incReply struct {
-		N int64 `lua:"n"`
-	}
 	s, err := New[incArgs, incReply](nil, "inc", `return {'n', redis.call('INCRBY', K.key, A.by)}`)
 	if err != nil {
 		t.Fatal(err)
@@ -178,24 +171,7 @@ func TestFallsBackToEvalAfterAFlush(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			run := func() []int64 {
-				calls := make([]*Call[incArgs, incReply], 3)
-				_, _ = b.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-					for i := range calls {
-						calls[i] = s.Queue(ctx, p, &incArgs{Key: "{t}n", By: int64(i + 1)})
-					}
-					return nil
-				})
-				var got []int64
-				for _, c := range calls {
-					r, err := c.Result(ctx, b.Client)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got = append(got, r.N)
-				}
-				return got
-			}
+			run := func() []int64 { return queueIncs(t, ctx, b.Client, s) }
 			// Flushed: every EVALSHA answers NOSCRIPT and runs by EVAL, once each.
 			flush()
 			if got := run(); got[0] != 1 || got[1] != 3 || got[2] != 6 {
@@ -283,3 +259,26 @@ func TestTypesRefused(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// queueIncs queues three runs of s on c's pipeline, adding 1, 2 and 3 to
+// {t}n, and returns their replies in order (each through Call.Result, so
+// a missing script is run again there).
+func queueIncs(t *testing.T, ctx context.Context, c redis.UniversalClient, s *Script[incArgs, incReply]) []int64 {
+	t.Helper()
+	calls := make([]*Call[incArgs, incReply], 3)
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range calls {
+			calls[i] = s.Queue(ctx, p, &incArgs{Key: "{t}n", By: int64(i + 1)})
+		}
+		return nil
+	})
+	var got []int64
+	for _, call := range calls {
+		r, err := call.Result(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.N)
+	}
+	return got
+}
