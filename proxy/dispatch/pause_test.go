@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,34 +104,50 @@ func checkPaused(t *testing.T, h *harness, first string) {
 	}
 }
 
-// TestShutGateCachedBriefly: once a claim has seen an endpoint paused for
-// an hour, the dispatcher skips it without asking Redis, but only for
-// GateRecheck; then it claims again (so an admin's reset is seen).
+// TestShutGateCachedBriefly: once a claim has seen an endpoint's gate shut
+// with callouts due behind it (the breaker's probe is out; the callouts it
+// held are due from its probe time), the dispatcher skips the endpoint
+// without asking Redis, but only for GateRecheck; then it claims again (so
+// an admin's reset is seen).
 func TestShutGateCachedBriefly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
-		up := proctest.NewUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Retry-After", "3600")
-			w.WriteHeader(http.StatusTooManyRequests)
-		})
-		h := newHarness(t, b, newConfig(t, nil, ep{name: "e", url: up.URL}))
+		probing, release := make(chan struct{}), make(chan struct{})
+		var failing atomic.Bool
+		failing.Store(true)
+		h, _ := payHarness(t, b, append([]string{"breaker_failures: 2"}, msPolicy...),
+			func(w http.ResponseWriter, _ *http.Request) {
+				if failing.Load() {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				close(probing)
+				<-release
+				w.WriteHeader(http.StatusOK)
+			})
 		rec := &recStore{Store: h.store}
 		d := h.dispatcher(rec, dispatchOpts())
-		h.enqueue("e", http.MethodPost, "/a", "", time.Time{})
-		h.enqueue("e", http.MethodPost, "/b", "", t0.Add(time.Millisecond))
-		if n := h.round(d); n != 1 {
-			t.Fatalf("first round claimed %d, want 1", n)
+		openBreaker(t, h, d, 3)
+		failing.Store(false)
+		h.clk.Advance(5 * time.Minute)
+		if n := d.Round(ctxT(t)); n != 1 {
+			t.Fatalf("round at the probe time claimed %d, want the probe", n)
 		}
+		<-probing
 		h.clk.Advance(time.Millisecond)
-		h.round(d) // sees the pause
-		seen := rec.claimsOf("e")
+		if n := d.Round(ctxT(t)); n != 0 { // sees the probe out
+			t.Fatalf("round with the probe out claimed %d", n)
+		}
+		seen := rec.claimsOf("pay")
 		for range 5 {
 			h.clk.Advance(dispatch.GateRecheck / 5)
-			if n := h.round(d); n != 0 {
-				t.Fatalf("round during the pause claimed %d", n)
+			if n := d.Round(ctxT(t)); n != 0 {
+				t.Fatalf("round with the probe out claimed %d", n)
 			}
 		}
-		if got := rec.claimsOf("e") - seen; got != 1 {
+		if got := rec.claimsOf("pay") - seen; got != 1 {
 			t.Fatalf("%d claims within GateRecheck and at its end, want 1 (at its end)", got)
 		}
+		close(release)
+		d.Wait()
 	})
 }

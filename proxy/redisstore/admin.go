@@ -138,7 +138,7 @@ type toldReply struct {
 	Early bool `lua:"early"` // disable.lua: auto-disable not due on Redis's clock
 }
 
-// countReply is the reply of a script that answers a count (release_held,
+// countReply is the reply of a script that answers a count (park,
 // lock, dl_prune).
 type countReply struct {
 	N int64 `lua:"n"`

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -135,6 +136,14 @@ func (s *Store) breakerCall(cl *policy.Claimed, c policy.Completion, br policy.B
 // finishComplete decodes a completion after its pipeline ran.
 func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.CompleteResult, error) {
 	if p.err != nil {
+		if !errors.Is(p.err, policy.ErrUnavailable) {
+			// The script raised an error after some of its writes (Redis
+			// never rolls a script back): if they closed a breaker, what it
+			// held waits no more (park.lua checks the gate).
+			if _, err := s.releaseHeld(ctx, p.cl.Endpoint); err != nil {
+				s.log.Warn("redisstore: held callouts not re-checked after a failed completion", "endpoint", p.cl.Endpoint, "err", err)
+			}
+		}
 		return policy.CompleteResult{}, p.err
 	}
 	a := p.reply
@@ -173,7 +182,11 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 	if res.Breaker.Opened || res.Breaker.Closed {
 		s.gates.Forget(p.cl.Endpoint)
 	}
-	s.gateChanged(p.cl.Endpoint, res.Breaker, p.c.PausedUntil.After(p.now))
+	shut := shutGate{a.Shut, a.GateUntil, a.Level}
+	if b := p.breakerReply; p.breaker != nil {
+		shut = shutGate{b.Shut, b.GateUntil, b.Level}
+	}
+	s.gateChanged(ctx, p.cl.Endpoint, res.Breaker, p.c.PausedUntil.After(p.now), shut)
 	if res.State.Finished() && p.cl.ReplayOf != "" && p.item.Replayed == p.item.Record {
 		// The chain's dead letter is in another slot (a sharded endpoint's
 		// keyless replay), which complete.lua cannot write: note the outcome
@@ -292,6 +305,20 @@ type completeOne struct {
 	LastStatus int    `lua:"last_status"`
 	LastError  string `lua:"last_error"`
 	Held       int    `lua:"held"`
+	// Shut: this result shut the gate, until GateUntil (Redis-clock ms),
+	// the gate of Level (the breaker partition, "" the endpoint's):
+	// holdWaiting then holds the waiting callouts behind it
+	Shut      bool   `lua:"shut"`
+	GateUntil int64  `lua:"gate_until"`
+	Level     string `lua:"level"`
+}
+
+// shutGate is what a result's reply (complete.lua, outcome.lua) says of
+// a gate it shut (Shut, GateUntil, Level of completeOne and outcomeReply).
+type shutGate struct {
+	shut  bool
+	until int64
+	level string
 }
 
 // completeItemOf builds the arguments of c's completion of cl (its keys,

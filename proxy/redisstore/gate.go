@@ -36,6 +36,10 @@ type outcomeReply struct {
 	Probe    bool   `lua:"probe"`
 	Held     int    `lua:"held"`
 	Gate     string `lua:"gate"`
+	// as completeOne's
+	Shut      bool   `lua:"shut"`
+	GateUntil int64  `lua:"gate_until"`
+	Level     string `lua:"level"`
 }
 
 // change is the breaker change the reply reports.
@@ -126,17 +130,29 @@ func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResu
 	if s.partition(endpoint, tag) != "" {
 		ch.Partition = issuer
 	}
-	s.gateChanged(endpoint, ch, pause > 0)
+	s.gateChanged(ctx, endpoint, ch, pause > 0, shutGate{v.Shut, v.GateUntil, v.Level})
 	return ch, nil
 }
 
 // gateChanged tells Options.GateChanged of a transition of endpoint's gate
 // this replica's own script reported (the breaker opened, closed or took a
 // probe, an outage began or ended, a pause), so a gate cache's next read
-// asks Redis without waiting for its own message.
-func (s *Store) gateChanged(endpoint string, ch policy.BreakerChange, paused bool) {
+// asks Redis without waiting for its own message; when the result shut the
+// gate, it then holds the waiting callouts behind it (holdWaiting), and
+// when it closed a breaker, releases those it held (releaseHeld).
+func (s *Store) gateChanged(ctx context.Context, endpoint string, ch policy.BreakerChange, paused bool, sg shutGate) {
 	if paused || ch.Opened || ch.Closed || ch.OutageBegan || ch.OutageEnded || ch.Probe {
 		s.changed(endpoint)
+	}
+	switch {
+	case sg.shut:
+		s.holdWaiting(ctx, endpoint, sg.level, sg.until)
+	case ch.Closed:
+		// a success closed a breaker: what it held waits no more
+		if _, err := s.releaseHeld(ctx, endpoint); err != nil {
+			s.log.Warn("redisstore: the callouts a closed breaker held were not all released; they are due at its old reopening",
+				"endpoint", endpoint, "err", err)
+		}
 	}
 }
 

@@ -7,22 +7,19 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
-	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
 
 // Get returns the callout with id (contract §4 GET /v1/callouts/{id}; the
-// caller checks the issuer). A waiting callout is reported Held while its
-// endpoint's gate is shut and Scheduled otherwise, whatever the record says (the
-// gate, not the record, is what holds it back: the record keeps the state it
-// had when it last moved). One pipelined round trip (HGETALL and the long
-// response), two when the request lives in a key of its own (:q), and one
-// more for a waiting callout (its due time, and the gate unless this
-// replica's gate cache has it). Errors: ErrNotFound (also for a malformed
-// id), ErrUnavailable.
+// caller checks the issuer), in the state its record keeps: a waiting
+// callout is held from the moment its gate shut (park.lua holds those
+// waiting then, create.lua, complete.lua and reap.lua those that meet it
+// shut) until a dispatcher claims it or an admin releases it. One pipelined
+// round trip (HGETALL and the long response), two when the request lives
+// in a key of its own (:q), and one more for a waiting callout (its due
+// time). Errors: ErrNotFound (also for a malformed id), ErrUnavailable.
 func (s *Store) Get(ctx context.Context, id string) (*policy.Callout, error) {
 	key, ok := keyspace.Callout(id)
 	if !ok {
@@ -80,37 +77,20 @@ func (s *Store) decode(ctx context.Context, id string, m map[string]string, rest
 	return c, nil
 }
 
-// waiting sets a waiting callout's state from its endpoint's gate, and its
-// next attempt time from its due set (the record does not keep it), in one
-// pipelined round trip.
+// waiting sets a waiting callout's next attempt time from its due set
+// (the record does not keep it): one round trip.
 func (s *Store) waiting(ctx context.Context, c *policy.Callout) error {
-	var due *redis.FloatCmd
-	var gc *gateview.Pending
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		// its organisation queue and breaker partition (contract §6)
-		q, ok := s.calloutQueue(c.Endpoint, c.Issuer, c.ID)
-		gc = s.gates.Queue(ctx, p, c.Endpoint, q.Part)
-		if ok {
-			due = p.ZScore(ctx, q.Due, c.ID)
-		}
+	q, ok := s.calloutQueue(c.Endpoint, c.Issuer, c.ID)
+	if !ok {
 		return nil
-	})
-	// a script Redis did not have (NOSCRIPT, or "Function not found" after a
-	// FUNCTION FLUSH) did not run: gc.Result runs it again
-	if err != nil && !errors.Is(err, redis.Nil) && !script.Missing(err) {
+	}
+	due, err := s.rdb.ZScore(ctx, q.Due, c.ID).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
 		return s.wrap("get", err)
 	}
-	v, err := gc.Result(ctx)
-	if err != nil {
-		return err
-	}
-	g := v.Gate
-	if due != nil && due.Err() == nil {
-		c.NextAttemptAt = time.UnixMilli(int64(due.Val()))
-	}
-	c.State = policy.Scheduled
-	if g.Shut() {
-		c.State = policy.Held
-	}
+	c.NextAttemptAt = time.UnixMilli(int64(due))
 	return nil
 }

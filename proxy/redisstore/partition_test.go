@@ -305,9 +305,10 @@ func TestFairClaimCommandBudget(t *testing.T) {
 	})
 }
 
-// A claim that meets a shut breaker partition reports the endpoint's gate
-// open (the dispatcher keeps claiming for the other organisations), no
-// more due work from it (no busy round), and when to look again.
+// A claim after a breaker partition shut reports the endpoint's gate open
+// (the dispatcher keeps claiming for the other organisations), no more due
+// work from it (no busy round: the partition's callouts are held until it
+// reopens), and when to look again (its reopening).
 func TestShutPartitionIsNoReasonForAnotherRound(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := partitionedStore(e)
@@ -320,8 +321,8 @@ func TestShutPartitionIsNoReasonForAnotherRound(t *testing.T) {
 			t.Fatalf("claim with org-a's partition open: %d claimed, MoreDue %v, gate %s; want none, false, open",
 				len(r.Claimed), r.MoreDue, r.Gate.State)
 		}
-		if r.NextDueAt.IsZero() || r.NextDueAt.After(e.clk.Now().Add(gateview.SkipRecheck)) {
-			t.Fatalf("NextDueAt %v, want within %s", r.NextDueAt, gateview.SkipRecheck)
+		if !r.NextDueAt.After(e.clk.Now()) || r.NextDueAt.After(e.clk.Now().Add(br.ProbeInterval)) {
+			t.Fatalf("NextDueAt %v, want the partition's reopening, within %s", r.NextDueAt, br.ProbeInterval)
 		}
 		enqueueOf(t, s, ep, orgB, 1)
 		if r := mustClaim(t, s, ep, ClaimOptions{Batch: 5, Lease: testLease, Breaker: br}); len(r.Claimed) != 1 ||

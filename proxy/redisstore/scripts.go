@@ -30,12 +30,12 @@ type scripts struct {
 	discard  *script.Script[discardArgs, resultReply]
 	drain    *script.Script[drainArgs, drainReply]
 	// the endpoint hash, the dead-letter index, a lock
-	outcome     *script.Script[outcomeArgs, outcomeReply]
-	disable     *script.Script[disableArgs, toldReply]
-	notify      *script.Script[notifyArgs, toldReply]
-	releaseHeld *script.Script[releaseHeldArgs, countReply]
-	lock        *script.Script[lockArgs, countReply]
-	dlPrune     *script.Script[pruneArgs, countReply]
+	outcome *script.Script[outcomeArgs, outcomeReply]
+	disable *script.Script[disableArgs, toldReply]
+	notify  *script.Script[notifyArgs, toldReply]
+	park    *script.Script[parkArgs, countReply]
+	lock    *script.Script[lockArgs, countReply]
+	dlPrune *script.Script[pruneArgs, countReply]
 }
 
 // loadScripts loads the core's scripts, registered with f (nil: none, the
@@ -60,7 +60,7 @@ func loadScripts(f *script.Functions) (scripts, string, error) {
 		script.LoadInto(&s.outcome, p, "outcome"),
 		script.LoadInto(&s.disable, p, "disable"),
 		script.LoadInto(&s.notify, p, "notify"),
-		script.LoadInto(&s.releaseHeld, p, "release_held"),
+		script.LoadInto(&s.park, p, "park"),
 		script.LoadInto(&s.lock, p, "lock"),
 		script.LoadInto(&s.dlPrune, p, "dl_prune"),
 	)

@@ -103,14 +103,6 @@ func (s *Store) PendingQueues(ctx context.Context, endpoint string) ([]pend.Queu
 	return out, err
 }
 
-// GateShut reports whether the gate of endpoint's breaker partition part
-// (contract §6; "" the endpoint's own) holds its callouts back, read now
-// (gate_read.lua). Errors: ErrUnavailable.
-func (s *Store) GateShut(ctx context.Context, endpoint, part string) (bool, error) {
-	v, err := s.gates.Read(ctx, endpoint, part)
-	return err == nil && v.Gate.Shut(), err
-}
-
 // Decode decodes record m of callout id without its long request and
 // response (:q, :r): what proxy/redisstore/pending lists. Errors:
 // ErrNotFound when m is no record.

@@ -33,7 +33,10 @@
 --   {state, opened, closed, began, ended (outage), notify, failures,
 --    outage_at (ms), probe, attempts, reason (dead letter), gate,
 --    last_status, last_error, held (the waiting callouts of this queue the
---    result shut the gate on)}: the state and reason are this script's
+--    result shut the gate on), shut (1: this result shut the gate), with
+--    gate_until (ms) and level (the partition whose gate it is, '' the
+--    endpoint's) then: the caller parks the waiting callouts that gate now
+--    holds (park.lua)}: the state and reason are this script's
 --   decision (it may turn a retry into a dead letter endpoint_disabled),
 --   the gate what holds a held callout; callers read them and derive
 --   nothing. A field whose value is 0 or '' is left out (compact).
@@ -124,8 +127,9 @@ local function complete_one(keys, e, fa, wa, seen, mark)
     pause_apply(fa, wa, now, e.pause)
   end
 
-  local g, g_until = gate_in(fa, given, e.gate_until, now, part)
+  local g, g_until, level = gate_in(fa, given, e.gate_until, now, part)
   local held = newly_held(due, g0, g)
+  local shut_now = newly_shut(g0, g)
   if g == 'disabled' and (action == 'retry' or action == 'again') then
     action, reason = 'dead', 'endpoint_disabled'
   end
@@ -158,15 +162,12 @@ local function complete_one(keys, e, fa, wa, seen, mark)
     hflush(keys.c, wc)
     mark.written = true
   elseif action == 'retry' or action == 'again_refused' then
-    local at = str(now + e.due_in)
-    state = 'scheduled'
-    if shut(g) then
-      state = 'held'
-      if g_until > tonumber(at) then at = str(g_until) end
-    end
+    local at_ms, code
+    state, at_ms, code = holds(shut(g), g_until, now + e.due_in)
+    local at = str(at_ms)
     redis.call('ZREM', lease, id)
     redis.call('ZADD', due, at, id)
-    put(rec, wc, 'S', st_code[state])
+    put(rec, wc, 'S', code)
     for _, l in ipairs(lease_fields) do blank(rec, wc, l) end
     keep_response(false)
     hflush(keys.c, wc)
@@ -220,7 +221,8 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   if state == 'in_flight' then n = n + 1 end
   return compact({'state', state, 'opened', opened, 'closed', closed, 'began', began, 'ended', ended,
     'notify', notify, 'failures', failures, 'outage_at', num(fa.os), 'probe', was_probe, 'attempts', n,
-    'reason', why, 'gate', g, 'last_status', num(rec.R), 'last_error', rec.e or '', 'held', held})
+    'reason', why, 'gate', g, 'last_status', num(rec.R), 'last_error', rec.e or '', 'held', held,
+    'shut', shut_now and 1 or 0, 'gate_until', shut_now and g_until or 0, 'level', shut_now and level or ''})
 end
 
 -- copy returns a shallow copy of table t.

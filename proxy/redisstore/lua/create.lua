@@ -76,11 +76,7 @@ if full then return existing() or {'result', full} end
 if A.mode == 'd' then
   local e = existing()
   if e then return e end
-  local state, at = 'scheduled', at_in
-  if shut(g) then
-    state = 'held'
-    if g_until > at then at = g_until end
-  end
+  local state, at = holds(shut(g), g_until, at_in)
   return {'result', 'would_create', 'state', state, 'gate', g, 'at', at}
 end
 
@@ -89,10 +85,11 @@ end
 local rec = A.fields
 local function field(n, v) rec[#rec + 1] = n; rec[#rec + 1] = v end
 
-local state, out2, at = 'scheduled', g, at_in
-if shut(g) then
-  state = 'held'
-  if begin or g_until > at then at = g_until end
+local state, out2, at, code = 'scheduled', g, at_in, 's'
+if shut(g) and begin then
+  state, at, code = 'held', g_until, 'h' -- at_in was its lease: it waits for the gate
+elseif shut(g) then
+  state, at, code = holds(true, g_until, at_in)
 elseif begin then
   state, out2 = 'in_flight', 'first'
   if g == 'half_open' and given == '' then
@@ -146,8 +143,9 @@ if tag ~= '' then
   cw[n + 3], cw[n + 4] = 'ii:' .. tag, str(mine + 1)
 end
 for n, v in pairs(w) do cw[#cw + 1] = n; cw[#cw + 1] = v end
-field('S', st_code[state])
--- Awaiting its durable acknowledgement until w (ms): release_held.lua
+if state == 'in_flight' then code = 'f' end
+field('S', code)
+-- Awaiting its durable acknowledgement until w (ms): park.lua
 -- leaves it parked until then, as the due set does (record.FieldAckHold).
 if A.ack_hold > 0 and state ~= 'in_flight' then field('w', str(now + A.ack_hold)) end
 redis.call('HSET', c, unpack(rec))

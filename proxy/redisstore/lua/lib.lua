@@ -109,6 +109,19 @@ local function shut(g)
   return g == 'paused' or g == 'breaker_open' or g == 'probing'
 end
 
+-- holds is the one rule of held against scheduled (contract §12 "A
+-- callout's state"): a waiting callout due at (ms) is held while its gate
+-- is shut (is_shut), else scheduled. Returns the state's name, its due time
+-- (ms) and its record code: 'h' when it is due when the gate reopens
+-- (g_until, ms; it was due before: a release makes it due now), 'g' when
+-- its own later due time stays (a release keeps it: its backoff is what it
+-- waits for), 's' when scheduled.
+local function holds(is_shut, g_until, at)
+  if not is_shut then return 'scheduled', at, 's' end
+  if at < g_until then return 'held', g_until, 'h' end
+  return 'held', at, 'g'
+end
+
 -- over_caps reports which backlog cap one more callout of add bytes from
 -- the issuer tagged tag would pass, or false (contract §10): 'backlog_full'
 -- for the endpoint's (or queue's) caps — items pending (items, counted by
@@ -354,12 +367,20 @@ local function pause_apply(f, w, now, pause)
   end
 end
 
+-- newly_shut reports whether a result shut the gate: g0 is the gate
+-- before it, g1 after (disabled is not shut: a disable drains, it does not
+-- hold). Its caller parks the waiting callouts the gate now holds
+-- (park.lua, hold).
+local function newly_shut(g0, g1)
+  return shut(g1) and not shut(g0)
+end
+
 -- newly_held is how many waiting callouts (the due set's size) a result
 -- just shut the gate on: g0 is the gate before the result, g1 after. 0
 -- when it was shut already or is still open. Counted once, by the result
 -- that shut it (callout_deferred_total), however many replicas see it shut.
 local function newly_held(due, g0, g1)
-  if shut(g1) and not shut(g0) and g1 ~= 'disabled' then
+  if newly_shut(g0, g1) then
     return redis.call('ZCARD', due)
   end
   return 0
@@ -403,7 +424,7 @@ end
 -- st_code maps a state to its code in 'S'.
 local st_code = {scheduled = 's', held = 'h', in_flight = 'f', succeeded = 'o',
   failed = 'x', dead_lettered = 'd'}
-local st_name = {s = 'scheduled', h = 'held', f = 'in_flight', o = 'succeeded',
+local st_name = {s = 'scheduled', h = 'held', g = 'held', f = 'in_flight', o = 'succeeded',
   x = 'failed', d = 'dead_lettered'}
 -- kind_code maps an attempt kind to its code in 'k'.
 local kind_code = {first = 'f', retry = 'r', probe = 'p', replay = 'y'}

@@ -14,7 +14,10 @@
 -- breaker; 0: lib.lua's default).
 -- Replies (outcomeReply): opened, closed, began, ended (the outage),
 -- failures, outage_at (ms), probe, held (the home queue's waiting callouts
--- this result shut the gate on), gate.
+-- this result shut the gate on), gate, shut (1: this result shut the
+-- gate: the caller parks the waiting callouts it now holds, park.lua),
+-- gate_until (ms) and level (the partition whose gate it is, '' the
+-- endpoint's).
 local ep = K.endpoint
 local now = clock(A.now)
 local part = A.part
@@ -27,7 +30,7 @@ local opened, closed, began, ended = breaker_apply(f, w, str(now), probe, A.succ
 pause_apply(f, w, now, A.pause)
 hflush(ep, w)
 gate_publish(ep)
-local g1 = gate_of(f, now, part)
+local g1, g1_until, level = gate_of(f, now, part)
 local held = 0
 for _, d in ipairs(K.due) do held = held + newly_held(d, g0, g1) end
 local failures = num(f.cf)
@@ -35,4 +38,5 @@ if part ~= '' then failures = num(f[pf('cf', part)]) end
 local probe = 0
 if is_probe then probe = 1 end
 return {'opened', opened, 'closed', closed, 'began', began, 'ended', ended, 'failures', failures,
-  'outage_at', num(f.os), 'probe', probe, 'held', held, 'gate', g1}
+  'outage_at', num(f.os), 'probe', probe, 'held', held, 'gate', g1,
+  'shut', newly_shut(g0, g1) and 1 or 0, 'gate_until', g1_until, 'level', level}

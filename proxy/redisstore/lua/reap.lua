@@ -42,16 +42,12 @@ for _, cand in ipairs(A.candidates) do
       if given == '' then probe = probe_of(fa, token, part) end
       if probe then probe_release(fa, wa, probe) end
       local g, g_until = gate_in(fa, given, A.gate_until, now, part)
-      local state, at = 's', now_s
-      if shut(g) then
-        state = 'h'
-        if g_until > now then at = str(g_until) end
-      end
-      put(rec, wc, 'S', state)
+      local _, at, code = holds(shut(g), g_until, now)
+      put(rec, wc, 'S', code)
       for _, l in ipairs(lease_fields) do blank(rec, wc, l) end
       hflush(c, wc)
       if res ~= c and rec.d ~= '1' then redis.call('PERSIST', res) end
-      zadd[#zadd + 1] = at
+      zadd[#zadd + 1] = str(at)
       zadd[#zadd + 1] = id
       out[#out + 1] = {'id', id, 'token', token}
     end

@@ -21,7 +21,7 @@
 local c, lease, acc, res, id, token = K.record, K.lease, K.counters, K.reservation, A.id, A.token
 local rec = hread(c, {'S', 't', 'b', 'i', 'n'})
 if token == '' then
-  if (rec.S ~= 's' and rec.S ~= 'h') or rec.n or redis.call('ZREM', K.due, id) == 0 then
+  if (rec.S ~= 's' and rec.S ~= 'h' and rec.S ~= 'g') or rec.n or redis.call('ZREM', K.due, id) == 0 then
     return {'result', 'stale'}
   end
 elseif rec.S ~= 'f' or rec.t ~= token then

@@ -3,8 +3,7 @@
 // /admin/v1/callouts"): the members of its queues' due and lease sets
 // (keyspace "Shards and queues"), merged by due time or lease expiry, with
 // their records. It only reads; the core store (proxy/redisstore) tells it
-// where the sets are, whether a breaker partition's gate is shut, and how a
-// record decodes (Core).
+// where the sets are and how a record decodes (Core).
 package pending
 
 import (
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/calloutproxy/callout-proxy/policy"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/record"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,10 +33,6 @@ type Core interface {
 	// PendingQueues returns endpoint's organisation queues (every shard).
 	// Errors: policy.ErrUnavailable.
 	PendingQueues(ctx context.Context, endpoint string) ([]Queue, error)
-	// GateShut reports whether the gate of endpoint's breaker partition
-	// part holds its callouts back (paused, breaker open or probing).
-	// Errors: policy.ErrUnavailable.
-	GateShut(ctx context.Context, endpoint, part string) (bool, error)
 	// Decode decodes record m of callout id, without its long request and
 	// response. Errors: policy.ErrNotFound when m is no record.
 	Decode(ctx context.Context, id string, m map[string]string) (*policy.Callout, error)
@@ -59,14 +55,12 @@ const MaxPage = 1000
 // Pending lists one page of endpoint's pending callouts in state (contract §4:
 // scheduled, held or in_flight), from offset, at most limit (1 to
 // MaxPage): in_flight ones from the lease set, soonest lease expiry
-// first; scheduled and held ones from the due sets, soonest due first. A
-// due set holds both: an organisation queue's callouts are held while the
-// gate of its breaker partition (contract §6) is shut and scheduled
-// otherwise, as Get reports them, so of those two states one lists each
-// queue's and the other none of them. Each callout has its record's
-// fields and headers, without body, attempt log or response. next is the
-// offset of the following page, 0 after the last. Errors:
-// policy.ErrUnavailable; an unknown state or a limit out of range is an error.
+// first; scheduled and held ones from the due sets, soonest due first, in
+// the state their records keep (as Get reports them: a due set holds
+// both). Each callout has its record's fields and headers, without body,
+// attempt log or response. next is the offset of the following page, 0
+// after the last. Errors: policy.ErrUnavailable; an unknown state or a
+// limit out of range is an error.
 func (s *Reader) Pending(ctx context.Context, endpoint string, state policy.State, offset, limit int) (
 	page []*policy.Callout, next int, err error) {
 	if limit < 1 || limit > MaxPage || offset < 0 {
@@ -76,65 +70,36 @@ func (s *Reader) Pending(ctx context.Context, endpoint string, state policy.Stat
 	if err != nil {
 		return nil, 0, err
 	}
-	type set struct {
-		key, tag string
-	}
 	var sets []set
 	for _, q := range qs {
-		sets = append(sets, set{q.Due, q.Tag})
-	}
-	switch state {
-	case policy.InFlight:
-		sets = sets[:0]
-		for _, q := range qs {
-			sets = append(sets, set{q.Lease, q.Tag})
+		key := q.Due
+		switch state {
+		case policy.InFlight:
+			key = q.Lease
+		case policy.Scheduled, policy.Held:
+		default:
+			return nil, 0, fmt.Errorf("redisstore: pending: state %q is not scheduled, held or in_flight", state)
 		}
-	case policy.Scheduled, policy.Held:
-		// each organisation queue's callouts are held by its breaker
-		// partition's gate (contract §6), read once per partition
-		sets = sets[:0]
-		shut := map[string]bool{}
-		for _, q := range qs {
-			sh, ok := shut[q.Part]
-			if !ok {
-				var err error
-				if sh, err = s.core.GateShut(ctx, endpoint, q.Part); err != nil {
-					return nil, 0, err
-				}
-				shut[q.Part] = sh
-			}
-			if sh == (state == policy.Held) {
-				sets = append(sets, set{q.Due, q.Tag})
-			}
-		}
-	default:
-		return nil, 0, fmt.Errorf("redisstore: pending: state %q is not scheduled, held or in_flight", state)
+		sets = append(sets, set{key, q.Tag})
 	}
-	// Every set's first offset+limit+1 entries, merged by score (every
-	// queue, keyspace): one more than the page says
-	// whether there is a next page.
-	zs := make([]*redis.ZSliceCmd, len(sets))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, st := range sets {
-			zs[i] = p.ZRangeWithScores(ctx, st.key, 0, int64(offset+limit))
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, script.Wrap("redisstore: pending", err)
-	}
-	type member struct {
-		id, record string
-		score      float64
-	}
+	// The first offset+limit+1 members in state (one more says whether
+	// there is a next page), read from every set's first window entries
+	// merged by score (every queue, keyspace), the window doubled until
+	// enough are in state or the sets hold no more.
+	want := offset + limit + 1
 	var all []member
-	for i, z := range zs {
-		for _, m := range z.Val() {
-			id := m.Member.(string)
-			all = append(all, member{id, sets[i].tag + "c:" + id, m.Score})
+	for window := want; ; window *= 2 {
+		merged, more, err := s.firsts(ctx, sets, window)
+		if err != nil {
+			return nil, 0, err
+		}
+		if all, err = s.inState(ctx, merged, state); err != nil {
+			return nil, 0, err
+		}
+		if len(all) >= want || !more {
+			break
 		}
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].score < all[j].score })
 	if offset >= len(all) {
 		return []*policy.Callout{}, 0, nil
 	}
@@ -161,8 +126,10 @@ func (s *Reader) Pending(ctx context.Context, endpoint string, state policy.Stat
 		if err != nil {
 			return nil, 0, err
 		}
+		if c.State != state {
+			continue // moved on between the two reads
+		}
 		c.Body, c.AttemptLog, c.Response, c.Fingerprint = nil, nil, nil, ""
-		c.State = state
 		// The set's score is the due time (lease expiry in flight): the
 		// record does not keep it (keyspace).
 		if at := time.UnixMilli(int64(m.score)); state == policy.InFlight {
@@ -173,4 +140,68 @@ func (s *Reader) Pending(ctx context.Context, endpoint string, state policy.Stat
 		page = append(page, c)
 	}
 	return page, next, nil
+}
+
+// set is one due or lease set: its key, and its queue's key prefix.
+type set struct {
+	key, tag string
+}
+
+// member is one entry of a set: the callout's id, its record's key, and its
+// due time or lease expiry (ms).
+type member struct {
+	id, record string
+	score      float64
+}
+
+// firsts returns the first window members of every set, merged by score,
+// and whether any set holds more. One pipelined round trip.
+func (s *Reader) firsts(ctx context.Context, sets []set, window int) ([]member, bool, error) {
+	zs := make([]*redis.ZSliceCmd, len(sets))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, st := range sets {
+			zs[i] = p.ZRangeWithScores(ctx, st.key, 0, int64(window-1))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, false, script.Wrap("redisstore: pending", err)
+	}
+	var all []member
+	more := false
+	for i, z := range zs {
+		more = more || len(z.Val()) == window
+		for _, m := range z.Val() {
+			id := m.Member.(string)
+			all = append(all, member{id, sets[i].tag + "c:" + id, m.Score})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].score < all[j].score })
+	return all, more, nil
+}
+
+// inState keeps the members whose record is in state: all of them for
+// in_flight (the lease set holds nothing else), else those whose record
+// is in state (record.FieldState), read in one pipelined round trip.
+func (s *Reader) inState(ctx context.Context, all []member, state policy.State) ([]member, error) {
+	if state == policy.InFlight {
+		return all, nil
+	}
+	cmds := make([]*redis.StringCmd, len(all))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range all {
+			cmds[i] = p.HGet(ctx, m.record, record.FieldState)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, script.Wrap("redisstore: pending", err)
+	}
+	kept := all[:0:0]
+	for i, m := range all {
+		if record.StateOfCode(cmds[i].Val()) == state {
+			kept = append(kept, m)
+		}
+	}
+	return kept, nil
 }

@@ -45,7 +45,7 @@ const (
 	FieldLastErr  = "e" // last error
 	FieldFinished = "F" // finished ms
 	FieldReason   = "D" // dead-letter reason
-	FieldAckHold  = "w" // ms: its durable acknowledgement is out until then (create.lua); release_held.lua leaves it parked
+	FieldAckHold  = "w" // ms: its durable acknowledgement is out until then (create.lua); park.lua leaves it held
 )
 
 // chunkLen is the longest value a record stores in one field.
@@ -65,8 +65,11 @@ var stateCode = map[policy.State]string{
 	policy.Failed: "x", policy.DeadLettered: "d",
 }
 
+// stateOfCode reads stateCode back, and "g" as held too: a held callout
+// whose own due time is later than its gate's reopening, which a release
+// leaves at that time (lua/lib.lua holds).
 var stateOfCode = func() map[string]policy.State {
-	m := map[string]policy.State{}
+	m := map[string]policy.State{"g": policy.Held}
 	for s, c := range stateCode {
 		m[c] = s
 	}
