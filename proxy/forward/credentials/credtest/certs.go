@@ -58,6 +58,16 @@ func (ca *CA) Issue(t testing.TB, cn string) (certPEM, keyPEM []byte) {
 	return signPEM(t, tmpl, ca.cert, key, ca.key)
 }
 
+// IssueFiles issues a client certificate for cn as Issue does and writes
+// it and its key to dir/cn.crt and dir/cn.key (mode 0600), as an
+// endpoint's tls.client_cert_file and tls.client_key_file read them; it
+// returns the two paths.
+func (ca *CA) IssueFiles(t testing.TB, dir, cn string) (certFile, keyFile string) {
+	t.Helper()
+	certPEM, keyPEM := ca.Issue(t, cn)
+	return WriteFile(t, dir, cn+".crt", certPEM), WriteFile(t, dir, cn+".key", keyPEM)
+}
+
 // SelfSigned returns a self-signed P-256 certificate (PEM) for cn and
 // dnsNames, valid 2025–2035, and its PKCS #8 key (PEM).
 func SelfSigned(t testing.TB, cn string, dnsNames ...string) (certPEM, keyPEM []byte) {
