@@ -35,7 +35,7 @@ func TestRetryAfterDateHonoured(t *testing.T) {
 		// jitter 0.5 of base_delay 5s after attempt 1
 		{"past", -10 * time.Minute, http.TimeFormat, 2500 * time.Millisecond},
 	}
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		var h *harness
 		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			n := proctest.Received(r).PathN
