@@ -6,28 +6,26 @@ import (
 )
 
 // wantStatus is the contract §2 table restated independently of
-// classifyStatus, so the loop below checks one against the other.
+// classifyStatus (a table of the statuses with rules of their own, then one
+// of the classes, where classifyStatus is a switch), so the loop below
+// checks one against the other. status is 100 to 599.
 func wantStatus(status int) Classification {
-	switch {
-	case status/100 == 2:
-		return Classification{Success, ReasonStatus2xx}
-	case status == 501:
-		return Classification{Permanent, ReasonStatus501}
-	case status == 505:
-		return Classification{Permanent, ReasonStatus505}
-	case status/100 == 5:
-		return Classification{Retryable, ReasonStatus5xx}
-	case status == 408:
-		return Classification{Retryable, ReasonStatus408}
-	case status == 429:
-		return Classification{Retryable, ReasonStatus429}
-	case status/100 == 4:
-		return Classification{Permanent, ReasonStatus4xx}
-	case status/100 == 3:
-		return Classification{Permanent, ReasonStatus3xx}
-	default:
-		return Classification{Permanent, ReasonStatus1xx}
+	own := map[int]Classification{
+		408: {Retryable, ReasonStatus408},
+		429: {Retryable, ReasonStatus429},
+		501: {Permanent, ReasonStatus501},
+		505: {Permanent, ReasonStatus505},
 	}
+	if c, ok := own[status]; ok {
+		return c
+	}
+	return [...]Classification{
+		1: {Permanent, ReasonStatus1xx},
+		2: {Success, ReasonStatus2xx},
+		3: {Permanent, ReasonStatus3xx},
+		4: {Permanent, ReasonStatus4xx},
+		5: {Retryable, ReasonStatus5xx},
+	}[status/100]
 }
 
 func TestClassifyEveryStatus(t *testing.T) {
@@ -40,61 +38,26 @@ func TestClassifyEveryStatus(t *testing.T) {
 }
 
 func TestClassifyStatusTable(t *testing.T) {
-	tests := []struct {
-		status int
-		want   Classification
+	for _, c := range []struct {
+		want     Classification
+		statuses []int
 	}{
-		{100, Classification{Permanent, ReasonStatus1xx}},
-		{101, Classification{Permanent, ReasonStatus1xx}},
-		{199, Classification{Permanent, ReasonStatus1xx}},
-		{200, Classification{Success, ReasonStatus2xx}},
-		{201, Classification{Success, ReasonStatus2xx}},
-		{202, Classification{Success, ReasonStatus2xx}},
-		{204, Classification{Success, ReasonStatus2xx}},
-		{299, Classification{Success, ReasonStatus2xx}},
-		{300, Classification{Permanent, ReasonStatus3xx}},
-		{301, Classification{Permanent, ReasonStatus3xx}},
-		{304, Classification{Permanent, ReasonStatus3xx}},
-		{307, Classification{Permanent, ReasonStatus3xx}},
-		{308, Classification{Permanent, ReasonStatus3xx}},
-		{400, Classification{Permanent, ReasonStatus4xx}},
-		{401, Classification{Permanent, ReasonStatus4xx}},
-		{403, Classification{Permanent, ReasonStatus4xx}},
-		{404, Classification{Permanent, ReasonStatus4xx}},
-		{407, Classification{Permanent, ReasonStatus4xx}},
-		{408, Classification{Retryable, ReasonStatus408}},
-		{409, Classification{Permanent, ReasonStatus4xx}},
-		{422, Classification{Permanent, ReasonStatus4xx}},
-		{425, Classification{Permanent, ReasonStatus4xx}},
-		{428, Classification{Permanent, ReasonStatus4xx}},
-		{429, Classification{Retryable, ReasonStatus429}},
-		{431, Classification{Permanent, ReasonStatus4xx}},
-		{499, Classification{Permanent, ReasonStatus4xx}},
-		{500, Classification{Retryable, ReasonStatus5xx}},
-		{501, Classification{Permanent, ReasonStatus501}},
-		{502, Classification{Retryable, ReasonStatus5xx}},
-		{503, Classification{Retryable, ReasonStatus5xx}},
-		{504, Classification{Retryable, ReasonStatus5xx}},
-		{505, Classification{Permanent, ReasonStatus505}},
-		{506, Classification{Retryable, ReasonStatus5xx}},
-		{507, Classification{Retryable, ReasonStatus5xx}},
-		{511, Classification{Retryable, ReasonStatus5xx}},
-		{599, Classification{Retryable, ReasonStatus5xx}},
-		{0, Classification{Permanent, ReasonStatusInvalid}},
-		{-1, Classification{Permanent, ReasonStatusInvalid}},
-		{1, Classification{Permanent, ReasonStatusInvalid}},
-		{99, Classification{Permanent, ReasonStatusInvalid}},
-		{600, Classification{Permanent, ReasonStatusInvalid}},
-		{999, Classification{Permanent, ReasonStatusInvalid}},
-		{1000, Classification{Permanent, ReasonStatusInvalid}},
-		{-500, Classification{Permanent, ReasonStatusInvalid}},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
-			if got := Classify(tt.status, nil); got != tt.want {
-				t.Errorf("Classify(%d, nil) = %+v, want %+v", tt.status, got, tt.want)
+		{Classification{Permanent, ReasonStatus1xx}, []int{100, 101, 199}},
+		{Classification{Success, ReasonStatus2xx}, []int{200, 201, 202, 204, 299}},
+		{Classification{Permanent, ReasonStatus3xx}, []int{300, 301, 304, 307, 308}},
+		{Classification{Permanent, ReasonStatus4xx}, []int{400, 401, 403, 404, 407, 409, 422, 425, 428, 431, 499}},
+		{Classification{Retryable, ReasonStatus408}, []int{408}},
+		{Classification{Retryable, ReasonStatus429}, []int{429}},
+		{Classification{Retryable, ReasonStatus5xx}, []int{500, 502, 503, 504, 506, 507, 511, 599}},
+		{Classification{Permanent, ReasonStatus501}, []int{501}},
+		{Classification{Permanent, ReasonStatus505}, []int{505}},
+		{Classification{Permanent, ReasonStatusInvalid}, []int{0, -1, 1, 99, 600, 999, 1000, -500}},
+	} {
+		for _, status := range c.statuses {
+			if got := Classify(status, nil); got != c.want {
+				t.Errorf("Classify(%d, nil) = %+v, want %+v", status, got, c.want)
 			}
-		})
+		}
 	}
 }
 

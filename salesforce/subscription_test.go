@@ -82,6 +82,11 @@ func TestSubscriptionRestartResumes(t *testing.T) {
 	b.Step(ctx)
 	waitFor(t, "6 replays", func() bool { return se.counter.total() == 6 })
 	waitFor(t, "B handled every event", func() bool { return b.Counts().Events >= 4 }) // the 4 to 5 after the stored id
+	// B asked for more as its last full batch arrived; the server must
+	// count that FetchRequest before the clock moves ReprocessLease (a
+	// minute): a stream with none pending a minute after its last
+	// FetchResponse is closed, and B would subscribe again.
+	waitFor(t, "the server counts B's next FetchRequest", func() bool { return se.ps.Pending() > 0 })
 	// B looks again, once, at the requests it found claimed (A's, done).
 	se.clk.Advance(ReprocessLease)
 	b.Step(ctx)

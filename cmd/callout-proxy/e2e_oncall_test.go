@@ -118,26 +118,6 @@ func TestE2EHealthcheck(t *testing.T) {
 	}
 }
 
-// TestHealthURL: the configured listener on this host, loopback for an
-// unspecified address, https with TLS.
-func TestHealthURL(t *testing.T) {
-	for listen, want := range map[string]string{
-		"0.0.0.0:8080":   "http://127.0.0.1:8080/healthz",
-		":9000":          "http://127.0.0.1:9000/healthz",
-		"[::]:8080":      "http://127.0.0.1:8080/healthz",
-		"10.1.2.3:8080":  "http://10.1.2.3:8080/healthz",
-		"127.0.0.1:8443": "https://127.0.0.1:8443/healthz",
-	} {
-		cfg := &config.Config{Listen: listen}
-		if strings.HasSuffix(listen, "8443") {
-			cfg.TLSCertFile = "cert.pem"
-		}
-		if got, err := healthURL(cfg); err != nil || got != want {
-			t.Errorf("%s: %q, %v; want %q", listen, got, err, want)
-		}
-	}
-}
-
 // TestE2EAttemptLogsAlike: the synchronous first attempt and the
 // dispatcher's retries are logged at the same level with the same fields;
 // the dead-letter line names the last status and error; notify_owner is

@@ -232,16 +232,8 @@ func TestE2EChartCountsAcrossReplicas(t *testing.T) {
 // the viewer.
 func statsOf(t *testing.T, adminURL, endpoint string) api.EndpointStatsDoc {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, adminURL+"/admin/v1/endpoints/"+endpoint+"/stats?range=1h", nil)
-	req.Header.Set("Authorization", "Bearer "+testEnv()["TEST_VIEWER_TOKEN"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var doc api.EndpointStatsDoc
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("stats: %d %v", resp.StatusCode, err)
-	}
+	proctest.GetJSON(t, http.DefaultClient, adminURL+"/admin/v1/endpoints/"+endpoint+"/stats?range=1h",
+		"Bearer "+testEnv()["TEST_VIEWER_TOKEN"], &doc)
 	return doc
 }

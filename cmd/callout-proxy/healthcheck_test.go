@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/calloutproxy/callout-proxy/proxy/config"
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
@@ -30,6 +31,30 @@ func TestHealthzOf(t *testing.T) {
 	for _, raw := range []string{"127.0.0.1:9280", "ftp://host/", "http:///healthz", "://"} {
 		if got, err := healthzOf(raw); err == nil {
 			t.Errorf("%s: %q, want an error", raw, got)
+		}
+	}
+}
+
+// TestHealthURL: the configured listener on this host, loopback for an
+// unspecified address, https with TLS.
+func TestHealthURL(t *testing.T) {
+	for _, c := range []struct {
+		listen string
+		tls    bool
+		want   string
+	}{
+		{"0.0.0.0:8080", false, "http://127.0.0.1:8080/healthz"},
+		{":9000", false, "http://127.0.0.1:9000/healthz"},
+		{"[::]:8080", false, "http://127.0.0.1:8080/healthz"},
+		{"10.1.2.3:8080", false, "http://10.1.2.3:8080/healthz"},
+		{"127.0.0.1:8443", true, "https://127.0.0.1:8443/healthz"},
+	} {
+		cfg := &config.Config{Listen: c.listen}
+		if c.tls {
+			cfg.TLSCertFile = "cert.pem"
+		}
+		if got, err := healthURL(cfg); err != nil || got != c.want {
+			t.Errorf("%s (tls %v): %q, %v; want %q", c.listen, c.tls, got, err, c.want)
 		}
 	}
 }

@@ -64,9 +64,7 @@ func dltConfig() *config.Config {
 // forEachDLT runs fn on every backend with a fresh dltEnv.
 func forEachDLT(t *testing.T, fn func(t *testing.T, e *dltEnv)) {
 	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { fn(t, newDLTEnv(t, b)) })
-	}
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) { fn(t, newDLTEnv(t, b)) })
 }
 
 func newDLTEnv(t *testing.T, b redistest.Backend) *dltEnv {

@@ -198,63 +198,59 @@ func TestAdminAuthAndAudit(t *testing.T) {
 			problem.MethodNotAllowed, nil},
 		{"no such admin route", "GET", "/admin/v1/nothing", admWriteToken, "", problem.NotFound, nil},
 	}
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			e := newAdmEnv(t, b, nil)
-			for _, tt := range tests {
-				t.Run(tt.name, func(t *testing.T) {
-					before := len(e.audits(t))
-					w := e.do(t, tt.method, tt.path, tt.token, tt.body)
-					if tt.want == "" {
-						var list api.EndpointList
-						admDecode(t, w, http.StatusOK, "application/json", &list)
-						if len(list.Endpoints) != 2 || list.Endpoints[0].Name != "crm-api" ||
-							list.Endpoints[1].Name != "pay-api" {
-							t.Fatalf("endpoints = %+v, want crm-api, pay-api", list.Endpoints)
-						}
-					} else {
-						wantProblem(t, w, tt.want)
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
+		e := newAdmEnv(t, b, nil)
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				before := len(e.audits(t))
+				w := e.do(t, tt.method, tt.path, tt.token, tt.body)
+				if tt.want == "" {
+					var list api.EndpointList
+					admDecode(t, w, http.StatusOK, "application/json", &list)
+					if len(list.Endpoints) != 2 || list.Endpoints[0].Name != "crm-api" ||
+						list.Endpoints[1].Name != "pay-api" {
+						t.Fatalf("endpoints = %+v, want crm-api, pay-api", list.Endpoints)
 					}
-					if tt.audit == nil {
-						if n := len(e.audits(t)); n != before {
-							t.Fatalf("%d new audit lines, want none", n-before)
-						}
-						return
+				} else {
+					wantProblem(t, w, tt.want)
+				}
+				if tt.audit == nil {
+					if n := len(e.audits(t)); n != before {
+						t.Fatalf("%d new audit lines, want none", n-before)
 					}
-					e.wantAudit(t, tt.audit.token, tt.audit.action, tt.audit.endpoint, tt.audit.result)
-				})
-			}
-			if st, err := e.store.EndpointState(t.Context(), "pay-api"); err != nil || st.Disabled {
-				t.Fatalf("a refused disable changed the endpoint: %+v, %v", st, err)
-			}
-		})
-	}
+					return
+				}
+				e.wantAudit(t, tt.audit.token, tt.audit.action, tt.audit.endpoint, tt.audit.result)
+			})
+		}
+		if st, err := e.store.EndpointState(t.Context(), "pay-api"); err != nil || st.Disabled {
+			t.Fatalf("a refused disable changed the endpoint: %+v, %v", st, err)
+		}
+	})
 }
 
 // TestAdminEndpointState: GET shows the breaker as the store has it: open
 // with opened_at and next_probe_at, then half_open once the interval passed.
 func TestAdminEndpointState(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			e := newAdmEnv(t, b, nil)
-			var doc api.EndpointDoc
-			admDecode(t, e.do(t, "GET", "/admin/v1/endpoints/pay-api", admReadToken, ""), 200, "application/json", &doc)
-			if doc.Breaker != "closed" || doc.Gate != "open" || doc.OpenedAt != nil || doc.NextProbeAt != nil ||
-				doc.BreakerFailures != 2 || doc.BreakerProbeInterval != "1m0s" || doc.DisableAfter != "72h0m0s" {
-				t.Fatalf("fresh endpoint = %+v", doc)
-			}
-			e.openPayBreaker(t)
-			admDecode(t, e.do(t, "GET", "/admin/v1/endpoints/pay-api", admReadToken, ""), 200, "application/json", &doc)
-			if doc.Breaker != "open" || doc.Gate != "breaker_open" || doc.ConsecutiveFailures != 2 ||
-				doc.OpenedAt == nil || !doc.OpenedAt.Equal(admT0) || doc.NextProbeAt == nil ||
-				!doc.NextProbeAt.Equal(admT0.Add(time.Minute)) || doc.OutageStartedAt == nil {
-				t.Fatalf("open endpoint = %+v", doc)
-			}
-			e.now = admT0.Add(time.Minute)
-			admDecode(t, e.do(t, "GET", "/admin/v1/endpoints/pay-api", admReadToken, ""), 200, "application/json", &doc)
-			if doc.Breaker != "half_open" || doc.Gate != "half_open" || !doc.NextProbeAt.Equal(admT0.Add(time.Minute)) {
-				t.Fatalf("endpoint after the interval = %+v", doc)
-			}
-		})
-	}
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
+		e := newAdmEnv(t, b, nil)
+		var doc api.EndpointDoc
+		admDecode(t, e.do(t, "GET", "/admin/v1/endpoints/pay-api", admReadToken, ""), 200, "application/json", &doc)
+		if doc.Breaker != "closed" || doc.Gate != "open" || doc.OpenedAt != nil || doc.NextProbeAt != nil ||
+			doc.BreakerFailures != 2 || doc.BreakerProbeInterval != "1m0s" || doc.DisableAfter != "72h0m0s" {
+			t.Fatalf("fresh endpoint = %+v", doc)
+		}
+		e.openPayBreaker(t)
+		admDecode(t, e.do(t, "GET", "/admin/v1/endpoints/pay-api", admReadToken, ""), 200, "application/json", &doc)
+		if doc.Breaker != "open" || doc.Gate != "breaker_open" || doc.ConsecutiveFailures != 2 ||
+			doc.OpenedAt == nil || !doc.OpenedAt.Equal(admT0) || doc.NextProbeAt == nil ||
+			!doc.NextProbeAt.Equal(admT0.Add(time.Minute)) || doc.OutageStartedAt == nil {
+			t.Fatalf("open endpoint = %+v", doc)
+		}
+		e.now = admT0.Add(time.Minute)
+		admDecode(t, e.do(t, "GET", "/admin/v1/endpoints/pay-api", admReadToken, ""), 200, "application/json", &doc)
+		if doc.Breaker != "half_open" || doc.Gate != "half_open" || !doc.NextProbeAt.Equal(admT0.Add(time.Minute)) {
+			t.Fatalf("endpoint after the interval = %+v", doc)
+		}
+	})
 }

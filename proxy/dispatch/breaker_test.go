@@ -70,7 +70,7 @@ func openBreaker(t *testing.T, h *harness, d *dispatch.Dispatcher, n int) []stri
 // attempt; at the probe time exactly one callout goes, as kind probe; its
 // success closes the breaker and the held callouts follow.
 func TestBreakerHoldsAndProbes(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		var healthy atomic.Bool
 		h := breakerHarness(t, b, &healthy)
 		watch := &changes{}
@@ -126,7 +126,7 @@ func TestBreakerHoldsAndProbes(t *testing.T) {
 // resumes within a second (the gate is re-read from Redis at least that
 // often).
 func TestResetBreakerResumesDispatch(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		var healthy atomic.Bool
 		h := breakerHarness(t, b, &healthy)
 		d := h.dispatcher(h.store, dispatchOpts())

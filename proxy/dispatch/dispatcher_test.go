@@ -25,7 +25,7 @@ var msPolicy = []string{"base_delay: 1ms", "multiplier: 2", "max_delay: 4ms"}
 // (contract §5), final state succeeded with the final response, the attempt log
 // complete, and attempts_total / retries_scheduled_total counting it.
 func TestRetryChainSucceeds(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			n := proctest.Received(r).PathN
 			if n <= 3 {
@@ -104,7 +104,7 @@ func checkChainLog(t *testing.T, log []policy.Attempt) {
 func TestAmbiguousWrite(t *testing.T) {
 	// the header limit runs out first: the reason is exact
 	limits := []string{"connect_timeout: 100ms", "header_timeout: 100ms", "attempt_timeout: 200ms"}
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		up := proctest.NewUpstream(t, held(http.StatusOK))
 		h := newHarness(t, b, newConfig(t, nil,
 			ep{name: "ignored", url: up.URL, extra: append([]string{"idempotency: ignored"}, limits...)},
@@ -142,7 +142,7 @@ func TestAmbiguousWrite(t *testing.T) {
 // scheduled callout: one dispatch, a dead letter (reason permanent) at
 // once, never retried (contract §2, §7).
 func TestPermanentDeadLetteredAtOnce(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		h, up := payHarness(t, b, nil, status(http.StatusForbidden))
 		d := h.dispatcher(h.store, dispatchOpts())
 		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "k-403", time.Time{})

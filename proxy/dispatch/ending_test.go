@@ -15,7 +15,7 @@ import (
 // dead letter, reason endpoint_disabled (contract §6). The dispatcher must
 // report that ending with that reason, and no retry scheduled.
 func TestDisabledDuringAttempt(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		h, up := payHarness(t, b, nil, held(http.StatusServiceUnavailable))
 		d := h.dispatcher(h.store, dispatchOpts())
 		id := h.enqueue("pay", http.MethodPost, "/v1/charges", "k-dis", time.Time{})
@@ -47,7 +47,7 @@ func TestDisabledDuringAttempt(t *testing.T) {
 // comes first) and becomes a dead letter without another dispatch, its
 // attempt count unchanged. Here max_age is 10m and the pause 1h.
 func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/limited" {
 				w.Header().Set("Retry-After", "3600")
@@ -96,7 +96,7 @@ func TestHeldPastMaxAgeNotDispatched(t *testing.T) {
 // send it again, and the attempt count stays 1 (contract §3: every real
 // dispatch counts; 1 in all).
 func TestReapedLastAttemptNotRepeated(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		h, up := payHarness(t, b, []string{"max_attempts: 1"}, held(http.StatusOK))
 		d1 := h.dispatcher(h.store, dispatchOpts())
 		d2 := h.dispatcher(h.newStore(), dispatchOpts())

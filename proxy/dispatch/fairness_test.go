@@ -57,7 +57,7 @@ func (f *fairness) claimedOf(ids []string) int {
 // b's callouts; b's last one follows as soon as slots free up, while a's
 // first 4 still hang.
 func TestBatchBoundServesOtherEndpoints(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		// b answers its first 4 at once and holds the 5th, so round 2's
 		// free slots do not depend on how fast b's answer comes back
 		f := newFairness(t, b, func(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +108,7 @@ func TestBatchBoundServesOtherEndpoints(t *testing.T) {
 // atomic max) while the upstreams hang and while they answer, across many
 // Rounds that race the completions.
 func TestConcurrencyBounds(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		f := newFairness(t, b, held(http.StatusOK), "max_concurrency: 3")
 		h := f.h
 		d := h.dispatcher(h.store, dispatch.Options{Concurrency: 5, PerEndpoint: 16, Batch: 16})

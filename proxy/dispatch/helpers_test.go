@@ -97,15 +97,6 @@ type harness struct {
 	seeds atomic.Uint64
 }
 
-// forEachBackend runs fn as a subtest on every backend redistest offers
-// (miniredis always; real single node and cluster when configured).
-func forEachBackend(t *testing.T, fn func(t *testing.T, b redistest.Backend)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
-	}
-}
-
 // newHarness returns a harness on b with cfg, its clock at t0.
 func newHarness(t testing.TB, b redistest.Backend, cfg *config.Config) *harness {
 	m, err := metrics.New(prometheus.NewRegistry())

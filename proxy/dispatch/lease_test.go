@@ -24,7 +24,7 @@ import (
 // (both were real dispatches), and the upstream saw the same
 // Idempotency-Key twice (contract §5).
 func TestLeaseExpiryRedispatches(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			n := proctest.Received(r).PathN
 			if n == 1 {
@@ -87,7 +87,7 @@ func TestLeaseExpiryRedispatches(t *testing.T) {
 // the callout and was lost) carries the callout_id and the trace_id of the
 // traceparent its caller sent, tracing off (contract §12 "log fields").
 func TestLeaseExpiredLine(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		h, _ := payHarness(t, b, nil, status(http.StatusOK))
 		const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 		res, err := h.store.Enqueue(ctxT(t), policy.NewCallout{Endpoint: "pay", Issuer: testIssuer,
@@ -136,7 +136,7 @@ func checkLeaseLog(t *testing.T, log []policy.Attempt) {
 // §1: none ever runs in two places at once) and counts one attempt.
 func TestConcurrentRoundsClaimOnce(t *testing.T) {
 	const n = 40
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		h, up := payHarness(t, b, nil, status(http.StatusOK))
 		opts := dispatch.Options{Concurrency: 16, PerEndpoint: 16, Batch: 3}
 		ds := []*dispatch.Dispatcher{h.dispatcher(h.store, opts), h.dispatcher(h.newStore(), opts)}

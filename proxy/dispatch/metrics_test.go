@@ -19,7 +19,7 @@ import (
 // callout_attempts_total by kind, callout_retries_scheduled_total,
 // callout_dead_letters_total by reason and callout_schedule_lag_seconds.
 func TestMetricsAfterScenarios(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		flaky := proctest.NewUpstream(t, sequence(503, 503, 200))
 		down := proctest.NewUpstream(t, status(http.StatusBadGateway))
 		refuse := proctest.NewUpstream(t, status(http.StatusForbidden))

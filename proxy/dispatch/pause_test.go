@@ -20,7 +20,7 @@ import (
 // not count toward the breaker (contract §6), and endpoint F is unaffected.
 // When the clock reaches the pause's end everything on E is dispatched.
 func TestPauseOn429(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		eUp := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			n := proctest.Received(r).PathN
 			if r.URL.Path == "/first" && n == 1 {
@@ -110,7 +110,7 @@ func checkPaused(t *testing.T, h *harness, first string) {
 // without asking Redis, but only for GateRecheck; then it claims again (so
 // an admin's reset is seen).
 func TestShutGateCachedBriefly(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		probing, release := make(chan struct{}), make(chan struct{})
 		var failing atomic.Bool
 		failing.Store(true)

@@ -17,7 +17,7 @@ import (
 // callout of the queue for the slot it frees, so 20 callouts take one
 // ClaimBatch, and the endpoint's bound (PerEndpoint 4) holds throughout.
 func TestRefillsDrainInTheCompletionsCalls(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		h, up := payHarness(t, b, nil, status(http.StatusOK))
 		ids := h.enqueueMany("pay", 20)
 		c := redisstore.NewCompleter(h.store, batch.Options{})

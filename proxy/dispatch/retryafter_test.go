@@ -11,11 +11,10 @@ import (
 	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
-// HTTP-date layouts of RFC 9110 §5.6.7.
-const (
-	rfc850Layout  = "Monday, 02-Jan-06 15:04:05 GMT"
-	asctimeLayout = "Mon Jan _2 15:04:05 2006"
-)
+// rfc850Layout is the obsolete RFC 850 form of an HTTP-date (RFC 9110
+// §5.6.7), in GMT: time.RFC850 writes the zone's name, UTC. The other two
+// forms are Go's http.TimeFormat and time.ANSIC.
+const rfc850Layout = "Monday, 02-Jan-06 15:04:05 GMT"
 
 // TestRetryAfterDateHonoured: an upstream answers 503 with a Retry-After
 // HTTP-date (RFC 9110 §10.2.3, any §5.6.7 form) computed from the injected
@@ -31,11 +30,11 @@ func TestRetryAfterDateHonoured(t *testing.T) {
 	}{
 		{"imf-fixdate", 90 * time.Second, http.TimeFormat, 90 * time.Second},
 		{"rfc850", 90 * time.Second, rfc850Layout, 90 * time.Second},
-		{"asctime", 90 * time.Second, asctimeLayout, 90 * time.Second},
+		{"asctime", 90 * time.Second, time.ANSIC, 90 * time.Second},
 		// jitter 0.5 of base_delay 5s after attempt 1
 		{"past", -10 * time.Minute, http.TimeFormat, 2500 * time.Millisecond},
 	}
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		var h *harness
 		up := proctest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			n := proctest.Received(r).PathN

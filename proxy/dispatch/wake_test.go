@@ -18,7 +18,7 @@ import (
 // empty queue wakes it through the store's pub/sub channel, and it is
 // claimed and done.
 func TestWakesOnAnotherReplicasEnqueue(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b redistest.Backend) {
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
 		up := proctest.NewUpstream(t, status(http.StatusOK))
 		h := newHarness(t, b, newConfig(t, nil, ep{name: "e", url: up.URL}))
 		other := h.newStore() // the replica that enqueues

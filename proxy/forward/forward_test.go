@@ -28,7 +28,8 @@ type forwardCase struct {
 	name     string
 	req      *Request
 	injected map[string]config.SecretRef
-	check    func(t *testing.T, s seen)
+	header   http.Header                // exact values the upstream must see; an empty slice: absent
+	check    func(t *testing.T, s seen) // what else it must see; nil: nothing
 }
 
 // forwardCases are the requests of TestDoForwardsRequest; injected values
@@ -40,13 +41,11 @@ func forwardCases() []forwardCase {
 			req: &Request{Method: http.MethodPost, Path: "/v1/charges/ch%20x/caf%C3%A9", RawQuery: "a=1&b=%2F&c",
 				Header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {`"k-1"`}},
 				Body:   []byte(`{"a":1}`)},
+			header: http.Header{"Content-Length": {"7"}, "Idempotency-Key": {`"k-1"`}, "Transfer-Encoding": {}},
 			check: func(t *testing.T, s seen) {
 				want(t, "method", s.Method, "POST")
 				want(t, "request URI", s.RequestURI, "/base/v1/charges/ch%20x/caf%C3%A9?a=1&b=%2F&c")
 				want(t, "body", string(s.Body), `{"a":1}`)
-				wantValues(t, s.Header, "Content-Length", "7")
-				wantValues(t, s.Header, "Idempotency-Key", `"k-1"`)
-				wantValues(t, s.Header, "Transfer-Encoding")
 			},
 		},
 		{
@@ -54,30 +53,24 @@ func forwardCases() []forwardCase {
 			req: &Request{Method: http.MethodPost, Path: "/v1/charges", Body: []byte(apexBody), Header: http.Header{
 				"User-Agent": {apexUA}, "Accept": {apexAccept}, "SFDC_STACK_DEPTH": {"1"}, "Content-Type": {apexCT},
 			}},
+			header: http.Header{"User-Agent": {apexUA}, "Accept": {apexAccept}, "Content-Type": {apexCT}},
 			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "User-Agent", apexUA)
-				wantValues(t, s.Header, "Accept", apexAccept)
-				wantValues(t, s.Header, "Content-Type", apexCT)
 				want(t, "SFDC_STACK_DEPTH", s.Header.Get("SFDC_STACK_DEPTH"), "1")
 				want(t, "body", string(s.Body), apexBody)
 			},
 		},
 		{
-			name: "no User-Agent from the caller, none upstream",
-			req:  get("/x"),
+			name:   "no User-Agent from the caller, none upstream",
+			req:    get("/x"),
+			header: http.Header{"User-Agent": {}, "Content-Length": {}, "Accept-Encoding": {}},
 			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "User-Agent")
-				wantValues(t, s.Header, "Content-Length")
-				wantValues(t, s.Header, "Accept-Encoding")
 				want(t, "body", string(s.Body), "")
 			},
 		},
 		{
-			name: "empty PUT sends Content-Length: 0",
-			req:  &Request{Method: http.MethodPut, Path: "/x", Header: http.Header{}},
-			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "Content-Length", "0")
-			},
+			name:   "empty PUT sends Content-Length: 0",
+			req:    &Request{Method: http.MethodPut, Path: "/x", Header: http.Header{}},
+			header: http.Header{"Content-Length": {"0"}},
 		},
 		{
 			name: "caller credentials and Prefer stay at the proxy",
@@ -85,12 +78,8 @@ func forwardCases() []forwardCase {
 				"Authorization": {"Bearer caller.jwt"}, "Cookie": {"sid=1"}, "Proxy-Authorization": {"Basic eA=="},
 				"Prefer": {"respond-async"}, "Callout-Source-Record": {"001000000000001AAA"},
 			}},
+			header: http.Header{"Authorization": {}, "Cookie": {}, "Proxy-Authorization": {}, "Prefer": {}, "Callout-Source-Record": {"001000000000001AAA"}},
 			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "Authorization")
-				wantValues(t, s.Header, "Cookie")
-				wantValues(t, s.Header, "Proxy-Authorization")
-				wantValues(t, s.Header, "Prefer")
-				wantValues(t, s.Header, "Callout-Source-Record", "001000000000001AAA")
 				want(t, "request URI", s.RequestURI, "/base")
 			},
 		},
@@ -100,10 +89,7 @@ func forwardCases() []forwardCase {
 			req: &Request{Method: http.MethodGet, Path: "/x", Header: http.Header{
 				"Authorization": {"Bearer caller.jwt"}, "X-Api-Key": {"caller-key"}, "x-api-key": {"caller-key-2"},
 			}},
-			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "Authorization", "Bearer upstream-token")
-				wantValues(t, s.Header, "X-Api-Key", "upstream-key")
-			},
+			header: http.Header{"Authorization": {"Bearer upstream-token"}, "X-Api-Key": {"upstream-key"}},
 		},
 		{
 			name:     "empty Connection next to Connection: X-Api-Key",
@@ -111,10 +97,7 @@ func forwardCases() []forwardCase {
 			req: &Request{Method: http.MethodGet, Path: "/x", Header: http.Header{
 				"Connection": {"", "X-Api-Key"}, "X-Api-Key": {"caller-key"}, "X-Other": {"1"},
 			}},
-			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "X-Api-Key", "upstream-key")
-				wantValues(t, s.Header, "X-Other", "1")
-			},
+			header: http.Header{"X-Api-Key": {"upstream-key"}, "X-Other": {"1"}},
 		},
 		{
 			name:     "Connection: Authorization keeps the injected Authorization",
@@ -122,9 +105,7 @@ func forwardCases() []forwardCase {
 			req: &Request{Method: http.MethodGet, Path: "/x", Header: http.Header{
 				"Connection": {"Authorization"}, "Authorization": {"Bearer caller.jwt"},
 			}},
-			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "Authorization", "Bearer upstream-token")
-			},
+			header: http.Header{"Authorization": {"Bearer upstream-token"}},
 		},
 		{
 			name: "Upgrade: h2c with HTTP2-Settings is not forwarded",
@@ -132,18 +113,15 @@ func forwardCases() []forwardCase {
 				"Connection": {"Upgrade, HTTP2-Settings"}, "Upgrade": {"h2c"},
 				"Http2-Settings": {"AAMAAABkAARAAAAAAAIAAAAA"},
 			}},
+			header: http.Header{"Upgrade": {}, "Http2-Settings": {}},
 			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "Upgrade")
-				wantValues(t, s.Header, "Http2-Settings")
 				want(t, "proto", fmt.Sprint(s.ProtoMajor), "1")
 			},
 		},
 		{
-			name: "TE: trailers is not forwarded",
-			req:  &Request{Method: http.MethodGet, Path: "/x", Header: http.Header{"Te": {"trailers"}}},
-			check: func(t *testing.T, s seen) {
-				wantValues(t, s.Header, "Te")
-			},
+			name:   "TE: trailers is not forwarded",
+			req:    &Request{Method: http.MethodGet, Path: "/x", Header: http.Header{"Te": {"trailers"}}},
+			header: http.Header{"Te": {}},
 		},
 	}
 }
@@ -167,7 +145,12 @@ func TestDoForwardsRequest(t *testing.T) {
 			if len(all) != before+1 {
 				t.Fatalf("backend saw %d requests, want 1", len(all)-before)
 			}
-			tt.check(t, all[before])
+			for k, vs := range tt.header {
+				wantValues(t, all[before].Header, k, vs...)
+			}
+			if tt.check != nil {
+				tt.check(t, all[before])
+			}
 		})
 	}
 }

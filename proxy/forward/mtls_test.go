@@ -23,10 +23,7 @@ import (
 func TestMTLS(t *testing.T) {
 	ca := credtest.NewCA(t, "upstream client CA")
 	srv, upstreamCA := credtest.MTLSServer(t, ca)
-	dir := t.TempDir()
-	certPEM, keyPEM := ca.Issue(t, "proxy-client-1")
-	certFile := credtest.WriteFile(t, dir, "tls.crt", certPEM)
-	keyFile := credtest.WriteFile(t, dir, "tls.key", keyPEM)
+	certFile, keyFile := ca.IssueFiles(t, t.TempDir(), "proxy-client-1")
 	f := newForwarder(t, Options{})
 	tests := []struct {
 		name   string

@@ -42,9 +42,7 @@ const (
 // reaches the upstream with a token minted with the new secret — no
 // restart, and no credential in the store or the logs.
 func TestReplayAfterSecretRotation(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { replayAfterRotation(t, b) })
-	}
+	redistest.ForEach(t, replayAfterRotation)
 }
 
 func replayAfterRotation(t *testing.T, b redistest.Backend) {

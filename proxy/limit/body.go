@@ -161,35 +161,8 @@ func WriteDeadline(d time.Duration, next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&deadlineWriter{ResponseWriter: w, d: d}, r)
+		next.ServeHTTP(&beforeAnswer{ResponseWriter: w, before: func() {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+		}}, r)
 	})
 }
-
-// deadlineWriter sets the connection's write deadline on the first write.
-type deadlineWriter struct {
-	http.ResponseWriter
-	d   time.Duration
-	set bool
-}
-
-func (w *deadlineWriter) arm() {
-	if !w.set {
-		w.set = true
-		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.d))
-	}
-}
-
-func (w *deadlineWriter) WriteHeader(code int) {
-	if code >= 200 { // 1xx answers are interim; the final one is what takes time
-		w.arm()
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *deadlineWriter) Write(b []byte) (int, error) {
-	w.arm()
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

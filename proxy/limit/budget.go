@@ -79,14 +79,7 @@ func NewBudget(max int64, wait time.Duration, share int64) *Budget {
 
 // Share is the bytes one organisation may hold under pressure
 // (limits.max_inflight_bytes_per_issuer); 0 when no share applies.
-func (b *Budget) Share() int64 {
-	if b == nil {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.share
-}
+func (b *Budget) Share() int64 { return b.read(func() int64 { return b.share }) }
 
 // SetShare sets the bytes one organisation may hold under pressure (a
 // reload's limits.max_inflight_bytes_per_issuer, resolved: a fair share
@@ -98,14 +91,7 @@ func (b *Budget) SetShare(share int64) {
 }
 
 // OrgInUse is the number of bytes organisation org holds now.
-func (b *Budget) OrgInUse(org string) int64 {
-	if b == nil {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.byOrg[org]
-}
+func (b *Budget) OrgInUse(org string) int64 { return b.read(func() int64 { return b.byOrg[org] }) }
 
 // Collectors are the budget's metrics: callout_inflight_bytes (bytes held
 // now), callout_inflight_bytes_limit and callout_overloaded_total.
@@ -128,13 +114,17 @@ func (b *Budget) Collectors() []prometheus.Collector {
 }
 
 // InUse is the number of bytes reserved now.
-func (b *Budget) InUse() int64 {
+func (b *Budget) InUse() int64 { return b.read(func() int64 { return b.used }) }
+
+// read returns f's answer under the budget's lock; a nil budget (no memory
+// limit) reads 0.
+func (b *Budget) read(f func() int64) int64 {
 	if b == nil {
 		return 0
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used
+	return f()
 }
 
 // Holder returns a new, empty holder: one request's share of the budget.

@@ -86,6 +86,15 @@ func (r *shareRig) running(org string) (*Conn, context.Context) {
 	return c, ctx
 }
 
+// pastBody is running with the request's body read to its end: the
+// request is at its upstream.
+func (r *shareRig) pastBody(org string) context.Context {
+	r.t.Helper()
+	_, ctx := r.running(org)
+	BodyRead(ctx)
+	return ctx
+}
+
 // runN is running n times; it returns the connections and their contexts,
 // oldest first.
 func (r *shareRig) runN(n int, org string) ([]*Conn, []context.Context) {
@@ -294,11 +303,9 @@ func TestConnectionShareNewGrace(t *testing.T) {
 func TestConnectionShareCutsReceivingFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 4, 1)
-		_, p1ctx := r.running("org-a")
-		BodyRead(p1ctx)
+		p1ctx := r.pastBody("org-a")
 		_, rctx := r.running("org-a")
-		_, p2ctx := r.running("org-a")
-		BodyRead(p2ctx)
+		p2ctx := r.pastBody("org-a")
 		_, bctx := r.running("org-b")
 		n1, n1ctx := r.accept()
 		if !WasCut(rctx) || WasCut(p1ctx) || WasCut(p2ctx) {
@@ -432,10 +439,8 @@ func TestConnectionShareUnverifiedRequestGrace(t *testing.T) {
 func TestConnectionShareCutAfterReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newShareRig(t, 2, 0)
-		_, ctx1 := r.running("org-a")
-		BodyRead(ctx1)
-		_, ctx2 := r.running("org-a")
-		BodyRead(ctx2)
+		ctx1 := r.pastBody("org-a")
+		r.pastBody("org-a")
 		cut := Cut(ctx1) // as the write path takes it, before the reload
 		r.l.SetShare(1)
 		r.accept()

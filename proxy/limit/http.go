@@ -42,7 +42,11 @@ func CloseIfBodyUnread(next http.Handler) http.Handler {
 		}
 		b := &eofBody{ReadCloser: r.Body}
 		r.Body = b
-		next.ServeHTTP(&closeIfUnread{ResponseWriter: w, body: b}, r)
+		next.ServeHTTP(&beforeAnswer{ResponseWriter: w, before: func() {
+			if !b.eof {
+				w.Header().Set("Connection", "close")
+			}
+		}}, r)
 	})
 }
 
@@ -60,34 +64,33 @@ func (b *eofBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// closeIfUnread sets Connection: close on the final answer while the body
-// is unread.
-type closeIfUnread struct {
+// beforeAnswer calls before once, just before the final answer starts: at
+// the first WriteHeader with a status of 200 or more (1xx answers are
+// interim) or the first Write, whichever comes first.
+type beforeAnswer struct {
 	http.ResponseWriter
-	body    *eofBody
-	written bool
+	before  func()
+	started bool
 }
 
-func (w *closeIfUnread) final() {
-	if !w.written {
-		w.written = true
-		if !w.body.eof {
-			w.ResponseWriter.Header().Set("Connection", "close")
-		}
+func (w *beforeAnswer) start() {
+	if !w.started {
+		w.started = true
+		w.before()
 	}
 }
 
-func (w *closeIfUnread) WriteHeader(code int) {
+func (w *beforeAnswer) WriteHeader(code int) {
 	if code >= 200 {
-		w.final()
+		w.start()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *closeIfUnread) Write(p []byte) (int, error) {
-	w.final()
+func (w *beforeAnswer) Write(p []byte) (int, error) {
+	w.start()
 	return w.ResponseWriter.Write(p)
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.
-func (w *closeIfUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *beforeAnswer) Unwrap() http.ResponseWriter { return w.ResponseWriter }

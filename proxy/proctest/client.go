@@ -1,9 +1,11 @@
 package proctest
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -47,4 +49,21 @@ func Send(c *http.Client, method, url string, hdr http.Header, body string) (Ans
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
+}
+
+// GetJSON GETs url with c, the Authorization field set to auth (a whole
+// value, "Bearer …"), and decodes its answer's JSON body into v. It fails
+// the test unless the answer is 200 and decodes.
+func GetJSON(t testing.TB, c *http.Client, url, auth string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", auth)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
+	}
 }

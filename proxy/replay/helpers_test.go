@@ -55,18 +55,16 @@ func testConfig() *config.Config {
 // forEachBackend runs fn as a subtest on every backend redistest offers.
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *testEnv)) {
 	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			e := &testEnv{b: b, clk: clocktest.New(t0), cfg: testConfig(), logs: &proctest.LogBuffer{}}
-			var seed [32]byte
-			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-			e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
-				DeadLetterRetention: 30 * 24 * time.Hour})
-			binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
-			e.jobs = jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed)})
-			fn(t, e)
-		})
-	}
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
+		e := &testEnv{b: b, clk: clocktest.New(t0), cfg: testConfig(), logs: &proctest.LogBuffer{}}
+		var seed [32]byte
+		binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
+		e.store = redisstore.New(b.Client, redisstore.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed),
+			DeadLetterRetention: 30 * 24 * time.Hour})
+		binary.LittleEndian.PutUint64(seed[:], e.seeds.Add(1))
+		e.jobs = jobs.New(b.Client, jobs.Options{PinScriptTime: true, Now: e.clk.Now, Rand: rand.NewChaCha8(seed)})
+		fn(t, e)
+	})
 }
 
 // deadLetters returns the dead-letter store over e's store, on e's clock.

@@ -170,19 +170,17 @@ func TestCheckKeepsTheGaugeWhenRedisFails(t *testing.T) {
 // set) an unskewed host measures an offset within its round trip, and a
 // clock set 90 s ahead measures 90 s.
 func TestMeasureOnRedis(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			for _, skew := range []time.Duration{0, 90 * time.Second} {
-				now := func() time.Time { return time.Now().Add(skew) }
-				off, rtt, err := Measure(context.Background(), b.Client, now)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// TIME has microsecond resolution; allow the round trip.
-				if d := off - skew; d > rtt+time.Millisecond || d < -rtt-time.Millisecond {
-					t.Fatalf("skew %v: offset %v (round trip %v)", skew, off, rtt)
-				}
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
+		for _, skew := range []time.Duration{0, 90 * time.Second} {
+			now := func() time.Time { return time.Now().Add(skew) }
+			off, rtt, err := Measure(context.Background(), b.Client, now)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			// TIME has microsecond resolution; allow the round trip.
+			if d := off - skew; d > rtt+time.Millisecond || d < -rtt-time.Millisecond {
+				t.Fatalf("skew %v: offset %v (round trip %v)", skew, off, rtt)
+			}
+		}
+	})
 }

@@ -129,6 +129,7 @@ type PubSub struct {
 	seq     uint64
 	calls   map[string]int // RPCs received by method
 	streams int            // Subscribe streams open
+	pending int            // events the open streams asked for and were not sent (Pending)
 	closeCh chan struct{}  // closed and replaced by CloseStreams
 	presets []string       // the replay preset of every Subscribe set up or refused
 	fails   int            // Subscribe calls still to refuse (FailSubscribes)
@@ -267,6 +268,20 @@ func (p *PubSub) Streams() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.streams
+}
+
+// Pending returns how many events the open Subscribe streams asked for
+// and were not sent yet: the sum of their pending_num_requested as the
+// server counts it, a FetchRequest counted once the stream took it in
+// (not while it is on its way or queued). A
+// stream with none pending is closed 60 s (on the injected clock) after
+// its last FetchResponse (package comment), so a test that moves the
+// clock that far while a stream should stay open first waits until the
+// stream's next FetchRequest is counted here.
+func (p *PubSub) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pending
 }
 
 // Published returns how many change events were published on a topic.

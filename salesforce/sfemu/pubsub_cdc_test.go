@@ -114,7 +114,8 @@ func TestPubSubGapEvents(t *testing.T) {
 // TestPubSubFetchWithin: with every requested event delivered, a stream
 // whose client sends no FetchRequest within 60 s of the last FetchResponse
 // is closed by the server (the RPC ends OK); one whose client asked again
-// (events pending) stays open past 60 s.
+// (events pending) stays open past 60 s. Pending counts what the streams
+// asked for and were not sent.
 func TestPubSubFetchWithin(t *testing.T) {
 	e := newPSEnv(t, PubSubOptions{})
 	ctx := ctxT(t)
@@ -128,12 +129,18 @@ func TestPubSubFetchWithin(t *testing.T) {
 			t.Fatalf("first response: %v, %v; want one event, none pending", r, err)
 		}
 	}
+	if n := e.ps.Pending(); n != 0 {
+		t.Fatalf("%d events pending with every requested one sent, want 0", n)
+	}
 	if err := asking.Send(&pubsubapi.FetchRequest{NumRequested: 2}); err != nil {
 		t.Fatal(err)
 	}
 	e.change("c2", "New")
 	if r, err := asking.Recv(); err != nil || len(r.GetEvents()) != 1 || r.GetPendingNumRequested() != 1 {
 		t.Fatalf("after asking for 2 more: %v, %v; want one event, one pending", r, err)
+	}
+	if n := e.ps.Pending(); n != 1 {
+		t.Fatalf("Pending() = %d after the response saying one is pending, want 1", n)
 	}
 	e.clk.Advance(61 * time.Second)
 	if _, err := silent.Recv(); !errors.Is(err, io.EOF) {

@@ -102,10 +102,19 @@ func (p *PubSub) Subscribe(stream pubsubapi.PubSub_SubscribeServer) error {
 		return withCode(func(m metadata.MD) error { stream.SetTrailer(m); return nil }, codes.InvalidArgument,
 			replayIDErrorCode, "The Replay ID validation failed.")
 	}
+	pending := min(max(first.GetNumRequested(), 0), 100)
 	p.streams++
+	p.pending += int(pending)
 	closed := p.closeCh
 	p.mu.Unlock()
+	setPending := func(n int32) { // pending, as Pending counts it
+		p.mu.Lock()
+		p.pending += int(n - pending)
+		p.mu.Unlock()
+		pending = n
+	}
 	defer func() {
+		setPending(0)
 		p.mu.Lock()
 		p.streams--
 		p.mu.Unlock()
@@ -122,7 +131,6 @@ func (p *PubSub) Subscribe(stream pubsubapi.PubSub_SubscribeServer) error {
 			more <- r.GetNumRequested()
 		}
 	}()
-	pending := min(max(first.GetNumRequested(), 0), 100)
 	opened, lastSent := now, now
 	tick := time.NewTicker(2 * time.Millisecond) // re-reads the injected clock and the event log
 	defer tick.Stop()
@@ -136,7 +144,7 @@ func (p *PubSub) Subscribe(stream pubsubapi.PubSub_SubscribeServer) error {
 			if !ok {
 				return nil
 			}
-			pending = min(pending+max(n, 0), 100) // at most 100 pending ("Pull Subscription and Flow Control")
+			setPending(min(pending+max(n, 0), 100)) // at most 100 pending ("Pull Subscription and Flow Control")
 		case <-tick.C:
 		}
 		now := p.s.o.Now()
@@ -146,7 +154,7 @@ func (p *PubSub) Subscribe(stream pubsubapi.PubSub_SubscribeServer) error {
 		if pending == 0 && now.Sub(lastSent) >= fetchWithin {
 			return nil // no FetchRequest within 60 s of the last FetchResponse
 		}
-		resp := p.next(tp, &pos, pending, now)
+		resp := p.next(tp, &pos, &pending, now)
 		if resp == nil && pending > 0 && now.Sub(lastSent) >= p.o.Keepalive {
 			resp = &pubsubapi.FetchResponse{LatestReplayId: replayID(p.latest(tp)), PendingNumRequested: pending,
 				RpcId: "emu-rpc"}
@@ -154,7 +162,6 @@ func (p *PubSub) Subscribe(stream pubsubapi.PubSub_SubscribeServer) error {
 		if resp == nil {
 			continue
 		}
-		pending = resp.PendingNumRequested
 		lastSent = now
 		if err := stream.Send(resp); err != nil {
 			return err
@@ -198,9 +205,11 @@ func (p *PubSub) purgeLocked(tp *topic, now time.Time) {
 }
 
 // next returns the FetchResponse of the events after *pos, at most
-// pending of them, moving *pos; nil when there are none or none pending.
-func (p *PubSub) next(tp *topic, pos *uint64, pending int32, now time.Time) *pubsubapi.FetchResponse {
-	if pending <= 0 {
+// *pending of them, moving *pos and taking them off *pending (and off
+// Pending's count, in the same critical section); nil when there are none
+// or none pending.
+func (p *PubSub) next(tp *topic, pos *uint64, pending *int32, now time.Time) *pubsubapi.FetchResponse {
+	if *pending <= 0 {
 		return nil
 	}
 	p.mu.Lock()
@@ -208,7 +217,7 @@ func (p *PubSub) next(tp *topic, pos *uint64, pending int32, now time.Time) *pub
 	p.purgeLocked(tp, now)
 	resp := &pubsubapi.FetchResponse{RpcId: "emu-rpc"}
 	for _, ev := range tp.events {
-		if ev.seq <= *pos || int32(len(resp.Events)) >= pending {
+		if ev.seq <= *pos || int32(len(resp.Events)) >= *pending {
 			continue
 		}
 		resp.Events = append(resp.Events, &pubsubapi.ConsumerEvent{ReplayId: replayID(ev.seq),
@@ -219,7 +228,9 @@ func (p *PubSub) next(tp *topic, pos *uint64, pending int32, now time.Time) *pub
 	}
 	*pos = binary.BigEndian.Uint64(resp.Events[len(resp.Events)-1].ReplayId)
 	resp.LatestReplayId = replayID(*pos)
-	resp.PendingNumRequested = pending - int32(len(resp.Events))
+	resp.PendingNumRequested = *pending - int32(len(resp.Events))
+	p.pending -= len(resp.Events)
+	*pending = resp.PendingNumRequested
 	return resp
 }
 

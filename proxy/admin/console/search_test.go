@@ -1,12 +1,12 @@
 package console_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/calloutproxy/callout-proxy/proxy/api"
+	"github.com/calloutproxy/callout-proxy/proxy/proctest"
 )
 
 // searchFixture makes a dead letter on each endpoint with its own key, path
@@ -62,17 +62,8 @@ func TestSortAndTotals(t *testing.T) {
 		b.get("/console/dead-letters?sort=colour").wantStatus(t, http.StatusBadRequest).wantBody(t, "sort must be dead_lettered_at")
 
 		// The API pages a sorted search by offset with its total.
-		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/admin/v1/search?sort=-endpoint&limit=1", nil)
-		req.Header.Set("Authorization", "Bearer "+readToken)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
 		var doc api.SearchDoc
-		if err := json.NewDecoder(res.Body).Decode(&doc); err != nil || res.StatusCode != http.StatusOK {
-			t.Fatalf("search: %d, %v", res.StatusCode, err)
-		}
+		proctest.GetJSON(t, http.DefaultClient, e.srv.URL+"/admin/v1/search?sort=-endpoint&limit=1", "Bearer "+readToken, &doc)
 		if doc.Total != 2 || len(doc.DeadLetters) != 1 || doc.DeadLetters[0].ID != pay || doc.NextOffset != 1 {
 			t.Fatalf("search page: %+v, want total 2, pay-api first, next offset 1", doc)
 		}

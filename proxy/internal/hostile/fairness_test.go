@@ -90,7 +90,7 @@ func call(c *http.Client, method, url, token, key string, async bool) (status in
 func statusDoc(t *testing.T, c *http.Client, p *proctest.Proxy, token, id string) api.StatusDocument {
 	t.Helper()
 	var d api.StatusDocument
-	getJSON(t, c, p.URL+"/v1/callouts/"+id, token, &d)
+	proctest.GetJSON(t, c, p.URL+"/v1/callouts/"+id, token, &d)
 	return d
 }
 
@@ -98,24 +98,8 @@ func statusDoc(t *testing.T, c *http.Client, p *proctest.Proxy, token, id string
 func endpointState(t *testing.T, c *http.Client, p *proctest.Proxy, adminToken, name string) api.EndpointDoc {
 	t.Helper()
 	var d api.EndpointDoc
-	getJSON(t, c, p.AdminURL+"/admin/v1/endpoints/"+name, "Bearer "+adminToken, &d)
+	proctest.GetJSON(t, c, p.AdminURL+"/admin/v1/endpoints/"+name, "Bearer "+adminToken, &d)
 	return d
-}
-
-// getJSON GETs url with the Authorization value auth and decodes its 200
-// answer into v, failing the test on any other.
-func getJSON(t *testing.T, c *http.Client, url, auth string, v any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", auth)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
-	}
 }
 
 // partitionOf is the breaker partition of issuer in d, if it has one.

@@ -101,6 +101,16 @@ func (g *genericRig) holdFirst(t *testing.T, key string) func() *http.Response {
 	return func() *http.Response { return <-done }
 }
 
+// wantChargedOnce fails t unless the upstream was sent the charge exactly
+// once: however often a client retried, only the proxy's first attempt
+// reached it (contract §5).
+func (g *genericRig) wantChargedOnce(t *testing.T) {
+	t.Helper()
+	if n := g.upstream.HitsFor("/v1/charges"); n != 1 {
+		t.Errorf("upstream called %d times, want once", n)
+	}
+}
+
 // wantInFlight checks that resp is the proxy's 409 in-flight of contract
 // §5: class rejected, Retry-After 1, a Callout-Id.
 func wantInFlight(t *testing.T, resp *http.Response) {

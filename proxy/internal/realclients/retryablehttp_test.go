@@ -98,9 +98,7 @@ func TestRetryableHTTPWaitsOutItsOwnInFlightCallout(t *testing.T) {
 		t.Errorf("final answer %d replayed=%q %s, want the first attempt's 201, replayed",
 			r.resp.StatusCode, r.resp.Header.Get("Idempotent-Replayed"), r.body)
 	}
-	if n := g.upstream.HitsFor("/v1/charges"); n != 1 {
-		t.Errorf("upstream called %d times, want once", n)
-	}
+	g.wantChargedOnce(t)
 }
 
 // TestRetryableHTTPDefaultsStopAtInFlight: go-retryablehttp's default

@@ -96,9 +96,7 @@ func TestURLLib3WaitsOutItsOwnInFlightCallout(t *testing.T) {
 	if len(tries) < 2 || tries[0] != 0 || !slices.Contains(tries, 409) {
 		t.Errorf("retried tries %v, want a read timeout first, then at least one 409 in-flight", tries)
 	}
-	if n := g.upstream.HitsFor("/v1/charges"); n != 1 {
-		t.Errorf("upstream called %d times, want once", n)
-	}
+	g.wantChargedOnce(t)
 }
 
 // TestURLLib3DefaultsStopAtInFlight: urllib3's Retry, with its defaults or

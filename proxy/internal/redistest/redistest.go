@@ -112,6 +112,15 @@ func Backends(t testing.TB) []Backend {
 	return out
 }
 
+// ForEach runs fn as a subtest of t, named after the backend, on each of
+// Backends (so the once-per-test rule of Backends holds for t).
+func ForEach(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	for _, b := range Backends(t) {
+		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
+	}
+}
+
 // SingleOrMini is the one backend of Backends that a benchmark measures:
 // the real single node when EnvURL names one, else miniredis (whose
 // in-process server adds its own allocations and CPU). It calls Backends,

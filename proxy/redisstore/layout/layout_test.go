@@ -16,9 +16,7 @@ import (
 // start-up check and by migrate with both versions named, and migrate is
 // idempotent.
 func TestLayoutVersion(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { testLayoutVersion(t, b) })
-	}
+	redistest.ForEach(t, testLayoutVersion)
 }
 
 func testLayoutVersion(t *testing.T, b redistest.Backend) {

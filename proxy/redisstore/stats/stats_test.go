@@ -41,62 +41,60 @@ func mustSeries(t *testing.T, r *Recorder, endpoint, rng string) Series {
 // buckets; a reader sums them per point, by class, with dead letters and
 // latency percentiles; the keys carry their retention.
 func TestReplicasAddIntoOneSeries(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			ctx, clk := ctxT(t), clocktest.New(t0.Add(10*time.Second))
-			a, c := New(b.Client, Options{Now: clk.Now}), New(b.Client, Options{Now: clk.Now})
-			for range 3 {
-				a.Attempt("pay", policy.Retryable, 40*time.Millisecond) // bucket ≤50
+	redistest.ForEach(t, func(t *testing.T, b redistest.Backend) {
+		ctx, clk := ctxT(t), clocktest.New(t0.Add(10*time.Second))
+		a, c := New(b.Client, Options{Now: clk.Now}), New(b.Client, Options{Now: clk.Now})
+		for range 3 {
+			a.Attempt("pay", policy.Retryable, 40*time.Millisecond) // bucket ≤50
+		}
+		c.Attempt("pay", policy.Success, 3*time.Millisecond) // bucket ≤5
+		c.Attempt("pay", policy.Rejected, time.Second)       // not an attempt: ignored
+		c.DeadLetter("pay", 1)
+		clk.Advance(time.Minute)                           // 12:01
+		a.Attempt("pay", policy.Permanent, 40*time.Second) // slower than every bound
+		a.Attempt("crm", policy.Success, time.Millisecond)
+		for _, r := range []*Recorder{a, c} {
+			if err := r.Flush(ctx); err != nil {
+				t.Fatal(err)
 			}
-			c.Attempt("pay", policy.Success, 3*time.Millisecond) // bucket ≤5
-			c.Attempt("pay", policy.Rejected, time.Second)       // not an attempt: ignored
-			c.DeadLetter("pay", 1)
-			clk.Advance(time.Minute)                           // 12:01
-			a.Attempt("pay", policy.Permanent, 40*time.Second) // slower than every bound
-			a.Attempt("crm", policy.Success, time.Millisecond)
-			for _, r := range []*Recorder{a, c} {
-				if err := r.Flush(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			s := mustSeries(t, a, "pay", "1h")
-			if len(s.Points) != 60 {
-				t.Fatalf("points = %d, want 60", len(s.Points))
-			}
-			p0, p1 := s.Points[58], s.Points[59]
-			if !p0.Start.Equal(t0) || !p1.Start.Equal(t0.Add(time.Minute)) {
-				t.Fatalf("last two points start %v, %v; want 12:00 and 12:01", p0.Start, p1.Start)
-			}
-			if p0.Success != 1 || p0.Retryable != 3 || p0.Permanent != 0 || p0.DeadLetters != 1 {
-				t.Fatalf("12:00 = %+v, want 1 success, 3 retryable, 1 dead letter", p0)
-			}
-			if l := p0.Latency; l.Count != 4 || l.P50Ms != 50 || l.P99Ms != 50 || l.MeanMs != (3*40+3)/4 {
-				t.Fatalf("12:00 latency = %+v, want 4 attempts, p50 = p99 = 50 ms, mean 30 ms", l)
-			}
-			if p1.Permanent != 1 || p1.Latency.P95Ms != LatencyBounds[len(LatencyBounds)-1] {
-				t.Fatalf("12:01 = %+v, want 1 permanent at the last bound", p1)
-			}
-			if s.Total.Attempts() != 5 || s.Total.DeadLetters != 1 {
-				t.Fatalf("total = %+v, want 5 attempts and 1 dead letter", s.Total)
-			}
-			// The hour bucket holds both minutes; 7d reads it.
-			w := mustSeries(t, a, "pay", "7d")
-			if last := w.Points[len(w.Points)-1]; last.Attempts() != 5 || len(w.Points) != 84 {
-				t.Fatalf("7d: %d points, last %+v; want 84 and 5 attempts", len(w.Points), last)
-			}
-			ttl := b.Client.TTL(ctx, keyspace.StatsMinute("pay", t0.Unix()/60)).Val()
-			if ttl <= 24*time.Hour || ttl > MinuteRetention {
-				t.Fatalf("minute bucket TTL = %v, want (24h, %v]", ttl, MinuteRetention)
-			}
-			if ttl := b.Client.TTL(ctx, keyspace.StatsHour("pay", t0.Unix()/3600)).Val(); ttl <= 7*24*time.Hour {
-				t.Fatalf("hour bucket TTL = %v, want over 7 days", ttl)
-			}
-			other := mustSeries(t, a, "crm", "1h")
-			if other.Total.Success != 1 || other.Total.Retryable != 0 {
-				t.Fatalf("crm total = %+v, want its own 1 success", other.Total)
-			}
-		})
-	}
+		}
+		s := mustSeries(t, a, "pay", "1h")
+		if len(s.Points) != 60 {
+			t.Fatalf("points = %d, want 60", len(s.Points))
+		}
+		p0, p1 := s.Points[58], s.Points[59]
+		if !p0.Start.Equal(t0) || !p1.Start.Equal(t0.Add(time.Minute)) {
+			t.Fatalf("last two points start %v, %v; want 12:00 and 12:01", p0.Start, p1.Start)
+		}
+		if p0.Success != 1 || p0.Retryable != 3 || p0.Permanent != 0 || p0.DeadLetters != 1 {
+			t.Fatalf("12:00 = %+v, want 1 success, 3 retryable, 1 dead letter", p0)
+		}
+		if l := p0.Latency; l.Count != 4 || l.P50Ms != 50 || l.P99Ms != 50 || l.MeanMs != (3*40+3)/4 {
+			t.Fatalf("12:00 latency = %+v, want 4 attempts, p50 = p99 = 50 ms, mean 30 ms", l)
+		}
+		if p1.Permanent != 1 || p1.Latency.P95Ms != LatencyBounds[len(LatencyBounds)-1] {
+			t.Fatalf("12:01 = %+v, want 1 permanent at the last bound", p1)
+		}
+		if s.Total.Attempts() != 5 || s.Total.DeadLetters != 1 {
+			t.Fatalf("total = %+v, want 5 attempts and 1 dead letter", s.Total)
+		}
+		// The hour bucket holds both minutes; 7d reads it.
+		w := mustSeries(t, a, "pay", "7d")
+		if last := w.Points[len(w.Points)-1]; last.Attempts() != 5 || len(w.Points) != 84 {
+			t.Fatalf("7d: %d points, last %+v; want 84 and 5 attempts", len(w.Points), last)
+		}
+		ttl := b.Client.TTL(ctx, keyspace.StatsMinute("pay", t0.Unix()/60)).Val()
+		if ttl <= 24*time.Hour || ttl > MinuteRetention {
+			t.Fatalf("minute bucket TTL = %v, want (24h, %v]", ttl, MinuteRetention)
+		}
+		if ttl := b.Client.TTL(ctx, keyspace.StatsHour("pay", t0.Unix()/3600)).Val(); ttl <= 7*24*time.Hour {
+			t.Fatalf("hour bucket TTL = %v, want over 7 days", ttl)
+		}
+		other := mustSeries(t, a, "crm", "1h")
+		if other.Total.Success != 1 || other.Total.Retryable != 0 {
+			t.Fatalf("crm total = %+v, want its own 1 success", other.Total)
+		}
+	})
 }
 
 // TestFlushKeepsCountsWhenRedisFails: a write Redis refuses keeps what was

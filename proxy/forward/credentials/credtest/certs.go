@@ -35,14 +35,7 @@ func NewCA(t testing.TB, cn string) *CA {
 		NotBefore: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2035, 1, 1, 0, 0, 0, 0, time.UTC),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := sign(t, tmpl, tmpl, key, key)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return &CA{cert: cert, key: key, pool: pool}
@@ -65,6 +58,16 @@ func (ca *CA) Issue(t testing.TB, cn string) (certPEM, keyPEM []byte) {
 	return signPEM(t, tmpl, ca.cert, key, ca.key)
 }
 
+// IssueFiles issues a client certificate for cn as Issue does and writes
+// it and its key to dir/cn.crt and dir/cn.key (mode 0600), as an
+// endpoint's tls.client_cert_file and tls.client_key_file read them; it
+// returns the two paths.
+func (ca *CA) IssueFiles(t testing.TB, dir, cn string) (certFile, keyFile string) {
+	t.Helper()
+	certPEM, keyPEM := ca.Issue(t, cn)
+	return WriteFile(t, dir, cn+".crt", certPEM), WriteFile(t, dir, cn+".key", keyPEM)
+}
+
 // SelfSigned returns a self-signed P-256 certificate (PEM) for cn and
 // dnsNames, valid 2025–2035, and its PKCS #8 key (PEM).
 func SelfSigned(t testing.TB, cn string, dnsNames ...string) (certPEM, keyPEM []byte) {
@@ -77,19 +80,31 @@ func SelfSigned(t testing.TB, cn string, dnsNames ...string) (certPEM, keyPEM []
 	return signPEM(t, tmpl, tmpl, key, key)
 }
 
-// signPEM signs tmpl (for key's public half) by parent and its signer, and
-// returns the certificate and key as PEM (the key PKCS #8).
-func signPEM(t testing.TB, tmpl, parent *x509.Certificate, key, signer *ecdsa.PrivateKey) (certPEM, keyPEM []byte) {
+// sign signs tmpl (for key's public half) by parent and its signer and
+// returns the certificate.
+func sign(t testing.TB, tmpl, parent *x509.Certificate, key, signer *ecdsa.PrivateKey) *x509.Certificate {
 	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// signPEM signs tmpl as sign does and returns the certificate and key as
+// PEM (the key PKCS #8).
+func signPEM(t testing.TB, tmpl, parent *x509.Certificate, key, signer *ecdsa.PrivateKey) (certPEM, keyPEM []byte) {
+	t.Helper()
+	cert := sign(t, tmpl, parent, key, signer)
 	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
 }
 
