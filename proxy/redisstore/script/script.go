@@ -265,10 +265,12 @@ type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// Run runs the script with a and decodes its reply; a's strings travel
-// by pointer (no copy), so a must not change until Run returns. Errors: Redis's
-// (connection, NOSCRIPT twice, a script error raised with error_reply),
-// and a reply that does not match R.
+// Run runs the script with a on c (its Functions' client, or another
+// client of that Redis: the library is loaded through the Functions') and
+// decodes its reply; a's strings travel by pointer (no copy), so a must
+// not change until Run returns. Errors: Redis's (connection, NOSCRIPT
+// twice, a script error raised with error_reply), and a reply that does
+// not match R.
 func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 	keys, args := s.args.command(reflect.ValueOf(a).Elem())
 	cmd := s.command(ctx, false, len(keys), args)
