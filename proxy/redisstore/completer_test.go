@@ -38,7 +38,7 @@ func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) == 0 || cmds[0].Name() != "evalsha" {
+		if len(cmds) == 0 || cmds[0].Name() != "evalsha" && cmds[0].Name() != "fcall" {
 			return next(ctx, cmds)
 		}
 		h.pipelines.Add(1)

@@ -27,15 +27,14 @@ const retryDelay = time.Second
 
 // Functions is one Redis client's script layer: the scripts registered
 // with it (New, Load and LoadInto given it), the ONE function library built
-// from all of them on its first script command, the client's mode
-// (undecided, functions or EVAL) and, as the client's go-redis hook, the
-// rewrite of each registered script's EVALSHA as FCALL of its function.
-// Make one per client with Attach, at the composition root (the store's
-// New), and hand it to every store package that runs scripts on that
-// client: then the client has one library, whatever order the packages
-// are made in. A Functions holds nothing of any other client's; its
-// methods are safe for concurrent use, and a nil *Functions is a client
-// that keeps the EVALSHA/EVAL path.
+// from all of them on its first script command, and the client's mode
+// (undecided, functions or EVAL), from which each of its Scripts builds
+// its command, FCALL or EVALSHA. Make one per client with Attach, at the
+// composition root (the store's New), and hand it to every store package
+// that runs scripts on that client: then the client has one library,
+// whatever order the packages are made in. A Functions holds nothing of
+// any other client's; its methods are safe for concurrent use, and a nil
+// *Functions is a client that keeps the EVALSHA/EVAL path.
 type Functions struct {
 	rdb redis.UniversalClient
 	log *slog.Logger
@@ -67,15 +66,15 @@ type Functions struct {
 	mu sync.Mutex
 }
 
-// Attach returns the Functions of rdb and adds its hook to rdb, so that rdb
-// runs the scripts registered with it as Redis Functions where it can: on
-// rdb's first command of a registered script, the library of every script
-// registered so far (Library) is built, loaded on every master (FUNCTION
-// LOAD; on a Cluster on each master) and checked with an FCALL, and from
-// then on each EVALSHA of a script in it is sent as FCALL of its function,
-// in Run, Queue and Call alike (the hook rewrites the command; its keys and
-// their routing are unchanged). The first load decides the mode: refused —
-// no FUNCTION command (the embedded store, Redis < 7), an ACL without
+// Attach returns the Functions of rdb, which runs the scripts registered
+// with it as Redis Functions where rdb can: on the first run of a
+// registered script, the library of every script registered so far
+// (Library) is built, loaded on every master (FUNCTION LOAD; on a Cluster
+// on each master) and checked with an FCALL, and from then on a script in
+// it is sent as FCALL of its function, in Run, Queue and Call alike (the
+// same numkeys, keys and arguments as its EVALSHA, so a Cluster routes it
+// by the same key). The first load decides the mode: refused — no
+// FUNCTION command (the embedded store, Redis < 7), an ACL without
 // FUNCTION LOAD or FCALL (NOPERM), any other error reply — rdb keeps the
 // EVALSHA/EVAL path for good; a connection-level failure or the caller's
 // context ending leaves the choice to a later command. Once rdb uses
@@ -86,25 +85,20 @@ type Functions struct {
 // EVAL path for good. The mode, and each successful reload, is logged
 // once on log (nil: none). No environment variable nor setting changes
 // this (a test build with the tag scripts_eval makes Attach AttachEval).
-// Attach adds a hook to rdb, so it must come
-// before rdb is used by several goroutines (the store's New, at the
-// composition root); each call makes a new Functions with a library of its
-// own. rdb nil: nil.
+// Attach does not change rdb; each call makes a new Functions with a
+// library of its own. rdb nil: nil.
 func Attach(rdb redis.UniversalClient, log *slog.Logger) *Functions {
 	if evalOnly {
 		return AttachEval(rdb, log)
 	}
-	f := attach(rdb, log)
-	if f != nil {
-		rdb.AddHook(f)
-	}
-	return f
+	return attach(rdb, log)
 }
 
 // AttachEval is Attach for tests that run the EVALSHA/EVAL path on a
 // Redis that has functions (the store's Options.Scripts): the Functions
-// registers scripts but adds no hook, so rdb never loads a library nor
-// sends FCALL. The binary never calls it. rdb nil: nil.
+// registers scripts but is on the EVAL path from the start, so rdb never
+// loads a library nor sends FCALL. The binary never calls it. rdb nil:
+// nil.
 func AttachEval(rdb redis.UniversalClient, log *slog.Logger) *Functions {
 	f := attach(rdb, log)
 	if f != nil {
@@ -118,8 +112,8 @@ func AttachEval(rdb redis.UniversalClient, log *slog.Logger) *Functions {
 	return f
 }
 
-// attach is the Functions of rdb, undecided and without its hook (Attach
-// and AttachEval add what differs). rdb nil: nil.
+// attach is the Functions of rdb, undecided (Attach; AttachEval sets the
+// EVAL path). rdb nil: nil.
 func attach(rdb redis.UniversalClient, log *slog.Logger) *Functions {
 	if rdb == nil {
 		return nil
@@ -203,58 +197,25 @@ func (f *Functions) UsesFunctions() bool {
 	return f != nil && f.mode.Load() == modeFunctions && f.loaded.Load() != nil
 }
 
-// DialHook is redis.Hook's; Functions does nothing there.
-func (f *Functions) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-// ProcessHook is redis.Hook's: it rewrites a script's EVALSHA as FCALL.
-func (f *Functions) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		f.rewrite(ctx, cmd)
-		return next(ctx, cmd)
-	}
-}
-
-// ProcessPipelineHook is redis.Hook's: ProcessHook for each command of a
-// pipeline or transaction.
-func (f *Functions) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			f.rewrite(ctx, cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// rewrite turns cmd, when it is the EVALSHA of a script in f's library,
-// into the FCALL of its function (same numkeys, keys and arguments, in
-// place), building and loading the library first when it is not loaded
-// yet and a load is due.
-func (f *Functions) rewrite(ctx context.Context, cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 3 || args[0] != "evalsha" || f.mode.Load() == modeEval {
-		return
-	}
-	sha, ok := args[1].(string)
-	if !ok {
-		return
+// function is the FCALL name of the script whose source's SHA-1 is sha
+// on f's client now, loading f's library first when it is not loaded and
+// a load is due (ensure); nil: the call goes by EVALSHA — f nil or on the
+// EVAL path, the script not in the library (registered after it was
+// built), or the library not loaded. Lock-free but for a due load.
+func (f *Functions) function(ctx context.Context, sha string) any {
+	if f == nil || f.mode.Load() == modeEval {
+		return nil
 	}
 	l := f.loaded.Load()
-	if l != nil {
-		if fn, ok := l.names[sha]; ok {
-			args[0], args[1] = "fcall", fn
+	if l == nil {
+		if l = f.library(); l.names[sha] == nil {
+			return nil // not in the library: no load for it
 		}
-		return // the library never changes: a script not in it goes by EVALSHA
+		if l = f.ensure(ctx, l); l == nil {
+			return nil
+		}
 	}
-	cur := f.library()
-	if _, ok := cur.names[sha]; !ok {
-		return // not one of ours: EVALSHA as sent
-	}
-	if l = f.ensure(ctx, cur); l == nil {
-		return
-	}
-	if fn, ok := l.names[sha]; ok {
-		args[0], args[1] = "fcall", fn
-	}
+	return l.names[sha]
 }
 
 // due reports whether a load may be tried now: the mode is not EVAL and

@@ -2,8 +2,10 @@ package script
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,10 +87,13 @@ func TestFunctionsRunLikeEval(t *testing.T) {
 			if second.Now != 1234 || first.Now < 1_700_000_000_000 || third.Now < first.Now {
 				t.Fatalf("now = %d, %d, %d; want real, 1234 (pinned), real again", first.Now, second.Now, third.Now)
 			}
-			// The same script on a client that was never attached: EVALSHA/EVAL,
-			// the same reply but for the time.
-			raw := plainClient(t, b)
-			viaEval, err := s.Run(ctx, raw, &clockArgs{Key: "{t}n", Pinned: 1234})
+			// The same script registered with no Functions: EVALSHA/EVAL, the
+			// same reply but for the time.
+			es, err := New[clockArgs, clockReply](nil, "clock_probe", clockBody, Clock, Numbers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaEval, err := es.Run(ctx, b.Client, &clockArgs{Key: "{t}n", Pinned: 1234})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +105,84 @@ func TestFunctionsRunLikeEval(t *testing.T) {
 	}
 }
 
-// plainClient is a second client on b that is not attached: the EVAL path.
+// TestFCALLIsEVALSHAsCommand: a script run as a function, by Run and in a
+// pipeline, sends one FCALL with the EVALSHA's numkeys, keys and
+// arguments (so a Cluster routes it by the same first key), and the EVAL
+// path sends that EVALSHA: the two differ in their first two arguments
+// only.
+func TestFCALLIsEVALSHAsCommand(t *testing.T) {
+	for _, b := range functionBackends(t, false) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			eval := plainClient(t, b)
+			for c, f := range map[redis.UniversalClient]*Functions{b.Client: Attach(b.Client, nil), eval: AttachEval(eval, nil)} {
+				s, err := New[incArgs, incReply](f, "inc_shape", `return {'n', redis.call('INCRBY', K.key, A.by)}`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				head := "fcall " + s.Function()
+				if c == eval {
+					head = "evalsha " + s.SHA()
+				}
+				_ = c.ScriptLoad(ctx, s.Source()).Err()                         // no NOSCRIPT on the EVAL path
+				if _, err := s.Run(ctx, c, &incArgs{Key: "{t}n"}); err != nil { // the library loaded
+					t.Fatal(err)
+				}
+				h := &argsHook{}
+				c.AddHook(h)
+				if _, err := s.Run(ctx, c, &incArgs{Key: "{t}n", By: 5}); err != nil {
+					t.Fatal(err)
+				}
+				queueIncs(t, ctx, c, s)
+				want := []string{head + " 1 {t}n 5", head + " 1 {t}n 1", head + " 1 {t}n 2", head + " 1 {t}n 3"}
+				if strings.Join(h.sent, "\n") != strings.Join(want, "\n") {
+					t.Errorf("sent %q, want %q", h.sent, want)
+				}
+			}
+		})
+	}
+}
+
+// argsHook records each script command (FCALL, EVALSHA, EVAL) its client
+// sends, its arguments joined by spaces (a key sent by pointer as the
+// string).
+type argsHook struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (h *argsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *argsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.add(cmd); return next(ctx, cmd) }
+}
+
+func (h *argsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.add(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *argsHook) add(cmd redis.Cmder) {
+	if n := cmd.Name(); n != "fcall" && n != "evalsha" && n != "eval" {
+		return
+	}
+	parts := make([]string, len(cmd.Args()))
+	for i, a := range cmd.Args() {
+		if p, ok := a.(*string); ok {
+			a = *p
+		}
+		parts[i] = fmt.Sprint(a)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sent = append(h.sent, strings.Join(parts, " "))
+}
+
+// plainClient is a second client on b (for a Functions of its own).
 func plainClient(t *testing.T, b redistest.Backend) redis.UniversalClient {
 	t.Helper()
 	var c redis.UniversalClient

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,8 +245,9 @@ func TestRevokedFunctionLoadLogsTheMode(t *testing.T) {
 // TestNotLoadedCallsTakeNoLock: while the library is not loaded (a failed
 // reload's retry delay) a call goes by EVALSHA without the Functions'
 // mutex, and when a load is due but another goroutine's is in flight (the
-// mutex held) it does not wait for it either. Without that, this test
-// blocks in the first call (the process-wide lock on the hot path).
+// mutex held) it does not wait for it either. Without that, the calls wait
+// on the mutex the test holds, and the test fails as soon as their
+// goroutine shows that wait (waitUnblocked).
 func TestNotLoadedCallsTakeNoLock(t *testing.T) {
 	for _, b := range functionBackends(t, false) {
 		t.Run(b.Name, func(t *testing.T) {
@@ -266,16 +268,44 @@ func TestNotLoadedCallsTakeNoLock(t *testing.T) {
 			f.mu.Lock() // a load in flight elsewhere
 			defer f.mu.Unlock()
 			resetStats(t, b)
-			for _, when := range []string{"within the delay", "due, a load in flight"} {
-				if r, err := s.Run(ctx, b.Client, &readArgs{Key: "{t}k"}); err != nil || r.V != "none" {
-					t.Fatalf("%s: %+v, %v", when, r, err)
+			done := make(chan error, 1)
+			go func() {
+				for _, when := range []string{"within the delay", "due, a load in flight"} {
+					if r, err := s.Run(ctx, b.Client, &readArgs{Key: "{t}k"}); err != nil || r.V != "none" {
+						done <- fmt.Errorf("%s: %+v, %w", when, r, err)
+						return
+					}
+					now = now.Add(retryDelay)
 				}
-				now = now.Add(retryDelay)
+				done <- nil
+			}()
+			if err := waitUnblocked(t, done); err != nil {
+				t.Fatal(err)
 			}
 			if fc := commandCalls(t, b, "fcall"); fc != 0 || f.loaded.Load() != nil {
 				t.Fatalf("%d FCALL, loaded %v; want 0, not loaded (no load while one is in flight)", fc, f.loaded.Load() != nil)
 			}
 		})
+	}
+}
+
+// waitUnblocked is done's value, or fails t at once when a goroutine waits
+// to lock a mutex in a Functions method (its stack, checked every
+// millisecond until done answers, says so).
+func waitUnblocked(t *testing.T, done <-chan error) error {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for tick := time.Tick(time.Millisecond); ; <-tick {
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[sync.Mutex.Lock") && strings.Contains(g, "script.(*Functions)") {
+				t.Fatalf("a call waits for the Functions' mutex (a load in flight):\n%s", g)
+			}
+		}
 	}
 }
 

@@ -48,10 +48,11 @@
 // function whose callback is its reader and body), built and loaded with
 // FUNCTION LOAD on the client's first script command (on a Cluster on
 // every master; a script registered after it stays out, on EVALSHA), and
-// the Functions, a go-redis hook on the client, sends each script's
-// EVALSHA as FCALL of its function, so Redis no longer re-evaluates the
-// reader and the preludes on every call. The package has no state of its
-// own: two clients have two Functions, each with its library and mode.
+// each script in it is sent as FCALL of its function (its command built by
+// the Script from its Functions' mode: the keys and arguments of its
+// EVALSHA), so Redis no longer re-evaluates the reader and the preludes on
+// every call. The package has no state of its own: two clients have two
+// Functions, each with its library and mode.
 // A function library keeps its top-level locals from one FCALL to the
 // next, so a prelude's mutable local is reset at the start of every call
 // by a "--@per-call <statement>" line (Clock's clock_now, lib.lua's
@@ -64,11 +65,11 @@
 // EVALSHA meanwhile and is tried again at most once a second; only the
 // first load's refusal, or NOPERM, keeps the EVAL path for good.
 // Everywhere else — miniredis and Redis < 7 (no FUNCTION), an ACL that
-// refuses FUNCTION LOAD or FCALL, a client never attached or attached by
-// AttachEval (tests), a script registered with no Functions (nil) — Run
-// uses EVALSHA and falls back to EVAL on NOSCRIPT, as go-redis's
-// Script.Run does, so a flushed or restarted Redis costs one round trip
-// more, never an error. Queue and Call do the same inside a pipeline.
+// refuses FUNCTION LOAD or FCALL, a Functions made by AttachEval (tests),
+// a script registered with no Functions (nil) — Run uses EVALSHA and falls
+// back to EVAL on NOSCRIPT, as go-redis's Script.Run does, so a flushed or
+// restarted Redis costs one round trip more, never an error. Queue and
+// Call do the same inside a pipeline.
 //
 // The library is one per client AND set of scripts: its name is a hash of
 // its text, so two binaries, or two replicas of one binary with different
@@ -264,10 +265,12 @@ type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// Run runs the script with a and decodes its reply; a's strings travel
-// by pointer (no copy), so a must not change until Run returns. Errors: Redis's
-// (connection, NOSCRIPT twice, a script error raised with error_reply),
-// and a reply that does not match R.
+// Run runs the script with a on c (its Functions' client, or another
+// client of that Redis: the library is loaded through the Functions') and
+// decodes its reply; a's strings travel by pointer (no copy), so a must
+// not change until Run returns. Errors: Redis's (connection, NOSCRIPT
+// twice, a script error raised with error_reply), and a reply that does
+// not match R.
 func (s *Script[A, R]) Run(ctx context.Context, c Processor, a *A) (R, error) {
 	keys, args := s.args.command(reflect.ValueOf(a).Elem())
 	cmd := s.command(ctx, false, len(keys), args)
@@ -304,7 +307,8 @@ func (s *Script[A, R]) again(ctx context.Context, c Processor, gen uint64, nkeys
 	return cmd.Result()
 }
 
-// Queue adds a run of the script with a to the pipeline p (EVALSHA); read
+// Queue adds a run of the script with a to the pipeline p (FCALL or
+// EVALSHA, as Run sends it; a due load of the library runs now); read
 // its reply with the returned Call's Result after p has been executed. a's
 // strings travel by pointer (no copy), so a must not change until Result
 // has returned (its NOSCRIPT fallback sends them again).
@@ -315,17 +319,22 @@ func (s *Script[A, R]) Queue(ctx context.Context, p redis.Pipeliner, a *A) *Call
 	return &Call[A, R]{s: s, keys: keys, args: args, cmd: cmd, gen: s.fns.generation()}
 }
 
-// command is the EVALSHA (eval: EVAL with the source) of the argument
-// list args that argCodec.command built (nkeys keys), its commandHead
-// slots filled in: one list, where go-redis's Script.EvalSha would copy
-// ARGV into a second one and box every key; a key travels as a pointer
-// into the keys, which go-redis writes, and routes on a cluster, as the
-// string. The EVAL of the NOSCRIPT fallback fills a copy, so the first
-// command's arguments stay as they were sent.
+// command is the script's command for the argument list args that
+// argCodec.command built (nkeys keys), its commandHead slots filled in:
+// FCALL of its function when its Functions' library is loaded (loading it
+// first when a load is due: Functions.function), else EVALSHA; eval: EVAL
+// of the source. One list, where go-redis's Script.EvalSha would copy ARGV
+// into a second one and box every key; a key travels as a pointer into
+// the keys, which go-redis writes, and routes on a cluster, as the string
+// (the first key is the fourth argument of all three). The EVAL of the
+// NOSCRIPT fallback fills a copy, so the first command's arguments stay
+// as they were sent.
 func (s *Script[A, R]) command(ctx context.Context, eval bool, nkeys int, args []any) *redis.Cmd {
 	if eval {
 		args = slices.Clone(args)
 		args[0], args[1] = "eval", s.body
+	} else if fn := s.fns.function(ctx, s.SHA()); fn != nil {
+		args[0], args[1] = "fcall", fn
 	} else {
 		args[0], args[1] = "evalsha", s.sha
 	}
