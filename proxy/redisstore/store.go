@@ -208,9 +208,8 @@ type Store struct {
 // filling Options defaults. It does not contact Redis (see Ping). It
 // attaches client to the script layer (script.Attach: the scripts run as
 // Redis Functions where Redis allows, the mode logged once on
-// Options.Logger), so New comes before client is used concurrently; the
-// store packages made on the same client register their scripts with
-// Scripts, so the client has one function library.
+// Options.Logger); the store packages made on the same client register
+// their scripts with Scripts, so the client has one function library.
 func New(client redis.UniversalClient, opts Options) *Store {
 	fns := opts.Scripts
 	if fns == nil {
