@@ -138,7 +138,7 @@ type toldReply struct {
 	Early bool `lua:"early"` // disable.lua: auto-disable not due on Redis's clock
 }
 
-// countReply is the reply of a script that answers a count (park,
+// countReply is the reply of a script that answers a count (lock,
 // lock, dl_prune).
 type countReply struct {
 	N int64 `lua:"n"`
@@ -216,7 +216,7 @@ var breakerFields = []string{eBreaker, eFailures, eOpenedAt, eProbeAt, eProbeTok
 func (s *Store) gateReset(ctx context.Context, endpoint string) error {
 	s.gates.Forget(endpoint)
 	s.gateNotify(ctx, endpoint)
-	_, err := s.releaseHeld(ctx, endpoint)
+	_, err := s.held.Release(ctx, endpoint)
 	return err
 }
 

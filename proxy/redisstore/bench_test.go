@@ -67,10 +67,10 @@ func BenchmarkKeyedWrite(b *testing.B) {
 
 // BenchmarkHoldAndRelease measures what a gate change costs the store
 // besides its own script: a 429's pause shuts the gate of an endpoint with
-// 1,000 waiting callouts, which holdWaiting holds (park.lua, in batches of
-// maxBatch), and then the pause is lifted and releaseHeld releases them.
+// 1,000 waiting callouts, which package hold holds (hold/lua/park.lua, in
+// batches of 1,000), and then the pause is lifted and it releases them.
 // One op is both walks over the 1,000; it reports µs per callout of the
-// two together, and the round trips a walk takes. It runs on miniredis, and
+// two together. It runs on miniredis, and
 // on the real single node and cluster when CALLOUT_TEST_REDIS_URL and
 // CALLOUT_TEST_REDIS_CLUSTER are set.
 func BenchmarkHoldAndRelease(b *testing.B) {
@@ -78,28 +78,24 @@ func BenchmarkHoldAndRelease(b *testing.B) {
 	for _, be := range redistest.Backends(b) {
 		b.Run(be.Name, func(b *testing.B) {
 			e := &env{b: be, clk: clocktest.New(t0)}
-			h := &pipeHook{}
-			s := hookedStoreB(b, e, h)
+			s := e.store()
 			ep := fmt.Sprintf("park-bench-%d", e.seeds.Add(1000))
 			storetest.MustEnqueue(b, s, ep, waiting)
 			home := keyspace.Endpoint(ep)
 			until := e.clk.Now().Add(time.Hour)
-			h.pipelines.Store(0)
-			h.singles.Store(0)
 			b.ResetTimer()
 			for range b.N {
 				e.b.Client.HSet(ctxB(b), home, ePaused, until.UnixMilli())
-				if n, err := s.park(ctxB(b), ep, "", true, until.UnixMilli()); err != nil || n != waiting {
+				if n, err := s.held.Hold(ctxB(b), ep, "", until.UnixMilli()); err != nil || n != waiting {
 					b.Fatalf("hold: %d, %v; want %d", n, err, waiting)
 				}
 				e.b.Client.HDel(ctxB(b), home, ePaused)
-				if n, err := s.releaseHeld(ctxB(b), ep); err != nil || n != waiting {
+				if n, err := s.held.Release(ctxB(b), ep); err != nil || n != waiting {
 					b.Fatalf("release: %d, %v; want %d", n, err, waiting)
 				}
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/waiting, "µs/callout")
-			b.ReportMetric(float64(h.pipelines.Load()+h.singles.Load())/float64(b.N)/2, "round-trips/walk")
 		})
 	}
 }

@@ -139,8 +139,8 @@ func (s *Store) finishComplete(ctx context.Context, p *completion) (policy.Compl
 		if !errors.Is(p.err, policy.ErrUnavailable) {
 			// The script raised an error after some of its writes (Redis
 			// never rolls a script back): if they closed a breaker, what it
-			// held waits no more (park.lua checks the gate).
-			if _, err := s.releaseHeld(ctx, p.cl.Endpoint); err != nil {
+			// held waits no more (hold/lua/park.lua checks the gate).
+			if _, err := s.held.Release(ctx, p.cl.Endpoint); err != nil {
 				s.log.Warn("redisstore: held callouts not re-checked after a failed completion", "endpoint", p.cl.Endpoint, "err", err)
 			}
 		}
@@ -307,7 +307,7 @@ type completeOne struct {
 	Held       int    `lua:"held"`
 	// Shut: this result shut the gate, until GateUntil (Redis-clock ms),
 	// the gate of Level (the breaker partition, "" the endpoint's):
-	// holdWaiting then holds the waiting callouts behind it
+	// package hold then holds the waiting callouts behind it
 	Shut      bool   `lua:"shut"`
 	GateUntil int64  `lua:"gate_until"`
 	Level     string `lua:"level"`

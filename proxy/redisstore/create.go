@@ -274,7 +274,7 @@ const ackHold = 15 * time.Second
 // unhold moves a callout create.lua held back for its acknowledgement
 // (ackHold) to its due time at, and wakes the dispatchers when it is due
 // now, first dropping its record's mark (record.FieldAckHold) that keeps
-// release_held.lua off it. One round trip. If it fails the callout is only
+// hold/lua/park.lua off it. One round trip. If it fails the callout is only
 // late: due when the hold runs out.
 func (s *Store) unhold(ctx context.Context, q queue, c, id string, at time.Time, wake bool) {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -154,7 +154,7 @@ func TestNotDurableReplayGivesKeyBack(t *testing.T) {
 }
 
 // TestNotDurableResetDuringAck: an admin's breaker reset while a held
-// callout's acknowledgement is out leaves it parked (park.lua
+// callout's acknowledgement is out leaves it parked (hold/lua/park.lua
 // reads its record's ack mark), so no dispatcher claims a callout whose
 // caller is then answered 503 not durable and which is withdrawn.
 func TestNotDurableResetDuringAck(t *testing.T) {

@@ -138,18 +138,21 @@ func (s *Store) RecordResult(ctx context.Context, name string, r policy.ReadResu
 // this replica's own script reported (the breaker opened, closed or took a
 // probe, an outage began or ended, a pause), so a gate cache's next read
 // asks Redis without waiting for its own message; when the result shut the
-// gate, it then holds the waiting callouts behind it (holdWaiting), and
-// when it closed a breaker, releases those it held (releaseHeld).
+// gate, it then holds the waiting callouts behind it, and when it closed a
+// breaker, releases those it held (package hold).
 func (s *Store) gateChanged(ctx context.Context, endpoint string, ch policy.BreakerChange, paused bool, sg shutGate) {
 	if paused || ch.Opened || ch.Closed || ch.OutageBegan || ch.OutageEnded || ch.Probe {
 		s.changed(endpoint)
 	}
 	switch {
 	case sg.shut:
-		s.holdWaiting(ctx, endpoint, sg.level, sg.until)
+		if _, err := s.held.Hold(ctx, endpoint, sg.level, sg.until); err != nil {
+			s.log.Warn("redisstore: the callouts a shut gate holds were not all marked held; their records say scheduled",
+				"endpoint", endpoint, "err", err)
+		}
 	case ch.Closed:
 		// a success closed a breaker: what it held waits no more
-		if _, err := s.releaseHeld(ctx, endpoint); err != nil {
+		if _, err := s.held.Release(ctx, endpoint); err != nil {
 			s.log.Warn("redisstore: the callouts a closed breaker held were not all released; they are due at its old reopening",
 				"endpoint", endpoint, "err", err)
 		}

@@ -14,7 +14,7 @@ import (
 
 // Get returns the callout with id (contract §4 GET /v1/callouts/{id}; the
 // caller checks the issuer), in the state its record keeps: a waiting
-// callout is held from the moment its gate shut (park.lua holds those
+// callout is held from the moment its gate shut (hold/lua/park.lua holds those
 // waiting then, create.lua, complete.lua and reap.lua those that meet it
 // shut) until a dispatcher claims it or an admin releases it. One pipelined
 // round trip (HGETALL and the long response), two when the request lives

@@ -73,7 +73,9 @@ func TestHeldIsTheRecordsState(t *testing.T) {
 			t.Fatalf("the probe's success = %+v, want the breaker closed", r.Breaker)
 		}
 		// A hold after the gate opened again (a late one) changes nothing.
-		s.holdWaiting(ctxT(t), ep, "", reopen.UnixMilli())
+		if _, err := s.held.Hold(ctxT(t), ep, "", reopen.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
 		for _, id := range soon {
 			if c := mustGet(t, s, id); c.ID != probe.Claimed[0].ID && (c.State != policy.Scheduled || code(id) != "s") {
 				t.Fatalf("after the breaker closed: %s (code %q), want scheduled", c.State, code(id))
@@ -97,4 +99,43 @@ func mustPending(t *testing.T, s *Store, endpoint string, state policy.State) []
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// TestEndpointPauseHoldsEveryOrganisation: a 429's pause shuts the
+// endpoint's own gate, which holds every organisation (contract §6) — also
+// when it comes from an organisation whose own breaker partition was shut
+// already (its gate went from shut to shut): the other organisation's
+// waiting callouts are held, not listed scheduled, while the pause lasts.
+func TestEndpointPauseHoldsEveryOrganisation(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := partitionedStore(e)
+		const ep = "pause-orgs-api"
+		br := policy.BreakerSettings{Failures: 2, ProbeInterval: time.Minute}
+		enqueueOf(t, s, ep, orgB, 3)
+		a := []*policy.Claimed{mustBegin(t, s, reqOf(ep, orgA, "")), mustBegin(t, s, reqOf(ep, orgA, "")),
+			mustBegin(t, s, reqOf(ep, orgA, ""))}
+		mustComplete(t, s, a[0], failureUnder(e, br))
+		if r := mustComplete(t, s, a[1], failureUnder(e, br)); !r.Breaker.Opened {
+			t.Fatalf("org-a's second failure = %+v, want its partition opened", r.Breaker)
+		}
+		until := e.clk.Now().Add(30 * time.Second)
+		mustComplete(t, s, a[2], policy.Completion{Breaker: br, Action: policy.ActionRetry,
+			NextAttemptAt: e.clk.Now().Add(time.Second), PausedUntil: until,
+			Attempt: &policy.Attempt{StartedAt: t0, Status: 429, Outcome: policy.Retryable, Error: "status_429"}})
+		if sched := mustPending(t, s, ep, policy.Scheduled); len(sched) != 0 {
+			t.Fatalf("%d listed scheduled during the endpoint's pause (first of %s), want 0", len(sched), sched[0].Issuer)
+		}
+		held := 0
+		for _, c := range mustPending(t, s, ep, policy.Held) {
+			if c.Issuer == orgB {
+				held++
+				if !c.NextAttemptAt.Equal(until) {
+					t.Errorf("org-b's %s due at %v, want the pause's end %v", c.ID, c.NextAttemptAt, until)
+				}
+			}
+		}
+		if held != 3 {
+			t.Fatalf("%d of org-b's callouts held, want its 3", held)
+		}
+	})
 }

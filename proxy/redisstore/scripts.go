@@ -33,7 +33,6 @@ type scripts struct {
 	outcome *script.Script[outcomeArgs, outcomeReply]
 	disable *script.Script[disableArgs, toldReply]
 	notify  *script.Script[notifyArgs, toldReply]
-	park    *script.Script[parkArgs, countReply]
 	lock    *script.Script[lockArgs, countReply]
 	dlPrune *script.Script[pruneArgs, countReply]
 }
@@ -60,7 +59,6 @@ func loadScripts(f *script.Functions) (scripts, string, error) {
 		script.LoadInto(&s.outcome, p, "outcome"),
 		script.LoadInto(&s.disable, p, "disable"),
 		script.LoadInto(&s.notify, p, "notify"),
-		script.LoadInto(&s.park, p, "park"),
 		script.LoadInto(&s.lock, p, "lock"),
 		script.LoadInto(&s.dlPrune, p, "dl_prune"),
 	)

@@ -48,6 +48,7 @@ import (
 
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/deadletters"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/gateview"
+	"github.com/calloutproxy/callout-proxy/proxy/redisstore/hold"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/issuers"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/keyspace"
 	"github.com/calloutproxy/callout-proxy/proxy/redisstore/layout"
@@ -192,6 +193,9 @@ type Store struct {
 	// gates reads the gate (gate_read.lua, admit.lua) and keeps the views
 	// of it that the scripts of a sharded endpoint's other queues act on.
 	gates *gateview.Views
+	// held holds and releases the callouts waiting behind a gate that
+	// shut or opened (package hold).
+	held *hold.Walker
 	// requireLayout and layoutOK: Options.RequireLayout, and whether the
 	// layout has been confirmed (layout.go).
 	requireLayout bool
@@ -248,6 +252,10 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		panic(err) // embedded too
 	}
 	if s.queues, err = queues.New(client, queues.Options{Now: s.now, Shards: opts.Shards, Partition: s.partition, Scripts: fns}); err != nil {
+		panic(err)
+	}
+	if s.held, err = hold.New(client, hold.Options{Lib: lib, Now: s.now, PinScriptTime: s.pin, Scripts: fns,
+		Queues: s.queues, Gates: s.gates}); err != nil {
 		panic(err)
 	}
 	s.dead = deadletters.New(client, s, deadletters.Options{Now: s.now, PinScriptTime: s.pin, Scripts: fns})

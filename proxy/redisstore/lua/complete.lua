@@ -36,7 +36,7 @@
 --    result shut the gate on), shut (1: this result shut the gate), with
 --    gate_until (ms) and level (the partition whose gate it is, '' the
 --    endpoint's) then: the caller parks the waiting callouts that gate now
---    holds (park.lua)}: the state and reason are this script's
+--    holds (hold/lua/park.lua)}: the state and reason are this script's
 --   decision (it may turn a retry into a dead letter endpoint_disabled),
 --   the gate what holds a held callout; callers read them and derive
 --   nothing. A field whose value is 0 or '' is left out (compact).
@@ -113,6 +113,8 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   acc_add(fa, wa, tag, charged, 0)
 
   local g0 = gate_in(fa, given, e.gate_until, now, part)
+  local e0 = nil
+  if given == '' then e0 = (gate_of(fa, now, '')) end
   local probe = nil
   if given == '' then probe = probe_of(fa, token, part) end
   local is_probe = probe ~= nil
@@ -129,7 +131,7 @@ local function complete_one(keys, e, fa, wa, seen, mark)
 
   local g, g_until, level = gate_in(fa, given, e.gate_until, now, part)
   local held = newly_held(due, g0, g)
-  local shut_now = newly_shut(g0, g)
+  local shut_now, shut_until, shut_level = shut_by(fa, now, part, e0, g0, g, g_until, level)
   if g == 'disabled' and (action == 'retry' or action == 'again') then
     action, reason = 'dead', 'endpoint_disabled'
   end
@@ -222,7 +224,7 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   return compact({'state', state, 'opened', opened, 'closed', closed, 'began', began, 'ended', ended,
     'notify', notify, 'failures', failures, 'outage_at', num(fa.os), 'probe', was_probe, 'attempts', n,
     'reason', why, 'gate', g, 'last_status', num(rec.R), 'last_error', rec.e or '', 'held', held,
-    'shut', shut_now and 1 or 0, 'gate_until', shut_now and g_until or 0, 'level', shut_now and level or ''})
+    'shut', shut_now and 1 or 0, 'gate_until', shut_until, 'level', shut_level})
 end
 
 -- copy returns a shallow copy of table t.

@@ -145,7 +145,7 @@ end
 for n, v in pairs(w) do cw[#cw + 1] = n; cw[#cw + 1] = v end
 if state == 'in_flight' then code = 'f' end
 field('S', code)
--- Awaiting its durable acknowledgement until w (ms): park.lua
+-- Awaiting its durable acknowledgement until w (ms): hold/lua/park.lua
 -- leaves it parked until then, as the due set does (record.FieldAckHold).
 if A.ack_hold > 0 and state ~= 'in_flight' then field('w', str(now + A.ack_hold)) end
 redis.call('HSET', c, unpack(rec))

@@ -370,9 +370,26 @@ end
 -- newly_shut reports whether a result shut the gate: g0 is the gate
 -- before it, g1 after (disabled is not shut: a disable drains, it does not
 -- hold). Its caller parks the waiting callouts the gate now holds
--- (park.lua, hold).
+-- (hold/lua/park.lua, hold).
 local function newly_shut(g0, g1)
   return shut(g1) and not shut(g0)
+end
+
+-- shut_by is what a result shut, whose waiting callouts hold/lua/park.lua then
+-- holds: g0 and g1 are the gate of its breaker partition p before and after
+-- (gate_in; g1 until u1, of level), e0 the endpoint's own gate before
+-- (gate_of(f, now, '') of the fields f; nil when they are not this
+-- script's). The endpoint's own gate (a pause, the endpoint's breaker)
+-- shutting holds every organisation even when p's was shut already.
+-- Returns whether a gate shut, until when (ms) and whose ('' the
+-- endpoint's).
+local function shut_by(f, now, p, e0, g0, g1, u1, level)
+  if e0 and p ~= '' then
+    local e1, eu = gate_of(f, now, '')
+    if newly_shut(e0, e1) then return true, eu, '' end
+  end
+  if newly_shut(g0, g1) then return true, u1, level end
+  return false, 0, ''
 end
 
 -- newly_held is how many waiting callouts (the due set's size) a result

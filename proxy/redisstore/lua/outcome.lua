@@ -15,7 +15,7 @@
 -- Replies (outcomeReply): opened, closed, began, ended (the outage),
 -- failures, outage_at (ms), probe, held (the home queue's waiting callouts
 -- this result shut the gate on), gate, shut (1: this result shut the
--- gate: the caller parks the waiting callouts it now holds, park.lua),
+-- gate: the caller parks the waiting callouts it now holds, hold/lua/park.lua),
 -- gate_until (ms) and level (the partition whose gate it is, '' the
 -- endpoint's).
 local ep = K.endpoint
@@ -23,6 +23,7 @@ local now = clock(A.now)
 local part = A.part
 local f, w = hread(ep, concat(breaker_fields_of(part), {'pu', 'dis'})), {}
 local g0 = gate_of(f, now, part)
+local e0 = (gate_of(f, now, ''))
 local probe = probe_of(f, A.probe, part)
 local is_probe = probe ~= nil
 local opened, closed, began, ended = breaker_apply(f, w, str(now), probe, A.success,
@@ -33,10 +34,11 @@ gate_publish(ep)
 local g1, g1_until, level = gate_of(f, now, part)
 local held = 0
 for _, d in ipairs(K.due) do held = held + newly_held(d, g0, g1) end
+local shut_now, shut_until, shut_level = shut_by(f, now, part, e0, g0, g1, g1_until, level)
 local failures = num(f.cf)
 if part ~= '' then failures = num(f[pf('cf', part)]) end
 local probe = 0
 if is_probe then probe = 1 end
 return {'opened', opened, 'closed', closed, 'began', began, 'ended', ended, 'failures', failures,
   'outage_at', num(f.os), 'probe', probe, 'held', held, 'gate', g1,
-  'shut', newly_shut(g0, g1) and 1 or 0, 'gate_until', g1_until, 'level', level}
+  'shut', shut_now and 1 or 0, 'gate_until', shut_until, 'level', shut_level}

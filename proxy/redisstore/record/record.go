@@ -45,7 +45,7 @@ const (
 	FieldLastErr  = "e" // last error
 	FieldFinished = "F" // finished ms
 	FieldReason   = "D" // dead-letter reason
-	FieldAckHold  = "w" // ms: its durable acknowledgement is out until then (create.lua); park.lua leaves it held
+	FieldAckHold  = "w" // ms: its durable acknowledgement is out until then (create.lua); hold/lua/park.lua leaves it held
 )
 
 // chunkLen is the longest value a record stores in one field.

@@ -19,7 +19,7 @@
 -- stay held: their caller may yet be answered 503 and they withdrawn
 -- (contract §11); they are due at the old reopening, or when the hold ends.
 --
--- K and A: parkArgs (park.go), read by the script layer (script/): K.due,
+-- K and A: parkArgs (hold.go), read by the script layer (script/): K.due,
 -- K.counters; A.now (lib.lua clock), A.hold, A.part (the breaker
 -- partition, '' the endpoint's), A.gate and A.gate_until; A.callouts, each
 -- with its key record and its id.
