@@ -139,3 +139,49 @@ func TestEndpointPauseHoldsEveryOrganisation(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldFollowTheReopening: a held callout is due at its gate's
+// reopening, also when a later result moves the reopening: a second 429
+// that lengthens the pause, a failed probe that reopens the breaker.
+func TestHeldFollowTheReopening(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store()
+		const ep = "reopen-api"
+		mustEnqueue(t, s, ep, 3)
+		cl := mustClaim(t, s, ep, ClaimOptions{Batch: 2, Lease: testLease}).Claimed
+		pause := func(c *policy.Claimed, d time.Duration) {
+			mustComplete(t, s, c, policy.Completion{Action: policy.ActionRetry, NextAttemptAt: e.clk.Now().Add(time.Second),
+				PausedUntil: e.clk.Now().Add(d),
+				Attempt:     &policy.Attempt{StartedAt: t0, Status: 429, Outcome: policy.Retryable, Error: "status_429"}})
+		}
+		pause(cl[0], 3*time.Second)
+		pause(cl[1], time.Minute) // the pause now ends a minute out
+		for _, c := range mustPending(t, s, ep, policy.Held) {
+			if !c.NextAttemptAt.Equal(e.clk.Now().Add(time.Minute)) {
+				t.Errorf("held %s due at %v, want the pause's end %v", c.ID, c.NextAttemptAt, e.clk.Now().Add(time.Minute))
+			}
+		}
+
+		const bp = "reprobe-api"
+		res, err := s.Enqueue(ctxT(t), storetest.Req(bp, "", `{}`), policy.EnqueueOptions{DueAt: e.clk.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		openBreaker(t, e, s, bp, 20)
+		e.clk.Advance(mustState(t, s, bp).ProbeAt.Sub(e.clk.Now()))
+		probe := mustClaim(t, s, bp, ClaimOptions{Batch: 1, Lease: testLease}).Claimed
+		if len(probe) != 1 || probe[0].Kind != policy.KindProbe {
+			t.Fatalf("claim at the reopening = %+v, want one probe", probe)
+		}
+		mustComplete(t, s, probe[0], failure(e.clk.Now().Add(time.Hour)))
+		reopen := mustState(t, s, bp).ProbeAt
+		if !reopen.After(e.clk.Now()) {
+			t.Fatalf("the breaker's next probe %v after the failed probe, want later than now", reopen)
+		}
+		if probe[0].ID != res.ID {
+			if c := mustGet(t, s, res.ID); c.State != policy.Held || !c.NextAttemptAt.Equal(reopen) {
+				t.Fatalf("after the failed probe: %s due %v, want held until the new reopening %v", c.State, c.NextAttemptAt, reopen)
+			}
+		}
+	})
+}

@@ -112,9 +112,9 @@ local function complete_one(keys, e, fa, wa, seen, mark)
   put(rec, wc, 'b', str(num(rec.b) + charged))
   acc_add(fa, wa, tag, charged, 0)
 
-  local g0 = gate_in(fa, given, e.gate_until, now, part)
-  local e0 = nil
-  if given == '' then e0 = (gate_of(fa, now, '')) end
+  local g0, u0 = gate_in(fa, given, e.gate_until, now, part)
+  local e0, eu0 = nil, 0
+  if given == '' then e0, eu0 = gate_of(fa, now, '') end
   local probe = nil
   if given == '' then probe = probe_of(fa, token, part) end
   local is_probe = probe ~= nil
@@ -131,7 +131,7 @@ local function complete_one(keys, e, fa, wa, seen, mark)
 
   local g, g_until, level = gate_in(fa, given, e.gate_until, now, part)
   local held = newly_held(due, g0, g)
-  local shut_now, shut_until, shut_level = shut_by(fa, now, part, e0, g0, g, g_until, level)
+  local shut_now, shut_until, shut_level = shut_by(fa, now, part, e0, eu0, g0, u0, g, g_until, level)
   if g == 'disabled' and (action == 'retry' or action == 'again') then
     action, reason = 'dead', 'endpoint_disabled'
   end

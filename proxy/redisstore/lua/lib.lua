@@ -369,26 +369,32 @@ end
 
 -- newly_shut reports whether a result shut the gate: g0 is the gate
 -- before it, g1 after (disabled is not shut: a disable drains, it does not
--- hold). Its caller parks the waiting callouts the gate now holds
--- (hold/lua/park.lua, hold).
+-- hold); newly_held counts the callouts it held then.
 local function newly_shut(g0, g1)
   return shut(g1) and not shut(g0)
 end
 
--- shut_by is what a result shut, whose waiting callouts hold/lua/park.lua then
--- holds: g0 and g1 are the gate of its breaker partition p before and after
--- (gate_in; g1 until u1, of level), e0 the endpoint's own gate before
--- (gate_of(f, now, '') of the fields f; nil when they are not this
--- script's). The endpoint's own gate (a pause, the endpoint's breaker)
--- shutting holds every organisation even when p's was shut already.
--- Returns whether a gate shut, until when (ms) and whose ('' the
--- endpoint's).
-local function shut_by(f, now, p, e0, g0, g1, u1, level)
+-- shuts reports whether a result shut a gate, or moved a shut gate's
+-- reopening later (a failed probe reopens the breaker, a later 429
+-- lengthens the pause): g0 until u0 before it, g1 until u1 after (ms).
+local function shuts(g0, u0, g1, u1)
+  return shut(g1) and (not shut(g0) or u1 > u0)
+end
+
+-- shut_by is what a result shut (shuts), whose waiting callouts park.lua
+-- then holds until the reopening: g0, u0 and g1, u1 are the gate of its
+-- breaker partition p before and after (gate_in; g1 of level), e0, eu0 the
+-- endpoint's own gate before (gate_of(f, now, '') of the fields f; e0 nil
+-- when they are not this script's). The endpoint's own gate (a pause, the
+-- endpoint's breaker) shutting holds every organisation even when p's was
+-- shut already. Returns whether a gate shut, until when (ms) and whose (''
+-- the endpoint's).
+local function shut_by(f, now, p, e0, eu0, g0, u0, g1, u1, level)
   if e0 and p ~= '' then
-    local e1, eu = gate_of(f, now, '')
-    if newly_shut(e0, e1) then return true, eu, '' end
+    local e1, eu1 = gate_of(f, now, '')
+    if shuts(e0, eu0, e1, eu1) then return true, eu1, '' end
   end
-  if newly_shut(g0, g1) then return true, u1, level end
+  if shuts(g0, u0, g1, u1) then return true, u1, level end
   return false, 0, ''
 end
 

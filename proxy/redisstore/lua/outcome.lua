@@ -22,8 +22,8 @@ local ep = K.endpoint
 local now = clock(A.now)
 local part = A.part
 local f, w = hread(ep, concat(breaker_fields_of(part), {'pu', 'dis'})), {}
-local g0 = gate_of(f, now, part)
-local e0 = (gate_of(f, now, ''))
+local g0, u0 = gate_of(f, now, part)
+local e0, eu0 = gate_of(f, now, '')
 local probe = probe_of(f, A.probe, part)
 local is_probe = probe ~= nil
 local opened, closed, began, ended = breaker_apply(f, w, str(now), probe, A.success,
@@ -34,7 +34,7 @@ gate_publish(ep)
 local g1, g1_until, level = gate_of(f, now, part)
 local held = 0
 for _, d in ipairs(K.due) do held = held + newly_held(d, g0, g1) end
-local shut_now, shut_until, shut_level = shut_by(f, now, part, e0, g0, g1, g1_until, level)
+local shut_now, shut_until, shut_level = shut_by(f, now, part, e0, eu0, g0, u0, g1, g1_until, level)
 local failures = num(f.cf)
 if part ~= '' then failures = num(f[pf('cf', part)]) end
 local probe = 0

@@ -296,7 +296,7 @@ func (f *Functions) try(ctx context.Context, cur *library) bool {
 	case !transient(err) && (mode == modeUndecided || redis.HasErrorPrefix(err, "NOPERM")):
 		f.loaded.Store(nil)
 		f.mode.Store(modeEval)
-		f.log.Info("redis scripts: EVALSHA/EVAL", "reason", err.Error())
+		f.log.Info("redis scripts: EVALSHA/EVAL", "reason", shortReason(err))
 		return false
 	default:
 		f.loaded.Store(nil)
@@ -355,4 +355,18 @@ func funcNotFound(err error) bool {
 // passes over these as it does redis.Nil.
 func Missing(err error) bool {
 	return noScript(err) || funcNotFound(err)
+}
+
+// maxReason bounds the reason logged for the EVAL path, in bytes: a Redis
+// without FUNCTION (miniredis, Redis < 7) repeats the whole command in
+// its error, the library's Lua included (about 120 KB).
+const maxReason = 200
+
+// shortReason is err's text, cut to maxReason bytes with "…" after.
+func shortReason(err error) string {
+	r := err.Error()
+	if len(r) <= maxReason {
+		return r
+	}
+	return strings.ToValidUTF8(r[:maxReason], "") + "…"
 }

@@ -1,8 +1,10 @@
 package script
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
@@ -490,4 +492,34 @@ func aclClient(t *testing.T, rdb redis.UniversalClient, user string, rules ...st
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// TestEvalReasonIsShort: the reason logged when a client takes the EVAL
+// path is at most maxReason bytes: miniredis (no FUNCTION command) repeats
+// the whole FUNCTION LOAD in its error, the library's Lua included.
+func TestEvalReasonIsShort(t *testing.T) {
+	type noArgs struct {
+		Key string `lua:"key,key"`
+	}
+	type oneReply struct {
+		V string `lua:"v"`
+	}
+	for _, b := range redistest.Backends(t) {
+		if b.Real() {
+			continue
+		}
+		var logs bytes.Buffer
+		f := Attach(b.Client, slog.New(slog.NewTextHandler(&logs, nil)))
+		s, err := New[noArgs, oneReply](f, "padded_fn", strings.Repeat("-- a long library\n", 2000)+`return {'v', 'x'}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Run(context.Background(), b.Client, &noArgs{Key: "{t}k"}); err != nil || r.V != "x" {
+			t.Fatalf("run: %+v, %v", r, err)
+		}
+		line := logs.String()
+		if !strings.Contains(line, "redis scripts: EVALSHA/EVAL") || len(line) > maxReason+200 {
+			t.Fatalf("the EVAL path's log line is %d bytes, want at most %d: %.300s", len(line), maxReason+200, line)
+		}
+	}
 }

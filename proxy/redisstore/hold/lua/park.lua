@@ -5,11 +5,12 @@
 -- the endpoint hash's slot, as claim.lua's), not taken from whoever changed
 -- it, so a batch that comes late changes nothing wrongly.
 --
--- hold (A.hold; a result shut the gate): while the gate is shut, each
--- scheduled callout is held (lib.lua holds, the rule create.lua,
--- complete.lua and reap.lua apply to one that meets a shut gate): due when
--- the gate reopens if it was due before (code 'h'), else at its own time
--- ('g').
+-- hold (A.hold; a result shut the gate, or moved its reopening later):
+-- while the gate is shut, each scheduled callout is held (lib.lua holds,
+-- the rule create.lua, complete.lua and reap.lua apply to one that meets a
+-- shut gate): due when the gate reopens if it was due before (code 'h'),
+-- else at its own time ('g'); a held one due before the reopening is due at
+-- it.
 --
 -- release (a result closed the breaker, or an admin reset it or re-enabled
 -- the endpoint): while the gate is not shut, each held callout is
@@ -35,7 +36,7 @@ for _, c in ipairs(A.callouts) do
   local r = redis.call('HMGET', c.record, 'S', 'w')
   local zs = redis.call('ZSCORE', due, c.id)
   local score = zs and tonumber(zs)
-  if score and A.hold and r[1] == 's' then
+  if score and A.hold and (r[1] == 's' or ((r[1] == 'h' or r[1] == 'g') and score < reopen)) then
     local _, at, code = holds(true, reopen, score)
     if at ~= score then redis.call('ZADD', due, str(at), c.id) end
     redis.call('HSET', c.record, 'S', code)
