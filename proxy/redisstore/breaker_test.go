@@ -146,8 +146,9 @@ func TestProbeTakenByExactlyOneClaimer(t *testing.T) {
 		if st.Breaker != policy.BreakerOpen || !st.ProbeAt.Equal(e.clk.Now().Add(5*time.Minute)) || st.ProbeOut || !st.OpenedAt.Equal(t0) {
 			t.Fatalf("after failed probe = %+v", st)
 		}
-		if got := mustClaim(t, s, "probe-api", claimOpts); len(got.Claimed) != 0 || got.Gate.State != policy.GateBreakerOpen {
-			t.Fatalf("claim after failed probe = %+v", got)
+		// the held callouts wait for the new reopening: nothing is due before
+		if got := mustClaim(t, s, "probe-api", claimOpts); len(got.Claimed) != 0 || !got.NextDueAt.Equal(st.ProbeAt) {
+			t.Fatalf("claim after failed probe = %+v, want none, next due at the new reopening %v", got, st.ProbeAt)
 		}
 
 		// A successful probe closes it and the backlog flows again.

@@ -62,13 +62,15 @@ type pending struct {
 }
 
 // pendingCounts reads pending in one pipeline, with more commands of the
-// caller's (extra) in the same round trip.
+// caller's (extra) in the same round trip, after reading which
+// organisations have queues (fresh: one organisation's first callout made
+// by another replica a moment ago counts).
 func (s *Store) pendingCounts(ctx context.Context, endpoint string, extra func(p redis.Pipeliner)) (pending, error) {
 	qs, err := s.queues.Of(ctx, endpoint)
 	if err != nil {
 		return pending{}, err
 	}
-	oqs, err := s.queues.Orgs(ctx, endpoint, false)
+	oqs, err := s.queues.Orgs(ctx, endpoint, true)
 	if err != nil {
 		return pending{}, err
 	}
