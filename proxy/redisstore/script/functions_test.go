@@ -1,7 +1,6 @@
 package script
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -251,16 +250,10 @@ func TestFunctionNotFoundLoadsAgain(t *testing.T) {
 // without FCALL) still runs every script, by EVALSHA/EVAL, and so does a
 // client attached by AttachEval and miniredis (no FUNCTION command).
 func TestRefusedFunctionsFallBackToEval(t *testing.T) {
-	type getArgs struct {
-		Key string `lua:"key,key"`
-	}
-	type getReply struct {
-		V string `lua:"v"`
-	}
 	// get is the script registered with a Functions attached to c.
-	get := func(t *testing.T, c redis.UniversalClient) (*Functions, *Script[getArgs, getReply]) {
+	get := func(t *testing.T, c redis.UniversalClient) (*Functions, *Script[readArgs, readReply]) {
 		f := Attach(c, nil)
-		s, err := New[getArgs, getReply](f, "get_fn", `return {'v', redis.call('GET', K.key) or 'none'}`)
+		s, err := New[readArgs, readReply](f, "get_fn", `return {'v', redis.call('GET', K.key) or 'none'}`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +264,7 @@ func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			if !b.Real() {
 				f, s := get(t, b.Client)
-				if r, err := s.Run(ctx, b.Client, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
+				if r, err := s.Run(ctx, b.Client, &readArgs{Key: "{t}k"}); err != nil || r.V != "none" {
 					t.Fatalf("miniredis: %+v, %v", r, err)
 				}
 				if f.UsesFunctions() {
@@ -286,7 +279,7 @@ func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 				user := "cp_test_no" + strings.TrimPrefix(rule, "-")
 				c := aclClient(t, b.Client, user, "+@all", rule)
 				f, s := get(t, c)
-				if r, err := s.Run(ctx, c, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
+				if r, err := s.Run(ctx, c, &readArgs{Key: "{t}k"}); err != nil || r.V != "none" {
 					t.Fatalf("ACL %s: %+v, %v", rule, r, err)
 				}
 				if f.UsesFunctions() {
@@ -295,11 +288,11 @@ func TestRefusedFunctionsFallBackToEval(t *testing.T) {
 			}
 			c := plainClient(t, b)
 			f := AttachEval(c, nil)
-			s, err := New[getArgs, getReply](f, "get_fn", `return {'v', redis.call('GET', K.key) or 'none'}`)
+			s, err := New[readArgs, readReply](f, "get_fn", `return {'v', redis.call('GET', K.key) or 'none'}`)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r, err := s.Run(ctx, c, &getArgs{Key: "{t}k"}); err != nil || r.V != "none" {
+			if r, err := s.Run(ctx, c, &readArgs{Key: "{t}k"}); err != nil || r.V != "none" {
 				t.Fatalf("AttachEval: %+v, %v", r, err)
 			}
 			if f.UsesFunctions() {
@@ -498,23 +491,17 @@ func aclClient(t *testing.T, rdb redis.UniversalClient, user string, rules ...st
 // path is at most maxReason bytes: miniredis (no FUNCTION command) repeats
 // the whole FUNCTION LOAD in its error, the library's Lua included.
 func TestEvalReasonIsShort(t *testing.T) {
-	type noArgs struct {
-		Key string `lua:"key,key"`
-	}
-	type oneReply struct {
-		V string `lua:"v"`
-	}
 	for _, b := range redistest.Backends(t) {
 		if b.Real() {
 			continue
 		}
-		var logs bytes.Buffer
+		var logs logBuffer
 		f := Attach(b.Client, slog.New(slog.NewTextHandler(&logs, nil)))
-		s, err := New[noArgs, oneReply](f, "padded_fn", strings.Repeat("-- a long library\n", 2000)+`return {'v', 'x'}`)
+		s, err := New[readArgs, readReply](f, "padded_fn", strings.Repeat("-- a long library\n", 2000)+`return {'v', 'x'}`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r, err := s.Run(context.Background(), b.Client, &noArgs{Key: "{t}k"}); err != nil || r.V != "x" {
+		if r, err := s.Run(context.Background(), b.Client, &readArgs{Key: "{t}k"}); err != nil || r.V != "x" {
 			t.Fatalf("run: %+v, %v", r, err)
 		}
 		line := logs.String()
