@@ -11,7 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// EndpointState reads endpoint's state: one pipelined round trip (its
+// EndpointState reads endpoint's state: which organisations have queues
+// (one pipelined round trip, queues.Tracker.Orgs), then one more (its
 // endpoint hash and the sizes of its due, lease and dead-letter sets, of
 // every queue, keyspace), then the gate (gateview's gate_read.lua).
 // Errors: ErrUnavailable.
@@ -150,7 +151,8 @@ func (s *Store) ReadGates(ctx context.Context, endpoints []string) (gates []poli
 
 // Backlog returns endpoint's pending items (due + leased callouts, every
 // queue) and the bytes they and its dead letters are charged:
-// the figures the backlog caps (Limits) compare. One pipelined round trip.
+// the figures the backlog caps (Limits) compare. Two pipelined round
+// trips (pendingCounts).
 // Errors: ErrUnavailable.
 func (s *Store) Backlog(ctx context.Context, endpoint string) (items, bytes int64, err error) {
 	var b *redis.StringCmd
