@@ -80,6 +80,10 @@ func TestPending(t *testing.T) {
 				t.Errorf("Pending(%s, %d, %d): no error", bad.state, bad.offset, bad.limit)
 			}
 		}
+		// an unknown state is an error on an endpoint with no queues too
+		if _, _, err := pendingOf(s).Pending(ctxT(t), "idle-api", policy.Succeeded, 0, 10); err == nil {
+			t.Error("Pending(succeeded) of an endpoint with no callouts: no error")
+		}
 	})
 }
 

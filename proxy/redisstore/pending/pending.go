@@ -66,6 +66,9 @@ func (s *Reader) Pending(ctx context.Context, endpoint string, state policy.Stat
 	if limit < 1 || limit > MaxPage || offset < 0 {
 		return nil, 0, fmt.Errorf("redisstore: pending: limit %d not 1–%d or offset %d negative", limit, MaxPage, offset)
 	}
+	if state != policy.Scheduled && state != policy.Held && state != policy.InFlight {
+		return nil, 0, fmt.Errorf("redisstore: pending: state %q is not scheduled, held or in_flight", state)
+	}
 	qs, err := s.core.PendingQueues(ctx, endpoint)
 	if err != nil {
 		return nil, 0, err
@@ -73,12 +76,8 @@ func (s *Reader) Pending(ctx context.Context, endpoint string, state policy.Stat
 	var sets []set
 	for _, q := range qs {
 		key := q.Due
-		switch state {
-		case policy.InFlight:
+		if state == policy.InFlight {
 			key = q.Lease
-		case policy.Scheduled, policy.Held:
-		default:
-			return nil, 0, fmt.Errorf("redisstore: pending: state %q is not scheduled, held or in_flight", state)
 		}
 		sets = append(sets, set{key, q.Tag})
 	}
